@@ -1,0 +1,242 @@
+"""The one IR data structure for HIR, MIR and LIR: typed values, SSA nodes, kernels, arena plan.
+
+A graph is a flat list of SSA equations (``%y : f32[2,3] = add(%a, %b)``) over named values.
+The level says which ops are allowed (see ``rlx_core.ir.ops``); LIR additionally groups the
+nodes into kernels and carries the arena plan the runtime executes.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterator
+
+from rlx_core.ir.dtypes import DType
+
+Shape = tuple[int, ...]
+AttrValue = Any  # int | float | bool | str | None | DType | tuple[AttrValue, ...]
+
+
+class Level(enum.Enum):
+    HIR = "hir"
+    MIR = "mir"
+    LIR = "lir"
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """Static shape and element type of a value."""
+
+    dtype: DType
+    shape: Shape
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return math.ceil(self.size * self.dtype.bits / 8)
+
+    def __str__(self) -> str:
+        return f"{self.dtype.name}[{','.join(str(d) for d in self.shape)}]"
+
+
+@dataclass(frozen=True)
+class Loc:
+    """Provenance: the user source line, the model-block scope, and the HIR node it came from.
+
+    ``origin`` is the name of the HIR node's result and ``origin_op`` its op; both survive every
+    lowering so that a LIR kernel line can be traced back to the line of user code.
+    """
+
+    file: str = ""
+    line: int = 0
+    scope: str = ""
+    origin: str = ""
+    origin_op: str = ""
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}" if self.file else "<unknown>"
+
+    def with_origin(self, origin: str, origin_op: str) -> "Loc":
+        return replace(self, origin=origin, origin_op=origin_op)
+
+
+UNKNOWN_LOC = Loc()
+
+
+class ValueKind(enum.Enum):
+    INPUT = "input"  # an argument of the compiled function
+    PARAM = "param"  # a weight: bound once to the executable, not passed per call
+    NODE = "node"  # the result of a node
+
+
+@dataclass(frozen=True)
+class Value:
+    """A named SSA value (graph input, parameter, or node result)."""
+
+    name: str
+    type: TensorType
+    kind: ValueKind = ValueKind.NODE
+
+
+def freeze_attrs(attrs: dict[str, AttrValue] | None) -> tuple[tuple[str, AttrValue], ...]:
+    """Attributes are stored sorted by key so that printing, hashing and CSE are deterministic."""
+    if not attrs:
+        return ()
+    return tuple(sorted((k, _freeze(v)) for k, v in attrs.items()))
+
+
+def _freeze(v: AttrValue) -> AttrValue:
+    if isinstance(v, list | tuple):
+        return tuple(_freeze(x) for x in v)
+    return v
+
+
+@dataclass(frozen=True)
+class Node:
+    """One SSA equation: ``out = op(inputs...) {attrs}`` with its provenance."""
+
+    out: Value
+    op: str
+    inputs: tuple[str, ...]
+    attrs: tuple[tuple[str, AttrValue], ...] = ()
+    loc: Loc = UNKNOWN_LOC
+
+    @property
+    def a(self) -> dict[str, AttrValue]:
+        """Attributes as a dict (read-only use)."""
+        return dict(self.attrs)
+
+    def attr(self, key: str, default: AttrValue = None) -> AttrValue:
+        for k, v in self.attrs:
+            if k == key:
+                return v
+        return default
+
+    @property
+    def name(self) -> str:
+        return self.out.name
+
+    @property
+    def type(self) -> TensorType:
+        return self.out.type
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A LIR kernel: MIR nodes fused into one loop nest, reading and writing arena buffers.
+
+    ``kind`` names the loop-nest shape renderers specialise on: ``elementwise`` (one loop over
+    the output), ``reduce`` (elementwise producers feeding one reduction, plus elementwise
+    consumers of its result), ``matmul`` (a dot_general with an optional elementwise epilogue),
+    or ``opaque`` (one data-movement / indexing op).
+    """
+
+    name: str
+    kind: str
+    nodes: tuple[Node, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BufferSlot:
+    """Where an intermediate lives in the arena, and between which kernels it is alive."""
+
+    value: str
+    offset: int
+    size: int
+    first: int  # index of the kernel that writes it
+    last: int  # index of the last kernel that reads it
+
+
+@dataclass(frozen=True)
+class ArenaPlan:
+    """Liveness-based placement of every kernel-to-kernel buffer in one arena."""
+
+    slots: tuple[BufferSlot, ...]
+    peak_bytes: int
+    naive_bytes: int  # what one buffer per value would cost (shows what reuse saved)
+    alignment: int = 64
+
+    def slot(self, value: str) -> BufferSlot | None:
+        for s in self.slots:
+            if s.value == value:
+                return s
+        return None
+
+
+@dataclass
+class Graph:
+    """A function in the IR: inputs, parameters, nodes in topological order, outputs.
+
+    Passes treat graphs as values: they build new ones rather than mutate (see ``with_nodes``).
+    ``param_data`` holds weights by name (flat tuples or host arrays); it is not part of the
+    text form, which shows parameters by name and type only.
+    """
+
+    name: str
+    level: Level
+    inputs: tuple[Value, ...]
+    params: tuple[Value, ...]
+    nodes: tuple[Node, ...]
+    outputs: tuple[str, ...]
+    kernels: tuple[Kernel, ...] = ()
+    plan: ArenaPlan | None = None
+    param_data: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    # -- lookup --------------------------------------------------------------------------------
+    def values(self) -> dict[str, Value]:
+        """Every value by name: inputs, params and node results."""
+        table = {v.name: v for v in self.inputs}
+        table.update({v.name: v for v in self.params})
+        table.update({n.out.name: n.out for n in self.nodes})
+        return table
+
+    def producers(self) -> dict[str, Node]:
+        return {n.out.name: n for n in self.nodes}
+
+    def users(self) -> dict[str, list[Node]]:
+        table: dict[str, list[Node]] = {}
+        for n in self.nodes:
+            for i in n.inputs:
+                table.setdefault(i, []).append(n)
+        return table
+
+    def type_of(self, name: str) -> TensorType:
+        return self.values()[name].type
+
+    def output_types(self) -> tuple[TensorType, ...]:
+        vals = self.values()
+        return tuple(vals[o].type for o in self.outputs)
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes)
+
+    # -- building new graphs -------------------------------------------------------------------
+    def with_nodes(self, nodes: tuple[Node, ...] | list[Node], outputs: tuple[str, ...] | None = None,
+                   level: Level | None = None) -> "Graph":
+        """A copy with other nodes (and optionally outputs / level); LIR structure is dropped."""
+        return Graph(
+            name=self.name,
+            level=level or self.level,
+            inputs=self.inputs,
+            params=self.params,
+            nodes=tuple(nodes),
+            outputs=self.outputs if outputs is None else tuple(outputs),
+            param_data=self.param_data,
+        )
+
+    def op_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for n in self.nodes:
+            counts[n.op] = counts.get(n.op, 0) + 1
+        return counts

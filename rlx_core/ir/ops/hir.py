@@ -1,0 +1,159 @@
+"""HIR: model blocks and composite ops. Each lowers to MIR through a registered decomposition
+(rlx_core/dispatch/decompositions.py) unless a target claims it natively."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlx_core.errors import DTypeError
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.graph import Level, TensorType
+from rlx_core.ir.ops.base import AttrSpec, OpDef, normalize_axis, require, require_same_dtype
+
+T = TensorType
+
+
+def _float_op(op: str, x: T) -> None:
+    require(x.dtype.is_float, op, f"needs a float input, got {x}",
+            hint="cast to f32 first (x.astype('f32'))", exc=DTypeError)
+
+
+def _linear(ins: list[T], a: dict[str, Any]) -> T:
+    x, w = ins[0], ins[1]
+    _float_op("linear", x)
+    require(w.rank == 2, "linear", f"weight must be 2-D (out, in), got {w}")
+    require(x.rank >= 1 and x.shape[-1] == w.shape[1], "linear",
+            f"input {x} does not match weight {w}: last axis {x.shape[-1] if x.rank else '-'} "
+            f"!= in_features {w.shape[1]}",
+            hint="the weight is (out_features, in_features), as in torch.nn.Linear")
+    if len(ins) == 3:
+        require(ins[2].shape == (w.shape[0],), "linear", f"bias {ins[2]} must be [{w.shape[0]}]")
+    require_same_dtype("linear", ins)
+    return T(x.dtype, x.shape[:-1] + (w.shape[0],))
+
+
+def _norm(op: str, n_params: int):
+    def infer(ins: list[T], a: dict[str, Any]) -> T:
+        x = ins[0]
+        _float_op(op, x)
+        require(x.rank >= 1, op, "needs at least one axis")
+        for p in ins[1:1 + n_params]:
+            require(p.shape == (x.shape[-1],), op,
+                    f"parameter {p} must match the normalized axis [{x.shape[-1]}]")
+        require_same_dtype(op, ins)
+        return x
+
+    return infer
+
+
+def _unary_float(op: str):
+    def infer(ins: list[T], a: dict[str, Any]) -> T:
+        _float_op(op, ins[0])
+        if "axis" in a:
+            normalize_axis(op, a["axis"], ins[0].rank)
+        if "approximate" in a:
+            require(a["approximate"] in ("none", "tanh"), op,
+                    f"approximate must be 'none' or 'tanh', got {a['approximate']!r}")
+        return ins[0]
+
+    return infer
+
+
+def _attention(ins: list[T], a: dict[str, Any]) -> T:
+    q, k, v = ins[:3]
+    for t in (q, k, v):
+        _float_op("attention", t)
+        require(t.rank == 4, "attention", f"q, k, v must be (batch, heads, seq, dim), got {t}")
+    require(q.shape[:2] == k.shape[:2] == v.shape[:2], "attention",
+            f"batch/heads differ: {q}, {k}, {v}")
+    require(q.shape[3] == k.shape[3], "attention", f"q {q} and k {k} head dims differ")
+    require(k.shape[2] == v.shape[2], "attention", f"k {k} and v {v} sequence lengths differ")
+    mask = a["mask"]
+    require(mask in ("none", "causal", "padding"), "attention",
+            f"mask must be none, causal or padding, got {mask!r}")
+    if mask == "padding":
+        require(len(ins) == 4, "attention", "mask='padding' needs a mask operand (batch, seq_k)")
+        require(ins[3].shape == (q.shape[0], k.shape[2]), "attention",
+                f"padding mask {ins[3]} must be [{q.shape[0]},{k.shape[2]}]")
+    else:
+        require(len(ins) == 3, "attention", f"mask={mask!r} takes no mask operand")
+    require_same_dtype("attention", [q, k, v])
+    return T(q.dtype, q.shape[:3] + (v.shape[3],))
+
+
+def _embedding(ins: list[T], a: dict[str, Any]) -> T:
+    ids, table = ins
+    require(ids.dtype.is_int, "embedding", f"ids must be integers, got {ids}", exc=DTypeError)
+    require(table.rank == 2, "embedding", f"table must be (num, dim), got {table}")
+    return T(table.dtype, ids.shape + (table.shape[1],))
+
+
+def _out_size(op: str, size: int, k: int, s: int, p: int, d: int = 1) -> int:
+    out = (size + 2 * p - d * (k - 1) - 1) // s + 1
+    require(out >= 1, op, f"window {k} (dilation {d}) does not fit input size {size} + 2*{p}")
+    return out
+
+
+def _conv2d(ins: list[T], a: dict[str, Any]) -> T:
+    x, w = ins[0], ins[1]
+    _float_op("conv2d", x)
+    require(x.rank == 4 and w.rank == 4, "conv2d",
+            f"needs x (N,C,H,W) and w (O,C/groups,KH,KW), got {x}, {w}")
+    g = a["groups"]
+    require(x.shape[1] == w.shape[1] * g and w.shape[0] % g == 0, "conv2d",
+            f"channels: input {x.shape[1]} != {w.shape[1]} * groups {g}")
+    if len(ins) == 3:
+        require(ins[2].shape == (w.shape[0],), "conv2d", f"bias {ins[2]} must be [{w.shape[0]}]")
+    require_same_dtype("conv2d", ins)
+    (sh, sw), (ph, pw), (dh, dw) = a["stride"], a["padding"], a["dilation"]
+    oh = _out_size("conv2d", x.shape[2], w.shape[2], sh, ph, dh)
+    ow = _out_size("conv2d", x.shape[3], w.shape[3], sw, pw, dw)
+    return T(x.dtype, (x.shape[0], w.shape[0], oh, ow))
+
+
+def _pool(op: str):
+    def infer(ins: list[T], a: dict[str, Any]) -> T:
+        x = ins[0]
+        _float_op(op, x)
+        require(x.rank == 4, op, f"needs (N,C,H,W), got {x}")
+        (kh, kw), (sh, sw), (ph, pw) = a["kernel"], a["stride"], a["padding"]
+        require(ph * 2 <= kh and pw * 2 <= kw, op, "padding must be at most half the window")
+        return T(x.dtype, x.shape[:2] + (_out_size(op, x.shape[2], kh, sh, ph),
+                                         _out_size(op, x.shape[3], kw, sw, pw)))
+
+    return infer
+
+
+def _defs() -> dict[str, OpDef]:
+    hir = Level.HIR
+    pair = lambda v: AttrSpec("ints", v)  # noqa: E731
+    t: dict[str, OpDef] = {}
+
+    def add(name, arity, attrs, infer, doc):
+        t[name] = OpDef(name, hir, "composite", arity, attrs, infer, doc)
+
+    add("linear", (2, 3), {}, _linear, "x @ w.T (+ b); w is (out, in)")
+    add("layer_norm", (1, 3), {"eps": AttrSpec("float", 1e-5)}, _norm("layer_norm", 2),
+        "normalize the last axis to zero mean, unit variance, then * weight + bias")
+    add("rms_norm", (1, 2), {"eps": AttrSpec("float", 1e-6)}, _norm("rms_norm", 1),
+        "x / sqrt(mean(x^2) + eps) * weight over the last axis")
+    add("softmax", (1, 1), {"axis": AttrSpec("int", -1)}, _unary_float("softmax"),
+        "exp(x - max) / sum(exp(x - max)) along axis")
+    add("log_softmax", (1, 1), {"axis": AttrSpec("int", -1)}, _unary_float("log_softmax"),
+        "x - max - log(sum(exp(x - max))) along axis")
+    add("gelu", (1, 1), {"approximate": AttrSpec("str", "none")}, _unary_float("gelu"),
+        "x * Phi(x): exact erf form ('none') or the tanh approximation")
+    add("silu", (1, 1), {}, _unary_float("silu"), "x * sigmoid(x)")
+    add("attention", (3, 4), {"mask": AttrSpec("str", "none"), "scale": AttrSpec("float", 0.0)},
+        _attention, "softmax(q @ k^T * scale + mask) @ v; scale 0 means 1/sqrt(head_dim)")
+    add("embedding", (2, 2), {}, _embedding, "rows of table picked by integer ids")
+    add("conv2d", (2, 3), {"stride": pair((1, 1)), "padding": pair((0, 0)),
+                           "dilation": pair((1, 1)), "groups": AttrSpec("int", 1)},
+        _conv2d, "2-D convolution, NCHW input, OIHW weight")
+    for op in ("max_pool2d", "avg_pool2d"):
+        add(op, (1, 1), {"kernel": AttrSpec("ints"), "stride": AttrSpec("ints"),
+                         "padding": pair((0, 0))}, _pool(op), f"2-D {op[:3]} pooling, NCHW")
+    return t
+
+
+HIR_OPS: dict[str, OpDef] = _defs()
