@@ -80,8 +80,10 @@ class Builder:
                 err.args = (err._render(),)
             raise
         out = Value(self.names.claim(name) if name else self.names.fresh(), out_type)
-        self.nodes.append(Node(out, op, tuple(v.name for v in inputs), freeze_attrs(full),
-                               loc or self.loc))
+        where = loc or self.loc
+        if not where.origin:  # a node made from scratch is its own origin
+            where = where.with_origin(out.name, op)
+        self.nodes.append(Node(out, op, tuple(v.name for v in inputs), freeze_attrs(full), where))
         return out
 
     def add_node(self, node: Node) -> None:

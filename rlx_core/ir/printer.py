@@ -60,13 +60,14 @@ def fmt_attr(v: object) -> str:
     raise TypeError(f"attribute value {v!r} of type {type(v).__name__} has no text form")
 
 
-def fmt_loc(loc: Loc) -> str:
+def fmt_loc(loc: Loc, name: str = "", op: str = "") -> str:
+    """``loc(...)``; ``from=`` is left out when the node is its own origin (the parser restores it)."""
     parts = []
     if loc.file or loc.line:
         parts.append(f"{json.dumps(loc.file)}:{loc.line}")
     if loc.scope:
         parts.append(f"scope={json.dumps(loc.scope)}")
-    if loc.origin:
+    if loc.origin and (loc.origin, loc.origin_op) != (name, op):
         parts.append(f"from=%{loc.origin}:{loc.origin_op}")
     return f" loc({' '.join(parts)})" if parts else ""
 
@@ -74,7 +75,7 @@ def fmt_loc(loc: Loc) -> str:
 def fmt_node(n: Node) -> str:
     args = ", ".join(f"%{i}" for i in n.inputs)
     attrs = ", ".join(f"{k}={fmt_attr(v)}" for k, v in n.attrs)
-    return f"%{n.out.name} : {n.out.type} = {n.op}({args}) {{{attrs}}}{fmt_loc(n.loc)}"
+    return f"%{n.out.name} : {n.out.type} = {n.op}({args}) {{{attrs}}}{fmt_loc(n.loc, n.out.name, n.op)}"
 
 
 def _fmt_value_decl(kind: str, v: Value) -> str:
