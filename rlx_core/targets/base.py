@@ -1,0 +1,58 @@
+"""The target interface: what every device backend provides to the compiler and runtime.
+
+A target is a folder under ``rlx_core/targets/<name>/`` holding its capability table
+(``caps.py``), its renderer / toolchain and its device runtime. The compiler asks it three
+things: can you run here (``available``), what do you claim (``caps``), and turn this LIR into
+something runnable (``build``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+from rlx_core.ir.graph import Graph
+
+
+class Verification:
+    """How a target's output is checked on this machine (DESIGN.md section 6)."""
+
+    EXECUTES = "executes"  # kernels run and are compared against the numpy reference
+    COMPILE_CHECK = "compile-check"  # generated source is compiled by the real toolchain only
+    TEXT_ONLY = "text-only"  # source is generated but nothing here can check it
+
+
+@dataclass
+class Program:
+    """A built LIR graph for one target: call ``run`` with host inputs (in graph input order).
+
+    ``sources`` maps kernel name to generated source (empty for interpreters).
+    """
+
+    run_fn: Any
+    sources: dict[str, str] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def run(self, inputs: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+        return self.run_fn(inputs, params)
+
+
+class Target(Protocol):
+    """A device backend."""
+
+    name: str
+    verification: str
+    description: str
+
+    def available(self) -> tuple[bool, str]:
+        """(True, "") when this target can build and run here, else (False, why not)."""
+        ...
+
+    @property
+    def caps(self) -> Any:
+        """The capability table the dispatcher consults (rlx_core.dispatch.capabilities)."""
+        ...
+
+    def build(self, lir: Graph, options: Any) -> Program:
+        """Render, compile and load ``lir``; raise a typed RlxError on failure."""
+        ...
