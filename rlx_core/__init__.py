@@ -1,0 +1,90 @@
+"""rlx_core: a tensor compiler and runtime. Imports with the standard library alone.
+
+    import rlx_core as rlx
+
+    @rlx.jit
+    def block(x, w):
+        return rlx.nn.softmax(x @ w, axis=-1)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlx_core import nn
+from rlx_core.api import JitFunction, TargetInfo, compile, jit, lower, targets
+from rlx_core.compile_trace import CompileTrace
+from rlx_core.errors import (
+    ArgumentError,
+    AxisError,
+    DTypeError,
+    IRParseError,
+    RlxError,
+    ShapeError,
+    TargetUnavailableError,
+    TraceError,
+    VerifyError,
+)
+from rlx_core.frontend.ops import (
+    arange,
+    argmax,
+    asarray,
+    astype,
+    broadcast_to,
+    concat,
+    iota,
+    matmul,
+    mean,
+    ones,
+    param,
+    reshape,
+    stack,
+    swapaxes,
+    take,
+    transpose,
+    where,
+    zeros,
+)
+from rlx_core.frontend.tensor import Tensor
+from rlx_core.frontend.tracer import TensorSpec, block, spec, trace
+from rlx_core.ir.dtypes import (
+    DType,
+    bf16,
+    bool_,
+    c64,
+    f16,
+    f32,
+    f64,
+    i4,
+    i8,
+    i16,
+    i32,
+    i64,
+    u8,
+    u32,
+)
+from rlx_core.runtime.executable import Executable
+from rlx_core.frontend import elementwise as _ew
+
+exp, log, sqrt, rsqrt, tanh, erf, sin, cos, abs, floor, ceil, sign = (
+    _ew.exp, _ew.log, _ew.sqrt, _ew.rsqrt, _ew.tanh, _ew.erf, _ew.sin, _ew.cos, _ew.abs,
+    _ew.floor, _ew.ceil, _ew.sign)
+maximum, minimum, sigmoid = _ew.maximum, _ew.minimum, _ew.sigmoid
+
+__version__ = "0.1.0"
+
+# Names from the dispatch layer are resolved lazily so that `import rlx_core` stays cheap.
+_LAZY = {
+    "LegalizationError": ("rlx_core.dispatch.errors", "LegalizationError"),
+    "explain": ("rlx_core.dispatch.explain", "explain"),
+    "set_policy": ("rlx_core.dispatch.policy", "set_policy"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'rlx_core' has no attribute {name!r}")

@@ -1,0 +1,66 @@
+"""The compile pipeline: a flat, named list of passes, HIR in, planned LIR out."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rlx_core.compile_trace import PassStep, code_location
+from rlx_core.ir.graph import Graph, Level
+from rlx_core.ir.printer import print_graph
+from rlx_core.ir.verifier import verify
+from rlx_core.passes.algebraic_simplify import AlgebraicSimplify
+from rlx_core.passes.base import PassContext
+from rlx_core.passes.constant_fold import ConstantFold
+from rlx_core.passes.cse import CSE
+from rlx_core.passes.dce import DCE
+from rlx_core.passes.fuse import Fuse
+from rlx_core.passes.infer_types import InferTypes
+from rlx_core.passes.legalize import Legalize
+from rlx_core.passes.plan_arena import PlanArena
+
+
+def default_pipeline() -> tuple[Any, ...]:
+    """The passes every compile runs, in order."""
+    return (
+        # re-derive every type from the op rules: catches frontends/importers that mis-typed
+        InferTypes(),
+        # dispatch: each HIR op becomes native / common-IR / rewritten for the target, or fails
+        Legalize(),
+        # the decompositions leave constants and identities behind; fold and simplify them
+        ConstantFold(),
+        AlgebraicSimplify(),
+        # merge repeated subexpressions (decompositions repeat broadcasts of one constant)
+        CSE(),
+        # drop what no output needs
+        DCE(),
+        # group MIR into kernels (fused loop nests): MIR -> LIR
+        Fuse(),
+        # place kernel-to-kernel buffers in one arena by liveness
+        PlanArena(),
+    )
+
+
+def native_composites(ctx: PassContext) -> frozenset[str]:
+    caps = getattr(ctx.target, "caps", None)
+    claimed = getattr(caps, "native_composites", None)
+    return frozenset(claimed() if callable(claimed) else (claimed or ()))
+
+
+def run_pipeline(g: Graph, ctx: PassContext, passes: tuple[Any, ...] | None = None) -> Graph:
+    """Run ``passes`` (default: the pipeline above), recording each step when tracing is on."""
+    verify_each = ctx.options.verify
+    for p in passes or default_pipeline():
+        before_text = print_graph(g) if ctx.trace is not None else ""
+        level_before = g.level
+        start = time.perf_counter()
+        g = p.run(g, ctx)
+        if verify_each:
+            verify(g, native_composites(ctx) if g.level is not Level.HIR else frozenset())
+        if ctx.trace is not None:
+            file, line = code_location(type(p).run)
+            ctx.trace.steps.append(PassStep(
+                name=p.name, file=file, line=line, level_before=level_before.value,
+                level_after=g.level.value, before=before_text, after=print_graph(g),
+                rules=ctx.trace.take_rules(), seconds=time.perf_counter() - start))
+    return g

@@ -1,0 +1,75 @@
+"""Executable: a compiled function for one target — the IR at every level, the built program,
+the parameters it is bound to, and the CompileTrace that explains it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from rlx_core.compile_trace import CompileTrace
+from rlx_core.errors import ArgumentError
+from rlx_core.frontend.tracer import type_of_example
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.graph import Graph, TensorType
+from rlx_core.targets.base import Program
+
+
+def _to_host(arg: Any, want: TensorType) -> Any:
+    """Convert one argument to the host array layer (numpy when present)."""
+    try:
+        import numpy as np
+    except ImportError:  # Pyodide without numpy: the target takes buffers / lists as they are
+        return arg
+    arr = np.asarray(arg)
+    if arr.dtype.name != dt.to_numpy_name(want.dtype):
+        arr = arr.astype(dt.to_numpy_name(want.dtype))
+    return np.ascontiguousarray(arr)
+
+
+@dataclass
+class Executable:
+    """Call it like the original function; ``trace`` holds the compile's full record."""
+
+    name: str
+    target: str
+    hir: Graph
+    mir: Graph
+    lir: Graph
+    program: Program
+    trace: CompileTrace
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def input_types(self) -> tuple[TensorType, ...]:
+        return tuple(v.type for v in self.lir.inputs)
+
+    def check_args(self, args: Sequence[Any]) -> None:
+        """Raise ArgumentError unless ``args`` match the compiled shapes and dtypes."""
+        want = self.input_types
+        if len(args) != len(want):
+            raise ArgumentError(f"{self.name} was compiled for {len(want)} argument(s), got "
+                                f"{len(args)}")
+        for i, (arg, ty) in enumerate(zip(args, want)):
+            got = type_of_example(arg)
+            if got.shape != ty.shape or (got.dtype != ty.dtype and not _compatible(got.dtype, ty.dtype)):
+                raise ArgumentError(
+                    f"{self.name}: argument {i} ({self.lir.inputs[i].name}) is {got}, "
+                    f"compiled for {ty}",
+                    hint="call rlx.compile again with this shape, or use @rlx.jit, which "
+                         "specialises per shape")
+
+    def __call__(self, *args: Any) -> Any:
+        self.check_args(args)
+        host = [_to_host(a, t) for a, t in zip(args, self.input_types)]
+        outs = self.program.run(host, self.params)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Generated kernel source per kernel name (empty for interpreters)."""
+        return self.program.sources
+
+
+def _compatible(got: dt.DType, want: dt.DType) -> bool:
+    # Python scalars and lists are typed i64/f32 by default; let them feed narrower inputs
+    return got.kind == want.kind or (got == dt.i64 and want.is_int)
