@@ -1,0 +1,185 @@
+"""The ``rlx`` command line: compile / explain / run model files, list targets, the tour."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Sequence
+
+from rlx_core.errors import RlxError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TOUR_MODEL = REPO_ROOT / "examples" / "models" / "bert_layer.py"
+
+
+class ModelFileError(RlxError):
+    """A model file that does not follow the convention (``model`` + ``example_inputs``)."""
+
+    code = "RLX-C001"
+
+
+def load_model_file(path: str | Path) -> tuple[Any, tuple[Any, ...], ModuleType]:
+    """Import a model file; return (model function, example inputs, module)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ModelFileError(f"no such model file: {p}", hint="pass a path to a .py file")
+    spec = importlib.util.spec_from_file_location(f"rlx_model_{p.stem}", p)
+    if spec is None or spec.loader is None:
+        raise ModelFileError(f"cannot import {p}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn = getattr(module, "model", None)
+    make_inputs = getattr(module, "example_inputs", None)
+    if not callable(fn) or not callable(make_inputs):
+        raise ModelFileError(
+            f"{p} must define model(*inputs) and example_inputs()",
+            hint="see the README section 'Model files' (examples/models/mlp.py is one)")
+    inputs = make_inputs()
+    if not isinstance(inputs, tuple):
+        inputs = (inputs,)
+    return fn, inputs, module
+
+
+def _cmd_compile(args: argparse.Namespace) -> int:
+    import rlx_core as rlx
+    from rlx_core.ir.printer import print_graph
+
+    fn, inputs, _ = load_model_file(args.file)
+    if args.emit == "source":
+        exe = rlx.compile(fn, *inputs, target=args.target, policy=args.policy)
+        if not exe.sources:
+            print(f"# target {args.target} interprets LIR directly; it generates no source")
+            print(print_graph(exe.lir), end="")
+        for name, src in exe.sources.items():
+            print(f"// ---- kernel {name} ----\n{src}")
+        return 0
+    hir, mir, lir, _ = rlx.lower(fn, *inputs, target=args.target, policy=args.policy,
+                                 record=False)
+    print(print_graph({"hir": hir, "mir": mir, "lir": lir}[args.emit]), end="")
+    return 0
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    import rlx_core as rlx
+
+    fn, inputs, _ = load_model_file(args.file)
+    targets: Any = "all" if args.target == "all" else args.target.split(",")
+    report = rlx.explain(fn, *inputs, targets=targets, policy=args.policy)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(report.to_text())
+    names = report.targets if targets == "all" else targets
+    return 0 if all(report.compile_ready(t) for t in names) else 1
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    import rlx_core as rlx
+
+    fn, inputs, _ = load_model_file(args.file)
+    exe = rlx.compile(fn, *inputs, target=args.target, policy=args.policy)
+    ref = rlx.compile(fn, *inputs, target="numpy")
+    out, want = exe(*inputs), ref(*inputs)
+    outs = out if isinstance(out, tuple) else (out,)
+    wants = want if isinstance(want, tuple) else (want,)
+    worst = max(float(np.max(np.abs(np.asarray(o, np.float64) - np.asarray(w, np.float64))))
+                if np.size(o) else 0.0 for o, w in zip(outs, wants))
+    print(f"{args.file}: ran on {args.target}; max |difference| vs numpy reference = {worst:.3g}")
+    return 0
+
+
+def _cmd_targets(args: argparse.Namespace) -> int:
+    import rlx_core as rlx
+
+    rows = rlx.targets()
+    print(f"{'target':<10} {'here':<5} {'verified by':<14} description")
+    for t in rows:
+        here = "yes" if t.available else "no"
+        extra = f"  ({t.reason})" if t.reason else ""
+        print(f"{t.name:<10} {here:<5} {t.verification:<14} {t.description}{extra}")
+    return 0
+
+
+def _cmd_tour(args: argparse.Namespace) -> int:
+    """Compile the tour model and show each IR level, the dispatch report and a run."""
+    import rlx_core as rlx
+    from rlx_core.ir.printer import print_graph
+
+    path = Path(args.file) if args.file else TOUR_MODEL
+    fn, inputs, _ = load_model_file(path)
+    exe = rlx.compile(fn, *inputs, target="numpy")
+    rule = "=" * 78
+    for level, g in (("HIR", exe.hir), ("MIR", exe.mir), ("LIR", exe.lir)):
+        text = print_graph(g)
+        lines = text.splitlines()
+        shown = lines if args.full or len(lines) <= 40 else lines[:30] + [
+            f"  ... {len(lines) - 36} more lines (rlx compile {path} --emit {level.lower()}) ..."
+        ] + lines[-6:]
+        print(f"{rule}\n{level}: {len(g.nodes)} nodes" +
+              (f", {len(g.kernels)} kernels" if g.kernels else "") + f"\n{rule}")
+        print("\n".join(shown))
+    if exe.lir.plan is not None:
+        p = exe.lir.plan
+        print(f"{rule}\narena: peak {p.peak_bytes} bytes for {len(p.slots)} buffers "
+              f"(without reuse: {p.naive_bytes} bytes)")
+    print(f"{rule}\ndispatch report\n{rule}")
+    print(rlx.explain(fn, *inputs, targets="all").to_text())
+    out = exe(*inputs)
+    first = out[0] if isinstance(out, tuple) else out
+    print(f"{rule}\nran on numpy: output {getattr(first, 'shape', '')} "
+          f"{getattr(first, 'dtype', '')}; passes recorded: {len(exe.trace.steps)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="rlx", description="RLX Explorer: compile, explain and "
+                                 "run tensor programs; see every IR level and dispatch decision.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("compile", help="print an IR level or the generated kernels of a model file")
+    c.add_argument("file")
+    c.add_argument("--target", default="numpy")
+    c.add_argument("--emit", choices=("hir", "mir", "lir", "source"), default="lir")
+    c.add_argument("--policy", default=None)
+    c.set_defaults(run=_cmd_compile)
+
+    e = sub.add_parser("explain", help="dispatch report; exit 1 when not compile-ready")
+    e.add_argument("file")
+    e.add_argument("--target", default="all", help="a target, a comma list, or 'all'")
+    e.add_argument("--json", action="store_true")
+    e.add_argument("--policy", default=None)
+    e.set_defaults(run=_cmd_explain)
+
+    r = sub.add_parser("run", help="compile for a target, run, compare with the numpy reference")
+    r.add_argument("file")
+    r.add_argument("--target", default="numpy")
+    r.add_argument("--policy", default=None)
+    r.set_defaults(run=_cmd_run)
+
+    t = sub.add_parser("targets", help="list targets, whether they run here, how they are verified")
+    t.set_defaults(run=_cmd_targets)
+
+    tour = sub.add_parser("tour", help="the guided tour on the shipped example model")
+    tour.add_argument("file", nargs="?", default=None)
+    tour.add_argument("--full", action="store_true", help="print whole IR listings")
+    tour.set_defaults(run=_cmd_tour)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except RlxError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

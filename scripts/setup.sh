@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Idempotent setup shared by the README's two commands: system packages, the virtual
+# environment and the Python packages. Safe to re-run; does nothing that is already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages the tool chain and tests use (installed only when missing; needs root or sudo).
+APT_PACKAGES=(python3-venv python3-dev gcc graphviz)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PY" -m venv .venv
+fi
+# Reinstall only when the project's dependency list changed.
+stamp=.venv/.rlx-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: installing Python packages"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
