@@ -1,0 +1,310 @@
+"""The common IR: every HIR composite op written as MIR primitives, one function per op.
+
+Each decomposition is ``fn(node, inputs, b) -> Value``: ``node`` is the HIR node being lowered,
+``inputs`` its operand values (in order) and ``b`` a Builder whose ``loc`` already points at the
+HIR node (so every primitive made here keeps the user source line and the HIR origin). The
+returned value has exactly the HIR node's type. MIR elementwise ops need equal shapes and
+dtypes, so every broadcast and every scalar constant is spelled out.
+
+The table at the bottom (``DECOMPOSITIONS``) is the registry the lowering routes consult; a few
+MIR primitives also have a decomposition (``rsqrt`` -> ``1 / sqrt``) so that ``force-common``
+has something to move them to.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.builder import Builder
+from rlx_core.ir.dtypes import DType
+from rlx_core.ir.graph import Node, Value
+
+Decomposition = Callable[[Node, list[Value], Builder], Value]
+
+
+# ---- small helpers: every one emits plain MIR ----------------------------------------------
+
+
+def const(b: Builder, value: float | int | complex, like: Value) -> Value:
+    """A scalar splat with ``like``'s dtype and shape (MIR has no implicit broadcasting)."""
+    return b.emit("constant", [], {"value": value, "shape": like.type.shape,
+                                   "dtype": like.type.dtype})
+
+
+def const_of(b: Builder, value: float | int, dtype: DType, shape: tuple[int, ...]) -> Value:
+    return b.emit("constant", [], {"value": value, "shape": shape, "dtype": dtype})
+
+
+def keep_dims(b: Builder, reduced: Value, full: Value, axis: int) -> Value:
+    """Broadcast a value reduced over ``axis`` back to ``full``'s shape."""
+    dims = tuple(i for i in range(full.type.rank) if i != axis)
+    return b.emit("broadcast_in_dim", [reduced], {"shape": full.type.shape, "dims": dims})
+
+
+def along(b: Builder, vec: Value, full: Value, axis: int) -> Value:
+    """Broadcast a 1-D parameter (weight, bias) along ``axis`` of ``full``."""
+    return b.emit("broadcast_in_dim", [vec], {"shape": full.type.shape, "dims": (axis,)})
+
+
+def axis_of(node: Node, rank: int) -> int:
+    return node.attr("axis", -1) % rank
+
+
+def softmax_parts(b: Builder, x: Value, axis: int) -> tuple[Value, Value]:
+    """(x - max, sum(exp(x - max))) along ``axis``; subtracting the max keeps exp finite."""
+    m = b.emit("reduce_max", [x], {"axes": (axis,)})
+    shifted = b.emit("sub", [x, keep_dims(b, m, x, axis)])
+    total = b.emit("reduce_sum", [b.emit("exp", [shifted])], {"axes": (axis,)})
+    return shifted, total
+
+
+def mean_last(b: Builder, x: Value) -> Value:
+    """Mean over the last axis, broadcast back to ``x``'s shape."""
+    axis = x.type.rank - 1
+    s = b.emit("reduce_sum", [x], {"axes": (axis,)})
+    s = b.emit("div", [s, const(b, float(x.type.shape[axis]), s)])
+    return keep_dims(b, s, x, axis)
+
+
+def windows(b: Builder, x: Value, kernel: tuple[int, int], stride: tuple[int, int],
+            dilation: tuple[int, int], out_hw: tuple[int, int]) -> Value:
+    """im2col: every kernel tap of a padded NCHW input, stacked as (N, C, KH*KW, OH, OW).
+
+    Tap (i, j) is the strided slice ``x[:, :, i*dh : i*dh + (OH-1)*sh + 1 : sh, j*dw : ...]``;
+    taps are ordered row-major (i outer, j inner), the order an OIHW weight flattens in.
+    """
+    n, c, _, _ = x.type.shape
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel, stride, dilation, out_hw
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            start = (0, 0, i * dh, j * dw)
+            limit = (n, c, i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1)
+            tap = b.emit("slice", [x], {"start": start, "limit": limit, "stride": (1, 1, sh, sw)})
+            taps.append(b.emit("reshape", [tap], {"shape": (n, c, 1, oh, ow)}))
+    if len(taps) == 1:
+        return taps[0]
+    return b.emit("concat", taps, {"axis": 2})
+
+
+def pad_hw(b: Builder, x: Value, padding: tuple[int, int], value: float) -> Value:
+    ph, pw = padding
+    if ph == 0 and pw == 0:
+        return x
+    return b.emit("pad", [x], {"low": (0, 0, ph, pw), "high": (0, 0, ph, pw), "value": value})
+
+
+# ---- the decompositions ---------------------------------------------------------------------
+
+
+def linear(node: Node, ins: list[Value], b: Builder) -> Value:
+    """y[..., o] = sum_i x[..., i] * w[o, i] (+ bias[o]): contract x's last axis with w's axis 1."""
+    x, w = ins[0], ins[1]
+    y = b.emit("dot_general", [x, w], {"contract": ((x.type.rank - 1,), (1,)),
+                                        "batch": ((), ())})
+    if len(ins) == 3:
+        y = b.emit("add", [y, along(b, ins[2], y, y.type.rank - 1)])
+    return y
+
+
+def layer_norm(node: Node, ins: list[Value], b: Builder) -> Value:
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis; biased variance, as torch."""
+    x = ins[0]
+    last = x.type.rank - 1
+    centred = b.emit("sub", [x, mean_last(b, x)])
+    var = mean_last(b, b.emit("mul", [centred, centred]))
+    rstd = b.emit("rsqrt", [b.emit("add", [var, const(b, float(node.attr("eps")), var)])])
+    y = b.emit("mul", [centred, rstd])
+    if len(ins) >= 2:
+        y = b.emit("mul", [y, along(b, ins[1], y, last)])
+    if len(ins) == 3:
+        y = b.emit("add", [y, along(b, ins[2], y, last)])
+    return y
+
+
+def rms_norm(node: Node, ins: list[Value], b: Builder) -> Value:
+    """x / sqrt(mean(x^2) + eps) * weight over the last axis."""
+    x = ins[0]
+    ms = mean_last(b, b.emit("mul", [x, x]))
+    rstd = b.emit("rsqrt", [b.emit("add", [ms, const(b, float(node.attr("eps")), ms)])])
+    y = b.emit("mul", [x, rstd])
+    if len(ins) == 2:
+        y = b.emit("mul", [y, along(b, ins[1], y, x.type.rank - 1)])
+    return y
+
+
+def softmax(node: Node, ins: list[Value], b: Builder) -> Value:
+    """exp(x - max) / sum(exp(x - max)) along axis."""
+    x = ins[0]
+    axis = axis_of(node, x.type.rank)
+    shifted, total = softmax_parts(b, x, axis)
+    return b.emit("div", [b.emit("exp", [shifted]), keep_dims(b, total, x, axis)])
+
+
+def log_softmax(node: Node, ins: list[Value], b: Builder) -> Value:
+    """(x - max) - log(sum(exp(x - max))) along axis: never takes the log of a tiny ratio."""
+    x = ins[0]
+    axis = axis_of(node, x.type.rank)
+    shifted, total = softmax_parts(b, x, axis)
+    return b.emit("sub", [shifted, keep_dims(b, b.emit("log", [total]), x, axis)])
+
+
+def gelu(node: Node, ins: list[Value], b: Builder) -> Value:
+    """Exact: 0.5 x (1 + erf(x / sqrt 2)). tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    x = ins[0]
+    if node.attr("approximate") == "tanh":
+        cube = b.emit("mul", [b.emit("mul", [x, x]), x])
+        inner = b.emit("add", [x, b.emit("mul", [cube, const(b, 0.044715, x)])])
+        inner = b.emit("mul", [inner, const(b, math.sqrt(2.0 / math.pi), x)])
+        phi2 = b.emit("add", [const(b, 1.0, x), b.emit("tanh", [inner])])
+    else:
+        scaled = b.emit("mul", [x, const(b, 1.0 / math.sqrt(2.0), x)])
+        phi2 = b.emit("add", [const(b, 1.0, x), b.emit("erf", [scaled])])
+    return b.emit("mul", [b.emit("mul", [x, phi2]), const(b, 0.5, x)])
+
+
+def silu(node: Node, ins: list[Value], b: Builder) -> Value:
+    """x * sigmoid(x)."""
+    return b.emit("mul", [ins[0], b.emit("logistic", [ins[0]])])
+
+
+def attention(node: Node, ins: list[Value], b: Builder) -> Value:
+    """softmax(q @ k^T * scale + mask) @ v over (batch, heads, seq, dim).
+
+    ``causal`` keeps key j for query i when j <= i (top-left aligned, as torch's
+    scaled_dot_product_attention with is_causal=True). ``padding`` takes a (batch, seq_k) mask
+    that is truthy where a key is real (HuggingFace ``attention_mask``). Dropped scores become
+    the dtype's most negative finite value rather than -inf, so a fully masked row averages v
+    uniformly instead of producing NaN (the reference semantics pin this).
+    """
+    q, k, v = ins[:3]
+    scale = float(node.attr("scale")) or 1.0 / math.sqrt(q.type.shape[3])
+    scores = b.emit("dot_general", [q, k], {"contract": ((3,), (3,)), "batch": ((0, 1), (0, 1))})
+    scores = b.emit("mul", [scores, const(b, scale, scores)])
+    scores = mask_scores(b, node.attr("mask"), scores, ins[3] if len(ins) == 4 else None)
+    shifted, total = softmax_parts(b, scores, 3)
+    probs = b.emit("div", [b.emit("exp", [shifted]), keep_dims(b, total, scores, 3)])
+    return b.emit("dot_general", [probs, v], {"contract": ((3,), (2,)), "batch": ((0, 1), (0, 1))})
+
+
+def mask_scores(b: Builder, mask: str, scores: Value, operand: Value | None) -> Value:
+    """Apply attention's mask to (B, H, Sq, Sk) scores: the lowest finite value where a key
+    must not be seen."""
+    shape = scores.type.shape
+    if mask == "causal":
+        row = b.emit("iota", [], {"shape": shape, "dim": 2, "dtype": dt.i32})
+        col = b.emit("iota", [], {"shape": shape, "dim": 3, "dtype": dt.i32})
+        keep = b.emit("ge", [row, col])
+    elif mask == "padding" and operand is not None:
+        keep = b.emit("broadcast_in_dim", [operand], {"shape": shape, "dims": (0, 3)})
+        if operand.type.dtype != dt.bool_:
+            keep = b.emit("ne", [keep, const(b, 0, keep)])
+    else:
+        return scores
+    low = LOWEST_FINITE[scores.type.dtype.name]
+    return b.emit("select", [keep, scores, const(b, low, scores)])
+
+
+# The most negative finite value per float dtype: what a masked attention score becomes.
+LOWEST_FINITE: dict[str, float] = {
+    "f16": -65504.0,
+    "bf16": -3.3895313892515355e38,
+    "f32": -3.4028234663852886e38,
+    "f64": -1.7976931348623157e308,
+}
+
+
+def embedding(node: Node, ins: list[Value], b: Builder) -> Value:
+    """table[ids]: a gather of rows."""
+    ids, table = ins
+    return b.emit("gather", [table, ids], {"axis": 0})
+
+
+def conv2d(node: Node, ins: list[Value], b: Builder) -> Value:
+    """im2col + one dot_general per group, NCHW x OIHW.
+
+    cols (N, G, Cg*KH*KW, OH, OW) contracted with w (G, O/G, Cg*KH*KW) over axis 2 with the
+    group as batch axis gives (G, O/G, N, OH, OW), transposed back to (N, O, OH, OW).
+    """
+    x, w = ins[0], ins[1]
+    n, c, _, _ = x.type.shape
+    o, cg, kh, kw = w.type.shape
+    g = int(node.attr("groups"))
+    oh, ow = node.out.type.shape[2:]
+    xp = pad_hw(b, x, tuple(node.attr("padding")), 0.0)
+    cols = windows(b, xp, (kh, kw), tuple(node.attr("stride")), tuple(node.attr("dilation")),
+                   (oh, ow))
+    cols = b.emit("reshape", [cols], {"shape": (n, g, cg * kh * kw, oh, ow)})
+    wm = b.emit("reshape", [w], {"shape": (g, o // g, cg * kh * kw)})
+    y = b.emit("dot_general", [wm, cols], {"contract": ((2,), (2,)), "batch": ((0,), (1,))})
+    y = b.emit("transpose", [y], {"perm": (2, 0, 1, 3, 4)})
+    y = b.emit("reshape", [y], {"shape": (n, o, oh, ow)})
+    if len(ins) == 3:
+        y = b.emit("add", [y, along(b, ins[2], y, 1)])
+    return y
+
+
+def max_pool2d(node: Node, ins: list[Value], b: Builder) -> Value:
+    """Pad with -inf (padding never wins the max, as in torch), stack the taps, reduce_max."""
+    x = ins[0]
+    oh, ow = node.out.type.shape[2:]
+    xp = pad_hw(b, x, tuple(node.attr("padding")), -math.inf)
+    taps = windows(b, xp, tuple(node.attr("kernel")), tuple(node.attr("stride")), (1, 1), (oh, ow))
+    return b.emit("reduce_max", [taps], {"axes": (2,)})
+
+
+def avg_pool2d(node: Node, ins: list[Value], b: Builder) -> Value:
+    """Pad with zeros, sum the taps, divide by KH*KW (torch's count_include_pad=True default)."""
+    x = ins[0]
+    oh, ow = node.out.type.shape[2:]
+    kh, kw = node.attr("kernel")
+    xp = pad_hw(b, x, tuple(node.attr("padding")), 0.0)
+    taps = windows(b, xp, (kh, kw), tuple(node.attr("stride")), (1, 1), (oh, ow))
+    total = b.emit("reduce_sum", [taps], {"axes": (2,)})
+    return b.emit("div", [total, const(b, float(kh * kw), total)])
+
+
+# ---- MIR primitives with a common-IR spelling (what force-common moves them to) ------------
+
+
+def rsqrt(node: Node, ins: list[Value], b: Builder) -> Value:
+    """1 / sqrt(x)."""
+    return b.emit("div", [const(b, 1.0, ins[0]), b.emit("sqrt", [ins[0]])])
+
+
+def reciprocal(node: Node, ins: list[Value], b: Builder) -> Value:
+    """1 / x."""
+    return b.emit("div", [const(b, 1.0, ins[0]), ins[0]])
+
+
+def logistic(node: Node, ins: list[Value], b: Builder) -> Value:
+    """1 / (1 + exp(-x))."""
+    e = b.emit("exp", [b.emit("neg", [ins[0]])])
+    return b.emit("div", [const(b, 1.0, ins[0]), b.emit("add", [const(b, 1.0, ins[0]), e])])
+
+
+# op -> decomposition. Every HIR op has one; the MIR rows only exist so force-common can move a
+# claimed primitive to simpler primitives.
+DECOMPOSITIONS: dict[str, Decomposition] = {
+    "linear": linear,
+    "layer_norm": layer_norm,
+    "rms_norm": rms_norm,
+    "softmax": softmax,
+    "log_softmax": log_softmax,
+    "gelu": gelu,
+    "silu": silu,
+    "attention": attention,
+    "embedding": embedding,
+    "conv2d": conv2d,
+    "max_pool2d": max_pool2d,
+    "avg_pool2d": avg_pool2d,
+    "rsqrt": rsqrt,
+    "reciprocal": reciprocal,
+    "logistic": logistic,
+}
+
+
+def decomposition_for(op: str) -> Decomposition | None:
+    return DECOMPOSITIONS.get(op)
