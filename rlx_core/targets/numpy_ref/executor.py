@@ -1,0 +1,140 @@
+"""Run LIR kernel by kernel through one real arena, and interpret any graph node by node.
+
+The arena is one ``np.uint8`` buffer of ``plan.peak_bytes``. Every kernel output with a slot is
+stored into a typed view at its offset in the dtype's storage form (bf16 as its 16 bits, packed
+i4 two to a byte), and every later read decodes it from there again, so a wrong plan shows up
+as a wrong answer. Graph outputs go to fresh arrays; values inside a kernel are temporaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from rlx_core.errors import ArgumentError, VerifyError
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.graph import Graph, Level, TensorType, Value
+from rlx_core.targets.base import Program
+from rlx_core.targets.numpy_ref.semantics import convert, eval_op, host_dtype
+
+# ---- storage form of a value inside the arena -------------------------------------------------
+
+
+def store(buf: np.ndarray, offset: int, value: np.ndarray, t: TensorType) -> None:
+    """Write ``value`` (host form of ``t``) into ``buf`` at ``offset`` in ``t``'s storage form."""
+    raw = buf[offset:offset + t.nbytes]
+    if t.dtype == dt.bf16:
+        # values are already rounded to bf16, so keeping the top 16 bits is exact
+        bits = (np.ascontiguousarray(value, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        raw.view(np.uint16)[:] = bits.reshape(-1)
+    elif t.dtype == dt.i4:
+        nib = (value.reshape(-1).astype(np.int16) & 0xF).astype(np.uint8)
+        if nib.size % 2:
+            nib = np.concatenate([nib, np.zeros(1, np.uint8)])
+        raw[:] = nib[0::2] | (nib[1::2] << 4)  # element 2i in the low nibble of byte i
+    else:
+        raw.view(host_dtype(t.dtype))[:] = value.reshape(-1)
+
+
+def load(buf: np.ndarray, offset: int, t: TensorType) -> np.ndarray:
+    """Read a value of type ``t`` back from ``buf`` (a view where the storage form allows)."""
+    raw = buf[offset:offset + t.nbytes]
+    if t.dtype == dt.bf16:
+        wide = raw.view(np.uint16).astype(np.uint32) << 16
+        return wide.view(np.float32).reshape(t.shape)
+    if t.dtype == dt.i4:
+        nib = np.stack([raw & 0xF, raw >> 4], axis=1).reshape(-1)[:t.size].astype(np.int8)
+        return np.where(nib >= 8, nib - 16, nib).astype(np.int8).reshape(t.shape)
+    return raw.view(host_dtype(t.dtype)).reshape(t.shape)
+
+
+# ---- arguments ------------------------------------------------------------------------------
+
+
+def to_host(arg: Any, v: Value, what: str) -> np.ndarray:
+    """One argument in the host form of ``v``'s type, or ArgumentError."""
+    arr = np.asarray(arg)
+    t = v.type
+    if arr.shape != t.shape:
+        raise ArgumentError(f"{what} %{v.name} has shape {list(arr.shape)}, expected {t}",
+                            hint="pass an array of the compiled shape")
+    if t.dtype == dt.i4 and arr.size and (arr.min() < -8 or arr.max() > 7):
+        raise ArgumentError(f"{what} %{v.name} is i4 but holds values outside [-8, 7]",
+                            hint="quantize to 4 bits before passing it")
+    if arr.dtype != host_dtype(t.dtype) or t.dtype == dt.bf16:
+        arr = convert(arr, t.dtype)
+    return arr
+
+
+def bind(g: Graph, inputs: Sequence[Any], params: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Graph inputs (in order) and parameters (by name, else ``g.param_data``) by value name."""
+    if len(inputs) != len(g.inputs):
+        raise ArgumentError(f"@{g.name} takes {len(g.inputs)} input(s), got {len(inputs)}")
+    env = {v.name: to_host(x, v, "input") for v, x in zip(g.inputs, inputs, strict=True)}
+    for p in g.params:
+        data = params.get(p.name) if params else None
+        if data is None:
+            data = g.param_data.get(p.name)
+        if data is None:
+            raise ArgumentError(f"@{g.name}: no data for parameter %{p.name}",
+                                hint="pass it in the params dict under its name")
+        env[p.name] = to_host(data, p, "parameter")
+    return env
+
+
+def interpret(g: Graph, inputs: Sequence[Any], params: dict[str, Any] | None = None) -> list[np.ndarray]:
+    """Evaluate ``g`` (any level) node by node with the reference semantics: the oracle."""
+    env = bind(g, inputs, params or {})
+    for n in g.nodes:
+        env[n.name] = eval_op(n.op, n.a, [env[i] for i in n.inputs], n.type)
+    return [np.array(env[o], copy=True) for o in g.outputs]
+
+
+# ---- kernel-by-kernel execution ---------------------------------------------------------------
+
+
+class ArenaRunner:
+    """Executes one LIR graph; ``run`` may be called many times (the arena is per call)."""
+
+    def __init__(self, lir: Graph):
+        if lir.level is not Level.LIR or (lir.nodes and not lir.kernels):
+            raise VerifyError(f"the numpy target builds LIR with kernels, got {lir.level.value} "
+                              f"@{lir.name}", hint="run Fuse (and PlanArena) before build")
+        self.g = lir
+        self.types = {name: v.type for name, v in lir.values().items()}
+        plan = lir.plan
+        self.peak = plan.peak_bytes if plan is not None else 0
+        self.offsets = {s.value: s.offset for s in plan.slots} if plan is not None else {}
+        self.returned = set(lir.outputs)
+
+    def run(self, inputs: Sequence[Any], params: dict[str, Any]) -> list[np.ndarray]:
+        env = bind(self.g, inputs, params)  # caller-owned values: inputs and parameters
+        arena = np.zeros(self.peak, dtype=np.uint8)
+        owned: dict[str, np.ndarray] = {}  # graph outputs, and every value when there is no plan
+
+        def read(name: str) -> np.ndarray:
+            if name in self.offsets:
+                return load(arena, self.offsets[name], self.types[name])
+            return owned[name] if name in owned else env[name]
+
+        for k in self.g.kernels:
+            local: dict[str, np.ndarray] = {}
+            for n in k.nodes:
+                args = [local[i] if i in local else read(i) for i in n.inputs]
+                local[n.name] = eval_op(n.op, n.a, args, n.type)
+            for o in k.outputs:
+                if o in self.offsets:
+                    store(arena, self.offsets[o], local[o], self.types[o])
+                else:
+                    owned[o] = np.array(local[o], copy=True)  # never a view of an operand
+        return [np.array(read(o), copy=True) for o in self.g.outputs]
+
+
+def build_program(lir: Graph) -> Program:
+    """A Program running ``lir`` on the host through its arena plan."""
+    runner = ArenaRunner(lir)
+    info = {"kernels": len(lir.kernels), "arena_bytes": runner.peak,
+            "naive_bytes": lir.plan.naive_bytes if lir.plan is not None else 0}
+    return Program(run_fn=runner.run, sources={}, info=info)
