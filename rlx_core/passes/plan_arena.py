@@ -1,0 +1,78 @@
+"""PlanArena: place every kernel-to-kernel buffer in one arena by liveness (LIR -> LIR).
+
+Each kernel output that the graph does not return gets a slot; graph outputs get their own
+allocations (they outlive the call), and graph inputs and parameters belong to the caller. A
+slot is alive from the kernel that writes it (``first``) to the last kernel that reads it
+(``last``), both inclusive: a kernel never writes over a buffer it is still reading. Placement
+is greedy: largest slot first, each at the lowest aligned offset that no slot alive at the same
+time occupies. Sizes are rounded up to the alignment, so every slot starts aligned and
+``naive_bytes`` (one buffer per value) compares like for like with ``peak_bytes``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlx_core.errors import VerifyError
+from rlx_core.ir.graph import ArenaPlan, BufferSlot, Graph, Level
+from rlx_core.passes.base import PassContext
+
+
+def align_up(n: int, alignment: int) -> int:
+    return -(-n // alignment) * alignment
+
+
+def liveness(g: Graph) -> dict[str, tuple[int, int]]:
+    """value -> (writing kernel, last reading kernel) for every kernel output not returned."""
+    returned = set(g.outputs)
+    spans: dict[str, tuple[int, int]] = {}
+    for idx, k in enumerate(g.kernels):
+        for i in k.inputs:
+            if i in spans:
+                spans[i] = (spans[i][0], idx)
+        for o in k.outputs:
+            if o not in returned:
+                spans[o] = (idx, idx)  # an output nobody reads lives only while it is written
+    return spans
+
+
+def place(sizes: dict[str, int], spans: dict[str, tuple[int, int]],
+          alignment: int) -> dict[str, int]:
+    """Greedy first fit, largest first (ties: earlier writer, then name): value -> offset."""
+    order = sorted(sizes, key=lambda v: (-sizes[v], spans[v][0], v))
+    offsets: dict[str, int] = {}
+    for v in order:
+        first, last = spans[v]
+        busy = sorted((offsets[u], offsets[u] + sizes[u]) for u in offsets
+                      if spans[u][0] <= last and first <= spans[u][1] and sizes[u] > 0)
+        offset = 0
+        for lo, hi in busy:
+            if offset + sizes[v] <= lo:
+                break  # the gap before this busy range is big enough
+            offset = max(offset, align_up(hi, alignment))
+        offsets[v] = offset
+    return offsets
+
+
+@dataclass(frozen=True)
+class PlanArena:
+    """Liveness-based arena plan: buffers whose lifetimes do not overlap share memory."""
+
+    name: str = "plan_arena"
+    alignment: int = 64
+
+    def run(self, g: Graph, ctx: PassContext) -> Graph:
+        if g.level is not Level.LIR:
+            raise VerifyError(f"plan_arena expects a LIR graph, got {g.level.value} @{g.name}",
+                              hint="run Fuse first: the plan places kernel outputs")
+        types = g.values()
+        spans = liveness(g)
+        sizes = {v: align_up(types[v].type.nbytes, self.alignment) for v in spans}
+        offsets = place(sizes, spans, self.alignment)
+        slots = tuple(BufferSlot(v, offsets[v], sizes[v], *spans[v]) for v in spans)
+        peak = max((s.offset + s.size for s in slots), default=0)
+        plan = ArenaPlan(slots, peak, sum(sizes.values()), self.alignment)
+        out = g.with_nodes(g.nodes)
+        out.kernels = g.kernels
+        out.plan = plan
+        return out
