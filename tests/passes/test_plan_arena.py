@@ -1,0 +1,135 @@
+"""PlanArena: liveness, reuse of memory between buffers that are never alive together."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlx_core.errors import VerifyError
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.builder import Builder
+from rlx_core.ir.graph import Graph, Level, TensorType, Value, ValueKind
+from rlx_core.ir.verifier import verify
+from rlx_core.passes.base import PassContext
+from rlx_core.passes.fuse import Fuse
+from rlx_core.passes.plan_arena import PlanArena, align_up, liveness
+from rlx_core.targets.numpy_ref.executor import build_program, interpret
+
+F32 = dt.f32
+
+
+def lir_of(g: Graph) -> Graph:
+    return verify(Fuse().run(verify(g), PassContext()))
+
+
+def plan(g: Graph) -> Graph:
+    return verify(PlanArena().run(lir_of(g), PassContext()))
+
+
+def chain(layers: int, width: int = 32) -> tuple[Graph, list[str]]:
+    """x -> (matmul, relu) x layers: each layer's output is read only by the next layer."""
+    x = Value("x", TensorType(F32, (8, width)), ValueKind.INPUT)
+    ws = [Value(f"w{i}", TensorType(F32, (width, width)), ValueKind.PARAM) for i in range(layers)]
+    b = Builder()
+    h, hidden = x, []
+    for w in ws:
+        d = b.emit("dot_general", [h, w], {"contract": ((1,), (0,))})
+        zero = b.emit("constant", [], {"value": 0.0, "shape": (8, width), "dtype": F32})
+        h = b.emit("max", [d, zero])
+        hidden.append(h.name)
+    g = Graph("chain", Level.MIR, (x,), tuple(ws), tuple(b.nodes), (h.name,))
+    return g, hidden
+
+
+def test_four_layer_chain_needs_two_slots() -> None:
+    g, hidden = chain(4)
+    lir = plan(g)
+    p = lir.plan
+    assert [s.value for s in p.slots] == hidden[:-1]  # the returned value gets no slot
+    buffer = 8 * 32 * 4
+    assert all(s.size == buffer for s in p.slots)
+    assert len({s.offset for s in p.slots}) == 2  # h1 and h3 share memory
+    assert p.peak_bytes == 2 * buffer < p.naive_bytes == 3 * buffer
+    assert [(s.first, s.last) for s in p.slots] == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_chain_runs_through_the_arena() -> None:
+    g, _ = chain(4, width=16)
+    lir = plan(g)
+    rng = np.random.default_rng(0)
+    params = {f"w{i}": rng.standard_normal((16, 16), dtype=np.float32) / 4 for i in range(4)}
+    x = rng.standard_normal((8, 16), dtype=np.float32)
+    want = interpret(g, [x], params)[0]
+    np.testing.assert_array_equal(build_program(lir).run([x], params)[0], want)
+
+
+def test_offsets_are_aligned_and_sizes_rounded() -> None:
+    x = Value("x", TensorType(F32, (3,)), ValueKind.INPUT)
+    b = Builder()
+    a = b.emit("exp", [x])
+    r = b.emit("reshape", [a], {"shape": (1, 3)})
+    c = b.emit("reshape", [r], {"shape": (3,)})
+    y = b.emit("add", [c, a])
+    g = Graph("g", Level.MIR, (x,), (), tuple(b.nodes), (y.name,))
+    p = plan(g).plan
+    assert {s.value for s in p.slots} == {a.name, r.name, c.name}
+    assert all(s.offset % 64 == 0 and s.size == 64 for s in p.slots)
+    # a is alive from kernel 0 to kernel 3, so it overlaps both reshapes; r and c touch at k2
+    assert p.peak_bytes == 3 * 64
+    assert align_up(1, 64) == 64 and align_up(128, 64) == 128 and align_up(0, 64) == 0
+
+
+def test_liveness_spans_writer_to_last_reader() -> None:
+    g, hidden = chain(3)
+    spans = liveness(lir_of(g))
+    assert spans == {hidden[0]: (0, 1), hidden[1]: (1, 2)}
+
+
+def test_plan_rejects_mir() -> None:
+    g, _ = chain(2)
+    with pytest.raises(VerifyError, match="plan_arena expects a LIR graph"):
+        PlanArena().run(g, PassContext())
+
+
+def random_dag(seed: int) -> Graph:
+    """A random MIR DAG over f32[4,6] with mixed elementwise, reduce and movement ops."""
+    rng = random.Random(seed)
+    x = Value("x", TensorType(F32, (4, 6)), ValueKind.INPUT)
+    b = Builder()
+    pool = [x]
+    for _ in range(rng.randint(3, 14)):
+        a, c = rng.choice(pool), rng.choice(pool)
+        kind = rng.random()
+        if kind < 0.45:
+            v = b.emit(rng.choice(["add", "mul", "max", "sub"]), [a, c])
+        elif kind < 0.65:
+            v = b.emit(rng.choice(["tanh", "neg", "abs", "sin"]), [a])
+        elif kind < 0.85:
+            s = b.emit(rng.choice(["reduce_sum", "reduce_max"]), [a], {"axes": (1,)})
+            v = b.emit("broadcast_in_dim", [s], {"shape": (4, 6), "dims": (0,)})
+        else:
+            t = b.emit("transpose", [a], {"perm": (1, 0)})
+            v = b.emit("transpose", [t], {"perm": (1, 0)})
+        pool.append(v)
+    outs = tuple(dict.fromkeys(v.name for v in rng.sample(pool[1:], min(2, len(pool) - 1))))
+    return Graph("r", Level.MIR, (x,), (), tuple(b.nodes), outs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10**6))
+def test_random_plans_never_overlap_live_slots(seed: int) -> None:
+    g = random_dag(seed)
+    lir = plan(g)  # verify() rejects live slots that overlap in memory
+    p = lir.plan
+    assert p.peak_bytes <= p.naive_bytes
+    returned = set(g.outputs)
+    assert not any(s.value in returned for s in p.slots)
+    for s in p.slots:
+        assert s.offset % p.alignment == 0 and s.first <= s.last
+    x = np.random.default_rng(seed).standard_normal((4, 6)).astype(np.float32)
+    for want, got in zip(interpret(g, [x]), build_program(lir).run([x], {}), strict=True):
+        np.testing.assert_array_equal(got, want)
