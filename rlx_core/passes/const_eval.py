@@ -1,21 +1,27 @@
 """Pure-Python evaluation of MIR ops on constants: the semantics constant folding relies on.
 
-No numpy here (rlx_core imports with the standard library alone). Values are Python scalars
-(``bool``, ``int``, ``float``) held exactly as the dtype stores them:
+No numpy here (rlx_core imports with the standard library alone). The semantics are those the
+numpy reference pins (rlx_core/targets/numpy_ref/semantics.py, the oracle every backend is
+checked against). Values are Python scalars (``bool``, ``int``, ``float``) held exactly as the
+dtype stores them:
 
 - integers wrap around to the dtype's width (two's complement for signed types);
 - ``div`` on integers truncates toward zero, as in C and ``jax.lax.div`` -- it is *not*
   numpy's floor division ``//``; ``rem`` takes the sign of the dividend (C ``%`` / ``fmod``),
-  for integers and floats alike, matching ``jax.lax.rem`` and ``numpy.fmod``;
+  for integers and floats alike; ``pow`` with a negative integer exponent is ``1/x**n``
+  truncated (0 unless ``|x| == 1``);
+- bool arithmetic is or / xor / and for add / sub / mul; ``logical_not`` is ``~x`` on integers;
 - f32 and f16 results are computed in double precision and rounded once to the dtype
-  (``struct`` formats ``'f'`` and ``'e'``); for ``+ - * /`` and ``sqrt`` this double rounding is
-  exact, transcendental functions may differ from a device's libm by an ulp;
-- float division by zero follows IEEE 754 (signed infinity, NaN for 0/0).
+  (``struct`` formats ``'f'`` and ``'e'``); for ``+ - * /`` and ``sqrt`` this is exact,
+  transcendental functions may differ from a device's libm by an ulp;
+- float division by zero follows IEEE 754 (signed infinity, NaN for 0/0); ``round`` is half
+  to even; ``sign(-0.0)`` is ``0.0``;
+- ``cast`` float -> int truncates toward zero and saturates, NaN -> 0; int -> int wraps.
 
-Anything whose result is not pinned down -- integer division or remainder by zero, float to
-int casts out of range or of NaN, negative integer powers, ``round`` (its tie rule is not fixed
-by the op table), bf16, packed i4 and c64 -- raises ``NotFoldable`` so the op stays for the
-target to evaluate. ``NotFoldable`` is internal: folding simply leaves such a node alone.
+Anything a target may legitimately compute differently -- integer division or remainder by
+zero (undefined in C), ``max``/``min`` of zeros of opposite sign, float powers and remainders
+outside their domain -- and the dtypes bf16, packed i4 and c64 raise ``NotFoldable`` so the op
+stays for the target to evaluate. ``NotFoldable`` is internal: folding leaves such a node alone.
 """
 
 from __future__ import annotations
@@ -177,8 +183,10 @@ def _fmax(x: float, y: float, pick_max: bool) -> float:
 
 
 def _fsign(x: float) -> float:
-    if math.isnan(x) or x == 0.0:
+    if math.isnan(x):
         return x
+    if x == 0.0:
+        return 0.0  # numpy: sign(-0.0) is +0.0
     return 1.0 if x > 0 else -1.0
 
 
@@ -245,6 +253,7 @@ _FLOAT_UNARY: dict[str, Callable[[float], float]] = {
     "floor": _fround_dir(math.floor),
     "ceil": _fround_dir(math.ceil),
     "sign": _fsign,
+    "round": _fround_dir(round),  # Python's round is half to even, like numpy's
     "reciprocal": lambda x: _fdiv(1.0, x),
 }
 
@@ -252,6 +261,7 @@ _INT_UNARY: dict[str, Callable[[int], int]] = {
     "neg": lambda x: -x,
     "abs": abs,
     "sign": lambda x: (x > 0) - (x < 0),
+    "logical_not": lambda x: ~x,
 }
 
 
@@ -261,7 +271,6 @@ def eval_unary(op: str, dtype: DType, x: Scalar) -> Scalar:
         if op == "logical_not":
             return not x
     elif dtype.is_int:
-        # logical_not on integers could mean ~x or x == 0; the op table does not say which
         if op in _INT_UNARY:
             return wrap_int(dtype, _INT_UNARY[op](int(x)))
     elif dtype.is_float and op in _FLOAT_UNARY:
@@ -289,8 +298,9 @@ def _int_binary(op: str, dtype: DType, x: int, y: int) -> int:
         r = x - y * _trunc_div(x, y)
     elif op == "pow":
         if y < 0:
-            raise NotFoldable("negative integer power")
-        r = pow(x, y, 1 << dtype.bits)
+            r = 1 if x == 1 else ((-1 if y % 2 else 1) if x == -1 else 0)
+        else:
+            r = pow(x, y, 1 << dtype.bits)
     elif op == "max":
         r = max(x, y)
     elif op == "min":
@@ -333,8 +343,9 @@ def _float_binary(op: str, x: float, y: float) -> float:
 def eval_binary(op: str, dtype: DType, x: Scalar, y: Scalar) -> Scalar:
     """``op(x, y)`` for two elements of ``dtype``."""
     if dtype == dt.bool_:
-        # arithmetic on bool has no agreed meaning (numpy: add is or); only the logical ops fold
-        table = {"and": x and y, "or": x or y, "xor": x != y, "max": x or y, "min": x and y}
+        # computed in i8 and read back as != 0: add is or, sub is xor, mul is and
+        table = {"and": x and y, "or": x or y, "xor": x != y, "max": x or y, "min": x and y,
+                 "add": x or y, "sub": x != y, "mul": x and y}
         if op in table:
             return bool(table[op])
         raise NotFoldable(f"{op} on bool is not folded")
@@ -370,14 +381,13 @@ def eval_cast(x: Scalar, src: DType, dst: DType) -> Scalar:
         return x != 0  # NaN is truthy, as in numpy and C
     if dst.is_int:
         if isinstance(x, float):
-            if math.isnan(x) or math.isinf(x):
-                raise NotFoldable("cast of a non-finite float to an integer")
-            t = math.trunc(x)
+            if math.isnan(x):
+                return 0
             lo = -(1 << (dst.bits - 1)) if dst.kind is dt.Kind.INT else 0
             hi = (1 << (dst.bits - 1)) - 1 if dst.kind is dt.Kind.INT else (1 << dst.bits) - 1
-            if not lo <= t <= hi:
-                raise NotFoldable("float out of range for the integer type")
-            return t
+            if math.isinf(x):
+                return hi if x > 0 else lo
+            return min(max(math.trunc(x), lo), hi)  # saturate
         return wrap_int(dst, int(x))
     if isinstance(x, int) and not isinstance(x, bool) and abs(x) > 1 << 53 and dst != dt.f64:
         raise NotFoldable("large integer to a narrow float would round twice")
@@ -452,7 +462,7 @@ def _elementwise(
         return ConstData(out.dtype, out.shape, fn(*(c.value for c in operands)))
     if out.size > MAX_ELEMENTS:
         raise NotFoldable("result too large to fold")
-    cols = [c.elements() for c in operands]
+    cols = [c.value if isinstance(c.value, tuple) else (c.value,) * out.size for c in operands]
     return ConstData(out.dtype, out.shape, tuple(fn(*row) for row in zip(*cols, strict=True)))
 
 
