@@ -122,7 +122,6 @@ class Capabilities:
     limits: Limits = field(default_factory=Limits)
     features: tuple[str, ...] = ()  # optional features the target knows about
     enabled: tuple[str, ...] = ()  # those switched on for this compile
-    rewrites: tuple[str, ...] = ()  # rewrite rules this target accepts (rlx_core.dispatch.rewrites)
     note: str = ""
 
     # ---- queries ---------------------------------------------------------------------------
@@ -229,7 +228,7 @@ class Capabilities:
             "dtypes": [{"dtype": r.dtype, "status": r.status, "feature": r.feature,
                         "stored_as": r.stored_as} for r in self.dtype_rules],
             "limits": self.limits.to_json(), "features": list(self.features),
-            "enabled": list(self.enabled), "rewrites": list(self.rewrites),
+            "enabled": list(self.enabled),
         }
 
 

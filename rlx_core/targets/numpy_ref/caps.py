@@ -16,6 +16,5 @@ CAPS = Capabilities(
     verification="executes",
     claims=(OpClaim(MIR_PRIMITIVES, ALL_DTYPES, note="interpreted with numpy"),),
     dtype_rules=native_dtypes(ALL_DTYPES),
-    rewrites=(),
     note="the semantic oracle: interprets MIR node by node; no composite is native",
 )
