@@ -10,7 +10,9 @@ from rlx_core.ir.printer import context
 
 
 def _fail(g: Graph, node: Node | None, message: str) -> VerifyError:
-    where = context(g, node.out.name) if node is not None else ""
+    # a graph-level error (no culprit node) still shows the graph's first lines, so every
+    # verifier message carries IR to look at
+    where = context(g, node.out.name if node is not None else "")
     return VerifyError(f"{g.level.value} @{g.name}: {message}\n{where}",
                        hint="a pass left the IR invalid; run with trace=True to see which")
 
