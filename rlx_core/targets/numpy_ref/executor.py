@@ -27,7 +27,7 @@ def store(buf: np.ndarray, offset: int, value: np.ndarray, t: TensorType) -> Non
     raw = buf[offset:offset + t.nbytes]
     if t.dtype == dt.bf16:
         # values are already rounded to bf16, so keeping the top 16 bits is exact
-        bits = (np.ascontiguousarray(value, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        bits = (np.asarray(value, np.float32, order="C").view(np.uint32) >> 16).astype(np.uint16)
         raw.view(np.uint16)[:] = bits.reshape(-1)
     elif t.dtype == dt.i4:
         nib = (value.reshape(-1).astype(np.int16) & 0xF).astype(np.uint8)

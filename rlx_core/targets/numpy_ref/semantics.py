@@ -121,7 +121,7 @@ def finish(x: Any, t: TensorType) -> Array:
     if arr.shape != t.shape:
         raise SemanticsError(f"result shape {list(arr.shape)} disagrees with the rule's {t}",
                              hint="the op's shape rule and its reference semantics differ")
-    return np.ascontiguousarray(arr)
+    return np.asarray(arr, order="C")  # (np.ascontiguousarray would make 0-d arrays 1-d)
 
 
 def _wide(x: Array) -> Array:
