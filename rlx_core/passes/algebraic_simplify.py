@@ -85,11 +85,10 @@ def div_by_one(node: Node, view: RewriteView) -> Replacement:
 
 
 def involution(node: Node, view: RewriteView) -> Replacement:
-    """neg(neg(x)) -> x and, on bool, logical_not(logical_not(x)) -> x."""
+    """neg(neg(x)) -> x, logical_not(logical_not(x)) -> x (on ints logical_not is ~x: also an
+    involution; neg wraps, so -(-INT_MIN) is INT_MIN again)."""
     inner = view.producer(node.inputs[0])
     if inner is None or inner.op != node.op:
-        return None
-    if node.op == "logical_not" and node.out.type.dtype != dt.bool_:
         return None
     return inner.inputs[0]
 

@@ -344,8 +344,16 @@ def eval_binary(op: str, dtype: DType, x: Scalar, y: Scalar) -> Scalar:
     """``op(x, y)`` for two elements of ``dtype``."""
     if dtype == dt.bool_:
         # computed in i8 and read back as != 0: add is or, sub is xor, mul is and
-        table = {"and": x and y, "or": x or y, "xor": x != y, "max": x or y, "min": x and y,
-                 "add": x or y, "sub": x != y, "mul": x and y}
+        table = {
+            "and": x and y,
+            "or": x or y,
+            "xor": x != y,
+            "max": x or y,
+            "min": x and y,
+            "add": x or y,
+            "sub": x != y,
+            "mul": x and y,
+        }
         if op in table:
             return bool(table[op])
         raise NotFoldable(f"{op} on bool is not folded")

@@ -63,10 +63,19 @@ def elementwise(fn, *cols: np.ndarray) -> list:
 
 
 @pytest.mark.parametrize("d", INTS, ids=str)
-@pytest.mark.parametrize("op,fn", [
-    ("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("max", np.maximum),
-    ("min", np.minimum), ("and", np.bitwise_and), ("or", np.bitwise_or),
-    ("xor", np.bitwise_xor)])
+@pytest.mark.parametrize(
+    "op,fn",
+    [
+        ("add", np.add),
+        ("sub", np.subtract),
+        ("mul", np.multiply),
+        ("max", np.maximum),
+        ("min", np.minimum),
+        ("and", np.bitwise_and),
+        ("or", np.bitwise_or),
+        ("xor", np.bitwise_xor),
+    ],
+)
 def test_int_binary_wraps_like_numpy(d, op, fn) -> None:
     a, b = int_samples(d, 1), int_samples(d, 2)
     with np.errstate(all="ignore"):
@@ -105,8 +114,9 @@ def test_int_pow_wraps(d) -> None:
 
 
 @pytest.mark.parametrize("d", INTS, ids=str)
-@pytest.mark.parametrize("op,fn", [("neg", np.negative), ("abs", np.abs), ("sign", np.sign),
-                                   ("logical_not", np.invert)])
+@pytest.mark.parametrize(
+    "op,fn", [("neg", np.negative), ("abs", np.abs), ("sign", np.sign), ("logical_not", np.invert)]
+)
 def test_int_unary(d, op, fn) -> None:
     a = int_samples(d, 5)
     if d.kind is dt.Kind.UINT and op in ("neg", "abs"):
@@ -120,8 +130,9 @@ def test_int_unary(d, op, fn) -> None:
 
 
 @pytest.mark.parametrize("d", FLOATS, ids=str)
-@pytest.mark.parametrize("op,fn", [("add", np.add), ("sub", np.subtract),
-                                   ("mul", np.multiply), ("div", np.true_divide)])
+@pytest.mark.parametrize(
+    "op,fn", [("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.true_divide)]
+)
 def test_float_arithmetic_is_correctly_rounded(d, op, fn) -> None:
     a, b = float_samples(d, 6), float_samples(d, 7)
     b = np.concatenate([b, np.zeros(4, npd(d)), -np.zeros(4, npd(d))])
@@ -144,7 +155,8 @@ def test_float_rem_is_fmod_and_max_propagates_nan(d) -> None:
             except NotFoldable:
                 # only where IEEE/numpy have answers a target may not share
                 assert (op == "rem" and (y == 0 or math.isinf(x))) or (
-                    op != "rem" and x == y == 0.0)
+                    op != "rem" and x == y == 0.0
+                )
                 continue
             want.append(w)
         assert_same(got, np.array(want, npd(d)), d)
@@ -153,9 +165,16 @@ def test_float_rem_is_fmod_and_max_propagates_nan(d) -> None:
 @pytest.mark.parametrize("d", FLOATS, ids=str)
 @pytest.mark.parametrize("op", EXACT_UNARY)
 def test_float_unary_exact(d, op) -> None:
-    fns = {"neg": np.negative, "abs": np.abs, "sqrt": np.sqrt, "floor": np.floor,
-           "ceil": np.ceil, "round": np.round, "sign": np.sign,
-           "reciprocal": lambda x: np.ones_like(x) / x}
+    fns = {
+        "neg": np.negative,
+        "abs": np.abs,
+        "sqrt": np.sqrt,
+        "floor": np.floor,
+        "ceil": np.ceil,
+        "round": np.round,
+        "sign": np.sign,
+        "reciprocal": lambda x: np.ones_like(x) / x,
+    }
     a = float_samples(d, 10)
     with np.errstate(all="ignore"):
         want = fns[op](a)
@@ -166,9 +185,16 @@ def test_float_unary_exact(d, op) -> None:
 @pytest.mark.parametrize("op", LIBM_UNARY)
 def test_float_unary_libm_within_two_ulp(d, op) -> None:
     erf = np.vectorize(math.erf, otypes=[np.float64])
-    fns = {"exp": np.exp, "log": np.log, "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
-           "logistic": lambda x: 1 / (1 + np.exp(-x)), "rsqrt": lambda x: 1 / np.sqrt(x),
-           "erf": erf}
+    fns = {
+        "exp": np.exp,
+        "log": np.log,
+        "tanh": np.tanh,
+        "sin": np.sin,
+        "cos": np.cos,
+        "logistic": lambda x: 1 / (1 + np.exp(-x)),
+        "rsqrt": lambda x: 1 / np.sqrt(x),
+        "erf": erf,
+    }
     a = float_samples(d, 11)
     with np.errstate(all="ignore"):
         # the oracle in f64, rounded once: what a correctly rounded libm would give
@@ -180,8 +206,20 @@ def test_float_unary_libm_within_two_ulp(d, op) -> None:
 
 
 def test_f32_and_f16_rounding_of_stored_values() -> None:
-    values = [0.1, 1 / 3, 3.4028234663852886e38, 3.4028235677973366e38, 3.5e38, -1e39,
-              65504.0, 65519.0, 65520.0, 1e-8, 5.960464477539063e-08, 1e-50]
+    values = [
+        0.1,
+        1 / 3,
+        3.4028234663852886e38,
+        3.4028235677973366e38,
+        3.5e38,
+        -1e39,
+        65504.0,
+        65519.0,
+        65520.0,
+        1e-8,
+        5.960464477539063e-08,
+        1e-50,
+    ]
     with np.errstate(all="ignore"):
         want32 = np.array(values, np.float64).astype(np.float32)
         want16 = np.array(values, np.float64).astype(np.float16)
@@ -196,9 +234,17 @@ def test_f32_and_f16_rounding_of_stored_values() -> None:
 
 
 @pytest.mark.parametrize("d", [dt.i32, dt.u8, dt.f16, dt.f32, dt.f64], ids=str)
-@pytest.mark.parametrize("op,fn", [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
-                                   ("le", np.less_equal), ("gt", np.greater),
-                                   ("ge", np.greater_equal)])
+@pytest.mark.parametrize(
+    "op,fn",
+    [
+        ("eq", np.equal),
+        ("ne", np.not_equal),
+        ("lt", np.less),
+        ("le", np.less_equal),
+        ("gt", np.greater),
+        ("ge", np.greater_equal),
+    ],
+)
 def test_compare(d, op, fn) -> None:
     gen = float_samples if d.is_float else int_samples
     a, b = gen(d, 12), gen(d, 13)
@@ -223,7 +269,8 @@ def test_cast(src, dst) -> None:
         f = a.astype(np.float64)
         inside = (f > float(info.min) - 1) & (f < float(info.max))
         assert [g for g, k in zip(got, inside, strict=True) if k] == a[inside].astype(
-            npd(dst)).tolist()  # numpy truncates toward zero in range
+            npd(dst)
+        ).tolist()  # numpy truncates toward zero in range
         for g, x in zip(got, f.tolist(), strict=True):  # outside: saturate, NaN -> 0
             if math.isnan(x):
                 assert g == 0
@@ -258,12 +305,15 @@ def test_too_large_tuple_results_are_not_folded() -> None:
         eval_op("iota", {"shape": (n,), "dim": 0, "dtype": dt.i32}, [], TensorType(dt.i32, (n,)))
 
 
-@pytest.mark.parametrize("op,attrs,shape", [
-    ("transpose", {"perm": (2, 0, 1)}, (4, 2, 3)),
-    ("reshape", {"shape": (6, 4)}, (6, 4)),
-    ("slice", {"start": (0, 1, 0), "limit": (2, 3, 4), "stride": (1, 1, 2)}, (2, 2, 2)),
-    ("broadcast_in_dim", {"shape": (5, 2, 3, 4), "dims": (1, 2, 3)}, (5, 2, 3, 4)),
-])
+@pytest.mark.parametrize(
+    "op,attrs,shape",
+    [
+        ("transpose", {"perm": (2, 0, 1)}, (4, 2, 3)),
+        ("reshape", {"shape": (6, 4)}, (6, 4)),
+        ("slice", {"start": (0, 1, 0), "limit": (2, 3, 4), "stride": (1, 1, 2)}, (2, 2, 2)),
+        ("broadcast_in_dim", {"shape": (5, 2, 3, 4), "dims": (1, 2, 3)}, (5, 2, 3, 4)),
+    ],
+)
 def test_movement_of_tuples_matches_numpy(op, attrs, shape) -> None:
     x = np.arange(24, dtype=np.int32).reshape(2, 3, 4) * 3 - 20
     want = {
@@ -279,11 +329,13 @@ def test_movement_of_tuples_matches_numpy(op, attrs, shape) -> None:
 
 def test_broadcast_of_size_one_axes_and_iota() -> None:
     col = ConstData(dt.f32, (3, 1), (1.0, 2.0, 3.0))
-    out = eval_op("broadcast_in_dim", {"shape": (3, 2), "dims": (0, 1)}, [col],
-                  TensorType(dt.f32, (3, 2)))
+    out = eval_op(
+        "broadcast_in_dim", {"shape": (3, 2), "dims": (0, 1)}, [col], TensorType(dt.f32, (3, 2))
+    )
     assert out.value == (1.0, 1.0, 2.0, 2.0, 3.0, 3.0)
-    io = eval_op("iota", {"shape": (2, 3), "dim": 0, "dtype": dt.f16}, [],
-                 TensorType(dt.f16, (2, 3)))
+    io = eval_op(
+        "iota", {"shape": (2, 3), "dim": 0, "dtype": dt.f16}, [], TensorType(dt.f16, (2, 3))
+    )
     assert io.value == tuple(np.broadcast_to(np.arange(2)[:, None], (2, 3)).reshape(-1) * 1.0)
 
 
@@ -310,8 +362,11 @@ def test_agrees_with_numpy_reference(d) -> None:
     ref = _reference()
     from rlx_core.ir.ops.mir import BINARY, COMPARE, UNARY
 
-    gen = (lambda d, s: np.array([True, False, True, False])) if d == dt.bool_ else (
-        float_samples if d.is_float else int_samples)
+    gen = (
+        (lambda d, s: np.array([True, False, True, False]))
+        if d == dt.bool_
+        else (float_samples if d.is_float else int_samples)
+    )
     a, b = gen(d, 16), gen(d, 17)
     if d.is_int:
         b = np.where(b == 0, 3, b).astype(npd(d))  # division by zero is left to the target

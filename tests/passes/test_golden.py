@@ -58,14 +58,14 @@ def read_case(path: Path) -> Case:
     for i, line in enumerate(lines):
         stripped = line.strip()
         if stripped.startswith("# RUN:"):
-            passes = tuple(p.strip() for p in stripped[len("# RUN:"):].split("|"))
+            passes = tuple(p.strip() for p in stripped[len("# RUN:") :].split("|"))
         elif stripped == "# PARSE: unverified":
             unverified = True
         elif stripped.startswith("# CHECK-ERROR:"):
-            code = stripped[len("# CHECK-ERROR:"):].strip()
+            code = stripped[len("# CHECK-ERROR:") :].strip()
             return Case(passes, unverified, "".join(body), code, True, i)
         elif stripped == "# CHECK:":
-            return Case(passes, unverified, "".join(body), "".join(lines[i + 1:]), False, i)
+            return Case(passes, unverified, "".join(body), "".join(lines[i + 1 :]), False, i)
         elif not stripped.startswith("#"):
             body.append(line)
     raise AssertionError(f"{path}: no '# CHECK:' or '# CHECK-ERROR:' line")
