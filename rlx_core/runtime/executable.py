@@ -23,7 +23,7 @@ def _to_host(arg: Any, want: TensorType) -> Any:
     arr = np.asarray(arg)
     if arr.dtype.name != dt.to_numpy_name(want.dtype):
         arr = arr.astype(dt.to_numpy_name(want.dtype))
-    return np.ascontiguousarray(arr)
+    return np.asarray(arr, order="C")  # np.ascontiguousarray turns 0-d arrays into 1-d
 
 
 @dataclass
