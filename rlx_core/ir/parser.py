@@ -1,17 +1,14 @@
 """The IR text parser: ``parse(print_graph(g)) == g`` for all three levels (grammar: printer.py).
 
-A hand-written tokenizer feeds a recursive-descent parser. Newlines are tokens because the text
-form is one construct per line; that lets errors say "expected end of line" at the right place.
-Every malformed input raises IRParseError with a 1-based line/column pointing at the offending
+The tokenizer (lexer.py) feeds a recursive-descent parser, one method per construct of the
+grammar (docs/ir-text-format.md). Every malformed input raises IRParseError with a 1-based line/column pointing at the offending
 token; ill-typed nodes are left to the verifier, which runs on every parsed graph.
 """
 
 from __future__ import annotations
 
 import difflib
-import enum
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from rlx_core.errors import DTypeError, IRParseError, RlxError
@@ -31,209 +28,21 @@ from rlx_core.ir.graph import (
     ValueKind,
     freeze_attrs,
 )
+from rlx_core.ir.lexer import Source, Tok, Token, tokenize, tokenize_source
 from rlx_core.ir.ops import HIR_OPS, OPS
 from rlx_core.ir.ops.base import AttrSpec
 from rlx_core.ir.verifier import verify
 
-# Characters of a value / graph / kernel name after its sigil: the alphabet builder.clean_name
-# produces, so any name the builder makes survives the text form.
-_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.")
-_IDENT_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
-_IDENT_CHARS = _IDENT_START | frozenset("0123456789")
-_DIGITS = frozenset("0123456789")
-_PUNCT = frozenset("{}()[],:=+-")
-_MAX_NESTING = 64  # tuple depth; far beyond any real attribute, well inside the recursion limit
-_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
-
-
-class Tok(enum.Enum):
-    IDENT = "identifier"
-    VALUE = "%name"  # text is the name without '%'
-    SYMBOL = "@name"  # text is the name without '@'
-    INT = "integer"
-    FLOAT = "number"
-    STRING = "string"  # text is the decoded string
-    PUNCT = "punctuation"
-    DOTDOT = "'..'"
-    NEWLINE = "end of line"
-    EOF = "end of input"
-
-
-@dataclass(frozen=True)
-class Token:
-    kind: Tok
-    text: str
-    line: int
-    col: int
-
-    def describe(self) -> str:
-        """How the token is named in an error message."""
-        if self.kind is Tok.NEWLINE:
-            return "end of line"
-        if self.kind is Tok.EOF:
-            return "end of input"
-        if self.kind is Tok.VALUE:
-            return f"'%{self.text}'"
-        if self.kind is Tok.SYMBOL:
-            return f"'@{self.text}'"
-        if self.kind is Tok.STRING:
-            return "a string"
-        return f"'{self.text}'"
-
-
-class _Source:
-    """The text split into lines, so errors can quote the offending one."""
-
-    def __init__(self, text: str):
-        self.lines = text.split("\n")
-
-    def error(self, message: str, line: int, col: int, hint: str | None = None) -> IRParseError:
-        src = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
-        return IRParseError(message, line, col, src.rstrip("\r"), hint=hint)
-
-
-# ---- tokenizer ------------------------------------------------------------------------------
-
-
-def tokenize(text: str) -> list[Token]:
-    """Split IR text into tokens; ``#`` starts a comment that runs to the end of the line."""
-    return _tokenize(_Source(text))
-
-
-def _tokenize(src: _Source) -> list[Token]:
-    toks: list[Token] = []
-    for ln, line in enumerate(src.lines, start=1):
-        line = line.rstrip("\r")
-        i, n = 0, len(line)
-        while i < n:
-            c = line[i]
-            col = i + 1
-            if c in " \t":
-                i += 1
-            elif c == "#":
-                break
-            elif c in "%@":
-                j = i + 1
-                while j < n and line[j] in _NAME_CHARS:
-                    j += 1
-                if j == i + 1:
-                    raise src.error(f"expected a name after '{c}'", ln, col + 1,
-                                    hint="names use letters, digits, '_' and '.'")
-                kind = Tok.VALUE if c == "%" else Tok.SYMBOL
-                toks.append(Token(kind, line[i + 1:j], ln, col))
-                i = j
-            elif c in _IDENT_START:
-                j = i
-                while j < n and line[j] in _IDENT_CHARS:
-                    j += 1
-                toks.append(Token(Tok.IDENT, line[i:j], ln, col))
-                i = j
-            elif c in _DIGITS:
-                i = _number(line, i, ln, toks, src)
-            elif c == '"':
-                i = _string(line, i, ln, toks, src)
-            elif c == "-" and line.startswith("->", i):
-                toks.append(Token(Tok.PUNCT, "->", ln, col))
-                i += 2
-            elif c == "." and line.startswith("..", i):
-                toks.append(Token(Tok.DOTDOT, "..", ln, col))
-                i += 2
-            elif c in _PUNCT:
-                toks.append(Token(Tok.PUNCT, c, ln, col))
-                i += 1
-            else:
-                raise src.error(f"unexpected character {c!r}", ln, col)
-        toks.append(Token(Tok.NEWLINE, "", ln, len(line) + 1))
-    # end of input is reported just past the last non-blank line, so the caret has a line to sit on
-    last = len(src.lines)
-    while last > 1 and not src.lines[last - 1].strip():
-        last -= 1
-    toks.append(Token(Tok.EOF, "", last, len(src.lines[last - 1].rstrip("\r")) + 1))
-    return toks
-
-
-def _digits(line: str, j: int) -> int:
-    while j < len(line) and line[j] in _DIGITS:
-        j += 1
-    return j
-
-
-def _number(line: str, i: int, ln: int, toks: list[Token], src: _Source) -> int:
-    """``123``, ``1.5``, ``1e-05``; a '.' belongs to the number only before a digit (so the
-    arena's ``0..1`` is 0, '..', 1)."""
-    j = _digits(line, i)
-    is_float = False
-    if j + 1 < len(line) and line[j] == "." and line[j + 1] in _DIGITS:
-        j, is_float = _digits(line, j + 1), True
-    if j < len(line) and line[j] in "eE":
-        k = j + 1
-        if k < len(line) and line[k] in "+-":
-            k += 1
-        if k >= len(line) or line[k] not in _DIGITS:
-            raise src.error("malformed exponent: expected digits after 'e'", ln, k + 1)
-        j, is_float = _digits(line, k), True
-    if j < len(line) and line[j] in _IDENT_CHARS:
-        raise src.error(f"malformed number {line[i:j + 1]!r}", ln, i + 1)
-    toks.append(Token(Tok.FLOAT if is_float else Tok.INT, line[i:j], ln, i + 1))
-    return j
-
-
-def _string(line: str, i: int, ln: int, toks: list[Token], src: _Source) -> int:
-    """A JSON string literal (the printer writes them with json.dumps), decoded by hand."""
-    out: list[str] = []
-    j = i + 1
-    while True:
-        if j >= len(line):
-            raise src.error("unterminated string: expected a closing '\"' on this line", ln,
-                            i + 1, hint='write a newline inside a string as \\n')
-        c = line[j]
-        if c == '"':
-            toks.append(Token(Tok.STRING, "".join(out), ln, i + 1))
-            return j + 1
-        if c == "\\":
-            esc = line[j + 1] if j + 1 < len(line) else ""
-            if esc in _ESCAPES:
-                out.append(_ESCAPES[esc])
-                j += 2
-            elif esc == "u":
-                code = _hex4(line, j, ln, src)
-                j += 6
-                # a surrogate pair written as two escapes is one character, as in JSON
-                if 0xD800 <= code < 0xDC00 and line.startswith("\\u", j):
-                    low = _hex4(line, j, ln, src)
-                    if 0xDC00 <= low < 0xE000:
-                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
-                        j += 6
-                out.append(chr(code))
-            else:
-                raise src.error(f"invalid escape '\\{esc}' in string", ln, j + 1,
-                                hint='use \\" \\\\ \\/ \\b \\f \\n \\r \\t or \\uXXXX')
-        elif ord(c) < 0x20:
-            raise src.error(f"control character {c!r} inside a string", ln, j + 1,
-                            hint="escape it (\\t, \\n, or \\uXXXX)")
-        else:
-            out.append(c)
-            j += 1
-
-
-def _hex4(line: str, j: int, ln: int, src: _Source) -> int:
-    digits = line[j + 2:j + 6]
-    if len(digits) != 4 or any(ch not in "0123456789abcdefABCDEF" for ch in digits):
-        raise src.error("invalid \\u escape: expected four hex digits", ln, j + 1)
-    return int(digits, 16)
-
-
-# ---- parser ---------------------------------------------------------------------------------
-
 _LEVELS = {lv.value: lv for lv in Level}
+_MAX_NESTING = 64  # tuple depth; far beyond any real attribute, well inside the recursion limit
 
 
 class _Parser:
     """Recursive descent over the token list; one method per construct of the grammar."""
 
     def __init__(self, text: str):
-        self.src = _Source(text)
-        self.toks = _tokenize(self.src)
+        self.src = Source(text)
+        self.toks = tokenize_source(self.src)
         self.pos = 0
         self.types: dict[str, TensorType] = {}
         self.def_line: dict[str, int] = {}
@@ -249,7 +58,9 @@ class _Parser:
             self.pos += 1
         return t
 
-    def error(self, message: str, tok: Token | None = None, hint: str | None = None) -> IRParseError:
+    def error(
+        self, message: str, tok: Token | None = None, hint: str | None = None
+    ) -> IRParseError:
         t = tok or self.tok
         return self.src.error(message, t.line, t.col, hint)
 
@@ -285,21 +96,29 @@ class _Parser:
         try:
             return int(tok.text)
         except ValueError:  # Python refuses to convert integers of thousands of digits
-            raise self.error(f"integer literal of {len(tok.text)} digits is too long", tok) from None
+            raise self.error(
+                f"integer literal of {len(tok.text)} digits is too long", tok
+            ) from None
 
     # -- values --------------------------------------------------------------------------------
     def define(self, tok: Token, ttype: TensorType) -> None:
         if tok.text in self.types:
-            raise self.error(f"%{tok.text} is already defined (line {self.def_line[tok.text]})",
-                             tok, hint="every value is assigned exactly once (SSA); rename one")
+            raise self.error(
+                f"%{tok.text} is already defined (line {self.def_line[tok.text]})",
+                tok,
+                hint="every value is assigned exactly once (SSA); rename one",
+            )
         self.types[tok.text] = ttype
         self.def_line[tok.text] = tok.line
 
     def use(self, context: str) -> str:
         tok = self.expect(Tok.VALUE, what=f"a %value {context}")
         if tok.text not in self.types:
-            raise self.error(f"use of undefined value %{tok.text}", tok,
-                             hint="values must be defined (input, param or node) before use")
+            raise self.error(
+                f"use of undefined value %{tok.text}",
+                tok,
+                hint="values must be defined (input, param or node) before use",
+            )
         return tok.text
 
     def value_list(self, context: str) -> tuple[str, ...]:
@@ -318,11 +137,13 @@ class _Parser:
             self.advance()
 
     # -- types ---------------------------------------------------------------------------------
-    def dtype(self, tok: Token) -> dt.DType:
+    def dtype(self, tok: Token, in_attr: bool = False) -> dt.DType:
         try:
             return dt.get(tok.text)
         except DTypeError as err:
-            raise self.error(f"unknown dtype {tok.text!r}", tok, hint=err.hint) from None
+            # a bare word in an attribute is most often a string that lost its quotes
+            hint = f'{err.hint}; a string is quoted: "{tok.text}"' if in_attr else err.hint
+            raise self.error(f"unknown dtype {tok.text!r}", tok, hint=hint) from None
 
     def tensor_type(self) -> TensorType:
         tok = self.expect(Tok.IDENT, what="a type such as f32[2,3]")
@@ -332,8 +153,9 @@ class _Parser:
         if not self.at_punct("]"):
             while True:
                 if not self.at(Tok.INT):
-                    raise self.error(f"expected a dimension (non-negative integer), found "
-                                     f"{self.tok.describe()}")
+                    raise self.error(
+                        f"expected a dimension (non-negative integer), found {self.tok.describe()}"
+                    )
                 dims.append(self.int_tok(self.advance()))
                 if self.at_punct("]"):
                     break
@@ -364,15 +186,22 @@ class _Parser:
             return self.attr_tuple(depth + 1)
         if t.kind is Tok.IDENT:
             self.advance()
-            consts: dict[str, AttrValue] = {"true": True, "false": False, "none": None,
-                                            "inf": math.inf, "nan": math.nan}
+            consts: dict[str, AttrValue] = {
+                "true": True,
+                "false": False,
+                "none": None,
+                "inf": math.inf,
+                "nan": math.nan,
+            }
             if t.text in consts:
                 return consts[t.text]
             if t.text == "complex":
                 return self.attr_complex()
-            return self.dtype(t)
-        raise self.error(f"expected an attribute value, found {t.describe()}",
-                         hint="values are numbers, true/false/none, \"strings\", dtypes or tuples")
+            return self.dtype(t, in_attr=True)
+        raise self.error(
+            f"expected an attribute value, found {t.describe()}",
+            hint='values are numbers, true/false/none, "strings", dtypes or tuples',
+        )
 
     def attr_tuple(self, depth: int) -> tuple[AttrValue, ...]:
         if depth > _MAX_NESTING:
@@ -418,8 +247,10 @@ class _Parser:
             if self.at_punct(","):
                 self.advance()
             elif not self.at_punct("}"):
-                raise self.error(f"expected ',' or '}}' after attribute {key.text!r}, found "
-                                 f"{self.tok.describe()}")
+                raise self.error(
+                    f"expected ',' or '}}' after attribute {key.text!r}, found "
+                    f"{self.tok.describe()}"
+                )
         self.advance()
         return attrs, where
 
@@ -434,14 +265,17 @@ class _Parser:
         self.expect_punct("(", "after loc")
         if self.at(Tok.STRING):
             file = self.advance().text
-            self.expect_punct(":", "between file and line in loc(\"file\":line)")
+            self.expect_punct(":", 'between file and line in loc("file":line)')
             line = self.signed_int("a line number")
         seen: set[str] = set()
         while not self.at_punct(")"):
             key = self.expect(Tok.IDENT, what="scope=, from= or ')' in loc(...)")
             if key.text not in ("scope", "from"):
-                raise self.error(f"unknown loc part {key.text!r}", key,
-                                 hint='loc takes "file":line, scope="..." and from=%value:op')
+                raise self.error(
+                    f"unknown loc part {key.text!r}",
+                    key,
+                    hint='loc takes "file":line, scope="..." and from=%value:op',
+                )
             if key.text in seen:
                 raise self.error(f"loc part {key.text!r} is given twice", key)
             seen.add(key.text)
@@ -482,9 +316,13 @@ class _Parser:
         op_tok = self.expect(Tok.IDENT, what="an op name")
         if op_tok.text not in OPS:
             close = difflib.get_close_matches(op_tok.text, OPS, n=3)
-            raise self.error(f"unknown op {op_tok.text!r}", op_tok,
-                             hint=f"did you mean {', '.join(close)}?" if close
-                             else "see rlx_core/ir/ops for the op set")
+            raise self.error(
+                f"unknown op {op_tok.text!r}",
+                op_tok,
+                hint=f"did you mean {', '.join(close)}?"
+                if close
+                else "see rlx_core/ir/ops for the op set",
+            )
         self.expect_punct("(", f"after op {op_tok.text!r}")
         inputs = self.value_list("as operand")
         attrs, where = self.attr_block() if self.at_punct("{") else ({}, {})
@@ -492,11 +330,17 @@ class _Parser:
         loc = self.loc(name.text, op_tok.text)
         self.end_of_line("the node")
         self.define(name, ttype)
-        return Node(Value(name.text, ttype, ValueKind.NODE), op_tok.text, inputs,
-                    freeze_attrs(full), loc)
+        return Node(
+            Value(name.text, ttype, ValueKind.NODE), op_tok.text, inputs, freeze_attrs(full), loc
+        )
 
-    def check_attrs(self, op_tok: Token, inputs: tuple[str, ...], attrs: dict[str, AttrValue],
-                    where: dict[str, Token]) -> dict[str, AttrValue]:
+    def check_attrs(
+        self,
+        op_tok: Token,
+        inputs: tuple[str, ...],
+        attrs: dict[str, AttrValue],
+        where: dict[str, Token],
+    ) -> dict[str, AttrValue]:
         """Fill defaults, check each attribute's kind, and make sure the op's rule cannot crash.
 
         The rule's own verdict (a shape or dtype mismatch) is left to the verifier, which prints
@@ -510,8 +354,11 @@ class _Parser:
             raise self.error(err.message, op_tok, err.hint) from None
         for key, spec in d.attrs.items():
             if key in attrs and not _kind_ok(spec, attrs[key]):
-                raise self.error(f"attribute {key!r} of {op_tok.text} must be {_KIND_TEXT[spec.kind]}"
-                                 f", got {attrs[key]!r}", where[key])
+                raise self.error(
+                    f"attribute {key!r} of {op_tok.text} must be {_KIND_TEXT[spec.kind]}"
+                    f", got {attrs[key]!r}",
+                    where[key],
+                )
         try:
             infer_type(op_tok.text, [self.types[i] for i in inputs], full)
         except RlxError:
@@ -534,8 +381,9 @@ class _Parser:
             if self.at_punct(","):
                 self.advance()
             elif not self.at_punct(")"):
-                raise self.error(f"expected ',' or ')' after kernel output, found "
-                                 f"{self.tok.describe()}")
+                raise self.error(
+                    f"expected ',' or ')' after kernel output, found {self.tok.describe()}"
+                )
         self.advance()
         open_tok = self.expect_punct("{", "to open the kernel body")
         self.end_of_line("'{'")
@@ -545,15 +393,18 @@ class _Parser:
             if self.at_punct("}"):
                 break
             if not self.at(Tok.VALUE):
-                raise self.error(f"expected a node or '}}' closing kernel @{name.text} (opened "
-                                 f"on line {open_tok.line}), found {self.tok.describe()}")
+                raise self.error(
+                    f"expected a node or '}}' closing kernel @{name.text} (opened "
+                    f"on line {open_tok.line}), found {self.tok.describe()}"
+                )
             nodes.append(self.node())
         self.advance()
         self.end_of_line("the kernel's '}'")
         for o in out_toks:  # outputs are computed in the body, so they are checked after it
             if o.text not in self.types:
-                raise self.error(f"kernel @{name.text} lists output %{o.text}, which is not "
-                                 "defined", o)
+                raise self.error(
+                    f"kernel @{name.text} lists output %{o.text}, which is not defined", o
+                )
         return Kernel(name.text, kind.text, tuple(nodes), inputs, tuple(o.text for o in out_toks))
 
     def arena(self) -> ArenaPlan:
@@ -562,8 +413,11 @@ class _Parser:
         while not self.at_punct("{"):
             key = self.expect(Tok.IDENT, what="peak=, naive=, align= or '{'")
             if key.text not in ("peak", "naive", "align"):
-                raise self.error(f"unknown arena field {key.text!r}", key,
-                                 hint="an arena header is: arena peak=N naive=N align=N {")
+                raise self.error(
+                    f"unknown arena field {key.text!r}",
+                    key,
+                    hint="an arena header is: arena peak=N naive=N align=N {",
+                )
             if key.text in fields:
                 raise self.error(f"arena field {key.text!r} is given twice", key)
             self.expect_punct("=", f"after {key.text}")
@@ -579,9 +433,11 @@ class _Parser:
             if self.at_punct("}"):
                 break
             if not self.at(Tok.VALUE):
-                raise self.error(f"expected a slot (%v @offset +size live a..b) or '}}' closing "
-                                 f"the arena (opened on line {open_tok.line}), found "
-                                 f"{self.tok.describe()}")
+                raise self.error(
+                    f"expected a slot (%v @offset +size live a..b) or '}}' closing "
+                    f"the arena (opened on line {open_tok.line}), found "
+                    f"{self.tok.describe()}"
+                )
             value = self.use("in an arena slot")
             off_tok = self.expect(Tok.SYMBOL, what="the slot offset (@0)")
             if not off_tok.text.isdigit():
@@ -602,8 +458,11 @@ class _Parser:
         self.skip_blank()
         lv_tok = self.expect(Tok.IDENT, what="a level (hir, mir or lir)")
         if lv_tok.text not in _LEVELS:
-            raise self.error(f"unknown level {lv_tok.text!r}", lv_tok,
-                             hint="a graph starts with hir, mir or lir, as in: mir @f {")
+            raise self.error(
+                f"unknown level {lv_tok.text!r}",
+                lv_tok,
+                hint="a graph starts with hir, mir or lir, as in: mir @f {",
+            )
         level = _LEVELS[lv_tok.text]
         name = self.expect(Tok.SYMBOL, what="the graph name (@name)")
         open_tok = self.expect_punct("{", "after the graph name")
@@ -618,8 +477,10 @@ class _Parser:
             self.skip_blank()
             kw = self.keyword()
             if self.at(Tok.EOF):
-                raise self.error(f"expected '}}' closing {level.value} @{name.text} (opened on "
-                                 f"line {open_tok.line}), found end of input")
+                raise self.error(
+                    f"expected '}}' closing {level.value} @{name.text} (opened on "
+                    f"line {open_tok.line}), found end of input"
+                )
             if self.at_punct("}"):
                 if outputs is None:
                     raise self.error("expected 'return %v, ...' before the graph's closing '}'")
@@ -656,14 +517,24 @@ class _Parser:
                     raise self.error("nodes come before the arena plan")
                 nodes.append(self.node())
             else:
-                raise self.error(f"expected input, param, a node, kernel, arena, return or '}}', "
-                                 f"found {self.tok.describe()}")
+                raise self.error(
+                    f"expected input, param, a node, kernel, arena, return or '}}', "
+                    f"found {self.tok.describe()}"
+                )
         self.advance()
         self.skip_blank()
         if not self.at(Tok.EOF):
             raise self.error(f"unexpected {self.tok.describe()} after the graph's closing '}}'")
-        return Graph(name.text, level, tuple(inputs), tuple(params), tuple(nodes), outputs,
-                     tuple(kernels), plan)
+        return Graph(
+            name.text,
+            level,
+            tuple(inputs),
+            tuple(params),
+            tuple(nodes),
+            outputs,
+            tuple(kernels),
+            plan,
+        )
 
     def return_list(self) -> tuple[str, ...]:
         names = [self.use("to return")]
@@ -674,9 +545,15 @@ class _Parser:
 
 
 _KIND_TEXT = {
-    "int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
-    "dtype": "a dtype name", "ints": "a tuple of integers", "floats": "a tuple of numbers",
-    "ints2": "a tuple of integer tuples", "any": "a value",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "str": "a string",
+    "dtype": "a dtype name",
+    "ints": "a tuple of integers",
+    "floats": "a tuple of numbers",
+    "ints2": "a tuple of integer tuples",
+    "any": "a value",
 }
 
 
@@ -698,8 +575,10 @@ def _kind_ok(spec: AttrSpec, v: AttrValue) -> bool:
         "dtype": lambda x: isinstance(x, dt.DType),
         "ints": lambda x: isinstance(x, tuple) and all(_is_int(e) for e in x),
         "floats": lambda x: isinstance(x, tuple) and all(_is_num(e) for e in x),
-        "ints2": lambda x: isinstance(x, tuple) and all(
-            isinstance(e, tuple) and all(_is_int(i) for i in e) for e in x),
+        "ints2": lambda x: (
+            isinstance(x, tuple)
+            and all(isinstance(e, tuple) and all(_is_int(i) for i in e) for e in x)
+        ),
     }
     return checks.get(spec.kind, lambda x: True)(v)
 

@@ -47,8 +47,13 @@ def test_promotion_never_loses_kind_against_numpy() -> None:
     """Where numpy holds both types, our result is at least as general a kind as numpy's
     (bool < int < float < complex): mixing never turns a float into an int."""
     rank = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
-    ours_rank = {dt.Kind.BOOL: 0, dt.Kind.UINT: 1, dt.Kind.INT: 1, dt.Kind.FLOAT: 2,
-                 dt.Kind.COMPLEX: 3}
+    ours_rank = {
+        dt.Kind.BOOL: 0,
+        dt.Kind.UINT: 1,
+        dt.Kind.INT: 1,
+        dt.Kind.FLOAT: 2,
+        dt.Kind.COMPLEX: 3,
+    }
     numpy_ok = [d for d in MIXABLE if d != dt.bf16]
     for a, b in itertools.product(numpy_ok, numpy_ok):
         ref = np.result_type(dt.to_numpy_name(a), dt.to_numpy_name(b))
@@ -67,9 +72,16 @@ def test_i4_does_not_mix() -> None:
 def test_get_by_name_numpy_name_and_numpy_dtype() -> None:
     for d in dt.ALL:
         assert dt.get(d.name) is d and dt.get(d) is d
-    for name, want in [("float32", dt.f32), ("int64", dt.i64), ("uint8", dt.u8),
-                       ("complex64", dt.c64), ("bool", dt.bool_), ("float16", dt.f16),
-                       ("bfloat16", dt.bf16), ("int4", dt.i4)]:
+    for name, want in [
+        ("float32", dt.f32),
+        ("int64", dt.i64),
+        ("uint8", dt.u8),
+        ("complex64", dt.c64),
+        ("bool", dt.bool_),
+        ("float16", dt.f16),
+        ("bfloat16", dt.bf16),
+        ("int4", dt.i4),
+    ]:
         assert dt.get(name) is want
         if name not in ("bfloat16", "int4"):
             assert dt.get(np.dtype(name)) is want  # a numpy dtype object, by its .name

@@ -92,8 +92,12 @@ def test_missing_operand_comma() -> None:
 
 
 def test_missing_equals() -> None:
-    at(parse_error(GOOD, "f32[2,4] = dot", "f32[2,4] dot"), 4, "dot",
-       "expected '=' after the result type, found 'dot_general'")
+    at(
+        parse_error(GOOD, "f32[2,4] = dot", "f32[2,4] dot"),
+        4,
+        "dot",
+        "expected '=' after the result type, found 'dot_general'",
+    )
     at(parse_error(GOOD, "axes=(1,)", "axes (1,)"), 5, "(1,)", "expected '=' after attribute name")
 
 
@@ -152,8 +156,12 @@ def test_attribute_errors() -> None:
     at(parse_error(GOOD, "axes=(1,)", "axis=(1,)"), 5, "reduce_sum", "unknown attribute(s) axis")
     at(parse_error(GOOD, "{axes=(1,)}", "{}"), 5, "reduce_sum", "missing required attribute 'axes'")
     # a structurally wrong value the shape rule would crash on is a parse error, not a crash
-    at(parse_error(GOOD, "contract=((1,), (0,))", "contract=((1,),)"), 4, "dot_general",
-       "malformed attributes for dot_general")
+    at(
+        parse_error(GOOD, "contract=((1,), (0,))", "contract=((1,),)"),
+        4,
+        "dot_general",
+        "malformed attributes for dot_general",
+    )
 
 
 def test_structure_errors() -> None:
@@ -162,10 +170,18 @@ def test_structure_errors() -> None:
     at(parse_error(GOOD, "  return %1\n", ""), 6, 1, "expected 'return")
     at(parse_error(GOOD + "mir @g {\n"), 8, 1, "after the graph's closing '}'")
     at(parse_error(LIR.replace("lir @g", "mir @g")), 3, 3, "kernel blocks appear only in lir")
-    at(parse_error(LIR, "  return %0", "  %9 : f32[4] = exp(%0) {}\n  return %0"), 9, 3,
-       "every node is inside one")
-    at(parse_error(GOOD, "  param %w", "  %9 : f32[2,3] = neg(%x) {}\n  param %w"), 4, 3,
-       "declarations come before the nodes")
+    at(
+        parse_error(LIR, "  return %0", "  %9 : f32[4] = exp(%0) {}\n  return %0"),
+        9,
+        3,
+        "every node is inside one",
+    )
+    at(
+        parse_error(GOOD, "  param %w", "  %9 : f32[2,3] = neg(%x) {}\n  param %w"),
+        4,
+        3,
+        "declarations come before the nodes",
+    )
     at(parse_error(LIR, "live 0..0", "live 0.0"), 7, "0.0", "first kernel index")
     at(parse_error(LIR, "live 0..0", "live 0 0"), 7, 22, "expected '..' in the live range")
     at(parse_error(LIR, "peak=64 ", ""), 6, "{", "missing peak=")
@@ -193,18 +209,26 @@ def test_wrong_declared_type_is_a_verify_error() -> None:
 
 def test_overlapping_arena_is_a_verify_error() -> None:
     text = LIR.replace("input %x : f32[4]", "input %x : f32[4]\n  input %z : f32[4]")
-    text = text.replace("  arena", "  kernel @k1 elementwise (%z) -> (%1) {\n"
-                        "    %1 : f32[4] = neg(%z) {}\n  }\n  arena")
+    text = text.replace(
+        "  arena",
+        "  kernel @k1 elementwise (%z) -> (%1) {\n    %1 : f32[4] = neg(%z) {}\n  }\n  arena",
+    )
     text = text.replace("live 0..0", "live 0..1\n    %1 @8 +16 live 1..1")
     with pytest.raises(VerifyError, match="alive together but overlap"):
         parse(text)
 
 
 def test_parse_attr_and_type_errors() -> None:
-    for text, words in [("(1, 2", "expected ',' or ')' in tuple"), ("1e", "malformed exponent"),
-                        ("-x", "expected a number after '-'"), ("12ab", "malformed number"),
-                        ("complex(1, true)", "two real numbers"), ("1 2", "after the attribute"),
-                        ("(" * 100 + ")" * 100, "nested deeper"), ("9" * 5000, "too long")]:
+    for text, words in [
+        ("(1, 2", "expected ',' or ')' in tuple"),
+        ("1e", "malformed exponent"),
+        ("-x", "expected a number after '-'"),
+        ("12ab", "malformed number"),
+        ("complex(1, true)", "two real numbers"),
+        ("1 2", "after the attribute"),
+        ("(" * 100 + ")" * 100, "nested deeper"),
+        ("9" * 5000, "too long"),
+    ]:
         with pytest.raises(IRParseError) as info:
             parse_attr(text)
         assert words in str(info.value), (text, str(info.value))

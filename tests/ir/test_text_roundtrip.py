@@ -24,6 +24,7 @@ from rlx_core.ir.graph import (
     Value,
     ValueKind,
 )
+from rlx_core.ir.lexer import Tok, tokenize
 from rlx_core.ir.ops import HIR_OPS, MIR_OPS
 from rlx_core.ir.ops.mir import BINARY, COMPARE, REDUCE, UNARY
 from rlx_core.ir.parser import parse, parse_attr, parse_type
@@ -79,13 +80,15 @@ def mir_all_ops() -> Graph:
     outs.append(b.emit("scatter_add", [x, ids, upd], {"axis": 1}))
     outs.append(b.emit("dot_general", [x, w], {"contract": ((1,), (0,))}))
     outs.append(b.emit("iota", [], {"shape": (2, 3), "dim": 1}))
-    outs.append(b.emit("constant", [], {"value": (1, 2, 3, 4, 5, 6), "shape": (2, 3),
-                                        "dtype": dt.i8}))
+    outs.append(
+        b.emit("constant", [], {"value": (1, 2, 3, 4, 5, 6), "shape": (2, 3), "dtype": dt.i8})
+    )
     outs.append(b.emit("constant", [], {"value": complex(1.5, -2.0), "dtype": dt.c64}))
     used = {nd.op for nd in b.nodes}
     assert used == set(MIR_OPS), set(MIR_OPS) - used
-    return Graph("all_mir", Level.MIR, (x, y, p, n, ids), (w,), tuple(b.nodes),
-                 tuple(o.name for o in outs))
+    return Graph(
+        "all_mir", Level.MIR, (x, y, p, n, ids), (w,), tuple(b.nodes), tuple(o.name for o in outs)
+    )
 
 
 def hir_all_ops() -> Graph:
@@ -118,8 +121,14 @@ def hir_all_ops() -> Graph:
     ]
     used = {nd.op for nd in b.nodes}
     assert set(HIR_OPS) <= used, set(HIR_OPS) - used
-    return Graph("all_hir", Level.HIR, (x, q, mask, ids, img), (w, bias, g8, table, k),
-                 tuple(b.nodes), tuple(o.name for o in outs))
+    return Graph(
+        "all_hir",
+        Level.HIR,
+        (x, q, mask, ids, img),
+        (w, bias, g8, table, k),
+        tuple(b.nodes),
+        tuple(o.name for o in outs),
+    )
 
 
 def every_dtype() -> Graph:
@@ -128,8 +137,14 @@ def every_dtype() -> Graph:
     src = inp("s", dt.f32, ())
     outs = [b.emit("cast", [src], {"dtype": d}) for d in dt.ALL]
     outs += [b.emit("iota", [], {"shape": (3,), "dim": 0, "dtype": d}) for d in dt.INTS]
-    return Graph("dtypes", Level.MIR, (*ins, src), (), tuple(b.nodes),
-                 tuple(o.name for o in outs) + tuple(v.name for v in ins))
+    return Graph(
+        "dtypes",
+        Level.MIR,
+        (*ins, src),
+        (),
+        tuple(b.nodes),
+        tuple(o.name for o in outs) + tuple(v.name for v in ins),
+    )
 
 
 def lir_graph() -> Graph:
@@ -145,10 +160,18 @@ def lir_graph() -> Graph:
     e = b2.emit("exp", [y])
     s = b2.emit("reduce_max", [e], {"axes": (0, 1)})
     k1 = Kernel("k1", "reduce", tuple(b2.nodes), (y.name,), (e.name, s.name))
-    plan = ArenaPlan((BufferSlot(y.name, 0, 64, 0, 1), BufferSlot(e.name, 64, 24, 1, 1),
-                      BufferSlot(s.name, 128, 4, 1, 1)), peak_bytes=192, naive_bytes=256)
-    return Graph("mlp", Level.LIR, (x,), (w, bias), k0.nodes + k1.nodes, (s.name, e.name),
-                 (k0, k1), plan)
+    plan = ArenaPlan(
+        (
+            BufferSlot(y.name, 0, 64, 0, 1),
+            BufferSlot(e.name, 64, 24, 1, 1),
+            BufferSlot(s.name, 128, 4, 1, 1),
+        ),
+        peak_bytes=192,
+        naive_bytes=256,
+    )
+    return Graph(
+        "mlp", Level.LIR, (x,), (w, bias), k0.nodes + k1.nodes, (s.name, e.name), (k0, k1), plan
+    )
 
 
 @pytest.mark.parametrize("make", [mir_all_ops, hir_all_ops, every_dtype, lir_graph])
@@ -185,8 +208,15 @@ def test_values_kinds_and_provenance() -> None:
 
 def test_loc_variants() -> None:
     x = inp("x", dt.f32, (3,))
-    locs = [Loc(), Loc("a.py", 0), Loc("", 5), Loc(scope="s"), Loc("f \"q\".py", 9, "a/b"),
-            Loc(origin="h1", origin_op="gelu"), Loc("m.py", 2, origin="orig.x", origin_op="")]
+    locs = [
+        Loc(),
+        Loc("a.py", 0),
+        Loc("", 5),
+        Loc(scope="s"),
+        Loc('f "q".py', 9, "a/b"),
+        Loc(origin="h1", origin_op="gelu"),
+        Loc("m.py", 2, origin="orig.x", origin_op=""),
+    ]
     b = Builder()
     for loc in locs:
         b.emit("neg", [x], loc=loc)
@@ -219,8 +249,11 @@ def test_doc_examples_parse_and_roundtrip() -> None:
 
 # ---- hypothesis: random attribute values, names and locs ------------------------------------
 
-NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.",
-               min_size=1, max_size=12)
+NAME = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.",
+    min_size=1,
+    max_size=12,
+)
 SCALAR = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True),
@@ -238,7 +271,7 @@ def same(a: object, b: object) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, tuple):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float):
         return (math.isnan(a) and math.isnan(b)) or (a == b and str(a) == str(b))
     return a == b
@@ -253,20 +286,36 @@ def test_attr_value_roundtrip(v: object) -> None:
     assert fmt_attr(back) == text
 
 
-LOC = st.builds(Loc, st.text(max_size=10), st.integers(0, 10**6), st.text(max_size=10),
-                st.one_of(st.just(""), NAME), st.sampled_from(["", "linear", "gelu"]))
+LOC = st.builds(
+    Loc,
+    st.text(max_size=10),
+    st.integers(0, 10**6),
+    st.text(max_size=10),
+    st.one_of(st.just(""), NAME),
+    st.sampled_from(["", "linear", "gelu"]),
+)
 
 
 @settings(max_examples=60, deadline=None)
-@given(names=st.lists(NAME, min_size=3, max_size=3, unique=True), gname=NAME,
-       value=ATTR, loc=LOC, scalar=SCALAR)
-def test_random_graph_roundtrip(names: list[str], gname: str, value: object, loc: Loc,
-                                scalar: object) -> None:
+@given(
+    names=st.lists(NAME, min_size=3, max_size=3, unique=True),
+    gname=NAME,
+    value=ATTR,
+    loc=LOC,
+    scalar=SCALAR,
+)
+def test_random_graph_roundtrip(
+    names: list[str], gname: str, value: object, loc: Loc, scalar: object
+) -> None:
     x = inp(names[0], dt.f32, (2,))
     b = Builder(NameGen(names), loc=loc)
     n = len(value) if isinstance(value, tuple) else 1
-    c = b.emit("constant", [], {"value": value if isinstance(value, tuple) else (value,),
-                                "shape": (n,), "dtype": dt.f32}, name=names[1])
+    c = b.emit(
+        "constant",
+        [],
+        {"value": value if isinstance(value, tuple) else (value,), "shape": (n,), "dtype": dt.f32},
+        name=names[1],
+    )
     s = b.emit("constant", [], {"value": scalar, "dtype": dt.i32})
     y = b.emit("neg", [x], name=names[2])
     g = Graph(gname, Level.MIR, (x,), (), tuple(b.nodes), (y.name, c.name, s.name))
@@ -276,3 +325,26 @@ def test_random_graph_roundtrip(names: list[str], gname: str, value: object, loc
     assert [nd.loc for nd in back.nodes] == [nd.loc for nd in g.nodes]
     assert [nd.out for nd in back.nodes] == [nd.out for nd in g.nodes]
     assert same(back.nodes[0].attr("value"), g.nodes[0].attr("value"))
+
+
+def test_tokens_comments_and_line_endings() -> None:
+    toks = tokenize('  %0.a : f32[2] = exp(%x) {k="s"} # comment\n  arena 0..1')
+    assert [(t.kind, t.text, t.line, t.col) for t in toks[:4]] == [
+        (Tok.VALUE, "0.a", 1, 3),
+        (Tok.PUNCT, ":", 1, 8),
+        (Tok.IDENT, "f32", 1, 10),
+        (Tok.PUNCT, "[", 1, 13),
+    ]
+    kinds = [t.kind for t in toks]
+    assert Tok.STRING in kinds and kinds.count(Tok.NEWLINE) == 2 and kinds[-1] is Tok.EOF
+    assert [t.text for t in toks if t.line == 2][:4] == ["arena", "0", "..", "1"]
+    # hand-written text: CRLF line endings, comments, blank lines and default attributes
+    g = lir_graph()
+    text = print_graph(g)
+    noisy = "# golden file\n\n" + text.replace("\n", "  # note\r\n").replace(" {}", "")
+    assert parse(noisy) == g
+    b = Builder()
+    x = inp("x", dt.f32, (2, 3))
+    s = b.emit("softmax", [x])
+    short = "hir @f {\n  input %x : f32[2,3]\n  %0 : f32[2,3] = softmax(%x)\n  return %0\n}\n"
+    assert parse(short) == Graph("f", Level.HIR, (x,), (), tuple(b.nodes), (s.name,))

@@ -79,8 +79,10 @@ def test_valid_graphs_pass_and_are_returned() -> None:
 
 def test_value_declared_twice() -> None:
     g = mir()
-    fails(Graph("f", Level.MIR, (X,), (replace(W, name="x"),), g.nodes, g.outputs),
-          "value %x is declared twice")
+    fails(
+        Graph("f", Level.MIR, (X,), (replace(W, name="x"),), g.nodes, g.outputs),
+        "value %x is declared twice",
+    )
 
 
 def test_unknown_op() -> None:
@@ -105,8 +107,7 @@ def test_use_before_def() -> None:
 def test_defined_twice() -> None:
     g = mir()
     dup = replace(g.nodes[2], inputs=("0",))
-    twice = g.with_nodes((*g.nodes[:2], replace(dup, out=replace(dup.out, name="0",
-                                                                     type=X.type))))
+    twice = g.with_nodes((*g.nodes[:2], replace(dup, out=replace(dup.out, name="0", type=X.type))))
     text = fails(twice, "value %0 is defined twice")
     # context() marks the first line defining %0: with a duplicate name that is the earlier one
     assert ">>   %0 : f32[2,3] = exp(%x)" in text
@@ -119,8 +120,9 @@ def test_ill_typed_node() -> None:
 
 def test_incomplete_attributes() -> None:
     g = with_node(mir(), 1, attrs=(("contract", ((1,), (0,))),))  # batch left out
-    fails(g, "dot_general attributes are incomplete (expected keys ['batch', 'contract'])",
-          g.nodes[1])
+    fails(
+        g, "dot_general attributes are incomplete (expected keys ['batch', 'contract'])", g.nodes[1]
+    )
 
 
 def test_wrong_declared_type() -> None:
@@ -161,15 +163,19 @@ def test_kernel_reads_unlisted_value() -> None:
 def test_kernel_reads_value_no_earlier_kernel_writes() -> None:
     g = lir()
     k0, k1 = g.kernels
-    fails(replace(g, kernels=(replace(k0, inputs=("x", "w", "2")), k1)),
-          "kernel @k0 (#0) reads %2, which no earlier kernel writes")
+    fails(
+        replace(g, kernels=(replace(k0, inputs=("x", "w", "2")), k1)),
+        "kernel @k0 (#0) reads %2, which no earlier kernel writes",
+    )
 
 
 def test_kernel_lists_output_it_does_not_compute() -> None:
     g = lir()
     k0, k1 = g.kernels
-    fails(replace(g, kernels=(k0, replace(k1, outputs=("2", "1")))),
-          "kernel @k1 lists output %1 it does not compute")
+    fails(
+        replace(g, kernels=(k0, replace(k1, outputs=("2", "1")))),
+        "kernel @k1 lists output %1 it does not compute",
+    )
 
 
 def test_graph_output_internal_to_kernel() -> None:
