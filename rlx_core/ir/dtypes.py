@@ -88,7 +88,10 @@ def get(name: object) -> DType:
     """Resolve a dtype from a DType, its name (``"f32"``), or a numpy dtype / name."""
     if isinstance(name, DType):
         return name
-    text = str(getattr(name, "name", name))
+    if isinstance(name, type):  # numpy scalar types (np.float32) and Python's float/int/bool
+        text = name.__name__
+    else:
+        text = str(getattr(name, "name", name))
     if text in BY_NAME:
         return BY_NAME[text]
     if text in _FROM_NUMPY:
