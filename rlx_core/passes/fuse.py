@@ -25,8 +25,8 @@ one of its direct producers when that group's rule accepts it (first input first
 new group. Splat constants and ``broadcast_in_dim`` are *virtual*: they never start a loop nest
 of their own but are copied into every fused kernel that reads them (a copy after the first gets
 a fresh name), since inside a loop they are an index map or a scalar, not a buffer. They are
-materialised as a kernel only where a non-fusing op (a dot_general operand, an opaque op) or the
-graph's return reads them. A join is refused when it would make kernels depend on each other in
+materialised as a kernel (an elementwise one: a loop over the broadcast result) only where a
+non-fusing op (a dot_general operand, an opaque op) or the graph's return reads them. A join is refused when it would make kernels depend on each other in
 a cycle. A value read by another kernel or returned by the graph is a kernel output; everything
 else stays inside its kernel and never becomes a buffer.
 """

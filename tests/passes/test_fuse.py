@@ -200,6 +200,20 @@ def test_broadcast_returned_or_read_by_matmul_is_materialised() -> None:
     same_results(g, lir, [np.array([1, 2, 3], np.float32), np.ones((3, 2), np.float32)])
 
 
+def test_virtual_chains_ride_into_elementwise_and_reduce_kernels() -> None:
+    x, v = inp("x", 3), inp("v", 2, 3)
+    b = Builder()
+    half = bcast(b, splat(b, 0.5, ()), (2, 3), ())  # scalar splat -> broadcast: both virtual
+    s = b.emit("reduce_sum", [bcast(b, x, (2, 3), (1,))], {"axes": (0,)})  # reduction of a bcast
+    y = b.emit("mul", [v, half])
+    g = graph(b, [x, v], [s, y])
+    lir = fuse(g)
+    assert kinds(lir) == ["reduce", "elementwise"]
+    assert lir.kernels[0].inputs == ("x",) and lir.kernels[1].inputs == ("v",)
+    assert [n.op for n in lir.kernels[1].nodes] == ["constant", "broadcast_in_dim", "mul"]
+    same_results(g, lir, [np.array([1, 2, 3], np.float32), np.ones((2, 3), np.float32)])
+
+
 def test_join_that_would_create_a_cycle_is_refused() -> None:
     # a -> reduce -> broadcast -> c, and c also reads a: c cannot join a's kernel, because that
     # kernel would both feed the reduction and wait for it

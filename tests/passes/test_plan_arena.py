@@ -13,6 +13,8 @@ from rlx_core.errors import VerifyError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.builder import Builder
 from rlx_core.ir.graph import Graph, Level, TensorType, Value, ValueKind
+from rlx_core.ir.parser import parse
+from rlx_core.ir.printer import print_graph
 from rlx_core.ir.verifier import verify
 from rlx_core.passes.base import PassContext
 from rlx_core.passes.fuse import Fuse
@@ -130,6 +132,8 @@ def test_random_plans_never_overlap_live_slots(seed: int) -> None:
     assert not any(s.value in returned for s in p.slots)
     for s in p.slots:
         assert s.offset % p.alignment == 0 and s.first <= s.last
+    text = print_graph(lir)  # kernels and plan survive the text form
+    assert print_graph(parse(text)) == text and parse(text).plan == p
     x = np.random.default_rng(seed).standard_normal((4, 6)).astype(np.float32)
     for want, got in zip(interpret(g, [x]), build_program(lir).run([x], {}), strict=True):
         np.testing.assert_array_equal(got, want)
