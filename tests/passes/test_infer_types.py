@@ -63,7 +63,7 @@ def test_hir_graph() -> None:
 def test_ill_typed_node_raises_the_rules_error_naming_it() -> None:
     g = G()
     x = g.input("x", "f32", (2, 3))
-    y = g.input("y", "f32", (3, 2))
+    g.input("y", "f32", (3, 2))  # %y is what the bad node adds to %x
     ok = g.op("neg", x)
     graph = g.graph(ok)
     bad_node = Node(
