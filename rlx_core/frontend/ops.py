@@ -310,8 +310,8 @@ def getitem(x: Any, key: Any) -> Any:
     used = sum(1 for k in keys if k is not None and k is not Ellipsis)
     if used > v.type.rank:
         raise AxisError(f"index: too many indices ({used}) for {v.type}")
-    if Ellipsis in keys:
-        i = keys.index(Ellipsis)
+    if any(k is Ellipsis for k in keys):  # identity: `in` would call Tensor.__eq__
+        i = next(j for j, k in enumerate(keys) if k is Ellipsis)
         keys = keys[:i] + (slice(None),) * (v.type.rank - used) + keys[i + 1:]
     keys = keys + (slice(None),) * (v.type.rank - sum(1 for k in keys if k is not None))
     start, limit, stride, out_shape = [], [], [], []

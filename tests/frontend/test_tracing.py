@@ -139,7 +139,7 @@ def test_wrong_argument_shape_at_call():
 
 
 def test_params_named_after_user_variables_and_blocks():
-    weight = np.ones((4, 3), np.float32) * 0.5
+    weight = np.ones((8, 3), np.float32) * 0.5
 
     def f(x):
         with rlx.block("proj"):
