@@ -75,6 +75,8 @@ class RewriteView:
 
     def __init__(self, g: Graph):
         self._types: dict[str, TensorType] = {v.name: v.type for v in (*g.inputs, *g.params)}
+        # values defined so far in the sweep: rules may only refer back, never forward
+        self._defined: set[str] = set(self._types)
         self._producers: dict[str, Node] = {}
         for n in g.nodes:
             self._types[n.out.name] = n.out.type
@@ -110,10 +112,17 @@ class RewriteView:
     # ---- making ---------------------------------------------------------------------------
     def emit(self, op: str, inputs: Sequence[str], attrs: dict[str, Any] | None = None) -> Node:
         """A new node ``op(inputs) {attrs}`` with a fresh name; put it in the returned list."""
+        later = [i for i in inputs if i not in self._defined]
+        if later:
+            raise RewriteError(
+                f"a rule emitted {op}(%{later[0]}), a value not defined before the matched node",
+                hint="new nodes may only use operands of the match or values defined earlier",
+            )
         b = Builder(self.names, self._loc)
         b.emit(op, [Value(i, self._types[i]) for i in inputs], attrs)
         node = b.nodes[0]
         self._types[node.out.name] = node.out.type
+        self._defined.add(node.out.name)
         self._producers[node.out.name] = node
         self._made.append(node)
         return node
@@ -130,6 +139,7 @@ class RewriteView:
     def _settle(self, node: Node) -> None:
         self._producers[node.out.name] = node
         self._types[node.out.name] = node.out.type
+        self._defined.add(node.out.name)
 
 
 def _index_rules(rules: Rules) -> dict[str | None, list[RuleFn]]:
@@ -169,7 +179,7 @@ def _sweep(
                 continue
             if isinstance(rep, str):
                 target = resolve(rep)
-                if target == node.out.name or target not in view._types:
+                if target not in view._defined:
                     raise RewriteError(
                         f"rule {_rule_where(fn)} forwarded %{node.out.name} to %{target}, "
                         "which is not another defined value",
@@ -178,7 +188,6 @@ def _sweep(
                 _check_type(fn, node, view.type_of(target))
                 forward[node.out.name] = target
                 after = [p] if (p := view.producer(target)) is not None else []
-                view._settle(node)
             else:
                 new = _adopt(fn, node, rep, view)
                 out.extend(new)
@@ -190,6 +199,7 @@ def _sweep(
             break
         else:
             out.append(node)
+            view._settle(node)
     outputs = tuple(resolve(o) for o in g.outputs)
     return g.with_nodes(out, outputs=outputs), fired
 

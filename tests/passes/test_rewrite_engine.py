@@ -185,3 +185,20 @@ def test_rewrite_pass_and_level_check() -> None:
     lir = Graph(g.name, Level.LIR, g.inputs, g.params, g.nodes, g.outputs)
     with pytest.raises(PassLevelError):
         p.run(lir, PassContext())
+
+
+def test_rules_may_not_refer_to_later_values() -> None:
+    g, _ = sample()
+    later = g.nodes[2].out.name  # the tanh, defined after the first neg
+
+    def forward_to_later(node: Node, view: RewriteView) -> Replacement:
+        return later if node.out.name == g.nodes[0].out.name else None
+
+    def emit_from_later(node: Node, view: RewriteView) -> Replacement:
+        if node.out.name != g.nodes[0].out.name:
+            return None
+        return [view.emit("neg", [later])]
+
+    for rule in (forward_to_later, emit_from_later):
+        with pytest.raises(RewriteError, match="defined"):
+            rewrite(g, ((None, rule),), PassContext())
