@@ -1,0 +1,156 @@
+"""Host side of WebGPU buffers without numpy: any array-like in, storage bytes, arrays out.
+
+Inputs may be numpy arrays (used when numpy is importable), ``array.array``, memoryviews,
+nested lists/tuples or scalars. They become the little-endian bytes of the WGSL storage type
+(``renderer.STORAGE``: bool and u8 as u32, i8/i16 as i32, f16 as f16) with the reference's cast
+rules. Results come back as numpy arrays when numpy is present, else as ``HostArray``.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from rlx_core.errors import ArgumentError
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.dtypes import DType
+from rlx_core.ir.graph import TensorType
+
+# struct format of each WGSL storage element type
+_FORMAT = {"f32": "f", "f16": "e", "i32": "i", "u32": "I"}
+_WIDTH = {"f32": 4, "f16": 2, "i32": 4, "u32": 4}
+
+
+def storage_name(d: DType) -> str:
+    from rlx_core.targets.webgpu.renderer import STORAGE
+
+    if d.name not in STORAGE:
+        raise ArgumentError(f"WebGPU buffers cannot hold {d.name}",
+                            hint="cast to f32/i32 before compiling for webgpu")
+    return STORAGE[d.name]
+
+
+def buffer_bytes(t: TensorType) -> int:
+    """Bytes of ``t`` in its storage form, rounded up to 4 (WebGPU copy granularity), >= 4."""
+    raw = t.size * _WIDTH[storage_name(t.dtype)]
+    return max(4, -(-raw // 4) * 4)
+
+
+@dataclass(frozen=True)
+class HostArray:
+    """A result without numpy: row-major ``values`` of ``dtype`` (an rlx dtype name) and shape."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    values: tuple[Any, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.values)
+
+    def tolist(self) -> Any:
+        """Nested lists like ``numpy.ndarray.tolist`` (a scalar for shape ``()``)."""
+        if not self.shape:
+            return self.values[0]
+
+        def nest(flat: tuple[Any, ...], shape: tuple[int, ...]) -> list[Any]:
+            if len(shape) == 1:
+                return list(flat)
+            step = math.prod(shape[1:])
+            return [nest(flat[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+        return nest(self.values, self.shape)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np
+
+        arr = np.array(self.values, dtype=dt.to_numpy_name(dt.get(self.dtype))).reshape(self.shape)
+        return arr if dtype is None else arr.astype(dtype)
+
+
+def _flat_values(arg: Any) -> tuple[list[Any], tuple[int, ...]]:
+    """Row-major Python values and the shape of any supported array-like."""
+    if isinstance(arg, HostArray):
+        return list(arg.values), arg.shape
+    if isinstance(arg, memoryview):
+        shape = tuple(arg.shape or ())
+        flat = arg.cast("B").cast(arg.format).tolist() if arg.ndim != 1 else arg.tolist()
+        return (flat if isinstance(flat, list) else [flat]), shape
+    if type(arg).__name__ == "array" and hasattr(arg, "typecode"):
+        return arg.tolist(), (len(arg),)
+    if hasattr(arg, "tolist") and hasattr(arg, "shape"):
+        shape = tuple(int(d) for d in arg.shape)
+        vals = arg.tolist()
+        from rlx_core.frontend.tracer import flatten_nested
+
+        return flatten_nested(vals)[0] if shape else [vals], shape
+    from rlx_core.frontend.tracer import flatten_nested
+
+    return flatten_nested(arg)
+
+
+def _convert(v: Any, d: DType) -> Any:
+    """One Python value in storage form, with ``cast`` semantics (truncate, saturate, wrap)."""
+    if d == dt.bool_:
+        return 1 if v else 0
+    if d.is_float:
+        return float(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return 0
+        lo, hi = (0, 2 ** d.bits - 1) if d.kind is dt.Kind.UINT else \
+            (-(2 ** (d.bits - 1)), 2 ** (d.bits - 1) - 1)
+        return max(lo, min(hi, int(v))) if math.isfinite(v) else (hi if v > 0 else lo)
+    m = int(v) % (2 ** d.bits)
+    if d.kind is dt.Kind.INT and m >= 2 ** (d.bits - 1):
+        m -= 2 ** d.bits
+    return m
+
+
+def to_storage(arg: Any, t: TensorType, what: str = "argument") -> bytes:
+    """``arg`` as the bytes of a WebGPU buffer holding ``t`` (checks the shape)."""
+    st = storage_name(t.dtype)
+    try:
+        import numpy as np
+    except ImportError:
+        np = None  # type: ignore[assignment]
+    if np is not None and not isinstance(arg, HostArray):
+        from rlx_core.targets.numpy_ref.semantics import convert
+
+        arr = np.asarray(arg)
+        if tuple(arr.shape) != t.shape:
+            raise ArgumentError(f"{what} has shape {list(arr.shape)}, expected {t}")
+        arr = convert(arr, t.dtype)
+        want = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4"}[st]
+        data = np.ascontiguousarray(arr).astype(want).tobytes()
+    else:
+        flat, shape = _flat_values(arg)
+        if tuple(shape) != t.shape:
+            raise ArgumentError(f"{what} has shape {list(shape)}, expected {t}")
+        data = struct.pack(f"<{len(flat)}{_FORMAT[st]}", *(_convert(v, t.dtype) for v in flat))
+    pad = buffer_bytes(t) - len(data)
+    return data + b"\0" * pad
+
+
+def from_storage(data: bytes | bytearray | memoryview, t: TensorType) -> Any:
+    """The bytes of a WebGPU buffer as a host array of ``t`` (numpy when available)."""
+    st = storage_name(t.dtype)
+    raw = bytes(data[:t.size * _WIDTH[st]])
+    try:
+        import numpy as np
+    except ImportError:
+        np = None  # type: ignore[assignment]
+    if np is not None:
+        want = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4"}[st]
+        arr = np.frombuffer(raw, dtype=want).copy()
+        if t.dtype == dt.bool_:
+            arr = arr != 0
+        else:
+            arr = arr.astype(dt.to_numpy_name(t.dtype))
+        return arr.reshape(t.shape)
+    vals = struct.unpack(f"<{t.size}{_FORMAT[st]}", raw)
+    if t.dtype == dt.bool_:
+        vals = tuple(v != 0 for v in vals)
+    return HostArray(t.dtype.name, t.shape, tuple(vals))

@@ -1,0 +1,738 @@
+"""WGSL renderer: one compute shader per LIR kernel (elementwise, reduce, matmul, opaque).
+
+Every kernel binds its inputs then its outputs as ``var<storage, read_write>`` arrays (all
+read-write, so two bindings of one buffer never mix read-only and writable usages), in the
+order of ``Kernel.inputs`` and ``Kernel.outputs``. Shapes are static, so every index map is
+constant-folded into the source and no uniform buffer is needed. The loop nests::
+
+    elementwise   @workgroup_size(256): i = global id; if i < N { y[i] = f(x[map(i)], ...) }
+    reduce        one workgroup per kept index o; each lane strides over the reduced indices,
+                  accumulates in registers, then a tree combine in workgroup memory; lane 0
+                  applies the consumers and stores: y[o] = g(acc, z[o])
+    matmul        16x16 output tiles; each K step stages a 16x16 tile of lhs and of rhs in
+                  workgroup memory (any dot_general layout: index maps per operand), then the
+                  epilogue runs where the accumulator is stored
+    opaque        one invocation per output element computes its source index (transpose,
+                  reshape, slice, pad, concat, gather, scatter_add, iota)
+
+Storage and compute types (see ``STORAGE`` / ``COMPUTE``): bool is stored as u32, i8/i16 as i32
+and u8 as u32 (wrapped to their width after every op), f16 is stored as f16 (``enable f16``,
+only with the adapter's ``shader-f16``) and computed in f32, rounded to f16 after every op, which
+is what the numpy reference does. Tuple constants are not rendered: the runtime uploads them
+once. Value names never reach the source except sanitised inside comments.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from rlx_core.errors import RlxError
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.dtypes import DType
+from rlx_core.ir.graph import Graph, Kernel, Node, Shape, TensorType
+from rlx_core.ir.ops import MIR_OPS, is_elementwise
+
+STORAGE: dict[str, str] = {"f32": "f32", "f16": "f16", "i32": "i32", "u32": "u32", "bool": "u32",
+                           "i8": "i32", "i16": "i32", "u8": "u32"}
+COMPUTE: dict[str, str] = {"f32": "f32", "f16": "f32", "i32": "i32", "u32": "u32", "bool": "bool",
+                           "i8": "i32", "i16": "i32", "u8": "u32"}
+WG = 256  # invocations per workgroup for elementwise, opaque and reduce kernels
+TILE = 16  # matmul tile edge: a 16x16 workgroup computes a 16x16 block of the result
+MAX_GROUPS = 65535  # WebGPU's default maxComputeWorkgroupsPerDimension
+
+
+class WgslRenderError(RlxError):
+    """A LIR kernel the WGSL renderer has no lowering for (a dtype or op it does not cover)."""
+
+    code = "RLX-K001"
+
+
+@dataclass(frozen=True)
+class WgslKernel:
+    """One rendered kernel: source, bindings (inputs then outputs) and the dispatch grid.
+
+    ``constant`` holds the flat values of a tuple constant the runtime uploads instead of
+    dispatching (then ``source`` is a comment only).
+    """
+
+    name: str
+    kind: str
+    source: str
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    workgroups: tuple[int, int, int]
+    constant: tuple[Any, ...] | None = None
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.]", "_", text)
+
+
+def _check_dtype(d: DType, where: str) -> None:
+    if d.name not in STORAGE:
+        raise WgslRenderError(f"{where}: WGSL kernels have no {d.name}",
+                              hint="the webgpu legalizer should have rejected or narrowed it; "
+                                   "cast to f32/i32 before compiling for webgpu")
+
+
+# ---- scalars ---------------------------------------------------------------------------------
+
+
+def lit(value: Any, d: DType) -> str:
+    """A WGSL literal of ``value`` in ``d``'s compute type (cast semantics for splats)."""
+    c = COMPUTE[d.name]
+    if c == "bool":
+        return "true" if bool(value) else "false"
+    if c == "f32":
+        f = float(value)
+        if math.isfinite(f):
+            return f"f32({f!r})"
+        bits = struct.unpack("<I", struct.pack("<f", f))[0]
+        return f"bitcast<f32>({bits:#010x}u)"
+    if isinstance(value, float):
+        lo, hi = _bounds(d)
+        value = 0 if math.isnan(value) else max(lo, min(hi, int(value)))
+    v = int(value)
+    bits = _wrap_int(v, d)
+    if c == "u32":
+        return f"{bits}u"
+    return f"i32({bits})" if bits != -(2 ** 31) else "i32(-2147483647 - 1)"
+
+
+def _bounds(d: DType) -> tuple[int, int]:
+    if d.kind is dt.Kind.UINT:
+        return 0, 2 ** d.bits - 1
+    return -(2 ** (d.bits - 1)), 2 ** (d.bits - 1) - 1
+
+
+def _wrap_int(v: int, d: DType) -> int:
+    m = v % (2 ** d.bits)
+    if d.kind is dt.Kind.INT and m >= 2 ** (d.bits - 1):
+        m -= 2 ** d.bits
+    return m
+
+
+def zero(d: DType) -> str:
+    return lit(0, d)
+
+
+def finish(expr: str, d: DType) -> str:
+    """Round a computed value to ``d``: f16 rounding, narrow-integer wrap-around."""
+    if d == dt.f16:
+        return f"f32(f16({expr}))"
+    if d == dt.i8:
+        return f"(({expr} << 24u) >> 24u)"
+    if d == dt.i16:
+        return f"(({expr} << 16u) >> 16u)"
+    if d == dt.u8:
+        return f"({expr} & 255u)"
+    return expr
+
+
+def load(expr: str, d: DType) -> str:
+    """Storage element -> compute value."""
+    if d == dt.bool_:
+        return f"({expr} != 0u)"
+    if d == dt.f16:
+        return f"f32({expr})"
+    return expr
+
+
+def store(expr: str, d: DType) -> str:
+    """Compute value -> storage element."""
+    if d == dt.bool_:
+        return f"select(0u, 1u, {expr})"
+    if d == dt.f16:
+        return f"f16({expr})"
+    return expr
+
+
+def cast(e: str, src: DType, dst: DType) -> str:
+    """``cast`` semantics: float->int truncates and saturates (NaN -> 0), int->int wraps."""
+    cs, cd = COMPUTE[src.name], COMPUTE[dst.name]
+    if dst == dt.bool_:
+        return e if src == dt.bool_ else f"({e} != {zero(src)})"
+    if src == dt.bool_:
+        return f"select({zero(dst)}, {lit(1, dst)}, {e})"
+    if cd == "f32":
+        return finish(f"f32({e})" if cs != "f32" else e, dst)
+    if cs == "f32":
+        lo, hi = _bounds(dst)
+        inner = f"{cd}({e})"
+        return (f"select(select(select({inner}, {lit(hi, dst)}, {e} >= {float(hi)!r}), "
+                f"{lit(lo, dst)}, {e} <= {float(lo)!r}), {zero(dst)}, {e} != {e})")
+    return finish(f"{cd}({e})" if cs != cd else e, dst)
+
+
+_UNARY_F = {"exp": "exp({0})", "log": "log({0})", "sqrt": "sqrt({0})",
+            "rsqrt": "(1.0 / sqrt({0}))", "tanh": "tanh(clamp({0}, -15.0, 15.0))",
+            "erf": "rlx_erf({0})", "logistic": "(1.0 / (1.0 + exp(-{0})))", "sin": "sin({0})",
+            "cos": "cos({0})", "floor": "floor({0})", "ceil": "ceil({0})",
+            "round": "round({0})", "reciprocal": "(1.0 / {0})"}
+_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+# helpers a source includes when it uses them: erf (Abramowitz-Stegun 7.1.26, |err| < 1.5e-7),
+# pow with numpy's sign rules for negative bases, integer pow by squaring
+HELPERS = {
+    "rlx_erf": """fn rlx_erf(x: f32) -> f32 {
+  let a = abs(x);
+  let t = 1.0 / (1.0 + 0.3275911 * a);
+  let p = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027
+      + t * 1.061405429))));
+  return sign(x) * (1.0 - p * exp(-a * a));
+}""",
+    "rlx_powf": """fn rlx_powf(a: f32, b: f32) -> f32 {
+  if (b == 0.0) { return 1.0; }
+  if (a >= 0.0) { return pow(a, b); }
+  if (floor(b) != b) { return bitcast<f32>(0x7fc00000u); }
+  let m = pow(-a, b);
+  return select(m, -m, abs(b % 2.0) == 1.0);
+}""",
+    "rlx_powi": """fn rlx_powi(a: i32, b: i32) -> i32 {
+  if (b < 0) { return select(select(0, select(1, -1, (b & 1) == 1), a == -1), 1, a == 1); }
+  var r = 1; var x = a; var e = b;
+  loop { if (e == 0) { break; } if ((e & 1) == 1) { r = r * x; } x = x * x; e = e >> 1; }
+  return r;
+}""",
+    "rlx_powu": """fn rlx_powu(a: u32, b: u32) -> u32 {
+  var r = 1u; var x = a; var e = b;
+  loop { if (e == 0u) { break; } if ((e & 1u) == 1u) { r = r * x; } x = x * x; e = e >> 1u; }
+  return r;
+}""",
+}
+
+
+def elementwise(op: str, args: list[str], in_types: list[DType], out: DType,
+                attrs: dict[str, Any], used: set[str]) -> str:
+    """The WGSL expression of one elementwise MIR op on compute values ``args``."""
+    d = in_types[0] if in_types else out
+    c = COMPUTE[d.name]
+    a = args[0] if args else ""
+    b = args[1] if len(args) > 1 else ""
+    if op == "cast":
+        return cast(a, d, dt.get(attrs["dtype"]))
+    if op == "select":
+        return f"select({args[2]}, {args[1]}, {args[0]})"
+    if op in _CMP:
+        return f"({a} {_CMP[op]} {b})"
+    if c == "bool":
+        table = {"add": "({0} || {1})", "or": "({0} || {1})", "max": "({0} || {1})",
+                 "mul": "({0} && {1})", "and": "({0} && {1})", "min": "({0} && {1})",
+                 "sub": "({0} != {1})", "xor": "({0} != {1})", "logical_not": "(!{0})",
+                 "abs": "{0}"}
+        if op not in table:
+            raise WgslRenderError(f"{op} on bool has no WGSL lowering",
+                                  hint="cast the operands to i32 first")
+        return table[op].format(a, b)
+    if op in _UNARY_F:
+        if c != "f32":
+            raise WgslRenderError(f"{op} needs a float operand, got {d}")
+        if op == "erf":
+            used.add("rlx_erf")
+        return finish(_UNARY_F[op].format(a), out)
+    if op == "neg":
+        return finish(f"({zero(d)} - {a})", out)
+    if op == "abs":
+        return finish(a if c == "u32" else f"abs({a})", out)
+    if op == "sign":
+        return f"select(0u, 1u, {a} > 0u)" if c == "u32" else f"sign({a})"
+    if op == "logical_not":
+        return finish(f"(~{a})", out)
+    if op in ("add", "sub", "mul"):
+        sym = {"add": "+", "sub": "-", "mul": "*"}[op]
+        return finish(f"({a} {sym} {b})", out)
+    if op in ("div", "rem"):
+        sym = "/" if op == "div" else "%"
+        if c == "f32":
+            return finish(f"({a} {sym} {b})", out)
+        # WGSL gives the dividend for x/0; the reference defines integer x/0 and x%0 as 0
+        safe = f"select({b}, {lit(1, d)}, {b} == {zero(d)})"
+        return finish(f"select(({a} {sym} {safe}), {zero(d)}, {b} == {zero(d)})", out)
+    if op == "pow":
+        fn = {"f32": "rlx_powf", "i32": "rlx_powi", "u32": "rlx_powu"}[c]
+        used.add(fn)
+        return finish(f"{fn}({a}, {b})", out)
+    if op in ("max", "min"):
+        return finish(f"{op}({a}, {b})", out)
+    if op in ("and", "or", "xor"):
+        sym = {"and": "&", "or": "|", "xor": "^"}[op]
+        return finish(f"({a} {sym} {b})", out)
+    raise WgslRenderError(f"no WGSL lowering for elementwise op {op!r}")
+
+
+# ---- index arithmetic --------------------------------------------------------------------------
+
+
+def strides(shape: Shape) -> tuple[int, ...]:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return tuple(reversed(out))
+
+
+def linear(idx: tuple[str, ...], shape: Shape) -> str:
+    """Row-major offset of multi-index ``idx`` (size-1 axes contribute nothing)."""
+    terms = [i if s == 1 else f"{i} * {s}u" for i, s, n in zip(idx, strides(shape), shape)
+             if n != 1]
+    return " + ".join(terms) if terms else "0u"
+
+
+class Body:
+    """Statements being emitted, with fresh ``let`` names."""
+
+    def __init__(self, prefix: str = "t") -> None:
+        self.lines: list[str] = []
+        self.count = 0
+        self.prefix = prefix
+
+    def let(self, expr: str, indent: str = "  ") -> str:
+        name = f"{self.prefix}{self.count}"
+        self.count += 1
+        self.lines.append(f"{indent}let {name} = {expr};")
+        return name
+
+    def digits(self, flat: str, shape: Shape, indent: str = "  ") -> tuple[str, ...]:
+        """Multi-index of row-major offset ``flat`` over ``shape`` as ``let`` names or ``0u``."""
+        out = []
+        for s, n in zip(strides(shape), shape):
+            if n == 1:
+                out.append("0u")
+            else:
+                out.append(self.let(f"({flat} / {s}u) % {n}u", indent))
+        return tuple(out)
+
+
+class ExprGen:
+    """Values of a kernel at a multi-index: node expressions, buffer reads, index maps.
+
+    ``bind`` maps a value read from a buffer to its binding variable. Results are memoised per
+    (value, index) so a value used twice at one index is computed once (a ``let``).
+    """
+
+    def __init__(self, nodes: dict[str, Node], types: dict[str, TensorType],
+                 bind: dict[str, str], body: Body, used: set[str], indent: str = "  ",
+                 fixed: dict[str, str] | None = None) -> None:
+        self.nodes, self.types, self.bind, self.body = nodes, types, bind, body
+        self.used, self.indent = used, indent
+        self.fixed = fixed or {}  # values with a known compute expression (an accumulator)
+        self.memo: dict[tuple[str, tuple[str, ...]], str] = {}
+
+    def at(self, name: str, idx: tuple[str, ...]) -> str:
+        if name in self.fixed:
+            return self.fixed[name]
+        key = (name, idx)
+        if key not in self.memo:
+            self.memo[key] = self._compute(name, idx)
+        return self.memo[key]
+
+    def _compute(self, name: str, idx: tuple[str, ...]) -> str:
+        t = self.types[name]
+        if name not in self.nodes:
+            if name not in self.bind:
+                raise WgslRenderError(f"kernel reads %{_safe(name)}, which has no binding")
+            return self.body.let(load(f"{self.bind[name]}[{linear(idx, t.shape)}]", t.dtype),
+                                 self.indent)
+        n = self.nodes[name]
+        if n.op == "constant" and not isinstance(n.attr("value"), tuple):
+            return lit(n.attr("value"), t.dtype)
+        if n.op == "iota":
+            return cast(idx[n.attr("dim")], dt.u32, t.dtype)
+        if n.op == "broadcast_in_dim":
+            src = self.types[n.inputs[0]]
+            dims = n.attr("dims")
+            sub = tuple("0u" if src.shape[i] == 1 else idx[d] for i, d in enumerate(dims))
+            return self.at(n.inputs[0], sub)
+        if n.op == "reshape":
+            src = self.types[n.inputs[0]]
+            flat = self.body.let(linear(idx, t.shape), self.indent)
+            return self.at(n.inputs[0], self.body.digits(flat, src.shape, self.indent))
+        if is_elementwise(n.op):
+            args = [self.at(i, idx) for i in n.inputs]
+            ins = [self.types[i].dtype for i in n.inputs]
+            expr = elementwise(n.op, args, ins, t.dtype, n.a, self.used)
+            return self.body.let(expr, self.indent)
+        raise WgslRenderError(f"{n.op} cannot be evaluated inside a fused loop nest")
+
+
+# ---- kernels -----------------------------------------------------------------------------------
+
+
+def _header(k: Kernel, types: dict[str, TensorType]) -> tuple[list[str], dict[str, str]]:
+    lines: list[str] = []
+    if any(types[v].dtype == dt.f16 for v in (*k.inputs, *k.outputs)) or any(
+            n.type.dtype == dt.f16 for n in k.nodes):
+        lines.append("enable f16;")
+    bind: dict[str, str] = {}
+    for i, v in enumerate((*k.inputs, *k.outputs)):
+        t = types[v]
+        _check_dtype(t.dtype, f"kernel {k.name} value %{_safe(v)}")
+        var = f"b{i}"
+        bind[v] = var
+        role = "in" if i < len(k.inputs) else "out"
+        lines.append(f"@group(0) @binding({i}) var<storage, read_write> {var}: "
+                     f"array<{STORAGE[t.dtype.name]}>;  // {role} %{_safe(v)} : {t}")
+    return lines, bind
+
+
+def _grid(groups: int) -> tuple[int, int, int]:
+    """Workgroup counts for ``groups`` workgroups, folded into y past the per-dimension limit."""
+    if groups <= MAX_GROUPS:
+        return (max(groups, 1), 1, 1)
+    y = -(-groups // MAX_GROUPS)
+    return (MAX_GROUPS, y, 1)
+
+
+def _assemble(header: list[str], used: set[str], body: list[str]) -> str:
+    helpers = [HELPERS[h] for h in sorted(used)]
+    return "\n".join([*header, "", *helpers, *([""] if helpers else []), *body]) + "\n"
+
+
+def _store_outputs(k: Kernel, gen: ExprGen, types: dict[str, TensorType], bind: dict[str, str],
+                   idx: tuple[str, ...], shape: Shape, lines: list[str], indent: str) -> None:
+    for o in k.outputs:
+        t = types[o]
+        if t.shape != shape:
+            raise WgslRenderError(f"kernel {k.name}: output %{_safe(o)} {t} is not on the loop "
+                                  f"shape {list(shape)}", hint="report this fusion case")
+        val = gen.at(o, idx)
+        lines.extend(gen.body.lines)
+        gen.body.lines.clear()
+        lines.append(f"{indent}{bind[o]}[{linear(idx, shape)}] = {store(val, t.dtype)};")
+
+
+def render_elementwise(k: Kernel, types: dict[str, TensorType]) -> WgslKernel:
+    shape = types[k.outputs[0]].shape
+    total = math.prod(shape)
+    header, bind = _header(k, types)
+    used: set[str] = set()
+    body = Body()
+    gen = ExprGen({n.name: n for n in k.nodes}, types, bind, body, used)
+    grid = _grid(-(-total // WG))
+    lines = [f"@compute @workgroup_size({WG})",
+             "fn main(@builtin(global_invocation_id) gid: vec3<u32>) {",
+             f"  let i = gid.x + gid.y * {grid[0] * WG}u;",
+             f"  if (i >= {total}u) {{ return; }}"]
+    idx = body.digits("i", shape)
+    _store_outputs(k, gen, types, bind, idx, shape, lines, "  ")
+    lines.append("}")
+    return WgslKernel(k.name, k.kind, _assemble(header, used, lines), k.inputs, k.outputs, grid)
+
+
+_INIT = {"reduce_sum": 0, "reduce_prod": 1}
+
+
+def _reduce_init(op: str, d: DType) -> str:
+    c = COMPUTE[d.name]
+    if op in _INIT:
+        return lit(_INIT[op], d) if c != "bool" else ("0u" if op == "reduce_sum" else "1u")
+    lowest = op == "reduce_max"
+    if c == "f32":
+        return lit(-math.inf if lowest else math.inf, dt.f32)
+    if c == "bool":
+        return "0u" if lowest else "1u"
+    lo, hi = _bounds(d)
+    return lit(lo if lowest else hi, d)
+
+
+def _combine(op: str, a: str, b: str, c: str) -> str:
+    if c == "bool":  # bools accumulate as u32 0/1: sum is any, prod is all
+        op = {"reduce_sum": "reduce_max", "reduce_prod": "reduce_min"}.get(op, op)
+    return {"reduce_sum": f"({a} + {b})", "reduce_prod": f"({a} * {b})",
+            "reduce_max": f"max({a}, {b})", "reduce_min": f"min({a}, {b})"}[op]
+
+
+def render_reduce(k: Kernel, types: dict[str, TensorType]) -> WgslKernel:
+    red = next(n for n in k.nodes if MIR_OPS.get(n.op) and MIR_OPS[n.op].category == "reduce")
+    src_t = types[red.inputs[0]]
+    out_shape = red.type.shape
+    axes = (red.attr("axis"),) if red.op == "argmax" else tuple(red.attr("axes"))
+    kept = tuple(i for i in range(src_t.rank) if i not in axes)
+    rshape = tuple(src_t.shape[i] for i in axes)
+    outer, inner = math.prod(out_shape), math.prod(rshape)
+    header, bind = _header(k, types)
+    used: set[str] = set()
+    d = src_t.dtype
+    argmax = red.op == "argmax"
+    acc_t = "u32" if COMPUTE[d.name] == "bool" else COMPUTE[d.name]
+    if argmax:
+        acc_t = "f32" if COMPUTE[d.name] == "f32" else acc_t
+    nodes = {n.name: n for n in k.nodes}
+    grid = _grid(outer)
+    lines = [f"var<workgroup> acc_v: array<{acc_t}, {WG}>;"]
+    if argmax:
+        lines.append(f"var<workgroup> acc_i: array<u32, {WG}>;")
+    lines += [f"@compute @workgroup_size({WG})",
+              "fn main(@builtin(workgroup_id) wid: vec3<u32>, "
+              "@builtin(local_invocation_index) lid: u32) {",
+              f"  let o = wid.x + wid.y * {grid[0]}u;",
+              f"  if (o >= {outer}u) {{ return; }}"]  # uniform: depends on the workgroup only
+    outer_body = Body("p")
+    oidx = outer_body.digits("o", out_shape)
+    lines += outer_body.lines
+    outer_body.lines.clear()
+    # inner loop: lane lid visits reduced offsets lid, lid + WG, ... in increasing order
+    inner_body = Body("q")
+    ridx = inner_body.digits("r", rshape, "    ")
+    full = [""] * src_t.rank
+    for pos, ax in enumerate(kept):
+        full[ax] = oidx[pos]
+    for pos, ax in enumerate(axes):
+        full[ax] = ridx[pos]
+    gen_in = ExprGen(nodes, types, bind, inner_body, used, "    ")
+    x = gen_in.at(red.inputs[0], tuple(full))
+    xv = x if COMPUTE[d.name] != "bool" else f"select(0u, 1u, {x})"
+    if argmax:
+        init_v = lit(-math.inf, dt.f32) if acc_t == "f32" else _reduce_init("reduce_max", d)
+        lines += [f"  var best = {init_v};", "  var best_i = 0xffffffffu;",
+                  f"  for (var r = lid; r < {inner}u; r = r + {WG}u) {{"]
+        lines += inner_body.lines
+        # first maximum wins; a NaN counts as the maximum (as numpy's argmax)
+        lines += [f"    let xv = {xv};",
+                  "    if (best_i == 0xffffffffu || (xv > best) || (xv != xv && best == best)) "
+                  "{ best = xv; best_i = r; }", "  }",
+                  "  acc_v[lid] = best;", "  acc_i[lid] = best_i;", "  workgroupBarrier();",
+                  f"  for (var s = {WG // 2}u; s > 0u; s = s >> 1u) {{",
+                  "    if (lid < s) {",
+                  "      let va = acc_v[lid]; let ia = acc_i[lid];",
+                  "      let vb = acc_v[lid + s]; let ib = acc_i[lid + s];",
+                  "      let na = va != va; let nb = vb != vb;",
+                  "      let take_b = ib != 0xffffffffu && (ia == 0xffffffffu || (nb && !na) || "
+                  "(nb && na && ib < ia) || (!na && !nb && (vb > va || (vb == va && ib < ia))));",
+                  "      if (take_b) { acc_v[lid] = vb; acc_i[lid] = ib; }",
+                  "    }", "    workgroupBarrier();", "  }"]
+        result = cast("acc_i[0]", dt.u32, red.type.dtype)
+    else:
+        init = _reduce_init(red.op, d)
+        c = COMPUTE[d.name]
+        lines += [f"  var acc = {init};", f"  for (var r = lid; r < {inner}u; r = r + {WG}u) {{"]
+        lines += inner_body.lines
+        lines += [f"    acc = {_combine(red.op, 'acc', xv, c)};", "  }",
+                  "  acc_v[lid] = acc;", "  workgroupBarrier();",
+                  f"  for (var s = {WG // 2}u; s > 0u; s = s >> 1u) {{",
+                  f"    if (lid < s) {{ acc_v[lid] = "
+                  f"{_combine(red.op, 'acc_v[lid]', 'acc_v[lid + s]', c)}; }}",
+                  "    workgroupBarrier();", "  }"]
+        result = "(acc_v[0] != 0u)" if c == "bool" else finish("acc_v[0]", d)
+    lines.append("  if (lid != 0u) { return; }")
+    lines += outer_body.lines
+    res_var = outer_body.let(result)
+    lines += outer_body.lines
+    outer_body.lines.clear()
+    gen_out = ExprGen(nodes, types, bind, outer_body, used, fixed={red.name: res_var})
+    _store_outputs(k, gen_out, types, bind, oidx, out_shape, lines, "  ")
+    lines.append("}")
+    return WgslKernel(k.name, k.kind, _assemble(header, used, lines), k.inputs, k.outputs, grid)
+
+
+def _operand_fn(name: str, var: str, t: TensorType, groups: tuple[tuple[int, ...], ...],
+                params: tuple[str, ...]) -> str:
+    """``fn name(b, x, y) -> compute``: element of operand ``t`` at flattened group indices."""
+    st = strides(t.shape)
+    body = Body("z")
+    terms = []
+    for flat, axes in zip(params, groups):
+        sub = tuple(t.shape[a] for a in axes)
+        digits = body.digits(flat, sub)
+        terms += [f"{dg} * {st[a]}u" for dg, a in zip(digits, axes) if t.shape[a] != 1]
+    off = " + ".join(terms) or "0u"
+    c = COMPUTE[t.dtype.name]
+    sig = ", ".join(f"{p}: u32" for p in params)
+    return "\n".join([f"fn {name}({sig}) -> {c} {{", *body.lines,
+                      f"  return {load(f'{var}[{off}]', t.dtype)};", "}"])
+
+
+def render_matmul(k: Kernel, types: dict[str, TensorType]) -> WgslKernel:
+    dot = next(n for n in k.nodes if n.op == "dot_general")
+    lhs_t, rhs_t = types[dot.inputs[0]], types[dot.inputs[1]]
+    (lc, rc), (lb, rb) = dot.attr("contract"), dot.attr("batch")
+    lf = tuple(i for i in range(lhs_t.rank) if i not in lc and i not in lb)
+    rf = tuple(i for i in range(rhs_t.rank) if i not in rc and i not in rb)
+    nb = math.prod(lhs_t.shape[i] for i in lb)
+    m = math.prod(lhs_t.shape[i] for i in lf)
+    n = math.prod(rhs_t.shape[i] for i in rf)
+    kk = math.prod(lhs_t.shape[i] for i in lc)
+    if nb > MAX_GROUPS:
+        raise WgslRenderError(f"matmul batch {nb} exceeds {MAX_GROUPS} workgroups per dimension",
+                              hint="reshape the batch into fewer, larger matmuls")
+    header, bind = _header(k, types)
+    for name in dot.inputs:
+        if name not in bind:
+            raise WgslRenderError(f"matmul operand %{_safe(name)} is not a kernel buffer")
+    used: set[str] = set()
+    d = dot.type.dtype
+    c = COMPUTE[d.name]
+    if c == "bool":
+        raise WgslRenderError("bool matmul is undefined")
+    fns = [_operand_fn("lhs_at", bind[dot.inputs[0]], lhs_t, (tuple(lb), lf, tuple(lc)),
+                       ("b", "m", "k")),
+           _operand_fn("rhs_at", bind[dot.inputs[1]], rhs_t, (tuple(rb), tuple(rc), rf),
+                       ("b", "k", "n"))]
+    grid = (-(-n // TILE), -(-m // TILE), max(nb, 1))
+    z = zero(d) if c != "f32" else "0.0"
+    lines = [*fns, "",
+             f"var<workgroup> ta: array<array<{c}, {TILE}>, {TILE}>;",
+             f"var<workgroup> tb: array<array<{c}, {TILE}>, {TILE}>;",
+             f"@compute @workgroup_size({TILE}, {TILE})",
+             "fn main(@builtin(workgroup_id) wid: vec3<u32>, "
+             "@builtin(local_invocation_id) lid: vec3<u32>) {",
+             "  let b = wid.z;",
+             f"  let row = wid.y * {TILE}u + lid.y;", f"  let col = wid.x * {TILE}u + lid.x;",
+             f"  var acc: {c} = {z};",
+             f"  for (var k0 = 0u; k0 < {kk}u; k0 = k0 + {TILE}u) {{",
+             # every lane stages one element of each tile (zero outside the operands)
+             f"    let ka = k0 + lid.x; let kb = k0 + lid.y;",
+             f"    ta[lid.y][lid.x] = select({z}, lhs_at(b, min(row, {max(m - 1, 0)}u), "
+             f"min(ka, {max(kk - 1, 0)}u)), row < {m}u && ka < {kk}u);",
+             f"    tb[lid.y][lid.x] = select({z}, rhs_at(b, min(kb, {max(kk - 1, 0)}u), "
+             f"min(col, {max(n - 1, 0)}u)), kb < {kk}u && col < {n}u);",
+             "    workgroupBarrier();",
+             f"    for (var t = 0u; t < {TILE}u; t = t + 1u) {{ acc = acc + ta[lid.y][t] * "
+             "tb[t][lid.x]; }",
+             "    workgroupBarrier();", "  }",
+             f"  if (row >= {m}u || col >= {n}u) {{ return; }}"]
+    body = Body("e")
+    bdig = body.digits("b", tuple(lhs_t.shape[i] for i in lb))
+    mdig = body.digits("row", tuple(lhs_t.shape[i] for i in lf))
+    ndig = body.digits("col", tuple(rhs_t.shape[i] for i in rf))
+    lines += body.lines
+    body.lines.clear()
+    res = body.let(finish("acc", d))
+    lines += body.lines
+    body.lines.clear()
+    gen = ExprGen({x.name: x for x in k.nodes}, types, bind, body, used, fixed={dot.name: res})
+    _store_outputs(k, gen, types, bind, bdig + mdig + ndig, dot.type.shape, lines, "  ")
+    lines.append("}")
+    return WgslKernel(k.name, k.kind, _assemble(header, used, lines), k.inputs, k.outputs, grid)
+
+
+def _opaque_value(n: Node, types: dict[str, TensorType], bind: dict[str, str], body: Body,
+                  idx: tuple[str, ...], lines: list[str]) -> str:
+    """The compute value of opaque node ``n`` at output index ``idx`` (statements to ``lines``)."""
+    t = n.type
+    ins = [types[i] for i in n.inputs]
+
+    def read(j: int, sub: tuple[str, ...]) -> str:
+        return load(f"{bind[n.inputs[j]]}[{linear(sub, ins[j].shape)}]", ins[j].dtype)
+
+    if n.op == "transpose":
+        perm = n.attr("perm")
+        sub = [""] * t.rank
+        for i, p in enumerate(perm):
+            sub[p] = idx[i]
+        return read(0, tuple(sub))
+    if n.op == "reshape":
+        flat = body.let(linear(idx, t.shape))
+        return read(0, body.digits(flat, ins[0].shape))
+    if n.op == "slice":
+        sub = tuple(f"({s}u + {i} * {st}u)" for i, s, st in
+                    zip(idx, n.attr("start"), n.attr("stride")))
+        return read(0, sub)
+    if n.op == "pad":
+        low = n.attr("low")
+        conds = [f"({i} >= {lo}u && {i} < {lo + s}u)" for i, lo, s in zip(idx, low, ins[0].shape)]
+        sub = tuple(f"min({i} - min({i}, {lo}u), {max(s - 1, 0)}u)"
+                    for i, lo, s in zip(idx, low, ins[0].shape))
+        inside = " && ".join(conds) or "true"
+        return f"select({lit(n.attr('value'), t.dtype)}, {read(0, sub)}, {inside})"
+    if n.op == "iota":
+        return cast(idx[n.attr("dim")], dt.u32, t.dtype)
+    if n.op == "concat":
+        ax = n.attr("axis")
+        res = f"r{len(lines)}"
+        lines.append(f"  var {res}: {COMPUTE[t.dtype.name]};")
+        start = 0
+        for j, it in enumerate(ins):
+            stop = start + it.shape[ax]
+            sub = tuple(f"({i} - {start}u)" if a == ax else i for a, i in enumerate(idx))
+            kw = "if" if j == 0 else "} else if"
+            lines.append(f"  {kw} ({idx[ax]} < {stop}u) {{ {res} = {read(j, sub)};")
+            start = stop
+        lines.append("  }")
+        return res
+    if n.op == "gather":
+        ax = n.attr("axis")
+        x_t, i_t = ins
+        k = i_t.rank
+        ivals = idx[ax:ax + k]
+        raw = body.let(f"i32({load(f'{bind[n.inputs[1]]}[{linear(ivals, i_t.shape)}]', i_t.dtype)})")
+        size = x_t.shape[ax]
+        # negative indices count from the end; out-of-range ones are refused on the host side
+        # (graph inputs) and clamped here so a computed bad index cannot read out of bounds
+        j = body.let(f"u32(clamp(select({raw}, {raw} + {size}, {raw} < 0), 0, {max(size - 1, 0)}))")
+        return read(0, idx[:ax] + (j,) + idx[ax + k:])
+    if n.op == "scatter_add":
+        ax = n.attr("axis")
+        x_t, i_t, u_t = ins
+        size = x_t.shape[ax]
+        c = COMPUTE[t.dtype.name]
+        res = f"r{len(lines)}"
+        lines.append(f"  var {res}: {c} = {read(0, idx)};")
+        lines.append(f"  for (var p = 0u; p < {i_t.size}u; p = p + 1u) {{")
+        sub_b = Body("s")
+        pd = sub_b.digits("p", i_t.shape, "    ")
+        lines += sub_b.lines
+        ival = load(f"{bind[n.inputs[1]]}[p]", i_t.dtype)
+        lines.append(f"    let raw = i32({ival});")
+        lines.append(f"    let j = u32(select(raw, raw + {size}, raw < 0));")
+        usub = idx[:ax] + pd + idx[ax + 1:]
+        upd = load(f"{bind[n.inputs[2]]}[{linear(usub, u_t.shape)}]", u_t.dtype)
+        lines.append(f"    if (j == {idx[ax]}) {{ {res} = {finish(f'{res} + {upd}', t.dtype)}; }}")
+        lines.append("  }")
+        return res
+    raise WgslRenderError(f"no WGSL kernel for op {n.op!r}",
+                          hint="the webgpu capability table should not have claimed it")
+
+
+def render_opaque(k: Kernel, types: dict[str, TensorType]) -> WgslKernel:
+    main = k.nodes[-1]
+    t = main.type
+    if main.op == "constant":
+        value = main.attr("value")
+        src = f"// {k.name}: constant %{_safe(main.name)} : {t}, uploaded once by the runtime\n"
+        return WgslKernel(k.name, k.kind, src, (), k.outputs, (0, 0, 0), tuple(value))
+    header, bind = _header(k, types)
+    total = t.size
+    grid = _grid(-(-total // WG))
+    lines = [f"@compute @workgroup_size({WG})",
+             "fn main(@builtin(global_invocation_id) gid: vec3<u32>) {",
+             f"  let i = gid.x + gid.y * {grid[0] * WG}u;",
+             f"  if (i >= {total}u) {{ return; }}"]
+    body = Body()
+    idx = body.digits("i", t.shape)
+    stmts: list[str] = []
+    val = _opaque_value(main, types, bind, body, idx, stmts)
+    lines += body.lines + stmts
+    lines.append(f"  {bind[main.name]}[i] = {store(val, t.dtype)};")
+    lines.append("}")
+    return WgslKernel(k.name, k.kind, _assemble(header, set(), lines), k.inputs, k.outputs, grid)
+
+
+RENDERERS = {"elementwise": render_elementwise, "reduce": render_reduce,
+             "matmul": render_matmul, "opaque": render_opaque}
+
+
+def render_kernel(k: Kernel, types: dict[str, TensorType]) -> WgslKernel:
+    """WGSL for one LIR kernel (raises WgslRenderError for what it does not cover)."""
+    if k.kind not in RENDERERS:
+        raise WgslRenderError(f"kernel {k.name}: unknown kernel kind {k.kind!r}")
+    if k.kind == "opaque" and len(k.nodes) != 1:
+        raise WgslRenderError(f"kernel {k.name}: an opaque kernel holds one node")
+    if k.kind == "opaque" and k.nodes[0].op not in OPAQUE_OPS:
+        raise WgslRenderError(f"kernel {k.name}: no WGSL kernel for op {k.nodes[0].op!r}",
+                              hint="decompose it to MIR primitives (do not claim it natively)")
+    return RENDERERS[k.kind](k, types)
+
+
+OPAQUE_OPS = ("transpose", "reshape", "slice", "pad", "concat", "gather", "scatter_add", "iota",
+              "constant")
+
+
+def render_graph(lir: Graph) -> tuple[WgslKernel, ...]:
+    """Every kernel of a LIR graph, in execution order."""
+    types = {name: v.type for name, v in lir.values().items()}
+    return tuple(render_kernel(k, types) for k in lir.kernels)

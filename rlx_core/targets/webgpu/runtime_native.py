@@ -1,0 +1,158 @@
+"""Native WebGPU runtime on the ``wgpu`` package: one device per process, pipelines cached per
+kernel source, one command submission per graph call.
+
+A call writes the inputs into their buffers (``queue.write_buffer``), records every kernel's
+dispatch into one compute pass, copies the outputs into mappable staging buffers in the same
+command buffer, submits once and maps the staging buffers back. Parameters and tuple constants
+are uploaded once per loaded program (again only when a different params object is passed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+from rlx_core.errors import ArgumentError, RlxError, TargetUnavailableError
+from rlx_core.targets.webgpu.host_arrays import from_storage, to_storage
+from rlx_core.targets.webgpu.target import AdapterInfo, GpuPlan
+
+# limits we raise from the WebGPU defaults to what the adapter reports, when it offers more
+_LIMITS = ("max-storage-buffers-per-shader-stage", "max-buffer-size",
+           "max-storage-buffer-binding-size", "max-compute-workgroup-storage-size",
+           "max-compute-invocations-per-workgroup")
+
+
+class WgpuError(RlxError):
+    """wgpu rejected a shader, pipeline or submission (a renderer bug or a device problem)."""
+
+    code = "RLX-K002"
+
+
+@dataclass
+class NativeRuntime:
+    """The process-wide wgpu device and its pipeline cache (source text -> pipeline)."""
+
+    device: Any
+    info: AdapterInfo
+    pipelines: dict[str, Any] = field(default_factory=dict)
+
+    _shared: ClassVar[Any] = None  # the runtime opened by this process
+
+    @classmethod
+    def open(cls) -> "NativeRuntime":
+        if cls._shared is not None:
+            return cls._shared
+        import wgpu
+
+        try:
+            adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+        except Exception as err:  # wgpu raises plain RuntimeError when no driver is found
+            raise TargetUnavailableError(f"no WebGPU adapter ({err})") from None
+        if adapter is None:
+            raise TargetUnavailableError("no WebGPU adapter found")
+        feats = sorted(str(f) for f in adapter.features)
+        lim = adapter.limits
+        want = {k: lim[k] for k in _LIMITS if k in lim}
+        required = ["shader-f16"] if "shader-f16" in feats else []
+        device = adapter.request_device_sync(required_features=required, required_limits=want)
+        ainfo = adapter.info
+        info = AdapterInfo(
+            name=str(ainfo.get("device", "") or "unknown adapter"), features=tuple(feats),
+            max_storage_buffers=int(lim["max-storage-buffers-per-shader-stage"]),
+            max_buffer_bytes=int(min(lim["max-buffer-size"],
+                                     lim["max-storage-buffer-binding-size"])),
+            max_workgroup_size=int(lim["max-compute-invocations-per-workgroup"]),
+            backend=str(ainfo.get("backend_type", "")))
+        cls._shared = cls(device, info)
+        return cls._shared
+
+    def pipeline(self, source: str) -> Any:
+        """The compute pipeline of one WGSL source (compiled once per process)."""
+        if source not in self.pipelines:
+            try:
+                module = self.device.create_shader_module(code=source)
+                self.pipelines[source] = self.device.create_compute_pipeline(
+                    layout="auto", compute={"module": module, "entry_point": "main"})
+            except Exception as err:
+                raise WgpuError(f"wgpu rejected a generated shader: {err}\n{source}",
+                                hint="a renderer bug: report it with this source") from None
+        return self.pipelines[source]
+
+    def load(self, plan: GpuPlan, param_data: dict[str, Any]) -> "NativeProgram":
+        return NativeProgram(self, plan, dict(param_data))
+
+
+class NativeProgram:
+    """One graph on the device: its buffers, bind groups and the per-call submission."""
+
+    def __init__(self, rt: NativeRuntime, plan: GpuPlan, param_data: dict[str, Any]):
+        import wgpu
+
+        self.rt, self.plan, self.param_data = rt, plan, param_data
+        dev = rt.device
+        usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST |
+                 wgpu.BufferUsage.COPY_SRC)
+        self.buffers = {b.name: dev.create_buffer(size=b.nbytes, usage=usage)
+                        for b in plan.buffers}
+        self.staging = {o: dev.create_buffer(size=plan.buffer(o).nbytes,
+                                             usage=wgpu.BufferUsage.MAP_READ |
+                                             wgpu.BufferUsage.COPY_DST)
+                        for o in dict.fromkeys(plan.outputs)}
+        for name, data in plan.constants.items():
+            dev.queue.write_buffer(self.buffers[name], 0, data)
+        self.steps: list[tuple[Any, Any, tuple[int, int, int]]] = []
+        for k in plan.kernels:
+            if k.constant is not None:
+                continue
+            pipe = rt.pipeline(k.source)
+            entries = [{"binding": i, "resource": {"buffer": self.buffers[v], "offset": 0,
+                                                   "size": plan.buffer(v).nbytes}}
+                       for i, v in enumerate((*k.reads, *k.writes))]
+            group = dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=entries)
+            self.steps.append((pipe, group, k.workgroups))
+        self._params_key: tuple[int, ...] | None = None
+
+    def _upload_params(self, params: dict[str, Any]) -> None:
+        data = [params.get(p) if params and p in params else self.param_data.get(p)
+                for p in self.plan.params]
+        key = tuple(id(d) for d in data)
+        if key == self._params_key:
+            return
+        for name, d in zip(self.plan.params, data):
+            if d is None:
+                raise ArgumentError(f"@{self.plan.graph}: no data for parameter %{name}",
+                                    hint="pass it in the params dict under its name")
+            spec = self.plan.buffer(name)
+            self.rt.device.queue.write_buffer(self.buffers[name], 0,
+                                              to_storage(d, spec.type, f"parameter %{name}"))
+        self._params_key = key
+
+    def run(self, inputs: Sequence[Any], params: dict[str, Any] | None = None) -> list[Any]:
+        plan, dev = self.plan, self.rt.device
+        if len(inputs) != len(plan.inputs):
+            raise ArgumentError(f"@{plan.graph} takes {len(plan.inputs)} input(s), got "
+                                f"{len(inputs)}")
+        self._upload_params(params or {})
+        for name, arg in zip(plan.inputs, inputs):
+            spec = plan.buffer(name)
+            dev.queue.write_buffer(self.buffers[name], 0,
+                                   to_storage(arg, spec.type, f"input %{name}"))
+        enc = dev.create_command_encoder()
+        if self.steps:
+            cpass = enc.begin_compute_pass()
+            for pipe, group, (x, y, z) in self.steps:
+                cpass.set_pipeline(pipe)
+                cpass.set_bind_group(0, group)
+                cpass.dispatch_workgroups(x, y, z)
+            cpass.end()
+        for o, stage in self.staging.items():
+            enc.copy_buffer_to_buffer(self.buffers[o], 0, stage, 0, plan.buffer(o).nbytes)
+        dev.queue.submit([enc.finish()])
+        results: dict[str, Any] = {}
+        for o, stage in self.staging.items():
+            stage.map_sync("READ")
+            try:
+                results[o] = from_storage(stage.read_mapped(), plan.buffer(o).type)
+            finally:
+                stage.unmap()
+        return [results[o] for o in plan.outputs]
