@@ -84,9 +84,20 @@ def windows(b: Builder, x: Value, kernel: tuple[int, int], stride: tuple[int, in
             limit = (n, c, i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1)
             tap = b.emit("slice", [x], {"start": start, "limit": limit, "stride": (1, 1, sh, sw)})
             taps.append(b.emit("reshape", [tap], {"shape": (n, c, 1, oh, ow)}))
-    if len(taps) == 1:
-        return taps[0]
-    return b.emit("concat", taps, {"axis": 2})
+    return concat_tree(b, taps, 2)
+
+
+# Concats take at most this many operands, so that one concat (operands + result) fits in the
+# 8 storage buffers per stage a WebGPU device guarantees; longer lists concat in a tree.
+MAX_CONCAT_OPERANDS = 7
+
+
+def concat_tree(b: Builder, parts: list[Value], axis: int) -> Value:
+    while len(parts) > 1:
+        parts = [parts[i] if len(parts[i:i + MAX_CONCAT_OPERANDS]) == 1 else
+                 b.emit("concat", parts[i:i + MAX_CONCAT_OPERANDS], {"axis": axis})
+                 for i in range(0, len(parts), MAX_CONCAT_OPERANDS)]
+    return parts[0]
 
 
 def pad_hw(b: Builder, x: Value, padding: tuple[int, int], value: float) -> Value:

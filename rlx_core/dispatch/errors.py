@@ -8,10 +8,11 @@ from typing import Any
 from rlx_core.dispatch.decision import Decision
 from rlx_core.errors import RlxError
 
-# When several reasons explain one failure, the most specific code is the one reported
-# (a missing feature says more than "not claimed").
-SPECIFICITY: tuple[str, ...] = ("RLX-L003", "RLX-L004", "RLX-L002", "RLX-L005", "RLX-L006",
-                                "RLX-L008", "RLX-L007", "RLX-L001")
+# When several reasons explain one failure, the most specific, most actionable code is the one
+# reported: a missing feature says more than "not claimed", and an approximation that is merely
+# not allowed is one flag away from working.
+SPECIFICITY: tuple[str, ...] = ("RLX-L003", "RLX-L004", "RLX-L002", "RLX-L008", "RLX-L005",
+                                "RLX-L006", "RLX-L007", "RLX-L010", "RLX-L001")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from rlx_core.dispatch.legalize import LegalizeResult, legalize_graph
+from rlx_core.dispatch.legalize import LegalizeResult, legalize_graph, why_failed
 from rlx_core.dispatch.policy import COMMON, NATIVE, REWRITTEN, UNSUPPORTED
 from rlx_core.dispatch.registry import caps_for, caps_names
 from rlx_core.ir.graph import Graph
@@ -78,9 +78,8 @@ class ExplainReport:
                 out.append(f"  {kind:<{width}}  " + "  ".join(f"{row[c]:>11}" for c in COLUMNS))
             for f in r.failures:
                 d = f.decision
-                why = next((x.message for rej in d.rejected for x in rej.reasons
-                            if x.code == d.code), "")
-                out.append(f"  -> %{d.node} {d.op} ({d.where}) [{d.code}] {why}; fix: {d.hint}")
+                out.append(f"  -> %{d.node} {d.op} ({d.where}) [{d.code}] {why_failed(d)}; "
+                           f"fix: {d.hint}")
         return "\n".join(out)
 
     def __str__(self) -> str:

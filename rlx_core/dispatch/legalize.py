@@ -86,6 +86,7 @@ class _Router:
         self.env = env
         self.values = values
         self.names = names
+        self._last_failed: list[Decision] = []  # failed nested decisions of the last _nested
 
     def _decision(self, node: Node, route: str, rule: str, depth: int, parent: str,
                   produced: list[Node], rejected: list[Rejection], **extra: Any) -> Decision:
@@ -118,17 +119,19 @@ class _Router:
         nodes: list[Node] = []
         decisions: list[Decision] = []
         reasons: list[Reason] = []
+        failed: list[Decision] = []
         for m in made:
             sub = self.route(m, depth + 1, node.out.name)
             decisions.extend(sub.decisions)
             if sub.ok:
                 nodes.extend(sub.nodes)
             else:
+                failed.extend(sub.decisions)
                 d = sub.decisions[0]
-                first = next((r.message for rej in d.rejected for r in rej.reasons
-                              if r.code == d.code), "no legal route")
+                first = why_failed(d)
                 reasons.append(Reason(d.code, f"produces %{m.out.name} = {m.op} : {m.out.type}"
                                       f", which has no legal route ({first})", d.hint))
+        self._last_failed = failed
         return nodes, decisions, reasons
 
     def route(self, node: Node, depth: int = 0, parent: str = "") -> _Outcome:
@@ -136,6 +139,13 @@ class _Router:
         name = self.policy.name_for(node.op)
         decomp = decomposition_for(node.op)
         rejected: list[Rejection] = []
+        failed_subs: list[Decision] = []
+        if name == FORCE_COMMON and decomp is not None:
+            # said up front: under force-common the native route is not taken even if claimed
+            rejected.append(Rejection(NATIVE, "", (Reason(
+                "RLX-L007", f"policy force-common: {node.op} has a common-IR decomposition, "
+                "so native is not used", f"set {node.op} to prefer-native to allow the native "
+                "route"),)))
         if depth > MAX_DEPTH:
             rejected.append(Rejection(COMMON, "", (Reason(
                 "RLX-L010", f"lowering of {node.op} nests deeper than {MAX_DEPTH}",
@@ -143,11 +153,7 @@ class _Router:
         for route in self.policy.routes_for(node.op) if depth <= MAX_DEPTH else ():
             if route == NATIVE:
                 if name == FORCE_COMMON and decomp is not None:
-                    rejected.append(Rejection(NATIVE, "", (Reason(
-                        "RLX-L007", f"policy force-common: {node.op} has a common-IR "
-                        "decomposition, so native is not used",
-                        f"set {node.op} to prefer-native to allow the native route"),)))
-                    continue
+                    continue  # rejected above
                 reasons = self.caps.check(node, in_types)
                 if not reasons:
                     d = self._decision(node, NATIVE, "", depth, parent, [node], rejected)
@@ -164,6 +170,7 @@ class _Router:
                                        rejected)
                     return _Outcome(True, nodes, [d, *subs])
                 rejected.append(Rejection(COMMON, decomp.__name__, tuple(reasons)))
+                failed_subs.extend(self._last_failed)
             elif route == REWRITTEN:
                 rules = rewrites_for(node, in_types, self.caps)
                 if not rules:
@@ -181,11 +188,13 @@ class _Router:
                                            rejected)
                         return _Outcome(True, nodes, [d, *subs])
                     rejected.append(Rejection(REWRITTEN, rule.name, tuple(reasons)))
+                    failed_subs.extend(self._last_failed)
         if name == FORCE_NATIVE and decomp is not None:
             rejected.append(Rejection(COMMON, decomp.__name__, (Reason(
                 "RLX-L007", f"policy force-native: the common-IR decomposition of {node.op} "
                 "is not used", f"set {node.op} to prefer-native to allow common-IR"),)))
-        return _Outcome(False, [], [self._failure(node, depth, parent, rejected)])
+        failed = [d for d in failed_subs if d.route == UNSUPPORTED]
+        return _Outcome(False, [], [self._failure(node, depth, parent, rejected), *failed])
 
     def _failure(self, node: Node, depth: int, parent: str,
                  rejected: list[Rejection]) -> Decision:
@@ -197,6 +206,12 @@ class _Router:
                     "numpy, or restructure the model to avoid it")
         return self._decision(node, UNSUPPORTED, "", depth, parent, [], rejected, code=code,
                               hint=hint)
+
+
+def why_failed(d: Decision) -> str:
+    """The most telling sentence of a failed decision: the last (deepest) reason with its code."""
+    found = [r.message for rej in d.rejected for r in rej.reasons if r.code == d.code]
+    return found[-1] if found else "no legal route"
 
 
 def _caps_of(target: Any, options: Any) -> Capabilities:

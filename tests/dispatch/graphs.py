@@ -52,3 +52,19 @@ def single(op: str, specs: list[tuple[str, tuple[int, ...]]], **attrs: Any) -> G
     m = GraphMaker()
     ins = [m.input(f"a{i}", d, s) for i, (d, s) in enumerate(specs)]
     return m.graph(m.op(op, ins, line=7, **attrs))
+
+
+def make_caps(target: str = "testdev", *, composites: tuple[str, ...] = (),
+              mir: tuple[str, ...] | None = None, dtypes: tuple[str, ...] = ("f32", "i32", "bool"),
+              extra: tuple = (), constraints: tuple = ()):
+    """A capability table for tests: chosen MIR primitives and composites in ``dtypes``."""
+    from rlx_core.dispatch.capabilities import Capabilities, OpClaim, native_dtypes
+    from rlx_core.ir.ops import MIR_OPS
+
+    claims = []
+    if composites:
+        claims.append(OpClaim(composites, dtypes, constraints))
+    claims.extend(extra)
+    claims.append(OpClaim(tuple(MIR_OPS) if mir is None else mir, dtypes))
+    names = tuple(dict.fromkeys(dtypes + tuple(d for c in extra for d in c.dtypes)))
+    return Capabilities(target, "executes", tuple(claims), native_dtypes(names))
