@@ -1,1 +1,1 @@
-"""The WebGPU target: kernels rendered to WGSL (the renderer is planned; see caps.py)."""
+"""The WebGPU target: LIR kernels rendered to WGSL, run through wgpu or navigator.gpu."""

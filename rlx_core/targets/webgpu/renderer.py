@@ -151,10 +151,17 @@ def store(expr: str, d: DType) -> str:
     return expr
 
 
+def isnan(e: str) -> str:
+    """A NaN test on the bits: shader compilers may fold ``x != x`` to false."""
+    return f"((bitcast<u32>({e}) & 0x7fffffffu) > 0x7f800000u)"
+
+
 def cast(e: str, src: DType, dst: DType) -> str:
     """``cast`` semantics: float->int truncates and saturates (NaN -> 0), int->int wraps."""
     cs, cd = COMPUTE[src.name], COMPUTE[dst.name]
     if dst == dt.bool_:
+        if cs == "f32":  # on the bits, so that NaN stays truthy whatever the compiler assumes
+            return f"((bitcast<u32>({e}) & 0x7fffffffu) != 0u)"
         return e if src == dt.bool_ else f"({e} != {zero(src)})"
     if src == dt.bool_:
         return f"select({zero(dst)}, {lit(1, dst)}, {e})"
@@ -164,7 +171,7 @@ def cast(e: str, src: DType, dst: DType) -> str:
         lo, hi = _bounds(dst)
         inner = f"{cd}({e})"
         return (f"select(select(select({inner}, {lit(hi, dst)}, {e} >= {float(hi)!r}), "
-                f"{lit(lo, dst)}, {e} <= {float(lo)!r}), {zero(dst)}, {e} != {e})")
+                f"{lit(lo, dst)}, {e} <= {float(lo)!r}), {zero(dst)}, {isnan(e)})")
     return finish(f"{cd}({e})" if cs != cd else e, dst)
 
 
@@ -487,20 +494,23 @@ def render_reduce(k: Kernel, types: dict[str, TensorType]) -> WgslKernel:
     x = gen_in.at(red.inputs[0], tuple(full))
     xv = x if COMPUTE[d.name] != "bool" else f"select(0u, 1u, {x})"
     if argmax:
+        def nan(v: str) -> str:
+            return isnan(v) if acc_t == "f32" else "false"
+
         init_v = lit(-math.inf, dt.f32) if acc_t == "f32" else _reduce_init("reduce_max", d)
         lines += [f"  var best = {init_v};", "  var best_i = 0xffffffffu;",
                   f"  for (var r = lid; r < {inner}u; r = r + {WG}u) {{"]
         lines += inner_body.lines
         # first maximum wins; a NaN counts as the maximum (as numpy's argmax)
         lines += [f"    let xv = {xv};",
-                  "    if (best_i == 0xffffffffu || (xv > best) || (xv != xv && best == best)) "
-                  "{ best = xv; best_i = r; }", "  }",
+                  f"    if (best_i == 0xffffffffu || (xv > best) || ({nan('xv')} && "
+                  f"!{nan('best')})) {{ best = xv; best_i = r; }}", "  }",
                   "  acc_v[lid] = best;", "  acc_i[lid] = best_i;", "  workgroupBarrier();",
                   f"  for (var s = {WG // 2}u; s > 0u; s = s >> 1u) {{",
                   "    if (lid < s) {",
                   "      let va = acc_v[lid]; let ia = acc_i[lid];",
                   "      let vb = acc_v[lid + s]; let ib = acc_i[lid + s];",
-                  "      let na = va != va; let nb = vb != vb;",
+                  f"      let na = {nan('va')}; let nb = {nan('vb')};",
                   "      let take_b = ib != 0xffffffffu && (ia == 0xffffffffu || (nb && !na) || "
                   "(nb && na && ib < ia) || (!na && !nb && (vb > va || (vb == va && ib < ia))));",
                   "      if (take_b) { acc_v[lid] = vb; acc_i[lid] = ib; }",
