@@ -210,11 +210,11 @@ class Capabilities:
         return reasons
 
     # ---- variants --------------------------------------------------------------------------
-    def with_features(self, *names: str) -> "Capabilities":
+    def with_features(self, *names: str) -> Capabilities:
         """The same table with optional features switched on (e.g. ``shader-f16``)."""
         return replace(self, enabled=tuple(dict.fromkeys((*self.enabled, *names))))
 
-    def with_limits(self, **limits: Any) -> "Capabilities":
+    def with_limits(self, **limits: Any) -> Capabilities:
         """The same table with device limits reported by a live adapter."""
         return replace(self, limits=replace(self.limits, **limits))
 

@@ -14,7 +14,7 @@ has something to move them to.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.builder import Builder

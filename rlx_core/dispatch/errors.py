@@ -58,7 +58,7 @@ class LegalizationError(RlxError):
         super().__init__(
             f"{n} node{'s' if n != 1 else ''} cannot run on {target} (policy {policy}); nothing "
             f"falls back to another device:\n{body}",
-            hint="; ".join(hints) if hints else f"use target cpu or numpy, or change the policy")
+            hint="; ".join(hints) if hints else "use target cpu or numpy, or change the policy")
 
     @property
     def codes(self) -> list[str]:

@@ -12,8 +12,9 @@ Text form, one block per target (counts of top-level nodes per op kind)::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from rlx_core.dispatch.legalize import LegalizeResult, legalize_graph, why_failed
 from rlx_core.dispatch.policy import COMMON, NATIVE, REWRITTEN, UNSUPPORTED

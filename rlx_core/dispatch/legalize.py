@@ -13,8 +13,9 @@ every illegal node of the graph. Nothing ever falls back to another device.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from rlx_core.compile_trace import CompileTrace
 from rlx_core.dispatch.capabilities import Capabilities, Reason

@@ -6,8 +6,8 @@ own result name so that the rest of the graph (and the graph outputs) need no re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 from rlx_core.errors import RlxError
 from rlx_core.ir.builder import Builder, NameGen

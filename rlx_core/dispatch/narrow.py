@@ -115,7 +115,7 @@ def analyse(g: Graph) -> tuple[dict[str, Range], dict[str, str]]:
         r = node_range(n, ins, in_types)
         ranges[n.out.name] = r
         if r is None:
-            src = next((i for i, x in zip(n.inputs, ins) if x is None), "")
+            src = next((i for i, x in zip(n.inputs, ins, strict=True) if x is None), "")
             why[n.out.name] = (f"it depends on %{src}, whose range is unknown" if src else
                                f"{n.op} has no range rule")
     return ranges, why
@@ -153,7 +153,7 @@ def narrow_i64(g: Graph) -> Narrowing:
         if not ok:
             # widen narrowed operands back for this consumer, keep the node as it was
             ins = []
-            for i, v in zip(n.inputs, in_vals):
+            for i, v in zip(n.inputs, in_vals, strict=True):
                 if v.type.dtype == dt.i32 and g.values()[i].type.dtype == dt.i64:
                     w = Value(names.fresh(), replace(v.type, dtype=dt.i64))
                     out.append(Node(w, "cast", (i,), (("dtype", dt.i64),), n.loc))

@@ -17,8 +17,9 @@ Where a policy comes from, first match wins for each op kind:
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from rlx_core.errors import RlxError
 

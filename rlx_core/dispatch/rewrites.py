@@ -10,16 +10,17 @@ rule produces is legalized again, so a rule may emit HIR ops (attention -> softm
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from rlx_core.dispatch.capabilities import Capabilities, Reason
 from rlx_core.dispatch.decompositions import (
+    along,
     const,
     mask_scores,
     pad_hw,
     windows,
-    along,
 )
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.builder import Builder

@@ -17,14 +17,14 @@ from rlx_core.ir.printer import fmt_node
 from rlx_core.ir.verifier import verify
 from rlx_core.passes.base import CompileOptions, PassContext
 from rlx_core.passes.legalize import Legalize
-from tests.dispatch.graphs import GraphMaker, random_inputs, single, make_caps
+from tests.dispatch.graphs import GraphMaker, make_caps, random_inputs, single
 from tests.dispatch.oracle import run_graph
 
 
 def _check_same(g, mir, seed=0, tol=2e-5):
     rng = np.random.default_rng(seed)
     xs = random_inputs(g, rng)
-    for got, want in zip(run_graph(mir, xs), run_graph(g, xs)):
+    for got, want in zip(run_graph(mir, xs), run_graph(g, xs), strict=True):
         assert got.dtype == want.dtype
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
