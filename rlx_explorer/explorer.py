@@ -1,0 +1,70 @@
+"""``explore()``: the one entry point the hosts share — compile, build the bundle, then show it
+as a widget, serve it with Panel, or save it as offline HTML."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from rlx_core.ir.graph import Graph
+from rlx_explorer.session import Session
+
+
+@dataclass
+class Explorer:
+    """A compiled session and its bundle. ``policy`` changes recompile (what the widget's policy
+    selector does)."""
+
+    session: Session
+    view: str = "graph"
+    _bundle: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def bundle(self) -> dict[str, Any]:
+        if self._bundle is None:
+            self._bundle = self.session.bundle(self.view)
+        return self._bundle
+
+    def recompile(self, policy: str | None = None, view: str | None = None) -> dict[str, Any]:
+        """Compile again under ``policy`` and rebuild the bundle."""
+        self.session.policy = policy
+        self.view = view or self.view
+        self.session.compile()
+        self._bundle = None
+        return self.bundle
+
+    def save_html(self, path: str | Path = "rlx-explorer.html") -> Path:
+        """The offline, self-contained HTML file (viewer, Graphviz WASM and data inlined)."""
+        from rlx_explorer.html_export import save_html
+
+        return save_html(self.bundle, path)
+
+    def widget(self) -> Any:
+        """An anywidget for Jupyter (JupyterLab, Notebook 7, VS Code, JupyterLite)."""
+        from rlx_explorer.widget import ExplorerWidget
+
+        return ExplorerWidget(self)
+
+    def panel(self) -> Any:
+        """A Panel component (Panel's AnyWidgetComponent with the same ESM)."""
+        from rlx_explorer.panel_app import explorer_component
+
+        return explorer_component(self)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget()._repr_mimebundle_(**kwargs)
+
+
+def explore(fn: Callable[..., Any] | Graph, *example_args: Any,
+            targets: str | Sequence[str] = ("numpy",), policy: str | None = None,
+            view: str = "graph", run: bool = True, title: str = "") -> Explorer:
+    """Compile ``fn`` at ``example_args`` for each target and return the explorer for it.
+
+    Targets that fail legalization show the failure view; ``run`` times the primary target's
+    kernels for the profile view.
+    """
+    names = tuple(t.strip() for t in targets.split(",")) if isinstance(targets, str) \
+        else tuple(targets)
+    session = Session(fn, tuple(example_args), names, policy, run, title)
+    return Explorer(session, view)

@@ -1,0 +1,184 @@
+"""Explorer sessions: compile a function for some targets and assemble every view model into
+one JSON bundle — the single input of the viewer in every host (widget, Panel, HTML export).
+
+A target that fails legalization contributes a failure view instead of an executable; a target
+that has a capability table but cannot build here (no toolchain, not registered yet) is still
+probed statically for the dispatch matrix and failures, and says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import rlx_core as rlx
+from rlx_core.errors import RlxError
+from rlx_core.ir.graph import Graph
+from rlx_core.ir.printer import print_graph
+from rlx_core.runtime.executable import Executable
+from rlx_explorer.views.dispatch import dispatch_matrix, policy_views
+from rlx_explorer.views.dot import initial_state, render_svg, to_dot
+from rlx_explorer.views.failures import failure_view
+from rlx_explorer.views.graphs import graph_view
+from rlx_explorer.views.ir_text import ir_text_view
+from rlx_explorer.views.kernels import kernels_view
+from rlx_explorer.views.links import link_index
+from rlx_explorer.views.memory import memory_view
+from rlx_explorer.views.passes import passes_view
+from rlx_explorer.views.profile import cache_view, profile_view
+from rlx_explorer.views.sources import SourceIndex
+
+BUNDLE_SCHEMA = 1
+VIEWS: tuple[str, ...] = ("graph", "text", "passes", "dispatch", "failures", "kernels", "memory",
+                          "profile", "cache")
+POLICIES: tuple[str, ...] = ("prefer-native", "force-common", "force-native")
+
+
+@dataclass
+class TargetOutcome:
+    """What happened for one target: an executable, or the error that stopped it."""
+
+    target: str
+    executable: Executable | None = None
+    error: RlxError | None = None
+    note: str = ""
+
+
+@dataclass
+class Session:
+    """The inputs of one explorer: a function (or graph), example args, targets, policy."""
+
+    fn: Callable[..., Any] | Graph
+    args: tuple[Any, ...]
+    targets: tuple[str, ...] = ("numpy",)
+    policy: str | None = None
+    run: bool = True
+    title: str = ""
+    extra_sources: dict[str, str] = field(default_factory=dict)
+    outcomes: list[TargetOutcome] = field(default_factory=list)
+
+    def compile(self) -> None:
+        """Compile for every target, keeping failures as data."""
+        self.outcomes = []
+        fn = getattr(self.fn, "fn", self.fn)  # a JitFunction compiles its wrapped function
+        for t in self.targets:
+            try:
+                exe = rlx.compile(fn, *self.args, target=t, policy=self.policy)
+                self.outcomes.append(TargetOutcome(t, exe))
+            except rlx.LegalizationError as err:
+                self.outcomes.append(TargetOutcome(t, error=err))
+            except RlxError as err:  # unavailable / unknown target: static probe only
+                self.outcomes.append(TargetOutcome(t, error=err, note=err.message))
+
+    @property
+    def primary(self) -> Executable | None:
+        return next((o.executable for o in self.outcomes if o.executable is not None), None)
+
+    def hir(self) -> Graph:
+        exe = self.primary
+        if exe is not None:
+            return exe.hir
+        if isinstance(self.fn, Graph):
+            return self.fn
+        return rlx.trace(getattr(self.fn, "fn", self.fn), *self.args)
+
+    def bundle(self, view: str = "graph") -> dict[str, Any]:
+        if not self.outcomes:
+            self.compile()
+        return build_bundle(self, view)
+
+
+def _probe(hir: Graph, targets: Sequence[str], policy: str | None) -> dict[str, dict[str, Any]]:
+    """Static dispatch of the HIR graph on every target that has a capability table."""
+    from rlx_core.dispatch.registry import caps_names
+
+    names = list(dict.fromkeys([*targets, *caps_names()]))
+    known = [t for t in names if t in caps_names()]
+    report = rlx.explain(hir, targets=known, policy=policy)
+    data = report.to_json()["targets"]
+    return {t: {"decisions": d["decisions"], "failures": d["failures"],
+                "verification": d["verification"], "compile_ready": d["compile_ready"],
+                "policy": d["policy"]} for t, d in data.items()}
+
+
+def _levels(exe: Executable) -> dict[str, dict[str, Any]]:
+    return {"hir": graph_view(exe.hir), "mir": graph_view(exe.mir), "lir": graph_view(exe.lir)}
+
+
+def _svgs(levels: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Server-side layouts of each level's initial state (empty without ``dot``)."""
+    out: dict[str, Any] = {}
+    for level, view in levels.items():
+        state = initial_state(view)
+        svg = render_svg(to_dot(view, state["collapsed"], state["params"]))
+        if svg is not None:
+            out[level] = {"state": state, "svg": svg}
+    return out
+
+
+def build_bundle(s: Session, view: str = "graph", layout: bool = True) -> dict[str, Any]:
+    """Every view model of a session, as one JSON-able dict (see docs/explorer.md)."""
+    sources = SourceIndex(s.extra_sources)
+    exe = s.primary
+    hir = s.hir()
+    levels = _levels(exe) if exe is not None else {"hir": graph_view(hir)}
+    texts = {lv: ir_text_view(print_graph(g), levels[lv]) for lv, g in
+             ((("hir", exe.hir), ("mir", exe.mir), ("lir", exe.lir)) if exe is not None
+              else (("hir", hir),))}
+    policy = exe.trace.policy if exe is not None else (s.policy or "prefer-native")
+    matrices = {}
+    failures_by_policy: dict[str, dict[str, Any]] = {}
+    for p in dict.fromkeys([policy, *POLICIES]):
+        probe = _probe(hir, s.targets, p)
+        matrices[p] = dispatch_matrix(probe, levels["hir"], p)
+        failures_by_policy[p] = probe
+    failures = []
+    for o in s.outcomes:
+        err = o.error
+        if isinstance(err, rlx.LegalizationError):
+            failures.append(failure_view(o.target, err.policy, err.to_json()["failures"],
+                                         levels["hir"], sources, err.message, compiled=True))
+        elif err is not None:
+            probed = failures_by_policy[policy].get(o.target)
+            if probed and probed["failures"]:
+                failures.append(failure_view(o.target, policy, probed["failures"],
+                                             levels["hir"], sources, o.note, compiled=False))
+    kernels = {}
+    for o in s.outcomes:
+        if o.executable is not None and exe is not None and o.executable.lir is not None:
+            lv = levels["lir"] if o.executable is exe else graph_view(o.executable.lir)
+            kernels[o.target] = kernels_view(o.target, o.executable.lir, lv, o.executable.sources)
+    profile: dict[str, Any] = {}
+    if exe is not None and s.run:
+        from rlx_explorer.profiling import profile_executable
+
+        try:
+            profile = profile_executable(exe, s.args)
+        except RlxError as err:
+            profile = {"target": exe.target, "method": f"not run: {err.message}", "kernels": []}
+    for lv in levels.values():  # touch every referenced source line so the pane has the file
+        for n in lv["nodes"]:
+            sources.line(n["loc"]["file"], n["loc"]["line"])
+    jit = s.fn if isinstance(s.fn, rlx.JitFunction) else None
+    source = exe.trace.source if exe is not None else {}
+    return {
+        "schema": BUNDLE_SCHEMA,
+        "title": s.title or hir.name,
+        "view": view if view in VIEWS else "graph",
+        "targets": [{"name": o.target, "compiled": o.executable is not None,
+                     "note": o.note or (o.error.message.splitlines()[0] if o.error else "")}
+                    for o in s.outcomes],
+        "primary": exe.target if exe is not None else "",
+        "levels": levels,
+        "texts": texts,
+        "svg": _svgs(levels) if layout else {},
+        "passes": passes_view(exe.trace) if exe is not None else {"steps": [], "rule_count": 0},
+        "dispatch": policy_views(matrices, policy),
+        "failures": failures,
+        "kernels": kernels,
+        "memory": memory_view(exe.trace.plan if exe is not None else {}, levels.get("lir")),
+        "profile": profile_view(profile, levels.get("lir")),
+        "cache": cache_view(jit, exe.trace.cache if exe is not None else {}),
+        "links": link_index(levels, kernels),
+        "source": {"function": source, **sources.to_json()},
+    }

@@ -1,0 +1,107 @@
+// Part 3: a graph panel — lays out one graph view, makes its boxes clickable (a block box
+// collapses / expands, any other box selects), and shows the app's highlight on it.
+
+const DEFAULT_COLLAPSE_ABOVE = 60;
+
+function initialState(view) {
+  const ops = view.nodes.filter((n) => n.kind === "node").length;
+  const collapsed = view.level === "hir" && ops > DEFAULT_COLLAPSE_ABOVE
+    ? view.clusters.filter((c) => !c.parent).map((c) => c.id) : [];
+  return { collapsed, params: false };
+}
+
+class GraphPanel {
+  constructor(app, view, key, title) {
+    this.app = app;
+    this.view = view;
+    this.key = key; // level name for server-side layouts, or "" (diff graphs)
+    this.state = initialState(view);
+    this.byId = Object.fromEntries(view.nodes.map((n) => [n.id, n]));
+    this.clusterIds = new Set(view.clusters.map((c) => c.id));
+    this.kernelIds = new Set(view.kernels.map((k) => k.id));
+    this.canvas = h("div", { class: "rlx-graph-canvas", "data-level": view.level });
+    const c = view.counts || {};
+    const weights = h("label", { class: "rlx-small" },
+      h("input", { type: "checkbox", onchange: (e) => {
+        this.state.params = e.target.checked;
+        this.draw();
+      } }), " weights");
+    const blocks = view.clusters.length
+      ? h("button", { class: "rlx-btn", onclick: () => this.toggleAll(), text: "collapse/expand blocks" })
+      : null;
+    this.status = h("span", { class: "rlx-small rlx-muted" });
+    this.el = h("div", { class: "rlx-graph", "data-graph": key || view.level },
+      h("div", { class: "rlx-graph-head" },
+        h("b", { text: title }), " ",
+        h("span", { class: "rlx-small rlx-muted",
+          text: `${c.nodes ?? view.nodes.length} ops` + (c.kernels ? `, ${c.kernels} kernels` : "") }),
+        " ", blocks, " ", weights, " ", this.status),
+      this.canvas);
+    this.canvas.addEventListener("click", (e) => this.onClick(e));
+    this.marks = {};
+  }
+
+  toggleAll() {
+    const top = this.view.clusters.filter((c) => !c.parent).map((c) => c.id);
+    this.state.collapsed = this.state.collapsed.length ? [] : top;
+    this.draw();
+  }
+
+  async draw() {
+    const t0 = performance.now();
+    this.status.textContent = "laying out…";
+    try {
+      const { svg, engine } = await layout(this.app.model, this.app.data, this.view, this.state,
+        this.key);
+      clear(this.canvas);
+      if (svg) this.canvas.append(svg);
+      this.status.textContent = `${engine} ${Math.round(performance.now() - t0)} ms`;
+      this.canvas.dataset.rendered = "1";
+      for (const [cls, ids] of Object.entries(this.marks)) this.mark(cls, ids);
+    } catch (err) {
+      this.status.textContent = "layout failed: " + err.message;
+    }
+    return this;
+  }
+
+  boxFor(id) {
+    const n = this.byId[id];
+    if (!n) return id;
+    if (this.view.level === "lir" && n.kernel && this.view.kernels.length) return n.kernel;
+    let cid = n.cluster || "";
+    let found = "";
+    const clusters = Object.fromEntries(this.view.clusters.map((c) => [c.id, c]));
+    while (cid) {
+      if (this.state.collapsed.includes(cid)) found = cid;
+      cid = clusters[cid] ? clusters[cid].parent : "";
+    }
+    return found || id;
+  }
+
+  // Adds ``cls`` to the drawn boxes standing for ``ids`` (remembered across re-layouts).
+  mark(cls, ids) {
+    this.marks[cls] = ids;
+    for (const g of this.canvas.querySelectorAll("." + cls)) g.classList.remove(cls);
+    for (const id of ids) {
+      const g = this.canvas.querySelector(`[id="${CSS.escape(this.boxFor(id))}"]`);
+      if (g) g.classList.add(cls);
+    }
+  }
+
+  onClick(e) {
+    const g = e.target.closest("g.node, g.cluster");
+    if (!g) return;
+    const id = g.getAttribute("id");
+    if (this.clusterIds.has(id)) {
+      const i = this.state.collapsed.indexOf(id);
+      if (i >= 0) this.state.collapsed.splice(i, 1);
+      else this.state.collapsed.push(id);
+      this.draw();
+    } else if (this.kernelIds.has(id)) {
+      this.app.selectKernel(id);
+    } else if (this.byId[id]) {
+      const n = this.byId[id];
+      this.app.select(n.loc.origin || n.name, { level: this.view.level, id, node: n });
+    }
+  }
+}

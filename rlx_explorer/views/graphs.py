@@ -1,0 +1,114 @@
+"""Graph view models: the nodes, edges and block clusters of one IR level, as plain JSON.
+
+Names stay raw here (they are data); the viewer escapes them when it builds DOT or DOM, and the
+HTML export escapes the JSON it embeds. Ids are generated (``h0``, ``m12``, ``k3``) so nothing
+the user named ever becomes an element id or a DOT identifier.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlx_core.ir.graph import Graph, Level, Loc, Node
+from rlx_core.ir.printer import fmt_attr, fmt_node
+
+PREFIX = {"hir": "h", "mir": "m", "lir": "l"}
+
+
+def loc_json(loc: Loc) -> dict[str, Any]:
+    return {"file": loc.file, "line": loc.line, "scope": loc.scope, "origin": loc.origin,
+            "origin_op": loc.origin_op}
+
+
+def _attrs_text(n: Node) -> str:
+    return ", ".join(f"{k}={fmt_attr(v)}" for k, v in n.attrs)
+
+
+def node_json(n: Node, nid: str) -> dict[str, Any]:
+    return {"id": nid, "name": n.name, "op": n.op, "type": str(n.type), "kind": "node",
+            "inputs": list(n.inputs), "attrs": _attrs_text(n), "loc": loc_json(n.loc),
+            "text": fmt_node(n)}
+
+
+def _clusters(scopes: list[str]) -> list[dict[str, Any]]:
+    """Every scope and each of its dotted prefixes, parents before children."""
+    seen: dict[str, dict[str, Any]] = {}
+    for scope in scopes:
+        if not scope:
+            continue
+        parts = scope.split(".")
+        for depth in range(1, len(parts) + 1):
+            name = ".".join(parts[:depth])
+            if name not in seen:
+                parent = ".".join(parts[: depth - 1])
+                seen[name] = {"id": f"c{len(seen)}", "scope": name, "label": parts[depth - 1],
+                              "parent": seen[parent]["id"] if parent in seen else ""}
+    return list(seen.values())
+
+
+def graph_view(g: Graph) -> dict[str, Any]:
+    """Nodes (inputs, params, ops), value edges and scope clusters of ``g``.
+
+    For LIR the ops are additionally grouped by kernel (``kernels``: id, name, kind, node ids),
+    and each op node names its kernel; the viewer draws LIR as one box per kernel.
+    """
+    level = g.level.value
+    pre = PREFIX[level]
+    nodes: list[dict[str, Any]] = []
+    by_name: dict[str, str] = {}
+    for v in g.inputs:
+        nid = f"{pre}{len(nodes)}"
+        by_name[v.name] = nid
+        nodes.append({"id": nid, "name": v.name, "op": "input", "type": str(v.type),
+                      "kind": "input", "inputs": [], "attrs": "", "loc": loc_json(Loc()),
+                      "text": f"input %{v.name} : {v.type}"})
+    for v in g.params:
+        nid = f"{pre}{len(nodes)}"
+        by_name[v.name] = nid
+        nodes.append({"id": nid, "name": v.name, "op": "param", "type": str(v.type),
+                      "kind": "param", "inputs": [], "attrs": "", "loc": loc_json(Loc()),
+                      "text": f"param %{v.name} : {v.type}"})
+    kernel_of: dict[str, str] = {}
+    kernels: list[dict[str, Any]] = []
+    for i, k in enumerate(g.kernels):
+        kid = f"k{i}"
+        kernels.append({"id": kid, "name": k.name, "kind": k.kind, "inputs": list(k.inputs),
+                        "outputs": list(k.outputs), "nodes": []})
+        for n in k.nodes:
+            kernel_of[n.name] = kid
+    for n in g.nodes:
+        nid = f"{pre}{len(nodes)}"
+        by_name[n.name] = nid
+        item = node_json(n, nid)
+        if n.name in kernel_of:
+            item["kernel"] = kernel_of[n.name]
+            kernels[int(kernel_of[n.name][1:])]["nodes"].append(nid)
+        nodes.append(item)
+    edges = [[by_name[i], by_name[n.name]] for n in g.nodes for i in n.inputs if i in by_name]
+    outputs = [by_name[o] for o in g.outputs if o in by_name]
+    scopes = [n.loc.scope for n in g.nodes]
+    clusters = _clusters(list(dict.fromkeys(scopes)))
+    cluster_of = {c["scope"]: c["id"] for c in clusters}
+    for item in nodes:
+        scope = item["loc"]["scope"]
+        item["cluster"] = cluster_of.get(scope, "")
+    return {"level": level, "name": g.name, "nodes": nodes, "edges": edges, "outputs": outputs,
+            "clusters": clusters, "kernels": kernels,
+            "counts": {"nodes": len(g.nodes), "inputs": len(g.inputs), "params": len(g.params),
+                       "kernels": len(g.kernels)}}
+
+
+def parse_level(text: str) -> Graph | None:
+    """A graph from its text form, or None when the text does not parse (a partial snapshot)."""
+    from rlx_core.errors import RlxError
+    from rlx_core.ir.parser import parse
+
+    try:
+        return parse(text)
+    except RlxError:
+        return None
+
+
+def level_of(text: str) -> Level | None:
+    head = text.split(" ", 1)[0] if text else ""
+    return {lv.value: lv for lv in Level}.get(head)

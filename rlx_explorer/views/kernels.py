@@ -1,0 +1,61 @@
+"""Kernels view model: the generated source of every kernel per target, highlighted, each
+kernel linked to the LIR nodes fused into it and each line to the nodes it mentions.
+
+Interpreting targets (numpy) generate no source; for them the kernel's LIR text is shown, which
+is exactly what they execute. Line-level links are found by looking for a node's value name in
+the forms renderers use for it (``%name``, ``v_name``, ``t_name``, ``name``); every line of a
+kernel is at least linked to the kernel itself.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rlx_core.ir.graph import Graph
+from rlx_core.ir.printer import fmt_node
+from rlx_explorer.views.highlight import highlight_ir, highlight_source
+
+
+def _name_forms(name: str) -> list[str]:
+    safe = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return [f"%{name}", f"v{safe}", f"v_{safe}", f"t{safe}", f"t_{safe}", f"buf_{safe}", safe]
+
+
+def _line_links(lines: list[str], nodes: list[tuple[str, str]]) -> list[list[str]]:
+    """For each line, the ids of the nodes whose name appears in it as a whole token."""
+    patterns = []
+    for nid, name in nodes:
+        forms = [re.escape(f) for f in _name_forms(name) if not f.isdigit()]
+        if forms:
+            patterns.append((nid, re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(forms) +
+                                             r")(?![A-Za-z0-9_])")))
+    return [[nid for nid, p in patterns if p.search(line)] for line in lines]
+
+
+def kernels_view(target: str, lir: Graph, lir_view: dict[str, Any],
+                 sources: dict[str, str]) -> dict[str, Any]:
+    """One entry per LIR kernel, in execution order."""
+    ids = {n["name"]: n["id"] for n in lir_view["nodes"]}
+    kid = {k["name"]: k["id"] for k in lir_view["kernels"]}
+    generated = bool(sources)
+    out = []
+    for k in lir.kernels:
+        nodes = [(ids[n.name], n.name) for n in k.nodes if n.name in ids]
+        if generated:
+            text = sources.get(k.name, "")
+            tokens = highlight_source(text)
+        else:
+            text = "\n".join(fmt_node(n) for n in k.nodes)
+            tokens = highlight_ir(text)
+        lines = text.splitlines()
+        links = _line_links(lines, nodes) if generated else [[nid] for nid, _ in nodes]
+        out.append({"name": k.name, "id": kid.get(k.name, ""), "kind": k.kind,
+                    "nodes": [nid for nid, _ in nodes], "language": "c-like" if generated
+                    else "lir", "lines": [{"tokens": t, "nodes": ln}
+                                          for t, ln in zip(tokens, links)]})
+    # sources not tied to one kernel (a shared prelude, a launcher) are shown as they are
+    extra = [{"name": name, "id": "", "kind": "module", "nodes": [], "language": "c-like",
+              "lines": [{"tokens": t, "nodes": []} for t in highlight_source(src)]}
+             for name, src in sources.items() if name not in kid]
+    return {"target": target, "generated": generated, "kernels": out + extra}
