@@ -12,6 +12,7 @@ from rlx_core.errors import RlxError
 # name -> "module:Class". Add a row here when adding a target folder (docs/adding-a-target.md).
 TARGETS: dict[str, str] = {
     "numpy": "rlx_core.targets.numpy_ref.target:NumpyTarget",
+    "cpu": "rlx_core.targets.cpu.target:CpuTarget",
     "webgpu": "rlx_core.targets.webgpu.target:WebGpuTarget",
 }
 

@@ -1,0 +1,1 @@
+"""Shared renderer base for C-like targets (C/OpenMP, CUDA, HIP, Metal, OpenCL): see renderer.py."""

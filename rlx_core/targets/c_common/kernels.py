@@ -1,0 +1,427 @@
+"""Loop nests of the elementwise, reduce and opaque kernel kinds (see rlx_core/passes/fuse.py).
+
+Each ``emit_*`` function writes the body of one kernel function into a Writer and returns the
+implementation label recorded in Program.info. Loop bodies are emitted twice: a dry run that
+records every access, then the real one over the merged loop nest (loops.LoopPlan).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.graph import Kernel, Node, Shape
+from rlx_core.ir.ops import MIR_OPS
+from rlx_core.targets.c_common import ctype_table as ct
+from rlx_core.targets.c_common.body import INDEX_MAP_OPS, Body, Buffer
+from rlx_core.targets.c_common.expr import RenderError, _cast
+from rlx_core.targets.c_common.loops import (
+    Affine,
+    AxisMap,
+    LoopPlan,
+    Writer,
+    identity,
+    row_strides,
+    var,
+)
+from rlx_core.targets.c_common.names import c_comment
+
+
+@dataclass
+class KernelEnv:
+    """What a kernel emitter may use: its nodes, its pointer parameters and the hooks."""
+
+    kernel: Kernel
+    index: int
+    nodes: dict[str, Node]
+    inputs: dict[str, Buffer]  # kernel input value -> const pointer parameter
+    outputs: dict[str, Buffer]  # kernel output value -> pointer parameter
+    parallel: Callable[[int, int], str | None]  # (work, collapse) -> pragma line or None
+    fail: str  # C statement prefix reporting a runtime error: f"{fail}(kernel, value, size)"
+    scratch: str = "scratch"
+
+    @property
+    def buffers(self) -> dict[str, Buffer]:
+        return {**self.inputs, **self.outputs}
+
+
+def is_virtual(n: Node) -> bool:
+    return n.op == "broadcast_in_dim" or (n.op == "constant" and
+                                          not isinstance(n.attr("value"), tuple))
+
+
+def open_loops(w: Writer, plan: LoopPlan, group: int, pragma: str | None,
+               collapse_all: bool) -> int:
+    loops = plan.of_group(group)
+    if pragma and loops:
+        # keep the innermost loop out of the collapse so it stays contiguous (vectorised)
+        n = len(loops) if collapse_all else max(1, len(loops) - 1)
+        w.line(pragma + (f" collapse({n})" if n > 1 else ""))
+    for k, lp in loops:
+        name = plan.name(k)
+        w.open(f"for (int64_t {name} = 0; {name} < {lp.extent}; ++{name})")
+    return len(loops)
+
+
+def close_loops(w: Writer, count: int) -> None:
+    for _ in range(count):
+        w.close()
+
+
+def two_phase(env: KernelEnv, extents: tuple[int, ...], groups: tuple[int, ...],
+              emit: Callable[[Body, LoopPlan], None], merge: bool = True) -> Body:
+    """Dry-run ``emit`` to collect accesses, plan the loop nest, emit for real."""
+    nodes, bufs, n = env.nodes, env.buffers, len(extents)
+    dry = Body(nodes, bufs, None, n)
+    emit(dry, LoopPlan.plan(extents, groups, [], merge=False))
+    plan = LoopPlan.plan(extents, groups, dry.accesses, merge=merge)
+    real = Body(nodes, bufs, plan, n)
+    emit(real, plan)
+    return real
+
+
+# ---- elementwise ------------------------------------------------------------------------------
+
+
+def emit_elementwise(env: KernelEnv, w: Writer) -> str:
+    """for i in ndindex(out): temporaries in node order; store the kernel outputs."""
+    k = env.kernel
+    shape = env.outputs[k.outputs[0]].type.shape
+    for o in k.outputs:
+        if env.outputs[o].type.shape != shape:
+            raise RenderError(f"kernel {k.name}: outputs of different shapes in one loop")
+    n = len(shape)
+    amap = identity(n, tuple(range(n)))
+    work = math.prod(shape)
+
+    def emit(b: Body, plan: LoopPlan) -> None:
+        depth = open_loops(b.out, plan, 0, env.parallel(work, 0), collapse_all=False)
+        for node in k.nodes:
+            if node.type.shape != shape or (is_virtual(node) and node.name not in k.outputs):
+                continue  # read through index maps by whoever needs it
+            b.compute(node, amap)
+        for o in k.outputs:
+            b.store(env.outputs[o], o, amap)
+        close_loops(b.out, depth)
+
+    body = two_phase(env, shape, (0,) * n, emit)
+    w.lines.extend("    " * (w.depth - 1) + line for line in body.out.lines)
+    return "generated-elementwise"
+
+
+# ---- reduce -----------------------------------------------------------------------------------
+
+_INIT_FLOAT = {"reduce_sum": "0.0", "reduce_prod": "1.0", "reduce_max": "-INFINITY",
+               "reduce_min": "INFINITY"}
+
+
+def _ancestors(k: Kernel, root: Node, nodes: dict[str, Node]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(root.inputs)
+    while todo:
+        v = todo.pop()
+        if v in nodes and v not in seen:
+            seen.add(v)
+            todo.extend(nodes[v].inputs)
+    return seen
+
+
+def _init(op: str, d: dt.DType) -> str:
+    if d == dt.bool_:
+        return "0" if op in ("reduce_sum", "reduce_max") else "1"
+    if d.is_float:
+        return _INIT_FLOAT[op]
+    lo, hi = ct.INT_BOUNDS[d.name]
+    if op == "reduce_max":
+        return ct.int_literal(lo, d)
+    if op == "reduce_min":
+        return ct.int_literal(hi, d)
+    return "0" if op == "reduce_sum" else "1"
+
+
+def _combine(op: str, d: dt.DType, acc: str, x: str) -> str:
+    if d == dt.bool_:
+        return f"{acc} |= {x};" if op in ("reduce_sum", "reduce_max") else f"{acc} &= {x};"
+    if op in ("reduce_sum", "reduce_prod"):
+        sym = "+" if op == "reduce_sum" else "*"
+        if d.is_float:
+            return f"{acc} {sym}= (double){x};"
+        wide = "(uint64_t)(int64_t)" if d.kind is dt.Kind.INT else "(uint64_t)"
+        return f"{acc} {sym}= {wide}{x};"
+    if d.is_float:
+        fn = ("rlx_max" if op == "reduce_max" else "rlx_min") + ("_d" if d == dt.f64 else "_f")
+        return f"{acc} = {fn}({acc}, {x});"
+    cmp = ">" if op == "reduce_max" else "<"
+    return f"if ({x} {cmp} {acc}) {acc} = {x};"
+
+
+def _finish(op: str, d: dt.DType, acc: str) -> str:
+    if op in ("reduce_sum", "reduce_prod") and d.is_float:
+        return ct.round_to(d, f"(float){acc}") if d != dt.f64 else acc
+    return f"({ct.value(d)}){acc}"
+
+
+def emit_reduce(env: KernelEnv, w: Writer) -> str:
+    """for o in kept: acc = init; for r in reduced: producers; combine; consumers; store."""
+    k = env.kernel
+    reds = [n for n in k.nodes if n.op in MIR_OPS and MIR_OPS[n.op].category == "reduce"]
+    if len(reds) != 1:
+        raise RenderError(f"kernel {k.name}: a reduce kernel needs exactly one reduction")
+    red = reds[0]
+    xname = red.inputs[0]
+    xshape: Shape = (env.buffers[xname].type if xname in env.buffers else
+                     env.nodes[xname].type).shape
+    axes = (red.attr("axis"),) if red.op == "argmax" else tuple(red.attr("axes"))
+    kept = tuple(a for a in range(len(xshape)) if a not in axes)
+    nk, n = len(kept), len(xshape)
+    extents = tuple(xshape[a] for a in kept) + tuple(xshape[a] for a in axes)
+    groups = (0,) * nk + (1,) * len(axes)
+    var_of_axis = tuple(kept.index(a) if a in kept else nk + axes.index(a) for a in range(n))
+    xmap = identity(n, var_of_axis)
+    rmap = identity(n, tuple(range(nk)))
+    before = _ancestors(k, red, env.nodes)
+    d = env.buffers[xname].type.dtype if xname in env.buffers else env.nodes[xname].type.dtype
+    work = math.prod(xshape)
+
+    def emit(b: Body, plan: LoopPlan) -> None:
+        outer = open_loops(b.out, plan, 0, env.parallel(work, 0), collapse_all=True)
+        acc = b.fresh("acc")
+        if red.op == "argmax":
+            b.out.line(f"{ct.value(d)} {acc} = 0;")
+            b.out.line(f"int64_t {acc}_i = -1;")
+        else:
+            b.out.line(f"{ct.accumulator(d, red.op)} {acc} = {_init(red.op, d)};")
+        inner_loops = plan.of_group(1)
+        if red.op == "reduce_sum" and d.is_float and len(inner_loops) == 1 and b.plan:
+            b.out.line(f"#pragma omp simd reduction(+:{acc})")
+        inner = open_loops(b.out, plan, 1, None, collapse_all=True)
+        for node in k.nodes:
+            if node.name in before and not is_virtual(node):
+                b.compute(node, xmap)
+        x = b.value(xname, xmap)
+        if red.op == "argmax":
+            pos = plan.coord(nk) if b.plan is not None else "0"
+            b.out.line(f"if ({acc}_i < 0 || ({acc} == {acc} && ({x} > {acc} || {x} != {x}))) "
+                       f"{{ {acc} = {x}; {acc}_i = {pos}; }}")
+        else:
+            b.out.line(_combine(red.op, d, acc, x))
+        close_loops(b.out, inner)
+        t = b.fresh()
+        res = f"({ct.value(red.type.dtype)}){acc}_i" if red.op == "argmax" else \
+            _finish(red.op, d, acc)
+        b.out.line(f"const {ct.value(red.type.dtype)} {t} = {res};")
+        b.temps[red.name] = (t, rmap)
+        for node in k.nodes:
+            if node.name in before or node is red or is_virtual(node):
+                continue
+            b.compute(node, rmap)
+        for o in k.outputs:
+            b.store(env.outputs[o], o, rmap)
+        close_loops(b.out, outer)
+
+    body = two_phase(env, extents, groups, emit, merge=red.op != "argmax")
+    w.lines.extend("    " * (w.depth - 1) + line for line in body.out.lines)
+    return "generated-reduce"
+
+
+# ---- opaque: one data-movement / indexing op ------------------------------------------------
+
+
+def _copy_bytes(w: Writer, dst: str, src: str, nbytes: int) -> None:
+    if nbytes:
+        w.line(f"memcpy({dst}, {src}, {nbytes});")
+
+
+def emit_opaque(env: KernelEnv, w: Writer) -> str:
+    k = env.kernel
+    if len(k.nodes) != 1:
+        raise RenderError(f"kernel {k.name}: an opaque kernel holds one op, got {len(k.nodes)}")
+    node = k.nodes[0]
+    out = env.outputs[node.name]
+    op = node.op
+    if op in INDEX_MAP_OPS:
+        return emit_elementwise(env, w).replace("elementwise", op)
+    if op == "reshape":
+        _copy_bytes(w, out.ptr, env.inputs[node.inputs[0]].ptr, out.type.nbytes)
+        return "copy"
+    if op == "constant":
+        return _constant(node, out, w)
+    if op == "iota":
+        return _iota(env, node, out, w)
+    if op == "pad":
+        return _pad(env, node, out, w)
+    if op == "concat":
+        return _concat(env, node, out, w)
+    if op == "gather":
+        return _gather(env, node, out, w)
+    if op == "scatter_add":
+        return _scatter_add(env, node, out, w)
+    raise RenderError(f"kernel {k.name}: no C rule for op {c_comment(op)}",
+                      hint="the target's capability table claims an op its renderer lacks")
+
+
+def _constant(node: Node, out: Buffer, w: Writer) -> str:
+    d = node.type.dtype
+    vals = node.attr("value")
+    store_t = "uint16_t" if d in (dt.f16, dt.bf16) else ct.storage(d)
+    if not vals:
+        return "constant"
+    body = ", ".join(ct.storage_literal(v, d) for v in vals)
+    w.line(f"static const {store_t} data[{len(vals)}] = {{{body}}};")
+    _copy_bytes(w, out.ptr, "data", out.type.nbytes)
+    return "constant"
+
+
+def _coord_loops(env: KernelEnv, shape: Shape, emit: Callable[[Body, LoopPlan], None]) -> Body:
+    n = len(shape)
+    return two_phase(env, tuple(shape), (0,) * n, emit, merge=False)
+
+
+def _iota(env: KernelEnv, node: Node, out: Buffer, w: Writer) -> str:
+    shape, dim, d = node.type.shape, node.attr("dim"), node.type.dtype
+    n = len(shape)
+
+    def emit(b: Body, plan: LoopPlan) -> None:
+        depth = open_loops(b.out, plan, 0, env.parallel(math.prod(shape), 0), False)
+        val = _cast(f"(int64_t){plan.coord(dim)}", dt.i64, d)
+        off = b.fmt(_row(n, shape))
+        b.out.line(f"{out.ptr}[{off}] = {ct.store(d, val)};")
+        close_loops(b.out, depth)
+
+    w.lines.extend("    " * (w.depth - 1) + ln for ln in _coord_loops(env, shape, emit).out.lines)
+    return "iota"
+
+
+def _row(n: int, shape: Shape) -> Affine:
+    total = Affine(0, (0,) * n)
+    for l, st in enumerate(row_strides(shape)):
+        total = total + var(n, l).scale(st)
+    return total
+
+
+def _pad(env: KernelEnv, node: Node, out: Buffer, w: Writer) -> str:
+    src = env.inputs[node.inputs[0]]
+    shape, d = node.type.shape, node.type.dtype
+    low, ishape = node.attr("low"), src.type.shape
+    n = len(shape)
+    fill = ct.literal(node.attr("value"), d)
+
+    def emit(b: Body, plan: LoopPlan) -> None:
+        depth = open_loops(b.out, plan, 0, env.parallel(math.prod(shape), 0), False)
+        conds = []
+        for a in range(n):
+            c = plan.coord(a) if b.plan is not None else "0"
+            if low[a] or shape[a] != ishape[a]:
+                conds.append(f"({c} >= {low[a]} && {c} < {low[a] + ishape[a]})")
+        amap: AxisMap = tuple(var(n, a).shift(-low[a]) for a in range(n))
+        inside = b.load(src, amap)
+        val = f"(({' && '.join(conds)}) ? {inside} : {fill})" if conds else inside
+        b.out.line(f"{out.ptr}[{b.fmt(_row(n, shape))}] = {ct.store(d, val)};")
+        close_loops(b.out, depth)
+
+    w.lines.extend("    " * (w.depth - 1) + ln for ln in _coord_loops(env, shape, emit).out.lines)
+    return "pad"
+
+
+def _concat(env: KernelEnv, node: Node, out: Buffer, w: Writer) -> str:
+    ax = node.attr("axis")
+    start = 0
+    for name in node.inputs:
+        src = env.inputs[name]
+        shape = src.type.shape
+        n = len(shape)
+        base = start
+
+        def emit(b: Body, plan: LoopPlan, src: Buffer = src, shape: Shape = shape,
+                 base: int = base, n: int = n) -> None:
+            depth = open_loops(b.out, plan, 0, env.parallel(math.prod(shape), 0), False)
+            dmap = tuple(var(n, a).shift(base if a == ax else 0) for a in range(n))
+            from rlx_core.targets.c_common.loops import offset
+            val = b.load(src, identity(n, tuple(range(n))))
+            b.out.line(f"{out.ptr}[{b.fmt(offset(dmap, out.type.shape, n))}] = "
+                       f"{ct.store(src.type.dtype, val)};")
+            close_loops(b.out, depth)
+
+        body = two_phase(env, tuple(shape), (0,) * n, emit)
+        w.lines.extend("    " * (w.depth - 1) + ln for ln in body.out.lines)
+        start += shape[ax]
+    return "concat"
+
+
+def _split(shape: Shape, ax: int) -> tuple[int, int, int]:
+    return math.prod(shape[:ax]), shape[ax], math.prod(shape[ax + 1:])
+
+
+def _norm_index(w: Writer, env: KernelEnv, idx: str, size: int, bad: str) -> None:
+    """``j`` = the index, negative ones counted from the end; out of range reports an error."""
+    w.line(f"int64_t j = (int64_t){idx};")
+    w.line(f"if (j < 0) j += {size};")
+    w.line(f"if (j < 0 || j >= {size}) {{ {env.fail}({env.index}, (int64_t){idx}, {size}); "
+           f"{bad} }}")
+
+
+def _gather(env: KernelEnv, node: Node, out: Buffer, w: Writer) -> str:
+    x, idx = env.inputs[node.inputs[0]], env.inputs[node.inputs[1]]
+    ax = node.attr("axis")
+    pre, size, post = _split(x.type.shape, ax)
+    q = idx.type.size
+    esz = ct.storage(x.type.dtype)
+    w.open(f"for (int64_t p = 0; p < {pre}; ++p)")
+    w.open(f"for (int64_t q = 0; q < {q}; ++q)")
+    dst = f"{out.ptr} + (p * {q} + q) * {post}"
+    _norm_index(w, env, f"{idx.ptr}[q]", size,
+                f"memset({dst}, 0, {post} * sizeof({esz})); continue;")
+    if post:
+        w.line(f"memcpy({dst}, {x.ptr} + (p * {size} + j) * {post}, {post} * sizeof({esz}));")
+    w.close()
+    w.close()
+    return "gather"
+
+
+def _scatter_add(env: KernelEnv, node: Node, out: Buffer, w: Writer) -> str:
+    x, idx, upd = (env.inputs[i] for i in node.inputs)
+    ax = node.attr("axis")
+    d = x.type.dtype
+    pre, size, post = _split(x.type.shape, ax)
+    q = idx.type.size
+    total = x.type.size
+    wide = d in (dt.f16, dt.bf16)
+    # f16/bf16 accumulate in float and round once (the reference adds in f32)
+    acc = "acc" if wide else out.ptr
+    if wide:
+        w.line(f"float* restrict acc = (float*){env.scratch};")
+        w.line(f"for (int64_t i = 0; i < {total}; ++i) acc[i] = {ct.load(d, x.ptr + '[i]')};")
+    else:
+        w.line(f"if ((const void*){out.ptr} != (const void*){x.ptr}) "
+               f"memcpy({out.ptr}, {x.ptr}, {x.type.nbytes});")
+    w.open(f"for (int64_t p = 0; p < {pre}; ++p)")
+    w.open(f"for (int64_t q = 0; q < {q}; ++q)")
+    _norm_index(w, env, f"{idx.ptr}[q]", size, "continue;")
+    w.open(f"for (int64_t r = 0; r < {post}; ++r)")
+    dst = f"{acc}[(p * {size} + j) * {post} + r]"
+    src = f"{upd.ptr}[(p * {q} + q) * {post} + r]"
+    if wide:
+        w.line(f"{dst} += {ct.load(d, src)};")
+    elif d.is_float:
+        w.line(f"{dst} = {dst} + {src};")
+    else:
+        u = ct.UNSIGNED[d.name]
+        w.line(f"{dst} = ({ct.storage(d)})(({u}){dst} + ({u}){src});")
+    w.close()
+    w.close()
+    w.close()
+    if wide:
+        w.line(f"for (int64_t i = 0; i < {total}; ++i) {out.ptr}[i] = {ct.store(d, 'acc[i]')};")
+    elif d == dt.bool_:
+        w.line(f"for (int64_t i = 0; i < {total}; ++i) {out.ptr}[i] = {out.ptr}[i] != 0;")
+    return "scatter_add"
+
+
+def scratch_bytes(kernel: Kernel, types: dict[str, object]) -> int:
+    """Scratch a kernel of a non-matmul kind needs (scatter_add of f16/bf16)."""
+    for n in kernel.nodes:
+        if n.op == "scatter_add" and n.type.dtype in (dt.f16, dt.bf16):
+            return 4 * n.type.size
+    return 0

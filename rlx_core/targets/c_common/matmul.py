@@ -1,0 +1,223 @@
+"""The matmul kernel kind: dot_general (any batch/contract layout) plus an elementwise epilogue.
+
+Loop nest (after bringing each operand into a canonical layout)::
+
+    lhs: [B, M, K] (or [B, K, M], "transposed")   rhs: [B, K, N] (or [B, N, K])
+    for b, m:                                      # parallel when the work is large
+        for n0 in blocks of NB:                    # generated kernel; a target may call BLAS
+            acc[0:NB] = 0
+            for k: a = lhs[b, m, k]; for n: acc[n] += a * rhs[b, k, n0 + n]
+            C[b, m, n0:n0+NB] = acc
+    for i in ndindex(result):                      # the epilogue (bias, activation, ...)
+        y[i] = epi(C[i], ...)
+
+An operand whose batch / free / contract axes are not in one of those orders is first copied
+into scratch in [B, M, K] / [B, K, N] order. ``C`` is the dot result's own output buffer, an
+epilogue output of the same dtype (the epilogue then runs in place: each element reads C[i]
+before writing y[i]), or scratch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.dtypes import DType
+from rlx_core.ir.graph import Node, TensorType
+from rlx_core.targets.c_common import ctype_table as ct
+from rlx_core.targets.c_common.body import Body, Buffer
+from rlx_core.targets.c_common.expr import RenderError
+from rlx_core.targets.c_common.kernels import (
+    KernelEnv,
+    close_loops,
+    emit_elementwise,
+    is_virtual,
+    open_loops,
+    two_phase,
+)
+from rlx_core.targets.c_common.loops import LoopPlan, Writer, identity, offset
+
+NB = 256  # accumulator block along N in the generated kernel (fits in L1 with its row of rhs)
+
+
+@dataclass(frozen=True)
+class GemmSpec:
+    """One canonical (batched) GEMM: C[b] = op(A[b]) @ op(B[b]), row-major, dense batches."""
+
+    dtype: DType
+    batch: int
+    m: int
+    n: int
+    k: int
+    a: str  # pointer expressions
+    b: str
+    c: str
+    trans_a: bool  # A is [B, K, M]
+    trans_b: bool  # B is [B, N, K]
+
+
+def _layout(rank: int, batch: tuple[int, ...], contract: tuple[int, ...],
+            lhs: bool) -> tuple[bool | None, tuple[int, ...]]:
+    """(transposed?, canonical permutation); transposed is None when a copy is needed."""
+    free = tuple(i for i in range(rank) if i not in batch and i not in contract)
+    plain = batch + free + contract if lhs else batch + contract + free
+    flipped = batch + contract + free if lhs else batch + free + contract
+    ident = tuple(range(rank))
+    if plain == ident:
+        return False, plain
+    if flipped == ident:
+        return True, plain
+    return None, plain
+
+
+def _permute(w: Writer, env: KernelEnv, src: Buffer, perm: tuple[int, ...], dst: str) -> None:
+    """dst (canonical order) = transpose(src, perm), as a strided copy."""
+    shape = tuple(src.type.shape[p] for p in perm)
+    n = len(shape)
+    out = Buffer(dst, TensorType(src.type.dtype, shape))
+    node = Node(out=_value("__perm", out.type), op="transpose", inputs=(src.ptr,),
+                attrs=(("perm", perm),))
+    sub = KernelEnv(env.kernel, env.index, {"__perm": node}, {src.ptr: src},
+                    {"__perm": out}, env.parallel, env.fail, env.scratch)
+
+    def emit(b: Body, plan: LoopPlan) -> None:
+        depth = open_loops(b.out, plan, 0, env.parallel(math.prod(shape), 0), False)
+        b.compute(node, identity(n, tuple(range(n))))
+        b.store(out, "__perm", identity(n, tuple(range(n))))
+        close_loops(b.out, depth)
+
+    body = two_phase(sub, shape, (0,) * n, emit)
+    w.lines.extend("    " * (w.depth - 1) + ln for ln in body.out.lines)
+
+
+def _value(name: str, t: TensorType):
+    from rlx_core.ir.graph import Value
+
+    return Value(name, t)
+
+
+def generated_gemm(w: Writer, env: KernelEnv, g: GemmSpec) -> str:
+    """The portable blocked loop GEMM (any dtype; f16/bf16/f32 accumulate in float)."""
+    d = g.dtype
+    if d.is_float:
+        acc_t = "double" if d == dt.f64 else "float"
+    else:
+        acc_t = "uint64_t"  # wraps like the reference's i64 matmul followed by the cast
+
+    def widen(x: str) -> str:
+        if d.is_float:
+            return ct.load(d, x)
+        return f"(uint64_t)(int64_t){x}" if d.kind is dt.Kind.INT else f"(uint64_t){x}"
+
+    def store(x: str) -> str:
+        if d.is_float:
+            return ct.store(d, x)
+        return f"({ct.storage(d)}){x}"
+
+    a_at = (lambda m, k: f"{g.a}[bb * {g.m * g.k} + {k} * {g.m} + {m}]") if g.trans_a else \
+        (lambda m, k: f"{g.a}[bb * {g.m * g.k} + {m} * {g.k} + {k}]")
+    pragma = env.parallel(g.batch * g.m * g.n * max(g.k, 1), 0)
+    if pragma and g.batch * g.m > 1:
+        w.line(pragma + " collapse(2)")
+    w.open(f"for (int64_t bb = 0; bb < {g.batch}; ++bb)")
+    w.open(f"for (int64_t m = 0; m < {g.m}; ++m)")
+    crow = f"{g.c} + bb * {g.m * g.n} + m * {g.n}"
+    if g.trans_b:  # B is [N, K]: a dot product per output, both operands contiguous in k
+        w.open(f"for (int64_t n = 0; n < {g.n}; ++n)")
+        w.line(f"{acc_t} acc = 0;")
+        if d.is_float:
+            w.line("#pragma omp simd reduction(+:acc)")
+        w.open(f"for (int64_t k = 0; k < {g.k}; ++k)")
+        b_at = f"{g.b}[bb * {g.n * g.k} + n * {g.k} + k]"
+        w.line(f"acc += {widen(a_at('m', 'k'))} * {widen(b_at)};")
+        w.close()
+        w.line(f"({crow})[n] = {store('acc')};")
+        w.close()
+    else:  # B is [K, N]: rank-1 updates of a block of accumulators, contiguous in n
+        w.open(f"for (int64_t n0 = 0; n0 < {g.n}; n0 += {NB})")
+        w.line(f"const int64_t nn = {g.n} - n0 < {NB} ? {g.n} - n0 : {NB};")
+        w.line(f"{acc_t} acc[{NB}];")
+        w.line("for (int64_t j = 0; j < nn; ++j) acc[j] = 0;")
+        w.open(f"for (int64_t k = 0; k < {g.k}; ++k)")
+        w.line(f"const {acc_t} av = {widen(a_at('m', 'k'))};")
+        w.line(f"const {ct.storage(d)}* restrict brow = {g.b} + bb * {g.k * g.n} + k * {g.n} "
+               f"+ n0;")
+        w.line(f"for (int64_t j = 0; j < nn; ++j) acc[j] += av * {widen('brow[j]')};")
+        w.close()
+        w.line(f"for (int64_t j = 0; j < nn; ++j) ({crow})[n0 + j] = {store('acc[j]')};")
+        w.close()
+    w.close()
+    w.close()
+    return "generated-matmul"
+
+
+def emit_matmul(env: KernelEnv, w: Writer, gemm_hook=None) -> tuple[str, int]:
+    """Render the kernel; returns (impl label, scratch bytes it needs)."""
+    k = env.kernel
+    dots = [n for n in k.nodes if n.op == "dot_general"]
+    if len(dots) != 1:
+        raise RenderError(f"kernel {k.name}: a matmul kernel holds exactly one dot_general")
+    dot = dots[0]
+    lhs, rhs = env.inputs[dot.inputs[0]], env.inputs[dot.inputs[1]]
+    (lc, rc), (lb, rb) = dot.attr("contract"), dot.attr("batch")
+    d = dot.type.dtype
+    esz = math.ceil(d.bits / 8)
+    bsz = math.prod(lhs.type.shape[i] for i in lb)
+    m = math.prod(s for i, s in enumerate(lhs.type.shape) if i not in lc and i not in lb)
+    n = math.prod(s for i, s in enumerate(rhs.type.shape) if i not in rc and i not in rb)
+    kk = math.prod(lhs.type.shape[i] for i in lc)
+    scratch = 0
+
+    def take(nbytes: int) -> str:
+        nonlocal scratch
+        at = scratch
+        scratch += -(-nbytes // 64) * 64
+        return f"({ct.storage(d)}*)({env.scratch} + {at})"
+
+    ta, lperm = _layout(lhs.type.rank, tuple(lb), tuple(lc), True)
+    tb, rperm = _layout(rhs.type.rank, tuple(rb), tuple(rc), False)
+    a_ptr, b_ptr = lhs.ptr, rhs.ptr
+    if ta is None:
+        a_ptr, ta = take(lhs.type.size * esz), False
+        w.line(f"{ct.storage(d)}* restrict lhs_c = {a_ptr};")
+        _permute(w, env, lhs, lperm, "lhs_c")
+        a_ptr = "lhs_c"
+    if tb is None:
+        b_ptr, tb = take(rhs.type.size * esz), False
+        w.line(f"{ct.storage(d)}* restrict rhs_c = {b_ptr};")
+        _permute(w, env, rhs, rperm, "rhs_c")
+        b_ptr = "rhs_c"
+
+    epilogue = [x for x in k.nodes if x is not dot and not is_virtual(x)]
+    if dot.name in env.outputs:
+        c_ptr = env.outputs[dot.name].ptr
+    else:
+        same = [o for o in k.outputs if env.outputs[o].type.dtype == d]
+        c_ptr = env.outputs[same[0]].ptr if same else take(dot.type.size * esz)
+        if not same:
+            w.line(f"{ct.storage(d)}* restrict dot_c = {c_ptr};")
+            c_ptr = "dot_c"
+    spec = GemmSpec(d, bsz, m, n, kk, a_ptr, b_ptr, c_ptr, bool(ta), bool(tb))
+    if m * n == 0:
+        impl = "empty"
+    elif kk == 0:
+        w.line(f"memset({c_ptr}, 0, {dot.type.size * esz});")
+        impl = "zero"
+    else:
+        impl = (gemm_hook(w, env, spec) if gemm_hook else None) or generated_gemm(w, env, spec)
+
+    if epilogue:
+        # the epilogue reads the dot result from C; it is an elementwise kernel over it
+        inputs = {**env.inputs, dot.name: Buffer(c_ptr, dot.type)}
+        outs = {o: b for o, b in env.outputs.items() if o != dot.name}
+        rest = [x for x in k.nodes if x is not dot]
+        sub_kernel = type(k)(k.name, "elementwise", tuple(rest), k.inputs,
+                             tuple(o for o in k.outputs if o != dot.name))
+        sub = KernelEnv(sub_kernel, env.index, {x.name: x for x in rest}, inputs, outs,
+                        env.parallel, env.fail, env.scratch)
+        emit_elementwise(sub, w)
+    return impl, scratch
+
+
+__all__ = ["GemmSpec", "emit_matmul", "generated_gemm", "offset"]

@@ -1,0 +1,146 @@
+"""The C prelude every generated translation unit starts with: types and scalar helpers.
+
+The helpers pin the numpy reference's semantics (rlx_core/targets/numpy_ref/semantics.py) where
+C leaves them open: integer division truncates and gives 0 for a zero divisor, signed
+overflow wraps (arithmetic is done in the unsigned type), float -> int casts saturate with
+NaN -> 0, max/min propagate NaN, f16/bf16 round to nearest even. The block is guarded so that
+several programs can share one translation unit (the specialization cache embeds many).
+"""
+
+from __future__ import annotations
+
+from rlx_core.targets.c_common.ctype_table import INT_BOUNDS, UNSIGNED, VALUE
+
+_HEAD = r"""
+#ifndef RLX_PRELUDE_H
+#define RLX_PRELUDE_H
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+#include <math.h>
+
+/* f16: the compiler's _Float16 when it has one (GCC/Clang define __FLT16_MAX__), else bits */
+#if defined(__FLT16_MAX__) && !defined(RLX_NO_FLOAT16)
+#define RLX_HAVE_FLOAT16 1
+typedef _Float16 rlx_f16;
+static inline float rlx_f16_ld(rlx_f16 h) { return (float)h; }
+static inline rlx_f16 rlx_f16_st(float f) { return (rlx_f16)f; }
+static inline rlx_f16 rlx_f16_st_d(double f) { return (rlx_f16)f; }
+#else
+#define RLX_HAVE_FLOAT16 0
+typedef uint16_t rlx_f16;
+static inline float rlx_f16_ld(rlx_f16 h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+    uint32_t bits;
+    if (exp == 0x1Fu) {
+        bits = sign | 0x7F800000u | (man << 13);
+    } else if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else {  /* subnormal: normalise */
+            int e = -1;
+            do { man <<= 1; e++; } while ((man & 0x400u) == 0);
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3FFu) << 13);
+        }
+    } else {
+        bits = sign | ((exp + 112u) << 23) | (man << 13);
+    }
+    float f; memcpy(&f, &bits, 4); return f;
+}
+static inline rlx_f16 rlx_f16_st(float f) {
+    uint32_t x; memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, absx = x & 0x7FFFFFFFu;
+    if (absx > 0x7F800000u) return (rlx_f16)(sign | 0x7E00u);          /* NaN */
+    if (absx >= 0x477FF000u) return (rlx_f16)(sign | 0x7C00u);         /* overflow -> inf */
+    if (absx < 0x38800000u) {                                          /* subnormal or zero */
+        if (absx < 0x33000000u) return (rlx_f16)sign;
+        uint32_t man = (absx & 0x7FFFFFu) | 0x800000u;
+        int shift = 126 - (int)(absx >> 23);
+        uint32_t half = man >> (shift + 1), rest = man & ((1u << (shift + 1)) - 1u);
+        uint32_t mid = 1u << shift;
+        if (rest > mid || (rest == mid && (half & 1u))) half++;
+        return (rlx_f16)(sign | half);
+    }
+    uint32_t r = absx - 0x38000000u;  /* rebias the exponent */
+    r = (r + 0xFFFu + ((r >> 13) & 1u)) >> 13;
+    return (rlx_f16)(sign | r);
+}
+static inline rlx_f16 rlx_f16_st_d(double f) { return rlx_f16_st((float)f); }
+#endif
+static inline float rlx_round_f16(float f) { return rlx_f16_ld(rlx_f16_st(f)); }
+static inline float rlx_round_f16_d(double f) { return rlx_f16_ld(rlx_f16_st_d(f)); }
+
+/* bf16 is stored as the top 16 bits of a float32 */
+static inline float rlx_bf16_ld(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f;
+}
+static inline uint16_t rlx_bf16_st(float f) {
+    uint32_t u; memcpy(&u, &f, 4);
+    if (f != f) return (uint16_t)((u >> 16) | 0x40u);  /* keep NaN a NaN */
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static inline float rlx_round_bf16(float f) { return rlx_bf16_ld(rlx_bf16_st(f)); }
+
+/* float helpers: NaN-propagating max/min (np.maximum), sign keeping NaN, stable logistic */
+static inline float rlx_max_f(float a, float b) { return (a != a || a > b) ? a : b; }
+static inline float rlx_min_f(float a, float b) { return (a != a || a < b) ? a : b; }
+static inline double rlx_max_d(double a, double b) { return (a != a || a > b) ? a : b; }
+static inline double rlx_min_d(double a, double b) { return (a != a || a < b) ? a : b; }
+static inline float rlx_sign_f(float x) { return x != x ? x : (float)((x > 0) - (x < 0)); }
+static inline double rlx_sign_d(double x) { return x != x ? x : (double)((x > 0) - (x < 0)); }
+static inline float rlx_logistic_f(float x) {
+    float e = expf(-fabsf(x)); return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
+}
+static inline double rlx_logistic_d(double x) {
+    double e = exp(-fabs(x)); return x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+}
+static inline uint64_t rlx_upow(uint64_t base, uint64_t e) {
+    uint64_t r = 1;
+    while (e) { if (e & 1u) r *= base; base *= base; e >>= 1; }
+    return r;
+}
+"""
+
+
+def _int_helpers(name: str) -> str:
+    t, u = VALUE[name], UNSIGNED[name]
+    lo, hi = INT_BOUNDS[name]
+    signed = lo < 0
+    lines = [f"/* {name} */"]
+    if signed:
+        lines.append(
+            f"static inline {t} rlx_div_{name}({t} a, {t} b) {{ return b == 0 ? 0 : "
+            f"(b == -1 ? ({t})(({u})0 - ({u})a) : ({t})(a / b)); }}")
+        lines.append(
+            f"static inline {t} rlx_rem_{name}({t} a, {t} b) {{ return (b == 0 || b == -1) ? 0 "
+            f": ({t})(a % b); }}")
+        lines.append(
+            f"static inline {t} rlx_pow_{name}({t} a, {t} b) {{\n"
+            f"    if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);\n"
+            f"    return ({t})rlx_upow((uint64_t)(int64_t)a, (uint64_t)b);\n}}")
+        lines.append(f"static inline {t} rlx_abs_{name}({t} a) {{ return a < 0 ? "
+                     f"({t})(({u})0 - ({u})a) : a; }}")
+    else:
+        lines.append(f"static inline {t} rlx_div_{name}({t} a, {t} b) {{ return b == 0 ? 0 : "
+                     f"({t})(a / b); }}")
+        lines.append(f"static inline {t} rlx_rem_{name}({t} a, {t} b) {{ return b == 0 ? 0 : "
+                     f"({t})(a % b); }}")
+        lines.append(f"static inline {t} rlx_pow_{name}({t} a, {t} b) {{ "
+                     f"return ({t})rlx_upow((uint64_t)a, (uint64_t)b); }}")
+    # float -> int: truncate toward zero, saturate, NaN -> 0 (semantics.convert)
+    lo_lit = "INT64_MIN" if name == "i64" else str(lo)
+    hi_lit = "INT64_MAX" if name == "i64" else (f"{hi}u" if name == "u32" else str(hi))
+    lines.append(
+        f"static inline {t} rlx_f2i_{name}(double f) {{\n"
+        f"    if (f != f) return 0;\n"
+        f"    if (f >= (double){hi_lit}) return {hi_lit};\n"
+        f"    if (f <= (double){lo_lit}) return {lo_lit};\n"
+        f"    return ({t})f;\n}}")
+    return "\n".join(lines)
+
+
+def prelude() -> str:
+    """The guarded prelude block (identical for every program, so it caches well)."""
+    ints = "\n".join(_int_helpers(n) for n in INT_BOUNDS)
+    return _HEAD.lstrip("\n") + ints + "\n#endif /* RLX_PRELUDE_H */\n"

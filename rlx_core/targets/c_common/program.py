@@ -1,0 +1,44 @@
+"""CProgram: one rendered translation unit and everything a caller needs to embed and call it.
+
+Entry point convention (the CPU runtime and the specialization cache both call it)::
+
+    void <prefix>_run(const void* const* inputs,   /* graph.inputs order, contiguous     */
+                      const void* const* params,   /* graph.params order                  */
+                      void* const* outputs,        /* graph.outputs order, caller-owned   */
+                      unsigned char* arena);       /* arena_bytes, 64-byte aligned        */
+    int  <prefix>_error(int64_t* info);            /* 0, or 1 + kernel index of a runtime
+                                                      error (info[0]=bad index, info[1]=size);
+                                                      reading it clears it                 */
+
+Buffers hold each dtype in its storage form: numpy's layout, bool as one byte 0/1, f16 as
+IEEE half, bf16 as the top 16 bits of a float32 (the host keeps bf16 in float32, so callers
+convert at the boundary).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rlx_core.ir.graph import TensorType
+
+
+@dataclass(frozen=True)
+class CProgram:
+    source: str
+    prefix: str
+    entry: str
+    error_fn: str
+    arena_bytes: int
+    input_types: tuple[TensorType, ...]
+    param_names: tuple[str, ...]
+    param_types: tuple[TensorType, ...]
+    output_types: tuple[TensorType, ...]
+    kernel_lines: dict[str, tuple[int, int]] = field(default_factory=dict)  # 1-based, inclusive
+    kernel_sources: dict[str, str] = field(default_factory=dict)
+    kernel_impl: dict[str, str] = field(default_factory=dict)
+    kernel_kind: dict[str, str] = field(default_factory=dict)
+    uses_blas: bool = False
+    include_dirs: tuple[str, ...] = ()
+    library_dirs: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()

@@ -1,0 +1,221 @@
+"""CLikeRenderer: LIR graph -> one C-like translation unit (prelude, kernels, entry point).
+
+Targets subclass it and mostly set class attributes (``restrict``, ``kernel_decl``) or
+override hooks: ``parallel_pragma`` (how an outer loop is spread over threads), ``gemm``
+(a native matmul call instead of the generated loop kernel) and ``extra_headers``. Buffer
+placement follows the arena plan: graph inputs, parameters and outputs are the caller's
+pointers; every other kernel output lives at its slot's offset in the arena; scratch that a
+kernel needs (layout copies, f16 accumulators) sits past the plan's peak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rlx_core.ir.graph import Graph, Kernel, Level, TensorType
+from rlx_core.targets.c_common import ctype_table as ct
+from rlx_core.targets.c_common.body import Buffer
+from rlx_core.targets.c_common.expr import RenderError
+from rlx_core.targets.c_common.kernels import KernelEnv, emit_elementwise, emit_opaque, \
+    emit_reduce, scratch_bytes
+from rlx_core.targets.c_common.loops import Writer
+from rlx_core.targets.c_common.matmul import GemmSpec, emit_matmul
+from rlx_core.targets.c_common.names import c_comment, c_ident
+from rlx_core.targets.c_common.prelude import prelude
+
+
+def align(n: int, a: int = 64) -> int:
+    return -(-n // a) * a
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a value lives at run time: a caller pointer (``space``, ``index``) or the arena."""
+
+    space: str  # "input" | "param" | "output" | "arena"
+    index: int  # position in inputs/params/outputs, or the arena offset
+
+
+class CLikeRenderer:
+    """The shared renderer. Subclasses set attributes and override the hooks below."""
+
+    name = "c"
+    restrict = "restrict"
+    kernel_decl = "static void"
+
+    # ---- hooks ------------------------------------------------------------------------------
+    def parallel_pragma(self, work: int, collapse: int) -> str | None:
+        """A pragma spreading the next loop over threads, or None (serial)."""
+        return None
+
+    def gemm(self, w: Writer, env: KernelEnv, spec: GemmSpec) -> str | None:
+        """Emit a native GEMM for ``spec`` and return its impl label, or None to generate."""
+        return None
+
+    def extra_headers(self) -> list[str]:
+        return []
+
+    def program_fields(self) -> dict[str, Any]:
+        """Extra CProgram fields (link requirements of native calls)."""
+        return {}
+
+    # ---- layout -----------------------------------------------------------------------------
+    def places(self, g: Graph) -> tuple[dict[str, Place], int]:
+        """value -> Place, and the arena bytes including values the plan did not place."""
+        where: dict[str, Place] = {}
+        for i, v in enumerate(g.inputs):
+            where[v.name] = Place("input", i)
+        for i, v in enumerate(g.params):
+            where[v.name] = Place("param", i)
+        produced = {o for k in g.kernels for o in k.outputs}
+        for i, o in enumerate(g.outputs):
+            if o in produced and o not in where:
+                where[o] = Place("output", i)
+        plan = g.plan
+        end = plan.peak_bytes if plan is not None else 0
+        types = g.values()
+        for k in g.kernels:
+            for o in k.outputs:
+                if o in where:
+                    continue
+                slot = plan.slot(o) if plan is not None else None
+                if slot is not None:
+                    where[o] = Place("arena", slot.offset)
+                else:  # not planned (no plan pass): give it its own aligned region
+                    where[o] = Place("arena", end)
+                    end = align(end + types[o].type.nbytes)
+        return where, align(end)
+
+    # ---- program ----------------------------------------------------------------------------
+    def render_program(self, g: Graph, prefix: str = "rlx") -> Any:
+        from rlx_core.targets.c_common.program import CProgram
+
+        if g.level is not Level.LIR:
+            raise RenderError(f"the {self.name} renderer takes LIR, got {g.level.value}",
+                              hint="compile through rlx.compile (fuse + plan_arena first)")
+        prefix = c_ident(prefix, "p")
+        types = {name: v.type for name, v in g.values().items()}
+        for t in types.values():
+            ct.check(t.dtype)
+        where, arena_end = self.places(g)
+        fail = f"{prefix}_fail"
+        parts: list[tuple[str, str]] = []  # (kernel name or "", text)
+        parts.append(("", prelude()))
+        for h in self.extra_headers():
+            parts.append(("", h))
+        parts.append(("", f"/* program {c_comment(g.name)}: {len(g.kernels)} kernel(s) */\n"
+                          f"static int {prefix}_err_kernel = 0;\n"
+                          f"static int64_t {prefix}_err_info[2];\n"
+                          f"static void {fail}(int k, int64_t value, int64_t size) {{\n"
+                          f"    if (!{prefix}_err_kernel) {{ {prefix}_err_kernel = k + 1; "
+                          f"{prefix}_err_info[0] = value; {prefix}_err_info[1] = size; }}\n}}\n"))
+        calls: list[str] = []
+        scratch_needed = 0
+        impls: dict[str, str] = {}
+        kinds: dict[str, str] = {}
+        for idx, k in enumerate(g.kernels):
+            text, impl, scratch = self.render_kernel(g, k, idx, prefix, types, fail)
+            parts.append((k.name, text))
+            impls[k.name] = impl
+            kinds[k.name] = k.kind
+            scratch_needed = max(scratch_needed, scratch)
+            calls.append(self.call(k, idx, prefix, types, where, arena_end, scratch > 0))
+        arena_bytes = align(arena_end + scratch_needed)
+        parts.append(("", self.entry(g, prefix, calls, where, types)))
+        source, lines, per_kernel = "", {}, {}
+        line_no = 1
+        for name, text in parts:
+            if not text.endswith("\n"):
+                text += "\n"
+            count = text.count("\n")
+            if name:
+                lines[name] = (line_no, line_no + count - 1)
+                per_kernel[name] = text
+            source += text
+            line_no += count
+        return CProgram(
+            source=source, prefix=prefix, entry=f"{prefix}_run", error_fn=f"{prefix}_error",
+            arena_bytes=arena_bytes, input_types=tuple(v.type for v in g.inputs),
+            param_names=tuple(v.name for v in g.params),
+            param_types=tuple(v.type for v in g.params), output_types=g.output_types(),
+            kernel_lines=lines, kernel_sources=per_kernel, kernel_impl=impls,
+            kernel_kind=kinds, **self.program_fields_for(impls))
+
+    def program_fields_for(self, impls: dict[str, str]) -> dict[str, Any]:
+        return self.program_fields()
+
+    def render_kernel(self, g: Graph, k: Kernel, idx: int, prefix: str,
+                      types: dict[str, TensorType], fail: str) -> tuple[str, str, int]:
+        r = self.restrict
+        ins = {v: Buffer(f"in{j}", types[v]) for j, v in enumerate(k.inputs)}
+        outs = {v: Buffer(f"out{j}", types[v]) for j, v in enumerate(k.outputs)}
+        params = [f"const {ct.storage(types[v].dtype)}* {r} in{j}"
+                  for j, v in enumerate(k.inputs)]
+        params += [f"{ct.storage(types[v].dtype)}* {r} out{j}" for j, v in enumerate(k.outputs)]
+        params.append(f"unsigned char* {r} scratch")
+        env = KernelEnv(k, idx, {n.name: n for n in k.nodes}, ins, outs,
+                        self.parallel_pragma, fail)
+        w = Writer(1)
+        scratch = 0
+        if k.kind == "elementwise":
+            impl = emit_elementwise(env, w)
+        elif k.kind == "reduce":
+            impl = emit_reduce(env, w)
+        elif k.kind == "matmul":
+            impl, scratch = emit_matmul(env, w, self.gemm)
+        elif k.kind == "opaque":
+            impl = emit_opaque(env, w)
+            scratch = scratch_bytes(k, types)
+        else:
+            raise RenderError(f"kernel {c_comment(k.name)}: unknown kind {c_comment(k.kind)}")
+        ops = ", ".join(c_comment(n.op) for n in k.nodes)
+        origin = next((n.loc for n in k.nodes if n.loc.file), None)
+        where = f" from {c_comment(origin.file.rsplit('/', 1)[-1])}:{origin.line}" if origin else ""
+        head = (f"/* kernel {c_comment(k.name)} ({c_comment(k.kind)}, {impl}){where}: "
+                f"{ops} -> {', '.join(c_comment(o) for o in k.outputs)} */\n")
+        text = head + f"{self.kernel_decl} {prefix}_{c_ident(k.name, 'k')}(" + \
+            ", ".join(params) + ") {\n" + "    (void)scratch;\n" + \
+            "\n".join(w.lines) + ("\n" if w.lines else "") + "}\n"
+        return text, impl, scratch
+
+    def pointer(self, place: Place, t: TensorType, const: bool) -> str:
+        st = ct.storage(t.dtype)
+        q = "const " if const else ""
+        if place.space == "input":
+            return f"({q}{st}*)inputs[{place.index}]"
+        if place.space == "param":
+            return f"({q}{st}*)params[{place.index}]"
+        if place.space == "output":
+            return f"({q}{st}*)outputs[{place.index}]"
+        return f"({q}{st}*)(arena + {place.index})"
+
+    def call(self, k: Kernel, idx: int, prefix: str, types: dict[str, TensorType],
+             where: dict[str, Any], arena_end: int, scratch: bool) -> str:
+        args = [self.pointer(where[v], types[v], True) for v in k.inputs]
+        args += [self.pointer(where[v], types[v], False) for v in k.outputs]
+        args.append(f"arena + {arena_end}" if scratch else "arena")
+        return f"    {prefix}_{c_ident(k.name, 'k')}({', '.join(args)});"
+
+    def entry(self, g: Graph, prefix: str, calls: list[str], where: dict[str, Place],
+              types: dict[str, TensorType]) -> str:
+        lines = [f"void {prefix}_run(const void* const* inputs, const void* const* params, "
+                 f"void* const* outputs, unsigned char* arena) {{",
+                 "    (void)inputs; (void)params; (void)outputs; (void)arena;",
+                 f"    {prefix}_err_kernel = 0;", *calls]
+        for i, o in enumerate(g.outputs):
+            place = where[o]
+            if place.space == "output" and place.index == i:
+                continue
+            src = self.pointer(place, types[o], True)
+            if types[o].nbytes:
+                # returned inputs/params and repeated outputs are copies in the caller's buffer
+                lines.append(f"    memcpy(outputs[{i}], {src}, {types[o].nbytes});")
+        lines.append("}")
+        lines.append(f"int {prefix}_error(int64_t* info) {{")
+        lines.append(f"    int k = {prefix}_err_kernel;")
+        lines.append(f"    info[0] = {prefix}_err_info[0]; info[1] = {prefix}_err_info[1];")
+        lines.append(f"    {prefix}_err_kernel = 0;")
+        lines.append("    return k;")
+        lines.append("}")
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,67 @@
+"""The CPU renderer: C with OpenMP outer loops and OpenBLAS GEMMs, on the shared C base.
+
+``render_program(lir, prefix)`` is the public entry: one translation unit per LIR graph (see
+rlx_core/targets/c_common/program.py for the entry-point convention), so it can be compiled
+here or embedded in another module (the specialization cache does).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlx_core.ir.graph import Graph
+from rlx_core.targets.c_common.kernels import KernelEnv
+from rlx_core.targets.c_common.loops import Writer
+from rlx_core.targets.c_common.matmul import GemmSpec
+from rlx_core.targets.c_common.program import CProgram
+from rlx_core.targets.c_common.renderer import CLikeRenderer
+from rlx_core.targets.cpu.blas import BlasInfo, blas_takes, emit_gemm, find_blas
+
+# below this many elements per kernel, thread start-up costs more than it saves
+PARALLEL_MIN_WORK = 1 << 15
+
+
+class CpuRenderer(CLikeRenderer):
+    """C11 (GNU dialect for _Float16) with ``#pragma omp`` and CBLAS calls."""
+
+    name = "cpu"
+
+    def __init__(self, blas: BlasInfo | None, openmp: bool = True,
+                 parallel_min_work: int = PARALLEL_MIN_WORK):
+        self.blas = blas
+        self.openmp = openmp
+        self.parallel_min_work = parallel_min_work
+
+    def parallel_pragma(self, work: int, collapse: int) -> str | None:
+        if not self.openmp or work < self.parallel_min_work:
+            return None
+        return "#pragma omp parallel for schedule(static)"
+
+    def gemm(self, w: Writer, env: KernelEnv, spec: GemmSpec) -> str | None:
+        if self.blas is None or not blas_takes(spec):
+            return None
+        return emit_gemm(w, env, spec, self.blas)
+
+    def extra_headers(self) -> list[str]:
+        if self.blas is None:
+            return ["/* BLAS unavailable: matmul kernels are generated loop nests */\n"]
+        return [f"/* BLAS: {self.blas.describe()} (symbols {self.blas.symbol_prefix}cblas_*) */\n"
+                "#include <cblas.h>\n"]
+
+    def program_fields_for(self, impls: dict[str, str]) -> dict[str, Any]:
+        if self.blas is None:
+            return {"uses_blas": False}
+        # the header is included whenever the BLAS exists, so its paths always travel along
+        b = self.blas
+        uses = any(i.startswith("blas-") for i in impls.values())
+        return {"uses_blas": uses, "include_dirs": (b.include_dir,),
+                "library_dirs": (b.lib_dir,), "libraries": (b.library,)}
+
+
+def render_program(lir: Graph, prefix: str = "rlx", *, use_blas: bool | None = None,
+                   openmp: bool = True) -> CProgram:
+    """Render ``lir`` to one C translation unit. ``use_blas`` None: use BLAS if it is found."""
+    blas = None
+    if use_blas is None or use_blas:
+        blas, _why = find_blas()
+    return CpuRenderer(blas, openmp=openmp).render_program(lir, prefix)

@@ -1,0 +1,77 @@
+"""CpuTarget: LIR -> C (one translation unit) -> cached shared object -> ctypes calls."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rlx_core.errors import TargetUnavailableError
+from rlx_core.ir.graph import Graph
+from rlx_core.targets.base import Program, Verification
+
+
+class CpuTarget:
+    """Generated C kernels (OpenMP outer loops, OpenBLAS GEMMs) compiled by the system cc."""
+
+    name = "cpu"
+    verification = Verification.EXECUTES
+    description = ("generated C: fused loop nests with OpenMP, OpenBLAS (scipy-openblas32) for "
+                   "f32/f64 matmul, compiled by the system C compiler into a cached .so")
+
+    def available(self) -> tuple[bool, str]:
+        if sys.platform == "emscripten":
+            return False, "there is no C compiler under Pyodide / WebAssembly"
+        try:
+            import numpy  # noqa: F401  (the runtime passes numpy buffers to the kernels)
+        except ImportError:
+            return False, "numpy is not installed (the CPU runtime passes numpy buffers)"
+        from rlx_core.targets.cpu.toolchain import compiler_status
+
+        return compiler_status()
+
+    @property
+    def caps(self) -> Any:
+        from rlx_core.targets.cpu.caps import CAPS
+
+        return CAPS
+
+    def build(self, lir: Graph, options: Any = None) -> Program:
+        from rlx_core.targets.cpu.blas import find_blas
+        from rlx_core.targets.cpu.renderer import CpuRenderer
+        from rlx_core.targets.cpu.runtime import NativeProgram
+        from rlx_core.targets.cpu.toolchain import build_shared, find_compiler
+
+        ok, why = self.available()
+        if not ok:
+            raise TargetUnavailableError(f"target 'cpu' is not available: {why}",
+                                         hint="install a C compiler (or set RLX_CC), or use "
+                                              "target 'numpy'")
+        comp = find_compiler()
+        flags = getattr(options, "flags", None) or {}
+        blas, blas_why = find_blas()
+        if flags.get("no_blas"):
+            blas, blas_why = None, "disabled by the no_blas compile flag"
+        cprog = CpuRenderer(blas, openmp=comp.openmp).render_program(lir, "rlx_" + lir.name)
+        built = build_shared(cprog.source, include_dirs=cprog.include_dirs,
+                             library_dirs=cprog.library_dirs, libraries=cprog.libraries,
+                             compiler=comp)
+        native = NativeProgram(cprog, str(built.path), dict(lir.param_data))
+        kernels = {}
+        for k in lir.kernels:
+            impl = cprog.kernel_impl[k.name]
+            kernels[k.name] = {"kind": k.kind, "impl": impl, "lines": cprog.kernel_lines[k.name]}
+        notes = list(comp.notes)
+        if blas is None:
+            notes.append(f"no BLAS ({blas_why}): matmuls use generated loop kernels")
+        info = {
+            "compiler": comp.path, "compiler_version": comp.version.splitlines()[0],
+            "flags": list(comp.flags), "openmp": comp.openmp,
+            "blas": blas.describe() if blas else None, "blas_reason": blas_why,
+            "cache": "hit" if built.cache_hit else "miss", "so_path": str(built.path),
+            "cache_key": built.key, "arena_bytes": cprog.arena_bytes, "kernels": kernels,
+            "entry": cprog.entry, "notes": notes, "source": cprog.source,
+        }
+        return Program(run_fn=native.run, sources=dict(cprog.kernel_sources), info=info)
+
+    def __repr__(self) -> str:
+        return "CpuTarget()"

@@ -1,0 +1,245 @@
+"""The C toolchain: find the compiler, probe its flags, compile into a content-addressed cache.
+
+A shared object is keyed by sha256 of (source, flags, link arguments, compiler version,
+host CPU), so a second process with the same graph compiles nothing: it finds
+``<cache>/<key>.so`` and loads it. Files are written to a temporary name in the cache folder
+and renamed into place, so a reader never sees half a file and racing writers are harmless.
+Probe results (does ``-march=native`` work, is there OpenMP) are cached the same way.
+
+Environment: ``RLX_CC`` (compiler, default ``cc``), ``RLX_CACHE_DIR`` (default
+``~/.cache/rlx/cpu``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlx_core.errors import RlxError, TargetUnavailableError
+
+OPT_CHOICES: tuple[tuple[str, ...], ...] = (("-O3", "-march=native"), ("-O3",), ("-O2",))
+BASE_FLAGS: tuple[str, ...] = ("-std=gnu11", "-fPIC", "-shared", "-fno-math-errno")
+_PROBE_SOURCE = "#include <math.h>\nint rlx_probe(int x) { return (int)sqrt((double)x); }\n"
+_OMP_SOURCE = ("#include <omp.h>\nint rlx_probe(void) { int s = 0;\n"
+               "#pragma omp parallel for reduction(+:s)\n"
+               "for (int i = 0; i < 4; ++i) s += i;\nreturn s + omp_get_max_threads(); }\n")
+
+
+class CCompileError(RlxError):
+    """The C compiler rejected generated source; the message shows its output and the lines."""
+
+    code = "RLX-X003"
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """A usable compiler and the flags probed for it."""
+
+    path: str
+    version: str
+    opt_flags: tuple[str, ...]
+    openmp: bool
+    notes: tuple[str, ...] = ()
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return self.opt_flags + BASE_FLAGS + (("-fopenmp",) if self.openmp else ())
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("RLX_CACHE_DIR") or os.path.join(Path.home(), ".cache", "rlx", "cpu")
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _host() -> str:
+    """Identifies the CPU, since -march=native code is only valid on the machine it targets."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("model name", "flags")):
+                    model += line.strip()
+    except OSError:
+        pass
+    return f"{platform.machine()}|{hashlib.sha256(model.encode()).hexdigest()[:16]}"
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _compiler_path() -> tuple[str | None, str]:
+    if sys.platform == "emscripten":
+        return None, "there is no C compiler under Pyodide / WebAssembly"
+    name = os.environ.get("RLX_CC") or "cc"
+    found = shutil.which(name)
+    if found is None:
+        return None, f"no C compiler: {name!r} was not found" + (
+            " (from RLX_CC)" if os.environ.get("RLX_CC") else " on PATH")
+    return found, ""
+
+
+_VERSIONS: dict[tuple[str, float], str] = {}
+
+
+def _version(path: str) -> str:
+    key = (path, os.stat(path).st_mtime)
+    if key not in _VERSIONS:
+        try:
+            res = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError) as err:
+            raise TargetUnavailableError(f"the C compiler {path} does not run: {err}",
+                                         hint="set RLX_CC to a working compiler") from err
+        if res.returncode != 0:
+            raise TargetUnavailableError(f"`{path} --version` failed: {res.stderr.strip()[:200]}",
+                                         hint="set RLX_CC to a working compiler")
+        _VERSIONS[key] = res.stdout.strip() or res.stderr.strip()
+    return _VERSIONS[key]
+
+
+def _try(path: str, flags: tuple[str, ...], source: str) -> bool:
+    with tempfile.TemporaryDirectory(prefix="rlx-probe-") as tmp:
+        src = Path(tmp) / "probe.c"
+        src.write_text(source)
+        cmd = [path, *flags, *BASE_FLAGS, str(src), "-o", str(Path(tmp) / "probe.so")]
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return res.returncode == 0
+
+
+_COMPILERS: dict[str, Compiler] = {}
+
+
+def find_compiler() -> Compiler:
+    """The compiler with probed flags; TargetUnavailableError (RLX-X001) when there is none."""
+    path, why = _compiler_path()
+    if path is None:
+        raise TargetUnavailableError(why, hint="install a C compiler (apt-get install gcc) or set "
+                                     "RLX_CC; use target 'numpy' where none can exist")
+    version = _version(path)
+    key = hashlib.sha256(f"{path}\n{version}\n{_host()}".encode()).hexdigest()[:24]
+    if key in _COMPILERS:
+        return _COMPILERS[key]
+    probe_file = cache_dir() / f"probe-{key}.json"
+    try:
+        data = json.loads(probe_file.read_text())
+        comp = Compiler(path, version, tuple(data["opt_flags"]), bool(data["openmp"]),
+                        tuple(data.get("notes", ())))
+    except (OSError, ValueError, KeyError):
+        comp = _probe(path, version)
+        write_atomic(probe_file, json.dumps({"opt_flags": comp.opt_flags, "openmp": comp.openmp,
+                                             "notes": comp.notes}).encode())
+    _COMPILERS[key] = comp
+    return comp
+
+
+def _probe(path: str, version: str) -> Compiler:
+    notes = []
+    for choice in OPT_CHOICES:
+        if _try(path, choice, _PROBE_SOURCE):
+            opt = choice
+            break
+        notes.append(f"compiler rejected {' '.join(choice)}")
+    else:
+        raise TargetUnavailableError(f"the C compiler {path} cannot build a shared object",
+                                     hint="check that it is a working C compiler (RLX_CC)")
+    openmp = _try(path, opt + ("-fopenmp",), _OMP_SOURCE)
+    if not openmp:
+        notes.append("no OpenMP: kernels run on one thread")
+    return Compiler(path, version, opt, openmp, tuple(notes))
+
+
+def compiler_status() -> tuple[bool, str]:
+    """(True, "") when a compiler is usable, else (False, why) - never raises."""
+    try:
+        find_compiler()
+    except TargetUnavailableError as err:
+        return False, err.message
+    return True, ""
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    path: Path
+    key: str
+    cache_hit: bool
+    command: tuple[str, ...]
+
+
+def link_args(library_dirs: tuple[str, ...], libraries: tuple[str, ...]) -> tuple[str, ...]:
+    out: list[str] = []
+    for d in library_dirs:
+        out += [f"-L{d}", f"-Wl,-rpath,{d}"]
+    out += [f"-l{lib}" for lib in libraries]
+    return tuple(out) + ("-lm",)
+
+
+def build_shared(source: str, *, include_dirs: tuple[str, ...] = (),
+                 library_dirs: tuple[str, ...] = (), libraries: tuple[str, ...] = (),
+                 compiler: Compiler | None = None) -> BuildResult:
+    """Compile ``source`` into a shared object in the cache (or find it there)."""
+    comp = compiler or find_compiler()
+    incs = tuple(f"-I{d}" for d in include_dirs)
+    links = link_args(library_dirs, libraries)
+    key = hashlib.sha256("\0".join(
+        [source, " ".join(comp.flags + incs + links), comp.version, _host()]).encode()
+    ).hexdigest()
+    root = cache_dir()
+    so = root / f"{key}.so"
+    if so.is_file():
+        return BuildResult(so, key, True, ())
+    src = root / f"{key}.c"
+    write_atomic(src, source.encode())
+    fd, tmp = tempfile.mkstemp(dir=root, prefix=f"{key}.", suffix=".so.tmp")
+    os.close(fd)
+    cmd = (comp.path, *comp.flags, *incs, str(src), "-o", tmp, *links)
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if res.returncode != 0:
+            raise CCompileError(_explain(res.stderr or res.stdout, source),
+                                hint="this is a renderer bug: report it with the LIR text "
+                                     f"(the source is kept at {src})")
+        os.replace(tmp, so)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return BuildResult(so, key, False, cmd)
+
+
+_WHERE = re.compile(r":(\d+):(?:\d+:)? (?:fatal )?error")
+
+
+def _explain(output: str, source: str) -> str:
+    """The compiler output, then the source lines each error points at (with context)."""
+    lines = source.splitlines()
+    shown: list[str] = []
+    for m in list(_WHERE.finditer(output))[:5]:
+        n = int(m.group(1))
+        lo, hi = max(1, n - 2), min(len(lines), n + 2)
+        shown.append("\n".join(f"{'>' if i == n else ' '}{i:>6} | {lines[i - 1]}"
+                               for i in range(lo, hi + 1)))
+    text = "the C compiler rejected the generated source:\n" + output.strip()[:4000]
+    if shown:
+        text += "\n\noffending source lines:\n" + "\n...\n".join(shown)
+    return text
