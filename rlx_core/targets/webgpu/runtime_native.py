@@ -67,16 +67,21 @@ class NativeRuntime:
         return cls._shared
 
     def pipeline(self, source: str) -> Any:
-        """The compute pipeline of one WGSL source (compiled once per process)."""
-        if source not in self.pipelines:
+        """The compute pipeline of one WGSL source (compiled once per process).
+
+        Keyed on the source without comments: the comments name values, so the same kernel in
+        another layer (same shapes, other names) shares one pipeline.
+        """
+        key = "\n".join(line.split("//")[0].rstrip() for line in source.splitlines())
+        if key not in self.pipelines:
             try:
                 module = self.device.create_shader_module(code=source)
-                self.pipelines[source] = self.device.create_compute_pipeline(
+                self.pipelines[key] = self.device.create_compute_pipeline(
                     layout="auto", compute={"module": module, "entry_point": "main"})
             except Exception as err:
                 raise WgpuError(f"wgpu rejected a generated shader: {err}\n{source}",
                                 hint="a renderer bug: report it with this source") from None
-        return self.pipelines[source]
+        return self.pipelines[key]
 
     def load(self, plan: GpuPlan, param_data: dict[str, Any]) -> "NativeProgram":
         return NativeProgram(self, plan, dict(param_data))
