@@ -134,7 +134,39 @@ def _cmd_tour(args: argparse.Namespace) -> int:
     first = out[0] if isinstance(out, tuple) else out
     print(f"{rule}\nran on numpy: output {getattr(first, 'shape', '')} "
           f"{getattr(first, 'dtype', '')}; passes recorded: {len(exe.trace.steps)}")
+    if args.html:
+        _tour_html(path, args.html)
     return 0
+
+
+def _cmd_explore(args: argparse.Namespace) -> int:
+    """The explorer for a model file: served with Panel on 127.0.0.1, or saved as offline HTML."""
+    targets = tuple(t.strip() for t in args.target.split(",") if t.strip())
+    if args.html:
+        from rlx_explorer import explore
+
+        fn, inputs, _ = load_model_file(args.file)
+        out = explore(fn, *inputs, targets=targets, title=Path(args.file).name).save_html(args.html)
+        print(f"wrote {out.resolve()}")
+        return 0
+    from rlx_explorer.panel_app import serve_file
+
+    load_model_file(args.file)  # fail early, with the model-file error, before serving
+    print(f"serving the explorer for {args.file} on http://127.0.0.1:{args.port}/ (Ctrl-C stops)")
+    serve_file(args.file, port=args.port, targets=targets, show=False)
+    return 0
+
+
+def _tour_html(path: Path, out: str) -> None:
+    """The explorer page for the tour model (skipped, with a note, without the explorer extra)."""
+    try:
+        from rlx_explorer import explore
+    except ImportError as err:
+        print(f"(explorer not installed: {err}; pip install -e '.[explorer]' for {out})")
+        return
+    fn, inputs, _ = load_model_file(path)
+    written = explore(fn, *inputs, targets=("numpy", "webgpu"), title=path.name).save_html(out)
+    print(f"explorer: open {written.resolve()} in a browser (offline, self-contained)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -168,7 +200,16 @@ def build_parser() -> argparse.ArgumentParser:
     tour = sub.add_parser("tour", help="the guided tour on the shipped example model")
     tour.add_argument("file", nargs="?", default=None)
     tour.add_argument("--full", action="store_true", help="print whole IR listings")
+    tour.add_argument("--html", default="rlx-tour.html",
+                      help="also write the explorer for the tour model here ('' to skip)")
     tour.set_defaults(run=_cmd_tour)
+
+    x = sub.add_parser("explore", help="the explorer for a model file (Panel app, or --html OUT)")
+    x.add_argument("file")
+    x.add_argument("--html", default=None, help="write a self-contained offline HTML file")
+    x.add_argument("--target", default="numpy,webgpu", help="comma list of targets")
+    x.add_argument("--port", type=int, default=5006)
+    x.set_defaults(run=_cmd_explore)
     return ap
 
 
