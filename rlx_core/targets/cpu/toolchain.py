@@ -243,3 +243,73 @@ def _explain(output: str, source: str) -> str:
     if shown:
         text += "\n\noffending source lines:\n" + "\n...\n".join(shown)
     return text
+
+
+# ---- multi-unit builds (used by the specialization cache module, rlx_core/runtime) --------------
+# Counts of real compiler runs in this process by compile_object / link_shared (cache hits do
+# not count): a second process with a warm RLX_CACHE_DIR must leave both at zero.
+RUN_COUNTS: dict[str, int] = {"compile": 0, "link": 0}
+
+
+def _run_cc(cmd: tuple[str, ...], source: str, kept: Path) -> None:
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if res.returncode != 0:
+        raise CCompileError(_explain(res.stderr or res.stdout, source),
+                            hint="this is a renderer bug: report it with the LIR text "
+                                 f"(the source is kept at {kept})")
+
+
+def compile_object(source: str, *, include_dirs: tuple[str, ...] = (),
+                   compiler: Compiler | None = None) -> BuildResult:
+    """Compile one translation unit to a position-independent object file in the cache.
+
+    Keyed like build_shared (source, flags, compiler version, host), so relinking a module
+    after one of its units changed recompiles only that unit.
+    """
+    comp = compiler or find_compiler()
+    flags = tuple(f for f in comp.flags if f != "-shared") + tuple(f"-I{d}" for d in include_dirs)
+    key = hashlib.sha256("\0".join(["object", source, " ".join(flags), comp.version,
+                                    _host()]).encode()).hexdigest()
+    root = cache_dir()
+    obj = root / f"{key}.o"
+    if obj.is_file():
+        return BuildResult(obj, key, True, ())
+    src = root / f"{key}.c"
+    write_atomic(src, source.encode())
+    fd, tmp = tempfile.mkstemp(dir=root, prefix=f"{key}.", suffix=".o.tmp")
+    os.close(fd)
+    cmd = (comp.path, *flags, "-c", str(src), "-o", tmp)
+    try:
+        RUN_COUNTS["compile"] += 1
+        _run_cc(cmd, source, src)
+        os.replace(tmp, obj)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return BuildResult(obj, key, False, cmd)
+
+
+def link_shared(objects: tuple[BuildResult, ...], *, library_dirs: tuple[str, ...] = (),
+                libraries: tuple[str, ...] = (), suffix: str = ".so",
+                compiler: Compiler | None = None) -> BuildResult:
+    """Link cached objects into one shared object (``suffix``: e.g. a Python EXT_SUFFIX)."""
+    comp = compiler or find_compiler()
+    links = link_args(library_dirs, libraries)
+    flags = comp.opt_flags + ("-shared",) + (("-fopenmp",) if comp.openmp else ())
+    key = hashlib.sha256("\0".join(["link", *(o.key for o in objects), " ".join(flags + links),
+                                    comp.version, suffix]).encode()).hexdigest()
+    root = cache_dir()
+    out = root / f"{key}{suffix}"
+    if out.is_file():
+        return BuildResult(out, key, True, ())
+    fd, tmp = tempfile.mkstemp(dir=root, prefix=f"{key}.", suffix=".so.tmp")
+    os.close(fd)
+    cmd = (comp.path, *flags, *(str(o.path) for o in objects), "-o", tmp, *links)
+    try:
+        RUN_COUNTS["link"] += 1
+        _run_cc(cmd, "", out)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return BuildResult(out, key, False, cmd)
