@@ -14,6 +14,7 @@ from rlx_core.ir.graph import Graph, Level
 from rlx_core.ir.printer import print_graph
 from rlx_core.passes.base import CompileOptions, PassContext
 from rlx_core.runtime.executable import Executable
+from rlx_core.runtime.specialization_cache import CacheEvent, SpecializationCache
 from rlx_core.targets.registry import get_target, target_names
 
 DEFAULT_TARGET = "numpy"
@@ -91,33 +92,76 @@ def _guard(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple((t.shape, t.dtype.name) for t in (type_of_example(a) for a in args))
 
 
-@dataclass
-class CacheEvent:
-    """One call of a jitted function: a hit, or a miss with the first guard that failed."""
+# Targets whose jitted functions run through a generated specialization cache module (SCM).
+SCM_TARGETS = ("cpu",)
 
-    hit: bool
-    specialization: int
-    failed_guard: str = ""
+
+@functools.cache
+def default_jit_target() -> str:
+    """``@rlx.jit``'s default: the CPU target where it can run here, else the numpy reference."""
+    try:
+        ok, _ = get_target("cpu").available()
+    except (RlxError, ImportError):
+        ok = False
+    return "cpu" if ok else "numpy"
 
 
 @dataclass
 class JitFunction:
-    """A function compiled per specialization (shapes, dtypes, target), cached in order."""
+    """A function compiled per specialization (shapes, dtypes, layout, target), cached in order.
+
+    On the CPU target the specializations live in one generated extension module
+    (``rlx_core.runtime.specialization_cache``) and a cache hit never enters Python: the
+    module's entry becomes this object's ``__call__`` (each instance gets its own subclass to
+    hold it). Elsewhere the cache is the Python list below.
+    """
 
     fn: Callable[..., Any]
-    target: str = DEFAULT_TARGET
+    target: str = ""
     options: dict[str, Any] = field(default_factory=dict)
-    specializations: list[tuple[tuple[Any, ...], Executable]] = field(default_factory=list)
-    events: list[CacheEvent] = field(default_factory=list)
     max_events: int = 1000
 
     def __post_init__(self) -> None:
         functools.update_wrapper(self, self.fn)  # type: ignore[arg-type]
+        self.target = self.target or default_jit_target()
+        self._specializations: list[tuple[tuple[Any, ...], Executable]] = []
+        self._events: list[CacheEvent] = []
+        self._scm: SpecializationCache | None = None
+        if self.target in SCM_TARGETS:
+            # a per-instance class, so that installing the module's entry as __call__ affects
+            # this function only
+            cls = type(self)
+            self.__class__ = type(cls.__name__, (cls,), {"__module__": cls.__module__,
+                                                         "__qualname__": cls.__qualname__})
+            self._scm = SpecializationCache(self.fn, self.options, self.max_events,
+                                            install=self._install)
+
+    def _install(self, call: Any) -> None:
+        # a builtin function is not a descriptor: calling the instance calls it with the
+        # arguments only, straight into the compiled module
+        type(self).__call__ = call  # type: ignore[method-assign]
+
+    @property
+    def specializations(self) -> list[tuple[tuple[Any, ...], Executable]]:
+        """(guard key, Executable) per specialization, in cache order."""
+        if self._scm is not None:
+            return [(s.guard.key, s.executable) for s in self._scm.specializations]
+        return self._specializations
+
+    @property
+    def events(self) -> list[CacheEvent]:
+        """The first ``max_events`` calls: hits, and misses with their first failed guard."""
+        return self._scm.events() if self._scm is not None else self._events
+
+    @property
+    def cache(self) -> SpecializationCache | None:
+        """The CPU specialization cache (guards, per-specialization hits, module), else None."""
+        return self._scm
 
     def _first_failed_guard(self, key: tuple[Any, ...]) -> str:
-        if not self.specializations:
+        if not self._specializations:
             return "no specializations yet"
-        have = self.specializations[-1][0]
+        have = self._specializations[-1][0]
         if len(have) != len(key):
             return f"argument count {len(key)} != {len(have)}"
         for i, (g, k) in enumerate(zip(have, key)):
@@ -128,40 +172,51 @@ class JitFunction:
         return "unknown"
 
     def _log(self, event: CacheEvent) -> None:
-        if len(self.events) < self.max_events:
-            self.events.append(event)
+        if len(self._events) < self.max_events:
+            self._events.append(event)
 
     def lookup(self, *args: Any) -> Executable:
         """The specialization for ``args``, compiling a new one on a miss."""
+        if self._scm is not None:
+            return self._scm.lookup(args).executable
         key = _guard(args)
-        for i, (guard, exe) in enumerate(self.specializations):
+        for i, (guard, exe) in enumerate(self._specializations):
             if guard == key:
                 self._log(CacheEvent(True, i))
                 return exe
         reason = self._first_failed_guard(key)
         exe = compile(self.fn, *args, target=self.target, **self.options)
-        self.specializations.append((key, exe))
-        self._log(CacheEvent(False, len(self.specializations) - 1, reason))
+        self._specializations.append((key, exe))
+        self._log(CacheEvent(False, len(self._specializations) - 1, reason))
         return exe
 
     def __call__(self, *args: Any) -> Any:
+        if self._scm is not None:  # no module yet: the first call is a miss
+            return self._scm.on_miss(*args)
         return self.lookup(*args)(*args)
 
     @property
     def hits(self) -> int:
-        return sum(e.hit for e in self.events)
+        if self._scm is not None:
+            return self._scm.hits
+        return sum(e.hit for e in self._events)
 
     @property
     def misses(self) -> int:
-        return sum(not e.hit for e in self.events)
+        if self._scm is not None:
+            return self._scm.misses
+        return sum(not e.hit for e in self._events)
 
 
-def jit(fn: Callable[..., Any] | None = None, *, target: str = DEFAULT_TARGET,
+def jit(fn: Callable[..., Any] | None = None, *, target: str | None = None,
         **options: Any) -> Any:
-    """Decorator: compile ``fn`` on first call for each new argument signature."""
+    """Decorator: compile ``fn`` on first call for each new argument signature.
+
+    ``target`` defaults to ``default_jit_target()``: "cpu" where it runs here, else "numpy".
+    """
     if fn is None:
-        return lambda f: JitFunction(f, target, options)
-    return JitFunction(fn, target, options)
+        return lambda f: JitFunction(f, target or "", options)
+    return JitFunction(fn, target or "", options)
 
 
 @dataclass(frozen=True)
