@@ -8,8 +8,8 @@ records every access, then the real one over the merged loop nest (loops.LoopPla
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Kernel, Node, Shape
@@ -296,8 +296,8 @@ def _iota(env: KernelEnv, node: Node, out: Buffer, w: Writer) -> str:
 
 def _row(n: int, shape: Shape) -> Affine:
     total = Affine(0, (0,) * n)
-    for l, st in enumerate(row_strides(shape)):
-        total = total + var(n, l).scale(st)
+    for lv, st in enumerate(row_strides(shape)):
+        total = total + var(n, lv).scale(st)
     return total
 
 

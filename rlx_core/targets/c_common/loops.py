@@ -24,14 +24,14 @@ class Affine:
     const: int
     coefs: tuple[int, ...]
 
-    def __add__(self, other: "Affine") -> "Affine":
+    def __add__(self, other: Affine) -> Affine:
         return Affine(self.const + other.const,
                       tuple(a + b for a, b in zip(self.coefs, other.coefs, strict=True)))
 
-    def scale(self, k: int) -> "Affine":
+    def scale(self, k: int) -> Affine:
         return Affine(self.const * k, tuple(c * k for c in self.coefs))
 
-    def shift(self, k: int) -> "Affine":
+    def shift(self, k: int) -> Affine:
         return Affine(self.const + k, self.coefs)
 
 
@@ -42,8 +42,8 @@ def zero(n: int) -> Affine:
     return Affine(0, (0,) * n)
 
 
-def var(n: int, l: int) -> Affine:
-    return Affine(0, tuple(1 if k == l else 0 for k in range(n)))
+def var(n: int, lv: int) -> Affine:
+    return Affine(0, tuple(1 if k == lv else 0 for k in range(n)))
 
 
 def row_strides(shape: Shape) -> tuple[int, ...]:
@@ -63,7 +63,7 @@ def offset(amap: AxisMap, shape: Shape, nvars: int) -> Affine:
 
 
 def identity(nvars: int, var_of_axis: tuple[int, ...]) -> AxisMap:
-    return tuple(var(nvars, l) for l in var_of_axis)
+    return tuple(var(nvars, v) for v in var_of_axis)
 
 
 @dataclass(frozen=True)
@@ -85,20 +85,20 @@ class LoopPlan:
 
     @staticmethod
     def plan(extents: tuple[int, ...], groups: tuple[int, ...], accesses: list[Affine],
-             merge: bool = True) -> "LoopPlan":
+             merge: bool = True) -> LoopPlan:
         loops: list[Loop] = []
-        for l, (e, g) in enumerate(zip(extents, groups, strict=True)):
+        for lv, (e, g) in enumerate(zip(extents, groups, strict=True)):
             if e == 1:
                 continue  # the variable is always 0
             if merge and loops and loops[-1].group == g:
                 prev = loops[-1]
                 inner = prev.olds[-1]
                 # merge when every access walks (prev, l) as one axis of extent prev * e
-                if all(a.coefs[inner] == a.coefs[l] * e for a in accesses) and \
-                        all(extents[k] == 1 for k in range(inner + 1, l)):
-                    loops[-1] = Loop(prev.olds + (l,), prev.extent * e, g)
+                if all(a.coefs[inner] == a.coefs[lv] * e for a in accesses) and \
+                        all(extents[k] == 1 for k in range(inner + 1, lv)):
+                    loops[-1] = Loop(prev.olds + (lv,), prev.extent * e, g)
                     continue
-            loops.append(Loop((l,), e, g))
+            loops.append(Loop((lv,), e, g))
         return LoopPlan(extents, groups, tuple(loops))
 
     def name(self, k: int) -> str:

@@ -17,8 +17,13 @@ from rlx_core.ir.graph import Graph, Kernel, Level, TensorType
 from rlx_core.targets.c_common import ctype_table as ct
 from rlx_core.targets.c_common.body import Buffer
 from rlx_core.targets.c_common.expr import RenderError
-from rlx_core.targets.c_common.kernels import KernelEnv, emit_elementwise, emit_opaque, \
-    emit_reduce, scratch_bytes
+from rlx_core.targets.c_common.kernels import (
+    KernelEnv,
+    emit_elementwise,
+    emit_opaque,
+    emit_reduce,
+    scratch_bytes,
+)
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import GemmSpec, emit_matmul
 from rlx_core.targets.c_common.names import c_comment, c_ident

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rlx_core.errors import ArgumentError
 from rlx_core.ir import dtypes as dt
@@ -114,8 +115,8 @@ class NativeProgram:
             raise ArgumentError(f"the program takes {len(cp.input_types)} input(s), got "
                                 f"{len(inputs)}")
         ins = [to_storage(x, t, f"input {i}") for i, (x, t) in
-               enumerate(zip(inputs, cp.input_types))]
-        pars = [self._param(n, t, params) for n, t in zip(cp.param_names, cp.param_types)]
+               enumerate(zip(inputs, cp.input_types, strict=True))]
+        pars = [self._param(n, t, params) for n, t in zip(cp.param_names, cp.param_types, strict=True)]
         outs = [np.empty(t.shape, _storage_dtype(t)) for t in cp.output_types]
         in_ptrs = (ctypes.c_void_p * max(1, len(ins)))(*[a.ctypes.data for a in ins])
         par_ptrs = (ctypes.c_void_p * max(1, len(pars)))(*[a.ctypes.data for a in pars])
@@ -132,4 +133,4 @@ class NativeProgram:
             raise IndexOutOfRangeError(
                 f"kernel {kernel}: index {info[0]} is out of range for an axis of size "
                 f"{info[1]}", hint=f"indices must lie in [{-info[1]}, {info[1] - 1}]")
-        return [from_storage(o, t) for o, t in zip(outs, cp.output_types)]
+        return [from_storage(o, t) for o, t in zip(outs, cp.output_types, strict=True)]
