@@ -1,0 +1,1 @@
+"""Data sets used by the examples (loaders only: nothing is downloaded)."""

@@ -1,0 +1,90 @@
+"""A training step compiled as ONE graph: forward, backward (rlx.value_and_grad) and update.
+
+    step = rlx.optim.compile_step(loss_fn, rlx.optim.Adam(1e-3), params, x, y, target="cpu")
+    for x, y in batches:
+        loss = step(x, y)          # runs the one executable; params and state stay on the host
+    step.params                    # the trained parameters (same pytree as given)
+
+The graph's inputs are the parameter leaves, the optimizer state leaves and the batch; its
+outputs are the loss, the new parameter leaves and the new state leaves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from rlx_core.autodiff.api import value_and_grad
+from rlx_core.autodiff.pytree import TreeDef, flatten, unflatten
+from rlx_core.ir.graph import Graph
+from rlx_core.runtime.executable import Executable
+
+
+def step_function(loss_fn: Callable[..., Any], optimizer: Any, p_def: TreeDef, s_def: TreeDef,
+                  n_params: int, n_state: int) -> Callable[..., Any]:
+    """The flat traced function ``(*param_leaves, *state_leaves, *batch) -> (loss, *new...)``."""
+
+    def train_step(*flat: Any) -> tuple[Any, ...]:
+        params = unflatten(p_def, list(flat[:n_params]))
+        state = unflatten(s_def, list(flat[n_params:n_params + n_state]))
+        batch = flat[n_params + n_state:]
+        loss, grads = value_and_grad(loss_fn)(params, *batch)
+        new_params, new_state = optimizer.update(params, grads, state)
+        new_s = flatten(new_state)[0]
+        return (loss, *flatten(new_params)[0], *new_s)
+
+    train_step.__name__ = f"train_step_{getattr(loss_fn, '__name__', 'loss')}"
+    return train_step
+
+
+def training_graph(loss_fn: Callable[..., Any], optimizer: Any, params: Any,
+                   *batch: Any) -> Graph:
+    """The HIR graph of one training step (for inspection and the explorer)."""
+    from rlx_core.frontend.tracer import trace
+
+    state = optimizer.init(params)
+    p_leaves, p_def = flatten(params)
+    s_leaves, s_def = flatten(state)
+    fn = step_function(loss_fn, optimizer, p_def, s_def, len(p_leaves), len(s_leaves))
+    return trace(fn, *p_leaves, *s_leaves, *batch)
+
+
+@dataclass
+class CompiledStep:
+    """One compiled training step plus the host-side parameters and optimizer state."""
+
+    executable: Executable
+    params: Any
+    state: Any
+    steps: int = 0
+    losses: list[float] = field(default_factory=list)
+
+    def __call__(self, *batch: Any) -> float:
+        p_leaves, p_def = flatten(self.params)
+        s_leaves, s_def = flatten(self.state)
+        outs = self.executable(*p_leaves, *s_leaves, *batch)
+        outs = list(outs) if isinstance(outs, tuple) else [outs]
+        n = len(p_leaves)
+        self.params = unflatten(p_def, outs[1:1 + n])
+        self.state = unflatten(s_def, outs[1 + n:])
+        self.steps += 1
+        loss = float(outs[0])
+        self.losses.append(loss)
+        return loss
+
+    @property
+    def graph(self) -> Graph:
+        return self.executable.hir
+
+
+def compile_step(loss_fn: Callable[..., Any], optimizer: Any, params: Any, *batch: Any,
+                 target: str = "numpy", **options: Any) -> CompiledStep:
+    """Compile ``loss_fn(params, *batch)``'s training step for ``target`` (one executable)."""
+    import rlx_core.api as api
+
+    state = optimizer.init(params)
+    p_leaves, p_def = flatten(params)
+    s_leaves, s_def = flatten(state)
+    fn = step_function(loss_fn, optimizer, p_def, s_def, len(p_leaves), len(s_leaves))
+    exe = api.compile(fn, *p_leaves, *s_leaves, *batch, target=target, **options)
+    return CompiledStep(exe, params, state)
