@@ -24,10 +24,11 @@ def quote(text: str) -> str:
 
 
 def initial_state(view: dict[str, Any]) -> dict[str, Any]:
-    """Which blocks start collapsed and whether weights are drawn (mirrors the viewer)."""
+    """Which blocks start collapsed and whether weights are drawn (mirrors the viewer): a big
+    graph opens with its top-level blocks collapsed, so a whole MiniLM stays readable."""
     ops = sum(1 for n in view["nodes"] if n["kind"] == "node")
     collapsed = [c["id"] for c in view["clusters"] if not c["parent"]] \
-        if view["level"] == "hir" and ops > COLLAPSE_ABOVE else []
+        if ops > COLLAPSE_ABOVE else []
     return {"collapsed": collapsed, "params": False}
 
 
@@ -35,6 +36,32 @@ def _label(n: dict[str, Any]) -> str:
     if n["kind"] in ("input", "param"):
         return f"{n['kind']} %{n['name']}\n{n['type']}"
     return f"%{n['name']} = {n['op']}\n{n['type']}"
+
+
+def _units(view: dict[str, Any], params: bool) -> tuple[list[dict[str, str]], dict[str, str]]:
+    """The boxes to draw before collapsing (ops, or for LIR kernels) and node id -> box id."""
+    lir = view["level"] == "lir" and bool(view["kernels"])
+    units: list[dict[str, str]] = []
+    unit_of: dict[str, str] = {}
+    for n in view["nodes"]:
+        if n["kind"] == "param" and not params:
+            unit_of[n["id"]] = ""
+        elif lir and n.get("kernel"):
+            unit_of[n["id"]] = n["kernel"]
+        else:
+            unit_of[n["id"]] = n["id"]
+            fill = STATUS_FILL.get(n.get("status", ""), FILL.get(n["kind"], "#ffffff"))
+            units.append({"id": n["id"], "cluster": n.get("cluster", ""), "label": _label(n),
+                          "fill": fill, "dashed": "1" if n.get("status") == "removed" else ""})
+    if lir:
+        for k in view["kernels"]:
+            units.append({"id": k["id"], "cluster": k.get("cluster", ""), "fill": FILL["kernel"],
+                          "label": f"@{k['name']} {k['kind']}\n{len(k['nodes'])} ops",
+                          "dashed": ""})
+    return units, unit_of
+
+
+STATUS_FILL = {"added": "#dcfce7", "changed": "#fef9c3", "removed": "#fee2e2"}
 
 
 def to_dot(view: dict[str, Any], collapsed: list[str] | tuple[str, ...] = (),
@@ -52,33 +79,23 @@ def to_dot(view: dict[str, Any], collapsed: list[str] | tuple[str, ...] = (),
             cid = clusters[cid]["parent"] if cid in clusters else ""
         return found
 
-    lir = view["level"] == "lir" and bool(view["kernels"])
-    rep: dict[str, str] = {}  # node id -> the id of the box drawn for it ('' = hidden)
-    for n in view["nodes"]:
-        if n["kind"] == "param" and not params:
-            rep[n["id"]] = ""
-        elif lir and n.get("kernel"):
-            rep[n["id"]] = n["kernel"]
-        else:
-            rep[n["id"]] = top_closed(n.get("cluster", "")) or n["id"]
+    units, unit_of = _units(view, params)
+    box_of = {u["id"]: top_closed(u["cluster"]) or u["id"] for u in units}
     lines = ["digraph G {", '  graph [rankdir=TB, nodesep=0.25, ranksep=0.35, '
              'fontname="Helvetica", fontsize=10];',
              '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=9, '
              'height=0.3, margin="0.08,0.03"];', '  edge [arrowsize=0.5, color="#64748b"];']
     members: dict[str, list[str]] = {}
-    for n in view["nodes"]:
-        box = rep[n["id"]]
-        if box != n["id"]:
+    counts: dict[str, int] = {}
+    for u in units:
+        box = box_of[u["id"]]
+        if box != u["id"]:
+            counts[box] = counts.get(box, 0) + 1
             continue
-        members.setdefault(n.get("cluster", "") if not lir else "", []).append(
-            f"  {n['id']} [id={quote(n['id'])}, label={quote(_label(n))}, "
-            f"fillcolor={quote(FILL.get(n['kind'], '#ffffff'))}];")
-    if lir:
-        for k in view["kernels"]:
-            text = f"@{k['name']} {k['kind']}\n{len(k['nodes'])} ops"
-            members.setdefault("", []).append(
-                f"  {k['id']} [id={quote(k['id'])}, label={quote(text)}, "
-                f"fillcolor={quote(FILL['kernel'])}];")
+        style = ', style="rounded,filled,dashed"' if u["dashed"] else ""
+        members.setdefault(u["cluster"], []).append(
+            f"  {u['id']} [id={quote(u['id'])}, label={quote(u['label'])}, "
+            f"fillcolor={quote(u['fill'])}{style}];")
     children: dict[str, list[str]] = {}
     for c in view["clusters"]:
         children.setdefault(c["parent"], []).append(c["id"])
@@ -87,9 +104,8 @@ def to_dot(view: dict[str, Any], collapsed: list[str] | tuple[str, ...] = (),
         c = clusters[cid]
         pad = "  " * depth
         if cid in closed:
-            count = sum(1 for n in view["nodes"] if rep[n["id"]] == cid and n["kind"] == "node")
-            lines.append(f"{pad}{cid} [id={quote(cid)}, shape=box3d, label="
-                         f"{quote(c['scope'] + chr(10) + f'{count} ops (collapsed)')}, "
+            text = c["scope"] + "\n" + f"{counts.get(cid, 0)} boxes (collapsed)"
+            lines.append(f"{pad}{cid} [id={quote(cid)}, shape=box3d, label={quote(text)}, "
                          f"fillcolor={quote(FILL['block'])}];")
             return
         lines.append(f"{pad}subgraph cluster_{cid} {{")
@@ -101,12 +117,12 @@ def to_dot(view: dict[str, Any], collapsed: list[str] | tuple[str, ...] = (),
         lines.append(f"{pad}}}")
 
     lines.extend(members.get("", []))
-    if not lir:
-        for cid in children.get("", []):
-            emit_cluster(cid, 1)
+    for cid in children.get("", []):
+        emit_cluster(cid, 1)
     seen: set[tuple[str, str]] = set()
     for a, b in view["edges"]:
-        ra, rb = rep.get(a, ""), rep.get(b, "")
+        ua, ub = unit_of.get(a, ""), unit_of.get(b, "")
+        ra, rb = box_of.get(ua, ""), box_of.get(ub, "")
         if not ra or not rb or ra == rb or (ra, rb) in seen:
             continue
         seen.add((ra, rb))

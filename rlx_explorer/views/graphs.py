@@ -52,50 +52,56 @@ def graph_view(g: Graph) -> dict[str, Any]:
     For LIR the ops are additionally grouped by kernel (``kernels``: id, name, kind, node ids),
     and each op node names its kernel; the viewer draws LIR as one box per kernel.
     """
-    level = g.level.value
+    ops = [node_json(n, "") for n in g.nodes]
+    kernels = [(k.name, k.kind, list(k.inputs), list(k.outputs), [n.name for n in k.nodes])
+               for k in g.kernels]
+    return assemble(g.level.value, g.name, [(v.name, str(v.type)) for v in g.inputs],
+                    [(v.name, str(v.type)) for v in g.params], ops, kernels, list(g.outputs))
+
+
+def assemble(level: str, name: str, inputs: list[tuple[str, str]],
+             params: list[tuple[str, str]], ops: list[dict[str, Any]],
+             kernels_in: list[tuple[str, str, list[str], list[str], list[str]]],
+             outputs_in: list[str]) -> dict[str, Any]:
+    """The graph view from its parts (shared by ``graph_view`` and the fast text reader)."""
     pre = PREFIX[level]
     nodes: list[dict[str, Any]] = []
     by_name: dict[str, str] = {}
-    for v in g.inputs:
-        nid = f"{pre}{len(nodes)}"
-        by_name[v.name] = nid
-        nodes.append({"id": nid, "name": v.name, "op": "input", "type": str(v.type),
-                      "kind": "input", "inputs": [], "attrs": "", "loc": loc_json(Loc()),
-                      "text": f"input %{v.name} : {v.type}"})
-    for v in g.params:
-        nid = f"{pre}{len(nodes)}"
-        by_name[v.name] = nid
-        nodes.append({"id": nid, "name": v.name, "op": "param", "type": str(v.type),
-                      "kind": "param", "inputs": [], "attrs": "", "loc": loc_json(Loc()),
-                      "text": f"param %{v.name} : {v.type}"})
+    for kind, values in (("input", inputs), ("param", params)):
+        for vname, vtype in values:
+            nid = f"{pre}{len(nodes)}"
+            by_name[vname] = nid
+            nodes.append({"id": nid, "name": vname, "op": kind, "type": vtype, "kind": kind,
+                          "inputs": [], "attrs": "", "loc": loc_json(Loc()),
+                          "text": f"{kind} %{vname} : {vtype}"})
     kernel_of: dict[str, str] = {}
     kernels: list[dict[str, Any]] = []
-    for i, k in enumerate(g.kernels):
-        kid = f"k{i}"
-        kernels.append({"id": kid, "name": k.name, "kind": k.kind, "inputs": list(k.inputs),
-                        "outputs": list(k.outputs), "nodes": []})
-        for n in k.nodes:
-            kernel_of[n.name] = kid
-    for n in g.nodes:
+    for i, (kname, kkind, kins, kouts, knodes) in enumerate(kernels_in):
+        kernels.append({"id": f"k{i}", "name": kname, "kind": kkind, "inputs": kins,
+                        "outputs": kouts, "nodes": []})
+        for n in knodes:
+            kernel_of[n] = f"k{i}"
+    for item in ops:
         nid = f"{pre}{len(nodes)}"
-        by_name[n.name] = nid
-        item = node_json(n, nid)
-        if n.name in kernel_of:
-            item["kernel"] = kernel_of[n.name]
-            kernels[int(kernel_of[n.name][1:])]["nodes"].append(nid)
+        by_name[item["name"]] = nid
+        item["id"] = nid
+        if item["name"] in kernel_of:
+            item["kernel"] = kernel_of[item["name"]]
+            kernels[int(kernel_of[item["name"]][1:])]["nodes"].append(nid)
         nodes.append(item)
-    edges = [[by_name[i], by_name[n.name]] for n in g.nodes for i in n.inputs if i in by_name]
-    outputs = [by_name[o] for o in g.outputs if o in by_name]
-    scopes = [n.loc.scope for n in g.nodes]
-    clusters = _clusters(list(dict.fromkeys(scopes)))
+    edges = [[by_name[i], by_name[n["name"]]] for n in ops for i in n["inputs"] if i in by_name]
+    outputs = [by_name[o] for o in outputs_in if o in by_name]
+    clusters = _clusters(list(dict.fromkeys(n["loc"]["scope"] for n in ops)))
     cluster_of = {c["scope"]: c["id"] for c in clusters}
     for item in nodes:
-        scope = item["loc"]["scope"]
-        item["cluster"] = cluster_of.get(scope, "")
-    return {"level": level, "name": g.name, "nodes": nodes, "edges": edges, "outputs": outputs,
+        item["cluster"] = cluster_of.get(item["loc"]["scope"], "")
+    by_id = {item["id"]: item for item in nodes}
+    for k in kernels:  # a kernel sits in the block of its first node (fusion stays in blocks)
+        k["cluster"] = by_id[k["nodes"][0]]["cluster"] if k["nodes"] else ""
+    return {"level": level, "name": name, "nodes": nodes, "edges": edges, "outputs": outputs,
             "clusters": clusters, "kernels": kernels,
-            "counts": {"nodes": len(g.nodes), "inputs": len(g.inputs), "params": len(g.params),
-                       "kernels": len(g.kernels)}}
+            "counts": {"nodes": len(ops), "inputs": len(inputs), "params": len(params),
+                       "kernels": len(kernels)}}
 
 
 def parse_level(text: str) -> Graph | None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from rlx_core.compile_trace import CompileTrace, PassStep
 from rlx_explorer.views.graphs import graph_view, parse_level
+from rlx_explorer.views.textgraph import text_graph_view
 
 _DEF = re.compile(r"^\s*%([A-Za-z0-9_.]+) :")
 MAX_DIFF_NODES = 4000  # above this the stepper shows the text diff only (keeps bundles small)
@@ -24,15 +25,21 @@ def _defined(lines: list[str]) -> list[str]:
     return out
 
 
+def _read(text: str) -> dict[str, Any] | None:
+    view = text_graph_view(text)
+    if view is None:  # not in the plain form the fast reader knows: use the real parser
+        g = parse_level(text)
+        view = graph_view(g) if g is not None else None
+    return view
+
+
 def diff_graph(before_text: str, after_text: str) -> dict[str, Any] | None:
     """The after-graph plus the removed nodes of the before-graph, each node with a ``status``."""
-    before, after = parse_level(before_text), parse_level(after_text)
-    if before is None or after is None:
+    view, old = _read(after_text), _read(before_text)
+    if view is None or old is None:
         return None
-    if len(before.nodes) + len(after.nodes) > MAX_DIFF_NODES:
+    if len(view["nodes"]) + len(old["nodes"]) > MAX_DIFF_NODES:
         return None
-    view = graph_view(after)
-    old = graph_view(before)
     old_by_name = {n["name"]: n for n in old["nodes"]}
     new_names = {n["name"] for n in view["nodes"]}
     for n in view["nodes"]:

@@ -14,10 +14,31 @@ function nodeLabel(n) {
   return `%${n.name} = ${n.op}\n${n.type}`;
 }
 
-function toDot(view, collapsed = [], params = false) {
+function dotUnits(view, params) {
+  const lir = view.level === "lir" && view.kernels.length > 0;
+  const units = [];
+  const unitOf = {};
+  for (const n of view.nodes) {
+    if (n.kind === "param" && !params) unitOf[n.id] = "";
+    else if (lir && n.kernel) unitOf[n.id] = n.kernel;
+    else {
+      unitOf[n.id] = n.id;
+      units.push({ id: n.id, cluster: n.cluster || "", label: nodeLabel(n),
+        fill: STATUS_FILL[n.status] || FILL[n.kind] || "#ffffff", dashed: n.status === "removed" });
+    }
+  }
+  if (lir) {
+    for (const k of view.kernels) {
+      units.push({ id: k.id, cluster: k.cluster || "", fill: FILL.kernel, dashed: false,
+        label: `@${k.name} ${k.kind}\n${k.nodes.length} ops` });
+    }
+  }
+  return { units, unitOf };
+}
+
+function topClosedOf(view, closed) {
   const clusters = Object.fromEntries(view.clusters.map((c) => [c.id, c]));
-  const closed = new Set(collapsed);
-  const topClosed = (cid) => {
+  return (cid) => {
     let found = "";
     while (cid) {
       if (closed.has(cid)) found = cid;
@@ -25,32 +46,31 @@ function toDot(view, collapsed = [], params = false) {
     }
     return found;
   };
-  const lir = view.level === "lir" && view.kernels.length > 0;
-  const rep = {};
-  for (const n of view.nodes) {
-    if (n.kind === "param" && !params) rep[n.id] = "";
-    else if (lir && n.kernel) rep[n.id] = n.kernel;
-    else rep[n.id] = topClosed(n.cluster || "") || n.id;
-  }
+}
+
+function toDot(view, collapsed = [], params = false) {
+  const clusters = Object.fromEntries(view.clusters.map((c) => [c.id, c]));
+  const closed = new Set(collapsed);
+  const topClosed = topClosedOf(view, closed);
+  const { units, unitOf } = dotUnits(view, params);
+  const boxOf = {};
+  for (const u of units) boxOf[u.id] = topClosed(u.cluster) || u.id;
   const lines = ["digraph G {",
     '  graph [rankdir=TB, nodesep=0.25, ranksep=0.35, fontname="Helvetica", fontsize=10];',
     '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=9, ' +
       'height=0.3, margin="0.08,0.03"];',
     '  edge [arrowsize=0.5, color="#64748b"];'];
   const members = {};
-  for (const n of view.nodes) {
-    if (rep[n.id] !== n.id) continue;
-    const key = lir ? "" : (n.cluster || "");
-    const fill = STATUS_FILL[n.status] || FILL[n.kind] || "#ffffff";
-    const extra = n.status === "removed" ? ', style="rounded,filled,dashed"' : "";
-    (members[key] ||= []).push(`  ${n.id} [id=${dquote(n.id)}, label=${dquote(nodeLabel(n))}, ` +
-      `fillcolor=${dquote(fill)}${extra}];`);
-  }
-  if (lir) {
-    for (const k of view.kernels) {
-      (members[""] ||= []).push(`  ${k.id} [id=${dquote(k.id)}, label=${dquote(
-        `@${k.name} ${k.kind}\n${k.nodes.length} ops`)}, fillcolor=${dquote(FILL.kernel)}];`);
+  const counts = {};
+  for (const u of units) {
+    const box = boxOf[u.id];
+    if (box !== u.id) {
+      counts[box] = (counts[box] || 0) + 1;
+      continue;
     }
+    const style = u.dashed ? ', style="rounded,filled,dashed"' : "";
+    (members[u.cluster] ||= []).push(`  ${u.id} [id=${dquote(u.id)}, label=${dquote(u.label)}, ` +
+      `fillcolor=${dquote(u.fill)}${style}];`);
   }
   const children = {};
   for (const c of view.clusters) (children[c.parent] ||= []).push(c.id);
@@ -58,9 +78,9 @@ function toDot(view, collapsed = [], params = false) {
     const c = clusters[cid];
     const pad = "  ".repeat(depth);
     if (closed.has(cid)) {
-      const count = view.nodes.filter((n) => rep[n.id] === cid && n.kind === "node").length;
-      lines.push(`${pad}${cid} [id=${dquote(cid)}, shape=box3d, label=${dquote(
-        c.scope + "\n" + `${count} ops (collapsed)`)}, fillcolor=${dquote(FILL.block)}];`);
+      const text = c.scope + "\n" + `${counts[cid] || 0} boxes (collapsed)`;
+      lines.push(`${pad}${cid} [id=${dquote(cid)}, shape=box3d, label=${dquote(text)}, ` +
+        `fillcolor=${dquote(FILL.block)}];`);
       return;
     }
     lines.push(`${pad}subgraph cluster_${cid} {`);
@@ -71,10 +91,10 @@ function toDot(view, collapsed = [], params = false) {
     lines.push(`${pad}}`);
   };
   lines.push(...(members[""] || []));
-  if (!lir) for (const cid of children[""] || []) emitCluster(cid, 1);
+  for (const cid of children[""] || []) emitCluster(cid, 1);
   const seen = new Set();
   for (const [a, b] of view.edges) {
-    const ra = rep[a] || "", rb = rep[b] || "";
+    const ra = boxOf[unitOf[a] || ""] || "", rb = boxOf[unitOf[b] || ""] || "";
     if (!ra || !rb || ra === rb || seen.has(ra + ">" + rb)) continue;
     seen.add(ra + ">" + rb);
     lines.push(`  ${ra} -> ${rb};`);

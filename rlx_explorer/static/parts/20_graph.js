@@ -5,7 +5,7 @@ const DEFAULT_COLLAPSE_ABOVE = 60;
 
 function initialState(view) {
   const ops = view.nodes.filter((n) => n.kind === "node").length;
-  const collapsed = view.level === "hir" && ops > DEFAULT_COLLAPSE_ABOVE
+  const collapsed = ops > DEFAULT_COLLAPSE_ABOVE
     ? view.clusters.filter((c) => !c.parent).map((c) => c.id) : [];
   return { collapsed, params: false };
 }
@@ -64,18 +64,16 @@ class GraphPanel {
     return this;
   }
 
+  // The drawn box standing for node ``id``: its kernel (LIR), or its outermost collapsed block.
   boxFor(id) {
     const n = this.byId[id];
     if (!n) return id;
-    if (this.view.level === "lir" && n.kernel && this.view.kernels.length) return n.kernel;
-    let cid = n.cluster || "";
-    let found = "";
-    const clusters = Object.fromEntries(this.view.clusters.map((c) => [c.id, c]));
-    while (cid) {
-      if (this.state.collapsed.includes(cid)) found = cid;
-      cid = clusters[cid] ? clusters[cid].parent : "";
+    const topClosed = topClosedOf(this.view, new Set(this.state.collapsed));
+    if (this.view.level === "lir" && n.kernel && this.view.kernels.length) {
+      const k = this.view.kernels.find((x) => x.id === n.kernel);
+      return topClosed(k ? k.cluster || "" : "") || n.kernel;
     }
-    return found || id;
+    return topClosed(n.cluster || "") || id;
   }
 
   // Adds ``cls`` to the drawn boxes standing for ``ids`` (remembered across re-layouts).
