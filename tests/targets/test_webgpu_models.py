@@ -70,7 +70,7 @@ def minilm(p: dict[str, np.ndarray]):
         x = rlx.nn.embedding(ids, p["word"]) + p["pos"][:s] + p["type"][0]
         x = rlx.nn.layer_norm(x, p["ln_w"], p["ln_b"], eps=1e-12)
         for i in range(LAYERS):
-            def lin(t, n):
+            def lin(t, n, i=i):
                 return rlx.nn.linear(t, p[f"{i}.{n}_w"], p[f"{i}.{n}_b"])
 
             q, k, v = heads(lin(x, "q")), heads(lin(x, "k")), heads(lin(x, "v"))

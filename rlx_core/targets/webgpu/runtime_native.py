@@ -9,8 +9,9 @@ are uploaded once per loaded program (again only when a different params object 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 from rlx_core.errors import ArgumentError, RlxError, TargetUnavailableError
 from rlx_core.targets.webgpu.host_arrays import from_storage, to_storage
@@ -39,7 +40,7 @@ class NativeRuntime:
     _shared: ClassVar[Any] = None  # the runtime opened by this process
 
     @classmethod
-    def open(cls) -> "NativeRuntime":
+    def open(cls) -> NativeRuntime:
         if cls._shared is not None:
             return cls._shared
         import wgpu
@@ -83,7 +84,7 @@ class NativeRuntime:
                                 hint="a renderer bug: report it with this source") from None
         return self.pipelines[key]
 
-    def load(self, plan: GpuPlan, param_data: dict[str, Any]) -> "NativeProgram":
+    def load(self, plan: GpuPlan, param_data: dict[str, Any]) -> NativeProgram:
         return NativeProgram(self, plan, dict(param_data))
 
 
@@ -123,7 +124,7 @@ class NativeProgram:
         key = tuple(id(d) for d in data)
         if key == self._params_key:
             return
-        for name, d in zip(self.plan.params, data):
+        for name, d in zip(self.plan.params, data, strict=True):
             if d is None:
                 raise ArgumentError(f"@{self.plan.graph}: no data for parameter %{name}",
                                     hint="pass it in the params dict under its name")
@@ -138,7 +139,7 @@ class NativeProgram:
             raise ArgumentError(f"@{plan.graph} takes {len(plan.inputs)} input(s), got "
                                 f"{len(inputs)}")
         self._upload_params(params or {})
-        for name, arg in zip(plan.inputs, inputs):
+        for name, arg in zip(plan.inputs, inputs, strict=True):
             spec = plan.buffer(name)
             dev.queue.write_buffer(self.buffers[name], 0,
                                    to_storage(arg, spec.type, f"input %{name}"))

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Build a local Pyodide distribution for the browser tests: the Pyodide core from the npm
+# package `pyodide` (314.0.x, Python 3.14) plus the rlx wheel, in one folder to serve over http.
+# Idempotent: the npm package is installed once; the wheel is rebuilt each run (seconds).
+#   usage: scripts/build_pyodide_dist.sh [OUT_DIR]      (default build/pyodide-dist)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-build/pyodide-dist}
+NPM_DIR=build/pyodide-npm
+PY=${PYTHON:-.venv/bin/python}
+
+if [ ! -f "$NPM_DIR/node_modules/pyodide/pyodide.mjs" ]; then
+  command -v npm >/dev/null || { echo "build_pyodide_dist: npm is not installed" >&2; exit 2; }
+  mkdir -p "$NPM_DIR"
+  (cd "$NPM_DIR" && npm install --no-audit --no-fund --silent "pyodide@~314.0.0")
+fi
+
+mkdir -p "$OUT"
+# the core only: the lock file lists CDN packages we never fetch (the page loads the wheel by URL)
+for f in pyodide.mjs pyodide.asm.mjs pyodide.asm.wasm python_stdlib.zip pyodide-lock.json \
+         package.json; do
+  cp -u "$NPM_DIR/node_modules/pyodide/$f" "$OUT/"
+done
+
+# the rlx wheel: pure Python, built without network (no build isolation)
+rm -f "$OUT"/rlx_explorer-*.whl
+"$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$OUT" . >/dev/null
+rm -rf build/lib build/bdist.*
+ls "$OUT"/rlx_explorer-*.whl

@@ -1,0 +1,169 @@
+"""rlx inside Pyodide in headless Chromium: a BERT-style encoder layer compiled for the browser
+WebGPU target (SwiftShader) must match the numpy reference computed in this process.
+
+The page (tests/browser/page/index.html) loads Pyodide from a local folder built by
+scripts/build_pyodide_dist.sh (npm package ``pyodide`` + the rlx wheel), served on 127.0.0.1
+only. No numpy in the page: inputs travel as ``HostArray`` values, results come back as lists.
+Skips (with the reason) only when Chromium, Playwright, npm or WebGPU is genuinely absent.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+
+ROOT = Path(__file__).resolve().parents[2]
+DIST = ROOT / "build" / "pyodide-dist"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+# The model, as source: the same text runs here (numpy reference) and in the page (WebGPU).
+MODEL = '''
+import rlx_core as rlx
+HIDDEN, HEADS = 64, 4
+
+def heads(t):
+    b, s, _ = t.shape
+    return t.reshape(b, s, HEADS, HIDDEN // HEADS).transpose(0, 2, 1, 3)
+
+def layer(x, mask, q_w, q_b, k_w, k_b, v_w, v_b, o_w, o_b, ln1_w, ln1_b,
+          ff1_w, ff1_b, ff2_w, ff2_b, ln2_w, ln2_b):
+    q = heads(rlx.nn.linear(x, q_w, q_b))
+    k = heads(rlx.nn.linear(x, k_w, k_b))
+    v = heads(rlx.nn.linear(x, v_w, v_b))
+    ctx = rlx.nn.attention(q, k, v, mask="padding", padding_mask=mask)
+    ctx = ctx.transpose(0, 2, 1, 3).reshape(x.shape)
+    x = rlx.nn.layer_norm(x + rlx.nn.linear(ctx, o_w, o_b), ln1_w, ln1_b, eps=1e-12)
+    h = rlx.nn.gelu(rlx.nn.linear(x, ff1_w, ff1_b))
+    return rlx.nn.layer_norm(x + rlx.nn.linear(h, ff2_w, ff2_b), ln2_w, ln2_b, eps=1e-12)
+'''
+
+# What the page runs: open the device, compile from specs, run with numpy-free inputs.
+PAGE_CODE = '''
+import json
+import rlx_core as rlx
+from rlx_core.targets.webgpu.host_arrays import HostArray
+from rlx_core.targets.webgpu.runtime_browser import init
+rt = await init()
+ns = {}
+exec(MODEL_SRC, ns)
+args = [HostArray(a["dtype"], tuple(a["shape"]), tuple(a["values"])) for a in json.loads(ARGS)]
+exe = rlx.compile(ns["layer"], *[rlx.spec(a.shape, a.dtype) for a in args], target="webgpu")
+(out,) = await exe.program.info["runtime"].run_async(args)
+json.dumps({"adapter": rt.info.name, "kernels": len(exe.sources), "shape": list(out.shape),
+            "values": list(out.values), "type": type(out).__name__})
+'''
+
+
+def _inputs() -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    h, f, b, s = 64, 128, 2, 16
+
+    def w(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.05).astype(np.float32)
+
+    x = rng.standard_normal((b, s, h)).astype(np.float32)
+    mask = np.ones((b, s), np.int32)
+    mask[1, s - 4:] = 0
+    weights = [w(h, h), w(h), w(h, h), w(h), w(h, h), w(h), w(h, h), w(h), 1 + w(h), w(h),
+               w(f, h), w(f), w(h, f), w(h), 1 + w(h), w(h)]
+    return [x, mask, *weights]
+
+
+@pytest.fixture(scope="module")
+def dist() -> Path:
+    if not Path(CHROMIUM).exists():
+        pytest.skip("no system Chromium (Debian package chromium)")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    if not (ROOT / "build" / "pyodide-npm" / "node_modules" / "pyodide").exists() and \
+            shutil.which("npm") is None:
+        pytest.skip("npm is absent and the pyodide package is not installed")
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "build_pyodide_dist.sh"), str(DIST)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    for f in (ROOT / "tests" / "browser" / "page").iterdir():
+        shutil.copy(f, DIST / f.name)
+    return DIST
+
+
+@pytest.fixture(scope="module")
+def server(dist: Path) -> Iterator[str]:
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                          functools.partial(Quiet, directory=str(dist)))
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.server_port}"
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.fixture(scope="module")
+def page(server: str, dist: Path) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    wheel = next(dist.glob("rlx_explorer-*.whl")).name
+    with sync_playwright() as pw, tempfile.TemporaryDirectory() as profile:
+        ctx = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM,
+                                                    args=FLAGS, headless=True)
+        try:
+            pg = ctx.new_page()
+            pg.on("console", lambda m: CONSOLE.append(m.text))
+            pg.add_init_script(f"window.RLX_WHEEL = {json.dumps(wheel)};")
+            pg.goto(f"{server}/index.html")
+            if not pg.evaluate("() => !!navigator.gpu"):
+                pytest.skip("this Chromium exposes no navigator.gpu")
+            if not pg.evaluate("async () => !!(await navigator.gpu.requestAdapter())"):
+                pytest.skip("navigator.gpu has no adapter in this Chromium")
+            pg.evaluate("() => window.rlxReady", )
+            yield pg
+        finally:
+            ctx.close()
+
+
+CONSOLE: list[str] = []
+
+
+def run_python(pg: Any, code: str) -> Any:
+    return json.loads(pg.evaluate("(code) => window.rlxRun(code)", code))
+
+
+def test_pyodide_has_no_numpy(page: Any) -> None:
+    got = run_python(page, "import importlib.util, json\n"
+                           "json.dumps(importlib.util.find_spec('numpy') is None)")
+    assert got is True
+
+
+def test_bert_layer_in_browser_matches_numpy(page: Any) -> None:
+    arrays = _inputs()
+    ns: dict[str, Any] = {}
+    exec(MODEL, ns)
+    want = rlx.compile(ns["layer"], *arrays, target="numpy")(*arrays)
+    args = json.dumps([{"dtype": "f32" if a.dtype == np.float32 else "i32",
+                        "shape": list(a.shape), "values": a.reshape(-1).tolist()}
+                       for a in arrays])
+    res = run_python(page, f"MODEL_SRC = {MODEL!r}\nARGS = {args!r}\n" + PAGE_CODE)
+    assert res["type"] == "HostArray"  # no numpy in the page: the numpy-free result type
+    assert res["shape"] == list(want.shape)
+    got = np.array(res["values"], np.float32).reshape(want.shape)
+    # WebGPU errors (e.g. a shader Tint rejects) only reach the console: show them on failure
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4,
+                               err_msg="\n".join(CONSOLE[-30:]))
+    assert res["kernels"] > 10 and res["adapter"]
