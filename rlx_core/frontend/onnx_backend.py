@@ -1,0 +1,156 @@
+"""The ``onnx.backend.base.Backend`` interface over rlx, so ONNX's own backend test suite (and
+any tool written against that interface) runs models through the rlx compiler.
+
+    from rlx_core.frontend.onnx_backend import backend_for
+    rep = backend_for("cpu").prepare(model)
+    outputs = rep.run([x])
+
+rlx compiles for static shapes, so a prepared model compiles on its first ``run`` (when the
+input shapes are known) and keeps one executable per input signature. Inputs that an op needs
+as values at import time (a Reshape's shape, a Slice's starts) are baked into that executable,
+and their values are part of its cache key - a call with other values compiles again.
+
+Needs the ``onnx`` package, which brings numpy; rlx_core itself imports neither.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import onnx
+from onnx.backend.base import Backend, BackendRep
+
+from rlx_core.frontend.onnx_import import Problem, UnsupportedOp, import_model
+from rlx_core.frontend.onnx_import.importer import _load
+
+
+@dataclass
+class _Compiled:
+    exe: Any
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    folded: tuple[str, ...]
+
+
+@dataclass
+class RlxBackendRep(BackendRep):
+    """A prepared model for one rlx target; ``run`` compiles per input signature."""
+
+    model: Any
+    target: str
+    options: dict[str, Any] = field(default_factory=dict)
+    compiled: list[tuple[tuple[Any, ...], _Compiled]] = field(default_factory=list)
+    folded: tuple[str, ...] = ()  # inputs the last import needed as values
+
+    def __post_init__(self) -> None:
+        inits = {t.name for t in self.model.graph.initializer}
+        self.input_names = tuple(i.name for i in self.model.graph.input if i.name not in inits)
+        odd = [(vi.name, vi.type.WhichOneof("value")) for vi in self.model.graph.input
+               if vi.type.WhichOneof("value") != "tensor_type"]
+        odd += [(vi.name, vi.type.WhichOneof("value")) for vi in self.model.graph.output
+                if vi.type.WhichOneof("value") not in ("tensor_type", None)]
+        if odd:
+            raise UnsupportedOp(tuple(Problem(name, "value", f"a {kind}; only tensors are "
+                                                             f"supported") for name, kind in odd))
+
+    def _key(self, feeds: dict[str, Any]) -> tuple[Any, ...]:
+        sig = tuple((k, tuple(v.shape), v.dtype.str) for k, v in sorted(feeds.items()))
+        vals = tuple((k, feeds[k].tobytes()) for k in self.folded if k in feeds)
+        return sig + vals
+
+    def _compile(self, feeds: dict[str, Any]) -> _Compiled:
+        import rlx_core as rlx
+
+        key = self._key(feeds)
+        for k, c in self.compiled:
+            if k == key:
+                return c
+        res = import_model(self.model, input_shapes={k: v.shape for k, v in feeds.items()},
+                           static_inputs=feeds)
+        args = [feeds[name] for name in res.input_names]
+        exe = rlx.compile(res.graph, *args, target=self.target, record=False, **self.options)
+        c = _Compiled(exe, res.input_names, res.output_names, res.folded_inputs)
+        self.folded = res.folded_inputs
+        self.compiled.append((self._key(feeds), c))
+        return c
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
+        import numpy as np
+
+        if isinstance(inputs, dict):
+            feeds = {k: np.asarray(v) for k, v in inputs.items()}
+        else:
+            items = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
+            feeds = {name: np.asarray(v) for name, v in zip(self.input_names, items)}
+        c = self._compile(feeds)
+        outs = c.exe(*[feeds[n] for n in c.input_names])
+        if len(c.exe.lir.outputs) == 1:
+            outs = (outs,)
+        return tuple(_onnx_array(o, vi) for o, vi in zip(outs, self.model.graph.output))
+
+
+def _onnx_array(value: Any, vi: Any) -> Any:
+    """An rlx result as the numpy array ONNX expects (its declared element type)."""
+    import numpy as np
+    from onnx import helper
+
+    arr = np.asarray(value)
+    elem = vi.type.tensor_type.elem_type
+    want = helper.tensor_dtype_to_np_dtype(elem) if elem else arr.dtype
+    return arr if arr.dtype == want else arr.astype(want)
+
+
+class RlxBackend(Backend):
+    """ONNX backend running on the rlx target named by ``target`` (a class attribute; use
+    ``backend_for(name)`` for a backend class bound to another target)."""
+
+    target = "numpy"
+
+    @classmethod
+    def is_compatible(cls, model: Any, device: str = "CPU", **kwargs: Any) -> bool:
+        return True  # incompatibility is reported by prepare/run as a typed UnsupportedOp
+
+    @classmethod
+    def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> RlxBackendRep:
+        proto = _load(model)
+        return RlxBackendRep(proto, cls.target, dict(kwargs))
+
+    @classmethod
+    def run_model(cls, model: Any, inputs: Any, device: str = "CPU",
+                  **kwargs: Any) -> tuple[Any, ...]:
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def run_node(cls, node: Any, inputs: Sequence[Any], device: str = "CPU",
+                 outputs_info: Sequence[tuple[Any, Any]] | None = None,
+                 **kwargs: Any) -> tuple[Any, ...]:
+        """Run one NodeProto on ``inputs`` (a one-node model typed by the inputs)."""
+        import numpy as np
+        from onnx import helper
+
+        arrays = [np.asarray(x) for x in inputs]
+        vis = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                             a.shape)
+               for name, a in zip(node.input, arrays) if name]
+        outs = [helper.make_tensor_value_info(o, 0, None) for o in node.output if o]
+        graph = helper.make_graph([node], "run_node", vis, outs)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid(
+            "", kwargs.pop("opset_version", onnx.defs.onnx_opset_version()))])
+        feeds = {name: a for name, a in zip(node.input, arrays) if name}
+        rep = cls.prepare(model, device, **kwargs)
+        return rep.run(feeds)
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        # the ONNX device is where inputs and outputs live: the host; the rlx target decides
+        # where kernels run
+        return device == "CPU"
+
+
+def backend_for(target: str) -> type[RlxBackend]:
+    """An RlxBackend subclass bound to ``target`` ("numpy", "cpu", "webgpu", ...)."""
+    return type(f"RlxBackend_{target}", (RlxBackend,), {"target": target})
+
+
+__all__ = ["RlxBackend", "RlxBackendRep", "backend_for"]

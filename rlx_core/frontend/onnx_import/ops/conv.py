@@ -1,0 +1,216 @@
+"""Converters for ONNX convolution and pooling: Conv (HIR conv2d), MaxPool / AveragePool /
+LpPool (N-d window taps in MIR), the global pools."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from rlx_core.frontend.onnx_import.context import NodeCtx
+from rlx_core.frontend.onnx_import.errors import Reject
+from rlx_core.ir.graph import Value
+
+
+def _text(v: object, default: str) -> str:
+    if v is None:
+        return default
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def window_geometry(n: NodeCtx, spatial: tuple[int, ...], kernel: list[int],
+                    *, ceil_mode: bool = False) -> tuple[list[int], list[int], list[int],
+                                                         list[int], list[int]]:
+    """ONNX's window arithmetic: (strides, dilations, pads_begin, pads_end, out_sizes).
+
+    ``pads_end`` includes the extra room a ceil_mode window needs past the explicit padding.
+    """
+    k = len(spatial)
+    strides = [int(s) for s in n.attr("strides", [1] * k)]
+    dil = [int(d) for d in n.attr("dilations", [1] * k)]
+    if len(strides) != k or len(dil) != k or len(kernel) != k:
+        raise Reject("strides/dilations/kernel_shape do not match the spatial rank")
+    if min(strides + dil + kernel, default=1) < 1:
+        raise Reject("strides, dilations and kernel sizes must be positive")
+    auto = _text(n.attr("auto_pad"), "NOTSET")
+    eff = [(kk - 1) * d + 1 for kk, d in zip(kernel, dil)]
+    begin, end, out = [], [], []
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        for size, s, e in zip(spatial, strides, eff):
+            o = -(-size // s)
+            total = max((o - 1) * s + e - size, 0)
+            small = total // 2
+            big = total - small
+            begin.append(small if auto == "SAME_UPPER" else big)
+            end.append(big if auto == "SAME_UPPER" else small)
+            out.append(o)
+        return strides, dil, begin, end, out
+    if auto == "VALID":
+        pads = [0] * (2 * k)
+    elif auto == "NOTSET":
+        pads = [int(p) for p in n.attr("pads", [0] * (2 * k))]
+        if len(pads) != 2 * k or min(pads, default=0) < 0:
+            raise Reject(f"pads {pads} must be 2 non-negative entries per spatial axis")
+    else:
+        raise Reject(f"auto_pad={auto!r}")
+    for i, (size, s, e) in enumerate(zip(spatial, strides, eff)):
+        pb, pe = pads[i], pads[i + k]
+        span = size + pb + pe - e
+        if span < 0:
+            raise Reject(f"window {e} does not fit input {size} with pads {pb}+{pe}")
+        o = (-(-span // s) if ceil_mode else span // s) + 1
+        if ceil_mode and (o - 1) * s >= size + pb:
+            o -= 1  # the last window would start in the end padding only
+        begin.append(pb)
+        end.append(max(pe, (o - 1) * s + e - size - pb))
+        out.append(o)
+    return strides, dil, begin, end, out
+
+
+def conv(n: NodeCtx) -> Value:
+    x, w, b = n.x(0), n.x(1), n.opt(2)
+    n.float_type(x)
+    if w.type.dtype != x.type.dtype or (b is not None and b.type.dtype != x.type.dtype):
+        raise Reject("X, W and B must share one dtype")
+    k = x.type.rank - 2
+    if k not in (1, 2):
+        raise Reject(f"{k}-D convolution (1-D and 2-D are supported)")
+    kernel = [int(s) for s in n.attr("kernel_shape", w.type.shape[2:])]
+    if tuple(kernel) != w.type.shape[2:]:
+        raise Reject("kernel_shape disagrees with the weight")
+    g = int(n.attr("group", 1))
+    strides, dil, pb, pe, out = window_geometry(n, x.type.shape[2:], kernel)
+    if k == 1:  # a 1-D conv is a 2-D conv over a height of 1
+        x = n.reshape(x, x.type.shape[:2] + (1,) + x.type.shape[2:])
+        w = n.reshape(w, w.type.shape[:2] + (1,) + w.type.shape[2:])
+        strides, dil, pb, pe = [1] + strides, [1] + dil, [0] + pb, [0] + pe
+    if pb == pe:
+        padding = tuple(pb)
+    else:
+        x = n.emit("pad", [x], {"low": (0, 0, *pb), "high": (0, 0, *pe), "value": 0.0})
+        padding = (0, 0)
+    ins = [x, w] + ([b] if b is not None else [])
+    y = n.emit("conv2d", ins, {"stride": tuple(strides), "padding": padding,
+                               "dilation": tuple(dil), "groups": g})
+    if k == 1:
+        y = n.reshape(y, (y.type.shape[0], y.type.shape[1], y.type.shape[3]))
+    return y
+
+
+def _taps(n: NodeCtx, xp: Value, kernel: list[int], strides: list[int], dil: list[int],
+          out: list[int]) -> list[Value]:
+    """Every window tap of a padded input: one strided slice per kernel offset."""
+    lead = xp.type.shape[:2]
+    taps = []
+    for offs in itertools.product(*(range(kk) for kk in kernel)):
+        start = (0, 0) + tuple(o * d for o, d in zip(offs, dil))
+        limit = lead + tuple(o * d + (sz - 1) * s + 1
+                             for o, d, sz, s in zip(offs, dil, out, strides))
+        taps.append(n.emit("slice", [xp], {"start": start, "limit": limit,
+                                           "stride": (1, 1) + tuple(strides)}))
+    return taps
+
+
+def _padded(n: NodeCtx, x: Value, pb: list[int], pe: list[int], fill: float) -> Value:
+    if not any(pb) and not any(pe):
+        return x
+    return n.emit("pad", [x], {"low": (0, 0, *pb), "high": (0, 0, *pe), "value": fill})
+
+
+def _pool_setup(n: NodeCtx) -> tuple[Value, list[int], list[int], list[int], list[int],
+                                     list[int], list[int]]:
+    x = n.x(0)
+    n.float_type(x)
+    if x.type.rank < 3:
+        raise Reject("needs (N, C, spatial...) input")
+    kernel = [int(s) for s in n.attr("kernel_shape")]
+    ceil_mode = bool(int(n.attr("ceil_mode", 0)))
+    strides, dil, pb, pe, out = window_geometry(n, x.type.shape[2:], kernel,
+                                                ceil_mode=ceil_mode)
+    if any(o < 1 for o in out):
+        raise Reject("empty pooling output")
+    return x, kernel, strides, dil, pb, pe, out
+
+
+def max_pool(n: NodeCtx) -> Value:
+    if n.output_wanted(1):
+        raise Reject("the Indices output")
+    x, kernel, strides, dil, pb, pe, out = _pool_setup(n)
+    if int(n.attr("storage_order", 0)) not in (0, 1):
+        raise Reject("storage_order")
+    # padding never wins a max
+    taps = _taps(n, _padded(n, x, pb, pe, -math.inf), kernel, strides, dil, out)
+    y = taps[0]
+    for t in taps[1:]:
+        y = n.emit("max", [y, t])
+    return y
+
+
+def _counts(spatial: tuple[int, ...], kernel: list[int], strides: list[int], dil: list[int],
+            pb: list[int], pe_explicit: list[int], out: list[int], include_pad: bool) -> list:
+    """How many taps of each output window fall inside the input (or its explicit padding)."""
+    per_axis = []
+    for size, kk, s, d, b, e, o in zip(spatial, kernel, strides, dil, pb, pe_explicit, out):
+        lo, hi = (-b, size + e) if include_pad else (0, size)
+        per_axis.append([sum(1 for t in range(kk) if lo <= i * s - b + t * d < hi)
+                         for i in range(o)])
+    counts = []
+    for idx in itertools.product(*(range(o) for o in out)):
+        counts.append(math.prod(per_axis[a][i] for a, i in enumerate(idx)))
+    return counts
+
+
+def _explicit_end(n: NodeCtx, k: int, pe: list[int]) -> list[int]:
+    auto = _text(n.attr("auto_pad"), "NOTSET")
+    if auto == "NOTSET":
+        pads = [int(p) for p in n.attr("pads", [0] * (2 * k))]
+        return pads[k:]
+    return pe  # SAME_* pads are real padding; VALID has none beyond ceil_mode room
+
+
+def avg_pool(n: NodeCtx) -> Value:
+    x, kernel, strides, dil, pb, pe, out = _pool_setup(n)
+    include = bool(int(n.attr("count_include_pad", 0)))
+    taps = _taps(n, _padded(n, x, pb, pe, 0.0), kernel, strides, dil, out)
+    y = taps[0]
+    for t in taps[1:]:
+        y = n.emit("add", [y, t])
+    k = len(kernel)
+    counts = _counts(x.type.shape[2:], kernel, strides, dil, pb, _explicit_end(n, k, pe), out,
+                     include)
+    if 0 in counts:
+        raise Reject("a pooling window covers no input element")
+    if len(set(counts)) == 1:
+        return n.scalar_op("div", y, float(counts[0]))
+    import numpy as np
+
+    div = n.array(np.asarray(counts, dtype=np.float64).reshape(out), x.type.dtype)
+    div = n.emit("broadcast_in_dim", [div], {"shape": y.type.shape,
+                                             "dims": tuple(range(2, 2 + k))})
+    return n.emit("div", [y, div])
+
+
+def lp_pool(n: NodeCtx) -> Value:
+    x, kernel, strides, dil, pb, pe, out = _pool_setup(n)
+    p = float(n.attr("p", 2))
+    if p <= 0:
+        raise Reject(f"p={p}")
+    ax = n.emit("abs", [x])
+    powed = n.emit("mul", [ax, ax]) if p == 2 else n.scalar_op("pow", ax, p)
+    taps = _taps(n, _padded(n, powed, pb, pe, 0.0), kernel, strides, dil, out)
+    y = taps[0]
+    for t in taps[1:]:
+        y = n.emit("add", [y, t])
+    return n.emit("sqrt", [y]) if p == 2 else n.scalar_op("pow", y, 1.0 / p)
+
+
+def global_pool(kind: str):
+    def convert(n: NodeCtx) -> Value:
+        x = n.x(0)
+        n.float_type(x)
+        axes = tuple(range(2, x.type.rank))
+        if kind == "max":
+            return n.reduce("reduce_max", x, axes, True)
+        count = math.prod(x.type.shape[2:])
+        return n.scalar_op("div", n.reduce("reduce_sum", x, axes, True), float(count))
+
+    return convert

@@ -1,0 +1,171 @@
+"""The converter table: ONNX op type -> converter, the op versions it implements exactly, and
+the attributes it understands. An attribute not listed here makes the node a rejection, so a
+new ONNX attribute can never be silently ignored.
+
+``versions`` are ONNX ``since_version`` numbers (what ``onnx.defs.get_schema(op, opset)``
+resolves to). A version is listed only where the op's semantics are those the converter
+implements; bumps that only added element types are listed, since unsupported types are
+rejected by dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rlx_core.frontend.onnx_import.ops import conv, nn, reduce, shape
+from rlx_core.frontend.onnx_import.ops import elementwise as ew
+
+
+@dataclass(frozen=True)
+class OnnxOp:
+    fn: Callable[[Any], Any]
+    versions: tuple[int, ...]
+    attrs: tuple[str, ...] = ()
+
+
+_REDUCE_ATTRS = ("keepdims", "noop_with_empty_axes", "axes")
+_POOL_ATTRS = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")
+_CAST_VERSIONS = (13, 19, 21, 23, 24, 25)
+
+CONVERTERS: dict[str, OnnxOp] = {
+    # ---- elementwise arithmetic ----------------------------------------------------------------
+    "Add": OnnxOp(ew.binary("add"), (7, 13, 14)),
+    "Sub": OnnxOp(ew.binary("sub"), (7, 13, 14)),
+    "Mul": OnnxOp(ew.binary("mul"), (7, 13, 14)),
+    "Div": OnnxOp(ew.div, (7, 13, 14)),
+    "Pow": OnnxOp(ew.pow_, (13, 15)),
+    "Mod": OnnxOp(ew.mod, (13,), ("fmod",)),
+    "Max": OnnxOp(ew.variadic("max"), (13,)),
+    "Min": OnnxOp(ew.variadic("min"), (13,)),
+    "Sum": OnnxOp(ew.variadic("add"), (13,)),
+    "Mean": OnnxOp(ew.mean, (13,)),
+    "Abs": OnnxOp(ew.abs_, (13,)),
+    "Neg": OnnxOp(ew.neg, (13,)),
+    "Sign": OnnxOp(ew.sign, (13,)),
+    "Reciprocal": OnnxOp(ew.reciprocal, (13,)),
+    "Exp": OnnxOp(ew.unary("exp"), (13,)),
+    "Log": OnnxOp(ew.unary("log"), (13,)),
+    "Sqrt": OnnxOp(ew.unary("sqrt"), (13,)),
+    "Tanh": OnnxOp(ew.unary("tanh"), (13,)),
+    "Sigmoid": OnnxOp(ew.unary("logistic"), (13,)),
+    "Erf": OnnxOp(ew.unary("erf"), (13,)),
+    "Sin": OnnxOp(ew.unary("sin"), (7, 22)),
+    "Cos": OnnxOp(ew.unary("cos"), (7, 22)),
+    "Tan": OnnxOp(ew.tan, (7, 22)),
+    "Sinh": OnnxOp(ew.sinh, (9, 22)),
+    "Cosh": OnnxOp(ew.cosh, (9, 22)),
+    "Asinh": OnnxOp(ew.asinh, (9, 22)),
+    "Acosh": OnnxOp(ew.acosh, (9, 22)),
+    "Atanh": OnnxOp(ew.atanh, (9, 22)),
+    "Floor": OnnxOp(ew.unary("floor"), (13,)),
+    "Ceil": OnnxOp(ew.unary("ceil"), (13,)),
+    "Round": OnnxOp(ew.unary("round"), (11, 22)),  # half to even in both
+    "IsNaN": OnnxOp(ew.is_nan, (13, 20)),
+    "IsInf": OnnxOp(ew.is_inf, (10, 20), ("detect_negative", "detect_positive")),
+    "Clip": OnnxOp(ew.clip, (13,)),
+    "Where": OnnxOp(ew.where, (9, 16)),
+    "BitShift": OnnxOp(ew.bit_shift, (11,), ("direction",)),
+    # ---- comparison and logic ------------------------------------------------------------------
+    "Equal": OnnxOp(ew.compare("eq"), (13, 19)),
+    "Greater": OnnxOp(ew.compare("gt"), (13,)),
+    "Less": OnnxOp(ew.compare("lt"), (13,)),
+    "GreaterOrEqual": OnnxOp(ew.compare("ge"), (12, 16)),
+    "LessOrEqual": OnnxOp(ew.compare("le"), (12, 16)),
+    "And": OnnxOp(ew.logical("and"), (7,)),
+    "Or": OnnxOp(ew.logical("or"), (7,)),
+    "Xor": OnnxOp(ew.logical("xor"), (7,)),
+    "Not": OnnxOp(ew.not_, (1,)),
+    "BitwiseAnd": OnnxOp(ew.bitwise("and"), (18,)),
+    "BitwiseOr": OnnxOp(ew.bitwise("or"), (18,)),
+    "BitwiseXor": OnnxOp(ew.bitwise("xor"), (18,)),
+    "BitwiseNot": OnnxOp(ew.bitwise_not, (18,)),
+    # ---- casts -----------------------------------------------------------------------------------
+    "Cast": OnnxOp(ew.cast, _CAST_VERSIONS, ("to", "saturate", "round_mode")),
+    "CastLike": OnnxOp(ew.cast_like, (15, 19, 21, 23, 24, 25), ("saturate", "round_mode")),
+    "Identity": OnnxOp(ew.identity, (13, 14, 16, 19, 21, 23, 24, 25)),
+    # ---- activations ---------------------------------------------------------------------------
+    "Relu": OnnxOp(ew.relu, (13, 14)),
+    "LeakyRelu": OnnxOp(ew.leaky_relu, (6, 16), ("alpha",)),
+    "PRelu": OnnxOp(ew.prelu, (9, 16)),
+    "Elu": OnnxOp(ew.elu, (6, 22), ("alpha",)),
+    "Celu": OnnxOp(ew.celu, (12,), ("alpha",)),
+    "Selu": OnnxOp(ew.selu, (6, 22), ("alpha", "gamma")),
+    "HardSigmoid": OnnxOp(ew.hard_sigmoid, (6, 22), ("alpha", "beta")),
+    "HardSwish": OnnxOp(ew.hard_swish, (14, 22)),
+    "Softplus": OnnxOp(ew.softplus, (1, 22)),
+    "Softsign": OnnxOp(ew.softsign, (1, 22)),
+    "ThresholdedRelu": OnnxOp(ew.thresholded_relu, (10, 22), ("alpha",)),
+    "Mish": OnnxOp(ew.mish, (18, 22)),
+    "Swish": OnnxOp(ew.swish, (24,), ("alpha",)),
+    "Gelu": OnnxOp(ew.gelu, (20,), ("approximate",)),
+    "Shrink": OnnxOp(ew.shrink, (9,), ("bias", "lambd")),
+    # ---- reductions ----------------------------------------------------------------------------
+    "ReduceSum": OnnxOp(reduce.reduction("sum"), (13,), _REDUCE_ATTRS),
+    "ReduceMean": OnnxOp(reduce.reduction("mean"), (13, 18), _REDUCE_ATTRS),
+    "ReduceMax": OnnxOp(reduce.reduction("max"), (13, 18, 20), _REDUCE_ATTRS),
+    "ReduceMin": OnnxOp(reduce.reduction("min"), (13, 18, 20), _REDUCE_ATTRS),
+    "ReduceProd": OnnxOp(reduce.reduction("prod"), (13, 18), _REDUCE_ATTRS),
+    "ReduceL1": OnnxOp(reduce.reduction("l1"), (13, 18), _REDUCE_ATTRS),
+    "ReduceL2": OnnxOp(reduce.reduction("l2"), (13, 18), _REDUCE_ATTRS),
+    "ReduceSumSquare": OnnxOp(reduce.reduction("sum_square"), (13, 18), _REDUCE_ATTRS),
+    "ReduceLogSum": OnnxOp(reduce.reduction("log_sum"), (13, 18), _REDUCE_ATTRS),
+    "ReduceLogSumExp": OnnxOp(reduce.reduction("log_sum_exp"), (13, 18), _REDUCE_ATTRS),
+    "ArgMax": OnnxOp(reduce.arg("max"), (13,), ("axis", "keepdims", "select_last_index")),
+    "ArgMin": OnnxOp(reduce.arg("min"), (13,), ("axis", "keepdims", "select_last_index")),
+    "CumSum": OnnxOp(reduce.cumulative("add", 0), (11, 14), ("exclusive", "reverse")),
+    "CumProd": OnnxOp(reduce.cumulative("mul", 1), (26,), ("exclusive", "reverse")),
+    # ---- shape and data movement -----------------------------------------------------------------
+    "Reshape": OnnxOp(shape.reshape, (13, 14, 19, 21, 23, 24, 25), ("allowzero",)),
+    "Flatten": OnnxOp(shape.flatten, (13, 21, 23, 24, 25), ("axis",)),
+    "Squeeze": OnnxOp(shape.squeeze, (13, 21, 23, 24, 25)),
+    "Unsqueeze": OnnxOp(shape.unsqueeze, (13, 21, 23, 24, 25)),
+    "Transpose": OnnxOp(shape.transpose, (13, 21, 23, 24, 25), ("perm",)),
+    "Concat": OnnxOp(shape.concat, (13,), ("axis",)),
+    "Split": OnnxOp(shape.split, (13, 18), ("axis", "num_outputs")),
+    "Slice": OnnxOp(shape.slice_, (13,)),
+    "Gather": OnnxOp(shape.gather, (13,), ("axis",)),
+    "GatherElements": OnnxOp(shape.gather_elements, (13,), ("axis",)),
+    "GatherND": OnnxOp(shape.gather_nd, (13,), ("batch_dims",)),
+    "ScatterElements": OnnxOp(shape.scatter_elements, (13, 16, 18), ("axis", "reduction")),
+    "ScatterND": OnnxOp(shape.scatter_nd, (13, 16, 18), ("reduction",)),
+    "Expand": OnnxOp(shape.expand, (13,)),
+    "Tile": OnnxOp(shape.tile, (13,)),
+    "Shape": OnnxOp(shape.shape, (13, 15, 19, 21, 23, 24, 25), ("start", "end")),
+    "Size": OnnxOp(shape.size, (13, 19, 21, 23, 24, 25)),
+    "ConstantOfShape": OnnxOp(shape.constant_of_shape, (9, 20, 21, 23, 24, 25), ("value",)),
+    "Constant": OnnxOp(shape.constant, (13, 19, 21, 23, 24, 25),
+                       ("value", "value_float", "value_floats", "value_int", "value_ints",
+                        "value_string", "value_strings", "sparse_value")),
+    "Range": OnnxOp(shape.range_, (11,)),
+    "OneHot": OnnxOp(shape.one_hot, (11,), ("axis",)),
+    "Pad": OnnxOp(shape.pad, (13, 18, 19, 21, 23, 24, 25), ("mode",)),
+    "Trilu": OnnxOp(shape.trilu, (14,), ("upper",)),
+    "EyeLike": OnnxOp(shape.eye_like, (9, 22), ("dtype", "k")),
+    "Compress": OnnxOp(shape.compress, (11,), ("axis",)),
+    "DepthToSpace": OnnxOp(shape.depth_to_space, (13,), ("blocksize", "mode")),
+    "SpaceToDepth": OnnxOp(shape.space_to_depth, (13,), ("blocksize",)),
+    # ---- neural-network blocks -----------------------------------------------------------------
+    "MatMul": OnnxOp(nn.matmul, (13,)),
+    "Gemm": OnnxOp(nn.gemm, (13,), ("alpha", "beta", "transA", "transB")),
+    "Softmax": OnnxOp(nn.softmax("softmax"), (13,), ("axis",)),
+    "LogSoftmax": OnnxOp(nn.softmax("log_softmax"), (13,), ("axis",)),
+    "Hardmax": OnnxOp(nn.hardmax, (13,), ("axis",)),
+    "BatchNormalization": OnnxOp(nn.batch_norm, (14, 15),
+                                 ("epsilon", "momentum", "training_mode")),
+    "InstanceNormalization": OnnxOp(nn.instance_norm, (6, 22), ("epsilon",)),
+    "LayerNormalization": OnnxOp(nn.layer_norm, (17,), ("axis", "epsilon", "stash_type")),
+    "RMSNormalization": OnnxOp(nn.rms_norm, (23,), ("axis", "epsilon", "stash_type")),
+    "GroupNormalization": OnnxOp(nn.group_norm, (18, 21),
+                                 ("epsilon", "num_groups", "stash_type")),
+    "LpNormalization": OnnxOp(nn.lp_norm, (1, 22), ("axis", "p")),
+    "MeanVarianceNormalization": OnnxOp(nn.mvn, (13,), ("axes",)),
+    "Dropout": OnnxOp(nn.dropout, (13, 22), ("seed",)),
+    "Conv": OnnxOp(conv.conv, (11, 22), ("auto_pad", "dilations", "group", "kernel_shape",
+                                         "pads", "strides")),
+    "MaxPool": OnnxOp(conv.max_pool, (12, 22), _POOL_ATTRS + ("storage_order",)),
+    "AveragePool": OnnxOp(conv.avg_pool, (11, 19, 22), _POOL_ATTRS + ("count_include_pad",)),
+    "LpPool": OnnxOp(conv.lp_pool, (11, 18, 22), _POOL_ATTRS + ("p",)),
+    "GlobalAveragePool": OnnxOp(conv.global_pool("avg"), (1, 22)),
+    "GlobalMaxPool": OnnxOp(conv.global_pool("max"), (1, 22)),
+}
