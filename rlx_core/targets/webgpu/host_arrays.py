@@ -109,6 +109,28 @@ def _convert(v: Any, d: DType) -> Any:
     return m
 
 
+class IndexRangeError(ArgumentError):
+    """A gather/scatter index passed by the caller lies outside the indexed axis."""
+
+    code = "RLX-R002"
+
+
+def check_indices(arg: Any, size: int, op: str, what: str) -> None:
+    """Refuse indices outside [-size, size) before they reach a kernel (which would clamp)."""
+    try:
+        import numpy as np
+
+        arr = np.asarray(arg) if not isinstance(arg, HostArray) else np.asarray(arg.values)
+        lo, hi = (int(arr.min()), int(arr.max())) if arr.size else (0, 0)
+    except ImportError:
+        flat = _flat_values(arg)[0]
+        lo, hi = (int(min(flat)), int(max(flat))) if flat else (0, 0)
+    for bad in (lo, hi):
+        if not -size <= bad < size:
+            raise IndexRangeError(f"{op}: index {bad} in {what} is out of range for an axis of "
+                                  f"size {size}", hint=f"indices must lie in [{-size}, {size - 1}]")
+
+
 def to_storage(arg: Any, t: TensorType, what: str = "argument") -> bytes:
     """``arg`` as the bytes of a WebGPU buffer holding ``t`` (checks the shape)."""
     st = storage_name(t.dtype)

@@ -139,6 +139,7 @@ class BrowserProgram:
         if len(inputs) != len(plan.inputs):
             raise ArgumentError(f"@{plan.graph} takes {len(plan.inputs)} input(s), got "
                                 f"{len(inputs)}")
+        plan.check_inputs(inputs)
         data = [(params or {}).get(p, self.param_data.get(p)) for p in plan.params]
         key = tuple(id(d) for d in data)
         if key != self._params_key:

@@ -138,6 +138,7 @@ class NativeProgram:
         if len(inputs) != len(plan.inputs):
             raise ArgumentError(f"@{plan.graph} takes {len(plan.inputs)} input(s), got "
                                 f"{len(inputs)}")
+        plan.check_inputs(inputs)
         self._upload_params(params or {})
         for name, arg in zip(plan.inputs, inputs, strict=True):
             spec = plan.buffer(name)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from rlx_core.errors import RlxError, TargetUnavailableError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Graph, Level, TensorType
 from rlx_core.targets.base import Program, Verification
-from rlx_core.targets.webgpu.host_arrays import buffer_bytes, to_storage
+from rlx_core.targets.webgpu.host_arrays import buffer_bytes, check_indices, to_storage
 from rlx_core.targets.webgpu.renderer import STORAGE, WgslKernel, render_graph
 
 
@@ -60,6 +60,14 @@ class GpuPlan:
     params: tuple[str, ...]
     outputs: tuple[str, ...]
     constants: dict[str, bytes]
+    # (input, axis size, op): indices a caller passes are range-checked on the host, since a
+    # kernel cannot raise (computed indices are clamped inside the kernel instead)
+    index_checks: tuple[tuple[str, int, str], ...] = ()
+
+    def check_inputs(self, inputs: Sequence[Any]) -> None:
+        by_name = dict(zip(self.inputs, inputs, strict=True))
+        for name, size, op in self.index_checks:
+            check_indices(by_name[name], size, op, f"input %{name}")
 
     def buffer(self, name: str) -> BufferSpec:
         for b in self.buffers:
@@ -100,8 +108,13 @@ def make_plan(lir: Graph, adapter: AdapterInfo | None = None) -> GpuPlan:
         buffers.append(BufferSpec(name, t, roles.get(name, "output"), buffer_bytes(t)))
     if adapter is not None:
         _check_limits(kernels, buffers, adapter)
+    inputs = {v.name for v in lir.inputs}
+    checks = tuple((n.inputs[1], values[n.inputs[0]].type.shape[n.attr("axis")], n.op)
+                   for n in lir.nodes if n.op in ("gather", "scatter_add") and
+                   n.inputs[1] in inputs)
     return GpuPlan(lir.name, tuple(buffers), kernels, tuple(v.name for v in lir.inputs),
-                   tuple(v.name for v in lir.params), tuple(lir.outputs), constants)
+                   tuple(v.name for v in lir.params), tuple(lir.outputs), constants,
+                   tuple(dict.fromkeys(checks)))
 
 
 def _flat(t: TensorType) -> TensorType:
