@@ -8,6 +8,10 @@ cd "$(dirname "$0")/.."
 OUT=${1:-build/pyodide-dist}
 NPM_DIR=build/pyodide-npm
 PY=${PYTHON:-.venv/bin/python}
+mkdir -p build
+# parallel test workers may all ask for the distribution: one builds, the others wait
+exec 9>build/.pyodide-dist.lock
+flock 9
 
 if [ ! -f "$NPM_DIR/node_modules/pyodide/pyodide.mjs" ]; then
   command -v npm >/dev/null || { echo "build_pyodide_dist: npm is not installed" >&2; exit 2; }

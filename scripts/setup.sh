@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the tool chain and tests use (installed only when missing; needs root or sudo).
-APT_PACKAGES=(python3-venv python3-dev gcc graphviz)
+# mesa-vulkan-drivers: lavapipe, the Vulkan device the webgpu target runs on without a GPU;
+# chromium: the browser tests (Playwright drives the system browser, never a downloaded one).
+APT_PACKAGES=(python3-venv python3-dev gcc graphviz mesa-vulkan-drivers chromium)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -30,4 +32,12 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -e '.[dev]'
   echo "$want" > "$stamp"
+fi
+
+# The Pyodide core for the browser WebGPU tests (npm package, into a git-ignored folder; once).
+if [ ! -f build/pyodide-npm/node_modules/pyodide/pyodide.mjs ] && command -v npm >/dev/null 2>&1; then
+  echo "setup: installing the npm package pyodide (314.0.x)"
+  mkdir -p build/pyodide-npm
+  (cd build/pyodide-npm && npm install --no-audit --no-fund --silent "pyodide@~314.0.0") ||
+    echo "setup: npm install pyodide failed; the browser WebGPU test will skip" >&2
 fi
