@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import importlib.machinery
 import importlib.util
+import inspect
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -211,7 +212,8 @@ class SpecializationCache:
         self.module_path: str = ""
         self.builds = 0  # module builds in this process (each a disk-cache lookup at least)
         self._events: list[CacheEvent] = []
-        self._flushed_hits: list[int] = []  # hits per specialization from retired modules
+        # hits per specialization counted outside the live module (retired modules, lookup)
+        self._flushed_hits: list[int] = []
         self._misses = 0
         self._state: Any = None
         self._module: Any = None
@@ -231,9 +233,9 @@ class SpecializationCache:
         return list(self._events)
 
     def hits_per_specialization(self) -> list[int]:
-        live = self._state.hits() if self._state is not None else ()
-        counts = list(self._flushed_hits) + [0] * (len(self.specializations) - len(self._flushed_hits))
-        for k, n in enumerate(live):
+        """Hits of each specialization: the live module's counters plus those counted before."""
+        counts = self._flushed_hits + [0] * (len(self.specializations) - len(self._flushed_hits))
+        for k, n in enumerate(self._state.hits() if self._state is not None else ()):
             counts[k] += n
         return counts
 
@@ -275,7 +277,7 @@ class SpecializationCache:
 
     def lookup(self, args: Sequence[Any]) -> Specialization:
         """The specialization for ``args`` (compiling one on a miss), logged like a call."""
-        infos = describe_args(args)
+        infos = self._check_call(args)
         with self._lock:
             k = self.match(infos)
             if k >= 0:
@@ -284,9 +286,25 @@ class SpecializationCache:
                 return self.specializations[k]
             return self._add(infos, args)
 
+    def _check_call(self, args: Sequence[Any]) -> tuple[ArgInfo, ...]:
+        """Execution errors raise here, before anything is recorded: arguments that do not bind
+        to the function's signature, and arguments that are neither arrays nor buffers."""
+        try:
+            sig = inspect.signature(self.fn)
+        except (TypeError, ValueError):  # builtins without a signature: let tracing decide
+            sig = None
+        if sig is not None:
+            try:
+                sig.bind(*args)
+            except TypeError as err:
+                raise ArgumentError(f"{getattr(self.fn, '__name__', 'function')}: {err}",
+                                    hint="call it with the arguments of the jitted function"
+                                    ) from None
+        return describe_args(args)
+
     def on_miss(self, *args: Any) -> Any:
         """Called by the module when no guard passes (and before the first module exists)."""
-        infos = describe_args(args)  # execution errors raise here, before anything is recorded
+        infos = self._check_call(args)
         with self._lock:
             k = self.match(infos)
             if k >= 0:  # another thread added it while this call waited for the lock
@@ -322,8 +340,9 @@ class SpecializationCache:
         else:
             program, exe = self._compile(args)
         spec = Specialization(len(self.specializations), guard, program, exe, reason)
-        self._misses += 1
         self._rebuild(self.specializations + [spec])
+        # counted once it exists: a compile that fails is an error, not a miss
+        self._misses += 1
         self._log(CacheEvent(False, spec.index, reason))
         return spec
 
@@ -331,10 +350,12 @@ class SpecializationCache:
         return compile_program(self.fn, args, self.options)
 
     def _rebuild(self, specs: list[Specialization]) -> None:
-        entries = tuple(scm_codegen.SpecEntry(
-            prefix=s.program.prefix, error_fn=s.program.error_fn, inputs=tuple(a.type for a in s.guard.args),
-            outputs=s.program.outputs, n_params=len(s.program.params),
-            arena_bytes=s.program.arena_bytes, any_layout=not all(a.dense for a in s.guard.args))
+        entries = tuple(
+            scm_codegen.SpecEntry(
+                prefix=s.program.prefix, error_fn=s.program.error_fn,
+                inputs=tuple(a.type for a in s.guard.args), outputs=s.program.outputs,
+                n_params=len(s.program.params), arena_bytes=s.program.arena_bytes,
+                any_layout=not all(a.dense for a in s.guard.args))
             for s in specs)
         kernels = {s.program.prefix: s.program for s in specs}
         path = build_extension(scm_codegen.runtime_source(scm_codegen.MODULE_NAME),

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import types
 from pathlib import Path
 
@@ -134,6 +135,7 @@ def test_miss_on_non_contiguous_input_adds_a_copying_specialization():
     assert f.misses == 2
 
 
+@pytest.mark.slow
 def test_many_specializations_live_in_one_module():
     @rlx.jit(target="cpu")
     def affine(x):
@@ -168,7 +170,9 @@ def test_execution_errors_are_typed_and_never_misses():
     f = rlx.jit(lambda x, y: x + y, target="cpu")
     x = np.ones(4, np.float32)
     with pytest.raises(ArgumentError, match="not an array or buffer"):
-        f(x, 1.5)  # before any module exists, the Python miss path checks the same rule
+        f(x, 1.5)  # before any module exists, the Python miss path checks the same rules
+    with pytest.raises(ArgumentError, match="missing a required argument"):
+        f(x)
     assert f.misses == 0 and f.events == []
     assert_close(f(x, x), x + x)
     with pytest.raises(ArgumentError) as err:
@@ -207,6 +211,50 @@ def test_lookup_returns_the_executable_and_counts_like_a_call():
     assert_close(exe(x), x + 1)  # the Executable itself runs too (through the CPU target)
 
 
+def test_threads_share_one_arena_per_specialization_safely():
+    @rlx.jit(target="cpu")
+    def norm(x):
+        return rlx.nn.layer_norm(rlx.exp(x) * 2) * 3 - 1
+
+    def ref(x):
+        t = np.exp(x) * 2
+        mu = t.mean(-1, keepdims=True)
+        return (t - mu) / np.sqrt(((t - mu) ** 2).mean(-1, keepdims=True) + 1e-5) * 3 - 1
+
+    xs = [np.linspace(-1, 1, 4 * 16, dtype=np.float32).reshape(4, 16) * (k + 1) / 4
+          for k in range(4)]
+    assert_close(norm(xs[0]), ref(xs[0]), scale=10)
+    scm = norm.cache
+    assert scm is not None and scm.specializations[0].program.arena_bytes > 0
+    errors: list[BaseException] = []
+
+    def work(x):
+        try:
+            for _ in range(200):
+                np.testing.assert_allclose(norm(x), ref(x), rtol=2e-4, atol=2e-4)
+        except BaseException as err:  # noqa: BLE001  (reported by the main thread)
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(x,)) for x in xs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert norm.hits == 800 and norm.misses == 1
+
+
+def test_numpy_target_keeps_the_python_cache():
+    f = rlx.jit(_add_one, target="numpy")
+    x = np.arange(3, dtype=np.float32)
+    assert_close(f(x), x + 1)
+    assert_close(f(x), x + 1)
+    assert_close(f(np.ones(5, np.float32)), np.full(5, 2, np.float32))
+    assert f.cache is None and (f.hits, f.misses) == (1, 2)
+    assert f.events[-1].failed_guard == "arg 0 shape [5] != [3]"
+    assert not isinstance(type(f).__call__, types.BuiltinFunctionType)
+
+
 _CHILD = textwrap.dedent("""
     import json, sys
     import numpy as np
@@ -229,6 +277,7 @@ _CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_second_process_reuses_the_disk_cache(tmp_path: Path):
     env = dict(os.environ, RLX_CACHE_DIR=str(tmp_path / "cache"),
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
