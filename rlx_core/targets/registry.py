@@ -14,6 +14,8 @@ TARGETS: dict[str, str] = {
     "numpy": "rlx_core.targets.numpy_ref.target:NumpyTarget",
     "cpu": "rlx_core.targets.cpu.target:CpuTarget",
     "webgpu": "rlx_core.targets.webgpu.target:WebGpuTarget",
+    # the same WGSL on the GPU of the browser tab attached to the kernel (JupyterLab extension)
+    "webgpu-browser": "rlx_core.targets.webgpu_browser.target:WebGpuBrowserTarget",
 }
 
 

@@ -1,0 +1,3 @@
+// The vendored Graphviz WASM module's source text (lib/vendor/viz_src.js).
+declare const source: string;
+export default source;
