@@ -167,6 +167,18 @@ def describe_args(args: Sequence[Any]) -> tuple[ArgInfo, ...]:
     return tuple(out)
 
 
+def fixed_arity(fn: Callable[..., Any]) -> int:
+    """How many arguments ``fn`` always takes, or -1 (defaults, ``*args``, no signature)."""
+    try:
+        params = tuple(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return -1
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if any(p.kind not in positional or p.default is not inspect.Parameter.empty for p in params):
+        return -1
+    return len(params)
+
+
 def host_params(lir: Graph) -> tuple[Any, ...]:
     """The graph's parameters as aligned C-contiguous numpy arrays, in ``lir.params`` order."""
     import numpy as np
@@ -359,7 +371,8 @@ class SpecializationCache:
             for s in specs)
         kernels = {s.program.prefix: s.program for s in specs}
         path = build_extension(scm_codegen.runtime_source(scm_codegen.MODULE_NAME),
-                               scm_codegen.render_table(entries), tuple(kernels.values()))
+                               scm_codegen.render_table(entries, fixed_arity(self.fn)),
+                               tuple(kernels.values()))
         module = _load(path)
         self._module = module
         self._flush()

@@ -189,6 +189,22 @@ def test_execution_errors_are_typed_and_never_misses():
     assert (f.hits, f.misses) == (1, 1)
 
 
+def test_functions_with_defaults_specialize_per_argument_count():
+    def scale(x, y=None):
+        return x * 2 if y is None else x * y
+
+    f = rlx.jit(scale, target="cpu")
+    x = np.arange(4, dtype=np.float32)
+    assert_close(f(x), x * 2)
+    assert_close(f(x, x), x * x)  # another count: a miss, not an error
+    assert f.events[-1].failed_guard == "argument count 2 != 1"
+    assert_close(f(x), x * 2)
+    assert (f.hits, f.misses) == (1, 2)
+    with pytest.raises(ArgumentError, match="too many positional arguments"):
+        f(x, x, x)
+    assert f.misses == 2
+
+
 def test_kernel_runtime_errors_raise():
     table = np.arange(10, dtype=np.float32)
     f = rlx.jit(lambda idx: rlx.take(table, idx), target="cpu")
