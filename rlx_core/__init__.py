@@ -78,6 +78,14 @@ _LAZY = {
     "LegalizationError": ("rlx_core.dispatch.errors", "LegalizationError"),
     "explain": ("rlx_core.dispatch.explain", "explain"),
     "set_policy": ("rlx_core.dispatch.policy", "set_policy"),
+    # autodiff, optimizers, importers and models (attr None: the module itself)
+    "grad": ("rlx_core.autodiff.api", "grad"),
+    "value_and_grad": ("rlx_core.autodiff.api", "value_and_grad"),
+    "from_torch": ("rlx_core.frontend.torch_export", "from_torch"),
+    "load_weights": ("rlx_core.frontend.weights", "load_weights"),
+    "optim": ("rlx_core.optim", None),
+    "models": ("rlx_core.models", None),
+    "autodiff": ("rlx_core.autodiff", None),
 }
 
 
@@ -86,5 +94,6 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         module, attr = _LAZY[name]
-        return getattr(importlib.import_module(module), attr)
+        mod = importlib.import_module(module)
+        return mod if attr is None else getattr(mod, attr)
     raise AttributeError(f"module 'rlx_core' has no attribute {name!r}")
