@@ -1,0 +1,101 @@
+"""Writes examples/00_tour.ipynb and examples/01_legalization_failures.ipynb from the cell
+lists below, so that the notebooks' source stays reviewable as Python. Run it after editing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+TOUR = [
+    ("md", "# 00 · A tour of RLX Explorer\n\nWe compile one BERT-style encoder layer and look at "
+           "everything the compiler did: the three IR levels, the dispatch decision for every op "
+           "on every target, the kernels, the memory plan."),
+    ("code", "import numpy as np\nimport rlx_core as rlx\nfrom rlx_core.cli import load_model_file\n"
+             "from pathlib import Path\n\n"
+             "here = Path.cwd() if (Path.cwd() / 'models').exists() else Path.cwd() / 'examples'\n"
+             "model, inputs, module = load_model_file(here / 'models' / 'bert_layer.py')\n"
+             "[getattr(a, 'shape', a) for a in inputs]"),
+    ("md", "## HIR: what you wrote\nModel blocks (`linear`, `attention`, `layer_norm`, `gelu`) "
+           "with the source line each came from."),
+    ("code", "exe = rlx.compile(model, *inputs, target='numpy')\nprint(str(exe.trace.snapshots['hir'])[:2500])"),
+    ("md", "## MIR and LIR\nOn the numpy reference every block is decomposed into primitives "
+           "(common-IR); fusion then groups them into kernels and the arena plan reuses buffers."),
+    ("code", "print(f'HIR {len(exe.hir.nodes)} nodes -> MIR {len(exe.mir.nodes)} nodes -> '\n"
+             "      f'LIR {len(exe.lir.kernels)} kernels')\n"
+             "plan = exe.lir.plan\n"
+             "print(f'arena peak {plan.peak_bytes} bytes, without reuse {plan.naive_bytes} bytes')"),
+    ("md", "## Dispatch on every target\nThe static probe answers *how would each op run on each "
+           "device* without compiling any kernel."),
+    ("code", "print(rlx.explain(model, *inputs, targets='all').to_text())"),
+    ("md", "## Run it, and check against numpy"),
+    ("code", "out = exe(*inputs)\ncpu_ok = any(t.name == 'cpu' and t.available for t in rlx.targets())\n"
+             "if cpu_ok:\n    fast = rlx.compile(model, *inputs, target='cpu')\n"
+             "    print('cpu vs numpy max |diff|:', float(np.abs(fast(*inputs) - out).max()))\n"
+             "out.shape, out.dtype"),
+    ("md", "## The explorer\nEverything above, interactive: graphs per level, the pass stepper, the "
+           "dispatch matrix, kernels, memory. It also saves as one offline HTML file."),
+    ("code", "from rlx_explorer import explore\nex = explore(model, *inputs, targets=['numpy', 'cpu', 'webgpu'] if cpu_ok else ['numpy'])\n"
+             "path = ex.save_html('rlx-tour.html')\nprint('saved', path)\nex"),
+]
+
+FAILURES = [
+    ("md", "# 01 · Why an op cannot run on a device — and what to do\n\n"
+           "RLX never falls back silently to another device. Every op resolves to *native*, "
+           "*common-IR* or *rewritten*; anything else fails the compile with a report that lists "
+           "**every** illegal node, the routes tried, and a fix."),
+    ("code", "import numpy as np\nimport rlx_core as rlx\n\n"
+             "table = np.random.default_rng(0).standard_normal((100, 8))   # float64!\n\n"
+             "def model(a, ids):\n"
+             "    normal = a.T @ a                     # f64 matmul\n"
+             "    rows = rlx.take(table, ids, axis=0)  # i64 ids from the caller\n"
+             "    return normal.sum(axis=0) + rows.sum(axis=0)\n\n"
+             "a = np.random.default_rng(1).standard_normal((16, 8))\n"
+             "ids = np.arange(5, dtype=np.int64)"),
+    ("md", "## 1. Ask before compiling\n`rlx.explain` shows per target which ops are legal."),
+    ("code", "report = rlx.explain(model, a, ids, targets=['numpy', 'webgpu'])\nprint(report.to_text())"),
+    ("md", "## 2. The failure report\nEach illegal node comes with a stable code (see "
+           "`docs/errors.md`), the user line, every route tried, and a hint."),
+    ("code", "try:\n    rlx.lower(model, a, ids, target='webgpu')\nexcept rlx.LegalizationError as err:\n"
+             "    print(err)\n    codes = err.codes\ncodes"),
+    ("md", "## 3. Apply the fixes the report suggests\nCast to f32 (WebGPU has no f64) and pass "
+           "i32 indices (no i64 in shaders)."),
+    ("code", "table32 = table.astype(np.float32)\n\n"
+             "def fixed(a, ids):\n"
+             "    normal = a.T @ a\n"
+             "    rows = rlx.take(table32, ids, axis=0)\n"
+             "    return normal.sum(axis=0) + rows.sum(axis=0)\n\n"
+             "a32, ids32 = a.astype(np.float32), ids.astype(np.int32)\n"
+             "report = rlx.explain(fixed, a32, ids32, targets=['webgpu'])\n"
+             "print(report.to_text())\nassert report.compile_ready('webgpu')"),
+    ("md", "## 4. What-if: policies\n`force-common` lowers every claimed op through primitives; "
+           "the dispatch report shows which kinds moved."),
+    ("code", "w = np.random.default_rng(2).standard_normal((8, 8)).astype(np.float32)\n"
+             "def block(x):\n    return rlx.nn.gelu(rlx.nn.layer_norm(x @ w))\n"
+             "x = np.ones((4, 8), np.float32)\n"
+             "print(rlx.explain(block, x, targets=['webgpu'], policy='prefer-native').to_text())\n"
+             "print(rlx.explain(block, x, targets=['webgpu'], policy='force-common').to_text())"),
+    ("md", "## 5. See it\nThe explorer highlights the illegal nodes in the graph, with the source "
+           "lines and hints."),
+    ("code", "from rlx_explorer import explore\nexplore(model, a, ids, targets=['numpy', 'webgpu'], view='failures')"),
+]
+
+
+def build(cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_markdown_cell(src) if kind == "md" else nbformat.v4.new_code_cell(src)
+                for kind, src in cells]
+    return nb
+
+
+def main() -> None:
+    for name, cells in (("00_tour", TOUR), ("01_legalization_failures", FAILURES)):
+        nbformat.write(build(cells), EXAMPLES / f"{name}.ipynb")
+        print("wrote", EXAMPLES / f"{name}.ipynb")
+
+
+if __name__ == "__main__":
+    main()
