@@ -82,6 +82,8 @@ _LAZY = {
     "grad": ("rlx_core.autodiff.api", "grad"),
     "value_and_grad": ("rlx_core.autodiff.api", "value_and_grad"),
     "from_torch": ("rlx_core.frontend.torch_export", "from_torch"),
+    "from_onnx": ("rlx_core.frontend.onnx_import", "from_onnx"),
+    "UnsupportedOp": ("rlx_core.frontend.onnx_import", "UnsupportedOp"),
     "load_weights": ("rlx_core.frontend.weights", "load_weights"),
     "optim": ("rlx_core.optim", None),
     "models": ("rlx_core.models", None),
