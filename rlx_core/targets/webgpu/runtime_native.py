@@ -43,6 +43,7 @@ class NativeRuntime:
     def open(cls) -> NativeRuntime:
         if cls._shared is not None:
             return cls._shared
+        _quiet_headless_vulkan()
         import wgpu
 
         try:
@@ -86,6 +87,19 @@ class NativeRuntime:
 
     def load(self, plan: GpuPlan, param_data: dict[str, Any]) -> NativeProgram:
         return NativeProgram(self, plan, dict(param_data))
+
+
+def _quiet_headless_vulkan() -> None:
+    """Mesa's Vulkan loader prints 'XDG_RUNTIME_DIR is invalid' on headless machines while it
+    probes for a display it will never use; give it a private runtime dir so compute stays quiet."""
+    import os
+    import tempfile
+
+    if os.environ.get("XDG_RUNTIME_DIR") and os.path.isdir(os.environ["XDG_RUNTIME_DIR"]):
+        return
+    path = os.path.join(tempfile.gettempdir(), f"rlx-xdg-{os.getuid()}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.environ["XDG_RUNTIME_DIR"] = path
 
 
 class NativeProgram:
