@@ -37,7 +37,7 @@ class App {
       this.panes[key] = h("div", { class: "rlx-pane", "data-pane": key });
       this.main.append(this.panes[key]);
     }
-    const first = d.failures.length && !d.primary ? "failures" : d.view;
+    const first = d.failures.length && !d.primary && d.view === "graph" ? "failures" : d.view;
     return this.show(first);
   }
 
