@@ -17,7 +17,8 @@ from rlx_core.autodiff.pytree import TreeDef, flatten, unflatten
 from rlx_core.autodiff.reverse import GradError, backward, to_mir
 from rlx_core.frontend import tracer
 from rlx_core.frontend.tracer import TraceContext, type_of_example
-from rlx_core.ir.graph import Graph, Value
+from rlx_core.ir.builder import Builder, NameGen
+from rlx_core.ir.graph import Graph, Value, ValueKind
 
 Argnums = int | Sequence[int]
 
@@ -41,15 +42,29 @@ def _leaf_ranges(args: tuple[Any, ...]) -> tuple[list[Any], TreeDef, list[range]
     return leaves, tdef, ranges
 
 
-def _trace_inner(fn: Callable[..., Any], tdef: TreeDef, types: list[Any], scopes: list[str],
-                 has_aux: bool) -> tuple[Graph, list[str], Any]:
-    """Trace ``fn`` alone (its own graph) on symbolic leaves; returns the HIR graph, the input
-    names per leaf and the aux structure (None without aux)."""
+def _outer_values(ctx: TraceContext) -> dict[str, Value]:
+    table = {v.name: v for v in ctx.inputs}
+    table.update({v.name: v for v in ctx.params})
+    table.update({n.out.name: n.out for n in ctx.builder.nodes})
+    return table
+
+
+def _trace_inner(fn: Callable[..., Any], tdef: TreeDef, types: list[Any], outer: TraceContext,
+                 has_aux: bool) -> tuple[Graph, list[str], Any, list[Value]]:
+    """Trace ``fn`` alone (its own graph) on symbolic leaves.
+
+    Returns the HIR graph, the input names per leaf, the aux structure (None without aux) and
+    the outer values ``fn`` closed over (tensors of the enclosing trace): those become extra,
+    non-differentiated inputs of the inner graph, bound back to themselves when inlined.
+    """
     from rlx_core.frontend.tensor import Tensor
 
     name = getattr(fn, "__name__", "fn")
     inner = TraceContext(f"grad_{name}")
-    inner.scopes = list(scopes)
+    # names never collide with the enclosing trace's, so closed-over values stay unambiguous
+    inner.names = NameGen(outer.names._taken)  # noqa: SLF001 (same package)
+    inner.builder = Builder(inner.names)
+    inner.scopes = list(outer.scopes)
     with tracer._active(inner):
         leaves = [Tensor(inner.add_input(f"arg{i}", t)) for i, t in enumerate(types)]
         result = fn(*unflatten(tdef, leaves))
@@ -65,8 +80,18 @@ def _trace_inner(fn: Callable[..., Any], tdef: TreeDef, types: list[Any], scopes
             if not isinstance(out, Tensor):
                 raise GradError(f"{name} returned {type(out).__name__}, not a traced tensor",
                                 hint="return rlx tensors computed from the arguments")
+        defined = {v.name for v in inner.inputs} | {v.name for v in inner.params}
+        defined |= {n.out.name for n in inner.builder.nodes}
+        outer_vals = _outer_values(outer)
+        free: list[Value] = []
+        for n in inner.builder.nodes:
+            for i in n.inputs:
+                if i not in defined and i in outer_vals:
+                    free.append(outer_vals[i])
+                    defined.add(i)
+        inner.inputs.extend(Value(v.name, v.type, ValueKind.INPUT) for v in free)
         hir = inner.finish([result.value] + [a.value for a in aux_leaves])
-    return hir, [v.name for v in hir.inputs], aux_def
+    return hir, [v.name for v in hir.inputs[:len(types)]], aux_def, free
 
 
 def _inline(g: Graph, mapping: dict[str, Value], ctx: TraceContext) -> dict[str, Value]:
@@ -95,11 +120,12 @@ def _traced_value_and_grad(fn: Callable[..., Any], args: tuple[Any, ...], argnum
     nums = _argnum_tuple(argnums, len(args))
     leaves, tdef, ranges = _leaf_ranges(args)
     outer = [ops.asarray(x) for x in leaves]
-    hir, in_names, aux_def = _trace_inner(fn, tdef, [t.value.type for t in outer], ctx.scopes,
-                                          has_aux)
+    hir, in_names, aux_def, free = _trace_inner(fn, tdef, [t.value.type for t in outer], ctx,
+                                                has_aux)
     wrt_leaves = [i for a in nums for i in ranges[a]]
     mir, grads = backward(to_mir(hir), [in_names[i] for i in wrt_leaves], hir.outputs[0])
     mapping = {name: t.value for name, t in zip(in_names, outer)}
+    mapping.update({v.name: v for v in free})
     mapping = _inline(mir, mapping, ctx)
     loss = Tensor(mapping[hir.outputs[0]])
     grad_leaves = [Tensor(mapping[gname]) for gname in grads]
