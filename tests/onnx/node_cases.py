@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CACHE_DIR = os.environ.get("RLX_CACHE_DIR", os.path.join(ROOT, ".rlx_cache"))
+CACHE_DIR = os.environ.get("RLX_ONNX_CACHE", os.path.join(ROOT, ".rlx_cache"))
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ from rlx_core.ir.builder import clean_name
 from rlx_core.ir.graph import Graph, Level, Loc, TensorType, Value, ValueKind
 from rlx_core.ir.verifier import verify
 
-# The default-domain opsets the importer accepts. Below 13 many ops had other semantics
-# (attributes that later became inputs); each converter also lists the exact op versions
-# (since_version) it implements, so a newer opset only imports where the op did not change.
-MIN_OPSET = 13
+# The default-domain opsets the importer reads (13 to 21 are the target; older and newer ones
+# are read too). Each converter lists the exact op versions (since_version) it implements, so
+# an op whose semantics differ in the model's opset is rejected by name, never guessed.
+MIN_OPSET = 7
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
@@ -85,8 +85,8 @@ def _opset(proto: Any) -> int:
             raise UnknownOpsetError(f"the model imports unknown domain {imp.domain!r} "
                                     f"(version {imp.version})",
                                     hint="only the default ONNX domain is supported")
-    if not version:
-        version = MIN_OPSET if not proto.opset_import else 0
+    if not version and proto.opset_import:
+        return 0  # only other domains: each default-domain node is reported as undefined
     if not MIN_OPSET <= version <= latest:
         raise UnknownOpsetError(
             f"the model uses ONNX opset {version}; rlx imports opsets {MIN_OPSET} to {latest}",
@@ -142,6 +142,7 @@ def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None
                                   hint="the file may be truncated; re-export it") from None
         cx.add_param(t.name, data, TensorType(d, tuple(int(s) for s in data.shape)))
     runtime_inputs: list[str] = []
+    bad_inputs: set[str] = set()
     for vi in g.input:
         if vi.name in inits:
             continue  # an initializer listed as an input too (IR < 4 style): a constant here
@@ -149,6 +150,7 @@ def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None
             ty = type_from_value_info(vi, input_shapes.get(vi.name))
         except Reject as r:
             problems.append(Problem(vi.name, "input", r.reason))
+            bad_inputs.add(vi.name)
             continue
         cx.add_input(vi.name, ty, static_inputs.get(vi.name))
         runtime_inputs.append(vi.name)
@@ -179,7 +181,7 @@ def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None
                     version = 0
         resolved.append((node, version))
 
-    broken: set[str] = set()  # ONNX values whose producer was rejected
+    broken: set[str] = set(bad_inputs)  # ONNX values whose producer was rejected
     for index, (node, version) in enumerate(resolved):
         where = node.name or (node.output[0] if node.output else f"node{index}")
         if not version or any(i in broken for i in node.input):

@@ -150,13 +150,15 @@ def mod(n: NodeCtx) -> Value:
     d = a.type.dtype
     if fmod == 1:
         return n.emit("rem", [a, b])  # C fmod: the sign of the dividend
-    if not d.is_int:
-        raise Reject("Mod with fmod=0 is only defined for integers")
+    if not d.is_int and n.version < 28:
+        raise Reject("Mod with fmod=0 is only defined for integers before opset 28")
+    if d.is_complex or d == dt.bool_:
+        raise Reject(f"Mod of {d}")
     r = n.emit("rem", [a, b])
     if d.kind is dt.Kind.UINT:
         return r
     zero = n.full_like(0, r)
-    # Python-style: the result takes the divisor's sign
+    # floor-style (A - floor(A / B) * B): the result takes the divisor's sign
     fix = n.emit("and", [n.emit("ne", [r, zero]),
                          n.emit("ne", [n.emit("lt", [r, zero]), n.emit("lt", [b, zero])])])
     return n.emit("select", [fix, n.emit("add", [r, b]), r])
@@ -439,18 +441,28 @@ def bit_shift(n: NodeCtx) -> Value:
     x, y = n.x(0), n.x(1)
     _same_dtype(n, x, y)
     d = x.type.dtype
-    if d.kind is not dt.Kind.UINT:
-        raise Reject(f"BitShift needs unsigned operands, got {d}")
+    signed = d.kind is dt.Kind.INT
+    if not d.is_int or (signed and n.version < 28):
+        raise Reject(f"BitShift of {d} (signed shifts need opset 28)")
     direction = n.attr("direction", b"")
     direction = direction.decode() if isinstance(direction, bytes) else direction
     shifts = n.static(y, "the shift amounts")
-    if shifts.size and (shifts.min() < 0 or shifts.max() >= d.bits):
-        raise Reject(f"shift amounts must lie in [0, {d.bits})")
+    # 2**y must fit the type: a signed type's top bit is its sign
+    limit = d.bits - 1 if signed else d.bits
+    if shifts.size and (shifts.min() < 0 or shifts.max() >= limit):
+        raise Reject(f"shift amounts must lie in [0, {limit}) for {d}")
     x, y = n.same_shape(x, y)
     # unsigned shifts are exact as multiplication / truncating division by 2**y (mul wraps)
     scale = n.emit("pow", [n.full_like(2, y), y])
     if direction == "LEFT":
         return n.emit("mul", [x, scale])
     if direction == "RIGHT":
-        return n.emit("div", [x, scale])
+        q = n.emit("div", [x, scale])
+        if not signed:
+            return q
+        # arithmetic shift = floor division; MIR div truncates toward zero
+        r = n.emit("rem", [x, scale])
+        zero = n.full_like(0, x)
+        fix = n.emit("and", [n.emit("ne", [r, zero]), n.emit("lt", [x, zero])])
+        return n.emit("select", [fix, n.emit("sub", [q, n.full_like(1, q)]), q])
     raise Reject(f"direction must be LEFT or RIGHT, got {direction!r}")

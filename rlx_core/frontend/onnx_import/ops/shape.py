@@ -301,6 +301,8 @@ def range_(n: NodeCtx) -> Value:
     vals = [n.static_scalar(v, what) for v, what in
             ((start, "start"), (limit, "limit"), (delta, "delta"))]
     s, lim, st = vals
+    if d in (dt.f16, dt.bf16):
+        raise Reject("f16 ranges accumulate in the input precision (stash_type); not modelled")
     if st == 0:
         raise Reject("delta is 0")
     count = max(int(math.ceil((lim - s) / st)), 0)
@@ -460,13 +462,20 @@ def depth_to_space(n: NodeCtx) -> Value:
 def space_to_depth(n: NodeCtx) -> Value:
     x = n.x(0)
     b = int(n.attr("blocksize"))
+    mode = n.attr("mode", b"DCR")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
     if x.type.rank != 4:
         raise Reject("needs NCHW input")
     nb, c, h, w = x.type.shape
     if h % b or w % b:
         raise Reject("spatial size not divisible by blocksize")
     y = n.reshape(x, [nb, c, h // b, b, w // b, b])
-    y = n.transpose(y, [0, 3, 5, 1, 2, 4])
+    if mode == "DCR":
+        y = n.transpose(y, [0, 3, 5, 1, 2, 4])
+    elif mode == "CRD":
+        y = n.transpose(y, [0, 1, 3, 5, 2, 4])
+    else:
+        raise Reject(f"mode {mode!r}")
     return n.reshape(y, [nb, c * b * b, h // b, w // b])
 
 

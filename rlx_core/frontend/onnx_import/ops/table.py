@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from rlx_core.frontend.onnx_import.ops import conv, nn, reduce, shape
+from rlx_core.frontend.onnx_import.ops import attention, conv, loss, nn, reduce, shape
 from rlx_core.frontend.onnx_import.ops import elementwise as ew
 
 
@@ -26,7 +26,7 @@ class OnnxOp:
 
 _REDUCE_ATTRS = ("keepdims", "noop_with_empty_axes", "axes")
 _POOL_ATTRS = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")
-_CAST_VERSIONS = (13, 19, 21, 23, 24, 25)
+_CAST_VERSIONS = (9, 13, 19, 21, 23, 24, 25, 28)
 
 CONVERTERS: dict[str, OnnxOp] = {
     # ---- elementwise arithmetic ----------------------------------------------------------------
@@ -35,11 +35,11 @@ CONVERTERS: dict[str, OnnxOp] = {
     "Mul": OnnxOp(ew.binary("mul"), (7, 13, 14)),
     "Div": OnnxOp(ew.div, (7, 13, 14)),
     "Pow": OnnxOp(ew.pow_, (13, 15)),
-    "Mod": OnnxOp(ew.mod, (13,), ("fmod",)),
-    "Max": OnnxOp(ew.variadic("max"), (13,)),
-    "Min": OnnxOp(ew.variadic("min"), (13,)),
-    "Sum": OnnxOp(ew.variadic("add"), (13,)),
-    "Mean": OnnxOp(ew.mean, (13,)),
+    "Mod": OnnxOp(ew.mod, (13, 28), ("fmod",)),
+    "Max": OnnxOp(ew.variadic("max"), (8, 12, 13)),
+    "Min": OnnxOp(ew.variadic("min"), (8, 12, 13)),
+    "Sum": OnnxOp(ew.variadic("add"), (8, 13)),
+    "Mean": OnnxOp(ew.mean, (8, 13)),
     "Abs": OnnxOp(ew.abs_, (13,)),
     "Neg": OnnxOp(ew.neg, (13,)),
     "Sign": OnnxOp(ew.sign, (13,)),
@@ -63,9 +63,9 @@ CONVERTERS: dict[str, OnnxOp] = {
     "Round": OnnxOp(ew.unary("round"), (11, 22)),  # half to even in both
     "IsNaN": OnnxOp(ew.is_nan, (13, 20)),
     "IsInf": OnnxOp(ew.is_inf, (10, 20), ("detect_negative", "detect_positive")),
-    "Clip": OnnxOp(ew.clip, (13,)),
+    "Clip": OnnxOp(ew.clip, (11, 12, 13)),
     "Where": OnnxOp(ew.where, (9, 16)),
-    "BitShift": OnnxOp(ew.bit_shift, (11,), ("direction",)),
+    "BitShift": OnnxOp(ew.bit_shift, (11, 28), ("direction",)),
     # ---- comparison and logic ------------------------------------------------------------------
     "Equal": OnnxOp(ew.compare("eq"), (13, 19)),
     "Greater": OnnxOp(ew.compare("gt"), (13,)),
@@ -83,13 +83,13 @@ CONVERTERS: dict[str, OnnxOp] = {
     # ---- casts -----------------------------------------------------------------------------------
     "Cast": OnnxOp(ew.cast, _CAST_VERSIONS, ("to", "saturate", "round_mode")),
     "CastLike": OnnxOp(ew.cast_like, (15, 19, 21, 23, 24, 25), ("saturate", "round_mode")),
-    "Identity": OnnxOp(ew.identity, (13, 14, 16, 19, 21, 23, 24, 25)),
+    "Identity": OnnxOp(ew.identity, (1, 13, 14, 16, 19, 21, 23, 24, 25)),
     # ---- activations ---------------------------------------------------------------------------
     "Relu": OnnxOp(ew.relu, (13, 14)),
     "LeakyRelu": OnnxOp(ew.leaky_relu, (6, 16), ("alpha",)),
     "PRelu": OnnxOp(ew.prelu, (9, 16)),
     "Elu": OnnxOp(ew.elu, (6, 22), ("alpha",)),
-    "Celu": OnnxOp(ew.celu, (12,), ("alpha",)),
+    "Celu": OnnxOp(ew.celu, (12, 28), ("alpha",)),
     "Selu": OnnxOp(ew.selu, (6, 22), ("alpha", "gamma")),
     "HardSigmoid": OnnxOp(ew.hard_sigmoid, (6, 22), ("alpha", "beta")),
     "HardSwish": OnnxOp(ew.hard_swish, (14, 22)),
@@ -103,14 +103,15 @@ CONVERTERS: dict[str, OnnxOp] = {
     # ---- reductions ----------------------------------------------------------------------------
     "ReduceSum": OnnxOp(reduce.reduction("sum"), (13,), _REDUCE_ATTRS),
     "ReduceMean": OnnxOp(reduce.reduction("mean"), (13, 18), _REDUCE_ATTRS),
-    "ReduceMax": OnnxOp(reduce.reduction("max"), (13, 18, 20), _REDUCE_ATTRS),
-    "ReduceMin": OnnxOp(reduce.reduction("min"), (13, 18, 20), _REDUCE_ATTRS),
+    "ReduceMax": OnnxOp(reduce.reduction("max"), (11, 12, 13, 18, 20), _REDUCE_ATTRS),
+    "ReduceMin": OnnxOp(reduce.reduction("min"), (11, 12, 13, 18, 20), _REDUCE_ATTRS),
     "ReduceProd": OnnxOp(reduce.reduction("prod"), (13, 18), _REDUCE_ATTRS),
     "ReduceL1": OnnxOp(reduce.reduction("l1"), (13, 18), _REDUCE_ATTRS),
     "ReduceL2": OnnxOp(reduce.reduction("l2"), (13, 18), _REDUCE_ATTRS),
     "ReduceSumSquare": OnnxOp(reduce.reduction("sum_square"), (13, 18), _REDUCE_ATTRS),
-    "ReduceLogSum": OnnxOp(reduce.reduction("log_sum"), (13, 18), _REDUCE_ATTRS),
-    "ReduceLogSumExp": OnnxOp(reduce.reduction("log_sum_exp"), (13, 18), _REDUCE_ATTRS),
+    "ReduceLogSum": OnnxOp(reduce.reduction("log_sum"), (13, 18, 28), _REDUCE_ATTRS),
+    "ReduceLogSumExp": OnnxOp(reduce.reduction("log_sum_exp"), (13, 18, 28),
+                              _REDUCE_ATTRS),
     "ArgMax": OnnxOp(reduce.arg("max"), (13,), ("axis", "keepdims", "select_last_index")),
     "ArgMin": OnnxOp(reduce.arg("min"), (13,), ("axis", "keepdims", "select_last_index")),
     "CumSum": OnnxOp(reduce.cumulative("add", 0), (11, 14), ("exclusive", "reverse")),
@@ -134,17 +135,17 @@ CONVERTERS: dict[str, OnnxOp] = {
     "Shape": OnnxOp(shape.shape, (13, 15, 19, 21, 23, 24, 25), ("start", "end")),
     "Size": OnnxOp(shape.size, (13, 19, 21, 23, 24, 25)),
     "ConstantOfShape": OnnxOp(shape.constant_of_shape, (9, 20, 21, 23, 24, 25), ("value",)),
-    "Constant": OnnxOp(shape.constant, (13, 19, 21, 23, 24, 25),
+    "Constant": OnnxOp(shape.constant, (11, 12, 13, 19, 21, 23, 24, 25),
                        ("value", "value_float", "value_floats", "value_int", "value_ints",
                         "value_string", "value_strings", "sparse_value")),
-    "Range": OnnxOp(shape.range_, (11,)),
-    "OneHot": OnnxOp(shape.one_hot, (11,), ("axis",)),
+    "Range": OnnxOp(shape.range_, (11, 27), ("stash_type",)),
+    "OneHot": OnnxOp(shape.one_hot, (11, 28), ("axis",)),
     "Pad": OnnxOp(shape.pad, (13, 18, 19, 21, 23, 24, 25), ("mode",)),
     "Trilu": OnnxOp(shape.trilu, (14,), ("upper",)),
     "EyeLike": OnnxOp(shape.eye_like, (9, 22), ("dtype", "k")),
-    "Compress": OnnxOp(shape.compress, (11,), ("axis",)),
-    "DepthToSpace": OnnxOp(shape.depth_to_space, (13,), ("blocksize", "mode")),
-    "SpaceToDepth": OnnxOp(shape.space_to_depth, (13,), ("blocksize",)),
+    "Compress": OnnxOp(shape.compress, (11, 28), ("axis",)),
+    "DepthToSpace": OnnxOp(shape.depth_to_space, (13, 28), ("blocksize", "mode")),
+    "SpaceToDepth": OnnxOp(shape.space_to_depth, (13, 28), ("blocksize", "mode")),
     # ---- neural-network blocks -----------------------------------------------------------------
     "MatMul": OnnxOp(nn.matmul, (13,)),
     "Gemm": OnnxOp(nn.gemm, (13,), ("alpha", "beta", "transA", "transB")),
@@ -160,7 +161,7 @@ CONVERTERS: dict[str, OnnxOp] = {
                                  ("epsilon", "num_groups", "stash_type")),
     "LpNormalization": OnnxOp(nn.lp_norm, (1, 22), ("axis", "p")),
     "MeanVarianceNormalization": OnnxOp(nn.mvn, (13,), ("axes",)),
-    "Dropout": OnnxOp(nn.dropout, (13, 22), ("seed",)),
+    "Dropout": OnnxOp(nn.dropout, (10, 12, 13, 22), ("seed", "ratio")),
     "Conv": OnnxOp(conv.conv, (11, 22), ("auto_pad", "dilations", "group", "kernel_shape",
                                          "pads", "strides")),
     "MaxPool": OnnxOp(conv.max_pool, (12, 22), _POOL_ATTRS + ("storage_order",)),
@@ -168,4 +169,11 @@ CONVERTERS: dict[str, OnnxOp] = {
     "LpPool": OnnxOp(conv.lp_pool, (11, 18, 22), _POOL_ATTRS + ("p",)),
     "GlobalAveragePool": OnnxOp(conv.global_pool("avg"), (1, 22)),
     "GlobalMaxPool": OnnxOp(conv.global_pool("max"), (1, 22)),
+    "Attention": OnnxOp(attention.attention, (23, 24, 25),
+                        ("is_causal", "kv_num_heads", "q_num_heads", "qk_matmul_output_mode",
+                         "scale", "softcap", "softmax_precision")),
+    # ---- losses ----------------------------------------------------------------------------------
+    "NegativeLogLikelihoodLoss": OnnxOp(loss.nll, (13, 22), ("ignore_index", "reduction")),
+    "SoftmaxCrossEntropyLoss": OnnxOp(loss.softmax_cross_entropy, (13,),
+                                      ("ignore_index", "reduction")),
 }
