@@ -9,6 +9,8 @@ Entry point convention (the CPU runtime and the specialization cache both call i
     int  <prefix>_error(int64_t* info);            /* 0, or 1 + kernel index of a runtime
                                                       error (info[0]=bad index, info[1]=size);
                                                       reading it clears it                 */
+    void <prefix>_profile(double* seconds,         /* profiling mode only: accumulated wall  */
+                          int64_t* calls);         /* seconds and calls per kernel           */
 
 Buffers hold each dtype in its storage form: numpy's layout, bool as one byte 0/1, f16 as
 IEEE half, bf16 as the top 16 bits of a float32 (the host keeps bf16 in float32, so callers
@@ -42,3 +44,4 @@ class CProgram:
     library_dirs: tuple[str, ...] = ()
     libraries: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    profile_fn: str = ""  # set in profiling mode: void f(double* seconds, int64_t* calls)

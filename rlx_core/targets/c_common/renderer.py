@@ -48,6 +48,10 @@ class CLikeRenderer:
     name = "c"
     restrict = "restrict"
     kernel_decl = "static void"
+    # profiling mode: the entry point times every kernel call (wall clock, accumulated) and
+    # the program exports ``<prefix>_profile(double* seconds, int64_t* calls)``; off by default
+    # so normal programs carry no timer calls
+    profile = False
 
     # ---- hooks ------------------------------------------------------------------------------
     def parallel_pragma(self, work: int, collapse: int) -> str | None:
@@ -60,6 +64,10 @@ class CLikeRenderer:
 
     def extra_headers(self) -> list[str]:
         return []
+
+    def extra_functions(self, prefix: str) -> str:
+        """Exported helpers placed after the entry point (e.g. a thread-count setter)."""
+        return ""
 
     def program_fields(self) -> dict[str, Any]:
         """Extra CProgram fields (link requirements of native calls)."""
@@ -127,7 +135,13 @@ class CLikeRenderer:
             scratch_needed = max(scratch_needed, scratch)
             calls.append(self.call(k, idx, prefix, types, where, arena_end, scratch > 0))
         arena_bytes = align(arena_end + scratch_needed)
+        if self.profile:
+            parts.append(("", self.profile_block(prefix, len(calls))))
+            calls = [self.timed(prefix, i, c) for i, c in enumerate(calls)]
         parts.append(("", self.entry(g, prefix, calls, where, types)))
+        extra = self.extra_functions(prefix)
+        if extra:
+            parts.append(("", extra))
         source, lines, per_kernel = "", {}, {}
         line_no = 1
         for name, text in parts:
@@ -145,7 +159,8 @@ class CLikeRenderer:
             param_names=tuple(v.name for v in g.params),
             param_types=tuple(v.type for v in g.params), output_types=g.output_types(),
             kernel_lines=lines, kernel_sources=per_kernel, kernel_impl=impls,
-            kernel_kind=kinds, **self.program_fields_for(impls))
+            kernel_kind=kinds, profile_fn=f"{prefix}_profile" if self.profile else "",
+            **self.program_fields_for(impls))
 
     def program_fields_for(self, impls: dict[str, str]) -> dict[str, Any]:
         return self.program_fields()
@@ -183,6 +198,24 @@ class CLikeRenderer:
             ", ".join(params) + ") {\n" + "    (void)scratch;\n" + \
             "\n".join(w.lines) + ("\n" if w.lines else "") + "}\n"
         return text, impl, scratch
+
+    def profile_block(self, prefix: str, count: int) -> str:
+        """Per-kernel accumulated seconds and call counts, and the function that reads them."""
+        n = max(1, count)
+        return (f"#include <time.h>\n"
+                f"static double {prefix}_prof_s[{n}];\n"
+                f"static int64_t {prefix}_prof_n[{n}];\n"
+                f"static double {prefix}_now(void) {{\n"
+                f"    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);\n"
+                f"    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;\n}}\n"
+                f"void {prefix}_profile(double* seconds, int64_t* calls) {{\n"
+                f"    for (int i = 0; i < {count}; ++i) {{ seconds[i] = {prefix}_prof_s[i]; "
+                f"calls[i] = {prefix}_prof_n[i]; }}\n}}\n")
+
+    def timed(self, prefix: str, idx: int, call: str) -> str:
+        return (f"    {{ const double t0 = {prefix}_now();\n{call}\n"
+                f"      {prefix}_prof_s[{idx}] += {prefix}_now() - t0; "
+                f"++{prefix}_prof_n[{idx}]; }}")
 
     def pointer(self, place: Place, t: TensorType, const: bool) -> str:
         st = ct.storage(t.dtype)

@@ -27,15 +27,17 @@ class CpuRenderer(CLikeRenderer):
     name = "cpu"
 
     def __init__(self, blas: BlasInfo | None, openmp: bool = True,
-                 parallel_min_work: int = PARALLEL_MIN_WORK):
+                 parallel_min_work: int = PARALLEL_MIN_WORK, profile: bool = False):
         self.blas = blas
         self.openmp = openmp
         self.parallel_min_work = parallel_min_work
+        self.profile = profile
 
     def parallel_pragma(self, work: int, collapse: int) -> str | None:
         if not self.openmp or work < self.parallel_min_work:
             return None
-        return "#pragma omp parallel for schedule(static)"
+        # the team size comes from rlx_cpu_threads (set by <prefix>_threads, threads.py)
+        return "#pragma omp parallel for schedule(static) num_threads(RLX_TEAM)"
 
     def gemm(self, w: Writer, env: KernelEnv, spec: GemmSpec) -> str | None:
         if self.blas is None or not blas_takes(spec):
@@ -43,10 +45,24 @@ class CpuRenderer(CLikeRenderer):
         return emit_gemm(w, env, spec, self.blas)
 
     def extra_headers(self) -> list[str]:
+        # one thread count per translation unit (several programs may share one)
+        threads = ("#ifndef RLX_CPU_THREADS_H\n#define RLX_CPU_THREADS_H\n"
+                   "#ifdef _OPENMP\n#include <omp.h>\n#endif\n"
+                   "static int rlx_cpu_threads = 0;  /* 0: the OpenMP default */\n"
+                   "#define RLX_TEAM (rlx_cpu_threads > 0 ? rlx_cpu_threads : "
+                   "omp_get_max_threads())\n#endif\n")
         if self.blas is None:
-            return ["/* BLAS unavailable: matmul kernels are generated loop nests */\n"]
-        return [f"/* BLAS: {self.blas.describe()} (symbols {self.blas.symbol_prefix}cblas_*) */\n"
-                "#include <cblas.h>\n"]
+            return [threads, "/* BLAS unavailable: matmul kernels are generated loop nests */\n"]
+        return [threads,
+                f"/* BLAS: {self.blas.describe()} (symbols {self.blas.symbol_prefix}cblas_*) */\n"
+                "#include <cblas.h>\n"
+                f"void {self.blas.symbol_prefix}openblas_set_num_threads(int);\n"]
+
+    def extra_functions(self, prefix: str) -> str:
+        """``<prefix>_threads(n)``: the OpenMP team size and OpenBLAS's thread count."""
+        blas = f"    {self.blas.symbol_prefix}openblas_set_num_threads(n);\n" if self.blas else ""
+        return (f"void {prefix}_threads(int n) {{\n    rlx_cpu_threads = n > 0 ? n : 1;\n"
+                f"{blas}}}\n")
 
     def program_fields_for(self, impls: dict[str, str]) -> dict[str, Any]:
         if self.blas is None:

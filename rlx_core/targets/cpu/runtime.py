@@ -8,6 +8,7 @@ turned into their 16-bit storage form on the way in and widened back to float32 
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +25,10 @@ ALIGN = 64
 def load_library(path: str) -> ctypes.CDLL:
     """dlopen once per path per process (a cache hit in a second call costs nothing)."""
     if path not in _LIBS:
+        if not _LIBS:
+            # idle OpenMP workers would spin on the cores OpenBLAS's threads need right after
+            # (kernels alternate between the two pools); read once, when libgomp starts
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         _LIBS[path] = ctypes.CDLL(path)
     return _LIBS[path]
 
@@ -78,10 +83,25 @@ class NativeProgram:
         self.error = getattr(self.lib, cprog.error_fn)
         self.error.restype = ctypes.c_int
         self.error.argtypes = [ctypes.c_void_p]
+        from rlx_core.targets.cpu.threads import attach
+
+        attach(self.lib, f"{cprog.prefix}_threads")  # explicit pool sizes (threads.py)
         self.param_data = param_data
         self._params: dict[str, tuple[Any, Any]] = {}  # name -> (source object, storage array)
         self._lock = threading.Lock()
         self._arena: Any = None
+
+    def profile(self) -> dict[str, dict[str, float]]:
+        """Profiling mode: {kernel: {"seconds": total, "calls": n, "impl": label}} so far."""
+        cp = self.cprog
+        if not cp.profile_fn:
+            return {}
+        fn = getattr(self.lib, cp.profile_fn)
+        n = max(1, len(cp.kernel_impl))
+        secs, calls = (ctypes.c_double * n)(), (ctypes.c_int64 * n)()
+        fn(secs, calls)
+        return {k: {"seconds": secs[i], "calls": calls[i], "impl": cp.kernel_impl[k]}
+                for i, k in enumerate(cp.kernel_impl)}
 
     def _param(self, name: str, t: TensorType, params: dict[str, Any]) -> Any:
         src = params.get(name) if params else None
@@ -107,25 +127,54 @@ class NativeProgram:
             self._arena = (raw, raw[start:start + n])
         return self._arena[1]
 
-    def run(self, inputs: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+    def _prepare(self) -> None:
+        """Per-program constants of ``run``, computed once (the per-call path stays short)."""
         import numpy as np
 
         cp = self.cprog
+        self._np = np
+        self._in_specs = [(t.shape, _storage_dtype(t), t.dtype == dt.bf16) for t in cp.input_types]
+        self._out_specs = [(t.shape, _storage_dtype(t)) for t in cp.output_types]
+        self._plain_out = not any(t.dtype == dt.bf16 for t in cp.output_types)
+        self._in_ptrs = (ctypes.c_void_p * max(1, len(cp.input_types)))()
+        self._par_ptrs = (ctypes.c_void_p * max(1, len(cp.param_types)))()
+        self._out_ptrs = (ctypes.c_void_p * max(1, len(cp.output_types)))()
+        self._info = (ctypes.c_int64 * 2)()
+        self._par_key: tuple[Any, ...] | None = None
+        self._keep: list[Any] = []
+
+    def run(self, inputs: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+        cp = self.cprog
+        if not hasattr(self, "_in_specs"):
+            self._prepare()
+        np = self._np
         if len(inputs) != len(cp.input_types):
             raise ArgumentError(f"the program takes {len(cp.input_types)} input(s), got "
                                 f"{len(inputs)}")
-        ins = [to_storage(x, t, f"input {i}") for i, (x, t) in
-               enumerate(zip(inputs, cp.input_types, strict=True))]
-        pars = [self._param(n, t, params) for n, t in zip(cp.param_names, cp.param_types, strict=True)]
-        outs = [np.empty(t.shape, _storage_dtype(t)) for t in cp.output_types]
-        in_ptrs = (ctypes.c_void_p * max(1, len(ins)))(*[a.ctypes.data for a in ins])
-        par_ptrs = (ctypes.c_void_p * max(1, len(pars)))(*[a.ctypes.data for a in pars])
-        out_ptrs = (ctypes.c_void_p * max(1, len(outs)))(*[a.ctypes.data for a in outs])
-        info = (ctypes.c_int64 * 2)()
-        with self._lock:  # one arena per program: calls from several threads take turns
+        ins = []
+        for i, (x, (shape, want, bf16)) in enumerate(zip(inputs, self._in_specs, strict=True)):
+            # the common case (a contiguous array of the storage dtype) is passed as it is
+            if (bf16 or type(x) is not np.ndarray or x.dtype != want or x.shape != shape
+                    or not x.flags.c_contiguous):
+                x = to_storage(x, cp.input_types[i], f"input {i}")
+            ins.append(x)
+        outs = [np.empty(shape, want) for shape, want in self._out_specs]
+        with self._lock:  # one arena and one set of pointer arrays per program
+            key = tuple(id(params.get(n)) if params else 0 for n in cp.param_names)
+            if key != self._par_key:
+                pars = [self._param(n, t, params)
+                        for n, t in zip(cp.param_names, cp.param_types, strict=True)]
+                for j, a in enumerate(pars):
+                    self._par_ptrs[j] = a.ctypes.data
+                self._par_key, self._keep = key, pars
+            for j, a in enumerate(ins):
+                self._in_ptrs[j] = a.ctypes.data
+            for j, a in enumerate(outs):
+                self._out_ptrs[j] = a.ctypes.data
             arena = self._aligned_arena()
-            self.entry(in_ptrs, par_ptrs, out_ptrs, arena.ctypes.data)
-            failed = self.error(info)
+            self.entry(self._in_ptrs, self._par_ptrs, self._out_ptrs, arena.ctypes.data)
+            failed = self.error(self._info)
+            info = (self._info[0], self._info[1])
         if failed:
             from rlx_core.targets.numpy_ref.semantics import IndexOutOfRangeError
 
@@ -133,4 +182,6 @@ class NativeProgram:
             raise IndexOutOfRangeError(
                 f"kernel {kernel}: index {info[0]} is out of range for an axis of size "
                 f"{info[1]}", hint=f"indices must lie in [{-info[1]}, {info[1] - 1}]")
+        if self._plain_out:
+            return outs
         return [from_storage(o, t) for o, t in zip(outs, cp.output_types, strict=True)]

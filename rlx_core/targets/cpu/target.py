@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -51,7 +52,10 @@ class CpuTarget:
         blas, blas_why = find_blas()
         if flags.get("no_blas"):
             blas, blas_why = None, "disabled by the no_blas compile flag"
-        cprog = CpuRenderer(blas, openmp=comp.openmp).render_program(lir, "rlx_" + lir.name)
+        # RLX_CPU_PROFILE=1: time every kernel call (Program.info["profile"]() reads the totals)
+        profile = bool(flags.get("profile")) or os.environ.get("RLX_CPU_PROFILE", "") not in ("", "0")
+        cprog = CpuRenderer(blas, openmp=comp.openmp, profile=profile).render_program(
+            lir, "rlx_" + lir.name)
         built = build_shared(cprog.source, include_dirs=cprog.include_dirs,
                              library_dirs=cprog.library_dirs, libraries=cprog.libraries,
                              compiler=comp)
@@ -71,6 +75,8 @@ class CpuTarget:
             "cache_key": built.key, "arena_bytes": cprog.arena_bytes, "kernels": kernels,
             "entry": cprog.entry, "notes": notes, "source": cprog.source,
         }
+        if profile:
+            info["profile"] = native.profile
         return Program(run_fn=native.run, sources=dict(cprog.kernel_sources), info=info)
 
     def __repr__(self) -> str:

@@ -1,0 +1,64 @@
+"""How many threads the CPU target's kernels use, set once for OpenMP loops and OpenBLAS.
+
+Two pools run a program's kernels: OpenMP for the generated outer loops and OpenBLAS's own
+pthreads for GEMMs. Left alone, each starts one thread per core and the spinning workers of
+one pool steal the cores the other needs (on a 2-core machine that halves GEMM speed). So
+the count is explicit: ``RLX_NUM_THREADS``, else the cores this process may run on, and it is
+pushed into both pools of every loaded program (``<prefix>_threads(n)``, see renderer.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from rlx_core.errors import ArgumentError
+
+_STATE: dict[str, int] = {}
+_LOADED: list[tuple[ctypes.CDLL, str]] = []  # (library, setter symbol) of loaded programs
+
+
+def default_threads() -> int:
+    """``RLX_NUM_THREADS`` when set, else the number of cores available to this process."""
+    env = os.environ.get("RLX_NUM_THREADS", "")
+    if env.strip():
+        try:
+            n = int(env)
+        except ValueError:
+            raise ArgumentError(f"RLX_NUM_THREADS={env!r} is not an integer",
+                                hint="set it to a thread count such as 2") from None
+        if n < 1:
+            raise ArgumentError(f"RLX_NUM_THREADS={n} must be at least 1", hint="use 1 or more")
+        return n
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def num_threads() -> int:
+    """The thread count programs run with now."""
+    if "n" not in _STATE:
+        _STATE["n"] = default_threads()
+    return _STATE["n"]
+
+
+def set_num_threads(n: int) -> None:
+    """Use ``n`` threads in every loaded CPU program and in those loaded later."""
+    if not isinstance(n, int) or n < 1:
+        raise ArgumentError(f"thread count {n!r} must be a positive integer",
+                            hint="pass 1 for single-threaded kernels")
+    _STATE["n"] = n
+    for lib, sym in _LOADED:
+        getattr(lib, sym)(n)
+
+
+def attach(lib: ctypes.CDLL, symbol: str) -> None:
+    """Register a loaded program's thread setter and apply the current count to it."""
+    fn = getattr(lib, symbol, None)
+    if fn is None:
+        return  # built by an older renderer: it keeps the pools' defaults
+    fn.restype = None
+    fn.argtypes = [ctypes.c_int]
+    fn(num_threads())
+    _LOADED.append((lib, symbol))
