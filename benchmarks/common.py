@@ -1,0 +1,153 @@
+"""Shared helpers of the side-by-side benchmarks: thread pinning, interleaved timing, reports.
+
+Every benchmark runs its peers in one process on the same inputs. Peers are timed in rounds
+(``interleaved``): each round runs every peer once, in an order that rotates, so a burst of
+load from other processes on a shared machine hits all peers alike instead of whichever one
+happened to be running. A figure is the median (p50) of a peer's per-call times after
+warm-up; p10/p90 are reported next to it so a noisy run shows as one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def limit_threads(n: int) -> dict[str, str]:
+    """Give every peer the same ``n`` threads: env (before pools start), torch, BLAS, rlx.
+
+    Must run before numpy, torch or onnxruntime start their thread pools for the env vars to
+    count; the explicit calls below cover pools that already exist.
+    """
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                "RLX_NUM_THREADS"):
+        os.environ[var] = str(n)
+    # idle workers of one peer's pool must not spin on the cores the next peer runs on (the
+    # peers are interleaved call by call): every OpenMP runtime here (torch's and rlx's
+    # libgomp) sleeps when idle; onnxruntime is told the same through its session options
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    done = {"threads": str(n)}
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(n)  # numpy's own OpenBLAS (and any other BLAS already loaded)
+        done["threadpoolctl"] = "yes"
+    except ImportError:
+        done["threadpoolctl"] = "not installed (numpy BLAS follows OPENBLAS_NUM_THREADS)"
+    from rlx_core.targets.cpu.threads import set_num_threads
+
+    set_num_threads(n)
+    return done
+
+
+def torch_threads(torch: Any, n: int) -> None:
+    torch.set_num_threads(n)
+    try:
+        torch.set_num_interop_threads(1)  # intra-op parallelism only, as every other peer
+    except RuntimeError:
+        pass  # already set (the interop pool starts on first use)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Per-call seconds of one peer: median and spread over ``runs`` timed calls."""
+
+    p50: float
+    p10: float
+    p90: float
+    runs: int
+
+    @staticmethod
+    def of(times: Sequence[float]) -> Stats:
+        xs = sorted(times)
+        q = statistics.quantiles(xs, n=10) if len(xs) >= 2 else [xs[0]] * 9
+        return Stats(statistics.median(xs), q[0], q[-1], len(xs))
+
+
+def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
+                budget_s: float | None = None) -> dict[str, Stats]:
+    """Time each zero-argument callable ``runs`` times, one call per peer per round.
+
+    ``warmup`` calls of each peer come first (compilation, caches, allocator). With
+    ``budget_s`` a round stops being started once the budget is spent and at least
+    ``min(runs, 20)`` rounds ran, so a slow machine still finishes.
+    """
+    names = list(peers)
+    for name in names:
+        for _ in range(warmup):
+            peers[name]()
+    times: dict[str, list[float]] = {n: [] for n in names}
+    clock = time.perf_counter
+    start = clock()
+    for r in range(runs):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            fn = peers[name]
+            t0 = clock()
+            fn()
+            times[name].append(clock() - t0)
+        if budget_s is not None and r + 1 >= min(runs, 20) and clock() - start > budget_s:
+            break
+    return {n: Stats.of(ts) for n, ts in times.items()}
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on (the load average says how shared the machine was)."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f
+                          if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 0
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    return {"cpu": model or platform.processor(), "cores": cores, "machine": platform.machine(),
+            "python": platform.python_version(), "load_average_1m": round(load[0], 2),
+            "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out) + "\n"
+
+
+def write_results(stem: str, data: dict[str, Any], markdown: str) -> tuple[Path, Path]:
+    """``results/<stem>.json`` and ``results/<stem>.md``."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    js, md = RESULTS / f"{stem}.json", RESULTS / f"{stem}.md"
+    js.write_text(json.dumps(data, indent=2, default=_plain) + "\n")
+    md.write_text(markdown)
+    return js, md
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, Stats):
+        return asdict(obj)
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    return str(obj)
+
+
+def fmt_ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f}"
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+    sys.stdout.flush()
