@@ -3,9 +3,10 @@ as a widget, serve it with Panel, or save it as offline HTML."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from rlx_core.ir.graph import Graph
 from rlx_explorer.session import Session

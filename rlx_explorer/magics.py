@@ -14,7 +14,8 @@ import argparse
 import ast
 import html
 import shlex
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rlx_core.errors import RlxError
 from rlx_explorer.session import VIEWS
@@ -139,7 +140,8 @@ def run_explain(expr: str, ns: dict[str, Any]) -> Any:
         raise MagicUsageError("%rlx explain takes one call with positional arguments",
                               hint="e.g. %rlx explain model(x, w)")
     fn = eval(compile(ast.Expression(call.func), "<rlx>", "eval"), ns)  # noqa: S307
-    argv = tuple(eval(compile(ast.Expression(a), "<rlx>", "eval"), ns) for a in call.args)
+    args_expr = ast.fix_missing_locations(ast.Expression(ast.Tuple(call.args, ast.Load())))
+    argv = tuple(eval(compile(args_expr, "<rlx>", "eval"), ns))  # noqa: S307 (handles *args)
     # compile on the reference only: the matrix probes every target with a capability table
     ex = explore(fn, *argv, targets=("numpy",), view="dispatch", run=False,
                  title=ast.unparse(call.func))

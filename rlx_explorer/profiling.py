@@ -9,7 +9,8 @@ uses (its own ``eval_op`` semantics). Anything else gets an honest whole-call ti
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rlx_core.runtime.executable import Executable, _to_host
 
@@ -20,7 +21,7 @@ def _numpy_kernel_times(exe: Executable, args: Sequence[Any]) -> tuple[dict[str,
     from rlx_core.targets.numpy_ref.executor import bind, eval_op, load, store
 
     g = exe.lir
-    host = [_to_host(a, t) for a, t in zip(args, exe.input_types)]
+    host = [_to_host(a, t) for a, t in zip(args, exe.input_types, strict=False)]
     env = bind(g, host, exe.params)
     types = {name: v.type for name, v in g.values().items()}
     plan = g.plan
@@ -62,7 +63,7 @@ def profile_executable(exe: Executable, args: Sequence[Any], repeats: int = 3) -
     for _ in range(max(1, repeats)):
         times: dict[str, float] | None = None
         if callable(getattr(program, "profile", None)):
-            host = [_to_host(a, t) for a, t in zip(args, exe.input_types)]
+            host = [_to_host(a, t) for a, t in zip(args, exe.input_types, strict=False)]
             times, method = dict(program.profile(host, exe.params)), "target-reported"
         elif isinstance(program.info.get("profile"), dict):
             times, method = dict(program.info["profile"]), "target-reported"

@@ -8,8 +8,9 @@ probed statically for the dispatch matrix and failures, and says so.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import rlx_core as rlx
 from rlx_core.errors import RlxError

@@ -4,7 +4,8 @@ policy (which op kinds moved route)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 ROUTES: tuple[str, ...] = ("native", "common-IR", "rewritten", "unsupported")
 

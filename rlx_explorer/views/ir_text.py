@@ -16,7 +16,7 @@ def ir_text_view(text: str, graph: dict[str, Any] | None) -> dict[str, Any]:
     ids = {n["name"]: n["id"] for n in (graph or {}).get("nodes", [])}
     kernels = {k["name"]: k["id"] for k in (graph or {}).get("kernels", [])}
     lines = []
-    for raw, tokens in zip(text.splitlines(), highlight_ir(text)):
+    for raw, tokens in zip(text.splitlines(), highlight_ir(text), strict=False):
         node = ""
         m = _DEF.match(raw)
         if m:

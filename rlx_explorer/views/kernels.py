@@ -53,7 +53,7 @@ def kernels_view(target: str, lir: Graph, lir_view: dict[str, Any],
         out.append({"name": k.name, "id": kid.get(k.name, ""), "kind": k.kind,
                     "nodes": [nid for nid, _ in nodes], "language": "c-like" if generated
                     else "lir", "lines": [{"tokens": t, "nodes": ln}
-                                          for t, ln in zip(tokens, links)]})
+                                          for t, ln in zip(tokens, links, strict=False)]})
     # sources not tied to one kernel (a shared prelude, a launcher) are shown as they are
     extra = [{"name": name, "id": "", "kind": "module", "nodes": [], "language": "c-like",
               "lines": [{"tokens": t, "nodes": []} for t in highlight_source(src)]}

@@ -7,6 +7,7 @@ than failing the explorer. File contents are data and are escaped by the viewer.
 
 from __future__ import annotations
 
+import linecache
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ class SourceIndex:
         lines: list[str] | None = None
         if file in self._extra:
             lines = self._extra[file].splitlines()
+        elif linecache.getlines(file):  # notebook cells: IPython registers their text here
+            lines = [ln.rstrip("\n") for ln in linecache.getlines(file)][:MAX_FILE_LINES]
         else:
             for cand in (Path(file), Path.cwd() / file, REPO_ROOT / file):
                 try:

@@ -103,7 +103,7 @@ def test_kernel_view_links_lines_to_lir_nodes(mlp_bundle: dict) -> None:
     kv = mlp_bundle["kernels"]["numpy"]
     lir = mlp_bundle["levels"]["lir"]
     assert [k["name"] for k in kv["kernels"]] == [k["name"] for k in lir["kernels"]]
-    for k, lk in zip(kv["kernels"], lir["kernels"]):
+    for k, lk in zip(kv["kernels"], lir["kernels"], strict=False):
         assert k["nodes"] == lk["nodes"]
         assert all(ln["nodes"] for ln in k["lines"])  # interpreted: one node per line
 
@@ -147,7 +147,7 @@ def test_links_join_every_level(mlp_bundle: dict) -> None:
     assert len(entry["mir"]) >= 2 and entry["lir"]  # dot_general + bias add
     assert entry["file"].endswith("mlp.py") and entry["line"] > 0
     assert entry["kernels"] and entry["kernels"][0]["target"] == "numpy"
-    for kid, origins in links["kernel_origins"].items():
+    for _kid, origins in links["kernel_origins"].items():
         assert origins and all(o in links["origins"] for o in origins)
 
 
