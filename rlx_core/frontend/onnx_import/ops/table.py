@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from rlx_core.frontend.onnx_import.ops import attention, conv, loss, nn, reduce, shape
+from rlx_core.frontend.onnx_import.ops import attention, conv, loss, nn, reduce, resize, shape
 from rlx_core.frontend.onnx_import.ops import elementwise as ew
 
 
@@ -145,6 +145,10 @@ CONVERTERS: dict[str, OnnxOp] = {
     "EyeLike": OnnxOp(shape.eye_like, (9, 22), ("dtype", "k")),
     "Compress": OnnxOp(shape.compress, (11, 28), ("axis",)),
     "DepthToSpace": OnnxOp(shape.depth_to_space, (13, 28), ("blocksize", "mode")),
+    "Resize": OnnxOp(resize.resize, (13, 18, 19),
+                     ("antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a",
+                      "exclude_outside", "extrapolation_value", "keep_aspect_ratio_policy",
+                      "mode", "nearest_mode")),
     "SpaceToDepth": OnnxOp(shape.space_to_depth, (13, 28), ("blocksize", "mode")),
     # ---- neural-network blocks -----------------------------------------------------------------
     "MatMul": OnnxOp(nn.matmul, (13,)),
