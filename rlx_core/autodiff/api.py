@@ -10,8 +10,9 @@ one graph for ``target`` and runs it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from rlx_core.autodiff.pytree import TreeDef, flatten, unflatten
 from rlx_core.autodiff.reverse import GradError, backward, to_mir
@@ -124,7 +125,7 @@ def _traced_value_and_grad(fn: Callable[..., Any], args: tuple[Any, ...], argnum
                                                 has_aux)
     wrt_leaves = [i for a in nums for i in ranges[a]]
     mir, grads = backward(to_mir(hir), [in_names[i] for i in wrt_leaves], hir.outputs[0])
-    mapping = {name: t.value for name, t in zip(in_names, outer)}
+    mapping = {name: t.value for name, t in zip(in_names, outer, strict=False)}
     mapping.update({v.name: v for v in free})
     mapping = _inline(mir, mapping, ctx)
     loss = Tensor(mapping[hir.outputs[0]])

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -11,7 +12,7 @@ class TreeDef:
     """The structure of a pytree: ``kind`` is leaf, tuple, list or dict."""
 
     kind: str
-    children: tuple["TreeDef", ...] = ()
+    children: tuple[TreeDef, ...] = ()
     keys: tuple[Any, ...] = ()
 
     @property
@@ -49,7 +50,7 @@ def unflatten(tree_def: TreeDef, leaves: list[Any]) -> Any:
             return next(it)
         items = [build(c) for c in d.children]
         if d.kind == "dict":
-            return dict(zip(d.keys, items))
+            return dict(zip(d.keys, items, strict=False))
         return tuple(items) if d.kind == "tuple" else items
 
     return build(tree_def)
@@ -59,4 +60,4 @@ def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
     """``fn`` applied leafwise to ``tree`` and trees of the same structure."""
     leaves, d = flatten(tree)
     others = [flatten(r)[0] for r in rest]
-    return unflatten(d, [fn(*xs) for xs in zip(leaves, *others)])
+    return unflatten(d, [fn(*xs) for xs in zip(leaves, *others, strict=False)])

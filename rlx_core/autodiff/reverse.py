@@ -11,8 +11,8 @@ rules only need to cover the primitive vocabulary.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 from rlx_core.autodiff.rules import NO_GRAD, rule_for
 from rlx_core.dispatch.decompositions import decomposition_for
@@ -108,7 +108,7 @@ def backward(g: Graph, wrt: Sequence[str], output: str) -> tuple[Graph, tuple[st
         b.loc = replace(n.loc, scope=scope)
         ins = [values[i] for i in n.inputs]
         grads = rule(n, ins, n.out, cot[n.out.name], b)
-        for name, gi in zip(n.inputs, grads):
+        for name, gi in zip(n.inputs, grads, strict=False):
             if gi is None or name not in path:
                 continue
             if gi.type != values[name].type:  # internal invariant of the rule table

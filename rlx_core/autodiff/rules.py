@@ -13,7 +13,7 @@ Ops with integer or boolean results (compare, argmax, iota, logical ops) carry n
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from rlx_core.ir.builder import Builder
 from rlx_core.ir.graph import Node, Value
@@ -257,7 +257,7 @@ def _slice(n, ins, out, g, b):
             lim[ax] = keep
             cur = b.emit("slice", [cur], {"start": (0,) * cur.type.rank, "limit": tuple(lim),
                                           "stride": (1,) * cur.type.rank})
-    high = tuple(d - s - c for d, s, c in zip(x.type.shape, start, cur.type.shape))
+    high = tuple(d - s - c for d, s, c in zip(x.type.shape, start, cur.type.shape, strict=False))
     if any(start) or any(high):
         cur = b.emit("pad", [cur], {"low": start, "high": high, "value": 0.0})
     return (cur,)
@@ -266,7 +266,7 @@ def _slice(n, ins, out, g, b):
 def _pad(n, ins, out, g, b):
     x = ins[0]
     low = tuple(n.attr("low"))
-    limit = tuple(lo + d for lo, d in zip(low, x.type.shape))
+    limit = tuple(lo + d for lo, d in zip(low, x.type.shape, strict=False))
     return (None if not x.type.dtype.is_float else
             b.emit("slice", [g], {"start": low, "limit": limit, "stride": (1,) * x.type.rank}),)
 

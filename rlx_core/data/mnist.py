@@ -69,7 +69,8 @@ def read_idx(path: str | os.PathLike[str]) -> Any:
         with opener(p, "rb") as f:
             data = f.read()
     except (OSError, EOFError) as err:
-        raise DataError(f"cannot read {p}: {err}", hint="re-copy the file; it may be truncated")
+        raise DataError(f"cannot read {p}: {err}",
+                        hint="re-copy the file; it may be truncated") from err
     if len(data) < 8:
         raise DataError(f"{p} is too short to be an IDX file ({len(data)} bytes)")
     magic, count = struct.unpack(">II", data[:8])

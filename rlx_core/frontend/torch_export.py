@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import rlx_core.frontend.nn as nn
 from rlx_core.errors import RlxError
@@ -421,7 +422,7 @@ def from_exported(ep: Any, name: str = "torch_module") -> Graph:
     weights = {ph: (wname, _to_numpy(t)) for ph, (wname, t) in lifted.items()}
 
     def replay(*inputs: Any) -> Any:
-        env: dict[str, Any] = {p.name: x for p, x in zip(user, inputs)}
+        env: dict[str, Any] = {p.name: x for p, x in zip(user, inputs, strict=False)}
         for ph, (wname, arr) in weights.items():
             env[ph] = ops.param(arr, wname) if arr.ndim else ops.asarray(arr.item())
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import os
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rlx_core.errors import RlxError
 from rlx_core.ir import dtypes as dt

@@ -14,9 +14,10 @@ import importlib.util
 import json
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import rlx_core.frontend.nn as nn
 from rlx_core.errors import RlxError
@@ -49,7 +50,7 @@ class BertConfig:
     max_seq_length: int = 256
 
     @classmethod
-    def from_dir(cls, folder: Path) -> "BertConfig":
+    def from_dir(cls, folder: Path) -> BertConfig:
         cfg = json.loads((folder / "config.json").read_text())
         st = folder / "sentence_bert_config.json"
         max_len = json.loads(st.read_text()).get("max_seq_length", 256) if st.exists() else 256
@@ -183,7 +184,7 @@ class MiniLM:
     _compiled: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str] | None = None) -> "MiniLM":
+    def load(cls, path: str | os.PathLike[str] | None = None) -> MiniLM:
         """Weights, config and tokenizer from a sentence-transformers folder (see module doc)."""
         folder = find_model_dir(path)
         cfg = BertConfig.from_dir(folder)

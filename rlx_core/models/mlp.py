@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import rlx_core.frontend.nn as nn
 from rlx_core.frontend import ops
@@ -21,7 +22,7 @@ def init_mlp(sizes: Sequence[int] = MNIST_SIZES, seed: int = 0, dtype: str = "fl
 
     rng = np.random.default_rng(seed)
     params: dict[str, Any] = {}
-    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:]), start=1):
+    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=False), start=1):
         bound = 1.0 / math.sqrt(fan_in)
         params[f"fc{i}"] = {
             "weight": rng.uniform(-bound, bound, (fan_out, fan_in)).astype(dtype),

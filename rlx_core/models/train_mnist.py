@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from rlx_core.models.mlp import MNIST_SIZES, init_mlp, mlp_loss, mlp_predict
 

@@ -66,15 +66,15 @@ class SGD:
         p_leaves, tdef = flatten(params)
         g_leaves = flatten(grads)[0]
         if self.weight_decay:
-            g_leaves = [g + self.weight_decay * p for p, g in zip(p_leaves, g_leaves)]
+            g_leaves = [g + self.weight_decay * p for p, g in zip(p_leaves, g_leaves, strict=False)]
         if self.momentum == 0.0:
-            new = [p - self.lr * g for p, g in zip(p_leaves, g_leaves)]
+            new = [p - self.lr * g for p, g in zip(p_leaves, g_leaves, strict=False)]
             return unflatten(tdef, new), {}
         v_leaves = flatten(state["velocity"])[0]
-        v_new = [self.momentum * v + g for v, g in zip(v_leaves, g_leaves)]
-        step = ([g + self.momentum * v for g, v in zip(g_leaves, v_new)] if self.nesterov
+        v_new = [self.momentum * v + g for v, g in zip(v_leaves, g_leaves, strict=False)]
+        step = ([g + self.momentum * v for g, v in zip(g_leaves, v_new, strict=False)] if self.nesterov
                 else v_new)
-        new = [p - self.lr * s for p, s in zip(p_leaves, step)]
+        new = [p - self.lr * s for p, s in zip(p_leaves, step, strict=False)]
         return unflatten(tdef, new), {"velocity": unflatten(tdef, v_new)}
 
 
@@ -108,13 +108,13 @@ class Adam:
         p_leaves, tdef = flatten(params)
         g_leaves = flatten(grads)[0]
         if self.weight_decay:
-            g_leaves = [g + self.weight_decay * p for p, g in zip(p_leaves, g_leaves)]
+            g_leaves = [g + self.weight_decay * p for p, g in zip(p_leaves, g_leaves, strict=False)]
         t = state["t"] + 1.0
         # bias corrections are scalars: computed once, broadcast into every parameter update
         c1 = 1.0 - self.b1 ** t
         c2 = 1.0 - self.b2 ** t
         new_p, new_m, new_v = [], [], []
-        for p, g, m, v in zip(p_leaves, g_leaves, flatten(state["m"])[0], flatten(state["v"])[0]):
+        for p, g, m, v in zip(p_leaves, g_leaves, flatten(state["m"])[0], flatten(state["v"])[0], strict=False):
             m2 = self.b1 * m + (1.0 - self.b1) * g
             v2 = self.b2 * v + (1.0 - self.b2) * (g * g)
             m_hat = m2 / c1.astype(p.dtype)

@@ -11,8 +11,9 @@ outputs are the loss, the new parameter leaves and the new state leaves.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from rlx_core.autodiff.api import value_and_grad
 from rlx_core.autodiff.pytree import TreeDef, flatten, unflatten

@@ -7,7 +7,8 @@ float operand with (f(x + h) - f(x - h)) / 2h computed by running the compiled f
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -117,7 +118,7 @@ def test_vjp_matches_finite_differences(op: str) -> None:
     forward = rlx.compile(loss, *args)
     assert np.isclose(value, forward(*args))
     h, tol = STEP.get(op, (H, 1e-6))
-    for k, (x, gx) in enumerate(zip(args, grads)):
+    for k, (x, gx) in enumerate(zip(args, grads, strict=False)):
         want = np.zeros_like(x)
         for i in np.ndindex(x.shape):
             plus = [a.copy() for a in args]
