@@ -43,10 +43,15 @@ class ImportContext:
         self.env[onnx_name] = v
         self.onnx_input_name[v.name] = onnx_name
         if value is not None:
+            if getattr(getattr(value, "dtype", None), "name", "") == "bfloat16":
+                value = value.astype("float32")  # the host form of bf16
             self.input_values[v.name] = value
         return v
 
     def add_param(self, onnx_name: str, data: Any, ty: TensorType) -> Value:
+        if ty.dtype == dt.bf16 and getattr(data, "dtype", None) is not None \
+                and data.dtype.name == "bfloat16":
+            data = data.astype("float32")  # the host form of bf16 (exact: bf16 widens)
         v = Value(self.names.claim(onnx_name or "const"), ty, ValueKind.PARAM)
         self.params.append(v)
         self.param_data[v.name] = data

@@ -18,8 +18,9 @@ _ONNX_TO_RLX: dict[int, DType] = {
     11: dt.f64,  # DOUBLE
     12: dt.u32,  # UINT32
     14: dt.c64,  # COMPLEX64
-    # 16 BFLOAT16 is left out on purpose: rlx holds bf16 in float32 on the host, and ONNX
-    # callers expect ml_dtypes.bfloat16 arrays back; until that boundary is written, reject.
+    # rlx holds bf16 in float32 on the host (rounded to bf16 on every op); the ONNX backend
+    # converts ml_dtypes.bfloat16 arrays to and from that form at its boundary
+    16: dt.bf16,  # BFLOAT16
 }
 _NAMES: dict[int, str] = {
     0: "UNDEFINED", 1: "FLOAT", 2: "UINT8", 3: "INT8", 4: "UINT16", 5: "INT16", 6: "INT32",

@@ -96,18 +96,23 @@ def conv(n: NodeCtx) -> Value:
     return y
 
 
-def _taps(n: NodeCtx, xp: Value, kernel: list[int], strides: list[int], dil: list[int],
-          out: list[int]) -> list[Value]:
-    """Every window tap of a padded input: one strided slice per kernel offset."""
-    lead = xp.type.shape[:2]
-    taps = []
-    for offs in itertools.product(*(range(kk) for kk in kernel)):
-        start = (0, 0) + tuple(o * d for o, d in zip(offs, dil))
-        limit = lead + tuple(o * d + (sz - 1) * s + 1
-                             for o, d, sz, s in zip(offs, dil, out, strides))
-        taps.append(n.emit("slice", [xp], {"start": start, "limit": limit,
-                                           "stride": (1, 1) + tuple(strides)}))
-    return taps
+def _pool_reduce(n: NodeCtx, xp: Value, kernel: list[int], strides: list[int],
+                 dil: list[int], out: list[int], op: str) -> Value:
+    """Combine every window tap with ``op`` (max or add) over a padded input.
+
+    A pooling window is the Cartesian product of per-axis taps, and max and sum are
+    associative, so the window is reduced one spatial axis at a time: sum(k) strided slices
+    instead of prod(k) (a 3x3x3 window costs 9 slices, not 27).
+    """
+    y = xp
+    for i, (kk, s, d, o) in enumerate(zip(kernel, strides, dil, out)):
+        a = i + 2
+        acc = None
+        for t in range(kk):
+            tap = n.slice_axis(y, a, t * d, t * d + (o - 1) * s + 1, s)
+            acc = tap if acc is None else n.emit(op, [acc, tap])
+        y = acc  # type: ignore[assignment]
+    return y
 
 
 def _padded(n: NodeCtx, x: Value, pb: list[int], pe: list[int], fill: float) -> Value:
@@ -138,11 +143,7 @@ def max_pool(n: NodeCtx) -> Value:
     if int(n.attr("storage_order", 0)) not in (0, 1):
         raise Reject("storage_order")
     # padding never wins a max
-    taps = _taps(n, _padded(n, x, pb, pe, -math.inf), kernel, strides, dil, out)
-    y = taps[0]
-    for t in taps[1:]:
-        y = n.emit("max", [y, t])
-    return y
+    return _pool_reduce(n, _padded(n, x, pb, pe, -math.inf), kernel, strides, dil, out, "max")
 
 
 def _counts(spatial: tuple[int, ...], kernel: list[int], strides: list[int], dil: list[int],
@@ -170,10 +171,7 @@ def _explicit_end(n: NodeCtx, k: int, pe: list[int]) -> list[int]:
 def avg_pool(n: NodeCtx) -> Value:
     x, kernel, strides, dil, pb, pe, out = _pool_setup(n)
     include = bool(int(n.attr("count_include_pad", 0)))
-    taps = _taps(n, _padded(n, x, pb, pe, 0.0), kernel, strides, dil, out)
-    y = taps[0]
-    for t in taps[1:]:
-        y = n.emit("add", [y, t])
+    y = _pool_reduce(n, _padded(n, x, pb, pe, 0.0), kernel, strides, dil, out, "add")
     k = len(kernel)
     counts = _counts(x.type.shape[2:], kernel, strides, dil, pb, _explicit_end(n, k, pe), out,
                      include)
@@ -196,10 +194,7 @@ def lp_pool(n: NodeCtx) -> Value:
         raise Reject(f"p={p}")
     ax = n.emit("abs", [x])
     powed = n.emit("mul", [ax, ax]) if p == 2 else n.scalar_op("pow", ax, p)
-    taps = _taps(n, _padded(n, powed, pb, pe, 0.0), kernel, strides, dil, out)
-    y = taps[0]
-    for t in taps[1:]:
-        y = n.emit("add", [y, t])
+    y = _pool_reduce(n, _padded(n, powed, pb, pe, 0.0), kernel, strides, dil, out, "add")
     return n.emit("sqrt", [y]) if p == 2 else n.scalar_op("pow", y, 1.0 / p)
 
 
@@ -214,3 +209,97 @@ def global_pool(kind: str):
         return n.scalar_op("div", n.reduce("reduce_sum", x, axes, True), float(count))
 
     return convert
+
+
+def conv_transpose(n: NodeCtx) -> Value:
+    """ConvTranspose as a stride-1 convolution: the input dilated by the stride (zeros between
+    elements), padded by (kernel extent - 1 - pads), convolved with the flipped kernel whose
+    in/out channels are swapped per group."""
+    x, w, b = n.x(0), n.x(1), n.opt(2)
+    n.float_type(x)
+    if w.type.dtype != x.type.dtype or (b is not None and b.type.dtype != x.type.dtype):
+        raise Reject("X, W and B must share one dtype")
+    k = x.type.rank - 2
+    if k not in (1, 2):
+        raise Reject(f"{k}-D transposed convolution (1-D and 2-D are supported)")
+    g = int(n.attr("group", 1))
+    c_in = x.type.shape[1]
+    if w.type.shape[0] != c_in or c_in % g:
+        raise Reject(f"weight {w.type} does not match {c_in} input channels in {g} groups")
+    kernel = [int(s) for s in n.attr("kernel_shape", w.type.shape[2:])]
+    if tuple(kernel) != w.type.shape[2:]:
+        raise Reject("kernel_shape disagrees with the weight")
+    strides = [int(s) for s in n.attr("strides", [1] * k)]
+    dil = [int(d) for d in n.attr("dilations", [1] * k)]
+    outpad = [int(p) for p in n.attr("output_padding", [0] * k)]
+    spatial = x.type.shape[2:]
+    eff = [(kk - 1) * d + 1 for kk, d in zip(kernel, dil)]
+    auto = _text(n.attr("auto_pad"), "NOTSET")
+    if n.has("output_shape"):
+        want = [int(s) for s in n.attr("output_shape")][-k:]
+        total = [s * (i - 1) + op + e - o
+                 for s, i, op, e, o in zip(strides, spatial, outpad, eff, want)]
+        # a negative total (output_shape past the natural size) extends the end, as in ONNX's
+        # reference (Python floor division)
+        if auto == "SAME_UPPER":
+            pb, pe = [t // 2 for t in total], [t - t // 2 for t in total]
+        else:
+            pb, pe = [t - t // 2 for t in total], [t // 2 for t in total]
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        total = [s * (i - 1) + op + e - i * s
+                 for s, i, op, e in zip(strides, spatial, outpad, eff)]
+        total = [max(t, 0) for t in total]
+        if auto == "SAME_UPPER":
+            pb, pe = [t // 2 for t in total], [t - t // 2 for t in total]
+        else:
+            pb, pe = [t - t // 2 for t in total], [t // 2 for t in total]
+    elif auto in ("NOTSET", "VALID"):
+        pads = [int(p) for p in n.attr("pads", [0] * (2 * k))] if auto == "NOTSET" \
+            else [0] * (2 * k)
+        pb, pe = pads[:k], pads[k:]
+    else:
+        raise Reject(f"auto_pad={auto!r}")
+    if len(strides) != k or len(dil) != k or len(outpad) != k:
+        raise Reject("strides/dilations/output_padding do not match the spatial rank")
+    if k == 1:
+        x = n.reshape(x, x.type.shape[:2] + (1,) + x.type.shape[2:])
+        w = n.reshape(w, w.type.shape[:2] + (1,) + w.type.shape[2:])
+        strides, dil, outpad, pb, pe, eff = ([1] + strides, [1] + dil, [0] + outpad,
+                                             [0] + pb, [0] + pe, [1] + eff)
+    nb, c, h, wd = x.type.shape
+    sh, sw = strides
+    # 1. dilate by the stride: (N, C, H, 1, W, 1) padded to (.., sh, .., sw), cropped
+    y = n.reshape(x, (nb, c, h, 1, wd, 1))
+    if sh > 1 or sw > 1:
+        y = n.emit("pad", [y], {"low": (0,) * 6, "high": (0, 0, 0, sh - 1, 0, sw - 1),
+                                "value": 0.0})
+    y = n.reshape(y, (nb, c, h * sh, wd * sw))
+    y = n.emit("slice", [y], {"start": (0, 0, 0, 0),
+                              "limit": (nb, c, (h - 1) * sh + 1, (wd - 1) * sw + 1),
+                              "stride": (1, 1, 1, 1)})
+    # 2. pad by extent - 1 - pads on each side (output_padding adds to the end); crop negatives
+    low = [e - 1 - p for e, p in zip(eff, pb)]
+    high = [e - 1 - p + op for e, p, op in zip(eff, pe, outpad)]
+    for ax, (lo, hi) in enumerate(zip(low, high)):
+        a = ax + 2
+        lo_c, hi_c = max(-lo, 0), max(-hi, 0)
+        if lo_c or hi_c:
+            y = n.slice_axis(y, a, lo_c, y.type.shape[a] - hi_c)
+    lo_p = tuple(max(v, 0) for v in low)
+    hi_p = tuple(max(v, 0) for v in high)
+    if any(lo_p + hi_p):
+        y = n.emit("pad", [y], {"low": (0, 0) + lo_p, "high": (0, 0) + hi_p, "value": 0.0})
+    # 3. the kernel: (C, M/g, kh, kw) -> (M, C/g, kh, kw), flipped spatially
+    mg = w.type.shape[1]
+    kh, kw = w.type.shape[2:]
+    wk = n.reshape(w, (g, c // g, mg, kh, kw))
+    wk = n.transpose(wk, (0, 2, 1, 3, 4))
+    wk = n.reshape(wk, (g * mg, c // g, kh, kw))
+    wk = n.take(wk, 2, list(range(kh - 1, -1, -1)))
+    wk = n.take(wk, 3, list(range(kw - 1, -1, -1)))
+    ins = [y, wk] + ([b] if b is not None else [])
+    out = n.emit("conv2d", ins, {"stride": (1, 1), "padding": (0, 0),
+                                 "dilation": tuple(dil), "groups": g})
+    if k == 1:
+        out = n.reshape(out, (out.type.shape[0], out.type.shape[1], out.type.shape[3]))
+    return out
