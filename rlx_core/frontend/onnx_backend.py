@@ -15,8 +15,9 @@ Needs the ``onnx`` package, which brings numpy; rlx_core itself imports neither.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import onnx
 from onnx.backend.base import Backend, BackendRep

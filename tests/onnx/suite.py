@@ -6,9 +6,9 @@ is not a typed rlx error). Shared by tests/onnx/test_backend_node.py and scripts
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 from node_cases import NodeCase
 

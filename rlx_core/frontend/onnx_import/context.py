@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rlx_core.errors import RlxError
 from rlx_core.frontend.onnx_import import dtypes as odt

@@ -4,8 +4,9 @@ the converter table, and report every node that cannot be converted exactly in o
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from rlx_core.errors import RlxError
 from rlx_core.frontend.onnx_import import dtypes as odt

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from rlx_core.frontend.onnx_import import dtypes as odt
 from rlx_core.frontend.onnx_import.context import NodeCtx

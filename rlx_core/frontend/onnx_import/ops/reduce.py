@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from rlx_core.frontend.onnx_import.context import NodeCtx
 from rlx_core.frontend.onnx_import.errors import Reject

@@ -11,7 +11,8 @@ gather, for nearest), and tf_crop_and_resize's extrapolated positions are select
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rlx_core.frontend.onnx_import.context import NodeCtx
 from rlx_core.frontend.onnx_import.errors import Reject

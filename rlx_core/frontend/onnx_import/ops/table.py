@@ -10,8 +10,9 @@ rejected by dtype.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rlx_core.frontend.onnx_import.ops import attention, conv, loss, nn, reduce, resize, shape
 from rlx_core.frontend.onnx_import.ops import elementwise as ew
