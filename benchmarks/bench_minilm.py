@@ -232,18 +232,18 @@ def main(argv: list[str] | None = None) -> int:
                        "token_type_ids": t_in[2]})["sentence_embedding"].numpy()
 
         # every callable binds this batch's inputs (defaults), not the loop variables
-        args = (ids, mask, types)
+        inputs = (ids, mask, types)
 
         def run_torch(fn: Any = module, t_in: tuple[Any, ...] = t_in) -> Any:
             with torch.inference_mode():
                 return fn(*t_in).numpy()
 
         peers: dict[str, Any] = {
-            "rlx": lambda exe=exe, args=args: exe(*args),
+            "rlx": lambda exe=exe, a=inputs: exe(*a),
             "torch": run_torch,
             "torch.compile": lambda run_torch=run_torch: run_torch(compiled),
             **{k: (lambda s=s, o=o_in[0]: s.run(None, o)[0]) for k, s in sessions.items()},
-            "numpy": lambda args=args: ref_np(*args),
+            "numpy": lambda a=inputs: ref_np(*a),
         }
         errors = {}
         for name, fn in peers.items():
