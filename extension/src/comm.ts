@@ -8,14 +8,29 @@ import { WebGpuExecutor } from './executor';
 import { COMM_TARGET } from './protocol';
 
 type Comm = Pick<Kernel.IComm, 'send' | 'commId'> & {
+  // resolves once JupyterLab created this comm's subshell (services >= 7.4)
+  subshellStarted?: Promise<void>;
   onMsg: (msg: KernelMessage.ICommMsgMsg) => void | PromiseLike<void>;
   onClose: (msg: KernelMessage.ICommCloseMsg) => void | PromiseLike<void>;
 };
 
-/** Handles one comm: every request is answered in order of arrival. */
-export function attachComm(comm: Comm, executor: WebGpuExecutor): void {
-  let chain: Promise<void> = Promise.resolve();
-  comm.onMsg = msg => {
+/**
+ * Handles one comm: every request is answered in order of arrival. ``supportsSubshells`` says
+ * whether the kernel has subshells; then replies wait until the comm's subshell exists, since
+ * JupyterLab sends on the main shell before that — where a waiting cell would never read it.
+ */
+export function attachComm(
+  comm: Comm,
+  executor: WebGpuExecutor,
+  supportsSubshells: () => Promise<boolean> = async () => false
+): void {
+  let chain: Promise<void> = (async () => {
+    if (comm.subshellStarted && (await supportsSubshells())) {
+      await comm.subshellStarted.catch(err => console.warn('rlx-explorer: no comm subshell', err));
+    }
+  })();
+  console.debug(`rlx-explorer: comm ${comm.commId} opened`);
+  comm.onMsg = (msg): void => {
     const data = msg.content.data;
     const buffers = (msg.buffers ?? []) as (ArrayBuffer | ArrayBufferView)[];
     chain = chain.then(async () => {
@@ -24,7 +39,8 @@ export function attachComm(comm: Comm, executor: WebGpuExecutor): void {
         comm.send(answer.reply as unknown as KernelMessage.ICommMsgMsg['content']['data'], undefined, answer.buffers);
       }
     });
-    return chain;
+    // not returned: JupyterLab handles kernel messages one at a time and awaits this
+    // handler, so waiting here would also hold back the create_subshell_reply we wait for
   };
   comm.onClose = () => undefined;
 }
@@ -37,5 +53,10 @@ export function registerKernel(kernel: Kernel.IKernelConnection | null | undefin
     return;
   }
   registered.add(kernel);
-  kernel.registerCommTarget(COMM_TARGET, comm => attachComm(comm as unknown as Comm, executor));
+  console.debug(`rlx-explorer: comm target ${COMM_TARGET} registered on kernel ${kernel.id}`);
+  const subshells = async () => {
+    await kernel.info;
+    return kernel.supportsSubshells;
+  };
+  kernel.registerCommTarget(COMM_TARGET, comm => attachComm(comm as unknown as Comm, executor, subshells));
 }

@@ -1,5 +1,5 @@
 // @vitest-environment jsdom
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 
 import { staticModel, Viewer, ViewerModel } from '../src/model';
 import { MIME_TYPE, rendererFactory } from '../src/renderer';
@@ -92,9 +92,32 @@ describe('attachComm', () => {
       outputs: ['y']
     };
     const msg = (data: unknown, buffers: unknown[] = []) => ({ content: { comm_id: 'c1', data }, buffers }) as never;
-    await (comm as never as { onMsg(m: unknown): Promise<void> }).onMsg(msg({ rlx: 1, id: 'r1', op: 'load', program: 'p', plan, uploads: [] }));
-    await (comm as never as { onMsg(m: unknown): Promise<void> }).onMsg(msg({ rlx: 1, id: 'r2', op: 'run', program: 'p', uploads: ['x'] }, [f32(1.5, -2)]));
+    (comm as never as { onMsg(m: unknown): void }).onMsg(msg({ rlx: 1, id: 'r1', op: 'load', program: 'p', plan, uploads: [] }));
+    (comm as never as { onMsg(m: unknown): void }).onMsg(msg({ rlx: 1, id: 'r2', op: 'run', program: 'p', uploads: ['x'] }, [f32(1.5, -2)]));
+    await vi.waitFor(() => expect(sent).toHaveLength(2));
     expect(sent.map(s => (s[0] as { id: string }).id)).toEqual(['r1', 'r2']);
     expect([...new Float32Array((sent[1][2] as ArrayBuffer[])[0])]).toEqual([-1.5, 2]);
+  });
+});
+
+describe('attachComm over a subshell', () => {
+  it('holds replies until the comm subshell exists, without blocking the message handler', async () => {
+    let started!: () => void;
+    const sent: unknown[] = [];
+    const comm = {
+      commId: 'c2',
+      subshellStarted: new Promise<void>(r => (started = r)),
+      send: (d: unknown) => sent.push(d),
+      onMsg: null as never,
+      onClose: null as never
+    };
+    attachComm(comm as never, new WebGpuExecutor(fakeGpu({})), async () => true);
+    const ret = (comm as never as { onMsg(m: unknown): unknown }).onMsg({ content: { data: { rlx: 1, id: 'r1', op: 'hello' } }, buffers: [] });
+    expect(ret).toBeUndefined(); // JupyterLab awaits this: it must not wait for the subshell
+    await new Promise(r => setTimeout(r, 20));
+    expect(sent).toHaveLength(0);
+    started();
+    await vi.waitFor(() => expect(sent).toHaveLength(1));
+    expect(sent[0]).toMatchObject({ id: 'r1', ok: true });
   });
 });
