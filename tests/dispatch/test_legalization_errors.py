@@ -59,11 +59,26 @@ def test_enabling_shader_f16_fixes_exactly_the_f16_node() -> None:
     assert r.decision(f16.name).route == "native"
 
 
-def test_same_graph_is_fine_on_numpy_and_cpu_lacks_f16() -> None:
-    g, (f64, i64, f16) = _three_illegal()
+def test_same_graph_is_fine_on_numpy_and_cpu_lacks_c64() -> None:
+    # the webgpu-illegal graph plus one c64 node: cpu has f64, i64 and f16 (rlx_core/targets/cpu/
+    # caps.py) but no complex type, so exactly the c64 node fails there, with the dtype code
+    m = GraphMaker("student_model.py")
+    xd = m.input("xd", "f64", (4,))
+    ids = m.input("ids", "i64", (3,))
+    table = m.input("table", "f32", (10, 8))
+    h = m.input("h", "f16", (4,))
+    z = m.input("z", "c64", (4,))
+    f64 = m.op("log", [xd], line=11)
+    i64 = m.op("gather", [table, ids], line=12, axis=0)
+    f16 = m.op("tanh", [h], line=13)
+    c64 = m.op("neg", [z], line=14)
+    g = m.graph(f64, i64, f16, c64)
     assert legalize_graph(g, "numpy").ok
     r = legalize_graph(g, "cpu", raise_errors=False)
-    assert [(f.decision.node, f.decision.code) for f in r.failures] == [(f16.name, "RLX-L002")]
+    assert [(f.decision.node, f.decision.code) for f in r.failures] == [(c64.name, "RLX-L002")]
+    assert r.failures[0].decision.where == "student_model.py:14"
+    assert "real and imaginary" in r.failures[0].decision.hint
+    assert all(r.decision(v.name).route != "unsupported" for v in (f64, i64, f16))
 
 
 def test_failure_inside_a_decomposition_names_the_hir_origin() -> None:
