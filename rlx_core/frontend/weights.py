@@ -33,13 +33,13 @@ _MAX_HEADER = 100 * 1024 * 1024  # the format's own limit on the JSON header
 class WeightsFileError(RlxError):
     """A weights file is missing, truncated, or has a corrupted header."""
 
-    code = "RLX-W001"
+    code = "RLX-F001"
 
 
 class WeightsMismatchError(RlxError):
     """Weights do not fit the model: missing names, wrong shapes or dtypes (all listed)."""
 
-    code = "RLX-W002"
+    code = "RLX-F002"
 
     def __init__(self, message: str, missing: tuple[str, ...] = (),
                  mismatched: tuple[tuple[str, str, str], ...] = (),

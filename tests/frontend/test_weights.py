@@ -114,7 +114,7 @@ def test_mismatches_are_all_listed(weights_file) -> None:
     assert [m[0] for m in err.mismatched] == ["fc.weight", "fc.bias"]
     assert "expected ?[3,21], found f32[3,20]" in err.message
     assert err.unexpected == ("steps",)
-    assert err.code == "RLX-W002" and err.hint
+    assert err.code == "RLX-F002" and err.hint
 
 
 def test_bind_weights_checks_graph_parameter_shapes(weights_file) -> None:
