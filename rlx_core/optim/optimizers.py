@@ -22,7 +22,7 @@ from rlx_core.errors import RlxError
 class OptimizerError(RlxError):
     """An optimizer hyper-parameter is out of range."""
 
-    code = "RLX-O001"
+    code = "RLX-A101"
 
 
 def _zeros_like_host(x: Any) -> Any:
