@@ -34,7 +34,7 @@ COMM_TARGET = "rlx.webgpu"
 class ProtocolError(RlxError):
     """A reply that does not follow the protocol (an extension of another version)."""
 
-    code = "RLX-B003"
+    code = "RLX-B005"
 
 
 class ProgramLostError(BrowserRunError):
