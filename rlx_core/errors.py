@@ -73,6 +73,16 @@ class ArgumentError(RlxError):
     code = "RLX-R001"
 
 
+class IndexOutOfRangeError(RlxError):
+    """A gather/scatter/embedding index falls outside the indexed axis at run time.
+
+    Defined here, not in a target, so that every target (the numpy reference, the C runtime,
+    the numpy-free WebGPU host layer) raises the one class behind RLX-R002.
+    """
+
+    code = "RLX-R002"
+
+
 class TargetUnavailableError(RlxError):
     """The requested target cannot run on this machine (no compiler, no adapter, ...)."""
 

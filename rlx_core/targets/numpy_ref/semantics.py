@@ -36,16 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from rlx_core.errors import DTypeError, RlxError
+from rlx_core.errors import DTypeError, IndexOutOfRangeError, RlxError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.dtypes import DType
 from rlx_core.ir.graph import TensorType
-
-
-class IndexOutOfRangeError(RlxError):
-    """A gather/embedding index falls outside the indexed axis at run time."""
-
-    code = "RLX-R002"
 
 
 class SemanticsError(RlxError):

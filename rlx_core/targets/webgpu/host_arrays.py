@@ -13,7 +13,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from rlx_core.errors import ArgumentError
+from rlx_core.errors import ArgumentError, IndexOutOfRangeError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.dtypes import DType
 from rlx_core.ir.graph import TensorType
@@ -109,10 +109,12 @@ def _convert(v: Any, d: DType) -> Any:
     return m
 
 
-class IndexRangeError(ArgumentError):
-    """A gather/scatter index passed by the caller lies outside the indexed axis."""
+class IndexRangeError(IndexOutOfRangeError, ArgumentError):
+    """A gather/scatter index passed by the caller lies outside the indexed axis.
 
-    code = "RLX-R002"
+    The shared IndexOutOfRangeError comes first so its code (RLX-R002) wins over
+    ArgumentError's: the same mistake has the same code on every target.
+    """
 
 
 def check_indices(arg: Any, size: int, op: str, what: str) -> None:
