@@ -12,6 +12,11 @@ missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
+# Node.js/npm (the Pyodide runtime and the JupyterLab extension come from the npm registry):
+# Debian's packages, only when no node is on the PATH already (never replace a newer one).
+if ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   echo "setup: installing Debian packages: ${missing[*]}"
