@@ -157,6 +157,20 @@ def _cmd_explore(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_lite_build(args: argparse.Namespace) -> int:
+    """The JupyterLite site (binder/build_lite.py of a source checkout: it packs this tree)."""
+    import runpy
+
+    script = Path(__file__).resolve().parents[1] / "binder" / "build_lite.py"
+    if not script.exists():
+        raise RlxError("`rlx lite build` needs a source checkout (binder/build_lite.py); this "
+                       "rlx is an installed package",
+                       hint="git clone the repository, then run `rlx lite build` inside it")
+    main_fn = runpy.run_path(str(script))["main"]
+    return int(main_fn([*(["--out", args.out] if args.out else []),
+                        *(["--force"] if args.force else [])]))
+
+
 def _tour_html(path: Path, out: str) -> None:
     """The explorer page for the tour model (skipped, with a note, without the explorer extra)."""
     try:
@@ -210,6 +224,13 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--target", default="numpy,webgpu", help="comma list of targets")
     x.add_argument("--port", type=int, default=5006)
     x.set_defaults(run=_cmd_explore)
+
+    lite = sub.add_parser("lite", help="the in-browser JupyterLite site (Pyodide + WebGPU)")
+    lite_sub = lite.add_subparsers(dest="lite_command", required=True)
+    lb = lite_sub.add_parser("build", help="build the static site (default build/lite-site)")
+    lb.add_argument("--out", default=None, help="site folder (default build/lite-site)")
+    lb.add_argument("--force", action="store_true", help="rebuild even if nothing changed")
+    lb.set_defaults(run=_cmd_lite_build)
     return ap
 
 
