@@ -202,8 +202,13 @@ def _load(path: str) -> Any:
     spec = importlib.util.spec_from_file_location(name, path, loader=loader)
     if spec is None:
         raise RlxError(f"cannot load the specialization cache module {path}", code="RLX-R012")
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
+    try:
+        module = importlib.util.module_from_spec(spec)  # dlopen happens here
+        loader.exec_module(module)
+    except ImportError as err:  # a truncated or foreign file where the built module should be
+        raise RlxError(f"cannot load the specialization cache module {path}: {err}",
+                       hint="delete the file so that it is built again (RLX_CACHE_DIR), and "
+                            "report it if the error comes back", code="RLX-R012") from err
     return module
 
 
