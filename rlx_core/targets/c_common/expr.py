@@ -25,12 +25,12 @@ class RenderError(RlxError):
 _FLOAT_UNARY: dict[str, tuple[str, str]] = {
     "neg": ("(-{x})", "(-{x})"),
     "abs": ("fabsf({x})", "fabs({x})"),
-    "exp": ("expf({x})", "exp({x})"),
+    "exp": ("rlx_exp_f({x})", "exp({x})"),  # prelude: vectorisable
     "log": ("logf({x})", "log({x})"),
     "sqrt": ("sqrtf({x})", "sqrt({x})"),
     "rsqrt": ("(1.0f / sqrtf({x}))", "(1.0 / sqrt({x}))"),
     "tanh": ("tanhf({x})", "tanh({x})"),
-    "erf": ("erff({x})", "erf({x})"),
+    "erf": ("rlx_erf_f({x})", "erf({x})"),
     "logistic": ("rlx_logistic_f({x})", "rlx_logistic_d({x})"),
     "sin": ("sinf({x})", "sin({x})"),
     "cos": ("cosf({x})", "cos({x})"),

@@ -89,8 +89,58 @@ static inline double rlx_max_d(double a, double b) { return (a != a || a > b) ? 
 static inline double rlx_min_d(double a, double b) { return (a != a || a < b) ? a : b; }
 static inline float rlx_sign_f(float x) { return x != x ? x : (float)((x > 0) - (x < 0)); }
 static inline double rlx_sign_d(double x) { return x != x ? x : (double)((x > 0) - (x < 0)); }
+/* f32 exp and erf the compiler can vectorise: branch-free arithmetic and selects, no calls
+   (libm's expf/erff are scalar calls, which keep softmax and erf-GELU loops scalar) */
+static inline float rlx_pow2i_f(int32_t n) {
+    uint32_t bits = (uint32_t)(n + 127) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+static inline float rlx_exp_f(float x) {
+    /* Cephes expf: x = n ln2 + r with |r| <= ln2/2, exp(r) by a degree-6 polynomial (about
+       1 ulp); 2^n as two normal factors so results in the subnormal range stay correct */
+    const float xc = x < -103.5f ? -103.5f : (x > 88.72283935546875f ? 88.72283935546875f : x);
+    const float n = __builtin_floorf(xc * 1.44269504088896341f + 0.5f);
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const int32_t ni = (int32_t)n, n1 = ni >> 1;
+    float y = p * rlx_pow2i_f(n1) * rlx_pow2i_f(ni - n1);
+    y = x > 88.72283935546875f ? INFINITY : y;
+    y = x < -103.5f ? 0.0f : y;
+    return x != x ? x : y;
+}
+static inline float rlx_erf_f(float x) {
+    /* |x| < 0.5: the Maclaurin series to x^13 (truncation < 2e-8); beyond: Abramowitz &
+       Stegun 7.1.26 (absolute error < 1.5e-7) on the vectorised exp; both run, one is kept */
+    const float a = fabsf(x), z = x * x;
+    float s = 0.00012055332981789664f;
+    s = s * z - 0.0008548327023450852f;
+    s = s * z + 0.005223977625442188f;
+    s = s * z - 0.026866170645131252f;
+    s = s * z + 0.11283791670955126f;
+    s = s * z - 0.37612638903183754f;
+    s = s * z + 1.1283791670955126f;
+    s = s * x;
+    const float t = 1.0f / (1.0f + 0.3275911f * a);
+    float q = 1.061405429f;
+    q = q * t - 1.453152027f;
+    q = q * t + 1.421413741f;
+    q = q * t - 0.284496736f;
+    q = q * t + 0.254829592f;
+    float big = 1.0f - q * t * rlx_exp_f(-z);
+    big = x < 0.0f ? -big : big;
+    return a < 0.5f ? s : big;
+}
 static inline float rlx_logistic_f(float x) {
-    float e = expf(-fabsf(x)); return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
+    float e = rlx_exp_f(-fabsf(x)); return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
 }
 static inline double rlx_logistic_d(double x) {
     double e = exp(-fabs(x)); return x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);

@@ -127,8 +127,10 @@ class CLikeRenderer:
         scratch_needed = 0
         impls: dict[str, str] = {}
         kinds: dict[str, str] = {}
+        seen: dict[str, str] = {}  # kernel text without its name and head comment -> name
         for idx, k in enumerate(g.kernels):
             text, impl, scratch = self.render_kernel(g, k, idx, prefix, types, fail)
+            text = self.share(text, prefix, k, seen)
             parts.append((k.name, text))
             impls[k.name] = impl
             kinds[k.name] = k.kind
@@ -161,6 +163,26 @@ class CLikeRenderer:
             kernel_lines=lines, kernel_sources=per_kernel, kernel_impl=impls,
             kernel_kind=kinds, profile_fn=f"{prefix}_profile" if self.profile else "",
             **self.program_fields_for(impls))
+
+    def share(self, text: str, prefix: str, k: Kernel, seen: dict[str, str]) -> str:
+        """``text``, or a one-line wrapper calling an earlier kernel with the same code.
+
+        Repeated blocks (the layers of a transformer) render to identical loop nests up to
+        the function name; compiling each copy again made the C compiler most of a compile's
+        time. The wrapper keeps one function per kernel (profiles and sources stay per
+        kernel) and the compiler inlines it.
+        """
+        fn = f"{prefix}_{c_ident(k.name, 'k')}"
+        head, _, rest = text.partition("\n")
+        canon = rest.replace(fn + "(", "@KERNEL@(")
+        first = seen.get(canon)
+        if first is None:
+            seen[canon] = fn
+            return text
+        decl = rest.partition(") {\n")[0]
+        args = [p.rsplit(" ", 1)[-1] for p in decl.partition("(")[2].split(", ")]
+        return (f"{head[:-3].rstrip()}; same code as {first} */\n{decl}) {{\n"
+                f"    {first}({', '.join(args)});\n}}\n")
 
     def program_fields_for(self, impls: dict[str, str]) -> dict[str, Any]:
         return self.program_fields()

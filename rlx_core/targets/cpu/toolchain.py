@@ -27,7 +27,9 @@ from pathlib import Path
 from rlx_core.errors import RlxError, TargetUnavailableError
 
 OPT_CHOICES: tuple[tuple[str, ...], ...] = (("-O3", "-march=native"), ("-O3",), ("-O2",))
-BASE_FLAGS: tuple[str, ...] = ("-std=gnu11", "-fPIC", "-shared", "-fno-math-errno")
+# no errno and no FP traps: both would keep loops over math calls and float selects scalar
+BASE_FLAGS: tuple[str, ...] = ("-std=gnu11", "-fPIC", "-shared", "-fno-math-errno",
+                               "-fno-trapping-math")
 _PROBE_SOURCE = "#include <math.h>\nint rlx_probe(int x) { return (int)sqrt((double)x); }\n"
 _OMP_SOURCE = ("#include <omp.h>\nint rlx_probe(void) { int s = 0;\n"
                "#pragma omp parallel for reduction(+:s)\n"
