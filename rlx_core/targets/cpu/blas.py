@@ -63,8 +63,19 @@ def blas_takes(spec: GemmSpec) -> bool:
     return spec.dtype in (dt.f32, dt.f64) and max(spec.m, spec.n, spec.k) <= BLAS_INT_MAX
 
 
+# below this many multiply-adds a GEMM runs on one thread (a parallel region costs more)
+GEMM_PARALLEL_MIN = 1 << 18
+
+
 def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo) -> str:
-    """A batched loop of ``?gemm`` calls: C[b] = op(A[b]) op(B[b]) (alpha 1, beta 0)."""
+    """Batched ``?gemm`` calls: C[b] = op(A[b]) op(B[b]) (alpha 1, beta 0).
+
+    OpenBLAS itself runs on one thread (see renderer.extra_functions); large GEMMs are split
+    over the OpenMP team instead - by batch when there are enough batches, else by row blocks
+    of C - so one thread pool serves every kernel. Two pools (OpenMP loops and OpenBLAS's own
+    pthreads) on a shared 2-core machine made each pool's waiting workers hold the cores the
+    other needed: MiniLM at 2 threads ran several times slower than at 1 on a loaded machine.
+    """
     s = "s" if spec.dtype == dt.f32 else "d"
     one, zero = ("1.0f", "0.0f") if s == "s" else ("1.0", "0.0")
     fn = f"{blas.symbol_prefix}cblas_{s}gemm"
@@ -72,10 +83,44 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo) -> str:
     tb = "CblasTrans" if spec.trans_b else "CblasNoTrans"
     lda = spec.m if spec.trans_a else spec.k
     ldb = spec.k if spec.trans_b else spec.n
-    # BLAS threads itself; the batch loop stays serial so the two pools do not nest
+    m, n, k = spec.m, spec.n, spec.k
+    a_b = f"{spec.a} + bb * {m * k}"
+    b_b = f"{spec.b} + bb * {k * n}"
+    c_b = f"{spec.c} + bb * {m * n}"
+
+    def call(rows: str, a: str, c: str) -> None:
+        w.line(f"{fn}(CblasRowMajor, {ta}, {tb}, {rows}, {n}, {k}, {one}, {a}, {lda}, {b_b}, "
+               f"{ldb}, {zero}, {c}, {n});")
+
+    pragma = env.parallel(spec.batch * m * n * k, 0) if \
+        spec.batch * m * n * k >= GEMM_PARALLEL_MIN else None
+    if pragma is None or (spec.batch == 1 and m < 16):
+        w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
+        call(str(m), a_b, c_b)
+        w.close()
+        return f"blas-{s}gemm"
+    w.open("")
+    w.line("const int64_t team = RLX_TEAM;")
+    w.open(f"if ({spec.batch} >= team)")
+    w.line(pragma)
     w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
-    w.line(f"{fn}(CblasRowMajor, {ta}, {tb}, {spec.m}, {spec.n}, {spec.k}, {one}, "
-           f"{spec.a} + bb * {spec.m * spec.k}, {lda}, {spec.b} + bb * {spec.k * spec.n}, "
-           f"{ldb}, {zero}, {spec.c} + bb * {spec.m * spec.n}, {spec.n});")
+    call(str(m), a_b, c_b)
+    w.close()
+    w.close()
+    w.open("else")
+    # row blocks of C, a multiple of 16 rows each (the micro-kernels' row tile)
+    w.line(f"const int64_t per = (({m} + team - 1) / team + 15) / 16 * 16;")
+    w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
+    w.line(pragma)
+    w.open("for (int64_t t = 0; t < team; ++t)")
+    w.line(f"const int64_t r0 = t * per, rows = {m} - r0 < per ? {m} - r0 : per;")
+    w.open("if (rows > 0)")
+    # a row block of op(A): rows of A, or columns of a transposed A
+    a_off = "r0" if spec.trans_a else f"r0 * {k}"
+    call("(int)rows", f"{a_b} + {a_off}", f"{c_b} + r0 * {n}")
+    w.close()
+    w.close()
+    w.close()
+    w.close()
     w.close()
     return f"blas-{s}gemm"

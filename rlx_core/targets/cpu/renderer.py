@@ -59,8 +59,12 @@ class CpuRenderer(CLikeRenderer):
                 f"void {self.blas.symbol_prefix}openblas_set_num_threads(int);\n"]
 
     def extra_functions(self, prefix: str) -> str:
-        """``<prefix>_threads(n)``: the OpenMP team size and OpenBLAS's thread count."""
-        blas = f"    {self.blas.symbol_prefix}openblas_set_num_threads(n);\n" if self.blas else ""
+        """``<prefix>_threads(n)``: the OpenMP team size; OpenBLAS stays on one thread.
+
+        GEMMs are split over the OpenMP team by the kernels themselves (blas.emit_gemm), so
+        OpenBLAS's own pool never runs beside OpenMP's.
+        """
+        blas = f"    {self.blas.symbol_prefix}openblas_set_num_threads(1);\n" if self.blas else ""
         return (f"void {prefix}_threads(int n) {{\n    rlx_cpu_threads = n > 0 ? n : 1;\n"
                 f"{blas}}}\n")
 

@@ -1,10 +1,11 @@
-"""How many threads the CPU target's kernels use, set once for OpenMP loops and OpenBLAS.
+"""How many threads the CPU target's kernels use: one OpenMP team for loops and GEMMs alike.
 
-Two pools run a program's kernels: OpenMP for the generated outer loops and OpenBLAS's own
-pthreads for GEMMs. Left alone, each starts one thread per core and the spinning workers of
-one pool steal the cores the other needs (on a 2-core machine that halves GEMM speed). So
-the count is explicit: ``RLX_NUM_THREADS``, else the cores this process may run on, and it is
-pushed into both pools of every loaded program (``<prefix>_threads(n)``, see renderer.py).
+Left alone, OpenMP (the generated outer loops) and OpenBLAS (its own pthreads) would each
+start one thread per core, and the waiting workers of one pool hold the cores the other
+needs (on a loaded 2-core machine MiniLM ran several times slower at 2 threads than at
+1). So OpenBLAS is kept on one thread and large GEMMs are split over the OpenMP team by the kernels themselves
+(blas.emit_gemm). The count is explicit: ``RLX_NUM_THREADS``, else the cores this process may
+run on, pushed into every loaded program (``<prefix>_threads(n)``, see renderer.py).
 """
 
 from __future__ import annotations

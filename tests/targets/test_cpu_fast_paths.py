@@ -1,0 +1,108 @@
+"""CPU fast paths against numpy: GEMMs split over the OpenMP team, vectorised exp/erf, kernels
+sharing one function, and the training step's direct call."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core.errors import ArgumentError
+from rlx_core.targets.cpu.blas import find_blas
+from rlx_core.targets.cpu.target import CpuTarget
+from rlx_core.targets.cpu.threads import num_threads, set_num_threads
+
+pytestmark = pytest.mark.skipif(not CpuTarget().available()[0],
+                                reason=f"cpu target unavailable: {CpuTarget().available()[1]}")
+
+
+@pytest.fixture
+def two_threads():
+    before = num_threads()
+    set_num_threads(2)
+    yield
+    set_num_threads(before)
+
+
+@pytest.mark.parametrize("case", ["plain", "lhs_t", "rhs_t", "batched", "few_batches"])
+def test_split_gemm_matches_numpy(case: str, two_threads: None) -> None:
+    if find_blas()[0] is None:
+        pytest.skip("no BLAS: the split is a BLAS path")
+    rng = np.random.default_rng(3)
+    # large enough to pass GEMM_PARALLEL_MIN; 203 rows is no multiple of the 16-row blocks
+    shapes = {"plain": ((203, 96), (96, 80)), "lhs_t": ((96, 203), (96, 80)),
+              "rhs_t": ((203, 96), (80, 96)), "batched": ((5, 70, 64), (5, 64, 72)),
+              "few_batches": ((1, 150, 64), (1, 64, 72))}[case]
+    a = rng.standard_normal(shapes[0], np.float32)
+    b = rng.standard_normal(shapes[1], np.float32)
+    fns = {"plain": lambda x, y: x @ y, "lhs_t": lambda x, y: x.T @ y,
+           "rhs_t": lambda x, y: x @ y.T, "batched": lambda x, y: x @ y,
+           "few_batches": lambda x, y: x @ y}
+    exe = rlx.compile(fns[case], a, b, target="cpu", record=False)
+    src = "".join(exe.sources.values())
+    assert "RLX_TEAM" in src and "cblas_sgemm" in src
+    want = {"lhs_t": lambda: a.T @ b, "rhs_t": lambda: a @ b.T}.get(case, lambda: a @ b)()
+    np.testing.assert_allclose(exe(a, b), want, rtol=1e-5, atol=1e-4)
+
+
+def test_exp_erf_vectorised_forms_match_numpy() -> None:
+    from scipy.special import erf
+
+    x = np.concatenate([np.linspace(-110, 95, 4001, dtype=np.float32),
+                        np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 88.72, -87.4, 0.4999,
+                                  0.5, 1e-30], np.float32)])
+    exe = rlx.compile(lambda t: (rlx.exp(t), rlx.erf(t)), x, target="cpu", record=False)
+    got_e, got_r = exe(x)
+    with np.errstate(over="ignore"):
+        want_e = np.exp(x.astype(np.float64)).astype(np.float32)
+    np.testing.assert_allclose(got_e, want_e, rtol=3e-7, atol=1e-38, equal_nan=True)
+    np.testing.assert_allclose(got_r, erf(x.astype(np.float64)), rtol=0, atol=5e-7,
+                               equal_nan=True)
+    assert "rlx_exp_f(" in "".join(exe.sources.values())
+
+
+def test_repeated_blocks_share_one_kernel_function() -> None:
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 8), np.float32)
+
+    def f(t):
+        for _ in range(3):  # a reduction per block, so each block is kernels of its own
+            t = rlx.nn.softmax(t * 1.5, axis=-1)
+        return t
+
+    exe = rlx.compile(f, x, target="cpu", record=False)
+    shared = [s for s in exe.sources.values() if "same code as" in s]
+    assert shared, "the three identical blocks should reuse one function"
+    want = x.astype(np.float64)
+    for _ in range(3):
+        e = np.exp(want * 1.5 - (want * 1.5).max(-1, keepdims=True))
+        want = e / e.sum(-1, keepdims=True)
+    np.testing.assert_allclose(exe(x), want, rtol=1e-5, atol=1e-6)
+
+
+def test_training_step_direct_call_matches_checked_call() -> None:
+    from rlx_core.models.mlp import init_mlp, mlp_loss
+    from rlx_core.optim import SGD, compile_step
+
+    rng = np.random.default_rng(5)
+    params = init_mlp((12, 8, 3), seed=1)
+    x = rng.standard_normal((6, 12), np.float32)
+    y = rng.integers(0, 3, 6).astype(np.int32)
+    fast = compile_step(mlp_loss, SGD(0.1), params, x, y, target="cpu")
+    slow = compile_step(mlp_loss, SGD(0.1), params, x, y, target="cpu")
+    for _ in range(3):
+        fast(x, y)
+        slow(x.tolist(), y.astype(np.int64))  # lists / other dtypes take the checked path
+    assert fast._fast((*[a for a in _leaves(fast.params)], x, y))
+    assert not slow._fast((*[a for a in _leaves(slow.params)], x.tolist(), y))
+    for a, b in zip(_leaves(fast.params), _leaves(slow.params), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    assert fast.losses == pytest.approx(slow.losses, rel=1e-6)
+    with pytest.raises(ArgumentError):
+        fast(x[:3], y[:3])  # a wrong shape still fails with the executable's error
+
+
+def _leaves(tree):
+    from rlx_core.autodiff.pytree import flatten
+
+    return flatten(tree)[0]
