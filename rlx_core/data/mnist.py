@@ -78,6 +78,9 @@ def read_idx(path: str | os.PathLike[str]) -> Any:
         raise DataError(f"{p}: bad IDX magic {magic}", hint="expected 2051 (images) or 2049 "
                         "(labels); is this an MNIST file?")
     ndim = _MAGIC[magic]
+    if len(data) < 4 + 4 * ndim:
+        raise DataError(f"{p}: header is cut short ({len(data)} bytes, needs {4 + 4 * ndim})",
+                        hint="the file is truncated or corrupted; re-copy it")
     dims = (count,) + struct.unpack(">" + "I" * (ndim - 1), data[8:8 + 4 * (ndim - 1)])
     offset = 4 + 4 * ndim
     want = 1

@@ -61,6 +61,11 @@ def test_loader_reads_a_directory_and_rejects_truncated_files(tmp_path) -> None:
     _write_idx(tmp_path / "t10k-labels.idx1-ubyte.gz", 1234, (2,), bytes([1, 2]))
     with pytest.raises(mn.DataError, match="magic"):
         mn.load_mnist(tmp_path)
+    # an images header cut inside its dimension fields (8..15 bytes)
+    with gzip.open(tmp_path / "t10k-images.idx3-ubyte.gz", "wb") as f:
+        f.write(struct.pack(">II", 2051, 2) + b"\x00\x00\x1c")
+    with pytest.raises(mn.DataError, match="header is cut short"):
+        mn.read_idx(tmp_path / "t10k-images.idx3-ubyte.gz")
 
 
 def test_env_var_is_used(tmp_path, monkeypatch) -> None:
