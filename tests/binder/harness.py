@@ -12,10 +12,11 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -97,7 +98,8 @@ def lab_server(tmp: Path, jupyter: list[str], data_path: Path | None = None,
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("jupyter lab did not start:\n" + log.read_text())
+                    raise AssertionError("jupyter lab did not start:\n" + log.read_text()) \
+                        from None
                 time.sleep(0.5)
         yield server
     finally:
