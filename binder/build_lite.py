@@ -135,7 +135,17 @@ def lock_wheels(core: Path, out: Path) -> None:
 
 
 def build(out: Path = DEFAULT_OUT, force: bool = False) -> Path:
-    """Build (or reuse) the site in ``out``; returns ``out``."""
+    """Build (or reuse) the site in ``out``; returns ``out``. One build at a time (a lock file),
+    so parallel test workers share one site."""
+    import fcntl
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build(out, force)
+
+
+def _build(out: Path, force: bool) -> Path:
     key = input_hash()
     stamp = out / ".rlx-lite-build"
     if not force and stamp.exists() and stamp.read_text() == key:

@@ -6,6 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-../.venv/bin/python}
+# one build at a time (pytest-xdist workers may all ask for it)
+exec 9>.build-lock
+flock 9
 inputs=$(cat package.json package-lock.json tsconfig.json src/*.ts src/vendor/*.ts scripts/*.mjs \
   ../rlx_explorer/static/parts/*.js ../rlx_explorer/static/viz/viz.js | sha256sum | cut -d' ' -f1)
 if [ "${1:-}" != "--force" ] && [ -f .build-stamp ] && [ "$(cat .build-stamp)" = "$inputs" ] \

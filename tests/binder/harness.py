@@ -98,8 +98,8 @@ def lab_server(tmp: Path, jupyter: list[str], data_path: Path | None = None,
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("jupyter lab did not start:\n" + log.read_text()) \
-                        from None
+                    raise AssertionError("jupyter lab did not start:\n" +
+                                         log.read_text()) from None
                 time.sleep(0.5)
         yield server
     finally:
