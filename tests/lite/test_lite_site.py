@@ -10,8 +10,9 @@ import http.server
 import json
 import re
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
