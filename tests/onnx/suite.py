@@ -69,7 +69,12 @@ def run_case(case: NodeCase, target: str, timeout: float = 60.0) -> Outcome:
                     return Outcome(case.name, target, FAIL,
                                    "wrong answer: " + " ".join(first[:4])[:300])
     except RlxError as err:
-        head = err.message.splitlines()[0] if err.message else ""
+        problems = getattr(err, "problems", ())
+        if problems:  # UnsupportedOp: name the first problem (op type and reason)
+            more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+            head = f"{problems[0].op_type}: {problems[0].reason}{more}"
+        else:
+            head = err.message.splitlines()[0] if err.message else ""
         return Outcome(case.name, target, REJECTED, f"{err.code} {head}"[:300])
     except CaseTimeout as err:
         return Outcome(case.name, target, FAIL, f"timeout: {err}")

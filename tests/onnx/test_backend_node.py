@@ -4,9 +4,10 @@ Each case either passes, or is rejected with a typed rlx error; a wrong answer o
 fails the test (the zero-wrong-answer rule). A case the committed report
 (docs/onnx-report.json, written by scripts/onnx_report.py) lists as passing must still pass.
 
-The numpy reference runs every case. Compiled targets (cpu: a C compiler run per case; webgpu:
-shader compiles) run a fixed sample, every RLX_ONNX_SAMPLE-th case (default 8); set
-RLX_ONNX_SAMPLE=1 to run all of them. Unavailable targets skip with their reason.
+The numpy reference runs every case. Compiled targets run a fixed sample to keep CI in minutes:
+every 8th case on cpu (a C compiler run per case), every 16th on webgpu (shader compiles on
+lavapipe); RLX_ONNX_SAMPLE=N overrides both (1 runs everything, as scripts/onnx_report.py
+does). Unavailable targets skip with their reason.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ import suite  # noqa: E402
 
 TARGETS = ("numpy", "cpu", "webgpu")
 REPORT_PATH = os.path.join(node_cases.ROOT, "docs", "onnx-report.json")
-SAMPLE = max(1, int(os.environ.get("RLX_ONNX_SAMPLE", "8")))
+_SAMPLE_ENV = os.environ.get("RLX_ONNX_SAMPLE")
+SAMPLE = {"numpy": 1, "cpu": 8, "webgpu": 16} if _SAMPLE_ENV is None else \
+    {"numpy": 1, "cpu": max(1, int(_SAMPLE_ENV)), "webgpu": max(1, int(_SAMPLE_ENV))}
 # Pass-rate floors the committed report must meet (a ratchet: raise them as converters land;
 # the issue's goal for cpu is 0.75, see docs/onnx-report.md for where it stands).
-FLOORS = {"numpy": 0.55, "cpu": 0.50}
+FLOORS = {"numpy": 0.68, "cpu": 0.68}
 
 
 def _report() -> dict:
@@ -47,7 +50,7 @@ NAMES = sorted(CASES)
 def _params() -> list:
     out = []
     for target in TARGETS:
-        step = 1 if target == "numpy" else SAMPLE
+        step = SAMPLE[target]
         out += [pytest.param(target, name, id=f"{target}-{name}") for name in NAMES[::step]]
     return out
 
@@ -102,4 +105,6 @@ def test_report_matches_this_suite() -> None:
         pytest.skip(f"report written with onnx {REPORT.get('onnx_version')}, "
                     f"installed {onnx.__version__}")
     for target, cases in REPORT["cases"].items():
-        assert sorted(cases) == NAMES, f"{target}: the report lists other cases; regenerate it"
+        step = REPORT["summary"][target].get("sample", 1)
+        assert sorted(cases) == NAMES[::step], f"{target}: the report lists other cases; " \
+                                               f"regenerate it"
