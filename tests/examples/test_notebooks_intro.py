@@ -22,5 +22,8 @@ def test_notebook_executes(name, tmp_path):
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     if name == "00_tour":
         assert "compile-ready" in text and "arena peak" in text
+        widgets = [o for o in outputs if "application/vnd.jupyter.widget-view+json"
+                   in o.get("data", {})]
+        assert len(widgets) >= 3  # explore(), %%rlx on the small model, %%rlx on MiniLM
     else:
         assert "RLX-L002" in text and "RLX-L004" in text and "fix" in text
