@@ -221,6 +221,12 @@ class Graph:
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes)
 
+    def __str__(self) -> str:
+        """The text form (``print(graph)`` shows the IR, not the dataclass)."""
+        from rlx_core.ir.printer import print_graph  # the printer imports this module
+
+        return print_graph(self)
+
     # -- building new graphs -------------------------------------------------------------------
     def with_nodes(self, nodes: tuple[Node, ...] | list[Node], outputs: tuple[str, ...] | None = None,
                    level: Level | None = None) -> "Graph":
