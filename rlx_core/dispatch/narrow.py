@@ -40,7 +40,7 @@ def _data_range(data: Any) -> Range:
             return (int(data.min()), int(data.max()))
         flat = list(data)
         return (int(min(flat)), int(max(flat))) if flat else (0, 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # e.g. a float parameter holding inf
         return None
 
 
