@@ -121,6 +121,12 @@ def write_report(results: dict[str, list[dict[str, Any]]], skipped: dict[str, st
         "cannot run a dtype or op): an explicit refusal, never a silent result.",
         "- **fail**: a wrong answer or a crash. The rule is zero.",
         "",
+        "Tolerances are each test's own (`rtol`, `atol`), checked by ONNX's "
+        "`Runner.assert_similar_outputs`. On compiled targets, float16 outputs are compared "
+        "within two float16 ULPs (`rtol` 2^-9), as ONNX's runner does for bfloat16; the numpy "
+        "reference is held to the test's own tolerance. Sampled targets run every Nth case "
+        "(the same sample `tests/onnx/test_backend_node.py` runs in CI).",
+        "",
         "| target | cases run | pass | rejected | fail | pass rate | goal |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
