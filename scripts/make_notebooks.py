@@ -106,6 +106,8 @@ def build(cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [nbformat.v4.new_markdown_cell(src) if kind == "md" else nbformat.v4.new_code_cell(src)
                 for kind, src in cells]
+    for i, cell in enumerate(nb.cells):  # stable ids: regenerating changes nothing
+        cell.id = f"cell-{i:02d}"
     return nb
 
 
