@@ -32,7 +32,7 @@ def lower(fn_or_graph: Callable[..., Any] | Graph, *example_args: Any, target: s
           policy: Any = None, allow_approximate: bool = False, verify: bool = False,
           record: bool = True, name: str | None = None) -> tuple[Graph, Graph, Graph, PassContext]:
     """Trace (if given a function) and run the pipeline; returns (hir, mir, lir, context)."""
-    from rlx_core.passes.pipeline import run_pipeline
+    from rlx_core.passes.pipeline import default_pipeline, run_pipeline
 
     tgt = get_target(target)
     options = CompileOptions(target=target, policy=policy, allow_approximate=allow_approximate,
@@ -45,18 +45,15 @@ def lower(fn_or_graph: Callable[..., Any] | Graph, *example_args: Any, target: s
     ctx = PassContext(options=options, target=tgt, trace=rec)
     if rec is not None:
         rec.snapshots["hir"] = print_graph(hir)
-    mir: Graph | None = None
-
     # run the pipeline, keeping the MIR snapshot (the graph just before fusion)
-    from rlx_core.passes.pipeline import default_pipeline
-
     passes = default_pipeline()
     split = next(i for i, p in enumerate(passes) if p.name == "fuse")
     mir = run_pipeline(hir, ctx, passes[:split])
     lir = run_pipeline(mir, ctx, passes[split:])
     if rec is not None:
-        rec.snapshots["mir"] = print_graph(mir)
-        rec.snapshots["lir"] = print_graph(lir)
+        # each recorded step already printed its result: reuse the texts, don't print again
+        rec.snapshots["mir"] = rec.steps[split - 1].after
+        rec.snapshots["lir"] = rec.steps[-1].after
         if lir.plan is not None:
             rec.plan = {"peak_bytes": lir.plan.peak_bytes, "naive_bytes": lir.plan.naive_bytes,
                         "alignment": lir.plan.alignment,

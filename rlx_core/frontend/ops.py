@@ -292,11 +292,11 @@ def _promote_pair_no_broadcast(op: str, a: Any, b: Any) -> tuple[Value, Value]:
 
 
 def _dot(va: Value, vb: Value, contract: tuple, batch: tuple, rhs_batch_front: bool = False) -> Any:
-    out = current().emit("dot_general", [va, vb], {"contract": contract, "batch": batch})
-    if rhs_batch_front and vb.type.rank > 2:
+    if rhs_batch_front and vb.type.rank > 2:  # checked before emitting: no half-built node
         raise ShapeError("matmul: a 1-D lhs with a batched rhs is not supported",
                          hint="reshape the lhs to (1, k) first")
-    return _tensor(out)
+    return _tensor(current().emit("dot_general", [va, vb], {"contract": contract,
+                                                            "batch": batch}))
 
 
 def getitem(x: Any, key: Any) -> Any:
