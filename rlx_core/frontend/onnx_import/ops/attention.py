@@ -1,7 +1,8 @@
-"""Converter for ONNX Attention (opset 23 and 24), step for step as ONNX's reference reads:
+"""Converter for ONNX Attention (opset 23 to 25), step for step as ONNX's reference reads:
 
     Q, K, V (B, H, S, D) [3-D inputs are split into heads first]; K, V = concat(past, K/V)
-    bias = mask (bool -> 0 / -inf; padded to the total length) [+ causal] [+ nonpad padding]
+    bias = mask (bool -> 0 / -inf; padded to the total length) [+ causal] [+ sliding window]
+           [+ nonpad padding]
     scores = (Q * sqrt(scale)) @ (K * sqrt(scale))^T  [softcap: c * tanh(scores / c)]
     P = softmax(scores + bias) (fully masked rows -> 0);  Y = P @ V
 """
@@ -47,6 +48,30 @@ def _softmax(n: NodeCtx, x: Value) -> Value:
     s = n.reduce("reduce_sum", e, (last,), True)
     s = n.emit("select", [n.emit("eq", [s, n.full_like(0.0, s)]), n.full_like(1.0, s), s])
     return n.emit("div", [e, n.broadcast(s, x.type.shape)])
+
+
+def _window(n: NodeCtx, offset: int | list[int], b: int, s: int, length: int, left: int,
+            right: int, d: dt.DType) -> Value:
+    """The sliding-window bias: query i (at absolute position offset + i) sees key j iff
+    -right <= offset + i - j <= left; a bound of -1 leaves that side open. The window is
+    static, so it is built at import time."""
+    import numpy as np
+
+    i = np.arange(s).reshape(s, 1)
+    j = np.arange(length).reshape(1, length)
+    if isinstance(offset, list):
+        diff = i[None] + np.asarray(offset).reshape(b, 1, 1) - j[None]
+    else:
+        diff = i + offset - j
+    allowed = np.ones(diff.shape, dtype=bool)
+    if left >= 0:
+        allowed &= diff <= left
+    if right >= 0:
+        allowed &= -diff <= right
+    win = np.where(allowed, 0.0, -np.inf)
+    if isinstance(offset, list):
+        win = win.reshape(b, 1, s, length)
+    return n.array(win, d)
 
 
 def attention(n: NodeCtx) -> list[Value | None]:
@@ -125,6 +150,11 @@ def attention(n: NodeCtx) -> list[Value | None]:
             allowed = n.emit("le", [j_idx, n.scalar_op("add", i_idx, offset)])
             causal = _neg_inf_where(n, allowed, d)
         bias = n.binary("add", bias, causal)
+    left, right = int(n.attr("left_window_size", -1)), int(n.attr("right_window_size", -1))
+    if left < -1 or right < -1:
+        raise Reject(f"window sizes must be -1 or nonnegative, got {left}, {right}")
+    if left >= 0 or right >= 0:
+        bias = _add_bias(n, bias, _window(n, offset, b, s, length, left, right, d))
     if nonpad is not None:
         lens = n.static_ints(nonpad, "nonpad_kv_seqlen")
         import numpy as np

@@ -178,8 +178,9 @@ CONVERTERS: dict[str, OnnxOp] = {
     "GlobalAveragePool": OnnxOp(conv.global_pool("avg"), (1, 22)),
     "GlobalMaxPool": OnnxOp(conv.global_pool("max"), (1, 22)),
     "Attention": OnnxOp(attention.attention, (23, 24, 25),
-                        ("is_causal", "kv_num_heads", "q_num_heads", "qk_matmul_output_mode",
-                         "scale", "softcap", "softmax_precision")),
+                        ("is_causal", "kv_num_heads", "left_window_size", "q_num_heads",
+                         "qk_matmul_output_mode", "right_window_size", "scale", "softcap",
+                         "softmax_precision")),
     # ---- losses ----------------------------------------------------------------------------------
     "NegativeLogLikelihoodLoss": OnnxOp(loss.nll, (13, 22), ("ignore_index", "reduction")),
     "SoftmaxCrossEntropyLoss": OnnxOp(loss.softmax_cross_entropy, (13,),
