@@ -27,6 +27,9 @@ from rlx_core.ir.verifier import verify
 # an op whose semantics differ in the model's opset is rejected by name, never guessed.
 MIN_OPSET = 7
 DEFAULT_DOMAINS = ("", "ai.onnx")
+# The preview domain's ops are read at the versions PREVIEW_CONVERTERS lists (it is at 1 now).
+PREVIEW_DOMAIN = "ai.onnx.preview"
+PREVIEW_VERSIONS = (1,)
 
 
 @dataclass
@@ -82,6 +85,8 @@ def _opset(proto: Any) -> int:
     for imp in proto.opset_import:
         if imp.domain in DEFAULT_DOMAINS:
             version = int(imp.version)
+        elif imp.domain == PREVIEW_DOMAIN and int(imp.version) in PREVIEW_VERSIONS:
+            continue  # each preview-domain node is checked against PREVIEW_CONVERTERS
         elif imp.domain not in ("ai.onnx.ml", "ai.onnx.preview.training"):
             raise UnknownOpsetError(f"the model imports unknown domain {imp.domain!r} "
                                     f"(version {imp.version})",
@@ -119,7 +124,7 @@ def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None
     import onnx
     from onnx import numpy_helper
 
-    from rlx_core.frontend.onnx_import.ops.table import CONVERTERS
+    from rlx_core.frontend.onnx_import.ops.table import CONVERTERS, PREVIEW_CONVERTERS
 
     proto = _load(model)
     opset = _opset(proto)
@@ -127,6 +132,7 @@ def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None
     input_shapes = dict(input_shapes or {})
     static_inputs = dict(static_inputs or {})
     cx = ImportContext(clean_name(name or g.name or "onnx_model"))
+    cx.opset = opset  # graph attributes (subgraphs) resolve their nodes' versions with it
     problems: list[Problem] = []
 
     inits = {t.name for t in g.initializer}
@@ -162,7 +168,13 @@ def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None
     for node in g.node:
         version = 0
         where = node.name or (node.output[0] if node.output else "")
-        if node.domain not in DEFAULT_DOMAINS:
+        if node.domain == PREVIEW_DOMAIN and node.op_type in PREVIEW_CONVERTERS:
+            version = _preview_version(node.op_type, proto)
+            if version not in PREVIEW_CONVERTERS[node.op_type].versions:
+                problems.append(Problem(where, node.op_type, f"{PREVIEW_DOMAIN} version "
+                                                             f"{version} is not implemented"))
+                version = 0
+        elif node.domain not in DEFAULT_DOMAINS:
             problems.append(Problem(where, node.op_type, f"domain {node.domain!r} is not "
                                                          f"supported"))
         elif node.op_type not in CONVERTERS:
@@ -236,10 +248,21 @@ def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None
     )
 
 
-def _convert(cx: ImportContext, node: Any, version: int, opset: int, where: str) -> list[Any]:
-    from rlx_core.frontend.onnx_import.ops.table import CONVERTERS
+def _preview_version(op_type: str, proto: Any) -> int:
+    import onnx
 
-    conv = CONVERTERS[node.op_type]
+    imported = max((int(i.version) for i in proto.opset_import if i.domain == PREVIEW_DOMAIN),
+                   default=0)
+    try:
+        return onnx.defs.get_schema(op_type, imported, PREVIEW_DOMAIN).since_version
+    except onnx.defs.SchemaError:
+        return 0
+
+
+def _convert(cx: ImportContext, node: Any, version: int, opset: int, where: str) -> list[Any]:
+    from rlx_core.frontend.onnx_import.ops.table import CONVERTERS, PREVIEW_CONVERTERS
+
+    conv = (PREVIEW_CONVERTERS if node.domain == PREVIEW_DOMAIN else CONVERTERS)[node.op_type]
     attrs = _attrs(node)
     unknown = sorted(set(attrs) - set(conv.attrs))
     if unknown:

@@ -14,7 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rlx_core.frontend.onnx_import.ops import attention, conv, loss, nn, reduce, resize, shape
+from rlx_core.frontend.onnx_import.ops import (
+    attention,
+    conv,
+    flex_attention,
+    loss,
+    nn,
+    reduce,
+    resize,
+    shape,
+)
 from rlx_core.frontend.onnx_import.ops import elementwise as ew
 
 
@@ -185,4 +194,10 @@ CONVERTERS: dict[str, OnnxOp] = {
     "NegativeLogLikelihoodLoss": OnnxOp(loss.nll, (13, 22), ("ignore_index", "reduction")),
     "SoftmaxCrossEntropyLoss": OnnxOp(loss.softmax_cross_entropy, (13,),
                                       ("ignore_index", "reduction")),
+}
+
+# ai.onnx.preview ops, by the domain's since_version
+PREVIEW_CONVERTERS: dict[str, OnnxOp] = {
+    "FlexAttention": OnnxOp(flex_attention.flex_attention, (1,),
+                            ("prob_mod", "scale", "score_mod", "softmax_precision")),
 }
