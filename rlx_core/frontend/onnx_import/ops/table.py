@@ -16,6 +16,7 @@ from typing import Any
 
 from rlx_core.frontend.onnx_import.ops import (
     attention,
+    control_flow,
     conv,
     flex_attention,
     loss,
@@ -24,6 +25,7 @@ from rlx_core.frontend.onnx_import.ops import (
     resize,
     shape,
 )
+from rlx_core.frontend.onnx_import.ops import bits
 from rlx_core.frontend.onnx_import.ops import elementwise as ew
 
 
@@ -36,6 +38,7 @@ class OnnxOp:
 
 _REDUCE_ATTRS = ("keepdims", "noop_with_empty_axes", "axes")
 _POOL_ATTRS = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")
+_CONTROL_FLOW_VERSIONS = (1, 11, 13, 16, 19, 21, 23, 24, 25)  # later bumps only add types
 _CAST_VERSIONS = (9, 13, 19, 21, 23, 24, 25, 28)
 
 CONVERTERS: dict[str, OnnxOp] = {
@@ -75,7 +78,8 @@ CONVERTERS: dict[str, OnnxOp] = {
     "IsInf": OnnxOp(ew.is_inf, (10, 20), ("detect_negative", "detect_positive")),
     "Clip": OnnxOp(ew.clip, (11, 12, 13)),
     "Where": OnnxOp(ew.where, (9, 16)),
-    "BitShift": OnnxOp(ew.bit_shift, (11, 28), ("direction",)),
+    "BitShift": OnnxOp(bits.bit_shift, (11, 28), ("direction",)),
+    "BitCast": OnnxOp(bits.bit_cast, (26,), ("to",)),
     # ---- comparison and logic ------------------------------------------------------------------
     "Equal": OnnxOp(ew.compare("eq"), (13, 19)),
     "Greater": OnnxOp(ew.compare("gt"), (13,)),
@@ -190,6 +194,12 @@ CONVERTERS: dict[str, OnnxOp] = {
                         ("is_causal", "kv_num_heads", "left_window_size", "q_num_heads",
                          "qk_matmul_output_mode", "right_window_size", "scale", "softcap",
                          "softmax_precision")),
+    # ---- control flow (unrolled / constant-folded into the static graph) -----------------------
+    "If": OnnxOp(control_flow.if_, _CONTROL_FLOW_VERSIONS, ("else_branch", "then_branch")),
+    "Loop": OnnxOp(control_flow.loop, _CONTROL_FLOW_VERSIONS, ("body",)),
+    "Scan": OnnxOp(control_flow.scan, (8, 9, 11, 16, 19, 21, 23, 24, 25),
+                   ("body", "directions", "num_scan_inputs", "scan_input_axes",
+                    "scan_input_directions", "scan_output_axes", "scan_output_directions")),
     # ---- losses ----------------------------------------------------------------------------------
     "NegativeLogLikelihoodLoss": OnnxOp(loss.nll, (13, 22), ("ignore_index", "reduction")),
     "SoftmaxCrossEntropyLoss": OnnxOp(loss.softmax_cross_entropy, (13,),
