@@ -435,34 +435,3 @@ def is_inf(n: NodeCtx) -> Value:
     if neg:
         out = n.emit("or", [out, n.emit("eq", [x, n.full_like(-math.inf, x)])])
     return out
-
-
-def bit_shift(n: NodeCtx) -> Value:
-    x, y = n.x(0), n.x(1)
-    _same_dtype(n, x, y)
-    d = x.type.dtype
-    signed = d.kind is dt.Kind.INT
-    if not d.is_int or (signed and n.version < 28):
-        raise Reject(f"BitShift of {d} (signed shifts need opset 28)")
-    direction = n.attr("direction", b"")
-    direction = direction.decode() if isinstance(direction, bytes) else direction
-    shifts = n.static(y, "the shift amounts")
-    # 2**y must fit the type: a signed type's top bit is its sign
-    limit = d.bits - 1 if signed else d.bits
-    if shifts.size and (shifts.min() < 0 or shifts.max() >= limit):
-        raise Reject(f"shift amounts must lie in [0, {limit}) for {d}")
-    x, y = n.same_shape(x, y)
-    # unsigned shifts are exact as multiplication / truncating division by 2**y (mul wraps)
-    scale = n.emit("pow", [n.full_like(2, y), y])
-    if direction == "LEFT":
-        return n.emit("mul", [x, scale])
-    if direction == "RIGHT":
-        q = n.emit("div", [x, scale])
-        if not signed:
-            return q
-        # arithmetic shift = floor division; MIR div truncates toward zero
-        r = n.emit("rem", [x, scale])
-        zero = n.full_like(0, x)
-        fix = n.emit("and", [n.emit("ne", [r, zero]), n.emit("lt", [x, zero])])
-        return n.emit("select", [fix, n.emit("sub", [q, n.full_like(1, q)]), q])
-    raise Reject(f"direction must be LEFT or RIGHT, got {direction!r}")
