@@ -19,6 +19,7 @@ from rlx_core.frontend.onnx_import.ops import (
     control_flow,
     conv,
     flex_attention,
+    grid_sample,
     loss,
     nn,
     reduce,
@@ -200,6 +201,8 @@ CONVERTERS: dict[str, OnnxOp] = {
     "Scan": OnnxOp(control_flow.scan, (8, 9, 11, 16, 19, 21, 23, 24, 25),
                    ("body", "directions", "num_scan_inputs", "scan_input_axes",
                     "scan_input_directions", "scan_output_axes", "scan_output_directions")),
+    "GridSample": OnnxOp(grid_sample.grid_sample, (16, 20, 22),
+                         ("align_corners", "mode", "padding_mode")),
     # ---- losses ----------------------------------------------------------------------------------
     "NegativeLogLikelihoodLoss": OnnxOp(loss.nll, (13, 22), ("ignore_index", "reduction")),
     "SoftmaxCrossEntropyLoss": OnnxOp(loss.softmax_cross_entropy, (13,),
