@@ -16,10 +16,13 @@ from typing import Any
 
 from rlx_core.frontend.onnx_import.ops import (
     attention,
+    causal_conv,
     control_flow,
     conv,
+    einsum,
     flex_attention,
     grid_sample,
+    linear_attention,
     loss,
     nn,
     reduce,
@@ -195,12 +198,17 @@ CONVERTERS: dict[str, OnnxOp] = {
                         ("is_causal", "kv_num_heads", "left_window_size", "q_num_heads",
                          "qk_matmul_output_mode", "right_window_size", "scale", "softcap",
                          "softmax_precision")),
+    "LinearAttention": OnnxOp(linear_attention.linear_attention, (27,),
+                              ("chunk_size", "kv_num_heads", "q_num_heads", "scale",
+                               "update_rule")),
+    "CausalConvWithState": OnnxOp(causal_conv.causal_conv_with_state, (27,), ("activation",)),
     # ---- control flow (unrolled / constant-folded into the static graph) -----------------------
     "If": OnnxOp(control_flow.if_, _CONTROL_FLOW_VERSIONS, ("else_branch", "then_branch")),
     "Loop": OnnxOp(control_flow.loop, _CONTROL_FLOW_VERSIONS, ("body",)),
     "Scan": OnnxOp(control_flow.scan, (8, 9, 11, 16, 19, 21, 23, 24, 25),
                    ("body", "directions", "num_scan_inputs", "scan_input_axes",
                     "scan_input_directions", "scan_output_axes", "scan_output_directions")),
+    "Einsum": OnnxOp(einsum.einsum, (12, 28), ("equation",)),
     "GridSample": OnnxOp(grid_sample.grid_sample, (16, 20, 22),
                          ("align_corners", "mode", "padding_mode")),
     # ---- losses ----------------------------------------------------------------------------------
