@@ -27,6 +27,7 @@ from rlx_core.frontend.onnx_import.ops import (
     nn,
     reduce,
     resize,
+    rotary,
     shape,
 )
 from rlx_core.frontend.onnx_import.ops import bits
@@ -209,6 +210,9 @@ CONVERTERS: dict[str, OnnxOp] = {
                    ("body", "directions", "num_scan_inputs", "scan_input_axes",
                     "scan_input_directions", "scan_output_axes", "scan_output_directions")),
     "Einsum": OnnxOp(einsum.einsum, (12, 28), ("equation",)),
+    "RotaryEmbedding": OnnxOp(rotary.rotary_embedding, (23,),
+                              ("interleaved", "num_heads", "rotary_embedding_dim")),
+    "SwiGLU": OnnxOp(rotary.swiglu, (28,), ("alpha",)),
     "GridSample": OnnxOp(grid_sample.grid_sample, (16, 20, 22),
                          ("align_corners", "mode", "padding_mode")),
     # ---- losses ----------------------------------------------------------------------------------
