@@ -25,6 +25,7 @@ from rlx_core.frontend.onnx_import.ops import (
     linear_attention,
     loss,
     nn,
+    recurrent,
     reduce,
     resize,
     rotary,
@@ -43,6 +44,8 @@ class OnnxOp:
 
 _REDUCE_ATTRS = ("keepdims", "noop_with_empty_axes", "axes")
 _POOL_ATTRS = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")
+_RNN_ATTRS = ("activation_alpha", "activation_beta", "activations", "clip", "direction",
+              "hidden_size", "layout")
 _CONTROL_FLOW_VERSIONS = (1, 11, 13, 16, 19, 21, 23, 24, 25)  # later bumps only add types
 _CAST_VERSIONS = (9, 13, 19, 21, 23, 24, 25, 28)
 
@@ -203,6 +206,11 @@ CONVERTERS: dict[str, OnnxOp] = {
                               ("chunk_size", "kv_num_heads", "q_num_heads", "scale",
                                "update_rule")),
     "CausalConvWithState": OnnxOp(causal_conv.causal_conv_with_state, (27,), ("activation",)),
+    "RNN": OnnxOp(recurrent.recurrent("RNN"), (7, 14, 22), _RNN_ATTRS),
+    "GRU": OnnxOp(recurrent.recurrent("GRU"), (7, 14, 22),
+                  _RNN_ATTRS + ("linear_before_reset",)),
+    "LSTM": OnnxOp(recurrent.recurrent("LSTM"), (7, 14, 22), _RNN_ATTRS + ("input_forget",)),
+    "ReverseSequence": OnnxOp(recurrent.reverse_sequence, (10, 28), ("batch_axis", "time_axis")),
     # ---- control flow (unrolled / constant-folded into the static graph) -----------------------
     "If": OnnxOp(control_flow.if_, _CONTROL_FLOW_VERSIONS, ("else_branch", "then_branch")),
     "Loop": OnnxOp(control_flow.loop, _CONTROL_FLOW_VERSIONS, ("body",)),
