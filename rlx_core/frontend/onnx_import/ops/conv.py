@@ -71,6 +71,12 @@ def conv(n: NodeCtx) -> Value:
     n.float_type(x)
     if w.type.dtype != x.type.dtype or (b is not None and b.type.dtype != x.type.dtype):
         raise Reject("X, W and B must share one dtype")
+    return conv_values(n, x, w, b)
+
+
+def conv_values(n: NodeCtx, x: Value, w: Value, b: Value | None) -> Value:
+    """ONNX Conv of float values with the node's geometry attributes (also used by the
+    integer convolutions, which run it on exact f64 integers)."""
     k = x.type.rank - 2
     if k not in (1, 2):
         raise Reject(f"{k}-D convolution (1-D and 2-D are supported)")

@@ -31,7 +31,7 @@ from rlx_core.frontend.onnx_import.ops import (
     rotary,
     shape,
 )
-from rlx_core.frontend.onnx_import.ops import bits
+from rlx_core.frontend.onnx_import.ops import bits, quant
 from rlx_core.frontend.onnx_import.ops import elementwise as ew
 
 
@@ -48,6 +48,8 @@ _RNN_ATTRS = ("activation_alpha", "activation_beta", "activations", "clip", "dir
               "hidden_size", "layout")
 _CONTROL_FLOW_VERSIONS = (1, 11, 13, 16, 19, 21, 23, 24, 25)  # later bumps only add types
 _CAST_VERSIONS = (9, 13, 19, 21, 23, 24, 25, 28)
+_QUANT_VERSIONS = (10, 13, 19, 21, 23, 24, 25, 28)  # 21+: blocks, 23+: precision
+_CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
 
 CONVERTERS: dict[str, OnnxOp] = {
     # ---- elementwise arithmetic ----------------------------------------------------------------
@@ -103,6 +105,16 @@ CONVERTERS: dict[str, OnnxOp] = {
     "BitwiseXor": OnnxOp(ew.bitwise("xor"), (18,)),
     "BitwiseNot": OnnxOp(ew.bitwise_not, (18,)),
     # ---- casts -----------------------------------------------------------------------------------
+    # ---- quantization --------------------------------------------------------------------------
+    "QuantizeLinear": OnnxOp(quant.quantize_linear, _QUANT_VERSIONS,
+                             ("axis", "block_size", "output_dtype", "precision", "saturate")),
+    "DequantizeLinear": OnnxOp(quant.dequantize_linear, _QUANT_VERSIONS,
+                               ("axis", "block_size", "output_dtype")),
+    "DynamicQuantizeLinear": OnnxOp(quant.dynamic_quantize_linear, (11,)),
+    "MatMulInteger": OnnxOp(quant.matmul_integer, (10,)),
+    "QLinearMatMul": OnnxOp(quant.qlinear_matmul, (10, 21)),
+    "ConvInteger": OnnxOp(quant.conv_integer, (10,), _CONV_ATTRS),
+    "QLinearConv": OnnxOp(quant.qlinear_conv, (10,), _CONV_ATTRS),
     "Cast": OnnxOp(ew.cast, _CAST_VERSIONS, ("to", "saturate", "round_mode")),
     "CastLike": OnnxOp(ew.cast_like, (15, 19, 21, 23, 24, 25), ("saturate", "round_mode")),
     "Identity": OnnxOp(ew.identity, (1, 13, 14, 16, 19, 21, 23, 24, 25)),
