@@ -49,7 +49,11 @@ def squeeze(n: NodeCtx) -> Value:
     x = n.x(0)
     shape = x.type.shape
     given = n.opt(1)
-    if given is None:
+    if n.version >= 13 and n.has("axes"):
+        raise Reject("Squeeze-13 takes its axes as an input, not an attribute")
+    if n.version < 13 and n.has("axes"):  # Squeeze-1/11 take the axes as an attribute
+        axes = [n.axis(int(a), x.type.rank) for a in n.attr("axes")]
+    elif given is None:
         axes = [i for i, s in enumerate(shape) if s == 1]
     else:
         axes = [n.axis(a, x.type.rank) for a in n.static_ints(given, "axes")]
@@ -61,7 +65,14 @@ def squeeze(n: NodeCtx) -> Value:
 
 def unsqueeze(n: NodeCtx) -> Value:
     x = n.x(0)
-    axes = n.static_ints(n.x(1), "axes")
+    if n.version >= 13 and n.has("axes"):
+        raise Reject("Unsqueeze-13 takes its axes as an input, not an attribute")
+    if n.version < 13:  # Unsqueeze-1/11 take the axes as an attribute
+        if not n.has("axes"):
+            raise Reject("axes is required")
+        axes = [int(a) for a in n.attr("axes")]
+    else:
+        axes = n.static_ints(n.x(1), "axes")
     rank = x.type.rank + len(axes)
     norm = sorted(n.axis(a, rank) for a in axes)
     if len(set(norm)) != len(norm):

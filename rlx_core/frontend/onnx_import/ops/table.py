@@ -153,12 +153,12 @@ CONVERTERS: dict[str, OnnxOp] = {
     # ---- shape and data movement -----------------------------------------------------------------
     "Reshape": OnnxOp(shape.reshape, (13, 14, 19, 21, 23, 24, 25), ("allowzero",)),
     "Flatten": OnnxOp(shape.flatten, (13, 21, 23, 24, 25), ("axis",)),
-    "Squeeze": OnnxOp(shape.squeeze, (13, 21, 23, 24, 25)),
-    "Unsqueeze": OnnxOp(shape.unsqueeze, (13, 21, 23, 24, 25)),
+    "Squeeze": OnnxOp(shape.squeeze, (1, 11, 13, 21, 23, 24, 25), ("axes",)),
+    "Unsqueeze": OnnxOp(shape.unsqueeze, (1, 11, 13, 21, 23, 24, 25), ("axes",)),
     "Transpose": OnnxOp(shape.transpose, (13, 21, 23, 24, 25), ("perm",)),
     "Concat": OnnxOp(shape.concat, (13,), ("axis",)),
     "Split": OnnxOp(shape.split, (13, 18), ("axis", "num_outputs")),
-    "Slice": OnnxOp(shape.slice_, (13,)),
+    "Slice": OnnxOp(shape.slice_, (10, 11, 13)),  # 10: inputs, 11: negative axes
     "Gather": OnnxOp(shape.gather, (13,), ("axis",)),
     "GatherElements": OnnxOp(shape.gather_elements, (13,), ("axis",)),
     "GatherND": OnnxOp(shape.gather_nd, (13,), ("batch_dims",)),
