@@ -30,8 +30,9 @@ from rlx_core.frontend.onnx_import.ops import (
     resize,
     rotary,
     shape,
+    signal,
 )
-from rlx_core.frontend.onnx_import.ops import bits, quant
+from rlx_core.frontend.onnx_import.ops import bits, quant, scatter
 from rlx_core.frontend.onnx_import.ops import elementwise as ew
 
 
@@ -162,8 +163,9 @@ CONVERTERS: dict[str, OnnxOp] = {
     "Gather": OnnxOp(shape.gather, (13,), ("axis",)),
     "GatherElements": OnnxOp(shape.gather_elements, (13,), ("axis",)),
     "GatherND": OnnxOp(shape.gather_nd, (13,), ("batch_dims",)),
-    "ScatterElements": OnnxOp(shape.scatter_elements, (13, 16, 18), ("axis", "reduction")),
-    "ScatterND": OnnxOp(shape.scatter_nd, (13, 16, 18), ("reduction",)),
+    "ScatterElements": OnnxOp(scatter.scatter_elements, (11, 13, 16, 18), ("axis", "reduction")),
+    "ScatterND": OnnxOp(scatter.scatter_nd, (11, 13, 16, 18), ("reduction",)),
+    "Scatter": OnnxOp(scatter.scatter, (9, 11), ("axis",)),
     "Expand": OnnxOp(shape.expand, (13,)),
     "Tile": OnnxOp(shape.tile, (13,)),
     "Shape": OnnxOp(shape.shape, (13, 15, 19, 21, 23, 24, 25), ("start", "end")),
@@ -233,6 +235,12 @@ CONVERTERS: dict[str, OnnxOp] = {
     "RotaryEmbedding": OnnxOp(rotary.rotary_embedding, (23,),
                               ("interleaved", "num_heads", "rotary_embedding_dim")),
     "SwiGLU": OnnxOp(rotary.swiglu, (28,), ("alpha",)),
+    "DFT": OnnxOp(signal.dft, (17, 20), ("axis", "inverse", "onesided")),
+    "STFT": OnnxOp(signal.stft, (17,), ("onesided",)),
+    "HannWindow": OnnxOp(signal.window("hann"), (17,), ("output_datatype", "periodic")),
+    "HammingWindow": OnnxOp(signal.window("hamming"), (17,), ("output_datatype", "periodic")),
+    "BlackmanWindow": OnnxOp(signal.window("blackman"), (17,), ("output_datatype", "periodic")),
+    "MelWeightMatrix": OnnxOp(signal.mel_weight_matrix, (17,), ("output_datatype",)),
     "GridSample": OnnxOp(grid_sample.grid_sample, (16, 20, 22),
                          ("align_corners", "mode", "padding_mode")),
     # ---- losses ----------------------------------------------------------------------------------
