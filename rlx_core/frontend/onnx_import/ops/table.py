@@ -166,6 +166,7 @@ CONVERTERS: dict[str, OnnxOp] = {
     "ScatterElements": OnnxOp(scatter.scatter_elements, (11, 13, 16, 18), ("axis", "reduction")),
     "ScatterND": OnnxOp(scatter.scatter_nd, (11, 13, 16, 18), ("reduction",)),
     "Scatter": OnnxOp(scatter.scatter, (9, 11), ("axis",)),
+    "TensorScatter": OnnxOp(scatter.tensor_scatter, (24,), ("axis", "mode")),
     "Expand": OnnxOp(shape.expand, (13,)),
     "Tile": OnnxOp(shape.tile, (13,)),
     "Shape": OnnxOp(shape.shape, (13, 15, 19, 21, 23, 24, 25), ("start", "end")),
