@@ -22,6 +22,7 @@ from rlx_core.frontend.onnx_import.ops import (
     einsum,
     flex_attention,
     grid_sample,
+    inverse_trig,
     linear_attention,
     loss,
     nn,
@@ -82,6 +83,9 @@ CONVERTERS: dict[str, OnnxOp] = {
     "Asinh": OnnxOp(ew.asinh, (9, 22)),
     "Acosh": OnnxOp(ew.acosh, (9, 22)),
     "Atanh": OnnxOp(ew.atanh, (9, 22)),
+    "Atan": OnnxOp(inverse_trig.atan, (7, 22)),
+    "Asin": OnnxOp(inverse_trig.asin, (7, 22)),
+    "Acos": OnnxOp(inverse_trig.acos, (7, 22)),
     "Floor": OnnxOp(ew.unary("floor"), (13,)),
     "Ceil": OnnxOp(ew.unary("ceil"), (13,)),
     "Round": OnnxOp(ew.unary("round"), (11, 22)),  # half to even in both
