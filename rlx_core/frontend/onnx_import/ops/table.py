@@ -21,6 +21,7 @@ from rlx_core.frontend.onnx_import.ops import (
     conv,
     einsum,
     flex_attention,
+    geometry,
     grid_sample,
     inverse_trig,
     linear_attention,
@@ -246,6 +247,9 @@ CONVERTERS: dict[str, OnnxOp] = {
     "HammingWindow": OnnxOp(signal.window("hamming"), (17,), ("output_datatype", "periodic")),
     "BlackmanWindow": OnnxOp(signal.window("blackman"), (17,), ("output_datatype", "periodic")),
     "MelWeightMatrix": OnnxOp(signal.mel_weight_matrix, (17,), ("output_datatype",)),
+    "CenterCropPad": OnnxOp(geometry.center_crop_pad, (18,), ("axes",)),
+    "AffineGrid": OnnxOp(geometry.affine_grid, (20,), ("align_corners",)),
+    "Col2Im": OnnxOp(geometry.col2im, (18,), ("dilations", "pads", "strides")),
     "GridSample": OnnxOp(grid_sample.grid_sample, (16, 20, 22),
                          ("align_corners", "mode", "padding_mode")),
     # ---- losses ----------------------------------------------------------------------------------
