@@ -61,13 +61,13 @@ def if_(n: NodeCtx) -> list[Value]:
     b = inline(n, else_g, [], "else_branch")
     _check_outputs(n, a, "then_branch")
     _check_outputs(n, b, "else_branch")
-    for i, (x, y) in enumerate(zip(a, b)):
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
         if x.type != y.type:
             raise Reject(f"the condition is only known at run time and output {i} differs "
                          f"between the branches ({x.type} vs {y.type}); rlx graphs are static")
     pred = n.reshape(n.cast(cond, dt.bool_), ())
     return [x if x is y else n.emit("select", [n.broadcast(pred, x.type.shape), x, y])
-            for x, y in zip(a, b)]
+            for x, y in zip(a, b, strict=True)]
 
 
 # ---- Loop ----------------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def _run_scan(n: NodeCtx, body: Any, states: list[Value], xs: list[Value], in_ax
     outs_per_step: list[list[Value]] = [[] for _ in range(n_scan_out)]
     for t in range(length):
         step_in = [_step(n, x, ax, length - 1 - t if d else t)
-                   for x, ax, d in zip(xs, in_axes, in_dirs)]
+                   for x, ax, d in zip(xs, in_axes, in_dirs, strict=True)]
         outs = inline(n, body, [*states, *step_in], f"body (step {t})")
         states = outs[:len(states)]
         for k, v in enumerate(outs[len(states):]):
@@ -178,10 +178,10 @@ def scan(n: NodeCtx) -> list[Value]:
         raise Reject(f"num_scan_inputs={k} does not fit {len(ins)} inputs")
     states, xs = ins[:n_state], ins[n_state:]
     in_axes = [n.axis(a, x.type.rank, "scan_input_axes entry")
-               for a, x in zip(_ints(n, "scan_input_axes", k, 0), xs)]
+               for a, x in zip(_ints(n, "scan_input_axes", k, 0), xs, strict=True)]
     in_dirs = _ints(n, "scan_input_directions", k, 0)
     _check_dirs(in_dirs, "scan_input_directions")
-    lengths = {x.type.shape[a] for x, a in zip(xs, in_axes)}
+    lengths = {x.type.shape[a] for x, a in zip(xs, in_axes, strict=True)}
     if len(lengths) != 1:
         raise Reject(f"the scan inputs have different lengths {sorted(lengths)}")
     length = lengths.pop()
@@ -194,7 +194,7 @@ def scan(n: NodeCtx) -> list[Value]:
     _check_dirs(out_dirs, "scan_output_directions")
     finals, per_step = _run_scan(n, body, states, xs, in_axes, in_dirs, length)
     results = list(finals)
-    for steps, ax, d in zip(per_step, out_axes_raw, out_dirs):
+    for steps, ax, d in zip(per_step, out_axes_raw, out_dirs, strict=True):
         rank = steps[0].type.rank + 1
         results.append(stack(n, steps[::-1] if d else steps,
                              n.axis(ax, rank, "scan_output_axes entry")))

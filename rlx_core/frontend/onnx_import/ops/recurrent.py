@@ -6,8 +6,8 @@ initial_h/c and the outputs), with gate pre-activations ``X W^T + H R^T + Wb + R
 to [-clip, clip] when ``clip`` is given):
 
     RNN:  H = f(i)
-    GRU:  z = f(.), r = f(.); h = g(X Wh^T + (r * H) Rh^T + Rbh + Wbh)        [default]
-                              h = g(X Wh^T + r * (H Rh^T + Rbh) + Wbh)          [linear_before_reset]
+    GRU:  z = f(.), r = f(.); h = g(X Wh^T + (r * H) Rh^T + Rbh + Wbh)    [default]
+                              h = g(X Wh^T + r * (H Rh^T + Rbh) + Wbh)      [linear_before_reset]
           H = (1 - z) * h + z * H
     LSTM: i = f(. + Pi * C), f = f(. + Pf * C), c = g(.); C = f * C + i * c;
           o = f(. + Po * C); H = o * h(C)
@@ -52,7 +52,7 @@ def _activations(n: NodeCtx, op: str, dirs: int) -> list[tuple[str, ...]]:
         raise Reject("activation_alpha / activation_beta (parameterised activations) are "
                      "not supported")
     low = [a.lower() for a in names]
-    bad = [a for a, lo in zip(names, low) if lo not in _ACTS]
+    bad = [a for a, lo in zip(names, low, strict=True) if lo not in _ACTS]
     if bad:
         raise Reject(f"activation(s) {', '.join(bad)} not supported (Sigmoid, Tanh, Relu)")
     return [tuple(low[d * per:(d + 1) * per]) for d in range(dirs)]

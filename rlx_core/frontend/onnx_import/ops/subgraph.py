@@ -73,7 +73,7 @@ def inline(n: NodeCtx, graph: Any, bindings: Sequence[Value], what: str) -> list
     if len(bindings) != len(graph.input):
         raise Reject(f"{what} declares {len(graph.input)} inputs, the node gives "
                      f"{len(bindings)}")
-    for vi, v in zip(graph.input, bindings):
+    for vi, v in zip(graph.input, bindings, strict=True):
         _check_declared(vi, v, what)
     return inline_graph(n, graph, list(bindings), what)
 
