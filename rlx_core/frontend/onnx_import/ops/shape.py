@@ -312,16 +312,34 @@ def range_(n: NodeCtx) -> Value:
     vals = [n.static_scalar(v, what) for v, what in
             ((start, "start"), (limit, "limit"), (delta, "delta"))]
     s, lim, st = vals
-    if d in (dt.f16, dt.bf16):
-        raise Reject("f16 ranges accumulate in the input precision (stash_type); not modelled")
     if st == 0:
         raise Reject("delta is 0")
+    if d in (dt.f16, dt.bf16):
+        return n.array(_low_precision_range(n, d, s, lim, st), d)
     count = max(int(math.ceil((lim - s) / st)), 0)
     import numpy as np
 
     data = (np.asarray(s, dtype=dt.to_numpy_name(d))
             + np.arange(count, dtype=dt.to_numpy_name(d)) * np.asarray(st, dtype=dt.to_numpy_name(d)))
     return n.array(data, d)
+
+
+def _low_precision_range(n: NodeCtx, d: dt.DType, s: float, lim: float, st: float) -> object:
+    """ONNX's reference for f16/bf16: Range-27 runs np.arange in the stash type (f32 or f64,
+    its accumulation rounding included), Range-11 in f64; then rounds to the input type."""
+    import ml_dtypes
+    import numpy as np
+
+    low = np.float16 if d == dt.f16 else ml_dtypes.bfloat16
+    if n.version >= 27:
+        stash = {1: np.float32, 11: np.float64}.get(int(n.attr("stash_type", 1)))
+        if stash is None:
+            raise Reject(f"stash_type {n.attr('stash_type')} (FLOAT or DOUBLE expected)")
+        # start is an f16/bf16 value, exact in either stash type
+        out = np.arange(float(s), float(lim), float(st), dtype=stash)
+    else:
+        out = np.arange(float(s), float(lim), float(st))
+    return out.astype(low)
 
 
 def one_hot(n: NodeCtx) -> Value:
