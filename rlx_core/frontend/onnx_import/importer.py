@@ -124,7 +124,7 @@ def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None
     import onnx
     from onnx import numpy_helper
 
-    from rlx_core.frontend.onnx_import.ops.table import CONVERTERS, PREVIEW_CONVERTERS
+    from rlx_core.frontend.onnx_import.ops.table import CONVERTERS, DOMAIN_CONVERTERS
 
     proto = _load(model)
     opset = _opset(proto)
@@ -168,10 +168,10 @@ def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None
     for node in g.node:
         version = 0
         where = node.name or (node.output[0] if node.output else "")
-        if node.domain == PREVIEW_DOMAIN and node.op_type in PREVIEW_CONVERTERS:
-            version = _preview_version(node.op_type, proto)
-            if version not in PREVIEW_CONVERTERS[node.op_type].versions:
-                problems.append(Problem(where, node.op_type, f"{PREVIEW_DOMAIN} version "
+        if node.op_type in DOMAIN_CONVERTERS.get(node.domain, {}):
+            version = _preview_version(node.op_type, proto, node.domain)
+            if version not in DOMAIN_CONVERTERS[node.domain][node.op_type].versions:
+                problems.append(Problem(where, node.op_type, f"{node.domain} version "
                                                              f"{version} is not implemented"))
                 version = 0
         elif node.domain not in DEFAULT_DOMAINS:
@@ -248,21 +248,21 @@ def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None
     )
 
 
-def _preview_version(op_type: str, proto: Any) -> int:
+def _preview_version(op_type: str, proto: Any, domain: str = PREVIEW_DOMAIN) -> int:
     import onnx
 
-    imported = max((int(i.version) for i in proto.opset_import if i.domain == PREVIEW_DOMAIN),
+    imported = max((int(i.version) for i in proto.opset_import if i.domain == domain),
                    default=0)
     try:
-        return onnx.defs.get_schema(op_type, imported, PREVIEW_DOMAIN).since_version
+        return onnx.defs.get_schema(op_type, imported, domain).since_version
     except onnx.defs.SchemaError:
         return 0
 
 
 def _convert(cx: ImportContext, node: Any, version: int, opset: int, where: str) -> list[Any]:
-    from rlx_core.frontend.onnx_import.ops.table import CONVERTERS, PREVIEW_CONVERTERS
+    from rlx_core.frontend.onnx_import.ops.table import CONVERTERS, DOMAIN_CONVERTERS
 
-    conv = (PREVIEW_CONVERTERS if node.domain == PREVIEW_DOMAIN else CONVERTERS)[node.op_type]
+    conv = DOMAIN_CONVERTERS.get(node.domain, CONVERTERS)[node.op_type]
     attrs = _attrs(node)
     unknown = sorted(set(attrs) - set(conv.attrs))
     if unknown:

@@ -34,7 +34,7 @@ from rlx_core.frontend.onnx_import.ops import (
     shape,
     signal,
 )
-from rlx_core.frontend.onnx_import.ops import bits, quant, scatter
+from rlx_core.frontend.onnx_import.ops import bits, quant, scatter, training
 from rlx_core.frontend.onnx_import.ops import elementwise as ew
 
 
@@ -198,7 +198,7 @@ CONVERTERS: dict[str, OnnxOp] = {
     "Softmax": OnnxOp(nn.softmax("softmax"), (13,), ("axis",)),
     "LogSoftmax": OnnxOp(nn.softmax("log_softmax"), (13,), ("axis",)),
     "Hardmax": OnnxOp(nn.hardmax, (13,), ("axis",)),
-    "BatchNormalization": OnnxOp(nn.batch_norm, (14, 15),
+    "BatchNormalization": OnnxOp(training.batch_norm, (14, 15),
                                  ("epsilon", "momentum", "training_mode")),
     "InstanceNormalization": OnnxOp(nn.instance_norm, (6, 22), ("epsilon",)),
     "LayerNormalization": OnnxOp(nn.layer_norm, (17,), ("axis", "epsilon", "stash_type")),
@@ -207,7 +207,7 @@ CONVERTERS: dict[str, OnnxOp] = {
                                  ("epsilon", "num_groups", "stash_type")),
     "LpNormalization": OnnxOp(nn.lp_norm, (1, 22), ("axis", "p")),
     "MeanVarianceNormalization": OnnxOp(nn.mvn, (13,), ("axes",)),
-    "Dropout": OnnxOp(nn.dropout, (10, 12, 13, 22), ("seed", "ratio")),
+    "Dropout": OnnxOp(training.dropout, (10, 12, 13, 22), ("seed", "ratio")),
     "Conv": OnnxOp(conv.conv, (11, 22), ("auto_pad", "dilations", "group", "kernel_shape",
                                          "pads", "strides")),
     "ConvTranspose": OnnxOp(conv.conv_transpose, (11, 22),
@@ -262,4 +262,18 @@ CONVERTERS: dict[str, OnnxOp] = {
 PREVIEW_CONVERTERS: dict[str, OnnxOp] = {
     "FlexAttention": OnnxOp(flex_attention.flex_attention, (1,),
                             ("prob_mod", "scale", "score_mod", "softmax_precision")),
+}
+
+# ai.onnx.preview.training ops (the optimizers), by the domain's since_version
+TRAINING_CONVERTERS: dict[str, OnnxOp] = {
+    "Momentum": OnnxOp(training.momentum, (1,), ("alpha", "beta", "mode", "norm_coefficient")),
+    "Adam": OnnxOp(training.adam, (1,), ("alpha", "beta", "epsilon", "norm_coefficient",
+                                         "norm_coefficient_post")),
+    "Adagrad": OnnxOp(training.adagrad, (1,), ("decay_factor", "epsilon", "norm_coefficient")),
+}
+
+# the tables of the non-default domains the importer reads
+DOMAIN_CONVERTERS: dict[str, dict[str, OnnxOp]] = {
+    "ai.onnx.preview": PREVIEW_CONVERTERS,
+    "ai.onnx.preview.training": TRAINING_CONVERTERS,
 }
