@@ -142,16 +142,6 @@ def _pool_setup(n: NodeCtx) -> tuple[Value, list[int], list[int], list[int], lis
     return x, kernel, strides, dil, pb, pe, out
 
 
-def max_pool(n: NodeCtx) -> Value:
-    if n.output_wanted(1):
-        raise Reject("the Indices output")
-    x, kernel, strides, dil, pb, pe, out = _pool_setup(n)
-    if int(n.attr("storage_order", 0)) not in (0, 1):
-        raise Reject("storage_order")
-    # padding never wins a max
-    return _pool_reduce(n, _padded(n, x, pb, pe, -math.inf), kernel, strides, dil, out, "max")
-
-
 def _counts(spatial: tuple[int, ...], kernel: list[int], strides: list[int], dil: list[int],
             pb: list[int], pe_explicit: list[int], out: list[int], include_pad: bool) -> list:
     """How many taps of each output window fall inside the input (or its explicit padding)."""

@@ -34,7 +34,7 @@ from rlx_core.frontend.onnx_import.ops import (
     shape,
     signal,
 )
-from rlx_core.frontend.onnx_import.ops import bits, quant, scatter, training
+from rlx_core.frontend.onnx_import.ops import bits, pooling, quant, scatter, training
 from rlx_core.frontend.onnx_import.ops import elementwise as ew
 
 
@@ -213,7 +213,9 @@ CONVERTERS: dict[str, OnnxOp] = {
     "ConvTranspose": OnnxOp(conv.conv_transpose, (11, 22),
                             ("auto_pad", "dilations", "group", "kernel_shape", "output_padding",
                              "output_shape", "pads", "strides")),
-    "MaxPool": OnnxOp(conv.max_pool, (12, 22), _POOL_ATTRS + ("storage_order",)),
+    "MaxPool": OnnxOp(pooling.max_pool, (12, 22), _POOL_ATTRS + ("storage_order",)),
+    "MaxUnpool": OnnxOp(pooling.max_unpool, (11, 22), ("kernel_shape", "pads", "strides")),
+    "Upsample": OnnxOp(pooling.upsample, (7, 9), ("mode", "scales")),
     "AveragePool": OnnxOp(conv.avg_pool, (11, 19, 22), _POOL_ATTRS + ("count_include_pad",)),
     "LpPool": OnnxOp(conv.lp_pool, (11, 18, 22), _POOL_ATTRS + ("p",)),
     "GlobalAveragePool": OnnxOp(conv.global_pool("avg"), (1, 22)),
