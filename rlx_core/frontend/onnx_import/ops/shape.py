@@ -202,25 +202,36 @@ def _flat_index(n: NodeCtx, idx: Value, ax: int, shape: tuple[int, ...]) -> Valu
 
 
 def gather_nd(n: NodeCtx) -> Value:
+    """Index tuples address rows of x; with batch_dims b the first b axes of x and the
+    indices are shared, so the tuple of batch entry i addresses rows of x[i] (the batch's
+    flat number times the rows per batch entry is added to each offset)."""
     x, idx = n.x(0), n.x(1)
     b = int(n.attr("batch_dims", 0))
+    if idx.type.rank < 1 or not 0 <= b < min(idx.type.rank, x.type.rank):
+        raise Reject(f"batch_dims {b} for indices {idx.type} and data {x.type}")
+    if idx.type.shape[:b] != x.type.shape[:b]:
+        raise Reject("the batch axes of the data and the indices differ")
     m = idx.type.shape[-1]
-    if b != 0:
-        raise Reject("batch_dims other than 0")
-    if m > x.type.rank:
+    if b + m > x.type.rank:
         raise Reject("index tuples are longer than the data's rank")
     idx = n.cast(idx, dt.i64)
-    strides = _strides(x.type.shape[:m])
+    lead = x.type.shape[b:b + m]
+    strides = _strides(lead)
     outer = idx.type.shape[:-1]
-    total = None
+    total = n.const(0, dt.i64, outer)
     for k in range(m):
         comp = n.reshape(n.slice_axis(idx, idx.type.rank - 1, k, k + 1), outer)
-        comp = _norm_index(n, comp, x.type.shape[k])
-        term = n.scalar_op("mul", comp, strides[k])
-        total = term if total is None else n.emit("add", [total, term])
-    inner = x.type.shape[m:]
-    rows = n.reshape(x, [math.prod(x.type.shape[:m])] + list(inner))
-    return n.emit("gather", [rows, total], {"axis": 0})
+        comp = _norm_index(n, comp, lead[k])
+        total = n.emit("add", [total, n.scalar_op("mul", comp, strides[k])])
+    per_batch = math.prod(lead)
+    for k in range(b):  # the batch entry's first row
+        ramp = n.emit("iota", [], {"shape": outer, "dim": k, "dtype": dt.i64})
+        step = per_batch * math.prod(x.type.shape[k + 1:b])
+        total = n.emit("add", [total, n.scalar_op("mul", ramp, step)])
+    inner = x.type.shape[b + m:]
+    rows = n.reshape(x, [math.prod(x.type.shape[:b + m])] + list(inner))
+    y = n.emit("gather", [rows, total], {"axis": 0})
+    return n.reshape(y, outer + inner)
 
 
 def expand(n: NodeCtx) -> Value:
