@@ -270,7 +270,11 @@ def _constant(node: Node, out: Buffer, w: Writer) -> str:
         return "constant"
     body = ", ".join(ct.storage_literal(v, d) for v in vals)
     w.line(f"static const {store_t} data[{len(vals)}] = {{{body}}};")
-    _copy_bytes(w, out.ptr, "data", out.type.nbytes)
+    # read the table through a volatile pointer: GCC 12 with -march=native (AVX-512) folds a
+    # memcpy of a small static table into vector stores and gets the values wrong (an i64
+    # (3,3,4) iota came out with elements 12..15 = 2, not 0), so it must not see the data
+    w.line("const void* volatile src = data;")
+    _copy_bytes(w, out.ptr, "src", out.type.nbytes)
     return "constant"
 
 

@@ -19,6 +19,7 @@ from rlx_core.frontend.onnx_import.ops import (
     causal_conv,
     control_flow,
     conv,
+    det_lrn,
     einsum,
     flex_attention,
     geometry,
@@ -252,6 +253,8 @@ CONVERTERS: dict[str, OnnxOp] = {
     "CenterCropPad": OnnxOp(geometry.center_crop_pad, (18,), ("axes",)),
     "AffineGrid": OnnxOp(geometry.affine_grid, (20,), ("align_corners",)),
     "Col2Im": OnnxOp(geometry.col2im, (18,), ("dilations", "pads", "strides")),
+    "Det": OnnxOp(det_lrn.det, (11, 22)),
+    "LRN": OnnxOp(det_lrn.lrn, (1, 13), ("alpha", "beta", "bias", "size")),
     "GridSample": OnnxOp(grid_sample.grid_sample, (16, 20, 22),
                          ("align_corners", "mode", "padding_mode")),
     # ---- losses ----------------------------------------------------------------------------------
