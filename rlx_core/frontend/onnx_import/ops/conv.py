@@ -78,13 +78,17 @@ def conv_values(n: NodeCtx, x: Value, w: Value, b: Value | None) -> Value:
     """ONNX Conv of float values with the node's geometry attributes (also used by the
     integer convolutions, which run it on exact f64 integers)."""
     k = x.type.rank - 2
-    if k not in (1, 2):
-        raise Reject(f"{k}-D convolution (1-D and 2-D are supported)")
+    if k not in (1, 2, 3):
+        raise Reject(f"{k}-D convolution (1-D, 2-D and 3-D are supported)")
     kernel = [int(s) for s in n.attr("kernel_shape", w.type.shape[2:])]
     if tuple(kernel) != w.type.shape[2:]:
         raise Reject("kernel_shape disagrees with the weight")
     g = int(n.attr("group", 1))
     strides, dil, pb, pe, out = window_geometry(n, x.type.shape[2:], kernel)
+    if k == 3:
+        xp = n.emit("pad", [x], {"low": (0, 0, *pb), "high": (0, 0, *pe), "value": 0.0}) \
+            if any(pb + pe) else x
+        return conv3d(n, xp, w, b, strides, dil, out[0], g)
     if k == 1:  # a 1-D conv is a 2-D conv over a height of 1
         x = n.reshape(x, x.type.shape[:2] + (1,) + x.type.shape[2:])
         w = n.reshape(w, w.type.shape[:2] + (1,) + w.type.shape[2:])
@@ -99,6 +103,31 @@ def conv_values(n: NodeCtx, x: Value, w: Value, b: Value | None) -> Value:
                                "dilation": tuple(dil), "groups": g})
     if k == 1:
         y = n.reshape(y, (y.type.shape[0], y.type.shape[1], y.type.shape[3]))
+    return y
+
+
+def conv3d(n: NodeCtx, xp: Value, w: Value, b: Value | None, strides: list[int],
+           dil: list[int], od: int, g: int) -> Value:
+    """A 3-D convolution of the already padded ``xp`` as a sum over the depth taps of 2-D
+    convolutions: tap kd reads the depth slices kd*dil_d + od*stride_d, folded into the
+    batch axis."""
+    nb, c = xp.type.shape[:2]
+    m, cg, kd_n, kh, kw = w.type.shape
+    acc = None
+    for kd in range(kd_n):
+        s0 = kd * dil[0]
+        xs = n.slice_axis(xp, 2, s0, s0 + (od - 1) * strides[0] + 1, strides[0])
+        xs = n.transpose(xs, (0, 2, 1, 3, 4))
+        xs = n.reshape(xs, (nb * od, c) + xs.type.shape[3:])
+        wk = n.reshape(n.slice_axis(w, 2, kd, kd + 1), (m, cg, kh, kw))
+        y = n.emit("conv2d", [xs, wk], {"stride": tuple(strides[1:]), "padding": (0, 0),
+                                        "dilation": tuple(dil[1:]), "groups": g})
+        acc = y if acc is None else n.emit("add", [acc, y])
+    assert acc is not None
+    y = n.transpose(n.reshape(acc, (nb, od) + acc.type.shape[1:]), (0, 2, 1, 3, 4))
+    if b is not None:
+        y = n.emit("add", [y, n.emit("broadcast_in_dim", [b], {"shape": y.type.shape,
+                                                              "dims": (1,)})])
     return y
 
 
@@ -216,8 +245,8 @@ def conv_transpose(n: NodeCtx) -> Value:
     if w.type.dtype != x.type.dtype or (b is not None and b.type.dtype != x.type.dtype):
         raise Reject("X, W and B must share one dtype")
     k = x.type.rank - 2
-    if k not in (1, 2):
-        raise Reject(f"{k}-D transposed convolution (1-D and 2-D are supported)")
+    if k not in (1, 2, 3):
+        raise Reject(f"{k}-D transposed convolution (1-D, 2-D and 3-D are supported)")
     g = int(n.attr("group", 1))
     c_in = x.type.shape[1]
     if w.type.shape[0] != c_in or c_in % g:
@@ -262,17 +291,23 @@ def conv_transpose(n: NodeCtx) -> Value:
         w = n.reshape(w, w.type.shape[:2] + (1,) + w.type.shape[2:])
         strides, dil, outpad, pb, pe, eff = ([1] + strides, [1] + dil, [0] + outpad,
                                              [0] + pb, [0] + pe, [1] + eff)
-    nb, c, h, wd = x.type.shape
-    sh, sw = strides
-    # 1. dilate by the stride: (N, C, H, 1, W, 1) padded to (.., sh, .., sw), cropped
-    y = n.reshape(x, (nb, c, h, 1, wd, 1))
-    if sh > 1 or sw > 1:
-        y = n.emit("pad", [y], {"low": (0,) * 6, "high": (0, 0, 0, sh - 1, 0, sw - 1),
-                                "value": 0.0})
-    y = n.reshape(y, (nb, c, h * sh, wd * sw))
-    y = n.emit("slice", [y], {"start": (0, 0, 0, 0),
-                              "limit": (nb, c, (h - 1) * sh + 1, (wd - 1) * sw + 1),
-                              "stride": (1, 1, 1, 1)})
+    nb, c = x.type.shape[:2]
+    sp = x.type.shape[2:]
+    ks = len(sp)
+    # 1. dilate by the stride, one axis at a time: (.., i, 1, ..) padded to (.., i, s, ..),
+    #    merged and cropped to (i - 1) * s + 1
+    y = x
+    for a, s in enumerate(strides):
+        if s == 1:
+            continue
+        ax = a + 2
+        shp = y.type.shape
+        y = n.reshape(y, shp[:ax + 1] + (1,) + shp[ax + 1:])
+        hi = [0] * y.type.rank
+        hi[ax + 1] = s - 1
+        y = n.emit("pad", [y], {"low": (0,) * y.type.rank, "high": tuple(hi), "value": 0.0})
+        y = n.reshape(y, shp[:ax] + (shp[ax] * s,) + shp[ax + 1:])
+        y = n.slice_axis(y, ax, 0, (sp[a] - 1) * s + 1)
     # 2. pad by extent - 1 - pads on each side (output_padding adds to the end); crop negatives
     low = [e - 1 - p for e, p in zip(eff, pb)]
     high = [e - 1 - p + op for e, p, op in zip(eff, pe, outpad)]
@@ -285,14 +320,17 @@ def conv_transpose(n: NodeCtx) -> Value:
     hi_p = tuple(max(v, 0) for v in high)
     if any(lo_p + hi_p):
         y = n.emit("pad", [y], {"low": (0, 0) + lo_p, "high": (0, 0) + hi_p, "value": 0.0})
-    # 3. the kernel: (C, M/g, kh, kw) -> (M, C/g, kh, kw), flipped spatially
+    # 3. the kernel: (C, M/g, k...) -> (M, C/g, k...), flipped spatially
     mg = w.type.shape[1]
-    kh, kw = w.type.shape[2:]
-    wk = n.reshape(w, (g, c // g, mg, kh, kw))
-    wk = n.transpose(wk, (0, 2, 1, 3, 4))
-    wk = n.reshape(wk, (g * mg, c // g, kh, kw))
-    wk = n.take(wk, 2, list(range(kh - 1, -1, -1)))
-    wk = n.take(wk, 3, list(range(kw - 1, -1, -1)))
+    kshape = w.type.shape[2:]
+    wk = n.reshape(w, (g, c // g, mg) + kshape)
+    wk = n.transpose(wk, (0, 2, 1) + tuple(range(3, 3 + ks)))
+    wk = n.reshape(wk, (g * mg, c // g) + kshape)
+    for a, kk in enumerate(kshape):
+        wk = n.take(wk, a + 2, list(range(kk - 1, -1, -1)))
+    if ks == 3:
+        od = y.type.shape[2] - eff[0] + 1
+        return conv3d(n, y, wk, b, [1, 1, 1], dil, od, g)
     ins = [y, wk] + ([b] if b is not None else [])
     out = n.emit("conv2d", ins, {"stride": (1, 1), "padding": (0, 0),
                                  "dilation": tuple(dil), "groups": g})
