@@ -35,7 +35,7 @@ from rlx_core.frontend.onnx_import.ops import (
     shape,
     signal,
 )
-from rlx_core.frontend.onnx_import.ops import bits, pooling, quant, scatter, training
+from rlx_core.frontend.onnx_import.ops import bits, pooling, quant, roi_align, scatter, training
 from rlx_core.frontend.onnx_import.ops import elementwise as ew
 
 
@@ -216,6 +216,9 @@ CONVERTERS: dict[str, OnnxOp] = {
                              "output_shape", "pads", "strides")),
     "MaxPool": OnnxOp(pooling.max_pool, (12, 22), _POOL_ATTRS + ("storage_order",)),
     "MaxUnpool": OnnxOp(pooling.max_unpool, (11, 22), ("kernel_shape", "pads", "strides")),
+    "RoiAlign": OnnxOp(roi_align.roi_align, (16, 22),
+                       ("coordinate_transformation_mode", "mode", "output_height",
+                        "output_width", "sampling_ratio", "spatial_scale")),
     "Upsample": OnnxOp(pooling.upsample, (7, 9), ("mode", "scales")),
     "AveragePool": OnnxOp(conv.avg_pool, (11, 19, 22), _POOL_ATTRS + ("count_include_pad",)),
     "LpPool": OnnxOp(conv.lp_pool, (11, 18, 22), _POOL_ATTRS + ("p",)),
