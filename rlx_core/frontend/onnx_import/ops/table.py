@@ -35,7 +35,15 @@ from rlx_core.frontend.onnx_import.ops import (
     shape,
     signal,
 )
-from rlx_core.frontend.onnx_import.ops import bits, pooling, quant, roi_align, scatter, training
+from rlx_core.frontend.onnx_import.ops import (
+    bits,
+    deform_conv,
+    pooling,
+    quant,
+    roi_align,
+    scatter,
+    training,
+)
 from rlx_core.frontend.onnx_import.ops import elementwise as ew
 
 
@@ -216,6 +224,9 @@ CONVERTERS: dict[str, OnnxOp] = {
                              "output_shape", "pads", "strides")),
     "MaxPool": OnnxOp(pooling.max_pool, (12, 22), _POOL_ATTRS + ("storage_order",)),
     "MaxUnpool": OnnxOp(pooling.max_unpool, (11, 22), ("kernel_shape", "pads", "strides")),
+    "DeformConv": OnnxOp(deform_conv.deform_conv, (19, 22),
+                         ("dilations", "group", "kernel_shape", "offset_group", "pads",
+                          "strides")),
     "RoiAlign": OnnxOp(roi_align.roi_align, (16, 22),
                        ("coordinate_transformation_mode", "mode", "output_height",
                         "output_width", "sampling_ratio", "spatial_scale")),
