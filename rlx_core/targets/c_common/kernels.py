@@ -41,6 +41,10 @@ class KernelEnv:
     parallel: Callable[[int, int], str | None]  # (work, collapse) -> pragma line or None
     fail: str  # C statement prefix reporting a runtime error: f"{fail}(kernel, value, size)"
     scratch: str = "scratch"
+    # a statement making every thread of the team wait for the others, written between two
+    # steps of one kernel where the second reads what the first wrote (team-mode CPU kernels,
+    # see rlx_core/targets/cpu/team.py); empty when a kernel runs on one thread
+    sync: str = ""
 
     @property
     def buffers(self) -> dict[str, Buffer]:
@@ -52,13 +56,18 @@ def is_virtual(n: Node) -> bool:
                                           not isinstance(n.attr("value"), tuple))
 
 
+def splits(pragma: str) -> bool:
+    """Does ``pragma`` share the next loop's iterations out (so ``collapse`` applies)?"""
+    return pragma.startswith("#pragma omp parallel for") or pragma.startswith("#pragma omp for")
+
+
 def open_loops(w: Writer, plan: LoopPlan, group: int, pragma: str | None,
                collapse_all: bool) -> int:
     loops = plan.of_group(group)
     if pragma and loops:
         # keep the innermost loop out of the collapse so it stays contiguous (vectorised)
         n = len(loops) if collapse_all else max(1, len(loops) - 1)
-        w.line(pragma + (f" collapse({n})" if n > 1 else ""))
+        w.line(pragma + (f" collapse({n})" if n > 1 and splits(pragma) else ""))
     for k, lp in loops:
         name = plan.name(k)
         w.open(f"for (int64_t {name} = 0; {name} < {lp.extent}; ++{name})")

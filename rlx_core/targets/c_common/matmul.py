@@ -34,6 +34,7 @@ from rlx_core.targets.c_common.kernels import (
     emit_elementwise,
     is_virtual,
     open_loops,
+    splits,
     two_phase,
 )
 from rlx_core.targets.c_common.loops import LoopPlan, Writer, identity, offset
@@ -79,7 +80,7 @@ def _permute(w: Writer, env: KernelEnv, src: Buffer, perm: tuple[int, ...], dst:
     node = Node(out=_value("__perm", out.type), op="transpose", inputs=(src.ptr,),
                 attrs=(("perm", perm),))
     sub = KernelEnv(env.kernel, env.index, {"__perm": node}, {src.ptr: src},
-                    {"__perm": out}, env.parallel, env.fail, env.scratch)
+                    {"__perm": out}, env.parallel, env.fail, env.scratch, env.sync)
 
     def emit(b: Body, plan: LoopPlan) -> None:
         depth = open_loops(b.out, plan, 0, env.parallel(math.prod(shape), 0), False)
@@ -119,7 +120,7 @@ def generated_gemm(w: Writer, env: KernelEnv, g: GemmSpec) -> str:
         (lambda m, k: f"{g.a}[bb * {g.m * g.k} + {m} * {g.k} + {k}]")
     pragma = env.parallel(g.batch * g.m * g.n * max(g.k, 1), 0)
     if pragma and g.batch * g.m > 1:
-        w.line(pragma + " collapse(2)")
+        w.line(pragma + (" collapse(2)" if splits(pragma) else ""))
     w.open(f"for (int64_t bb = 0; bb < {g.batch}; ++bb)")
     w.open(f"for (int64_t m = 0; m < {g.m}; ++m)")
     crow = f"{g.c} + bb * {g.m * g.n} + m * {g.n}"
@@ -183,11 +184,15 @@ def emit_matmul(env: KernelEnv, w: Writer, gemm_hook=None) -> tuple[str, int]:
         w.line(f"{ct.storage(d)}* restrict lhs_c = {a_ptr};")
         _permute(w, env, lhs, lperm, "lhs_c")
         a_ptr = "lhs_c"
+        if env.sync:
+            w.line(env.sync)  # the GEMM reads rows of the copy other threads wrote
     if tb is None:
         b_ptr, tb = take(rhs.type.size * esz), False
         w.line(f"{ct.storage(d)}* restrict rhs_c = {b_ptr};")
         _permute(w, env, rhs, rperm, "rhs_c")
         b_ptr = "rhs_c"
+        if env.sync:
+            w.line(env.sync)
 
     epilogue = [x for x in k.nodes if x is not dot and not is_virtual(x)]
     if dot.name in env.outputs:
@@ -208,6 +213,8 @@ def emit_matmul(env: KernelEnv, w: Writer, gemm_hook=None) -> tuple[str, int]:
         impl = (gemm_hook(w, env, spec) if gemm_hook else None) or generated_gemm(w, env, spec)
 
     if epilogue:
+        if env.sync and impl not in ("empty",):
+            w.line(env.sync)  # the epilogue's rows need not be the rows this thread computed
         # the epilogue reads the dot result from C; it is an elementwise kernel over it
         inputs = {**env.inputs, dot.name: Buffer(c_ptr, dot.type)}
         outs = {o: b for o, b in env.outputs.items() if o != dot.name}
@@ -215,7 +222,7 @@ def emit_matmul(env: KernelEnv, w: Writer, gemm_hook=None) -> tuple[str, int]:
         sub_kernel = type(k)(k.name, "elementwise", tuple(rest), k.inputs,
                              tuple(o for o in k.outputs if o != dot.name))
         sub = KernelEnv(sub_kernel, env.index, {x.name: x for x in rest}, inputs, outs,
-                        env.parallel, env.fail, env.scratch)
+                        env.parallel, env.fail, env.scratch, env.sync)
         emit_elementwise(sub, w)
     return impl, scratch
 

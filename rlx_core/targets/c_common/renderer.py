@@ -62,6 +62,10 @@ class CLikeRenderer:
         """Emit a native GEMM for ``spec`` and return its impl label, or None to generate."""
         return None
 
+    def kernel_sync(self) -> str:
+        """The barrier statement between dependent steps inside a kernel ("" for none)."""
+        return ""
+
     def extra_headers(self) -> list[str]:
         return []
 
@@ -197,7 +201,7 @@ class CLikeRenderer:
         params += [f"{ct.storage(types[v].dtype)}* {r} out{j}" for j, v in enumerate(k.outputs)]
         params.append(f"unsigned char* {r} scratch")
         env = KernelEnv(k, idx, {n.name: n for n in k.nodes}, ins, outs,
-                        self.parallel_pragma, fail)
+                        self.parallel_pragma, fail, sync=self.kernel_sync())
         w = Writer(1)
         scratch = 0
         if k.kind == "elementwise":

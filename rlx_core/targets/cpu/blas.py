@@ -92,8 +92,11 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo) -> str:
         w.line(f"{fn}(CblasRowMajor, {ta}, {tb}, {rows}, {n}, {k}, {one}, {a}, {lda}, {b_b}, "
                f"{ldb}, {zero}, {c}, {n});")
 
-    pragma = env.parallel(spec.batch * m * n * k, 0) if \
-        spec.batch * m * n * k >= GEMM_PARALLEL_MIN else None
+    work = spec.batch * m * n * k
+    if env.sync:
+        _team_gemm(w, spec, call, a_b, c_b, work)
+        return f"blas-{s}gemm"
+    pragma = env.parallel(work, 0) if work >= GEMM_PARALLEL_MIN else None
     if pragma is None or (spec.batch == 1 and m < 16):
         w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
         call(str(m), a_b, c_b)
@@ -124,3 +127,40 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo) -> str:
     w.close()
     w.close()
     return f"blas-{s}gemm"
+
+
+def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, work: int) -> None:
+    """Team mode (rlx_core/targets/cpu/team.py): every thread of the region runs this block.
+
+    Whole batches per thread when there are enough, else a block of rows of C each (a
+    multiple of 16 rows, the micro-kernels' tile); small GEMMs run on thread 0 alone.
+    """
+    from rlx_core.targets.cpu.team import GEMM_BLOCK
+
+    m, k = spec.m, spec.k
+    w.open(GEMM_BLOCK[:-2])
+    w.line("const int64_t tid = omp_get_thread_num(), team = omp_get_num_threads();")
+    if work < GEMM_PARALLEL_MIN or (spec.batch == 1 and m < 16):
+        w.open("if (tid == 0)")
+        w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
+        call(str(m), a_b, c_b)
+        w.close()
+        w.close()
+        w.close()
+        return
+    w.open(f"if ({spec.batch} >= team)")
+    w.open(f"for (int64_t bb = tid; bb < {spec.batch}; bb += team)")
+    call(str(m), a_b, c_b)
+    w.close()
+    w.close()
+    w.open("else")
+    w.line(f"const int64_t per = (({m} + team - 1) / team + 15) / 16 * 16;")
+    w.line(f"const int64_t r0 = tid * per, rows = {m} - r0 < per ? {m} - r0 : per;")
+    w.open("if (rows > 0)")
+    w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
+    a_off = "r0" if spec.trans_a else f"r0 * {k}"
+    call("(int)rows", f"{a_b} + {a_off}", f"{c_b} + r0 * {spec.n}")
+    w.close()
+    w.close()
+    w.close()
+    w.close()

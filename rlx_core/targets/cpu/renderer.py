@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlx_core.ir.graph import Graph
+from rlx_core.ir.graph import Graph, Kernel, TensorType
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import GemmSpec
 from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.c_common.renderer import CLikeRenderer
+from rlx_core.targets.cpu import team
 from rlx_core.targets.cpu.blas import BlasInfo, blas_takes, emit_gemm, find_blas
 
 # below this many elements per kernel, thread start-up costs more than it saves
@@ -27,17 +28,52 @@ class CpuRenderer(CLikeRenderer):
     name = "cpu"
 
     def __init__(self, blas: BlasInfo | None, openmp: bool = True,
-                 parallel_min_work: int = PARALLEL_MIN_WORK, profile: bool = False):
+                 parallel_min_work: int = PARALLEL_MIN_WORK, profile: bool = False,
+                 team_mode: bool = True):
         self.blas = blas
         self.openmp = openmp
         self.parallel_min_work = parallel_min_work
         self.profile = profile
+        # one parallel region per call (team.py); profiling times kernels one by one instead
+        self.team_mode = team_mode and openmp and not profile
+        self._mode = "team" if self.team_mode else "regions"
+        self._team: list[bool] = []  # per kernel, in order: runs on the whole team?
 
     def parallel_pragma(self, work: int, collapse: int) -> str | None:
-        if not self.openmp or work < self.parallel_min_work:
+        if self._mode == "team":
+            return team.FOR_PRAGMA if work >= self.parallel_min_work else team.SINGLE_PRAGMA
+        if self._mode == "serial" or not self.openmp or work < self.parallel_min_work:
             return None
         # the team size comes from rlx_cpu_threads (set by <prefix>_threads, threads.py)
         return "#pragma omp parallel for schedule(static) num_threads(RLX_TEAM)"
+
+    def render_program(self, g: Graph, prefix: str = "rlx") -> Any:
+        self._team = []
+        return super().render_program(g, prefix)
+
+    def kernel_sync(self) -> str:
+        return team.SYNC if self._mode == "team" else ""
+
+    def render_kernel(self, g: Graph, k: Kernel, idx: int, prefix: str,
+                      types: dict[str, TensorType], fail: str) -> tuple[str, str, int]:
+        if not self.team_mode:
+            return super().render_kernel(g, k, idx, prefix, types, fail)
+        self._mode = "team"
+        out = super().render_kernel(g, k, idx, prefix, types, fail)
+        body = out[0].rstrip("\n").split("\n")[2:-1]  # between the head lines and the last }
+        if not team.team_safe(body):
+            self._mode = "serial"  # thread 0 runs it, so it must hold no worksharing pragma
+            out = super().render_kernel(g, k, idx, prefix, types, fail)
+        self._team.append(self._mode == "team")
+        self._mode = "team"
+        return out
+
+    def entry(self, g: Graph, prefix: str, calls: list[str], where: dict, types: dict) -> str:
+        if not self.team_mode:
+            return super().entry(g, prefix, calls, where, types)
+        text = super().entry(g, prefix, ["@CALLS@"], where, types)
+        body = "\n".join(team.region(team.team_calls(calls, self._team)))
+        return text.replace("@CALLS@", body, 1)
 
     def gemm(self, w: Writer, env: KernelEnv, spec: GemmSpec) -> str | None:
         if self.blas is None or not blas_takes(spec):
@@ -51,6 +87,8 @@ class CpuRenderer(CLikeRenderer):
                    "static int rlx_cpu_threads = 0;  /* 0: the OpenMP default */\n"
                    "#define RLX_TEAM (rlx_cpu_threads > 0 ? rlx_cpu_threads : "
                    "omp_get_max_threads())\n#endif\n")
+        if self.team_mode:
+            threads += team.BARRIER_C
         if self.blas is None:
             return [threads, "/* BLAS unavailable: matmul kernels are generated loop nests */\n"]
         return [threads,

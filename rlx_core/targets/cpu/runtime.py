@@ -19,6 +19,9 @@ from rlx_core.ir.graph import TensorType
 from rlx_core.targets.c_common.program import CProgram
 
 _LIBS: dict[str, ctypes.CDLL] = {}
+# one lock per loaded library: a program's statics (its team barrier, error slot) are shared
+# by every NativeProgram loaded from the same file, so calls into one file never overlap
+_LOCKS: dict[str, threading.Lock] = {}
 ALIGN = 64
 
 
@@ -88,7 +91,7 @@ class NativeProgram:
         attach(self.lib, f"{cprog.prefix}_threads")  # explicit pool sizes (threads.py)
         self.param_data = param_data
         self._params: dict[str, tuple[Any, Any]] = {}  # name -> (source object, storage array)
-        self._lock = threading.Lock()
+        self._lock = _LOCKS.setdefault(path, threading.Lock())
         self._arena: Any = None
 
     def profile(self) -> dict[str, dict[str, float]]:

@@ -1,0 +1,120 @@
+"""Team mode: one OpenMP parallel region per program call, kernels separated by spin barriers.
+
+A parallel region per kernel (``#pragma omp parallel for`` in each loop nest) costs a wake-up
+of the sleeping workers every time: MiniLM runs ~170 kernels per call, an MLP training step
+~20, and with ``OMP_WAIT_POLICY=PASSIVE`` (idle workers must not spin on cores that other
+code needs) each wake-up is a futex round trip. In team mode the entry point opens one region;
+every thread runs every *team kernel*, whose loops are orphaned worksharing loops
+(``#pragma omp for nowait``) or, when too small to split, ``#pragma omp single nowait``; GEMMs
+take a row block per thread. Between kernels the threads meet at ``rlx_team_sync``, a barrier
+that spins briefly (the other thread is microseconds away) and then yields. Only the region's
+start sleeps and wakes, once per call.
+
+A kernel whose rendered body has any other top-level statement (a serial loop, a memcpy, an
+index check) is not team-safe: it is rendered again without pragmas and runs on thread 0
+only. ``team_safe`` decides that from the rendered lines, so a new emitter that writes
+something unexpected falls back to a correct serial kernel instead of racing.
+"""
+
+from __future__ import annotations
+
+import re
+
+SYNC = "rlx_team_sync(omp_get_num_threads());"
+GEMM_BLOCK = "/* team gemm */ {"
+FOR_PRAGMA = "#pragma omp for schedule(static) nowait"
+SINGLE_PRAGMA = "#pragma omp single nowait"
+
+# C for the barrier: a generation counter; the last thread to arrive starts the next
+# generation. Spins with the CPU's pause hint, then yields, so a loaded machine is not held.
+BARRIER_C = r"""
+#ifndef RLX_TEAM_SYNC_H
+#define RLX_TEAM_SYNC_H
+#include <stdatomic.h>
+#include <sched.h>
+#if defined(__x86_64__) || defined(__i386__)
+#define RLX_CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__) || defined(__arm__)
+#define RLX_CPU_RELAX() __asm__ __volatile__("yield")
+#else
+#define RLX_CPU_RELAX() ((void)0)
+#endif
+typedef struct { atomic_int count; atomic_int gen; } rlx_team_barrier;
+static rlx_team_barrier rlx_team_bar;  /* one program call runs at a time (the runtime's lock) */
+static inline void rlx_team_sync(int team) {
+    if (team <= 1) return;
+    const int g = atomic_load_explicit(&rlx_team_bar.gen, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&rlx_team_bar.count, 1, memory_order_acq_rel) == team - 1) {
+        atomic_store_explicit(&rlx_team_bar.count, 0, memory_order_relaxed);
+        atomic_store_explicit(&rlx_team_bar.gen, g + 1, memory_order_release);
+        return;
+    }
+    for (int spins = 0; atomic_load_explicit(&rlx_team_bar.gen, memory_order_acquire) == g;) {
+        if (++spins < (1 << 10)) RLX_CPU_RELAX(); else sched_yield();
+    }
+}
+#endif
+"""
+
+_DECL = re.compile(r"^[A-Za-z_][\w ]*\*? *(const )?restrict \w+ = [^;]*;$")
+
+
+def team_safe(lines: list[str]) -> bool:
+    """Is a kernel body (lines at depth 1) made only of statements every thread may run?
+
+    Allowed at the top level: worksharing / single loops (a pragma line, then a ``for``
+    block), team GEMM blocks, barriers and local pointer declarations.
+    """
+    i, n = 0, len(lines)
+    while i < n:
+        body = lines[i][4:] if lines[i].startswith("    ") else None
+        if body is None or body.startswith(" "):
+            return False
+        if body in (FOR_PRAGMA, SINGLE_PRAGMA) or body.startswith(FOR_PRAGMA + " "):
+            if i + 1 >= n or not lines[i + 1].startswith("    for ("):
+                return False
+            i = _skip_block(lines, i + 1)
+        elif body == GEMM_BLOCK:
+            i = _skip_block(lines, i)
+        elif body == SYNC or body == "(void)scratch;" or _DECL.match(body):
+            i += 1
+        else:
+            return False
+        if i < 0:
+            return False
+    return True
+
+
+def _skip_block(lines: list[str], start: int) -> int:
+    """The index after the ``}`` that closes the block opened on line ``start``."""
+    if not lines[start].endswith("{"):
+        return -1
+    for j in range(start + 1, len(lines)):
+        if lines[j] == "    }":
+            return j + 1
+    return -1
+
+
+def team_calls(calls: list[str], team: list[bool]) -> list[str]:
+    """Kernel calls inside the region: serial kernels on thread 0, barriers where needed.
+
+    Two serial kernels in a row need no barrier (thread 0 runs both in order); any pair with
+    a team kernel does, since the later one may read what another thread wrote.
+    """
+    out: list[str] = []
+    for i, (call, is_team) in enumerate(zip(calls, team, strict=True)):
+        if i and (is_team or team[i - 1]):
+            out.append("        " + SYNC)
+        body = call.strip()
+        out.append("        " + body if is_team else "        if (rlx_team_tid == 0) " + body)
+    return out
+
+
+def region(calls: list[str]) -> list[str]:
+    """The entry point's body: one parallel region around the kernel calls."""
+    return ["    #pragma omp parallel num_threads(RLX_TEAM)",
+            "    {",
+            "        const int rlx_team_tid = omp_get_thread_num();",
+            "        (void)rlx_team_tid;",
+            *calls,
+            "    }"]
