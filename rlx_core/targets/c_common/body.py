@@ -20,6 +20,8 @@ from rlx_core.targets.c_common.loops import Affine, AxisMap, LoopPlan, Writer, o
 from rlx_core.targets.c_common.names import c_comment
 
 INDEX_MAP_OPS = ("broadcast_in_dim", "transpose", "slice")
+# ops rendered with ``?:`` whose operands must not be loads inside the conditional (see hoist)
+CONDITIONAL_OPS = frozenset({"select", "max", "min"})
 
 
 @dataclass(frozen=True)
@@ -103,11 +105,28 @@ class Body:
             rhs = self.mapped(node, amap)
         else:
             args = [self.value(i, amap) for i in node.inputs]
+            if node.op in CONDITIONAL_OPS:
+                args = [self.hoist(a, i) for a, i in zip(args, node.inputs, strict=True)]
             rhs = expr.render(node.op, node.a, args, [self.type_of(i).dtype for i in node.inputs],
                               node.type.dtype)
         t = self.fresh()
         self.out.line(f"const {ct.value(node.type.dtype)} {t} = {rhs};")
         self.temps[node.name] = (t, amap)
+        return t
+
+    def hoist(self, arg: str, value: str) -> str:
+        """A load as a temporary of its own, read before the ``?:`` that uses it.
+
+        GCC 12.2 at -O3 with AVX2 / AVX-512 if-converts a load inside ``c ? in[i] : 0`` into a
+        masked load and mis-vectorises it inside a reduction (a TopK kernel summed wrong
+        indices; reproduced standalone, no aliasing). A load outside the ``?:`` becomes a
+        plain vector load and a blend, which it compiles correctly. Loads of in-bounds
+        elements have no side effects, so reading both arms is always allowed.
+        """
+        if "[" not in arg:
+            return arg
+        t = self.fresh()
+        self.out.line(f"const {ct.value(self.type_of(value).dtype)} {t} = {arg};")
         return t
 
     def store(self, buf: Buffer, name: str, amap: AxisMap) -> None:

@@ -279,9 +279,10 @@ def _constant(node: Node, out: Buffer, w: Writer) -> str:
         return "constant"
     body = ", ".join(ct.storage_literal(v, d) for v in vals)
     w.line(f"static const {store_t} data[{len(vals)}] = {{{body}}};")
-    # read the table through a volatile pointer: GCC 12 with -march=native (AVX-512) folds a
-    # memcpy of a small static table into vector stores and gets the values wrong (an i64
-    # (3,3,4) iota came out with elements 12..15 = 2, not 0), so it must not see the data
+    # read the table through a volatile pointer, so the compiler cannot turn the copy into
+    # stores of vector constants: GCC 12.2 with AVX-512 built [2,2,2,2,0,0,0,0] (i64) as a
+    # broadcast of 2 (seen in the assembly of a TopK program's index table; -mno-avx512f or
+    # -fno-builtin-memcpy gave the right values); tests/onnx/test_import_topk.py checks it
     w.line("const void* volatile src = data;")
     _copy_bytes(w, out.ptr, "src", out.type.nbytes)
     return "constant"

@@ -34,6 +34,7 @@ from rlx_core.frontend.onnx_import.ops import (
     rotary,
     shape,
     signal,
+    topk,
 )
 from rlx_core.frontend.onnx_import.ops import (
     bits,
@@ -267,6 +268,7 @@ CONVERTERS: dict[str, OnnxOp] = {
     "CenterCropPad": OnnxOp(geometry.center_crop_pad, (18,), ("axes",)),
     "AffineGrid": OnnxOp(geometry.affine_grid, (20,), ("align_corners",)),
     "Col2Im": OnnxOp(geometry.col2im, (18,), ("dilations", "pads", "strides")),
+    "TopK": OnnxOp(topk.topk, (10, 11, 24), ("axis", "largest", "sorted")),
     "Det": OnnxOp(det_lrn.det, (11, 22)),
     "LRN": OnnxOp(det_lrn.lrn, (1, 13), ("alpha", "beta", "bias", "size")),
     "GridSample": OnnxOp(grid_sample.grid_sample, (16, 20, 22),

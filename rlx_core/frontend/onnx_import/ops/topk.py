@@ -6,10 +6,10 @@ j < i (the reference's tie-break: the lower index first). A NaN counts as larger
 number, as in numpy's sort. The index of output slot p is then sum_i i * (rank_i == p), and
 the values are one gather. The cost is O(n^2) along the axis.
 
-Not registered in the table yet: on the cpu target, GCC 12.2 at -O3 mis-vectorises the
-select kernel this builds (`out = (r[i] == p) ? i : 0` over a broadcast rank vector; -O2 or
--fno-tree-loop-if-convert compile it correctly), which would give wrong indices. Register it
-(versions 10, 11, 24; attrs axis, largest, sorted) once the C toolchain avoids that bug.
+Its programs found two GCC 12.2 bugs on the cpu target, both worked around in the C renderer
+(a load inside ``?:`` mis-vectorised into a masked load, c_common/body.py ``hoist``; an i64
+constant table stored as a wrong vector constant, c_common/kernels.py ``_constant``);
+tests/onnx/test_import_topk.py keeps them as regression tests.
 """
 
 from __future__ import annotations
