@@ -177,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None,
                     help="threads for every peer (default: the cores available)")
     ap.add_argument("--batches", default=",".join(map(str, BATCHES)))
+    ap.add_argument("--block", type=int, default=5,
+                    help="consecutive calls per peer per turn (see common.interleaved)")
     ap.add_argument("--quick", action="store_true", help="batch 1, few runs, write nothing")
     args = ap.parse_args(argv)
     threads = args.threads or len(os.sched_getaffinity(0))
@@ -249,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, fn in peers.items():
             errors[name] = float(np.max(np.abs(np.asarray(fn()) - want)))
         bad = {n: e for n, e in errors.items() if not e <= TOLERANCE}
-        stats = interleaved(peers, runs, warmup)
+        stats = interleaved(peers, runs, warmup, block=args.block)
         ort_best = min((k for k in sessions), key=lambda k: stats[k].p50, default=None)
         p50 = {n: s.p50 for n, s in stats.items()}
         rivals = {"torch": p50["torch"], "torch.compile": p50["torch.compile"],
@@ -286,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"{max(r['max_abs_diff_vs_sentence_transformers'].values()):.1e}"])
     md = (f"# all-MiniLM-L6-v2, sequence length {SEQ}\n\n{data['machine']['cpu']}, {threads} "
           f"thread(s) per peer, load average {data['machine']['load_average_1m']} at the end, "
-          f"p50 of {runs} interleaved calls after {warmup} warm-up calls "
+          f"p50 of {runs} calls (turns of {args.block} per peer, interleaved) after {warmup} "
+          f"warm-up calls "
           f"(`python benchmarks/bench_minilm.py`).\n\n" + markdown_table(headers, rows))
     if not args.quick:
         js, mdp = write_results("minilm", data, md)

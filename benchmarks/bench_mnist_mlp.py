@@ -201,10 +201,12 @@ def check_against_numpy(params: dict, b: Batches) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=30, help="timed steps per peer (>= 20)")
-    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=100, help="timed steps per peer (>= 20)")
+    ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--threads", type=int, default=None,
                     help="threads for every peer (default: the cores available)")
+    ap.add_argument("--block", type=int, default=10,
+                    help="consecutive calls per peer per turn (see common.interleaved)")
     ap.add_argument("--quick", action="store_true", help="few runs, do not write results")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch peers")
     ap.add_argument("--only", default="", help="comma-separated config labels, e.g. 784-128-10/128")
@@ -243,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         if torch is not None:
             peers["torch"] = torch_peer(torch, params, b, compiled=False)
             peers["torch.compile"] = torch_peer(torch, params, b, compiled=True)
-        stats: dict[str, Stats] = interleaved(peers, runs, warmup)
+        stats: dict[str, Stats] = interleaved(peers, runs, warmup, block=args.block)
         ips = {n: batch / s.p50 for n, s in stats.items()}
         row = {"sizes": list(sizes), "batch": batch, "label": label,
                "rlx_vs_numpy_max_rel_param_diff": agree,
@@ -267,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
                     [f"{ratio[p]:.2f}x" if p in ratio else "-" for p in peers_order[1:]])
     md = (f"# MNIST MLP training throughput\n\n{machine()['cpu']}, {threads} thread(s) per "
           f"peer, load average {data_out['machine']['load_average_1m']} at the end, p50 of "
-          f"{runs} interleaved steps after {warmup} warm-up steps "
+          f"{runs} steps (turns of {args.block} per peer, interleaved) after {warmup} warm-up "
+          f"steps "
           f"(`python benchmarks/bench_mnist_mlp.py`).\n\n" + markdown_table(headers, rows))
     if not args.quick:
         js, mdp = write_results("mnist_mlp", data_out, md)

@@ -76,12 +76,19 @@ class Stats:
 
 
 def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
-                budget_s: float | None = None) -> dict[str, Stats]:
-    """Time each zero-argument callable ``runs`` times, one call per peer per round.
+                budget_s: float | None = None, block: int = 1) -> dict[str, Stats]:
+    """Time each zero-argument callable ``runs`` times, ``block`` calls per peer per turn.
 
-    ``warmup`` calls of each peer come first (compilation, caches, allocator). With
-    ``budget_s`` a round stops being started once the budget is spent and at least
-    ``min(runs, 20)`` rounds ran, so a slow machine still finishes.
+    ``warmup`` calls of each peer come first (compilation, caches, allocator). Turns rotate
+    through the peers so load that drifts over the run reaches all of them. ``block`` > 1
+    keeps one peer's idle pool threads from sitting on the next peer's cores for more than
+    the first call of a turn (numpy's OpenBLAS workers spin for a while after each call, and
+    a two-thread peer that runs right after them shares a core with a spinning thread); with
+    ``block`` >= 3 that call cannot move the median. (No pause between turns: after an idle
+    pause, the first calls of every peer whose workers sleep when idle pay for waking
+    halted cores; on this VM that halved two-thread throughput.) With ``budget_s`` a turn stops being
+    started once the budget is spent and at least ``min(runs, 20)`` calls ran, so a slow
+    machine still finishes.
     """
     names = list(peers)
     for name in names:
@@ -90,14 +97,18 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
     times: dict[str, list[float]] = {n: [] for n in names}
     clock = time.perf_counter
     start = clock()
-    for r in range(runs):
+    block = max(1, block)
+    turns = -(-runs // block)
+    for r in range(turns):
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
             fn = peers[name]
-            t0 = clock()
-            fn()
-            times[name].append(clock() - t0)
-        if budget_s is not None and r + 1 >= min(runs, 20) and clock() - start > budget_s:
+            for _ in range(min(block, runs - r * block)):
+                t0 = clock()
+                fn()
+                times[name].append(clock() - t0)
+        done = (r + 1) * block
+        if budget_s is not None and done >= min(runs, 20) and clock() - start > budget_s:
             break
     return {n: Stats.of(ts) for n, ts in times.items()}
 

@@ -7,7 +7,7 @@ code needs) each wake-up is a futex round trip. In team mode the entry point ope
 every thread runs every *team kernel*, whose loops are orphaned worksharing loops
 (``#pragma omp for nowait``) or, when too small to split, ``#pragma omp single nowait``; GEMMs
 take a row block per thread. Between kernels the threads meet at ``rlx_team_sync``, a barrier
-that spins briefly (the other thread is microseconds away) and then yields. Only the region's
+that spins up to ~1.5 ms (the other thread is usually microseconds away) and then yields. Only the region's
 start sleeps and wakes, once per call.
 
 A kernel whose rendered body has any other top-level statement (a serial loop, a memcpy, an
@@ -49,8 +49,12 @@ static inline void rlx_team_sync(int team) {
         atomic_store_explicit(&rlx_team_bar.gen, g + 1, memory_order_release);
         return;
     }
+    /* spin ~1.5 ms (2^16 pauses of ~25 ns), then yield. Shorter spins lost to the guest
+       scheduler after an idle spell: the woken worker shared a CPU with the waiting thread
+       until load balancing moved it (about a millisecond), and every early yield handed the
+       core back and forth (2 threads at 2^10 spins ran 2x slower than at 2^16) */
     for (int spins = 0; atomic_load_explicit(&rlx_team_bar.gen, memory_order_acquire) == g;) {
-        if (++spins < (1 << 10)) RLX_CPU_RELAX(); else sched_yield();
+        if (++spins < (1 << 16)) RLX_CPU_RELAX(); else sched_yield();
     }
 }
 #endif
