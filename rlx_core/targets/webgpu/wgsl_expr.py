@@ -139,8 +139,8 @@ def cast(e: str, src: DType, dst: DType) -> str:
     return finish(f"{cd}({e})" if cs != cd else e, dst)
 
 
-_UNARY_F = {"exp": "exp({0})", "log": "log({0})", "sqrt": "sqrt({0})",
-            "rsqrt": "(1.0 / sqrt({0}))", "tanh": "tanh(clamp({0}, -15.0, 15.0))",
+_UNARY_F = {"exp": "exp({0})", "log": "rlx_log({0})", "sqrt": "sqrt({0})",
+            "rsqrt": "(1.0 / sqrt({0}))", "tanh": "rlx_tanh({0})",
             "erf": "rlx_erf({0})", "logistic": "(1.0 / (1.0 + exp(-{0})))", "sin": "sin({0})",
             "cos": "cos({0})", "floor": "floor({0})", "ceil": "ceil({0})",
             "round": "round({0})", "reciprocal": "(1.0 / {0})"}
@@ -155,6 +155,50 @@ HELPERS = {
   let p = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027
       + t * 1.061405429))));
   return sign(x) * (1.0 - p * exp(-a * a));
+}""",
+    # log by reduction to [sqrt(1/2), sqrt(2)) and the atanh series: Vulkan lets log() be off
+    # by 2^-21 absolute near 1, so log(1 + y) for small y (softplus, mish) lost 3 digits
+    "rlx_log": """fn rlx_log(x: f32) -> f32 {
+  let u = bitcast<u32>(x);
+  if (x != x || (u & 0x7fffffffu) > 0x7f800000u || (u > 0x80000000u)) {
+    return bitcast<f32>(0x7fc00000u | rlx_zero);
+  }
+  if ((u & 0x7fffffffu) == 0u) { return bitcast<f32>(0xff800000u | rlx_zero); }
+  if (u == 0x7f800000u) { return x; }
+  var m = x; var e = 0.0;
+  if (u < 0x00800000u) { m = x * 8388608.0; e = -23.0; }
+  let b = bitcast<u32>(m);
+  e = e + f32(i32((b >> 23u) & 0xffu) - 127);
+  m = bitcast<f32>((b & 0x007fffffu) | 0x3f800000u);
+  if (m > 1.41421356) { m = m * 0.5; e = e + 1.0; }
+  let f = (m - 1.0) / (m + 1.0);
+  let f2 = f * f;
+  let s = f2 * (0.6666666667 + f2 * (0.4 + f2 * (0.2857142857 + f2 * (0.2222222222
+      + f2 * 0.1818181818))));
+  return e * 0.693147180559945 + (2.0 * f + f * s);
+}""",
+    # tanh: the series near 0, where lavapipe's tanh (a quotient of exponentials) cancels
+    # (tanh(4.5e-5) was 0.2% off, which broke mish at x = -10); NaN stays NaN
+    "rlx_tanh": """fn rlx_tanh(x: f32) -> f32 {
+  if ((bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u) { return x; }
+  let a = abs(x);
+  if (a < 0.125) {
+    let z = x * x;
+    return x + x * z * (-0.3333333333 + z * (0.1333333333 + z * (-0.0539682540
+        + z * 0.0218694885)));
+  }
+  let e = exp(2.0 * min(a, 15.0));
+  return sign(x) * ((e - 1.0) / (e + 1.0));
+}""",
+    # C fmod: NaN for an infinite or NaN dividend, a NaN or zero divisor; a for b = +-inf
+    "rlx_fmod": """fn rlx_fmod(a: f32, b: f32) -> f32 {
+  let ua = bitcast<u32>(a) & 0x7fffffffu;
+  let ub = bitcast<u32>(b) & 0x7fffffffu;
+  if (ua >= 0x7f800000u || ub > 0x7f800000u || ub == 0u) {
+    return bitcast<f32>(0x7fc00000u | rlx_zero);
+  }
+  if (ub == 0x7f800000u) { return a; }
+  return a - b * trunc(a / b);
 }""",
     "rlx_powf": """fn rlx_powf(a: f32, b: f32) -> f32 {
   if (b == 0.0) { return 1.0; }
@@ -189,6 +233,13 @@ def elementwise(op: str, args: list[str], in_types: list[DType], out: DType,
     if op == "select":
         return f"select({args[2]}, {args[1]}, {args[0]})"
     if op in _CMP:
+        if c == "f32":
+            # on the bits where NaN decides: shader compilers may assume no NaNs and fold
+            # x != x (ONNX IsNaN) to false
+            nan = f"({isnan(a)} || {isnan(b)})"
+            if op == "ne":
+                return f"(({a} != {b}) || {nan})"
+            return f"(({a} {_CMP[op]} {b}) && !{nan})"
         return f"({a} {_CMP[op]} {b})"
     if c == "bool":
         table = {"add": "({0} || {1})", "or": "({0} || {1})", "max": "({0} || {1})",
@@ -202,8 +253,8 @@ def elementwise(op: str, args: list[str], in_types: list[DType], out: DType,
     if op in _UNARY_F:
         if c != "f32":
             raise WgslRenderError(f"{op} needs a float operand, got {d}")
-        if op == "erf":
-            used.add("rlx_erf")
+        if op in ("erf", "log", "tanh"):
+            used.add("rlx_" + op)
         return finish(_UNARY_F[op].format(a), out)
     if op == "neg":
         return finish(f"({zero(d)} - {a})", out)
@@ -218,6 +269,9 @@ def elementwise(op: str, args: list[str], in_types: list[DType], out: DType,
         return finish(f"({a} {sym} {b})", out)
     if op in ("div", "rem"):
         sym = "/" if op == "div" else "%"
+        if c == "f32" and op == "rem":
+            used.add("rlx_fmod")
+            return finish(f"rlx_fmod({a}, {b})", out)
         if c == "f32":
             return finish(f"({a} {sym} {b})", out)
         # WGSL gives the dividend for x/0; the reference defines integer x/0 and x%0 as 0
