@@ -292,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
           f"warm-up calls "
           f"(`python benchmarks/bench_minilm.py`).\n\n" + markdown_table(headers, rows))
     if not args.quick:
-        js, mdp = write_results("minilm", data, md)
+        # an explicit --threads run is kept beside the default one (the cores available)
+        stem = "minilm" if args.threads is None else f"minilm-{threads}thread"
+        js, mdp = write_results(stem, data, md)
         say(f"wrote {js} and {mdp}")
     return 0
 

@@ -273,7 +273,9 @@ def main(argv: list[str] | None = None) -> int:
           f"steps "
           f"(`python benchmarks/bench_mnist_mlp.py`).\n\n" + markdown_table(headers, rows))
     if not args.quick:
-        js, mdp = write_results("mnist_mlp", data_out, md)
+        # an explicit --threads run is kept beside the default one (the cores available)
+        stem = "mnist_mlp" if args.threads is None else f"mnist_mlp-{threads}thread"
+        js, mdp = write_results(stem, data_out, md)
         say(f"wrote {js} and {mdp}")
     return 0
 

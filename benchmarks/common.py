@@ -80,15 +80,14 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
     """Time each zero-argument callable ``runs`` times, ``block`` calls per peer per turn.
 
     ``warmup`` calls of each peer come first (compilation, caches, allocator). Turns rotate
-    through the peers so load that drifts over the run reaches all of them. ``block`` > 1
-    keeps one peer's idle pool threads from sitting on the next peer's cores for more than
-    the first call of a turn (numpy's OpenBLAS workers spin for a while after each call, and
-    a two-thread peer that runs right after them shares a core with a spinning thread); with
-    ``block`` >= 3 that call cannot move the median. (No pause between turns: after an idle
-    pause, the first calls of every peer whose workers sleep when idle pay for waking
-    halted cores; on this VM that halved two-thread throughput.) With ``budget_s`` a turn stops being
-    started once the budget is spent and at least ``min(runs, 20)`` calls ran, so a slow
-    machine still finishes.
+    through the peers so load that drifts over the run reaches all of them, and a peer's
+    calls within a turn run back to back, as in a real loop (caches and its own thread pool
+    stay warm). What a turn cannot remove: numpy's OpenBLAS workers spin for about 0.1 s
+    after a call, so the peer whose turn follows numpy's shares a core with a spinning thread
+    for its whole turn; a pause between turns would end the spinning but leaves the cores
+    idle, and two-thread peers then start each turn slowly. benchmarks/README.md gives the
+    figures both ways. With ``budget_s`` a turn stops being started once the budget is spent
+    and at least ``min(runs, 20)`` calls ran, so a slow machine still finishes.
     """
     names = list(peers)
     for name in names:
