@@ -1,0 +1,108 @@
+"""Single-thread sgemm throughput on the shapes of MiniLM and the MNIST MLP, side by side.
+
+Why rlx's CPU figures are where they are: almost all of a MiniLM call and most of an MLP step
+is f32 GEMM. This times the same products through the BLAS rlx calls (scipy-openblas32, with
+the weight operand transposed as rlx passes it and not), numpy's OpenBLAS, PyTorch and ONNX
+Runtime's MLAS (a one-node MatMul model), all on one thread, and prints GFLOP/s.
+
+    python benchmarks/bench_gemm.py          # writes results/gemm.json and results/gemm.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import (  # noqa: E402
+    interleaved,
+    limit_threads,
+    machine,
+    markdown_table,
+    say,
+    torch_threads,
+    write_results,
+)
+
+# (M, K, N): MiniLM seq 128 (FFN up, FFN down, attention projections), MLP forward / dW
+SHAPES = ((128, 384, 1536), (128, 1536, 384), (128, 384, 384), (128, 784, 128), (1024, 784, 128))
+
+
+def openblas32() -> Any:
+    import scipy_openblas32 as sob
+
+    lib_dir = Path(sob.get_lib_dir())
+    path = next(p for p in lib_dir.iterdir() if p.name.startswith(f"lib{sob.get_library()}"))
+    lib = ctypes.CDLL(str(path))
+    lib.scipy_openblas_set_num_threads(1)
+    lib.scipy_cblas_sgemm.restype = None
+    return lib
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=60)
+    ap.add_argument("--quick", action="store_true", help="few runs, write nothing")
+    args = ap.parse_args(argv)
+    limit_threads(1)
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    import torch
+    from onnx import TensorProto, helper, numpy_helper
+
+    torch_threads(torch, 1)
+    lib = openblas32()
+    vp, f32 = ctypes.c_void_p, ctypes.c_float
+    runs = 10 if args.quick else max(20, args.runs)
+    rows, data = [], []
+    for m, k, n in SHAPES:
+        rng = np.random.default_rng(0)
+        a = rng.random((m, k), dtype=np.float32)
+        wt = rng.random((n, k), dtype=np.float32)  # weights as torch/rlx store them: (out, in)
+        w = np.ascontiguousarray(wt.T)
+        c = np.empty((m, n), np.float32)
+        ta, tw = torch.from_numpy(a), torch.from_numpy(w)
+        g = helper.make_graph([helper.make_node("MatMul", ["A", "W"], ["C"])], "g",
+                              [helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k])],
+                              [helper.make_tensor_value_info("C", TensorProto.FLOAT, [m, n])],
+                              [numpy_helper.from_array(w, "W")])
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+        sess = ort.InferenceSession(
+            helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(),
+            opts, providers=["CPUExecutionProvider"])
+
+        def ob_t(a: Any = a, wt: Any = wt, c: Any = c, m: int = m, n: int = n, k: int = k):
+            lib.scipy_cblas_sgemm(101, 111, 112, m, n, k, f32(1), vp(a.ctypes.data), k,
+                                  vp(wt.ctypes.data), k, f32(0), vp(c.ctypes.data), n)
+
+        def ob_n(a: Any = a, w: Any = w, c: Any = c, m: int = m, n: int = n, k: int = k):
+            lib.scipy_cblas_sgemm(101, 111, 111, m, n, k, f32(1), vp(a.ctypes.data), k,
+                                  vp(w.ctypes.data), n, f32(0), vp(c.ctypes.data), n)
+
+        peers = {"openblas32 (W^T, as rlx)": ob_t, "openblas32 (W)": ob_n,
+                 "numpy": lambda a=a, w=w, c=c: np.matmul(a, w, out=c),
+                 "torch": lambda ta=ta, tw=tw: ta @ tw,
+                 "onnxruntime (MLAS)": lambda sess=sess, a=a: sess.run(None, {"A": a})}
+        stats = interleaved(peers, runs, 5, block=5)
+        flop = 2.0 * m * n * k
+        gf = {p: flop / s.p50 / 1e9 for p, s in stats.items()}
+        say(f"{m}x{k}x{n}: " + "  ".join(f"{p} {v:.0f}" for p, v in gf.items()) + " GFLOP/s")
+        rows.append([f"{m}x{k}x{n}"] + [f"{gf[p]:.0f}" for p in peers])
+        data.append({"shape": [m, k, n], "gflops": gf})
+    headers = ["M x K x N"] + list(peers)
+    md = (f"# f32 GEMM, one thread, GFLOP/s\n\n{machine()['cpu']}, p50 of {runs} calls in "
+          f"turns of 5 (`python benchmarks/bench_gemm.py`).\n\n" + markdown_table(headers, rows))
+    if not args.quick:
+        js, mdp = write_results("gemm", {"machine": machine(), "results": data}, md)
+        say(f"wrote {js} and {mdp}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
