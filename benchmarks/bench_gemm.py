@@ -50,7 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     limit_threads(1)
     import numpy as np
-    import onnx
     import onnxruntime as ort
     import torch
     from onnx import TensorProto, helper, numpy_helper
