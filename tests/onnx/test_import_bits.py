@@ -6,28 +6,16 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx", reason="the onnx package is not installed")
+from _one_node import check_exact as _check  # noqa: E402
+from _one_node import model  # noqa: E402
 from onnx import helper  # noqa: E402
-from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 from rlx_core.frontend.onnx_backend import backend_for  # noqa: E402
 from rlx_core.frontend.onnx_import import UnsupportedOp  # noqa: E402
 
 
 def _model(op: str, ins: dict[str, np.ndarray], out_type: int, opset: int = 28, **attrs):
-    node = helper.make_node(op, list(ins), ["y"], **attrs)
-    graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-         for k, v in ins.items()],
-        [helper.make_tensor_value_info("y", out_type, None)])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-
-
-def _check(model, ins: dict[str, np.ndarray], target: str = "numpy") -> None:
-    want = ReferenceEvaluator(model).run(None, ins)[0]
-    got = backend_for(target).prepare(model).run(list(ins.values()))[0]
-    assert got.dtype == want.dtype
-    np.testing.assert_array_equal(got, want)
+    return model(op, ins, 1, opset, out_type=out_type, **attrs)
 
 
 @pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx", reason="the onnx package is not installed")
-from onnx import TensorProto, helper  # noqa: E402
-from onnx.reference import ReferenceEvaluator  # noqa: E402
+from _one_node import check_exact as _check  # noqa: E402
+from _one_node import model  # noqa: E402
 
 from rlx_core.frontend.onnx_backend import backend_for  # noqa: E402
 from rlx_core.frontend.onnx_import import UnsupportedOp  # noqa: E402
@@ -17,22 +17,7 @@ RNG = np.random.default_rng(7)
 
 
 def _model(op: str, ins: dict[str, np.ndarray], n_out: int = 1, opset: int = 25, **attrs):
-    outs = ["y"] if n_out == 1 else [f"y{i}" for i in range(n_out)]
-    node = helper.make_node(op, list(ins), outs, **attrs)
-    graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-         for k, v in ins.items()],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-
-
-def _check(model, ins: dict[str, np.ndarray], target: str = "numpy") -> None:
-    want = ReferenceEvaluator(model).run(None, ins)
-    got = backend_for(target).prepare(model).run(list(ins.values()))
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype
-        np.testing.assert_array_equal(g, w)
+    return model(op, ins, n_out, opset, **attrs)
 
 
 @pytest.mark.parametrize("zp_dtype", [np.uint8, np.int8, np.int16])

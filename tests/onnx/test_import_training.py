@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx", reason="the onnx package is not installed")
-from onnx import TensorProto, helper  # noqa: E402
+from _one_node import model  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 from rlx_core.frontend.onnx_backend import backend_for  # noqa: E402
@@ -18,15 +18,7 @@ TRAINING = "ai.onnx.preview.training"
 
 
 def _model(op: str, ins: dict[str, np.ndarray], outs: list[str], domain: str = "", **attrs):
-    node = helper.make_node(op, list(ins), outs, domain=domain, **attrs)
-    graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-         for k, v in ins.items()],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    imports = [helper.make_opsetid("", 22)] + ([helper.make_opsetid(domain, 1)] if domain
-                                               else [])
-    return helper.make_model(graph, opset_imports=imports)
+    return model(op, ins, len(outs), 22, domain, **attrs)
 
 
 def _check(model, ins: dict[str, np.ndarray], rtol: float = 1e-6, target: str = "numpy"):
