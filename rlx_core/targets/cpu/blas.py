@@ -111,22 +111,27 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo) -> str:
     w.close()
     w.close()
     w.open("else")
-    # row blocks of C, a multiple of 16 rows each (the micro-kernels' row tile)
-    w.line(f"const int64_t per = (({m} + team - 1) / team + 15) / 16 * 16;")
     w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
     w.line(pragma)
     w.open("for (int64_t t = 0; t < team; ++t)")
-    w.line(f"const int64_t r0 = t * per, rows = {m} - r0 < per ? {m} - r0 : per;")
-    w.open("if (rows > 0)")
-    # a row block of op(A): rows of A, or columns of a transposed A
-    a_off = "r0" if spec.trans_a else f"r0 * {k}"
-    call("(int)rows", f"{a_b} + {a_off}", f"{c_b} + r0 * {n}")
-    w.close()
+    _row_block(w, spec, call, a_b, c_b, "t")
     w.close()
     w.close()
     w.close()
     w.close()
     return f"blas-{s}gemm"
+
+
+def _row_block(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, thread: str) -> None:
+    """Thread ``thread``'s block of rows of C, a multiple of 16 rows (the micro-kernels' row
+    tile), and of op(A): rows of A, or columns of a transposed A."""
+    m = spec.m
+    w.line(f"const int64_t per = (({m} + team - 1) / team + 15) / 16 * 16;")
+    w.line(f"const int64_t r0 = {thread} * per, rows = {m} - r0 < per ? {m} - r0 : per;")
+    w.open("if (rows > 0)")
+    a_off = "r0" if spec.trans_a else f"r0 * {spec.k}"
+    call("(int)rows", f"{a_b} + {a_off}", f"{c_b} + r0 * {spec.n}")
+    w.close()
 
 
 def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, work: int) -> None:
@@ -135,10 +140,10 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, work: int) -
     Whole batches per thread when there are enough, else a block of rows of C each (a
     multiple of 16 rows, the micro-kernels' tile); small GEMMs run on thread 0 alone.
     """
-    from rlx_core.targets.cpu.team import GEMM_BLOCK
+    from rlx_core.targets.cpu.team import GEMM_BLOCK_HEAD
 
-    m, k = spec.m, spec.k
-    w.open(GEMM_BLOCK[:-2])
+    m = spec.m
+    w.open(GEMM_BLOCK_HEAD)
     w.line("const int64_t tid = omp_get_thread_num(), team = omp_get_num_threads();")
     if work < GEMM_PARALLEL_MIN or (spec.batch == 1 and m < 16):
         w.open("if (tid == 0)")
@@ -154,13 +159,8 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, work: int) -
     w.close()
     w.close()
     w.open("else")
-    w.line(f"const int64_t per = (({m} + team - 1) / team + 15) / 16 * 16;")
-    w.line(f"const int64_t r0 = tid * per, rows = {m} - r0 < per ? {m} - r0 : per;")
-    w.open("if (rows > 0)")
     w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
-    a_off = "r0" if spec.trans_a else f"r0 * {k}"
-    call("(int)rows", f"{a_b} + {a_off}", f"{c_b} + r0 * {spec.n}")
-    w.close()
+    _row_block(w, spec, call, a_b, c_b, "tid")
     w.close()
     w.close()
     w.close()

@@ -21,7 +21,8 @@ from __future__ import annotations
 import re
 
 SYNC = "rlx_team_sync(omp_get_num_threads());"
-GEMM_BLOCK = "/* team gemm */ {"
+GEMM_BLOCK_HEAD = "/* team gemm */"  # opens the block every thread runs (blas._team_gemm)
+GEMM_BLOCK = GEMM_BLOCK_HEAD + " {"
 FOR_PRAGMA = "#pragma omp for schedule(static) nowait"
 SINGLE_PRAGMA = "#pragma omp single nowait"
 
