@@ -15,6 +15,7 @@ from typing import Any
 
 from rlx_core.frontend.onnx_import.context import NodeCtx
 from rlx_core.frontend.onnx_import.errors import Reject
+from rlx_core.frontend.onnx_import.ops.shape import norm_index, row_strides
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Value
 
@@ -25,19 +26,6 @@ def _reduction(n: NodeCtx) -> str:
     if red not in ("none", "add", "mul", "max", "min"):
         raise Reject(f"reduction {red!r}")
     return red
-
-
-def _norm_index(n: NodeCtx, idx: Value, size: int) -> Value:
-    """Negative indices count from the end: idx + size where idx < 0."""
-    neg = n.emit("lt", [idx, n.full_like(0, idx)])
-    return n.emit("select", [neg, n.scalar_op("add", idx, size), idx])
-
-
-def _strides(shape: tuple[int, ...]) -> list[int]:
-    out = [1] * len(shape)
-    for i in range(len(shape) - 2, -1, -1):
-        out[i] = out[i + 1] * shape[i + 1]
-    return out
 
 
 def _static_index(n: NodeCtx, idx: Value, dims: tuple[int, ...], red: str) -> Any:
@@ -103,8 +91,8 @@ def _elements(n: NodeCtx, x: Value, idx: Value, upd: Value, ax: int, red: str) -
     flat_x = n.reshape(x, [x.type.size])
     flat_u = n.reshape(upd, [upd.type.size])
     if red == "add":
-        i64 = _norm_index(n, n.cast(idx, dt.i64), shape[ax])
-        strides = _strides(shape)
+        i64 = norm_index(n, n.cast(idx, dt.i64), shape[ax])
+        strides = row_strides(shape)
         total = n.scalar_op("mul", i64, strides[ax])
         for k in range(idx.type.rank):
             if k == ax:
@@ -156,11 +144,11 @@ def scatter_nd(n: NodeCtx) -> Value:
     upd_rows = n.reshape(upd, [count] + list(inner))
     if red == "add":
         i64 = n.cast(idx, dt.i64)
-        strides = _strides(x.type.shape[:m])
+        strides = row_strides(x.type.shape[:m])
         total = None
         for k in range(m):
             comp = n.reshape(n.slice_axis(i64, i64.type.rank - 1, k, k + 1), outer)
-            term = n.scalar_op("mul", _norm_index(n, comp, x.type.shape[k]), strides[k])
+            term = n.scalar_op("mul", norm_index(n, comp, x.type.shape[k]), strides[k])
             total = term if total is None else n.emit("add", [total, term])
         if total is None:  # empty index tuples address the whole tensor
             total = n.const(0, dt.i64, outer)

@@ -164,13 +164,14 @@ def gather(n: NodeCtx) -> Value:
     return n.emit("gather", [x, idx], {"axis": ax})
 
 
-def _norm_index(n: NodeCtx, idx: Value, size: int) -> Value:
+def norm_index(n: NodeCtx, idx: Value, size: int) -> Value:
     """Negative indices count from the end: idx + size where idx < 0."""
     neg = n.emit("lt", [idx, n.full_like(0, idx)])
     return n.emit("select", [neg, n.scalar_op("add", idx, size), idx])
 
 
-def _strides(shape: tuple[int, ...]) -> list[int]:
+def row_strides(shape: tuple[int, ...]) -> list[int]:
+    """Row-major element strides of ``shape``."""
     out = [1] * len(shape)
     for i in range(len(shape) - 2, -1, -1):
         out[i] = out[i + 1] * shape[i + 1]
@@ -183,7 +184,7 @@ def gather_elements(n: NodeCtx) -> Value:
     ax = n.axis(int(n.attr("axis", 0)), rank)
     if idx.type.rank != rank:
         raise Reject("indices must have the data's rank")
-    idx = _norm_index(n, n.cast(idx, dt.i64), x.type.shape[ax])
+    idx = norm_index(n, n.cast(idx, dt.i64), x.type.shape[ax])
     flat = _flat_index(n, idx, ax, x.type.shape)
     return n.emit("gather", [n.reshape(x, [x.type.size]), flat], {"axis": 0})
 
@@ -191,7 +192,7 @@ def gather_elements(n: NodeCtx) -> Value:
 def _flat_index(n: NodeCtx, idx: Value, ax: int, shape: tuple[int, ...]) -> Value:
     """Row-major flat offsets into ``shape`` for positions of ``idx`` (whose own coordinates
     give every axis but ``ax``, where its values are used)."""
-    strides = _strides(shape)
+    strides = row_strides(shape)
     total = n.scalar_op("mul", idx, strides[ax])
     for k in range(idx.type.rank):
         if k == ax or idx.type.shape[k] == 1 and shape[k] == 1:
@@ -216,12 +217,12 @@ def gather_nd(n: NodeCtx) -> Value:
         raise Reject("index tuples are longer than the data's rank")
     idx = n.cast(idx, dt.i64)
     lead = x.type.shape[b:b + m]
-    strides = _strides(lead)
+    strides = row_strides(lead)
     outer = idx.type.shape[:-1]
     total = n.const(0, dt.i64, outer)
     for k in range(m):
         comp = n.reshape(n.slice_axis(idx, idx.type.rank - 1, k, k + 1), outer)
-        comp = _norm_index(n, comp, lead[k])
+        comp = norm_index(n, comp, lead[k])
         total = n.emit("add", [total, n.scalar_op("mul", comp, strides[k])])
     per_batch = math.prod(lead)
     for k in range(b):  # the batch entry's first row
@@ -365,7 +366,7 @@ def one_hot(n: NodeCtx) -> Value:
     if idx.type.dtype.is_float:
         idx = n.cast(idx, dt.i64)  # ONNX truncates float indices toward zero
     idx = n.cast(idx, dt.i64)
-    idx = _norm_index(n, idx, depth)
+    idx = norm_index(n, idx, depth)
     out_shape = list(idx.type.shape)
     out_shape.insert(ax, depth)
     dims = tuple(i for i in range(rank) if i != ax)
