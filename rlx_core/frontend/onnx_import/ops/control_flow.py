@@ -171,12 +171,8 @@ def scan(n: NodeCtx) -> list[Value]:
     if n.has("directions"):
         raise Reject("directions is a Scan-8 attribute")
     ins = list(n.inputs)
-    if any(v is None for v in ins):
-        raise Reject("an input is missing")
-    n_state = len(ins) - k
-    if n_state < 0 or k < 1:
-        raise Reject(f"num_scan_inputs={k} does not fit {len(ins)} inputs")
-    states, xs = ins[:n_state], ins[n_state:]
+    states, xs = _split_scan_inputs(ins, k)
+    n_state = len(states)
     in_axes = [n.axis(a, x.type.rank, "scan_input_axes entry")
                for a, x in zip(_ints(n, "scan_input_axes", k, 0), xs, strict=True)]
     in_dirs = _ints(n, "scan_input_directions", k, 0)
@@ -202,6 +198,16 @@ def scan(n: NodeCtx) -> list[Value]:
     return results
 
 
+def _split_scan_inputs(ins: list[Any], k: int) -> tuple[list[Value], list[Value]]:
+    """(loop states, scan inputs): the last ``k`` of ``ins`` are scanned."""
+    if any(v is None for v in ins):
+        raise Reject("an input is missing")
+    n_state = len(ins) - k
+    if n_state < 0 or k < 1:
+        raise Reject(f"num_scan_inputs={k} does not fit {len(ins)} inputs")
+    return ins[:n_state], ins[n_state:]
+
+
 def _scan8(n: NodeCtx, body: Any, k: int) -> list[Value]:
     """Scan-8: axis 0 of every input and output is a batch axis, axis 1 of the scan inputs
     and outputs the sequence axis; ``sequence_lens`` may only say every sequence is full."""
@@ -211,12 +217,8 @@ def _scan8(n: NodeCtx, body: Any, k: int) -> list[Value]:
             raise Reject(f"{name} is not a Scan-8 attribute")
     seq_lens = n.opt(0)
     ins = list(n.inputs[1:])
-    if any(v is None for v in ins):
-        raise Reject("an input is missing")
-    n_state = len(ins) - k
-    if n_state < 0 or k < 1:
-        raise Reject(f"num_scan_inputs={k} does not fit {len(ins)} inputs")
-    states, xs = ins[:n_state], ins[n_state:]
+    states, xs = _split_scan_inputs(ins, k)
+    n_state = len(states)
     if any(v.type.rank < 1 for v in states) or any(x.type.rank < 2 for x in xs):
         raise Reject("Scan-8 states need a batch axis and scan inputs batch and sequence axes")
     batches = {v.type.shape[0] for v in ins}
