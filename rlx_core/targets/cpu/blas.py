@@ -16,6 +16,7 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import GemmSpec
+from rlx_core.targets.cpu import sgemm
 
 BLAS_INT_MAX = 2**31 - 1  # the 32-bit blasint of scipy-openblas32
 
@@ -67,8 +68,12 @@ def blas_takes(spec: GemmSpec) -> bool:
 GEMM_PARALLEL_MIN = 1 << 18
 
 
-def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo) -> str:
+def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
+              own_sgemm: bool = False) -> str:
     """Batched ``?gemm`` calls: C[b] = op(A[b]) op(B[b]) (alpha 1, beta 0).
+
+    With ``own_sgemm`` an f32 GEMM at least ``sgemm.MIN_N`` columns wide calls rlx's own
+    AVX-512 kernel (sgemm.py) instead of OpenBLAS; the work split is the same.
 
     OpenBLAS itself runs on one thread (see renderer.extra_functions); large GEMMs are split
     over the OpenMP team instead - by batch when there are enough batches, else by row blocks
@@ -88,20 +93,32 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo) -> str:
     b_b = f"{spec.b} + bb * {k * n}"
     c_b = f"{spec.c} + bb * {m * n}"
 
+    label = f"blas-{s}gemm"
+
     def call(rows: str, a: str, c: str) -> None:
         w.line(f"{fn}(CblasRowMajor, {ta}, {tb}, {rows}, {n}, {k}, {one}, {a}, {lda}, {b_b}, "
                f"{ldb}, {zero}, {c}, {n});")
 
+    if own_sgemm and spec.dtype == dt.f32 and n >= sgemm.MIN_N:
+        label = sgemm.IMPL
+        # element (i, p) of op(A) is A[i*rm + p*rk]; (p, j) of op(B) is B[p*brk + j*brn]
+        rm, rk = (1, m) if spec.trans_a else (k, 1)
+        brk, brn = (1, k) if spec.trans_b else (n, 1)
+
+        def call(rows: str, a: str, c: str) -> None:  # noqa: F811 - the same role, own kernel
+            w.line(f"rlx_sgemm({rows}, {n}, {k}, {a}, {rm}, {rk}, {b_b}, {brk}, {brn}, {c}, "
+                   f"{n}, 0, {n});")
+
     work = spec.batch * m * n * k
     if env.sync:
         _team_gemm(w, spec, call, a_b, c_b, work)
-        return f"blas-{s}gemm"
+        return label
     pragma = env.parallel(work, 0) if work >= GEMM_PARALLEL_MIN else None
     if pragma is None or (spec.batch == 1 and m < 16):
         w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
         call(str(m), a_b, c_b)
         w.close()
-        return f"blas-{s}gemm"
+        return label
     w.open("")
     w.line("const int64_t team = RLX_TEAM;")
     w.open(f"if ({spec.batch} >= team)")
@@ -119,7 +136,7 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo) -> str:
     w.close()
     w.close()
     w.close()
-    return f"blas-{s}gemm"
+    return label
 
 
 def _row_block(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, thread: str) -> None:

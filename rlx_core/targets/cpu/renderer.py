@@ -7,6 +7,7 @@ here or embedded in another module (the specialization cache does).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from rlx_core.ir.graph import Graph, Kernel, TensorType
@@ -15,7 +16,7 @@ from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import GemmSpec
 from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.c_common.renderer import CLikeRenderer
-from rlx_core.targets.cpu import team
+from rlx_core.targets.cpu import sgemm, team
 from rlx_core.targets.cpu.blas import BlasInfo, blas_takes, emit_gemm, find_blas
 
 # below this many elements per kernel, thread start-up costs more than it saves
@@ -29,8 +30,9 @@ class CpuRenderer(CLikeRenderer):
 
     def __init__(self, blas: BlasInfo | None, openmp: bool = True,
                  parallel_min_work: int = PARALLEL_MIN_WORK, profile: bool = False,
-                 team_mode: bool = True):
+                 team_mode: bool = True, own_sgemm: bool = False):
         self.blas = blas
+        self.own_sgemm = own_sgemm  # f32 GEMMs on rlx's AVX-512 kernel (sgemm.py)
         self.openmp = openmp
         self.parallel_min_work = parallel_min_work
         self.profile = profile
@@ -49,7 +51,15 @@ class CpuRenderer(CLikeRenderer):
 
     def render_program(self, g: Graph, prefix: str = "rlx") -> Any:
         self._team = []
-        return super().render_program(g, prefix)
+        cprog = super().render_program(g, prefix)
+        if self.own_sgemm and sgemm.IMPL not in cprog.kernel_impl.values():
+            # the headers are written before the kernels: drop the GEMM source when no kernel
+            # calls it (parsing immintrin.h costs every compile ~0.2 s)
+            cut = sgemm.SOURCE.count("\n")  # every kernel comes after the headers
+            cprog = dataclasses.replace(
+                cprog, source=cprog.source.replace(sgemm.SOURCE, "", 1),
+                kernel_lines={k: (lo - cut, hi - cut) for k, (lo, hi) in cprog.kernel_lines.items()})
+        return cprog
 
     def kernel_sync(self) -> str:
         return team.SYNC if self._mode == "team" else ""
@@ -78,7 +88,7 @@ class CpuRenderer(CLikeRenderer):
     def gemm(self, w: Writer, env: KernelEnv, spec: GemmSpec) -> str | None:
         if self.blas is None or not blas_takes(spec):
             return None
-        return emit_gemm(w, env, spec, self.blas)
+        return emit_gemm(w, env, spec, self.blas, self.own_sgemm)
 
     def extra_headers(self) -> list[str]:
         # one thread count per translation unit (several programs may share one)
@@ -89,6 +99,8 @@ class CpuRenderer(CLikeRenderer):
                    "omp_get_max_threads())\n#endif\n")
         if self.team_mode:
             threads += team.BARRIER_C
+        if self.own_sgemm:
+            threads += sgemm.SOURCE
         if self.blas is None:
             return [threads, "/* BLAS unavailable: matmul kernels are generated loop nests */\n"]
         return [threads,
@@ -111,15 +123,22 @@ class CpuRenderer(CLikeRenderer):
             return {"uses_blas": False}
         # the header is included whenever the BLAS exists, so its paths always travel along
         b = self.blas
-        uses = any(i.startswith("blas-") for i in impls.values())
+        uses = any(i.startswith("blas-") for i in impls.values())  # the own kernel needs none
         return {"uses_blas": uses, "include_dirs": (b.include_dir,),
                 "library_dirs": (b.lib_dir,), "libraries": (b.library,)}
 
 
 def render_program(lir: Graph, prefix: str = "rlx", *, use_blas: bool | None = None,
                    openmp: bool = True) -> CProgram:
-    """Render ``lir`` to one C translation unit. ``use_blas`` None: use BLAS if it is found."""
+    """Render ``lir`` to one C translation unit. ``use_blas`` None: use BLAS if it is found
+    (and rlx's own f32 GEMM where the compiler targets AVX-512, sgemm.available)."""
+    from rlx_core.targets.cpu.toolchain import find_compiler
+
     blas = None
     if use_blas is None or use_blas:
         blas, _why = find_blas()
-    return CpuRenderer(blas, openmp=openmp).render_program(lir, prefix)
+    own = False
+    if blas is not None:
+        comp = find_compiler()
+        own = sgemm.available(comp)[0]
+    return CpuRenderer(blas, openmp=openmp, own_sgemm=own).render_program(lir, prefix)

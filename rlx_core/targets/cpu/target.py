@@ -37,6 +37,7 @@ class CpuTarget:
         return CAPS
 
     def build(self, lir: Graph, options: Any = None) -> Program:
+        from rlx_core.targets.cpu import sgemm
         from rlx_core.targets.cpu.blas import find_blas
         from rlx_core.targets.cpu.renderer import CpuRenderer
         from rlx_core.targets.cpu.runtime import NativeProgram
@@ -54,8 +55,11 @@ class CpuTarget:
             blas, blas_why = None, "disabled by the no_blas compile flag"
         # RLX_CPU_PROFILE=1: time every kernel call (Program.info["profile"]() reads the totals)
         profile = bool(flags.get("profile")) or os.environ.get("RLX_CPU_PROFILE", "") not in ("", "0")
-        cprog = CpuRenderer(blas, openmp=comp.openmp, profile=profile).render_program(
-            lir, "rlx_" + lir.name)
+        own, own_why = sgemm.available(comp)
+        if flags.get("no_own_sgemm") or blas is None:
+            own, own_why = False, "disabled by the no_own_sgemm flag" if blas else "no BLAS"
+        cprog = CpuRenderer(blas, openmp=comp.openmp, profile=profile,
+                            own_sgemm=own).render_program(lir, "rlx_" + lir.name)
         built = build_shared(cprog.source, include_dirs=cprog.include_dirs,
                              library_dirs=cprog.library_dirs, libraries=cprog.libraries,
                              compiler=comp)
@@ -71,6 +75,7 @@ class CpuTarget:
             "compiler": comp.path, "compiler_version": comp.version.splitlines()[0],
             "flags": list(comp.flags), "openmp": comp.openmp,
             "blas": blas.describe() if blas else None, "blas_reason": blas_why,
+            "own_sgemm": own, "own_sgemm_reason": own_why,
             "cache": "hit" if built.cache_hit else "miss", "so_path": str(built.path),
             "cache_key": built.key, "arena_bytes": cprog.arena_bytes, "kernels": kernels,
             "entry": cprog.entry, "notes": notes, "source": cprog.source,

@@ -51,6 +51,8 @@ class Compiler:
     opt_flags: tuple[str, ...]
     openmp: bool
     notes: tuple[str, ...] = ()
+    # whether opt_flags make the compiler emit AVX-512 (rlx's own sgemm needs it; see sgemm.py)
+    avx512: bool = False
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -147,11 +149,12 @@ def find_compiler() -> Compiler:
     try:
         data = json.loads(probe_file.read_text())
         comp = Compiler(path, version, tuple(data["opt_flags"]), bool(data["openmp"]),
-                        tuple(data.get("notes", ())))
+                        tuple(data["notes"]), bool(data["avx512"]))
     except (OSError, ValueError, KeyError):
         comp = _probe(path, version)
         write_atomic(probe_file, json.dumps({"opt_flags": comp.opt_flags, "openmp": comp.openmp,
-                                             "notes": comp.notes}).encode())
+                                             "notes": comp.notes,
+                                             "avx512": comp.avx512}).encode())
     _COMPILERS[key] = comp
     return comp
 
@@ -169,7 +172,17 @@ def _probe(path: str, version: str) -> Compiler:
     openmp = _try(path, opt + ("-fopenmp",), _OMP_SOURCE)
     if not openmp:
         notes.append("no OpenMP: kernels run on one thread")
-    return Compiler(path, version, opt, openmp, tuple(notes))
+    return Compiler(path, version, opt, openmp, tuple(notes), _defines_avx512(path, opt))
+
+
+def _defines_avx512(path: str, flags: tuple[str, ...]) -> bool:
+    """Does the compiler with ``flags`` define __AVX512F__, i.e. emit AVX-512 code here?"""
+    try:
+        out = subprocess.run([path, *flags, "-dM", "-E", "-x", "c", "-"], input="",
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and "#define __AVX512F__ 1" in out.stdout
 
 
 def compiler_status() -> tuple[bool, str]:

@@ -1,0 +1,156 @@
+"""rlx's own f32 GEMM (rlx_core/targets/cpu/sgemm.py): every operand layout, tile and block edge,
+team splits, the dispatch record, and the portable C path that machines without AVX-512 get."""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core.autodiff.api import value_and_grad
+from rlx_core.targets.cpu import sgemm
+from rlx_core.targets.cpu.blas import find_blas
+from rlx_core.targets.cpu.target import CpuTarget
+from rlx_core.targets.cpu.threads import num_threads, set_num_threads
+from rlx_core.targets.cpu.toolchain import find_compiler
+
+cpu_ok, cpu_why = CpuTarget().available()
+pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
+
+
+def _own() -> None:
+    """Skip unless f32 GEMMs route to the own kernel on this machine."""
+    if find_blas()[0] is None:
+        pytest.skip(f"no BLAS here ({find_blas()[1]}): GEMMs are generated loop nests")
+    comp = find_compiler()
+    ok, why = sgemm.available(comp)
+    if not ok:
+        pytest.skip(f"own sgemm not used here: {why}")
+
+
+def _impls(exe) -> set[str]:
+    return {v["impl"] for v in exe.program.info["kernels"].values()}
+
+
+def _rel(got, want) -> float:
+    return float(np.abs(np.asarray(got) - want).max() / max(np.abs(want).max(), 1e-30))
+
+
+# rows not a multiple of the 8-row tile, K past one 384-deep block, N past one 256-wide block
+# and not a multiple of the 32-wide panel, and the exact tile sizes
+SHAPES = [(1, 33, 32), (7, 5, 64), (8, 384, 32), (13, 77, 50), (64, 785, 300), (129, 1000, 97),
+          (300, 20, 33)]
+
+
+@pytest.mark.parametrize("m,k,n", SHAPES)
+def test_linear_and_transposed_layouts_match_numpy(m: int, k: int, n: int) -> None:
+    _own()
+    rng = np.random.default_rng(m * 7 + k)
+    x = rng.standard_normal((m, k), np.float32)
+    w = rng.standard_normal((n, k), np.float32)  # x @ w.T: op(B) = W^T, the packing transpose
+    wt = np.ascontiguousarray(w.T)
+    exe = rlx.compile(lambda a, b: rlx.nn.linear(a, b), x, w, target="cpu", record=False)
+    assert sgemm.IMPL in _impls(exe)
+    assert _rel(exe(x, w), x @ w.T) < 1e-5
+    exe2 = rlx.compile(lambda a, b: a @ b, x, wt, target="cpu", record=False)
+    assert sgemm.IMPL in _impls(exe2)
+    assert _rel(exe2(x, wt), x @ wt) < 1e-5
+
+
+def test_gradients_use_transposed_a_and_match_numpy() -> None:
+    """The weight gradient of x @ w.T is g.T @ x: a transposed A (packed by the kernel)."""
+    _own()
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((70, 200), np.float32)
+    w = rng.standard_normal((96, 200), np.float32)
+
+    def loss(w, x):
+        return rlx.mean(rlx.nn.linear(x, w) ** 2)
+
+    exe = rlx.compile(lambda w, x: value_and_grad(loss)(w, x), w, x, target="cpu", record=False)
+    assert sgemm.IMPL in _impls(exe)
+    _, gw = exe(w, x)
+    want = 2 * (x @ w.T).T @ x / (70 * 96)
+    assert _rel(gw, want) < 1e-5
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_team_splits_agree_with_numpy(threads: int) -> None:
+    _own()
+    before = num_threads()
+    set_num_threads(threads)
+    try:
+        rng = np.random.default_rng(threads)
+        x = rng.standard_normal((200, 300), np.float32)
+        w = rng.standard_normal((160, 300), np.float32)
+        q = rng.standard_normal((12, 40, 64), np.float32)  # batched: whole batches per thread
+        exe = rlx.compile(lambda a, b, c: (rlx.nn.linear(a, b), c @ rlx.transpose(c, (0, 2, 1))),
+                          x, w, q, target="cpu", record=False)
+        y, s = exe(x, w, q)
+        assert _rel(y, x @ w.T) < 1e-5
+        assert _rel(s, q @ q.transpose(0, 2, 1)) < 1e-5
+    finally:
+        set_num_threads(before)
+
+
+def test_narrow_gemms_and_other_dtypes_stay_on_openblas(monkeypatch: pytest.MonkeyPatch) -> None:
+    _own()
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((64, 128), np.float32)
+    w = rng.standard_normal((10, 128), np.float32)  # a 10-class head: narrower than a panel
+    exe = rlx.compile(lambda a, b: rlx.nn.linear(a, b), x, w, target="cpu", record=False)
+    assert _impls(exe) == {"blas-sgemm"}
+    xd, wd = x.astype(np.float64), rng.standard_normal((64, 128))
+    exe_d = rlx.compile(lambda a, b: rlx.nn.linear(a, b), xd, wd, target="cpu", record=False)
+    assert _impls(exe_d) == {"blas-dgemm"}
+    monkeypatch.setenv("RLX_NO_OWN_SGEMM", "1")
+    w64 = rng.standard_normal((64, 128), np.float32)
+    exe_off = rlx.compile(lambda a, b: rlx.nn.linear(a, b), x, w64, target="cpu", record=False)
+    assert _impls(exe_off) == {"blas-sgemm"}
+    assert exe_off.program.info["own_sgemm_reason"] == "disabled by RLX_NO_OWN_SGEMM"
+    assert _rel(exe_off(x, w64), x @ w64.T) < 1e-5
+
+
+_HARNESS = r"""
+void run(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm, int64_t rk, const float *B,
+         int64_t brk, int64_t brn, float *C, int64_t n0, int64_t n1) {
+    rlx_sgemm(m, n, k, A, rm, rk, B, brk, brn, C, n, n0, n1);
+}
+"""
+
+
+@pytest.mark.parametrize("isa", ["-mno-avx", "-march=native"])
+def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, isa: str) -> None:
+    """Built by itself: the plain-C tile (no AVX-512, no AVX: other machines) and the
+    AVX-512 tile, with column ranges [n0, n1) as the team hands them out."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    src, lib = tmp_path / "sg.c", tmp_path / f"sg{isa}.so"
+    src.write_text(sgemm.SOURCE + _HARNESS)
+    r = subprocess.run([cc, "-O2", isa, "-std=gnu11", "-fPIC", "-shared", str(src), "-o", str(lib)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"{cc} {isa} failed here: {r.stderr[-300:]}")
+    fn = ctypes.CDLL(str(lib)).run
+    fn.restype = None
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64]
+    rng = np.random.default_rng(3)
+    for (m, k, n), ta, tb in itertools.product([(9, 400, 70), (16, 8, 300)], [0, 1], [0, 1]):
+        a = rng.standard_normal((k, m) if ta else (m, k), np.float32)
+        b = rng.standard_normal((n, k) if tb else (k, n), np.float32)
+        want = (a.T if ta else a) @ (b.T if tb else b)
+        c = np.full((m, n), np.nan, np.float32)
+        rm, rk = (1, m) if ta else (k, 1)
+        brk, brn = (1, k) if tb else (n, 1)
+        split = 64 if n > 64 else n  # two calls: [0, 64) and [64, n), as two threads would
+        for n0, n1 in ((0, split), (split, n)):
+            if n1 > n0:
+                fn(m, n, k, a.ctypes.data, rm, rk, b.ctypes.data, brk, brn, c.ctypes.data, n0, n1)
+        assert _rel(c, want) < 1e-5, (m, k, n, ta, tb)
