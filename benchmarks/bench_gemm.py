@@ -1,9 +1,11 @@
 """Single-thread sgemm throughput on the shapes of MiniLM and the MNIST MLP, side by side.
 
 Why rlx's CPU figures are where they are: almost all of a MiniLM call and most of an MLP step
-is f32 GEMM. This times the same products through the BLAS rlx calls (scipy-openblas32, with
-the weight operand transposed as rlx passes it and not), numpy's OpenBLAS, PyTorch and ONNX
-Runtime's MLAS (a one-node MatMul model), all on one thread, and prints GFLOP/s.
+is f32 GEMM. This times the same products through rlx (a compiled ``x @ W.T`` on target cpu:
+rlx's own AVX-512 kernel where the machine has AVX-512, rlx_core/targets/cpu/sgemm.py), the
+BLAS rlx otherwise calls (scipy-openblas32, with the weight operand transposed as rlx passes
+it and not), numpy's OpenBLAS, PyTorch and ONNX Runtime's MLAS (a one-node MatMul model), all
+on one thread, and prints GFLOP/s.
 
     python benchmarks/bench_gemm.py          # writes results/gemm.json and results/gemm.md
 """
@@ -54,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from onnx import TensorProto, helper, numpy_helper
 
+    import rlx_core as rlx
+
     torch_threads(torch, 1)
     lib = openblas32()
     vp, f32 = ctypes.c_void_p, ctypes.c_float
@@ -84,7 +88,11 @@ def main(argv: list[str] | None = None) -> int:
             lib.scipy_cblas_sgemm(101, 111, 111, m, n, k, f32(1), vp(a.ctypes.data), k,
                                   vp(w.ctypes.data), n, f32(0), vp(c.ctypes.data), n)
 
-        peers = {"openblas32 (W^T, as rlx)": ob_t, "openblas32 (W)": ob_n,
+        exe = rlx.compile(lambda x, wt: rlx.nn.linear(x, wt), a, wt, target="cpu", record=False)
+        impl = "+".join(sorted({v["impl"] for v in exe.program.info["kernels"].values()}))
+        prog, par = exe.program, exe.params
+        peers = {f"rlx ({impl})": lambda prog=prog, par=par, a=a, wt=wt: prog.run((a, wt), par),
+                 "openblas32 (W^T)": ob_t, "openblas32 (W)": ob_n,
                  "numpy": lambda a=a, w=w, c=c: np.matmul(a, w, out=c),
                  "torch": lambda ta=ta, tw=tw: ta @ tw,
                  "onnxruntime (MLAS)": lambda sess=sess, a=a: sess.run(None, {"A": a})}
@@ -94,7 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         say(f"{m}x{k}x{n}: " + "  ".join(f"{p} {v:.0f}" for p, v in gf.items()) + " GFLOP/s")
         rows.append([f"{m}x{k}x{n}"] + [f"{gf[p]:.0f}" for p in peers])
         data.append({"shape": [m, k, n], "gflops": gf})
-    headers = ["M x K x N"] + list(peers)
+    headers = ["M x K x N"] + list(peers) + ["rlx / best other"]
+    for row, d in zip(rows, data, strict=True):
+        gf = d["gflops"]
+        rlx_gf = next(v for p, v in gf.items() if p.startswith("rlx"))
+        row.append(f"{rlx_gf / max(v for p, v in gf.items() if not p.startswith('rlx')):.2f}x")
     md = (f"# f32 GEMM, one thread, GFLOP/s\n\n{machine()['cpu']}, p50 of {runs} calls in "
           f"turns of 5 (`python benchmarks/bench_gemm.py`).\n\n" + markdown_table(headers, rows))
     if not args.quick:

@@ -179,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", default=",".join(map(str, BATCHES)))
     ap.add_argument("--block", type=int, default=5,
                     help="consecutive calls per peer per turn (see common.interleaved)")
+    ap.add_argument("--settle", type=float, default=0.0,
+                    help="seconds of pause plus one untimed call before each turn, so no "
+                         "peer's idle thread pool spins into the next peer's turn")
     ap.add_argument("--quick", action="store_true", help="batch 1, few runs, write nothing")
     args = ap.parse_args(argv)
     threads = args.threads or len(os.sched_getaffinity(0))
@@ -251,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, fn in peers.items():
             errors[name] = float(np.max(np.abs(np.asarray(fn()) - want)))
         bad = {n: e for n, e in errors.items() if not e <= TOLERANCE}
-        stats = interleaved(peers, runs, warmup, block=args.block)
+        stats = interleaved(peers, runs, warmup, block=args.block, settle_s=args.settle)
         ort_best = min((k for k in sessions), key=lambda k: stats[k].p50, default=None)
         p50 = {n: s.p50 for n, s in stats.items()}
         rivals = {"torch": p50["torch"], "torch.compile": p50["torch.compile"],

@@ -207,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="threads for every peer (default: the cores available)")
     ap.add_argument("--block", type=int, default=10,
                     help="consecutive calls per peer per turn (see common.interleaved)")
+    ap.add_argument("--settle", type=float, default=0.0,
+                    help="seconds of pause plus one untimed call before each turn, so no "
+                         "peer's idle thread pool spins into the next peer's turn")
     ap.add_argument("--quick", action="store_true", help="few runs, do not write results")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch peers")
     ap.add_argument("--only", default="", help="comma-separated config labels, e.g. 784-128-10/128")
@@ -245,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         if torch is not None:
             peers["torch"] = torch_peer(torch, params, b, compiled=False)
             peers["torch.compile"] = torch_peer(torch, params, b, compiled=True)
-        stats: dict[str, Stats] = interleaved(peers, runs, warmup, block=args.block)
+        stats: dict[str, Stats] = interleaved(peers, runs, warmup, block=args.block, settle_s=args.settle)
         ips = {n: batch / s.p50 for n, s in stats.items()}
         row = {"sizes": list(sizes), "batch": batch, "label": label,
                "rlx_vs_numpy_max_rel_param_diff": agree,

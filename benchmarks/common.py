@@ -76,7 +76,8 @@ class Stats:
 
 
 def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
-                budget_s: float | None = None, block: int = 1) -> dict[str, Stats]:
+                budget_s: float | None = None, block: int = 1,
+                settle_s: float = 0.0) -> dict[str, Stats]:
     """Time each zero-argument callable ``runs`` times, ``block`` calls per peer per turn.
 
     ``warmup`` calls of each peer come first (compilation, caches, allocator). Turns rotate
@@ -86,8 +87,10 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
     after a call, so the peer whose turn follows numpy's shares a core with a spinning thread
     for its whole turn; a pause between turns would end the spinning but leaves the cores
     idle, and two-thread peers then start each turn slowly. benchmarks/README.md gives the
-    figures both ways. With ``budget_s`` a turn stops being started once the budget is spent
-    and at least ``min(runs, 20)`` calls ran, so a slow machine still finishes.
+    figures both ways. With ``settle_s`` > 0 each turn starts after a pause of that long (the
+    previous peer's pools go idle) and one untimed call (this peer's pools wake), so every
+    peer is timed in its own steady state, as when it runs alone. With ``budget_s`` a turn
+    stops being started once the budget is spent and at least ``min(runs, 20)`` calls ran, so a slow machine still finishes.
     """
     names = list(peers)
     for name in names:
@@ -102,6 +105,9 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
             fn = peers[name]
+            if settle_s > 0:
+                time.sleep(settle_s)
+                fn()
             for _ in range(min(block, runs - r * block)):
                 t0 = clock()
                 fn()
