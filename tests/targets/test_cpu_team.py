@@ -82,10 +82,66 @@ def test_mixed_team_and_serial_kernels_match_numpy_at_any_thread_count(n: int,
 
 
 @needs_cpu
-def test_profiling_renders_one_region_per_kernel_instead(monkeypatch) -> None:
+@pytest.mark.parametrize("n", [1, 2])
+def test_profiling_times_kernels_inside_the_one_region(monkeypatch, threads, n: int) -> None:
     monkeypatch.setenv("RLX_CPU_PROFILE", "1")
+    threads(n)
     x = np.ones((256, 256), np.float32)
-    exe = rlx.compile(lambda a: (a * 2.0).sum(axis=1), x, target="cpu", record=False)
+    w = np.full((256, 256), 0.5, np.float32)
+    exe = rlx.compile(lambda a, b: (rlx.nn.relu(a @ b) * 2.0).sum(axis=1), x, w,
+                      target="cpu", record=False)
     src = exe.program.info["source"]
-    assert "rlx_team_tid" not in src  # kernels are timed one by one
-    np.testing.assert_allclose(exe(x), np.full(256, 512.0, np.float32))
+    assert src.count("#pragma omp parallel num_threads") == 1  # profiling keeps team mode
+    assert "rlx_team_t0" in src
+    before = exe.program.info["profile"]()  # the counters live in the (shared) library
+    for _ in range(2):
+        np.testing.assert_allclose(exe(x, w), np.full(256, 256 * 256.0, np.float32))
+    rows = exe.program.info["profile"]()
+    assert set(rows) == {k.name for k in exe.lir.kernels}
+    # thread 0 counts, once per call
+    assert all(r["calls"] - before[k]["calls"] == 2 for k, r in rows.items())
+    assert all(r["seconds"] > before[k]["seconds"] for k, r in rows.items())
+
+
+def test_timed_team_calls_end_every_team_kernel_in_a_barrier() -> None:
+    out = team.team_calls(["    a();", "    b();"], [False, True],
+                          timer=lambda i: (f"start({i});", f"stop({i});"))
+    text = "\n".join(out)
+    # a (serial) then barrier (b is a team kernel), b then barrier (timed: its wait counts)
+    assert text.count(team.SYNC) == 2
+    assert text.index("stop(1);") > text.rindex(team.SYNC)
+    assert "if (rlx_team_tid == 0) start(0);" in text
+
+
+def _matmul_kernel_source(exe) -> str:
+    (name,) = [k.name for k in exe.lir.kernels if k.kind == "matmul"]
+    return exe.program.sources[name]
+
+
+@needs_cpu
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("case", ["2d", "batched", "two_free_dims"])
+def test_gemm_epilogues_run_in_each_threads_block(case: str, n: int, threads) -> None:
+    threads(n)
+    rng = np.random.default_rng(11)
+    if case == "2d":  # rows of C split over the team: the epilogue follows in each block
+        a, w = rng.standard_normal((100, 64), np.float32), rng.standard_normal((64, 96), np.float32)
+    elif case == "batched":  # whole batches per thread
+        a = rng.standard_normal((5, 48, 64), np.float32)
+        w = rng.standard_normal((5, 64, 96), np.float32)
+    else:  # C's rows span two dimensions of extent > 1: no single range per thread
+        a, w = rng.standard_normal((4, 40, 64), np.float32), rng.standard_normal((64, 96), np.float32)
+    bias = rng.standard_normal(96).astype(np.float32)
+
+    def f(x, y, b):
+        return rlx.nn.relu(x @ y + b) * 2.0
+
+    exe = rlx.compile(f, a, w, bias, target="cpu", record=False)
+    src = _matmul_kernel_source(exe)
+    gemm_block = src[src.index(team.GEMM_BLOCK_HEAD):]
+    fused = team.SYNC not in src
+    assert fused == (case != "two_free_dims"), src
+    if fused:
+        assert "rlx_max_f" in gemm_block  # the relu sits inside the per-thread GEMM block
+    want = np.maximum(a.astype(np.float64) @ w + bias, 0.0) * 2.0
+    np.testing.assert_allclose(exe(a, w, bias), want, rtol=1e-4, atol=1e-4)

@@ -62,7 +62,8 @@ def splits(pragma: str) -> bool:
 
 
 def open_loops(w: Writer, plan: LoopPlan, group: int, pragma: str | None,
-               collapse_all: bool) -> int:
+               collapse_all: bool, bounds: dict[int, tuple[str, str]] | None = None) -> int:
+    """Open the loops of ``group``; ``bounds`` narrows original variables to [lo, hi)."""
     loops = plan.of_group(group)
     if pragma and loops:
         # keep the innermost loop out of the collapse so it stays contiguous (vectorised)
@@ -70,7 +71,13 @@ def open_loops(w: Writer, plan: LoopPlan, group: int, pragma: str | None,
         w.line(pragma + (f" collapse({n})" if n > 1 and splits(pragma) else ""))
     for k, lp in loops:
         name = plan.name(k)
-        w.open(f"for (int64_t {name} = 0; {name} < {lp.extent}; ++{name})")
+        lo, hi = "0", str(lp.extent)
+        narrowed = [v for v in lp.olds if bounds and v in bounds]
+        if narrowed:
+            if len(lp.olds) != 1:
+                raise RenderError(f"loop {name}: a narrowed variable was merged with others")
+            lo, hi = bounds[narrowed[0]]
+        w.open(f"for (int64_t {name} = {lo}; {name} < {hi}; ++{name})")
     return len(loops)
 
 
@@ -94,8 +101,14 @@ def two_phase(env: KernelEnv, extents: tuple[int, ...], groups: tuple[int, ...],
 # ---- elementwise ------------------------------------------------------------------------------
 
 
-def emit_elementwise(env: KernelEnv, w: Writer) -> str:
-    """for i in ndindex(out): temporaries in node order; store the kernel outputs."""
+def emit_elementwise(env: KernelEnv, w: Writer,
+                     bounds: dict[int, tuple[str, str]] | None = None) -> str:
+    """for i in ndindex(out): temporaries in node order; store the kernel outputs.
+
+    With ``bounds`` ({dimension: (lo, hi)} as C expressions) only that block of the index
+    space is written, by the calling thread alone (no pragma): a GEMM epilogue finishing
+    the block of C its thread computed (matmul.BlockEpilogue).
+    """
     k = env.kernel
     shape = env.outputs[k.outputs[0]].type.shape
     for o in k.outputs:
@@ -105,8 +118,10 @@ def emit_elementwise(env: KernelEnv, w: Writer) -> str:
     amap = identity(n, tuple(range(n)))
     work = math.prod(shape)
 
+    pragma = env.parallel(work, 0) if bounds is None else None
+
     def emit(b: Body, plan: LoopPlan) -> None:
-        depth = open_loops(b.out, plan, 0, env.parallel(work, 0), collapse_all=False)
+        depth = open_loops(b.out, plan, 0, pragma, collapse_all=False, bounds=bounds)
         for node in k.nodes:
             if node.type.shape != shape or (is_virtual(node) and node.name not in k.outputs):
                 continue  # read through index maps by whoever needs it
@@ -115,7 +130,8 @@ def emit_elementwise(env: KernelEnv, w: Writer) -> str:
             b.store(env.outputs[o], o, amap)
         close_loops(b.out, depth)
 
-    body = two_phase(env, shape, (0,) * n, emit)
+    # a narrowed variable keeps a loop of its own (merging would change what lo, hi count)
+    body = two_phase(env, shape, (0,) * n, emit, merge=not bounds)
     w.lines.extend("    " * (w.depth - 1) + line for line in body.out.lines)
     return "generated-elementwise"
 

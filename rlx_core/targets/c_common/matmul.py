@@ -153,6 +153,67 @@ def generated_gemm(w: Writer, env: KernelEnv, g: GemmSpec) -> str:
     return "generated-matmul"
 
 
+def _emit_epilogue(env: KernelEnv, w: Writer, dot: Node, c_ptr: str,
+                   bounds: dict[int, tuple[str, str]] | None) -> None:
+    """The epilogue reads the dot result from C; it is an elementwise kernel over it."""
+    k = env.kernel
+    inputs = {**env.inputs, dot.name: Buffer(c_ptr, dot.type)}
+    outs = {o: b for o, b in env.outputs.items() if o != dot.name}
+    rest = [x for x in k.nodes if x is not dot]
+    sub_kernel = type(k)(k.name, "elementwise", tuple(rest), k.inputs,
+                         tuple(o for o in k.outputs if o != dot.name))
+    sub = KernelEnv(sub_kernel, env.index, {x.name: x for x in rest}, inputs, outs,
+                    env.parallel, env.fail, env.scratch, env.sync)
+    emit_elementwise(sub, w, bounds)
+
+
+class BlockEpilogue:
+    """A matmul's epilogue, written inside a team GEMM for the block of C one thread computed.
+
+    Every epilogue element reads C at its own index (other inputs are broadcast or
+    elementwise), so a thread can finish its block of C right after computing it: no barrier
+    between the GEMM and the epilogue, no thread idle while another runs a small epilogue,
+    and the block is still in that core's cache. A GEMM hook splits the work by batches,
+    rows or columns of C (``axes``: the result dimension each split narrows, None when that
+    axis is one element wide); an axis spread over several result dimensions of extent > 1
+    is missing, since its blocks are no single range, and the hook then leaves the epilogue
+    to the kernel (after a barrier, over the whole result).
+    """
+
+    def __init__(self, env: KernelEnv, dot: Node, c_ptr: str, axes: dict[str, int | None]):
+        self.env, self.dot, self.c_ptr, self.axes = env, dot, c_ptr, axes
+        self.emitted = False
+
+    @staticmethod
+    def of(env: KernelEnv, dot: Node, c_ptr: str, lb: tuple[int, ...]) -> BlockEpilogue | None:
+        k = env.kernel
+        outs = [o for o in k.outputs if o != dot.name]
+        if any(env.outputs[o].type.shape != dot.type.shape for o in outs):
+            return None
+        shape = dot.type.shape
+        nb = len(lb)
+        nl = len([i for i in range(env.inputs[dot.inputs[0]].type.rank)
+                  if i not in dot.attr("contract")[0] and i not in lb])
+        groups = {"batch": range(0, nb), "rows": range(nb, nb + nl),
+                  "cols": range(nb + nl, len(shape))}
+        axes: dict[str, int | None] = {}
+        for name, dims in groups.items():
+            wide = [d for d in dims if shape[d] > 1]
+            if len(wide) <= 1:
+                axes[name] = wide[0] if wide else None
+        return BlockEpilogue(env, dot, c_ptr, axes)
+
+    def fits(self, *axes: str) -> bool:
+        """Can a block narrowed along each of ``axes`` be written as one range?"""
+        return all(a in self.axes for a in axes)
+
+    def emit(self, w: Writer, narrow: dict[str, tuple[str, str]]) -> None:
+        """Write the epilogue for this thread's block: {axis: (lo, hi)}, C expressions."""
+        bounds = {self.axes[a]: r for a, r in narrow.items() if self.axes[a] is not None}
+        _emit_epilogue(self.env, w, self.dot, self.c_ptr, bounds)
+        self.emitted = True
+
+
 def emit_matmul(env: KernelEnv, w: Writer, gemm_hook=None) -> tuple[str, int]:
     """Render the kernel; returns (impl label, scratch bytes it needs)."""
     k = env.kernel
@@ -204,26 +265,20 @@ def emit_matmul(env: KernelEnv, w: Writer, gemm_hook=None) -> tuple[str, int]:
             w.line(f"{ct.storage(d)}* restrict dot_c = {c_ptr};")
             c_ptr = "dot_c"
     spec = GemmSpec(d, bsz, m, n, kk, a_ptr, b_ptr, c_ptr, bool(ta), bool(tb))
+    block = BlockEpilogue.of(env, dot, c_ptr, lb) if epilogue and env.sync else None
     if m * n == 0:
         impl = "empty"
     elif kk == 0:
         w.line(f"memset({c_ptr}, 0, {dot.type.size * esz});")
         impl = "zero"
     else:
-        impl = (gemm_hook(w, env, spec) if gemm_hook else None) or generated_gemm(w, env, spec)
+        impl = (gemm_hook(w, env, spec, block) if gemm_hook else None) or \
+            generated_gemm(w, env, spec)
 
-    if epilogue:
+    if epilogue and not (block and block.emitted):
         if env.sync and impl not in ("empty",):
             w.line(env.sync)  # the epilogue's rows need not be the rows this thread computed
-        # the epilogue reads the dot result from C; it is an elementwise kernel over it
-        inputs = {**env.inputs, dot.name: Buffer(c_ptr, dot.type)}
-        outs = {o: b for o, b in env.outputs.items() if o != dot.name}
-        rest = [x for x in k.nodes if x is not dot]
-        sub_kernel = type(k)(k.name, "elementwise", tuple(rest), k.inputs,
-                             tuple(o for o in k.outputs if o != dot.name))
-        sub = KernelEnv(sub_kernel, env.index, {x.name: x for x in rest}, inputs, outs,
-                        env.parallel, env.fail, env.scratch, env.sync)
-        emit_elementwise(sub, w)
+        _emit_epilogue(env, w, dot, c_ptr, None)
     return impl, scratch
 
 

@@ -25,7 +25,7 @@ from rlx_core.targets.c_common.kernels import (
     scratch_bytes,
 )
 from rlx_core.targets.c_common.loops import Writer
-from rlx_core.targets.c_common.matmul import GemmSpec, emit_matmul
+from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec, emit_matmul
 from rlx_core.targets.c_common.names import c_comment, c_ident
 from rlx_core.targets.c_common.prelude import prelude
 
@@ -58,8 +58,12 @@ class CLikeRenderer:
         """A pragma spreading the next loop over threads, or None (serial)."""
         return None
 
-    def gemm(self, w: Writer, env: KernelEnv, spec: GemmSpec) -> str | None:
-        """Emit a native GEMM for ``spec`` and return its impl label, or None to generate."""
+    def gemm(self, w: Writer, env: KernelEnv, spec: GemmSpec,
+             epilogue: BlockEpilogue | None = None) -> str | None:
+        """Emit a native GEMM for ``spec`` and return its impl label, or None to generate.
+
+        ``epilogue`` (team mode only) may be written per thread inside the GEMM's work split
+        (matmul.BlockEpilogue.emit); one left unwritten follows after a barrier."""
         return None
 
     def kernel_sync(self) -> str:

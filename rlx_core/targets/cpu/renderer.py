@@ -13,7 +13,7 @@ from typing import Any
 from rlx_core.ir.graph import Graph, Kernel, TensorType
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
-from rlx_core.targets.c_common.matmul import GemmSpec
+from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
 from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.c_common.renderer import CLikeRenderer
 from rlx_core.targets.cpu import sgemm, team
@@ -36,8 +36,8 @@ class CpuRenderer(CLikeRenderer):
         self.openmp = openmp
         self.parallel_min_work = parallel_min_work
         self.profile = profile
-        # one parallel region per call (team.py); profiling times kernels one by one instead
-        self.team_mode = team_mode and openmp and not profile
+        # one parallel region per call (team.py); profiling times each kernel on thread 0
+        self.team_mode = team_mode and openmp
         self._mode = "team" if self.team_mode else "regions"
         self._team: list[bool] = []  # per kernel, in order: runs on the whole team?
 
@@ -82,13 +82,24 @@ class CpuRenderer(CLikeRenderer):
         if not self.team_mode:
             return super().entry(g, prefix, calls, where, types)
         text = super().entry(g, prefix, ["@CALLS@"], where, types)
-        body = "\n".join(team.region(team.team_calls(calls, self._team)))
+        timer = None
+        if self.profile:
+            def timer(i: int) -> tuple[str, str]:
+                return (f"rlx_team_t0 = {prefix}_now();",
+                        f"{{ {prefix}_prof_s[{i}] += {prefix}_now() - rlx_team_t0; "
+                        f"++{prefix}_prof_n[{i}]; }}")
+        body = "\n".join(team.region(team.team_calls(calls, self._team, timer), bool(timer)))
         return text.replace("@CALLS@", body, 1)
 
-    def gemm(self, w: Writer, env: KernelEnv, spec: GemmSpec) -> str | None:
+    def timed(self, prefix: str, idx: int, call: str) -> str:
+        # in team mode every thread runs the call; entry() times it on thread 0 instead
+        return call if self.team_mode else super().timed(prefix, idx, call)
+
+    def gemm(self, w: Writer, env: KernelEnv, spec: GemmSpec,
+             epilogue: BlockEpilogue | None = None) -> str | None:
         if self.blas is None or not blas_takes(spec):
             return None
-        return emit_gemm(w, env, spec, self.blas, self.own_sgemm)
+        return emit_gemm(w, env, spec, self.blas, self.own_sgemm, epilogue)
 
     def extra_headers(self) -> list[str]:
         # one thread count per translation unit (several programs may share one)

@@ -3,7 +3,8 @@
 A parallel region per kernel (``#pragma omp parallel for`` in each loop nest) costs a wake-up
 of the sleeping workers every time: MiniLM runs ~170 kernels per call, an MLP training step
 ~20, and with ``OMP_WAIT_POLICY=PASSIVE`` (idle workers must not spin on cores that other
-code needs) each wake-up is a futex round trip. In team mode the entry point opens one region;
+code needs; they spin only briefly first, see runtime.load_library) each wake-up is a futex
+round trip. In team mode the entry point opens one region;
 every thread runs every *team kernel*, whose loops are orphaned worksharing loops
 (``#pragma omp for nowait``) or, when too small to split, ``#pragma omp single nowait``; GEMMs
 take a row block per thread. Between kernels the threads meet at ``rlx_team_sync``, a barrier
@@ -19,6 +20,7 @@ something unexpected falls back to a correct serial kernel instead of racing.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 SYNC = "rlx_team_sync(omp_get_num_threads());"
 GEMM_BLOCK_HEAD = "/* team gemm */"  # opens the block every thread runs (blas._team_gemm)
@@ -100,26 +102,39 @@ def _skip_block(lines: list[str], start: int) -> int:
     return -1
 
 
-def team_calls(calls: list[str], team: list[bool]) -> list[str]:
+def team_calls(calls: list[str], team: list[bool],
+               timer: Callable[[int], tuple[str, str]] | None = None) -> list[str]:
     """Kernel calls inside the region: serial kernels on thread 0, barriers where needed.
 
     Two serial kernels in a row need no barrier (thread 0 runs both in order); any pair with
     a team kernel does, since the later one may read what another thread wrote.
+
+    With ``timer`` (kernel index -> C statements that start and stop its clock) thread 0
+    times each kernel from its start to the barrier after it, so a team kernel's time is its
+    wall time across the team, the wait for the slowest thread included (every team kernel
+    then ends in a barrier, the last one too).
     """
     out: list[str] = []
+    last = len(calls) - 1
     for i, (call, is_team) in enumerate(zip(calls, team, strict=True)):
-        if i and (is_team or team[i - 1]):
-            out.append("        " + SYNC)
+        if timer:
+            out.append("        if (rlx_team_tid == 0) " + timer(i)[0])
         body = call.strip()
         out.append("        " + body if is_team else "        if (rlx_team_tid == 0) " + body)
+        if (i < last and (is_team or team[i + 1])) or (timer and is_team):
+            out.append("        " + SYNC)
+        if timer:
+            out.append("        if (rlx_team_tid == 0) " + timer(i)[1])
     return out
 
 
-def region(calls: list[str]) -> list[str]:
+def region(calls: list[str], timed: bool = False) -> list[str]:
     """The entry point's body: one parallel region around the kernel calls."""
+    clock = ["        double rlx_team_t0 = 0.0;", "        (void)rlx_team_t0;"] if timed else []
     return ["    #pragma omp parallel num_threads(RLX_TEAM)",
             "    {",
             "        const int rlx_team_tid = omp_get_thread_num();",
             "        (void)rlx_team_tid;",
+            *clock,
             *calls,
             "    }"]
