@@ -60,6 +60,11 @@ class CompiledStep:
     state: Any
     steps: int = 0
     losses: list[float] = field(default_factory=list)
+    # on the CPU target: the step as a jitted function, so that a step whose arguments are
+    # exactly the compiled types runs through the specialization cache module (argument
+    # checks and output arrays in C, ~40 us less per step than program.run); other
+    # arguments take the checked path (converted, or refused with the executable's error)
+    jitted: Any = field(default=None, repr=False, compare=False)
     # (numpy, [(shape, dtype)] of the inputs), for the per-step fast path in __call__
     _specs: Any = field(default=None, repr=False, compare=False)
 
@@ -69,7 +74,11 @@ class CompiledStep:
         flat = (*p_leaves, *s_leaves, *batch)
         if self._fast(flat):
             # every argument already is what check_args/_to_host would produce: skip both
-            outs = self.executable.program.run(flat, self.executable.params)
+            if self.jitted is not None:
+                outs = self.jitted(*flat)  # a hit on the one specialization
+                outs = outs if isinstance(outs, (tuple, list)) else [outs]
+            else:
+                outs = self.executable.program.run(flat, self.executable.params)
         else:
             outs = self.executable(*flat)
             outs = list(outs) if isinstance(outs, tuple) else [outs]
@@ -107,12 +116,19 @@ class CompiledStep:
 
 def compile_step(loss_fn: Callable[..., Any], optimizer: Any, params: Any, *batch: Any,
                  target: str = "numpy", **options: Any) -> CompiledStep:
-    """Compile ``loss_fn(params, *batch)``'s training step for ``target`` (one executable)."""
+    """Compile ``loss_fn(params, *batch)``'s training step for ``target`` (one executable).
+
+    On a target with a specialization cache module (``cpu``) the step is jitted: the same
+    one program, called through the module."""
     import rlx_core.api as api
 
     state = optimizer.init(params)
     p_leaves, p_def = flatten(params)
     s_leaves, s_def = flatten(state)
     fn = step_function(loss_fn, optimizer, p_def, s_def, len(p_leaves), len(s_leaves))
+    if target in api.SCM_TARGETS:
+        jitted = api.JitFunction(fn, target, dict(options))
+        exe = jitted.lookup(*p_leaves, *s_leaves, *batch)
+        return CompiledStep(exe, params, state, jitted=jitted)
     exe = api.compile(fn, *p_leaves, *s_leaves, *batch, target=target, **options)
     return CompiledStep(exe, params, state)

@@ -107,3 +107,22 @@ def _leaves(tree):
     from rlx_core.autodiff.pytree import flatten
 
     return flatten(tree)[0]
+
+
+def test_training_step_on_cpu_runs_through_the_specialization_cache_module() -> None:
+    from rlx_core.models.mlp import init_mlp, mlp_loss
+    from rlx_core.optim import SGD, compile_step
+
+    rng = np.random.default_rng(6)
+    params = init_mlp((12, 8, 3), seed=2)
+    x = rng.standard_normal((6, 12), np.float32)
+    y = rng.integers(0, 3, 6).astype(np.int32)
+    step = compile_step(mlp_loss, SGD(0.1), params, x, y, target="cpu")
+    ref = compile_step(mlp_loss, SGD(0.1), params, x, y, target="numpy")
+    for _ in range(3):
+        step(x, y)
+        ref(x, y)
+    cache = step.jitted.cache
+    assert cache.misses == 1 and cache.hits == 3  # lookup compiled it; every step hit
+    for a, b in zip(_leaves(step.params), _leaves(ref.params), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
