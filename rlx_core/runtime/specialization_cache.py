@@ -378,7 +378,13 @@ class SpecializationCache:
         path = build_extension(scm_codegen.runtime_source(scm_codegen.MODULE_NAME),
                                scm_codegen.render_table(entries, fixed_arity(self.fn)),
                                tuple(kernels.values()))
+        from rlx_core.targets.cpu import runtime, threads
+
+        runtime.openmp_defaults()
         module = _load(path)
+        lib = runtime.load_library(path)  # the same handle: its kernels' thread setters
+        for prefix in kernels:
+            threads.attach(lib, f"{prefix}_threads")  # the team size; OpenBLAS on one thread
         self._module = module
         self._flush()
         old_hits = self.hits_per_specialization()

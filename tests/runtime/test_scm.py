@@ -309,3 +309,36 @@ def test_a_second_process_reuses_the_disk_cache(tmp_path: Path):
     assert second["runs"] == {"compile": 0, "link": 0}  # compiled and linked nothing
     assert first["module"] == second["module"]
     assert first["err"] < 1e-5 and second["err"] < 1e-5
+
+
+_THREADS_CHILD = textwrap.dedent("""
+    import json
+    import numpy as np
+    import rlx_core as rlx
+    from rlx_core.targets.cpu import threads
+
+    @rlx.jit
+    def head(x, w):
+        return x @ w  # 10 columns: OpenBLAS's sgemm, called inside the team's region
+
+    x = np.ones((64, 256), np.float32)
+    w = np.full((256, 10), 0.5, np.float32)
+    for _ in range(3):
+        y = head(x, w)
+    prefix = head.cache.specializations[0].program.prefix
+    setters = [sym for _lib, sym in threads._LOADED]
+    print(json.dumps({"err": float(np.abs(y - 128.0).max()), "attached": prefix + "_threads" in setters}))
+""")
+
+
+def test_module_kernels_get_the_thread_count_and_a_one_thread_blas(_cache_dir) -> None:
+    # without <prefix>_threads the module's OpenBLAS started its own threads inside the
+    # OpenMP region: "OpenBLAS Warning : Detect OpenMP Loop", and a training step 3x slower
+    env = dict(os.environ, RLX_CACHE_DIR=str(_cache_dir), RLX_NUM_THREADS="2",
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    res = subprocess.run([sys.executable, "-c", _THREADS_CHILD], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out == {"err": 0.0, "attached": True}
+    assert "OpenBLAS Warning" not in res.stderr

@@ -25,17 +25,24 @@ _LOCKS: dict[str, threading.Lock] = {}
 ALIGN = 64
 
 
+def openmp_defaults() -> None:
+    """Wait-policy defaults for libgomp, set before the first program loads (libgomp reads
+    them once, when it starts); a variable the user set is left alone.
+
+    Idle workers sleep (they must not hold cores other code needs between calls) but first
+    spin briefly, ~1 ms on the 2-core VM: a program called again soon (a training loop) then
+    finds its workers awake. Woken from sleep each call, the MLP step ran ~15% slower (0.56
+    vs 0.47 ms p50 over six runs of 784-128-10/128 at 2 threads).
+    """
+    if "OMP_WAIT_POLICY" not in os.environ:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+
+
 def load_library(path: str) -> ctypes.CDLL:
     """dlopen once per path per process (a cache hit in a second call costs nothing)."""
     if path not in _LIBS:
-        if not _LIBS and "OMP_WAIT_POLICY" not in os.environ:
-            # read once, when libgomp starts. Idle workers sleep (they must not hold cores
-            # other code needs between calls) but first spin briefly, ~1 ms on the 2-core
-            # VM: a program called again soon (a training loop) then finds its workers
-            # awake. Woken from sleep each call, the MLP step ran ~15% slower (0.56 vs
-            # 0.47 ms p50 over six runs of 784-128-10/128 at 2 threads).
-            os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-            os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+        openmp_defaults()
         _LIBS[path] = ctypes.CDLL(path)
     return _LIBS[path]
 
