@@ -38,8 +38,10 @@ from benchmarks.common import (  # noqa: E402
     limit_threads,
     machine,
     markdown_table,
+    result_stem,
     say,
     torch_threads,
+    turns_text,
     write_results,
 )
 
@@ -180,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--block", type=int, default=5,
                     help="consecutive calls per peer per turn (see common.interleaved)")
     ap.add_argument("--settle", type=float, default=0.0,
-                    help="seconds of pause plus one untimed call before each turn, so no "
-                         "peer's idle thread pool spins into the next peer's turn")
+                    help="seconds of untimed calls before each turn, so no peer's idle "
+                         "thread pool spins into the next peer's timed calls")
     ap.add_argument("--quick", action="store_true", help="batch 1, few runs, write nothing")
     args = ap.parse_args(argv)
     threads = args.threads or len(os.sched_getaffinity(0))
@@ -291,12 +293,12 @@ def main(argv: list[str] | None = None) -> int:
                      f"{max(r['max_abs_diff_vs_sentence_transformers'].values()):.1e}"])
     md = (f"# all-MiniLM-L6-v2, sequence length {SEQ}\n\n{data['machine']['cpu']}, {threads} "
           f"thread(s) per peer, load average {data['machine']['load_average_1m']} at the end, "
-          f"p50 of {runs} calls (turns of {args.block} per peer, interleaved) after {warmup} "
+          f"p50 of {runs} calls ({turns_text(args.block, args.settle)}) after {warmup} "
           f"warm-up calls "
           f"(`python benchmarks/bench_minilm.py`).\n\n" + markdown_table(headers, rows))
     if not args.quick:
         # an explicit --threads run is kept beside the default one (the cores available)
-        stem = "minilm" if args.threads is None else f"minilm-{threads}thread"
+        stem = result_stem("minilm", args.threads, args.settle)
         js, mdp = write_results(stem, data, md)
         say(f"wrote {js} and {mdp}")
     return 0

@@ -34,8 +34,10 @@ from benchmarks.common import (  # noqa: E402
     limit_threads,
     machine,
     markdown_table,
+    result_stem,
     say,
     torch_threads,
+    turns_text,
     write_results,
 )
 
@@ -208,8 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--block", type=int, default=10,
                     help="consecutive calls per peer per turn (see common.interleaved)")
     ap.add_argument("--settle", type=float, default=0.0,
-                    help="seconds of pause plus one untimed call before each turn, so no "
-                         "peer's idle thread pool spins into the next peer's turn")
+                    help="seconds of untimed calls before each turn, so no peer's idle "
+                         "thread pool spins into the next peer's timed calls")
     ap.add_argument("--quick", action="store_true", help="few runs, do not write results")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch peers")
     ap.add_argument("--only", default="", help="comma-separated config labels, e.g. 784-128-10/128")
@@ -272,12 +274,12 @@ def main(argv: list[str] | None = None) -> int:
                     [f"{ratio[p]:.2f}x" if p in ratio else "-" for p in peers_order[1:]])
     md = (f"# MNIST MLP training throughput\n\n{machine()['cpu']}, {threads} thread(s) per "
           f"peer, load average {data_out['machine']['load_average_1m']} at the end, p50 of "
-          f"{runs} steps (turns of {args.block} per peer, interleaved) after {warmup} warm-up "
+          f"{runs} steps ({turns_text(args.block, args.settle)}) after {warmup} warm-up "
           f"steps "
           f"(`python benchmarks/bench_mnist_mlp.py`).\n\n" + markdown_table(headers, rows))
     if not args.quick:
         # an explicit --threads run is kept beside the default one (the cores available)
-        stem = "mnist_mlp" if args.threads is None else f"mnist_mlp-{threads}thread"
+        stem = result_stem("mnist_mlp", args.threads, args.settle)
         js, mdp = write_results(stem, data_out, md)
         say(f"wrote {js} and {mdp}")
     return 0

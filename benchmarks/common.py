@@ -87,10 +87,12 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
     after a call, so the peer whose turn follows numpy's shares a core with a spinning thread
     for its whole turn; a pause between turns would end the spinning but leaves the cores
     idle, and two-thread peers then start each turn slowly. benchmarks/README.md gives the
-    figures both ways. With ``settle_s`` > 0 each turn starts after a pause of that long (the
-    previous peer's pools go idle) and one untimed call (this peer's pools wake), so every
-    peer is timed in its own steady state, as when it runs alone. With ``budget_s`` a turn
-    stops being started once the budget is spent and at least ``min(runs, 20)`` calls ran, so a slow machine still finishes.
+    figures both ways. With ``settle_s`` > 0 each turn starts with that many seconds of
+    untimed calls, so the previous peer's spinning pools have gone idle and every peer is
+    timed in its own steady state, as in a loop that runs alone. (A pause instead left the
+    idle vCPUs of this VM slow to ramp up again: every peer ran slower.) With ``budget_s`` a
+    turn stops being started once the budget is spent and at least ``min(runs, 20)`` calls
+    ran, so a slow machine still finishes.
     """
     names = list(peers)
     for name in names:
@@ -105,8 +107,8 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
             fn = peers[name]
-            if settle_s > 0:
-                time.sleep(settle_s)
+            t_in = clock()
+            while clock() - t_in < settle_s:  # untimed calls until the cores are this peer's
                 fn()
             for _ in range(min(block, runs - r * block)):
                 t0 = clock()
@@ -141,6 +143,21 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(out) + "\n"
+
+
+def result_stem(base: str, threads: int | None, settle_s: float) -> str:
+    """File stem of a run's results: ``base``, ``-<n>thread`` for an explicit ``--threads``
+    run and ``-settled`` for a ``--settle`` run, each kept beside the default run."""
+    stem = base if threads is None else f"{base}-{threads}thread"
+    return stem + ("-settled" if settle_s > 0 else "")
+
+
+def turns_text(block: int, settle_s: float) -> str:
+    """How the calls were timed, for a results table's caption."""
+    text = f"turns of {block} per peer, interleaved"
+    if settle_s > 0:
+        text += f", each turn after {settle_s:g} s of untimed calls"
+    return text
 
 
 def write_results(stem: str, data: dict[str, Any], markdown: str) -> tuple[Path, Path]:
