@@ -56,6 +56,27 @@ def test_magics_in_a_kernel(tmp_path: Path) -> None:
         >= {"numpy", "webgpu"}
 
 
+# a cell that is queued or has run shows "[*]:" or "[n]:" in its input prompt
+_STARTED = ("() => [...document.querySelectorAll('.jp-InputPrompt')]"
+            ".some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))")
+
+
+def _run_all_cells(page: Any) -> None:
+    """Run > Run All Cells, until a cell is queued. On a loaded machine with cold caches
+    (a fresh clone's first run) one such click was dropped and no cell ever ran."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(3):
+        page.click("text=Run", timeout=10_000)
+        page.click("text=Run All Cells", timeout=10_000)
+        try:
+            page.wait_for_function(_STARTED, timeout=30_000)
+            return
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")  # close the menu if it is still open
+    raise AssertionError("JupyterLab queued no cell after Run > Run All Cells, three times")
+
+
 @pytest.mark.slow
 def test_jupyterlab_runs_rlx_cells(page: Any, tmp_path: Path, artifacts: Path) -> None:
     pytest.importorskip("jupyterlab")
@@ -73,8 +94,7 @@ def test_jupyterlab_runs_rlx_cells(page: Any, tmp_path: Path, artifacts: Path) -
         page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
                                timeout=120_000)
         page.click(".jp-Cell >> nth=1")
-        page.click("text=Run", timeout=10_000)
-        page.click("text=Run All Cells", timeout=10_000)
+        _run_all_cells(page)
         page.wait_for_selector(ROOT, timeout=180_000)
         roots = page.locator(".rlx-root")
         page.wait_for_function("() => document.querySelectorAll(\".rlx-root[data-ready='1']\")"
