@@ -72,16 +72,14 @@ class CompiledStep:
         p_leaves, p_def = flatten(self.params)
         s_leaves, s_def = flatten(self.state)
         flat = (*p_leaves, *s_leaves, *batch)
-        if self._fast(flat):
-            # every argument already is what check_args/_to_host would produce: skip both
-            if self.jitted is not None:
-                outs = self.jitted(*flat)  # a hit on the one specialization
-                outs = outs if isinstance(outs, (tuple, list)) else [outs]
-            else:
-                outs = self.executable.program.run(flat, self.executable.params)
-        else:
+        if not self._fast(flat):
             outs = self.executable(*flat)
-            outs = list(outs) if isinstance(outs, tuple) else [outs]
+        elif self.jitted is not None:
+            outs = self.jitted(*flat)  # a hit on the one specialization
+        else:
+            # every argument already is what check_args/_to_host would produce: skip both
+            outs = self.executable.program.run(flat, self.executable.params)
+        outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
         n = len(p_leaves)
         self.params = unflatten(p_def, outs[1:1 + n])
         self.state = unflatten(s_def, outs[1 + n:])

@@ -380,9 +380,10 @@ class SpecializationCache:
                                tuple(kernels.values()))
         from rlx_core.targets.cpu import runtime, threads
 
-        runtime.openmp_defaults()
+        # dlopen through the runtime first (it sets the OpenMP defaults before libgomp starts);
+        # the import below gets the same handle
+        lib = runtime.load_library(path)
         module = _load(path)
-        lib = runtime.load_library(path)  # the same handle: its kernels' thread setters
         for prefix in kernels:
             threads.attach(lib, f"{prefix}_threads")  # the team size; OpenBLAS on one thread
         self._module = module

@@ -82,13 +82,10 @@ def test_repeated_blocks_share_one_kernel_function() -> None:
 
 
 def test_training_step_direct_call_matches_checked_call() -> None:
-    from rlx_core.models.mlp import init_mlp, mlp_loss
+    from rlx_core.models.mlp import mlp_loss
     from rlx_core.optim import SGD, compile_step
 
-    rng = np.random.default_rng(5)
-    params = init_mlp((12, 8, 3), seed=1)
-    x = rng.standard_normal((6, 12), np.float32)
-    y = rng.integers(0, 3, 6).astype(np.int32)
+    params, x, y = _tiny_mlp(5, 1)
     fast = compile_step(mlp_loss, SGD(0.1), params, x, y, target="cpu")
     slow = compile_step(mlp_loss, SGD(0.1), params, x, y, target="cpu")
     for _ in range(3):
@@ -103,6 +100,16 @@ def test_training_step_direct_call_matches_checked_call() -> None:
         fast(x[:3], y[:3])  # a wrong shape still fails with the executable's error
 
 
+def _tiny_mlp(data_seed: int, param_seed: int) -> tuple:
+    """A 12-8-3 MLP's parameters and one batch of six (x, integer labels)."""
+    from rlx_core.models.mlp import init_mlp
+
+    rng = np.random.default_rng(data_seed)
+    x = rng.standard_normal((6, 12), np.float32)
+    y = rng.integers(0, 3, 6).astype(np.int32)
+    return init_mlp((12, 8, 3), seed=param_seed), x, y
+
+
 def _leaves(tree):
     from rlx_core.autodiff.pytree import flatten
 
@@ -110,13 +117,10 @@ def _leaves(tree):
 
 
 def test_training_step_on_cpu_runs_through_the_specialization_cache_module() -> None:
-    from rlx_core.models.mlp import init_mlp, mlp_loss
+    from rlx_core.models.mlp import mlp_loss
     from rlx_core.optim import SGD, compile_step
 
-    rng = np.random.default_rng(6)
-    params = init_mlp((12, 8, 3), seed=2)
-    x = rng.standard_normal((6, 12), np.float32)
-    y = rng.integers(0, 3, 6).astype(np.int32)
+    params, x, y = _tiny_mlp(6, 2)
     step = compile_step(mlp_loss, SGD(0.1), params, x, y, target="cpu")
     ref = compile_step(mlp_loss, SGD(0.1), params, x, y, target="numpy")
     for _ in range(3):

@@ -54,6 +54,7 @@ def test_without_blas_matmul_is_generated_and_recorded(monkeypatch: pytest.Monke
     info = exe.program.info
     assert info["blas"] is None and any("no BLAS" in n for n in info["notes"])
     assert "generated-matmul" in _impls(exe).values()
+    assert info["own_sgemm"] is False and info["own_sgemm_reason"].startswith("no BLAS")
     assert any("BLAS unavailable" in line for line in info["source"].splitlines()[:400])
     assert_close(exe(a, b), np.maximum(a @ b + 1, 0))
 

@@ -148,8 +148,5 @@ def render_program(lir: Graph, prefix: str = "rlx", *, use_blas: bool | None = N
     blas = None
     if use_blas is None or use_blas:
         blas, _why = find_blas()
-    own = False
-    if blas is not None:
-        comp = find_compiler()
-        own = sgemm.available(comp)[0]
+    own = sgemm.available(find_compiler(), blas is not None)[0]
     return CpuRenderer(blas, openmp=openmp, own_sgemm=own).render_program(lir, prefix)

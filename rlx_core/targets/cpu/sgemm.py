@@ -20,8 +20,9 @@ side by side in one process, ran 13% faster with it than with OpenBLAS at 784-12
 
 ``rlx_sgemm(m, n, k, A, rm, rk, B, brk, brn, C, ldc, n0, n1)`` computes columns ``[n0, n1)``
 of ``C = op(A) op(B)``, where element (i, p) of op(A) is ``A[i*rm + p*rk]`` and element (p, j)
-of op(B) is ``B[p*brk + j*brn]``. ``n0`` is a multiple of 32, so the team can split a GEMM by
-column panels (each thread packs only its own panels). Each thread packs into its own buffer
+of op(B) is ``B[p*brk + j*brn]``; ``n0`` is a multiple of 32. The team splits GEMMs by rows
+and passes ``[0, n)`` (a split by column panels, where each thread packs only its own panels,
+ran slower inside the MLP step; see blas._team_gemm). Each thread packs into its own buffer
 (``_Thread_local``, grown on demand).
 
 The source compiles everywhere; without ``__AVX512F__`` the tile is plain C (correct, not
@@ -124,6 +125,8 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile(
 #if defined(__AVX512F__)
     __m512 c0[MR], c1[MR];
     for (int i = 0; i < MR; ++i) { c0[i] = _mm512_setzero_ps(); c1[i] = _mm512_setzero_ps(); }
+    /* two copies of the loop: with the constant trip count MR the compiler unrolls the rows
+       and keeps all sixteen accumulators in registers; the mr-row copy serves edge tiles */
     if (padded || mr == MR) {
         for (int64_t p = 0; p < kc; ++p) {
             const __m512 b0 = _mm512_loadu_ps(b + p * NR), b1 = _mm512_loadu_ps(b + p * NR + 16);
@@ -245,8 +248,13 @@ static void rlx_sgemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t r
 """
 
 
-def available(compiler: Compiler) -> tuple[bool, str]:
-    """(True, "") when f32 GEMMs should use this kernel, else (False, why not)."""
+def available(compiler: Compiler, blas_found: bool = True) -> tuple[bool, str]:
+    """(True, "") when f32 GEMMs should use this kernel, else (False, why not).
+
+    The renderer reaches native GEMMs through the BLAS hook, so without a BLAS every GEMM is
+    a generated loop nest and this kernel is not used either."""
+    if not blas_found:
+        return False, "no BLAS: matmuls are generated loop nests"
     if os.environ.get("RLX_NO_OWN_SGEMM", "") not in ("", "0"):
         return False, "disabled by RLX_NO_OWN_SGEMM"
     if not compiler.avx512:

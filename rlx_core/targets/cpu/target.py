@@ -55,9 +55,9 @@ class CpuTarget:
             blas, blas_why = None, "disabled by the no_blas compile flag"
         # RLX_CPU_PROFILE=1: time every kernel call (Program.info["profile"]() reads the totals)
         profile = bool(flags.get("profile")) or os.environ.get("RLX_CPU_PROFILE", "") not in ("", "0")
-        own, own_why = sgemm.available(comp)
-        if flags.get("no_own_sgemm") or blas is None:
-            own, own_why = False, "disabled by the no_own_sgemm flag" if blas else "no BLAS"
+        own, own_why = sgemm.available(comp, blas is not None)
+        if own and flags.get("no_own_sgemm"):
+            own, own_why = False, "disabled by the no_own_sgemm flag"
         cprog = CpuRenderer(blas, openmp=comp.openmp, profile=profile,
                             own_sgemm=own).render_program(lir, "rlx_" + lir.name)
         built = build_shared(cprog.source, include_dirs=cprog.include_dirs,

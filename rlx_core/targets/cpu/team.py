@@ -3,7 +3,7 @@
 A parallel region per kernel (``#pragma omp parallel for`` in each loop nest) costs a wake-up
 of the sleeping workers every time: MiniLM runs ~170 kernels per call, an MLP training step
 ~20, and with ``OMP_WAIT_POLICY=PASSIVE`` (idle workers must not spin on cores that other
-code needs; they spin only briefly first, see runtime.load_library) each wake-up is a futex
+code needs; they spin only briefly first, see runtime.openmp_defaults) each wake-up is a futex
 round trip. In team mode the entry point opens one region;
 every thread runs every *team kernel*, whose loops are orphaned worksharing loops
 (``#pragma omp for nowait``) or, when too small to split, ``#pragma omp single nowait``; GEMMs
