@@ -28,7 +28,13 @@ def _to_host(arg: Any, want: TensorType) -> Any:
 
 @dataclass
 class Executable:
-    """Call it like the original function; ``trace`` holds the compile's full record."""
+    """Call it like the original function; ``trace`` holds the compile's full record.
+
+    ``params`` overrides the traced weights by name. Device targets bind a weight once per
+    array (the WebGPU targets upload it, the CPU target may pack it for its GEMMs): to change
+    a weight, assign a new array (``exe.params["fc1.weight"] = w``) rather than writing into
+    the bound one in place.
+    """
 
     name: str
     target: str

@@ -507,6 +507,7 @@ static PyObject* dispatch(ScmState* st, PyObject* const* args, Py_ssize_t nargs,
         size_t bytes = ((size_t)s->arena_bytes + 63) & ~(size_t)63;
         void* mem = NULL;
         if (posix_memalign(&mem, 64, bytes) != 0) { PyErr_NoMemory(); goto done; }
+        memset(mem, 0, bytes);  /* the kernels' bound state starts zeroed (CProgram.bind_state) */
         st->arenas[k] = (unsigned char*)mem;
     }
     /* the GIL stays held across the kernel: it is what makes reusing the arena safe */

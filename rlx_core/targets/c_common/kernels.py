@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Kernel, Node, Shape
@@ -45,6 +45,9 @@ class KernelEnv:
     # steps of one kernel where the second reads what the first wrote (team-mode CPU kernels,
     # see rlx_core/targets/cpu/team.py); empty when a kernel runs on one thread
     sync: str = ""
+    # parameters a hook adds to the kernel beyond its buffers (a prepacked weight): (C
+    # declaration, the expression the entry point passes); they come before ``scratch``
+    extra_args: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def buffers(self) -> dict[str, Buffer]:

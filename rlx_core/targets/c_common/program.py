@@ -45,3 +45,6 @@ class CProgram:
     libraries: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     profile_fn: str = ""  # set in profiling mode: void f(double* seconds, int64_t* calls)
+    # (offset, bytes) of arena state derived from the bound parameters (cpu/prepack.py): the
+    # arena must start zeroed there, and a caller binding other parameters zeroes it again
+    bind_state: tuple[int, int] = (0, 0)

@@ -81,6 +81,11 @@ class CLikeRenderer:
         """Extra CProgram fields (link requirements of native calls)."""
         return {}
 
+    def bound_region(self, prefix: str, base: int) -> tuple[int, str]:
+        """(bytes, C text) of arena kept across calls past ``base``, derived from the bound
+        parameters (prepacked weights); the text comes before the entry point. (0, "")."""
+        return 0, ""
+
     # ---- layout -----------------------------------------------------------------------------
     def places(self, g: Graph) -> tuple[dict[str, Place], int]:
         """value -> Place, and the arena bytes including values the plan did not place."""
@@ -120,6 +125,7 @@ class CLikeRenderer:
         for t in types.values():
             ct.check(t.dtype)
         where, arena_end = self.places(g)
+        self._extra_args: dict[str, list[str]] = {}  # kernel -> arguments its hooks added
         fail = f"{prefix}_fail"
         parts: list[tuple[str, str]] = []  # (kernel name or "", text)
         parts.append(("", prelude()))
@@ -145,6 +151,11 @@ class CLikeRenderer:
             scratch_needed = max(scratch_needed, scratch)
             calls.append(self.call(k, idx, prefix, types, where, arena_end, scratch > 0))
         arena_bytes = align(arena_end + scratch_needed)
+        bound_bytes, bound_text = self.bound_region(prefix, arena_bytes)
+        bind_state = (arena_bytes, bound_bytes) if bound_bytes else (0, 0)
+        if bound_text:
+            parts.append(("", bound_text))
+        arena_bytes = align(arena_bytes + bound_bytes)
         if self.profile:
             parts.append(("", self.profile_block(prefix, len(calls))))
             calls = [self.timed(prefix, i, c) for i, c in enumerate(calls)]
@@ -170,7 +181,7 @@ class CLikeRenderer:
             param_types=tuple(v.type for v in g.params), output_types=g.output_types(),
             kernel_lines=lines, kernel_sources=per_kernel, kernel_impl=impls,
             kernel_kind=kinds, profile_fn=f"{prefix}_profile" if self.profile else "",
-            **self.program_fields_for(impls))
+            bind_state=bind_state, **self.program_fields_for(impls))
 
     def share(self, text: str, prefix: str, k: Kernel, seen: dict[str, str]) -> str:
         """``text``, or a one-line wrapper calling an earlier kernel with the same code.
@@ -203,7 +214,6 @@ class CLikeRenderer:
         params = [f"const {ct.storage(types[v].dtype)}* {r} in{j}"
                   for j, v in enumerate(k.inputs)]
         params += [f"{ct.storage(types[v].dtype)}* {r} out{j}" for j, v in enumerate(k.outputs)]
-        params.append(f"unsigned char* {r} scratch")
         env = KernelEnv(k, idx, {n.name: n for n in k.nodes}, ins, outs,
                         self.parallel_pragma, fail, sync=self.kernel_sync())
         w = Writer(1)
@@ -219,6 +229,9 @@ class CLikeRenderer:
             scratch = scratch_bytes(k, types)
         else:
             raise RenderError(f"kernel {c_comment(k.name)}: unknown kind {c_comment(k.kind)}")
+        params += [decl for decl, _ in env.extra_args]
+        params.append(f"unsigned char* {r} scratch")
+        self._extra_args[k.name] = [arg for _, arg in env.extra_args]
         ops = ", ".join(c_comment(n.op) for n in k.nodes)
         origin = next((n.loc for n in k.nodes if n.loc.file), None)
         where = f" from {c_comment(origin.file.rsplit('/', 1)[-1])}:{origin.line}" if origin else ""
@@ -262,6 +275,7 @@ class CLikeRenderer:
              where: dict[str, Any], arena_end: int, scratch: bool) -> str:
         args = [self.pointer(where[v], types[v], True) for v in k.inputs]
         args += [self.pointer(where[v], types[v], False) for v in k.outputs]
+        args += self._extra_args.get(k.name, [])
         args.append(f"arena + {arena_end}" if scratch else "arena")
         return f"    {prefix}_{c_ident(k.name, 'k')}({', '.join(args)});"
 

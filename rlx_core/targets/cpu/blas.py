@@ -69,11 +69,14 @@ GEMM_PARALLEL_MIN = 1 << 18
 
 
 def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
-              own_sgemm: bool = False, epilogue: BlockEpilogue | None = None) -> str:
+              own_sgemm: bool = False, epilogue: BlockEpilogue | None = None,
+              packed: str | None = None) -> str:
     """Batched ``?gemm`` calls: C[b] = op(A[b]) op(B[b]) (alpha 1, beta 0).
 
     With ``own_sgemm`` an f32 GEMM at least ``sgemm.MIN_N`` columns wide calls rlx's own
-    AVX-512 kernel (sgemm.py) instead of OpenBLAS; the work split is the same.
+    AVX-512 kernel (sgemm.py) instead of OpenBLAS; the work split is the same. ``packed``
+    (own kernel, one batch) is the C expression of op(B) prepacked in its panel layout
+    (prepack.py): the GEMM then reads the panels and packs nothing.
 
     OpenBLAS itself runs on one thread (see renderer.extra_functions); large GEMMs are split
     over the OpenMP team instead - by batch when there are enough batches, else by row blocks
@@ -100,15 +103,19 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
         w.line(f"{fn}(CblasRowMajor, {ta}, {tb}, {rows}, {n}, {k}, {one}, {a}, {lda}, {b_b}, "
                f"{ldb}, {zero}, {c}, {n});")
 
-    if own_sgemm and spec.dtype == dt.f32 and n >= sgemm.MIN_N:
+    if own_sgemm and sgemm.takes(spec.dtype, n):
         label = sgemm.IMPL
         # element (i, p) of op(A) is A[i*rm + p*rk]; (p, j) of op(B) is B[p*brk + j*brn]
         rm, rk = (1, m) if spec.trans_a else (k, 1)
-        brk, brn = (1, k) if spec.trans_b else (n, 1)
+        brk, brn = sgemm.b_strides(spec)
 
         def call(rows: str, a: str, c: str) -> None:  # noqa: F811 - the same role, own kernel
-            w.line(f"rlx_sgemm({rows}, {n}, {k}, {a}, {rm}, {rk}, {b_b}, {brk}, {brn}, {c}, "
-                   f"{n}, 0, {n});")
+            if packed:
+                w.line(f"rlx_sgemm_packed({rows}, {n}, {k}, {a}, {rm}, {rk}, {packed}, {c}, "
+                       f"{n}, 0, {n});")
+            else:
+                w.line(f"rlx_sgemm({rows}, {n}, {k}, {a}, {rm}, {rk}, {b_b}, {brk}, {brn}, "
+                       f"{c}, {n}, 0, {n});")
 
     work = spec.batch * m * n * k
     if env.sync:

@@ -14,10 +14,12 @@ from rlx_core.ir.graph import Graph, Kernel, TensorType
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
+from rlx_core.targets.c_common.names import c_ident
 from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.c_common.renderer import CLikeRenderer
 from rlx_core.targets.cpu import sgemm, team
 from rlx_core.targets.cpu.blas import BlasInfo, blas_takes, emit_gemm, find_blas
+from rlx_core.targets.cpu.prepack import PackedWeights, prepack_enabled
 
 # below this many elements per kernel, thread start-up costs more than it saves
 PARALLEL_MIN_WORK = 1 << 15
@@ -30,9 +32,14 @@ class CpuRenderer(CLikeRenderer):
 
     def __init__(self, blas: BlasInfo | None, openmp: bool = True,
                  parallel_min_work: int = PARALLEL_MIN_WORK, profile: bool = False,
-                 team_mode: bool = True, own_sgemm: bool = False):
+                 team_mode: bool = True, own_sgemm: bool = False, prepack: bool = True):
         self.blas = blas
         self.own_sgemm = own_sgemm  # f32 GEMMs on rlx's AVX-512 kernel (sgemm.py)
+        # parameters the own kernel takes as B are packed once per binding (prepack.py)
+        self.prepack = prepack and own_sgemm
+        self.packed = PackedWeights()
+        self._params: dict[str, int] = {}  # graph parameter -> index in graph.params
+        self._prefix = "rlx"
         self.openmp = openmp
         self.parallel_min_work = parallel_min_work
         self.profile = profile
@@ -51,6 +58,9 @@ class CpuRenderer(CLikeRenderer):
 
     def render_program(self, g: Graph, prefix: str = "rlx") -> Any:
         self._team = []
+        self.packed = PackedWeights()
+        self._params = {v.name: i for i, v in enumerate(g.params)}
+        self._prefix = c_ident(prefix, "p")  # as the base renderer spells it
         cprog = super().render_program(g, prefix)
         if self.own_sgemm and sgemm.IMPL not in cprog.kernel_impl.values():
             # the headers are written before the kernels: drop the GEMM source when no kernel
@@ -60,6 +70,11 @@ class CpuRenderer(CLikeRenderer):
                 cprog, source=cprog.source.replace(sgemm.SOURCE, "", 1),
                 kernel_lines={k: (lo - cut, hi - cut) for k, (lo, hi) in cprog.kernel_lines.items()})
         return cprog
+
+    def bound_region(self, prefix: str, base: int) -> tuple[int, str]:
+        if not self.packed:
+            return 0, ""
+        return self.packed.nbytes, self.packed.defines(prefix, base)
 
     def kernel_sync(self) -> str:
         return team.SYNC if self._mode == "team" else ""
@@ -79,9 +94,11 @@ class CpuRenderer(CLikeRenderer):
         return out
 
     def entry(self, g: Graph, prefix: str, calls: list[str], where: dict, types: dict) -> str:
+        # weights are packed by the calling thread, before any kernel (and the team) runs
+        pack = self.packed.pack_statements(prefix) if self.packed else []
         if not self.team_mode:
-            return super().entry(g, prefix, calls, where, types)
-        text = super().entry(g, prefix, ["@CALLS@"], where, types)
+            return super().entry(g, prefix, pack + calls, where, types)
+        text = super().entry(g, prefix, pack + ["@CALLS@"], where, types)
         timer = None
         if self.profile:
             def timer(i: int) -> tuple[str, str]:
@@ -99,7 +116,23 @@ class CpuRenderer(CLikeRenderer):
              epilogue: BlockEpilogue | None = None) -> str | None:
         if self.blas is None or not blas_takes(spec):
             return None
-        return emit_gemm(w, env, spec, self.blas, self.own_sgemm, epilogue)
+        return emit_gemm(w, env, spec, self.blas, self.own_sgemm, epilogue,
+                         self.packed_b(env, spec))
+
+    def packed_b(self, env: KernelEnv, spec: GemmSpec) -> str | None:
+        """The kernel parameter holding op(B) prepacked, when B is a graph parameter the own
+        kernel reads (one batch); it is added to the kernel's parameters here."""
+        if not (self.prepack and spec.batch == 1 and sgemm.takes(spec.dtype, spec.n)):
+            return None
+        value = next((v for v, buf in env.inputs.items() if buf.ptr == spec.b), None)
+        if value not in self._params:
+            return None  # an activation, or a layout copy of the weight
+        brk, brn = sgemm.b_strides(spec)
+        pw = self.packed.add(self._params[value], value, spec.n, spec.k, brk, brn)
+        name = f"{spec.b}_packed"
+        env.extra_args.append((f"const float* restrict {name}",
+                               self.packed.pointer(self._prefix, pw)))
+        return name
 
     def extra_headers(self) -> list[str]:
         # one thread count per translation unit (several programs may share one)
@@ -149,4 +182,5 @@ def render_program(lir: Graph, prefix: str = "rlx", *, use_blas: bool | None = N
     if use_blas is None or use_blas:
         blas, _why = find_blas()
     own = sgemm.available(find_compiler(), blas is not None)[0]
-    return CpuRenderer(blas, openmp=openmp, own_sgemm=own).render_program(lir, prefix)
+    return CpuRenderer(blas, openmp=openmp, own_sgemm=own,
+                       prepack=prepack_enabled()).render_program(lir, prefix)

@@ -174,6 +174,7 @@ class NativeProgram:
             ins.append(x)
         outs = [np.empty(shape, want) for shape, want in self._out_specs]
         with self._lock:  # one arena and one set of pointer arrays per program
+            arena = self._aligned_arena()
             key = tuple(id(params.get(n)) if params else 0 for n in cp.param_names)
             if key != self._par_key:
                 pars = [self._param(n, t, params)
@@ -181,11 +182,12 @@ class NativeProgram:
                 for j, a in enumerate(pars):
                     self._par_ptrs[j] = a.ctypes.data
                 self._par_key, self._keep = key, pars
+                at, nbytes = cp.bind_state
+                arena[at:at + nbytes] = 0  # prepacked weights are packed again (prepack.py)
             for j, a in enumerate(ins):
                 self._in_ptrs[j] = a.ctypes.data
             for j, a in enumerate(outs):
                 self._out_ptrs[j] = a.ctypes.data
-            arena = self._aligned_arena()
             self.entry(self._in_ptrs, self._par_ptrs, self._out_ptrs, arena.ctypes.data)
             failed = self.error(self._info)
             info = (self._info[0], self._info[1])

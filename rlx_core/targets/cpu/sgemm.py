@@ -34,12 +34,31 @@ from __future__ import annotations
 
 import os
 
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.dtypes import DType
+from rlx_core.targets.c_common.matmul import GemmSpec
+
 from .toolchain import Compiler
 
 NR = 32  # columns per packed panel (two zmm registers)
 MIN_N = NR  # narrower GEMMs (a 10-class head) stay on OpenBLAS, whose edge kernels fit them
 
 IMPL = "rlx-sgemm-avx512"
+
+
+def takes(dtype: DType, n: int) -> bool:
+    """Does a GEMM of ``dtype`` with ``n`` columns run here (when the kernel is available)?"""
+    return dtype == dt.f32 and n >= MIN_N
+
+
+def b_strides(spec: GemmSpec) -> tuple[int, int]:
+    """(brk, brn) of op(B): element (p, j) is B[p * brk + j * brn]."""
+    return (1, spec.k) if spec.trans_b else (spec.n, 1)
+
+
+def packed_bytes(n: int, k: int) -> int:
+    """Bytes of op(B) (k x n) in rlx_sgemm_pack_b's panel layout."""
+    return -(-n // NR) * NR * k * 4
 
 SOURCE = r"""
 #ifndef RLX_SGEMM_H
@@ -190,23 +209,27 @@ static float *rlx_sgemm_scratch(int64_t floats) {
     return rlx_sgemm_buf;
 }
 
-/* columns [n0, n1) of C = op(A) op(B), m x n x k; n0 a multiple of 32 (see sgemm.py) */
-static void rlx_sgemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm, int64_t rk,
-                      const float *B, int64_t brk, int64_t brn, float *C, int64_t ldc,
-                      int64_t n0, int64_t n1) {
+/* columns [n0, n1) of C = op(A) op(B), m x n x k; n0 a multiple of 32 (see sgemm.py).
+   P: op(B) prepacked by rlx_sgemm_pack_b (panel j / 32 at P + (j / 32) * k * 32), or 0 to pack
+   each KC x NC block of op(B) here */
+static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int64_t rk,
+                           const float *B, int64_t brk, int64_t brn, const float *P,
+                           float *C, int64_t ldc, int64_t n0, int64_t n1) {
     enum { MR = RLX_SG_MR, NR = RLX_SG_NR, KC = RLX_SG_KC, NC = RLX_SG_NC, MC = 64 };
     const int pack_a = rm < rk;
-    (void)n;
     for (int64_t jc = n0; jc < n1; jc += NC) {
         const int64_t nc = n1 - jc < NC ? n1 - jc : NC;
         const int64_t panels = (nc + NR - 1) / NR;
         const int64_t kcap = k < KC ? k : KC;
-        float *bp = rlx_sgemm_scratch(panels * NR * kcap + MC * KC);
+        const int64_t bfloats = P ? 0 : panels * NR * kcap;
+        float *bp = rlx_sgemm_scratch(bfloats + MC * KC);
         if (bp == 0) {  /* out of memory for the panels: the plain loop, slow but right */
             for (int64_t i = 0; i < m; ++i)
                 for (int64_t j = jc; j < jc + nc; ++j) {
                     float s = 0.0f;
-                    for (int64_t p = 0; p < k; ++p) s += A[i * rm + p * rk] * B[p * brk + j * brn];
+                    for (int64_t p = 0; p < k; ++p)
+                        s += A[i * rm + p * rk] *
+                             (P ? P[(j / NR) * k * NR + p * NR + j % NR] : B[p * brk + j * brn]);
                     C[i * ldc + j] = s;
                 }
             continue;
@@ -214,22 +237,24 @@ static void rlx_sgemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t r
         for (int64_t pc = 0; pc < k; pc += KC) {
             const int64_t kc = k - pc < KC ? k - pc : KC;
             /* this KC x NC block of op(B), as panels kc deep (384 KB at most: it stays in L2) */
-            for (int64_t q = 0; q < panels; ++q) {
-                const int64_t j = jc + q * NR, nr = jc + nc - j < NR ? jc + nc - j : NR;
-                rlx_sgemm_pack_panel(kc, nr, B + pc * brk + j * brn, brk, brn, bp + q * NR * kc);
-            }
+            if (!P)
+                for (int64_t q = 0; q < panels; ++q) {
+                    const int64_t j = jc + q * NR, nr = jc + nc - j < NR ? jc + nc - j : NR;
+                    rlx_sgemm_pack_panel(kc, nr, B + pc * brk + j * brn, brk, brn,
+                                         bp + q * NR * kc);
+                }
             for (int64_t ic = 0; ic < m; ic += MC) {  /* A's 64 x KC block stays in L2 */
                 const int64_t ie = m - ic < MC ? m : ic + MC;
                 /* a transposed A is packed: its eight columns per step lie a row apart,
                    a cache line per step the tile would otherwise miss in L1 */
-                float *ap = bp + panels * NR * kcap;
+                float *ap = bp + bfloats;
                 if (pack_a)
                     for (int64_t i = ic; i < ie; i += MR)
                         rlx_sgemm_pack_rows(kc, ie - i < MR ? ie - i : MR, A + i * rm + pc * rk,
                                             rm, rk, ap + (i - ic) * KC);
                 for (int64_t q = 0; q < panels; ++q) {  /* the panel's KC slice stays in L1 */
                     const int64_t j = jc + q * NR, nr = jc + nc - j < NR ? jc + nc - j : NR;
-                    const float *pq = bp + q * NR * kc;
+                    const float *pq = P ? P + (j / NR) * k * NR + pc * NR : bp + q * NR * kc;
                     for (int64_t i = ic; i < ie; i += MR) {
                         const int64_t mr = ie - i < MR ? ie - i : MR;
                         if (pack_a)
@@ -243,6 +268,31 @@ static void rlx_sgemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t r
             }
         }
     }
+}
+
+/* columns [n0, n1) of C = op(A) op(B), op(B) packed here (see sgemm.py) */
+static void rlx_sgemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm, int64_t rk,
+                      const float *B, int64_t brk, int64_t brn, float *C, int64_t ldc,
+                      int64_t n0, int64_t n1) {
+    (void)n;
+    rlx_sgemm_core(m, k, A, rm, rk, B, brk, brn, 0, C, ldc, n0, n1);
+}
+
+/* the same with op(B) prepacked at P by rlx_sgemm_pack_b */
+static void rlx_sgemm_packed(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm,
+                             int64_t rk, const float *P, float *C, int64_t ldc, int64_t n0,
+                             int64_t n1) {
+    (void)n;
+    rlx_sgemm_core(m, k, A, rm, rk, 0, 0, 0, P, C, ldc, n0, n1);
+}
+
+/* all of op(B) (k x n) as panels of 32 columns, each k deep: rlx_sgemm_packed's layout,
+   ceil(n / 32) * 32 * k floats */
+static void rlx_sgemm_pack_b(int64_t n, int64_t k, const float *B, int64_t brk, int64_t brn,
+                             float *P) {
+    for (int64_t j = 0; j < n; j += RLX_SG_NR)
+        rlx_sgemm_pack_panel(k, n - j < RLX_SG_NR ? n - j : RLX_SG_NR, B + j * brn, brk, brn,
+                             P + j * k);
 }
 #endif
 """

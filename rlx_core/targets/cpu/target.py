@@ -58,8 +58,12 @@ class CpuTarget:
         own, own_why = sgemm.available(comp, blas is not None)
         if own and flags.get("no_own_sgemm"):
             own, own_why = False, "disabled by the no_own_sgemm flag"
-        cprog = CpuRenderer(blas, openmp=comp.openmp, profile=profile,
-                            own_sgemm=own).render_program(lir, "rlx_" + lir.name)
+        from rlx_core.targets.cpu.prepack import prepack_enabled
+
+        prepack = prepack_enabled() and not flags.get("no_prepack")
+        renderer = CpuRenderer(blas, openmp=comp.openmp, profile=profile, own_sgemm=own,
+                               prepack=prepack)
+        cprog = renderer.render_program(lir, "rlx_" + lir.name)
         built = build_shared(cprog.source, include_dirs=cprog.include_dirs,
                              library_dirs=cprog.library_dirs, libraries=cprog.libraries,
                              compiler=comp)
@@ -76,6 +80,7 @@ class CpuTarget:
             "flags": list(comp.flags), "openmp": comp.openmp,
             "blas": blas.describe() if blas else None, "blas_reason": blas_why,
             "own_sgemm": own, "own_sgemm_reason": own_why,
+            "prepacked": renderer.packed.describe(),
             "cache": "hit" if built.cache_hit else "miss", "so_path": str(built.path),
             "cache_key": built.key, "arena_bytes": cprog.arena_bytes, "kernels": kernels,
             "entry": cprog.entry, "notes": notes, "source": cprog.source,
