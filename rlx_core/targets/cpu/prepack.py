@@ -69,8 +69,9 @@ class PackedWeights:
         key = (param, n, k, brk, brn)
         if key not in self._index:
             self._index[key] = len(self.weights)
-            self.weights.append(PackedWeight(param, name, n, k, brk, brn, self._end))
-            self._end += _align(sgemm.packed_bytes(n, k))
+            pw = PackedWeight(param, name, n, k, brk, brn, self._end)
+            self.weights.append(pw)
+            self._end += _align(pw.nbytes)
         return self.weights[self._index[key]]
 
     @property

@@ -10,9 +10,10 @@ side by side in one process, ran 13% faster with it than with OpenBLAS at 784-12
 
 - A is not packed. The micro-kernel broadcasts A's elements straight from the operand (eight
   rows, or eight columns of a transposed A), so small-M GEMMs skip a pass over A.
-- B is packed once per call into panels of NR = 32 columns, K deep, each contiguous; a
-  transposed B (``x @ W.T``, the common linear layer) is packed with 8 x 8 register
-  transposes, so packing costs a few percent of the multiply.
+- B is packed once per call into panels of NR = 32 columns, K deep, each contiguous (a graph
+  parameter is packed once per binding instead: ``rlx_sgemm_pack_b`` + ``rlx_sgemm_packed``,
+  see prepack.py); a transposed B (``x @ W.T``, the common linear layer) is packed with
+  8 x 8 register transposes, so packing costs a few percent of the multiply.
 - The tile is MR x NR = 8 x 32: sixteen zmm accumulators, two B loads and eight broadcasts
   per k step. 8 rows divide the row blocks the team hands out (multiples of 16).
 - Blocking: KC = 384, MC = 64, NC = 256: a KC-deep slice of one panel (48 KB) is reused by
