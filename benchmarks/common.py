@@ -37,6 +37,12 @@ def limit_threads(n: int) -> dict[str, str]:
     # peers are interleaved call by call): every OpenMP runtime here (torch's and rlx's
     # libgomp) sleeps when idle; onnxruntime is told the same through its session options
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    # OpenBLAS (numpy's, and the one rlx can call) is not OpenMP: its idle workers spin for
+    # 2^28 cycles (~0.1 s) after a call unless told otherwise; 2^4 cycles puts them to sleep
+    # at once, the PASSIVE of every other pool (documented in OpenBLAS's README). Without it
+    # the peer timed after numpy shares its cores with spinning threads (MiniLM batch 1:
+    # rlx 35.6 ms after numpy's turn, 22.3 ms with this set; numpy's own time unchanged).
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
     done = {"threads": str(n)}
     try:
         from threadpoolctl import threadpool_limits
@@ -83,11 +89,10 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
     ``warmup`` calls of each peer come first (compilation, caches, allocator). Turns rotate
     through the peers so load that drifts over the run reaches all of them, and a peer's
     calls within a turn run back to back, as in a real loop (caches and its own thread pool
-    stay warm). What a turn cannot remove: numpy's OpenBLAS workers spin for about 0.1 s
-    after a call, so the peer whose turn follows numpy's shares a core with a spinning thread
-    for its whole turn; a pause between turns would end the spinning but leaves the cores
-    idle, and two-thread peers then start each turn slowly. benchmarks/README.md gives the
-    figures both ways. With ``settle_s`` > 0 each turn starts with that many seconds of
+    stay warm). Idle pools sleep (``limit_threads``: OpenMP PASSIVE, OpenBLAS's thread
+    timeout at its minimum), so no peer's turn shares cores with the previous peer's spinning
+    workers; a pause between turns would leave the cores idle instead, and two-thread peers
+    then start each turn slowly. With ``settle_s`` > 0 each turn starts with that many seconds of
     untimed calls, so the previous peer's spinning pools have gone idle and every peer is
     timed in its own steady state, as in a loop that runs alone. (A pause instead left the
     idle vCPUs of this VM slow to ramp up again: every peer ran slower.) With ``budget_s`` a

@@ -40,7 +40,7 @@ def test_split_gemm_matches_numpy(case: str, two_threads: None) -> None:
            "few_batches": lambda x, y: x @ y}
     exe = rlx.compile(fns[case], a, b, target="cpu", record=False)
     src = "".join(exe.sources.values())
-    # split by rows or batches, on OpenBLAS or rlx's own AVX-512 kernel (cpu/sgemm.py)
+    # split by rows or batches, on OpenBLAS or rlx's own kernel (cpu/sgemm.py)
     assert "/* team gemm */" in src and ("cblas_sgemm" in src or "rlx_sgemm(" in src)
     want = {"lhs_t": lambda: a.T @ b, "rhs_t": lambda: a @ b.T}.get(case, lambda: a @ b)()
     np.testing.assert_allclose(exe(a, b), want, rtol=1e-5, atol=1e-4)

@@ -1,5 +1,6 @@
 """rlx's own f32 GEMM (rlx_core/targets/cpu/sgemm.py): every operand layout, tile and block edge,
-team splits, the dispatch record, and the portable C path that machines without AVX-512 get."""
+team splits, the dispatch record, and the AVX2 and portable C tiles of machines without
+AVX-512."""
 
 from __future__ import annotations
 
@@ -124,17 +125,23 @@ void run(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm, int64_t rk
 """
 
 
-@pytest.mark.parametrize("isa", ["-mno-avx", "-march=native"])
+ISAS = {"c": ["-mno-avx"], "avx2": ["-mavx2", "-mfma", "-mno-avx512f"], "native": ["-march=native"]}
+
+
+@pytest.mark.parametrize("isa", sorted(ISAS))
 def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, isa: str) -> None:
-    """Built by itself: the plain-C tile (no AVX-512, no AVX: other machines) and the
-    AVX-512 tile, with column ranges [n0, n1) as the team hands them out."""
+    """Built by itself: the plain-C tile (no AVX: other machines), the AVX2 6 x 16 tile and
+    this machine's best, with column ranges [n0, n1) as the team hands them out. (The compiler
+    builds AVX2 code anywhere; the calls are skipped where this CPU cannot run it.)"""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler")
-    src, lib = tmp_path / "sg.c", tmp_path / f"sg{isa}.so"
+    if isa == "avx2" and "avx2" not in open("/proc/cpuinfo").read():
+        pytest.skip("this CPU has no AVX2 to run the AVX2 tile on")
+    src, lib = tmp_path / "sg.c", tmp_path / f"sg-{isa}.so"
     src.write_text(sgemm.SOURCE + _HARNESS)
-    r = subprocess.run([cc, "-O2", isa, "-std=gnu11", "-fPIC", "-shared", str(src), "-o", str(lib)],
-                       capture_output=True, text=True)
+    r = subprocess.run([cc, "-O2", *ISAS[isa], "-std=gnu11", "-fPIC", "-shared", str(src), "-o",
+                        str(lib)], capture_output=True, text=True)
     if r.returncode != 0:
         pytest.skip(f"{cc} {isa} failed here: {r.stderr[-300:]}")
     fn = ctypes.CDLL(str(lib)).run
@@ -154,3 +161,17 @@ def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, isa: str)
             if n1 > n0:
                 fn(m, n, k, a.ctypes.data, rm, rk, b.ctypes.data, brk, brn, c.ctypes.data, n0, n1)
         assert _rel(c, want) < 1e-5, (m, k, n, ta, tb)
+
+
+
+def test_the_dispatch_record_names_the_tile() -> None:
+    """program.info says which vector ISA the own kernel was built for, and why it is off."""
+    _own()
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((64, 96), np.float32), rng.standard_normal((48, 96), np.float32)
+    exe = rlx.compile(lambda a, b: rlx.nn.linear(a, b), x, w, target="cpu", record=False)
+    info = exe.program.info
+    comp = find_compiler()
+    assert info["own_sgemm"] and info["own_sgemm_isa"] == sgemm.isa(comp)
+    assert info["own_sgemm_isa"] == ("avx512" if comp.avx512 else "avx2")
+    assert _rel(exe(x, w), x @ w.T) < 1e-5

@@ -74,7 +74,7 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
     """Batched ``?gemm`` calls: C[b] = op(A[b]) op(B[b]) (alpha 1, beta 0).
 
     With ``own_sgemm`` an f32 GEMM at least ``sgemm.MIN_N`` columns wide calls rlx's own
-    AVX-512 kernel (sgemm.py) instead of OpenBLAS; the work split is the same. ``packed``
+    AVX-512 or AVX2 kernel (sgemm.py) instead of OpenBLAS; the work split is the same. ``packed``
     (own kernel, one batch) is the C expression of op(B) prepacked in its panel layout
     (prepack.py): the GEMM then reads the panels and packs nothing.
 

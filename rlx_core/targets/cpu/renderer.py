@@ -34,7 +34,7 @@ class CpuRenderer(CLikeRenderer):
                  parallel_min_work: int = PARALLEL_MIN_WORK, profile: bool = False,
                  team_mode: bool = True, own_sgemm: bool = False, prepack: bool = True):
         self.blas = blas
-        self.own_sgemm = own_sgemm  # f32 GEMMs on rlx's AVX-512 kernel (sgemm.py)
+        self.own_sgemm = own_sgemm  # f32 GEMMs on rlx's AVX-512 or AVX2 kernel (sgemm.py)
         # parameters the own kernel takes as B are packed once per binding (prepack.py)
         self.prepack = prepack and own_sgemm
         self.packed = PackedWeights()
@@ -175,7 +175,7 @@ class CpuRenderer(CLikeRenderer):
 def render_program(lir: Graph, prefix: str = "rlx", *, use_blas: bool | None = None,
                    openmp: bool = True) -> CProgram:
     """Render ``lir`` to one C translation unit. ``use_blas`` None: use BLAS if it is found
-    (and rlx's own f32 GEMM where the compiler targets AVX-512, sgemm.available)."""
+    (and rlx's own f32 GEMM where the compiler targets AVX-512 or AVX2 + FMA, sgemm.available)."""
     from rlx_core.targets.cpu.toolchain import find_compiler
 
     blas = None

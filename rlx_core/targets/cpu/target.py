@@ -80,6 +80,7 @@ class CpuTarget:
             "flags": list(comp.flags), "openmp": comp.openmp,
             "blas": blas.describe() if blas else None, "blas_reason": blas_why,
             "own_sgemm": own, "own_sgemm_reason": own_why,
+            "own_sgemm_isa": sgemm.isa(comp) if own else None,
             "prepacked": renderer.packed.describe(),
             "cache": "hit" if built.cache_hit else "miss", "so_path": str(built.path),
             "cache_key": built.key, "arena_bytes": cprog.arena_bytes, "kernels": kernels,

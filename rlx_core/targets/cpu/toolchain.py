@@ -51,8 +51,10 @@ class Compiler:
     opt_flags: tuple[str, ...]
     openmp: bool
     notes: tuple[str, ...] = ()
-    # whether opt_flags make the compiler emit AVX-512 (rlx's own sgemm needs it; see sgemm.py)
+    # whether opt_flags make the compiler emit AVX-512, or AVX2 with FMA (the vector ISAs of
+    # rlx's own sgemm; see sgemm.py)
     avx512: bool = False
+    avx2_fma: bool = False
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -149,12 +151,13 @@ def find_compiler() -> Compiler:
     try:
         data = json.loads(probe_file.read_text())
         comp = Compiler(path, version, tuple(data["opt_flags"]), bool(data["openmp"]),
-                        tuple(data["notes"]), bool(data["avx512"]))
+                        tuple(data["notes"]), bool(data["avx512"]), bool(data["avx2_fma"]))
     except (OSError, ValueError, KeyError):
         comp = _probe(path, version)
         write_atomic(probe_file, json.dumps({"opt_flags": comp.opt_flags, "openmp": comp.openmp,
                                              "notes": comp.notes,
-                                             "avx512": comp.avx512}).encode())
+                                             "avx512": comp.avx512,
+                                             "avx2_fma": comp.avx2_fma}).encode())
     _COMPILERS[key] = comp
     return comp
 
@@ -172,17 +175,23 @@ def _probe(path: str, version: str) -> Compiler:
     openmp = _try(path, opt + ("-fopenmp",), _OMP_SOURCE)
     if not openmp:
         notes.append("no OpenMP: kernels run on one thread")
-    return Compiler(path, version, opt, openmp, tuple(notes), _defines_avx512(path, opt))
+    isa = _defines(path, opt)
+    return Compiler(path, version, opt, openmp, tuple(notes), "__AVX512F__" in isa,
+                    {"__AVX2__", "__FMA__"} <= isa)
 
 
-def _defines_avx512(path: str, flags: tuple[str, ...]) -> bool:
-    """Does the compiler with ``flags`` define __AVX512F__, i.e. emit AVX-512 code here?"""
+def _defines(path: str, flags: tuple[str, ...]) -> set[str]:
+    """The macros the compiler with ``flags`` defines to 1 (``__AVX512F__``: it emits AVX-512
+    code here); empty when it cannot say."""
     try:
         out = subprocess.run([path, *flags, "-dM", "-E", "-x", "c", "-"], input="",
                              capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0 and "#define __AVX512F__ 1" in out.stdout
+        return set()
+    if out.returncode != 0:
+        return set()
+    return {ln.split()[1] for ln in out.stdout.splitlines()
+            if ln.startswith("#define ") and ln.endswith(" 1") and len(ln.split()) == 3}
 
 
 def compiler_status() -> tuple[bool, str]:
