@@ -2,12 +2,14 @@
 8 x 32 (AVX-512) or 6 x 16 (AVX2 + FMA).
 
 Why not OpenBLAS everywhere: on MiniLM's and the MLP's shapes (128-1024 rows, K 128-1536)
-one thread of this kernel ran 81-103 GFLOP/s on the 2-core AMD EPYC VM against 83-98 for
-scipy-openblas32 and 96-109 for ONNX Runtime's MLAS (``python benchmarks/bench_gemm.py``,
-results/gemm.md; the VM is noisy, earlier runs had it 5-10% ahead of OpenBLAS on every
-shape). Inside the team it is clearer: the MLP training step at 2 threads, both builds timed
-side by side in one process, ran 13% faster with it than with OpenBLAS at 784-128-10/128
-(0.57 vs 0.66 ms) and 8% at 784-512-512-10/128. The differences that matter at these sizes:
+one thread of this kernel ran 81-103 GFLOP/s on a 2-core AVX-512 EPYC VM against 83-98 for
+scipy-openblas32 and 96-109 for ONNX Runtime's MLAS, and its AVX2 tile 86-93 on a Zen 3 VM
+against 85-91 and 92-94 (``python benchmarks/bench_gemm.py``, results/gemm.md holds the
+latest run): alone, every library sits at the FMA ceiling. Inside a program it is clearer:
+on the AVX-512 VM the MLP training step at 2 threads, both builds timed side by side in one
+process, ran 13% faster with it than with OpenBLAS at 784-128-10/128 (0.57 vs 0.66 ms) and 8%
+at 784-512-512-10/128 (on the Zen 3 VM: 0.445 vs 0.459 ms and 2.875 vs 2.901 ms), and
+prepacked weights (prepack.py) exist only here. The differences that matter at these sizes:
 
 - A is not packed. The micro-kernel broadcasts A's elements straight from the operand (eight
   rows, or eight columns of a transposed A), so small-M GEMMs skip a pass over A.
