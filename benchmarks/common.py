@@ -92,11 +92,11 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
     stay warm). Idle pools sleep (``limit_threads``: OpenMP PASSIVE, OpenBLAS's thread
     timeout at its minimum), so no peer's turn shares cores with the previous peer's spinning
     workers; a pause between turns would leave the cores idle instead, and two-thread peers
-    then start each turn slowly. With ``settle_s`` > 0 each turn starts with that many seconds of
-    untimed calls, so the previous peer's spinning pools have gone idle and every peer is
-    timed in its own steady state, as in a loop that runs alone. (A pause instead left the
-    idle vCPUs of this VM slow to ramp up again: every peer ran slower.) With ``budget_s`` a
-    turn stops being started once the budget is spent and at least ``min(runs, 20)`` calls
+    then start each turn slowly. With ``settle_s`` > 0 each turn starts with that many
+    seconds of untimed calls, so every peer is timed in its own steady state (its pool awake,
+    caches warm), as in a loop that runs alone. (A pause instead left the idle vCPUs of this
+    VM slow to ramp up again: every peer ran slower.) With ``budget_s`` a turn stops being
+    started once the budget is spent and at least ``min(runs, 20)`` calls
     ran, so a slow machine still finishes.
     """
     names = list(peers)

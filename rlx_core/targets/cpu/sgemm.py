@@ -185,7 +185,7 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile(
     rlx_sg_v c0[MR], c1[MR];
     for (int i = 0; i < MR; ++i) { c0[i] = RLX_SG_ZERO(); c1[i] = RLX_SG_ZERO(); }
     /* two copies of the loop: with the constant trip count MR the compiler unrolls the rows
-       and keeps all sixteen accumulators in registers; the mr-row copy serves edge tiles */
+       and keeps all 2 * MR accumulators in registers; the mr-row copy serves edge tiles */
     if (padded || mr == MR) {
         for (int64_t p = 0; p < kc; ++p) {
             const rlx_sg_v b0 = RLX_SG_LOAD(b + p * NR), b1 = RLX_SG_LOAD(b + p * NR + VW);
