@@ -195,8 +195,9 @@ def attention(node: Node, ins: list[Value], b: Builder) -> Value:
     scores = b.emit("dot_general", [q, k], {"contract": ((3,), (3,)), "batch": ((0, 1), (0, 1))})
     scores = b.emit("mul", [scores, const(b, scale, scores)])
     scores = mask_scores(b, node.attr("mask"), scores, ins[3] if len(ins) == 4 else None)
-    shifted, total = softmax_parts(b, scores, 3)
-    probs = b.emit("div", [b.emit("exp", [shifted]), keep_dims(b, total, scores, 3)])
+    # the HIR softmax, legalized in turn: a target that keeps it whole (the CPU's row kernel)
+    # reads each row of scores once; elsewhere it decomposes as softmax() below
+    probs = b.emit("softmax", [scores], {"axis": 3})
     return b.emit("dot_general", [probs, v], {"contract": ((3,), (2,)), "batch": ((0, 1), (0, 1))})
 
 

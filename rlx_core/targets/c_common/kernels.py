@@ -262,6 +262,26 @@ def _copy_bytes(w: Writer, dst: str, src: str, nbytes: int) -> None:
         w.line(f"memcpy({dst}, {src}, {nbytes});")
 
 
+COPY_CHUNK = 1 << 14  # bytes per memcpy when a copy is shared out (a multiple of 64)
+
+
+def _copy_spread(env: KernelEnv, w: Writer, dst: str, src: str, nbytes: int,
+                 elements: int) -> None:
+    """A copy, in chunks shared over the threads when the target splits loops this big (one
+    thread's memcpy does not reach the memory bandwidth of two)."""
+    pragma = env.parallel(elements, 0)
+    chunks = -(-nbytes // COPY_CHUNK)
+    if not pragma or not splits(pragma) or chunks < 2:
+        _copy_bytes(w, dst, src, nbytes)  # small: one thread (a team runs it on thread 0)
+        return
+    w.line(pragma)
+    w.open(f"for (int64_t c = 0; c < {chunks}; ++c)")
+    w.line(f"const int64_t at = c * {COPY_CHUNK}, len = {nbytes} - at < {COPY_CHUNK} ? "
+           f"{nbytes} - at : {COPY_CHUNK};")
+    w.line(f"memcpy((char*){dst} + at, (const char*){src} + at, (size_t)len);")
+    w.close()
+
+
 def emit_opaque(env: KernelEnv, w: Writer) -> str:
     k = env.kernel
     if len(k.nodes) != 1:
@@ -272,7 +292,8 @@ def emit_opaque(env: KernelEnv, w: Writer) -> str:
     if op in INDEX_MAP_OPS:
         return emit_elementwise(env, w).replace("elementwise", op)
     if op == "reshape":
-        _copy_bytes(w, out.ptr, env.inputs[node.inputs[0]].ptr, out.type.nbytes)
+        _copy_spread(env, w, out.ptr, env.inputs[node.inputs[0]].ptr, out.type.nbytes,
+                     out.type.size)
         return "copy"
     if op == "constant":
         return _constant(node, out, w)

@@ -28,6 +28,7 @@ from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec, emit_matmul
 from rlx_core.targets.c_common.names import c_comment, c_ident
 from rlx_core.targets.c_common.prelude import prelude
+from rlx_core.targets.c_common.row_ops import ROW_OPS, emit_row_op
 
 
 def align(n: int, a: int = 64) -> int:
@@ -224,6 +225,8 @@ class CLikeRenderer:
             impl = emit_reduce(env, w)
         elif k.kind == "matmul":
             impl, scratch = emit_matmul(env, w, self.gemm)
+        elif k.kind == "opaque" and len(k.nodes) == 1 and k.nodes[0].op in ROW_OPS:
+            impl = emit_row_op(env, w, k.nodes[0])  # a normalisation the target kept whole
         elif k.kind == "opaque":
             impl = emit_opaque(env, w)
             scratch = scratch_bytes(k, types)

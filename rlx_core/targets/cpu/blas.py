@@ -7,6 +7,7 @@ render generated loop kernels instead (the fallback is also used when the wheel 
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from functools import cache
@@ -150,9 +151,11 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
 def _row_block(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, thread: str,
                epilogue: BlockEpilogue | None = None) -> None:
     """Thread ``thread``'s block of rows of C, a multiple of 16 rows (the micro-kernels' row
-    tile), and of op(A): rows of A, or columns of a transposed A."""
+    tile; with an epilogue over several row dimensions, of its ``row_unit`` as well), and of
+    op(A): rows of A, or columns of a transposed A."""
     m = spec.m
-    w.line(f"const int64_t per = (({m} + team - 1) / team + 15) / 16 * 16;")
+    unit = math.lcm(16, epilogue.row_unit) if epilogue else 16
+    w.line(f"const int64_t per = (({m} + team - 1) / team + {unit - 1}) / {unit} * {unit};")
     w.line(f"const int64_t r0 = {thread} * per, rows = {m} - r0 < per ? {m} - r0 : per;")
     w.open("if (rows > 0)")
     a_off = "r0" if spec.trans_a else f"r0 * {spec.k}"

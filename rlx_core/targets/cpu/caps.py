@@ -2,8 +2,10 @@
 
 Labelled "executes": the C renderer (rlx_core/targets/cpu/renderer.py) implements every MIR
 primitive (dot_general included) in each dtype below, and the conformance suite runs them
-against the numpy reference. No composite is claimed: every HIR op goes common-IR. c64 and
-packed i4 report how to get to a supported dtype.
+against the numpy reference. Four HIR normalisations are claimed whole in f32 and f64
+(softmax, log_softmax, layer_norm, rms_norm: one row loop each, c_common/row_ops.py); every
+other HIR op, and those in other dtypes, goes common-IR. c64 and packed i4 report how to get
+to a supported dtype.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from rlx_core.dispatch.capabilities import (
     OpClaim,
     native_dtypes,
 )
+from rlx_core.targets.c_common.row_ops import ROW_DTYPES, ROW_OPS
 
 DTYPES: tuple[str, ...] = ("f32", "f64", "f16", "bf16", "i32", "i64", "i16", "i8", "u32", "u8",
                            "bool")
@@ -22,7 +25,8 @@ DTYPES: tuple[str, ...] = ("f32", "f64", "f16", "bf16", "i32", "i64", "i16", "i8
 CAPS = Capabilities(
     target="cpu",
     verification="executes",
-    claims=(OpClaim(MIR_PRIMITIVES, DTYPES, note="one C loop nest per kernel"),),
+    claims=(OpClaim(MIR_PRIMITIVES, DTYPES, note="one C loop nest per kernel"),
+            OpClaim(ROW_OPS, ROW_DTYPES, note="one loop over rows, each row's passes in L1")),
     dtype_rules=native_dtypes(DTYPES) + (
         DTypeRule("c64", "unsupported", hint="split into real and imaginary f32 parts, or use "
                                              "target numpy"),

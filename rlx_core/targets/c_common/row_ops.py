@@ -1,0 +1,161 @@
+"""Row kernels: HIR normalisations a C target keeps whole (softmax, log_softmax, layer_norm,
+rms_norm), each one loop over rows with every pass over a row done while it is in L1.
+
+Why: their common-IR forms are four or five kernels (a reduction, an elementwise pass that
+reads it, another reduction, another pass), each a full sweep of the tensor through memory.
+On MiniLM at batch 32 the attention softmax alone (25 MB of scores per layer) took 68 of
+773 ms as four kernels. Written whole, one row of scores (128 floats) is read from memory
+once and the later passes hit L1::
+
+    softmax       for p in rows:                   # the axis is innermost when post == 1
+                      m = max_r x[p, r]
+                      s = sum_r (y[p, r] = exp(x[p, r] - m))      # accumulated in double
+                      y[p, r] /= s                  # log_softmax: y = x - m - log(s)
+
+    layer_norm    for p in rows:                   # always the last axis
+                      mean = sum_r x / n;  var = sum_r (x - mean)^2 / n    # double sums
+                      y = (x - mean) / sqrt(var + eps) * w + b              # rms_norm: no mean
+
+The arithmetic is the decomposition's, step for step (dispatch/decompositions.py): the same
+f32 operations in the same order, the sums in a double accumulator as generated reductions
+keep them (kernels.emit_reduce), so a native and a common-IR compile agree to rounding.
+NaN and infinities propagate as they do there (a NaN anywhere in a row makes the row NaN).
+Only f32 and f64 are claimed (targets/cpu/caps.py); f16/bf16 keep the common-IR route.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.graph import Node
+from rlx_core.targets.c_common import ctype_table as ct
+from rlx_core.targets.c_common.expr import RenderError
+from rlx_core.targets.c_common.kernels import KernelEnv, splits
+from rlx_core.targets.c_common.loops import Writer
+
+ROW_OPS: tuple[str, ...] = ("softmax", "log_softmax", "layer_norm", "rms_norm")
+ROW_DTYPES: tuple[str, ...] = ("f32", "f64")
+
+
+def _split(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+
+
+def _math(d: dt.DType) -> dict[str, str]:
+    """C spellings of the scalar type and the functions a row kernel calls for dtype ``d``."""
+    if d == dt.f32:
+        return {"t": "float", "exp": "rlx_exp_f", "log": "logf", "sqrt": "sqrtf", "one": "1.0f",
+                "neg_inf": "-INFINITY"}
+    return {"t": "double", "exp": "exp", "log": "log", "sqrt": "sqrt", "one": "1.0",
+            "neg_inf": "-INFINITY"}
+
+
+def emit_row_op(env: KernelEnv, w: Writer, node: Node) -> str:
+    """Write the loop of one row kernel into ``w`` and return its impl label."""
+    d = node.type.dtype
+    if d.name not in ROW_DTYPES:
+        raise RenderError(f"{node.op} on {d} has no row kernel",
+                          hint="the capability table claims only f32 and f64 row ops")
+    x = env.inputs[node.inputs[0]].ptr
+    y = env.outputs[node.name].ptr
+    shape = node.type.shape
+    if node.op in ("softmax", "log_softmax"):
+        rank = len(shape)
+        axis = node.attr("axis")
+        axis = axis + rank if axis < 0 else axis
+        pre, n, post = _split(shape, axis)
+        _softmax(env, w, d, x, y, pre, n, post, node.op == "log_softmax")
+    else:
+        pre, n = math.prod(shape[:-1]), shape[-1] if shape else 1
+        extra = [env.inputs[v].ptr for v in node.inputs[1:]]
+        _norm(env, w, d, x, y, pre, n, extra, float(node.attr("eps")), node.op == "layer_norm")
+    return f"row-{node.op.replace('_', '-')}"
+
+
+def _rows(env: KernelEnv, w: Writer, pre: int, post: int, n: int) -> None:
+    """Open the loop over rows ``p`` (and, for an inner axis, columns ``q``), spread over the
+    team like any generated loop; the row's first element is at ``base``, step ``st``."""
+    pragma = env.parallel(pre * n * post, 0)
+    if pragma:
+        w.line(pragma + (" collapse(2)" if post > 1 and splits(pragma) else ""))
+    w.open(f"for (int64_t p = 0; p < {pre}; ++p)")
+    if post > 1:
+        w.open(f"for (int64_t q = 0; q < {post}; ++q)")
+        w.line(f"const int64_t base = p * {n * post} + q;")
+    else:
+        w.line(f"const int64_t base = p * {n};")
+
+
+def _softmax(env: KernelEnv, w: Writer, d: dt.DType, x: str, y: str, pre: int, n: int, post: int,
+             log: bool) -> None:
+    m = _math(d)
+    t, st = m["t"], "" if post == 1 else f" * {post}"
+    at = f"[base + r{st}]"
+    _rows(env, w, pre, post, n)
+    # the max as the decomposition's reduce_max: a NaN makes every later step NaN anyway
+    w.line(f"{t} mx = {m['neg_inf']};")
+    w.line("#pragma omp simd reduction(max:mx)")
+    w.line(f"for (int64_t r = 0; r < {n}; ++r) mx = {x}{at} > mx ? {x}{at} : mx;")
+    w.line("double s = 0.0;")
+    w.line("#pragma omp simd reduction(+:s)")
+    w.open(f"for (int64_t r = 0; r < {n}; ++r)")
+    w.line(f"const {t} e = {m['exp']}({x}{at} - mx);")
+    if not log:
+        w.line(f"{y}{at} = e;")
+    w.line("s += (double)e;")
+    w.close()
+    w.line(f"const {t} tot = ({t})s;")
+    if log:
+        w.line(f"const {t} lt = {m['log']}(tot);")
+        w.line(f"for (int64_t r = 0; r < {n}; ++r) {y}{at} = ({x}{at} - mx) - lt;")
+    else:
+        w.line(f"for (int64_t r = 0; r < {n}; ++r) {y}{at} = {y}{at} / tot;")
+    _close_rows(w, post)
+
+
+def _norm(env: KernelEnv, w: Writer, d: dt.DType, x: str, y: str, pre: int, n: int, extra: list[str], eps: float,
+          centre: bool) -> None:
+    m = _math(d)
+    t = m["t"]
+    lit = ct.literal(eps, d)
+    _rows(env, w, pre, 1, n)
+    if centre:
+        w.line("double s = 0.0;")
+        w.line("#pragma omp simd reduction(+:s)")
+        w.line(f"for (int64_t r = 0; r < {n}; ++r) s += (double){x}[base + r];")
+        w.line(f"const {t} mean = ({t})s / ({t}){n};")
+        dev = f"({x}[base + r] - mean)"
+    else:
+        dev = f"{x}[base + r]"
+    w.line("double v = 0.0;")
+    w.line("#pragma omp simd reduction(+:v)")
+    w.open(f"for (int64_t r = 0; r < {n}; ++r)")
+    w.line(f"const {t} c = {dev};")
+    w.line("v += (double)(c * c);")
+    w.close()
+    w.line(f"const {t} rstd = {m['one']} / {m['sqrt']}(({t})v / ({t}){n} + {lit});")
+    val = f"{dev} * rstd"
+    if len(extra) >= 1:
+        val = f"({val}) * {extra[0]}[r]"
+    if len(extra) == 2:
+        val = f"{val} + {extra[1]}[r]"
+    w.line(f"for (int64_t r = 0; r < {n}; ++r) {y}[base + r] = {val};")
+    _close_rows(w, 1)
+
+
+def _close_rows(w: Writer, post: int) -> None:
+    if post > 1:
+        w.close()
+    w.close()
+
+
+def row_op_supported(node: Node) -> bool:
+    """Can ``node`` be written as a row kernel (the renderer's side of the capability claim)?"""
+    if node.op not in ROW_OPS or node.type.dtype.name not in ROW_DTYPES:
+        return False
+    if node.op in ("layer_norm", "rms_norm"):
+        return len(node.type.shape) >= 1
+    return True
+
+
