@@ -145,3 +145,42 @@ def test_gemm_epilogues_run_in_each_threads_block(case: str, n: int, threads) ->
         assert "/ 80 * 80" in gemm_block, gemm_block
     want = np.maximum(a.astype(np.float64) @ w + bias, 0.0) * 2.0
     np.testing.assert_allclose(exe(a, w, bias), want, rtol=1e-4, atol=1e-4)
+
+
+@needs_cpu
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("weights", ["param", "input"])
+def test_large_gemm_epilogues_run_per_tile_of_the_own_kernel(weights: str, n: int,
+                                                             threads) -> None:
+    """C past TILE_MIN_BYTES: each thread computes its block in tiles of TILE_COLS columns
+    (and, with prepacked B, TILE_ROWS-ish rows), each tile's epilogue right after it; rows
+    over two dimensions (whole 40-row slices), a column count that is no multiple of the
+    tile, a residual and a bias."""
+    from rlx_core.targets.cpu import blas, sgemm
+    from rlx_core.targets.cpu.toolchain import find_compiler
+
+    if blas.find_blas()[0] is None or not sgemm.available(find_compiler())[0]:
+        pytest.skip("the own sgemm is not used here: tiles are its feature")
+    threads(n)
+    rng = np.random.default_rng(21)
+    a = rng.standard_normal((24, 40, 64), np.float32)
+    w = rng.standard_normal((600, 64), np.float32)  # linear: 600 columns, 2 tiles and a part
+    bias, res = rng.standard_normal(600).astype(np.float32), rng.standard_normal(
+        (24, 40, 600)).astype(np.float32)
+    assert a.shape[0] * a.shape[1] * 600 * 4 > blas.TILE_MIN_BYTES
+
+    if weights == "param":
+        def f(x, r):
+            return rlx.nn.relu(rlx.nn.linear(x, rlx.param(w, "w"), rlx.param(bias, "b"))) + r
+        exe = rlx.compile(f, a, res, target="cpu", record=False)
+        got = exe(a, res)
+    else:
+        def f(x, ww, b, r):
+            return rlx.nn.relu(rlx.nn.linear(x, ww, b)) + r
+        exe = rlx.compile(f, a, w, bias, res, target="cpu", record=False)
+        got = exe(a, w, bias, res)
+    src = _matmul_kernel_source(exe)
+    assert f"jc += {blas.TILE_COLS}" in src, src
+    assert ("rb += " in src) == (weights == "param")  # row tiles only re-read packed panels
+    want = np.maximum(a.astype(np.float64) @ w.T + bias, 0.0) + res
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
