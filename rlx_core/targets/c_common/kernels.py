@@ -404,7 +404,9 @@ def _concat(env: KernelEnv, node: Node, out: Buffer, w: Writer) -> str:
     return "concat"
 
 
-def _split(shape: Shape, ax: int) -> tuple[int, int, int]:
+def split_axis(shape: Shape, ax: int) -> tuple[int, int, int]:
+    """(elements before axis ``ax``, its extent, elements after it): a row-major tensor as
+    pre x size x post."""
     return math.prod(shape[:ax]), shape[ax], math.prod(shape[ax + 1:])
 
 
@@ -419,7 +421,7 @@ def _norm_index(w: Writer, env: KernelEnv, idx: str, size: int, bad: str) -> Non
 def _gather(env: KernelEnv, node: Node, out: Buffer, w: Writer) -> str:
     x, idx = env.inputs[node.inputs[0]], env.inputs[node.inputs[1]]
     ax = node.attr("axis")
-    pre, size, post = _split(x.type.shape, ax)
+    pre, size, post = split_axis(x.type.shape, ax)
     q = idx.type.size
     esz = ct.storage(x.type.dtype)
     w.open(f"for (int64_t p = 0; p < {pre}; ++p)")
@@ -438,7 +440,7 @@ def _scatter_add(env: KernelEnv, node: Node, out: Buffer, w: Writer) -> str:
     x, idx, upd = (env.inputs[i] for i in node.inputs)
     ax = node.attr("axis")
     d = x.type.dtype
-    pre, size, post = _split(x.type.shape, ax)
+    pre, size, post = split_axis(x.type.shape, ax)
     q = idx.type.size
     total = x.type.size
     wide = d in (dt.f16, dt.bf16)

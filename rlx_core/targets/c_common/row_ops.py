@@ -30,25 +30,17 @@ import math
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Node
 from rlx_core.targets.c_common import ctype_table as ct
-from rlx_core.targets.c_common.expr import RenderError
-from rlx_core.targets.c_common.kernels import KernelEnv, splits
+from rlx_core.targets.c_common.expr import RenderError, render
+from rlx_core.targets.c_common.kernels import KernelEnv, split_axis, splits
 from rlx_core.targets.c_common.loops import Writer
 
 ROW_OPS: tuple[str, ...] = ("softmax", "log_softmax", "layer_norm", "rms_norm")
 ROW_DTYPES: tuple[str, ...] = ("f32", "f64")
 
 
-def _split(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
-    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
-
-
-def _math(d: dt.DType) -> dict[str, str]:
-    """C spellings of the scalar type and the functions a row kernel calls for dtype ``d``."""
-    if d == dt.f32:
-        return {"t": "float", "exp": "rlx_exp_f", "log": "logf", "sqrt": "sqrtf", "one": "1.0f",
-                "neg_inf": "-INFINITY"}
-    return {"t": "double", "exp": "exp", "log": "log", "sqrt": "sqrt", "one": "1.0",
-            "neg_inf": "-INFINITY"}
+def _fn(op: str, arg: str, d: dt.DType) -> str:
+    """The C expression of the unary MIR ``op`` on ``arg``, as generated kernels spell it."""
+    return render(op, {}, [arg], [d], d)
 
 
 def emit_row_op(env: KernelEnv, w: Writer, node: Node) -> str:
@@ -64,7 +56,7 @@ def emit_row_op(env: KernelEnv, w: Writer, node: Node) -> str:
         rank = len(shape)
         axis = node.attr("axis")
         axis = axis + rank if axis < 0 else axis
-        pre, n, post = _split(shape, axis)
+        pre, n, post = split_axis(shape, axis)
         _softmax(env, w, d, x, y, pre, n, post, node.op == "log_softmax")
     else:
         pre, n = math.prod(shape[:-1]), shape[-1] if shape else 1
@@ -75,7 +67,7 @@ def emit_row_op(env: KernelEnv, w: Writer, node: Node) -> str:
 
 def _rows(env: KernelEnv, w: Writer, pre: int, post: int, n: int) -> None:
     """Open the loop over rows ``p`` (and, for an inner axis, columns ``q``), spread over the
-    team like any generated loop; the row's first element is at ``base``, step ``st``."""
+    team like any generated loop; the row's first element is at ``base``."""
     pragma = env.parallel(pre * n * post, 0)
     if pragma:
         w.line(pragma + (" collapse(2)" if post > 1 and splits(pragma) else ""))
@@ -87,37 +79,35 @@ def _rows(env: KernelEnv, w: Writer, pre: int, post: int, n: int) -> None:
         w.line(f"const int64_t base = p * {n};")
 
 
-def _softmax(env: KernelEnv, w: Writer, d: dt.DType, x: str, y: str, pre: int, n: int, post: int,
-             log: bool) -> None:
-    m = _math(d)
-    t, st = m["t"], "" if post == 1 else f" * {post}"
-    at = f"[base + r{st}]"
+def _softmax(env: KernelEnv, w: Writer, d: dt.DType, x: str, y: str, pre: int, n: int,
+             post: int, log: bool) -> None:
+    t = ct.value(d)
+    at = f"[base + r{'' if post == 1 else f' * {post}'}]"
     _rows(env, w, pre, post, n)
     # the max as the decomposition's reduce_max: a NaN makes every later step NaN anyway
-    w.line(f"{t} mx = {m['neg_inf']};")
+    w.line(f"{t} mx = -INFINITY;")
     w.line("#pragma omp simd reduction(max:mx)")
     w.line(f"for (int64_t r = 0; r < {n}; ++r) mx = {x}{at} > mx ? {x}{at} : mx;")
     w.line("double s = 0.0;")
     w.line("#pragma omp simd reduction(+:s)")
     w.open(f"for (int64_t r = 0; r < {n}; ++r)")
-    w.line(f"const {t} e = {m['exp']}({x}{at} - mx);")
+    w.line(f"const {t} e = {_fn('exp', f'{x}{at} - mx', d)};")
     if not log:
         w.line(f"{y}{at} = e;")
     w.line("s += (double)e;")
     w.close()
     w.line(f"const {t} tot = ({t})s;")
     if log:
-        w.line(f"const {t} lt = {m['log']}(tot);")
+        w.line(f"const {t} lt = {_fn('log', 'tot', d)};")
         w.line(f"for (int64_t r = 0; r < {n}; ++r) {y}{at} = ({x}{at} - mx) - lt;")
     else:
         w.line(f"for (int64_t r = 0; r < {n}; ++r) {y}{at} = {y}{at} / tot;")
     _close_rows(w, post)
 
 
-def _norm(env: KernelEnv, w: Writer, d: dt.DType, x: str, y: str, pre: int, n: int, extra: list[str], eps: float,
-          centre: bool) -> None:
-    m = _math(d)
-    t = m["t"]
+def _norm(env: KernelEnv, w: Writer, d: dt.DType, x: str, y: str, pre: int, n: int,
+          extra: list[str], eps: float, centre: bool) -> None:
+    t = ct.value(d)
     lit = ct.literal(eps, d)
     _rows(env, w, pre, 1, n)
     if centre:
@@ -134,7 +124,7 @@ def _norm(env: KernelEnv, w: Writer, d: dt.DType, x: str, y: str, pre: int, n: i
     w.line(f"const {t} c = {dev};")
     w.line("v += (double)(c * c);")
     w.close()
-    w.line(f"const {t} rstd = {m['one']} / {m['sqrt']}(({t})v / ({t}){n} + {lit});")
+    w.line(f"const {t} rstd = {_fn('rsqrt', f'({t})v / ({t}){n} + {lit}', d)};")
     val = f"{dev} * rstd"
     if len(extra) >= 1:
         val = f"({val}) * {extra[0]}[r]"
@@ -148,14 +138,5 @@ def _close_rows(w: Writer, post: int) -> None:
     if post > 1:
         w.close()
     w.close()
-
-
-def row_op_supported(node: Node) -> bool:
-    """Can ``node`` be written as a row kernel (the renderer's side of the capability claim)?"""
-    if node.op not in ROW_OPS or node.type.dtype.name not in ROW_DTYPES:
-        return False
-    if node.op in ("layer_norm", "rms_norm"):
-        return len(node.type.shape) >= 1
-    return True
 
 

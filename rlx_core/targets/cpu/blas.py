@@ -104,7 +104,8 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
         w.line(f"{fn}(CblasRowMajor, {ta}, {tb}, {rows}, {n}, {k}, {one}, {a}, {lda}, {b_b}, "
                f"{ldb}, {zero}, {c}, {n});")
 
-    if own_sgemm and sgemm.takes(spec.dtype, n):
+    own = own_sgemm and sgemm.takes(spec.dtype, n)
+    if own:
         label = sgemm.IMPL
         # element (i, p) of op(A) is A[i*rm + p*rk]; (p, j) of op(B) is B[p*brk + j*brn]
         rm, rk = (1, m) if spec.trans_a else (k, 1)
@@ -119,11 +120,10 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
             else:
                 w.line(f"rlx_sgemm({rows}, {n}, {k}, {a}, {rm}, {rk}, {b_b}, {brk}, {brn}, "
                        f"{c}, {n}, {n0}, {n1});")
-        call.tiles = (True, bool(packed))  # type: ignore[attr-defined]
 
     work = spec.batch * m * n * k
     if env.sync:
-        _team_gemm(w, spec, call, a_b, c_b, work, epilogue)
+        _team_gemm(w, spec, call, a_b, c_b, work, epilogue, tiles=(own, bool(packed)))
         return label
     pragma = env.parallel(work, 0) if work >= GEMM_PARALLEL_MIN else None
     if pragma is None or (spec.batch == 1 and m < 16):
@@ -162,22 +162,24 @@ TILE_MIN_BYTES = 1 << 20
 
 
 def _row_block(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, thread: str,
-               epilogue: BlockEpilogue | None = None) -> None:
+               epilogue: BlockEpilogue | None = None,
+               tiles: tuple[bool, bool] = (False, False)) -> None:
     """Thread ``thread``'s block of rows of C, a multiple of 16 rows (the micro-kernels' row
     tile; with an epilogue over several row dimensions, of its ``row_unit`` as well), and of
     op(A): rows of A, or columns of a transposed A.
 
-    With the own kernel and an epilogue that narrows by columns too, the block is computed in
-    tiles (TILE_COLS columns; TILE_ROWS-ish rows when B is prepacked, so re-reading B per row
-    tile costs no packing) and each tile's epilogue follows at once, while the tile is in
-    L2: written after a whole block it read C back from memory (a thread's block of MiniLM's
-    FFN at batch 32 is 12 MB)."""
+    ``tiles`` is (does ``call`` run the own kernel, which takes a column range ``cols``; is its
+    B prepacked). With the own kernel and an epilogue that narrows by columns too, the block
+    is computed in tiles (TILE_COLS columns; TILE_ROWS-ish rows when B is prepacked, so
+    re-reading B per row tile costs no packing) and each tile's epilogue follows at once,
+    while the tile is in L2: written after a whole block it read C back from memory (a
+    thread's block of MiniLM's FFN at batch 32 is 12 MB)."""
     m, n = spec.m, spec.n
     unit = math.lcm(16, epilogue.row_unit) if epilogue else 16
     w.line(f"const int64_t per = (({m} + team - 1) / team + {unit - 1}) / {unit} * {unit};")
     w.line(f"const int64_t r0 = {thread} * per, rows = {m} - r0 < per ? {m} - r0 : per;")
     w.open("if (rows > 0)")
-    own, packed = getattr(call, "tiles", (False, False))
+    own, packed = tiles
     big = m * n * spec.dtype.bits // 8 > TILE_MIN_BYTES
     if not (epilogue and own and big and epilogue.fits("cols") and n > TILE_COLS):
         a_off = "r0" if spec.trans_a else f"r0 * {spec.k}"
@@ -204,7 +206,7 @@ def _row_block(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, thread: str,
 
 
 def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, work: int,
-               epilogue: BlockEpilogue | None) -> None:
+               epilogue: BlockEpilogue | None, tiles: tuple[bool, bool] = (False, False)) -> None:
     """Team mode (rlx_core/targets/cpu/team.py): every thread of the region runs this block.
 
     Whole batches per thread when there are enough, else a block of rows of C each (a
@@ -240,7 +242,7 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, work: int,
     w.close()
     w.open("else")
     w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
-    _row_block(w, spec, call, a_b, c_b, "tid", epilogue)
+    _row_block(w, spec, call, a_b, c_b, "tid", epilogue, tiles)
     w.close()
     w.close()
     w.close()
