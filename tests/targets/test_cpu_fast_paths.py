@@ -62,6 +62,22 @@ def test_exp_erf_vectorised_forms_match_numpy() -> None:
     assert "rlx_exp_f(" in "".join(exe.sources.values())
 
 
+def test_erf_rational_is_accurate_across_its_range_and_relative_near_zero() -> None:
+    from scipy.special import erf
+
+    # dense where the rational approximation lives, plus its clamp point and tiny arguments
+    x = np.concatenate([np.linspace(-4.5, 4.5, 200_001, dtype=np.float32),
+                        np.float32(4.0) + np.arange(-4, 5, dtype=np.float32) * 4.8e-7,
+                        np.geomspace(1e-38, 1.0, 2001, dtype=np.float32)])
+    got = rlx.compile(rlx.erf, x, target="cpu", record=False)(x)
+    want = erf(x.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=0, atol=4.5e-7)
+    small = np.abs(x) < 1.0
+    np.testing.assert_allclose(got[small], want[small], rtol=5e-7, atol=0)
+    assert np.abs(got).max() <= 1.0
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(x))
+
+
 def test_repeated_blocks_share_one_kernel_function() -> None:
     rng = np.random.default_rng(4)
     x = rng.standard_normal((4, 8), np.float32)
