@@ -149,13 +149,19 @@ class Kernel:
 
 @dataclass(frozen=True)
 class BufferSlot:
-    """Where an intermediate lives in the arena, and between which kernels it is alive."""
+    """Where an intermediate lives in the arena, and between which kernels it is alive.
+
+    ``alias`` names the slot whose bytes this value shares (a reshape of it: the same bytes
+    in the same order, so the reshape kernel has nothing to copy); that root's span covers
+    every alias's. "" for a value with bytes of its own.
+    """
 
     value: str
     offset: int
     size: int
     first: int  # index of the kernel that writes it
     last: int  # index of the last kernel that reads it
+    alias: str = ""
 
 
 @dataclass(frozen=True)
@@ -172,6 +178,11 @@ class ArenaPlan:
             if s.value == value:
                 return s
         return None
+
+    def is_alias(self, value: str) -> bool:
+        """Does ``value`` share another slot's bytes (so writing it copies nothing)?"""
+        s = self.slot(value)
+        return s is not None and bool(s.alias)
 
 
 @dataclass

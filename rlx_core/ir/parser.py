@@ -434,7 +434,7 @@ class _Parser:
                 break
             if not self.at(Tok.VALUE):
                 raise self.error(
-                    f"expected a slot (%v @offset +size live a..b) or '}}' closing "
+                    f"expected a slot (%v @offset +size live a..b [alias %r]) or '}}' closing "
                     f"the arena (opened on line {open_tok.line}), found "
                     f"{self.tok.describe()}"
                 )
@@ -448,8 +448,12 @@ class _Parser:
             first = self.int_tok(self.expect(Tok.INT, what="the first kernel index"))
             self.expect(Tok.DOTDOT, what="'..' in the live range a..b")
             last = self.int_tok(self.expect(Tok.INT, what="the last kernel index"))
+            alias = ""
+            if self.at(Tok.IDENT) and self.tok.text == "alias":
+                self.advance()
+                alias = self.use("after 'alias' (the slot whose bytes it shares)")
             self.end_of_line("the arena slot")
-            slots.append(BufferSlot(value, self.int_tok(off_tok), size, first, last))
+            slots.append(BufferSlot(value, self.int_tok(off_tok), size, first, last, alias))
         self.advance()
         self.end_of_line("the arena's '}'")
         return ArenaPlan(tuple(slots), fields["peak"], fields["naive"], fields.get("align", 64))

@@ -106,7 +106,9 @@ def print_graph(g: Graph) -> str:
         p = g.plan
         lines.append(f"{INDENT}arena peak={p.peak_bytes} naive={p.naive_bytes} align={p.alignment} {{")
         for s in p.slots:
-            lines.append(f"{INDENT * 2}%{s.value} @{s.offset} +{s.size} live {s.first}..{s.last}")
+            alias = f" alias %{s.alias}" if s.alias else ""
+            lines.append(f"{INDENT * 2}%{s.value} @{s.offset} +{s.size} live {s.first}..{s.last}"
+                         f"{alias}")
         lines.append(f"{INDENT}}}")
     lines.append(f"{INDENT}return " + ", ".join(f"%{o}" for o in g.outputs))
     lines.append("}")

@@ -86,8 +86,21 @@ def _check_lir(g: Graph) -> None:
                                  f"{types[s.value].type.nbytes}")
         if s.offset + s.size > g.plan.peak_bytes:
             raise _fail(g, None, f"arena slot %{s.value} ends past peak {g.plan.peak_bytes}")
+    by_value = {s.value: s for s in slots}
+    for s in slots:
+        if not s.alias:
+            continue
+        r = by_value.get(s.alias)
+        if r is None or r.alias:
+            raise _fail(g, None, f"arena slot %{s.value} aliases %{s.alias}, which is not a "
+                                 "slot with bytes of its own")
+        if (r.offset, r.size) != (s.offset, s.size) or not r.first <= s.first <= s.last <= r.last:
+            raise _fail(g, None, f"arena slot %{s.value} aliases %{s.alias} but does not share "
+                                 "its bytes within its live range")
     for i, a in enumerate(slots):
         for b in slots[i + 1:]:
+            if (a.alias or a.value) == (b.alias or b.value):
+                continue  # one buffer under two names
             live = a.first <= b.last and b.first <= a.last
             overlap = a.offset < b.offset + b.size and b.offset < a.offset + a.size
             if live and overlap:

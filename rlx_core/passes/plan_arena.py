@@ -7,6 +7,12 @@ slot is alive from the kernel that writes it (``first``) to the last kernel that
 is greedy: largest slot first, each at the lowest aligned offset that no slot alive at the same
 time occupies. Sizes are rounded up to the alignment, so every slot starts aligned and
 ``naive_bytes`` (one buffer per value) compares like for like with ``peak_bytes``.
+
+A reshape is the same bytes in the same order under another shape, so a reshape kernel's
+output *aliases* its input when both are arena slots: it gets the input's offset, the root's
+span grows to the alias's last reader, and the kernel has nothing to copy (a renderer may skip
+it; one that copies anyway writes the bytes onto themselves). MiniLM's head split and merge
+are 27 reshapes a call.
 """
 
 from __future__ import annotations
@@ -36,6 +42,19 @@ def liveness(g: Graph) -> dict[str, tuple[int, int]]:
     return spans
 
 
+def aliases(g: Graph, spans: dict[str, tuple[int, int]]) -> dict[str, str]:
+    """value -> the slot whose bytes it shares: outputs of one-node reshape kernels whose
+    input is an arena slot too (chains resolve to their first value)."""
+    root: dict[str, str] = {}
+    for k in g.kernels:
+        if k.kind == "opaque" and len(k.nodes) == 1 and k.nodes[0].op == "reshape":
+            n = k.nodes[0]
+            src = n.inputs[0]
+            if n.name in spans and src in spans:
+                root[n.name] = root.get(src, src)
+    return root
+
+
 def place(sizes: dict[str, int], spans: dict[str, tuple[int, int]],
           alignment: int) -> dict[str, int]:
     """Greedy first fit, largest first (ties: earlier writer, then name): value -> offset."""
@@ -60,6 +79,7 @@ class PlanArena:
 
     name: str = "plan_arena"
     alignment: int = 64
+    alias_reshapes: bool = True
 
     def run(self, g: Graph, ctx: PassContext) -> Graph:
         if g.level is not Level.LIR:
@@ -68,8 +88,15 @@ class PlanArena:
         types = g.values()
         spans = liveness(g)
         sizes = {v: align_up(types[v].type.nbytes, self.alignment) for v in spans}
-        offsets = place(sizes, spans, self.alignment)
-        slots = tuple(BufferSlot(v, offsets[v], sizes[v], *spans[v]) for v in spans)
+        alias = aliases(g, spans) if self.alias_reshapes else {}
+        group = dict(spans)  # a root lives until the last reader of any of its aliases
+        for v, r in alias.items():
+            group[r] = (group[r][0], max(group[r][1], spans[v][1]))
+            del group[v]
+        offsets = place({v: sizes[v] for v in group}, group, self.alignment)
+        slots = tuple(BufferSlot(v, offsets[alias.get(v, v)], sizes[v],
+                                 *(spans[v] if v in alias else group[v]), alias.get(v, ""))
+                      for v in spans)
         peak = max((s.offset + s.size for s in slots), default=0)
         plan = ArenaPlan(slots, peak, sum(sizes.values()), self.alignment)
         out = g.with_nodes(g.nodes)

@@ -28,8 +28,8 @@ def lir_of(g: Graph) -> Graph:
     return verify(Fuse().run(verify(g), PassContext()))
 
 
-def plan(g: Graph) -> Graph:
-    return verify(PlanArena().run(lir_of(g), PassContext()))
+def plan(g: Graph, alias_reshapes: bool = True) -> Graph:
+    return verify(PlanArena(alias_reshapes=alias_reshapes).run(lir_of(g), PassContext()))
 
 
 def chain(layers: int, width: int = 32) -> tuple[Graph, list[str]]:
@@ -69,20 +69,64 @@ def test_chain_runs_through_the_arena() -> None:
     np.testing.assert_array_equal(build_program(lir).run([x], params)[0], want)
 
 
-def test_offsets_are_aligned_and_sizes_rounded() -> None:
+def reshape_chain() -> tuple[Graph, list[str]]:
+    """x -> exp -> reshape -> reshape -> add(.., exp): two reshapes of an arena value."""
     x = Value("x", TensorType(F32, (3,)), ValueKind.INPUT)
     b = Builder()
     a = b.emit("exp", [x])
     r = b.emit("reshape", [a], {"shape": (1, 3)})
     c = b.emit("reshape", [r], {"shape": (3,)})
     y = b.emit("add", [c, a])
-    g = Graph("g", Level.MIR, (x,), (), tuple(b.nodes), (y.name,))
-    p = plan(g).plan
-    assert {s.value for s in p.slots} == {a.name, r.name, c.name}
+    return Graph("g", Level.MIR, (x,), (), tuple(b.nodes), (y.name,)), [a.name, r.name, c.name]
+
+
+def test_offsets_are_aligned_and_sizes_rounded() -> None:
+    g, names = reshape_chain()
+    p = plan(g, alias_reshapes=False).plan
+    assert {s.value for s in p.slots} == set(names)
     assert all(s.offset % 64 == 0 and s.size == 64 for s in p.slots)
     # a is alive from kernel 0 to kernel 3, so it overlaps both reshapes; r and c touch at k2
     assert p.peak_bytes == 3 * 64
     assert align_up(1, 64) == 64 and align_up(128, 64) == 128 and align_up(0, 64) == 0
+
+
+def test_reshapes_alias_their_input_and_the_root_lives_for_all_of_them() -> None:
+    g, (a, r, c) = reshape_chain()
+    lir = plan(g)
+    p = lir.plan
+    slots = {s.value: s for s in p.slots}
+    assert slots[r].alias == a and slots[c].alias == a  # a chain resolves to its first value
+    assert slots[a].alias == "" and {s.offset for s in p.slots} == {0}
+    assert (slots[a].first, slots[a].last) == (0, 3) and (slots[c].first, slots[c].last) == (2, 3)
+    assert p.peak_bytes == 64 and p.naive_bytes == 3 * 64
+    assert p.is_alias(c) and not p.is_alias(a) and not p.is_alias("nope")
+    text = print_graph(lir)
+    assert f"alias %{a}" in text and parse(text).plan == p
+    x = np.array([0.5, -1.0, 2.0], np.float32)
+    np.testing.assert_array_equal(build_program(lir).run([x], {})[0], interpret(g, [x])[0])
+
+
+def test_reshapes_of_caller_buffers_or_of_returned_values_keep_their_own_bytes() -> None:
+    x = Value("x", TensorType(F32, (2, 3)), ValueKind.INPUT)
+    b = Builder()
+    r = b.emit("reshape", [x], {"shape": (3, 2)})  # of a graph input: the caller owns x
+    e = b.emit("exp", [r])
+    ret = b.emit("reshape", [e], {"shape": (6,)})  # returned: outlives the call
+    t = b.emit("tanh", [ret])
+    g = Graph("g", Level.MIR, (x,), (), tuple(b.nodes), (ret.name, t.name))
+    p = plan(g).plan
+    assert not any(s.alias for s in p.slots)
+
+
+def test_verifier_rejects_an_alias_off_its_roots_bytes() -> None:
+    import dataclasses
+
+    g, (a, r, c) = reshape_chain()
+    lir = plan(g)
+    bad = tuple(dataclasses.replace(s, offset=64) if s.value == c else s for s in lir.plan.slots)
+    lir.plan = dataclasses.replace(lir.plan, slots=bad, peak_bytes=128)
+    with pytest.raises(VerifyError, match="does not share its bytes"):
+        verify(lir)
 
 
 def test_liveness_spans_writer_to_last_reader() -> None:
@@ -113,9 +157,12 @@ def random_dag(seed: int) -> Graph:
         elif kind < 0.85:
             s = b.emit(rng.choice(["reduce_sum", "reduce_max"]), [a], {"axes": (1,)})
             v = b.emit("broadcast_in_dim", [s], {"shape": (4, 6), "dims": (0,)})
-        else:
+        elif kind < 0.93:
             t = b.emit("transpose", [a], {"perm": (1, 0)})
             v = b.emit("transpose", [t], {"perm": (1, 0)})
+        else:  # reshapes: aliases of their input's slot
+            t = b.emit("reshape", [a], {"shape": (6, 4)})
+            v = b.emit("reshape", [t], {"shape": (4, 6)})
         pool.append(v)
     outs = tuple(dict.fromkeys(v.name for v in rng.sample(pool[1:], min(2, len(pool) - 1))))
     return Graph("r", Level.MIR, (x,), (), tuple(b.nodes), outs)

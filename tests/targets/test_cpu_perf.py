@@ -99,3 +99,36 @@ def test_run_fast_path_still_converts_odd_inputs() -> None:
     np.testing.assert_array_equal(again, got)
     with pytest.raises(ArgumentError):
         run([x, w], exe.params)
+
+
+def _heads(x):
+    """A head split and merge around elementwise work: two reshapes of arena values."""
+    h = rlx.tanh(x).reshape(4, 8, 4)
+    return (rlx.exp(h) * 2.0).reshape(4, 32) + x
+
+
+@pytest.mark.parametrize("profile", [False, True])
+def test_aliased_reshapes_run_no_kernel_and_no_barrier(monkeypatch: pytest.MonkeyPatch,
+                                                       profile: bool) -> None:
+    if profile:
+        monkeypatch.setenv("RLX_CPU_PROFILE", "1")
+    x = np.random.default_rng(3).standard_normal((4, 32)).astype(np.float32)
+    exe = rlx.compile(_heads, x, target="cpu", record=False)
+    kernels = exe.lir.kernels
+    aliased = [k.name for k in kernels if k.nodes[0].op == "reshape"]
+    assert len(aliased) == 2 and all(exe.lir.plan.is_alias(k.outputs[0]) for k in kernels
+                                     if k.name in aliased)
+    h = np.tanh(x).reshape(4, 8, 4)
+    want = (np.exp(h) * 2.0).reshape(4, 32) + x
+    for _ in range(2):
+        np.testing.assert_allclose(exe(x), want, rtol=1e-6, atol=1e-6)
+    info = exe.program.info
+    src = info["source"]
+    run = src[src.index("_run("):]
+    called = [k.name for k in kernels if f"_{k.name}(" in run]
+    assert called == [k.name for k in kernels if k.name not in aliased]
+    assert all(info["kernels"][k]["impl"] == "alias" for k in aliased)
+    if profile:
+        rows = info["profile"]()
+        assert all(rows[k]["calls"] == 0 for k in aliased)
+        assert all(r["calls"] == 2 for k, r in rows.items() if k not in aliased)

@@ -150,7 +150,9 @@ class CLikeRenderer:
             impls[k.name] = impl
             kinds[k.name] = k.kind
             scratch_needed = max(scratch_needed, scratch)
-            calls.append(self.call(k, idx, prefix, types, where, arena_end, scratch > 0))
+            # an aliased reshape has no call: its bytes are already in place
+            calls.append("" if impl == "alias" else
+                         self.call(k, idx, prefix, types, where, arena_end, scratch > 0))
         arena_bytes = align(arena_end + scratch_needed)
         bound_bytes, bound_text = self.bound_region(prefix, arena_bytes)
         bind_state = (arena_bytes, bound_bytes) if bound_bytes else (0, 0)
@@ -225,6 +227,10 @@ class CLikeRenderer:
             impl = emit_reduce(env, w)
         elif k.kind == "matmul":
             impl, scratch = emit_matmul(env, w, self.gemm)
+        elif self.aliased(g, k):
+            w.line(f"/* %{c_comment(k.outputs[0])} shares the arena bytes of "
+                   f"%{c_comment(k.inputs[0])}: nothing to copy (the call is skipped) */")
+            impl = "alias"
         elif k.kind == "opaque" and len(k.nodes) == 1 and k.nodes[0].op in ROW_OPS:
             impl = emit_row_op(env, w, k.nodes[0])  # a normalisation the target kept whole
         elif k.kind == "opaque":
@@ -258,7 +264,15 @@ class CLikeRenderer:
                 f"    for (int i = 0; i < {count}; ++i) {{ seconds[i] = {prefix}_prof_s[i]; "
                 f"calls[i] = {prefix}_prof_n[i]; }}\n}}\n")
 
+    @staticmethod
+    def aliased(g: Graph, k: Kernel) -> bool:
+        """Is ``k`` a reshape whose output the arena plan placed on its input's bytes?"""
+        return (g.plan is not None and k.kind == "opaque" and len(k.nodes) == 1
+                and k.nodes[0].op == "reshape" and g.plan.is_alias(k.outputs[0]))
+
     def timed(self, prefix: str, idx: int, call: str) -> str:
+        if not call:
+            return call  # an aliased reshape: no call to time
         return (f"    {{ const double t0 = {prefix}_now();\n{call}\n"
                 f"      {prefix}_prof_s[{idx}] += {prefix}_now() - t0; "
                 f"++{prefix}_prof_n[{idx}]; }}")

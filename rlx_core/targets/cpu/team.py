@@ -115,13 +115,18 @@ def team_calls(calls: list[str], team: list[bool],
     then ends in a barrier, the last one too).
     """
     out: list[str] = []
-    last = len(calls) - 1
-    for i, (call, is_team) in enumerate(zip(calls, team, strict=True)):
+    # an empty call is a kernel with nothing to run (an aliased reshape): no barrier either
+    live = [i for i, call in enumerate(calls) if call.strip()]
+    if len(team) != len(calls):
+        raise ValueError(f"{len(calls)} kernel calls but {len(team)} team flags")
+    for pos, i in enumerate(live):
+        call, is_team = calls[i], team[i]
+        nxt = live[pos + 1] if pos + 1 < len(live) else None
         if timer:
             out.append("        if (rlx_team_tid == 0) " + timer(i)[0])
         body = call.strip()
         out.append("        " + body if is_team else "        if (rlx_team_tid == 0) " + body)
-        if (i < last and (is_team or team[i + 1])) or (timer and is_team):
+        if (nxt is not None and (is_team or team[nxt])) or (timer and is_team):
             out.append("        " + SYNC)
         if timer:
             out.append("        if (rlx_team_tid == 0) " + timer(i)[1])

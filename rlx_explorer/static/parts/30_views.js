@@ -279,9 +279,10 @@ function viewMemory(app, box) {
   for (const slot of mem.slots) {
     const rect = s("rect", { x: 50 + slot.first * (W / steps), y: 20 + (slot.offset / peak) * H,
       width: Math.max(2, (slot.last - slot.first + 1) * (W / steps) - 2),
-      height: Math.max(2, (slot.size / peak) * H - 1), class: "rlx-slot", "data-node": slot.id });
+      height: Math.max(2, (slot.size / peak) * H - 1), class: slot.alias ? "rlx-slot rlx-alias" : "rlx-slot", "data-node": slot.id });
     rect.append(s("title", { text: `%${slot.value}: ${fmtBytes(slot.size)} @${slot.offset}, ` +
-      `live kernels ${slot.first}..${slot.last}` }));
+      `live kernels ${slot.first}..${slot.last}` +
+      (slot.alias ? `, shares the bytes of %${slot.alias} (a reshape: nothing copied)` : "") }));
     rect.addEventListener("click", () => slot.id && app.selectById("lir", slot.id));
     svg.append(rect);
   }

@@ -174,7 +174,7 @@ const CSS_TEXT = `
 .rlx-ok{color:#15803d}.rlx-bad-text{color:#b91c1c}.rlx-card{border:1px solid #fca5a5;border-radius:5px;padding:6px;margin:4px 0;background:#fff7f7;cursor:pointer}
 .rlx-code-badge{background:#b91c1c;color:#fff;border-radius:3px;padding:0 4px}.rlx-hint{color:#1d4ed8;font-weight:600}
 .rlx-srcline code{background:#fef9c3}.rlx-srcsel{background:#fef08a;display:inline-block;width:100%}
-.rlx-slot{fill:#93c5fd;stroke:#1e3a8a;stroke-width:.5;cursor:pointer}.rlx-slot.rlx-hl{fill:#f87171}
+.rlx-slot{fill:#93c5fd;stroke:#1e3a8a;stroke-width:.5;cursor:pointer}.rlx-slot.rlx-hl{fill:#f87171}.rlx-slot.rlx-alias{fill-opacity:.35;stroke-dasharray:3 2}
 .rlx-bars{display:flex;align-items:flex-end;gap:1px;height:62px}.rlx-bar{width:8px;background:#60a5fa}
 .rlx-hbar{height:8px;background:#60a5fa}.rlx-scroll{overflow:auto;max-width:100%}.rlx-detail{border-top:1px solid #e2e8f0;padding:4px 0}
 `;
