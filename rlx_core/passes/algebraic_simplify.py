@@ -141,6 +141,41 @@ def reshape_reshape(node: Node, view: RewriteView) -> Replacement:
     return [view.emit("reshape", [src], {"shape": node.out.type.shape})]
 
 
+def _through_transpose(view: RewriteView, operand: str, batch: tuple[int, ...],
+                       contract: tuple[int, ...]) -> tuple[str, tuple[int, ...],
+                                                           tuple[int, ...]] | None:
+    """(source, batch, contract) naming ``operand``'s dims on the source of its transpose, or
+    None when it is no transpose or when the transpose reorders free dims (the dot's result
+    lists free dims in operand order, so reading the source would permute the result)."""
+    t = view.producer(operand)
+    if t is None or t.op != "transpose":
+        return None
+    perm = tuple(t.attr("perm"))
+    free = [perm[i] for i in range(len(perm)) if i not in batch and i not in contract]
+    if free != sorted(free):
+        return None
+    return t.inputs[0], tuple(perm[i] for i in batch), tuple(perm[i] for i in contract)
+
+
+def dot_of_transpose(node: Node, view: RewriteView) -> Replacement:
+    """dot_general(transpose(x, p), y) -> dot_general(x, y) with x's dims in the dimension
+    numbers (the same for y): a transpose feeding a matmul is only a layout, and the matmul
+    kernel reads its operand in whatever layout it is (MiniLM's head split: a strided GEMM
+    instead of a copy)."""
+    (lc, rc), (lb, rb) = node.attr("contract"), node.attr("batch")
+    lhs, rhs = node.inputs
+    left = _through_transpose(view, lhs, tuple(lb), tuple(lc))
+    right = _through_transpose(view, rhs, tuple(rb), tuple(rc))
+    if left is None and right is None:
+        return None
+    if left is not None:
+        lhs, lb, lc = left
+    if right is not None:
+        rhs, rb, rc = right
+    return [view.emit("dot_general", [lhs, rhs], {"contract": (tuple(lc), tuple(rc)),
+                                                   "batch": (tuple(lb), tuple(rb))})]
+
+
 def select_known(node: Node, view: RewriteView) -> Replacement:
     """select(true, a, b) -> a, select(false, a, b) -> b, select(p, a, a) -> a."""
     p, a, b = node.inputs
@@ -174,6 +209,7 @@ RULES: Rules = (
     ("transpose", transpose_transpose),
     ("reshape", reshape_reshape),
     ("select", select_known),
+    ("dot_general", dot_of_transpose),
 )
 
 

@@ -109,6 +109,35 @@ def test_movement_chains_are_exact() -> None:
     assert_equivalent(graph, out, args)
 
 
+def test_transposes_feeding_a_matmul_fold_into_its_dimension_numbers() -> None:
+    # attention's head split: q and k are (b, s, h, d) -> (b, h, s, d) transposes
+    g = G()
+    xq = g.input("xq", "i32", (2, 5, 3, 4))
+    xk = g.input("xk", "i32", (2, 5, 3, 4))
+    q = g.op("transpose", xq, perm=(0, 2, 1, 3))
+    k = g.op("transpose", xk, perm=(0, 2, 1, 3))
+    s = g.op("dot_general", q, k, contract=((3,), (3,)), batch=((0, 1), (0, 1)))
+    graph = g.graph(s)
+    out = simplify(graph)
+    assert [n.op for n in out.nodes] == ["dot_general"]
+    dot = out.nodes[0]
+    assert dot.inputs == ("xq", "xk")
+    assert dot.attr("batch") == ((0, 2), (0, 2)) and dot.attr("contract") == ((3,), (3,))
+    rng = np.random.default_rng(0)
+    args = {n: rng.integers(-9, 9, (2, 5, 3, 4)).astype(np.int32) for n in ("xq", "xk")}
+    assert_equivalent(graph, out, args)
+
+
+def test_a_transpose_that_reorders_free_dims_stays() -> None:
+    g = G()
+    x = g.input("x", "f32", (3, 4, 5))
+    w = g.input("w", "f32", (5, 2))
+    t = g.op("transpose", x, perm=(1, 0, 2))  # free dims 0 and 1 swap: the result would too
+    y = g.op("dot_general", t, w, contract=((2,), (0,)))
+    out = simplify(g.graph(y))
+    assert [n.op for n in out.nodes] == ["transpose", "dot_general"]
+
+
 def test_select_and_logical_not() -> None:
     g = G()
     p = g.input("p", "bool", (4,))

@@ -11,8 +11,12 @@ Loop nest (after bringing each operand into a canonical layout)::
     for i in ndindex(result):                      # the epilogue (bias, activation, ...)
         y[i] = epi(C[i], ...)
 
-An operand whose batch / free / contract axes are not in one of those orders is first copied
-into scratch in [B, M, K] / [B, K, N] order. ``C`` is the dot result's own output buffer, an
+Each operand is read through ``Strides``: op(A)[b, i, p] is A[offset(b) + i*row + p*col], with
+a stride per batch dimension. Any operand whose free dims, and whose contract dims, each
+flatten to one stride is read in place, whatever the order of its axes (MiniLM's head split:
+q, k and v are transposed views the GEMM walks with a row stride of 384); only an operand
+whose free or contract dims interleave with others is first copied into scratch in
+[B, M, K] / [B, K, N] order. ``C`` is the dot result's own output buffer, an
 epilogue output of the same dtype (the epilogue then runs in place: each element reads C[i]
 before writing y[i]), or scratch.
 """
@@ -43,8 +47,40 @@ NB = 256  # accumulator block along N in the generated kernel (fits in L1 with i
 
 
 @dataclass(frozen=True)
+class Strides:
+    """Where an operand's elements are: op(X)[b, i, j] = X[offset(b) + i * row + j * col].
+
+    ``batch`` holds (extent, stride) per batch dimension, outermost first (the flat batch
+    index b runs over them in row-major order). Strides count elements."""
+
+    batch: tuple[tuple[int, int], ...]
+    row: int
+    col: int
+
+    @staticmethod
+    def dense(batch: int, rows: int, cols: int, transposed: bool = False) -> Strides:
+        """[batch, rows, cols] row-major, or [batch, cols, rows] when ``transposed``."""
+        return Strides(((batch, rows * cols),), 1 if transposed else cols,
+                       rows if transposed else 1)
+
+    def offset(self, bb: str) -> str:
+        """C expression of batch ``bb``'s first element."""
+        dims = [(e, st) for e, st in self.batch if e > 1]
+        terms, inner = [], 1
+        for i, (extent, stride) in enumerate(reversed(dims)):
+            at = f"({bb})" if inner == 1 else f"({bb}) / {inner}"
+            if i < len(dims) - 1:
+                at = f"{at} % {extent}"
+            terms.append(f"({at}) * {stride}")
+            inner *= extent
+        return " + ".join(reversed(terms)) or "0"
+
+
+@dataclass(frozen=True)
 class GemmSpec:
-    """One canonical (batched) GEMM: C[b] = op(A[b]) @ op(B[b]), row-major, dense batches."""
+    """One (batched) GEMM: C[b] = op(A)[b] @ op(B)[b], C dense [batch, m, n] row-major.
+
+    ``sa`` walks op(A) (rows: m, cols: k), ``sb`` walks op(B) (rows: k, cols: n)."""
 
     dtype: DType
     batch: int
@@ -54,22 +90,67 @@ class GemmSpec:
     a: str  # pointer expressions
     b: str
     c: str
-    trans_a: bool  # A is [B, K, M]
-    trans_b: bool  # B is [B, N, K]
+    sa: Strides
+    sb: Strides
+
+    def a_at(self, bb: str) -> str:
+        """C pointer to op(A)'s batch ``bb``."""
+        off = self.sa.offset(bb)
+        return self.a if off == "0" else f"{self.a} + {off}"
+
+    def b_at(self, bb: str) -> str:
+        """C pointer to op(B)'s batch ``bb``."""
+        off = self.sb.offset(bb)
+        return self.b if off == "0" else f"{self.b} + {off}"
 
 
-def _layout(rank: int, batch: tuple[int, ...], contract: tuple[int, ...],
-            lhs: bool) -> tuple[bool | None, tuple[int, ...]]:
-    """(transposed?, canonical permutation); transposed is None when a copy is needed."""
+def _flat(shape: tuple[int, ...], strides: tuple[int, ...],
+          dims: tuple[int, ...]) -> tuple[int, int] | None:
+    """(extent, stride) of ``dims`` read as one flattened index in the given order, or None
+    when they do not flatten (a dim of another group sits between them). Extent-1 dims do not
+    count; a group with no dims left gets stride 0 (its index is always 0)."""
+    wide = [d for d in dims if shape[d] > 1]
+    for a, b in zip(wide, wide[1:], strict=False):
+        if strides[a] != strides[b] * shape[b]:
+            return None
+    return math.prod(shape[d] for d in dims), (strides[wide[-1]] if wide else 0)
+
+
+def operand_strides(shape: tuple[int, ...], batch: tuple[int, ...], contract: tuple[int, ...],
+                    lhs: bool) -> Strides | None:
+    """The operand of a dot_general (row-major ``shape``) as Strides, or None if it needs a
+    copy: its free dims (in order) and its contract dims (in the dot's order) must each
+    flatten to one stride."""
+    dense = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        dense[i] = dense[i + 1] * shape[i + 1]
+    st = tuple(dense)
+    free = tuple(i for i in range(len(shape)) if i not in batch and i not in contract)
+    f, c = _flat(shape, st, free), _flat(shape, st, contract)
+    if f is None or c is None:
+        return None
+    (fe, fs), (ce, cs) = f, c
+    # an index that is always 0 may take any stride: give it the one of a dense layout the
+    # other index already matches, so BLAS sees a unit stride and a valid leading dimension
+    if fe == 1:
+        fs = ce if cs == 1 else 1
+    if ce == 1:
+        cs = fe if fs == 1 else 1
+    rows, cols = ((fs, cs) if lhs else (cs, fs))
+    merged: list[tuple[int, int]] = []
+    for extent, stride in ((shape[d], st[d]) for d in batch if shape[d] > 1):
+        if merged and merged[-1][1] == stride * extent:  # flattens with the one before
+            merged[-1] = (merged[-1][0] * extent, stride)
+        else:
+            merged.append((extent, stride))
+    return Strides(tuple(merged), rows, cols)
+
+
+def _canonical_perm(rank: int, batch: tuple[int, ...], contract: tuple[int, ...],
+                    lhs: bool) -> tuple[int, ...]:
+    """The axis order of the dense copy: [B, M, K] for lhs, [B, K, N] for rhs."""
     free = tuple(i for i in range(rank) if i not in batch and i not in contract)
-    plain = batch + free + contract if lhs else batch + contract + free
-    flipped = batch + contract + free if lhs else batch + free + contract
-    ident = tuple(range(rank))
-    if plain == ident:
-        return False, plain
-    if flipped == ident:
-        return True, plain
-    return None, plain
+    return batch + free + contract if lhs else batch + contract + free
 
 
 def _permute(w: Writer, env: KernelEnv, src: Buffer, perm: tuple[int, ...], dst: str) -> None:
@@ -116,21 +197,25 @@ def generated_gemm(w: Writer, env: KernelEnv, g: GemmSpec) -> str:
             return ct.store(d, x)
         return f"({ct.storage(d)}){x}"
 
-    a_at = (lambda m, k: f"{g.a}[bb * {g.m * g.k} + {k} * {g.m} + {m}]") if g.trans_a else \
-        (lambda m, k: f"{g.a}[bb * {g.m * g.k} + {m} * {g.k} + {k}]")
+    sa, sb = g.sa, g.sb
+    a_off, b_off = sa.offset("bb"), sb.offset("bb")
+
+    def a_at(m: str, k: str) -> str:
+        return f"{g.a}[{a_off} + {m} * {sa.row} + {k} * {sa.col}]"
+
     pragma = env.parallel(g.batch * g.m * g.n * max(g.k, 1), 0)
     if pragma and g.batch * g.m > 1:
         w.line(pragma + (" collapse(2)" if splits(pragma) else ""))
     w.open(f"for (int64_t bb = 0; bb < {g.batch}; ++bb)")
     w.open(f"for (int64_t m = 0; m < {g.m}; ++m)")
     crow = f"{g.c} + bb * {g.m * g.n} + m * {g.n}"
-    if g.trans_b:  # B is [N, K]: a dot product per output, both operands contiguous in k
+    if sb.col != 1:  # B is [N, K]-like: a dot product per output, B contiguous in k
         w.open(f"for (int64_t n = 0; n < {g.n}; ++n)")
         w.line(f"{acc_t} acc = 0;")
         if d.is_float:
             w.line("#pragma omp simd reduction(+:acc)")
         w.open(f"for (int64_t k = 0; k < {g.k}; ++k)")
-        b_at = f"{g.b}[bb * {g.n * g.k} + n * {g.k} + k]"
+        b_at = f"{g.b}[{b_off} + n * {sb.col} + k * {sb.row}]"
         w.line(f"acc += {widen(a_at('m', 'k'))} * {widen(b_at)};")
         w.close()
         w.line(f"({crow})[n] = {store('acc')};")
@@ -142,8 +227,7 @@ def generated_gemm(w: Writer, env: KernelEnv, g: GemmSpec) -> str:
         w.line("for (int64_t j = 0; j < nn; ++j) acc[j] = 0;")
         w.open(f"for (int64_t k = 0; k < {g.k}; ++k)")
         w.line(f"const {acc_t} av = {widen(a_at('m', 'k'))};")
-        w.line(f"const {ct.storage(d)}* restrict brow = {g.b} + bb * {g.k * g.n} + k * {g.n} "
-               f"+ n0;")
+        w.line(f"const {ct.storage(d)}* restrict brow = {g.b} + {b_off} + k * {sb.row} + n0;")
         w.line(f"for (int64_t j = 0; j < nn; ++j) acc[j] += av * {widen('brow[j]')};")
         w.close()
         w.line(f"for (int64_t j = 0; j < nn; ++j) ({crow})[n0 + j] = {store('acc[j]')};")
@@ -251,20 +335,22 @@ def emit_matmul(env: KernelEnv, w: Writer, gemm_hook=None) -> tuple[str, int]:
         scratch += -(-nbytes // 64) * 64
         return f"({ct.storage(d)}*)({env.scratch} + {at})"
 
-    ta, lperm = _layout(lhs.type.rank, tuple(lb), tuple(lc), True)
-    tb, rperm = _layout(rhs.type.rank, tuple(rb), tuple(rc), False)
+    sa = operand_strides(lhs.type.shape, tuple(lb), tuple(lc), True)
+    sb = operand_strides(rhs.type.shape, tuple(rb), tuple(rc), False)
     a_ptr, b_ptr = lhs.ptr, rhs.ptr
-    if ta is None:
-        a_ptr, ta = take(lhs.type.size * esz), False
+    if sa is None:
+        a_ptr, sa = take(lhs.type.size * esz), Strides.dense(bsz, m, kk)
         w.line(f"{ct.storage(d)}* restrict lhs_c = {a_ptr};")
-        _permute(w, env, lhs, lperm, "lhs_c")
+        _permute(w, env, lhs, _canonical_perm(lhs.type.rank, tuple(lb), tuple(lc), True),
+                 "lhs_c")
         a_ptr = "lhs_c"
         if env.sync:
             w.line(env.sync)  # the GEMM reads rows of the copy other threads wrote
-    if tb is None:
-        b_ptr, tb = take(rhs.type.size * esz), False
+    if sb is None:
+        b_ptr, sb = take(rhs.type.size * esz), Strides.dense(bsz, kk, n)
         w.line(f"{ct.storage(d)}* restrict rhs_c = {b_ptr};")
-        _permute(w, env, rhs, rperm, "rhs_c")
+        _permute(w, env, rhs, _canonical_perm(rhs.type.rank, tuple(rb), tuple(rc), False),
+                 "rhs_c")
         b_ptr = "rhs_c"
         if env.sync:
             w.line(env.sync)
@@ -278,7 +364,7 @@ def emit_matmul(env: KernelEnv, w: Writer, gemm_hook=None) -> tuple[str, int]:
         if not same:
             w.line(f"{ct.storage(d)}* restrict dot_c = {c_ptr};")
             c_ptr = "dot_c"
-    spec = GemmSpec(d, bsz, m, n, kk, a_ptr, b_ptr, c_ptr, bool(ta), bool(tb))
+    spec = GemmSpec(d, bsz, m, n, kk, a_ptr, b_ptr, c_ptr, sa, sb)
     block = BlockEpilogue.of(env, dot, c_ptr, lb) if epilogue and env.sync else None
     if m * n == 0:
         impl = "empty"
@@ -296,4 +382,4 @@ def emit_matmul(env: KernelEnv, w: Writer, gemm_hook=None) -> tuple[str, int]:
     return impl, scratch
 
 
-__all__ = ["GemmSpec", "emit_matmul", "generated_gemm", "offset"]
+__all__ = ["GemmSpec", "Strides", "emit_matmul", "generated_gemm", "offset", "operand_strides"]

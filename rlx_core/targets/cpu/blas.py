@@ -16,7 +16,7 @@ from pathlib import Path
 from rlx_core.ir import dtypes as dt
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
-from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
+from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec, Strides
 from rlx_core.targets.cpu import sgemm
 
 BLAS_INT_MAX = 2**31 - 1  # the 32-bit blasint of scipy-openblas32
@@ -61,8 +61,18 @@ def find_blas() -> tuple[BlasInfo | None, str]:
 
 
 def blas_takes(spec: GemmSpec) -> bool:
-    """BLAS runs float and double GEMMs whose sizes fit its 32-bit integers."""
+    """BLAS runs float and double GEMMs whose sizes fit its 32-bit integers. (OpenBLAS also
+    needs a unit stride per operand, which emit_gemm checks: rlx's own kernel reads any.)"""
     return spec.dtype in (dt.f32, dt.f64) and max(spec.m, spec.n, spec.k) <= BLAS_INT_MAX
+
+
+def _blas_layout(s: Strides) -> tuple[str, int] | None:
+    """(CBLAS transpose flag, leading dimension) of an operand, None without a unit stride."""
+    if s.col == 1:
+        return "CblasNoTrans", s.row
+    if s.row == 1:
+        return "CblasTrans", s.col
+    return None
 
 
 # below this many multiply-adds a GEMM runs on one thread (a parallel region costs more)
@@ -71,7 +81,7 @@ GEMM_PARALLEL_MIN = 1 << 18
 
 def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
               own_sgemm: bool = False, epilogue: BlockEpilogue | None = None,
-              packed: str | None = None) -> str:
+              packed: str | None = None) -> str | None:
     """Batched ``?gemm`` calls: C[b] = op(A[b]) op(B[b]) (alpha 1, beta 0).
 
     With ``own_sgemm`` an f32 GEMM at least ``sgemm.MIN_N`` columns wide calls rlx's own
@@ -85,31 +95,32 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
     pthreads) on a shared 2-core machine made each pool's waiting workers hold the cores the
     other needed: MiniLM at 2 threads ran several times slower than at 1 on a loaded machine.
     In team mode an ``epilogue`` is written inside each thread's share (see _team_gemm).
+    Returns the impl label, or None (nothing written) when OpenBLAS would have to take an
+    operand without a unit stride: the generated kernel runs it instead.
     """
     s = "s" if spec.dtype == dt.f32 else "d"
     one, zero = ("1.0f", "0.0f") if s == "s" else ("1.0", "0.0")
     fn = f"{blas.symbol_prefix}cblas_{s}gemm"
-    ta = "CblasTrans" if spec.trans_a else "CblasNoTrans"
-    tb = "CblasTrans" if spec.trans_b else "CblasNoTrans"
-    lda = spec.m if spec.trans_a else spec.k
-    ldb = spec.k if spec.trans_b else spec.n
     m, n, k = spec.m, spec.n, spec.k
-    a_b = f"{spec.a} + bb * {m * k}"
-    b_b = f"{spec.b} + bb * {k * n}"
+    a_b, b_b = spec.a_at("bb"), spec.b_at("bb")
     c_b = f"{spec.c} + bb * {m * n}"
+    own = own_sgemm and sgemm.takes(spec.dtype, n)
+    la, lb = _blas_layout(spec.sa), _blas_layout(spec.sb)
+    if not own and (la is None or lb is None):
+        return None  # OpenBLAS needs a unit stride per operand: the generated kernel reads any
 
     label = f"blas-{s}gemm"
 
     def call(rows: str, a: str, c: str) -> None:
+        (ta, lda), (tb, ldb) = la, lb
         w.line(f"{fn}(CblasRowMajor, {ta}, {tb}, {rows}, {n}, {k}, {one}, {a}, {lda}, {b_b}, "
                f"{ldb}, {zero}, {c}, {n});")
 
-    own = own_sgemm and sgemm.takes(spec.dtype, n)
     if own:
         label = sgemm.IMPL
         # element (i, p) of op(A) is A[i*rm + p*rk]; (p, j) of op(B) is B[p*brk + j*brn]
-        rm, rk = (1, m) if spec.trans_a else (k, 1)
-        brk, brn = sgemm.b_strides(spec)
+        rm, rk = spec.sa.row, spec.sa.col
+        brk, brn = spec.sb.row, spec.sb.col
 
         def call(rows: str, a: str, c: str,  # noqa: F811 - the same role, own kernel
                  cols: tuple[str, str] = ("0", str(n))) -> None:
@@ -182,7 +193,7 @@ def _row_block(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, thread: str,
     own, packed = tiles
     big = m * n * spec.dtype.bits // 8 > TILE_MIN_BYTES
     if not (epilogue and own and big and epilogue.fits("cols") and n > TILE_COLS):
-        a_off = "r0" if spec.trans_a else f"r0 * {spec.k}"
+        a_off = f"r0 * {spec.sa.row}"
         call("(int)rows", f"{a_b} + {a_off}", f"{c_b} + r0 * {n}")
         if epilogue:
             epilogue.emit(w, {"batch": ("bb", "bb + 1"), "rows": ("r0", "r0 + rows")})
@@ -197,7 +208,7 @@ def _row_block(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, thread: str,
         w.line("const int64_t rb = r0, rn = rows;")
     w.open(f"for (int64_t jc = 0; jc < {n}; jc += {TILE_COLS})")
     w.line(f"const int64_t je = {n} - jc < {TILE_COLS} ? {n} : jc + {TILE_COLS};")
-    a_off = "rb" if spec.trans_a else f"rb * {spec.k}"
+    a_off = f"rb * {spec.sa.row}"
     call("(int)rn", f"{a_b} + {a_off}", f"{c_b} + rb * {n}", ("jc", "je"))
     epilogue.emit(w, {"batch": ("bb", "bb + 1"), "rows": ("rb", "rb + rn"), "cols": ("jc", "je")})
     w.close()

@@ -62,7 +62,7 @@ def takes(dtype: DType, n: int) -> bool:
 
 def b_strides(spec: GemmSpec) -> tuple[int, int]:
     """(brk, brn) of op(B): element (p, j) is B[p * brk + j * brn]."""
-    return (1, spec.k) if spec.trans_b else (spec.n, 1)
+    return spec.sb.row, spec.sb.col
 
 
 def packed_bytes(n: int, k: int) -> int:
