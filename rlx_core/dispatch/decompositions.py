@@ -190,7 +190,7 @@ def attention(node: Node, ins: list[Value], b: Builder) -> Value:
     the dtype's most negative finite value rather than -inf, so a fully masked row averages v
     uniformly instead of producing NaN (the reference semantics pin this).
     """
-    q, k, v = ins[:3]
+    q, k, v = heads_first(node, ins[:3], b)
     scale = float(node.attr("scale")) or 1.0 / math.sqrt(q.type.shape[3])
     scores = b.emit("dot_general", [q, k], {"contract": ((3,), (3,)), "batch": ((0, 1), (0, 1))})
     scores = b.emit("mul", [scores, const(b, scale, scores)])
@@ -198,7 +198,23 @@ def attention(node: Node, ins: list[Value], b: Builder) -> Value:
     # the HIR softmax, legalized in turn: a target that keeps it whole (the CPU's row kernel)
     # reads each row of scores once; elsewhere it decomposes as softmax() below
     probs = b.emit("softmax", [scores], {"axis": 3})
-    return b.emit("dot_general", [probs, v], {"contract": ((3,), (2,)), "batch": ((0, 1), (0, 1))})
+    out = b.emit("dot_general", [probs, v], {"contract": ((3,), (2,)), "batch": ((0, 1), (0, 1))})
+    return heads_back(node, out, b)
+
+
+def heads_first(node: Node, qkv: list[Value], b: Builder) -> list[Value]:
+    """attention's q, k, v in (batch, heads, seq, dim): layout bshd operands are transposed
+    (views the matmuls read in place, see algebraic_simplify.dot_of_transpose)."""
+    if node.attr("layout") != "bshd":
+        return list(qkv)
+    return [b.emit("transpose", [x], {"perm": (0, 2, 1, 3)}) for x in qkv]
+
+
+def heads_back(node: Node, out: Value, b: Builder) -> Value:
+    """attention's (batch, heads, seq, dim) result in the node's layout."""
+    if node.attr("layout") != "bshd":
+        return out
+    return b.emit("transpose", [out], {"perm": (0, 2, 1, 3)})
 
 
 def mask_scores(b: Builder, mask: str, scores: Value, operand: Value | None) -> Value:

@@ -18,6 +18,8 @@ from rlx_core.dispatch.capabilities import Capabilities, Reason
 from rlx_core.dispatch.decompositions import (
     along,
     const,
+    heads_back,
+    heads_first,
     mask_scores,
     pad_hw,
     windows,
@@ -139,14 +141,15 @@ def conv2d_im2col_matmul(node: Node, ins: list[Value], b: Builder, env: RewriteE
 def attention_matmul_softmax(node: Node, ins: list[Value], b: Builder, env: RewriteEnv) -> Value:
     """q @ k^T * scale (+ mask) -> softmax block -> @ v: keeps softmax as one HIR op, so a target
     that claims softmax (but not attention) runs it natively."""
-    q, k, v = ins[:3]
+    q, k, v = heads_first(node, ins[:3], b)
     scale = float(node.attr("scale")) or 1.0 / math.sqrt(q.type.shape[3])
     kt = b.emit("transpose", [k], {"perm": (0, 1, 3, 2)})
     s = b.emit("dot_general", [q, kt], {"contract": ((3,), (2,)), "batch": ((0, 1), (0, 1))})
     s = b.emit("mul", [s, const(b, scale, s)])
     s = mask_scores(b, node.attr("mask"), s, ins[3] if len(ins) == 4 else None)
     p = b.emit("softmax", [s], {"axis": 3})
-    return b.emit("dot_general", [p, v], {"contract": ((3,), (2,)), "batch": ((0, 1), (0, 1))})
+    out = b.emit("dot_general", [p, v], {"contract": ((3,), (2,)), "batch": ((0, 1), (0, 1))})
+    return heads_back(node, out, b)
 
 
 # ---- dtypes the target lacks ----------------------------------------------------------------

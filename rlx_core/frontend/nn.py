@@ -69,20 +69,24 @@ def sigmoid(x: Any) -> Tensor:
 
 
 def attention(q: Any, k: Any, v: Any, mask: str = "none", padding_mask: Any = None,
-              scale: float | None = None) -> Tensor:
+              scale: float | None = None, layout: str = "bhsd") -> Tensor:
     """Scaled dot-product attention over (batch, heads, seq, head_dim) tensors.
 
     ``mask``: ``"none"``, ``"causal"``, or ``"padding"`` with ``padding_mask`` (batch, seq_k),
-    nonzero where a key may be attended to.
+    nonzero where a key may be attended to. ``layout="bshd"`` takes and returns
+    (batch, seq, heads, head_dim) instead: the projections' own layout, with no head split
+    or merge (the split-transpose-attend-transpose pattern becomes this on targets that keep
+    attention whole).
     """
     args = [q, k, v]
+    attrs = {"mask": mask, "scale": float(scale or 0.0), "layout": layout}
     if mask == "padding":
         if padding_mask is None:
             raise TraceError("attention: mask='padding' needs padding_mask", hint="pass padding_mask=(batch, seq_k) with 1 where a key is visible")
         args.append(ops.astype(ops.asarray(padding_mask), "bool"))
         vals = [ops.asarray(a).value for a in args]
-        return Tensor(current().emit("attention", vals, {"mask": mask, "scale": float(scale or 0.0)}))
-    return _hir("attention", args, {"mask": mask, "scale": float(scale or 0.0)})
+        return Tensor(current().emit("attention", vals, attrs))
+    return _hir("attention", args, attrs)
 
 
 def embedding(ids: Any, table: Any) -> Tensor:

@@ -176,6 +176,28 @@ def dot_of_transpose(node: Node, view: RewriteView) -> Replacement:
                                                    "batch": (tuple(lb), tuple(rb))})]
 
 
+HEADS = (0, 2, 1, 3)  # (batch, seq, heads, dim) <-> (batch, heads, seq, dim)
+
+
+def attention_in_place(node: Node, view: RewriteView) -> Replacement:
+    """transpose(attention(transpose(xq), transpose(xk), transpose(xv)), heads) ->
+    attention(xq, xk, xv, layout=bshd): the head split and merge of a transformer are only
+    layouts; an attention kept whole (the CPU's kernel) reads the projections in place.
+    Reached only where a target claims attention (elsewhere it was decomposed already)."""
+    att = view.producer(node.inputs[0])
+    if (tuple(node.attr("perm")) != HEADS or att is None or att.op != "attention"
+            or att.attr("layout") != "bhsd" or view.uses(att.out.name) != 1):
+        return None
+    sources = []
+    for x in att.inputs[:3]:
+        t = view.producer(x)
+        if t is None or t.op != "transpose" or tuple(t.attr("perm")) != HEADS:
+            return None
+        sources.append(t.inputs[0])
+    attrs = {"mask": att.attr("mask"), "scale": att.attr("scale"), "layout": "bshd"}
+    return [view.emit("attention", [*sources, *att.inputs[3:]], attrs)]
+
+
 def select_known(node: Node, view: RewriteView) -> Replacement:
     """select(true, a, b) -> a, select(false, a, b) -> b, select(p, a, a) -> a."""
     p, a, b = node.inputs
@@ -210,6 +232,7 @@ RULES: Rules = (
     ("reshape", reshape_reshape),
     ("select", select_known),
     ("dot_general", dot_of_transpose),
+    ("transpose", attention_in_place),
 )
 
 

@@ -78,8 +78,15 @@ class RewriteView:
         # values defined so far in the sweep: rules may only refer back, never forward
         self._defined: set[str] = set(self._types)
         self._producers: dict[str, Node] = {}
+        # readers of each value at the start of the sweep (+ graph outputs), kept up to date
+        # for the nodes rules make
+        self._uses: dict[str, int] = {}
         for n in g.nodes:
             self._types[n.out.name] = n.out.type
+            for i in n.inputs:
+                self._uses[i] = self._uses.get(i, 0) + 1
+        for o in g.outputs:
+            self._uses[o] = self._uses.get(o, 0) + 1
         self.names = NameGen(self._types)
         self.outputs: tuple[str, ...] = g.outputs
         self._loc: Loc = Loc()
@@ -95,6 +102,11 @@ class RewriteView:
 
     def is_output(self, name: str) -> bool:
         return name in self.outputs
+
+    def uses(self, name: str) -> int:
+        """How many node inputs (and graph outputs) read ``name``: a rule that absorbs its
+        producer checks for 1, or the producer would stay for the other readers as well."""
+        return self._uses.get(name, 0)
 
     def splat(self, name: str) -> Any:
         """The single value every element of ``name`` has, when it is a constant (seen through
@@ -121,6 +133,8 @@ class RewriteView:
         b = Builder(self.names, self._loc)
         b.emit(op, [Value(i, self._types[i]) for i in inputs], attrs)
         node = b.nodes[0]
+        for i in inputs:
+            self._uses[i] = self._uses.get(i, 0) + 1
         self._types[node.out.name] = node.out.type
         self._defined.add(node.out.name)
         self._producers[node.out.name] = node

@@ -218,6 +218,7 @@ def test_every_hir_op_legalizes_on_every_target_in_f32(target) -> None:
         specs = [("i32", s) if d == "i64" else (d, s) for d, s in specs]
         g = single(op, specs, **attrs)
         r = legalize_graph(g, target)
-        # the CPU keeps its row ops whole (c_common/row_ops.py); everything else decomposes
-        want = "native" if target == "cpu" and op in ROW_OPS else "common-IR"
+        # the CPU keeps its row ops (c_common/row_ops.py) and attention (cpu/attention.py)
+        # whole; everything else decomposes
+        want = "native" if target == "cpu" and op in (*ROW_OPS, "attention") else "common-IR"
         assert r.ok and r.decisions[0].route == want, (op, target)

@@ -59,26 +59,42 @@ def _unary_float(op: str):
     return infer
 
 
+# attention's operand layouts: (batch, heads, seq, dim), or (batch, seq, heads, dim) - the
+# projections' own layout, which the CPU kernel reads in place (no head split or merge)
+ATTENTION_LAYOUTS = ("bhsd", "bshd")
+
+
+def attention_dims(t: T, layout: str) -> tuple[int, int, int, int]:
+    """(batch, heads, seq, dim) of an attention operand in ``layout``."""
+    b, x, y, d = t.shape
+    return (b, x, y, d) if layout == "bhsd" else (b, y, x, d)
+
+
 def _attention(ins: list[T], a: dict[str, Any]) -> T:
     q, k, v = ins[:3]
+    layout = a["layout"]
+    require(layout in ATTENTION_LAYOUTS, "attention",
+            f"layout must be bhsd or bshd, got {layout!r}")
+    what = "(batch, heads, seq, dim)" if layout == "bhsd" else "(batch, seq, heads, dim)"
     for t in (q, k, v):
         _float_op("attention", t)
-        require(t.rank == 4, "attention", f"q, k, v must be (batch, heads, seq, dim), got {t}")
-    require(q.shape[:2] == k.shape[:2] == v.shape[:2], "attention",
-            f"batch/heads differ: {q}, {k}, {v}")
-    require(q.shape[3] == k.shape[3], "attention", f"q {q} and k {k} head dims differ")
-    require(k.shape[2] == v.shape[2], "attention", f"k {k} and v {v} sequence lengths differ")
+        require(t.rank == 4, "attention", f"q, k, v must be {what}, got {t}")
+    (qb, qh, qs, qd), (kb, kh, ks, kd), (vb, vh, vs, vd) = (attention_dims(t, layout)
+                                                            for t in (q, k, v))
+    require(qb == kb == vb and qh == kh == vh, "attention", f"batch/heads differ: {q}, {k}, {v}")
+    require(qd == kd, "attention", f"q {q} and k {k} head dims differ")
+    require(ks == vs, "attention", f"k {k} and v {v} sequence lengths differ")
     mask = a["mask"]
     require(mask in ("none", "causal", "padding"), "attention",
             f"mask must be none, causal or padding, got {mask!r}")
     if mask == "padding":
         require(len(ins) == 4, "attention", "mask='padding' needs a mask operand (batch, seq_k)")
-        require(ins[3].shape == (q.shape[0], k.shape[2]), "attention",
-                f"padding mask {ins[3]} must be [{q.shape[0]},{k.shape[2]}]")
+        require(ins[3].shape == (qb, ks), "attention",
+                f"padding mask {ins[3]} must be [{qb},{ks}]")
     else:
         require(len(ins) == 3, "attention", f"mask={mask!r} takes no mask operand")
     require_same_dtype("attention", [q, k, v])
-    return T(q.dtype, q.shape[:3] + (v.shape[3],))
+    return T(q.dtype, q.shape[:3] + (vd,))
 
 
 def _embedding(ins: list[T], a: dict[str, Any]) -> T:
@@ -144,8 +160,10 @@ def _defs() -> dict[str, OpDef]:
     add("gelu", (1, 1), {"approximate": AttrSpec("str", "none")}, _unary_float("gelu"),
         "x * Phi(x): exact erf form ('none') or the tanh approximation")
     add("silu", (1, 1), {}, _unary_float("silu"), "x * sigmoid(x)")
-    add("attention", (3, 4), {"mask": AttrSpec("str", "none"), "scale": AttrSpec("float", 0.0)},
-        _attention, "softmax(q @ k^T * scale + mask) @ v; scale 0 means 1/sqrt(head_dim)")
+    add("attention", (3, 4), {"mask": AttrSpec("str", "none"), "scale": AttrSpec("float", 0.0),
+                              "layout": AttrSpec("str", "bhsd")},
+        _attention, "softmax(q @ k^T * scale + mask) @ v; scale 0 means 1/sqrt(head_dim); "
+                    "operands and result in layout bhsd or bshd")
     add("embedding", (2, 2), {}, _embedding, "rows of table picked by integer ids")
     add("conv2d", (2, 3), {"stride": pair((1, 1)), "padding": pair((0, 0)),
                            "dilation": pair((1, 1)), "groups": AttrSpec("int", 1)},

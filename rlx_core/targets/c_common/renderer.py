@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rlx_core.ir.graph import Graph, Kernel, Level, TensorType
+from rlx_core.ir.graph import Graph, Kernel, Level, Node, TensorType
 from rlx_core.targets.c_common import ctype_table as ct
 from rlx_core.targets.c_common.body import Buffer
 from rlx_core.targets.c_common.expr import RenderError
@@ -233,6 +233,9 @@ class CLikeRenderer:
             impl = "alias"
         elif k.kind == "opaque" and len(k.nodes) == 1 and k.nodes[0].op in ROW_OPS:
             impl = emit_row_op(env, w, k.nodes[0])  # a normalisation the target kept whole
+        elif k.kind == "opaque" and len(k.nodes) == 1 and \
+                (own := self.composite(env, w, k.nodes[0])) is not None:
+            impl = own  # another HIR op this target kept whole, with a kernel of its own
         elif k.kind == "opaque":
             impl = emit_opaque(env, w)
             scratch = scratch_bytes(k, types)
@@ -263,6 +266,11 @@ class CLikeRenderer:
                 f"void {prefix}_profile(double* seconds, int64_t* calls) {{\n"
                 f"    for (int i = 0; i < {count}; ++i) {{ seconds[i] = {prefix}_prof_s[i]; "
                 f"calls[i] = {prefix}_prof_n[i]; }}\n}}\n")
+
+    def composite(self, env: KernelEnv, w: Writer, node: Node) -> str | None:
+        """Write the kernel of an HIR op the target claims whole beyond the row ops (its impl
+        label), or None when the target has no kernel of its own for ``node``."""
+        return None
 
     @staticmethod
     def aliased(g: Graph, k: Kernel) -> bool:

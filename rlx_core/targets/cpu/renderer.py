@@ -17,7 +17,7 @@ from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
 from rlx_core.targets.c_common.names import c_ident
 from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.c_common.renderer import CLikeRenderer
-from rlx_core.targets.cpu import sgemm, team
+from rlx_core.targets.cpu import attention, sgemm, team
 from rlx_core.targets.cpu.blas import BlasInfo, blas_takes, emit_gemm, find_blas
 from rlx_core.targets.cpu.prepack import PackedWeights, prepack_enabled
 
@@ -62,14 +62,23 @@ class CpuRenderer(CLikeRenderer):
         self._params = {v.name: i for i, v in enumerate(g.params)}
         self._prefix = c_ident(prefix, "p")  # as the base renderer spells it
         cprog = super().render_program(g, prefix)
-        if self.own_sgemm and sgemm.IMPL not in cprog.kernel_impl.values():
-            # the headers are written before the kernels: drop the GEMM source when no kernel
-            # calls it (parsing immintrin.h costs every compile ~0.2 s)
-            cut = sgemm.SOURCE.count("\n")  # every kernel comes after the headers
+        # the headers are written before the kernels: drop the GEMM and attention sources
+        # when no kernel calls them (parsing immintrin.h costs every compile ~0.2 s)
+        impls = set(cprog.kernel_impl.values())
+        unused = [] if attention.IMPL in impls else [attention.SOURCE]
+        if sgemm.IMPL not in impls and attention.IMPL not in impls:
+            unused.append(sgemm.SOURCE)
+        for text in unused:
+            cut = text.count("\n")  # every kernel comes after the headers
             cprog = dataclasses.replace(
-                cprog, source=cprog.source.replace(sgemm.SOURCE, "", 1),
+                cprog, source=cprog.source.replace(text, "", 1),
                 kernel_lines={k: (lo - cut, hi - cut) for k, (lo, hi) in cprog.kernel_lines.items()})
         return cprog
+
+    def composite(self, env: KernelEnv, w: Writer, node) -> str | None:
+        if node.op == "attention":
+            return attention.emit_attention(env, w, node)
+        return None
 
     def bound_region(self, prefix: str, base: int) -> tuple[int, str]:
         if not self.packed:
@@ -143,8 +152,9 @@ class CpuRenderer(CLikeRenderer):
                    "omp_get_max_threads())\n#endif\n")
         if self.team_mode:
             threads += team.BARRIER_C
-        if self.own_sgemm:
-            threads += sgemm.SOURCE
+        # rlx's GEMM (its plain-C form where there is no AVX2) and the attention kernel built
+        # on it; render_program drops them when unused
+        threads += sgemm.SOURCE + attention.SOURCE
         if self.blas is None:
             return [threads, "/* BLAS unavailable: matmul kernels are generated loop nests */\n"]
         return [threads,

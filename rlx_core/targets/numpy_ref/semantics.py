@@ -441,6 +441,11 @@ def _gelu(a: dict[str, Any], args: list[Array], t: TensorType) -> Array:
 
 def _attention(a: dict[str, Any], args: list[Array], t: TensorType) -> Array:
     q, k, v = (_f64(x) for x in args[:3])
+    if a.get("layout", "bhsd") == "bshd":  # (batch, seq, heads, dim) in and out
+        q, k, v = (x.transpose(0, 2, 1, 3) for x in (q, k, v))
+        out = _attention({**a, "layout": "bhsd"}, [q, k, v, *args[3:]],
+                         TensorType(t.dtype, (t.shape[0], t.shape[2], t.shape[1], t.shape[3])))
+        return out.transpose(0, 2, 1, 3)
     scale = a.get("scale", 0.0) or 1.0 / math.sqrt(q.shape[-1])
     scores = np.einsum("bhqd,bhkd->bhqk", q, k) * scale
     sq, sk = q.shape[2], k.shape[2]

@@ -1,0 +1,197 @@
+"""The CPU's attention kernel: HIR ``attention`` kept whole, in f32 (cpu/caps.py).
+
+Decomposed, attention is a scores GEMM writing (batch, heads, Sq, Sk), a row softmax reading
+and writing all of it, and a second GEMM reading it back: on MiniLM at batch 32 that is
+25 MB per layer through memory three times, three kernels and their barriers. Kept whole,
+each thread takes (batch, head, block of query rows) items and does everything for one item
+while its block of scores is in L2::
+
+    for item in (batch, head, query rows r0..r1):        # shared out over the team
+        S = Q[r0:r1] @ K^T                               # rlx_sgemm, into a per-thread buffer
+        S = where(keep, S * scale, lowest)               # the padding / causal mask
+        S = softmax(S, rows)                             # max, exp, double sum, divide
+        O[r0:r1] = S @ V                                 # rlx_sgemm, into the output
+
+The arithmetic is the decomposition's (dispatch/decompositions.attention): the same GEMM
+kernel and summation order, scale then select, the row kernel's softmax steps, so a native
+and a common-IR compile agree to rounding. Operands are read in place through their strides
+in either layout, bhsd or bshd (the projections' own (batch, seq, heads, dim): the head split
+and merge transposes then never run; see algebraic_simplify.attention_in_place).
+"""
+
+from __future__ import annotations
+
+import math
+
+from rlx_core.dispatch.decompositions import LOWEST_FINITE
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.graph import Node
+from rlx_core.ir.ops.hir import attention_dims
+from rlx_core.targets.c_common import ctype_table as ct
+from rlx_core.targets.c_common.expr import RenderError
+from rlx_core.targets.c_common.kernels import KernelEnv
+from rlx_core.targets.c_common.loops import Writer
+
+IMPL = "rlx-attention"
+DTYPES: tuple[str, ...] = ("f32",)
+# a padding mask may be bool or any integer (or f32): nonzero is visible. A claim lists every
+# dtype a node touches, and q, k, v are floats, so these widen nothing but the mask
+MASK_DTYPES: tuple[str, ...] = ("bool", "u8", "i8", "i16", "i32", "u32", "i64")
+# query rows per item when there are few (batch, head) pairs: enough items for the team
+ROW_BLOCK = 48  # a multiple of both micro-kernels' row tiles (6 and 8)
+
+# the per-item work, written once per translation unit (after sgemm.SOURCE, which it calls)
+SOURCE = r"""
+#ifndef RLX_ATTENTION_H
+#define RLX_ATTENTION_H
+static _Thread_local float *rlx_attn_buf = 0;
+static _Thread_local int64_t rlx_attn_cap = 0;
+
+/* is key j of a padding-mask row visible? any nonzero value (the sign bit of a float zero
+   ignored); width in bytes */
+static inline int rlx_attn_keep(const unsigned char *row, int64_t j, int width, int is_float) {
+    uint64_t bits = 0;
+    memcpy(&bits, row + j * width, (size_t)width);  /* little-endian: the low bytes */
+    if (is_float) bits &= ~((uint64_t)1 << (8 * width - 1));
+    return bits != 0;
+}
+
+static inline float rlx_attn_score(const float *qi, const float *kj, int64_t d) {
+    float s = 0.0f;
+    for (int64_t p = 0; p < d; ++p) s += qi[p] * kj[p];
+    return s;
+}
+
+/* query rows [r0, r1) of one (batch, head): q, k, v, o point at its row 0, rows ld* apart;
+   mask: that batch's padding-mask row (0: none), causal: keys j <= i only */
+static void rlx_attention_rows(int64_t r0, int64_t r1, int64_t sk, int64_t d, int64_t dv,
+                               const float *q, int64_t ldq, const float *k, int64_t ldk,
+                               const float *v, int64_t ldv, float *o, int64_t ldo,
+                               float scale, float low, int causal, const unsigned char *mask,
+                               int mwidth, int mfloat) {
+    const int64_t rows = r1 - r0;
+    if (rows <= 0 || dv <= 0) return;
+    if (sk == 0) {  /* nothing to attend to: the product with an empty V is zero */
+        for (int64_t i = r0; i < r1; ++i) memset(o + i * ldo, 0, (size_t)dv * sizeof(float));
+        return;
+    }
+    const int64_t need = rows * sk + sk;  /* the scores, then the mask row as int32 flags */
+    if (need > rlx_attn_cap) {
+        void *p = 0;
+        if (posix_memalign(&p, 64, (size_t)need * sizeof(float)) == 0) {
+            free(rlx_attn_buf);
+            rlx_attn_buf = (float *)p;
+            rlx_attn_cap = need;
+        }
+    }
+    float *s = need <= rlx_attn_cap ? rlx_attn_buf : 0;
+    if (s == 0) {  /* out of memory for the scores: one row at a time, each score three times */
+        for (int64_t i = r0; i < r1; ++i) {
+            float mx = -INFINITY;
+            for (int64_t j = 0; j < sk; ++j) {
+                const int keep = !(causal && j > i) && !(mask && !rlx_attn_keep(mask, j, mwidth, mfloat));
+                const float x = keep ? rlx_attn_score(q + i * ldq, k + j * ldk, d) * scale : low;
+                mx = x > mx ? x : mx;
+            }
+            double tot = 0.0;
+            for (int64_t c = 0; c < dv; ++c) o[i * ldo + c] = 0.0f;
+            for (int64_t j = 0; j < sk; ++j) {
+                const int keep = !(causal && j > i) && !(mask && !rlx_attn_keep(mask, j, mwidth, mfloat));
+                const float x = keep ? rlx_attn_score(q + i * ldq, k + j * ldk, d) * scale : low;
+                tot += (double)rlx_exp_f(x - mx);
+            }
+            for (int64_t j = 0; j < sk; ++j) {
+                const int keep = !(causal && j > i) && !(mask && !rlx_attn_keep(mask, j, mwidth, mfloat));
+                const float x = keep ? rlx_attn_score(q + i * ldq, k + j * ldk, d) * scale : low;
+                const float pj = rlx_exp_f(x - mx) / (float)tot;
+                for (int64_t c = 0; c < dv; ++c) o[i * ldo + c] += pj * v[j * ldv + c];
+            }
+        }
+        return;
+    }
+    int32_t *keep = (int32_t *)(s + rows * sk);
+    if (mask)
+        for (int64_t j = 0; j < sk; ++j) keep[j] = rlx_attn_keep(mask, j, mwidth, mfloat);
+    /* S = Q[r0:r1] K^T: element (p, j) of op(B) = K^T is k[j * ldk + p] */
+    rlx_sgemm(rows, sk, d, q + r0 * ldq, ldq, 1, k, 1, ldk, s, sk, 0, sk);
+    for (int64_t r = 0; r < rows; ++r) {
+        float *restrict x = s + r * sk;
+        const int64_t i = r0 + r;
+        /* scale, then the lowest finite value where a key is hidden (select, not add) */
+        if (mask && causal)
+            for (int64_t j = 0; j < sk; ++j) x[j] = keep[j] && j <= i ? x[j] * scale : low;
+        else if (mask)
+            for (int64_t j = 0; j < sk; ++j) x[j] = keep[j] ? x[j] * scale : low;
+        else if (causal)
+            for (int64_t j = 0; j < sk; ++j) x[j] = j <= i ? x[j] * scale : low;
+        else
+            for (int64_t j = 0; j < sk; ++j) x[j] = x[j] * scale;
+        float mx = -INFINITY;
+        #pragma omp simd reduction(max:mx)
+        for (int64_t j = 0; j < sk; ++j) mx = x[j] > mx ? x[j] : mx;
+        double tot = 0.0;
+        #pragma omp simd reduction(+:tot)
+        for (int64_t j = 0; j < sk; ++j) {
+            const float e = rlx_exp_f(x[j] - mx);
+            x[j] = e;
+            tot += (double)e;
+        }
+        const float t = (float)tot;
+        for (int64_t j = 0; j < sk; ++j) x[j] = x[j] / t;
+    }
+    /* O[r0:r1] = S V: element (p, c) of op(B) = V is v[p * ldv + c] */
+    rlx_sgemm(rows, dv, sk, s, sk, 1, v, ldv, 1, o + r0 * ldo, ldo, 0, dv);
+}
+#endif
+"""
+
+
+def emit_attention(env: KernelEnv, w: Writer, node: Node) -> str:
+    """Write the kernel's loop over (batch, head, row block) items; returns its impl label."""
+    d = node.type.dtype
+    if d.name not in DTYPES:
+        raise RenderError(f"attention on {d} has no CPU kernel",
+                          hint="the capability table claims attention in f32 only")
+    layout = node.attr("layout")
+    q, k, v = (env.inputs[x] for x in node.inputs[:3])
+    out = env.outputs[node.name]
+    nb, nh, sq, dq = attention_dims(q.type, layout)
+    sk, dv = attention_dims(k.type, layout)[2], attention_dims(v.type, layout)[3]
+    scale = float(node.attr("scale")) or 1.0 / math.sqrt(dq)
+    low = LOWEST_FINITE[d.name]
+
+    def at(buf, dim: int, bb: str) -> tuple[str, int]:
+        """(C pointer to (b, h)'s row 0, row stride) of an operand in the layout."""
+        seq = buf.type.shape[2] if layout == "bhsd" else buf.type.shape[1]
+        if layout == "bhsd":
+            return f"{buf.ptr} + ({bb}) * {seq * dim}", dim
+        return f"{buf.ptr} + (({bb}) / {nh}) * {seq * nh * dim} + (({bb}) % {nh}) * {dim}", nh * dim
+
+    mask_mode = node.attr("mask")
+    if mask_mode == "padding":
+        m = env.inputs[node.inputs[3]]
+        md = m.type.dtype
+        width = max(1, md.bits // 8) if md != dt.bool_ else 1
+        mask = f"(const unsigned char*){m.ptr} + b * {sk * width}"
+        mfloat = 1 if md.is_float else 0
+    else:
+        mask, width, mfloat = "0", 1, 0
+    blocks = 1 if nb * nh >= 8 else -(-sq // ROW_BLOCK)
+    per = sq if blocks == 1 else ROW_BLOCK
+    items = nb * nh * blocks
+    # each item is a (rows x sk x d) and a (rows x dv x sk) GEMM plus the softmax
+    pragma = env.parallel(items * sq * sk * max(dq, dv), 0)
+    if pragma:
+        w.line(pragma)
+    w.open(f"for (int64_t it = 0; it < {items}; ++it)")
+    w.line(f"const int64_t bb = it / {blocks}, r0 = (it % {blocks}) * {per};")
+    w.line(f"const int64_t r1 = r0 + {per} < {sq} ? r0 + {per} : {sq};")
+    w.line(f"const int64_t b = bb / {nh};")
+    w.line("(void)b;")
+    (qp, ldq), (kp, ldk), (vp, ldv), (op, ldo) = (at(q, dq, "bb"), at(k, dq, "bb"),
+                                                  at(v, dv, "bb"), at(out, dv, "bb"))
+    w.line(f"rlx_attention_rows(r0, r1, {sk}, {dq}, {dv}, {qp}, {ldq}, {kp}, {ldk}, {vp}, "
+           f"{ldv}, {op}, {ldo}, {ct.literal(scale, d)}, {ct.literal(low, d)}, "
+           f"{int(mask_mode == 'causal')}, {mask}, {width}, {mfloat});")
+    w.close()
+    return IMPL

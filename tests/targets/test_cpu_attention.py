@@ -1,0 +1,164 @@
+"""The CPU's attention kernel (rlx_core/targets/cpu/attention.py): HIR attention kept whole in
+f32. Checked against float64 numpy and against the same graph through the common-IR
+decomposition (force-common), for every mask, both layouts, masks of several dtypes, shapes
+split into row blocks, fully masked rows and NaN; and the transformer pattern (split heads,
+attend, merge heads) compiled without a transpose kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core.targets.cpu.target import CpuTarget
+
+cpu_ok, cpu_why = CpuTarget().available()
+pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
+
+
+def _ref(q, k, v, mask: str, keep=None, layout: str = "bhsd") -> np.ndarray:
+    """float64 attention: scores scaled, hidden keys set to the lowest f32, softmax, @ v."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    if layout == "bshd":
+        q, k, v = (x.transpose(0, 2, 1, 3) for x in (q, k, v))
+    s = np.einsum("bhqd,bhkd->bhqk", q, k) / np.sqrt(q.shape[-1])
+    sq, sk = s.shape[-2:]
+    vis = np.ones(s.shape, bool)
+    if mask == "causal":
+        vis &= np.tril(np.ones((sq, sk), bool))
+    if mask == "padding":
+        vis &= (keep != 0).reshape(keep.shape[0], 1, 1, sk)
+    s = np.where(vis, s, np.finfo(np.float32).min)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    out = np.einsum("bhqk,bhkd->bhqd", p / p.sum(-1, keepdims=True), v)
+    return out.transpose(0, 2, 1, 3) if layout == "bshd" else out
+
+
+def _fn(mask: str, layout: str = "bhsd"):
+    def f(q, k, v, keep):
+        return rlx.nn.attention(q, k, v, mask=mask, layout=layout,
+                                padding_mask=keep if mask == "padding" else None)
+    return f
+
+
+def _impls(exe) -> list[str]:
+    return [exe.program.info["kernels"][k.name]["impl"] for k in exe.lir.kernels]
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("mask", ["none", "causal", "padding"])
+@pytest.mark.parametrize("shape", [(2, 3, 20, 16), (1, 1, 200, 40), (1, 2, 7, 5)])
+def test_kernel_matches_numpy_and_the_decomposition(shape, mask: str, layout: str) -> None:
+    b, h, s, d = shape
+    rng = np.random.default_rng(sum(shape))
+    dims = (b, h, s, d) if layout == "bhsd" else (b, s, h, d)
+    q, k, v = (rng.standard_normal(dims).astype(np.float32) for _ in range(3))
+    keep = rng.random((b, s)) > 0.3
+    keep[:, 0] = True
+    f = _fn(mask, layout)
+    exe = rlx.compile(f, q, k, v, keep, target="cpu", record=False)
+    assert _impls(exe) == ["rlx-attention"]  # one kernel: no split, merge or softmax kernels
+    got = np.asarray(exe(q, k, v, keep))
+    np.testing.assert_allclose(got, _ref(q, k, v, mask, keep, layout), rtol=2e-5, atol=2e-6)
+    common = rlx.compile(f, q, k, v, keep, target="cpu", policy="force-common", record=False)
+    assert "rlx-attention" not in _impls(common)
+    # the decomposed GEMMs may run on OpenBLAS (narrow ones): equal to rounding
+    np.testing.assert_allclose(got, np.asarray(common(q, k, v, keep)), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float32", "uint8", "int64"])
+def test_padding_masks_of_other_dtypes(dtype: str) -> None:
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((2, 2, 9, 8)).astype(np.float32) for _ in range(3))
+    keep = (rng.random((2, 9)) > 0.4).astype(dtype)
+    keep[:, 1] = 3  # any nonzero is visible
+    if dtype == "float32":
+        keep[:, 2] = -0.0  # and a negative zero is not
+
+    def f(q, k, v, m):
+        return rlx.nn.attention(q, k, v, mask="padding", padding_mask=m)
+
+    exe = rlx.compile(f, q, k, v, keep, target="cpu", record=False)
+    want = _ref(q, k, v, "padding", keep)
+    np.testing.assert_allclose(np.asarray(exe(q, k, v, keep)), want, rtol=2e-5, atol=2e-6)
+
+
+def test_hidden_rows_average_v_and_nan_propagates_as_the_decomposition() -> None:
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((1, 2, 6, 4)).astype(np.float32) for _ in range(3))
+    keep = np.zeros((1, 6), bool)  # every key hidden: each row averages v (no NaN)
+    f = _fn("padding")
+    exe = rlx.compile(f, q, k, v, keep, target="cpu", record=False)
+    got = np.asarray(exe(q, k, v, keep))
+    np.testing.assert_allclose(got, np.broadcast_to(v.mean(2, keepdims=True), got.shape),
+                               rtol=1e-6, atol=1e-6)
+    q[0, 1, 2, 0] = np.nan
+    common = rlx.compile(f, q, k, v, keep, target="cpu", policy="force-common", record=False)
+    keep[:] = True
+    np.testing.assert_array_equal(np.isnan(np.asarray(exe(q, k, v, keep))),
+                                  np.isnan(np.asarray(common(q, k, v, keep))))
+
+
+def test_head_split_and_merge_become_the_in_place_layout() -> None:
+    """reshape -> transpose -> attention -> transpose -> reshape, as a transformer writes it,
+    compiles to reshapes around one attention kernel reading (batch, seq, heads, dim) in
+    place (algebraic_simplify.attention_in_place)."""
+    rng = np.random.default_rng(4)
+    b, s, h, d = 2, 24, 3, 8
+    x = [rng.standard_normal((b, s, h * d)).astype(np.float32) for _ in range(3)]
+    keep = np.ones((b, s), bool)
+    keep[1, 20:] = False
+
+    def f(a, c, e, m):
+        sp = lambda t: t.reshape(b, s, h, d).transpose(0, 2, 1, 3)  # noqa: E731
+        o = rlx.nn.attention(sp(a), sp(c), sp(e), mask="padding", padding_mask=m)
+        return o.transpose(0, 2, 1, 3).reshape(b, s, h * d)
+
+    exe = rlx.compile(f, *x, keep, target="cpu", record=False)
+    att = [n for n in exe.mir.nodes if n.op == "attention"]
+    assert len(att) == 1 and att[0].attr("layout") == "bshd"
+    assert not any(n.op == "transpose" for n in exe.mir.nodes)
+    # reshapes of the caller's inputs and of the returned value copy; nothing else runs
+    assert {i for i in _impls(exe) if i not in ("alias", "copy")} == {"rlx-attention"}
+    qs = [t.reshape(b, s, h, d) for t in x]
+    want = _ref(*qs, "padding", keep, "bshd").reshape(b, s, h * d)
+    np.testing.assert_allclose(np.asarray(exe(*x, keep)), want, rtol=2e-5, atol=2e-6)
+
+
+def test_f64_attention_is_decomposed_and_says_why() -> None:
+    q = np.random.default_rng(5).standard_normal((1, 1, 4, 4))
+    exe = rlx.compile(lambda a: rlx.nn.attention(a, a, a), q, target="cpu")
+    assert "rlx-attention" not in _impls(exe)
+    dec = next(d for d in exe.trace.decisions if d["op"] == "attention")
+    assert dec["route"] != "native"
+    why = dec["rejected"][0]["reasons"][0]
+    assert "not f64" in why["message"] and "f32" in why["hint"]
+
+
+def test_bshd_layout_runs_on_the_numpy_reference_too() -> None:
+    rng = np.random.default_rng(6)
+    q, k, v = (rng.standard_normal((2, 5, 3, 4)).astype(np.float32) for _ in range(3))
+    keep = np.ones((2, 5), bool)
+    exe = rlx.compile(_fn("causal", "bshd"), q, k, v, keep, target="numpy", record=False)
+    np.testing.assert_allclose(np.asarray(exe(q, k, v, keep)),
+                               _ref(q, k, v, "causal", layout="bshd"), rtol=1e-5, atol=1e-6)
+
+
+def test_an_attention_read_twice_keeps_its_layout() -> None:
+    """The merge transpose folds only when it is the attention's one reader: another reader
+    of the (batch, heads, seq, dim) result would make the attention run twice."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 6, 2, 4)).astype(np.float32)
+
+    def f(a):
+        t = a.transpose(0, 2, 1, 3)
+        o = rlx.nn.attention(t, t, t)
+        return o.transpose(0, 2, 1, 3), o
+
+    exe = rlx.compile(f, x, target="cpu", record=False)
+    att = [n for n in exe.mir.nodes if n.op == "attention"]
+    assert len(att) == 1 and att[0].attr("layout") == "bhsd"
+    merged, o = (np.asarray(r) for r in exe(x))
+    want = _ref(x, x, x, "none", layout="bshd")
+    np.testing.assert_allclose(merged, want, rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(o, want.transpose(0, 2, 1, 3), rtol=2e-5, atol=2e-6)
