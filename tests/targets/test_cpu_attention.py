@@ -162,3 +162,44 @@ def test_an_attention_read_twice_keeps_its_layout() -> None:
     want = _ref(x, x, x, "none", layout="bshd")
     np.testing.assert_allclose(merged, want, rtol=2e-5, atol=2e-6)
     np.testing.assert_allclose(o, want.transpose(0, 2, 1, 3), rtol=2e-5, atol=2e-6)
+
+
+_HARNESS = r"""
+#include <stdio.h>
+int main(void) {
+    enum { S = 37, D = 12, DV = 9 };
+    static float q[S * D], k[S * D], v[S * DV], o[S * DV];
+    unsigned char mask[S];
+    unsigned int x = 12345u;
+    for (int i = 0; i < S * D; ++i) { x = x * 1103515245u + 12345u; q[i] = (float)(x >> 16) / 65536.0f - 0.5f; }
+    for (int i = 0; i < S * D; ++i) { x = x * 1103515245u + 12345u; k[i] = (float)(x >> 16) / 65536.0f - 0.5f; }
+    for (int i = 0; i < S * DV; ++i) { x = x * 1103515245u + 12345u; v[i] = (float)(x >> 16) / 65536.0f - 0.5f; }
+    for (int j = 0; j < S; ++j) mask[j] = (unsigned char)(j % 5 != 3);
+    rlx_attention_rows(0, S, S, D, DV, q, D, k, D, v, DV, o, DV, 0.3f, -3.4e38f, 1, mask, 1, 0);
+    for (int i = 0; i < S * DV; ++i) printf("%.9g\n", o[i]);
+    return 0;
+}
+"""
+
+
+def test_the_out_of_memory_path_computes_the_same_attention(tmp_path) -> None:
+    """Without a scores buffer the kernel recomputes each score per pass, a row at a time;
+    compiled with RLX_ATTN_NO_SCRATCH (the one switch of that path) it must agree."""
+    import subprocess
+
+    from rlx_core.targets.c_common.prelude import prelude
+    from rlx_core.targets.cpu import attention, sgemm
+    from rlx_core.targets.cpu.toolchain import find_compiler
+
+    cc = find_compiler()
+    src = tmp_path / "attn.c"
+    src.write_text(prelude() + sgemm.SOURCE + attention.SOURCE + _HARNESS)
+    outs = []
+    for extra in ([], ["-DRLX_ATTN_NO_SCRATCH"]):
+        exe = tmp_path / f"attn{len(outs)}"
+        subprocess.run([cc.path, *cc.opt_flags, "-std=gnu11", *extra, str(src), "-o", str(exe),
+                        "-lm"], check=True, capture_output=True)
+        run = subprocess.run([str(exe)], check=True, capture_output=True, text=True)
+        outs.append(np.array(run.stdout.split(), dtype=np.float64))
+    assert outs[0].size == 37 * 9 and np.isfinite(outs[0]).all()
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-6)

@@ -84,7 +84,11 @@ static void rlx_attention_rows(int64_t r0, int64_t r1, int64_t sk, int64_t d, in
             rlx_attn_cap = need;
         }
     }
+#ifndef RLX_ATTN_NO_SCRATCH  /* defined only by the test of the path below */
     float *s = need <= rlx_attn_cap ? rlx_attn_buf : 0;
+#else
+    float *s = 0;
+#endif
     if (s == 0) {  /* out of memory for the scores: one row at a time, each score three times */
         for (int64_t i = r0; i < r1; ++i) {
             float mx = -INFINITY;
