@@ -184,3 +184,37 @@ def test_large_gemm_epilogues_run_per_tile_of_the_own_kernel(weights: str, n: in
     assert ("rb += " in src) == (weights == "param")  # row tiles only re-read packed panels
     want = np.maximum(a.astype(np.float64) @ w.T + bias, 0.0) + res
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@needs_cpu
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_small_gemms_on_packed_weights_share_out_column_chunks(batch: int, n: int,
+                                                               threads) -> None:
+    """A GEMM of at most COLUMN_ROWS rows on a prepacked weight: threads claim column chunks
+    (team.rlx_team_claim) and each chunk's epilogue follows it; 200 columns is three whole
+    chunks and a part. Two such GEMMs in a row reuse the counters the barrier resets, and a
+    second call starts from zero again."""
+    from rlx_core.targets.cpu import blas, sgemm
+    from rlx_core.targets.cpu.toolchain import find_compiler
+
+    if blas.find_blas()[0] is None or not sgemm.available(find_compiler())[0]:
+        pytest.skip("the own sgemm is not used here: column chunks are its feature")
+    threads(n)
+    rng = np.random.default_rng(23)
+    x = rng.standard_normal((batch, 60, 96), np.float32)
+    w1, b1 = rng.standard_normal((200, 96), np.float32), rng.standard_normal(200, np.float32)
+    w2 = rng.standard_normal((160, 200), np.float32) / 8
+
+    def f(a):
+        h = rlx.nn.gelu(rlx.nn.linear(a, rlx.param(w1, "w1"), rlx.param(b1, "b1")))
+        return rlx.nn.linear(h, rlx.param(w2, "w2")) + 1.0
+
+    exe = rlx.compile(f, x, target="cpu", record=False)
+    mm = [exe.program.sources[k.name] for k in exe.lir.kernels if k.kind == "matmul"]
+    assert len(mm) == 2 and all("rlx_team_claim()" in s for s in mm), mm
+    import math
+    gelu = np.vectorize(lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2))))
+    want = gelu(x.astype(np.float64) @ w1.T + b1) @ w2.T + 1.0
+    for _ in range(3):
+        np.testing.assert_allclose(exe(x), want, rtol=1e-4, atol=1e-4)

@@ -42,13 +42,28 @@ BARRIER_C = r"""
 #else
 #define RLX_CPU_RELAX() ((void)0)
 #endif
-typedef struct { atomic_int count; atomic_int gen; } rlx_team_barrier;
+typedef struct { atomic_int count; atomic_int gen; atomic_int work[2]; } rlx_team_barrier;
 static rlx_team_barrier rlx_team_bar;  /* one program call runs at a time (the runtime's lock) */
+/* work[gen & 1] hands out the pieces of a kernel between two barriers (rlx_team_claim); the
+   thread that opens the next generation zeroes that generation's counter first, and the entry
+   point zeroes both before the region starts (rlx_team_reset) */
+static inline void rlx_team_reset(void) {
+    atomic_store_explicit(&rlx_team_bar.work[0], 0, memory_order_relaxed);
+    atomic_store_explicit(&rlx_team_bar.work[1], 0, memory_order_relaxed);
+}
+static inline int rlx_team_claim(void) {
+    const int g = atomic_load_explicit(&rlx_team_bar.gen, memory_order_acquire);
+    return atomic_fetch_add_explicit(&rlx_team_bar.work[g & 1], 1, memory_order_relaxed);
+}
 static inline void rlx_team_sync(int team) {
-    if (team <= 1) return;
+    if (team <= 1) {
+        rlx_team_reset();  /* alone, every kernel claims from the start again */
+        return;
+    }
     const int g = atomic_load_explicit(&rlx_team_bar.gen, memory_order_acquire);
     if (atomic_fetch_add_explicit(&rlx_team_bar.count, 1, memory_order_acq_rel) == team - 1) {
         atomic_store_explicit(&rlx_team_bar.count, 0, memory_order_relaxed);
+        atomic_store_explicit(&rlx_team_bar.work[(g + 1) & 1], 0, memory_order_relaxed);
         atomic_store_explicit(&rlx_team_bar.gen, g + 1, memory_order_release);
         return;
     }
@@ -136,7 +151,8 @@ def team_calls(calls: list[str], team: list[bool],
 def region(calls: list[str], timed: bool = False) -> list[str]:
     """The entry point's body: one parallel region around the kernel calls."""
     clock = ["        double rlx_team_t0 = 0.0;", "        (void)rlx_team_t0;"] if timed else []
-    return ["    #pragma omp parallel num_threads(RLX_TEAM)",
+    return ["    rlx_team_reset();  /* no piece of any kernel is claimed yet */",
+            "    #pragma omp parallel num_threads(RLX_TEAM)",
             "    {",
             "        const int rlx_team_tid = omp_get_thread_num();",
             "        (void)rlx_team_tid;",
