@@ -56,10 +56,15 @@ static inline int rlx_attn_keep(const unsigned char *row, int64_t j, int width, 
     return bits != 0;
 }
 
-static inline float rlx_attn_score(const float *qi, const float *kj, int64_t d) {
+/* score (i, j) scaled, or the lowest value where key j is hidden: the slow path's one score */
+static inline float rlx_attn_score(int64_t i, int64_t j, const float *q, int64_t ldq,
+                                   const float *k, int64_t ldk, int64_t d, float scale,
+                                   float low, int causal, const unsigned char *mask, int mwidth,
+                                   int mfloat) {
+    if ((causal && j > i) || (mask && !rlx_attn_keep(mask, j, mwidth, mfloat))) return low;
     float s = 0.0f;
-    for (int64_t p = 0; p < d; ++p) s += qi[p] * kj[p];
-    return s;
+    for (int64_t p = 0; p < d; ++p) s += q[i * ldq + p] * k[j * ldk + p];
+    return s * scale;
 }
 
 /* query rows [r0, r1) of one (batch, head): q, k, v, o point at its row 0, rows ld* apart;
@@ -90,27 +95,23 @@ static void rlx_attention_rows(int64_t r0, int64_t r1, int64_t sk, int64_t d, in
     float *s = 0;
 #endif
     if (s == 0) {  /* out of memory for the scores: one row at a time, each score three times */
+#define RLX_ATTN_SCORE(j) rlx_attn_score(i, j, q, ldq, k, ldk, d, scale, low, causal, mask, \
+                                         mwidth, mfloat)
         for (int64_t i = r0; i < r1; ++i) {
             float mx = -INFINITY;
             for (int64_t j = 0; j < sk; ++j) {
-                const int keep = !(causal && j > i) && !(mask && !rlx_attn_keep(mask, j, mwidth, mfloat));
-                const float x = keep ? rlx_attn_score(q + i * ldq, k + j * ldk, d) * scale : low;
+                const float x = RLX_ATTN_SCORE(j);
                 mx = x > mx ? x : mx;
             }
             double tot = 0.0;
+            for (int64_t j = 0; j < sk; ++j) tot += (double)rlx_exp_f(RLX_ATTN_SCORE(j) - mx);
             for (int64_t c = 0; c < dv; ++c) o[i * ldo + c] = 0.0f;
             for (int64_t j = 0; j < sk; ++j) {
-                const int keep = !(causal && j > i) && !(mask && !rlx_attn_keep(mask, j, mwidth, mfloat));
-                const float x = keep ? rlx_attn_score(q + i * ldq, k + j * ldk, d) * scale : low;
-                tot += (double)rlx_exp_f(x - mx);
-            }
-            for (int64_t j = 0; j < sk; ++j) {
-                const int keep = !(causal && j > i) && !(mask && !rlx_attn_keep(mask, j, mwidth, mfloat));
-                const float x = keep ? rlx_attn_score(q + i * ldq, k + j * ldk, d) * scale : low;
-                const float pj = rlx_exp_f(x - mx) / (float)tot;
+                const float pj = rlx_exp_f(RLX_ATTN_SCORE(j) - mx) / (float)tot;
                 for (int64_t c = 0; c < dv; ++c) o[i * ldo + c] += pj * v[j * ldv + c];
             }
         }
+#undef RLX_ATTN_SCORE
         return;
     }
     int32_t *keep = (int32_t *)(s + rows * sk);
