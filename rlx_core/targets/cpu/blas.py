@@ -81,7 +81,7 @@ GEMM_PARALLEL_MIN = 1 << 18
 
 def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
               own_sgemm: bool = False, epilogue: BlockEpilogue | None = None,
-              packed: str | None = None) -> str | None:
+              packed: str | None = None, counter: str = "") -> str | None:
     """Batched ``?gemm`` calls: C[b] = op(A[b]) op(B[b]) (alpha 1, beta 0).
 
     With ``own_sgemm`` an f32 GEMM at least ``sgemm.MIN_N`` columns wide calls rlx's own
@@ -96,7 +96,9 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
     other needed: MiniLM at 2 threads ran several times slower than at 1 on a loaded machine.
     In team mode an ``epilogue`` is written inside each thread's share (see _team_gemm).
     Returns the impl label, or None (nothing written) when OpenBLAS would have to take an
-    operand without a unit stride: the generated kernel runs it instead.
+    operand without a unit stride: the generated kernel runs it instead. ``counter`` is the C
+    expression of this kernel call's claim counter (team.rlx_team_claim), passed in as an
+    extra argument when the GEMM shares out claimed chunks.
     """
     s = "s" if spec.dtype == dt.f32 else "d"
     one, zero = ("1.0f", "0.0f") if s == "s" else ("1.0", "0.0")
@@ -132,11 +134,15 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
                 w.line(f"rlx_sgemm({rows}, {n}, {k}, {a}, {rm}, {rk}, {b_b}, {brk}, {brn}, "
                        f"{c}, {n}, {n0}, {n1});")
 
-    work = spec.batch * m * n * k
     if env.sync:
-        _team_gemm(w, spec, call, a_b, c_b, work, epilogue, tiles=(own, bool(packed)))
+        claim = ""
+        if counter and _claims_columns(spec, epilogue, (own, bool(packed)), work_of(spec)):
+            claim = "rlx_work"
+            env.extra_args.append((f"atomic_int* {claim}", counter))
+        _team_gemm(w, spec, call, a_b, c_b, work_of(spec), epilogue, tiles=(own, bool(packed)),
+                   claim=claim)
         return label
-    pragma = env.parallel(work, 0) if work >= GEMM_PARALLEL_MIN else None
+    pragma = env.parallel(work_of(spec), 0) if work_of(spec) >= GEMM_PARALLEL_MIN else None
     if pragma is None or (spec.batch == 1 and m < 16):
         w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
         call(str(m), a_b, c_b)
@@ -216,8 +222,14 @@ def _row_block(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, thread: str,
     w.close()
 
 
+def work_of(spec: GemmSpec) -> int:
+    """Multiply-adds of the GEMM."""
+    return spec.batch * spec.m * spec.n * spec.k
+
+
 def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, work: int,
-               epilogue: BlockEpilogue | None, tiles: tuple[bool, bool] = (False, False)) -> None:
+               epilogue: BlockEpilogue | None, tiles: tuple[bool, bool] = (False, False),
+               claim: str = "") -> None:
     """Team mode (rlx_core/targets/cpu/team.py): every thread of the region runs this block.
 
     Whole batches per thread when there are enough, else a block of rows of C each (a
@@ -244,8 +256,8 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, work: int,
         w.close()
         w.close()
         return
-    if _claims_columns(spec, epilogue, tiles):
-        _column_chunks(w, spec, call, a_b, c_b, epilogue)
+    if claim:
+        _column_chunks(w, spec, call, a_b, c_b, epilogue, claim)
         w.close()
         return
     w.open(f"if ({spec.batch} >= team)")
@@ -275,19 +287,23 @@ COLUMN_CHUNK = 64  # a multiple of both kernels' panels (16 and 32 columns)
 
 
 def _claims_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,
-                    tiles: tuple[bool, bool]) -> bool:
+                    tiles: tuple[bool, bool], work: int) -> bool:
+    """Is the team GEMM shared out as claimed column chunks (see COLUMN_ROWS)?"""
     own, packed = tiles
+    if epilogue and not epilogue.fits("batch", "rows"):
+        epilogue = None  # _team_gemm leaves it to the kernel, after a barrier
     return (own and packed and spec.batch == 1 and spec.m <= COLUMN_ROWS
-            and spec.n >= 2 * COLUMN_CHUNK and (epilogue is None or epilogue.fits("cols")))
+            and spec.n >= 2 * COLUMN_CHUNK and (epilogue is None or epilogue.fits("cols"))
+            and work >= GEMM_PARALLEL_MIN and spec.m >= 16)
 
 
 def _column_chunks(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
-                   epilogue: BlockEpilogue | None) -> None:
+                   epilogue: BlockEpilogue | None, claim: str) -> None:
     """Every thread claims column chunks until none is left; each chunk's epilogue follows it."""
     n, chunks = spec.n, -(-spec.n // COLUMN_CHUNK)
     w.line("const int64_t bb = 0;")
     w.line("(void)bb;")
-    w.open(f"for (int64_t ch; (ch = rlx_team_claim()) < {chunks};)")
+    w.open(f"for (int64_t ch; (ch = rlx_team_claim({claim})) < {chunks};)")
     w.line(f"const int64_t j0 = ch * {COLUMN_CHUNK}, "
            f"j1 = j0 + {COLUMN_CHUNK} < {n} ? j0 + {COLUMN_CHUNK} : {n};")
     call(str(spec.m), a_b, c_b, ("j0", "j1"))

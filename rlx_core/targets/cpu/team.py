@@ -42,28 +42,18 @@ BARRIER_C = r"""
 #else
 #define RLX_CPU_RELAX() ((void)0)
 #endif
-typedef struct { atomic_int count; atomic_int gen; atomic_int work[2]; } rlx_team_barrier;
+typedef struct { atomic_int count; atomic_int gen; } rlx_team_barrier;
 static rlx_team_barrier rlx_team_bar;  /* one program call runs at a time (the runtime's lock) */
-/* work[gen & 1] hands out the pieces of a kernel between two barriers (rlx_team_claim); the
-   thread that opens the next generation zeroes that generation's counter first, and the entry
-   point zeroes both before the region starts (rlx_team_reset) */
-static inline void rlx_team_reset(void) {
-    atomic_store_explicit(&rlx_team_bar.work[0], 0, memory_order_relaxed);
-    atomic_store_explicit(&rlx_team_bar.work[1], 0, memory_order_relaxed);
-}
-static inline int rlx_team_claim(void) {
-    const int g = atomic_load_explicit(&rlx_team_bar.gen, memory_order_acquire);
-    return atomic_fetch_add_explicit(&rlx_team_bar.work[g & 1], 1, memory_order_relaxed);
+/* the next piece of a kernel whose pieces threads claim: each such kernel call has a counter
+   of its own (<prefix>_work[kernel]), zeroed by the entry point before the region starts */
+static inline int rlx_team_claim(atomic_int *work) {
+    return atomic_fetch_add_explicit(work, 1, memory_order_relaxed);
 }
 static inline void rlx_team_sync(int team) {
-    if (team <= 1) {
-        rlx_team_reset();  /* alone, every kernel claims from the start again */
-        return;
-    }
+    if (team <= 1) return;
     const int g = atomic_load_explicit(&rlx_team_bar.gen, memory_order_acquire);
     if (atomic_fetch_add_explicit(&rlx_team_bar.count, 1, memory_order_acq_rel) == team - 1) {
         atomic_store_explicit(&rlx_team_bar.count, 0, memory_order_relaxed);
-        atomic_store_explicit(&rlx_team_bar.work[(g + 1) & 1], 0, memory_order_relaxed);
         atomic_store_explicit(&rlx_team_bar.gen, g + 1, memory_order_release);
         return;
     }
@@ -117,12 +107,49 @@ def _skip_block(lines: list[str], start: int) -> int:
     return -1
 
 
+Span = tuple[str, int, int]  # (space, start, end): bytes of the arena, or one caller buffer
+
+
+def _overlap(a: list[Span], b: list[Span]) -> bool:
+    return any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2] for x in a for y in b)
+
+
+def joins(reads: list[list[Span]], writes: list[list[Span]], team: list[bool],
+          scratch: list[bool], skipped: list[bool]) -> list[bool]:
+    """Per kernel: may it run in the barrier phase of the kernels before it (no barrier)?
+
+    Yes when it and every kernel since the last barrier are team kernels without scratch
+    (scratch is one region every kernel shares) and it neither reads what they write nor
+    writes what they read or write: then no thread can see another's half-done work. Kernels
+    with nothing to run (``skipped``: aliased reshapes) join anything. MiniLM's q, k and v
+    projections read one input and write three buffers: they run back to back, threads
+    claiming chunks across all three instead of meeting twice in between.
+    """
+    out: list[bool] = []
+    phase: list[int] = []
+    for j in range(len(team)):
+        if skipped[j]:
+            out.append(True)
+            continue
+        ok = bool(phase) and team[j] and not scratch[j] and all(
+            team[i] and not scratch[i] for i in phase)
+        if ok:
+            seen_w = [s for i in phase for s in writes[i]]
+            seen = seen_w + [s for i in phase for s in reads[i]]
+            ok = not _overlap(reads[j], seen_w) and not _overlap(writes[j], seen)
+        out.append(ok)
+        phase = phase + [j] if ok else [j]
+    return out
+
+
 def team_calls(calls: list[str], team: list[bool],
-               timer: Callable[[int], tuple[str, str]] | None = None) -> list[str]:
+               timer: Callable[[int], tuple[str, str]] | None = None,
+               joined: list[bool] | None = None) -> list[str]:
     """Kernel calls inside the region: serial kernels on thread 0, barriers where needed.
 
     Two serial kernels in a row need no barrier (thread 0 runs both in order); any pair with
-    a team kernel does, since the later one may read what another thread wrote.
+    a team kernel does, since the later one may read what another thread wrote - unless
+    ``joined`` (see joins) says the later one touches nothing of its phase.
 
     With ``timer`` (kernel index -> C statements that start and stop its clock) thread 0
     times each kernel from its start to the barrier after it, so a team kernel's time is its
@@ -141,17 +168,27 @@ def team_calls(calls: list[str], team: list[bool],
             out.append("        if (rlx_team_tid == 0) " + timer(i)[0])
         body = call.strip()
         out.append("        " + body if is_team else "        if (rlx_team_tid == 0) " + body)
-        if (nxt is not None and (is_team or team[nxt])) or (timer and is_team):
+        apart = not (joined and joined[nxt]) if nxt is not None else True
+        if (nxt is not None and (is_team or team[nxt]) and (apart or timer)) or \
+                (timer and is_team):
             out.append("        " + SYNC)
         if timer:
             out.append("        if (rlx_team_tid == 0) " + timer(i)[1])
     return out
 
 
-def region(calls: list[str], timed: bool = False) -> list[str]:
-    """The entry point's body: one parallel region around the kernel calls."""
+def work_counters(prefix: str, kernels: int) -> str:
+    """The claim counters of a program's kernels (rlx_team_claim), one per kernel."""
+    return f"static atomic_int {prefix}_work[{max(kernels, 1)}];\n"
+
+
+def region(calls: list[str], timed: bool = False, prefix: str = "rlx",
+           kernels: int = 0) -> list[str]:
+    """The entry point's body: the claim counters zeroed, then one parallel region around the
+    kernel calls."""
     clock = ["        double rlx_team_t0 = 0.0;", "        (void)rlx_team_t0;"] if timed else []
-    return ["    rlx_team_reset();  /* no piece of any kernel is claimed yet */",
+    return [f"    for (int i = 0; i < {max(kernels, 1)}; ++i)  /* nothing is claimed yet */",
+            f"        atomic_store_explicit(&{prefix}_work[i], 0, memory_order_relaxed);",
             "    #pragma omp parallel num_threads(RLX_TEAM)",
             "    {",
             "        const int rlx_team_tid = omp_get_thread_num();",
