@@ -47,33 +47,6 @@ def test_team_calls_put_barriers_only_where_a_team_kernel_is_involved() -> None:
     assert "        c();" in out
 
 
-def test_joins_keep_a_barrier_for_every_hazard() -> None:
-    """A kernel joins its predecessors' phase only if it reads nothing they write and writes
-    nothing they touch; team kernels only, none with scratch; skipped kernels join anything."""
-    x, y, z, w = ("arena", 0, 64), ("arena", 64, 128), ("arena", 128, 192), ("arena", 96, 160)
-    inp = ("input", 0, 1)
-
-    def joins(reads, writes, team_=None, scratch=None, skipped=None):
-        n = len(reads)
-        return team.joins(reads, writes, team_ or [True] * n, scratch or [False] * n,
-                          skipped or [False] * n)
-
-    # three projections of one input into three buffers: one phase
-    assert joins([[inp]] * 3, [[x], [y], [z]]) == [False, True, True]
-    assert joins([[inp], [x]], [[x], [y]]) == [False, False]  # reads what the phase wrote
-    assert joins([[x], [inp]], [[y], [x]]) == [False, False]  # writes what the phase reads
-    assert joins([[inp], [inp]], [[y], [w]]) == [False, False]  # overlapping writes
-    # the phase grows: the third kernel must clear both earlier ones
-    assert joins([[inp], [inp], [x]], [[x], [y], [z]]) == [False, True, False]
-    assert joins([[inp]] * 2, [[x], [y]], team_=[True, False]) == [False, False]
-    assert joins([[inp]] * 2, [[x], [y]], scratch=[False, True]) == [False, False]
-    assert joins([[inp], [], [inp]], [[x], [], [y]], skipped=[False, True, False]) == \
-        [False, True, True]
-    calls = ["    a();", "    b();", "    c();"]
-    text = "\n".join(team.team_calls(calls, [True] * 3, joined=[False, True, False]))
-    assert text.count(team.SYNC) == 1  # a and b share a phase; c waits for both
-
-
 @pytest.fixture
 def threads():
     before = num_threads()
@@ -246,30 +219,3 @@ def test_small_gemms_on_packed_weights_share_out_column_chunks(batch: int, n: in
     for _ in range(3):
         np.testing.assert_allclose(exe(x), want, rtol=1e-4, atol=1e-4)
 
-
-@needs_cpu
-@pytest.mark.parametrize("n", [1, 2, 3])
-def test_independent_projections_run_without_barriers_between(n: int, threads) -> None:
-    """Projections of one input into buffers of their own (MiniLM's q, k and v) share one
-    barrier phase; the kernel that reads them (here the v GEMM, whose epilogue multiplies q
-    and k) waits for them."""
-    threads(n)
-    rng = np.random.default_rng(29)
-    x = rng.standard_normal((128, 96), np.float32)
-    ws = [rng.standard_normal((192, 96), np.float32) / 8 for _ in range(3)]
-
-    def f(a):
-        q, k, v = (rlx.nn.linear(a, rlx.param(w, f"w{i}")) for i, w in enumerate(ws))
-        return q * k + v
-
-    exe = rlx.compile(f, x, target="cpu", record=False)
-    src = exe.program.info["source"]
-    body = src[src.index("#pragma omp parallel num_threads"):]
-    assert [k.kind for k in exe.lir.kernels] == ["matmul"] * 3
-    lines = [ln.strip() for ln in body.splitlines()]
-    calls = [ln for ln in lines if ln.startswith("rlx_f_k") or ln == team.SYNC]
-    assert calls[0].startswith("rlx_f_k0(") and calls[1].startswith("rlx_f_k1(")
-    assert calls[2] == team.SYNC and calls[3].startswith("rlx_f_k2(") and len(calls) == 4
-    want = (x.astype(np.float64) @ ws[0].T) * (x @ ws[1].T) + x @ ws[2].T
-    for _ in range(3):
-        np.testing.assert_allclose(exe(x), want, rtol=1e-4, atol=1e-4)

@@ -47,7 +47,6 @@ class CpuRenderer(CLikeRenderer):
         self.team_mode = team_mode and openmp
         self._mode = "team" if self.team_mode else "regions"
         self._team: list[bool] = []  # per kernel, in order: runs on the whole team?
-        self._scratch: list[bool] = []  # per kernel: does it use the shared scratch region?
 
     def parallel_pragma(self, work: int, collapse: int) -> str | None:
         if self._mode == "team":
@@ -58,7 +57,7 @@ class CpuRenderer(CLikeRenderer):
         return "#pragma omp parallel for schedule(static) num_threads(RLX_TEAM)"
 
     def render_program(self, g: Graph, prefix: str = "rlx") -> Any:
-        self._team, self._scratch = [], []
+        self._team = []
         self.packed = PackedWeights()
         self._params = {v.name: i for i, v in enumerate(g.params)}
         self._prefix = c_ident(prefix, "p")  # as the base renderer spells it
@@ -100,7 +99,6 @@ class CpuRenderer(CLikeRenderer):
             self._mode = "serial"  # thread 0 runs it, so it must hold no worksharing pragma
             out = super().render_kernel(g, k, idx, prefix, types, fail)
         self._team.append(self._mode == "team")
-        self._scratch.append(out[2] > 0)
         self._mode = "team"
         return out
 
@@ -116,26 +114,9 @@ class CpuRenderer(CLikeRenderer):
                 return (f"rlx_team_t0 = {prefix}_now();",
                         f"{{ {prefix}_prof_s[{i}] += {prefix}_now() - rlx_team_t0; "
                         f"++{prefix}_prof_n[{i}]; }}")
-        joined = self.joins(g, calls, where, types)
-        body = "\n".join(team.region(team.team_calls(calls, self._team, timer, joined),
-                                      bool(timer), prefix, len(g.kernels)))
+        body = "\n".join(team.region(team.team_calls(calls, self._team, timer), bool(timer),
+                                      prefix, len(g.kernels)))
         return team.work_counters(prefix, len(g.kernels)) + text.replace("@CALLS@", body, 1)
-
-    def joins(self, g: Graph, calls: list[str], where: dict, types: dict) -> list[bool]:
-        """team.joins over the kernels' buffers: arena bytes, or caller buffers by index."""
-        def spans(values) -> list[team.Span]:
-            out = []
-            for v in values:
-                p = where[v]
-                if p.space == "arena":
-                    out.append(("arena", p.index, p.index + max(types[v].nbytes, 1)))
-                else:
-                    out.append((p.space, p.index, p.index + 1))
-            return out
-
-        ks = g.kernels
-        return team.joins([spans(k.inputs) for k in ks], [spans(k.outputs) for k in ks],
-                          self._team, self._scratch, [not c.strip() for c in calls])
 
     def timed(self, prefix: str, idx: int, call: str) -> str:
         # in team mode every thread runs the call; entry() times it on thread 0 instead

@@ -107,49 +107,12 @@ def _skip_block(lines: list[str], start: int) -> int:
     return -1
 
 
-Span = tuple[str, int, int]  # (space, start, end): bytes of the arena, or one caller buffer
-
-
-def _overlap(a: list[Span], b: list[Span]) -> bool:
-    return any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2] for x in a for y in b)
-
-
-def joins(reads: list[list[Span]], writes: list[list[Span]], team: list[bool],
-          scratch: list[bool], skipped: list[bool]) -> list[bool]:
-    """Per kernel: may it run in the barrier phase of the kernels before it (no barrier)?
-
-    Yes when it and every kernel since the last barrier are team kernels without scratch
-    (scratch is one region every kernel shares) and it neither reads what they write nor
-    writes what they read or write: then no thread can see another's half-done work. Kernels
-    with nothing to run (``skipped``: aliased reshapes) join anything. MiniLM's q, k and v
-    projections read one input and write three buffers: they run back to back, threads
-    claiming chunks across all three instead of meeting twice in between.
-    """
-    out: list[bool] = []
-    phase: list[int] = []
-    for j in range(len(team)):
-        if skipped[j]:
-            out.append(True)
-            continue
-        ok = bool(phase) and team[j] and not scratch[j] and all(
-            team[i] and not scratch[i] for i in phase)
-        if ok:
-            seen_w = [s for i in phase for s in writes[i]]
-            seen = seen_w + [s for i in phase for s in reads[i]]
-            ok = not _overlap(reads[j], seen_w) and not _overlap(writes[j], seen)
-        out.append(ok)
-        phase = phase + [j] if ok else [j]
-    return out
-
-
 def team_calls(calls: list[str], team: list[bool],
-               timer: Callable[[int], tuple[str, str]] | None = None,
-               joined: list[bool] | None = None) -> list[str]:
+               timer: Callable[[int], tuple[str, str]] | None = None) -> list[str]:
     """Kernel calls inside the region: serial kernels on thread 0, barriers where needed.
 
     Two serial kernels in a row need no barrier (thread 0 runs both in order); any pair with
-    a team kernel does, since the later one may read what another thread wrote - unless
-    ``joined`` (see joins) says the later one touches nothing of its phase.
+    a team kernel does, since the later one may read what another thread wrote.
 
     With ``timer`` (kernel index -> C statements that start and stop its clock) thread 0
     times each kernel from its start to the barrier after it, so a team kernel's time is its
@@ -168,9 +131,7 @@ def team_calls(calls: list[str], team: list[bool],
             out.append("        if (rlx_team_tid == 0) " + timer(i)[0])
         body = call.strip()
         out.append("        " + body if is_team else "        if (rlx_team_tid == 0) " + body)
-        apart = not (joined and joined[nxt]) if nxt is not None else True
-        if (nxt is not None and (is_team or team[nxt]) and (apart or timer)) or \
-                (timer and is_team):
+        if (nxt is not None and (is_team or team[nxt])) or (timer and is_team):
             out.append("        " + SYNC)
         if timer:
             out.append("        if (rlx_team_tid == 0) " + timer(i)[1])
