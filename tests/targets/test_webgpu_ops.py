@@ -249,3 +249,29 @@ def test_argmax_nan_counts_as_maximum() -> None:
     vals[0, 7], vals[0, 100], vals[0, 200] = 5.0, np.nan, np.nan
     vals[1, 299] = 1.0
     check(g.graph(g("argmax", x, axis=1, index_dtype=dt.i32)), [vals])
+
+
+def test_head_split_attention_folds_into_strided_matmuls() -> None:
+    """WebGPU decomposes attention; the head split's transposes fold into the dots' dimension
+    numbers (batch dims 0 and 2 of the (batch, seq, heads, dim) projections), written either
+    as the transformer pattern or as layout='bshd'."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 24, 3, 8)).astype(np.float32) for _ in range(3))
+    keep = np.ones((2, 24), bool)
+    keep[1, 20:] = False
+
+    def pattern(a, b, c, m):
+        sp = lambda t: t.transpose(0, 2, 1, 3)  # noqa: E731
+        o = rlx.nn.attention(sp(a), sp(b), sp(c), mask="padding", padding_mask=m)
+        return o.transpose(0, 2, 1, 3)
+
+    def bshd(a, b, c, m):
+        return rlx.nn.attention(a, b, c, mask="padding", padding_mask=m, layout="bshd")
+
+    want = np.asarray(rlx.compile(pattern, q, k, v, keep, target="numpy", record=False)(
+        q, k, v, keep))
+    for fn in (pattern, bshd):
+        exe = rlx.compile(fn, q, k, v, keep, target="webgpu", record=False)
+        dots = [n for n in exe.mir.nodes if n.op == "dot_general"]
+        assert len(dots) == 2 and dots[0].attr("batch") == ((0, 2), (0, 2))
+        np.testing.assert_allclose(np.asarray(exe(q, k, v, keep)), want, rtol=1e-5, atol=1e-5)
