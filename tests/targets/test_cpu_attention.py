@@ -203,3 +203,25 @@ def test_the_out_of_memory_path_computes_the_same_attention(tmp_path) -> None:
         outs.append(np.array(run.stdout.split(), dtype=np.float64))
     assert outs[0].size == 37 * 9 and np.isfinite(outs[0]).all()
     np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("mask", ["none", "causal", "padding"])
+def test_queries_and_keys_of_different_lengths_and_value_width(mask: str, layout: str) -> None:
+    """Cross attention: 7 queries over 11 keys, head dim 5, value dim 9 (causal stays
+    top-left aligned, as in the decomposition)."""
+    rng = np.random.default_rng(8)
+    b, h, sq, sk, d, dv = 2, 3, 7, 11, 5, 9
+
+    def shape(s: int, w: int) -> tuple[int, ...]:
+        return (b, h, s, w) if layout == "bhsd" else (b, s, h, w)
+
+    q = rng.standard_normal(shape(sq, d)).astype(np.float32)
+    k = rng.standard_normal(shape(sk, d)).astype(np.float32)
+    v = rng.standard_normal(shape(sk, dv)).astype(np.float32)
+    keep = rng.random((b, sk)) > 0.3
+    f = _fn(mask, layout)
+    exe = rlx.compile(f, q, k, v, keep, target="cpu", record=False)
+    assert _impls(exe) == ["rlx-attention"]
+    want = np.asarray(rlx.compile(f, q, k, v, keep, target="numpy", record=False)(q, k, v, keep))
+    np.testing.assert_allclose(np.asarray(exe(q, k, v, keep)), want, rtol=2e-5, atol=2e-6)
