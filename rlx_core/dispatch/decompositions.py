@@ -20,6 +20,7 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.ir.builder import Builder
 from rlx_core.ir.dtypes import DType
 from rlx_core.ir.graph import Node, Value
+from rlx_core.ir.ops.hir import HEADS_SWAP
 
 Decomposition = Callable[[Node, list[Value], Builder], Value]
 
@@ -207,14 +208,14 @@ def heads_first(node: Node, qkv: list[Value], b: Builder) -> list[Value]:
     (views the matmuls read in place, see algebraic_simplify.dot_of_transpose)."""
     if node.attr("layout") != "bshd":
         return list(qkv)
-    return [b.emit("transpose", [x], {"perm": (0, 2, 1, 3)}) for x in qkv]
+    return [b.emit("transpose", [x], {"perm": HEADS_SWAP}) for x in qkv]
 
 
 def heads_back(node: Node, out: Value, b: Builder) -> Value:
     """attention's (batch, heads, seq, dim) result in the node's layout."""
     if node.attr("layout") != "bshd":
         return out
-    return b.emit("transpose", [out], {"perm": (0, 2, 1, 3)})
+    return b.emit("transpose", [out], {"perm": HEADS_SWAP})
 
 
 def mask_scores(b: Builder, mask: str, scores: Value, operand: Value | None) -> Value:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Graph, Node
+from rlx_core.ir.ops.hir import HEADS_SWAP
 from rlx_core.passes.base import PassContext
 from rlx_core.passes.rewrite_engine import Replacement, RewriteView, Rules, require_level, rewrite
 
@@ -176,22 +177,19 @@ def dot_of_transpose(node: Node, view: RewriteView) -> Replacement:
                                                    "batch": (tuple(lb), tuple(rb))})]
 
 
-HEADS = (0, 2, 1, 3)  # (batch, seq, heads, dim) <-> (batch, heads, seq, dim)
-
-
 def attention_in_place(node: Node, view: RewriteView) -> Replacement:
     """transpose(attention(transpose(xq), transpose(xk), transpose(xv)), heads) ->
     attention(xq, xk, xv, layout=bshd): the head split and merge of a transformer are only
     layouts; an attention kept whole (the CPU's kernel) reads the projections in place.
     Reached only where a target claims attention (elsewhere it was decomposed already)."""
     att = view.producer(node.inputs[0])
-    if (tuple(node.attr("perm")) != HEADS or att is None or att.op != "attention"
+    if (tuple(node.attr("perm")) != HEADS_SWAP or att is None or att.op != "attention"
             or att.attr("layout") != "bhsd" or view.uses(att.out.name) != 1):
         return None
     sources = []
     for x in att.inputs[:3]:
         t = view.producer(x)
-        if t is None or t.op != "transpose" or tuple(t.attr("perm")) != HEADS:
+        if t is None or t.op != "transpose" or tuple(t.attr("perm")) != HEADS_SWAP:
             return None
         sources.append(t.inputs[0])
     attrs = {"mask": att.attr("mask"), "scale": att.attr("scale"), "layout": "bshd"}

@@ -62,6 +62,7 @@ def _unary_float(op: str):
 # attention's operand layouts: (batch, heads, seq, dim), or (batch, seq, heads, dim) - the
 # projections' own layout, which the CPU kernel reads in place (no head split or merge)
 ATTENTION_LAYOUTS = ("bhsd", "bshd")
+HEADS_SWAP = (0, 2, 1, 3)  # the transpose between the two layouts (it is its own inverse)
 
 
 def attention_dims(t: T, layout: str) -> tuple[int, int, int, int]:

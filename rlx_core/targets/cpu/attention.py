@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 
 from rlx_core.dispatch.decompositions import LOWEST_FINITE
-from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Node
 from rlx_core.ir.ops.hir import attention_dims
 from rlx_core.targets.c_common import ctype_table as ct
@@ -165,9 +164,9 @@ def emit_attention(env: KernelEnv, w: Writer, node: Node) -> str:
     scale = float(node.attr("scale")) or 1.0 / math.sqrt(dq)
     low = LOWEST_FINITE[d.name]
 
-    def at(buf, dim: int, bb: str) -> tuple[str, int]:
+    def at(buf, bb: str) -> tuple[str, int]:
         """(C pointer to (b, h)'s row 0, row stride) of an operand in the layout."""
-        seq = buf.type.shape[2] if layout == "bhsd" else buf.type.shape[1]
+        seq, dim = attention_dims(buf.type, layout)[2:]
         if layout == "bhsd":
             return f"{buf.ptr} + ({bb}) * {seq * dim}", dim
         return f"{buf.ptr} + (({bb}) / {nh}) * {seq * nh * dim} + (({bb}) % {nh}) * {dim}", nh * dim
@@ -176,16 +175,16 @@ def emit_attention(env: KernelEnv, w: Writer, node: Node) -> str:
     if mask_mode == "padding":
         m = env.inputs[node.inputs[3]]
         md = m.type.dtype
-        width = max(1, md.bits // 8) if md != dt.bool_ else 1
+        width = max(1, md.bits // 8)  # bytes per element (bool is one byte)
         mask = f"(const unsigned char*){m.ptr} + b * {sk * width}"
-        mfloat = 1 if md.is_float else 0
+        mfloat = int(md.is_float)
     else:
         mask, width, mfloat = "0", 1, 0
     blocks = 1 if nb * nh >= 8 else -(-sq // ROW_BLOCK)
     per = sq if blocks == 1 else ROW_BLOCK
     items = nb * nh * blocks
-    # each item is a (rows x sk x d) and a (rows x dv x sk) GEMM plus the softmax
-    pragma = env.parallel(items * sq * sk * max(dq, dv), 0)
+    # all items together: a (sq x sk x d) and a (sq x dv x sk) GEMM per (batch, head)
+    pragma = env.parallel(nb * nh * sq * sk * max(dq, dv), 0)
     if pragma:
         w.line(pragma)
     w.open(f"for (int64_t it = 0; it < {items}; ++it)")
@@ -193,8 +192,7 @@ def emit_attention(env: KernelEnv, w: Writer, node: Node) -> str:
     w.line(f"const int64_t r1 = r0 + {per} < {sq} ? r0 + {per} : {sq};")
     w.line(f"const int64_t b = bb / {nh};")
     w.line("(void)b;")
-    (qp, ldq), (kp, ldk), (vp, ldv), (op, ldo) = (at(q, dq, "bb"), at(k, dq, "bb"),
-                                                  at(v, dv, "bb"), at(out, dv, "bb"))
+    (qp, ldq), (kp, ldk), (vp, ldv), (op, ldo) = (at(x, "bb") for x in (q, k, v, out))
     w.line(f"rlx_attention_rows(r0, r1, {sk}, {dq}, {dv}, {qp}, {ldq}, {kp}, {ldk}, {vp}, "
            f"{ldv}, {op}, {ldo}, {ct.literal(scale, d)}, {ct.literal(low, d)}, "
            f"{int(mask_mode == 'causal')}, {mask}, {width}, {mfloat});")

@@ -122,7 +122,7 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
         label = sgemm.IMPL
         # element (i, p) of op(A) is A[i*rm + p*rk]; (p, j) of op(B) is B[p*brk + j*brn]
         rm, rk = spec.sa.row, spec.sa.col
-        brk, brn = spec.sb.row, spec.sb.col
+        brk, brn = spec.sb.row, spec.sb.col  # (p, j) of op(B) at B[p * brk + j * brn]
 
         def call(rows: str, a: str, c: str,  # noqa: F811 - the same role, own kernel
                  cols: tuple[str, str] = ("0", str(n))) -> None:
@@ -135,12 +135,13 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
                        f"{c}, {n}, {n0}, {n1});")
 
     if env.sync:
+        if epilogue and not epilogue.fits("batch", "rows"):
+            epilogue = None  # the kernel writes it after a barrier
         claim = ""
-        if counter and _claims_columns(spec, epilogue, (own, bool(packed)), work_of(spec)):
+        if counter and _claims_columns(spec, epilogue, (own, bool(packed))):
             claim = "rlx_work"
             env.extra_args.append((f"atomic_int* {claim}", counter))
-        _team_gemm(w, spec, call, a_b, c_b, work_of(spec), epilogue, tiles=(own, bool(packed)),
-                   claim=claim)
+        _team_gemm(w, spec, call, a_b, c_b, epilogue, tiles=(own, bool(packed)), claim=claim)
         return label
     pragma = env.parallel(work_of(spec), 0) if work_of(spec) >= GEMM_PARALLEL_MIN else None
     if pragma is None or (spec.batch == 1 and m < 16):
@@ -227,7 +228,12 @@ def work_of(spec: GemmSpec) -> int:
     return spec.batch * spec.m * spec.n * spec.k
 
 
-def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, work: int,
+def _alone(spec: GemmSpec) -> bool:
+    """Does a team GEMM run on thread 0 alone (too small to split)?"""
+    return work_of(spec) < GEMM_PARALLEL_MIN or (spec.batch == 1 and spec.m < 16)
+
+
+def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
                epilogue: BlockEpilogue | None, tiles: tuple[bool, bool] = (False, False),
                claim: str = "") -> None:
     """Team mode (rlx_core/targets/cpu/team.py): every thread of the region runs this block.
@@ -235,18 +241,19 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, work: int,
     Whole batches per thread when there are enough, else a block of rows of C each (a
     multiple of 16 rows, the micro-kernels' tile); small GEMMs run on thread 0 alone. The
     ``epilogue``, when it can be narrowed to each thread's block, follows the GEMM call inside
-    that block, so no barrier separates them. (A split by 32-column panels, which packs only
-    a thread's share of B, ran 10-25% faster alone at 128 rows on 2 threads but 5% slower
-    inside the MLP training step, timed side by side in one process; rows stay.)
+    that block, so no barrier separates them; the caller passes only an epilogue that fits
+    batches and rows (emit_gemm; any other the kernel writes after a barrier). With ``claim``
+    (the claim-counter argument) the GEMM is shared out as claimed column chunks instead
+    (_column_chunks). (A static split by 32-column panels, which packs only a thread's share
+    of B, ran 10-25% faster alone at 128 rows on 2 threads but 5% slower inside the MLP
+    training step, timed side by side in one process; unpacked B keeps rows.)
     """
     from rlx_core.targets.cpu.team import GEMM_BLOCK_HEAD
 
     m = spec.m
-    if epilogue and not epilogue.fits("batch", "rows"):
-        epilogue = None  # the kernel writes it after a barrier
     w.open(GEMM_BLOCK_HEAD)
     w.line("const int64_t tid = omp_get_thread_num(), team = omp_get_num_threads();")
-    if work < GEMM_PARALLEL_MIN or (spec.batch == 1 and m < 16):
+    if _alone(spec):
         w.open("if (tid == 0)")
         w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
         call(str(m), a_b, c_b)
@@ -287,14 +294,12 @@ COLUMN_CHUNK = 64  # a multiple of both kernels' panels (16 and 32 columns)
 
 
 def _claims_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,
-                    tiles: tuple[bool, bool], work: int) -> bool:
+                    tiles: tuple[bool, bool]) -> bool:
     """Is the team GEMM shared out as claimed column chunks (see COLUMN_ROWS)?"""
     own, packed = tiles
-    if epilogue and not epilogue.fits("batch", "rows"):
-        epilogue = None  # _team_gemm leaves it to the kernel, after a barrier
     return (own and packed and spec.batch == 1 and spec.m <= COLUMN_ROWS
             and spec.n >= 2 * COLUMN_CHUNK and (epilogue is None or epilogue.fits("cols"))
-            and work >= GEMM_PARALLEL_MIN and spec.m >= 16)
+            and not _alone(spec))
 
 
 def _column_chunks(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,

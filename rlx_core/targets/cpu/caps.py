@@ -5,8 +5,7 @@ primitive (dot_general included) in each dtype below, and the conformance suite 
 against the numpy reference. Four HIR normalisations are claimed whole in f32 and f64
 (softmax, log_softmax, layer_norm, rms_norm: one row loop each, c_common/row_ops.py), and
 attention in f32 (cpu/attention.py); every other HIR op, and those in other dtypes, goes
-common-IR. c64 and packed i4 report how to get
-to a supported dtype.
+common-IR. c64 and packed i4 report how to get to a supported dtype.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from rlx_core.ir.graph import Graph, Kernel, TensorType
+from rlx_core.ir.graph import Graph, Kernel, Node, TensorType
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
@@ -75,7 +75,7 @@ class CpuRenderer(CLikeRenderer):
                 kernel_lines={k: (lo - cut, hi - cut) for k, (lo, hi) in cprog.kernel_lines.items()})
         return cprog
 
-    def composite(self, env: KernelEnv, w: Writer, node) -> str | None:
+    def composite(self, env: KernelEnv, w: Writer, node: Node) -> str | None:
         if node.op == "attention":
             return attention.emit_attention(env, w, node)
         return None
@@ -138,7 +138,7 @@ class CpuRenderer(CLikeRenderer):
         value = next((v for v, buf in env.inputs.items() if buf.ptr == spec.b), None)
         if value not in self._params:
             return None  # an activation, or a layout copy of the weight
-        brk, brn = sgemm.b_strides(spec)
+        brk, brn = spec.sb.row, spec.sb.col  # (p, j) of op(B) at B[p * brk + j * brn]
         pw = self.packed.add(self._params[value], value, spec.n, spec.k, brk, brn)
         name = f"{spec.b}_packed"
         env.extra_args.append((f"const float* restrict {name}",

@@ -44,7 +44,6 @@ import os
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.dtypes import DType
-from rlx_core.targets.c_common.matmul import GemmSpec
 
 from .toolchain import Compiler
 
@@ -58,11 +57,6 @@ IMPL = "rlx-sgemm"
 def takes(dtype: DType, n: int) -> bool:
     """Does a GEMM of ``dtype`` with ``n`` columns run here (when the kernel is available)?"""
     return dtype == dt.f32 and n >= MIN_N
-
-
-def b_strides(spec: GemmSpec) -> tuple[int, int]:
-    """(brk, brn) of op(B): element (p, j) is B[p * brk + j * brn]."""
-    return spec.sb.row, spec.sb.col
 
 
 def packed_bytes(n: int, k: int) -> int:

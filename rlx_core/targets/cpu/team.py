@@ -119,11 +119,11 @@ def team_calls(calls: list[str], team: list[bool],
     wall time across the team, the wait for the slowest thread included (every team kernel
     then ends in a barrier, the last one too).
     """
+    if len(team) != len(calls):
+        raise ValueError(f"{len(calls)} kernel calls but {len(team)} team flags")
     out: list[str] = []
     # an empty call is a kernel with nothing to run (an aliased reshape): no barrier either
     live = [i for i, call in enumerate(calls) if call.strip()]
-    if len(team) != len(calls):
-        raise ValueError(f"{len(calls)} kernel calls but {len(team)} team flags")
     for pos, i in enumerate(live):
         call, is_team = calls[i], team[i]
         nxt = live[pos + 1] if pos + 1 < len(live) else None
