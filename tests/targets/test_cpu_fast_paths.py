@@ -146,3 +146,29 @@ def test_training_step_on_cpu_runs_through_the_specialization_cache_module() -> 
     assert cache.misses == 1 and cache.hits == 3  # lookup compiled it; every step hit
     for a, b in zip(_leaves(step.params), _leaves(ref.params), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_training_step_keeps_leaves_and_rebuilds_the_pytree_on_read() -> None:
+    """The step keeps flat leaves; ``params`` is rebuilt when read, assigning it restarts
+    from the new values, and a batch of another dtype takes the checked path (converted)."""
+    from rlx_core.models.mlp import mlp_loss
+    from rlx_core.optim import SGD, compile_step
+
+    params, x, y = _tiny_mlp(7, 3)
+    step = compile_step(mlp_loss, SGD(0.1), params, x, y, target="cpu")
+    assert step.params is params  # nothing has run: the tree as given
+    first = step(x, y)
+    p1 = step.params
+    assert p1 is step.params and set(p1) == set(params)  # cached until the next step
+    assert set(p1["fc1"]) == set(params["fc1"])
+    step(x, y)
+    assert step.params is not p1 and step.jitted.cache.hits == 2
+    step.params = params  # back to the start: the same first loss again
+    assert step(x, y) == pytest.approx(first, rel=1e-6)
+    again = step(x.astype(np.float64), y)  # converted by the checked path, not a new entry
+    assert np.isfinite(again) and step.jitted.cache.misses == 1
+    fresh = compile_step(mlp_loss, SGD(0.1), params, x, y, target="cpu")
+    for _ in range(2):  # as many steps as since the reset
+        fresh(x, y)
+    for a, b in zip(_leaves(step.params), _leaves(fresh.params), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
