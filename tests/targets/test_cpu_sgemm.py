@@ -43,9 +43,11 @@ def _rel(got, want) -> float:
 
 
 # rows not a multiple of the 8-row tile, K past one 384-deep block, N past one 256-wide block
-# and not a multiple of the 32-wide panel, and the exact tile sizes
+# and not a multiple of the 32-wide panel, and the exact tile sizes; with a row-major B at most
+# 384 deep and 256 rows, full panels are read in place (the last ones of (40, 100, 300) and
+# (5, 3, 48) are partial and packed; B's rows there start at any float, not at a cache line)
 SHAPES = [(1, 33, 32), (7, 5, 64), (8, 384, 32), (13, 77, 50), (64, 785, 300), (129, 1000, 97),
-          (300, 20, 33)]
+          (300, 20, 33), (40, 100, 300), (200, 384, 64), (5, 3, 48), (256, 385, 64)]
 
 
 @pytest.mark.parametrize("m,k,n", SHAPES)
@@ -90,11 +92,16 @@ def test_team_splits_agree_with_numpy(threads: int) -> None:
         x = rng.standard_normal((200, 300), np.float32)
         w = rng.standard_normal((160, 300), np.float32)
         q = rng.standard_normal((12, 40, 64), np.float32)  # batched: whole batches per thread
-        exe = rlx.compile(lambda a, b, c: (rlx.nn.linear(a, b), c @ rlx.transpose(c, (0, 2, 1))),
+        # x @ w.T packs its transposed B in the call: each thread takes a share of the
+        # columns (blas._splits_columns), here with a bias + relu epilogue narrowed to it
+        exe = rlx.compile(lambda a, b, c: (rlx.nn.linear(a, b), c @ rlx.transpose(c, (0, 2, 1)),
+                                           rlx.nn.relu(rlx.nn.linear(a, b) + 0.5)),
                           x, w, q, target="cpu", record=False)
-        y, s = exe(x, w, q)
+        y, s, r = exe(x, w, q)
+        assert "j0 = tid * per" in "".join(exe.sources.values())
         assert _rel(y, x @ w.T) < 1e-5
         assert _rel(s, q @ q.transpose(0, 2, 1)) < 1e-5
+        assert _rel(r, np.maximum(x @ w.T + 0.5, 0)) < 1e-5
     finally:
         set_num_threads(before)
 

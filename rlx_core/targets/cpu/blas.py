@@ -244,9 +244,8 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
     that block, so no barrier separates them; the caller passes only an epilogue that fits
     batches and rows (emit_gemm; any other the kernel writes after a barrier). With ``claim``
     (the claim-counter argument) the GEMM is shared out as claimed column chunks instead
-    (_column_chunks). (A static split by 32-column panels, which packs only a thread's share
-    of B, ran 10-25% faster alone at 128 rows on 2 threads but 5% slower inside the MLP
-    training step, timed side by side in one process; unpacked B keeps rows.)
+    (_column_chunks); a small GEMM that packs B in the call gives each thread a share of
+    the columns (_splits_columns).
     """
     from rlx_core.targets.cpu.team import GEMM_BLOCK_HEAD
 
@@ -265,6 +264,10 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
         return
     if claim:
         _column_chunks(w, spec, call, a_b, c_b, epilogue, claim)
+        w.close()
+        return
+    if _splits_columns(spec, epilogue, tiles):
+        _column_shares(w, spec, call, a_b, c_b, epilogue)
         w.close()
         return
     w.open(f"if ({spec.batch} >= team)")
@@ -300,6 +303,38 @@ def _claims_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,
     return (own and packed and spec.batch == 1 and spec.m <= COLUMN_ROWS
             and spec.n >= 2 * COLUMN_CHUNK and (epilogue is None or epilogue.fits("cols"))
             and not _alone(spec))
+
+
+def _splits_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,
+                    tiles: tuple[bool, bool]) -> bool:
+    """Does each thread take one share of C's columns (_column_shares) instead of rows?
+
+    For an own-kernel GEMM of at most COLUMN_ROWS rows whose op(B) is packed in the call
+    (neither prepacked nor read in place, see sgemm.reads_b_in_place): a thread then packs
+    only its own share of B, where with rows each packs all of it. Inside the MLP step on a
+    2-core Zen 3 VM, kernels timed side by side in one process (RLX_CPU_PROFILE), the forward
+    x @ W1^T (128 x 784 x 128) took 165 instead of 190 us and 128 x 512 x 512 571 instead
+    of 622; a B read in place (dW1 = g^T x) ran faster split by rows (181 vs 192 us)."""
+    own, packed = tiles
+    return (own and not packed and spec.batch == 1 and spec.m <= COLUMN_ROWS
+            and spec.n >= 2 * sgemm.NR and (epilogue is None or epilogue.fits("cols"))
+            and not sgemm.reads_b_in_place(spec.sb, spec.m, spec.k) and not _alone(spec))
+
+
+def _column_shares(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
+                   epilogue: BlockEpilogue | None) -> None:
+    """Thread ``tid``'s share of columns, whole panels wide (RLX_SG_NR), with its epilogue."""
+    n = spec.n
+    w.line("const int64_t bb = 0;")
+    w.line("(void)bb;")
+    w.line(f"const int64_t per = (({n} + team - 1) / team + RLX_SG_NR - 1) / RLX_SG_NR "
+           "* RLX_SG_NR;")
+    w.line(f"const int64_t j0 = tid * per, j1 = j0 + per < {n} ? j0 + per : {n};")
+    w.open("if (j0 < j1)")
+    call(str(spec.m), a_b, c_b, ("j0", "j1"))
+    if epilogue:
+        epilogue.emit(w, {"cols": ("j0", "j1")})
+    w.close()
 
 
 def _column_chunks(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,

@@ -16,7 +16,12 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
 - B is packed once per call into panels of NR = 32 columns, K deep, each contiguous (a graph
   parameter is packed once per binding instead: ``rlx_sgemm_pack_b`` + ``rlx_sgemm_packed``,
   see prepack.py); a transposed B (``x @ W.T``, the common linear layer) is packed with
-  8 x 8 register transposes, so packing costs a few percent of the multiply.
+  8 x 8 register transposes, so packing costs a few percent of the multiply. A B with
+  contiguous rows, at most KC deep, in a call of at most DIRECT_ROWS rows is not packed at
+  all: row p of a panel is then 32 contiguous floats of B's row p, read in place
+  (``reads_b_in_place``; a partial last panel is still packed, since a full-width load would
+  run past B). In the MLP step the weight gradient g^T x (128 x 128 x 784) took 207 instead
+  of 224 us per call that way (RLX_CPU_PROFILE, both builds in one process).
 - The tile is MR x NR = 8 x 32: sixteen zmm accumulators, two B loads and eight broadcasts
   per k step. 8 rows divide the row blocks the team hands out (multiples of 16). With AVX2
   (16 ymm registers) it is 6 x 16: twelve accumulators, two B loads and a broadcast (the
@@ -28,10 +33,11 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
 
 ``rlx_sgemm(m, n, k, A, rm, rk, B, brk, brn, C, ldc, n0, n1)`` computes columns ``[n0, n1)``
 of ``C = op(A) op(B)``, where element (i, p) of op(A) is ``A[i*rm + p*rk]`` and element (p, j)
-of op(B) is ``B[p*brk + j*brn]``; ``n0`` is a multiple of 32. The team splits GEMMs by rows
-and passes ``[0, n)`` (a split by column panels, where each thread packs only its own panels,
-ran slower inside the MLP step; see blas._team_gemm). Each thread packs into its own buffer
-(``_Thread_local``, grown on demand).
+of op(B) is ``B[p*brk + j*brn]``; ``n0`` is a multiple of the panel width (RLX_SG_NR: 32
+with AVX-512, 16 with AVX2). The team splits GEMMs by rows and passes ``[0, n)``, except
+that a small GEMM packing B in the call is split by whole panels, so each thread packs only
+its own (blas._splits_columns), and one on prepacked B by claimed column chunks. Each thread
+packs into its own buffer (``_Thread_local``, grown on demand).
 
 The source compiles everywhere; without either ISA the tile is plain C (correct, not fast),
 but the renderer only routes GEMMs here when the compiler targets AVX-512 or AVX2 with FMA
@@ -57,6 +63,16 @@ IMPL = "rlx-sgemm"
 def takes(dtype: DType, n: int) -> bool:
     """Does a GEMM of ``dtype`` with ``n`` columns run here (when the kernel is available)?"""
     return dtype == dt.f32 and n >= MIN_N
+
+
+KC = 384  # RLX_SG_KC: the depth of one packed slice of B
+DIRECT_ROWS = 256  # RLX_SG_DIRECT_ROWS
+
+
+def reads_b_in_place(sb, m: int, k: int) -> bool:
+    """Does a call of ``m`` rows read op(B) (strides ``sb``, a matmul.Strides) in place instead
+    of packing it? The Python side of rlx_sgemm_core's ``direct`` (the splits depend on it)."""
+    return sb.col == 1 and k <= KC and m <= DIRECT_ROWS
 
 
 def packed_bytes(n: int, k: int) -> int:
@@ -104,8 +120,9 @@ typedef __m256 rlx_sg_v;
 #define RLX_SG_VW 16
 #endif
 #define RLX_SG_NR (2 * RLX_SG_VW)
-#define RLX_SG_KC 384
+#define RLX_SG_KC 384  /* sgemm.KC */
 #define RLX_SG_NC 256
+#define RLX_SG_DIRECT_ROWS 256  /* sgemm.DIRECT_ROWS; see rlx_sgemm_core's direct */
 
 /* op(B) columns [j0, j0 + nr) into one panel: K rows of 32 floats, zero padded on the right */
 static void rlx_sgemm_pack_panel(int64_t K, int64_t nr, const float *B, int64_t rk, int64_t rn,
@@ -167,11 +184,12 @@ static void rlx_sgemm_pack_rows(int64_t kc, int64_t mr, const float *A, int64_t 
 }
 
 /* C[0:mr, 0:nr] (+)= op(A)[0:8, 0:kc] . b[0:kc, 0:32]: element (i, p) of op(A) at
-   a[i*ra + p*rp], b packed; acc: add to C. Rows past mr are read only when A is packed
+   a[i*ra + p*rp], row p of b at b + p*ldb (a packed panel: ldb = NR); acc: add to C. Rows past mr are read only when A is packed
    (zero padded): a direct A is read for its mr rows alone. */
 static inline __attribute__((always_inline)) void rlx_sgemm_tile(
         int64_t kc, const float *restrict a, int64_t ra, int64_t rp, const float *restrict b,
-        float *restrict c, int64_t ldc, int acc, int64_t mr, int64_t nr, int padded) {
+        int64_t ldb, float *restrict c, int64_t ldc, int acc, int64_t mr, int64_t nr,
+        int padded) {
     enum { MR = RLX_SG_MR, NR = RLX_SG_NR };
     enum { VW = RLX_SG_VW };
     float t[MR * NR];
@@ -182,7 +200,7 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile(
        and keeps all 2 * MR accumulators in registers; the mr-row copy serves edge tiles */
     if (padded || mr == MR) {
         for (int64_t p = 0; p < kc; ++p) {
-            const rlx_sg_v b0 = RLX_SG_LOAD(b + p * NR), b1 = RLX_SG_LOAD(b + p * NR + VW);
+            const rlx_sg_v b0 = RLX_SG_LOAD(b + p * ldb), b1 = RLX_SG_LOAD(b + p * ldb + VW);
             for (int i = 0; i < MR; ++i) {
                 const rlx_sg_v ai = RLX_SG_SET1(a[i * ra + p * rp]);
                 c0[i] = RLX_SG_FMA(ai, b0, c0[i]);
@@ -191,7 +209,7 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile(
         }
     } else {
         for (int64_t p = 0; p < kc; ++p) {
-            const rlx_sg_v b0 = RLX_SG_LOAD(b + p * NR), b1 = RLX_SG_LOAD(b + p * NR + VW);
+            const rlx_sg_v b0 = RLX_SG_LOAD(b + p * ldb), b1 = RLX_SG_LOAD(b + p * ldb + VW);
             for (int i = 0; i < mr; ++i) {
                 const rlx_sg_v ai = RLX_SG_SET1(a[i * ra + p * rp]);
                 c0[i] = RLX_SG_FMA(ai, b0, c0[i]);
@@ -220,7 +238,7 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile(
     for (int64_t p = 0; p < kc; ++p)
         for (int64_t i = 0; i < (padded ? MR : mr); ++i) {
             const float ai = a[i * ra + p * rp];
-            for (int j = 0; j < NR; ++j) t[i * NR + j] += ai * b[p * NR + j];
+            for (int j = 0; j < NR; ++j) t[i * NR + j] += ai * b[p * ldb + j];
         }
 #endif
     for (int64_t i = 0; i < mr; ++i)
@@ -252,6 +270,10 @@ static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int
     enum { MR = RLX_SG_MR, NR = RLX_SG_NR, KC = RLX_SG_KC, NC = RLX_SG_NC,
            MC = 64 / RLX_SG_MR * RLX_SG_MR };  /* whole row tiles: A's packed block is MC x KC */
     const int pack_a = rm < rk;
+    /* op(B) with contiguous rows, one KC slice deep, for a few row tiles: its full panels
+       are read in place (row p of a panel is 32 contiguous floats of B's row p), so nothing
+       is copied; only a partial last panel is packed (a full-width load would run past B) */
+    const int direct = !P && brn == 1 && k <= KC && m <= RLX_SG_DIRECT_ROWS;
     for (int64_t jc = n0; jc < n1; jc += NC) {
         const int64_t nc = n1 - jc < NC ? n1 - jc : NC;
         const int64_t panels = (nc + NR - 1) / NR;
@@ -275,6 +297,7 @@ static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int
             if (!P)
                 for (int64_t q = 0; q < panels; ++q) {
                     const int64_t j = jc + q * NR, nr = jc + nc - j < NR ? jc + nc - j : NR;
+                    if (direct && nr == NR) continue;
                     rlx_sgemm_pack_panel(kc, nr, B + pc * brk + j * brn, brk, brn,
                                          bp + q * NR * kc);
                 }
@@ -289,15 +312,18 @@ static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int
                                             rm, rk, ap + (i - ic) * KC);
                 for (int64_t q = 0; q < panels; ++q) {  /* the panel's KC slice stays in L1 */
                     const int64_t j = jc + q * NR, nr = jc + nc - j < NR ? jc + nc - j : NR;
-                    const float *pq = P ? P + (j / NR) * k * NR + pc * NR : bp + q * NR * kc;
+                    const int in_place = direct && nr == NR;
+                    const float *pq = P ? P + (j / NR) * k * NR + pc * NR
+                                      : in_place ? B + pc * brk + j : bp + q * NR * kc;
+                    const int64_t ldb = in_place ? brk : NR;
                     for (int64_t i = ic; i < ie; i += MR) {
                         const int64_t mr = ie - i < MR ? ie - i : MR;
                         if (pack_a)
-                            rlx_sgemm_tile(kc, ap + (i - ic) * KC, 1, MR, pq, C + i * ldc + j,
+                            rlx_sgemm_tile(kc, ap + (i - ic) * KC, 1, MR, pq, ldb, C + i * ldc + j,
                                            ldc, pc > 0, mr, nr, 1);
                         else
-                            rlx_sgemm_tile(kc, A + i * rm + pc * rk, rm, rk, pq, C + i * ldc + j,
-                                           ldc, pc > 0, mr, nr, 0);
+                            rlx_sgemm_tile(kc, A + i * rm + pc * rk, rm, rk, pq, ldb,
+                                           C + i * ldc + j, ldc, pc > 0, mr, nr, 0);
                     }
                 }
             }
