@@ -94,11 +94,17 @@ def test_team_splits_agree_with_numpy(threads: int) -> None:
         q = rng.standard_normal((12, 40, 64), np.float32)  # batched: whole batches per thread
         # x @ w.T packs its transposed B in the call: each thread takes a share of the
         # columns (blas._splits_columns), here with a bias + relu epilogue narrowed to it
-        exe = rlx.compile(lambda a, b, c: (rlx.nn.linear(a, b), c @ rlx.transpose(c, (0, 2, 1)),
-                                           rlx.nn.relu(rlx.nn.linear(a, b) + 0.5)),
-                          x, w, q, target="cpu", record=False)
-        y, s, r = exe(x, w, q)
-        assert "j0 = tid * per" in "".join(exe.sources.values())
+        # and so does a GEMM of fewer than 16 rows (too few to split): d^T e, 10 x 300 x 200
+        d = rng.standard_normal((300, 10), np.float32)
+        e = rng.standard_normal((300, 200), np.float32)
+        exe = rlx.compile(lambda a, b, c, d, e: (
+            rlx.nn.linear(a, b), c @ rlx.transpose(c, (0, 2, 1)),
+            rlx.nn.relu(rlx.nn.linear(a, b) + 0.5), rlx.transpose(d, (1, 0)) @ e),
+            x, w, q, d, e, target="cpu", record=False)
+        y, s, r, de = exe(x, w, q, d, e)
+        src = "".join(exe.sources.values())
+        assert src.count("j0 = tid * per") >= 2 and "rlx_sgemm(10, 200, 300" in src
+        assert _rel(de, d.T @ e) < 1e-5
         assert _rel(y, x @ w.T) < 1e-5
         assert _rel(s, q @ q.transpose(0, 2, 1)) < 1e-5
         assert _rel(r, np.maximum(x @ w.T + 0.5, 0)) < 1e-5

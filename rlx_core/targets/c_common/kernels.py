@@ -285,7 +285,8 @@ def _emit_column_reduce(env: KernelEnv, w: Writer, red: Node, xname: str, xshape
     width = COLUMN_ACC
     if not any(xshape[a] > 1 for a in outer) and pragma and splits(pragma):
         # the chunks are the only parallel loop: make enough of them for a team to share
-        width = min(COLUMN_ACC, max(32, -(-last // 4 + 15) // 16 * 16))
+        quarter = -(-last // 4)
+        width = min(COLUMN_ACC, max(32, -(-quarter // 16) * 16))
     acc_t = ct.accumulator(d, red.op)
 
     def emit(b: Body, plan: LoopPlan) -> None:

@@ -252,6 +252,10 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
     m = spec.m
     w.open(GEMM_BLOCK_HEAD)
     w.line("const int64_t tid = omp_get_thread_num(), team = omp_get_num_threads();")
+    if _splits_columns(spec, epilogue, tiles):
+        _column_shares(w, spec, call, a_b, c_b, epilogue)
+        w.close()
+        return
     if _alone(spec):
         w.open("if (tid == 0)")
         w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
@@ -264,10 +268,6 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
         return
     if claim:
         _column_chunks(w, spec, call, a_b, c_b, epilogue, claim)
-        w.close()
-        return
-    if _splits_columns(spec, epilogue, tiles):
-        _column_shares(w, spec, call, a_b, c_b, epilogue)
         w.close()
         return
     w.open(f"if ({spec.batch} >= team)")
@@ -314,11 +314,17 @@ def _splits_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,
     only its own share of B, where with rows each packs all of it. Inside the MLP step on a
     2-core Zen 3 VM, kernels timed side by side in one process (RLX_CPU_PROFILE), the forward
     x @ W1^T (128 x 784 x 128) took 165 instead of 190 us and 128 x 512 x 512 571 instead
-    of 622; a B read in place (dW1 = g^T x) ran faster split by rows (181 vs 192 us)."""
+    of 622; a B read in place (dW1 = g^T x) ran faster split by rows (181 vs 192 us). A GEMM
+    of fewer than 16 rows, which the row split leaves to one thread, is split by columns
+    however B is read: the 784-512-512-10 step's 10 x 512 x 128 weight gradient took
+    23.6 us on one thread (C harness)."""
     own, packed = tiles
-    return (own and not packed and spec.batch == 1 and spec.m <= COLUMN_ROWS
-            and spec.n >= 2 * sgemm.NR and (epilogue is None or epilogue.fits("cols"))
-            and not sgemm.reads_b_in_place(spec.sb, spec.m, spec.k) and not _alone(spec))
+    if not (own and not packed and spec.batch == 1 and spec.n >= 2 * sgemm.NR
+            and (epilogue is None or epilogue.fits("cols")) and work_of(spec) >= GEMM_PARALLEL_MIN):
+        return False
+    if spec.m < 16:
+        return True  # too few rows to split (a 10-class weight gradient): columns, not alone
+    return spec.m <= COLUMN_ROWS and not sgemm.reads_b_in_place(spec.sb, spec.m, spec.k)
 
 
 def _column_shares(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
