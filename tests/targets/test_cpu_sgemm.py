@@ -43,9 +43,10 @@ def _rel(got, want) -> float:
 
 
 # rows not a multiple of the 8-row tile, K past one 384-deep block, N past one 256-wide block
-# and not a multiple of the 32-wide panel, and the exact tile sizes; with a row-major B at most
-# 384 deep and 256 rows, full panels are read in place (the last ones of (40, 100, 300) and
-# (5, 3, 48) are partial and packed; B's rows there start at any float, not at a cache line)
+# and not a multiple of the 32-wide panel, and the exact tile sizes; with a row-major B in a
+# call of at most 256 rows, full panels are read in place, one KC slice at a time (the last
+# panels of (40, 100, 300) and (5, 3, 48) are partial and packed; B's rows there start at any
+# float, not at a cache line)
 SHAPES = [(1, 33, 32), (7, 5, 64), (8, 384, 32), (13, 77, 50), (64, 785, 300), (129, 1000, 97),
           (300, 20, 33), (40, 100, 300), (200, 384, 64), (5, 3, 48), (256, 385, 64)]
 

@@ -324,7 +324,7 @@ def _splits_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,
         return False
     if spec.m < 16:
         return True  # too few rows to split (a 10-class weight gradient): columns, not alone
-    return spec.m <= COLUMN_ROWS and not sgemm.reads_b_in_place(spec.sb, spec.m, spec.k)
+    return spec.m <= COLUMN_ROWS and not sgemm.reads_b_in_place(spec.sb, spec.m)
 
 
 def _column_shares(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,

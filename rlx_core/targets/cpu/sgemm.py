@@ -17,11 +17,12 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
   parameter is packed once per binding instead: ``rlx_sgemm_pack_b`` + ``rlx_sgemm_packed``,
   see prepack.py); a transposed B (``x @ W.T``, the common linear layer) is packed with
   8 x 8 register transposes, so packing costs a few percent of the multiply. A B with
-  contiguous rows, at most KC deep, in a call of at most DIRECT_ROWS rows is not packed at
-  all: row p of a panel is then 32 contiguous floats of B's row p, read in place
+  contiguous rows in a call of at most DIRECT_ROWS rows is not packed at all: row p of a
+  panel is then 32 contiguous floats of B's row p, read in place
   (``reads_b_in_place``; a partial last panel is still packed, since a full-width load would
   run past B). In the MLP step the weight gradient g^T x (128 x 128 x 784) took 207 instead
-  of 224 us per call that way (RLX_CPU_PROFILE, both builds in one process).
+  of 224 us per call that way (RLX_CPU_PROFILE, both builds in one process), and at batch
+  1024 (K = 1024, three KC slices) a C harness ran it in 1420 instead of 1554 us.
 - The tile is MR x NR = 8 x 32: sixteen zmm accumulators, two B loads and eight broadcasts
   per k step. 8 rows divide the row blocks the team hands out (multiples of 16). With AVX2
   (16 ymm registers) it is 6 x 16: twelve accumulators, two B loads and a broadcast (the
@@ -65,14 +66,13 @@ def takes(dtype: DType, n: int) -> bool:
     return dtype == dt.f32 and n >= MIN_N
 
 
-KC = 384  # RLX_SG_KC: the depth of one packed slice of B
 DIRECT_ROWS = 256  # RLX_SG_DIRECT_ROWS
 
 
-def reads_b_in_place(sb, m: int, k: int) -> bool:
+def reads_b_in_place(sb, m: int) -> bool:
     """Does a call of ``m`` rows read op(B) (strides ``sb``, a matmul.Strides) in place instead
     of packing it? The Python side of rlx_sgemm_core's ``direct`` (the splits depend on it)."""
-    return sb.col == 1 and k <= KC and m <= DIRECT_ROWS
+    return sb.col == 1 and m <= DIRECT_ROWS
 
 
 def packed_bytes(n: int, k: int) -> int:
@@ -120,7 +120,7 @@ typedef __m256 rlx_sg_v;
 #define RLX_SG_VW 16
 #endif
 #define RLX_SG_NR (2 * RLX_SG_VW)
-#define RLX_SG_KC 384  /* sgemm.KC */
+#define RLX_SG_KC 384
 #define RLX_SG_NC 256
 #define RLX_SG_DIRECT_ROWS 256  /* sgemm.DIRECT_ROWS; see rlx_sgemm_core's direct */
 
@@ -270,10 +270,10 @@ static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int
     enum { MR = RLX_SG_MR, NR = RLX_SG_NR, KC = RLX_SG_KC, NC = RLX_SG_NC,
            MC = 64 / RLX_SG_MR * RLX_SG_MR };  /* whole row tiles: A's packed block is MC x KC */
     const int pack_a = rm < rk;
-    /* op(B) with contiguous rows, one KC slice deep, for a few row tiles: its full panels
+    /* op(B) with contiguous rows, for a few row tiles: the full panels of each KC slice
        are read in place (row p of a panel is 32 contiguous floats of B's row p), so nothing
        is copied; only a partial last panel is packed (a full-width load would run past B) */
-    const int direct = !P && brn == 1 && k <= KC && m <= RLX_SG_DIRECT_ROWS;
+    const int direct = !P && brn == 1 && m <= RLX_SG_DIRECT_ROWS;
     for (int64_t jc = n0; jc < n1; jc += NC) {
         const int64_t nc = n1 - jc < NC ? n1 - jc : NC;
         const int64_t panels = (nc + NR - 1) / NR;
