@@ -98,14 +98,22 @@ def test_team_splits_agree_with_numpy(threads: int) -> None:
         # and so does a GEMM of fewer than 16 rows (too few to split): d^T e, 10 x 300 x 200
         d = rng.standard_normal((300, 10), np.float32)
         e = rng.standard_normal((300, 200), np.float32)
-        exe = rlx.compile(lambda a, b, c, d, e: (
+        # GEMMs of 164K multiply-adds (past TEAM_GEMM_MIN) split too: a 10-wide one on
+        # OpenBLAS (128 x 128 x 10) and a 10-deep one (128 x 10 x 128)
+        h = rng.standard_normal((128, 128), np.float32)
+        w10 = rng.standard_normal((10, 128), np.float32)
+        exe = rlx.compile(lambda a, b, c, d, e, h, w10: (
             rlx.nn.linear(a, b), c @ rlx.transpose(c, (0, 2, 1)),
-            rlx.nn.relu(rlx.nn.linear(a, b) + 0.5), rlx.transpose(d, (1, 0)) @ e),
-            x, w, q, d, e, target="cpu", record=False)
-        y, s, r, de = exe(x, w, q, d, e)
+            rlx.nn.relu(rlx.nn.linear(a, b) + 0.5), rlx.transpose(d, (1, 0)) @ e,
+            rlx.nn.linear(h, w10), h[:, :10] @ w10),
+            x, w, q, d, e, h, w10, target="cpu", record=False)
+        y, s, r, de, hw, hk = exe(x, w, q, d, e, h, w10)
         src = "".join(exe.sources.values())
         assert src.count("j0 = tid * per") >= 2 and "rlx_sgemm(10, 200, 300" in src
+        assert "if (tid == 0)" not in src  # every GEMM here is shared out
         assert _rel(de, d.T @ e) < 1e-5
+        assert _rel(hw, h @ w10.T) < 1e-5
+        assert _rel(hk, h[:, :10] @ w10) < 1e-5
         assert _rel(y, x @ w.T) < 1e-5
         assert _rel(s, q @ q.transpose(0, 2, 1)) < 1e-5
         assert _rel(r, np.maximum(x @ w.T + 0.5, 0)) < 1e-5

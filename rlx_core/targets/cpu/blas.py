@@ -77,6 +77,11 @@ def _blas_layout(s: Strides) -> tuple[str, int] | None:
 
 # below this many multiply-adds a GEMM runs on one thread (a parallel region costs more)
 GEMM_PARALLEL_MIN = 1 << 18
+# the same inside a team region, where the threads are already running and a split costs
+# only the wait at the barrier after the kernel: the MLP step's three GEMMs of 164K
+# multiply-adds (128 x 128 x 10 and its two gradients) split at 2 threads made the step
+# 0.408 instead of 0.434 ms (one process, 15 alternating turns)
+TEAM_GEMM_MIN = 1 << 16
 
 
 def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
@@ -230,7 +235,7 @@ def work_of(spec: GemmSpec) -> int:
 
 def _alone(spec: GemmSpec) -> bool:
     """Does a team GEMM run on thread 0 alone (too small to split)?"""
-    return work_of(spec) < GEMM_PARALLEL_MIN or (spec.batch == 1 and spec.m < 16)
+    return work_of(spec) < TEAM_GEMM_MIN or (spec.batch == 1 and spec.m < 16)
 
 
 def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
@@ -320,7 +325,7 @@ def _splits_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,
     23.6 us on one thread (C harness)."""
     own, packed = tiles
     if not (own and not packed and spec.batch == 1 and spec.n >= 2 * sgemm.NR
-            and (epilogue is None or epilogue.fits("cols")) and work_of(spec) >= GEMM_PARALLEL_MIN):
+            and (epilogue is None or epilogue.fits("cols")) and work_of(spec) >= TEAM_GEMM_MIN):
         return False
     if spec.m < 16:
         return True  # too few rows to split (a 10-class weight gradient): columns, not alone
