@@ -29,6 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
+    SETTLE_S,
     Stats,
     interleaved,
     limit_threads,
@@ -209,9 +210,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="threads for every peer (default: the cores available)")
     ap.add_argument("--block", type=int, default=10,
                     help="consecutive calls per peer per turn (see common.interleaved)")
-    ap.add_argument("--settle", type=float, default=0.0,
+    ap.add_argument("--settle", type=float, default=SETTLE_S,
                     help="seconds of untimed calls before each turn, so no peer's idle "
-                         "thread pool spins into the next peer's timed calls")
+                         "thread pool spins into the next peer's timed calls (default "
+                         f"{SETTLE_S:g})")
     ap.add_argument("--quick", action="store_true", help="few runs, do not write results")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch peers")
     ap.add_argument("--only", default="", help="comma-separated config labels, e.g. 784-128-10/128")

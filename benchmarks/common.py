@@ -33,16 +33,22 @@ def limit_threads(n: int) -> dict[str, str]:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                 "RLX_NUM_THREADS"):
         os.environ[var] = str(n)
-    # idle workers of one peer's pool must not spin on the cores the next peer runs on (the
-    # peers are interleaved call by call): every OpenMP runtime here (torch's and rlx's
-    # libgomp) sleeps when idle; onnxruntime is told the same through its session options
+    # one wait policy for every pool: idle workers spin about 0.3 ms, then sleep. That is what
+    # a loop of back-to-back calls sees (its pool still awake at the next call), and it ends
+    # long before another peer's timed calls (turns start settled, see interleaved).
+    # - libgomp (rlx's and torch's OpenMP): PASSIVE, but 10,000 spins first (GOMP_SPINCOUNT
+    #   overrides PASSIVE's zero; 10,000 pause instructions took 0.28-0.34 ms here). rlx sets
+    #   the same by itself when nobody set OMP_WAIT_POLICY (runtime.openmp_defaults); with
+    #   PASSIVE alone every call of a program woke its workers from sleep: the MLP step took
+    #   0.34 instead of 0.30 ms.
+    # - OpenBLAS (numpy's, and the one rlx can call) is not OpenMP: its idle workers spin for
+    #   2^N cycles of the 2.6 GHz TSC, N = OPENBLAS_THREAD_TIMEOUT (default 28, ~0.1 s):
+    #   2^20 is ~0.4 ms. At 4 (sleep at once) numpy's MLP step took 0.56 instead of 0.47 ms.
+    # - onnxruntime spins or not (session option), with no duration to set: bench_minilm
+    #   times it both ways and keeps the faster.
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    # OpenBLAS (numpy's, and the one rlx can call) is not OpenMP: its idle workers spin for
-    # 2^28 cycles (~0.1 s) after a call unless told otherwise; 2^4 cycles puts them to sleep
-    # at once, the PASSIVE of every other pool (documented in OpenBLAS's README). Without it
-    # the peer timed after numpy shares its cores with spinning threads (MiniLM batch 1:
-    # rlx 35.6 ms after numpy's turn, 22.3 ms with this set; numpy's own time unchanged).
-    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
     done = {"threads": str(n)}
     try:
         from threadpoolctl import threadpool_limits
@@ -81,6 +87,10 @@ class Stats:
         return Stats(statistics.median(xs), q[0], q[-1], len(xs))
 
 
+# seconds of untimed calls before each turn (interleaved's settle_s), the benchmarks' default
+SETTLE_S = 0.3
+
+
 def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
                 budget_s: float | None = None, block: int = 1,
                 settle_s: float = 0.0) -> dict[str, Stats]:
@@ -89,15 +99,14 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
     ``warmup`` calls of each peer come first (compilation, caches, allocator). Turns rotate
     through the peers so load that drifts over the run reaches all of them, and a peer's
     calls within a turn run back to back, as in a real loop (caches and its own thread pool
-    stay warm). Idle pools sleep (``limit_threads``: OpenMP PASSIVE, OpenBLAS's thread
-    timeout at its minimum), so no peer's turn shares cores with the previous peer's spinning
-    workers; a pause between turns would leave the cores idle instead, and two-thread peers
-    then start each turn slowly. With ``settle_s`` > 0 each turn starts with that many
-    seconds of untimed calls, so every peer is timed in its own steady state (its pool awake,
-    caches warm), as in a loop that runs alone. (A pause instead left the idle vCPUs of this
-    VM slow to ramp up again: every peer ran slower.) With ``budget_s`` a turn stops being
-    started once the budget is spent and at least ``min(runs, 20)`` calls
-    ran, so a slow machine still finishes.
+    stay warm). Each turn starts with ``settle_s`` seconds of untimed calls of the peer
+    about to be timed (benchmarks pass SETTLE_S), so the previous peer's pool has stopped
+    spinning by the first timed call and every peer is timed in its own steady state, as in
+    a loop that runs alone: onnxruntime with spinning on kept spinning into the next turn
+    (MiniLM batch 1: rlx 20.5 ms unsettled, 14.7 ms settled). A pause instead of the calls
+    left this VM's idle vCPUs slow to ramp up again: every peer ran slower. With
+    ``budget_s`` a turn stops being started once the budget is spent and at least
+    ``min(runs, 20)`` calls ran, so a slow machine still finishes.
     """
     names = list(peers)
     for name in names:
@@ -152,9 +161,10 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
 
 def result_stem(base: str, threads: int | None, settle_s: float) -> str:
     """File stem of a run's results: ``base``, ``-<n>thread`` for an explicit ``--threads``
-    run and ``-settled`` for a ``--settle`` run, each kept beside the default run."""
+    run and ``-settle<S>s`` for a ``--settle`` other than SETTLE_S, each kept beside the
+    default run."""
     stem = base if threads is None else f"{base}-{threads}thread"
-    return stem + ("-settled" if settle_s > 0 else "")
+    return stem + ("" if settle_s == SETTLE_S else f"-settle{settle_s:g}s")
 
 
 def turns_text(block: int, settle_s: float) -> str:

@@ -30,9 +30,11 @@ def openmp_defaults() -> None:
     them once, when it starts); a variable the user set is left alone.
 
     Idle workers sleep (they must not hold cores other code needs between calls) but first
-    spin briefly, ~1 ms on the 2-core VM: a program called again soon (a training loop) then
-    finds its workers awake. Woken from sleep each call, the MLP step ran ~15% slower (0.56
-    vs 0.47 ms p50 over six runs of 784-128-10/128 at 2 threads).
+    spin briefly (10,000 pause instructions: 0.28-0.34 ms on the 2-core Zen 4 VM): a program
+    called again soon (a training loop) then finds its workers awake. Woken from sleep each
+    call, the MLP step ran ~15% slower (0.56 vs 0.47 ms p50 over six runs of 784-128-10/128
+    at 2 threads; 0.34 vs 0.30 ms on the Zen 4 VM). OMP_WAIT_POLICY=PASSIVE set without
+    GOMP_SPINCOUNT means libgomp's spin count 0: every call then wakes the workers.
     """
     if "OMP_WAIT_POLICY" not in os.environ:
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
