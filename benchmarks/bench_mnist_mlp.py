@@ -180,6 +180,15 @@ def torch_peer(torch: Any, params: dict, b: Batches, compiled: bool) -> Any:
 # ---- the benchmark ------------------------------------------------------------------------
 
 
+def step_flops(sizes: tuple[int, ...], batch: int) -> int:
+    """GEMM FLOPs of one training step: every layer's forward and weight gradient, and the
+    input gradient of every layer but the first (no gradient flows into the images); the
+    bias, activation and loss work is a fraction of a percent beside them."""
+    layers = list(zip(sizes[:-1], sizes[1:], strict=False))
+    return sum(2 * batch * i * o * (2 if n == 0 else 3) for n, (i, o) in enumerate(layers))
+
+
+
 def check_against_numpy(params: dict, b: Batches) -> float:
     """Max relative parameter difference between rlx and the numpy step after 3 steps."""
     import numpy as np
@@ -233,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
 
         torch = _torch
         torch_threads(torch, threads)
+    from benchmarks.peak import fma_peak
+
+    peak = fma_peak(threads)  # GFLOP/s: what bounds every peer (benchmarks/peak.py)
     data = load_mnist()
     x, y = data.flat("train")
     runs = 5 if args.quick else max(20, args.runs)
@@ -254,31 +266,40 @@ def main(argv: list[str] | None = None) -> int:
             peers["torch.compile"] = torch_peer(torch, params, b, compiled=True)
         stats: dict[str, Stats] = interleaved(peers, runs, warmup, block=args.block, settle_s=args.settle)
         ips = {n: batch / s.p50 for n, s in stats.items()}
+        flops = step_flops(sizes, batch)
         row = {"sizes": list(sizes), "batch": batch, "label": label,
                "rlx_vs_numpy_max_rel_param_diff": agree,
                "stats_s": {n: s for n, s in stats.items()},
                "images_per_s": {n: round(v, 1) for n, v in ips.items()},
-               "rlx_ratio": {n: round(ips["rlx"] / v, 3) for n, v in ips.items() if n != "rlx"}}
+               "rlx_ratio": {n: round(ips["rlx"] / v, 3) for n, v in ips.items() if n != "rlx"},
+               "step_gflop": flops * 1e-9,
+               "floor_s": flops * 1e-9 / peak,  # the step at the FMA peak, nothing else
+               "rlx_fraction_of_peak": round(flops * 1e-9 / stats["rlx"].p50 / peak, 3)}
         results.append(row)
         say(f"{label:22s} " + "  ".join(f"{n} {v:,.0f} img/s" for n, v in ips.items()) +
             "   rlx/" + " rlx/".join(f"{n} {r:.2f}x" for n, r in row["rlx_ratio"].items()) +
-            f"   (params vs numpy: {agree:.1e})")
+            f"   (params vs numpy: {agree:.1e}; rlx at {row['rlx_fraction_of_peak']:.0%} of "
+            f"the FMA peak)")
     data_out = {"benchmark": "mnist_mlp", "machine": machine(), "threads": limits,
                 "runs": runs, "warmup": warmup, "lr": LR, "numpy": np.__version__,
-                "torch": getattr(torch, "__version__", None), "results": results}
+                "torch": getattr(torch, "__version__", None), "fma_peak_gflops": round(peak, 1),
+                "results": results}
     peers_order = ["rlx", "numpy", "torch", "torch.compile"]
     headers = ["MLP / batch"] + [f"{p} img/s" for p in peers_order] + \
-        ["rlx / numpy", "rlx / torch", "rlx / torch.compile"]
+        ["rlx / numpy", "rlx / torch", "rlx / torch.compile", "floor ms", "rlx of peak"]
     rows = []
     for r in results:
         ips, ratio = r["images_per_s"], r["rlx_ratio"]
         rows.append([r["label"]] + [f"{ips[p]:,.0f}" if p in ips else "-" for p in peers_order] +
-                    [f"{ratio[p]:.2f}x" if p in ratio else "-" for p in peers_order[1:]])
+                    [f"{ratio[p]:.2f}x" if p in ratio else "-" for p in peers_order[1:]] +
+                    [f"{r['floor_s'] * 1e3:.3f}", f"{r['rlx_fraction_of_peak']:.0%}"])
     md = (f"# MNIST MLP training throughput\n\n{machine()['cpu']}, {threads} thread(s) per "
           f"peer, load average {data_out['machine']['load_average_1m']} at the end, p50 of "
           f"{runs} steps ({turns_text(args.block, args.settle)}) after {warmup} warm-up "
           f"steps "
-          f"(`python benchmarks/bench_mnist_mlp.py`).\n\n" + markdown_table(headers, rows))
+          f"(`python benchmarks/bench_mnist_mlp.py`). f32 FMA peak at {threads} thread(s): "
+          f"{peak:.0f} GFLOP/s (`benchmarks/peak.py`); *floor*: the step's GEMM FLOPs at that "
+          f"peak, a time no implementation beats here.\n\n" + markdown_table(headers, rows))
     if not args.quick:
         # an explicit --threads run is kept beside the default one (the cores available)
         stem = result_stem("mnist_mlp", args.threads, args.settle)

@@ -1,0 +1,85 @@
+"""The machine's f32 multiply-add ceiling: what no implementation of a benchmark can beat.
+
+``fma_peak(threads)`` compiles a loop of independent fused multiply-adds on register-resident
+vectors (no loads, no stores) with the CPU target's compiler, runs it on ``threads`` OpenMP
+threads at once and returns the summed GFLOP/s (the best of a few rounds). A benchmark's FLOP
+count divided by it is the least time any code can take on this machine, so a ratio target
+can be checked against arithmetic before anyone profiles: at 784-128-10/128 the MLP training
+step is 52.4 MFLOP, which at 2 x 116 GFLOP/s (this 2-core Zen 4 VM) is 0.226 ms.
+
+    python benchmarks/peak.py [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# GCC/Clang vector extensions: 16 floats per vector (one zmm with AVX-512, two ymm with AVX2),
+# CHAINS independent accumulators so the FMA latency is hidden; -ffp-contract (GNU C's
+# default) makes each a * b + c one fused instruction
+SOURCE = r"""
+#include <stdint.h>
+#include <time.h>
+#include <omp.h>
+typedef float rlx_v16 __attribute__((vector_size(64)));
+#define CHAINS 12
+static double rlx_peak_now(void) {
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+/* GFLOP/s summed over `threads` threads, each running `steps` x CHAINS vector FMAs;
+   sink keeps the results alive */
+double rlx_fma_peak(int threads, int64_t steps, float *sink) {
+    double total = 0.0;
+    #pragma omp parallel num_threads(threads) reduction(+:total)
+    {
+        rlx_v16 acc[CHAINS];
+        const rlx_v16 b = (rlx_v16){0} + 0.9999f, c = (rlx_v16){0} + 1e-4f;
+        for (int i = 0; i < CHAINS; ++i) acc[i] = (rlx_v16){0} + 0.001f * (float)i;
+        #pragma omp barrier
+        const double t0 = rlx_peak_now();
+        for (int64_t n = 0; n < steps; ++n)
+            for (int i = 0; i < CHAINS; ++i) acc[i] = acc[i] * b + c;
+        const double dt = rlx_peak_now() - t0;
+        float s = 0.0f;
+        for (int i = 0; i < CHAINS; ++i)
+            for (int l = 0; l < 16; ++l) s += acc[i][l];
+        sink[omp_get_thread_num() % 64] = s;
+        total = (double)steps * CHAINS * 16 * 2 / dt * 1e-9;
+    }
+    return total;
+}
+"""
+
+
+def fma_peak(threads: int, rounds: int = 5, steps: int = 20_000_000 // 16) -> float:
+    """Summed f32 FMA GFLOP/s of ``threads`` threads (the best of ``rounds``)."""
+    from rlx_core.targets.cpu.runtime import load_library
+    from rlx_core.targets.cpu.toolchain import build_shared
+
+    lib = load_library(str(build_shared(SOURCE).path))
+    fn = lib.rlx_fma_peak
+    fn.restype = ctypes.c_double
+    fn.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_float))
+    sink = (ctypes.c_float * 64)()
+    return max(fn(threads, steps, sink) for _ in range(rounds))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    args = ap.parse_args(argv)
+    one, all_ = fma_peak(1), fma_peak(args.threads)
+    print(f"f32 FMA peak: {one:.1f} GFLOP/s on 1 thread, {all_:.1f} on {args.threads}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
