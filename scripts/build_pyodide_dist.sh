@@ -26,8 +26,16 @@ for f in pyodide.mjs pyodide.asm.mjs pyodide.asm.wasm python_stdlib.zip pyodide-
   cp -u "$NPM_DIR/node_modules/pyodide/$f" "$OUT/"
 done
 
-# the rlx wheel: pure Python, built without network (no build isolation)
-rm -f "$OUT"/rlx_explorer-*.whl
-"$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$OUT" . >/dev/null
+# the rlx wheel: pure Python, built without network (no build isolation). Built aside and
+# renamed into place, so the wheel is never missing: another test worker may be copying or
+# serving it outside this lock (a lite site build once found it deleted mid-rebuild)
+TMP_WHL=$(mktemp -d "$OUT/.wheel.XXXXXX")
+trap 'rm -rf "$TMP_WHL"' EXIT
+"$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$TMP_WHL" . >/dev/null
 rm -rf build/lib build/bdist.*
+new=$(ls "$TMP_WHL"/rlx_explorer-*.whl)
+mv -f "$new" "$OUT/"
+for old in "$OUT"/rlx_explorer-*.whl; do  # wheels of other versions
+  [ "$(basename "$old")" = "$(basename "$new")" ] || rm -f "$old"
+done
 ls "$OUT"/rlx_explorer-*.whl
