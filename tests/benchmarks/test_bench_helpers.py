@@ -1,0 +1,56 @@
+"""The benchmarks' arithmetic and naming: FLOP counts, the FMA-peak probe, result files.
+
+Nothing here times anything against a threshold (benchmarks are not tests); these check that
+the floors the benchmarks print are computed from the right FLOP counts and that the probe
+runs and measures something."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.bench_minilm import encoder_flops
+from benchmarks.bench_mnist_mlp import step_flops
+from benchmarks.common import SETTLE_S, result_stem
+from rlx_core.models.minilm import BertConfig
+
+
+def _gemm(m: int, n: int, k: int) -> int:
+    return 2 * m * n * k
+
+
+def test_mlp_step_flops_count_each_gemm_of_the_training_step() -> None:
+    b = 128
+    want = (_gemm(b, 128, 784) + _gemm(b, 10, 128)        # forward
+            + _gemm(128, 784, b) + _gemm(10, 128, b)      # weight gradients
+            + _gemm(b, 128, 10))                          # input gradient of layer 2 only
+    assert step_flops((784, 128, 10), b) == want == 52_363_264
+    deep = step_flops((784, 512, 512, 10), 1024)
+    assert deep == 1024 * 2 * (784 * 512 * 2 + 512 * 512 * 3 + 512 * 10 * 3)
+
+
+def test_minilm_flops_count_projections_ffn_and_attention() -> None:
+    cfg = BertConfig()  # all-MiniLM-L6-v2: 6 layers, hidden 384, FFN 1536
+    s, h, i = 128, cfg.hidden_size, cfg.intermediate_size
+    layer = 4 * _gemm(s, h, h) + 2 * _gemm(s, i, h) + 2 * _gemm(s, s, h)
+    assert encoder_flops(cfg, 1, s) == cfg.num_hidden_layers * layer
+    assert encoder_flops(cfg, 32, s) == 32 * encoder_flops(cfg, 1, s)
+
+
+def test_result_stem_keeps_non_default_runs_beside_the_default() -> None:
+    assert result_stem("minilm", None, SETTLE_S) == "minilm"
+    assert result_stem("minilm", 1, SETTLE_S) == "minilm-1thread"
+    assert result_stem("mnist_mlp", None, 0.0) == "mnist_mlp-settle0s"
+
+
+def test_fma_peak_probe_runs_on_one_and_two_threads() -> None:
+    from rlx_core.targets.cpu.toolchain import compiler_status
+
+    ok, why = compiler_status()
+    if not ok:
+        pytest.skip(f"no C compiler: {why}")
+    from benchmarks.peak import fma_peak
+
+    one = fma_peak(1, rounds=1, steps=200_000)
+    assert one > 0.1  # GFLOP/s: any machine that runs the suite does far more
+    two = fma_peak(2, rounds=1, steps=200_000)
+    assert two > 0.1
