@@ -91,7 +91,12 @@ def main(argv: list[str] | None = None) -> int:
         exe = rlx.compile(lambda x, wt: rlx.nn.linear(x, wt), a, wt, target="cpu", record=False)
         impl = "+".join(sorted({v["impl"] for v in exe.program.info["kernels"].values()}))
         prog, par = exe.program, exe.params
+        # W closed over: a graph parameter, packed once per binding (prepack.py), as ORT's
+        # initializer is prepacked by MLAS; the input form packs W^T in every call
+        fixed = rlx.compile(lambda x, wt=wt: rlx.nn.linear(x, wt), a, target="cpu", record=False)
+        fprog, fpar = fixed.program, fixed.params
         peers = {f"rlx ({impl})": lambda prog=prog, par=par, a=a, wt=wt: prog.run((a, wt), par),
+                 "rlx (W prepacked)": lambda fprog=fprog, fpar=fpar, a=a: fprog.run((a,), fpar),
                  "openblas32 (W^T)": ob_t, "openblas32 (W)": ob_n,
                  "numpy": lambda a=a, w=w, c=c: np.matmul(a, w, out=c),
                  "torch": lambda ta=ta, tw=tw: ta @ tw,
@@ -102,10 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         say(f"{m}x{k}x{n}: " + "  ".join(f"{p} {v:.0f}" for p, v in gf.items()) + " GFLOP/s")
         rows.append([f"{m}x{k}x{n}"] + [f"{gf[p]:.0f}" for p in peers])
         data.append({"shape": [m, k, n], "gflops": gf})
-    headers = ["M x K x N"] + list(peers) + ["rlx / best other"]
+    headers = ["M x K x N"] + list(peers) + ["best rlx / best other"]
     for row, d in zip(rows, data, strict=True):
         gf = d["gflops"]
-        rlx_gf = next(v for p, v in gf.items() if p.startswith("rlx"))
+        rlx_gf = max(v for p, v in gf.items() if p.startswith("rlx"))
         row.append(f"{rlx_gf / max(v for p, v in gf.items() if not p.startswith('rlx')):.2f}x")
     md = (f"# f32 GEMM, one thread, GFLOP/s\n\n{machine()['cpu']}, p50 of {runs} calls in "
           f"turns of 5 (`python benchmarks/bench_gemm.py`).\n\n" + markdown_table(headers, rows))
