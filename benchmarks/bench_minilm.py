@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = 5 if args.quick else max(20, args.runs)
     warmup = 1 if args.quick else args.warmup
 
-    from benchmarks.peak import fma_peak
+    from benchmarks.peak import caption, floor_fields, fma_peak
 
     peak = fma_peak(threads)  # GFLOP/s: what bounds every peer (benchmarks/peak.py)
     model = MiniLM.load()
@@ -293,8 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                "speedup_vs_fastest_peer": round(rivals[fastest] / p50["rlx"], 3),
                "speedup": {n: round(v / p50["rlx"], 3) for n, v in rivals.items()},
                "gflop": encoder_flops(model.config, batch, SEQ) * 1e-9}
-        row["floor_s"] = row["gflop"] / peak  # the call at the FMA peak, nothing else
-        row["rlx_fraction_of_peak"] = round(row["floor_s"] / p50["rlx"], 3)
+        row.update(floor_fields(row["gflop"], peak, p50["rlx"]))
         results.append(row)
         say(f"batch {batch:3d}: " + "  ".join(f"{n} {v * 1e3:.1f} ms" for n, v in p50.items()) +
             f"  | rlx vs fastest peer ({fastest}) {row['speedup_vs_fastest_peer']:.2f}x" +
@@ -318,13 +317,14 @@ def main(argv: list[str] | None = None) -> int:
                      f"{r['speedup_vs_fastest_peer']:.2f}x ({r['fastest_peer']})",
                      f"{r['floor_s'] * 1e3:.1f}", f"{r['rlx_fraction_of_peak']:.0%}",
                      f"{max(r['max_abs_diff_vs_sentence_transformers'].values()):.1e}"])
+    counted = "the call's matmul FLOPs"
     md = (f"# all-MiniLM-L6-v2, sequence length {SEQ}\n\n{data['machine']['cpu']}, {threads} "
           f"thread(s) per peer, load average {data['machine']['load_average_1m']} at the end, "
           f"p50 of {runs} calls ({turns_text(args.block, args.settle)}) after {warmup} "
           f"warm-up calls "
-          f"(`python benchmarks/bench_minilm.py`). f32 FMA peak at {threads} thread(s): "
-          f"{peak:.0f} GFLOP/s (`benchmarks/peak.py`); *floor*: the call's matmul FLOPs at "
-          f"that peak, a time no implementation beats here.\n\n" + markdown_table(headers, rows))
+          f"(`python benchmarks/bench_minilm.py`). "
+          f"{caption(peak, threads, counted)}\n\n"
+          + markdown_table(headers, rows))
     if not args.quick:
         # an explicit --threads run is kept beside the default one (the cores available)
         stem = result_stem("minilm", args.threads, args.settle)

@@ -188,7 +188,6 @@ def step_flops(sizes: tuple[int, ...], batch: int) -> int:
     return sum(2 * batch * i * o * (2 if n == 0 else 3) for n, (i, o) in enumerate(layers))
 
 
-
 def check_against_numpy(params: dict, b: Batches) -> float:
     """Max relative parameter difference between rlx and the numpy step after 3 steps."""
     import numpy as np
@@ -242,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
 
         torch = _torch
         torch_threads(torch, threads)
-    from benchmarks.peak import fma_peak
+    from benchmarks.peak import caption, floor_fields, fma_peak
 
     peak = fma_peak(threads)  # GFLOP/s: what bounds every peer (benchmarks/peak.py)
     data = load_mnist()
@@ -273,8 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                "images_per_s": {n: round(v, 1) for n, v in ips.items()},
                "rlx_ratio": {n: round(ips["rlx"] / v, 3) for n, v in ips.items() if n != "rlx"},
                "step_gflop": flops * 1e-9,
-               "floor_s": flops * 1e-9 / peak,  # the step at the FMA peak, nothing else
-               "rlx_fraction_of_peak": round(flops * 1e-9 / stats["rlx"].p50 / peak, 3)}
+               **floor_fields(flops * 1e-9, peak, stats["rlx"].p50)}
         results.append(row)
         say(f"{label:22s} " + "  ".join(f"{n} {v:,.0f} img/s" for n, v in ips.items()) +
             "   rlx/" + " rlx/".join(f"{n} {r:.2f}x" for n, r in row["rlx_ratio"].items()) +
@@ -293,13 +291,14 @@ def main(argv: list[str] | None = None) -> int:
         rows.append([r["label"]] + [f"{ips[p]:,.0f}" if p in ips else "-" for p in peers_order] +
                     [f"{ratio[p]:.2f}x" if p in ratio else "-" for p in peers_order[1:]] +
                     [f"{r['floor_s'] * 1e3:.3f}", f"{r['rlx_fraction_of_peak']:.0%}"])
+    counted = "the step's GEMM FLOPs"
     md = (f"# MNIST MLP training throughput\n\n{machine()['cpu']}, {threads} thread(s) per "
           f"peer, load average {data_out['machine']['load_average_1m']} at the end, p50 of "
           f"{runs} steps ({turns_text(args.block, args.settle)}) after {warmup} warm-up "
           f"steps "
-          f"(`python benchmarks/bench_mnist_mlp.py`). f32 FMA peak at {threads} thread(s): "
-          f"{peak:.0f} GFLOP/s (`benchmarks/peak.py`); *floor*: the step's GEMM FLOPs at that "
-          f"peak, a time no implementation beats here.\n\n" + markdown_table(headers, rows))
+          f"(`python benchmarks/bench_mnist_mlp.py`). "
+          f"{caption(peak, threads, counted)}\n\n"
+          + markdown_table(headers, rows))
     if not args.quick:
         # an explicit --threads run is kept beside the default one (the cores available)
         stem = result_stem("mnist_mlp", args.threads, args.settle)

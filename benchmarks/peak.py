@@ -70,6 +70,18 @@ def fma_peak(threads: int, rounds: int = 5, steps: int = 20_000_000 // 16) -> fl
     return max(fn(threads, steps, sink) for _ in range(rounds))
 
 
+def floor_fields(gflop: float, peak: float, rlx_s: float) -> dict[str, float]:
+    """A result row's floor (``gflop`` at ``peak`` GFLOP/s, nothing else) and the fraction
+    of the peak that rlx, taking ``rlx_s`` seconds, reached."""
+    return {"floor_s": gflop / peak, "rlx_fraction_of_peak": round(gflop / peak / rlx_s, 3)}
+
+
+def caption(peak: float, threads: int, flops: str) -> str:
+    """The sentence a results table's caption gives the peak and its floor column."""
+    return (f"f32 FMA peak at {threads} thread(s): {peak:.0f} GFLOP/s (`benchmarks/peak.py`); "
+            f"*floor*: {flops} at that peak, a time no implementation beats here.")
+
+
 def main(argv: list[str] | None = None) -> int:
     import os
 

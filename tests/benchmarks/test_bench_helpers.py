@@ -42,6 +42,16 @@ def test_result_stem_keeps_non_default_runs_beside_the_default() -> None:
     assert result_stem("mnist_mlp", None, 0.0) == "mnist_mlp-settle0s"
 
 
+def test_floor_is_the_flops_at_the_peak_and_the_fraction_is_floor_over_time() -> None:
+    from benchmarks.peak import caption, floor_fields
+
+    got = floor_fields(0.0524, 234.0, 0.000280)  # GFLOP, GFLOP/s, seconds
+    assert got["floor_s"] == pytest.approx(0.0524 / 234.0)
+    assert got["rlx_fraction_of_peak"] == 0.8
+    text = caption(234.0, 2, "the step's GEMM FLOPs")
+    assert "234 GFLOP/s" in text and "*floor*: the step's GEMM FLOPs at that peak" in text
+
+
 def test_fma_peak_probe_runs_on_one_and_two_threads() -> None:
     from rlx_core.targets.cpu.toolchain import compiler_status
 
