@@ -196,6 +196,73 @@ def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, isa: str)
         assert _rel(c, want) < 1e-5, (m, k, n, ta, tb)
 
 
+_EPI_HARNESS = r"""
+typedef struct { float *c; int *seen; int64_t ldc; } epi_ctx;
+/* the tile epilogue of the test: C = 2 C + 1, counting the visits of every element */
+static void twice_plus_one(const void *vc, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    const epi_ctx *e = (const epi_ctx *)vc;
+    for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = j0; j < j1; ++j) {
+            e->c[i * e->ldc + j] = 2.0f * e->c[i * e->ldc + j] + 1.0f;
+            e->seen[i * e->ldc + j] += 1;
+        }
+}
+void run_epi(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm, int64_t rk,
+             const float *B, int64_t brk, int64_t brn, float *C, int *seen, int64_t n0,
+             int64_t n1, int packed) {
+    epi_ctx e = {C, seen, n};
+    if (!packed) {
+        rlx_sgemm_epi(m, n, k, A, rm, rk, B, brk, brn, C, n, n0, n1, twice_plus_one, &e);
+        return;
+    }
+    float *P = (float *)malloc((size_t)((n + 31) / 32 * 32 * k) * sizeof(float));
+    rlx_sgemm_pack_b(n, k, B, brk, brn, P);
+    rlx_sgemm_packed_epi(m, n, k, A, rm, rk, P, C, n, n0, n1, twice_plus_one, &e);
+    free(P);
+}
+"""
+
+
+@pytest.mark.parametrize("isa", sorted(ISAS))
+def test_tile_epilogues_see_each_final_element_once(tmp_path, isa: str) -> None:
+    """rlx_sgemm_epi / rlx_sgemm_packed_epi call the epilogue on every tile exactly once, after
+    the last KC slice (K = 400 takes two): in place, 2 C + 1 then equals 2 (A B) + 1. Edge
+    tiles (9 rows, 70 columns), B packed, in place or prepacked, column ranges as the team
+    splits them."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    if isa == "avx2" and not _cpu_has("avx2", "fma"):
+        pytest.skip("this CPU has no AVX2 and FMA to run the AVX2 tile on")
+    src, lib = tmp_path / "sge.c", tmp_path / f"sge-{isa}.so"
+    src.write_text(sgemm.SOURCE + _EPI_HARNESS)
+    r = subprocess.run([cc, "-O2", *ISAS[isa], "-std=gnu11", "-fPIC", "-shared", str(src), "-o",
+                        str(lib)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"{cc} {isa} failed here: {r.stderr[-300:]}")
+    fn = ctypes.CDLL(str(lib)).run_epi
+    fn.restype = None
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, ptr, i64, i64, ctypes.c_int]
+    rng = np.random.default_rng(4)
+    cases = itertools.product([(9, 400, 70), (16, 8, 300), (300, 40, 64)], [0, 1], [0, 1], [0, 1])
+    for (m, k, n), ta, tb, packed in cases:
+        a = rng.standard_normal((k, m) if ta else (m, k), np.float32)
+        b = rng.standard_normal((n, k) if tb else (k, n), np.float32)
+        want = 2.0 * ((a.T if ta else a) @ (b.T if tb else b)) + 1.0
+        c = np.full((m, n), np.nan, np.float32)
+        seen = np.zeros((m, n), np.int32)
+        rm, rk = (1, m) if ta else (k, 1)
+        brk, brn = (1, k) if tb else (n, 1)
+        split = 64 if n > 64 else n
+        for n0, n1 in ((0, split), (split, n)):
+            if n1 > n0:
+                fn(m, n, k, a.ctypes.data, rm, rk, b.ctypes.data, brk, brn, c.ctypes.data,
+                   seen.ctypes.data, n0, n1, packed)
+        assert (seen == 1).all(), (m, k, n, ta, tb, packed)
+        assert _rel(c, want) < 1e-5, (m, k, n, ta, tb, packed)
+
+
 def test_the_dispatch_record_names_the_tile() -> None:
     """program.info says which vector ISA the own kernel was built for."""
     _own()

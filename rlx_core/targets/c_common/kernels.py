@@ -48,6 +48,10 @@ class KernelEnv:
     # parameters a hook adds to the kernel beyond its buffers (a prepacked weight): (C
     # declaration, the expression the entry point passes); they come before ``scratch``
     extra_args: list[tuple[str, str]] = field(default_factory=list)
+    # the kernel's C function name, and file-scope C a hook writes before the kernel (a GEMM's
+    # tile epilogue function, cpu/tile_epilogue.py)
+    fn: str = ""
+    preamble: list[str] = field(default_factory=list)
 
     @property
     def buffers(self) -> dict[str, Buffer]:

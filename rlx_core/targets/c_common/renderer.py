@@ -217,8 +217,9 @@ class CLikeRenderer:
         params = [f"const {ct.storage(types[v].dtype)}* {r} in{j}"
                   for j, v in enumerate(k.inputs)]
         params += [f"{ct.storage(types[v].dtype)}* {r} out{j}" for j, v in enumerate(k.outputs)]
+        fn = f"{prefix}_{c_ident(k.name, 'k')}"
         env = KernelEnv(k, idx, {n.name: n for n in k.nodes}, ins, outs,
-                        self.parallel_pragma, fail, sync=self.kernel_sync())
+                        self.parallel_pragma, fail, sync=self.kernel_sync(), fn=fn)
         w = Writer(1)
         scratch = 0
         if k.kind == "elementwise":
@@ -249,7 +250,7 @@ class CLikeRenderer:
         where = f" from {c_comment(origin.file.rsplit('/', 1)[-1])}:{origin.line}" if origin else ""
         head = (f"/* kernel {c_comment(k.name)} ({c_comment(k.kind)}, {impl}){where}: "
                 f"{ops} -> {', '.join(c_comment(o) for o in k.outputs)} */\n")
-        text = head + f"{self.kernel_decl} {prefix}_{c_ident(k.name, 'k')}(" + \
+        text = "".join(env.preamble) + head + f"{self.kernel_decl} {fn}(" + \
             ", ".join(params) + ") {\n" + "    (void)scratch;\n" + \
             "\n".join(w.lines) + ("\n" if w.lines else "") + "}\n"
         return text, impl, scratch

@@ -18,6 +18,7 @@ from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec, Strides
 from rlx_core.targets.cpu import sgemm
+from rlx_core.targets.cpu.tile_epilogue import TileEpilogue
 
 BLAS_INT_MAX = 2**31 - 1  # the 32-bit blasint of scipy-openblas32
 
@@ -117,8 +118,9 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
         return None  # OpenBLAS needs a unit stride per operand: the generated kernel reads any
 
     label = f"blas-{s}gemm"
+    tile: TileEpilogue | None = None
 
-    def call(rows: str, a: str, c: str) -> None:
+    def call(rows: str, a: str, c: str, tile_at: tuple[str, str] | None = None) -> None:
         (ta, lda), (tb, ldb) = la, lb
         w.line(f"{fn}(CblasRowMajor, {ta}, {tb}, {rows}, {n}, {k}, {one}, {a}, {lda}, {b_b}, "
                f"{ldb}, {zero}, {c}, {n});")
@@ -130,14 +132,16 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
         brk, brn = spec.sb.row, spec.sb.col  # (p, j) of op(B) at B[p * brk + j * brn]
 
         def call(rows: str, a: str, c: str,  # noqa: F811 - the same role, own kernel
-                 cols: tuple[str, str] = ("0", str(n))) -> None:
+                 cols: tuple[str, str] = ("0", str(n)),
+                 tile_at: tuple[str, str] | None = None) -> None:
             n0, n1 = cols
-            if packed:
-                w.line(f"rlx_sgemm_packed({rows}, {n}, {k}, {a}, {rm}, {rk}, {packed}, {c}, "
-                       f"{n}, {n0}, {n1});")
-            else:
-                w.line(f"rlx_sgemm({rows}, {n}, {k}, {a}, {rm}, {rk}, {b_b}, {brk}, {brn}, "
-                       f"{c}, {n}, {n0}, {n1});")
+            # with a tile epilogue (tile_at: the call's batch and first row of C) the kernel
+            # finishes each tile itself
+            epi = tile.args(w, *tile_at) if tile and tile_at else ""
+            fn = "rlx_sgemm_packed" if packed else "rlx_sgemm"
+            b_args = f"{packed}" if packed else f"{b_b}, {brk}, {brn}"
+            w.line(f"{fn}{'_epi' if epi else ''}({rows}, {n}, {k}, {a}, {rm}, {rk}, {b_args}, "
+                   f"{c}, {n}, {n0}, {n1}{epi});")
 
     if env.sync:
         if epilogue and not epilogue.fits("batch", "rows"):
@@ -146,6 +150,10 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
         if counter and _claims_columns(spec, epilogue, (own, bool(packed))):
             claim = "rlx_work"
             env.extra_args.append((f"atomic_int* {claim}", counter))
+        # a claimed chunk's block epilogue reads a 64-column chunk still in L1/L2: tiles there
+        # gained nothing (MiniLM at batch 1: 8.09 vs 8.02 ms of GEMMs, RLX_CPU_PROFILE)
+        elif own and (tile := TileEpilogue.make(env, spec, epilogue)):
+            epilogue = _Tiled(epilogue, tile, env)
         _team_gemm(w, spec, call, a_b, c_b, epilogue, tiles=(own, bool(packed)), claim=claim)
         return label
     pragma = env.parallel(work_of(spec), 0) if work_of(spec) >= GEMM_PARALLEL_MIN else None
@@ -204,9 +212,10 @@ def _row_block(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, thread: str,
     w.open("if (rows > 0)")
     own, packed = tiles
     big = m * n * spec.dtype.bits // 8 > TILE_MIN_BYTES
-    if not (epilogue and own and big and epilogue.fits("cols") and n > TILE_COLS):
+    if not (epilogue and own and big and epilogue.fits("cols") and n > TILE_COLS) or \
+            isinstance(epilogue, _Tiled):
         a_off = f"r0 * {spec.sa.row}"
-        call("(int)rows", f"{a_b} + {a_off}", f"{c_b} + r0 * {n}")
+        call("(int)rows", f"{a_b} + {a_off}", f"{c_b} + r0 * {n}", tile_at=("bb", "r0"))
         if epilogue:
             epilogue.emit(w, {"batch": ("bb", "bb + 1"), "rows": ("r0", "r0 + rows")})
         w.close()
@@ -226,6 +235,25 @@ def _row_block(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, thread: str,
     w.close()
     w.close()
     w.close()
+
+
+class _Tiled:
+    """A block epilogue that the own kernel runs tile by tile (tile_epilogue.py): the GEMM
+    calls finish C themselves, so nothing is written after them."""
+
+    def __init__(self, block: BlockEpilogue, tile: TileEpilogue, env: KernelEnv):
+        self.block, self.row_unit = block, block.row_unit
+        self.tile, self.env = tile, env
+
+    def declare(self, w: Writer) -> None:
+        """The tile function's context, a local of each thread (inside the GEMM block)."""
+        self.tile.declare(w, self.env)
+
+    def fits(self, *axes: str) -> bool:
+        return self.block.fits(*axes)
+
+    def emit(self, w: Writer, narrow: dict[str, tuple[str, str]]) -> None:
+        pass
 
 
 def work_of(spec: GemmSpec) -> int:
@@ -257,6 +285,8 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
     m = spec.m
     w.open(GEMM_BLOCK_HEAD)
     w.line("const int64_t tid = omp_get_thread_num(), team = omp_get_num_threads();")
+    if isinstance(epilogue, _Tiled):
+        epilogue.declare(w)
     if _splits_columns(spec, epilogue, tiles):
         _column_shares(w, spec, call, a_b, c_b, epilogue)
         w.close()
@@ -264,7 +294,7 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
     if _alone(spec):
         w.open("if (tid == 0)")
         w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
-        call(str(m), a_b, c_b)
+        call(str(m), a_b, c_b, tile_at=("bb", "0"))
         if epilogue:
             epilogue.emit(w, {"batch": ("bb", "bb + 1")})
         w.close()
@@ -277,7 +307,7 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
         return
     w.open(f"if ({spec.batch} >= team)")
     w.open(f"for (int64_t bb = tid; bb < {spec.batch}; bb += team)")
-    call(str(m), a_b, c_b)
+    call(str(m), a_b, c_b, tile_at=("bb", "0"))
     if epilogue:
         epilogue.emit(w, {"batch": ("bb", "bb + 1")})
     w.close()
@@ -342,7 +372,7 @@ def _column_shares(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
            "* RLX_SG_NR;")
     w.line(f"const int64_t j0 = tid * per, j1 = j0 + per < {n} ? j0 + per : {n};")
     w.open("if (j0 < j1)")
-    call(str(spec.m), a_b, c_b, ("j0", "j1"))
+    call(str(spec.m), a_b, c_b, ("j0", "j1"), tile_at=("0", "0"))
     if epilogue:
         epilogue.emit(w, {"cols": ("j0", "j1")})
     w.close()
@@ -357,7 +387,7 @@ def _column_chunks(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
     w.open(f"for (int64_t ch; (ch = rlx_team_claim({claim})) < {chunks};)")
     w.line(f"const int64_t j0 = ch * {COLUMN_CHUNK}, "
            f"j1 = j0 + {COLUMN_CHUNK} < {n} ? j0 + {COLUMN_CHUNK} : {n};")
-    call(str(spec.m), a_b, c_b, ("j0", "j1"))
+    call(str(spec.m), a_b, c_b, ("j0", "j1"), tile_at=("0", "0"))
     if epilogue:
         epilogue.emit(w, {"cols": ("j0", "j1")})
     w.close()

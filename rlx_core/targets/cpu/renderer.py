@@ -94,7 +94,9 @@ class CpuRenderer(CLikeRenderer):
             return super().render_kernel(g, k, idx, prefix, types, fail)
         self._mode = "team"
         out = super().render_kernel(g, k, idx, prefix, types, fail)
-        body = out[0].rstrip("\n").split("\n")[2:-1]  # between the head lines and the last }
+        lines = out[0].rstrip("\n").split("\n")  # [file-scope helpers,] comment, head, body, }
+        head = f"{self.kernel_decl} {prefix}_{c_ident(k.name, 'k')}("
+        body = lines[next(i for i, t in enumerate(lines) if t.startswith(head)) + 1:-1]
         if not team.team_safe(body):
             self._mode = "serial"  # thread 0 runs it, so it must hold no worksharing pragma
             out = super().render_kernel(g, k, idx, prefix, types, fail)

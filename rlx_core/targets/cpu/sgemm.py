@@ -40,6 +40,10 @@ that a small GEMM packing B in the call is split by whole panels, so each thread
 its own (blas._splits_columns), and one on prepacked B by claimed column chunks. Each thread
 packs into its own buffer (``_Thread_local``, grown on demand).
 
+``rlx_sgemm_epi`` and ``rlx_sgemm_packed_epi`` take two more arguments, a tile epilogue
+``epi(ctx, i0, i1, j0, j1)`` and its context: the kernel calls it on every tile once the tile's
+last KC slice is stored, while the tile is in L1 (tile_epilogue.py writes these functions).
+
 The source compiles everywhere; without either ISA the tile is plain C (correct, not fast),
 but the renderer only routes GEMMs here when the compiler targets AVX-512 or AVX2 with FMA
 (``available``), so other machines keep OpenBLAS. ``RLX_NO_OWN_SGEMM=1`` turns it off.
@@ -261,12 +265,17 @@ static float *rlx_sgemm_scratch(int64_t floats) {
     return rlx_sgemm_buf;
 }
 
+/* a tile epilogue: called with rows [i0, i1) (counted from the call's C) and columns
+   [j0, j1) of C once they hold their final values, while they are in L1 (sgemm.py) */
+typedef void (*rlx_sg_epi)(const void *ctx, int64_t i0, int64_t i1, int64_t j0, int64_t j1);
+
 /* columns [n0, n1) of C = op(A) op(B), m x n x k; n0 a multiple of 32 (see sgemm.py).
    P: op(B) prepacked by rlx_sgemm_pack_b (panel j / 32 at P + (j / 32) * k * 32), or 0 to pack
-   each KC x NC block of op(B) here */
+   each KC x NC block of op(B) here. epi (or 0): run on every finished tile, with ectx */
 static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int64_t rk,
                            const float *B, int64_t brk, int64_t brn, const float *P,
-                           float *C, int64_t ldc, int64_t n0, int64_t n1) {
+                           float *C, int64_t ldc, int64_t n0, int64_t n1, rlx_sg_epi epi,
+                           const void *ectx) {
     enum { MR = RLX_SG_MR, NR = RLX_SG_NR, KC = RLX_SG_KC, NC = RLX_SG_NC,
            MC = 64 / RLX_SG_MR * RLX_SG_MR };  /* whole row tiles: A's packed block is MC x KC */
     const int pack_a = rm < rk;
@@ -289,10 +298,12 @@ static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int
                              (P ? P[(j / NR) * k * NR + p * NR + j % NR] : B[p * brk + j * brn]);
                     C[i * ldc + j] = s;
                 }
+            if (epi) epi(ectx, 0, m, jc, jc + nc);
             continue;
         }
         for (int64_t pc = 0; pc < k; pc += KC) {
             const int64_t kc = k - pc < KC ? k - pc : KC;
+            const int last = pc + kc >= k;  /* the tiles of this slice are final */
             /* this KC x NC block of op(B), as panels kc deep (384 KB at most: it stays in L2) */
             if (!P)
                 for (int64_t q = 0; q < panels; ++q) {
@@ -324,6 +335,7 @@ static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int
                         else
                             rlx_sgemm_tile(kc, A + i * rm + pc * rk, rm, rk, pq, ldb,
                                            C + i * ldc + j, ldc, pc > 0, mr, nr, 0);
+                        if (epi && last) epi(ectx, i, i + mr, j, j + nr);
                     }
                 }
             }
@@ -336,7 +348,7 @@ static void rlx_sgemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t r
                       const float *B, int64_t brk, int64_t brn, float *C, int64_t ldc,
                       int64_t n0, int64_t n1) {
     (void)n;
-    rlx_sgemm_core(m, k, A, rm, rk, B, brk, brn, 0, C, ldc, n0, n1);
+    rlx_sgemm_core(m, k, A, rm, rk, B, brk, brn, 0, C, ldc, n0, n1, 0, 0);
 }
 
 /* the same with op(B) prepacked at P by rlx_sgemm_pack_b */
@@ -344,7 +356,22 @@ static void rlx_sgemm_packed(int64_t m, int64_t n, int64_t k, const float *A, in
                              int64_t rk, const float *P, float *C, int64_t ldc, int64_t n0,
                              int64_t n1) {
     (void)n;
-    rlx_sgemm_core(m, k, A, rm, rk, 0, 0, 0, P, C, ldc, n0, n1);
+    rlx_sgemm_core(m, k, A, rm, rk, 0, 0, 0, P, C, ldc, n0, n1, 0, 0);
+}
+
+/* rlx_sgemm and rlx_sgemm_packed with a tile epilogue: epi(ectx, ...) finishes each tile */
+static void rlx_sgemm_epi(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm,
+                          int64_t rk, const float *B, int64_t brk, int64_t brn, float *C,
+                          int64_t ldc, int64_t n0, int64_t n1, rlx_sg_epi epi, const void *ectx) {
+    (void)n;
+    rlx_sgemm_core(m, k, A, rm, rk, B, brk, brn, 0, C, ldc, n0, n1, epi, ectx);
+}
+
+static void rlx_sgemm_packed_epi(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm,
+                                 int64_t rk, const float *P, float *C, int64_t ldc, int64_t n0,
+                                 int64_t n1, rlx_sg_epi epi, const void *ectx) {
+    (void)n;
+    rlx_sgemm_core(m, k, A, rm, rk, 0, 0, 0, P, C, ldc, n0, n1, epi, ectx);
 }
 
 /* all of op(B) (k x n) as panels of 32 columns, each k deep: rlx_sgemm_packed's layout,
