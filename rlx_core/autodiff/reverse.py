@@ -6,7 +6,9 @@
         cotangents of the node's operands  +=  VJP_RULES[node.op](node, ..., g_out)
 
 HIR graphs are first lowered to MIR with the common-IR decompositions (``to_mir``), so the
-rules only need to cover the primitive vocabulary.
+rules only need to cover the primitive vocabulary; the few HIR ops with rules of their own
+(``rules.HIR_VJP_RULES``: softmax, log_softmax) stay whole, so the forward keeps a target's
+kernel for them and the backward is a short MIR expression of their output.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from rlx_core.autodiff.rules import NO_GRAD, rule_for
+from rlx_core.autodiff.rules import HIR_VJP_RULES, NO_GRAD, rule_for
 from rlx_core.dispatch.decompositions import decomposition_for
 from rlx_core.dispatch.lower import expand
 from rlx_core.errors import RlxError
@@ -36,14 +38,15 @@ class NoVJPRuleError(GradError):
 
 
 def to_mir(g: Graph) -> Graph:
-    """Lower every HIR composite with its common-IR decomposition (target independent)."""
+    """Lower every HIR composite with its common-IR decomposition (target independent), except
+    those with a VJP rule of their own (rules.HIR_VJP_RULES), which stay whole."""
     values = dict(g.values())
     names = NameGen(values)
     todo = list(g.nodes)
     out: list[Node] = []
     while todo:
         n = todo.pop(0)
-        if n.op not in HIR_OPS:
+        if n.op not in HIR_OPS or n.op in HIR_VJP_RULES:
             out.append(n)
             continue
         fn = decomposition_for(n.op)
@@ -54,7 +57,8 @@ def to_mir(g: Graph) -> Graph:
         for m in made:
             values[m.out.name] = m.out
         todo = made + todo  # a decomposition may itself produce HIR ops
-    return g.with_nodes(out, level=Level.MIR)
+    whole = any(n.op in HIR_OPS for n in out)  # then still HIR, if only in those ops
+    return g.with_nodes(out, level=Level.HIR if whole else Level.MIR)
 
 
 def _on_path(g: Graph, wrt: Sequence[str], output: str) -> set[str]:

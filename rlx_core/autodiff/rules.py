@@ -362,6 +362,33 @@ VJP_RULES: dict[str, VJPRule] = {
     "dot_general": _dot_general,
 }
 
+# ---- HIR ops kept whole through differentiation ------------------------------------------
+# A target may run these as one kernel each (the CPU's row kernels, c_common/row_ops.py);
+# differentiated through their decompositions they would become the max / exp / sum / log
+# chain and its backward instead, a dozen small kernels (the MNIST MLP's cross-entropy).
+# The rules write the gradient from the op's output, in MIR.
+
+
+def _softmax_axis(n: Node, x: Value) -> int:
+    return n.attr("axis", -1) % x.type.rank
+
+
+def _log_softmax(n, ins, out, g, b):
+    # y = x - logsumexp(x): dx = g - softmax(x) * sum(g), with softmax(x) = exp(y)
+    axis = _softmax_axis(n, ins[0])
+    total = b.emit("reduce_sum", [g], {"axes": (axis,)})
+    return (b.emit("sub", [g, _mul(b, b.emit("exp", [out]), _back_to(b, total, out, (axis,)))]),)
+
+
+def _softmax(n, ins, out, g, b):
+    # dx = y * (g - sum(g * y))
+    axis = _softmax_axis(n, ins[0])
+    total = b.emit("reduce_sum", [_mul(b, g, out)], {"axes": (axis,)})
+    return (_mul(b, out, b.emit("sub", [g, _back_to(b, total, out, (axis,))])),)
+
+
+HIR_VJP_RULES: dict[str, VJPRule] = {"log_softmax": _log_softmax, "softmax": _softmax}
+
 # piecewise-constant ops: derivative 0 almost everywhere
 ZERO_GRAD: dict[str, VJPRule] = {op: _zero for op in ("floor", "ceil", "round", "sign")}
 
@@ -374,4 +401,4 @@ NO_GRAD: tuple[str, ...] = (
 
 def rule_for(op: str) -> VJPRule | None:
     """The VJP rule of ``op``, or None when no gradient flows through it."""
-    return VJP_RULES.get(op) or ZERO_GRAD.get(op)
+    return VJP_RULES.get(op) or HIR_VJP_RULES.get(op) or ZERO_GRAD.get(op)

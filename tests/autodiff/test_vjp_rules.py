@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 
 import rlx_core as rlx
-from rlx_core.autodiff import NO_GRAD, VJP_RULES, ZERO_GRAD, value_and_grad
+from rlx_core.autodiff import NO_GRAD, VJP_RULES, ZERO_GRAD, to_mir, value_and_grad
+from rlx_core.autodiff.rules import HIR_VJP_RULES
 from rlx_core.frontend.tensor import Tensor
 from rlx_core.frontend.tracer import current
+from rlx_core.ir.graph import Level
 from rlx_core.ir.ops.mir import MIR_OPS
 
 RNG = np.random.default_rng(7)
@@ -86,6 +88,9 @@ CASES: dict[str, tuple[Callable[..., Tensor], list[np.ndarray]]] = {
                     [rand(3, 2), rand(4, 2)]),
     "dot_general": (lambda x, y: prim("dot_general", x, y, contract=((2, 0), (0, 3)),
                                       batch=((1,), (2,))), [rand(2, 3, 4, 5), rand(4, 6, 3, 2)]),
+    # HIR ops kept whole through differentiation (rules.HIR_VJP_RULES)
+    "softmax": (lambda x: rlx.nn.softmax(x, axis=1), [rand(2, 3, 4) * 3]),
+    "log_softmax": (lambda x: rlx.nn.log_softmax(x, axis=-1), [rand(3, 5) * 3]),
 }
 
 
@@ -133,4 +138,19 @@ def test_vjp_matches_finite_differences(op: str) -> None:
 def test_every_float_primitive_has_a_rule_and_a_check() -> None:
     for op in MIR_OPS:
         assert op in VJP_RULES or op in ZERO_GRAD or op in NO_GRAD, f"{op} is unclassified"
-    assert set(VJP_RULES) | set(ZERO_GRAD) <= set(CASES)
+    assert set(VJP_RULES) | set(ZERO_GRAD) | set(HIR_VJP_RULES) <= set(CASES)
+
+
+@pytest.mark.parametrize("op", sorted(HIR_VJP_RULES))
+def test_hir_ops_with_rules_stay_whole_through_differentiation(op: str) -> None:
+    """to_mir lowers every other composite, but keeps softmax and log_softmax: the gradient
+    graph holds the op itself (a target can keep its kernel), none of its max / exp / log
+    decomposition, and its backward is the rule's short expression of the output."""
+    fn, (x,) = CASES[op]
+    g = rlx.autodiff.grad_graph(lambda a: (fn(a) * rlx.asarray(_cotangent_for(fn, [x]))).sum(), x)
+    ops = [n.op for n in g.nodes]
+    assert ops.count(op) == 1 and "reduce_max" not in ops, ops
+    mir = to_mir(rlx.trace(lambda a: fn(a).sum(), x))
+    assert [n.op for n in mir.nodes].count(op) == 1 and mir.level is Level.HIR
+    plain = to_mir(rlx.trace(lambda a: rlx.nn.gelu(a).sum(), x))
+    assert plain.level is Level.MIR and "gelu" not in [n.op for n in plain.nodes]

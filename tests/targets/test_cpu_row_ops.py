@@ -51,6 +51,9 @@ CASES = [  # (op, shape, axis): rows, an inner axis, team-sized, and a 1-long ro
     ("softmax", (7, 1), -1), ("log_softmax", (5, 33), -1), ("log_softmax", (4, 9, 3), 0),
     ("log_softmax", (512, 300), 1), ("layer_norm", (10, 384), -1),
     ("layer_norm", (256, 257), -1), ("rms_norm", (9, 64), -1), ("rms_norm", (300, 512), -1),
+    # rows narrower than row_ops.LANES: sixteen rows side by side, a shorter last block
+    ("log_softmax", (128, 10), -1), ("softmax", (37, 10), -1), ("softmax", (16, 15), -1),
+    ("log_softmax", (4099, 3), -1),
 ]
 
 
@@ -78,14 +81,15 @@ def test_row_op_is_native_and_matches_numpy(op: str, shape: tuple, axis: int,
     np.testing.assert_allclose(got, np.asarray(common(x)), rtol=ulps, atol=ulps)
 
 
+@pytest.mark.parametrize("width", [40, 10])
 @pytest.mark.parametrize("op", ["softmax", "log_softmax", "layer_norm", "rms_norm"])
-def test_nan_and_infinite_rows_propagate_as_in_the_decomposition(op: str) -> None:
-    x = np.random.default_rng(3).standard_normal((6, 40)).astype(np.float32)
+def test_nan_and_infinite_rows_propagate_as_in_the_decomposition(op: str, width: int) -> None:
+    x = np.random.default_rng(3).standard_normal((6, width)).astype(np.float32)
     x[1, 5] = np.nan
     x[2, :] = -np.inf
     x[3, 7] = np.inf
     x[4, :] = np.finfo(np.float32).min  # a fully masked attention row
-    w, b = np.ones(40, np.float32), np.zeros(40, np.float32)
+    w, b = np.ones(width, np.float32), np.zeros(width, np.float32)
     f = _fn(op, -1, w, b)
     got = np.asarray(rlx.compile(f, x, target="cpu", record=False)(x))
     want = np.asarray(rlx.compile(f, x, target="cpu", policy="force-common", record=False)(x))
@@ -95,7 +99,31 @@ def test_nan_and_infinite_rows_propagate_as_in_the_decomposition(op: str) -> Non
     assert np.isnan(got[1]).all()  # one NaN poisons its row, and only its row
     assert not np.isnan(got[0]).any() and not np.isnan(got[5]).any()
     if op == "softmax":
-        np.testing.assert_allclose(got[4], 1 / 40, rtol=1e-6)  # uniform, as the reference
+        np.testing.assert_allclose(got[4], 1 / width, rtol=1e-6)  # uniform, as the reference
+
+
+def test_a_cross_entropy_training_step_keeps_the_row_log_softmax() -> None:
+    """log_softmax stays whole through differentiation (autodiff/rules.HIR_VJP_RULES), so the
+    MLP's training step runs the row kernel forward, and its parameters after a few steps
+    are the numpy target's."""
+    from rlx_core.models.mlp import init_mlp, mlp_loss
+    from rlx_core.optim import SGD, compile_step
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((64, 20)).astype(np.float32)
+    y = rng.integers(0, 10, 64).astype(np.int32)
+    steps = {t: compile_step(mlp_loss, SGD(0.1), init_mlp((20, 16, 10), seed=1), x, y, target=t)
+             for t in ("cpu", "numpy")}
+    decided = [d for d in steps["cpu"].executable.trace.decisions if d["op"] == "log_softmax"]
+    assert [d["route"] for d in decided] == ["native"], decided
+    for _ in range(3):
+        losses = {t: s(x, y) for t, s in steps.items()}
+    assert abs(losses["cpu"] - losses["numpy"]) < 1e-5
+    got, want = steps["cpu"].params, steps["numpy"].params
+    for layer in want:
+        for name in want[layer]:
+            np.testing.assert_allclose(np.asarray(got[layer][name]),
+                                       np.asarray(want[layer][name]), rtol=1e-5, atol=1e-6)
 
 
 def test_attention_reaches_the_row_softmax() -> None:

@@ -16,6 +16,9 @@ once and the later passes hit L1::
                       mean = sum_r x / n;  var = sum_r (x - mean)^2 / n    # double sums
                       y = (x - mean) / sqrt(var + eps) * w + b              # rms_norm: no mean
 
+Rows narrower than LANES (a 10-class head) are done sixteen at a time, one row per vector lane
+(``_softmax_lanes``), the same steps per row.
+
 The arithmetic is the decomposition's, step for step (dispatch/decompositions.py): the same
 f32 operations in the same order, the sums in a double accumulator as generated reductions
 keep them (kernels.emit_reduce), so a native and a common-IR compile agree to rounding.
@@ -79,8 +82,73 @@ def _rows(env: KernelEnv, w: Writer, pre: int, post: int, n: int) -> None:
         w.line(f"const int64_t base = p * {n};")
 
 
+# rows narrower than this (a 10-class head's log_softmax) run LANES rows side by side, one per
+# vector lane: one row per step left each pass a few scalar or masked iterations around a
+# horizontal reduction. A C harness on the 2-core Zen 4 VM, log_softmax of 128 x 10 f32:
+# 6.6 us one row at a time, 2.2 us in lanes, 2.5 us as the decomposition's four loops
+LANES = 16
+
+
+def _softmax_lanes(env: KernelEnv, w: Writer, d: dt.DType, x: str, y: str, pre: int, n: int,
+                   log: bool) -> None:
+    """Blocks of LANES contiguous rows, each pass a loop over the row's n elements outside
+    a loop over the block's rows (which the compiler vectorises): the same steps per row.
+    Every block loop has a constant trip count (a last block of fewer rows gets its own copy):
+    with a variable one the harness above took 5.7 instead of 2.2 us."""
+    t = ct.value(d)
+    full, rest = divmod(pre, LANES)
+    pragma = env.parallel(pre * n, 0)
+    if pragma:
+        w.line(pragma)
+    w.open(f"for (int64_t blk = 0; blk < {full + (rest > 0)}; ++blk)")
+    w.line(f"const int64_t p0 = blk * {LANES};")
+    if rest:
+        w.open(f"if (blk < {full})")
+        _lanes_block(w, d, t, x, y, n, LANES, log)
+        w.close()
+        w.open("else")
+        _lanes_block(w, d, t, x, y, n, rest, log)
+        w.close()
+    else:
+        _lanes_block(w, d, t, x, y, n, LANES, log)
+    w.close()
+
+
+def _lanes_block(w: Writer, d: dt.DType, t: str, x: str, y: str, n: int, lanes: int,
+                 log: bool) -> None:
+    """softmax / log_softmax of rows p0 .. p0 + lanes, one row per lane."""
+    w.line(f"{t} mx[{lanes}];")
+    w.line(f"double s[{lanes}];")
+    w.line(f"for (int64_t q = 0; q < {lanes}; ++q) {{ mx[q] = -INFINITY; s[q] = 0.0; }}")
+    at = f"[(p0 + q) * {n} + r]"
+    each = f"for (int64_t q = 0; q < {lanes}; ++q)"
+    w.open(f"for (int64_t r = 0; r < {n}; ++r)")
+    w.line(f"{each} mx[q] = {x}{at} > mx[q] ? {x}{at} : mx[q];")
+    w.close()
+    w.open(f"for (int64_t r = 0; r < {n}; ++r)")
+    w.open(each)
+    w.line(f"const {t} e = {_fn('exp', f'{x}{at} - mx[q]', d)};")
+    if not log:
+        w.line(f"{y}{at} = e;")
+    w.line("s[q] += (double)e;")
+    w.close()
+    w.close()
+    if log:
+        w.line(f"{t} lt[{lanes}];")
+        w.line(f"{each} lt[q] = {_fn('log', f'({t})s[q]', d)};")
+        w.open(f"for (int64_t r = 0; r < {n}; ++r)")
+        w.line(f"{each} {y}{at} = ({x}{at} - mx[q]) - lt[q];")
+    else:
+        w.open(f"for (int64_t r = 0; r < {n}; ++r)")
+        w.line(f"{each} {y}{at} = {y}{at} / ({t})s[q];")
+    w.close()
+
+
 def _softmax(env: KernelEnv, w: Writer, d: dt.DType, x: str, y: str, pre: int, n: int,
              post: int, log: bool) -> None:
+    if post == 1 and n < LANES and pre > 1:
+        _softmax_lanes(env, w, d, x, y, pre, n, log)
+        return
     t = ct.value(d)
     at = f"[base + r{'' if post == 1 else f' * {post}'}]"
     _rows(env, w, pre, post, n)
