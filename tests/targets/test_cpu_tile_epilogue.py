@@ -105,3 +105,25 @@ def test_claimed_column_chunks_keep_the_block_epilogue() -> None:
     assert "rlx_team_claim" in src and not _tiled(exe), src
     np.testing.assert_allclose(exe(x), np.maximum(x.astype(np.float64) @ w.T + bias, 0.0),
                                rtol=1e-4, atol=1e-4)
+
+
+def test_kernels_with_the_same_tile_epilogue_share_one_function(threads) -> None:
+    """Two layers of the same shape render to the same code up to their names, tile
+    function included: the second kernel is a wrapper calling the first (renderer.share),
+    so the C compiler sees one copy."""
+    _own()
+    threads(2)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((100, 64), np.float32)
+    w1, w2 = (rng.standard_normal((64, 64), np.float32) for _ in range(2))
+    b1, b2 = (rng.standard_normal(64).astype(np.float32) for _ in range(2))
+
+    def f(a, p, q, c, d):
+        return rlx.nn.relu(rlx.nn.relu(a @ p + c) @ q + d)
+
+    exe = rlx.compile(f, x, w1, w2, b1, b2, target="cpu", record=False)
+    first, second = [exe.program.sources[k.name] for k in exe.lir.kernels if k.kind == "matmul"]
+    assert "_tile, &tctx)" in first and "same code as" in second and "_tile(" not in second
+    h = np.maximum(x.astype(np.float64) @ w1 + b1, 0.0)
+    np.testing.assert_allclose(exe(x, w1, w2, b1, b2), np.maximum(h @ w2 + b2, 0.0),
+                               rtol=1e-4, atol=1e-4)

@@ -10,6 +10,8 @@ kernel needs (layout copies, f16 accumulators) sits past the plan's peak.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,12 +198,14 @@ class CLikeRenderer:
         """
         fn = f"{prefix}_{c_ident(k.name, 'k')}"
         head, _, rest = text.partition("\n")
-        canon = rest.replace(fn + "(", "@KERNEL@(")
+        # the kernel's own name, and its helpers' (a tile epilogue: fn_tile, fn_tile_ctx)
+        canon = re.sub(rf"\b{re.escape(fn)}(?=\(|_)", "@KERNEL@", rest)
         first = seen.get(canon)
         if first is None:
             seen[canon] = fn
             return text
-        decl = rest.partition(") {\n")[0]
+        sig = f"{self.kernel_decl} {fn}("
+        decl = rest[rest.index(sig):].partition(") {\n")[0]
         args = [p.rsplit(" ", 1)[-1] for p in decl.partition("(")[2].split(", ")]
         return (f"{head[:-3].rstrip()}; same code as {first} */\n{decl}) {{\n"
                 f"    {first}({', '.join(args)});\n}}\n")
@@ -250,7 +254,7 @@ class CLikeRenderer:
         where = f" from {c_comment(origin.file.rsplit('/', 1)[-1])}:{origin.line}" if origin else ""
         head = (f"/* kernel {c_comment(k.name)} ({c_comment(k.kind)}, {impl}){where}: "
                 f"{ops} -> {', '.join(c_comment(o) for o in k.outputs)} */\n")
-        text = "".join(env.preamble) + head + f"{self.kernel_decl} {fn}(" + \
+        text = head + "".join(env.preamble) + f"{self.kernel_decl} {fn}(" + \
             ", ".join(params) + ") {\n" + "    (void)scratch;\n" + \
             "\n".join(w.lines) + ("\n" if w.lines else "") + "}\n"
         return text, impl, scratch
