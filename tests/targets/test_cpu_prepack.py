@@ -8,22 +8,11 @@ import numpy as np
 import pytest
 
 import rlx_core as rlx
-from rlx_core.targets.cpu import sgemm
-from rlx_core.targets.cpu.blas import find_blas
 from rlx_core.targets.cpu.target import CpuTarget
-from rlx_core.targets.cpu.toolchain import find_compiler
+from tests.targets.own_sgemm import skip_unless_own_sgemm
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
-
-
-def _own() -> None:
-    """Skip unless f32 GEMMs route to the own kernel (the only one that reads packed B)."""
-    if find_blas()[0] is None:
-        pytest.skip(f"no BLAS here ({find_blas()[1]}): GEMMs are generated loop nests")
-    ok, why = sgemm.available(find_compiler())
-    if not ok:
-        pytest.skip(f"own sgemm not used here: {why}")
 
 
 def _calls_packed(exe) -> bool:
@@ -42,7 +31,7 @@ SHAPES = [(16, 8, 33), (40, 70, 100), (129, 1000, 97), (256, 384, 384)]
 
 @pytest.mark.parametrize("m,k,n", SHAPES)
 def test_parameter_weights_are_packed_and_match_numpy(m: int, k: int, n: int) -> None:
-    _own()
+    skip_unless_own_sgemm()
     rng = np.random.default_rng(m + k + n)
     x = rng.standard_normal((m, k), np.float32)
     w = rng.standard_normal((n, k), np.float32)  # linear: op(B) = W^T
@@ -66,7 +55,7 @@ def test_parameter_weights_are_packed_and_match_numpy(m: int, k: int, n: int) ->
 
 
 def test_activations_and_batched_weights_are_not_packed() -> None:
-    _own()
+    skip_unless_own_sgemm()
     rng = np.random.default_rng(1)
     a = rng.standard_normal((64, 48), np.float32)
     b = rng.standard_normal((48, 64), np.float32)
@@ -81,7 +70,7 @@ def test_activations_and_batched_weights_are_not_packed() -> None:
 
 
 def test_a_weight_two_gemms_read_alike_is_packed_once() -> None:
-    _own()
+    skip_unless_own_sgemm()
     rng = np.random.default_rng(2)
     x = rng.standard_normal((32, 64), np.float32)
     w = rng.standard_normal((64, 64), np.float32)
@@ -99,7 +88,7 @@ def test_a_weight_two_gemms_read_alike_is_packed_once() -> None:
 
 
 def test_binding_another_array_packs_it_again() -> None:
-    _own()
+    skip_unless_own_sgemm()
     rng = np.random.default_rng(3)
     x = rng.standard_normal((64, 96), np.float32)
     w = rng.standard_normal((128, 96), np.float32)
@@ -119,7 +108,7 @@ def test_binding_another_array_packs_it_again() -> None:
 
 
 def test_jit_module_packs_its_weights_once() -> None:
-    _own()
+    skip_unless_own_sgemm()
     rng = np.random.default_rng(4)
     w = rng.standard_normal((96, 80), np.float32)
     bias = rng.standard_normal(96).astype(np.float32)
@@ -134,7 +123,7 @@ def test_jit_module_packs_its_weights_once() -> None:
 
 
 def test_no_prepack_switch_keeps_per_call_packing(monkeypatch: pytest.MonkeyPatch) -> None:
-    _own()
+    skip_unless_own_sgemm()
     monkeypatch.setenv("RLX_NO_PREPACK", "1")
     rng = np.random.default_rng(5)
     x = rng.standard_normal((32, 64), np.float32)

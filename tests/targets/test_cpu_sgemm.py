@@ -15,23 +15,13 @@ import pytest
 import rlx_core as rlx
 from rlx_core.autodiff.api import value_and_grad
 from rlx_core.targets.cpu import sgemm
-from rlx_core.targets.cpu.blas import find_blas
 from rlx_core.targets.cpu.target import CpuTarget
 from rlx_core.targets.cpu.threads import num_threads, set_num_threads
 from rlx_core.targets.cpu.toolchain import find_compiler
+from tests.targets.own_sgemm import skip_unless_own_sgemm
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
-
-
-def _own() -> None:
-    """Skip unless f32 GEMMs route to the own kernel on this machine."""
-    if find_blas()[0] is None:
-        pytest.skip(f"no BLAS here ({find_blas()[1]}): GEMMs are generated loop nests")
-    comp = find_compiler()
-    ok, why = sgemm.available(comp)
-    if not ok:
-        pytest.skip(f"own sgemm not used here: {why}")
 
 
 def _impls(exe) -> set[str]:
@@ -53,7 +43,7 @@ SHAPES = [(1, 33, 32), (7, 5, 64), (8, 384, 32), (13, 77, 50), (64, 785, 300), (
 
 @pytest.mark.parametrize("m,k,n", SHAPES)
 def test_linear_and_transposed_layouts_match_numpy(m: int, k: int, n: int) -> None:
-    _own()
+    skip_unless_own_sgemm()
     rng = np.random.default_rng(m * 7 + k)
     x = rng.standard_normal((m, k), np.float32)
     w = rng.standard_normal((n, k), np.float32)  # x @ w.T: op(B) = W^T, the packing transpose
@@ -68,7 +58,7 @@ def test_linear_and_transposed_layouts_match_numpy(m: int, k: int, n: int) -> No
 
 def test_gradients_use_transposed_a_and_match_numpy() -> None:
     """The weight gradient of x @ w.T is g.T @ x: a transposed A (packed by the kernel)."""
-    _own()
+    skip_unless_own_sgemm()
     rng = np.random.default_rng(1)
     x = rng.standard_normal((70, 200), np.float32)
     w = rng.standard_normal((96, 200), np.float32)
@@ -85,7 +75,7 @@ def test_gradients_use_transposed_a_and_match_numpy() -> None:
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_team_splits_agree_with_numpy(threads: int) -> None:
-    _own()
+    skip_unless_own_sgemm()
     before = num_threads()
     set_num_threads(threads)
     try:
@@ -122,7 +112,7 @@ def test_team_splits_agree_with_numpy(threads: int) -> None:
 
 
 def test_narrow_gemms_and_other_dtypes_stay_on_openblas(monkeypatch: pytest.MonkeyPatch) -> None:
-    _own()
+    skip_unless_own_sgemm()
     rng = np.random.default_rng(2)
     x = rng.standard_normal((64, 128), np.float32)
     w = rng.standard_normal((10, 128), np.float32)  # a 10-class head: narrower than a panel
@@ -161,23 +151,29 @@ def _cpu_has(*flags: str) -> bool:
 ISAS = {"c": ["-mno-avx"], "avx2": ["-mavx2", "-mfma", "-mno-avx512f"], "native": ["-march=native"]}
 
 
-@pytest.mark.parametrize("isa", sorted(ISAS))
-def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, isa: str) -> None:
-    """Built by itself: the plain-C tile (no AVX: other machines), the AVX2 6 x 16 tile and
-    this machine's best, with column ranges [n0, n1) as the team hands them out. (The compiler
-    builds AVX2 code anywhere; the calls are skipped where this CPU cannot run it.)"""
+def _harness(tmp_path, isa: str, harness: str) -> ctypes.CDLL:
+    """sgemm.SOURCE and ``harness`` built by themselves for ``isa`` (skips where no compiler
+    exists, or where this CPU cannot run AVX2 code)."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler")
     if isa == "avx2" and not _cpu_has("avx2", "fma"):
         pytest.skip("this CPU has no AVX2 and FMA to run the AVX2 tile on")
     src, lib = tmp_path / "sg.c", tmp_path / f"sg-{isa}.so"
-    src.write_text(sgemm.SOURCE + _HARNESS)
+    src.write_text(sgemm.SOURCE + harness)
     r = subprocess.run([cc, "-O2", *ISAS[isa], "-std=gnu11", "-fPIC", "-shared", str(src), "-o",
                         str(lib)], capture_output=True, text=True)
     if r.returncode != 0:
         pytest.skip(f"{cc} {isa} failed here: {r.stderr[-300:]}")
-    fn = ctypes.CDLL(str(lib)).run
+    return ctypes.CDLL(str(lib))
+
+
+@pytest.mark.parametrize("isa", sorted(ISAS))
+def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, isa: str) -> None:
+    """Built by itself: the plain-C tile (no AVX: other machines), the AVX2 6 x 16 tile and
+    this machine's best, with column ranges [n0, n1) as the team hands them out. (The compiler
+    builds AVX2 code anywhere; the calls are skipped where this CPU cannot run it.)"""
+    fn = _harness(tmp_path, isa, _HARNESS).run
     fn.restype = None
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64]
@@ -229,18 +225,7 @@ def test_tile_epilogues_see_each_final_element_once(tmp_path, isa: str) -> None:
     the last KC slice (K = 400 takes two): in place, 2 C + 1 then equals 2 (A B) + 1. Edge
     tiles (9 rows, 70 columns), B packed, in place or prepacked, column ranges as the team
     splits them."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler")
-    if isa == "avx2" and not _cpu_has("avx2", "fma"):
-        pytest.skip("this CPU has no AVX2 and FMA to run the AVX2 tile on")
-    src, lib = tmp_path / "sge.c", tmp_path / f"sge-{isa}.so"
-    src.write_text(sgemm.SOURCE + _EPI_HARNESS)
-    r = subprocess.run([cc, "-O2", *ISAS[isa], "-std=gnu11", "-fPIC", "-shared", str(src), "-o",
-                        str(lib)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"{cc} {isa} failed here: {r.stderr[-300:]}")
-    fn = ctypes.CDLL(str(lib)).run_epi
+    fn = _harness(tmp_path, isa, _EPI_HARNESS).run_epi
     fn.restype = None
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, ptr, i64, i64, ctypes.c_int]
@@ -265,7 +250,7 @@ def test_tile_epilogues_see_each_final_element_once(tmp_path, isa: str) -> None:
 
 def test_the_dispatch_record_names_the_tile() -> None:
     """program.info says which vector ISA the own kernel was built for."""
-    _own()
+    skip_unless_own_sgemm()
     rng = np.random.default_rng(5)
     x, w = rng.standard_normal((64, 96), np.float32), rng.standard_normal((48, 96), np.float32)
     exe = rlx.compile(lambda a, b: rlx.nn.linear(a, b), x, w, target="cpu", record=False)

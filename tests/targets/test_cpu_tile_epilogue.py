@@ -7,19 +7,8 @@ import numpy as np
 import pytest
 
 import rlx_core as rlx
-from rlx_core.targets.cpu import sgemm
-from rlx_core.targets.cpu.blas import find_blas
 from rlx_core.targets.cpu.threads import num_threads, set_num_threads
-from rlx_core.targets.cpu.toolchain import find_compiler
-
-
-def _own() -> None:
-    """Skip unless f32 GEMMs route to the own kernel here (tile epilogues are its feature)."""
-    if find_blas()[0] is None:
-        pytest.skip(f"no BLAS here ({find_blas()[1]}): GEMMs are generated loop nests")
-    ok, why = sgemm.available(find_compiler())
-    if not ok:
-        pytest.skip(f"own sgemm not used here: {why}")
+from tests.targets.own_sgemm import skip_unless_own_sgemm
 
 
 @pytest.fixture
@@ -45,7 +34,7 @@ def test_bias_relu_epilogues_run_per_tile_and_match_the_block_epilogue(
     """A bias + ReLU epilogue (it reads nothing as large as C) gets a tile function: row
     splits, column shares (K past one KC slice), a partial last panel, batches (5 x 48 x 64
     times 5 x 64 x 40); the result is bit for bit the block epilogue's."""
-    _own()
+    skip_unless_own_sgemm()
     threads(n)
     rng = np.random.default_rng(sum(shape) + n)
     if len(shape) == 3:
@@ -74,7 +63,7 @@ def test_bias_relu_epilogues_run_per_tile_and_match_the_block_epilogue(
 def test_an_epilogue_streaming_an_operand_as_large_as_c_keeps_the_block_epilogue() -> None:
     """An SGD-style update ``w - lr * (g^T x)`` reads a weight as large as C: tile by tile it
     would read it in 8-row pieces, so the block epilogue stays (tile_epilogue.STREAMED)."""
-    _own()
+    skip_unless_own_sgemm()
     rng = np.random.default_rng(1)
     g, x = rng.standard_normal((128, 96), np.float32), rng.standard_normal((128, 200), np.float32)
     w = rng.standard_normal((96, 200), np.float32)
@@ -92,7 +81,7 @@ def test_claimed_column_chunks_keep_the_block_epilogue() -> None:
     """A prepacked weight in a GEMM of at most 256 rows is shared out in claimed 64-column
     chunks; each chunk's block epilogue reads C while it is still in cache, and tiles there
     gained nothing, so no tile function is written."""
-    _own()
+    skip_unless_own_sgemm()
     rng = np.random.default_rng(2)
     x = rng.standard_normal((128, 96), np.float32)
     w, bias = rng.standard_normal((256, 96), np.float32), rng.standard_normal(256).astype(np.float32)
@@ -111,7 +100,7 @@ def test_kernels_with_the_same_tile_epilogue_share_one_function(threads) -> None
     """Two layers of the same shape render to the same code up to their names, tile
     function included: the second kernel is a wrapper calling the first (renderer.share),
     so the C compiler sees one copy."""
-    _own()
+    skip_unless_own_sgemm()
     threads(2)
     rng = np.random.default_rng(3)
     x = rng.standard_normal((100, 64), np.float32)

@@ -11,7 +11,6 @@ kernel needs (layout copies, f16 accumulators) sits past the plan's peak.
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass
 from typing import Any
 
