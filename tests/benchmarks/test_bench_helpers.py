@@ -6,6 +6,8 @@ runs and measures something."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from benchmarks.bench_minilm import encoder_flops
@@ -60,7 +62,22 @@ def test_fma_peak_probe_runs_on_one_and_two_threads() -> None:
         pytest.skip(f"no C compiler: {why}")
     from benchmarks.peak import fma_peak
 
-    one = fma_peak(1, rounds=1, steps=200_000)
+    before = _thread_masks()
+    one = fma_peak(1, rounds=1, steps=200_000, seconds=0.0)
     assert one > 0.1  # GFLOP/s: any machine that runs the suite does far more
-    two = fma_peak(2, rounds=1, steps=200_000)
+    two = fma_peak(2, rounds=1, steps=200_000, seconds=0.0)
     assert two > 0.1
+    # the probe pins each thread while it measures; the pool's threads get their masks back
+    after = _thread_masks()
+    assert all(after[t] == before.get(t, set(os.sched_getaffinity(0))) for t in after), after
+
+
+def _thread_masks() -> dict[int, set[int]]:
+    """CPU affinity of every thread of this process (threads that end meanwhile left out)."""
+    masks = {}
+    for t in os.listdir("/proc/self/task"):
+        try:
+            masks[int(t)] = set(os.sched_getaffinity(int(t)))
+        except OSError:
+            pass
+    return masks
