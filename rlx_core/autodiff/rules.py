@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from rlx_core.dispatch.decompositions import axis_of
 from rlx_core.ir.builder import Builder
 from rlx_core.ir.graph import Node, Value
 
@@ -369,20 +370,16 @@ VJP_RULES: dict[str, VJPRule] = {
 # The rules write the gradient from the op's output, in MIR.
 
 
-def _softmax_axis(n: Node, x: Value) -> int:
-    return n.attr("axis", -1) % x.type.rank
-
-
 def _log_softmax(n, ins, out, g, b):
     # y = x - logsumexp(x): dx = g - softmax(x) * sum(g), with softmax(x) = exp(y)
-    axis = _softmax_axis(n, ins[0])
+    axis = axis_of(n, ins[0].type.rank)
     total = b.emit("reduce_sum", [g], {"axes": (axis,)})
     return (b.emit("sub", [g, _mul(b, b.emit("exp", [out]), _back_to(b, total, out, (axis,)))]),)
 
 
 def _softmax(n, ins, out, g, b):
     # dx = y * (g - sum(g * y))
-    axis = _softmax_axis(n, ins[0])
+    axis = axis_of(n, ins[0].type.rank)
     total = b.emit("reduce_sum", [_mul(b, g, out)], {"axes": (axis,)})
     return (_mul(b, out, b.emit("sub", [g, _back_to(b, total, out, (axis,))])),)
 

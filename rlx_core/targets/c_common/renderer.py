@@ -195,7 +195,7 @@ class CLikeRenderer:
         time. The wrapper keeps one function per kernel (profiles and sources stay per
         kernel) and the compiler inlines it.
         """
-        fn = f"{prefix}_{c_ident(k.name, 'k')}"
+        fn = self.kernel_fn(prefix, k)
         head, _, rest = text.partition("\n")
         # the kernel's own name, and its helpers' (a tile epilogue: fn_tile, fn_tile_ctx)
         canon = re.sub(rf"\b{re.escape(fn)}(?=\(|_)", "@KERNEL@", rest)
@@ -212,6 +212,11 @@ class CLikeRenderer:
     def program_fields_for(self, impls: dict[str, str]) -> dict[str, Any]:
         return self.program_fields()
 
+    @staticmethod
+    def kernel_fn(prefix: str, k: Kernel) -> str:
+        """The C function name of kernel ``k`` in the program ``prefix``."""
+        return f"{prefix}_{c_ident(k.name, 'k')}"
+
     def render_kernel(self, g: Graph, k: Kernel, idx: int, prefix: str,
                       types: dict[str, TensorType], fail: str) -> tuple[str, str, int]:
         r = self.restrict
@@ -220,7 +225,7 @@ class CLikeRenderer:
         params = [f"const {ct.storage(types[v].dtype)}* {r} in{j}"
                   for j, v in enumerate(k.inputs)]
         params += [f"{ct.storage(types[v].dtype)}* {r} out{j}" for j, v in enumerate(k.outputs)]
-        fn = f"{prefix}_{c_ident(k.name, 'k')}"
+        fn = self.kernel_fn(prefix, k)
         env = KernelEnv(k, idx, {n.name: n for n in k.nodes}, ins, outs,
                         self.parallel_pragma, fail, sync=self.kernel_sync(), fn=fn)
         w = Writer(1)
@@ -306,7 +311,7 @@ class CLikeRenderer:
         args += [self.pointer(where[v], types[v], False) for v in k.outputs]
         args += self._extra_args.get(k.name, [])
         args.append(f"arena + {arena_end}" if scratch else "arena")
-        return f"    {prefix}_{c_ident(k.name, 'k')}({', '.join(args)});"
+        return f"    {self.kernel_fn(prefix, k)}({', '.join(args)});"
 
     def entry(self, g: Graph, prefix: str, calls: list[str], where: dict[str, Place],
               types: dict[str, TensorType]) -> str:

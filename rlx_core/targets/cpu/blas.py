@@ -153,7 +153,7 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
         # a claimed chunk's block epilogue reads a 64-column chunk still in L1/L2: tiles there
         # gained nothing (MiniLM at batch 1: 8.09 vs 8.02 ms of GEMMs, RLX_CPU_PROFILE)
         elif own and (tile := TileEpilogue.make(env, spec, epilogue)):
-            epilogue = _Tiled(epilogue, tile, env)
+            epilogue = _Tiled(epilogue, tile)
         _team_gemm(w, spec, call, a_b, c_b, epilogue, tiles=(own, bool(packed)), claim=claim)
         return label
     pragma = env.parallel(work_of(spec), 0) if work_of(spec) >= GEMM_PARALLEL_MIN else None
@@ -241,13 +241,8 @@ class _Tiled:
     """A block epilogue that the own kernel runs tile by tile (tile_epilogue.py): the GEMM
     calls finish C themselves, so nothing is written after them."""
 
-    def __init__(self, block: BlockEpilogue, tile: TileEpilogue, env: KernelEnv):
-        self.block, self.row_unit = block, block.row_unit
-        self.tile, self.env = tile, env
-
-    def declare(self, w: Writer) -> None:
-        """The tile function's context, a local of each thread (inside the GEMM block)."""
-        self.tile.declare(w, self.env)
+    def __init__(self, block: BlockEpilogue, tile: TileEpilogue):
+        self.block, self.row_unit, self.tile = block, block.row_unit, tile
 
     def fits(self, *axes: str) -> bool:
         return self.block.fits(*axes)
@@ -285,8 +280,8 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
     m = spec.m
     w.open(GEMM_BLOCK_HEAD)
     w.line("const int64_t tid = omp_get_thread_num(), team = omp_get_num_threads();")
-    if isinstance(epilogue, _Tiled):
-        epilogue.declare(w)
+    if isinstance(epilogue, _Tiled):  # the tile function's context, a local of each thread
+        epilogue.tile.declare(w)
     if _splits_columns(spec, epilogue, tiles):
         _column_shares(w, spec, call, a_b, c_b, epilogue)
         w.close()

@@ -95,7 +95,7 @@ class CpuRenderer(CLikeRenderer):
         self._mode = "team"
         out = super().render_kernel(g, k, idx, prefix, types, fail)
         lines = out[0].rstrip("\n").split("\n")  # [file-scope helpers,] comment, head, body, }
-        head = f"{self.kernel_decl} {prefix}_{c_ident(k.name, 'k')}("
+        head = f"{self.kernel_decl} {self.kernel_fn(prefix, k)}("
         body = lines[next(i for i, t in enumerate(lines) if t.startswith(head)) + 1:-1]
         if not team.team_safe(body):
             self._mode = "serial"  # thread 0 runs it, so it must hold no worksharing pragma

@@ -43,14 +43,15 @@ def enabled() -> bool:
 
 
 class TileEpilogue:
-    """The tile function of one kernel's epilogue; ``args(bb, r0)`` is what a GEMM call adds."""
+    """The tile function of one kernel's epilogue: ``declare`` writes its context into the
+    kernel, ``args(bb, r0)`` is what a GEMM call adds."""
 
-    def __init__(self, fn: str):
-        self.fn = fn
+    def __init__(self, fn: str, ptrs: list[str]):
+        self.fn, self.ptrs = fn, ptrs  # the function, the kernel buffers its context holds
 
     @staticmethod
     def make(env: KernelEnv, spec: GemmSpec, epilogue: BlockEpilogue | None) -> TileEpilogue | None:
-        """Write the tile function into ``env.preamble`` and the context into the kernel, or
+        """Write the tile function (and its context's type) into ``env.preamble``, or
         return None when the epilogue cannot be narrowed to a tile: rows spread over several
         dimensions (a tile's rows are then no single range), batches that are no single
         dimension, or C in a buffer of the kernel's own (the function sees only parameters)."""
@@ -65,7 +66,7 @@ class TileEpilogue:
                if v not in dot.inputs):
             return None  # it streams an operand as large as C: see STREAMED
         buffers = env.buffers
-        if spec.c.split(" ", 1)[0] not in {b.ptr for b in buffers.values()}:
+        if spec.c not in {b.ptr for b in buffers.values()}:
             return None
         fn = f"{env.fn}_tile"
         fields = []
@@ -87,12 +88,11 @@ class TileEpilogue:
             f"typedef struct {{{struct} int64_t bb, r0; }} {fn}_ctx;\n"
             f"static void {fn}(const void* vc, int64_t tr0, int64_t tr1, int64_t tc0, int64_t tc1) "
             "{\n" + "\n".join(w.lines) + "\n}\n")
-        return TileEpilogue(fn)
+        return TileEpilogue(fn, [name for _, name in fields])
 
-    def declare(self, w: Writer, env: KernelEnv) -> None:
+    def declare(self, w: Writer) -> None:
         """The context local, holding the kernel's buffers (written once per kernel call)."""
-        ptrs = ", ".join(b.ptr for b in env.buffers.values())
-        w.line(f"{self.fn}_ctx {CTX} = {{{ptrs}, 0, 0}};")
+        w.line(f"{self.fn}_ctx {CTX} = {{{', '.join(self.ptrs)}, 0, 0}};")
 
     def args(self, w: Writer, bb: str, r0: str) -> str:
         """Set the context's batch and row origin of the next call; its extra arguments."""
