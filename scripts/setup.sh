@@ -8,6 +8,13 @@ cd "$(dirname "$0")/.."
 # mesa-vulkan-drivers: lavapipe, the Vulkan device the webgpu target runs on without a GPU;
 # chromium: the browser tests (Playwright drives the system browser, never a downloaded one).
 APT_PACKAGES=(python3-venv python3-dev gcc graphviz mesa-vulkan-drivers chromium)
+# The device family's real toolchains, drivers and emulators (docs/targets.md says which target
+# uses which): Vulkan/SPIR-V, OpenGL (EGL, llvmpipe), OpenCL (PoCL), clang (Hexagon), HIP,
+# Cortex-M (arm-none-eabi + newlib, QEMU), FPGA (Verilator, yosys, nextpnr, icestorm).
+APT_PACKAGES+=(libvulkan1 glslang-tools spirv-tools libegl-mesa0 libegl1 libgl1-mesa-dri)
+APT_PACKAGES+=(pocl-opencl-icd ocl-icd-opencl-dev clang lld hipcc)
+APT_PACKAGES+=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm qemu-user)
+APT_PACKAGES+=(verilator yosys nextpnr-ice40 fpga-icestorm)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
