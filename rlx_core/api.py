@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -123,6 +124,7 @@ class JitFunction:
         self.target = self.target or default_jit_target()
         self._specializations: list[tuple[tuple[Any, ...], Executable]] = []
         self._events: list[CacheEvent] = []
+        self._lock = threading.Lock()  # one compile per miss when several threads miss at once
         self._scm: SpecializationCache | None = None
         if self.target in SCM_TARGETS:
             # a per-instance class, so that installing the module's entry as __call__ affects
@@ -177,15 +179,25 @@ class JitFunction:
         if self._scm is not None:
             return self._scm.lookup(args).executable
         key = _guard(args)
+        exe = self._hit(key)
+        if exe is not None:
+            return exe
+        with self._lock:
+            exe = self._hit(key)  # another thread compiled it while this one waited
+            if exe is not None:
+                return exe
+            reason = self._first_failed_guard(key)
+            exe = compile(self.fn, *args, target=self.target, **self.options)
+            self._specializations.append((key, exe))
+            self._log(CacheEvent(False, len(self._specializations) - 1, reason))
+            return exe
+
+    def _hit(self, key: tuple[Any, ...]) -> Executable | None:
         for i, (guard, exe) in enumerate(self._specializations):
             if guard == key:
                 self._log(CacheEvent(True, i))
                 return exe
-        reason = self._first_failed_guard(key)
-        exe = compile(self.fn, *args, target=self.target, **self.options)
-        self._specializations.append((key, exe))
-        self._log(CacheEvent(False, len(self._specializations) - 1, reason))
-        return exe
+        return None
 
     def __call__(self, *args: Any) -> Any:
         if self._scm is not None:  # no module yet: the first call is a miss

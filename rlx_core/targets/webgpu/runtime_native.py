@@ -5,10 +5,15 @@ A call writes the inputs into their buffers (``queue.write_buffer``), records ev
 dispatch into one compute pass, copies the outputs into mappable staging buffers in the same
 command buffer, submits once and maps the staging buffers back. Parameters and tuple constants
 are uploaded once per loaded program (again only when a different params object is passed).
+
+Thread safety: a program's buffers are shared by its calls, and wgpu panics when a staging
+buffer is mapped twice, so everything that touches the device (uploads, submit, map, the
+pipeline cache) runs under one process-wide lock; host-side conversions run outside it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -37,12 +42,21 @@ class NativeRuntime:
     info: AdapterInfo
     pipelines: dict[str, Any] = field(default_factory=dict)
 
+    # serialises device work: one device and one queue per process, buffers shared per program
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
     _shared: ClassVar[Any] = None  # the runtime opened by this process
+    _opening: ClassVar[threading.Lock] = threading.Lock()
 
     @classmethod
     def open(cls) -> NativeRuntime:
-        if cls._shared is not None:
+        with cls._opening:  # two threads opening at once would make two devices
+            if cls._shared is None:
+                cls._shared = cls._open()
             return cls._shared
+
+    @classmethod
+    def _open(cls) -> NativeRuntime:
         _quiet_headless_vulkan()
         import wgpu
 
@@ -65,8 +79,7 @@ class NativeRuntime:
                                      lim["max-storage-buffer-binding-size"])),
             max_workgroup_size=int(lim["max-compute-invocations-per-workgroup"]),
             backend=str(ainfo.get("backend_type", "")))
-        cls._shared = cls(device, info)
-        return cls._shared
+        return cls(device, info)
 
     def pipeline(self, source: str) -> Any:
         """The compute pipeline of one WGSL source (compiled once per process).
@@ -75,6 +88,10 @@ class NativeRuntime:
         another layer (same shapes, other names) shares one pipeline.
         """
         key = "\n".join(line.split("//")[0].rstrip() for line in source.splitlines())
+        with self.lock:
+            return self._pipeline(key, source)
+
+    def _pipeline(self, key: str, source: str) -> Any:
         if key not in self.pipelines:
             try:
                 module = self.device.create_shader_module(code=source)
@@ -86,7 +103,8 @@ class NativeRuntime:
         return self.pipelines[key]
 
     def load(self, plan: GpuPlan, param_data: dict[str, Any]) -> NativeProgram:
-        return NativeProgram(self, plan, dict(param_data))
+        with self.lock:
+            return NativeProgram(self, plan, dict(param_data))
 
 
 def _quiet_headless_vulkan() -> None:
@@ -148,16 +166,24 @@ class NativeProgram:
         self._params_key = key
 
     def run(self, inputs: Sequence[Any], params: dict[str, Any] | None = None) -> list[Any]:
-        plan, dev = self.plan, self.rt.device
+        plan = self.plan
         if len(inputs) != len(plan.inputs):
             raise ArgumentError(f"@{plan.graph} takes {len(plan.inputs)} input(s), got "
                                 f"{len(inputs)}")
         plan.check_inputs(inputs)
-        self._upload_params(params or {})
-        for name, arg in zip(plan.inputs, inputs, strict=True):
-            spec = plan.buffer(name)
-            dev.queue.write_buffer(self.buffers[name], 0,
-                                   to_storage(arg, spec.type, f"input %{name}"))
+        data = [to_storage(arg, plan.buffer(name).type, f"input %{name}")
+                for name, arg in zip(plan.inputs, inputs, strict=True)]
+        with self.rt.lock:  # the buffers below are this program's, shared by every call
+            self._upload_params(params or {})
+            raw = self._submit(data)
+        results = {o: from_storage(b, plan.buffer(o).type) for o, b in raw.items()}
+        return [results[o] for o in plan.outputs]
+
+    def _submit(self, data: list[bytes]) -> dict[str, Any]:
+        """Write the inputs, run every kernel, read the outputs back (the caller holds the lock)."""
+        plan, dev = self.plan, self.rt.device
+        for name, d in zip(plan.inputs, data, strict=True):
+            dev.queue.write_buffer(self.buffers[name], 0, d)
         enc = dev.create_command_encoder()
         if self.steps:
             cpass = enc.begin_compute_pass()
@@ -169,11 +195,11 @@ class NativeProgram:
         for o, stage in self.staging.items():
             enc.copy_buffer_to_buffer(self.buffers[o], 0, stage, 0, plan.buffer(o).nbytes)
         dev.queue.submit([enc.finish()])
-        results: dict[str, Any] = {}
+        raw: dict[str, Any] = {}
         for o, stage in self.staging.items():
             stage.map_sync("READ")
             try:
-                results[o] = from_storage(stage.read_mapped(), plan.buffer(o).type)
+                raw[o] = stage.read_mapped()  # a copy: it outlives the unmap
             finally:
                 stage.unmap()
-        return [results[o] for o in plan.outputs]
+        return raw
