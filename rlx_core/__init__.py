@@ -71,6 +71,16 @@ exp, log, sqrt, rsqrt, tanh, erf, sin, cos, abs, floor, ceil, sign = (
     _ew.floor, _ew.ceil, _ew.sign)
 maximum, minimum, sigmoid = _ew.maximum, _ew.minimum, _ew.sigmoid
 
+# Outside a trace these compute eagerly on plain arrays (rlx_core/frontend/eager.py).
+from rlx_core.frontend.eager import eager as _eager  # noqa: E402
+
+(arange, argmax, astype, broadcast_to, concat, iota, matmul, mean, ones, reshape, stack, swapaxes,
+ take, transpose, where, zeros, exp, log, sqrt, rsqrt, tanh, erf, sin, cos, abs, floor, ceil, sign,
+ maximum, minimum, sigmoid) = (_eager(f) for f in (
+    arange, argmax, astype, broadcast_to, concat, iota, matmul, mean, ones, reshape, stack,
+    swapaxes, take, transpose, where, zeros, exp, log, sqrt, rsqrt, tanh, erf, sin, cos, abs,
+    floor, ceil, sign, maximum, minimum, sigmoid))
+
 __version__ = "0.1.0"
 
 # Names from the dispatch layer are resolved lazily so that `import rlx_core` stays cheap.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from rlx_core.frontend import ops
@@ -40,7 +41,42 @@ class Tensor:
         return ops.transpose(self)
 
     def __len__(self) -> int:
+        if not self.shape:
+            from rlx_core.frontend.numpy_protocol import NumpyInteropError
+
+            raise NumpyInteropError("len() of a 0-d traced tensor", hint="use x.shape")
         return self.shape[0]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        """Rows along the leading axis (``for row in x``), one slice op each, as numpy."""
+        n = len(self)
+        return (ops.getitem(self, i) for i in range(n))
+
+    # ---- numpy's protocols (rlx_core/frontend/numpy_protocol.py) -------------------------------
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        from rlx_core.frontend.numpy_protocol import apply_ufunc
+
+        return apply_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        from rlx_core.frontend.numpy_protocol import apply_function
+
+        return apply_function(func, args, kwargs)
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        from rlx_core.frontend.numpy_protocol import concrete_value_error
+
+        raise concrete_value_error("np.asarray / np.array")
+
+    def __float__(self) -> float:
+        from rlx_core.frontend.numpy_protocol import concrete_value_error
+
+        raise concrete_value_error("float()")
+
+    def __int__(self) -> int:
+        from rlx_core.frontend.numpy_protocol import concrete_value_error
+
+        raise concrete_value_error("int()")
 
     def __repr__(self) -> str:
         return f"Tensor(%{self.value.name} : {self.value.type})"

@@ -180,6 +180,18 @@ def p_t003():
     _one("softmax", [("f32", (2, 3))], axis=5)
 
 
+def p_t010():
+    import rlx_core as rlx
+
+    rlx.trace(lambda x: np.einsum("i->", x), np.ones(3, np.float32))
+
+
+def p_t011():
+    import rlx_core as rlx
+
+    rlx.trace(lambda x: np.asarray(x), np.ones(3, np.float32))
+
+
 # ---- autodiff and training ------------------------------------------------------------------
 
 def p_a001():
@@ -490,6 +502,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-P001": p_p001, "RLX-V001": p_v001, "RLX-V002": p_v002, "RLX-W001": p_w001,
     "RLX-W002": p_w002,
     "RLX-T000": p_t000, "RLX-T001": p_t001, "RLX-T002": p_t002, "RLX-T003": p_t003,
+    "RLX-T010": p_t010, "RLX-T011": p_t011,
     "RLX-A001": p_a001, "RLX-A002": p_a002, "RLX-A101": p_a101,
     "RLX-C001": p_c001, "RLX-D001": p_d001, "RLX-F001": p_f001, "RLX-F002": p_f002,
     "RLX-M001": p_m001, "RLX-I101": p_i101, "RLX-I102": p_i102,
