@@ -1,11 +1,15 @@
 """IPython magics: ``%load_ext rlx_explorer``, then
 
-    %%rlx [--target T[,T...]] [--dtype D] [--policy P] [--view V] [--html OUT]
-    <cell defining model(...) and example_inputs(), or other functions>
+    %%rlx [--target T[,T...]] [--fn NAME] [--dtype D] [--policy P] [--view V] [--html OUT]
+    <cell>
 
-compiles every function the cell defines (at ``example_inputs()``) for the chosen targets and
-shows the explorer; ``%rlx explain EXPR`` (EXPR a call such as ``f(x, w)``) shows the dispatch
-view for every target. A legalization failure shows the failure view, never a traceback.
+compiles ONE function for the chosen targets and shows its explorer: the one ``--fn`` names;
+else the call in the cell's last expression (``f(x, w)`` compiles ``f`` at those arguments);
+else ``model``; else the only function the cell defines. Inputs come from that call, or from
+``example_inputs()``; a line above the explorer says which function and which inputs were used.
+``%rlx explain EXPR`` (EXPR a call such as ``f(x, w)``) shows the dispatch view for every
+target. A legalization failure shows the failure view; a bad flag or an unknown target shows
+the same message as the ``rlx`` command line, never a traceback.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import ast
 import html
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from rlx_core.errors import RlxError
@@ -27,9 +32,19 @@ class MagicUsageError(RlxError):
     code = "RLX-E101"
 
 
+FLAGS = "flags: --target T[,T] --fn NAME --dtype D --policy P --view V --html OUT"
+
+
+class CellTargetError(MagicUsageError):
+    """``%%rlx`` found no single function to compile (or ``--fn`` names none)."""
+
+    code = "RLX-E102"
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="%%rlx", add_help=False, exit_on_error=False)
     ap.add_argument("--target", default="numpy")
+    ap.add_argument("--fn", default=None)
     ap.add_argument("--dtype", default=None)
     ap.add_argument("--policy", default=None)
     ap.add_argument("--view", default=None, choices=VIEWS)
@@ -41,11 +56,10 @@ def parse_flags(line: str) -> argparse.Namespace:
     try:
         args, extra = _parser().parse_known_args(shlex.split(line))
     except (argparse.ArgumentError, ValueError) as err:
-        raise MagicUsageError(f"%%rlx: {err}", hint="flags: --target T[,T] --dtype D "
-                              "--policy P --view V --html OUT") from None
+        raise MagicUsageError(f"%%rlx: {err}", hint=FLAGS) from None
     if extra:
         raise MagicUsageError(f"%%rlx: unknown argument(s) {' '.join(extra)}",
-                              hint="flags: --target T[,T] --dtype D --policy P --view V")
+                              hint=FLAGS)
     return args
 
 
@@ -65,19 +79,116 @@ def cast_inputs(inputs: tuple[Any, ...], dtype: str | None) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def cell_functions(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, Callable]]:
-    """Functions the cell defined or redefined, ``model`` first; ``example_inputs`` excluded."""
+def _is_function(val: Any) -> bool:
+    """A plain Python function or an ``@rlx.jit`` one (not a class, builtin or bound method)."""
+    import types
+
     import rlx_core as rlx
 
-    found = []
-    for name, val in after.items():
-        if name.startswith("_") or name == "example_inputs":
-            continue
-        if (callable(val) and (hasattr(val, "__code__") or isinstance(val, rlx.JitFunction))
-                and before.get(name) is not val):
-            found.append((name, val))
+    return isinstance(val, types.FunctionType | rlx.JitFunction)
+
+
+def cell_functions(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, Callable]]:
+    """Functions the cell defined or redefined, ``model`` first; ``example_inputs`` excluded."""
+    found = [(name, val) for name, val in after.items()
+             if not name.startswith("_") and name != "example_inputs" and _is_function(val)
+             and before.get(name) is not val]
     found.sort(key=lambda item: item[0] != "model")
     return found
+
+
+def check_targets(spec: str) -> tuple[str, ...]:
+    """The comma list of targets, each one registered (else the CLI's RLX-X002 message)."""
+    from rlx_core.targets.registry import get_target, target_names
+
+    names = tuple(t.strip() for t in spec.split(",") if t.strip())
+    for name in names:
+        if name not in target_names():
+            get_target(name)  # raises UnknownTargetError: "unknown target 'gpu'" + the list
+    return names
+
+
+def last_call(cell: str) -> ast.Call | None:
+    """The cell's last statement when it is a call expression with positional arguments."""
+    try:
+        body = ast.parse(cell).body
+    except SyntaxError:
+        return None
+    if body and isinstance(body[-1], ast.Expr) and isinstance(body[-1].value, ast.Call) \
+            and not body[-1].value.keywords:
+        return body[-1].value
+    return None
+
+
+def _describe(inputs: tuple[Any, ...]) -> str:
+    from rlx_core.frontend.tracer import type_of_example
+
+    parts = []
+    for a in inputs:
+        try:
+            parts.append(str(type_of_example(a)))
+        except RlxError:
+            parts.append(type(a).__name__)
+    return ", ".join(parts) or "no inputs"
+
+
+@dataclass
+class Choice:
+    """What ``%%rlx`` compiles: the function, its name, the inputs and where they came from."""
+
+    name: str
+    fn: Callable[..., Any]
+    inputs: tuple[Any, ...]
+    origin: str
+
+    def note(self) -> str:
+        return f"%%rlx: compiled {self.name} at {self.origin}: {_describe(self.inputs)}"
+
+
+def choose(args: argparse.Namespace, call: ast.Call | None, before: dict[str, Any],
+           ns: dict[str, Any]) -> Choice:
+    """Pick the one function to compile and its example inputs (see the module docstring);
+    ``call`` is the cell's last line when that is a call of a function in ``ns``."""
+    if args.fn is None and call is not None:
+        fn = _eval(ast.Expression(call.func), ns)
+        argv = tuple(_eval(ast.Expression(ast.Tuple(call.args, ast.Load())), ns))
+        return Choice(ast.unparse(call.func), fn, argv,
+                      f"the arguments of the cell's last line, {ast.unparse(call)}")
+    defined = cell_functions(before, ns)
+    if args.fn is not None:
+        fn = ns.get(args.fn)
+        if not _is_function(fn):
+            raise CellTargetError(f"%%rlx --fn {args.fn}: no function {args.fn!r} in the notebook",
+                                  hint="defined by this cell: " + (", ".join(
+                                      n for n, _ in defined) or "no function"))
+        name = args.fn
+    elif any(n == "model" for n, _ in defined) or (not defined and _is_function(ns.get("model"))):
+        name, fn = "model", ns["model"]
+    elif len(defined) == 1:
+        name, fn = defined[0]
+    elif not defined:
+        raise MagicUsageError("%%rlx: the cell defines no function to compile",
+                              hint="define model(...) (and example_inputs()) in the cell, or end "
+                                   "the cell with a call such as f(x, w)")
+    else:
+        raise CellTargetError(
+            f"%%rlx: the cell defines {len(defined)} functions "
+            f"({', '.join(n for n, _ in defined)}) and none is named model",
+            hint="say which one: %%rlx --fn NAME, or end the cell with a call such as f(x, w)")
+    make_inputs = ns.get("example_inputs")
+    if not callable(make_inputs):
+        raise MagicUsageError("%%rlx: no example_inputs() in the cell or the notebook",
+                              hint="define example_inputs() returning a tuple of arrays, or end "
+                                   f"the cell with a call such as {name}(x)")
+    where = "this cell" if before.get("example_inputs") is not make_inputs else "an earlier cell"
+    inputs = make_inputs()
+    return Choice(name, fn, inputs if isinstance(inputs, tuple) else (inputs,),
+                  f"example_inputs() from {where}")
+
+
+def _eval(expr: ast.Expression, ns: dict[str, Any]) -> Any:
+    code = compile(ast.fix_missing_locations(expr), "<rlx>", "eval")
+    return eval(code, ns)  # noqa: S307 - the user's own cell
 
 
 def _show(obj: Any) -> None:
@@ -93,38 +204,57 @@ def _show_error(err: RlxError) -> None:
 
 
 def run_cell(line: str, cell: str, ns: dict[str, Any], shell: Any = None) -> list[Any]:
-    """Execute the cell in ``ns`` and explore what it defined; returns the explorers shown."""
+    """Execute the cell in ``ns`` and explore the one function it names (see ``choose``);
+    returns the explorers shown."""
     from rlx_explorer.explorer import explore
 
     args = parse_flags(line)
+    targets = check_targets(args.target)
     before = dict(ns)
-    if shell is not None:
-        result = shell.run_cell(cell, store_history=False)
-        if not result.success:
+    source = shell.transform_cell(cell) if shell is not None else cell
+    call = last_call(source) if args.fn is None else None
+    if call is not None:  # run all but that call: it is what gets compiled, not executed
+        lines, call_line = source.splitlines(), call.lineno
+        if not _run("\n".join(lines[:call.lineno - 1]), ns, shell):
             return []
-    else:
-        exec(compile(cell, "<rlx-cell>", "exec"), ns)  # noqa: S102 - the user's own cell
-    fns = cell_functions(before, ns)
-    make_inputs = ns.get("example_inputs")
-    if not fns:
-        raise MagicUsageError("%%rlx: the cell defines no function to compile",
-                              hint="define model(...) (and example_inputs()) in the cell")
-    if not callable(make_inputs):
-        raise MagicUsageError("%%rlx: no example_inputs() in the cell or the notebook",
-                              hint="define example_inputs() returning a tuple of arrays")
-    inputs = make_inputs()
-    inputs = cast_inputs(inputs if isinstance(inputs, tuple) else (inputs,), args.dtype)
-    shown = []
-    for name, fn in fns:
-        ex = explore(fn, *inputs, targets=args.target, policy=args.policy,
-                     view=args.view or "graph", title=name)
-        if args.view is None and ex.bundle["failures"]:
-            ex.bundle["view"] = "failures"  # a failure is the first thing to see
-        if args.html:
-            ex.save_html(args.html if len(fns) == 1 else f"{name}-{args.html}")
-        _show(ex.widget())
-        shown.append(ex)
-    return shown
+        if not _is_function(_try_eval(call.func, ns)):
+            call = None  # a print(...) or plot(...) at the end: run it as the cell would
+            if not _run("\n".join(lines[call_line - 1:]), ns, shell):
+                return []
+    elif not _run(source, ns, shell):
+        return []
+    chosen = choose(args, call, before, ns)
+    inputs = cast_inputs(chosen.inputs, args.dtype)
+    ex = explore(chosen.fn, *inputs, targets=targets, policy=args.policy,
+                 view=args.view or "graph", title=chosen.name)
+    if args.view is None and ex.bundle["failures"]:
+        ex.bundle["view"] = "failures"  # a failure is the first thing to see
+    if args.html:
+        ex.save_html(args.html)
+    _show_note(chosen.note())
+    _show(ex.widget())
+    return [ex]
+
+
+def _run(code: str, ns: dict[str, Any], shell: Any) -> bool:
+    """Execute ``code`` as the cell would; False when it raised (IPython showed the error)."""
+    if shell is not None:
+        return bool(shell.run_cell(code, store_history=False).success)
+    exec(compile(code, "<rlx-cell>", "exec"), ns)  # noqa: S102 - the user's own cell
+    return True
+
+
+def _try_eval(expr: ast.expr, ns: dict[str, Any]) -> Any:
+    try:
+        return _eval(ast.Expression(expr), ns)
+    except Exception:  # noqa: BLE001 - not a name of the notebook: then it is no function of it
+        return None
+
+
+def _show_note(text: str) -> None:
+    from IPython.display import HTML
+
+    _show(HTML(f"<div style='font:12px monospace;color:#475569'>{html.escape(text)}</div>"))
 
 
 def run_explain(expr: str, ns: dict[str, Any]) -> Any:

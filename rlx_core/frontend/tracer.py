@@ -193,8 +193,12 @@ def _active(ctx: TraceContext) -> Iterator[TraceContext]:
 @contextlib.contextmanager
 def block(name: str) -> Iterator[None]:
     """Group the ops traced inside into a named model block (``encoder.0.attn``); the explorer
-    collapses blocks, and every node remembers its block in ``loc.scope``."""
-    ctx = current()
+    collapses blocks, and every node remembers its block in ``loc.scope``. Outside a trace
+    (eager mode, rlx_core/frontend/eager.py) it names nothing and does nothing."""
+    ctx = getattr(_state, "ctx", None)
+    if ctx is None:
+        yield
+        return
     ctx.scopes.append(clean_name(name))
     try:
         yield

@@ -494,6 +494,12 @@ def p_e101():
     parse_flags("--target numpy --frobnicate")
 
 
+def p_e102():
+    from rlx_explorer.magics import run_cell
+
+    run_cell("", "def layer(x):\n    return x\ndef encode(x):\n    return x\n", {})
+
+
 Producer = Callable[..., Any]
 PRODUCERS: dict[str, Producer] = {
     "RLX-L000": p_l000, "RLX-L001": p_l001, "RLX-L002": p_l002, "RLX-L003": p_l003,
@@ -513,7 +519,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-K001": p_k001, "RLX-K002": p_k002,
     "RLX-B001": p_b001, "RLX-B002": p_b002, "RLX-B003": p_b003, "RLX-B004": p_b004,
     "RLX-B005": p_b005,
-    "RLX-E000": p_e000, "RLX-E101": p_e101,
+    "RLX-E000": p_e000, "RLX-E101": p_e101, "RLX-E102": p_e102,
 }
 # producers that import torch or open a WebGPU device: seconds, not milliseconds
 SLOW = ("RLX-I101", "RLX-K002")
