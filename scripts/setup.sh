@@ -46,6 +46,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# Jupyter: kernels of the venv load rlx_explorer (%%rlx without %load_ext), and the prebuilt
+# JupyterLab extension is linked in, so saved explorer outputs render (editable installs skip it).
+.venv/bin/python scripts/notebook_setup.py --prefix .venv >/dev/null
+
 # The Pyodide core for the browser WebGPU tests (npm package, into a git-ignored folder; once).
 if [ ! -f build/pyodide-npm/node_modules/pyodide/pyodide.mjs ] && command -v npm >/dev/null 2>&1; then
   echo "setup: installing the npm package pyodide (314.0.x)"
