@@ -26,6 +26,7 @@ import inspect
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rlx_core.errors import ArgumentError, RlxError
@@ -193,6 +194,22 @@ def host_params(lir: Graph) -> tuple[Any, ...]:
         arr = np.asarray(data, dtype=dt.to_numpy_name(p.type.dtype)).reshape(p.type.shape)
         out.append(np.require(arr, requirements=("C", "A")))
     return tuple(out)
+
+
+def _open(path: str) -> tuple[Any, Any]:
+    """(ctypes handle, extension module) of the built module at ``path``; RLX-R012 when it
+    does not load."""
+    from rlx_core.targets.cpu.runtime import LibraryLoadError, load_library
+
+    try:
+        # dlopen through the runtime first (it sets the OpenMP defaults before libgomp starts);
+        # the import below gets the same handle
+        lib = load_library(path)
+    except LibraryLoadError as err:
+        raise RlxError(f"cannot load the specialization cache module {path}: {err.message}",
+                       hint="delete the file so that it is built again (RLX_CACHE_DIR), and "
+                            "report it if the error comes back", code="RLX-R012") from None
+    return lib, _load(path)
 
 
 def _load(path: str) -> Any:
@@ -378,12 +395,18 @@ class SpecializationCache:
         path = build_extension(scm_codegen.runtime_source(scm_codegen.MODULE_NAME),
                                scm_codegen.render_table(entries, fixed_arity(self.fn)),
                                tuple(kernels.values()))
-        from rlx_core.targets.cpu import runtime, threads
+        from rlx_core.targets.cpu import threads
 
-        # dlopen through the runtime first (it sets the OpenMP defaults before libgomp starts);
-        # the import below gets the same handle
-        lib = runtime.load_library(path)
-        module = _load(path)
+        try:
+            lib, module = _open(path)
+        except RlxError as err:  # verified but unloadable (a foreign file): build it once more
+            from rlx_core.targets.cpu.cache import quarantine
+
+            quarantine(Path(path), err.message)
+            path = build_extension(scm_codegen.runtime_source(scm_codegen.MODULE_NAME),
+                                   scm_codegen.render_table(entries, fixed_arity(self.fn)),
+                                   tuple(kernels.values()))
+            lib, module = _open(path)
         for prefix in kernels:
             threads.attach(lib, f"{prefix}_threads")  # the team size; OpenBLAS on one thread
         self._module = module

@@ -352,12 +352,62 @@ def p_r011():
     host_params(Graph("f", Level.LIR, (), (w,), (), ("w",)))  # a parameter without data
 
 
-def p_r012(tmp_path):
-    from rlx_core.runtime.specialization_cache import _load
+def _refuse_dlopen(monkeypatch, tmp_path):
+    import ctypes
 
-    f = tmp_path / "rlx_scm.so"
-    f.write_bytes(b"not an ELF file")  # what a truncated cache entry looks like
-    _load(str(f))
+    real = ctypes.CDLL
+
+    def refuse(path, *a, **k):  # only what was built into the cache (BLAS still loads)
+        if str(path).startswith(str(tmp_path)):
+            raise OSError(f"{path}: cannot open shared object file")
+        return real(path, *a, **k)
+
+    from rlx_core.targets.cpu import cache
+
+    monkeypatch.setattr(cache, "_READY", set())
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(ctypes, "CDLL", refuse)
+
+
+def p_r012(monkeypatch, tmp_path):
+    import rlx_core as rlx
+
+    _refuse_dlopen(monkeypatch, tmp_path)  # rebuilt once, then the typed error
+    rlx.jit(lambda x: x * 3.0 - 0.5, target="cpu")(np.ones((3,), np.float32))
+
+
+def p_r013(monkeypatch, tmp_path):
+    import rlx_core as rlx
+    from rlx_core.targets.cpu import cache
+
+    monkeypatch.setattr(cache, "_READY", set())
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "a-file"))
+    rlx.compile(lambda x: x + 1.0, np.ones((2,), np.float32), target="cpu", record=False)
+
+
+def p_r014(monkeypatch, tmp_path):
+    import errno
+    import os
+
+    from rlx_core.targets.cpu import cache
+
+    monkeypatch.setattr(cache, "_READY", set())
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    cache.cache_dir()
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cache.os, "replace", full)  # the disk fills after the folder check
+    cache.write_atomic(tmp_path / "x.c", b"int x;")
+
+
+def p_r015(monkeypatch, tmp_path):
+    import rlx_core as rlx
+
+    _refuse_dlopen(monkeypatch, tmp_path)
+    rlx.compile(lambda x: x * 7.0 - 0.5, np.ones((3,), np.float32), target="cpu", record=False)
 
 
 # ---- targets --------------------------------------------------------------------------------
@@ -515,6 +565,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-O001": p_o001, "RLX-O002": p_o002, "RLX-O003": p_o003,
     "RLX-R001": p_r001, "RLX-R002": p_r002, "RLX-R003": p_r003, "RLX-R004": p_r004,
     "RLX-R010": p_r010, "RLX-R011": p_r011, "RLX-R012": p_r012,
+    "RLX-R013": p_r013, "RLX-R014": p_r014, "RLX-R015": p_r015,
     "RLX-X001": p_x001, "RLX-X002": p_x002, "RLX-X003": p_x003, "RLX-X004": p_x004,
     "RLX-K001": p_k001, "RLX-K002": p_k002,
     "RLX-B001": p_b001, "RLX-B002": p_b002, "RLX-B003": p_b003, "RLX-B004": p_b004,

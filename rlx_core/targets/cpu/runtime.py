@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from rlx_core.errors import ArgumentError
+from rlx_core.errors import ArgumentError, RlxError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import TensorType
 from rlx_core.targets.c_common.program import CProgram
@@ -41,11 +41,24 @@ def openmp_defaults() -> None:
         os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 
+class LibraryLoadError(RlxError):
+    """A compiled program's shared object does not load (dlopen failed: a foreign or damaged
+    file, a missing library it links against)."""
+
+    code = "RLX-R015"
+
+
 def load_library(path: str) -> ctypes.CDLL:
     """dlopen once per path per process (a cache hit in a second call costs nothing)."""
     if path not in _LIBS:
         openmp_defaults()
-        _LIBS[path] = ctypes.CDLL(path)
+        try:
+            _LIBS[path] = ctypes.CDLL(path)
+        except OSError as err:
+            raise LibraryLoadError(f"cannot load the compiled program {path}: {err}",
+                                   hint="delete the file so that it is built again "
+                                        "(RLX_CACHE_DIR); if the error comes back, check the "
+                                        "libraries it links against (ldd) and report it") from None
     return _LIBS[path]
 
 

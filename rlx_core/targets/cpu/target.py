@@ -39,9 +39,10 @@ class CpuTarget:
     def build(self, lir: Graph, options: Any = None) -> Program:
         from rlx_core.targets.cpu import sgemm
         from rlx_core.targets.cpu.blas import find_blas
+        from rlx_core.targets.cpu.cache import quarantine
         from rlx_core.targets.cpu.renderer import CpuRenderer
-        from rlx_core.targets.cpu.runtime import NativeProgram
-        from rlx_core.targets.cpu.toolchain import build_shared, find_compiler
+        from rlx_core.targets.cpu.runtime import LibraryLoadError, NativeProgram
+        from rlx_core.targets.cpu.toolchain import BuildResult, build_shared, find_compiler
 
         ok, why = self.available()
         if not ok:
@@ -64,10 +65,18 @@ class CpuTarget:
         renderer = CpuRenderer(blas, openmp=comp.openmp, profile=profile, own_sgemm=own,
                                prepack=prepack)
         cprog = renderer.render_program(lir, "rlx_" + lir.name)
-        built = build_shared(cprog.source, include_dirs=cprog.include_dirs,
-                             library_dirs=cprog.library_dirs, libraries=cprog.libraries,
-                             compiler=comp)
-        native = NativeProgram(cprog, str(built.path), dict(lir.param_data))
+        def build() -> BuildResult:
+            return build_shared(cprog.source, include_dirs=cprog.include_dirs,
+                                library_dirs=cprog.library_dirs, libraries=cprog.libraries,
+                                compiler=comp)
+
+        built = build()
+        try:
+            native = NativeProgram(cprog, str(built.path), dict(lir.param_data))
+        except LibraryLoadError as err:  # verified but unloadable (foreign file): build once more
+            quarantine(built.path, err.message)
+            built = build()
+            native = NativeProgram(cprog, str(built.path), dict(lir.param_data))
         kernels = {}
         for k in lir.kernels:
             impl = cprog.kernel_impl[k.name]

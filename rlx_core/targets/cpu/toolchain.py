@@ -2,8 +2,8 @@
 
 A shared object is keyed by sha256 of (source, flags, link arguments, compiler version,
 host CPU), so a second process with the same graph compiles nothing: it finds
-``<cache>/<key>.so`` and loads it. Files are written to a temporary name in the cache folder
-and renamed into place, so a reader never sees half a file and racing writers are harmless.
+``<cache>/<key>.so`` and loads it. The cache folder and its verified entries are ``cache.py``:
+files are renamed into place with a size + sha256 record, and a damaged entry is built again.
 Probe results (does ``-march=native`` work, is there OpenMP) are cached the same way.
 
 Environment: ``RLX_CC`` (compiler, default ``cc``), ``RLX_CACHE_DIR`` (default
@@ -25,6 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlx_core.errors import RlxError, TargetUnavailableError
+from rlx_core.targets.cpu.cache import (
+    CacheWriteError,
+    cache_dir,
+    lookup,
+    publish,
+    temp_path,
+    write_atomic,
+)
 
 OPT_CHOICES: tuple[tuple[str, ...], ...] = (("-O3", "-march=native"), ("-O3",), ("-O2",))
 # no errno and no FP traps: both would keep loops over math calls and float selects scalar
@@ -61,13 +69,6 @@ class Compiler:
         return self.opt_flags + BASE_FLAGS + (("-fopenmp",) if self.openmp else ())
 
 
-def cache_dir() -> Path:
-    root = os.environ.get("RLX_CACHE_DIR") or os.path.join(Path.home(), ".cache", "rlx", "cpu")
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def _host() -> str:
     """Identifies the CPU, since -march=native code is only valid on the machine it targets."""
     model = ""
@@ -79,18 +80,6 @@ def _host() -> str:
     except OSError:
         pass
     return f"{platform.machine()}|{hashlib.sha256(model.encode()).hexdigest()[:16]}"
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _compiler_path() -> tuple[str | None, str]:
@@ -152,7 +141,7 @@ def find_compiler() -> Compiler:
         data = json.loads(probe_file.read_text())
         comp = Compiler(path, version, tuple(data["opt_flags"]), bool(data["openmp"]),
                         tuple(data["notes"]), bool(data["avx512"]), bool(data["avx2_fma"]))
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError):  # none yet, or damaged: probe again
         comp = _probe(path, version)
         write_atomic(probe_file, json.dumps({"opt_flags": comp.opt_flags, "openmp": comp.openmp,
                                              "notes": comp.notes,
@@ -195,7 +184,8 @@ def _defines(path: str, flags: tuple[str, ...]) -> set[str]:
 
 
 def compiler_status() -> tuple[bool, str]:
-    """(True, "") when a compiler is usable, else (False, why) - never raises."""
+    """(True, "") when a compiler is usable, else (False, why). Raises only CacheDirError
+    (RLX-R013): an unusable cache folder is the user's to fix, not a missing compiler."""
     try:
         find_compiler()
     except TargetUnavailableError as err:
@@ -231,23 +221,18 @@ def build_shared(source: str, *, include_dirs: tuple[str, ...] = (),
     ).hexdigest()
     root = cache_dir()
     so = root / f"{key}.so"
-    if so.is_file():
+    if lookup(so):
         return BuildResult(so, key, True, ())
     src = root / f"{key}.c"
     write_atomic(src, source.encode())
-    fd, tmp = tempfile.mkstemp(dir=root, prefix=f"{key}.", suffix=".so.tmp")
-    os.close(fd)
-    cmd = (comp.path, *comp.flags, *incs, str(src), "-o", tmp, *links)
+    tmp = temp_path(so, ".so.tmp")
+    cmd = (comp.path, *comp.flags, *incs, str(src), "-o", str(tmp), *links)
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        if res.returncode != 0:
-            raise CCompileError(_explain(res.stderr or res.stdout, source),
-                                hint="this is a renderer bug: report it with the LIR text "
-                                     f"(the source is kept at {src})")
-        os.replace(tmp, so)
+        _run_cc(cmd, source, src, so)
+        publish(tmp, so)
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        if tmp.exists():
+            tmp.unlink()
     return BuildResult(so, key, False, cmd)
 
 
@@ -275,9 +260,20 @@ def _explain(output: str, source: str) -> str:
 RUN_COUNTS: dict[str, int] = {"compile": 0, "link": 0}
 
 
-def _run_cc(cmd: tuple[str, ...], source: str, kept: Path) -> None:
+# what a compiler prints when it cannot write its output: the cache's fault, not the source's
+_WRITE_FAILURES = ("No space left on device", "Read-only file system", "Disk quota exceeded")
+
+
+def _run_cc(cmd: tuple[str, ...], source: str, kept: Path, out: Path) -> None:
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if res.returncode != 0:
+        text = res.stderr or res.stdout
+        for why in _WRITE_FAILURES:
+            if why in text:
+                raise CacheWriteError(f"the C compiler cannot write {out.name} into the cache "
+                                      f"folder {out.parent}: {why}",
+                                      hint="free disk space, or set RLX_CACHE_DIR to a writable "
+                                           "folder with room")
         raise CCompileError(_explain(res.stderr or res.stdout, source),
                             hint="this is a renderer bug: report it with the LIR text "
                                  f"(the source is kept at {kept})")
@@ -296,20 +292,19 @@ def compile_object(source: str, *, include_dirs: tuple[str, ...] = (),
                                     _host()]).encode()).hexdigest()
     root = cache_dir()
     obj = root / f"{key}.o"
-    if obj.is_file():
+    if lookup(obj):
         return BuildResult(obj, key, True, ())
     src = root / f"{key}.c"
     write_atomic(src, source.encode())
-    fd, tmp = tempfile.mkstemp(dir=root, prefix=f"{key}.", suffix=".o.tmp")
-    os.close(fd)
-    cmd = (comp.path, *flags, "-c", str(src), "-o", tmp)
+    tmp = temp_path(obj, ".o.tmp")
+    cmd = (comp.path, *flags, "-c", str(src), "-o", str(tmp))
     try:
         RUN_COUNTS["compile"] += 1
-        _run_cc(cmd, source, src)
-        os.replace(tmp, obj)
+        _run_cc(cmd, source, src, obj)
+        publish(tmp, obj)
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        if tmp.exists():
+            tmp.unlink()
     return BuildResult(obj, key, False, cmd)
 
 
@@ -324,16 +319,15 @@ def link_shared(objects: tuple[BuildResult, ...], *, library_dirs: tuple[str, ..
                                     comp.version, suffix]).encode()).hexdigest()
     root = cache_dir()
     out = root / f"{key}{suffix}"
-    if out.is_file():
+    if lookup(out):
         return BuildResult(out, key, True, ())
-    fd, tmp = tempfile.mkstemp(dir=root, prefix=f"{key}.", suffix=".so.tmp")
-    os.close(fd)
-    cmd = (comp.path, *flags, *(str(o.path) for o in objects), "-o", tmp, *links)
+    tmp = temp_path(out, ".so.tmp")
+    cmd = (comp.path, *flags, *(str(o.path) for o in objects), "-o", str(tmp), *links)
     try:
         RUN_COUNTS["link"] += 1
-        _run_cc(cmd, "", out)
-        os.replace(tmp, out)
+        _run_cc(cmd, "", out, out)
+        publish(tmp, out)
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        if tmp.exists():
+            tmp.unlink()
     return BuildResult(out, key, False, cmd)
