@@ -483,6 +483,19 @@ def p_k002():
     rt.pipeline("@compute @workgroup_size(1) fn main() { let x: f32 = undeclared; }\n")
 
 
+def p_z001(tmp_path):
+    from rlx_core.testing.cases import load
+
+    (tmp_path / "case.rlx").write_text("hir @g {\n}\n")
+    load(tmp_path / "case.rlx")  # no .json / .npz next to it
+
+
+def p_z002():
+    from rlx_core.testing.fuzz import main
+
+    main(["--targets", "tpu9", "--minutes", "0.01"])
+
+
 def _fresh_bridge(monkeypatch) -> Any:
     from rlx_core.targets.webgpu_browser.bridge import BrowserBridge
 
@@ -570,6 +583,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-K001": p_k001, "RLX-K002": p_k002,
     "RLX-B001": p_b001, "RLX-B002": p_b002, "RLX-B003": p_b003, "RLX-B004": p_b004,
     "RLX-B005": p_b005,
+    "RLX-Z001": p_z001, "RLX-Z002": p_z002,
     "RLX-E000": p_e000, "RLX-E101": p_e101, "RLX-E102": p_e102,
 }
 # producers that import torch or open a WebGPU device: seconds, not milliseconds

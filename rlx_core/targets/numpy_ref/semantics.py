@@ -427,7 +427,8 @@ def _rms_norm(a: dict[str, Any], args: list[Array], t: TensorType) -> Array:
 
 
 def _softmax(x: Array, axis: int, log: bool) -> Array:
-    shifted = x - x.max(axis=axis, keepdims=True)
+    # initial=-inf: a zero-size operand has no maximum to shift by (its result is empty too)
+    shifted = x - x.max(axis=axis, keepdims=True, initial=-np.inf)
     total = np.exp(shifted).sum(axis=axis, keepdims=True)
     return shifted - np.log(total) if log else np.exp(shifted) / total
 

@@ -1,0 +1,253 @@
+"""The long-run command: ``python -m rlx_core.testing.fuzz --minutes N --targets all``.
+
+Targets take turns (the one with the least time used goes next), one pack of cases per turn,
+until the time is up. Every unexplained mismatch and crash is confirmed on its own, shrunk and
+saved (``--cases-dir``); the report (``--report``, Markdown, with a ``.json`` twin) is rewritten
+after every pack, so a run killed half way still leaves its figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import platform
+import subprocess
+import sys
+import time
+import warnings
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlx_core.errors import RlxError
+from rlx_core.ir.printer import print_graph
+from rlx_core.targets.registry import get_target, target_names
+from rlx_core.testing import cases as saved
+from rlx_core.testing.deviations import KNOWN, input_policy
+from rlx_core.testing.generator import Case, generate
+from rlx_core.testing.profile import profile_for
+from rlx_core.testing.runner import CRASH, MISMATCH, Outcome, run_batch, run_one
+from rlx_core.testing.shrink import shrink
+
+
+class FuzzOptionError(RlxError):
+    """A fuzz run asked for something it cannot do (an unknown or non-executing target, no time)."""
+
+    code = "RLX-Z002"
+
+
+def executing_targets() -> list[str]:
+    """Registry targets that execute here (``verification == 'executes'`` and available)."""
+    out = []
+    for name in target_names():
+        try:
+            tgt = get_target(name)
+        except (ImportError, RlxError):
+            continue
+        if getattr(tgt, "verification", "") == "executes" and tgt.available()[0]:
+            out.append(name)
+    return out
+
+
+def resolve_targets(spec: str) -> list[str]:
+    if spec == "all":
+        return executing_targets()
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    ok = set(executing_targets())
+    bad = [n for n in names if n not in ok]
+    if bad:
+        raise FuzzOptionError(f"target(s) {', '.join(bad)} do not execute here",
+                              hint=f"executing targets: {', '.join(sorted(ok)) or 'none'}")
+    return names
+
+
+@dataclass
+class TargetStats:
+    graphs: int = 0
+    compiles: int = 0
+    seconds: float = 0.0
+    status: collections.Counter = field(default_factory=collections.Counter)
+    known: collections.Counter = field(default_factory=collections.Counter)
+    ops: collections.Counter = field(default_factory=collections.Counter)
+    dtypes: collections.Counter = field(default_factory=collections.Counter)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    examples: list[dict[str, Any]] = field(default_factory=list)  # known/ambiguous samples
+
+
+def _same_failure(first: Outcome) -> Any:
+    def fails(case: Case, target: str) -> bool:
+        o = run_one(target, case)
+        if o.status != first.status:
+            return False
+        return first.status != CRASH or o.detail.split(":")[0] == first.detail.split(":")[0]
+
+    return fails
+
+
+def investigate(target: str, o: Outcome, folder: Path | None, budget_s: float) -> dict[str, Any]:
+    """Confirm ``o`` on its own, shrink it, save it; a dict for the report."""
+    info: dict[str, Any] = {"target": target, "status": o.status, "seed": list(o.case.seed),
+                            "detail": o.detail, "nodes": len(o.case.graph.nodes)}
+    alone = run_one(target, o.case)
+    if alone.status != o.status:
+        info["alone"] = f"{alone.status} when run alone: fails only inside a pack"
+        small = o.case
+    else:
+        check = _same_failure(alone)
+        small, checks = shrink(o.case, lambda c: check(c, target), output=max(alone.output, 0),
+                               budget_s=budget_s)
+        info["shrink_checks"] = checks
+        info["detail"] = run_one(target, small).detail or alone.detail
+    info["shrunk_nodes"] = len(small.graph.nodes)
+    info["ir"] = print_graph(small.graph)
+    if folder is not None:
+        path = saved.save(small, folder, target, {"detail": info["detail"],
+                                                  "kind": o.status})
+        info["case"] = str(path)
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _isa() -> str:
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return "unknown"
+    return " ".join(f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512_fp16") if f in flags)
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+    except OSError:
+        return "unknown"
+
+
+def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, Any]) -> None:
+    data = {"header": header, "targets": {
+        t: {"graphs": s.graphs, "compiles": s.compiles, "seconds": round(s.seconds, 1),
+            "status": dict(s.status), "known": dict(s.known), "ops": dict(s.ops),
+            "dtypes": dict(s.dtypes), "findings": s.findings, "examples": s.examples}
+        for t, s in stats.items()}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.with_suffix(".json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    lines = [f"# Differential fuzzing report ({header['date']})", "",
+             f"Command: `{header['command']}`  ", f"Commit: {header['commit']}  ",
+             f"CPU: {header['cpu']} ({header['isa']}), {header['cores']} cores  ",
+             f"Wall time: {header['elapsed_min']:.1f} min of {header['minutes']} (seed "
+             f"{header['seed']}, {header['pack']} cases per pack)", "",
+             "| target | graphs | compiles | graphs/s | ok | unexplained mismatches | crashes "
+             "| rejected (typed) | known deviations | overflow-ambiguous | reference refused |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for t, s in stats.items():
+        st = s.status
+        rate = s.graphs / s.seconds if s.seconds else 0.0
+        known = ", ".join(f"{k}: {v}" for k, v in sorted(s.known.items())) or "0"
+        lines.append(f"| {t} | {s.graphs} | {s.compiles} | {rate:.1f} | {st['ok']} | "
+                     f"{st['mismatch']} | {st['crash']} | {st['rejected']} | {known} | "
+                     f"{st['overflow-ambiguous']} | {st['reference-error']} |")
+    lines += ["", "## Known deviations (explained, owned, counted above)", "",
+              "| id | targets | owner | fed special values | why |", "|---|---|---|---|---|"]
+    for k in KNOWN:
+        lines.append(f"| {k.id} | {', '.join(k.targets)} | {k.owner} | "
+                     f"{'yes' if k.feeds_specials else 'no'} | {k.why} |")
+    lines += ["", "Special input values (NaN, +-inf, subnormals, dtype extremes) per target: "
+              + ", ".join(f"{t}: {'yes' if input_policy(t) else 'no'}" for t in stats), ""]
+    lines += ["## Coverage", ""]
+    for t, s in stats.items():
+        lines.append(f"- **{t}** ops: " + ", ".join(f"{k} {v}" for k, v in sorted(s.ops.items())))
+        lines.append("  dtypes (graph inputs): "
+                     + ", ".join(f"{k} {v}" for k, v in sorted(s.dtypes.items())))
+    lines += ["", "## Unexplained mismatches and crashes (shrunk)", ""]
+    found = [f for s in stats.values() for f in s.findings]
+    if not found:
+        lines.append("None.")
+    for f in found:
+        lines += [f"### {f['target']}: {f['status']} (seed {f['seed']})", "",
+                  f"{f['detail']}  ", f"{f.get('alone', '')}  ",
+                  f"shrunk {f['nodes']} -> {f['shrunk_nodes']} nodes; saved: "
+                  f"`{f.get('case', '-')}`", "", "```", f["ir"].rstrip(), "```", ""]
+    lines += ["## Samples of known / overflow-ambiguous outputs", ""]
+    for t, s in stats.items():
+        for e in s.examples[:4]:
+            lines.append(f"- {t} {e['status']} {e['known']} seed {e['seed']}: {e['detail']}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rlx_core.testing.fuzz", description=__doc__)
+    ap.add_argument("--minutes", type=float, default=1.0)
+    ap.add_argument("--targets", default="all", help="'all' (every executing target) or a,b")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--pack", type=int, default=40, help="cases per compiled graph")
+    ap.add_argument("--max-ops", type=int, default=6)
+    ap.add_argument("--report", type=Path, default=Path("fuzz-report.md"))
+    ap.add_argument("--cases-dir", type=Path, default=Path("tests/fuzz/cases/new"))
+    ap.add_argument("--shrink-seconds", type=float, default=90.0)
+    ap.add_argument("--max-findings", type=int, default=8, help="shrunk per target")
+    args = ap.parse_args(argv)
+    # empty means, overflow in the tolerance's bounds: expected with these inputs, not news
+    warnings.simplefilter("ignore", RuntimeWarning)
+    if args.minutes <= 0 or args.pack < 1:
+        raise FuzzOptionError("--minutes and --pack must be positive")
+    targets = resolve_targets(args.targets)
+    profiles = {t: profile_for(t) for t in targets}
+    stats = {t: TargetStats() for t in targets}
+    start = time.monotonic()
+    end = start + args.minutes * 60
+    header = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "command": "python -m rlx_core.testing.fuzz " + " ".join(argv or sys.argv[1:]),
+              "commit": _commit(), "cpu": _cpu_model(), "isa": _isa(),
+              "cores": __import__("os").cpu_count(), "minutes": args.minutes, "seed": args.seed,
+              "pack": args.pack, "elapsed_min": 0.0}
+    batch = collections.Counter()
+    while time.monotonic() < end:
+        t = min(targets, key=lambda name: stats[name].seconds)
+        s = stats[t]
+        tag = zlib.crc32(t.encode()) & 0xFFFF
+        cases = [generate(profiles[t], (args.seed, tag, batch[t], i), args.max_ops)
+                 for i in range(args.pack)]
+        batch[t] += 1
+        t0 = time.monotonic()
+
+        def count(s: TargetStats = s) -> None:
+            s.compiles += 1
+
+        outcomes = run_batch(t, cases, count)
+        for o in outcomes:
+            s.graphs += 1
+            s.status[o.status] += 1
+            s.ops.update(o.case.ops)
+            s.dtypes.update(v.type.dtype.name for v in o.case.graph.inputs)
+            if o.known:
+                s.known[o.known] += 1
+            if o.status in (MISMATCH, CRASH) and len(s.findings) < args.max_findings:
+                s.findings.append(investigate(t, o, args.cases_dir, args.shrink_seconds))
+            elif o.status not in ("ok", MISMATCH, CRASH) and len(s.examples) < 12:
+                s.examples.append({"status": o.status, "known": o.known, "detail": o.detail,
+                                   "seed": list(o.case.seed),
+                                   "ir": print_graph(o.case.graph)[:3000]})
+        s.seconds += time.monotonic() - t0
+        header["elapsed_min"] = (time.monotonic() - start) / 60
+        write_report(args.report, stats, header)
+        print(f"[fuzz] {t}: {s.graphs} graphs, {dict(s.status)}", flush=True)
+    bad = sum(s.status[MISMATCH] + s.status[CRASH] for s in stats.values())
+    print(f"[fuzz] report: {args.report}; unexplained mismatches + crashes: {bad}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,440 @@
+"""Random well-typed graphs (NNSmith-style): grow a pool of values by applying random ops whose
+shape/dtype rules accept them, over every MIR primitive and HIR op a target claims.
+
+Two rules keep the comparison meaningful without hiding anything:
+- a value is *exact* when every target must compute it bit for bit (inputs, data movement,
+  max/min/select/compare, integer arithmetic, casts of exact values); ops that are discontinuous
+  in their operand (floor/ceil/round/sign, comparisons, float->int casts, argmax) only read exact
+  values, so a last-ulp difference upstream cannot flip their answer;
+- integer divisors are never 0 or -1 and shifts do not exist, so no C undefined behaviour is
+  generated (the reference pins 0 for x/0, C traps or leaves it open).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlx_core.errors import RlxError
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.builder import Builder, NameGen
+from rlx_core.ir.graph import Graph, Level, Loc, TensorType, Value, ValueKind
+from rlx_core.ir.ops.mir import BINARY, COMPARE, REDUCE, UNARY
+from rlx_core.testing import values
+from rlx_core.testing.profile import Profile
+from rlx_core.testing.reference import exact_op
+
+_DISCONTINUOUS = {"floor", "ceil", "round", "sign"}
+# unary ops whose shape rule takes complex operands but the reference defines on reals only
+# (the verifier should refuse them: noted in the fuzzing report)
+_REAL_ONLY = {"erf", "floor", "ceil"}
+_DOMAIN = {"log", "sqrt", "rsqrt", "reciprocal"}  # ops with a restricted real domain
+
+
+@dataclass
+class Case:
+    """One random graph and its inputs. ``seed`` regenerates it."""
+
+    graph: Graph
+    inputs: list[np.ndarray]
+    seed: tuple[int, ...] = ()
+
+    @property
+    def ops(self) -> list[str]:
+        return [n.op for n in self.graph.nodes]
+
+
+class _Gen:
+    def __init__(self, profile: Profile, rng: np.random.Generator, max_ops: int):
+        self.p = profile
+        self.rng = rng
+        self.max_ops = max_ops
+        self.names = NameGen()
+        self.b = Builder(self.names, loc=Loc("fuzz.py", 1))
+        self.inputs: list[Value] = []
+        self.arrays: list[np.ndarray] = []
+        self.pool: list[Value] = []
+        self.exact: dict[str, bool] = {}
+        self.zero_dims = rng.random() < 0.12
+        self.specials = profile.specials and rng.random() < 0.6
+
+    # ---- helpers --------------------------------------------------------------------------
+    def choice(self, seq):
+        return seq[int(self.rng.integers(len(seq)))]
+
+    def dim(self) -> int:
+        if self.zero_dims and self.rng.random() < 0.25:
+            return 0
+        return int(self.choice([1, 1, 2, 3, 4, 5, 7]))
+
+    def shape(self, rank: int | None = None) -> tuple[int, ...]:
+        r = int(self.choice([0, 1, 1, 2, 2, 3, 3, 4])) if rank is None else rank
+        return tuple(self.dim() for _ in range(r))
+
+    def fresh(self, d: str, shape: tuple[int, ...], kind: str = "any") -> Value:
+        v = Value(self.names.claim(f"in{len(self.inputs)}"), TensorType(dt.get(d), tuple(shape)),
+                  ValueKind.INPUT)
+        self.inputs.append(v)
+        self.arrays.append(values.array(d, tuple(shape), self.rng, specials=self.specials,
+                                        kind=kind))
+        self.exact[v.name] = True
+        return v
+
+    def emit(self, op: str, ins: list[Value], **attrs) -> Value:
+        out = self.b.emit(op, ins, attrs)
+        self.exact[out.name] = exact_op(op, [v.type for v in ins], out.type) and all(
+            self.exact[v.name] for v in ins)
+        self.pool.append(out)
+        return out
+
+    def pick(self, ok: Callable[[Value], bool] = lambda v: True) -> Value | None:
+        cands = [v for v in self.pool + self.inputs if ok(v)]
+        if not cands:
+            return None
+        # prefer recent values: deeper graphs
+        w = np.arange(1, len(cands) + 1, dtype=float) ** 1.5
+        return cands[int(self.rng.choice(len(cands), p=w / w.sum()))]
+
+    def is_exact(self, v: Value) -> bool:
+        return self.exact[v.name]
+
+    def const(self, d: str, shape: tuple[int, ...], value: float) -> Value:
+        return self.emit("constant", [], value=value, shape=tuple(shape), dtype=dt.get(d))
+
+    def positive(self, x: Value) -> Value:
+        """|x| + 0.5: keeps log/sqrt/division in their finite domain."""
+        a = self.emit("abs", [x])
+        return self.emit("add", [a, self.const(x.type.dtype.name, x.type.shape, 0.5)])
+
+    def partner(self, x: Value, kind: str = "any") -> Value:
+        """A value of x's type: from the pool, fresh, or broadcast from a smaller fresh input."""
+        t = x.type
+        r = self.rng.random()
+        if kind == "any" and r < 0.4:
+            same = self.pick(lambda v: v.type == t and v.name != x.name)
+            if same is not None:
+                return same
+        if kind == "any" and r < 0.7 and t.rank:
+            keep = [i for i in range(t.rank) if self.rng.random() < 0.6]
+            small = tuple(t.shape[i] if self.rng.random() < 0.5 else 1 for i in keep)
+            y = self.fresh(t.dtype.name, small)
+            return self.emit("broadcast_in_dim", [y], shape=t.shape, dims=tuple(keep))
+        return self.fresh(t.dtype.name, t.shape, kind)
+
+    # ---- actions --------------------------------------------------------------------------
+    def unary(self) -> Value | None:
+        x = self.pick()
+        d = x.type.dtype.name
+        ops = [op for op in UNARY if self.p.claims(op, d)
+               and (self.is_exact(x) or op not in _DISCONTINUOUS)
+               and not (x.type.dtype.is_complex and op in _REAL_ONLY)]
+        if not ops:
+            return None
+        op = self.choice(ops)
+        if op in _DOMAIN and x.type.dtype.is_float and (not self.specials or self.rng.random() < .5):
+            x = self.positive(x)
+        return self.emit(op, [x])
+
+    def binary(self) -> Value | None:
+        x = self.pick()
+        d = x.type.dtype
+        ops = [op for op in BINARY if self.p.claims(op, d.name)]
+        if not ops:
+            return None
+        op = self.choice(ops)
+        if d.is_int and op in ("div", "rem"):
+            y = self.fresh(d.name, x.type.shape, "nonzero")
+        elif d.is_int and op == "pow":
+            y = self.fresh(d.name, x.type.shape, "small")
+        else:
+            y = self.partner(x)
+        if d.is_float and (not self.specials or self.rng.random() < 0.5):
+            if op in ("div", "rem"):
+                y = self.positive(y)
+            elif op == "pow":
+                x = self.positive(x)
+        return self.emit(op, [x, y])
+
+    def compare(self) -> Value | None:
+        x = self.pick(self.is_exact)
+        if x is None:
+            return None
+        ops = [op for op in COMPARE if self.p.claims(op, x.type.dtype.name)]
+        if not ops:
+            return None
+        y = self.partner(x)
+        if not self.is_exact(y):
+            y = self.fresh(x.type.dtype.name, x.type.shape)
+        return self.emit(self.choice(ops), [x, y])
+
+    def select(self) -> Value | None:
+        x = self.pick()
+        if not self.p.claims("select", x.type.dtype.name):
+            return None
+        pred = self.pick(lambda v: v.type.dtype == dt.bool_ and v.type.shape == x.type.shape)
+        if pred is None:
+            pred = self.fresh("bool", x.type.shape)
+        return self.emit("select", [pred, x, self.partner(x)])
+
+    def cast(self) -> Value | None:
+        x = self.pick()
+        to = self.choice([d for d in self.p.dtypes if dt.get(d) != dt.c64 or x.type.dtype.is_inexact])
+        if not self.p.claims("cast", x.type.dtype.name, to):
+            return None
+        if x.type.dtype.is_inexact and not dt.get(to).is_inexact and not self.is_exact(x):
+            return None
+        return self.emit("cast", [x], dtype=dt.get(to))
+
+    def reduce(self) -> Value | None:
+        x = self.pick(lambda v: v.type.rank > 0)
+        if x is None:
+            return None
+        ops = [op for op in REDUCE if self.p.claims(op, x.type.dtype.name)]
+        if not ops:
+            return None
+        op = self.choice(ops)
+        axes = tuple(i for i in range(x.type.rank) if self.rng.random() < 0.5) or (
+            int(self.rng.integers(x.type.rank)),)
+        return self.emit(op, [x], axes=axes)
+
+    def argmax(self) -> Value | None:
+        x = self.pick(lambda v: self.is_exact(v) and v.type.rank > 0 and v.type.dtype != dt.bool_)
+        if x is None or not self.p.claims("argmax", x.type.dtype.name):
+            return None
+        axes = [i for i, n in enumerate(x.type.shape) if n > 0]
+        if not axes:
+            return None
+        return self.emit("argmax", [x], axis=self.choice(axes),
+                         index_dtype=dt.get(self.p.index_dtype))
+
+    def movement(self) -> Value | None:
+        x = self.pick()
+        t = x.type
+        kind = self.choice(["reshape", "transpose", "slice", "pad", "concat", "broadcast"])
+        if not self.p.claims(kind if kind != "broadcast" else "broadcast_in_dim", t.dtype.name):
+            return None
+        if kind == "reshape":
+            return self.emit("reshape", [x], shape=self.factor(t.size))
+        if kind == "transpose":
+            return self.emit("transpose", [x],
+                             perm=tuple(int(i) for i in self.rng.permutation(t.rank)))
+        if kind == "broadcast":
+            pos = int(self.rng.integers(t.rank + 1))
+            shape = tuple(self.dim() if n == 1 and self.rng.random() < 0.5 else n
+                          for n in t.shape)
+            shape = shape[:pos] + (int(self.choice([1, 2, 3])),) + shape[pos:]
+            dims = tuple(i if i < pos else i + 1 for i in range(t.rank))
+            return self.emit("broadcast_in_dim", [x], shape=shape, dims=dims)
+        if t.rank == 0:
+            return None
+        if kind == "slice":
+            start, limit, stride = [], [], []
+            for n in t.shape:
+                s = int(self.rng.integers(n + 1))
+                e = int(self.rng.integers(s, n + 1))
+                start.append(s)
+                limit.append(e)
+                stride.append(int(self.choice([1, 1, 2, 3])))
+            return self.emit("slice", [x], start=tuple(start), limit=tuple(limit),
+                             stride=tuple(stride))
+        if kind == "pad":
+            low = tuple(int(self.rng.integers(3)) for _ in t.shape)
+            high = tuple(int(self.rng.integers(3)) for _ in t.shape)
+            value = float(self.choice([0.0, 1.0, -2.5]))
+            return self.emit("pad", [x], low=low, high=high, value=value)
+        ax = int(self.rng.integers(t.rank))
+        others = []
+        for _ in range(int(self.rng.integers(1, 3))):
+            shape = t.shape[:ax] + (self.dim(),) + t.shape[ax + 1:]
+            same = self.pick(lambda v: v.type.dtype == t.dtype and v.type.rank == t.rank and all(
+                a == b for i, (a, b) in enumerate(zip(v.type.shape, t.shape, strict=True)) if i != ax))
+            others.append(same if same is not None and self.rng.random() < 0.5
+                          else self.fresh(t.dtype.name, shape))
+        return self.emit("concat", [x, *others], axis=ax)
+
+    def factor(self, size: int) -> tuple[int, ...]:
+        """A random shape with ``size`` elements."""
+        if size == 0:
+            shape = [self.dim() or 1 for _ in range(int(self.rng.integers(1, 4)))]
+            shape[int(self.rng.integers(len(shape)))] = 0
+            return tuple(shape)
+        out, left = [], size
+        for p in (2, 3, 5, 7):
+            while left % p == 0 and self.rng.random() < 0.7:
+                out.append(p)
+                left //= p
+        out.append(left)
+        self.rng.shuffle(out)
+        if self.rng.random() < 0.3:
+            out.insert(int(self.rng.integers(len(out) + 1)), 1)
+        return tuple(int(v) for v in out if v != 1 or self.rng.random() < 0.5) or (size,)
+
+    def gather(self) -> Value | None:
+        x = self.pick(lambda v: v.type.rank > 0 and any(n > 0 for n in v.type.shape))
+        if x is None or not self.p.claims("gather", x.type.dtype.name, self.p.index_dtype):
+            return None
+        ax = self.choice([i for i, n in enumerate(x.type.shape) if n > 0])
+        idx = self.fresh(self.p.index_dtype, self.shape(int(self.choice([0, 1, 1, 2]))),
+                         f"index:{x.type.shape[ax]}")
+        return self.emit("gather", [x, idx], axis=ax)
+
+    def scatter_add(self) -> Value | None:
+        x = self.pick(lambda v: v.type.rank > 0 and any(n > 0 for n in v.type.shape))
+        if x is None or not self.p.claims("scatter_add", x.type.dtype.name, self.p.index_dtype):
+            return None
+        t = x.type
+        ax = self.choice([i for i, n in enumerate(t.shape) if n > 0])
+        idx = self.fresh(self.p.index_dtype, (int(self.rng.integers(1, 5)),),
+                         f"index:{t.shape[ax]}")
+        upd = self.fresh(t.dtype.name, t.shape[:ax] + idx.type.shape + t.shape[ax + 1:])
+        return self.emit("scatter_add", [x, idx, upd], axis=ax)
+
+    def dot(self) -> Value | None:
+        x = self.pick(lambda v: v.type.rank > 0 and v.type.dtype != dt.bool_)
+        if x is None or not self.p.claims("dot_general", x.type.dtype.name):
+            return None
+        t = x.type
+        c = int(self.rng.integers(t.rank))
+        n = self.dim() or 1
+        rest = [i for i in range(t.rank) if i != c]
+        if rest and self.rng.random() < 0.4:
+            bi = self.choice(rest)
+            y = self.fresh(t.dtype.name, (t.shape[bi], t.shape[c], n))
+            return self.emit("dot_general", [x, y],
+                             contract=((c,), (1,)), batch=((bi,), (0,)))
+        y = self.fresh(t.dtype.name, (t.shape[c], n))
+        return self.emit("dot_general", [x, y],
+                         contract=((c,), (0,)), batch=((), ()))
+
+    def source(self) -> Value | None:
+        d = self.choice(self.p.dtypes)
+        if self.rng.random() < 0.5:
+            shape = self.shape() or (3,)
+            if not self.p.claims("iota", d) or dt.get(d) == dt.bool_:
+                return None
+            return self.emit("iota", [], shape=shape,
+                             dim=int(self.rng.integers(len(shape))), dtype=dt.get(d))
+        if not self.p.claims("constant", d):
+            return None
+        t = dt.get(d)
+        v = (bool(self.rng.random() < .5) if t == dt.bool_ else int(self.rng.integers(-3, 4))
+             if t.kind is dt.Kind.INT else int(self.rng.integers(0, 7)) if t.is_int
+             else float(self.choice([0.0, 1.0, -1.5, 0.25, 3.0])))
+        return self.const(d, self.shape(), v)
+
+    def hir(self) -> Value | None:
+        floats = self.p.floats
+        if not floats:
+            return None
+        op = self.choice(["linear", "layer_norm", "rms_norm", "softmax", "log_softmax", "gelu",
+                          "silu", "attention", "embedding", "conv2d", "max_pool2d",
+                          "avg_pool2d"])
+        if op not in self.p.hir:
+            return None
+        x = self.pick(lambda v: v.type.dtype.is_float)
+        d = x.type.dtype.name if x is not None else self.choice(floats)
+        if x is None or (op in ("conv2d", "max_pool2d", "avg_pool2d") and x.type.rank != 4):
+            x = self.fresh(d, (self.choice([1, 2]), self.choice([1, 2, 3]), self.choice([3, 4, 5]),
+                               self.choice([3, 4, 6])))
+        t = x.type
+        if op == "linear":
+            if t.rank == 0:
+                return None
+            o = self.dim() or 1
+            ins = [x, self.fresh(d, (o, t.shape[-1]))]
+            if self.rng.random() < 0.5:
+                ins.append(self.fresh(d, (o,)))
+            return self.emit(op, ins)
+        if op in ("layer_norm", "rms_norm"):
+            if t.rank == 0:
+                return None
+            k = int(self.rng.integers(1, 3 if op == "rms_norm" else 4))
+            return self.emit(op, [x] + [self.fresh(d, (t.shape[-1],)) for _ in range(k - 1)],
+                             eps=float(self.choice([1e-5, 1e-6, 0.1])))
+        if op in ("softmax", "log_softmax"):
+            if t.rank == 0:
+                return None
+            return self.emit(op, [x], axis=int(self.rng.integers(-t.rank, t.rank)))
+        if op == "gelu":
+            return self.emit(op, [x], approximate=self.choice(["none", "tanh"]))
+        if op == "silu":
+            return self.emit(op, [x])
+        if op == "attention":
+            layout = self.choice(["bhsd", "bshd"])
+            b, h, s, e = self.choice([1, 2]), self.choice([1, 2]), self.choice([1, 3, 4]), \
+                self.choice([2, 4])
+            sk = self.choice([s, 2, 5])
+            shp = (lambda seq, dd: (b, h, seq, dd) if layout == "bhsd" else (b, seq, h, dd))
+            q, k, v = (self.fresh(d, shp(s, e)), self.fresh(d, shp(sk, e)),
+                       self.fresh(d, shp(sk, self.choice([e, 3]))))
+            return self.emit(op, [q, k, v], mask=self.choice(["none", "causal"]),
+                             scale=float(self.choice([0.0, 0.5])), layout=layout)
+        if op == "embedding":
+            num = self.choice([1, 3, 5])
+            table = x if t.rank == 2 and t.shape[0] > 0 else self.fresh(d, (num, self.choice([2, 3])))
+            ids = self.fresh(self.p.index_dtype, self.shape(int(self.choice([0, 1, 2]))),
+                             f"index:{table.type.shape[0]}")
+            return self.emit(op, [table, ids][::-1])
+        n, c, hh, ww = t.shape
+        if op == "conv2d":
+            g = self.choice([g for g in (1, 2, 3) if c % g == 0])
+            o = g * self.choice([1, 2])
+            kh, kw = self.choice([1, 2, 3]), self.choice([1, 2, 3])
+            w = self.fresh(d, (o, c // g, kh, kw))
+            ins = [x, w] + ([self.fresh(d, (o,))] if self.rng.random() < 0.5 else [])
+            return self.emit(op, ins, stride=(self.choice([1, 2]), self.choice([1, 2])),
+                             padding=(self.choice([0, 1]), self.choice([0, 1])),
+                             dilation=(self.choice([1, 2]), 1), groups=g)
+        kh, kw = self.choice([1, 2, 3]), self.choice([1, 2, 3])
+        return self.emit(op, [x], kernel=(kh, kw),
+                         stride=(self.choice([1, 2]), self.choice([1, 2])),
+                         padding=(self.choice([0, kh // 2]), self.choice([0, kw // 2])))
+
+    # ---- the graph ------------------------------------------------------------------------
+    ACTIONS = (("unary", 3.0), ("binary", 4.0), ("compare", 1.0), ("select", 1.0),
+               ("cast", 1.0), ("reduce", 2.0), ("argmax", 0.5), ("movement", 3.0),
+               ("gather", 0.7), ("scatter_add", 0.5), ("dot", 1.0), ("source", 0.5),
+               ("hir", 2.0))
+
+    def run(self) -> tuple[Graph, list[np.ndarray]]:
+        d = self.choice(self.p.floats * 3 + self.p.dtypes if self.p.floats else self.p.dtypes)
+        shape = self.shape()
+        self.fresh(d, shape)
+        if self.rng.random() < 0.5:
+            self.fresh(d, shape)
+        names = [a for a, _ in self.ACTIONS]
+        w = np.array([wt for _, wt in self.ACTIONS])
+        steps = int(self.rng.integers(1, self.max_ops + 1))
+        for _ in range(steps * 3):
+            if len(self.pool) >= steps:
+                break
+            action = names[int(self.rng.choice(len(names), p=w / w.sum()))]
+            try:
+                getattr(self, action)()
+            except RlxError:
+                continue  # a combination the op's rule rejects: try another
+        if not self.pool:
+            x = self.inputs[0]
+            op = "neg" if x.type.dtype != dt.bool_ else "logical_not"
+            self.emit(op, [x])
+        outs = [self.pool[-1]]
+        for v in self.pool[:-1]:
+            if self.rng.random() < 0.25 and len(outs) < 3:
+                outs.append(v)
+        g = Graph("fuzz", Level.HIR, tuple(self.inputs), (), tuple(self.b.nodes),
+                  tuple(dict.fromkeys(o.name for o in outs)))
+        return g, self.arrays
+
+
+def generate(profile: Profile, seed: tuple[int, ...], max_ops: int = 6) -> Case:
+    """The random case for ``seed`` (deterministic: the same seed gives the same case)."""
+    rng = np.random.default_rng(list(seed))
+    g, arrays = _Gen(profile, rng, max_ops).run()
+    return Case(g, arrays, tuple(seed))
+
+
+def graph_size(g: Graph) -> int:
+    return sum(math.prod(n.type.shape) for n in g.nodes)

@@ -1,0 +1,62 @@
+"""What the fuzzer may generate for one target: the dtypes and ops its capability table claims,
+and whether it is fed special values (decided by the known-deviations table, never silently)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.ops.hir import HIR_OPS
+from rlx_core.ir.ops.mir import MIR_OPS
+from rlx_core.targets.registry import get_target
+from rlx_core.testing.deviations import input_policy
+
+# dtype statuses a target computes with (``storage`` is computed natively, stored wider)
+_USABLE = ("native", "storage")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The generator's view of one target."""
+
+    target: str
+    dtypes: tuple[str, ...]  # value dtypes the generator may use
+    ops: frozenset[tuple[str, str]]  # (MIR op, dtype) pairs the table claims
+    hir: tuple[str, ...]  # HIR ops (claimed natively or decomposed: both are exercised)
+    specials: bool  # feed NaN / +-inf / subnormals / extremes
+    index_dtype: str  # gather / embedding / argmax index type
+
+    def claims(self, op: str, *dtypes: str) -> bool:
+        if op in HIR_OPS:
+            return op in self.hir and all(d in self.dtypes for d in dtypes)
+        return all((op, d) in self.ops for d in dtypes)
+
+    @property
+    def floats(self) -> tuple[str, ...]:
+        return tuple(d for d in self.dtypes if dt.get(d).is_float)
+
+
+def usable_dtypes(caps: Any) -> tuple[str, ...]:
+    out = []
+    for d in dt.ALL:
+        rule = caps.dtype_rule(d.name)
+        if rule is not None and rule.status in _USABLE:
+            out.append(d.name)
+    return tuple(out)
+
+
+def profile_for(target: str, specials: bool | None = None) -> Profile:
+    """The profile of a registry target; ``specials`` overrides the deviations table's policy."""
+    caps = get_target(target).caps
+    dtypes = usable_dtypes(caps)
+    ops = set()
+    for op in MIR_OPS:
+        claim = caps.claim_for(op)
+        if claim is not None:
+            ops.update((op, d) for d in dtypes if d in claim.dtypes)
+    # every HIR op: claimed ones stay whole, the rest go through their decompositions
+    hir = tuple(HIR_OPS)
+    index = "i64" if ("gather", "i64") in ops else "i32"
+    allow = input_policy(target) if specials is None else specials
+    return Profile(target, dtypes, frozenset(ops), hir, allow, index)

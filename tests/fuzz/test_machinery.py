@@ -1,0 +1,146 @@
+"""The fuzzer's own parts: the generator covers the op tables and round-trips through IR text,
+the comparison catches wrong answers (and only those), packing keeps cases apart, the shrinker
+minimises, saved cases load back, and the known-deviations table is complete."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.ops.hir import HIR_OPS
+from rlx_core.ir.ops.mir import MIR_OPS
+from rlx_core.ir.parser import parse
+from rlx_core.ir.printer import print_graph
+from rlx_core.testing import cases, deviations, runner
+from rlx_core.testing.generator import generate
+from rlx_core.testing.pack import pack
+from rlx_core.testing.profile import profile_for
+from rlx_core.testing.reference import ConeStats, evaluate
+from rlx_core.testing.shrink import shrink
+from rlx_core.testing.tolerance import verdict
+
+NUMPY = profile_for("numpy")
+
+
+def test_generator_is_deterministic_and_round_trips() -> None:
+    for i in range(40):
+        a, b = generate(NUMPY, (5, i)), generate(NUMPY, (5, i))
+        text = print_graph(a.graph)
+        assert text == print_graph(b.graph)
+        assert all(np.array_equal(x, y, equal_nan=x.dtype.kind == "f")
+                   for x, y in zip(a.inputs, b.inputs, strict=True))
+        assert print_graph(parse(text)) == text
+
+
+def test_generator_covers_every_op_and_dtype() -> None:
+    ops, dtypes, zero, special = set(), set(), 0, 0
+    for i in range(400):
+        c = generate(NUMPY, (9, i))
+        ops.update(c.ops)
+        dtypes.update(v.type.dtype.name for v in c.graph.inputs)
+        zero += any(0 in v.type.shape for v in c.graph.inputs)
+        special += any(a.dtype.kind == "f" and not np.isfinite(a).all() for a in c.inputs)
+    assert set(MIR_OPS) - ops == set()
+    assert set(HIR_OPS) - ops == set()
+    assert set(NUMPY.dtypes) - dtypes == set()
+    assert zero > 10 and special > 10
+
+
+def test_exact_outputs_must_match_bit_for_bit() -> None:
+    exact = ConeStats()
+    w = np.array([1.0, np.nan, -np.inf, 0.0], np.float32)
+    assert verdict(w.copy(), w, exact, dt.f32).ok
+    assert verdict(np.array([1.0, np.nan, -np.inf, -0.0], np.float32), w, exact, dt.f32).ok
+    off = w.copy()
+    off[0] = np.nextafter(np.float32(1), np.float32(2))
+    assert not verdict(off, w, exact, dt.f32).ok
+    assert not verdict(np.array([1.0, 0.0, -np.inf, 0.0], np.float32), w, exact, dt.f32).ok
+    assert not verdict(np.array([1, 2], np.int32), np.array([1, 3], np.int32), exact, dt.i32).ok
+
+
+def test_inexact_outputs_get_an_ulp_budget() -> None:
+    s = ConeStats(exact=False, ulps=8, cond=1.0, scale=1.0, eps=float(np.finfo(np.float32).eps))
+    w = np.array([1.0, 2.0, np.inf], np.float32)
+    near = np.array([np.nextafter(np.float32(1), np.float32(2)), 2.0, np.inf], np.float32)
+    assert verdict(near, w, s, dt.f32).ok
+    assert not verdict(np.array([1.01, 2.0, np.inf], np.float32), w, s, dt.f32).ok
+    assert not verdict(np.array([1.0, 2.0, np.nan], np.float32), w, s, dt.f32).ok
+    assert not verdict(np.array([1.0, 2.0, -np.inf], np.float32), w, s, dt.f32).ok
+    big = np.finfo(np.float32).max
+    # a finite result within its bound of overflowing may meet an infinity
+    s_big = ConeStats(exact=False, ulps=8, scale=float(big), eps=s.eps)
+    assert verdict(np.array([big], np.float32), np.array([np.inf], np.float32), s_big, dt.f32).ok
+
+
+def test_a_wrong_answer_is_a_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    cs = [generate(NUMPY, (11, i)) for i in range(12)]
+    assert all(o.status != runner.MISMATCH for o in runner.run_batch("numpy", cs))
+    real = runner.execute
+
+    def wrong(target, g, inputs):
+        outs = real(target, g, inputs)
+        return [o + 1 if o.dtype.kind in "iuf" and o.size else o for o in outs]
+
+    monkeypatch.setattr(runner, "execute", wrong)
+    got = runner.run_batch("numpy", cs)
+    assert sum(o.status == runner.MISMATCH for o in got) >= 6
+
+
+def test_an_untyped_exception_is_a_crash_and_bisected(monkeypatch: pytest.MonkeyPatch) -> None:
+    cs = [generate(NUMPY, (12, i)) for i in range(8)]
+    real = runner.execute
+    marker = cs[5].inputs[0]
+
+    def flaky(target, g, inputs):
+        if any(a is marker for a in inputs):  # the pack holding case 5, or case 5 alone
+            raise ZeroDivisionError("boom")
+        return real(target, g, inputs)
+
+    monkeypatch.setattr(runner, "execute", flaky)
+    got = runner.run_batch("numpy", cs)
+    assert [o.status for o in got].count(runner.CRASH) == 1
+    assert sum(o.status == "ok" for o in got) >= 6
+
+
+def test_packing_keeps_cases_apart() -> None:
+    cs = [generate(NUMPY, (13, i)) for i in range(10)]
+    g, arrays, where = pack(cs)
+    got = runner.execute("numpy", g, arrays)
+    for c, sl in zip(cs, where, strict=True):
+        ref = evaluate(c.graph, c.inputs)
+        for out, want, st, t in zip(got[sl], ref.outputs, ref.stats, c.graph.output_types(),
+                                    strict=True):
+            assert verdict(out, want, st, t.dtype).ok
+
+
+def test_shrinker_reduces_to_the_culprit() -> None:
+    c = next(c for i in range(200) if len((c := generate(NUMPY, (14, i))).graph.nodes) >= 5
+             and "reduce_sum" in c.ops)
+
+    def fails(case) -> bool:  # "the bug": any reduce_sum in the graph
+        return "reduce_sum" in case.ops
+
+    small, checks = shrink(c, fails, budget_s=30)
+    assert small.ops == ["reduce_sum"] and checks > 0
+    assert len(small.graph.nodes) < len(c.graph.nodes)
+
+
+def test_saved_cases_load_back(tmp_path) -> None:
+    c = generate(NUMPY, (15, 3))
+    path = cases.save(c, tmp_path, "numpy", {"detail": "x"})
+    back, meta = cases.load(path)
+    assert print_graph(back.graph) == print_graph(c.graph)
+    assert meta["status"] == "open" and meta["target"] == "numpy"
+    path.with_suffix(".npz").unlink()
+    with pytest.raises(cases.FuzzCaseError):
+        cases.load(path)
+
+
+def test_every_known_deviation_is_owned_and_explained() -> None:
+    for k in deviations.KNOWN:
+        assert k.owner and k.why and k.targets
+    assert deviations.input_policy("webgpu") is False  # webgpu: finite inputs (helper gpu)
+    assert deviations.input_policy("cpu") is True
+    assert deviations.input_policy("numpy") is True
+    assert deviations.explain("numpy", ConeStats(nonfinite=True, near_overflow=True)) is None
