@@ -12,6 +12,7 @@ import argparse
 import collections
 import json
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -28,7 +29,7 @@ from rlx_core.testing import cases as saved
 from rlx_core.testing.deviations import KNOWN, input_policy
 from rlx_core.testing.generator import Case, generate
 from rlx_core.testing.profile import profile_for
-from rlx_core.testing.runner import CRASH, MISMATCH, Outcome, run_batch, run_one
+from rlx_core.testing.runner import CRASH, MISMATCH, REJECTED, Outcome, run_batch, run_one
 from rlx_core.testing.shrink import shrink
 
 
@@ -73,6 +74,7 @@ class TargetStats:
     ops: collections.Counter = field(default_factory=collections.Counter)
     dtypes: collections.Counter = field(default_factory=collections.Counter)
     findings: list[dict[str, Any]] = field(default_factory=list)
+    rejections: dict[str, dict[str, Any]] = field(default_factory=dict)  # by message, shrunk
     examples: list[dict[str, Any]] = field(default_factory=list)  # known/ambiguous samples
 
 
@@ -81,7 +83,9 @@ def _same_failure(first: Outcome) -> Any:
         o = run_one(target, case)
         if o.status != first.status:
             return False
-        return first.status != CRASH or o.detail.split(":")[0] == first.detail.split(":")[0]
+        if first.status in (CRASH, REJECTED):  # the same exception (and code, if typed)
+            return o.detail.split("]")[0] == first.detail.split("]")[0]
+        return True
 
     return fails
 
@@ -140,7 +144,8 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
     data = {"header": header, "targets": {
         t: {"graphs": s.graphs, "compiles": s.compiles, "seconds": round(s.seconds, 1),
             "status": dict(s.status), "known": dict(s.known), "ops": dict(s.ops),
-            "dtypes": dict(s.dtypes), "findings": s.findings, "examples": s.examples}
+            "dtypes": dict(s.dtypes), "findings": s.findings, "examples": s.examples,
+            "rejections": list(s.rejections.values())}
         for t, s in stats.items()}}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.with_suffix(".json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -180,10 +185,21 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
                   f"{f['detail']}  ", f"{f.get('alone', '')}  ",
                   f"shrunk {f['nodes']} -> {f['shrunk_nodes']} nodes; saved: "
                   f"`{f.get('case', '-')}`", "", "```", f["ir"].rstrip(), "```", ""]
+    lines += ["## Typed rejections of well-typed graphs (shrunk, one per message)", "",
+              "A graph every op's rule accepts and the target's table claims, refused with a "
+              "typed error at render or build time: the table claims more than the target "
+              "implements.", ""]
+    for t, s in stats.items():
+        for r in s.rejections.values():
+            lines += [f"### {t}: {r['detail']} ({r.get('count', 1)} graphs)", "", "```",
+                      r["ir"].rstrip(), "```", ""]
     lines += ["## Samples of known / overflow-ambiguous outputs", ""]
     for t, s in stats.items():
-        for e in s.examples[:4]:
+        for k, e in enumerate(s.examples[:4]):
             lines.append(f"- {t} {e['status']} {e['known']} seed {e['seed']}: {e['detail']}")
+            if k < 2:
+                lines += ["", "  ```", *("  " + x for x in e["ir"].rstrip().splitlines()),
+                          "  ```"]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -236,6 +252,13 @@ def main(argv: list[str] | None = None) -> int:
                 s.known[o.known] += 1
             if o.status in (MISMATCH, CRASH) and len(s.findings) < args.max_findings:
                 s.findings.append(investigate(t, o, args.cases_dir, args.shrink_seconds))
+            elif o.status == REJECTED:
+                key = re.sub(r"\d+", "N", o.detail)[:160]
+                if key not in s.rejections and len(s.rejections) < args.max_findings:
+                    s.rejections[key] = investigate(t, o, None, args.shrink_seconds / 3)
+                s.rejections.get(key, {}).setdefault("count", 0)
+                if key in s.rejections:
+                    s.rejections[key]["count"] += 1
             elif o.status not in ("ok", MISMATCH, CRASH) and len(s.examples) < 12:
                 s.examples.append({"status": o.status, "known": o.known, "detail": o.detail,
                                    "seed": list(o.case.seed),
