@@ -18,7 +18,7 @@ import sys
 import time
 import warnings
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +105,10 @@ def investigate(target: str, o: Outcome, folder: Path | None, budget_s: float) -
         info["shrink_checks"] = checks
         info["detail"] = run_one(target, small).detail or alone.detail
     info["shrunk_nodes"] = len(small.graph.nodes)
+    if o.status == REJECTED and len(small.graph.nodes) == 1:  # one (op, dtype) it refuses
+        n = small.graph.nodes[0]
+        d = small.graph.type_of(n.inputs[0]).dtype.name if n.inputs else n.type.dtype.name
+        info["refused"] = (n.op, d)
     info["ir"] = print_graph(small.graph)
     if folder is not None:
         path = saved.save(small, folder, target, {"detail": info["detail"],
@@ -191,8 +195,11 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
               "implements.", ""]
     for t, s in stats.items():
         for r in s.rejections.values():
-            lines += [f"### {t}: {r['detail']} ({r.get('count', 1)} graphs)", "", "```",
-                      r["ir"].rstrip(), "```", ""]
+            lines += [f"### {t}: {r['detail']} ({r.get('count', 1)} graphs)", ""]
+            if r.get("refused"):
+                lines += [f"Not generated for {t} after this: `{r['refused'][0]}` on "
+                          f"`{r['refused'][1]}` (the claim the target refused).", ""]
+            lines += ["```", r["ir"].rstrip(), "```", ""]
     lines += ["## Samples of known / overflow-ambiguous outputs", ""]
     for t, s in stats.items():
         for k, e in enumerate(s.examples[:4]):
@@ -255,7 +262,10 @@ def main(argv: list[str] | None = None) -> int:
             elif o.status == REJECTED:
                 key = re.sub(r"\d+", "N", o.detail)[:160]
                 if key not in s.rejections and len(s.rejections) < args.max_findings:
-                    s.rejections[key] = investigate(t, o, None, args.shrink_seconds / 3)
+                    s.rejections[key] = info = investigate(t, o, None, args.shrink_seconds / 3)
+                    refused = info.get("refused")
+                    if refused:  # stop generating it: listed in the report, not silent
+                        profiles[t] = replace(profiles[t], ops=profiles[t].ops - {refused})
                 s.rejections.get(key, {}).setdefault("count", 0)
                 if key in s.rejections:
                     s.rejections[key]["count"] += 1
