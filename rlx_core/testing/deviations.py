@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     from rlx_core.testing.reference import ConeStats
 
@@ -22,12 +24,24 @@ class KnownDeviation:
     targets: tuple[str, ...]
     owner: str  # the helper / issue that owns the fix
     why: str
-    explains: Callable[[ConeStats], bool]
+    explains: Callable[[ConeStats, np.ndarray, np.ndarray], bool]  # (cone, got, want)
     feeds_specials: bool = True  # False: the target gets finite, normal inputs only
 
 
 _SUMS = frozenset({"reduce_sum", "layer_norm", "rms_norm", "softmax", "log_softmax", "attention",
                    "linear", "dot_general", "conv2d", "avg_pool2d"})
+
+_COMPOSITES = frozenset({"attention", "softmax", "log_softmax", "layer_norm", "rms_norm",
+                         "linear", "conv2d", "avg_pool2d", "gelu", "silu"})
+
+
+def _nan_for_inf(got: np.ndarray, want: np.ndarray) -> bool:
+    """Every element that differs is NaN in ``got`` where ``want`` is an infinity."""
+    g, w = np.asarray(got, np.complex128), np.asarray(want, np.complex128)
+    with np.errstate(invalid="ignore"):
+        differ = ~((g == w) | (np.isnan(g) & np.isnan(w)) | (np.isfinite(g) & np.isfinite(w)))
+    return bool(differ.any()) and bool((np.isnan(g[differ]) & np.isinf(w[differ])).all())
+
 
 KNOWN: tuple[KnownDeviation, ...] = (
     KnownDeviation(
@@ -37,7 +51,7 @@ KNOWN: tuple[KnownDeviation, ...] = (
             "NaN in max(axis); the WGSL renderer is being reworked to follow IEEE. Until then "
             "the target is fed finite inputs and a mismatch whose reference cone holds a NaN or "
             "an infinity (made by overflow, 0/0, log(-1), ...) is explained by this entry.",
-        explains=lambda s: s.nonfinite,
+        explains=lambda s, got, want: s.nonfinite,
         feeds_specials=False),
     KnownDeviation(
         "webgpu-subnormals", ("webgpu", "webgpu-browser"),
@@ -45,7 +59,7 @@ KNOWN: tuple[KnownDeviation, ...] = (
         why="WGSL lets an implementation flush subnormal f32 values to zero (WGSL spec, "
             "'Floating point evaluation'); lavapipe does. A mismatch whose reference cone holds "
             "a subnormal is explained by this entry.",
-        explains=lambda s: s.subnormal),
+        explains=lambda s, got, want: s.subnormal),
     KnownDeviation(
         "f32-overflow-sums", ("numpy", "cpu", "webgpu", "webgpu-browser"),
         owner="helper rel-crash (issue 31, Found 3: f32 overflow rows of layer_norm/sum)",
@@ -54,7 +68,17 @@ KNOWN: tuple[KnownDeviation, ...] = (
             "(the numpy target included: it runs the decompositions) in the working dtype in "
             "their own order, so one overflows where the other does not (layer_norm NaN vs 0.0, sum "
             "inf vs 1e38). The semantics are being decided and documented by the owner.",
-        explains=lambda s: s.near_overflow and bool(s.ops & _SUMS)),
+        explains=lambda s, got, want: s.near_overflow and bool(s.ops & _SUMS)),
+    KnownDeviation(
+        "f64-composite-specials", ("numpy", "cpu", "webgpu", "webgpu-browser"),
+        owner="helper rel-crash (issue 31, Found 3: decide the semantics of composites)",
+        why="the reference evaluates HIR composites (attention, softmax, norms, linear, conv) "
+            "in f64 and rounds once; targets run them in the working dtype. Where an infinite "
+            "input meets a softmax weight that underflows to 0 in f32 but not in f64, the "
+            "target computes 0 * inf = NaN and the reference +-inf. Explained only when every "
+            "differing element is NaN on the target against an infinity in the reference.",
+        explains=lambda s, got, want: s.nonfinite and bool(s.ops & _COMPOSITES)
+        and _nan_for_inf(got, want)),
 )
 
 
@@ -67,9 +91,10 @@ def input_policy(target: str) -> bool:
     return all(k.feeds_specials for k in entries_for(target))
 
 
-def explain(target: str, stats: ConeStats) -> KnownDeviation | None:
+def explain(target: str, stats: ConeStats, got: np.ndarray,
+            want: np.ndarray) -> KnownDeviation | None:
     """The known deviation that explains a mismatch of an output with cone ``stats``, if any."""
     for k in entries_for(target):
-        if k.explains(stats):
+        if k.explains(stats, got, want):
             return k
     return None

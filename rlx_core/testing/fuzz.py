@@ -75,6 +75,7 @@ class TargetStats:
     dtypes: collections.Counter = field(default_factory=collections.Counter)
     findings: list[dict[str, Any]] = field(default_factory=list)
     rejections: dict[str, dict[str, Any]] = field(default_factory=dict)  # by message, shrunk
+    rejected_seen: int = 0
     examples: list[dict[str, Any]] = field(default_factory=list)  # known/ambiguous samples
 
 
@@ -260,15 +261,15 @@ def main(argv: list[str] | None = None) -> int:
             if o.status in (MISMATCH, CRASH) and len(s.findings) < args.max_findings:
                 s.findings.append(investigate(t, o, args.cases_dir, args.shrink_seconds))
             elif o.status == REJECTED:
-                key = re.sub(r"\d+", "N", o.detail)[:160]
-                if key not in s.rejections and len(s.rejections) < args.max_findings:
-                    s.rejections[key] = info = investigate(t, o, None, args.shrink_seconds / 3)
+                s.rejected_seen += 1
+                if s.rejected_seen <= 3 * args.max_findings:  # shrink it: which (op, dtype)?
+                    info = investigate(t, o, None, args.shrink_seconds / 3)
                     refused = info.get("refused")
+                    key = re.sub(r"\d+", "N", info["detail"])[:160] + f" | {refused}"
+                    prev = s.rejections.setdefault(key, {**info, "count": 0})
+                    prev["count"] += 1
                     if refused:  # stop generating it: listed in the report, not silent
                         profiles[t] = replace(profiles[t], ops=profiles[t].ops - {refused})
-                s.rejections.get(key, {}).setdefault("count", 0)
-                if key in s.rejections:
-                    s.rejections[key]["count"] += 1
             elif o.status not in ("ok", MISMATCH, CRASH) and len(s.examples) < 12:
                 s.examples.append({"status": o.status, "known": o.known, "detail": o.detail,
                                    "seed": list(o.case.seed),

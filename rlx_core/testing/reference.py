@@ -49,6 +49,13 @@ def eps_of(d: dt.DType) -> float:
     return float(np.finfo(dt.to_numpy_name(d)).eps)
 
 
+def tiny_of(d: dt.DType) -> float:
+    """The smallest positive subnormal of ``d`` (bf16: 2^-133)."""
+    if d == dt.bf16:
+        return 2.0 ** -133
+    return float(_finfo(d).smallest_subnormal)
+
+
 def _finfo(d: dt.DType) -> Any:
     return np.finfo(np.float32 if d in (dt.bf16, dt.c64) else dt.to_numpy_name(d))
 
@@ -62,6 +69,7 @@ class ConeStats:
     cond: float = 1.0  # condition-number amplification
     scale: float = 0.0  # largest finite magnitude in the cone
     eps: float = 0.0  # machine epsilon of the least precise float dtype in the cone (0: none)
+    tiny: float = 0.0  # its smallest subnormal: the absolute error of a rounding near 0
     ops: frozenset[str] = field(default_factory=frozenset)
     nonfinite: bool = False  # a NaN or infinity somewhere in the cone
     subnormal: bool = False  # a subnormal float somewhere in the cone
@@ -70,7 +78,8 @@ class ConeStats:
     def merge(self, other: ConeStats) -> ConeStats:
         return ConeStats(
             self.exact and other.exact, self.ulps + other.ulps, self.cond * other.cond,
-            max(self.scale, other.scale), max(self.eps, other.eps), self.ops | other.ops,
+            max(self.scale, other.scale), max(self.eps, other.eps),
+            max(self.tiny, other.tiny), self.ops | other.ops,
             self.nonfinite or other.nonfinite, self.subnormal or other.subnormal,
             self.near_overflow or other.near_overflow)
 
@@ -84,7 +93,7 @@ def _value_stats(x: np.ndarray, d: dt.DType) -> ConeStats:
     info = _finfo(d)
     big = float(fin.max()) if fin.size else 0.0
     sub = bool(((fin > 0) & (fin < float(info.tiny))).any())
-    return ConeStats(scale=big, eps=eps_of(d), nonfinite=not bool(finite.all()), subnormal=sub,
+    return ConeStats(scale=big, eps=eps_of(d), tiny=tiny_of(d), nonfinite=not bool(finite.all()), subnormal=sub,
                      near_overflow=big > float(info.max) / 64)
 
 

@@ -60,7 +60,7 @@ def classify(target: str, case: Case, ref: Reference, got: list[np.ndarray]) -> 
         v = verdict(g, w, s, t.dtype)
         if v.ok:
             continue
-        dev = explain(target, s)
+        dev = explain(target, s, np.asarray(g), w)
         if dev is not None:
             out = Outcome(case, KNOWN, v.detail, k, dev.id)
         elif s.near_overflow and not s.exact and (

@@ -27,7 +27,10 @@ def bound(want: np.ndarray, stats: ConeStats) -> np.ndarray:
     a = np.abs(want.astype(np.complex128 if want.dtype.kind == "c" else np.float64))
     a = np.where(np.isfinite(a), a, 0.0)
     with np.errstate(over="ignore"):
-        return stats.eps * max(stats.ulps, 1.0) * stats.cond * (a + stats.scale)
+        # relative part (eps per ulp, amplified by cond) plus the absolute error of each
+        # rounding that lands in the subnormal range (at most the smallest subnormal)
+        k = max(stats.ulps, 1.0) * stats.cond
+        return k * (stats.eps * (a + stats.scale) + stats.tiny)
 
 
 def _float_verdict(got: np.ndarray, want: np.ndarray, stats: ConeStats, d: dt.DType) -> Verdict:

@@ -143,7 +143,12 @@ def test_every_known_deviation_is_owned_and_explained() -> None:
     assert deviations.input_policy("webgpu") is False  # webgpu: finite inputs (helper gpu)
     assert deviations.input_policy("cpu") is True
     assert deviations.input_policy("numpy") is True
-    assert deviations.explain("numpy", ConeStats(nonfinite=True, near_overflow=True)) is None
+    z = np.zeros(1, np.float32)
+    assert deviations.explain("numpy", ConeStats(nonfinite=True, near_overflow=True), z, z) is None
+    nan, inf = np.array([np.nan], np.float32), np.array([np.inf], np.float32)
+    composite = ConeStats(exact=False, nonfinite=True, ops=frozenset({"attention"}))
+    assert deviations.explain("cpu", composite, nan, inf).id == "f64-composite-specials"
+    assert deviations.explain("cpu", composite, z, inf) is None  # 0 for inf stays a mismatch
 
 
 def test_the_issue_overflow_row_is_explained_not_hidden() -> None:
