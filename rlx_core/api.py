@@ -74,6 +74,12 @@ def compile(fn: Callable[..., Any] | Graph, *example_args: Any, target: str = DE
     tgt = get_target(target)
     ok, why = tgt.available()
     if not ok:
+        # a target that knows its precise error (webgpu-browser's RLX-B001 with the install
+        # hint) raises that one; the others the generic RLX-X001
+        typed = getattr(tgt, "unavailable_error", None)
+        err = typed() if callable(typed) else None
+        if isinstance(err, TargetUnavailableError):
+            raise err
         raise TargetUnavailableError(f"target {target!r} is not available here: {why}",
                                      hint="see rlx.targets() for what runs on this machine")
     hir, mir, lir, ctx = lower(fn, *example_args, target=target, policy=policy,

@@ -81,29 +81,39 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import numpy as np
 
     import rlx_core as rlx
+    from rlx_core.api import default_jit_target
 
     fn, inputs, _ = load_model_file(args.file)
-    exe = rlx.compile(fn, *inputs, target=args.target, policy=args.policy)
+    target = args.target or default_jit_target()  # cpu where it builds, else the reference
+    exe = rlx.compile(fn, *inputs, target=target, policy=args.policy)
     ref = rlx.compile(fn, *inputs, target="numpy")
     out, want = exe(*inputs), ref(*inputs)
     outs = out if isinstance(out, tuple) else (out,)
     wants = want if isinstance(want, tuple) else (want,)
     worst = max(float(np.max(np.abs(np.asarray(o, np.float64) - np.asarray(w, np.float64))))
                 if np.size(o) else 0.0 for o, w in zip(outs, wants))
-    print(f"{args.file}: ran on {args.target}; max |difference| vs numpy reference = {worst:.3g}")
+    same = " (the reference itself: pass --target cpu to compare)" if target == "numpy" else ""
+    print(f"{args.file}: ran on {target}; max |difference| vs numpy reference = {worst:.3g}{same}")
     return 0
 
 
 def _cmd_targets(args: argparse.Namespace) -> int:
     import rlx_core as rlx
 
-    rows = rlx.targets()
-    print(f"{'target':<10} {'here':<5} {'verified by':<14} description")
-    for t in rows:
-        here = "yes" if t.available else "no"
-        extra = f"  ({t.reason})" if t.reason else ""
-        print(f"{t.name:<10} {here:<5} {t.verification:<14} {t.description}{extra}")
+    print(targets_table(rlx.targets()), end="")
     return 0
+
+
+def targets_table(rows: Sequence[Any]) -> str:
+    """``rlx targets``: columns as wide as their widest cell, so every row lines up."""
+    head = ("target", "here", "verified by")
+    cells = [(t.name, "yes" if t.available else "no", t.verification) for t in rows]
+    widths = [max(len(c[i]) for c in [head, *cells]) for i in range(3)]
+    fmt = lambda c: " ".join(f"{v:<{w}}" for v, w in zip(c, widths, strict=True))
+    lines = [f"{fmt(head)} description"]
+    for t, c in zip(rows, cells, strict=True):
+        lines.append(f"{fmt(c)} {t.description}" + (f"  ({t.reason})" if t.reason else ""))
+    return "\n".join(lines) + "\n"
 
 
 def _cmd_tour(args: argparse.Namespace) -> int:
@@ -146,15 +156,67 @@ def _cmd_explore(args: argparse.Namespace) -> int:
         from rlx_explorer import explore
 
         fn, inputs, _ = load_model_file(args.file)
-        out = explore(fn, *inputs, targets=targets, title=Path(args.file).name).save_html(args.html)
+        from rlx_explorer.progress import terminal
+
+        ex = explore(fn, *inputs, targets=targets, title=Path(args.file).name,
+                     progress=terminal())
+        if ex.bundle["failures"]:
+            ex.bundle["view"] = "failures"  # as %%rlx: a failure is the first thing to see
+        out = ex.save_html(args.html)
         print(f"wrote {out.resolve()}")
         return 0
     from rlx_explorer.panel_app import serve_file
 
     load_model_file(args.file)  # fail early, with the model-file error, before serving
-    print(f"serving the explorer for {args.file} on http://127.0.0.1:{args.port}/ (Ctrl-C stops)")
-    serve_file(args.file, port=args.port, targets=targets, show=False)
+    port = pick_port(args.port)
+    print(f"serving the explorer for {args.file} on http://127.0.0.1:{port}/ (Ctrl-C stops)")
+    serve_file(args.file, port=port, targets=targets, show=False)
     return 0
+
+
+DEFAULT_PORT = 5006
+
+
+class PortBusyError(RlxError):
+    """``rlx explore --port N`` names a port another program listens on."""
+
+    code = "RLX-E103"
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pick_port(requested: int | None) -> int:
+    """The port to serve on: the one asked for (PortBusyError, naming a free one, when it is
+    taken); without ``--port``, 5006 or the next free one after it."""
+    if requested is not None:
+        if _port_free(requested):
+            return requested
+        raise PortBusyError(f"port {requested} on 127.0.0.1 is in use by another program",
+                            hint=f"pass another port, e.g. --port {free_port()}, or leave --port "
+                                 "out to pick a free one")
+    for port in range(DEFAULT_PORT, DEFAULT_PORT + 20):
+        if _port_free(port):
+            if port != DEFAULT_PORT:
+                print(f"(port {DEFAULT_PORT} is in use; using {port})")
+            return port
+    return free_port()
 
 
 def _cmd_lite_build(args: argparse.Namespace) -> int:
@@ -183,6 +245,13 @@ def _tour_html(path: Path, out: str) -> None:
     print(f"explorer: open {written.resolve()} in a browser (offline, self-contained)")
 
 
+def _targets_help(what: str) -> str:
+    """Help text naming every registered target (read from the registry, never hard-coded)."""
+    from rlx_core.targets.registry import target_names
+
+    return f"{what}; targets: {', '.join(target_names())} (`rlx targets` says which run here)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="rlx", description="RLX Explorer: compile, explain and "
                                  "run tensor programs; see every IR level and dispatch decision.")
@@ -190,21 +259,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compile", help="print an IR level or the generated kernels of a model file")
     c.add_argument("file")
-    c.add_argument("--target", default="numpy")
+    c.add_argument("--target", default="numpy", help=_targets_help("default numpy"))
     c.add_argument("--emit", choices=("hir", "mir", "lir", "source"), default="lir")
     c.add_argument("--policy", default=None)
     c.set_defaults(run=_cmd_compile)
 
     e = sub.add_parser("explain", help="dispatch report; exit 1 when not compile-ready")
     e.add_argument("file")
-    e.add_argument("--target", default="all", help="a target, a comma list, or 'all'")
+    e.add_argument("--target", default="all",
+                   help=_targets_help("a target, a comma list, or 'all' (default)"))
     e.add_argument("--json", action="store_true")
     e.add_argument("--policy", default=None)
     e.set_defaults(run=_cmd_explain)
 
     r = sub.add_parser("run", help="compile for a target, run, compare with the numpy reference")
     r.add_argument("file")
-    r.add_argument("--target", default="numpy")
+    r.add_argument("--target", default=None,
+                   help=_targets_help("default: cpu where it builds here, else numpy"))
     r.add_argument("--policy", default=None)
     r.set_defaults(run=_cmd_run)
 
@@ -221,8 +292,10 @@ def build_parser() -> argparse.ArgumentParser:
     x = sub.add_parser("explore", help="the explorer for a model file (Panel app, or --html OUT)")
     x.add_argument("file")
     x.add_argument("--html", default=None, help="write a self-contained offline HTML file")
-    x.add_argument("--target", default="numpy,webgpu", help="comma list of targets")
-    x.add_argument("--port", type=int, default=5006)
+    x.add_argument("--target", default="numpy,cpu,webgpu",
+                   help=_targets_help("comma list (default numpy,cpu,webgpu)"))
+    x.add_argument("--port", type=int, default=None,
+                   help=f"default {DEFAULT_PORT}, or the next free port when it is in use")
     x.set_defaults(run=_cmd_explore)
 
     lite = sub.add_parser("lite", help="the in-browser JupyterLite site (Pyodide + WebGPU)")

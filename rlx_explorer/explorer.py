@@ -59,13 +59,14 @@ class Explorer:
 
 def explore(fn: Callable[..., Any] | Graph, *example_args: Any,
             targets: str | Sequence[str] = ("numpy",), policy: str | None = None,
-            view: str = "graph", run: bool = True, title: str = "") -> Explorer:
+            view: str = "graph", run: bool = True, title: str = "",
+            progress: Callable[[str], None] | None = None) -> Explorer:
     """Compile ``fn`` at ``example_args`` for each target and return the explorer for it.
 
     Targets that fail legalization show the failure view; ``run`` times the primary target's
-    kernels for the profile view.
+    kernels for the profile view; ``progress`` is told each stage (rlx_explorer/progress.py).
     """
     names = tuple(t.strip() for t in targets.split(",")) if isinstance(targets, str) \
         else tuple(targets)
-    session = Session(fn, tuple(example_args), names, policy, run, title)
+    session = Session(fn, tuple(example_args), names, policy, run, title, progress=progress)
     return Explorer(session, view)

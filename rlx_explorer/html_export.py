@@ -43,7 +43,7 @@ window.rlxCleanup = mod.default.render({ model, el: document.getElementById("rlx
 """
 
 
-def _embed(value: Any) -> str:
+def embed(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
@@ -66,10 +66,10 @@ def html_document(bundle: dict[str, Any]) -> str:
         f"<title>{title}</title>"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
         "</head><body style=\"margin:8px\">\n<div id=\"rlx-app\"></div>\n"
-        f"<script type=\"application/json\" id=\"rlx-data\">{_embed(packed(json.dumps(bundle)))}"
+        f"<script type=\"application/json\" id=\"rlx-data\">{embed(packed(json.dumps(bundle)))}"
         "</script>\n"
-        f"<script type=\"application/json\" id=\"rlx-esm\">{_embed(viewer_esm())}</script>\n"
-        f"<script type=\"application/json\" id=\"rlx-viz\">{_embed(packed_viz())}</script>\n"
+        f"<script type=\"application/json\" id=\"rlx-esm\">{embed(viewer_esm())}</script>\n"
+        f"<script type=\"application/json\" id=\"rlx-viz\">{embed(packed_viz())}</script>\n"
         f"<script type=\"module\">{_BOOT}</script>\n</body></html>\n")
 
 

@@ -225,15 +225,33 @@ def run_cell(line: str, cell: str, ns: dict[str, Any], shell: Any = None) -> lis
         return []
     chosen = choose(args, call, before, ns)
     inputs = cast_inputs(chosen.inputs, args.dtype)
-    ex = explore(chosen.fn, *inputs, targets=targets, policy=args.policy,
-                 view=args.view or "graph", title=chosen.name)
-    if args.view is None and ex.bundle["failures"]:
-        ex.bundle["view"] = "failures"  # a failure is the first thing to see
+    status = _status()
+    try:
+        ex = explore(chosen.fn, *inputs, targets=targets, policy=args.policy,
+                     view=args.view or "graph", title=chosen.name, progress=status)
+        if args.view is None and ex.bundle["failures"]:
+            ex.bundle["view"] = "failures"  # a failure is the first thing to see
+    finally:
+        if status is not None:
+            status.close()
     if args.html:
         ex.save_html(args.html)
     _show_note(chosen.note())
     _show(ex.widget())
     return [ex]
+
+
+def _status() -> Any:
+    """The in-place progress line, in a kernel (None elsewhere: tests, plain Python)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    if get_ipython() is None:
+        return None
+    from rlx_explorer.progress import NotebookStatus
+
+    return NotebookStatus()
 
 
 def _run(code: str, ns: dict[str, Any], shell: Any) -> bool:

@@ -2,7 +2,7 @@
 
 The JupyterLab extension (extension/src/mime.ts) renders this MIME type with the same ESM viewer
 as the widget, from the saved bundle alone, so a notebook opened later, without a kernel (or on
-GitHub-like viewers that fall back to text/plain), still shows the explorer.
+viewers without the extension, through the ``text/html`` fallback), still shows the explorer.
 
     from rlx_explorer.mime import trace_output
     trace_output(explore(model, x, targets=["numpy", "webgpu"]))   # last line of a cell
@@ -16,13 +16,23 @@ from typing import Any
 MIME_TYPE = "application/vnd.rlx.trace+json"
 
 
-def mimebundle(bundle: dict[str, Any]) -> dict[str, Any]:
-    """The output's data: the bundle itself, and a text line for frontends without the extension."""
+def plain_text(bundle: dict[str, Any]) -> str:
+    """One line naming the explorer: what a text-only frontend shows."""
     title = str(bundle.get("title", ""))
-    targets = ", ".join(str(t.get("name")) for t in bundle.get("targets", ()))
-    text = (f"RLX Explorer · {title} ({targets}) — shown by the rlx-explorer JupyterLab "
-            "extension")
-    return {MIME_TYPE: bundle, "text/plain": text}
+    targets = ", ".join(f"{t.get('name')}{'' if t.get('compiled') else ' ✗'}"
+                        for t in bundle.get("targets", ()))
+    fails = sum(int(f.get("count", 0)) for f in bundle.get("failures", ()))
+    return (f"RLX Explorer · {title} ({targets})"
+            + (f" · {fails} legalization failures" if fails else ""))
+
+
+def mimebundle(bundle: dict[str, Any]) -> dict[str, Any]:
+    """The output's data: the bundle itself (the extension renders it), a self-contained HTML
+    fallback (rlx_explorer/fallback.py) and a text line."""
+    from rlx_explorer.fallback import fallback_html
+
+    return {MIME_TYPE: bundle, "text/html": fallback_html(bundle),
+            "text/plain": plain_text(bundle)}
 
 
 @dataclass(frozen=True)

@@ -57,12 +57,18 @@ class Session:
     title: str = ""
     extra_sources: dict[str, str] = field(default_factory=dict)
     outcomes: list[TargetOutcome] = field(default_factory=list)
+    progress: Callable[[str], None] | None = None  # rlx_explorer/progress.py
+
+    def report(self, stage: str) -> None:
+        if self.progress is not None:
+            self.progress(stage)
 
     def compile(self) -> None:
         """Compile for every target, keeping failures as data."""
         self.outcomes = []
         fn = getattr(self.fn, "fn", self.fn)  # a JitFunction compiles its wrapped function
-        for t in self.targets:
+        for i, t in enumerate(self.targets):
+            self.report(f"compiling for {t} ({i + 1}/{len(self.targets)})")
             try:
                 exe = rlx.compile(fn, *self.args, target=t, policy=self.policy)
                 self.outcomes.append(TargetOutcome(t, exe))
@@ -86,6 +92,7 @@ class Session:
     def bundle(self, view: str = "graph") -> dict[str, Any]:
         if not self.outcomes:
             self.compile()
+        self.report("building the views (dispatch probes, layouts, profile)")
         return build_bundle(self, view)
 
 

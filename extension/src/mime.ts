@@ -17,7 +17,7 @@ const extension: IRenderMime.IExtension = {
   id: 'rlx-explorer-labextension:mime',
   description: 'Renders RLX Explorer outputs saved in notebooks.',
   rendererFactory: rendererFactory(source),
-  rank: 50,
+  rank: 40, // ahead of text/html (50): the outputs carry an HTML fallback too
   dataType: 'json',
   fileTypes: [],
   documentWidgetFactoryOptions: []

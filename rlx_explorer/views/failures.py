@@ -3,11 +3,16 @@ each rejected route with reasons, the fix hint, and the HIR graph node to highli
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
+from rlx_explorer.views.root_causes import group_by_root
 from rlx_explorer.views.sources import SourceIndex
 
 ERRORS_DOC = "docs/errors.md"
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _split_where(where: str) -> tuple[str, int]:
@@ -38,5 +43,32 @@ def failure_view(target: str, policy: str, failures: list[dict[str, Any]],
             "rejected": d.get("rejected", []), "record": d})
     codes = list(dict.fromkeys(i["code"] for i in items))
     return {"target": target, "policy": policy, "count": len(items), "codes": codes,
-            "failures": items, "message": message, "compiled": compiled,
-            "docs": ERRORS_DOC}
+            "failures": items, "groups": group_by_root(items, hir, sources),
+            "message": message, "compiled": compiled, "docs": ERRORS_DOC,
+            "code_links": {c: error_link(c) for c in codes}}
+
+
+def error_link(code: str) -> str:
+    """The docs/errors.md entry of ``code``: the file in this checkout (a file URI) when it is
+    there, else the repository-relative path; the anchor is GitHub's for the heading."""
+    return f"{_errors_doc_uri()}#{_anchors().get(code, code.lower())}"
+
+
+@lru_cache(maxsize=1)
+def _anchors() -> dict[str, str]:
+    """code -> heading anchor, as GitHub and most Markdown renderers derive it."""
+    try:
+        text = (REPO_ROOT / ERRORS_DOC).read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    out = {}
+    for head in re.findall(r"^## (RLX-[A-Z]\d{3} .*)$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", head.strip().lower()).replace(" ", "-")
+        out[head.split(" ", 1)[0]] = slug
+    return out
+
+
+@lru_cache(maxsize=1)
+def _errors_doc_uri() -> str:
+    path = REPO_ROOT / ERRORS_DOC
+    return path.as_uri() if path.is_file() else ERRORS_DOC

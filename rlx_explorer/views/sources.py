@@ -51,6 +51,16 @@ class SourceIndex:
         lines = self._read(file)
         return lines[line - 1] if lines is not None and line <= len(lines) else ""
 
+    def find(self, file: str, pattern: str) -> int:
+        """The first line of ``file`` matching the regex ``pattern`` (1-based; 0 when none)."""
+        import re
+
+        rx = re.compile(pattern)
+        for i, text in enumerate(self._read(file) or (), start=1):
+            if rx.search(text):
+                return i
+        return 0
+
     def to_json(self) -> dict[str, Any]:
         """Every referenced file with all its lines (the viewer scrolls to the selected one)."""
         files = []

@@ -152,7 +152,7 @@ def test_jupyterlab_runs_rlx_cells(page: Any, tmp_path: Path, artifacts: Path) -
         failing = roots.nth(1)
         failing.locator(".rlx-failure[data-target='webgpu'] .rlx-card").first.wait_for(
             timeout=10_000)
-        assert "cast to f32" in failing.inner_text()
+        assert "cast `table` to f32 at line 12" in failing.inner_text()  # its root cause
         shot = artifacts / "jupyterlab.png"
         page.screenshot(path=str(shot), full_page=True)
         assert_not_blank(shot)

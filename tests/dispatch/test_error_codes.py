@@ -557,6 +557,17 @@ def p_e101():
     parse_flags("--target numpy --frobnicate")
 
 
+def p_e103():
+    import socket
+
+    from rlx_core.cli import pick_port
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        pick_port(busy.getsockname()[1])
+
+
 def p_e102():
     from rlx_explorer.magics import run_cell
 
@@ -584,7 +595,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-B001": p_b001, "RLX-B002": p_b002, "RLX-B003": p_b003, "RLX-B004": p_b004,
     "RLX-B005": p_b005,
     "RLX-Z001": p_z001, "RLX-Z002": p_z002,
-    "RLX-E000": p_e000, "RLX-E101": p_e101, "RLX-E102": p_e102,
+    "RLX-E000": p_e000, "RLX-E101": p_e101, "RLX-E102": p_e102, "RLX-E103": p_e103,
 }
 # producers that import torch or open a WebGPU device: seconds, not milliseconds
 SLOW = ("RLX-I101", "RLX-K002")

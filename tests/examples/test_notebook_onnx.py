@@ -13,10 +13,11 @@ nbclient = pytest.importorskip("nbclient")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def test_onnx_notebook_executes() -> None:
+def test_onnx_notebook_executes(tmp_path: Path) -> None:
     nb = nbformat.read(EXAMPLES / "04_onnx.ipynb", as_version=4)
+    # run from another folder than examples/ (issue 30: it read ../docs relative to the cwd)
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                                     resources={"metadata": {"path": str(EXAMPLES)}})
+                                     resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     errors = [o for o in outputs if o.get("output_type") == "error"]

@@ -98,3 +98,16 @@ def test_trailing_print_still_runs(shown: list[Any], capsys: pytest.CaptureFixtu
     [ex] = magics.run_cell("", cell, {})
     assert ex.bundle["title"] == "model" and "hello" in capsys.readouterr().out
     assert np.asarray(ex.session.args[0]).shape == (2,)
+
+
+def test_long_work_reports_each_stage(capsys: pytest.CaptureFixture[str]) -> None:
+    from rlx_explorer import explore
+    from rlx_explorer.progress import terminal
+
+    stages: list[str] = []
+    explore(lambda x: x * 2, np.ones(3, np.float32), targets="numpy,cpu", run=False,
+            progress=stages.append).bundle
+    assert stages[:2] == ["compiling for numpy (1/2)", "compiling for cpu (2/2)"]
+    assert stages[-1].startswith("building the views")
+    terminal()("compiling for cpu (1/1)")
+    assert "s] compiling for cpu (1/1)" in capsys.readouterr().err

@@ -129,8 +129,14 @@ class WebGpuBrowserTarget:
         try:
             self.adapter()
         except TargetUnavailableError as err:
+            self._unavailable = err
             return False, err.message
         return True, ""
+
+    def unavailable_error(self) -> TargetUnavailableError | None:
+        """The typed error (RLX-B001/B002/B004, with its hint) of the last ``available()``, so
+        ``rlx.compile`` raises it instead of the generic RLX-X001 (without a second wait)."""
+        return getattr(self, "_unavailable", None)
 
     @property
     def caps(self) -> Any:

@@ -208,19 +208,40 @@ function viewFailures(app, box) {
       "from the static probe (the target is not built here)") + ` · codes: ${f.codes.join(", ")}` +
       ` · every code is explained in ${f.docs}` }));
     const list = h("div", { class: "rlx-cards" });
-    for (const item of f.failures) {
-      list.append(h("div", { class: "rlx-card", "data-node": item.node,
-        onclick: () => app.select(item.origin, { keepView: true }) },
-      h("div", {}, h("code", { class: "rlx-code-badge", text: item.code }), " ",
+    const byNode = Object.fromEntries(f.failures.map((i) => [i.node, i]));
+    const badge = (code) => (f.code_links && f.code_links[code]
+      ? h("a", { class: "rlx-code-badge", href: f.code_links[code], target: "_blank",
+        rel: "noopener", title: "what " + code + " means and how to fix it", text: code })
+      : h("code", { class: "rlx-code-badge", text: code }));
+    const nodeCard = (item, cause) => h("div", { class: "rlx-card", "data-node": item.node,
+      onclick: (ev) => { ev.stopPropagation(); app.select(item.origin, { keepView: true }); } },
+      h("div", {}, badge(item.code), " ",
         h("b", { text: `%${item.node} = ${item.op}` }), " ", h("span", { class: "rlx-small", text: item.types })),
       h("div", { class: "rlx-srcline" }, h("span", { class: "rlx-muted", text: `${item.file}:${item.line}  ` }),
         h("code", { text: item.source_line.trim() })),
       h("div", { text: item.message }),
-      h("div", { class: "rlx-hint", text: "fix: " + (item.hint || "see " + f.docs) }),
+      cause ? h("div", { class: "rlx-small rlx-muted", text: `poisoned by ${cause}` })
+        : h("div", { class: "rlx-hint", text: "fix: " + (item.hint || "see " + f.docs) }),
       h("details", {}, h("summary", { text: "routes tried" }),
         h("ul", {}, item.rejected.flatMap((rej) => rej.reasons.map((r) => h("li", {},
-          h("b", { text: rej.route }), `: [${r.code}] ${r.message}`)))))));
+          h("b", { text: rej.route }), `: [${r.code}] ${r.message}`))))));
+    const groups = f.groups || [];
+    if (groups.length) {
+      sec.append(h("div", { class: "rlx-small", text: `${groups.length} root cause(s): fix ` +
+        "each at its source line; the nodes it poisons are listed under it" }));
     }
+    for (const g of groups) {
+      const own = g.kind === "node";
+      list.append(h("div", { class: "rlx-cause", "data-cause": g.cause,
+        onclick: () => g.hir_id && app.select(g.cause, { keepView: true }) },
+      h("div", {}, badge(g.code), " ", h("b", { text: g.title })),
+      g.file ? h("div", { class: "rlx-srcline" }, h("span", { class: "rlx-muted",
+        text: `${g.file}:${g.line}  ` }), h("code", { text: (g.source_line || "").trim() })) : null,
+      h("div", { class: "rlx-hint", text: "fix: " + g.fix_line }),
+      h("div", { class: "rlx-cards rlx-poisoned" },
+        g.nodes.map((n) => byNode[n]).filter(Boolean).map((i) => nodeCard(i, own ? "" : "`" + g.cause + "`")))));
+    }
+    if (!groups.length) for (const item of f.failures) list.append(nodeCard(item, ""));
     sec.append(list);
     if (app.data.levels.hir) {
       const panel = new GraphPanel(app, app.data.levels.hir, "hir", `HIR — illegal on ${f.target}`);

@@ -172,7 +172,7 @@ const CSS_TEXT = `
 .rlx-cell{cursor:pointer}.r-native{background:#bbf7d0}.r-common{background:#bfdbfe}.r-rewritten{background:#fde68a}.r-unsupported{background:#fca5a5}
 .rlx-route{padding:0 5px;border-radius:3px;margin-right:3px}.rlx-celldetail{width:340px;flex:none;font-size:12px}
 .rlx-ok{color:#15803d}.rlx-bad-text{color:#b91c1c}.rlx-card{border:1px solid #fca5a5;border-radius:5px;padding:6px;margin:4px 0;background:#fff7f7;cursor:pointer}
-.rlx-code-badge{background:#b91c1c;color:#fff;border-radius:3px;padding:0 4px}.rlx-hint{color:#1d4ed8;font-weight:600}
+.rlx-code-badge{background:#b91c1c;color:#fff;border-radius:3px;padding:0 4px;text-decoration:none}.rlx-cause{border:2px solid #b91c1c;border-radius:6px;padding:8px;margin:8px 0;background:#fff;cursor:pointer}.rlx-poisoned{margin-left:16px}.rlx-hint{color:#1d4ed8;font-weight:600}
 .rlx-srcline code{background:#fef9c3}.rlx-srcsel{background:#fef08a;display:inline-block;width:100%}
 .rlx-slot{fill:#93c5fd;stroke:#1e3a8a;stroke-width:.5;cursor:pointer}.rlx-slot.rlx-hl{fill:#f87171}.rlx-slot.rlx-alias{fill-opacity:.35;stroke-dasharray:3 2}
 .rlx-bars{display:flex;align-items:flex-end;gap:1px;height:62px}.rlx-bar{width:8px;background:#60a5fa}

@@ -1,0 +1,152 @@
+"""Legalization failures grouped by ROOT CAUSE: the value that brings the illegal dtype into
+the graph (a function input, a closed-over weight, a cast or constant), the failing nodes it
+poisons, and one fix at its source line — "cast `table` to f32 at line 13: fixes 3 nodes"
+instead of one "cast to f32 before this op" card per poisoned node.
+
+A dtype failure (RLX-L002/L003/L004) is followed upstream, through operands of the offending
+dtype whose producers fail too, to the values where that dtype starts; any other failure (an
+op the target lacks, a device limit) is its own cause.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rlx_explorer.views.sources import SourceIndex
+
+DTYPE_CODES = ("RLX-L002", "RLX-L003", "RLX-L004")
+# what to cast an illegal dtype to (the nearest dtype every GPU-class target has)
+NARROWER = {"f64": "f32", "i64": "i32", "u64": "u32", "c128": "c64", "f16": "f32", "bf16": "f32"}
+_DTYPE = re.compile(r"\b(bool|[fiuc]\d+|bf16)\b")
+
+
+def _dtype(type_text: str) -> str:
+    return type_text.split("[", 1)[0].strip()
+
+
+def bad_dtypes(item: dict[str, Any]) -> set[str]:
+    """The dtypes the target rejected for this node (from the native route's reasons)."""
+    out: set[str] = set()
+    for rej in item.get("rejected", ()):
+        for r in rej.get("reasons", ()):
+            if r.get("code") in DTYPE_CODES:
+                out.update(_DTYPE.findall(r.get("message", "").split(":")[0]))
+    return out
+
+
+def code_for(item: dict[str, Any], dtype: str) -> str:
+    """The code the target gave for ``dtype`` on this node (f64: L002, i64: L004, ...)."""
+    for rej in item.get("rejected", ()):
+        for r in rej.get("reasons", ()):
+            if r.get("code") in DTYPE_CODES and dtype in _DTYPE.findall(
+                    r.get("message", "").split(":")[0]):
+                return str(r["code"])
+    return str(item["code"])
+
+
+class _Graph:
+    def __init__(self, hir: dict[str, Any]):
+        self.nodes = {n["name"]: n for n in hir.get("nodes", ())}
+
+    def roots(self, name: str, bad: set[str], failing: dict[str, dict[str, Any]],
+              seen: set[str]) -> list[str]:
+        """The values upstream of node ``name`` where a ``bad`` dtype enters the graph."""
+        node = self.nodes.get(name)
+        if node is None:
+            return []
+        found: list[str] = []
+        for v in node.get("inputs", ()):
+            src = self.nodes.get(v)
+            if src is None or v in seen or _dtype(src["type"]) not in bad:
+                continue
+            seen.add(v)
+            if src["kind"] in ("input", "param") or v not in failing or src["op"] in (
+                    "cast", "constant", "convert"):
+                found.append(v)
+            else:
+                found.extend(self.roots(v, bad, failing, seen) or [v])
+        return found
+
+
+def _fix(kind: str, name: str, dtype: str, line: int, op: str) -> str:
+    to = NARROWER.get(dtype, "a dtype the target supports")
+    at = f" at line {line}" if line else ""
+    if kind == "param":
+        var = name.rsplit(".", 1)[-1]
+        return f"cast `{var}` to {to}{at} (e.g. `{var} = {var}.astype(np.{_np(to)})`)"
+    if kind == "input":
+        return (f"pass input `{name}` as {to}: cast it where it is made"
+                f"{' (example_inputs() at line ' + str(line) + ')' if line else ''}")
+    return f"make this {op} produce {to} instead of {dtype}{at}"
+
+
+def _np(dtype: str) -> str:
+    return {"f32": "float32", "i32": "int32", "u32": "uint32", "c64": "complex64"}.get(dtype, dtype)
+
+
+def group_by_root(items: list[dict[str, Any]], hir: dict[str, Any] | None,
+                  sources: SourceIndex) -> list[dict[str, Any]]:
+    """Groups of ``items`` (failure_view's per-node records) under the value that causes them,
+    most-poisoning cause first. A node poisoned by two causes is listed under both."""
+    graph = _Graph(hir or {})
+    failing = {i["origin"]: i for i in items}
+    files = [i["file"] for i in items if i.get("file")]
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for item in items:
+        bad = bad_dtypes(item) if item["code"] in DTYPE_CODES else set()
+        roots = graph.roots(item["origin"], bad, failing, set()) if bad else []
+        if not roots:  # the node itself: an op the target lacks, or it makes the dtype itself
+            key = ("node", item["node"])
+            groups.setdefault(key, _own_group(item))["nodes"].append(item["node"])
+            continue
+        for root in roots:
+            src = graph.nodes[root]
+            dtype = _dtype(src["type"])
+            key = ("value", root)
+            if key not in groups:
+                groups[key] = _value_group(src, dtype, item, files, sources)
+            groups[key]["nodes"].append(item["node"])
+            groups[key]["hir_ids"].append(item["hir_id"])
+    out = sorted(groups.values(), key=lambda g: -len(g["nodes"]))
+    for g in out:
+        g["count"] = len(g["nodes"])
+        g["fix_line"] = f"{g['fix']}: fixes {g['count']} node{'s' * (g['count'] != 1)}"
+    return out
+
+
+_KIND = {"param": "the closed-over weight", "input": "the input", "node": "the op"}
+
+
+def _value_group(src: dict[str, Any], dtype: str, item: dict[str, Any], files: list[str],
+                 sources: SourceIndex) -> dict[str, Any]:
+    kind, name = src["kind"], src["name"]
+    file, line = "", 0
+    if kind == "param":  # where the weight is assigned in the user's file
+        var = re.escape(name.rsplit(".", 1)[-1])
+        for f in dict.fromkeys(files):
+            line = sources.find(f, rf"^\s*{var}\s*(:[^=]*)?=(?!=)")
+            if line:
+                file = f
+                break
+    elif kind == "input":
+        for f in dict.fromkeys(files):
+            line = sources.find(f, r"^\s*def\s+example_inputs\b")
+            if line:
+                file = f
+                break
+    else:
+        file, line = src["loc"]["file"], src["loc"]["line"]
+    return {"cause": name, "kind": kind, "dtype": dtype, "code": code_for(item, dtype),
+            "title": f"{dtype} comes from {_KIND.get(kind, 'the op')} `{name}`",
+            "fix": _fix(kind, name, dtype, line, src.get("op", "")),
+            "file": file, "line": line, "source_line": sources.line(file, line),
+            "hir_id": src["id"], "nodes": [], "hir_ids": []}
+
+
+def _own_group(item: dict[str, Any]) -> dict[str, Any]:
+    return {"cause": item["node"], "kind": "node", "dtype": "", "code": item["code"],
+            "title": f"{item['op']} itself: {item['message'] or item['code']}",
+            "fix": item["hint"] or "see docs/errors.md", "file": item["file"],
+            "line": item["line"], "source_line": item["source_line"],
+            "hir_id": item["hir_id"], "nodes": [], "hir_ids": [item["hir_id"]]}
