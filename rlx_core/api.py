@@ -41,7 +41,8 @@ def lower(fn_or_graph: Callable[..., Any] | Graph, *example_args: Any, target: s
     hir = fn_or_graph if isinstance(fn_or_graph, Graph) else trace(fn_or_graph, *example_args,
                                                                    name=name)
     rec = CompileTrace(function=hir.name, target=target, policy=str(policy or "prefer-native"),
-                       source={} if isinstance(fn_or_graph, Graph) else _source_of(fn_or_graph)) \
+                       source=({"import": dict(fn_or_graph.origin)} if fn_or_graph.origin else {})
+                       if isinstance(fn_or_graph, Graph) else _source_of(fn_or_graph)) \
         if record else None
     ctx = PassContext(options=options, target=tgt, trace=rec)
     if rec is not None:

@@ -203,6 +203,8 @@ class Graph:
     kernels: tuple[Kernel, ...] = ()
     plan: ArenaPlan | None = None
     param_data: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # where an imported graph came from (format, opset, import path); the compile trace's source
+    origin: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     # -- lookup --------------------------------------------------------------------------------
     def values(self) -> dict[str, Value]:

@@ -120,13 +120,64 @@ def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None
     values for inputs that some op needs at import time (a Reshape's shape, a Slice's starts):
     those inputs become parameters of the graph, the rest stay inputs. Raises UnsupportedOp
     listing every node that cannot be converted exactly.
+
+    Each node is converted at its own op version (old versions are implemented from opset 7
+    on). Where that fails for an old model, the model upgraded by onnx.version_converter to
+    UPGRADE_OPSET is tried; ``graph.origin["path"]`` (and the compile trace's source) says
+    which of the two imported it. A model neither imports is rejected with the nodes of the
+    direct import.
     """
+    proto = _load(model)
+    opset = _opset(proto)
+    try:
+        res = _import_proto(proto, input_shapes, static_inputs, name)
+        path = "direct"
+    except UnsupportedOp as direct:
+        if opset >= UPGRADE_OPSET:
+            raise
+        upgraded = upgrade(proto)
+        if isinstance(upgraded, str):
+            why = f"onnx.version_converter could not upgrade it either ({upgraded})"
+        else:
+            try:
+                res = _import_proto(upgraded, input_shapes, static_inputs, name)
+            except OnnxImportError as err:
+                why = (f"nor does its upgrade to opset {UPGRADE_OPSET} by onnx.version_converter "
+                       f"({err.message.splitlines()[0]})")
+            else:
+                why = ""
+        if why:
+            raise UnsupportedOp(direct.problems, hint=f"{why}; {direct.hint}") from None
+        path = f"upgraded from opset {opset} to {UPGRADE_OPSET} by onnx.version_converter"
+    res.graph.origin = {"format": "onnx", "opset": opset, "path": path}
+    res.notes.append(f"imported {path}")
+    return res
+
+
+# Where a model's own op versions do not all import, the version converter's upgrade to this
+# opset is tried (13 to 21 is the importer's main range; the converter reaches 17 reliably).
+UPGRADE_OPSET = 17
+
+
+def upgrade(proto: Any) -> Any:
+    """``proto`` upgraded to UPGRADE_OPSET by onnx.version_converter, or why it cannot be
+    (a string): the model is already that new, or the converter has no adapter for a node."""
+    import onnx
+    from onnx import version_converter
+
+    try:
+        return version_converter.convert_version(proto, UPGRADE_OPSET)
+    except (RuntimeError, ValueError, IndexError, onnx.checker.ValidationError) as err:
+        return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def _import_proto(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None,
+                  static_inputs: Mapping[str, Any] | None, name: str | None) -> ImportResult:
     import onnx
     from onnx import numpy_helper
 
     from rlx_core.frontend.onnx_import.ops.table import CONVERTERS, DOMAIN_CONVERTERS
 
-    proto = _load(model)
     opset = _opset(proto)
     g = proto.graph
     input_shapes = dict(input_shapes or {})
@@ -186,11 +237,11 @@ def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None
                 problems.append(Problem(where, node.op_type, f"not defined in opset {opset}"))
             else:
                 conv = CONVERTERS[node.op_type]
-                if version not in conv.versions:
+                if conv.at(version) is None:
                     problems.append(Problem(where, node.op_type,
                                             f"version {version} (opset {opset}) is not "
                                             f"implemented; supported: "
-                                            f"{', '.join(map(str, conv.versions))}"))
+                                            f"{', '.join(map(str, conv.all_versions))}"))
                     version = 0
         resolved.append((node, version))
 
@@ -262,7 +313,8 @@ def _preview_version(op_type: str, proto: Any, domain: str = PREVIEW_DOMAIN) -> 
 def _convert(cx: ImportContext, node: Any, version: int, opset: int, where: str) -> list[Any]:
     from rlx_core.frontend.onnx_import.ops.table import CONVERTERS, DOMAIN_CONVERTERS
 
-    conv = DOMAIN_CONVERTERS.get(node.domain, CONVERTERS)[node.op_type]
+    conv = DOMAIN_CONVERTERS.get(node.domain, CONVERTERS)[node.op_type].at(version)
+    assert conv is not None  # import_model resolved the version against the table
     attrs = _attrs(node)
     unknown = sorted(set(attrs) - set(conv.attrs))
     if unknown:

@@ -45,7 +45,7 @@ def inline_graph(n: NodeCtx, graph: Any, args: list[Value], what: str) -> list[V
                 version = onnx.defs.get_schema(node.op_type, opset, "").since_version
             except onnx.defs.SchemaError:
                 raise Reject(f"{what}: {node.op_type} is not defined in opset {opset}") from None
-            if version not in CONVERTERS[node.op_type].versions:
+            if CONVERTERS[node.op_type].at(version) is None:
                 raise Reject(f"{what}: {node.op_type} version {version} is not implemented")
             try:
                 outs = _convert(cx, node, version, opset, where)

@@ -94,7 +94,11 @@ def softmax(op: str):
 
 def hardmax(n: NodeCtx) -> Value:
     x = n.x(0)
-    ax = n.axis(int(n.attr("axis", -1)), x.type.rank)
+    return hardmax_values(n, x, n.axis(int(n.attr("axis", -1)), x.type.rank))
+
+
+def hardmax_values(n: NodeCtx, x: Value, ax: int) -> Value:
+    """One-hot of the first maximum along ``ax``."""
     idx = n.emit("argmax", [x], {"axis": ax, "index_dtype": dt.i64})
     dims = tuple(i for i in range(x.type.rank) if i != ax)
     bidx = n.emit("broadcast_in_dim", [idx], {"shape": x.type.shape, "dims": dims})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from rlx_core.frontend.onnx_import import dtypes as odt
 from rlx_core.frontend.onnx_import.context import NodeCtx
@@ -135,9 +136,16 @@ def slice_(n: NodeCtx) -> Value:
     x = n.x(0)
     starts = n.static_ints(n.x(1), "starts")
     ends = n.static_ints(n.x(2), "ends")
-    rank = x.type.rank
     axes = n.static_ints(n.opt(3), "axes") if n.opt(3) is not None else list(range(len(starts)))
     steps = n.static_ints(n.opt(4), "steps") if n.opt(4) is not None else [1] * len(starts)
+    return slice_values(n, x, starts, ends, axes, steps)
+
+
+def slice_values(n: NodeCtx, x: Value, starts: list[int], ends: list[int], axes: list[int],
+                 steps: list[int]) -> Value:
+    """ONNX Slice with its starts/ends/axes/steps known (inputs since Slice-10, attributes in
+    Slice-1)."""
+    rank = x.type.rank
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise Reject("starts, ends, axes and steps differ in length")
     out = x
@@ -391,11 +399,20 @@ def _pad_index(mode: str, i: int, dim: int) -> int:
 
 def pad(n: NodeCtx) -> Value:
     x = n.x(0)
-    rank = x.type.rank
     mode = n.attr("mode", b"constant")
     mode = mode.decode() if isinstance(mode, bytes) else mode
     pads = n.static_ints(n.x(1), "pads")
-    axes = n.static_ints(n.opt(3), "axes") if n.opt(3) is not None else list(range(rank))
+    axes = n.static_ints(n.opt(3), "axes") if n.opt(3) is not None else list(range(x.type.rank))
+    value = 0
+    if n.opt(2) is not None and mode == "constant":
+        value = n.static_scalar(n.opt(2), "constant_value")
+    return pad_values(n, x, pads, axes, mode, value)
+
+
+def pad_values(n: NodeCtx, x: Value, pads: list[int], axes: list[int], mode: str,
+               value: Any) -> Value:
+    """ONNX Pad with its pads and value known (inputs since Pad-11, attributes in Pad-2)."""
+    rank = x.type.rank
     axes = [n.axis(a, rank) for a in axes]
     if len(pads) != 2 * len(axes):
         raise Reject(f"pads {pads} must hold 2 entries per padded axis")
@@ -404,9 +421,6 @@ def pad(n: NodeCtx) -> Value:
     for k, a in enumerate(axes):
         low[a], high[a] = pads[k], pads[k + len(axes)]
     if mode == "constant":
-        value = 0
-        if n.opt(2) is not None:
-            value = n.static_scalar(n.opt(2), "constant_value")
         # negative pads crop first
         out = x
         for a in range(rank):
