@@ -1,9 +1,14 @@
 """The ``onnx.backend.base.Backend`` interface over rlx, so ONNX's own backend test suite (and
 any tool written against that interface) runs models through the rlx compiler.
 
-    from rlx_core.frontend.onnx_backend import backend_for
-    rep = backend_for("cpu").prepare(model)
+    from rlx_core.frontend.onnx_backend import RlxBackend, backend_for
+    rep = RlxBackend.prepare(model, device="CPU")   # the fastest target here: cpu (generated C)
+    rep = backend_for("numpy").prepare(model)       # the numpy reference interpreter (the oracle)
     outputs = rep.run([x])
+
+``RlxBackend`` runs on ``rlx_core.targets.registry.default_target()``: the ``cpu`` target when a
+C compiler is available, else webgpu; the numpy interpreter only when neither runs (with a
+warning). ``backend_for(name)`` binds any target by name.
 
 rlx compiles for static shapes, so a prepared model compiles on its first ``run`` (when the
 input shapes are known) and keeps one executable per input signature. Inputs that an op needs
@@ -103,10 +108,10 @@ def _onnx_array(value: Any, vi: Any) -> Any:
 
 
 class RlxBackend(Backend):
-    """ONNX backend running on the rlx target named by ``target`` (a class attribute; use
-    ``backend_for(name)`` for a backend class bound to another target)."""
+    """ONNX backend running on the rlx target named by ``target`` (a class attribute; None is
+    the fastest target available here; ``backend_for(name)`` binds another target)."""
 
-    target = "numpy"
+    target: str | None = None
 
     @classmethod
     def is_compatible(cls, model: Any, device: str = "CPU", **kwargs: Any) -> bool:
@@ -114,8 +119,10 @@ class RlxBackend(Backend):
 
     @classmethod
     def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> RlxBackendRep:
+        from rlx_core.targets.registry import resolve_target
+
         proto = _load(model)
-        return RlxBackendRep(proto, cls.target, dict(kwargs))
+        return RlxBackendRep(proto, resolve_target(cls.target), dict(kwargs))
 
     @classmethod
     def run_model(cls, model: Any, inputs: Any, device: str = "CPU",

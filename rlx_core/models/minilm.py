@@ -5,7 +5,7 @@ The weights and tokenizer come from a sentence-transformers folder: the one the 
 any directory passed in. Nothing is downloaded.
 
     model = MiniLM.load()
-    emb = model.embed(["a sentence", "another one"], target="numpy")   # (2, 384), unit rows
+    emb = model.embed(["a sentence", "another one"])   # (2, 384), unit rows, on the fastest target
 """
 
 from __future__ import annotations
@@ -229,19 +229,23 @@ class MiniLM:
             ids[i, :n], mask[i, :n], types[i, :n] = e.ids, e.attention_mask, e.type_ids
         return ids, mask, types
 
-    def compiled(self, batch: int, seq: int, target: str = "numpy") -> Any:
-        """The executable for one (batch, seq) shape on ``target`` (compiled once, cached)."""
+    def compiled(self, batch: int, seq: int, target: str | None = None) -> Any:
+        """The executable for one (batch, seq) shape on ``target`` (compiled once, cached;
+        None is the fastest target available here, see registry.default_target)."""
         import rlx_core.api as api
         from rlx_core.frontend.tracer import spec
+        from rlx_core.targets.registry import resolve_target
 
+        target = resolve_target(target)
         key = (batch, seq, target)
         if key not in self._compiled:
             args = [spec((batch, seq), "i32")] * 3
             self._compiled[key] = api.compile(self.encode_fn(), *args, target=target)
         return self._compiled[key]
 
-    def embed(self, texts: Sequence[str], target: str = "numpy") -> Any:
-        """Unit-length sentence embeddings, (len(texts), hidden_size) float32."""
+    def embed(self, texts: Sequence[str], target: str | None = None) -> Any:
+        """Unit-length sentence embeddings, (len(texts), hidden_size) float32, computed on
+        ``target`` (None: the fastest target available here)."""
         ids, mask, types = self.tokenize(texts)
         return self.compiled(ids.shape[0], ids.shape[1], target)(ids, mask, types)
 

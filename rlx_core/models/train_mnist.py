@@ -22,11 +22,16 @@ class TrainResult:
     seconds: float = 0.0
 
 
-def accuracy(params: Any, x: Any, y: Any, target: str = "numpy", batch: int = 1000) -> float:
-    """Fraction of rows of ``x`` whose predicted class equals ``y`` (one compile per shape)."""
+def accuracy(params: Any, x: Any, y: Any, target: str | None = None,
+             batch: int = 1000) -> float:
+    """Fraction of rows of ``x`` whose predicted class equals ``y`` (one compile per shape, on
+    ``target``; None: the fastest target available here)."""
     import numpy as np
 
     import rlx_core.api as api
+    from rlx_core.targets.registry import resolve_target
+
+    target = resolve_target(target)
 
     def predict(t: Any) -> Any:
         return mlp_predict(params, t)  # the parameters become bound weights of the executable
@@ -42,14 +47,17 @@ def accuracy(params: Any, x: Any, y: Any, target: str = "numpy", batch: int = 10
 
 
 def train_mlp(data: Any, epochs: float = 1.0, batch: int = 128, lr: float = 1e-3,
-              sizes: tuple[int, ...] = MNIST_SIZES, target: str = "numpy", seed: int = 0,
+              sizes: tuple[int, ...] = MNIST_SIZES, target: str | None = None, seed: int = 0,
               max_train: int | None = None, max_test: int | None = None,
               on_step: Callable[[int, float], None] | None = None) -> TrainResult:
-    """Adam on shuffled mini-batches of ``data`` (an Mnist); one compiled step graph."""
+    """Adam on shuffled mini-batches of ``data`` (an Mnist); one compiled step graph, on
+    ``target`` (None: the fastest target available here)."""
     import numpy as np
 
     from rlx_core.optim import Adam, compile_step
+    from rlx_core.targets.registry import resolve_target
 
+    target = resolve_target(target)
     x, y = data.flat("train")
     xt, yt = data.flat("test")
     if max_train:

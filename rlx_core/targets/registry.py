@@ -37,3 +37,31 @@ def get_target(name: str) -> Any:
 
 def target_names() -> tuple[str, ...]:
     return tuple(TARGETS)
+
+
+# Executing targets a user-facing default chooses from, fastest first on a host: the generated
+# C on the host's cores, then WebGPU. The numpy reference interpreter is the oracle the others
+# are checked against; it is a default only when neither runs here, and then with a warning.
+DEFAULT_ORDER: tuple[str, ...] = ("cpu", "webgpu")
+
+
+@cache
+def default_target() -> str:
+    """The fastest executing target available here (what helpers and the ONNX backend use
+    when no target is named); "numpy", with a RuntimeWarning saying why, when none is."""
+    import warnings
+
+    why = []
+    for name in DEFAULT_ORDER:
+        ok, reason = get_target(name).available()
+        if ok:
+            return name
+        why.append(f"{name}: {reason}")
+    warnings.warn(f"no compiled target runs here ({'; '.join(why)}); using the numpy reference "
+                  f"interpreter, which is much slower", RuntimeWarning, stacklevel=2)
+    return "numpy"
+
+
+def resolve_target(name: str | None) -> str:
+    """``name``, or the default target when it is None."""
+    return default_target() if name is None else name
