@@ -120,15 +120,27 @@ def to_dot(view: dict[str, Any], collapsed: list[str] | tuple[str, ...] = (),
     for cid in children.get("", []):
         emit_cluster(cid, 1)
     seen: set[tuple[str, str]] = set()
+    pairs: list[tuple[str, str]] = []
     for a, b in view["edges"]:
         ua, ub = unit_of.get(a, ""), unit_of.get(b, "")
         ra, rb = box_of.get(ua, ""), box_of.get(ub, "")
         if not ra or not rb or ra == rb or (ra, rb) in seen:
             continue
         seen.add((ra, rb))
-        lines.append(f"  {ra} -> {rb};")
+        pairs.append((ra, rb))
+    for ra, rb in pairs:
+        if (rb, ra) not in seen:
+            lines.append(f"  {ra} -> {rb};")
+        elif pairs.index((ra, rb)) < pairs.index((rb, ra)):  # one edge for the two directions
+            lines.append(f"  {ra} -> {rb} [{BOTH_WAYS}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+# Collapsed blocks whose kernels interleave pass values both ways (attention <-> ffn through
+# the residual adds): one dashed two-headed edge, so it does not read as a cycle.
+BOTH_WAYS = ('dir=both, style=dashed, color="#b45309", tooltip="values flow both ways: the '
+             'blocks\' kernels interleave (not a cycle)"')
 
 
 def dot_available() -> bool:

@@ -48,6 +48,21 @@ def test_export_renders_graphs_dispatch_and_links(page: Any, tmp_path: Path,
     page.wait_for_selector(".rlx-diff g.rlx-hl", timeout=60_000)  # the rule's nodes, marked
     page.click("button[data-view='memory']")
     assert page.locator("svg.rlx-timeline rect.rlx-slot").count() > 0
+    # labelled without hovering: buffers, offsets, kernel indices
+    assert page.locator("svg.rlx-timeline text.rlx-slot-label").count() > 0
+    assert page.locator("svg.rlx-timeline text.rlx-kernel-tick").count() > 0
+    # one level over the whole width, the others a click away
+    page.click("button[data-view='graph']")
+    page.click("button[data-layout='mir']")
+    assert page.locator(".rlx-graph[data-graph='mir']").is_visible()
+    assert not page.locator(".rlx-graph[data-graph='hir']").is_visible()
+    page.click("button[data-layout='all']")
+    assert page.locator(".rlx-graph[data-graph='hir']").is_visible()
+    page.click("button[data-view='text']")
+    assert page.locator(".rlx-loc").first.is_visible()
+    page.uncheck("input.rlx-locs-toggle")
+    assert not page.locator(".rlx-loc").first.is_visible()
+    page.click("button[data-view='memory']")
     shot = artifacts / "html-memory.png"
     page.screenshot(path=str(shot), full_page=True)
     assert_not_blank(shot)
@@ -103,4 +118,33 @@ def test_minilm_opens_quickly(page: Any, tmp_path: Path, artifacts: Path) -> Non
     shot = artifacts / "html-minilm.png"
     page.screenshot(path=str(shot))
     assert_not_blank(shot)
+    assert not page.errors, page.errors
+
+
+def test_output_html_fallback_in_a_page_with_no_extension(page: Any, tmp_path: Path) -> None:
+    """Two saved explorer outputs' text/html, as a renderer without the extension or a widget
+    manager puts them in a page: with scripts off, the static summary (root causes and fixes);
+    with scripts on, each boots the full viewer from its own bundle."""
+    from rlx_explorer.mime import mimebundle
+
+    fn, ins, _ = load_model_file(MODELS / "illegal_f64.py")
+    bad = explore(fn, *ins, targets=("webgpu", "numpy"), run=False, title="illegal").bundle
+    fn, ins, _ = load_model_file(MODELS / "mlp.py")
+    ok = explore(fn, *ins, targets=("numpy",), run=False, title="mlp").bundle
+    body = "".join(f"<div class='cell'>{mimebundle(b)['text/html']}</div>" for b in (bad, ok))
+    out = tmp_path / "fallback.html"
+    out.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{body}"
+                   "</body></html>", encoding="utf-8")
+    static = page.context.browser.new_context(java_script_enabled=False).new_page()
+    static.goto(out.as_uri())
+    text = static.inner_text("body")
+    assert "RLX Explorer · illegal" in text and "cast `table` to f32 at line 12" in text
+    assert "RLX Explorer · mlp" in text
+    static.close()
+    page.goto(out.as_uri())
+    page.wait_for_function("() => document.querySelectorAll(\".rlx-root[data-ready='1']\")"
+                           ".length === 2", timeout=60_000)
+    first = page.locator(".cell").nth(0)
+    first.locator("button[data-view='failures']").click()
+    assert first.locator(".rlx-cause").count() == 3
     assert not page.errors, page.errors

@@ -181,3 +181,50 @@ def test_fast_text_reader_agrees_with_the_parser() -> None:
         for g in (exe.hir, exe.mir, exe.lir):
             assert text_graph_view(print_graph(g)) == graph_view(g)
     assert text_graph_view("not ir") is None
+
+
+def test_ir_text_keeps_locations_apart_and_names_notebook_cells() -> None:
+    from rlx_explorer.views.ir_text import ir_text_view
+
+    text = ('mir @f(%x : f32[2]) {\n'
+            '  %0 : f32[2] = exp(%x) {} loc("/tmp/ipykernel_4242/3141592653.py":7 scope="fc1")\n'
+            '  %1 : f32[2] = neg(%0) {} loc("model.py":3)\n}')
+    lines = ir_text_view(text, None)["lines"]
+    assert [ln["loc"] for ln in lines] == ["", 'loc("cell":7 scope="fc1")', 'loc("model.py":3)', ""]
+    assert "loc" not in "".join(t for _, t in lines[1]["tokens"])  # the viewer can hide it
+
+
+def test_cell_label_uses_the_kernels_execution_count(monkeypatch) -> None:
+    import IPython
+
+    from rlx_explorer.views import ir_text
+
+    path = "/tmp/ipykernel_1/27.py"
+
+    class Shell:
+        class compile:  # noqa: N801 - IPython's attribute name
+            _filename_map = {path: 12}
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: Shell())
+    assert ir_text.cell_label(path) == "cell [12]"
+    assert ir_text.cell_label("model.py") == "model.py"
+
+
+def test_collapsed_blocks_passing_values_both_ways_draw_one_edge_not_a_cycle() -> None:
+    import rlx_core as rlx
+    from rlx_explorer.views.dot import BOTH_WAYS
+    from rlx_explorer.views.graphs import graph_view
+
+    def f(x):
+        with rlx.block("attn"):
+            y = rlx.exp(x)
+        with rlx.block("ffn"):
+            z = y * 2
+        with rlx.block("attn"):  # back into attn: the residual pattern
+            return z + y
+
+    view = graph_view(rlx.trace(f, rlx.spec((4,))))
+    dot = to_dot(view, collapsed=[c["id"] for c in view["clusters"]])
+    edges = [ln for ln in dot.splitlines() if "->" in ln]
+    between = [e for e in edges if "c0" in e and "c1" in e]
+    assert len(between) == 1 and BOTH_WAYS in between[0], edges

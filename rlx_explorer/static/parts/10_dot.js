@@ -93,11 +93,22 @@ function toDot(view, collapsed = [], params = false) {
   lines.push(...(members[""] || []));
   for (const cid of children[""] || []) emitCluster(cid, 1);
   const seen = new Set();
+  const pairs = [];
   for (const [a, b] of view.edges) {
     const ra = boxOf[unitOf[a] || ""] || "", rb = boxOf[unitOf[b] || ""] || "";
     if (!ra || !rb || ra === rb || seen.has(ra + ">" + rb)) continue;
     seen.add(ra + ">" + rb);
-    lines.push(`  ${ra} -> ${rb};`);
+    pairs.push([ra, rb]);
+  }
+  // collapsed blocks whose kernels interleave pass values both ways: one dashed two-headed
+  // edge (as views/dot.py writes it), so it does not read as a cycle
+  const order = new Map(pairs.map(([x, y], i) => [x + ">" + y, i]));
+  for (const [ra, rb] of pairs) {
+    if (!seen.has(rb + ">" + ra)) lines.push(`  ${ra} -> ${rb};`);
+    else if (order.get(ra + ">" + rb) < order.get(rb + ">" + ra)) {
+      lines.push(`  ${ra} -> ${rb} [dir=both, style=dashed, color="#b45309", tooltip="values ` +
+        "flow both ways: the blocks' kernels interleave (not a cycle)\"];");
+    }
   }
   lines.push("}");
   return lines.join("\n") + "\n";

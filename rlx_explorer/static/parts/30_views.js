@@ -7,24 +7,39 @@ const ROUTE_CLASS = { native: "r-native", "common-IR": "r-common", rewritten: "r
 function viewGraphs(app, box) {
   const levels = ["hir", "mir", "lir"].filter((l) => app.data.levels[l]);
   const row = h("div", { class: "rlx-levels" });
-  box.append(row);
+  // side by side, or one level over the whole width (the others a click away; selections
+  // still light up in every level)
+  const modes = h("div", { class: "rlx-layout rlx-small" }, "layout: ");
+  const setMode = (mode) => {
+    for (const b of modes.querySelectorAll("button")) b.classList.toggle("rlx-active", b.dataset.layout === mode);
+    for (const l of levels) app.graphs[l].el.hidden = mode !== "all" && mode !== l;
+  };
+  for (const mode of ["all", ...levels]) {
+    modes.append(h("button", { class: "rlx-tab", "data-layout": mode,
+      text: mode === "all" ? "side by side" : mode.toUpperCase(), onclick: () => setMode(mode) }));
+  }
+  box.append(modes, row);
   app.graphs = {};
   for (const level of levels) {
     const panel = new GraphPanel(app, app.data.levels[level], level, level.toUpperCase());
     app.graphs[level] = panel;
     row.append(panel.el);
   }
+  setMode("all");
   // HIR first: the initial, readable view opens before the bigger levels are laid out
   return levels.reduce((p, l) => p.then(() => app.graphs[l].draw()), Promise.resolve());
 }
 
 function viewText(app, box) {
   const row = h("div", { class: "rlx-levels" });
-  box.append(row);
+  const toggle = h("input", { type: "checkbox", class: "rlx-locs-toggle", checked: "checked",
+    onchange: () => row.classList.toggle("rlx-hide-locs", !toggle.checked) });
+  box.append(h("label", { class: "rlx-small" }, toggle, " source locations (loc)"), row);
   for (const [level, tv] of Object.entries(app.data.texts)) {
     const pre = h("pre", { class: "rlx-code", "data-text": level });
     tv.lines.forEach((line) => {
       const span = tokensLine(line.tokens);
+      if (line.loc) span.append(h("span", { class: "rlx-loc", text: " " + line.loc }));
       if (line.node) {
         span.dataset.node = line.node;
         span.classList.add("rlx-link");
@@ -306,11 +321,33 @@ function viewMemory(app, box) {
       (slot.alias ? `, shares the bytes of %${slot.alias} (a reshape: nothing copied)` : "") }));
     rect.addEventListener("click", () => slot.id && app.selectById("lir", slot.id));
     svg.append(rect);
+    // a label on every buffer big enough to hold one (the full details stay in the tooltip)
+    const rw = Number(rect.getAttribute("width")), rh = Number(rect.getAttribute("height"));
+    if (rw >= 36 && rh >= 11) {
+      const full = `%${slot.value} ${fmtBytes(slot.size)}`;
+      const fit = Math.floor((rw - 4) / 5.5);
+      svg.append(s("text", { x: Number(rect.getAttribute("x")) + 2,
+        y: Number(rect.getAttribute("y")) + Math.min(rh - 2, 10), "font-size": 9,
+        class: "rlx-slot-label", "pointer-events": "none",
+        text: full.length > fit ? full.slice(0, Math.max(1, fit - 1)) + "…" : full }));
+    }
+  }
+  // axes: offsets (0 and the peak) and kernel indices (names on hover)
+  svg.append(s("text", { x: 46, y: 28, "font-size": 9, "text-anchor": "end", text: "0" }),
+    s("text", { x: 46, y: 20 + H, "font-size": 9, "text-anchor": "end", text: fmtBytes(peak) }));
+  const every = Math.max(1, Math.ceil(steps / Math.floor(W / 28)));
+  for (let i = 0; i < steps; i += every) {
+    const t = s("text", { x: 50 + (i + 0.5) * (W / steps), y: H + 24, "font-size": 9,
+      "text-anchor": "middle", class: "rlx-kernel-tick", text: String(i) });
+    t.append(s("title", { text: mem.kernels[i] || `kernel ${i}` }));
+    svg.append(t);
   }
   svg.append(s("text", { x: 50, y: H + 36, "font-size": 10, text: "kernel →" }));
   box.append(h("div", { class: "rlx-scroll" }, svg));
   const maxLive = Math.max(1, ...mem.live_bytes);
-  box.append(h("div", { class: "rlx-small", text: "bytes live per kernel" }),
+  const at = mem.live_bytes.indexOf(maxLive);
+  box.append(h("div", { class: "rlx-small", text: `bytes live per kernel (most: ` +
+    `${fmtBytes(maxLive)} at ${mem.kernels[at] || "kernel " + at})` }),
     h("div", { class: "rlx-bars" }, mem.live_bytes.map((b, i) => h("div", { class: "rlx-bar",
       title: `${mem.kernels[i] || i}: ${fmtBytes(b)}`, style: `height:${Math.round(60 * b / maxLive)}px` }))));
 }

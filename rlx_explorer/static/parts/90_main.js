@@ -154,10 +154,10 @@ const CSS_TEXT = `
 .rlx-tabs{display:flex;flex-wrap:wrap;gap:2px;border-bottom:1px solid #cbd5e1}
 .rlx-tab,.rlx-btn,.rlx-step{border:1px solid #cbd5e1;background:#f8fafc;border-radius:4px;padding:2px 8px;cursor:pointer;font-size:12px}
 .rlx-active{background:#e0e7ff!important;border-color:#6366f1!important}
-.rlx-body{display:flex;gap:8px}.rlx-main{flex:1;min-width:0;overflow:auto;max-height:720px;padding-top:6px}
-.rlx-side{width:300px;flex:none;font-size:12px;overflow:auto;max-height:720px;border-left:1px solid #e2e8f0;padding-left:6px}
+.rlx-body{display:flex;gap:8px}.rlx-main{flex:1;min-width:0;overflow:auto;max-height:max(720px,calc(100vh - 60px));padding-top:6px}
+.rlx-side{width:300px;flex:none;font-size:12px;overflow:auto;max-height:max(720px,calc(100vh - 60px));border-left:1px solid #e2e8f0;padding-left:6px}
 .rlx-levels{display:flex;gap:6px;align-items:flex-start}.rlx-graph,.rlx-col{flex:1;min-width:0}
-.rlx-graph-canvas{overflow:auto;max-height:640px;border:1px solid #e2e8f0;border-radius:4px}
+.rlx-graph-canvas{overflow:auto;max-height:max(640px,calc(100vh - 140px));border:1px solid #e2e8f0;border-radius:4px}
 .rlx-graph-canvas svg{max-width:none;height:auto}.rlx-graph-canvas g.node,.rlx-graph-canvas g.cluster{cursor:pointer}
 .rlx-graph-canvas g.rlx-hl>path,.rlx-graph-canvas g.rlx-hl>polygon{stroke:#dc2626;stroke-width:3px;fill:#fecaca}
 .rlx-graph-canvas g.rlx-bad>path,.rlx-graph-canvas g.rlx-bad>polygon{stroke:#b91c1c;stroke-width:3px;fill:#fca5a5;stroke-dasharray:4 2}
@@ -172,7 +172,7 @@ const CSS_TEXT = `
 .rlx-cell{cursor:pointer}.r-native{background:#bbf7d0}.r-common{background:#bfdbfe}.r-rewritten{background:#fde68a}.r-unsupported{background:#fca5a5}
 .rlx-route{padding:0 5px;border-radius:3px;margin-right:3px}.rlx-celldetail{width:340px;flex:none;font-size:12px}
 .rlx-ok{color:#15803d}.rlx-bad-text{color:#b91c1c}.rlx-card{border:1px solid #fca5a5;border-radius:5px;padding:6px;margin:4px 0;background:#fff7f7;cursor:pointer}
-.rlx-code-badge{background:#b91c1c;color:#fff;border-radius:3px;padding:0 4px;text-decoration:none}.rlx-cause{border:2px solid #b91c1c;border-radius:6px;padding:8px;margin:8px 0;background:#fff;cursor:pointer}.rlx-poisoned{margin-left:16px}.rlx-hint{color:#1d4ed8;font-weight:600}
+.rlx-code-badge{background:#b91c1c;color:#fff;border-radius:3px;padding:0 4px;text-decoration:none}.rlx-cause{border:2px solid #b91c1c;border-radius:6px;padding:8px;margin:8px 0;background:#fff;cursor:pointer}.rlx-poisoned{margin-left:16px}.rlx-loc{color:#94a3b8}.rlx-hide-locs .rlx-loc{display:none}.rlx-hint{color:#1d4ed8;font-weight:600}
 .rlx-srcline code{background:#fef9c3}.rlx-srcsel{background:#fef08a;display:inline-block;width:100%}
 .rlx-slot{fill:#93c5fd;stroke:#1e3a8a;stroke-width:.5;cursor:pointer}.rlx-slot.rlx-hl{fill:#f87171}.rlx-slot.rlx-alias{fill-opacity:.35;stroke-dasharray:3 2}
 .rlx-bars{display:flex;align-items:flex-end;gap:1px;height:62px}.rlx-bar{width:8px;background:#60a5fa}
