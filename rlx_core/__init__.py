@@ -96,6 +96,7 @@ _LAZY = {
     "UnsupportedOp": ("rlx_core.frontend.onnx_import", "UnsupportedOp"),
     "load_weights": ("rlx_core.frontend.weights", "load_weights"),
     "optim": ("rlx_core.optim", None),
+    "quant": ("rlx_core.quant", None),
     "models": ("rlx_core.models", None),
     "autodiff": ("rlx_core.autodiff", None),
 }

@@ -335,5 +335,11 @@ DECOMPOSITIONS: dict[str, Decomposition] = {
 }
 
 
+# the quantization ops' decompositions live in their own file
+from rlx_core.dispatch.quant_decompositions import QUANT_DECOMPOSITIONS  # noqa: E402
+
+DECOMPOSITIONS.update(QUANT_DECOMPOSITIONS)
+
+
 def decomposition_for(op: str) -> Decomposition | None:
     return DECOMPOSITIONS.get(op)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from rlx_core.dispatch.decompositions import DECOMPOSITIONS
+from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Level
 from rlx_core.ir.ops import HIR_OPS, MIR_OPS
 from rlx_core.ir.verifier import verify
@@ -58,6 +59,18 @@ CASES = [
     ("max_pool2d", [(F, (1, 2, 5, 7))], {"kernel": (3, 3), "stride": (2, 1), "padding": (1, 1)}),
     ("avg_pool2d", [(F, (2, 3, 6, 6))], {"kernel": (2, 2), "stride": (2, 2)}),
     ("avg_pool2d", [(F, (1, 2, 5, 5))], {"kernel": (3, 3), "stride": (1, 1), "padding": (1, 1)}),
+    # quantization (rlx_core/ir/ops/quant.py)
+    ("quantize", [(F, (3, 5)), (F, ()), ("i32", ())], {}),
+    ("quantize", [(F, (3, 5)), (F, (5,)), ("i32", (5,))], {"axis": 1, "dtype": dt.u8}),
+    ("dequantize", [("i8", (4, 3)), (F, (4,)), ("i32", (4,))], {"axis": 0}),
+    ("requantize", [("i32", (4, 6))], {"multiplier": (1 << 30,), "shift": (-3,)}),
+    ("requantize", [("i32", (4, 3))], {"multiplier": (1 << 30, 1500000000, 1234567890),
+                                        "shift": (-1, 0, 2), "zero_point": 5, "axis": 1,
+                                        "dtype": dt.u8}),
+    ("int_linear", [("i8", (3, 5)), ("i8", (4, 5)), ("i32", (4,))], {"a_zero_point": 1}),
+    ("int_linear", [("u8", (2, 3, 7)), ("i8", (4, 7))], {"b_zero_point": -2}),
+    ("fake_quantize", [(F, (3, 5)), (F, ()), (F, ())], {}),
+    ("fake_quantize", [(F, (3, 5)), (F, (3,)), (F, (3,))], {"axis": 0, "qmin": 0, "qmax": 15}),
 ]
 
 

@@ -574,6 +574,32 @@ def p_e102():
     run_cell("", "def layer(x):\n    return x\ndef encode(x):\n    return x\n", {})
 
 
+# ---- quantization -----------------------------------------------------------------------------
+
+def p_q001():
+    from rlx_core.quant.observers import MinMaxObserver
+
+    MinMaxObserver().qparams()  # nothing observed
+
+
+def p_q002():
+    from rlx_core.quant.observers import MinMaxObserver
+
+    MinMaxObserver(axis=2).observe(np.zeros((2, 3), np.float32))
+
+
+def p_q003():
+    from rlx_core.quant.int4 import quantize_int4
+
+    quantize_int4(np.zeros((4, 48), np.float32), group=32)
+
+
+def p_q004():
+    from rlx_core.quant.observers import make_observer
+
+    make_observer("kl")
+
+
 Producer = Callable[..., Any]
 PRODUCERS: dict[str, Producer] = {
     "RLX-L000": p_l000, "RLX-L001": p_l001, "RLX-L002": p_l002, "RLX-L003": p_l003,
@@ -596,6 +622,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-B005": p_b005,
     "RLX-Z001": p_z001, "RLX-Z002": p_z002,
     "RLX-E000": p_e000, "RLX-E101": p_e101, "RLX-E102": p_e102, "RLX-E103": p_e103,
+    "RLX-Q001": p_q001, "RLX-Q002": p_q002, "RLX-Q003": p_q003, "RLX-Q004": p_q004,
 }
 # producers that import torch or open a WebGPU device: seconds, not milliseconds
 SLOW = ("RLX-I101", "RLX-K002")

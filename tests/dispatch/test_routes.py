@@ -217,8 +217,13 @@ def test_every_hir_op_legalizes_on_every_target_in_f32(target) -> None:
     for op, specs, attrs in CASES:
         specs = [("i32", s) if d == "i64" else (d, s) for d, s in specs]
         g = single(op, specs, **attrs)
-        r = legalize_graph(g, target)
-        # the CPU keeps its row ops (c_common/row_ops.py) and attention (cpu/attention.py)
-        # whole; everything else decomposes
-        want = "native" if target == "cpu" and op in (*ROW_OPS, "attention") else "common-IR"
+        r = legalize_graph(g, target, raise_errors=False)
+        if op == "requantize" and target == "webgpu":
+            # its fixed-point multiply needs i64 products, which WGSL lacks: a typed failure
+            assert not r.ok and r.failures[0].decision.code == "RLX-L004", r.failures
+            continue
+        # the CPU keeps its row ops (c_common/row_ops.py), attention (cpu/attention.py) and
+        # the int8 GEMM (cpu/igemm.py) whole; everything else decomposes
+        native = (*ROW_OPS, "attention", "int_linear")
+        want = "native" if target == "cpu" and op in native else "common-IR"
         assert r.ok and r.decisions[0].route == want, (op, target)

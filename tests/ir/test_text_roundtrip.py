@@ -103,6 +103,9 @@ def hir_all_ops() -> Graph:
     table = inp("table", dt.f32, (10, 6), ValueKind.PARAM)
     img = inp("img", dt.f32, (1, 2, 6, 6))
     k = inp("conv.weight", dt.f32, (4, 1, 3, 3), ValueKind.PARAM)
+    sc = inp("scale", dt.f32, (8,))
+    zp = inp("zero_point", dt.i32, (8,))
+    w8 = inp("fc.weight_q", dt.i8, (4, 8), ValueKind.PARAM)
     outs = [
         b.emit("linear", [x, w, bias], loc=Loc("net.py", 4, "fc")),
         b.emit("layer_norm", [x, g8, g8], {"eps": 1e-6}),
@@ -119,13 +122,21 @@ def hir_all_ops() -> Graph:
         b.emit("avg_pool2d", [img], {"kernel": (3, 3), "stride": (1, 1), "padding": (1, 1)}),
         b.emit("add", [x, x], name="x.sum"),
     ]
+    x8 = b.emit("quantize", [x, sc, zp], {"axis": 1, "dtype": dt.u8})
+    acc = b.emit("int_linear", [x8, w8], {"a_zero_point": 128})
+    outs += [
+        b.emit("dequantize", [x8, sc, zp], {"axis": 1}),
+        b.emit("requantize", [acc], {"multiplier": (1 << 30, 1234567890, 1 << 30, 5),
+                                     "shift": (-3, 0, 1, -31), "zero_point": -2, "axis": 1}),
+        b.emit("fake_quantize", [x, sc, sc], {"qmin": -8, "qmax": 7, "axis": 1}),
+    ]
     used = {nd.op for nd in b.nodes}
     assert set(HIR_OPS) <= used, set(HIR_OPS) - used
     return Graph(
         "all_hir",
         Level.HIR,
-        (x, q, mask, ids, img),
-        (w, bias, g8, table, k),
+        (x, q, mask, ids, img, sc, zp),
+        (w, bias, g8, table, k, w8),
         tuple(b.nodes),
         tuple(o.name for o in outs),
     )

@@ -9,6 +9,7 @@ from rlx_core.errors import DTypeError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Level, TensorType
 from rlx_core.ir.ops.base import AttrSpec, OpDef, normalize_axis, require, require_same_dtype
+from rlx_core.ir.ops.quant import quant_defs
 
 T = TensorType
 
@@ -175,4 +176,5 @@ def _defs() -> dict[str, OpDef]:
     return t
 
 
-HIR_OPS: dict[str, OpDef] = _defs()
+# the quantization ops live in their own file (ops/quant.py) but are HIR composites like these
+HIR_OPS: dict[str, OpDef] = {**_defs(), **quant_defs()}

@@ -17,7 +17,7 @@ from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
 from rlx_core.targets.c_common.names import c_ident
 from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.c_common.renderer import CLikeRenderer
-from rlx_core.targets.cpu import attention, sgemm, team
+from rlx_core.targets.cpu import attention, igemm, sgemm, team
 from rlx_core.targets.cpu.blas import BlasInfo, blas_takes, emit_gemm, find_blas
 from rlx_core.targets.cpu.prepack import PackedWeights, prepack_enabled
 
@@ -66,6 +66,8 @@ class CpuRenderer(CLikeRenderer):
         # when no kernel calls them (parsing immintrin.h costs every compile ~0.2 s)
         impls = set(cprog.kernel_impl.values())
         unused = [] if attention.IMPL in impls else [attention.SOURCE]
+        if igemm.IMPL not in impls:
+            unused.append(igemm.SOURCE)
         if sgemm.IMPL not in impls and attention.IMPL not in impls:
             unused.append(sgemm.SOURCE)
         for text in unused:
@@ -78,6 +80,8 @@ class CpuRenderer(CLikeRenderer):
     def composite(self, env: KernelEnv, w: Writer, node: Node) -> str | None:
         if node.op == "attention":
             return attention.emit_attention(env, w, node)
+        if node.op == "int_linear":
+            return igemm.emit_int_linear(env, w, node)
         return None
 
     def bound_region(self, prefix: str, base: int) -> tuple[int, str]:
@@ -156,9 +160,9 @@ class CpuRenderer(CLikeRenderer):
                    "omp_get_max_threads())\n#endif\n")
         if self.team_mode:
             threads += team.BARRIER_C
-        # rlx's GEMM (its plain-C form where there is no AVX2) and the attention kernel built
-        # on it; render_program drops them when unused
-        threads += sgemm.SOURCE + attention.SOURCE
+        # rlx's GEMM (its plain-C form where there is no AVX2), the attention kernel built
+        # on it and the int8 GEMM; render_program drops them when unused
+        threads += sgemm.SOURCE + attention.SOURCE + igemm.SOURCE
         if self.blas is None:
             return [threads, "/* BLAS unavailable: matmul kernels are generated loop nests */\n"]
         return [threads,

@@ -40,6 +40,7 @@ from rlx_core.errors import DTypeError, IndexOutOfRangeError, RlxError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.dtypes import DType
 from rlx_core.ir.graph import TensorType
+from rlx_core.targets.numpy_ref import quant_semantics
 
 
 class SemanticsError(RlxError):
@@ -514,6 +515,9 @@ COMPOSITES: dict[str, OpFn] = {
     "conv2d": _conv2d,
     "max_pool2d": lambda a, xs, t: _pool(a, xs, t, "max"),
     "avg_pool2d": lambda a, xs, t: _pool(a, xs, t, "avg"),
+    # quantization (quant_semantics.py pins their integer rules)
+    **{op: (lambda a, xs, t, op=op: quant_semantics.eval_quant(op, a, xs, t))
+       for op in quant_semantics.QUANT_OPS},
 }
 
 

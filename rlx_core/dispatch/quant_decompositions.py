@@ -1,0 +1,127 @@
+"""The quantization ops (rlx_core/ir/ops/quant.py) written as MIR primitives.
+
+Each follows its reference rule (targets/numpy_ref/quant_semantics.py) step for step, in the
+same dtype, so a target that runs the primitives matches the reference bit for bit:
+``quantize`` is f32 ``div``, ``round`` (half to even), ``add``, ``max``, ``min``, ``cast``;
+``requantize`` is TFLite's fixed-point multiply in i64 with C's truncating ``div``, where
+``>>`` is an exact ``div`` of ``x - (x & mask)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import rlx_core.dispatch.decompositions as common  # a module object: the two import each other
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.builder import Builder
+from rlx_core.ir.graph import Node, Value
+from rlx_core.ir.ops.quant import qrange
+
+Decomposition = Callable[[Node, list[Value], Builder], Value]
+
+
+def const(b: Builder, value: float | int, like: Value) -> Value:
+    return common.const(b, value, like)
+
+
+def _along(b: Builder, p: Value, like: Value, axis: int) -> Value:
+    """A () or (C,) parameter broadcast to ``like``'s shape (per tensor or along ``axis``)."""
+    dims = () if p.type.rank == 0 else (axis % like.type.rank,)
+    return b.emit("broadcast_in_dim", [p], {"shape": like.type.shape, "dims": dims})
+
+
+def _per_channel(b: Builder, vals: tuple[int, ...], like: Value, axis: int) -> Value:
+    """i64 constants, one per channel along ``axis`` (or one splat), shaped like ``like``."""
+    if len(set(vals)) == 1:
+        return const(b, int(vals[0]), like)
+    vec = b.emit("constant", [], {"value": tuple(int(v) for v in vals), "shape": (len(vals),),
+                                  "dtype": like.type.dtype})
+    return _along(b, vec, like, axis)
+
+
+def _clamp_cast(b: Builder, y: Value, dtype: object) -> Value:
+    lo, hi = qrange(dtype)
+    y = b.emit("max", [y, const(b, lo if y.type.dtype.is_int else float(lo), y)])
+    y = b.emit("min", [y, const(b, hi if y.type.dtype.is_int else float(hi), y)])
+    return b.emit("cast", [y], {"dtype": dt.get(dtype)})
+
+
+def quantize(node: Node, ins: list[Value], b: Builder) -> Value:
+    x, scale, zp = ins
+    axis = node.attr("axis")
+    q = b.emit("round", [b.emit("div", [x, _along(b, scale, x, axis)])])
+    zf = b.emit("cast", [_along(b, zp, x, axis)], {"dtype": dt.f32})
+    return _clamp_cast(b, b.emit("add", [q, zf]), node.attr("dtype"))
+
+
+def dequantize(node: Node, ins: list[Value], b: Builder) -> Value:
+    q, scale, zp = ins
+    axis = node.attr("axis")
+    wide = q if q.type.dtype == dt.i32 else b.emit("cast", [q], {"dtype": dt.i32})
+    diff = b.emit("sub", [wide, _along(b, zp, wide, axis)])
+    f = b.emit("cast", [diff], {"dtype": dt.f32})
+    return b.emit("mul", [f, _along(b, scale, f, axis)])
+
+
+def requantize(node: Node, ins: list[Value], b: Builder) -> Value:
+    axis = node.attr("axis")
+    mult, shift = node.attr("multiplier"), node.attr("shift")
+    x = b.emit("cast", [ins[0]], {"dtype": dt.i64})
+
+    def k(vals: list[int]) -> Value:
+        return _per_channel(b, tuple(vals), x, axis)
+
+    def where(pred: Value, yes: int, no: int) -> Value:
+        return b.emit("select", [pred, const(b, yes, x), const(b, no, x)])
+
+    left = [max(s, 0) for s in shift]
+    right = [max(-s, 0) for s in shift]
+    if any(left):  # x * 2^left wraps in i32, as TFLite's int32 product does
+        x = b.emit("mul", [x, k([1 << s for s in left])])
+        x = b.emit("cast", [b.emit("cast", [x], {"dtype": dt.i32})], {"dtype": dt.i64})
+    # SaturatingRoundingDoublingHighMul(x, m): trunc((x * m + nudge) / 2^31)
+    ab = b.emit("mul", [x, k(list(mult))])
+    nudge = where(b.emit("ge", [ab, const(b, 0, ab)]), 1 << 30, 1 - (1 << 30))
+    h = b.emit("div", [b.emit("add", [ab, nudge]), const(b, 1 << 31, ab)])
+    if any(right):  # RoundingDivideByPOT(h, right): ties away from zero
+        mask = k([(1 << r) - 1 for r in right])
+        rem = b.emit("and", [h, mask])
+        threshold = b.emit("add", [k([((1 << r) - 1) >> 1 for r in right]),
+                                   where(b.emit("lt", [h, const(b, 0, h)]), 1, 0)])
+        floor = b.emit("div", [b.emit("sub", [h, rem]), k([1 << r for r in right])])
+        h = b.emit("add", [floor, where(b.emit("gt", [rem, threshold]), 1, 0)])
+    y = b.emit("add", [h, const(b, int(node.attr("zero_point")), h)])
+    return _clamp_cast(b, y, node.attr("dtype"))
+
+
+def int_linear(node: Node, ins: list[Value], b: Builder) -> Value:
+    def centred(v: Value, zp: int) -> Value:
+        w = b.emit("cast", [v], {"dtype": dt.i32})
+        return b.emit("sub", [w, const(b, zp, w)]) if zp else w
+
+    x = centred(ins[0], node.attr("a_zero_point"))
+    w = centred(ins[1], node.attr("b_zero_point"))
+    y = b.emit("dot_general", [x, w], {"contract": ((x.type.rank - 1,), (1,)),
+                                        "batch": ((), ())})
+    if len(ins) == 3:
+        y = b.emit("add", [y, _along(b, ins[2], y, -1)])
+    return y
+
+
+def fake_quantize(node: Node, ins: list[Value], b: Builder) -> Value:
+    x, scale, zp = ins
+    axis = node.attr("axis")
+    s, z = _along(b, scale, x, axis), _along(b, zp, x, axis)
+    q = b.emit("add", [b.emit("round", [b.emit("div", [x, s])]), z])
+    q = b.emit("max", [q, const(b, float(node.attr("qmin")), q)])
+    q = b.emit("min", [q, const(b, float(node.attr("qmax")), q)])
+    return b.emit("mul", [b.emit("sub", [q, z]), s])
+
+
+QUANT_DECOMPOSITIONS: dict[str, Decomposition] = {
+    "quantize": quantize,
+    "dequantize": dequantize,
+    "requantize": requantize,
+    "int_linear": int_linear,
+    "fake_quantize": fake_quantize,
+}

@@ -1,0 +1,155 @@
+"""Integer quantization ops (HIR): quantize, dequantize, requantize, int_linear, fake_quantize.
+
+Each has a common-IR decomposition (rlx_core/dispatch/quant_decompositions.py), so every target
+that runs the MIR primitives runs them; a target may claim one whole (the CPU's int8 GEMM).
+The numeric rules are pinned in rlx_core/targets/numpy_ref/quant_semantics.py and documented
+in docs/quantization.md:
+
+- ``quantize(x, scale, zero_point)``: ``clamp(round_half_even(x / scale) + zp, qmin, qmax)``
+  in f32, per tensor (``scale`` shape ``()``) or per channel (``scale`` shape ``(C,)`` along
+  ``axis``), to i8, u8, i4 or i32 (ONNX QuantizeLinear's rule).
+- ``dequantize(q, scale, zero_point)``: ``f32(q - zp) * scale``.
+- ``requantize(acc)``: i32 -> i8/u8/i16 with integer multipliers and shifts as attributes, the
+  TFLite / CMSIS-NN ``MultiplyByQuantizedMultiplier`` (SaturatingRoundingDoublingHighMul then
+  RoundingDivideByPOT), then ``+ zero_point`` and a clamp to the dtype.
+- ``int_linear(a, w[, bias])``: ``sum_k (a - a_zp)(w - w_zp)`` in i32 (+ an i32 bias), with
+  ``w`` shaped (out, in) as ``linear``'s weight.
+- ``fake_quantize(x, scale, zero_point)``: quantize then dequantize in f32, for QAT; its
+  gradient is the straight-through estimator for ``x`` and LSQ's for ``scale``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlx_core.errors import DTypeError
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.graph import Level, TensorType
+from rlx_core.ir.ops.base import AttrSpec, OpDef, normalize_axis, require
+
+T = TensorType
+
+QUANT_DTYPES = ("i8", "u8", "i4", "i16", "i32")  # what quantize may produce
+INT_BOUNDS = {"i4": (-8, 7), "i8": (-128, 127), "u8": (0, 255), "i16": (-32768, 32767),
+              "i32": (-(2**31), 2**31 - 1)}
+
+
+def qrange(dtype: object) -> tuple[int, int]:
+    """(qmin, qmax) of an integer quantized dtype."""
+    return INT_BOUNDS[dt.get(dtype).name]
+
+
+def _params(op: str, x: T, scale: T, zp: T, axis: int) -> None:
+    """scale f32 and zero_point i32, both () (per tensor) or (C,) with C = x.shape[axis]."""
+    require(scale.dtype == dt.f32, op, f"scale must be f32, got {scale}", exc=DTypeError)
+    require(zp.dtype == dt.i32, op, f"zero_point must be i32, got {zp}",
+            hint="zero points are integers: pass them as i32", exc=DTypeError)
+    require(scale.shape == zp.shape, op, f"scale {scale} and zero_point {zp} shapes differ")
+    require(scale.rank <= 1, op, f"scale must be a scalar or a vector, got {scale}")
+    if scale.rank == 1:
+        ax = normalize_axis(op, axis, x.rank)
+        require(scale.shape[0] == x.shape[ax], op,
+                f"per-channel scale {scale} does not match axis {axis} of {x}",
+                hint="one scale per channel: the length of the quantized axis")
+
+
+def _quantize(ins: list[T], a: dict[str, Any]) -> T:
+    x, scale, zp = ins
+    require(x.dtype == dt.f32, "quantize", f"needs an f32 input, got {x}",
+            hint="cast to f32 first (x.astype('f32'))", exc=DTypeError)
+    _params("quantize", x, scale, zp, a["axis"])
+    out = dt.get(a["dtype"])
+    require(out.name in QUANT_DTYPES, "quantize",
+            f"dtype must be one of {', '.join(QUANT_DTYPES)}, got {out}", exc=DTypeError)
+    return T(out, x.shape)
+
+
+def _dequantize(ins: list[T], a: dict[str, Any]) -> T:
+    q, scale, zp = ins
+    require(q.dtype.name in QUANT_DTYPES, "dequantize",
+            f"needs an integer quantized input ({', '.join(QUANT_DTYPES)}), got {q}",
+            exc=DTypeError)
+    _params("dequantize", q, scale, zp, a["axis"])
+    return T(dt.f32, q.shape)
+
+
+def _requantize(ins: list[T], a: dict[str, Any]) -> T:
+    acc = ins[0]
+    require(acc.dtype == dt.i32, "requantize", f"needs an i32 accumulator, got {acc}",
+            exc=DTypeError)
+    mult, shift = tuple(a["multiplier"]), tuple(a["shift"])
+    require(len(mult) == len(shift) >= 1, "requantize",
+            f"multiplier ({len(mult)}) and shift ({len(shift)}) need one entry each per channel")
+    require(all(0 <= m < 2**31 for m in mult), "requantize",
+            "multipliers must lie in [0, 2^31)",
+            hint="rlx.quant.quantize_multiplier(real_scale) gives (multiplier, shift)")
+    require(all(-31 <= s <= 30 for s in shift), "requantize", "shifts must lie in [-31, 30]")
+    if len(mult) > 1:
+        ax = normalize_axis("requantize", a["axis"], acc.rank)
+        require(acc.shape[ax] == len(mult), "requantize",
+                f"{len(mult)} per-channel multipliers for axis {a['axis']} of {acc}")
+    out = dt.get(a["dtype"])
+    require(out.name in ("i8", "u8", "i16", "i4"), "requantize",
+            f"dtype must be i8, u8, i16 or i4, got {out}", exc=DTypeError)
+    lo, hi = qrange(out)
+    require(lo <= a["zero_point"] <= hi, "requantize",
+            f"zero_point {a['zero_point']} is outside {out}'s range [{lo}, {hi}]")
+    return T(out, acc.shape)
+
+
+def _int_linear(ins: list[T], a: dict[str, Any]) -> T:
+    x, w = ins[0], ins[1]
+    for t, what in ((x, "input"), (w, "weight")):
+        require(t.dtype in (dt.i8, dt.u8), "int_linear", f"{what} must be i8 or u8, got {t}",
+                hint="quantize it first (rlx.quant.quantize)", exc=DTypeError)
+    require(w.rank == 2, "int_linear", f"weight must be 2-D (out, in), got {w}")
+    require(x.rank >= 1 and x.shape[-1] == w.shape[1], "int_linear",
+            f"input {x} does not match weight {w}: last axis != in_features {w.shape[1]}",
+            hint="the weight is (out_features, in_features), as in torch.nn.Linear")
+    if len(ins) == 3:
+        require(ins[2].dtype == dt.i32 and ins[2].shape == (w.shape[0],), "int_linear",
+                f"bias {ins[2]} must be i32[{w.shape[0]}]", exc=DTypeError)
+    for key, t in (("a_zero_point", x), ("b_zero_point", w)):
+        lo, hi = qrange(t.dtype)
+        require(lo <= a[key] <= hi, "int_linear", f"{key} {a[key]} is outside {t.dtype}'s range")
+    return T(dt.i32, x.shape[:-1] + (w.shape[0],))
+
+
+def _fake_quantize(ins: list[T], a: dict[str, Any]) -> T:
+    x, scale, zp = ins
+    require(x.dtype == dt.f32 and scale.dtype == dt.f32 and zp.dtype == dt.f32, "fake_quantize",
+            f"x, scale and zero_point must be f32, got {x}, {scale}, {zp}", exc=DTypeError)
+    require(scale.shape == zp.shape and scale.rank <= 1, "fake_quantize",
+            f"scale {scale} and zero_point {zp} must be equal scalars or vectors")
+    if scale.rank == 1:
+        ax = normalize_axis("fake_quantize", a["axis"], x.rank)
+        require(scale.shape[0] == x.shape[ax], "fake_quantize",
+                f"per-channel scale {scale} does not match axis {a['axis']} of {x}")
+    require(a["qmin"] < a["qmax"], "fake_quantize", f"qmin {a['qmin']} >= qmax {a['qmax']}")
+    return x
+
+
+def quant_defs() -> dict[str, OpDef]:
+    hir = Level.HIR
+    axis = AttrSpec("int", -1)
+    t: dict[str, OpDef] = {}
+
+    def add(name, arity, attrs, infer, doc):
+        t[name] = OpDef(name, hir, "composite", arity, attrs, infer, doc)
+
+    add("quantize", (3, 3), {"axis": axis, "dtype": AttrSpec("dtype", dt.i8)}, _quantize,
+        "clamp(round_half_even(x / scale) + zero_point) to dtype; scale per tensor or along axis")
+    add("dequantize", (3, 3), {"axis": axis}, _dequantize,
+        "f32(q - zero_point) * scale; scale per tensor or along axis")
+    add("requantize", (1, 1), {"multiplier": AttrSpec("ints"), "shift": AttrSpec("ints"),
+                               "zero_point": AttrSpec("int", 0), "axis": axis,
+                               "dtype": AttrSpec("dtype", dt.i8)}, _requantize,
+        "i32 -> dtype: TFLite MultiplyByQuantizedMultiplier(acc, multiplier, shift) + zero_point, "
+        "clamped; one (multiplier, shift) per tensor or per channel along axis")
+    add("int_linear", (2, 3), {"a_zero_point": AttrSpec("int", 0),
+                               "b_zero_point": AttrSpec("int", 0)}, _int_linear,
+        "sum_k (x - a_zp) * (w - b_zp) in i32 (+ i32 bias); w is (out, in)")
+    add("fake_quantize", (3, 3), {"qmin": AttrSpec("int", -128), "qmax": AttrSpec("int", 127),
+                                  "axis": axis}, _fake_quantize,
+        "(clamp(round(x / scale) + zp, qmin, qmax) - zp) * scale in f32 (QAT; STE/LSQ gradient)")
+    return t

@@ -1,0 +1,14 @@
+"""rlx.quant: integer quantization - ops, observers and calibration, PTQ and QAT.
+
+Imports with the standard library alone; numpy is needed once observers or PTQ run.
+"""
+
+from __future__ import annotations
+
+from rlx_core.quant.errors import CalibrationError, GroupSizeError, QuantAxisError, QuantConfigError
+from rlx_core.quant.ops import dequantize, fake_quantize, int_linear, quantize, requantize
+from rlx_core.quant.params import QParams, qparams_from_range, quantize_multiplier
+
+__all__ = ["quantize", "dequantize", "requantize", "int_linear", "fake_quantize", "QParams",
+           "qparams_from_range", "quantize_multiplier", "CalibrationError", "QuantAxisError",
+           "GroupSizeError", "QuantConfigError"]

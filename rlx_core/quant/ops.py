@@ -1,0 +1,70 @@
+"""The quantization ops as traced functions: each records one HIR node (rlx_core/ir/ops/quant.py).
+
+``scale`` and ``zero_point`` may be tensors (dynamic quantization computes them in the graph)
+or host values/QParams (they become constants or parameters of the graph).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlx_core.frontend import ops
+from rlx_core.frontend.tensor import Tensor
+from rlx_core.frontend.tracer import current
+from rlx_core.ir import dtypes as dt
+
+
+def _emit(op: str, args: list[Any], attrs: dict[str, Any]) -> Tensor:
+    return Tensor(current().emit(op, [a.value for a in args], attrs))
+
+
+def _param(v: Any, dtype: str) -> Tensor:
+    if isinstance(v, Tensor):
+        return ops.astype(v, dtype)
+    import numpy as np
+
+    return ops.asarray(np.asarray(v, dtype=dt.to_numpy_name(dt.get(dtype))))
+
+
+def quantize(x: Any, scale: Any, zero_point: Any = 0, dtype: str = "i8",
+             axis: int | None = None) -> Tensor:
+    """``clamp(round_half_even(x / scale) + zero_point)`` to ``dtype``; per tensor (scalar
+    scale) or per channel along ``axis`` (a vector of scales)."""
+    return _emit("quantize", [ops.astype(ops.asarray(x), "f32"), _param(scale, "f32"),
+                              _param(zero_point, "i32")],
+                 {"axis": -1 if axis is None else axis, "dtype": dt.get(dtype)})
+
+
+def dequantize(q: Any, scale: Any, zero_point: Any = 0, axis: int | None = None) -> Tensor:
+    """``f32(q - zero_point) * scale``."""
+    return _emit("dequantize", [ops.asarray(q), _param(scale, "f32"), _param(zero_point, "i32")],
+                 {"axis": -1 if axis is None else axis})
+
+
+def requantize(acc: Any, multiplier: Any, shift: Any, zero_point: int = 0, dtype: str = "i8",
+               axis: int = -1) -> Tensor:
+    """i32 accumulators to ``dtype`` with TFLite's fixed-point (multiplier, shift) rescale
+    (ints, or per-channel sequences along ``axis``); see rlx.quant.quantize_multiplier."""
+    mult = tuple(int(m) for m in (multiplier if hasattr(multiplier, "__len__") else [multiplier]))
+    sh = tuple(int(s) for s in (shift if hasattr(shift, "__len__") else [shift]))
+    return _emit("requantize", [ops.asarray(acc)],
+                 {"multiplier": mult, "shift": sh, "zero_point": int(zero_point), "axis": axis,
+                  "dtype": dt.get(dtype)})
+
+
+def int_linear(x: Any, weight: Any, bias: Any = None, x_zero_point: int = 0,
+               w_zero_point: int = 0) -> Tensor:
+    """``sum_k (x - x_zp) * (w - w_zp)`` in i32 (+ an i32 bias); ``weight`` is (out, in)."""
+    args = [ops.asarray(x), ops.asarray(weight)] + ([_param(bias, "i32")] if bias is not None
+                                                    else [])
+    return _emit("int_linear", args, {"a_zero_point": int(x_zero_point),
+                                      "b_zero_point": int(w_zero_point)})
+
+
+def fake_quantize(x: Any, scale: Any, zero_point: Any = 0.0, qmin: int = -128, qmax: int = 127,
+                  axis: int | None = None) -> Tensor:
+    """Quantize then dequantize in f32 (QAT). Differentiated, ``x`` gets the straight-through
+    gradient (inside the range) and ``scale`` LSQ's gradient."""
+    return _emit("fake_quantize", [ops.astype(ops.asarray(x), "f32"), _param(scale, "f32"),
+                                   _param(zero_point, "f32")],
+                 {"qmin": int(qmin), "qmax": int(qmax), "axis": -1 if axis is None else axis})

@@ -1,0 +1,267 @@
+"""The CPU's int8 GEMM: HIR ``int_linear`` (``sum_k (x - za)(w - zb)`` in i32) kept whole.
+
+``w`` is (out, in) like a linear weight, so every output element is a dot product of two
+contiguous rows, one of x and one of w. The kernel takes one row of x against four rows of w
+at a time (x's row is loaded once for four columns) and accumulates in i32:
+
+    C[i, j] = S_ab - zb * S_a[i] - za * S_b[j] + K * za * zb (+ bias[j])
+
+with ``S_ab = sum_k a b`` (the raw signed product), ``S_a`` and ``S_b`` row sums. Three dot
+kernels compute (S_ab, S_b) for four columns, picked at run time on the first call from what
+the CPU reports (``__builtin_cpu_supports``), not from the compiler's -march:
+
+- ``avx512vnni``: ``vpdpbusd`` on 64 bytes a step. It multiplies *unsigned* by signed bytes,
+  so a signed x is offset to unsigned (``a ^ 0x80 = a + 128``) and the excess ``128 * S_b``
+  is taken off; ``S_b`` comes from a second ``vpdpbusd`` of the constant 0x80 bytes, so the
+  weight is read once.
+- ``avxvnni`` (Alder Lake and later, Zen 5): the same on 32 bytes (``vpdpbusd`` VEX form).
+- portable C: one loop the compiler vectorises (``pmaddwd`` under AVX2), any x and w types.
+
+The VNNI kernels need a signed (i8) weight; a u8 weight takes the portable kernel. On a
+machine without VNNI the VNNI functions still compile (they carry ``target`` attributes), so
+the source is checked here even when it cannot run: tests/quant/test_igemm.py compiles it and
+finds their symbols. ``RLX_IGEMM_ISA=c`` forces the portable kernel (tests run both).
+"""
+
+from __future__ import annotations
+
+import os
+
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.graph import Node
+from rlx_core.targets.c_common.expr import RenderError
+from rlx_core.targets.c_common.kernels import KernelEnv
+from rlx_core.targets.c_common.loops import Writer
+
+IMPL = "rlx-igemm"
+DTYPES: tuple[str, ...] = ("i8", "u8", "i32")
+ROW_BLOCK = 16  # rows of x per work item
+COL_BLOCK = 64  # columns (rows of w) per work item: 16 dot4 calls
+
+SOURCE = r"""
+#ifndef RLX_IGEMM_H
+#define RLX_IGEMM_H
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#define RLX_IG_X86 1
+#include <immintrin.h>
+#endif
+
+/* (S_ab, S_b) for one row a against four rows b, b + ldb, ...: portable C, any byte types */
+#define RLX_IDOT4_C(NAME, TA, TB)                                                          \
+static void NAME(const void *av, const void *bv, int64_t ldb, int64_t k, int32_t *ab,      \
+                 int32_t *sb) {                                                            \
+    const TA *a = (const TA *)av;                                                          \
+    for (int q = 0; q < 4; ++q) {                                                          \
+        const TB *b = (const TB *)bv + q * ldb;                                            \
+        int32_t s = 0, t = 0;                                                              \
+        _Pragma("omp simd reduction(+:s,t)")                                               \
+        for (int64_t p = 0; p < k; ++p) { s += (int32_t)a[p] * (int32_t)b[p]; t += b[p]; } \
+        ab[q] = s; sb[q] = t;                                                              \
+    }                                                                                      \
+}
+RLX_IDOT4_C(rlx_idot4_c_ss, int8_t, int8_t)
+RLX_IDOT4_C(rlx_idot4_c_us, uint8_t, int8_t)
+RLX_IDOT4_C(rlx_idot4_c_su, int8_t, uint8_t)
+RLX_IDOT4_C(rlx_idot4_c_uu, uint8_t, uint8_t)
+
+typedef void (*rlx_idot4_fn)(const void *, const void *, int64_t, int64_t, int32_t *,
+                             int32_t *);
+
+#ifdef RLX_IG_X86
+/* the VNNI kernels: FLIP is 0x80 for a signed a (a ^ 0x80 = a + 128 as unsigned), else 0 */
+#define RLX_IDOT4_512(NAME, FLIP)                                                          \
+__attribute__((target("avx512f,avx512bw,avx512vnni")))                                     \
+static void NAME(const void *av, const void *bv, int64_t ldb, int64_t k, int32_t *ab,      \
+                 int32_t *sb) {                                                            \
+    const uint8_t *a = (const uint8_t *)av;                                                \
+    const int8_t *b = (const int8_t *)bv;                                                  \
+    const __m512i flip = _mm512_set1_epi8((char)FLIP), hi = _mm512_set1_epi8((char)0x80);  \
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;                        \
+    __m512i t0 = s0, t1 = s0, t2 = s0, t3 = s0;                                            \
+    int64_t p = 0;                                                                         \
+    for (; p + 64 <= k; p += 64) {                                                         \
+        const __m512i x = _mm512_xor_si512(_mm512_loadu_si512(a + p), flip);               \
+        const __m512i b0 = _mm512_loadu_si512(b + p), b1 = _mm512_loadu_si512(b + ldb + p);\
+        const __m512i b2 = _mm512_loadu_si512(b + 2 * ldb + p);                            \
+        const __m512i b3 = _mm512_loadu_si512(b + 3 * ldb + p);                            \
+        s0 = _mm512_dpbusd_epi32(s0, x, b0); t0 = _mm512_dpbusd_epi32(t0, hi, b0);         \
+        s1 = _mm512_dpbusd_epi32(s1, x, b1); t1 = _mm512_dpbusd_epi32(t1, hi, b1);         \
+        s2 = _mm512_dpbusd_epi32(s2, x, b2); t2 = _mm512_dpbusd_epi32(t2, hi, b2);         \
+        s3 = _mm512_dpbusd_epi32(s3, x, b3); t3 = _mm512_dpbusd_epi32(t3, hi, b3);         \
+    }                                                                                      \
+    /* t = 128 * S_b over the vector part; with a flipped, S_ab = S_(a+128)b - 128 S_b */  \
+    const __m512i s[4] = {s0, s1, s2, s3}, t[4] = {t0, t1, t2, t3};                        \
+    for (int q = 0; q < 4; ++q) {                                                          \
+        const int32_t tb = _mm512_reduce_add_epi32(t[q]);                                  \
+        int32_t acc = _mm512_reduce_add_epi32(s[q]) - (FLIP ? tb : 0), sum = tb / 128;     \
+        const int8_t *bq = b + q * ldb;                                                    \
+        for (int64_t r = p; r < k; ++r) {                                                  \
+            acc += (int32_t)(FLIP ? (int8_t)a[r] : (int32_t)a[r]) * bq[r]; sum += bq[r];   \
+        }                                                                                  \
+        ab[q] = acc; sb[q] = sum;                                                          \
+    }                                                                                      \
+}
+RLX_IDOT4_512(rlx_idot4_vnni512_s, 0x80)
+RLX_IDOT4_512(rlx_idot4_vnni512_u, 0x00)
+
+static inline int32_t rlx_ig_hsum256(__m256i v) __attribute__((target("avx2")));
+static inline int32_t rlx_ig_hsum256(__m256i v) {
+    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4e));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xb1));
+    return _mm_cvtsi128_si32(x);
+}
+
+#define RLX_IDOT4_256(NAME, FLIP)                                                          \
+__attribute__((target("avx2,avxvnni")))                                                    \
+static void NAME(const void *av, const void *bv, int64_t ldb, int64_t k, int32_t *ab,      \
+                 int32_t *sb) {                                                            \
+    const uint8_t *a = (const uint8_t *)av;                                                \
+    const int8_t *b = (const int8_t *)bv;                                                  \
+    const __m256i flip = _mm256_set1_epi8((char)FLIP), hi = _mm256_set1_epi8((char)0x80);  \
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;                        \
+    __m256i t0 = s0, t1 = s0, t2 = s0, t3 = s0;                                            \
+    int64_t p = 0;                                                                         \
+    for (; p + 32 <= k; p += 32) {                                                         \
+        const __m256i x = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(a + p)),   \
+                                           flip);                                          \
+        const __m256i b0 = _mm256_loadu_si256((const __m256i *)(b + p));                   \
+        const __m256i b1 = _mm256_loadu_si256((const __m256i *)(b + ldb + p));             \
+        const __m256i b2 = _mm256_loadu_si256((const __m256i *)(b + 2 * ldb + p));         \
+        const __m256i b3 = _mm256_loadu_si256((const __m256i *)(b + 3 * ldb + p));         \
+        s0 = _mm256_dpbusd_avx_epi32(s0, x, b0); t0 = _mm256_dpbusd_avx_epi32(t0, hi, b0); \
+        s1 = _mm256_dpbusd_avx_epi32(s1, x, b1); t1 = _mm256_dpbusd_avx_epi32(t1, hi, b1); \
+        s2 = _mm256_dpbusd_avx_epi32(s2, x, b2); t2 = _mm256_dpbusd_avx_epi32(t2, hi, b2); \
+        s3 = _mm256_dpbusd_avx_epi32(s3, x, b3); t3 = _mm256_dpbusd_avx_epi32(t3, hi, b3); \
+    }                                                                                      \
+    const __m256i s[4] = {s0, s1, s2, s3}, t[4] = {t0, t1, t2, t3};                        \
+    for (int q = 0; q < 4; ++q) {                                                          \
+        const int32_t tb = rlx_ig_hsum256(t[q]);                                           \
+        int32_t acc = rlx_ig_hsum256(s[q]) - (FLIP ? tb : 0), sum = tb / 128;              \
+        const int8_t *bq = b + q * ldb;                                                    \
+        for (int64_t r = p; r < k; ++r) {                                                  \
+            acc += (int32_t)(FLIP ? (int8_t)a[r] : (int32_t)a[r]) * bq[r]; sum += bq[r];   \
+        }                                                                                  \
+        ab[q] = acc; sb[q] = sum;                                                          \
+    }                                                                                      \
+}
+RLX_IDOT4_256(rlx_idot4_avxvnni_s, 0x80)
+RLX_IDOT4_256(rlx_idot4_avxvnni_u, 0x00)
+#endif
+
+/* the ISA the dot kernels use here: 2 avx512vnni, 1 avxvnni, 0 portable C; RLX_IGEMM_ISA=c
+   forces the portable kernel */
+static int rlx_igemm_isa(void) {
+    static int isa = -1;
+    if (isa < 0) {
+        const char *force = getenv("RLX_IGEMM_ISA");
+        int v = 0;
+#ifdef RLX_IG_X86
+        if (!(force && force[0] == 'c')) {
+            __builtin_cpu_init();
+            if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw")) v = 2;
+            else if (__builtin_cpu_supports("avxvnni")) v = 1;
+        }
+#endif
+        (void)force;
+        isa = v;
+    }
+    return isa;
+}
+
+static rlx_idot4_fn rlx_idot4_pick(int a_u8, int b_u8) {
+    const int isa = b_u8 ? 0 : rlx_igemm_isa();  /* VNNI needs a signed weight */
+#ifdef RLX_IG_X86
+    if (isa == 2) return a_u8 ? rlx_idot4_vnni512_u : rlx_idot4_vnni512_s;
+    if (isa == 1) return a_u8 ? rlx_idot4_avxvnni_u : rlx_idot4_avxvnni_s;
+#endif
+    (void)isa;
+    if (a_u8) return b_u8 ? rlx_idot4_c_uu : rlx_idot4_c_us;
+    return b_u8 ? rlx_idot4_c_su : rlx_idot4_c_ss;
+}
+
+/* rows [i0, i1) x columns [j0, j1) of C (m x n, i32) = (A - za)(B - zb)^T (+ bias), A (m x k)
+   and B (n x k) row-major bytes of the given signedness */
+static void rlx_igemm_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t n,
+                            int64_t k, const void *A, int a_u8, int32_t za, const void *B,
+                            int b_u8, int32_t zb, const int32_t *bias, int32_t *C) {
+    const rlx_idot4_fn dot4 = rlx_idot4_pick(a_u8, b_u8);
+    const unsigned char *a = (const unsigned char *)A, *b = (const unsigned char *)B;
+    for (int64_t i = i0; i < i1; ++i) {
+        const unsigned char *ai = a + i * k;
+        int32_t sa = 0;
+        if (zb) {
+            if (a_u8) for (int64_t p = 0; p < k; ++p) sa += ai[p];
+            else for (int64_t p = 0; p < k; ++p) sa += (int8_t)ai[p];
+        }
+        const int32_t fixed = (int32_t)k * za * zb - zb * sa;
+        int32_t *ci = C + i * n;
+        int64_t j = j0;
+        int32_t ab[4], sb[4];
+        for (; j + 4 <= j1; j += 4) {
+            dot4(ai, b + j * k, k, k, ab, sb);
+            for (int q = 0; q < 4; ++q)
+                ci[j + q] = ab[q] - za * sb[q] + fixed + (bias ? bias[j + q] : 0);
+        }
+        for (; j < j1; ++j) {  /* the last columns, one at a time, on the portable kernel */
+            int32_t s = 0, t = 0;
+            const unsigned char *bj = b + j * k;
+            for (int64_t p = 0; p < k; ++p) {
+                const int32_t x = a_u8 ? (int32_t)ai[p] : (int32_t)(int8_t)ai[p];
+                const int32_t y = b_u8 ? (int32_t)bj[p] : (int32_t)(int8_t)bj[p];
+                s += x * y; t += y;
+            }
+            ci[j] = s - za * t + fixed + (bias ? bias[j] : 0);
+        }
+    }
+}
+#endif
+"""
+
+
+def emit_int_linear(env: KernelEnv, w: Writer, node: Node) -> str:
+    """Write the kernel's loop over (row block, column block) items; returns its impl label."""
+    x, wt = env.inputs[node.inputs[0]], env.inputs[node.inputs[1]]
+    bias = env.inputs[node.inputs[2]].ptr if len(node.inputs) == 3 else "0"
+    out = env.outputs[node.name]
+    if out.type.dtype != dt.i32 or wt.type.rank != 2:
+        raise RenderError("int_linear: the CPU kernel writes i32 from a 2-D weight",
+                          hint="the capability table claims int_linear in i8/u8 -> i32 only")
+    n, k = wt.type.shape
+    m = x.type.size // max(k, 1)
+    rb, cb = -(-m // ROW_BLOCK), -(-n // COL_BLOCK)
+    pragma = env.parallel(m * n * k, 0)
+    if pragma:
+        w.line(pragma)
+    w.open(f"for (int64_t it = 0; it < {rb * cb}; ++it)")
+    w.line(f"const int64_t i0 = (it / {cb}) * {ROW_BLOCK}, j0 = (it % {cb}) * {COL_BLOCK};")
+    w.line(f"const int64_t i1 = i0 + {ROW_BLOCK} < {m} ? i0 + {ROW_BLOCK} : {m};")
+    w.line(f"const int64_t j1 = j0 + {COL_BLOCK} < {n} ? j0 + {COL_BLOCK} : {n};")
+    w.line(f"rlx_igemm_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {int(x.type.dtype == dt.u8)}, "
+           f"{int(node.attr('a_zero_point'))}, {wt.ptr}, {int(wt.type.dtype == dt.u8)}, "
+           f"{int(node.attr('b_zero_point'))}, {bias}, {out.ptr});")
+    w.close()
+    return IMPL
+
+
+def cpu_isa_flags() -> dict[str, bool]:
+    """Which int8 dot-product ISAs this machine's CPU reports (/proc/cpuinfo; Linux x86)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f
+                          if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    return {"avx512vnni": "avx512_vnni" in flags, "avxvnni": "avx_vnni" in flags,
+            "avx2": "avx2" in flags}
+
+
+def isa_here() -> str:
+    """The dot kernel the compiled code picks on this machine (as rlx_igemm_isa decides)."""
+    if os.environ.get("RLX_IGEMM_ISA", "").startswith("c"):
+        return "c"
+    f = cpu_isa_flags()
+    return "avx512vnni" if f["avx512vnni"] else "avxvnni" if f["avxvnni"] else "c"

@@ -1,0 +1,123 @@
+"""Reference semantics of the quantization ops (rlx_core/ir/ops/quant.py), in numpy.
+
+The rules every target matches bit for bit:
+
+- ``quantize`` computes in f32: ``q = round_half_even(x / scale)`` (an f32 division, not a
+  multiplication by 1/scale), ``q + f32(zp)``, then ``max(q, qmin)``, ``min(q, qmax)`` and a
+  cast. ``dequantize`` is ``f32(i32(q) - zp) * scale``.
+- ``requantize`` is TFLite's ``MultiplyByQuantizedMultiplier`` (the convention CMSIS-NN's
+  ``arm_nn_requantize`` follows): with ``left = max(shift, 0)``, ``right = max(-shift, 0)``,
+  ``x = wrap_i32(acc * 2^left)``, ``h = SaturatingRoundingDoublingHighMul(x, multiplier)`` =
+  ``trunc((x * m + nudge) / 2^31)`` with ``nudge = 2^30`` for ``x * m >= 0`` else
+  ``1 - 2^30``, and ``RoundingDivideByPOT(h, right)`` = ``floor(h / 2^right)`` plus one when
+  the remainder exceeds half (ties away from zero); then ``+ zero_point`` and a clamp. A
+  multiplier lies in [0, 2^31), so SRDHM's one saturating case (both INT32_MIN) cannot occur.
+- ``int_linear`` accumulates exactly and wraps to i32 once (equal to wrapping at every step).
+- ``fake_quantize`` is quantize-then-dequantize in f32 with a float zero point.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rlx_core.ir.graph import TensorType
+from rlx_core.ir.ops.quant import qrange
+
+Array = np.ndarray
+
+
+def along(v: Array, rank: int, axis: int) -> Array:
+    """A () or (C,) parameter shaped to broadcast against a rank-``rank`` tensor on ``axis``."""
+    v = np.asarray(v)
+    if v.ndim == 0:
+        return v
+    shape = [1] * rank
+    shape[axis % rank] = v.shape[0]
+    return v.reshape(shape)
+
+
+def quantize(x: Array, scale: Array, zp: Array, axis: int, dtype: object) -> Array:
+    lo, hi = qrange(dtype)
+    r = x.ndim
+    q = np.round(np.asarray(x, np.float32) / along(np.asarray(scale, np.float32), r, axis))
+    q = q + along(np.asarray(zp).astype(np.float32), r, axis)
+    q = np.minimum(np.maximum(q, np.float32(lo)), np.float32(hi))
+    return q.astype(np.int64)
+
+
+def dequantize(q: Array, scale: Array, zp: Array, axis: int) -> Array:
+    r = q.ndim
+    diff = np.asarray(q).astype(np.int32) - along(np.asarray(zp, np.int32), r, axis)
+    return diff.astype(np.float32) * along(np.asarray(scale, np.float32), r, axis)
+
+
+def _trunc_div(a: Array, d: int | Array) -> Array:
+    """Integer division rounding toward zero (C's ``/``)."""
+    return np.sign(a) * (np.abs(a) // d)
+
+
+def multiply_by_quantized_multiplier(acc: Array, multiplier: Array, shift: Array) -> Array:
+    """TFLite's MultiplyByQuantizedMultiplier on int64 arrays (see the module docstring)."""
+    x = np.asarray(acc).astype(np.int64)
+    m = np.asarray(multiplier).astype(np.int64)
+    s = np.asarray(shift).astype(np.int64)
+    left, right = np.maximum(s, 0), np.maximum(-s, 0)
+    x = ((x << left) + 2**31) % 2**32 - 2**31  # the int32 product wraps, as in C
+    ab = x * m
+    nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
+    high = _trunc_div(ab + nudge, np.int64(1 << 31))
+    mask = (np.int64(1) << right) - 1
+    rem = high & mask
+    threshold = (mask >> 1) + (high < 0)
+    return (high >> right) + (rem > threshold)
+
+
+def requantize(acc: Array, a: dict[str, Any]) -> Array:
+    r = acc.ndim
+    axis = a["axis"]
+    per = len(a["multiplier"]) > 1
+
+    def param(vals: tuple[int, ...]) -> Array:
+        arr = np.asarray(vals, np.int64)
+        return along(arr, r, axis) if per else arr[0]
+
+    y = multiply_by_quantized_multiplier(acc, param(a["multiplier"]), param(a["shift"]))
+    lo, hi = qrange(a["dtype"])
+    return np.clip(y + a["zero_point"], lo, hi)
+
+
+def int_linear(a: dict[str, Any], args: list[Array]) -> Array:
+    x = args[0].astype(np.int64) - a["a_zero_point"]
+    w = args[1].astype(np.int64) - a["b_zero_point"]
+    y = x @ w.T
+    if len(args) == 3:
+        y = y + args[2].astype(np.int64)
+    return y
+
+
+def fake_quantize(a: dict[str, Any], x: Array, scale: Array, zp: Array) -> Array:
+    r, axis = x.ndim, a["axis"]
+    s = along(np.asarray(scale, np.float32), r, axis)
+    z = along(np.asarray(zp, np.float32), r, axis)
+    q = np.round(np.asarray(x, np.float32) / s) + z
+    q = np.minimum(np.maximum(q, np.float32(a["qmin"])), np.float32(a["qmax"]))
+    return (q - z) * s
+
+
+def eval_quant(op: str, a: dict[str, Any], args: list[Array], t: TensorType) -> Array:
+    """The result of quantization op ``op`` (before ``finish`` brings it to ``t``'s host form)."""
+    if op == "quantize":
+        return quantize(args[0], args[1], args[2], a["axis"], a["dtype"])
+    if op == "dequantize":
+        return dequantize(args[0], args[1], args[2], a["axis"])
+    if op == "requantize":
+        return requantize(args[0], a)
+    if op == "int_linear":
+        return int_linear(a, args)
+    assert op == "fake_quantize", op
+    return fake_quantize(a, *args)
+
+
+QUANT_OPS = ("quantize", "dequantize", "requantize", "int_linear", "fake_quantize")
