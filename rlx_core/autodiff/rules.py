@@ -384,7 +384,39 @@ def _softmax(n, ins, out, g, b):
     return (_mul(b, out, b.emit("sub", [g, _back_to(b, total, out, (axis,))])),)
 
 
-HIR_VJP_RULES: dict[str, VJPRule] = {"log_softmax": _log_softmax, "softmax": _softmax}
+def _fake_quantize(n, ins, out, g, b):
+    """Quantization-aware training (ops/quant.py ``fake_quantize``). With v = x / s and
+    q = round(v) + z: x gets the straight-through estimator, g where qmin <= q <= qmax
+    (0 where clipped); s gets LSQ's gradient, g * (round(v) - v) inside the range and
+    g * (qmin - z) or g * (qmax - z) where clipped, summed per tensor or per channel; z
+    gets the exact derivative, 0 inside the range and -s * g where clipped."""
+    x, s, z = ins
+    axis = n.attr("axis") % max(x.type.rank, 1)
+    dims = () if s.type.rank == 0 else (axis,)
+    keep = tuple(i for i in range(x.type.rank) if i not in dims)
+
+    def full(p: Value) -> Value:
+        return b.emit("broadcast_in_dim", [p], {"shape": x.type.shape, "dims": dims})
+
+    sf, zf = full(s), full(z)
+    v = b.emit("div", [x, sf])
+    r = b.emit("round", [v])
+    q = b.emit("add", [r, zf])
+    lo, hi = _const(b, float(n.attr("qmin")), q), _const(b, float(n.attr("qmax")), q)
+    below, above = b.emit("lt", [q, lo]), b.emit("gt", [q, hi])
+    zero = _zeros_like(b, x)
+    dx = _where(b, below, zero, _where(b, above, zero, g))
+    ds_elem = _where(b, below, b.emit("sub", [lo, zf]),
+                     _where(b, above, b.emit("sub", [hi, zf]), b.emit("sub", [r, v])))
+    ds = b.emit("reduce_sum", [_mul(b, g, ds_elem)], {"axes": keep})
+    clipped = b.emit("or", [below, above])
+    dz_elem = _where(b, clipped, b.emit("neg", [sf]), zero)
+    dz = b.emit("reduce_sum", [_mul(b, g, dz_elem)], {"axes": keep})
+    return dx, ds, dz
+
+
+HIR_VJP_RULES: dict[str, VJPRule] = {"log_softmax": _log_softmax, "softmax": _softmax,
+                                     "fake_quantize": _fake_quantize}
 
 # piecewise-constant ops: derivative 0 almost everywhere
 ZERO_GRAD: dict[str, VJPRule] = {op: _zero for op in ("floor", "ceil", "round", "sign")}

@@ -1,0 +1,368 @@
+"""Post-training quantization: a traced f32 graph in, an HIR graph with integer ops out.
+
+Every ``linear`` whose weight is known at trace time (a parameter or a constant) is replaced:
+
+dynamic (``quantize_dynamic``; no calibration): the activation's scale is computed per call,
+``s_x = max|x| / 127``; ``quantize(x, s_x) -> int_linear(x_q, w_q) -> dequantize(acc,
+s_x * s_w)`` + the f32 bias. Weights are i8, symmetric, per output channel by default.
+
+static (``quantize_static``; observers over a calibration iterator): every activation has a
+fixed scale and zero point, so the integer chain never leaves int8 between two linears::
+
+    quantize(x, s_x, zp_x) -> int_linear(x_q, w_q, bias_i32, a_zero_point=zp_x)
+        -> requantize(acc, M = s_x s_w / s_y as (multiplier, shift), zp_y)   [-> max(q, zp_y)]
+        -> int_linear of the next layer ...
+
+A ``relu`` right after a linear is folded into the requantized output (observed after the
+relu; ``max(q, zp_y)`` on the integers). The bias is quantized to i32 with scale
+``s_x * s_w``. A linear whose output leaves the integer chain (the graph's outputs, or an op
+other than a linear) is dequantized with the exact i32 accumulator scale ``s_x * s_w``.
+
+The result is an ordinary HIR graph: ``print(q.graph)`` shows each quantize / int_linear /
+requantize, ``rlx.compile(q.graph, ...)`` lowers it (``exe.trace`` holds MIR, LIR, kernels),
+and ``q.layers`` lists every layer's parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.builder import Builder, NameGen
+from rlx_core.ir.graph import Graph, Node, Value, ValueKind
+from rlx_core.quant.errors import CalibrationError, QuantConfigError
+from rlx_core.quant.observers import Observer, make_observer
+from rlx_core.quant.params import QParams, qparams_from_range, quantize_multiplier
+
+
+@dataclass
+class LayerReport:
+    """What PTQ did to one linear: its weight and activation parameters."""
+
+    node: str
+    weight: str
+    mode: str  # "dynamic" or "static"
+    weight_scale: Any
+    input: QParams | None = None
+    output: QParams | None = None
+    fused_relu: bool = False
+    requantized: bool = False
+
+
+@dataclass
+class QuantizedGraph:
+    """A quantized HIR graph and a report of every layer it changed."""
+
+    graph: Graph
+    layers: list[LayerReport] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return str(self.graph)
+
+
+# ---- reading the f32 graph ------------------------------------------------------------------
+
+
+def host_value(g: Graph, name: str) -> Any:
+    """The host array behind a parameter or a constant node, or None for a computed value."""
+    import numpy as np
+
+    vals = g.values()
+    v = vals[name]
+    if v.kind is ValueKind.PARAM:
+        return np.asarray(g.param_data[name], dtype=dt.to_numpy_name(v.type.dtype))
+    node = g.producers().get(name)
+    if node is not None and node.op == "constant":
+        val = node.attr("value")
+        arr = np.array(val) if isinstance(val, tuple) else np.full(v.type.shape, val)
+        return arr.reshape(v.type.shape).astype(dt.to_numpy_name(v.type.dtype))
+    return None
+
+
+def _is_zero(g: Graph, name: str) -> bool:
+    """Is ``name`` a splat of 0 (through broadcasts)? -- relu's second operand."""
+    prod = g.producers()
+    node = prod.get(name)
+    while node is not None and node.op == "broadcast_in_dim":
+        node = prod.get(node.inputs[0])
+    return node is not None and node.op == "constant" and not isinstance(
+        node.attr("value"), tuple) and float(node.attr("value")) == 0.0
+
+
+def quantizable(g: Graph) -> list[Node]:
+    """The linears PTQ replaces: f32, with a weight known at trace time."""
+    return [n for n in g.nodes if n.op == "linear" and n.type.dtype == dt.f32
+            and host_value(g, n.inputs[1]) is not None
+            and (len(n.inputs) < 3 or host_value(g, n.inputs[2]) is not None)]
+
+
+def fused_relu(g: Graph, lin: Node) -> Node | None:
+    """The relu (``max(y, 0)``) that is the only consumer of a linear's output, if any."""
+    users = g.users().get(lin.name, [])
+    if len(users) != 1 or lin.name in g.outputs:
+        return None
+    u = users[0]
+    if u.op == "max" and len(u.inputs) == 2:
+        other = u.inputs[1] if u.inputs[0] == lin.name else u.inputs[0]
+        if _is_zero(g, other):
+            return u
+    return None
+
+
+def weight_qparams(w: Any, per_channel: bool, dtype: str = "i8") -> QParams:
+    """Symmetric weight parameters (narrow range: i8 in [-127, 127]), per output channel."""
+    import numpy as np
+
+    if per_channel:
+        amax = np.abs(w).max(axis=1)
+        return qparams_from_range(-amax, amax, dtype, "symmetric", axis=0, narrow=True)
+    amax = float(np.abs(w).max())
+    return qparams_from_range(-amax, amax, dtype, "symmetric", None, narrow=True)
+
+
+def quantize_array(x: Any, p: QParams, axis: int = 0) -> Any:
+    """The reference quantize of a host array (weights), in the same f32 arithmetic."""
+    import numpy as np
+
+    from rlx_core.targets.numpy_ref.quant_semantics import quantize
+
+    q = quantize(np.asarray(x, np.float32), p.scale, p.zero_point,
+                 axis if p.axis is not None else -1, p.dtype)
+    return q.astype(dt.to_numpy_name(dt.get(p.dtype)))
+
+
+# ---- building the quantized graph -----------------------------------------------------------
+
+
+class _Rewriter:
+    """Copies ``g`` node by node into a new builder, replacing the chosen linears."""
+
+    def __init__(self, g: Graph):
+        self.g = g
+        self.b = Builder(NameGen(g.values()))
+        self.map: dict[str, Value] = {v.name: v for v in (*g.inputs, *g.params)}
+        self.params: list[Value] = list(g.params)
+        self.data: dict[str, Any] = dict(g.param_data)
+
+    def v(self, name: str) -> Value:
+        return self.map[name]
+
+    def copy(self, n: Node) -> None:
+        self.b.loc = n.loc
+        self.map[n.name] = self.b.emit(n.op, [self.v(i) for i in n.inputs], n.a)
+
+    def param(self, name: str, data: Any) -> Value:
+        v = Value(self.b.names.claim(name), _type_of(data), ValueKind.PARAM)
+        self.params.append(v)
+        self.data[v.name] = data
+        return v
+
+    def const(self, arr: Any, dtype: dt.DType) -> Value:
+        import numpy as np
+
+        a = np.asarray(arr)
+        value = tuple(a.reshape(-1).tolist()) if a.ndim else a.item()
+        return self.b.emit("constant", [], {"value": value, "shape": a.shape, "dtype": dtype})
+
+    def splat(self, value: float | int, dtype: dt.DType, shape: tuple[int, ...]) -> Value:
+        return self.b.emit("constant", [], {"value": value, "shape": shape, "dtype": dtype})
+
+    def finish(self) -> Graph:
+        used = {i for n in self.b.nodes for i in n.inputs} | set(self.g.outputs)
+        params = tuple(p for p in self.params if p.name in used)
+        return Graph(self.g.name + "_int8", self.g.level, self.g.inputs, params,
+                     tuple(self.b.nodes), tuple(self.map[o].name for o in self.g.outputs),
+                     param_data={p.name: self.data[p.name] for p in params})
+
+
+def _type_of(data: Any) -> Any:
+    from rlx_core.ir.graph import TensorType
+
+    return TensorType(dt.get(data.dtype.name), tuple(data.shape))
+
+
+def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
+                     per_channel: bool = True) -> QuantizedGraph:
+    """Dynamic int8 PTQ: weights quantized now, activations per call (no calibration)."""
+    import numpy as np
+
+    from rlx_core.frontend.tracer import trace
+
+    g = fn if isinstance(fn, Graph) else trace(fn, *example_args)
+    lins = {n.name: n for n in quantizable(g)}
+    rw = _Rewriter(g)
+    reports: list[LayerReport] = []
+    for n in g.nodes:
+        if n.name not in lins:
+            rw.copy(n)
+            continue
+        b = rw.b
+        b.loc = n.loc
+        x = rw.v(n.inputs[0])
+        w = host_value(g, n.inputs[1])
+        wp = weight_qparams(w, per_channel)
+        wq = rw.param(f"{n.inputs[1]}.q", quantize_array(w, wp))
+        # s_x = max(max|x|, tiny) / 127 as a scalar tensor
+        amax = b.emit("reduce_max", [b.emit("abs", [x])], {"axes": tuple(range(x.type.rank))})
+        tiny = rw.const(np.float32(1e-30), dt.f32)
+        sx = b.emit("div", [b.emit("max", [amax, tiny]), rw.const(np.float32(127.0), dt.f32)])
+        xq = b.emit("quantize", [x, sx, rw.const(np.int32(0), dt.i32)], {"dtype": dt.i8})
+        acc = b.emit("int_linear", [xq, wq])
+        out_n = w.shape[0]
+        sxv = b.emit("broadcast_in_dim", [sx], {"shape": (out_n,), "dims": ()})
+        sw = rw.const(np.broadcast_to(wp.scale, (out_n,)).astype(np.float32), dt.f32)
+        scale = b.emit("mul", [sxv, sw])
+        y = b.emit("dequantize", [acc, scale, rw.const(np.zeros(out_n, np.int32), dt.i32)])
+        if len(n.inputs) == 3:
+            bias = rw.const(host_value(g, n.inputs[2]).astype(np.float32), dt.f32)
+            y = b.emit("add", [y, b.emit("broadcast_in_dim", [bias], {
+                "shape": y.type.shape, "dims": (y.type.rank - 1,)})])
+        rw.map[n.name] = y
+        reports.append(LayerReport(n.name, n.inputs[1], "dynamic", wp.scale))
+    return QuantizedGraph(rw.finish(), reports)
+
+
+# ---- static: calibration, then the integer chain ---------------------------------------------
+
+
+def _batches(data: Iterable[Any]) -> Iterable[tuple[Any, ...]]:
+    for item in data:
+        yield item if isinstance(item, tuple) else (item,)
+
+
+def calibrate(g: Graph, values: list[str], observers: dict[str, Observer],
+              data: Iterable[Any], target: str = "cpu") -> int:
+    """Run ``g`` over ``data`` (batches of its inputs) and feed every value in ``values`` to
+    its observer; returns the number of batches seen (CalibrationError when none)."""
+    import rlx_core.api as api
+
+    probe = g.with_nodes(g.nodes, outputs=tuple(values))
+    exes: dict[Any, Any] = {}
+    seen = 0
+    for args in _batches(data):
+        key = tuple(getattr(a, "shape", ()) for a in args)
+        if key not in exes:
+            exes[key] = api.compile(_with_shapes(probe, args), target=target, record=False)
+        outs = exes[key](*args)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        for name, arr in zip(values, outs, strict=True):
+            observers[name].observe(arr)
+        seen += 1
+    if not seen:
+        raise CalibrationError("the calibration iterator yielded no batches",
+                               hint="pass an iterable of input batches (e.g. a list of arrays)")
+    return seen
+
+
+def _with_shapes(g: Graph, args: tuple[Any, ...]) -> Graph:
+    """``g`` as traced at other batch shapes: only the inputs' leading size may change."""
+    if tuple(tuple(v.type.shape) for v in g.inputs) == tuple(tuple(a.shape) for a in args):
+        return g
+    raise QuantConfigError(
+        "calibration batches must have the shapes the model was traced with "
+        f"({[list(v.type.shape) for v in g.inputs]}, got {[list(a.shape) for a in args]})",
+        hint="trace with one calibration batch, and drop or pad a short last batch")
+
+
+def quantize_static(fn: Callable[..., Any] | Graph, *example_args: Any, data: Iterable[Any],
+                    method: str = "minmax", per_channel: bool = True,
+                    activation_dtype: str = "u8", activation_scheme: str = "asymmetric",
+                    target: str = "cpu", observer_options: dict[str, Any] | None = None,
+                    ) -> QuantizedGraph:
+    """Static int8 PTQ: observe every quantized linear's input and output over ``data``
+    (an iterable of input batches shaped like ``example_args``), then rewrite to integers."""
+    from rlx_core.frontend.tracer import trace
+
+    g = fn if isinstance(fn, Graph) else trace(fn, *example_args)
+    lins = quantizable(g)
+    watched = list(dict.fromkeys([n.inputs[0] for n in lins] + [post_value(g, n) for n in lins]))
+    opts = observer_options or {}
+    obs = {v: make_observer(method, dtype=activation_dtype, scheme=activation_scheme, **opts)
+           for v in watched}
+    calibrate(g, watched, obs, data, target)
+    return convert_static(g, {v: o.qparams() for v, o in obs.items()}, per_channel=per_channel)
+
+
+def post_value(g: Graph, lin: Node) -> str:
+    """The value a linear's output is quantized at: after its fused relu, if it has one."""
+    r = fused_relu(g, lin)
+    return r.name if r is not None else lin.name
+
+
+def convert_static(g: Graph, act: dict[str, QParams], weights: dict[str, QParams] | None = None,
+                   per_channel: bool = True) -> QuantizedGraph:
+    """Rewrite ``g``'s linears to the integer chain with fixed activation parameters ``act``
+    (by value name: every linear's input, and its post value where its output stays an
+    integer) and, optionally, fixed weight parameters (by weight value name; else symmetric
+    min-max per channel). QAT converts with its learned scales through here."""
+    import numpy as np
+
+    lins = quantizable(g)
+    relu = {n.name: fused_relu(g, n) for n in lins}
+    post = {n.name: post_value(g, n) for n in lins}
+    users = g.users()
+    # a linear's output stays an integer when every consumer of it is a quantized linear
+    chained = {n.name for n in lins if post[n.name] in act and post[n.name] not in g.outputs
+               and users.get(
+        post[n.name]) and all(u.op == "linear" and u.name in {m.name for m in lins}
+                              for u in users[post[n.name]])}
+    rw = _Rewriter(g)
+    ints: dict[str, tuple[Value, QParams]] = {}  # f32 value -> its int8 twin and params
+    reports: list[LayerReport] = []
+    skip = {relu[n].name for n in relu if relu[n] is not None and n in chained}
+    by_name = {n.name: n for n in lins}
+    for n in g.nodes:
+        if n.name in skip:
+            continue
+        if n.name not in by_name:
+            rw.copy(n)
+            continue
+        b = rw.b
+        b.loc = n.loc
+        xname = n.inputs[0]
+        if xname in ints:
+            xq, xp = ints[xname]
+        else:
+            xp = act[xname]
+            xq = b.emit("quantize", [rw.v(xname), rw.const(xp.scale, dt.f32),
+                                     rw.const(xp.zero_point, dt.i32)],
+                        {"dtype": dt.get(xp.dtype)})
+        w = host_value(g, n.inputs[1])
+        wp = (weights or {}).get(n.inputs[1]) or weight_qparams(w, per_channel)
+        wq = rw.param(f"{n.inputs[1]}.q", quantize_array(w, wp))
+        sx = float(xp.scale)
+        acc_scale = (np.float64(sx) * np.broadcast_to(wp.scale, (w.shape[0],)).astype(
+            np.float64))
+        args = [xq, wq]
+        if len(n.inputs) == 3:
+            bias = host_value(g, n.inputs[2]).astype(np.float64)
+            bq = np.clip(np.round(bias / acc_scale), -(2**31), 2**31 - 1).astype(np.int32)
+            args.append(rw.param(f"{n.inputs[2]}.q", bq))
+        acc = b.emit("int_linear", args, {"a_zero_point": int(xp.zero_point)})
+        rep = LayerReport(n.name, n.inputs[1], "static", wp.scale, xp, None,
+                          relu[n.name] is not None and n.name in chained, n.name in chained)
+        if n.name in chained:
+            yp = act[post[n.name]]
+            pairs = [quantize_multiplier(float(s) / float(yp.scale)) for s in acc_scale]
+            mult, shift = zip(*pairs, strict=True)
+            yq = b.emit("requantize", [acc], {"multiplier": mult, "shift": shift,
+                                              "zero_point": int(yp.zero_point),
+                                              "dtype": dt.get(yp.dtype)})
+            if relu[n.name] is not None:
+                yq = b.emit("max", [yq, rw.splat(int(yp.zero_point), yq.type.dtype,
+                                                 yq.type.shape)])
+            ints[post[n.name]] = (yq, yp)
+            rep.output = yp
+            # the f32 view, for any other reader (dead code otherwise)
+            rw.map[post[n.name]] = b.emit("dequantize", [yq, rw.const(yp.scale, dt.f32),
+                                                         rw.const(yp.zero_point, dt.i32)])
+            rw.map[n.name] = rw.map[post[n.name]]
+        else:
+            out_n = w.shape[0]
+            rw.map[n.name] = b.emit("dequantize", [acc, rw.const(
+                acc_scale.astype(np.float32), dt.f32), rw.const(np.zeros(out_n, np.int32),
+                                                               dt.i32)])
+        reports.append(rep)
+    return QuantizedGraph(rw.finish(), reports)

@@ -1,0 +1,82 @@
+"""QAT's fake_quantize: its reference forward, and its gradients (STE for x, LSQ for the
+scale, the exact one for the zero point) against hand formulas and finite differences where
+the forward is differentiable."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core import quant as Q
+from rlx_core.targets.numpy_ref import quant_semantics as ref
+
+
+def _loss(qmin, qmax, axis):
+    def f(x, s, z, g):
+        return (Q.fake_quantize(x, s, z, qmin, qmax, axis) * g).sum()
+
+    return f
+
+
+def test_forward_hand_values():
+    x = np.array([0.04, 0.05, 0.16, -1.0, 5.0], np.float32)
+    got = rlx.compile(lambda v: Q.fake_quantize(v, 0.1, 0.0, -8, 7), x)(x)
+    # 0.4 -> 0, 0.5 -> 0 (half to even), 1.6 -> 2, -10 -> -8 (clipped), 50 -> 7 (clipped)
+    want = np.float32([0, 0, 2, -8, 7]) * np.float32(0.1)
+    assert np.array_equal(got, want)
+    ref_out = ref.fake_quantize({"qmin": -8, "qmax": 7, "axis": -1}, x, np.float32(0.1),
+                                np.float32(0.0))
+    assert np.array_equal(ref_out, want)
+
+
+@pytest.mark.parametrize("axis", [None, 1])
+def test_gradients_match_ste_and_lsq(axis):
+    rng = np.random.default_rng(0)
+    x = (rng.normal(size=(4, 3)) * 2).astype(np.float32)
+    shape = () if axis is None else (3,)
+    s = np.full(shape, 0.05, np.float32) if axis is None else np.float32([0.05, 0.1, 0.2])
+    z = np.full(shape, 2.0, np.float32)
+    g = rng.normal(size=(4, 3)).astype(np.float32)
+    qmin, qmax = -16, 15
+    dx, ds, dz = rlx.grad(_loss(qmin, qmax, axis), argnums=(0, 1, 2))(x, s, z, g)
+    sb = s if axis is None else s[None, :]
+    zb = z if axis is None else z[None, :]
+    v = x / sb
+    q = np.round(v) + zb
+    below, above = q < qmin, q > qmax
+    inside = ~(below | above)
+    assert below.any() and above.any() and inside.any()  # every branch is exercised
+    np.testing.assert_allclose(dx, np.where(inside, g, 0.0), rtol=1e-6)
+    ds_elem = np.where(below, qmin - zb, np.where(above, qmax - zb, np.round(v) - v))
+    red = None if axis is None else 0
+    np.testing.assert_allclose(ds, (g * ds_elem).sum(axis=red), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dz, (g * np.where(inside, 0.0, -sb)).sum(axis=red), rtol=1e-5)
+
+
+def test_finite_differences_where_the_forward_is_differentiable():
+    """In the clipped region the forward is (q_lim - z) * s: linear in s and z, so their
+    gradients are checked by central differences; inside the range it does not depend on z
+    (gradient 0), which the differences confirm too."""
+    rng = np.random.default_rng(1)
+    g = rng.normal(size=(6,)).astype(np.float64)
+    x = np.array([3.0, -4.0, 5.0, -6.0, 2.5, 7.0], np.float32)  # all clipped at s = 0.1
+    s, z = np.float32(0.1), np.float32(1.0)
+    qmin, qmax = -8, 7
+    _, ds, dz = rlx.grad(_loss(qmin, qmax, None), argnums=(0, 1, 2))(x, s, z,
+                                                                    g.astype(np.float32))
+
+    def f(s_, z_, xs=x):  # the forward in f64, so the differences resolve 1e-4 steps
+        xs = xs.astype(np.float64)
+        q = np.clip(np.round(xs / s_) + z_, qmin, qmax)
+        return float((((q - z_) * s_) * g[:len(xs)]).sum())
+
+    h = 1e-4
+    s, z = float(s), float(z)  # steps taken in f64, not rounded to f32
+    assert float(ds) == pytest.approx((f(s + h, z) - f(s - h, z)) / (2 * h), rel=1e-4)
+    assert float(dz) == pytest.approx((f(s, z + h) - f(s, z - h)) / (2 * h), rel=1e-4)
+    xin = np.array([0.12, -0.33, 0.21], np.float32)  # inside: no dependence on z
+    _, _, dz_in = rlx.grad(_loss(qmin, qmax, None), argnums=(0, 1, 2))(
+        xin, s, z, np.ones(3, np.float32))
+    assert float(dz_in) == 0.0
+    assert abs(f(s, z + h, xin) - f(s, z - h, xin)) / (2 * h) < 1e-9
