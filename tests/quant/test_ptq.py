@@ -1,0 +1,76 @@
+"""PTQ end to end on a small MLP: the graph it produces (integer ops, inspectable), its
+accuracy against f32, the CPU running it bit for bit like the numpy reference, and the typed
+errors of bad calibration input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core.models.mlp import init_mlp, mlp_logits
+from rlx_core.quant import CalibrationError, QuantConfigError, ptq
+
+
+@pytest.fixture(scope="module")
+def model():
+    params = init_mlp((16, 32, 32, 4), seed=3)
+    rng = np.random.default_rng(0)
+    batches = [rng.uniform(0, 1, (8, 16)).astype(np.float32) for _ in range(4)]
+    g = rlx.trace(lambda x: mlp_logits(params, x), batches[0])
+    return g, batches
+
+
+def _run(g, x, target="numpy"):
+    return np.asarray(rlx.compile(g, target=target)(x))
+
+
+def test_static_ptq_graph_is_an_integer_chain(model):
+    g, batches = model
+    q = ptq.quantize_static(g, data=batches, target="numpy")
+    ops = q.graph.op_counts()
+    assert "linear" not in ops and ops["int_linear"] == 3 and ops["requantize"] == 2
+    assert ops["quantize"] == 1  # only the graph input: the layers hand int8 to each other
+    assert [r.requantized for r in q.layers] == [True, True, False]
+    assert [r.fused_relu for r in q.layers] == [True, True, False]
+    text = str(q)
+    assert "int_linear" in text and "requantize" in text  # the text form shows every step
+    x = batches[1]
+    want, got = _run(g, x), _run(q.graph, x)
+    assert np.abs(got - want).max() < 0.05 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("method", ["percentile", "mse", "entropy"])
+def test_every_calibration_method_quantizes(model, method):
+    g, batches = model
+    q = ptq.quantize_static(g, data=batches, method=method, target="numpy",
+                            activation_dtype="i8", activation_scheme="symmetric")
+    x = batches[2]
+    want, got = _run(g, x), _run(q.graph, x)
+    # (a few hundred calibration values: entropy clips hardest on so few)
+    assert np.abs(got - want).max() < 0.2 * np.abs(want).max()
+
+
+def test_dynamic_ptq_and_cpu_is_bit_exact_with_numpy(model):
+    g, batches = model
+    qd = ptq.quantize_dynamic(g)
+    assert qd.graph.op_counts()["int_linear"] == 3 and "requantize" not in qd.graph.op_counts()
+    x = batches[3]
+    want = _run(g, x)
+    assert np.abs(_run(qd.graph, x) - want).max() < 0.05 * np.abs(want).max()
+    ok, why = rlx.api.get_target("cpu").available()
+    if not ok:
+        pytest.skip(f"cpu: {why}")
+    qs = ptq.quantize_static(g, data=batches, target="numpy")
+    assert np.array_equal(_run(qs.graph, x, "cpu"), _run(qs.graph, x, "numpy"))
+
+
+def test_bad_calibration_input_is_typed(model):
+    g, batches = model
+    with pytest.raises(CalibrationError) as e:
+        ptq.quantize_static(g, data=[], target="numpy")
+    assert e.value.hint
+    with pytest.raises(QuantConfigError):
+        ptq.quantize_static(g, data=[batches[0][:3]], target="numpy")
+    with pytest.raises(QuantConfigError):
+        ptq.quantize_static(g, data=batches, method="kl", target="numpy")
