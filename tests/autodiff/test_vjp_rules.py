@@ -91,6 +91,11 @@ CASES: dict[str, tuple[Callable[..., Tensor], list[np.ndarray]]] = {
     # HIR ops kept whole through differentiation (rules.HIR_VJP_RULES)
     "softmax": (lambda x: rlx.nn.softmax(x, axis=1), [rand(2, 3, 4) * 3]),
     "log_softmax": (lambda x: rlx.nn.log_softmax(x, axis=-1), [rand(3, 5) * 3]),
+    # every value clipped (|x| > 1 with scale 0.1 and codes in [-8, 7]), where the
+    # straight-through gradient and the true one agree (0); tests/quant/test_qat.py checks the
+    # in-range STE and the scale's LSQ gradient
+    "fake_quantize": (lambda x: rlx.quant.fake_quantize(x, 0.1, 0.5, -8, 7),
+                      [np.sign(rand(3, 4)) * (1.0 + np.abs(rand(3, 4)))]),
 }
 
 
