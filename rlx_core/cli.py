@@ -50,6 +50,18 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
     fn, inputs, _ = load_model_file(args.file)
     if args.emit == "source":
+        from rlx_core.targets.registry import get_target
+
+        tgt = get_target(args.target)
+        ok, why = tgt.available()
+        if not ok and hasattr(tgt, "render_sources"):
+            # the source needs no toolchain: print it, and say why nothing was compiled
+            _, _, lir, _ = rlx.lower(fn, *inputs, target=args.target, policy=args.policy,
+                                     record=False)
+            print(f"// target {args.target} is not available here ({why}): source only")
+            for name, src in tgt.render_sources(lir).items():
+                print(f"// ---- kernel {name} ----\n{src}")
+            return 0
         exe = rlx.compile(fn, *inputs, target=args.target, policy=args.policy)
         if not exe.sources:
             print(f"# target {args.target} interprets LIR directly; it generates no source")

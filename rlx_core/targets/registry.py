@@ -16,6 +16,8 @@ TARGETS: dict[str, str] = {
     "webgpu": "rlx_core.targets.webgpu.target:WebGpuTarget",
     # the same WGSL on the GPU of the browser tab attached to the kernel (JupyterLab extension)
     "webgpu-browser": "rlx_core.targets.webgpu_browser.target:WebGpuBrowserTarget",
+    # StableHLO run by XLA through jaxlib (CPU backend here; a TPU through PJRT where present)
+    "tpu": "rlx_core.targets.tpu.target:TpuTarget",
 }
 
 

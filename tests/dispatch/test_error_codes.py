@@ -543,6 +543,37 @@ def p_b005():
     check_reply({"rlx": 99, "ok": True}, "run")  # an extension of another protocol version
 
 
+def _tpu_lir():
+    import rlx_core as rlx
+
+    _, _, lir, _ = rlx.lower(lambda a: rlx.exp(a) + a, np.ones((2, 3), np.float32),
+                             target="tpu", record=False)
+    return lir
+
+
+def p_h001():
+    from dataclasses import replace
+
+    from rlx_core.targets.tpu.renderer import render_module
+
+    # the renderer meets an op its table does not know (as a table claiming too much would)
+    lir = _tpu_lir()
+    odd = replace(lir.nodes[0], op="frobnicate")
+    render_module(replace(lir, nodes=(odd, *lir.nodes[1:]), kernels=()))
+
+
+def p_h002():
+    from dataclasses import replace
+
+    pytest.importorskip("jaxlib")
+    from rlx_core.targets.tpu.renderer import render_module
+    from rlx_core.targets.tpu.runtime import compile_module
+
+    mod = render_module(_tpu_lir())
+    compile_module(replace(mod, text=mod.text.replace("stablehlo.exponential",
+                                                      "stablehlo.exponentia")))
+
+
 # ---- explorer and the base class ------------------------------------------------------------
 
 def p_e000():
@@ -619,7 +650,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-X001": p_x001, "RLX-X002": p_x002, "RLX-X003": p_x003, "RLX-X004": p_x004,
     "RLX-K001": p_k001, "RLX-K002": p_k002,
     "RLX-B001": p_b001, "RLX-B002": p_b002, "RLX-B003": p_b003, "RLX-B004": p_b004,
-    "RLX-B005": p_b005,
+    "RLX-B005": p_b005, "RLX-H001": p_h001, "RLX-H002": p_h002,
     "RLX-Z001": p_z001, "RLX-Z002": p_z002,
     "RLX-E000": p_e000, "RLX-E101": p_e101, "RLX-E102": p_e102, "RLX-E103": p_e103,
     "RLX-Q001": p_q001, "RLX-Q002": p_q002, "RLX-Q003": p_q003, "RLX-Q004": p_q004,

@@ -1,0 +1,1 @@
+"""The tpu target: StableHLO (MLIR text) compiled and run by XLA through jaxlib (PJRT)."""
