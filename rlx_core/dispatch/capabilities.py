@@ -103,12 +103,17 @@ class Limits:
     max_workgroup_size: int | None = None
     max_storage_buffers: int | None = None  # per shader stage: operands + result of one kernel
     max_buffer_bytes: int | None = None
+    # the most elements one tensor may have: what the kernels' index type can count (a loop
+    # bound past it wraps, and the kernel silently does nothing). int64 unless a target says
+    max_elements: int | None = 2**63 - 1
+    index_type: str = "int64"
     source: str = "defaults"  # "defaults" or the adapter that reported them
 
     def to_json(self) -> dict[str, Any]:
         return {"max_workgroup_size": self.max_workgroup_size,
                 "max_storage_buffers": self.max_storage_buffers,
-                "max_buffer_bytes": self.max_buffer_bytes, "source": self.source}
+                "max_buffer_bytes": self.max_buffer_bytes, "max_elements": self.max_elements,
+                "index_type": self.index_type, "source": self.source}
 
 
 @dataclass(frozen=True)
@@ -170,6 +175,14 @@ class Capabilities:
     def limit_reasons(self, node: Node, in_types: list[TensorType]) -> list[Reason]:
         lim = self.limits
         reasons: list[Reason] = []
+        if lim.max_elements is not None:
+            for t in (*in_types, node.out.type):
+                if t.size > lim.max_elements:
+                    reasons.append(Reason(
+                        "RLX-L005", f"{t} has {t.size} elements; {self.target} indexes tensors "
+                        f"with {lim.index_type}, which counts to {lim.max_elements}",
+                        "split the tensor (a smaller batch or a loop over chunks)"))
+                    break
         if lim.max_buffer_bytes is not None:
             for t in (*in_types, node.out.type):
                 if t.nbytes > lim.max_buffer_bytes:

@@ -121,14 +121,21 @@ def linear(node: Node, ins: list[Value], b: Builder) -> Value:
     return y
 
 
+def _rstd(b: Builder, var: Value, eps: float) -> Value:
+    """1 / sqrt(var + eps), NaN where var overflowed the dtype: the row's squares passed its
+    max, so no value of it can be normalised, and 1/sqrt(inf) = 0 would give a row of zeros
+    that looks like an answer. ``var - var`` is 0, or NaN for inf (docs/reliability.md)."""
+    rstd = b.emit("rsqrt", [b.emit("add", [var, const(b, eps, var)])])
+    return b.emit("add", [rstd, b.emit("sub", [var, var])])
+
+
 def layer_norm(node: Node, ins: list[Value], b: Builder) -> Value:
     """(x - mean) / sqrt(var + eps) * weight + bias over the last axis; biased variance, as torch."""
     x = ins[0]
     last = x.type.rank - 1
     centred = b.emit("sub", [x, mean_last(b, x)])
     var = mean_last(b, b.emit("mul", [centred, centred]))
-    rstd = b.emit("rsqrt", [b.emit("add", [var, const(b, float(node.attr("eps")), var)])])
-    y = b.emit("mul", [centred, rstd])
+    y = b.emit("mul", [centred, _rstd(b, var, float(node.attr("eps")))])
     if len(ins) >= 2:
         y = b.emit("mul", [y, along(b, ins[1], y, last)])
     if len(ins) == 3:
@@ -140,8 +147,7 @@ def rms_norm(node: Node, ins: list[Value], b: Builder) -> Value:
     """x / sqrt(mean(x^2) + eps) * weight over the last axis."""
     x = ins[0]
     ms = mean_last(b, b.emit("mul", [x, x]))
-    rstd = b.emit("rsqrt", [b.emit("add", [ms, const(b, float(node.attr("eps")), ms)])])
-    y = b.emit("mul", [x, rstd])
+    y = b.emit("mul", [x, _rstd(b, ms, float(node.attr("eps")))])
     if len(ins) == 2:
         y = b.emit("mul", [y, along(b, ins[1], y, x.type.rank - 1)])
     return y

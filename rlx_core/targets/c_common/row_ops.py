@@ -15,6 +15,7 @@ once and the later passes hit L1::
     layer_norm    for p in rows:                   # always the last axis
                       mean = sum_r x / n;  var = sum_r (x - mean)^2 / n    # double sums
                       y = (x - mean) / sqrt(var + eps) * w + b              # rms_norm: no mean
+                      (NaN rows where var overflowed: see decompositions._rstd)
 
 Rows narrower than LANES (a 10-class head) are done sixteen at a time, one row per vector lane
 (``_softmax_lanes``), the same steps per row.
@@ -192,7 +193,9 @@ def _norm(env: KernelEnv, w: Writer, d: dt.DType, x: str, y: str, pre: int, n: i
     w.line(f"const {t} c = {dev};")
     w.line("v += (double)(c * c);")
     w.close()
-    w.line(f"const {t} rstd = {_fn('rsqrt', f'({t})v / ({t}){n} + {lit}', d)};")
+    w.line(f"const {t} var = ({t})v / ({t}){n};")
+    # + (var - var): NaN where the variance overflowed, as the decomposition (_rstd)
+    w.line(f"const {t} rstd = {_fn('rsqrt', f'var + {lit}', d)} + (var - var);")
     val = f"{dev} * rstd"
     if len(extra) >= 1:
         val = f"({val}) * {extra[0]}[r]"

@@ -14,7 +14,8 @@ Every backend is checked against this file, so each rule that numpy leaves open 
   is xor); ``logical_not`` is logical on bool and bitwise (``~x``) on integers.
 - ``cast``: float -> int truncates toward zero and saturates to the target range, NaN -> 0;
   int -> int wraps; anything -> bool is ``!= 0``; complex -> real keeps the real part.
-- f16 and bf16 reductions and contractions accumulate in f32 and round once at the end.
+- float sums and products (reductions) accumulate in f64 and round once at the end (as the C
+  targets do: docs/reliability.md); f16 and bf16 contractions accumulate in f32.
 - Comparisons give bool; ``argmax`` gives the first maximum (a NaN counts as the maximum);
   ``reduce_max``/``reduce_min`` of an empty axis give the lowest/highest value of the dtype.
 - ``gather`` is ``np.take(x, idx, axis)`` (negative indices count from the end; an index out of
@@ -244,18 +245,24 @@ _COMPARE: dict[str, Callable[[Array, Array], Array]] = {
 
 
 def _acc(x: Array) -> Array:
-    """Accumulation type: f16 sums in f32 (bf16 already is f32)."""
+    """Operand type of max/min: f16 compared in f32 (bf16 already is f32)."""
     return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
+def _acc_dtype(x: Array) -> Any:
+    """Accumulator of sums and products: f64 for every float (rounded once to the result's
+    dtype by ``finish``, as the C targets' double accumulators do), so an overflow that only a
+    partial sum has is not one (docs/reliability.md); integers keep their width (they wrap)."""
+    return np.float64 if x.dtype.kind == "f" else x.dtype
 
 
 def _reduce(op: str, a: dict[str, Any], x: Array) -> Array:
     axes = tuple(a["axes"])
-    xs = _acc(x)
     if op == "reduce_sum":
-        # dtype= keeps integer sums in their own width (they wrap) instead of promoting to i64
-        return np.sum(xs, axis=axes, dtype=xs.dtype)
+        return np.sum(x, axis=axes, dtype=_acc_dtype(x))
     if op == "reduce_prod":
-        return np.prod(xs, axis=axes, dtype=xs.dtype)
+        return np.prod(x, axis=axes, dtype=_acc_dtype(x))
+    xs = _acc(x)
     if xs.dtype == np.bool_:
         return np.any(xs, axis=axes) if op == "reduce_max" else np.all(xs, axis=axes)
     if xs.dtype.kind == "f":

@@ -14,7 +14,8 @@ in CI) and in headless Chromium; the claims are exactly what the renderer implem
   in index order (deterministic, O(output x indices));
 - limits: the WebGPU spec's guaranteed minimums as defaults (max workgroup size 256, 8 storage
   buffers per shader stage, 128 MiB per storage buffer binding); ``WebGpuTarget.caps`` replaces
-  them with what the live adapter reports (``CAPS.with_limits(...)``).
+  them with what the live adapter reports (``CAPS.with_limits(...)``); kernels index with u32,
+  so a tensor has at most 2^32 - 1 elements.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ CAPS = Capabilities(
         DTypeRule("i4", "unsupported", hint="dequantize: cast the i4 tensor to f32 first"),
     ),
     limits=Limits(max_workgroup_size=256, max_storage_buffers=8,
-                  max_buffer_bytes=128 * 1024 * 1024, source="WebGPU spec defaults"),
+                  max_buffer_bytes=128 * 1024 * 1024, max_elements=2**32 - 1,
+                  index_type="u32", source="WebGPU spec defaults"),
     features=("shader-f16",),
     note="WGSL kernels (renderer.py) run through wgpu natively and navigator.gpu in browsers",
 )
