@@ -225,3 +225,18 @@ def test_a_compiler_that_cannot_write_is_a_typed_error(tmp_path: Path, monkeypat
     with pytest.raises(cache.CacheWriteError) as info:
         toolchain.build_shared("int rlx_cache_probe_c(void) { return 5; }\n", compiler=full)
     assert info.value.code == "RLX-R014" and "No space left" in info.value.message
+
+
+@pytest.mark.parametrize("text", ["", "{", "[]", '{"opt_flags": 5}', '"x"'])
+def test_a_damaged_probe_record_is_probed_again(text: str, tmp_path: Path, monkeypatch) -> None:
+    """The compiler probe's JSON emptied, cut or of the wrong shape: probed again, no raw
+    TypeError/KeyError."""
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(toolchain, "_COMPILERS", {})
+    comp = toolchain.find_compiler()
+    (probe,) = tmp_path.glob("probe-*.json")
+    probe.write_text(text)
+    monkeypatch.setattr(toolchain, "_COMPILERS", {})
+    monkeypatch.setattr(toolchain, "_probe", lambda path, version: comp)  # (no real re-probe)
+    assert toolchain.find_compiler() == comp
+    assert json.loads(probe.read_text())["opt_flags"] == list(comp.opt_flags)
