@@ -129,8 +129,22 @@ def _rstd(b: Builder, var: Value, eps: float) -> Value:
     return b.emit("add", [rstd, b.emit("sub", [var, var])])
 
 
+def _widen(b: Builder, ins: list[Value]) -> tuple[list[Value], DType | None]:
+    """f16/bf16 operands of a normalisation cast to f32 (and the dtype to cast back to): its
+    squares pass f16's max once |x - mean| > 256, as torch computes them in f32 too."""
+    d = ins[0].type.dtype
+    if d not in (dt.f16, dt.bf16):
+        return ins, None
+    return [b.emit("cast", [v], {"dtype": dt.f32}) for v in ins], d
+
+
+def _narrow(b: Builder, y: Value, d: DType | None) -> Value:
+    return y if d is None else b.emit("cast", [y], {"dtype": d})
+
+
 def layer_norm(node: Node, ins: list[Value], b: Builder) -> Value:
     """(x - mean) / sqrt(var + eps) * weight + bias over the last axis; biased variance, as torch."""
+    ins, low = _widen(b, ins)
     x = ins[0]
     last = x.type.rank - 1
     centred = b.emit("sub", [x, mean_last(b, x)])
@@ -140,17 +154,18 @@ def layer_norm(node: Node, ins: list[Value], b: Builder) -> Value:
         y = b.emit("mul", [y, along(b, ins[1], y, last)])
     if len(ins) == 3:
         y = b.emit("add", [y, along(b, ins[2], y, last)])
-    return y
+    return _narrow(b, y, low)
 
 
 def rms_norm(node: Node, ins: list[Value], b: Builder) -> Value:
     """x / sqrt(mean(x^2) + eps) * weight over the last axis."""
+    ins, low = _widen(b, ins)
     x = ins[0]
     ms = mean_last(b, b.emit("mul", [x, x]))
     y = b.emit("mul", [x, _rstd(b, ms, float(node.attr("eps")))])
     if len(ins) == 2:
         y = b.emit("mul", [y, along(b, ins[1], y, x.type.rank - 1)])
-    return y
+    return _narrow(b, y, low)
 
 
 def softmax(node: Node, ins: list[Value], b: Builder) -> Value:

@@ -63,11 +63,12 @@ KNOWN: tuple[KnownDeviation, ...] = (
     KnownDeviation(
         "f32-overflow-sums", ("numpy", "cpu", "webgpu", "webgpu-browser"),
         owner="helper rel-crash (issue 31, Found 3: f32 overflow rows of layer_norm/sum)",
-        why="a sum, norm or softmax over values near the f32 (or f16) range: the reference "
-            "computes HIR composites in f64 and sums in numpy's pairwise order, the targets "
-            "(the numpy target included: it runs the decompositions) in the working dtype in "
-            "their own order, so one overflows where the other does not (layer_norm NaN vs 0.0, sum "
-            "inf vs 1e38). The semantics are being decided and documented by the owner.",
+        why="a norm, softmax or matmul over values near the f32 range. Decided semantics "
+            "(docs/reliability.md, 'Overflow in f32'): float sums accumulate in f64 on numpy "
+            "and cpu and agree with the reference; a layer_norm/rms_norm row whose f32 "
+            "variance overflows is NaN by definition, where this f64 reference is finite; "
+            "matmul/conv accumulate in the working dtype (BLAS), and webgpu sums in f32 (no "
+            "f64 in WGSL), so a partial sum can overflow there.",
         explains=lambda s, got, want: s.near_overflow and bool(s.ops & _SUMS)),
     KnownDeviation(
         "f64-composite-specials", ("numpy", "cpu", "webgpu", "webgpu-browser"),
