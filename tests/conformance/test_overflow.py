@@ -73,13 +73,25 @@ CASES = {
 WEBGPU_IEEE = ("layer_norm", "rms_norm")
 
 
+# a target without f64 accumulates sums in f32: a partial sum past f32 max may be inf there
+WIDE_SUMS = ("sum", "mean")
+
+
+def _has_f64(tgt: object) -> bool:
+    rule = tgt.caps.dtype_rule("f64")  # type: ignore[attr-defined]
+    return rule is not None and rule.status == "native"
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("target", TARGETS)
 def test_f32_overflow_rows_agree(target: str, case: str, request) -> None:
-    executable_target(target)
+    tgt = executable_target(target)
     if target.startswith("webgpu") and case in WEBGPU_IEEE:
         request.applymarker(pytest.mark.xfail(reason="lavapipe folds inf/NaN arithmetic "
                                                      "(GPU IEEE special values, issue 24)"))
+    if case in WIDE_SUMS and not _has_f64(tgt):
+        request.applymarker(pytest.mark.xfail(reason=f"{target} has no f64: its sums "
+                                                     "accumulate in f32 (docs/reliability.md)"))
     fn, want = CASES[case]
     got = np.asarray(rlx.compile(fn, ROWS, target=target, record=False)(ROWS))
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6, equal_nan=True)
