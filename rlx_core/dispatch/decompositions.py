@@ -273,27 +273,79 @@ def embedding(node: Node, ins: list[Value], b: Builder) -> Value:
 
 
 def conv2d(node: Node, ins: list[Value], b: Builder) -> Value:
-    """im2col + one dot_general per group, NCHW x OIHW.
+    """NCHW x OIHW as GEMMs over im2col columns; a depthwise conv as a sum of weighted taps.
 
-    cols (N, G, Cg*KH*KW, OH, OW) contracted with w (G, O/G, Cg*KH*KW) over axis 2 with the
-    group as batch axis gives (G, O/G, N, OH, OW), transposed back to (N, O, OH, OW).
+    - groups == 1: cols (N, C*KH*KW, OH*OW) (the input itself for a 1x1 stride-1 conv: no
+      copy) contracted with w (O, C*KH*KW). At N == 1 the product (O, OH*OW) already is the
+      NCHW result, so nothing is transposed and the bias (and what follows) can run as the
+      GEMM's epilogue; at N > 1 the (O, N, OH*OW) product is transposed once.
+    - depthwise (one filter per channel): sum over the KH*KW taps of tap * w[:, 0, i, j]: an
+      elementwise chain instead of C GEMMs of one row.
+    - other groups: one dot_general with the group as batch axis, transposed back.
     """
     x, w = ins[0], ins[1]
     n, c, _, _ = x.type.shape
     o, cg, kh, kw = w.type.shape
     g = int(node.attr("groups"))
     oh, ow = node.out.type.shape[2:]
-    xp = pad_hw(b, x, tuple(node.attr("padding")), 0.0)
-    cols = windows(b, xp, (kh, kw), tuple(node.attr("stride")), tuple(node.attr("dilation")),
-                   (oh, ow))
-    cols = b.emit("reshape", [cols], {"shape": (n, g, cg * kh * kw, oh, ow)})
-    wm = b.emit("reshape", [w], {"shape": (g, o // g, cg * kh * kw)})
-    y = b.emit("dot_general", [wm, cols], {"contract": ((2,), (2,)), "batch": ((0,), (1,))})
-    y = b.emit("transpose", [y], {"perm": (2, 0, 1, 3, 4)})
-    y = b.emit("reshape", [y], {"shape": (n, o, oh, ow)})
+    stride, padding = tuple(node.attr("stride")), tuple(node.attr("padding"))
+    dilation = tuple(node.attr("dilation"))
+    if g > 1 and cg == 1 and o == g:
+        y = _depthwise(b, x, w, stride, padding, dilation, (oh, ow))
+    elif g == 1:
+        # w is contracted over its (C, KH, KW) axes as it is: contiguous, so the GEMM reads
+        # the weight in place (a reshaped parameter would be copied on every call)
+        p = oh * ow
+        if (kh, kw) == (1, 1) and stride == (1, 1) and padding == (0, 0):
+            cols = x
+        else:
+            cols = windows(b, pad_hw(b, x, padding, 0.0), (kh, kw), stride, dilation, (oh, ow))
+        if n == 1:
+            cols = b.emit("reshape", [cols], {"shape": (c, kh, kw, p)})
+            y = b.emit("dot_general", [w, cols], {"contract": ((1, 2, 3), (0, 1, 2)),
+                                                   "batch": ((), ())})
+        else:
+            cols = b.emit("reshape", [cols], {"shape": (n, c, kh, kw, p)})
+            y = b.emit("dot_general", [w, cols], {"contract": ((1, 2, 3), (1, 2, 3)),
+                                                   "batch": ((), ())})
+            y = b.emit("transpose", [y], {"perm": (1, 0, 2)})
+        y = b.emit("reshape", [y], {"shape": (n, o, oh, ow)})
+    else:
+        xp = pad_hw(b, x, padding, 0.0)
+        cols = windows(b, xp, (kh, kw), stride, dilation, (oh, ow))
+        cols = b.emit("reshape", [cols], {"shape": (n, g, cg * kh * kw, oh, ow)})
+        wm = b.emit("reshape", [w], {"shape": (g, o // g, cg * kh * kw)})
+        y = b.emit("dot_general", [wm, cols], {"contract": ((2,), (2,)),
+                                                "batch": ((0,), (1,))})
+        y = b.emit("transpose", [y], {"perm": (2, 0, 1, 3, 4)})
+        y = b.emit("reshape", [y], {"shape": (n, o, oh, ow)})
     if len(ins) == 3:
         y = b.emit("add", [y, along(b, ins[2], y, 1)])
     return y
+
+
+def _depthwise(b: Builder, x: Value, w: Value, stride: tuple[int, ...],
+               padding: tuple[int, ...], dilation: tuple[int, ...],
+               out_hw: tuple[int, int]) -> Value:
+    """sum over taps (i, j) of x_padded[:, :, i*dh + s*oy, j*dw + s*ox] * w[:, 0, i, j]."""
+    n, c, _, _ = x.type.shape
+    _, _, kh, kw = w.type.shape
+    (sh, sw), (dh, dw), (oh, ow) = stride, dilation, out_hw
+    xp = pad_hw(b, x, padding, 0.0)
+    acc = None
+    for i in range(kh):
+        for j in range(kw):
+            tap = b.emit("slice", [xp], {"start": (0, 0, i * dh, j * dw),
+                                         "limit": (n, c, i * dh + (oh - 1) * sh + 1,
+                                                   j * dw + (ow - 1) * sw + 1),
+                                         "stride": (1, 1, sh, sw)})
+            wt = b.emit("slice", [w], {"start": (0, 0, i, j), "limit": (c, 1, i + 1, j + 1),
+                                       "stride": (1, 1, 1, 1)})
+            wt = b.emit("reshape", [wt], {"shape": (c,)})
+            term = b.emit("mul", [tap, along(b, wt, tap, 1)])
+            acc = term if acc is None else b.emit("add", [acc, term])
+    assert acc is not None
+    return acc
 
 
 def max_pool2d(node: Node, ins: list[Value], b: Builder) -> Value:
