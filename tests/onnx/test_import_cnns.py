@@ -63,3 +63,15 @@ def test_unfolded_batchnorm_at_an_old_opset() -> None:
     assert any(n.op_type == "BatchNormalization" for n in model.graph.node)
     got = rlx.compile(rlx.from_onnx(data), x, target="numpy", record=False)(x)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_batchnorm_is_folded_into_the_conv_before_it() -> None:
+    """Every Conv -> BatchNormalization pair of an unfolded export folds at import: no
+    BatchNormalization reaches the graph, and the result still matches ONNX Runtime on cpu."""
+    data, x, want = _case("resnet50", 9, keep_batchnorm=True)
+    n_bn = sum(n.op_type == "BatchNormalization" for n in onnx.load_from_string(data).graph.node)
+    graph = rlx.from_onnx(data)
+    assert n_bn > 0 and graph.origin["batchnorm_folded_into_conv"] == n_bn
+    assert "batch_norm" not in graph.op_counts() and "rsqrt" not in graph.op_counts()
+    got = rlx.compile(graph, x, target="numpy", record=False)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())

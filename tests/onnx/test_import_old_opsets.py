@@ -158,7 +158,8 @@ def test_the_compile_trace_records_the_import_path() -> None:
     import rlx_core as rlx
 
     res = import_model(_chain(8, "Sigmoid"))
-    assert res.graph.origin == {"format": "onnx", "opset": 8, "path": "direct"}
+    assert res.graph.origin == {"format": "onnx", "opset": 8, "path": "direct",
+                                "batchnorm_folded_into_conv": 0}
     exe = rlx.compile(res.graph, _f(2, 3), target="numpy")
     assert exe.trace.source["import"]["path"] == "direct"
 

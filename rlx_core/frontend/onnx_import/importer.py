@@ -127,8 +127,11 @@ def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None
     which of the two imported it. A model neither imports is rejected with the nodes of the
     direct import.
     """
+    from rlx_core.frontend.onnx_import.fold import fold_batchnorm
+
     proto = _load(model)
     opset = _opset(proto)
+    proto, folded = fold_batchnorm(proto)
     try:
         res = _import_proto(proto, input_shapes, static_inputs, name)
         path = "direct"
@@ -149,7 +152,8 @@ def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None
         if why:
             raise UnsupportedOp(direct.problems, hint=f"{why}; {direct.hint}") from None
         path = f"upgraded from opset {opset} to {UPGRADE_OPSET} by onnx.version_converter"
-    res.graph.origin = {"format": "onnx", "opset": opset, "path": path}
+    res.graph.origin = {"format": "onnx", "opset": opset, "path": path,
+                        "batchnorm_folded_into_conv": folded}
     res.notes.append(f"imported {path}")
     return res
 
