@@ -55,9 +55,9 @@ static inline rlx_f16 rlx_f16_st(float f) {
     if (absx < 0x38800000u) {                                          /* subnormal or zero */
         if (absx < 0x33000000u) return (rlx_f16)sign;
         uint32_t man = (absx & 0x7FFFFFu) | 0x800000u;
-        int shift = 126 - (int)(absx >> 23);
-        uint32_t half = man >> (shift + 1), rest = man & ((1u << (shift + 1)) - 1u);
-        uint32_t mid = 1u << shift;
+        int shift = 126 - (int)(absx >> 23);  /* 14..24: value / 2^-24 == man >> shift */
+        uint32_t half = man >> shift, rest = man & ((1u << shift) - 1u);
+        uint32_t mid = 1u << (shift - 1);
         if (rest > mid || (rest == mid && (half & 1u))) half++;
         return (rlx_f16)(sign | half);
     }
