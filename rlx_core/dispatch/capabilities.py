@@ -16,7 +16,8 @@ from rlx_core.ir.ops import MIR_OPS
 
 # How much of a table is backed by a renderer that runs here (DESIGN.md section 6), plus
 # "planned": the renderer is not written yet, the table says what it will implement.
-VERIFICATION_LEVELS = ("executes", "compile-check", "text-only", "planned")
+VERIFICATION_LEVELS = ("executes", "executes (emulated)", "compile-check", "syntax-checked",
+                       "text-only", "planned")
 
 
 @dataclass(frozen=True)

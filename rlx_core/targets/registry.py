@@ -18,6 +18,8 @@ TARGETS: dict[str, str] = {
     "webgpu-browser": "rlx_core.targets.webgpu_browser.target:WebGpuBrowserTarget",
     # StableHLO run by XLA through jaxlib (CPU backend here; a TPU through PJRT where present)
     "tpu": "rlx_core.targets.tpu.target:TpuTarget",
+    # C + HVX intrinsics; clang-checked for v68, run under qemu-hexagon
+    "hexagon": "rlx_core.targets.hexagon.target:HexagonTarget",
 }
 
 

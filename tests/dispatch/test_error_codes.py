@@ -562,6 +562,30 @@ def p_h001():
     render_module(replace(lir, nodes=(odd, *lir.nodes[1:]), kernels=()))
 
 
+def p_h003():
+    from rlx_core.targets.hexagon.toolchain import compile_check, find_clang
+
+    if find_clang()[0] is None:
+        pytest.skip(f"no clang with the Hexagon backend: {find_clang()[1]}")
+    compile_check("static void k(void) { undeclared_intrinsic(); }\n")
+
+
+def p_h004(monkeypatch, tmp_path):
+    import numpy as np
+
+    import rlx_core as rlx
+    from rlx_core.targets.hexagon import emulator
+    from rlx_core.targets.registry import get_target
+
+    ok, why = get_target("hexagon").available()
+    if not ok:
+        pytest.skip(f"hexagon unavailable: {why}")
+    exe = rlx.compile(lambda a: a + a, np.ones(4, np.int32), target="hexagon")
+    # an "emulator" that dies before writing anything, as a faulting program would
+    monkeypatch.setattr(emulator, "find_qemu", lambda: ("false", ""))
+    exe(np.ones(4, np.int32))
+
+
 def p_h002():
     from dataclasses import replace
 
@@ -651,6 +675,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-K001": p_k001, "RLX-K002": p_k002,
     "RLX-B001": p_b001, "RLX-B002": p_b002, "RLX-B003": p_b003, "RLX-B004": p_b004,
     "RLX-B005": p_b005, "RLX-H001": p_h001, "RLX-H002": p_h002,
+    "RLX-H003": p_h003, "RLX-H004": p_h004,
     "RLX-Z001": p_z001, "RLX-Z002": p_z002,
     "RLX-E000": p_e000, "RLX-E101": p_e101, "RLX-E102": p_e102, "RLX-E103": p_e103,
     "RLX-Q001": p_q001, "RLX-Q002": p_q002, "RLX-Q003": p_q003, "RLX-Q004": p_q004,

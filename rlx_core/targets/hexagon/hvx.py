@@ -1,0 +1,94 @@
+"""HVX (128-byte vector) kernels for the elementwise ops Hexagon's integer vector unit has.
+
+A kernel of one binary node over contiguous operands of equal shape becomes a loop over whole
+128-byte vectors with one HVX intrinsic each (unaligned ``vmemu`` loads and stores), then a
+scalar tail written by the shared C expression rules. Integer lanes wrap like the reference
+(HVX ``vadd``/``vsub`` are modular). f32 uses HVX's qf32 arithmetic, which exists from v68 on:
+those loops are guarded by ``__HVX_ARCH__ >= 68`` and fall back to the scalar loop below.
+"""
+
+from __future__ import annotations
+
+from rlx_core.ir.graph import Kernel, TensorType
+from rlx_core.targets.c_common import ctype_table as ct
+from rlx_core.targets.c_common.expr import render as c_expr
+
+VECTOR_BYTES = 128
+
+# (op, dtype) -> intrinsic call with {a} and {b}; integer ops are HVX v60+
+_INT = {
+    ("add", "i8"): "Q6_Vb_vadd_VbVb({a}, {b})", ("add", "u8"): "Q6_Vb_vadd_VbVb({a}, {b})",
+    ("add", "i16"): "Q6_Vh_vadd_VhVh({a}, {b})", ("add", "i32"): "Q6_Vw_vadd_VwVw({a}, {b})",
+    ("add", "u32"): "Q6_Vw_vadd_VwVw({a}, {b})",
+    ("sub", "i8"): "Q6_Vb_vsub_VbVb({a}, {b})", ("sub", "u8"): "Q6_Vb_vsub_VbVb({a}, {b})",
+    ("sub", "i16"): "Q6_Vh_vsub_VhVh({a}, {b})", ("sub", "i32"): "Q6_Vw_vsub_VwVw({a}, {b})",
+    ("sub", "u32"): "Q6_Vw_vsub_VwVw({a}, {b})",
+    ("max", "i8"): "Q6_Vb_vmax_VbVb({a}, {b})", ("max", "u8"): "Q6_Vub_vmax_VubVub({a}, {b})",
+    ("max", "i16"): "Q6_Vh_vmax_VhVh({a}, {b})", ("max", "i32"): "Q6_Vw_vmax_VwVw({a}, {b})",
+    ("min", "i8"): "Q6_Vb_vmin_VbVb({a}, {b})", ("min", "u8"): "Q6_Vub_vmin_VubVub({a}, {b})",
+    ("min", "i16"): "Q6_Vh_vmin_VhVh({a}, {b})", ("min", "i32"): "Q6_Vw_vmin_VwVw({a}, {b})",
+    ("mul", "i16"): "Q6_Vh_vmpyi_VhVh({a}, {b})",
+}
+for _d in ("i8", "u8", "i16", "i32", "u32", "bool"):
+    for _op, _fn in (("and", "Q6_V_vand_VV"), ("or", "Q6_V_vor_VV"), ("xor", "Q6_V_vxor_VV")):
+        _INT[(_op, _d)] = _fn + "({a}, {b})"
+# f32 through qf32 (v68+): the sum is formed in qf32 and converted back to IEEE f32
+_F32 = {
+    "add": "Q6_Vsf_equals_Vqf32(Q6_Vqf32_vadd_VsfVsf({a}, {b}))",
+    "sub": "Q6_Vsf_equals_Vqf32(Q6_Vqf32_vsub_VsfVsf({a}, {b}))",
+    "mul": "Q6_Vsf_equals_Vqf32(Q6_Vqf32_vmpy_VsfVsf({a}, {b}))",
+}
+
+HEADER = r"""
+/* HVX: 128-byte vectors; unaligned loads/stores through a 1-byte-aligned vector type */
+#include <hvx_hexagon_protos.h>
+typedef long HVX_Vector __attribute__((__vector_size__(128))) __attribute__((aligned(128)));
+typedef long HVX_UVector __attribute__((__vector_size__(128))) __attribute__((aligned(1)));
+#define RLX_VLD(p) (*(const HVX_UVector*)(const void*)(p))
+#define RLX_VST(p, v) (*(HVX_UVector*)(void*)(p) = (v))
+"""
+
+
+def intrinsic(op: str, dtype: str) -> tuple[str, bool] | None:
+    """(intrinsic template, needs v68) for ``op`` on ``dtype`` lanes, or None (scalar only)."""
+    if (op, dtype) in _INT:
+        return _INT[(op, dtype)], False
+    if dtype == "f32" and op in _F32:
+        return _F32[op], True
+    return None
+
+
+def hvx_kernel(k: Kernel, types: dict[str, TensorType]) -> tuple[str, str, int] | None:
+    """(op, dtype, lanes) when ``k`` is one binary node HVX runs lane-wise, else None."""
+    if k.kind != "elementwise" or len(k.nodes) != 1 or len(k.outputs) != 1:
+        return None
+    n = k.nodes[0]
+    if len(n.inputs) != 2 or any(i not in k.inputs for i in n.inputs):
+        return None
+    t = n.type
+    if any(types[i] != t for i in n.inputs) or intrinsic(n.op, t.dtype.name) is None:
+        return None
+    lanes = VECTOR_BYTES * 8 // max(8, t.dtype.bits)
+    return n.op, t.dtype.name, lanes
+
+
+def render_body(k: Kernel, types: dict[str, TensorType]) -> list[str]:
+    """The statements of an HVX kernel (see the module docstring); call hvx_kernel first."""
+    op, dtype, lanes = hvx_kernel(k, types)  # type: ignore[misc]
+    n = k.nodes[0]
+    a, b = (f"in{k.inputs.index(i)}" for i in n.inputs)
+    d = n.type.dtype
+    size = n.type.size
+    template, v68 = intrinsic(op, dtype)  # type: ignore[misc]
+    scalar = c_expr(op, n.a, [ct.load(d, f"{a}[i]"), ct.load(d, f"{b}[i]")], [d, d], d)
+    lines = [f"const int64_t n = {size};", "int64_t i = 0;"]
+    if v68:
+        lines.append("#if defined(__HVX_ARCH__) && __HVX_ARCH__ >= 68")
+    lines += [f"for (; i + {lanes} <= n; i += {lanes}) {{  /* {lanes} lanes per vector */",
+              f"    RLX_VST(out0 + i, {template.format(a=f'RLX_VLD({a} + i)', b=f'RLX_VLD({b} + i)')});",
+              "}"]
+    if v68:
+        lines.append("#endif")
+    lines += ["for (; i < n; ++i) {  /* the tail (and every lane without HVX) */",
+              f"    out0[i] = {ct.store(d, scalar)};", "}"]
+    return ["    " + x if not x.startswith("#") else x for x in lines]
