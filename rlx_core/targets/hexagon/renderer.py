@@ -6,17 +6,44 @@ Kernels that ``hvx.hvx_kernel`` accepts get an HVX body; every other kernel is t
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from rlx_core.ir.graph import Graph, Kernel, TensorType
 from rlx_core.targets.c_common import ctype_table as ct
+from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.names import c_comment
 from rlx_core.targets.c_common.renderer import CLikeRenderer
 from rlx_core.targets.hexagon import hvx
+
+# The prelude's NaN-propagating max/min, with the NaN tests spelled out: clang-14 turns
+# ``(a != a || a > b) ? a : b`` into Hexagon's sfmax, which returns the other operand for a
+# NaN (as qemu-hexagon runs it), so a NaN in the second place was lost (found by the fuzzer).
+_NAN_SAFE = {
+    "static inline float rlx_max_f(float a, float b) { return (a != a || a > b) ? a : b; }":
+    "static inline float rlx_max_f(float a, float b) "
+    "{ return a != a ? a : b != b ? b : (a > b ? a : b); }",
+    "static inline float rlx_min_f(float a, float b) { return (a != a || a < b) ? a : b; }":
+    "static inline float rlx_min_f(float a, float b) "
+    "{ return a != a ? a : b != b ? b : (a < b ? a : b); }",
+}
 
 
 class HexagonRenderer(CLikeRenderer):
     name = "hexagon"
     restrict = "__restrict__"
     kernel_decl = "static void"
+
+    def render_program(self, g: Graph, prefix: str = "rlx") -> Any:
+        prog = super().render_program(g, prefix)
+        source = prog.source
+        for old, new in _NAN_SAFE.items():
+            if old not in source:
+                raise RenderError("the C prelude's rlx_max_f/rlx_min_f changed: update "
+                                  "hexagon/renderer.py's NaN-safe copies",
+                                  hint="a renderer bug: use target cpu meanwhile")
+            source = source.replace(old, new)
+        return replace(prog, source=source)
 
     def extra_headers(self) -> list[str]:
         return [hvx.HEADER]
