@@ -51,6 +51,17 @@ def test_export_renders_graphs_dispatch_and_links(page: Any, tmp_path: Path,
     # labelled without hovering: buffers, offsets, kernel indices
     assert page.locator("svg.rlx-timeline text.rlx-slot-label").count() > 0
     assert page.locator("svg.rlx-timeline text.rlx-kernel-tick").count() > 0
+    # fit-to-view and zoom on a graph pane
+    page.click("button[data-view='graph']")
+    hir = page.locator(".rlx-graph[data-graph='hir']")
+    hir.locator("button[data-zoom='fit']").click()
+    fit = float(hir.locator(".rlx-graph-canvas").get_attribute("data-zoom") or 0)
+    hir.locator("button[data-zoom='+']").click()
+    assert float(hir.locator(".rlx-graph-canvas").get_attribute("data-zoom") or 0) > fit > 0
+    # every target's column of the dispatch matrix is in view, not behind a scroll
+    page.click("button[data-view='dispatch']")
+    last = page.locator("table.rlx-matrix tr").first.locator("th").last.bounding_box()
+    assert last and last["x"] + last["width"] <= page.viewport_size["width"], last
     # one level over the whole width, the others a click away
     page.click("button[data-view='graph']")
     page.click("button[data-layout='mir']")

@@ -30,15 +30,74 @@ class GraphPanel {
       ? h("button", { class: "rlx-btn", onclick: () => this.toggleAll(), text: "collapse/expand blocks" })
       : null;
     this.status = h("span", { class: "rlx-small rlx-muted" });
+    this.zoom = 1;
+    const zoomBtn = (text, title, f) => h("button", { class: "rlx-btn rlx-zoom", title, text,
+      "data-zoom": text, onclick: () => { f(); this.applyZoom(); } });
+    const zooms = h("span", { class: "rlx-zooms" },
+      zoomBtn("fit", "fit the graph to the pane", () => { this.zoom = this.fitZoom(); }),
+      zoomBtn("−", "zoom out (or ctrl + wheel)", () => { this.zoom /= 1.25; }),
+      zoomBtn("+", "zoom in (or ctrl + wheel)", () => { this.zoom *= 1.25; }),
+      zoomBtn("1:1", "natural size", () => { this.zoom = 1; }));
     this.el = h("div", { class: "rlx-graph", "data-graph": key || view.level },
       h("div", { class: "rlx-graph-head" },
         h("b", { text: title }), " ",
         h("span", { class: "rlx-small rlx-muted",
           text: `${c.nodes ?? view.nodes.length} ops` + (c.kernels ? `, ${c.kernels} kernels` : "") }),
-        " ", blocks, " ", weights, " ", this.status),
+        " ", blocks, " ", weights, " ", zooms, " ", this.status),
       this.canvas);
     this.canvas.addEventListener("click", (e) => this.onClick(e));
+    this.canvas.addEventListener("wheel", (e) => {
+      if (!e.ctrlKey) return;
+      e.preventDefault();
+      this.zoom *= e.deltaY < 0 ? 1.1 : 1 / 1.1;
+      this.applyZoom();
+    }, { passive: false });
+    // drag the background to pan (a click without a drag still selects)
+    let drag = null;
+    this.canvas.addEventListener("mousedown", (e) => {
+      drag = { x: e.clientX, y: e.clientY, left: this.canvas.scrollLeft, top: this.canvas.scrollTop, moved: false };
+    });
+    this.canvas.addEventListener("mousemove", (e) => {
+      if (!drag || !(e.buttons & 1)) { drag = null; return; }
+      const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+      if (Math.abs(dx) + Math.abs(dy) > 4) drag.moved = true;
+      if (drag.moved) {
+        this.canvas.scrollLeft = drag.left - dx;
+        this.canvas.scrollTop = drag.top - dy;
+      }
+    });
+    this.canvas.addEventListener("click", (e) => {
+      if (drag && drag.moved) e.stopImmediatePropagation();
+      drag = null;
+    }, true);
     this.marks = {};
+  }
+
+  natural() {
+    const svg = this.canvas.querySelector("svg");
+    if (!svg) return null;
+    if (!svg.dataset.w) {
+      const vb = svg.viewBox && svg.viewBox.baseVal;
+      svg.dataset.w = String(vb && vb.width ? vb.width : parseFloat(svg.getAttribute("width")) || 0);
+      svg.dataset.h = String(vb && vb.height ? vb.height : parseFloat(svg.getAttribute("height")) || 0);
+    }
+    return { svg, w: Number(svg.dataset.w), h: Number(svg.dataset.h) };
+  }
+
+  fitZoom() {
+    const n = this.natural();
+    if (!n || !n.w || !n.h) return 1;
+    const maxH = parseFloat(getComputedStyle(this.canvas).maxHeight) || 640;
+    return Math.min((this.canvas.clientWidth - 4) / n.w, (maxH - 4) / n.h, 2);
+  }
+
+  applyZoom() {
+    const n = this.natural();
+    if (!n || !n.w || !n.h) return;
+    this.zoom = Math.min(8, Math.max(0.05, this.zoom));
+    n.svg.setAttribute("width", `${n.w * this.zoom}pt`);
+    n.svg.setAttribute("height", `${n.h * this.zoom}pt`);
+    this.canvas.dataset.zoom = this.zoom.toFixed(3);
   }
 
   toggleAll() {
@@ -55,6 +114,7 @@ class GraphPanel {
         this.key);
       clear(this.canvas);
       if (svg) this.canvas.append(svg);
+      if (this.zoom !== 1) this.applyZoom();
       this.status.textContent = `${engine} ${Math.round(performance.now() - t0)} ms`;
       this.canvas.dataset.rendered = "1";
       for (const [cls, ids] of Object.entries(this.marks)) this.mark(cls, ids);

@@ -206,7 +206,8 @@ function viewDispatch(app, box) {
     }
     table.append(tr);
   }
-  box.append(h("div", { class: "rlx-split" }, h("div", { class: "rlx-scroll" }, table), detail));
+  // every target's column stays in view: the cell detail moves below when it does not fit
+  box.append(h("div", { class: "rlx-split rlx-wrap" }, h("div", { class: "rlx-scroll" }, table), detail));
 }
 
 function viewFailures(app, box) {

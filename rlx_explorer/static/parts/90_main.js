@@ -165,7 +165,7 @@ const CSS_TEXT = `
 .rlx-code .rlx-hl,.rlx-hl>td{background:#fecaca}.rlx-link{cursor:pointer}
 .tok-val{color:#1d4ed8}.tok-sym{color:#7c3aed}.tok-type{color:#047857}.tok-kw{color:#9333ea;font-weight:600}
 .tok-num{color:#b45309}.tok-str{color:#be123c}.tok-op{color:#0f766e;font-weight:600}.tok-com{color:#64748b;font-style:italic}
-.rlx-split{display:flex;gap:8px}.rlx-steplist{display:flex;flex-direction:column;gap:2px;width:190px;flex:none}
+.rlx-split{display:flex;gap:8px}.rlx-wrap{flex-wrap:wrap}.rlx-graph-canvas{cursor:grab}.rlx-zoom{min-width:22px}.rlx-steplist{display:flex;flex-direction:column;gap:2px;width:190px;flex:none}
 .rlx-stepbody{flex:1;min-width:0}.rlx-muted{color:#64748b}.rlx-small{font-size:11px}
 .st-added{color:#15803d}.st-changed{color:#a16207}.st-removed{color:#b91c1c}
 .rlx-matrix{border-collapse:collapse;font-size:11px}.rlx-matrix td,.rlx-matrix th{border:1px solid #e2e8f0;padding:2px 4px}
