@@ -105,8 +105,9 @@ def test_long_work_reports_each_stage(capsys: pytest.CaptureFixture[str]) -> Non
     from rlx_explorer.progress import terminal
 
     stages: list[str] = []
-    explore(lambda x: x * 2, np.ones(3, np.float32), targets="numpy,cpu", run=False,
-            progress=stages.append).bundle
+    bundle = explore(lambda x: x * 2, np.ones(3, np.float32), targets="numpy,cpu", run=False,
+                     progress=stages.append).bundle
+    assert not bundle["failures"]
     assert stages[:2] == ["compiling for numpy (1/2)", "compiling for cpu (2/2)"]
     assert stages[-1].startswith("building the views")
     terminal()("compiling for cpu (1/1)")
