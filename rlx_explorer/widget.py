@@ -33,7 +33,13 @@ function pageViz(model) {
         if (msg && msg.type === "viz") { model.off("msg:custom", onMsg); done(msg.src); }
       };
       model.on("msg:custom", onMsg);
-      model.send({ type: "viz" });
+      try {
+        model.send({ type: "viz" });
+      } catch (err) {  // no kernel behind a widget restored from a saved notebook
+        globalThis.rlxVizPromise = null;
+        done("");
+        return;
+      }
       setTimeout(() => { globalThis.rlxVizPromise = null; done(""); }, VIZ_WAIT_MS);
     });
   }

@@ -6,7 +6,9 @@
 2. the JupyterLab extension (MIME renderer of saved outputs, browser WebGPU executor) is linked
    into ``<prefix>/share/jupyter/labextensions`` from ``extension/labextension``, as
    ``jupyter labextension develop`` does: an editable install does not copy the data files a
-   wheel carries, so without the link saved explorer outputs show only their fallback.
+   wheel carries, so without the link saved explorer outputs show only their fallback;
+3. JupyterLab saves widget state with the notebook (a settings override), so explorer widgets
+   render again when the notebook is reopened without a kernel.
 
     usage: python scripts/notebook_setup.py [--prefix PREFIX]   (default: sys.prefix)
 """
@@ -47,6 +49,24 @@ def link_labextension(prefix: Path, source: Path = ROOT / "extension" / "labexte
     return dest
 
 
+WIDGETS_PLUGIN = "@jupyter-widgets/jupyterlab-manager:plugin"
+
+
+def save_widget_state(prefix: Path) -> Path:
+    """JupyterLab of the env saves widget state into the notebook (``saveState``), so an
+    explorer widget still renders when the notebook is reopened without a kernel (otherwise:
+    "Error displaying widget: model not found"). A settings override of the env; other keys
+    of the file are kept."""
+    path = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config = json.loads(path.read_text()) if path.exists() else {}
+    plugin = config.setdefault(WIDGETS_PLUGIN, {})
+    if plugin.get("saveState") is not True:
+        plugin["saveState"] = True
+        path.write_text(json.dumps(config, indent=2) + "\n")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prefix", default=sys.prefix, help="the environment (default: sys.prefix)")
@@ -54,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     prefix = Path(args.prefix)
     print(f"notebook: %%rlx loads by itself ({autoload(prefix)})")
     print(f"notebook: JupyterLab extension linked ({link_labextension(prefix)})")
+    print(f"notebook: widget state saved with notebooks ({save_widget_state(prefix)})")
     return 0
 
 

@@ -32,3 +32,13 @@ def test_labextension_is_linked_to_the_built_one(tmp_path: Path) -> None:
     assert dest.is_symlink() and (dest / "package.json").is_file()
     build = json.loads((dest / "package.json").read_text())["jupyterlab"]["_build"]
     assert (dest / build["load"]).is_file() and "mimeExtension" in build  # a built extension
+
+
+def test_jupyterlab_saves_widget_state(tmp_path: Path) -> None:
+    path = tmp_path / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"@jupyterlab/apputils-extension:themes": {"theme": "x"}}))
+    SETUP["save_widget_state"](tmp_path)
+    config = json.loads(path.read_text())
+    assert config["@jupyter-widgets/jupyterlab-manager:plugin"] == {"saveState": True}
+    assert config["@jupyterlab/apputils-extension:themes"] == {"theme": "x"}
