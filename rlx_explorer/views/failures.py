@@ -37,7 +37,8 @@ def failure_view(target: str, policy: str, failures: list[dict[str, Any]],
         items.append({
             "node": d["node"], "op": d["op"], "types": d.get("types", ""),
             "code": d.get("code", ""), "message": why, "hint": d.get("hint", ""),
-            "file": file, "line": line, "source_line": sources.line(file, line),
+            "file": file, "file_label": sources.label(file), "line": line,
+            "source_line": sources.line(file, line),
             "origin": origin, "origin_op": d.get("origin_op", ""),
             "hir_id": ids.get(origin, ids.get(d["node"], "")),
             "rejected": d.get("rejected", []), "record": d})

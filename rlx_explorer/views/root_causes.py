@@ -140,7 +140,8 @@ def _value_group(src: dict[str, Any], dtype: str, item: dict[str, Any], files: l
     return {"cause": name, "kind": kind, "dtype": dtype, "code": code_for(item, dtype),
             "title": f"{dtype} comes from {_KIND.get(kind, 'the op')} `{name}`",
             "fix": _fix(kind, name, dtype, line, src.get("op", "")),
-            "file": file, "line": line, "source_line": sources.line(file, line),
+            "file": file, "file_label": sources.label(file), "line": line,
+            "source_line": sources.line(file, line),
             "hir_id": src["id"], "nodes": [], "hir_ids": []}
 
 
@@ -148,5 +149,6 @@ def _own_group(item: dict[str, Any]) -> dict[str, Any]:
     return {"cause": item["node"], "kind": "node", "dtype": "", "code": item["code"],
             "title": f"{item['op']} itself: {item['message'] or item['code']}",
             "fix": item["hint"] or "see docs/errors.md", "file": item["file"],
+            "file_label": item.get("file_label", item["file"]),
             "line": item["line"], "source_line": item["source_line"],
             "hir_id": item["hir_id"], "nodes": [], "hir_ids": [item["hir_id"]]}

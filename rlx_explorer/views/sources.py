@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlx_core.cli import REPO_ROOT
+from rlx_explorer.views.ir_text import cell_label
 
 MAX_FILE_LINES = 5000
 
@@ -61,11 +62,15 @@ class SourceIndex:
                 return i
         return 0
 
+    def label(self, file: str) -> str:
+        """How ``file`` is shown: ``cell [n]`` for a notebook cell, else the file itself."""
+        return cell_label(file)
+
     def to_json(self) -> dict[str, Any]:
         """Every referenced file with all its lines (the viewer scrolls to the selected one)."""
         files = []
         for file in sorted(self.referenced):
             lines = self._read(file)
-            files.append({"file": file, "found": lines is not None, "lines": lines or [],
-                          "referenced": sorted(self.referenced[file])})
+            files.append({"file": file, "label": cell_label(file), "found": lines is not None,
+                          "lines": lines or [], "referenced": sorted(self.referenced[file])})
         return {"files": files}

@@ -207,6 +207,11 @@ def test_cell_label_uses_the_kernels_execution_count(monkeypatch) -> None:
 
     monkeypatch.setattr(IPython, "get_ipython", lambda: Shell())
     assert ir_text.cell_label(path) == "cell [12]"
+    from rlx_explorer.views.sources import SourceIndex
+
+    src = SourceIndex({path: "x = 1\n"})
+    src.line(path, 1)
+    assert src.to_json()["files"][0]["label"] == "cell [12]"  # the source pane's heading
     assert ir_text.cell_label("model.py") == "model.py"
 
 

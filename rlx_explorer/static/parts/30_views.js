@@ -233,7 +233,7 @@ function viewFailures(app, box) {
       onclick: (ev) => { ev.stopPropagation(); app.select(item.origin, { keepView: true }); } },
       h("div", {}, badge(item.code), " ",
         h("b", { text: `%${item.node} = ${item.op}` }), " ", h("span", { class: "rlx-small", text: item.types })),
-      h("div", { class: "rlx-srcline" }, h("span", { class: "rlx-muted", text: `${item.file}:${item.line}  ` }),
+      h("div", { class: "rlx-srcline" }, h("span", { class: "rlx-muted", text: `${item.file_label || item.file}:${item.line}  ` }),
         h("code", { text: item.source_line.trim() })),
       h("div", { text: item.message }),
       cause ? h("div", { class: "rlx-small rlx-muted", text: `poisoned by ${cause}` })
@@ -252,7 +252,7 @@ function viewFailures(app, box) {
         onclick: () => g.hir_id && app.select(g.cause, { keepView: true }) },
       h("div", {}, badge(g.code), " ", h("b", { text: g.title })),
       g.file ? h("div", { class: "rlx-srcline" }, h("span", { class: "rlx-muted",
-        text: `${g.file}:${g.line}  ` }), h("code", { text: (g.source_line || "").trim() })) : null,
+        text: `${g.file_label || g.file}:${g.line}  ` }), h("code", { text: (g.source_line || "").trim() })) : null,
       h("div", { class: "rlx-hint", text: "fix: " + g.fix_line }),
       h("div", { class: "rlx-cards rlx-poisoned" },
         g.nodes.map((n) => byNode[n]).filter(Boolean).map((i) => nodeCard(i, own ? "" : "`" + g.cause + "`")))));

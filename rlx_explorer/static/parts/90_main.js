@@ -144,7 +144,7 @@ class App {
       box.append(h("span", { class: i === line ? "rlx-srcsel" : "", "data-line": i,
         text: `${String(i).padStart(4)}  ${f.lines[i - 1]}` }), "\n");
     }
-    return h("div", {}, h("div", { class: "rlx-small", text: `${file}:${line}` }), box);
+    return h("div", {}, h("div", { class: "rlx-small", text: `${(f && f.label) || file}:${line}` }), box);
   }
 }
 
