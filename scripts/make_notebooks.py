@@ -88,13 +88,20 @@ FAILURES = [
              "a32, ids32 = a.astype(np.float32), ids.astype(np.int32)\n"
              "report = rlx.explain(fixed, a32, ids32, targets=['webgpu'])\n"
              "print(report.to_text())\nassert report.compile_ready('webgpu')"),
-    ("md", "## 4. What-if: policies\n`force-common` lowers every claimed op through primitives; "
-           "the dispatch report shows which kinds moved."),
+    ("md", "## 4. What-if: policies\nThe cpu target has native kernels for `layer_norm` and "
+           "`attention`; `force-common` lowers every claimed op through primitives instead. "
+           "The diff shows which nodes moved route."),
     ("code", "w = np.random.default_rng(2).standard_normal((8, 8)).astype(np.float32)\n"
-             "def block(x):\n    return rlx.nn.gelu(rlx.nn.layer_norm(x @ w))\n"
-             "x = np.ones((4, 8), np.float32)\n"
-             "print(rlx.explain(block, x, targets=['webgpu'], policy='prefer-native').to_text())\n"
-             "print(rlx.explain(block, x, targets=['webgpu'], policy='force-common').to_text())"),
+             "def block(x):\n    h = rlx.nn.layer_norm(x @ w)\n    return rlx.nn.attention(h, h, h)\n"
+             "x = np.ones((1, 2, 4, 8), np.float32)   # (batch, heads, seq, dim)\n\n"
+             "def routes(policy):\n"
+             "    d = rlx.explain(block, x, targets=['cpu'], policy=policy).to_json()['targets']['cpu']\n"
+             "    return {r['node']: (r['op'], r['route']) for r in d['decisions'] if r['depth'] == 0}\n\n"
+             "native, common = routes('prefer-native'), routes('force-common')\n"
+             "print(f\"{'op':<12} {'prefer-native':>14} -> force-common\")\n"
+             "for node, (op, route) in native.items():\n"
+             "    moved = '  (moved)' if common[node][1] != route else ''\n"
+             "    print(f'{op:<12} {route:>14} -> {common[node][1]}{moved}')"),
     ("md", "## 5. See it\nThe explorer highlights the illegal nodes in the graph, with the source "
            "lines and hints."),
     ("code", "from rlx_explorer import explore\nexplore(model, a, ids, targets=['numpy', 'webgpu'], view='failures')"),

@@ -27,3 +27,6 @@ def test_notebook_executes(name, tmp_path):
         assert len(widgets) >= 3  # explore(), %%rlx on the small model, %%rlx on MiniLM
     else:
         assert "RLX-L002" in text and "RLX-L004" in text and "fix" in text
+        # the policy what-if shows kinds that move (cpu's native layer_norm and attention)
+        assert "layer_norm           native -> common-IR  (moved)" in text
+        assert "attention            native -> common-IR  (moved)" in text
