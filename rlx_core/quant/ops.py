@@ -26,18 +26,28 @@ def _param(v: Any, dtype: str) -> Tensor:
     return ops.asarray(np.asarray(v, dtype=dt.to_numpy_name(dt.get(dtype))))
 
 
+def _zp(zero_point: Any, scale: Tensor, dtype: str) -> Tensor:
+    """The zero point as a tensor shaped like the scale (a scalar zero point is repeated per
+    channel when the scale is a vector)."""
+    z = _param(zero_point, dtype)
+    if z.shape != scale.shape and z.ndim == 0:
+        z = ops.broadcast_to(z, scale.shape)
+    return z
+
+
 def quantize(x: Any, scale: Any, zero_point: Any = 0, dtype: str = "i8",
              axis: int | None = None) -> Tensor:
     """``clamp(round_half_even(x / scale) + zero_point)`` to ``dtype``; per tensor (scalar
     scale) or per channel along ``axis`` (a vector of scales)."""
-    return _emit("quantize", [ops.astype(ops.asarray(x), "f32"), _param(scale, "f32"),
-                              _param(zero_point, "i32")],
+    s = _param(scale, "f32")
+    return _emit("quantize", [ops.astype(ops.asarray(x), "f32"), s, _zp(zero_point, s, "i32")],
                  {"axis": -1 if axis is None else axis, "dtype": dt.get(dtype)})
 
 
 def dequantize(q: Any, scale: Any, zero_point: Any = 0, axis: int | None = None) -> Tensor:
     """``f32(q - zero_point) * scale``."""
-    return _emit("dequantize", [ops.asarray(q), _param(scale, "f32"), _param(zero_point, "i32")],
+    s = _param(scale, "f32")
+    return _emit("dequantize", [ops.asarray(q), s, _zp(zero_point, s, "i32")],
                  {"axis": -1 if axis is None else axis})
 
 
@@ -65,6 +75,7 @@ def fake_quantize(x: Any, scale: Any, zero_point: Any = 0.0, qmin: int = -128, q
                   axis: int | None = None) -> Tensor:
     """Quantize then dequantize in f32 (QAT). Differentiated, ``x`` gets the straight-through
     gradient (inside the range) and ``scale`` LSQ's gradient."""
-    return _emit("fake_quantize", [ops.astype(ops.asarray(x), "f32"), _param(scale, "f32"),
-                                   _param(zero_point, "f32")],
+    s = _param(scale, "f32")
+    return _emit("fake_quantize", [ops.astype(ops.asarray(x), "f32"), s,
+                                   _zp(zero_point, s, "f32")],
                  {"qmin": int(qmin), "qmax": int(qmax), "axis": -1 if axis is None else axis})

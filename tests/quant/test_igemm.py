@@ -60,6 +60,7 @@ def test_vnni_variants_compile_here(tmp_path):
     src.write_text(igemm.SOURCE + "\n#ifdef RLX_IG_X86\nvoid *rlx_ig_table[] = {"
                    "(void *)rlx_idot4_vnni512_s, (void *)rlx_idot4_vnni512_u, "
                    "(void *)rlx_idot4_avxvnni_s, (void *)rlx_idot4_avxvnni_u, "
+                   "(void *)rlx_idot4_avx2_s, (void *)rlx_idot4_avx2_u, "
                    "(void *)rlx_igemm_block};\n#endif\n")
     obj = tmp_path / "ig.o"
     res = subprocess.run([cc.path, "-O2", "-c", str(src), "-o", str(obj)], capture_output=True,
@@ -70,7 +71,7 @@ def test_vnni_variants_compile_here(tmp_path):
 
     if platform.machine() in ("x86_64", "AMD64"):
         for name in ("rlx_idot4_vnni512_s", "rlx_idot4_vnni512_u", "rlx_idot4_avxvnni_s",
-                     "rlx_idot4_avxvnni_u"):
+                     "rlx_idot4_avxvnni_u", "rlx_idot4_avx2_s", "rlx_idot4_avx2_u"):
             assert name in syms, name
         dis = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True).stdout
-        assert "vpdpbusd" in dis
+        assert "vpdpbusd" in dis and "vpmaddwd" in dis

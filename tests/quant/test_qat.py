@@ -80,3 +80,26 @@ def test_finite_differences_where_the_forward_is_differentiable():
         xin, s, z, np.ones(3, np.float32))
     assert float(dz_in) == 0.0
     assert abs(f(s, z + h, xin) - f(s, z - h, xin)) / (2 * h) < 1e-9
+
+
+def test_qat_mlp_trains_and_converts_to_the_int8_chain():
+    """LSQ fine-tuning through compile_step, then the learned scales in a true int8 graph
+    whose logits follow the fake-quantized forward's."""
+    from rlx_core.models.mlp import init_mlp
+    from rlx_core.optim import Adam, compile_step
+    from rlx_core.quant import qat
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, (16, 12)).astype(np.float32)
+    y = rng.integers(0, 3, 16).astype(np.int32)
+    qp = qat.init_qat(init_mlp((12, 20, 3), seed=1), [1.0, 1.5])
+    step = compile_step(qat.qat_mlp_loss, Adam(1e-2), qp, x, y, target="numpy")
+    losses = [float(step(x, y)) for _ in range(12)]
+    assert losses[-1] < losses[0]
+    before = qp["fc1"]["w_log_scale"]
+    assert not np.array_equal(np.asarray(step.params["fc1"]["w_log_scale"]), before)  # learned
+    q = qat.convert_qat_mlp(step.params, x)
+    assert q.graph.op_counts()["int_linear"] == 2 and q.graph.op_counts()["requantize"] == 1
+    fq = np.asarray(rlx.compile(lambda v: qat.qat_mlp_logits(step.params, v), x)(x))
+    got = np.asarray(rlx.compile(q.graph)(x))
+    assert np.abs(got - fq).max() < 0.02 * np.abs(fq).max() + 1e-3

@@ -15,7 +15,9 @@ the CPU reports (``__builtin_cpu_supports``), not from the compiler's -march:
   is taken off; ``S_b`` comes from a second ``vpdpbusd`` of the constant 0x80 bytes, so the
   weight is read once.
 - ``avxvnni`` (Alder Lake and later, Zen 5): the same on 32 bytes (``vpdpbusd`` VEX form).
-- portable C: one loop the compiler vectorises (``pmaddwd`` under AVX2), any x and w types.
+- ``avx2`` (no VNNI): bytes widened to 16 bits, then ``vpmaddwd`` (exact: no
+  ``vpmaddubsw`` saturation), 16 bytes a step; ``S_b`` only when x has a zero point.
+- portable C: one loop the compiler vectorises, any x and w types.
 
 The VNNI kernels need a signed (i8) weight; a u8 weight takes the portable kernel. On a
 machine without VNNI the VNNI functions still compile (they carry ``target`` attributes), so
@@ -57,9 +59,16 @@ static void NAME(const void *av, const void *bv, int64_t ldb, int64_t k, int32_t
     for (int q = 0; q < 4; ++q) {                                                          \
         const TB *b = (const TB *)bv + q * ldb;                                            \
         int32_t s = 0, t = 0;                                                              \
-        _Pragma("omp simd reduction(+:s,t)")                                               \
-        for (int64_t p = 0; p < k; ++p) { s += (int32_t)a[p] * (int32_t)b[p]; t += b[p]; } \
-        ab[q] = s; sb[q] = t;                                                              \
+        if (sb) {                                                                          \
+            _Pragma("omp simd reduction(+:s,t)")                                           \
+            for (int64_t p = 0; p < k; ++p) { s += (int32_t)a[p] * (int32_t)b[p];          \
+                                              t += b[p]; }                                 \
+            sb[q] = t;                                                                     \
+        } else {                                                                           \
+            _Pragma("omp simd reduction(+:s)")                                             \
+            for (int64_t p = 0; p < k; ++p) s += (int32_t)a[p] * (int32_t)b[p];            \
+        }                                                                                  \
+        ab[q] = s;                                                                         \
     }                                                                                      \
 }
 RLX_IDOT4_C(rlx_idot4_c_ss, int8_t, int8_t)
@@ -101,7 +110,7 @@ static void NAME(const void *av, const void *bv, int64_t ldb, int64_t k, int32_t
         for (int64_t r = p; r < k; ++r) {                                                  \
             acc += (int32_t)(FLIP ? (int8_t)a[r] : (int32_t)a[r]) * bq[r]; sum += bq[r];   \
         }                                                                                  \
-        ab[q] = acc; sb[q] = sum;                                                          \
+        ab[q] = acc; if (sb) sb[q] = sum;                                                  \
     }                                                                                      \
 }
 RLX_IDOT4_512(rlx_idot4_vnni512_s, 0x80)
@@ -145,15 +154,62 @@ static void NAME(const void *av, const void *bv, int64_t ldb, int64_t k, int32_t
         for (int64_t r = p; r < k; ++r) {                                                  \
             acc += (int32_t)(FLIP ? (int8_t)a[r] : (int32_t)a[r]) * bq[r]; sum += bq[r];   \
         }                                                                                  \
-        ab[q] = acc; sb[q] = sum;                                                          \
+        ab[q] = acc; if (sb) sb[q] = sum;                                                  \
     }                                                                                      \
 }
 RLX_IDOT4_256(rlx_idot4_avxvnni_s, 0x80)
 RLX_IDOT4_256(rlx_idot4_avxvnni_u, 0x00)
+
+/* AVX2 without VNNI: bytes widened to 16 bits (exact, no vpmaddubsw saturation), then
+   vpmaddwd; S_b (a second vpmaddwd with ones) only when a zero point needs it */
+#define RLX_IDOT4_AVX2(NAME, CVTA, SIGNED)                                                       \
+__attribute__((target("avx2")))                                                            \
+static void NAME(const void *av, const void *bv, int64_t ldb, int64_t k, int32_t *ab,      \
+                 int32_t *sb) {                                                            \
+    const uint8_t *a = (const uint8_t *)av;                                                \
+    const int8_t *b = (const int8_t *)bv;                                                  \
+    const __m256i one = _mm256_set1_epi16(1);                                              \
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;                        \
+    __m256i t0 = s0, t1 = s0, t2 = s0, t3 = s0;                                            \
+    int64_t p = 0;                                                                         \
+    for (; p + 16 <= k; p += 16) {                                                         \
+        const __m256i x = CVTA(_mm_loadu_si128((const __m128i *)(a + p)));                 \
+        const __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + p)));\
+        const __m256i b1 = _mm256_cvtepi8_epi16(                                           \
+            _mm_loadu_si128((const __m128i *)(b + ldb + p)));                              \
+        const __m256i b2 = _mm256_cvtepi8_epi16(                                           \
+            _mm_loadu_si128((const __m128i *)(b + 2 * ldb + p)));                          \
+        const __m256i b3 = _mm256_cvtepi8_epi16(                                           \
+            _mm_loadu_si128((const __m128i *)(b + 3 * ldb + p)));                          \
+        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(x, b0));                               \
+        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(x, b1));                               \
+        s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(x, b2));                               \
+        s3 = _mm256_add_epi32(s3, _mm256_madd_epi16(x, b3));                               \
+        if (sb) {                                                                          \
+            t0 = _mm256_add_epi32(t0, _mm256_madd_epi16(one, b0));                         \
+            t1 = _mm256_add_epi32(t1, _mm256_madd_epi16(one, b1));                         \
+            t2 = _mm256_add_epi32(t2, _mm256_madd_epi16(one, b2));                         \
+            t3 = _mm256_add_epi32(t3, _mm256_madd_epi16(one, b3));                         \
+        }                                                                                  \
+    }                                                                                      \
+    const __m256i s[4] = {s0, s1, s2, s3}, t[4] = {t0, t1, t2, t3};                        \
+    for (int q = 0; q < 4; ++q) {                                                          \
+        int32_t acc = rlx_ig_hsum256(s[q]), sum = rlx_ig_hsum256(t[q]);                    \
+        const int8_t *bq = b + q * ldb;                                                    \
+        for (int64_t r = p; r < k; ++r) {                                                  \
+            acc += (int32_t)(SIGNED ? (int8_t)a[r] : (int32_t)a[r])                   \
+                   * bq[r];                                                                \
+            sum += bq[r];                                                                  \
+        }                                                                                  \
+        ab[q] = acc; if (sb) sb[q] = sum;                                                  \
+    }                                                                                      \
+}
+RLX_IDOT4_AVX2(rlx_idot4_avx2_s, _mm256_cvtepi8_epi16, 1)
+RLX_IDOT4_AVX2(rlx_idot4_avx2_u, _mm256_cvtepu8_epi16, 0)
 #endif
 
-/* the ISA the dot kernels use here: 2 avx512vnni, 1 avxvnni, 0 portable C; RLX_IGEMM_ISA=c
-   forces the portable kernel */
+/* the ISA the dot kernels use here: 2 avx512vnni, 1 avxvnni, 3 avx2, 0 portable C;
+   RLX_IGEMM_ISA=c forces the portable kernel */
 static int rlx_igemm_isa(void) {
     static int isa = -1;
     if (isa < 0) {
@@ -164,6 +220,7 @@ static int rlx_igemm_isa(void) {
             __builtin_cpu_init();
             if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw")) v = 2;
             else if (__builtin_cpu_supports("avxvnni")) v = 1;
+            else if (__builtin_cpu_supports("avx2")) v = 3;
         }
 #endif
         (void)force;
@@ -177,6 +234,7 @@ static rlx_idot4_fn rlx_idot4_pick(int a_u8, int b_u8) {
 #ifdef RLX_IG_X86
     if (isa == 2) return a_u8 ? rlx_idot4_vnni512_u : rlx_idot4_vnni512_s;
     if (isa == 1) return a_u8 ? rlx_idot4_avxvnni_u : rlx_idot4_avxvnni_s;
+    if (isa == 3) return a_u8 ? rlx_idot4_avx2_u : rlx_idot4_avx2_s;
 #endif
     (void)isa;
     if (a_u8) return b_u8 ? rlx_idot4_c_uu : rlx_idot4_c_us;
@@ -202,9 +260,9 @@ static void rlx_igemm_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int6
         int64_t j = j0;
         int32_t ab[4], sb[4];
         for (; j + 4 <= j1; j += 4) {
-            dot4(ai, b + j * k, k, k, ab, sb);
+            dot4(ai, b + j * k, k, k, ab, za ? sb : 0);
             for (int q = 0; q < 4; ++q)
-                ci[j + q] = ab[q] - za * sb[q] + fixed + (bias ? bias[j + q] : 0);
+                ci[j + q] = ab[q] - (za ? za * sb[q] : 0) + fixed + (bias ? bias[j + q] : 0);
         }
         for (; j < j1; ++j) {  /* the last columns, one at a time, on the portable kernel */
             int32_t s = 0, t = 0;
@@ -264,4 +322,5 @@ def isa_here() -> str:
     if os.environ.get("RLX_IGEMM_ISA", "").startswith("c"):
         return "c"
     f = cpu_isa_flags()
-    return "avx512vnni" if f["avx512vnni"] else "avxvnni" if f["avxvnni"] else "c"
+    return ("avx512vnni" if f["avx512vnni"] else "avxvnni" if f["avxvnni"] else
+            "avx2" if f["avx2"] else "c")
