@@ -108,6 +108,31 @@ def int_linear(node: Node, ins: list[Value], b: Builder) -> Value:
     return y
 
 
+def int4_linear(node: Node, ins: list[Value], b: Builder) -> Value:
+    """Unpack the nibbles with u8 ``and`` / ``div``, dequantize per group, then ``linear``'s
+    contraction: the weight is materialised (targets with a kernel of their own avoid that)."""
+    x, packed, scale = ins[:3]
+    n, half = packed.type.shape
+    k, g = half * 2, node.attr("group")
+    lo = b.emit("and", [packed, const(b, 15, packed)])
+    hi = b.emit("div", [packed, const(b, 16, packed)])
+    pair = [b.emit("reshape", [v], {"shape": (n, half, 1)}) for v in (lo, hi)]
+    codes = b.emit("reshape", [b.emit("concat", pair, {"axis": 2})], {"shape": (n, k)})
+    q = b.emit("cast", [codes], {"dtype": dt.f32})
+    if len(ins) == 3:  # signed codes: 8..15 stand for -8..-1
+        q = b.emit("select", [b.emit("ge", [q, const(b, 8.0, q)]),
+                              b.emit("sub", [q, const(b, 16.0, q)]), q])
+    q = b.emit("reshape", [q], {"shape": (n, k // g, g)})
+    dims = {"shape": (n, k // g, g), "dims": (0, 1)}
+    if len(ins) == 4:
+        zf = b.emit("cast", [ins[3]], {"dtype": dt.f32})
+        q = b.emit("sub", [q, b.emit("broadcast_in_dim", [zf], dims)])
+    w = b.emit("mul", [q, b.emit("broadcast_in_dim", [scale], dims)])
+    w = b.emit("reshape", [w], {"shape": (n, k)})
+    return b.emit("dot_general", [x, w], {"contract": ((x.type.rank - 1,), (1,)),
+                                           "batch": ((), ())})
+
+
 def fake_quantize(node: Node, ins: list[Value], b: Builder) -> Value:
     x, scale, zp = ins
     axis = node.attr("axis")
@@ -123,5 +148,6 @@ QUANT_DECOMPOSITIONS: dict[str, Decomposition] = {
     "dequantize": dequantize,
     "requantize": requantize,
     "int_linear": int_linear,
+    "int4_linear": int4_linear,
     "fake_quantize": fake_quantize,
 }

@@ -6,7 +6,14 @@ Imports with the standard library alone; numpy is needed once observers or PTQ r
 from __future__ import annotations
 
 from rlx_core.quant.errors import CalibrationError, GroupSizeError, QuantAxisError, QuantConfigError
-from rlx_core.quant.ops import dequantize, fake_quantize, int_linear, quantize, requantize
+from rlx_core.quant.ops import (
+    dequantize,
+    fake_quantize,
+    int4_linear,
+    int_linear,
+    quantize,
+    requantize,
+)
 from rlx_core.quant.params import QParams, qparams_from_range, quantize_multiplier
 
 
@@ -18,6 +25,6 @@ def __getattr__(name: str) -> object:
         return importlib.import_module(f"rlx_core.quant.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["quantize", "dequantize", "requantize", "int_linear", "fake_quantize", "QParams",
+__all__ = ["quantize", "dequantize", "requantize", "int_linear", "int4_linear", "fake_quantize", "QParams",
            "qparams_from_range", "quantize_multiplier", "CalibrationError", "QuantAxisError",
            "GroupSizeError", "QuantConfigError"]

@@ -71,6 +71,18 @@ def int_linear(x: Any, weight: Any, bias: Any = None, x_zero_point: int = 0,
                                       "b_zero_point": int(w_zero_point)})
 
 
+def int4_linear(x: Any, weight: Any) -> Tensor:
+    """``x @ W.T`` for an rlx.quant.int4.Int4Weight ``weight`` (packed codes, per-group scales
+    and zeros become parameters), dequantized inside the matmul on targets with a kernel."""
+    import numpy as np
+
+    args = [ops.astype(ops.asarray(x), "f32"), ops.asarray(weight.packed),
+            ops.asarray(np.asarray(weight.scale, np.float32))]
+    if not weight.signed:
+        args.append(ops.asarray(np.asarray(weight.zero, np.int8)))
+    return _emit("int4_linear", args, {"group": int(weight.group)})
+
+
 def fake_quantize(x: Any, scale: Any, zero_point: Any = 0.0, qmin: int = -128, qmax: int = 127,
                   axis: int | None = None) -> Tensor:
     """Quantize then dequantize in f32 (QAT). Differentiated, ``x`` gets the straight-through

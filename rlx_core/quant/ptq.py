@@ -224,6 +224,41 @@ def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
     return QuantizedGraph(rw.finish(), reports)
 
 
+def quantize_int4_weights(fn: Callable[..., Any] | Graph, *example_args: Any, group: int = 32,
+                          zero_point: bool = False) -> QuantizedGraph:
+    """Weight-only int4: every quantizable linear's weight packed two codes a byte with one
+    scale (and zero, ``zero_point=True``) per ``group`` inputs; activations stay f32, the
+    matmul dequantizes inside (``int4_linear``), the f32 bias is added after."""
+    import numpy as np
+
+    from rlx_core.frontend.tracer import trace
+    from rlx_core.quant.int4 import quantize_int4
+
+    g = fn if isinstance(fn, Graph) else trace(fn, *example_args)
+    lins = {n.name: n for n in quantizable(g)}
+    rw = _Rewriter(g)
+    reports: list[LayerReport] = []
+    for n in g.nodes:
+        if n.name not in lins:
+            rw.copy(n)
+            continue
+        b = rw.b
+        b.loc = n.loc
+        q = quantize_int4(host_value(g, n.inputs[1]), group, zero_point)
+        args = [rw.v(n.inputs[0]), rw.param(f"{n.inputs[1]}.q4", q.packed),
+                rw.param(f"{n.inputs[1]}.q4_scale", q.scale.astype(np.float32))]
+        if zero_point:
+            args.append(rw.param(f"{n.inputs[1]}.q4_zero", q.zero.astype(np.int8)))
+        y = b.emit("int4_linear", args, {"group": group})
+        if len(n.inputs) == 3:
+            bias = rw.const(host_value(g, n.inputs[2]).astype(np.float32), dt.f32)
+            y = b.emit("add", [y, b.emit("broadcast_in_dim", [bias], {
+                "shape": y.type.shape, "dims": (y.type.rank - 1,)})])
+        rw.map[n.name] = y
+        reports.append(LayerReport(n.name, n.inputs[1], f"int4-g{group}", q.scale))
+    return QuantizedGraph(rw.finish(), reports)
+
+
 # ---- static: calibration, then the integer chain ---------------------------------------------
 
 

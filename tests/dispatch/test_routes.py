@@ -223,7 +223,7 @@ def test_every_hir_op_legalizes_on_every_target_in_f32(target) -> None:
             assert not r.ok and r.failures[0].decision.code == "RLX-L004", r.failures
             continue
         # the CPU keeps its row ops (c_common/row_ops.py), attention (cpu/attention.py) and
-        # the int8 GEMM (cpu/igemm.py) whole; everything else decomposes
-        native = (*ROW_OPS, "attention", "int_linear")
+        # the int8 and int4 matmuls (cpu/igemm.py, i4gemm.py) whole; the rest decomposes
+        native = (*ROW_OPS, "attention", "int_linear", "int4_linear")
         want = "native" if target == "cpu" and op in native else "common-IR"
         assert r.ok and r.decisions[0].route == want, (op, target)

@@ -106,6 +106,8 @@ def hir_all_ops() -> Graph:
     sc = inp("scale", dt.f32, (8,))
     zp = inp("zero_point", dt.i32, (8,))
     w8 = inp("fc.weight_q", dt.i8, (4, 8), ValueKind.PARAM)
+    p4 = inp("fc.weight_q4", dt.u8, (4, 4), ValueKind.PARAM)
+    s4 = inp("fc.weight_q4_scale", dt.f32, (4, 2), ValueKind.PARAM)
     outs = [
         b.emit("linear", [x, w, bias], loc=Loc("net.py", 4, "fc")),
         b.emit("layer_norm", [x, g8, g8], {"eps": 1e-6}),
@@ -129,6 +131,7 @@ def hir_all_ops() -> Graph:
         b.emit("requantize", [acc], {"multiplier": (1 << 30, 1234567890, 1 << 30, 5),
                                      "shift": (-3, 0, 1, -31), "zero_point": -2, "axis": 1}),
         b.emit("fake_quantize", [x, sc, sc], {"qmin": -8, "qmax": 7, "axis": 1}),
+        b.emit("int4_linear", [x, p4, s4], {"group": 4}),
     ]
     used = {nd.op for nd in b.nodes}
     assert set(HIR_OPS) <= used, set(HIR_OPS) - used
@@ -136,7 +139,7 @@ def hir_all_ops() -> Graph:
         "all_hir",
         Level.HIR,
         (x, q, mask, ids, img, sc, zp),
-        (w, bias, g8, table, k, w8),
+        (w, bias, g8, table, k, w8, p4, s4),
         tuple(b.nodes),
         tuple(o.name for o in outs),
     )

@@ -74,3 +74,14 @@ def test_bad_calibration_input_is_typed(model):
         ptq.quantize_static(g, data=[batches[0][:3]], target="numpy")
     with pytest.raises(QuantConfigError):
         ptq.quantize_static(g, data=batches, method="kl", target="numpy")
+
+
+def test_int4_weight_only_ptq(model):
+    g, batches = model
+    q = ptq.quantize_int4_weights(g, group=16)
+    assert q.graph.op_counts()["int4_linear"] == 3 and "linear" not in q.graph.op_counts()
+    x = batches[0]
+    want = _run(g, x)
+    assert np.abs(_run(q.graph, x) - want).max() < 0.1 * np.abs(want).max()
+    with pytest.raises(rlx.quant.GroupSizeError):
+        ptq.quantize_int4_weights(g, group=32)  # the first layer has 16 inputs

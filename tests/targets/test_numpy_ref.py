@@ -545,7 +545,8 @@ TESTED_ONE_BY_ONE = {
     "softmax", "log_softmax", "gelu", "silu", "attention", "embedding", "conv2d", "max_pool2d",
     "avg_pool2d",
     # the quantization ops: tests/quant/ (requantize bit for bit against TFLite's C)
-    "quantize", "dequantize", "requantize", "int_linear", "fake_quantize",
+    "quantize", "dequantize", "requantize", "int_linear", "int4_linear",
+    "fake_quantize",
 }
 
 

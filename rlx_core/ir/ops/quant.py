@@ -14,6 +14,8 @@ in docs/quantization.md:
   RoundingDivideByPOT), then ``+ zero_point`` and a clamp to the dtype.
 - ``int_linear(a, w[, bias])``: ``sum_k (a - a_zp)(w - w_zp)`` in i32 (+ an i32 bias), with
   ``w`` shaped (out, in) as ``linear``'s weight.
+- ``int4_linear(x, packed, scale[, zero])``: weight-only int4 (rlx_core/quant/int4.py's
+  layout): ``x @ W.T`` with ``W = (codes - zero) * scale`` per group of ``group`` inputs.
 - ``fake_quantize(x, scale, zero_point)``: quantize then dequantize in f32, for QAT; its
   gradient is the straight-through estimator for ``x`` and LSQ's for ``scale``.
 """
@@ -115,6 +117,26 @@ def _int_linear(ins: list[T], a: dict[str, Any]) -> T:
     return T(dt.i32, x.shape[:-1] + (w.shape[0],))
 
 
+def _int4_linear(ins: list[T], a: dict[str, Any]) -> T:
+    x, packed, scale = ins[:3]
+    require(x.dtype == dt.f32, "int4_linear", f"needs an f32 input, got {x}", exc=DTypeError)
+    require(packed.dtype == dt.u8 and packed.rank == 2, "int4_linear",
+            f"packed weight must be u8 (out, in / 2), got {packed}", exc=DTypeError)
+    n, k = packed.shape[0], packed.shape[1] * 2
+    g = a["group"]
+    require(g > 0 and g % 2 == 0 and k % g == 0, "int4_linear",
+            f"group {g} does not divide the input dimension {k}",
+            hint="rlx.quant.int4.quantize_int4 chooses a group that divides it")
+    require(x.rank >= 1 and x.shape[-1] == k, "int4_linear",
+            f"input {x} does not match the packed weight: last axis != in_features {k}")
+    require(scale.dtype == dt.f32 and scale.shape == (n, k // g), "int4_linear",
+            f"scale must be f32[{n},{k // g}], got {scale}")
+    if len(ins) == 4:
+        require(ins[3].dtype == dt.i8 and ins[3].shape == (n, k // g), "int4_linear",
+                f"zero must be i8[{n},{k // g}], got {ins[3]}", exc=DTypeError)
+    return T(dt.f32, x.shape[:-1] + (n,))
+
+
 def _fake_quantize(ins: list[T], a: dict[str, Any]) -> T:
     x, scale, zp = ins
     require(x.dtype == dt.f32 and scale.dtype == dt.f32 and zp.dtype == dt.f32, "fake_quantize",
@@ -149,6 +171,9 @@ def quant_defs() -> dict[str, OpDef]:
     add("int_linear", (2, 3), {"a_zero_point": AttrSpec("int", 0),
                                "b_zero_point": AttrSpec("int", 0)}, _int_linear,
         "sum_k (x - a_zp) * (w - b_zp) in i32 (+ i32 bias); w is (out, in)")
+    add("int4_linear", (3, 4), {"group": AttrSpec("int", 32)}, _int4_linear,
+        "x @ W.T with W unpacked from int4 codes (two a byte, low nibble first; signed "
+        "[-8, 7], or unsigned [0, 15] minus a per-group zero) times per-group scales")
     add("fake_quantize", (3, 3), {"qmin": AttrSpec("int", -128), "qmax": AttrSpec("int", 127),
                                   "axis": axis}, _fake_quantize,
         "(clamp(round(x / scale) + zp, qmin, qmax) - zp) * scale in f32 (QAT; STE/LSQ gradient)")

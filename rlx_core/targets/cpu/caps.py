@@ -4,7 +4,8 @@ Labelled "executes": the C renderer (rlx_core/targets/cpu/renderer.py) implement
 primitive (dot_general included) in each dtype below, and the conformance suite runs them
 against the numpy reference. Four HIR normalisations are claimed whole in f32 and f64
 (softmax, log_softmax, layer_norm, rms_norm: one row loop each, c_common/row_ops.py), and
-attention in f32 (cpu/attention.py), and int_linear (the int8 GEMM, cpu/igemm.py); every other HIR op, and those in other dtypes, goes
+attention in f32 (cpu/attention.py), int_linear (the int8 GEMM, cpu/igemm.py) and
+int4_linear (cpu/i4gemm.py); every other HIR op, and those in other dtypes, goes
 common-IR. c64 and packed i4 report how to get to a supported dtype.
 """
 
@@ -20,6 +21,7 @@ from rlx_core.dispatch.capabilities import (
 from rlx_core.targets.c_common.row_ops import ROW_DTYPES, ROW_OPS
 from rlx_core.targets.cpu.attention import DTYPES as ATTENTION_DTYPES
 from rlx_core.targets.cpu.attention import MASK_DTYPES
+from rlx_core.targets.cpu.i4gemm import DTYPES as I4GEMM_DTYPES
 from rlx_core.targets.cpu.igemm import DTYPES as IGEMM_DTYPES
 
 DTYPES: tuple[str, ...] = ("f32", "f64", "f16", "bf16", "i32", "i64", "i16", "i8", "u32", "u8",
@@ -34,7 +36,9 @@ CAPS = Capabilities(
                     note="per (batch, head, query rows): scores, softmax and @v in L2"),
             OpClaim(("int_linear",), IGEMM_DTYPES,
                     note="int8 dot products: AVX512-VNNI / AVX-VNNI picked at run time, "
-                         "else portable C (cpu/igemm.py)")),
+                         "else AVX2 or portable C (cpu/igemm.py)"),
+            OpClaim(("int4_linear",), I4GEMM_DTYPES,
+                    note="weight-only int4: one weight row unpacked at a time (cpu/i4gemm.py)")),
     dtype_rules=native_dtypes(DTYPES) + (
         DTypeRule("c64", "unsupported", hint="split into real and imaginary f32 parts, or use "
                                              "target numpy"),

@@ -17,7 +17,7 @@ from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
 from rlx_core.targets.c_common.names import c_ident
 from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.c_common.renderer import CLikeRenderer
-from rlx_core.targets.cpu import attention, igemm, sgemm, team
+from rlx_core.targets.cpu import attention, i4gemm, igemm, sgemm, team
 from rlx_core.targets.cpu.blas import BlasInfo, blas_takes, emit_gemm, find_blas
 from rlx_core.targets.cpu.prepack import PackedWeights, prepack_enabled
 
@@ -66,8 +66,7 @@ class CpuRenderer(CLikeRenderer):
         # when no kernel calls them (parsing immintrin.h costs every compile ~0.2 s)
         impls = set(cprog.kernel_impl.values())
         unused = [] if attention.IMPL in impls else [attention.SOURCE]
-        if igemm.IMPL not in impls:
-            unused.append(igemm.SOURCE)
+        unused += [m.SOURCE for m in (igemm, i4gemm) if m.IMPL not in impls]
         if sgemm.IMPL not in impls and attention.IMPL not in impls:
             unused.append(sgemm.SOURCE)
         for text in unused:
@@ -82,6 +81,8 @@ class CpuRenderer(CLikeRenderer):
             return attention.emit_attention(env, w, node)
         if node.op == "int_linear":
             return igemm.emit_int_linear(env, w, node)
+        if node.op == "int4_linear":
+            return i4gemm.emit_int4_linear(env, w, node)
         return None
 
     def bound_region(self, prefix: str, base: int) -> tuple[int, str]:
@@ -161,8 +162,8 @@ class CpuRenderer(CLikeRenderer):
         if self.team_mode:
             threads += team.BARRIER_C
         # rlx's GEMM (its plain-C form where there is no AVX2), the attention kernel built
-        # on it and the int8 GEMM; render_program drops them when unused
-        threads += sgemm.SOURCE + attention.SOURCE + igemm.SOURCE
+        # on it, the int8 GEMM and the int4 matmul; render_program drops them when unused
+        threads += sgemm.SOURCE + attention.SOURCE + igemm.SOURCE + i4gemm.SOURCE
         if self.blas is None:
             return [threads, "/* BLAS unavailable: matmul kernels are generated loop nests */\n"]
         return [threads,

@@ -13,6 +13,9 @@ The rules every target matches bit for bit:
   the remainder exceeds half (ties away from zero); then ``+ zero_point`` and a clamp. A
   multiplier lies in [0, 2^31), so SRDHM's one saturating case (both INT32_MIN) cannot occur.
 - ``int_linear`` accumulates exactly and wraps to i32 once (equal to wrapping at every step).
+- ``int4_linear`` unpacks the codes (low nibble first), subtracts the zero (or reads the
+  codes as signed), multiplies by the group's scale in f32, then contracts in f64 and rounds
+  once, like ``linear``.
 - ``fake_quantize`` is quantize-then-dequantize in f32 with a float zero point.
 """
 
@@ -97,6 +100,29 @@ def int_linear(a: dict[str, Any], args: list[Array]) -> Array:
     return y
 
 
+def unpack_int4(packed: Array, signed: bool) -> Array:
+    """(N, K/2) bytes -> (N, K) codes, the even column in the low nibble."""
+    lo = (packed & 0x0F).astype(np.int16)
+    hi = (packed >> 4).astype(np.int16)
+    q = np.stack([lo, hi], axis=-1).reshape(packed.shape[0], -1)
+    return np.where(q >= 8, q - 16, q) if signed else q
+
+
+def int4_weight(packed: Array, scale: Array, zero: Array | None, group: int) -> Array:
+    """The f32 weight an int4_linear multiplies by (codes minus zero, times the scale)."""
+    q = unpack_int4(packed, zero is None).astype(np.float32)
+    n, k = q.shape
+    q = q.reshape(n, k // group, group)
+    if zero is not None:
+        q = q - zero.astype(np.float32)[..., None]
+    return (q * scale.astype(np.float32)[..., None]).reshape(n, k)
+
+
+def int4_linear(a: dict[str, Any], args: list[Array]) -> Array:
+    w = int4_weight(args[1], args[2], args[3] if len(args) == 4 else None, a["group"])
+    return args[0].astype(np.float64) @ w.astype(np.float64).T
+
+
 def fake_quantize(a: dict[str, Any], x: Array, scale: Array, zp: Array) -> Array:
     r, axis = x.ndim, a["axis"]
     s = along(np.asarray(scale, np.float32), r, axis)
@@ -116,8 +142,11 @@ def eval_quant(op: str, a: dict[str, Any], args: list[Array], t: TensorType) -> 
         return requantize(args[0], a)
     if op == "int_linear":
         return int_linear(a, args)
+    if op == "int4_linear":
+        return int4_linear(a, args)
     assert op == "fake_quantize", op
     return fake_quantize(a, *args)
 
 
-QUANT_OPS = ("quantize", "dequantize", "requantize", "int_linear", "fake_quantize")
+QUANT_OPS = ("quantize", "dequantize", "requantize", "int_linear", "int4_linear",
+             "fake_quantize")
