@@ -252,8 +252,11 @@ def _tour_html(path: Path, out: str) -> None:
     except ImportError as err:
         print(f"(explorer not installed: {err}; pip install -e '.[explorer]' for {out})")
         return
+    from rlx_explorer.progress import terminal
+
     fn, inputs, _ = load_model_file(path)
-    written = explore(fn, *inputs, targets=("numpy", "webgpu"), title=path.name).save_html(out)
+    written = explore(fn, *inputs, targets=("numpy", "webgpu"), title=path.name,
+                      progress=terminal()).save_html(out)
     print(f"explorer: open {written.resolve()} in a browser (offline, self-contained)")
 
 

@@ -269,10 +269,20 @@ def _try_eval(expr: ast.expr, ns: dict[str, Any]) -> Any:
         return None
 
 
-def _show_note(text: str) -> None:
-    from IPython.display import HTML
+@dataclass(frozen=True)
+class Note:
+    """The "compiled f at ..." line, readable in text-only frontends too."""
 
-    _show(HTML(f"<div style='font:12px monospace;color:#475569'>{html.escape(text)}</div>"))
+    data: str
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"text/plain": self.data,
+                "text/html": f"<div style='font:12px monospace;color:#475569'>"
+                             f"{html.escape(self.data)}</div>"}
+
+
+def _show_note(text: str) -> None:
+    _show(Note(text))
 
 
 def run_explain(expr: str, ns: dict[str, Any]) -> Any:

@@ -112,3 +112,12 @@ def test_long_work_reports_each_stage(capsys: pytest.CaptureFixture[str]) -> Non
     assert stages[-1].startswith("building the views")
     terminal()("compiling for cpu (1/1)")
     assert "s] compiling for cpu (1/1)" in capsys.readouterr().err
+
+
+def test_the_note_reads_in_text_only_frontends(shown: list[Any]) -> None:
+    magics.run_cell("", "import numpy as np\ndef model(x):\n    return x * 2\n"
+                    "model(np.ones(2, np.float32))\n", {})
+    note = next(o for o in shown if isinstance(o, magics.Note))
+    bundle = note._repr_mimebundle_()
+    assert bundle["text/plain"].startswith("%%rlx: compiled model at the arguments")
+    assert "cell&#x27;s last line" in bundle["text/html"]
