@@ -90,3 +90,16 @@ def test_max_keeps_a_nan_in_either_place() -> None:
     x[0, 0] = x[1, 5] = np.nan
     got = rlx.compile(lambda a: (a.max(axis=1), a.min(axis=1)), x, target="hexagon")(x)
     assert np.isnan(got[0]).all() and np.isnan(got[1]).all()
+
+
+def test_hvx_row_sums_wrap_like_the_reference() -> None:
+    target_or_skip("hexagon")
+    rng = np.random.default_rng(2)
+    cases = [(rng.integers(-2**31, 2**31, (3, 100)).astype(np.int32), (1,)),
+             (rng.integers(-128, 128, (2, 300)).astype(np.int8), (1,)),
+             (rng.integers(-2**15, 2**15, (2, 3, 50)).astype(np.int16), (1, 2))]
+    for x, axes in cases:
+        exe = rlx.compile(lambda a, axes=axes: a.sum(axis=axes), x, target="hexagon")
+        assert "hvx-row-sum" in {k["impl"] for k in exe.program.info["kernels"].values()}
+        want = x.astype(np.int64).sum(axis=axes).astype(x.dtype)  # wraps in the dtype
+        np.testing.assert_array_equal(exe(x), want)

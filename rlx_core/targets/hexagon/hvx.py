@@ -92,3 +92,57 @@ def render_body(k: Kernel, types: dict[str, TensorType]) -> list[str]:
     lines += ["for (; i < n; ++i) {  /* the tail (and every lane without HVX) */",
               f"    out0[i] = {ct.store(d, scalar)};", "}"]
     return ["    " + x if not x.startswith("#") else x for x in lines]
+
+
+# integer lane sums: the vector add of each lane width (wrapping, as the reference's sums do)
+_LANE_ADD = {"i8": "Q6_Vb_vadd_VbVb", "u8": "Q6_Vb_vadd_VbVb", "i16": "Q6_Vh_vadd_VhVh",
+             "i32": "Q6_Vw_vadd_VwVw", "u32": "Q6_Vw_vadd_VwVw"}
+_UNSIGNED = {"i8": "uint8_t", "u8": "uint8_t", "i16": "uint16_t", "i32": "uint32_t",
+             "u32": "uint32_t"}
+
+
+def hvx_row_sum(k: Kernel, types: dict[str, TensorType]) -> tuple[int, int, int] | None:
+    """(rows, row length, lanes) when ``k`` is one integer reduce_sum over the trailing axes of
+    a kernel input (each row contiguous), else None."""
+    if k.kind != "reduce" or len(k.nodes) != 1 or len(k.outputs) != 1:
+        return None
+    n = k.nodes[0]
+    if n.op != "reduce_sum" or n.inputs[0] not in k.inputs:
+        return None
+    x = types[n.inputs[0]]
+    axes = tuple(n.attr("axes"))
+    d = x.dtype.name
+    if d not in _LANE_ADD or not axes or axes != tuple(range(x.rank - len(axes), x.rank)):
+        return None
+    inner = 1
+    for a in axes:
+        inner *= x.shape[a]
+    lanes = VECTOR_BYTES * 8 // x.dtype.bits
+    if inner < lanes:
+        return None
+    return x.size // inner if inner else 0, inner, lanes
+
+
+def render_row_sum(k: Kernel, types: dict[str, TensorType]) -> list[str]:
+    """Per row: whole vectors summed lane-wise into one HVX accumulator, its lanes and the
+    tail added in the unsigned type (sums wrap like the reference's), one store."""
+    rows, inner, lanes = hvx_row_sum(k, types)  # type: ignore[misc]
+    d = types[k.nodes[0].inputs[0]].dtype.name
+    u, t = _UNSIGNED[d], ct.storage(types[k.nodes[0].inputs[0]].dtype)
+    body = [
+        f"HVX_Vector lanes_buf[1];  /* one 128-byte vector of {lanes} partial sums */",
+        f"for (int64_t r = 0; r < {rows}; ++r) {{",
+        f"    const {t}* row = in0 + r * {inner};",
+        "    HVX_Vector acc = Q6_V_vzero();",
+        "    int64_t j = 0;",
+        f"    for (; j + {lanes} <= {inner}; j += {lanes}) acc = {_LANE_ADD[d]}(acc, "
+        f"RLX_VLD(row + j));",
+        "    lanes_buf[0] = acc;",
+        f"    const {t}* part = (const {t}*)(const void*)lanes_buf;",
+        f"    {u} s = 0;",
+        f"    for (int l = 0; l < {lanes}; ++l) s = ({u})(s + ({u})part[l]);",
+        f"    for (; j < {inner}; ++j) s = ({u})(s + ({u})row[j]);",
+        f"    out0[r] = ({t})s;",
+        "}",
+    ]
+    return ["    " + x for x in body]

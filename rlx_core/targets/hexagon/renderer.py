@@ -51,9 +51,18 @@ class HexagonRenderer(CLikeRenderer):
     def render_kernel(self, g: Graph, k: Kernel, idx: int, prefix: str,
                       types: dict[str, TensorType], fail: str) -> tuple[str, str, int]:
         found = hvx.hvx_kernel(k, types)
+        if found is None and hvx.hvx_row_sum(k, types) is not None:
+            return self._hvx_text(k, prefix, types, "reduce, hvx row sum",
+                                  hvx.render_row_sum(k, types), "hvx-row-sum")
         if found is None:
             return super().render_kernel(g, k, idx, prefix, types, fail)
         op, dtype, lanes = found
+        return self._hvx_text(k, prefix, types, f"elementwise, hvx {op} {dtype} x{lanes}",
+                              hvx.render_body(k, types), f"hvx-{op}-{dtype}")
+
+    def _hvx_text(self, k: Kernel, prefix: str, types: dict[str, TensorType], what: str,
+                  body_lines: list[str], impl: str) -> tuple[str, str, int]:
+        """A kernel function with the shared signature around an HVX body."""
         r = self.restrict
         params = [f"const {ct.storage(types[v].dtype)}* {r} in{j}"
                   for j, v in enumerate(k.inputs)]
@@ -61,9 +70,10 @@ class HexagonRenderer(CLikeRenderer):
         params.append(f"unsigned char* {r} scratch")
         self._extra_args[k.name] = []
         fn = self.kernel_fn(prefix, k)
-        head = (f"/* kernel {c_comment(k.name)} (elementwise, hvx {op} {dtype} x{lanes}): "
-                f"{op} -> {c_comment(k.outputs[0])} */\n")
-        body = "\n".join(hvx.render_body(k, types))
+        ops = ", ".join(c_comment(n.op) for n in k.nodes)
+        head = (f"/* kernel {c_comment(k.name)} ({what}): {ops} -> "
+                f"{c_comment(k.outputs[0])} */\n")
+        body = "\n".join(body_lines)
         text = (head + f"{self.kernel_decl} {fn}(" + ", ".join(params) + ") {\n"
                 "    (void)scratch;\n" + body + "\n}\n")
-        return text, f"hvx-{op}-{dtype}", 0
+        return text, impl, 0
