@@ -99,7 +99,28 @@ def _simple(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     return run
 
 
+def _expand_dims(x: Any, axis: int) -> Any:
+    from rlx_core.ir.ops.base import normalize_axis
+
+    t = ops.asarray(x)
+    ax = normalize_axis("expand_dims", axis, t.ndim + 1)
+    return ops.reshape(t, t.shape[:ax] + (1,) + t.shape[ax:])
+
+
+def _squeeze(x: Any, axis: Any = None) -> Any:
+    from rlx_core.ir.ops.base import normalize_axis
+
+    t = ops.asarray(x)
+    axes = [i for i, d in enumerate(t.shape) if d == 1] if axis is None else [
+        normalize_axis("squeeze", a, t.ndim) for a in ((axis,) if isinstance(axis, int) else axis)]
+    if any(t.shape[a] != 1 for a in axes):
+        raise NumpyInteropError(f"np.squeeze: axis {axis} of {t.shape} is not of size 1")
+    return ops.reshape(t, tuple(d for i, d in enumerate(t.shape) if i not in axes))
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "shape": lambda x: x.shape, "ndim": lambda x: x.ndim, "size": lambda x: x.size,
+    "expand_dims": _expand_dims, "squeeze": _squeeze,
     "sum": _reduction("reduce_sum"), "prod": _reduction("reduce_prod"),
     "max": _reduction("reduce_max"), "amax": _reduction("reduce_max"),
     "min": _reduction("reduce_min"), "amin": _reduction("reduce_min"),
@@ -117,7 +138,6 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
 # numpy name -> the rlx spelling to suggest when it is not mapped
 SPELLINGS = {"einsum": "x @ w with reshape/transpose", "softmax": "rlx.nn.softmax",
              "erf": "rlx.erf", "argmin": "rlx.argmax(-x)", "std": "rlx.sqrt(x.var(axis))",
-             "expand_dims": "x.reshape(...)", "squeeze": "x.reshape(...)",
              "tile": "rlx.concat([...])", "repeat": "rlx.concat([...])",
              "zeros_like": "rlx.zeros(x.shape, x.dtype)", "ones_like": "rlx.ones(x.shape, x.dtype)",
              "log1p": "rlx.log(1 + x)", "expm1": "rlx.exp(x) - 1"}

@@ -88,3 +88,11 @@ def test_concrete_values_of_a_traced_tensor_raise(fn):
     with pytest.raises(ConcreteValueError) as info:
         rlx.trace(fn, X)
     assert info.value.code == "RLX-T011" and "eager" in info.value.hint
+
+
+def test_numpy_shape_functions_on_traced_tensors():
+    def f(x):
+        assert np.shape(x) == (2, 3) and np.ndim(x) == 2 and np.size(x) == 6
+        return np.squeeze(np.expand_dims(x, 0), axis=0) * 2
+
+    np.testing.assert_allclose(rlx.compile(f, X, target="numpy")(X), X * 2)
