@@ -14,6 +14,7 @@ from rlx_core.frontend.tracer import trace, type_of_example
 from rlx_core.ir.graph import Graph, Level
 from rlx_core.ir.printer import print_graph
 from rlx_core.passes.base import CompileOptions, PassContext
+from rlx_core.runtime.call_args import positional_args
 from rlx_core.runtime.executable import Executable
 from rlx_core.runtime.specialization_cache import CacheEvent, SpecializationCache
 from rlx_core.targets.registry import get_target, target_names
@@ -31,13 +32,14 @@ def _source_of(fn: Callable[..., Any]) -> dict[str, Any]:
 
 def lower(fn_or_graph: Callable[..., Any] | Graph, *example_args: Any, target: str = DEFAULT_TARGET,
           policy: Any = None, allow_approximate: bool = False, verify: bool = False,
-          record: bool = True, name: str | None = None) -> tuple[Graph, Graph, Graph, PassContext]:
+          record: bool = True, name: str | None = None,
+          memory_limit: Any = None) -> tuple[Graph, Graph, Graph, PassContext]:
     """Trace (if given a function) and run the pipeline; returns (hir, mir, lir, context)."""
     from rlx_core.passes.pipeline import default_pipeline, run_pipeline
 
     tgt = get_target(target)
     options = CompileOptions(target=target, policy=policy, allow_approximate=allow_approximate,
-                             verify=verify)
+                             verify=verify, memory_limit=memory_limit)
     hir = fn_or_graph if isinstance(fn_or_graph, Graph) else trace(fn_or_graph, *example_args,
                                                                    name=name)
     rec = CompileTrace(function=hir.name, target=target, policy=str(policy or "prefer-native"),
@@ -66,11 +68,14 @@ def lower(fn_or_graph: Callable[..., Any] | Graph, *example_args: Any, target: s
 
 def compile(fn: Callable[..., Any] | Graph, *example_args: Any, target: str = DEFAULT_TARGET,
             policy: Any = None, allow_approximate: bool = False, verify: bool = False,
-            record: bool = True, name: str | None = None) -> Executable:
+            record: bool = True, name: str | None = None,
+            memory_limit: Any = None) -> Executable:
     """Compile ``fn`` for ``target`` at the shapes/dtypes of ``example_args``.
 
     Returns an Executable; ``exe.trace`` is its CompileTrace. Raises LegalizationError when an
     op has no legal route on the target, TargetUnavailableError when the target cannot run here.
+    ``memory_limit`` caps what one run may allocate (bytes, ``"8G"``, ``"50%"``, ``"off"``;
+    default ``RLX_MEMORY_LIMIT`` or 80% of RAM): a call over it raises MemoryBudgetError.
     """
     tgt = get_target(target)
     ok, why = tgt.available()
@@ -85,12 +90,13 @@ def compile(fn: Callable[..., Any] | Graph, *example_args: Any, target: str = DE
                                      hint="see rlx.targets() for what runs on this machine")
     hir, mir, lir, ctx = lower(fn, *example_args, target=target, policy=policy,
                                allow_approximate=allow_approximate, verify=verify, record=record,
-                               name=name)
+                               name=name, memory_limit=memory_limit)
     program = tgt.build(lir, ctx.options)
     if ctx.trace is not None:
         ctx.trace.kernels = dict(program.sources)
     rec = ctx.trace or CompileTrace(function=hir.name, target=target)
-    return Executable(hir.name, target, hir, mir, lir, program, rec, dict(hir.param_data))
+    return Executable(hir.name, target, hir, mir, lir, program, rec, dict(hir.param_data),
+                      memory_limit=memory_limit)
 
 
 def _guard(args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -206,7 +212,9 @@ class JitFunction:
                 return exe
         return None
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:  # keywords take their positions (runtime/call_args.py)
+            args = positional_args(self.fn, args, kwargs)
         if self._scm is not None:  # no module yet: the first call is a miss
             return self._scm.on_miss(*args)
         return self.lookup(*args)(*args)

@@ -22,6 +22,62 @@ class ModelFileError(RlxError):
     code = "RLX-C001"
 
 
+class ModelImportError(ModelFileError):
+    """Importing a model file failed: a syntax error in it, or an exception its top level
+    raised (a missing module, a bad path); the message names the file and line."""
+
+    code = "RLX-C002"
+
+
+class OutputPathError(RlxError):
+    """A file the CLI was asked to write (``--html OUT``) cannot be written there."""
+
+    code = "RLX-C003"
+
+
+def _exec_model(module: ModuleType, loader: Any, p: Path) -> None:
+    """Run the model file's top level; its own failures become ModelImportError (no
+    traceback through rlx), pointing at the file and line."""
+    import traceback
+
+    try:
+        loader.exec_module(module)
+    except SyntaxError as err:
+        text = (err.text or "").rstrip("\n")
+        caret = f"\n    {text}\n    {' ' * max(0, (err.offset or 1) - 1)}^" if text else ""
+        raise ModelImportError(f"{p}:{err.lineno}: syntax error: {err.msg}{caret}",
+                               hint="fix the Python syntax at that line") from None
+    except Exception as err:  # the file's own code failed at import time
+        frames = [f for f in traceback.extract_tb(err.__traceback__)
+                  if Path(f.filename).resolve() == p.resolve()]
+        where = f"{p}:{frames[-1].lineno}" if frames else str(p)
+        raise ModelImportError(f"{where}: importing the model file raised "
+                               f"{type(err).__name__}: {err}",
+                               hint="fix the model file's top-level code (run it with "
+                                    "`python FILE` to see the full traceback)") from None
+
+
+def _check_output(path: str | Path) -> Path:
+    """The path of a file the CLI will write, checked before any work is done."""
+    p = Path(path)
+    folder = p.parent if str(p.parent) else Path(".")
+    if not folder.is_dir():
+        raise OutputPathError(f"cannot write {p}: the folder {folder} does not exist",
+                              hint=f"create it first (mkdir -p {folder}) or choose another path")
+    if p.is_dir():
+        raise OutputPathError(f"cannot write {p}: it is a folder",
+                              hint="give a file name, e.g. explorer.html")
+    return p
+
+
+def _save_html(explorer: Any, path: str | Path) -> Path:
+    try:
+        return explorer.save_html(path)
+    except OSError as err:
+        raise OutputPathError(f"cannot write {path}: {err.strerror or err}",
+                              hint="choose a writable path") from None
+
+
 def load_model_file(path: str | Path) -> tuple[Any, tuple[Any, ...], ModuleType]:
     """Import a model file; return (model function, example inputs, module)."""
     p = Path(path)
@@ -31,7 +87,7 @@ def load_model_file(path: str | Path) -> tuple[Any, tuple[Any, ...], ModuleType]
     if spec is None or spec.loader is None:
         raise ModelFileError(f"cannot import {p}")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    _exec_model(module, spec.loader, p)
     fn = getattr(module, "model", None)
     make_inputs = getattr(module, "example_inputs", None)
     if not callable(fn) or not callable(make_inputs):
@@ -134,6 +190,8 @@ def _cmd_tour(args: argparse.Namespace) -> int:
     from rlx_core.ir.printer import print_graph
 
     path = Path(args.file) if args.file else TOUR_MODEL
+    if args.html:
+        _check_output(args.html)
     fn, inputs, _ = load_model_file(path)
     exe = rlx.compile(fn, *inputs, target="numpy")
     rule = "=" * 78
@@ -167,6 +225,7 @@ def _cmd_explore(args: argparse.Namespace) -> int:
     if args.html:
         from rlx_explorer import explore
 
+        _check_output(args.html)
         fn, inputs, _ = load_model_file(args.file)
         from rlx_explorer.progress import terminal
 
@@ -174,7 +233,7 @@ def _cmd_explore(args: argparse.Namespace) -> int:
                      progress=terminal())
         if ex.bundle["failures"]:
             ex.bundle["view"] = "failures"  # as %%rlx: a failure is the first thing to see
-        out = ex.save_html(args.html)
+        out = _save_html(ex, args.html)
         print(f"wrote {out.resolve()}")
         return 0
     from rlx_explorer.panel_app import serve_file
@@ -255,8 +314,8 @@ def _tour_html(path: Path, out: str) -> None:
     from rlx_explorer.progress import terminal
 
     fn, inputs, _ = load_model_file(path)
-    written = explore(fn, *inputs, targets=("numpy", "webgpu"), title=path.name,
-                      progress=terminal()).save_html(out)
+    written = _save_html(explore(fn, *inputs, targets=("numpy", "webgpu"), title=path.name,
+                                 progress=terminal()), out)
     print(f"explorer: open {written.resolve()} in a browser (offline, self-contained)")
 
 

@@ -43,6 +43,13 @@ class VerifyError(RlxError):
     code = "RLX-V001"
 
 
+class ConstantValueError(VerifyError):
+    """A ``constant``'s value is not a literal of its dtype ("x", none, a dtype, complex for a
+    real dtype, an integer out of range): no target could run it, so the IR is refused."""
+
+    code = "RLX-V003"
+
+
 class TraceError(RlxError):
     """A user program is ill-typed: raised at trace time, naming op, shapes and source line."""
 
@@ -65,6 +72,13 @@ class AxisError(TraceError):
     """An axis or permutation out of range for the operand's rank."""
 
     code = "RLX-T003"
+
+
+class InvalidShapeError(ShapeError):
+    """A shape with a negative, non-integer or otherwise unusable dimension, rejected where it
+    enters rlx (``rlx.spec``, an ONNX input, a TensorType) instead of compiling to nonsense."""
+
+    code = "RLX-T004"
 
 
 class ArgumentError(RlxError):

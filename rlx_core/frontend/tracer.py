@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Sequence
 from rlx_core.errors import RlxError, TraceError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.builder import Builder, NameGen, clean_name
-from rlx_core.ir.graph import Graph, Level, Loc, TensorType, Value, ValueKind
+from rlx_core.ir.graph import Graph, Level, Loc, TensorType, Value, ValueKind, checked_shape
 from rlx_core.ir.verifier import verify
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +30,7 @@ class TensorSpec:
     dtype: dt.DType = dt.f32
 
     def __init__(self, shape: Sequence[int], dtype: object = "f32"):
-        object.__setattr__(self, "shape", tuple(int(d) for d in shape))
+        object.__setattr__(self, "shape", checked_shape(shape, "rlx.spec shape"))
         object.__setattr__(self, "dtype", dt.get(dtype))
 
 

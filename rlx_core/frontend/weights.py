@@ -83,41 +83,70 @@ def read_header(path: str | os.PathLike[str]) -> tuple[TensorInfo, ...]:
                                hint="check the path") from err
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, ValueError) as err:  # JSONDecodeError, a 5000-digit number
         raise WeightsFileError(f"{p}: the safetensors header is not valid JSON ({err})",
                                hint="the header is corrupted; download or copy the file again"
                                ) from err
+    except RecursionError:  # json nests by recursion: a hostile header can exhaust the stack
+        raise WeightsFileError(f"{p}: the safetensors header nests JSON too deeply to read",
+                               hint="the header is corrupted or hostile; a real header is a "
+                                    "flat object of tensor entries") from None
     if not isinstance(header, dict):
-        raise WeightsFileError(f"{p}: the safetensors header is not a JSON object")
+        raise WeightsFileError(f"{p}: the safetensors header is not a JSON object",
+                               hint="the header is corrupted; download or copy the file again")
     data_size = size - 8 - n
     infos, problems = [], []
     for name, entry in header.items():
         if name == "__metadata__":
             continue
         try:
-            dtype, shape = entry["dtype"], tuple(int(d) for d in entry["shape"])
-            start, end = (int(v) for v in entry["data_offsets"])
-        except (KeyError, TypeError, ValueError):
-            problems.append(f"{name}: malformed entry {entry!r}")
+            dtype, shape = entry["dtype"], tuple(_whole(d) for d in entry["shape"])
+            start, end = (_whole(v) for v in entry["data_offsets"])
+        except (KeyError, TypeError, ValueError, OverflowError):
+            problems.append(f"{_clip(name)}: malformed entry {_short(entry)}")
             continue
-        if dtype not in ST_DTYPES:
-            problems.append(f"{name}: unsupported dtype {dtype}")
+        if not isinstance(dtype, str) or dtype not in ST_DTYPES:
+            problems.append(f"{_clip(name)}: unsupported dtype "
+                            f"{_clip(dtype) if isinstance(dtype, str) else _short(dtype)}")
             continue
         count = 1
         for d in shape:
             count *= d
+            if count > 8 * data_size:  # already too big: stop before the product explodes
+                break
         want = count * ST_DTYPES[dtype].bits // 8
         if not 0 <= start <= end <= data_size or end - start != want:
-            problems.append(f"{name}: offsets [{start}, {end}) do not hold {dtype}{list(shape)} "
-                            f"within {data_size} data bytes")
+            problems.append(f"{_clip(name)}: offsets [{start}, {end}) do not hold "
+                            f"{dtype}{_short(list(shape))} within {data_size} data bytes")
             continue
         infos.append(TensorInfo(name, dtype, shape, start, end))
     if problems:
+        more = [f"... and {len(problems) - 20} more"] if len(problems) > 20 else []
         raise WeightsFileError(f"{p}: {len(problems)} corrupted header entr"
                                f"{'y' if len(problems) == 1 else 'ies'}:\n  " +
-                               "\n  ".join(problems),
+                               "\n  ".join(problems[:20] + more),
                                hint="the file is corrupted or truncated")
     return tuple(infos)
+
+
+def _whole(v: Any) -> int:
+    """A JSON number that must be a whole number >= 0 (a shape dim, an offset)."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError(v)
+    return v
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
+def _short(v: Any) -> str:
+    """A bounded repr: entries of a corrupted header can be huge or deeply nested."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxstring, r.maxother = 3, 60, 60
+    return r.repr(v)
 
 
 def read_safetensors(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -156,8 +185,11 @@ def check_weights(weights: Mapping[str, Any],
         if name not in weights:
             continue
         arr = weights[name]
-        got_shape = tuple(int(d) for d in arr.shape)
-        got_dt = dt.get(arr.dtype)
+        got = _array_type(arr)
+        if isinstance(got, str):  # not an array of a dtype rlx has: say what it is
+            mismatched.append((name, _desc(tuple(shape), dt.get(dtype) if dtype else None), got))
+            continue
+        got_shape, got_dt = got
         want_dt = dt.get(dtype) if dtype is not None else None
         bad_dt = (want_dt is not None and got_dt != want_dt) or (
             want_dt is None and not got_dt.is_float)
@@ -177,6 +209,27 @@ def check_weights(weights: Mapping[str, Any],
                "pass prefix= to strip it"
     raise WeightsMismatchError("\n".join(lines), missing, tuple(mismatched), unexpected,
                                hint=hint)
+
+
+def _array_type(value: Any) -> tuple[tuple[int, ...], dt.DType] | str:
+    """(shape, dtype) of an array-like weight, or a description of why it is not one."""
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is None or dtype is None:
+        try:
+            import numpy as np
+        except ImportError:
+            return f"a {type(value).__name__}, not an array"
+        if isinstance(value, str | bytes | dict) or value is None:
+            return f"a {type(value).__name__} ({_short(value)}), not an array"
+        try:
+            value = np.asarray(value)
+        except (ValueError, TypeError):
+            return f"a {type(value).__name__} that is not an array"
+        shape, dtype = value.shape, value.dtype
+    try:
+        return tuple(int(d) for d in shape), dt.get(dtype)
+    except (RlxError, TypeError, ValueError):
+        return f"an array of dtype {_short(dtype)}, which rlx has no dtype for"
 
 
 def strip_prefix(weights: Mapping[str, Any], prefix: str) -> dict[str, Any]:

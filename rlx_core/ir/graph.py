@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import enum
 import math
+import operator
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
 from rlx_core.ir.dtypes import DType
 
 Shape = tuple[int, ...]
+# C0 controls, DEL and lone surrogates: never kept in a Loc (see Loc.__post_init__)
+_UNSAFE_TEXT = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 AttrValue = Any  # int | float | bool | str | None | DType | tuple[AttrValue, ...]
 
 
@@ -24,12 +28,51 @@ class Level(enum.Enum):
     LIR = "lir"
 
 
+def checked_shape(shape: Any, what: str = "shape") -> Shape:
+    """``shape`` as a tuple of non-negative Python ints; InvalidShapeError (RLX-T004) for a
+    negative, fractional or non-numeric dimension (numpy integers are accepted)."""
+    from rlx_core.errors import InvalidShapeError
+
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise InvalidShapeError(f"{what} {shape!r} is not a sequence of dimensions",
+                                hint="give the shape as a tuple of integers, e.g. (2, 3)") from None
+    out = []
+    for i, d in enumerate(dims):
+        try:
+            n = operator.index(d)  # accepts int and numpy integers, refuses 2.5 and "3"
+        except TypeError:
+            n = None
+        if n is None or isinstance(d, bool):
+            raise InvalidShapeError(
+                f"{what} {_show(dims)}: dimension {i} is {d!r} ({type(d).__name__}), not an "
+                "integer", hint="dimensions are whole numbers: write int(d) explicitly if a "
+                                "float is really meant as a size")
+        if n < 0:
+            raise InvalidShapeError(
+                f"{what} {_show(dims)}: dimension {i} is negative ({n})",
+                hint="dimensions are sizes >= 0; a symbolic/unknown size (-1) must be given "
+                     "concretely (rlx compiles for static shapes)")
+        out.append(int(n))
+    return tuple(out)
+
+
+def _show(dims: tuple[Any, ...]) -> str:
+    return "(" + ", ".join(repr(d) for d in dims[:8]) + (", ..." if len(dims) > 8 else "") + ")"
+
+
 @dataclass(frozen=True)
 class TensorType:
     """Static shape and element type of a value."""
 
     dtype: DType
     shape: Shape
+
+    def __post_init__(self) -> None:
+        # the common case costs one pass over the dims; anything else is normalised or rejected
+        if type(self.shape) is not tuple or any(type(d) is not int or d < 0 for d in self.shape):
+            object.__setattr__(self, "shape", checked_shape(self.shape))
 
     @property
     def rank(self) -> int:
@@ -60,6 +103,15 @@ class Loc:
     scope: str = ""
     origin: str = ""
     origin_op: str = ""
+
+    def __post_init__(self) -> None:
+        # provenance is display text: a NUL or a lone surrogate (an undecodable file name
+        # arrives as one through os.fsdecode, a "\\ud800" escape parses to one) would break
+        # UTF-8 encoding, Graphviz and the explorer's layout, so it is replaced here, once
+        for key in ("file", "scope", "origin", "origin_op"):
+            text = getattr(self, key)
+            if _UNSAFE_TEXT.search(text):
+                object.__setattr__(self, key, _UNSAFE_TEXT.sub("\ufffd", text))
 
     @property
     def where(self) -> str:

@@ -37,7 +37,10 @@ def _check_nodes(g: Graph, allowed: set[str]) -> None:
         try:
             attrs, want = infer_type(n.op, [types[i].type for i in n.inputs], n.a)
         except RlxError as err:
-            raise _fail(g, n, f"ill-typed {n.op}: {err.message}") from None
+            failed = _fail(g, n, f"ill-typed {n.op}: {err.message}")
+            if isinstance(err, VerifyError):  # a narrower verifier error (V003) keeps its class
+                failed = type(err)(failed.message, hint=err.hint)
+            raise failed from None
         if dict(n.attrs) != attrs:
             raise _fail(g, n, f"{n.op} attributes are incomplete (expected keys {sorted(attrs)})")
         if want != n.out.type:

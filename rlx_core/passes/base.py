@@ -23,6 +23,9 @@ class CompileOptions:
     policy: Any = None
     allow_approximate: bool = False  # permit tolerance-changing rewrites (gelu-erf -> gelu-tanh)
     verify: bool = False  # run the verifier after every pass
+    # bytes one run may allocate (int, "8G", "50%", "off"); None: RLX_MEMORY_LIMIT or the
+    # default fraction of RAM (runtime/memory_budget.py)
+    memory_limit: Any = None
     flags: dict[str, Any] = field(default_factory=dict)
 
 

@@ -44,6 +44,9 @@ class Executable:
     program: Program
     trace: CompileTrace
     params: dict[str, Any] = field(default_factory=dict)
+    # the memory_limit compile option; resolved and checked once, before the first run
+    memory_limit: Any = None
+    _budget_ok: bool = field(default=False, init=False, repr=False)
 
     @property
     def input_types(self) -> tuple[TensorType, ...]:
@@ -64,8 +67,21 @@ class Executable:
                     hint="call rlx.compile again with this shape, or use @rlx.jit, which "
                          "specialises per shape")
 
+    def check_memory(self) -> None:
+        """Raise MemoryBudgetError (RLX-R030) if one run would allocate more than the budget
+        (the arena, each output; see runtime/memory_budget.py). Checked for every target here,
+        before the program first runs."""
+        if self._budget_ok:
+            return
+        from rlx_core.runtime.memory_budget import check_budget, resolve_limit
+
+        check_budget(self.lir, resolve_limit(self.memory_limit), target=self.target,
+                     materializes_nodes=bool(self.program.info.get("materializes_nodes")))
+        self._budget_ok = True
+
     def __call__(self, *args: Any) -> Any:
         self.check_args(args)
+        self.check_memory()
         host = [_to_host(a, t) for a, t in zip(args, self.input_types)]
         outs = self.program.run(host, self.params)
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -556,7 +556,11 @@ done:
     return result;
 }
 
-static PyObject* scm_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+static PyObject* scm_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                          PyObject* kwnames) {
+    /* keyword arguments: on_miss binds them to positions in Python (runtime/call_args.py) */
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)
+        return PyObject_Vectorcall(((ScmState*)self)->on_miss, args, (size_t)nargs, kwnames);
     return dispatch((ScmState*)self, args, nargs, 1);
 }
 
@@ -564,7 +568,8 @@ static PyObject* scm_call_uncounted(PyObject* self, PyObject* const* args, Py_ss
     return dispatch((ScmState*)self, args, nargs, 0);
 }
 
-static PyMethodDef call_def = {"call", (PyCFunction)(void (*)(void))scm_call, METH_FASTCALL,
+static PyMethodDef call_def = {"call", (PyCFunction)(void (*)(void))scm_call,
+                               METH_FASTCALL | METH_KEYWORDS,
                                "run the first specialization whose guards pass, else on_miss"};
 static PyMethodDef call_uncounted_def = {
     "call_uncounted", (PyCFunction)(void (*)(void))scm_call_uncounted, METH_FASTCALL,

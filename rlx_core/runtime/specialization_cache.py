@@ -33,6 +33,7 @@ from rlx_core.errors import ArgumentError, RlxError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Graph, Shape, TensorType
 from rlx_core.runtime import scm_codegen
+from rlx_core.runtime.call_args import positional_args
 
 TARGET = "cpu"
 
@@ -336,8 +337,11 @@ class SpecializationCache:
                                     ) from None
         return describe_args(args)
 
-    def on_miss(self, *args: Any) -> Any:
-        """Called by the module when no guard passes (and before the first module exists)."""
+    def on_miss(self, *args: Any, **kwargs: Any) -> Any:
+        """Called by the module when no guard passes (and before the first module exists),
+        and for every call with keyword arguments, which are bound to positions here."""
+        if kwargs:
+            args = positional_args(self.fn, args, kwargs)
         infos = self._check_call(args)
         with self._lock:
             k = self.match(infos)
@@ -461,12 +465,15 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
     from rlx_core.api import lower
     from rlx_core.ir.printer import print_graph
     from rlx_core.runtime.executable import Executable
+    from rlx_core.runtime.memory_budget import check_budget, resolve_limit
     from rlx_core.targets.base import Program
     from rlx_core.targets.cpu.renderer import render_program
     from rlx_core.targets.registry import get_target
 
     examples = [np.asarray(a) for a in args]
     hir, mir, lir, ctx = lower(fn, *examples, target=TARGET, **options)
+    # the module's hits never enter Python: the budget is checked once, for the specialization
+    check_budget(lir, resolve_limit(options.get("memory_limit")), target=TARGET)
     prefix = program_prefix(print_graph(lir))
     cprog = render_program(lir, prefix)
     program = KernelProgram(
@@ -488,7 +495,7 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
         trace.kernels = dict(sources)
     exe = Executable(hir.name, TARGET, hir, mir, lir, Program(run, sources, {"scm": True}),
                      trace if trace is not None else _empty_trace(hir.name),
-                     dict(hir.param_data))
+                     dict(hir.param_data), memory_limit=options.get("memory_limit"))
     return program, exe
 
 

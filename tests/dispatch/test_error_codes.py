@@ -138,6 +138,14 @@ def p_v002():
     opdef("sofmax")
 
 
+def p_v003():
+    from rlx_core.ir.parser import parse
+    from rlx_core.ir.verifier import verify
+
+    verify(parse('hir @g {\n  %0 : f32[] = constant() {dtype=f32, shape=(), value="x"}\n'
+                 '  return %0\n}\n'))
+
+
 def p_w001():
     from rlx_core.passes.base import PassContext
     from rlx_core.passes.rewrite_engine import rewrite
@@ -225,6 +233,28 @@ def p_c001(tmp_path):
     load_model_file(f)
 
 
+def p_c002(tmp_path):
+    from rlx_core.cli import load_model_file
+
+    f = tmp_path / "model.py"
+    f.write_text("def model(x):\n    return x +\n")
+    load_model_file(f)
+
+
+def p_c003(tmp_path):
+    from rlx_core.cli import main
+
+    f = tmp_path / "model.py"
+    f.write_text("def model(x):\n    return x\ndef example_inputs():\n    return (1.0,)\n")
+    try:
+        main(["explore", str(f), "--html", str(tmp_path / "missing" / "x.html")])
+    except SystemExit:
+        pass
+    from rlx_core.cli import _check_output
+
+    _check_output(tmp_path / "missing" / "x.html")
+
+
 def p_d001(tmp_path):
     from rlx_core.data.mnist import read_idx
 
@@ -302,7 +332,59 @@ def p_o003():
     import_model(_onnx_model("Frobnicate"))
 
 
+def p_o020():
+    from rlx_core.frontend.onnx_import import import_model
+
+    m = _onnx_model("Relu")
+    m.graph.node.append(m.graph.node[0])  # a second node writing "y"
+    import_model(m.SerializeToString())
+
+
+def p_o021():
+    from rlx_core.frontend.onnx_import import import_model
+
+    m = _onnx_model("Relu")
+    w = m.graph.initializer.add()
+    w.name, w.data_type, w.data_location = "w", 1, 1  # FLOAT, EXTERNAL
+    w.dims.append(2)
+    w.external_data.add(key="location", value="w.bin")
+    import_model(m.SerializeToString())
+
+
+def p_o022(monkeypatch):
+    from dataclasses import replace
+
+    from rlx_core.frontend.onnx_import import import_model
+    from rlx_core.frontend.onnx_import.ops.table import CONVERTERS
+
+    def boom(n):
+        return 1 / 0
+
+    monkeypatch.setitem(CONVERTERS, "Relu", replace(CONVERTERS["Relu"], fn=boom))
+    import_model(_onnx_model("Relu"))
+
+
 # ---- runtime --------------------------------------------------------------------------------
+
+def p_t004():
+    import rlx_core as rlx
+
+    rlx.spec((2.5, 3))
+
+
+def p_r030():
+    import rlx_core as rlx
+
+    a = np.ones((100, 1), np.float32)
+    rlx.compile(lambda a, b: a @ b, a, a.T, target="numpy", memory_limit=1000)(a, a.T)
+
+
+def p_r031(monkeypatch):
+    import rlx_core as rlx
+
+    monkeypatch.setenv("RLX_MEMORY_LIMIT", "lots")
+    rlx.compile(lambda x: x * 2.0, np.ones(3, np.float32), target="numpy")(np.ones(3, np.float32))
+
 
 def p_r001():
     import rlx_core as rlx
@@ -665,12 +747,15 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-T000": p_t000, "RLX-T001": p_t001, "RLX-T002": p_t002, "RLX-T003": p_t003,
     "RLX-T010": p_t010, "RLX-T011": p_t011,
     "RLX-A001": p_a001, "RLX-A002": p_a002, "RLX-A101": p_a101,
-    "RLX-C001": p_c001, "RLX-D001": p_d001, "RLX-F001": p_f001, "RLX-F002": p_f002,
+    "RLX-C001": p_c001, "RLX-C002": p_c002, "RLX-C003": p_c003,
+    "RLX-D001": p_d001, "RLX-F001": p_f001, "RLX-F002": p_f002,
     "RLX-M001": p_m001, "RLX-I101": p_i101, "RLX-I102": p_i102,
     "RLX-O001": p_o001, "RLX-O002": p_o002, "RLX-O003": p_o003,
+    "RLX-O020": p_o020, "RLX-O021": p_o021, "RLX-O022": p_o022,
     "RLX-R001": p_r001, "RLX-R002": p_r002, "RLX-R003": p_r003, "RLX-R004": p_r004,
     "RLX-R010": p_r010, "RLX-R011": p_r011, "RLX-R012": p_r012,
     "RLX-R013": p_r013, "RLX-R014": p_r014, "RLX-R015": p_r015,
+    "RLX-V003": p_v003, "RLX-T004": p_t004, "RLX-R030": p_r030, "RLX-R031": p_r031,
     "RLX-X001": p_x001, "RLX-X002": p_x002, "RLX-X003": p_x003, "RLX-X004": p_x004,
     "RLX-K001": p_k001, "RLX-K002": p_k002,
     "RLX-B001": p_b001, "RLX-B002": p_b002, "RLX-B003": p_b003, "RLX-B004": p_b004,

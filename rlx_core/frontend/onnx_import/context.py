@@ -13,7 +13,7 @@ from rlx_core.frontend.onnx_import.errors import Reject
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.builder import Builder, NameGen
 from rlx_core.ir.dtypes import DType
-from rlx_core.ir.graph import Loc, Node, TensorType, Value, ValueKind
+from rlx_core.ir.graph import Loc, Node, TensorType, Value, ValueKind, checked_shape
 from rlx_core.ir.ops.base import broadcast_shapes
 
 # Arrays with more elements than this become parameters rather than inline `constant` nodes,
@@ -84,6 +84,7 @@ class ImportContext:
             args.append(arg)
         from rlx_core.targets.numpy_ref.semantics import eval_op  # numpy comes with onnx
 
+        check_static_size(node.type, f"the import-time value of %{node.out.name} ({node.op})")
         try:
             out = eval_op(node.op, node.a, args, node.type)
         except RlxError:
@@ -103,6 +104,39 @@ class ImportContext:
             if v.name == name:
                 return v
         return self._producers()[name].out
+
+
+def check_static_size(t: TensorType, what: str) -> None:
+    """Refuse (Reject) to compute a value at import time that would not fit the memory budget
+    (runtime/memory_budget.py): ``Range(0, 1e10, 1)`` must not allocate 37 GiB to find out."""
+    from rlx_core.runtime.memory_budget import fmt_bytes, resolve_limit
+
+    limit = resolve_limit(None)
+    if limit is not None and t.nbytes > limit:
+        raise Reject(f"{what} would be {t} ({fmt_bytes(t.nbytes)}), over the memory budget of "
+                     f"{fmt_bytes(limit)} (RLX_MEMORY_LIMIT)")
+
+
+def tensor_array(t: Any, what: str) -> Any:
+    """A TensorProto (an attribute's or an initializer's) as a numpy array; a tensor whose
+    data does not match its dims or type is refused instead of raising numpy's error."""
+    from onnx import numpy_helper
+
+    try:
+        return numpy_helper.to_array(t)
+    except (ValueError, TypeError, RuntimeError, KeyError, OverflowError, MemoryError) as err:
+        raise Reject(f"{what} cannot be read: {type(err).__name__}: {str(err)[:120]}") from None
+
+
+# Index tables built in Python at import time (a Pad's or a Gather's constant indices) longer
+# than this are refused: a pad of 10**10 must not build a list of 10**10 ints to find out.
+MAX_INDEX_TABLE = 1 << 22
+
+
+def check_index_table(count: int, what: str) -> None:
+    if count > MAX_INDEX_TABLE:
+        raise Reject(f"{what} needs an import-time index table of {count} entries (at most "
+                     f"{MAX_INDEX_TABLE})")
 
 
 class NodeCtx:
@@ -179,8 +213,10 @@ class NodeCtx:
         if not _finite(scalar):
             import numpy as np
 
-            data = np.full(shape, scalar, dtype=dt.to_numpy_name(dtype))
-            return self.cx.add_param("", data, TensorType(dtype, shape))
+            # one element, broadcast: a splat over a huge shape is never materialised here
+            data = np.full((), scalar, dtype=dt.to_numpy_name(dtype))
+            one = self.cx.add_param("", data, TensorType(dtype, ()))
+            return self.broadcast(one, shape) if shape else one
         return self.emit("constant", [], {"value": scalar, "dtype": dtype, "shape": shape})
 
     def array(self, data: Any, dtype: DType | None = None) -> Value:
@@ -268,15 +304,18 @@ class NodeCtx:
     def take(self, v: Value, axis: int, indices: Sequence[int]) -> Value:
         """Static indices along one axis: a slice when they form a forward stride, else a
         gather with a constant index vector."""
-        idx = list(indices)
+        import numpy as np  # the importer runs with onnx, which brings numpy
+
+        # numpy throughout: an index vector may hold millions of entries (a large pad)
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         n = v.type.shape[axis]
-        if idx and all(0 <= i < n for i in idx):
-            step = idx[1] - idx[0] if len(idx) > 1 else 1
-            if step >= 1 and idx == list(range(idx[0], idx[0] + step * len(idx), step)):
-                return self.slice_axis(v, axis, idx[0], idx[-1] + 1, step)
-        if not idx:
+        if not idx.size:
             return self.slice_axis(v, axis, 0, 0)
-        iv = self.const(tuple(idx), dt.i64, (len(idx),))
+        if ((idx >= 0) & (idx < n)).all():
+            step = int(idx[1] - idx[0]) if idx.size > 1 else 1
+            if step >= 1 and (np.diff(idx) == step).all():
+                return self.slice_axis(v, axis, int(idx[0]), int(idx[-1]) + 1, step)
+        iv = self.array(idx, dt.i64)
         return self.emit("gather", [v, iv], {"axis": axis})
 
     def float_type(self, v: Value, what: str = "input") -> DType:
@@ -315,7 +354,7 @@ def type_from_value_info(vi: Any, override: Sequence[int] | None = None) -> Tens
         raise Reject(f"value {vi.name!r} has element type "
                      f"{odt.onnx_type_name(t.tensor_type.elem_type)}, which rlx has no dtype for")
     if override is not None:
-        return TensorType(d, tuple(int(s) for s in override))
+        return TensorType(d, checked_shape(override, f"input_shapes[{vi.name!r}]"))
     if not t.tensor_type.HasField("shape"):
         raise Reject(f"value {vi.name!r} has no shape; pass input_shapes=")
     dims = []
@@ -324,7 +363,7 @@ def type_from_value_info(vi: Any, override: Sequence[int] | None = None) -> Tens
             raise Reject(f"value {vi.name!r} has a symbolic dimension "
                          f"{dim.dim_param or '?'!r}; pass input_shapes= with concrete sizes")
         dims.append(int(dim.dim_value))
-    return TensorType(d, tuple(dims))
+    return TensorType(d, checked_shape(dims, f"ONNX value {vi.name!r} shape"))
 
 
 def numel(shape: Sequence[int]) -> int:

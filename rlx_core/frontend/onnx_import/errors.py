@@ -59,3 +59,24 @@ class Reject(Exception):
     def __init__(self, reason: str):
         self.reason = reason
         super().__init__(reason)
+
+
+class MalformedOnnxError(OnnxImportError):
+    """The model breaks the ONNX format's own rules: text that is not UTF-8, a value defined
+    twice, an attribute of another type than its op's schema declares."""
+
+    code = "RLX-O020"
+
+
+class ExternalDataError(OnnxImportError):
+    """An initializer keeps its data in an external file that cannot be read: missing, outside
+    the model's folder, shorter than it says, or no folder to look in (the model came as bytes)."""
+
+    code = "RLX-O021"
+
+
+class NodeImportError(UnsupportedOp):
+    """Converting some node failed in a way the importer did not foresee (the last resort: any
+    exception inside a node's conversion). ``problems`` names each such node, with the rest."""
+
+    code = "RLX-O022"

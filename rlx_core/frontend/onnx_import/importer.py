@@ -12,12 +12,14 @@ from rlx_core.errors import RlxError
 from rlx_core.frontend.onnx_import import dtypes as odt
 from rlx_core.frontend.onnx_import.context import ImportContext, NodeCtx, type_from_value_info
 from rlx_core.frontend.onnx_import.errors import (
+    NodeImportError,
     OnnxImportError,
     Problem,
     Reject,
     UnknownOpsetError,
     UnsupportedOp,
 )
+from rlx_core.frontend.onnx_import.validate import check_attribute_types, validate_model
 from rlx_core.ir.builder import clean_name
 from rlx_core.ir.graph import Graph, Level, Loc, TensorType, Value, ValueKind
 from rlx_core.ir.verifier import verify
@@ -49,12 +51,14 @@ def _load(model: Any) -> Any:
     from google.protobuf.message import DecodeError
 
     if isinstance(model, onnx.ModelProto):
+        validate_model(model, None, "the given ModelProto")
         return model
+    path = None
     if isinstance(model, bytes | bytearray | memoryview):
         data = bytes(model)
         where = "the given bytes"
     elif isinstance(model, str | os.PathLike):
-        where = os.fspath(model)
+        where = path = os.fspath(model)
         try:
             with open(where, "rb") as f:
                 data = f.read()
@@ -74,6 +78,7 @@ def _load(model: Any) -> Any:
     if not proto.HasField("graph") or (not proto.graph.node and not proto.graph.output):
         raise OnnxImportError(f"{where} holds no ONNX graph ({len(data)} bytes)",
                               hint="the file may be truncated or not ONNX at all; re-export it")
+    validate_model(proto, path, where)  # UTF-8 names, single assignment, external data
     return proto
 
 
@@ -150,7 +155,8 @@ def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None
             else:
                 why = ""
         if why:
-            raise UnsupportedOp(direct.problems, hint=f"{why}; {direct.hint}") from None
+            # the direct import's own class: a NodeImportError (RLX-O022) stays one
+            raise type(direct)(direct.problems, hint=f"{why}; {direct.hint}") from None
         path = f"upgraded from opset {opset} to {UPGRADE_OPSET} by onnx.version_converter"
     res.graph.origin = {"format": "onnx", "opset": opset, "path": path,
                         "batchnorm_folded_into_conv": folded}
@@ -166,12 +172,11 @@ UPGRADE_OPSET = 17
 def upgrade(proto: Any) -> Any:
     """``proto`` upgraded to UPGRADE_OPSET by onnx.version_converter, or why it cannot be
     (a string): the model is already that new, or the converter has no adapter for a node."""
-    import onnx
     from onnx import version_converter
 
     try:
         return version_converter.convert_version(proto, UPGRADE_OPSET)
-    except (RuntimeError, ValueError, IndexError, onnx.checker.ValidationError) as err:
+    except Exception as err:  # its C++ errors too (ConvertError, InferenceError): any is a "no"
         return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
@@ -250,6 +255,7 @@ def _import_proto(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None,
         resolved.append((node, version))
 
     broken: set[str] = set(bad_inputs)  # ONNX values whose producer was rejected
+    crashed: list[str] = []  # nodes whose conversion raised something unforeseen
     for index, (node, version) in enumerate(resolved):
         where = node.name or (node.output[0] if node.output else f"node{index}")
         if not version or any(i in broken for i in node.input):
@@ -265,6 +271,12 @@ def _import_proto(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None,
             problems.append(Problem(where, node.op_type, err.message.split("\n")[0]))
             broken.update(o for o in node.output if o)
             continue
+        except Exception as err:  # the last resort: nothing a node holds escapes untyped
+            problems.append(Problem(where, node.op_type, f"conversion failed unexpectedly: "
+                                                         f"{type(err).__name__}: {err}"[:300]))
+            crashed.append(where)
+            broken.update(o for o in node.output if o)
+            continue
         for oname, val in zip(node.output, outs):
             if oname and val is not None:
                 cx.env[oname] = val
@@ -278,6 +290,11 @@ def _import_proto(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None,
             problems.append(Problem(vi.name, "output", "graph output is never computed"))
             continue
         outputs.append(v.name)
+    if crashed:
+        raise NodeImportError(tuple(problems), hint=(
+            f"{len(crashed)} node(s) ({', '.join(crashed[:5])}) could not be converted: the "
+            "model may be malformed; if onnx.checker.check_model accepts it, please report "
+            "it as an rlx bug"))
     if problems:
         raise UnsupportedOp(tuple(problems))
 
@@ -315,10 +332,13 @@ def _preview_version(op_type: str, proto: Any, domain: str = PREVIEW_DOMAIN) -> 
 
 
 def _convert(cx: ImportContext, node: Any, version: int, opset: int, where: str) -> list[Any]:
+    import onnx
+
     from rlx_core.frontend.onnx_import.ops.table import CONVERTERS, DOMAIN_CONVERTERS
 
     conv = DOMAIN_CONVERTERS.get(node.domain, CONVERTERS)[node.op_type].at(version)
     assert conv is not None  # import_model resolved the version against the table
+    check_attribute_types(node, onnx.defs.get_schema(node.op_type, version, node.domain))
     attrs = _attrs(node)
     unknown = sorted(set(attrs) - set(conv.attrs))
     if unknown:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rlx_core.errors import DTypeError, ShapeError
+from rlx_core.errors import ConstantValueError, DTypeError, ShapeError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Level, TensorType
 from rlx_core.ir.ops.base import (
@@ -225,11 +225,54 @@ def _iota(ins: list[T], a: dict[str, Any]) -> T:
 def _constant(ins: list[T], a: dict[str, Any]) -> T:
     shape = tuple(a["shape"])
     value = a["value"]
+    d = dt.get(a["dtype"])
     n = math.prod(shape)
     if isinstance(value, tuple):
         require(len(value) == n, "constant",
                 f"{len(value)} values given for shape {list(shape)} ({n} elements)")
-    return T(dt.get(a["dtype"]), shape)
+        for i, v in enumerate(value):
+            _check_literal(v, d, f"element {i}")
+    else:
+        _check_literal(value, d, "value")
+    return T(d, shape)
+
+
+def _int_range(d: dt.DType) -> tuple[int, int]:
+    if d.kind is dt.Kind.UINT:
+        return 0, (1 << d.bits) - 1
+    return -(1 << (d.bits - 1)), (1 << (d.bits - 1)) - 1
+
+
+def _check_literal(v: Any, d: dt.DType, what: str) -> None:
+    """A constant's value must be a number every target can write as a ``d`` literal: no
+    strings, none, dtypes or nested tuples; complex only for complex dtypes; integers within
+    the dtype's range; no inf/nan or fractions for integer dtypes."""
+    def bad(why: str) -> ConstantValueError:
+        return ConstantValueError(
+            f"constant: {what} {v!r} {why} (dtype {d})",
+            hint=f"write a {d} literal: a number, or a flat tuple of numbers "
+                 "(complex(re, im) only for complex dtypes)")
+
+    if not isinstance(v, bool | int | float | complex):
+        raise bad(f"is a {type(v).__name__}, not a number")
+    if isinstance(v, complex):
+        if not d.is_complex:
+            raise bad("is complex but the dtype is not")
+        return
+    if d.kind is dt.Kind.BOOL:
+        return  # any real number: zero is false, anything else true (numpy's and C's cast)
+    if d.is_float or d.is_complex:
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 2 ** 1024:
+            raise bad("overflows every float type")
+        return
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise bad("is not finite, and integer types have no inf or nan")
+        if v != int(v):
+            raise bad("is not a whole number")
+    lo, hi = _int_range(d)
+    if not lo <= v <= hi:
+        raise bad(f"is outside [{lo}, {hi}]")
 
 
 def _no_attrs() -> dict[str, AttrSpec]:

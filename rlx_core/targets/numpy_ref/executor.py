@@ -136,5 +136,7 @@ def build_program(lir: Graph) -> Program:
     """A Program running ``lir`` on the host through its arena plan."""
     runner = ArenaRunner(lir)
     info = {"kernels": len(lir.kernels), "arena_bytes": runner.peak,
-            "naive_bytes": lir.plan.naive_bytes if lir.plan is not None else 0}
+            "naive_bytes": lir.plan.naive_bytes if lir.plan is not None else 0,
+            # every node's result is a numpy array while its kernel runs (the memory budget)
+            "materializes_nodes": True}
     return Program(run_fn=runner.run, sources={}, info=info)

@@ -6,10 +6,15 @@ import math
 from typing import Any
 
 from rlx_core.frontend.onnx_import import dtypes as odt
-from rlx_core.frontend.onnx_import.context import NodeCtx
+from rlx_core.frontend.onnx_import.context import (
+    NodeCtx,
+    check_index_table,
+    check_static_size,
+    tensor_array,
+)
 from rlx_core.frontend.onnx_import.errors import Reject
 from rlx_core.ir import dtypes as dt
-from rlx_core.ir.graph import Value
+from rlx_core.ir.graph import TensorType, Value
 
 
 def reshape(n: NodeCtx) -> Value:
@@ -129,7 +134,9 @@ def split(n: NodeCtx) -> list[Value | None]:
 
 def _slice_indices(start: int, end: int, step: int, dim: int) -> list[int]:
     """The indices ONNX Slice selects along one axis (its clamping rules, as numpy's)."""
-    return list(range(dim))[slice(start, end, step)] if dim else []
+    picked = range(dim)[slice(start, end, step)]  # a range: nothing is built before the check
+    check_index_table(len(picked), "a Slice")
+    return list(picked)
 
 
 def slice_(n: NodeCtx) -> Value:
@@ -293,20 +300,17 @@ def constant_of_shape(n: NodeCtx) -> Value:
     value = n.attr("value")
     if value is None:
         return n.const(0.0, dt.f32, shape)
-    from onnx import numpy_helper
 
     d = odt.to_rlx(value.data_type)
     if d is None:
         raise Reject(f"value of type {odt.onnx_type_name(value.data_type)}")
-    v = numpy_helper.to_array(value).reshape(-1).tolist()
+    v = tensor_array(value, "the value attribute").reshape(-1).tolist()
     if len(v) != 1:
         raise Reject("value must hold one element")
     return n.const(v[0], d, shape)
 
 
 def constant(n: NodeCtx) -> Value:
-    from onnx import numpy_helper
-
     if len(n.attrs) != 1:
         raise Reject("exactly one value attribute is expected")
     key, value = next(iter(n.attrs.items()))
@@ -314,7 +318,7 @@ def constant(n: NodeCtx) -> Value:
         d = odt.to_rlx(value.data_type)
         if d is None:
             raise Reject(f"tensor of type {odt.onnx_type_name(value.data_type)}")
-        return n.array(numpy_helper.to_array(value), d)
+        return n.array(tensor_array(value, "the value attribute"), d)
     if key == "value_float":
         return n.const(float(value), dt.f32, ())
     if key == "value_int":
@@ -332,8 +336,14 @@ def range_(n: NodeCtx) -> Value:
     vals = [n.static_scalar(v, what) for v, what in
             ((start, "start"), (limit, "limit"), (delta, "delta"))]
     s, lim, st = vals
+    if not (d.is_float or d.is_int):
+        raise Reject(f"Range of {d} (numbers only)")
     if st == 0:
         raise Reject("delta is 0")
+    if not all(math.isfinite(float(v)) for v in (s, lim, st)):
+        raise Reject(f"start, limit and delta must be finite, got {s}, {lim}, {st}")
+    check_static_size(TensorType(d, (max(int(math.ceil((lim - s) / st)), 0),)),
+                      "the Range output")
     if d in (dt.f16, dt.bf16):
         return n.array(_low_precision_range(n, d, s, lim, st), d)
     count = max(int(math.ceil((lim - s) / st)), 0)
@@ -386,15 +396,18 @@ def one_hot(n: NodeCtx) -> Value:
     return n.emit("select", [hot, on, off])
 
 
-def _pad_index(mode: str, i: int, dim: int) -> int:
+def _pad_index(mode: str, i: Any, dim: int) -> Any:
+    """The source index of output position ``i`` (an int or a numpy array of them)."""
+    import numpy as np
+
     if mode == "edge":
-        return min(max(i, 0), dim - 1)
+        return np.clip(i, 0, dim - 1)
     if mode == "wrap":
         return i % dim
     # reflect: mirror without repeating the edge
     period = 2 * (dim - 1)
-    j = i % period if period else 0
-    return j if j < dim else period - j
+    j = i % period if period else i * 0
+    return np.where(j < dim, j, period - j)
 
 
 def pad(n: NodeCtx) -> Value:
@@ -431,10 +444,10 @@ def pad_values(n: NodeCtx, x: Value, pads: list[int], axes: list[int], mode: str
         hi = tuple(max(v, 0) for v in high)
         if not any(lo + hi):
             return out
+        if x.type.dtype.is_complex or isinstance(value, complex):
+            raise Reject("complex pad")
         if x.type.dtype.is_int and abs(int(value)) > 2 ** 53:
             raise Reject("integer pad value does not fit a float attribute exactly")
-        if x.type.dtype.is_complex:
-            raise Reject("complex pad")
         return n.emit("pad", [out], {"low": lo, "high": hi, "value": float(value)})
     if mode not in ("edge", "reflect", "wrap"):
         raise Reject(f"mode {mode!r}")
@@ -445,7 +458,10 @@ def pad_values(n: NodeCtx, x: Value, pads: list[int], axes: list[int], mode: str
             continue
         if dim == 0 or (mode == "reflect" and dim == 1 and (low[a] > 0 or high[a] > 0)):
             raise Reject(f"{mode} padding of an axis of size {dim}")
-        idx = [_pad_index(mode, i, dim) for i in range(-low[a], dim + high[a])]
+        check_index_table(dim + low[a] + high[a], f"{mode} padding of axis {a}")
+        import numpy as np
+
+        idx = _pad_index(mode, np.arange(-low[a], dim + high[a], dtype=np.int64), dim)
         out = n.take(out, a, idx)
     return out
 
