@@ -3,6 +3,7 @@ dicts, keyword calls, model files, output paths) end in typed errors, never raw 
 
 from __future__ import annotations
 
+import json
 import struct
 from pathlib import Path
 
@@ -146,3 +147,35 @@ def test_html_into_a_missing_folder(tmp_path, capsys) -> None:
     assert "[RLX-C003]" in capsys.readouterr().err
     with pytest.raises(OutputPathError, match="it is a folder"):
         _check_output(tmp_path)
+
+
+@pytest.mark.parametrize("record", [
+    '{"opt_flags": [5], "openmp": true, "notes": [], "avx512": false, "avx2_fma": false}',
+    '{"opt_flags": ["-O3", "-fplugin=/tmp/x.so"], "openmp": true, "notes": [], "avx512": false,'
+    ' "avx2_fma": false}',
+    '{"opt_flags": "-O3", "openmp": 1, "notes": null, "avx512": 0, "avx2_fma": 0}',
+    "[1, 2]", "garbage", "", '{"opt_flags": ["-O2"]}',
+])
+def test_a_damaged_toolchain_probe_is_probed_again(tmp_path, monkeypatch, record) -> None:
+    from rlx_core.targets.cpu import toolchain
+
+    if toolchain._compiler_path()[0] is None:
+        pytest.skip("no C compiler here")
+    probes: list[str] = []
+
+    def probe(path: str, version: str) -> toolchain.Compiler:  # the real one runs cc 4 times
+        probes.append(path)
+        return toolchain.Compiler(path, version, ("-O2",), False, ("probed",), False, False)
+
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(toolchain, "_probe", probe)
+    monkeypatch.setattr(toolchain, "_COMPILERS", {})
+    toolchain.find_compiler()  # writes the probe record
+    (record_file,) = tmp_path.glob("probe-*.json")
+    monkeypatch.setattr(toolchain, "_COMPILERS", {})
+    assert toolchain.find_compiler().notes == ("probed",) and len(probes) == 1  # a good record
+    record_file.write_text(record)
+    monkeypatch.setattr(toolchain, "_COMPILERS", {})
+    again = toolchain.find_compiler()
+    assert len(probes) == 2 and again.opt_flags == ("-O2",)  # probed again, not trusted
+    assert json.loads(record_file.read_text())["opt_flags"] == ["-O2"]  # and rewritten

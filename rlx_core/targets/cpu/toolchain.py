@@ -138,9 +138,7 @@ def find_compiler() -> Compiler:
         return _COMPILERS[key]
     probe_file = cache_dir() / f"probe-{key}.json"
     try:
-        data = json.loads(probe_file.read_text())
-        comp = Compiler(path, version, tuple(data["opt_flags"]), bool(data["openmp"]),
-                        tuple(data["notes"]), bool(data["avx512"]), bool(data["avx2_fma"]))
+        comp = _from_record(path, version, json.loads(probe_file.read_text()))
     except (OSError, ValueError, KeyError, TypeError):  # none yet, or damaged: probe again
         comp = _probe(path, version)
         write_atomic(probe_file, json.dumps({"opt_flags": comp.opt_flags, "openmp": comp.openmp,
@@ -149,6 +147,24 @@ def find_compiler() -> Compiler:
                                              "avx2_fma": comp.avx2_fma}).encode())
     _COMPILERS[key] = comp
     return comp
+
+
+def _from_record(path: str, version: str, data: object) -> Compiler:
+    """The Compiler a probe record describes; ValueError unless the record is exactly what
+    ``_probe`` writes (a damaged or edited file is probed again, never trusted: its flags go
+    on every compile command line)."""
+    if not isinstance(data, dict):
+        raise ValueError("a probe record is a JSON object")
+    flags, notes = data["opt_flags"], data["notes"]
+    if not isinstance(flags, list) or tuple(flags) not in OPT_CHOICES:
+        raise ValueError(f"opt_flags {flags!r} is not one of the probed choices")
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise ValueError("notes must be a list of strings")
+    switches = [data[k] for k in ("openmp", "avx512", "avx2_fma")]
+    if not all(isinstance(b, bool) for b in switches):
+        raise ValueError("openmp, avx512 and avx2_fma must be true or false")
+    return Compiler(path, version, tuple(flags), switches[0], tuple(notes), switches[1],
+                    switches[2])
 
 
 def _probe(path: str, version: str) -> Compiler:
