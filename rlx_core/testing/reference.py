@@ -26,9 +26,9 @@ MOVEMENT = {"broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concat"
 # ops every target must compute bit for bit from exact operands
 EXACT_OPS = MOVEMENT | {"neg", "abs", "logical_not", "floor", "ceil", "round", "sign", "max",
                         "min", "and", "or", "xor", "select", "cast", "reduce_max", "reduce_min",
+                        "rem",  # fmod is exact in IEEE arithmetic (and discontinuous in y)
                         "argmax", "max_pool2d", "eq", "ne", "lt", "le", "gt", "ge"}
-_ROUNDED = {"add": 1, "sub": 1, "mul": 1, "div": 1, "sqrt": 1, "rsqrt": 2, "reciprocal": 1,
-            "rem": 1}
+_ROUNDED = {"add": 1, "sub": 1, "mul": 1, "div": 1, "sqrt": 1, "rsqrt": 2, "reciprocal": 1}
 _TRANSCENDENTAL = {"exp", "log", "tanh", "erf", "logistic", "sin", "cos", "pow"}
 # ops whose relative output error grows with the magnitude of their operand
 _AMPLIFY = {"exp", "logistic", "erf", "softmax", "log_softmax", "gelu", "silu", "attention", "pow"}
