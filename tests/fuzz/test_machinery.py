@@ -167,3 +167,17 @@ def test_the_issue_overflow_row_is_explained_not_hidden() -> None:
     out = runner.run_one("numpy", case)
     assert out.status == runner.KNOWN and out.known == "f32-overflow-sums"
     assert "rel-crash" in next(k.owner for k in deviations.KNOWN if k.id == out.known)
+
+
+def test_long_run_command_writes_a_report(tmp_path) -> None:
+    import json
+
+    from rlx_core.testing.fuzz import main
+
+    report = tmp_path / "fuzz.md"
+    rc = main(["--minutes", "0.02", "--targets", "numpy", "--pack", "10", "--seed", "4",
+               "--report", str(report), "--cases-dir", str(tmp_path / "cases")])
+    data = json.loads(report.with_suffix(".json").read_text())
+    assert rc == 0 and data["targets"]["numpy"]["graphs"] >= 10
+    text = report.read_text()
+    assert "| numpy |" in text and "Known deviations" in text and "f32-overflow-sums" in text
