@@ -148,6 +148,22 @@ def _node_budget(n: Node, args: list[np.ndarray], in_types: list[TensorType]) ->
     return 16.0, mag if op in _AMPLIFY else 1.0
 
 
+# ops whose error grows as an operand nears 0: the operand's index
+_DIVIDES = {"div": 1, "reciprocal": 0, "rsqrt": 0, "log": 0, "pow": 0}
+
+
+def _divisor_cond(y: np.ndarray, c: ConeStats) -> float:
+    """1 + S/min|y| for an inexact ``y``: its error is relative to its cone's magnitude S, not
+    to itself, so dividing by a small (cancelled) y amplifies it; inf when y may be 0."""
+    if c.exact or not np.issubdtype(y.dtype, np.inexact) or y.size == 0:
+        return 1.0
+    a = np.abs(y[np.isfinite(y)]).astype(np.float64)
+    if a.size == 0:
+        return 1.0
+    small = float(a.min())
+    return 1.0 + c.scale / small if small > 0 else math.inf
+
+
 @dataclass
 class Reference:
     """The reference outputs of a graph and the cone statistics of each."""
@@ -172,6 +188,19 @@ def evaluate(g: Graph, inputs: list[Any]) -> Reference:
         with np.errstate(all="ignore"):
             ulps, cond = _node_budget(n, args, in_types)
         own = _value_stats(np.asarray(env[n.name]), n.type.dtype)
+        if n.op in ("layer_norm", "rms_norm") and n.type.dtype.is_float and args[0].size:
+            # the sum of squares inside the norm, in the working dtype: a row of f16 values
+            # near 200 already passes 65504, where the f64 reference does not overflow
+            x = args[0].astype(np.float64)
+            if n.op == "layer_norm":
+                x = x - np.nanmean(x, axis=-1, keepdims=True)
+            with np.errstate(all="ignore"):
+                sq = np.nansum(x * x, axis=-1)
+            if float(np.nanmax(sq, initial=0.0)) > float(_finfo(n.type.dtype).max) / 64:
+                own = replace(own, near_overflow=True)
+        if n.op in _DIVIDES:  # x / y with y inexact: y's absolute error, relative to |y|
+            y = n.inputs[_DIVIDES[n.op]]
+            cond *= _divisor_cond(env[y], cone[y])
         own = replace(own, exact=exact_op(n.op, in_types, n.type), ulps=ulps, cond=cond,
                       ops=frozenset({n.op}))
         for i in n.inputs:
