@@ -181,3 +181,16 @@ def test_long_run_command_writes_a_report(tmp_path) -> None:
     assert rc == 0 and data["targets"]["numpy"]["graphs"] >= 10
     text = report.read_text()
     assert "| numpy |" in text and "Known deviations" in text and "f32-overflow-sums" in text
+
+
+def test_dividing_by_a_cancelled_value_widens_the_bound() -> None:
+    from tests.dispatch.graphs import GraphMaker
+
+    m = GraphMaker()
+    a, b, x = (m.input(n, "f32", (2,)) for n in ("a", "b", "x"))
+    g = m.graph(m.op("div", [x, m.op("sub", [a, b])]))
+    near = [np.array([1.0, 1.0], np.float32), np.array([0.9999999, 0.5], np.float32),
+            np.ones(2, np.float32)]
+    far = [near[0], np.array([0.5, 0.5], np.float32), near[2]]
+    cond_near, cond_far = (evaluate(g, ins).stats[0].cond for ins in (near, far))
+    assert cond_near > 1e6 * cond_far  # 1 / (1 - 0.9999999): the difference is all rounding
