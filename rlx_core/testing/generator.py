@@ -397,11 +397,66 @@ class _Gen:
                          stride=(self.choice([1, 2]), self.choice([1, 2])),
                          padding=(self.choice([0, kh // 2]), self.choice([0, kw // 2])))
 
+    def qparams(self, x: Value, zp_dtype: str = "i32") -> tuple[Value, Value, int]:
+        """Constant scale (> 0) and zero point, per tensor or per channel along an axis."""
+        per_channel = x.type.rank > 0 and x.type.shape[-1] > 0 and self.rng.random() < 0.4
+        n = x.type.shape[-1] if per_channel else 0
+        shape = (n,) if per_channel else ()
+        scales = tuple(float(self.choice([0.05, 0.1, 0.25, 1.0, 3.0])) for _ in range(n or 1))
+        zps = tuple(int(self.rng.integers(-3, 4)) for _ in range(n or 1))
+        zps = tuple(float(z) for z in zps) if zp_dtype == "f32" else zps
+        scale = self.emit("constant", [], value=scales if n else scales[0], shape=shape,
+                          dtype=dt.f32)
+        zp = self.emit("constant", [], value=zps if n else zps[0], shape=shape,
+                       dtype=dt.get(zp_dtype))
+        return scale, zp, -1
+
+    def quant(self) -> Value | None:
+        """The integer quantization ops (HIR, rlx_core/ir/ops/quant.py)."""
+        if not {"f32", "i32"} <= set(self.p.dtypes):
+            return None
+        op = self.choice(["quantize", "dequantize", "requantize", "int_linear", "fake_quantize"])
+        if op not in self.p.hir:
+            return None
+        if op in ("quantize", "fake_quantize"):
+            x = self.pick(lambda v: v.type.dtype == dt.f32 and self.is_exact(v))
+            x = x if x is not None else self.fresh("f32", self.shape())
+            if op == "fake_quantize":
+                scale, zp, axis = self.qparams(x, "f32")
+                return self.emit(op, [x, scale, zp], axis=axis)
+            scale, zp, axis = self.qparams(x)
+            to = self.choice([d for d in ("i8", "u8", "i32") if d in self.p.dtypes] or ["i32"])
+            return self.emit(op, [x, scale, zp], axis=axis, dtype=dt.get(to))
+        if op == "dequantize":
+            q = self.pick(lambda v: v.type.dtype.name in ("i8", "u8", "i32"))
+            q = q if q is not None else self.fresh("i8" if "i8" in self.p.dtypes else "i32",
+                                                   self.shape())
+            scale, zp, axis = self.qparams(q)
+            return self.emit(op, [q, scale, zp], axis=axis)
+        if op == "requantize":
+            acc = self.pick(lambda v: v.type.dtype == dt.i32) or self.fresh("i32", self.shape())
+            to = self.choice([d for d in ("i8", "u8", "i16") if d in self.p.dtypes] or ["i8"])
+            mult = (int(self.rng.integers(2**30, 2**31)),)
+            shift = (int(self.rng.integers(-8, 3)),)
+            lo, hi = (0, 255) if to == "u8" else (-128, 127)
+            return self.emit(op, [acc], multiplier=mult, shift=shift,
+                             zero_point=int(self.rng.integers(lo, hi + 1)), dtype=dt.get(to))
+        d = self.choice([d for d in ("i8", "u8") if d in self.p.dtypes] or ["i8"])
+        x = self.pick(lambda v: v.type.dtype.name == d and v.type.rank > 0)
+        x = x if x is not None else self.fresh(d, self.shape(int(self.choice([1, 2, 3]))) or (3,))
+        o = self.dim() or 1
+        ins = [x, self.fresh(d, (o, x.type.shape[-1]))]
+        if self.rng.random() < 0.5:
+            ins.append(self.fresh("i32", (o,)))
+        lo, hi = (0, 255) if d == "u8" else (-128, 127)
+        return self.emit(op, ins, a_zero_point=int(self.rng.integers(max(lo, -3), min(hi, 3) + 1)),
+                         b_zero_point=int(self.rng.integers(max(lo, -3), min(hi, 3) + 1)))
+
     # ---- the graph ------------------------------------------------------------------------
     ACTIONS = (("unary", 3.0), ("binary", 4.0), ("compare", 1.0), ("select", 1.0),
                ("cast", 1.0), ("reduce", 2.0), ("argmax", 0.5), ("movement", 3.0),
                ("gather", 0.7), ("scatter_add", 0.5), ("dot", 1.0), ("source", 0.5),
-               ("hir", 2.0))
+               ("hir", 2.0), ("quant", 0.6))
 
     def run(self) -> tuple[Graph, list[np.ndarray]]:
         d = self.choice(self.p.floats * 3 + self.p.dtypes if self.p.floats else self.p.dtypes)
