@@ -415,9 +415,20 @@ class _Gen:
         """The integer quantization ops (HIR, rlx_core/ir/ops/quant.py)."""
         if not {"f32", "i32"} <= set(self.p.dtypes):
             return None
-        op = self.choice(["quantize", "dequantize", "requantize", "int_linear", "fake_quantize"])
+        op = self.choice(["quantize", "dequantize", "requantize", "int_linear", "fake_quantize",
+                          "int4_linear"])
         if op not in self.p.hir:
             return None
+        if op == "int4_linear":  # f32 x, u8 (out, in/2) packed nibbles, scale per group
+            x = self.pick(lambda v: v.type.dtype == dt.f32 and v.type.rank > 0
+                          and v.type.shape[-1] > 0 and v.type.shape[-1] % 2 == 0)
+            x = x if x is not None else self.fresh("f32", (self.dim(), self.choice([2, 4, 6, 8])))
+            k, n = x.type.shape[-1], int(self.choice([1, 2, 3, 4]))
+            g = self.choice([v for v in (2, 4, k) if k % v == 0])
+            ins = [x, self.fresh("u8", (n, k // 2)), self.fresh("f32", (n, k // g))]
+            if self.rng.random() < 0.5:
+                ins.append(self.fresh("i8", (n, k // g), "small"))
+            return self.emit(op, ins, group=g)
         if op in ("quantize", "fake_quantize"):
             x = self.pick(lambda v: v.type.dtype == dt.f32 and self.is_exact(v))
             x = x if x is not None else self.fresh("f32", self.shape())

@@ -119,14 +119,17 @@ def test_packing_keeps_cases_apart() -> None:
 
 
 def test_shrinker_reduces_to_the_culprit() -> None:
+    from rlx_core.testing.shrink import prune
+
     c = next(c for i in range(200) if len((c := generate(NUMPY, (14, i))).graph.nodes) >= 5
-             and "reduce_sum" in c.ops)
+             and "reduce_sum" in prune(c.graph, c.inputs).ops)  # on an output's path
 
     def fails(case) -> bool:  # "the bug": any reduce_sum in the graph
         return "reduce_sum" in case.ops
 
     small, checks = shrink(c, fails, budget_s=30)
-    assert small.ops == ["reduce_sum"] and checks > 0
+    # the culprit and at most the output node it feeds (an output is never cut)
+    assert "reduce_sum" in small.ops and len(small.ops) <= 2 and checks > 0
     assert len(small.graph.nodes) < len(c.graph.nodes)
 
 

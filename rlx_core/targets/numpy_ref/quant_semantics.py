@@ -46,8 +46,10 @@ def quantize(x: Array, scale: Array, zp: Array, axis: int, dtype: object) -> Arr
     r = x.ndim
     q = np.round(np.asarray(x, np.float32) / along(np.asarray(scale, np.float32), r, axis))
     q = q + along(np.asarray(zp).astype(np.float32), r, axis)
-    q = np.minimum(np.maximum(q, np.float32(lo)), np.float32(hi))
-    return q.astype(np.int64)
+    # clamp in f64: f32 cannot hold i32's qmax (2^31 - 1 rounds to 2^31, which wrapped to
+    # -2^31 for x = +inf); NaN gives 0, as the cast at the end of the decomposition does
+    q = np.clip(q.astype(np.float64), lo, hi)
+    return np.where(np.isnan(q), 0, q).astype(np.int64)
 
 
 def dequantize(q: Array, scale: Array, zp: Array, axis: int) -> Array:
