@@ -23,6 +23,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -145,18 +146,34 @@ def build(out: Path = DEFAULT_OUT, force: bool = False) -> Path:
         return _build(out, force)
 
 
+def _stages(total: int) -> Callable[[str], None]:
+    """``step(what)`` prints ``lite: [i/total] what (t s)``: long builds show where they are."""
+    import time
+
+    t0, done = time.perf_counter(), [0]
+
+    def step(what: str) -> None:
+        done[0] += 1
+        print(f"lite: [{done[0]}/{total}] {what} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    return step
+
+
 def _build(out: Path, force: bool) -> Path:
     key = input_hash()
     stamp = out / ".rlx-lite-build"
     if not force and stamp.exists() and stamp.read_text() == key:
         print(f"lite: up to date ({out})")
         return out
+    step = _stages(4)
+    step("the rlx wheel and the Pyodide core")
     core_dist, rlx_wheel = pyodide_dist()
     core = ROOT / "build" / "pyodide-npm" / "node_modules" / "pyodide"
     work = CACHE / "lite-dir"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(LITE, work)
+    step("the Pyodide lock file")
     lock_wheels(core if core.exists() else core_dist, work / "static" / "pyodide")
+    step("the kernel's wheels")
     piplite = [rlx_wheel, *download(list(KERNEL_DEPS), CACHE / "kernel-wheels", deps=True)]
     if out.exists():
         shutil.rmtree(out)
@@ -165,6 +182,7 @@ def _build(out: Path, force: bool) -> Path:
            f"--LiteBuildConfig.federated_extensions={rlx_wheel}",
            "--LiteBuildConfig.cache_dir", str(CACHE / "jupyterlite"),
            *[f"--piplite-wheels={p}" for p in piplite]]
+    step("jupyter lite build (a few minutes the first time)")
     _run(cmd, "jupyter lite build", cwd=work, timeout=900)
     if not (out / "static" / "pyodide" / "pyodide-lock.json").exists():
         raise LiteBuildError("the site has no static/pyodide: the Pyodide addon did not run")

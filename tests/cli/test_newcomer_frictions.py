@@ -76,3 +76,13 @@ def test_train_mnist_help_is_whole_and_defaults_to_the_fast_target() -> None:
     flat = " ".join(out.split())
     assert "test accuracy." in flat  # the description is a whole sentence
     assert f"(default {default_jit_target()}:" in flat
+
+
+def test_lite_build_reports_its_stages(capsys) -> None:
+    import runpy
+
+    step = runpy.run_path(str(REPO_ROOT / "binder" / "build_lite.py"))["_stages"](4)
+    step("the rlx wheel and the Pyodide core")
+    step("the Pyodide lock file")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("lite: [1/4] the rlx wheel") and out[1].startswith("lite: [2/4]")
