@@ -56,7 +56,7 @@ def layer(x, mask, q_w, q_b, k_w, k_b, v_w, v_b, o_w, o_b, ln1_w, ln1_b,
 PAGE_CODE = '''
 import json
 import rlx_core as rlx
-from rlx_core.targets.webgpu.host_arrays import HostArray
+from rlx_core.targets.gpu_common.host_arrays import HostArray
 from rlx_core.targets.webgpu.runtime_browser import init
 rt = await init()
 ns = {}

@@ -1,7 +1,7 @@
 """Capability table of the WebGPU (WGSL) target.
 
-Labelled "executes": every claim below is rendered by renderer.py and runs on wgpu (lavapipe
-in CI) and in headless Chromium; the claims are exactly what the renderer implements. Facts:
+Labelled "executes": every claim below is rendered by the shared GPU renderer (gpu_common)
+and runs on wgpu (lavapipe in CI) and in headless Chromium; the claims are exactly what the renderer implements. Facts:
 
 - no f64 in WGSL (nodes touching f64 fail with RLX-L002: cast to f32);
 - no i64 in shaders: i64 values are narrowed to i32 where provably in range, else RLX-L004;
@@ -20,44 +20,26 @@ in CI) and in headless Chromium; the claims are exactly what the renderer implem
 
 from __future__ import annotations
 
-from rlx_core.dispatch.capabilities import Capabilities, DTypeRule, Limits, OpClaim
-from rlx_core.ir.ops.mir import BINARY, COMPARE, REDUCE, UNARY
+from rlx_core.dispatch.capabilities import Capabilities, DTypeRule, Limits
+from rlx_core.targets.gpu_common import caps as gpu
 
 # WGSL has f32/i32/u32 (and f16 with the feature); bool in buffers travels as u32.
-DTYPES: tuple[str, ...] = ("f32", "f16", "i32", "u32", "bool", "i8", "i16", "u8")
-
-_ELEMENTWISE = (*UNARY, *BINARY, *COMPARE, "select", "cast")
-_OTHER = (*REDUCE, "argmax", "broadcast_in_dim", "reshape", "transpose", "slice", "pad",
-          "concat", "gather", "scatter_add", "dot_general", "iota", "constant")
+DTYPES: tuple[str, ...] = gpu.DTYPES
 
 CAPS = Capabilities(
     target="webgpu",
     verification="executes",
-    claims=(
-        OpClaim(_ELEMENTWISE, DTYPES, note="one invocation per output element"),
-        OpClaim(_OTHER, DTYPES, note="workgroup reductions / tiled matmul"),
-    ),
+    claims=gpu.claims(DTYPES),
     dtype_rules=(
-        DTypeRule("f32", "native"),
-        DTypeRule("i32", "native"),
-        DTypeRule("u32", "native"),
-        DTypeRule("bool", "storage", stored_as="u32"),
+        *gpu.dtype_rules("webgpu"),
         DTypeRule("f16", "feature", feature="shader-f16", code="RLX-L003",
                   hint="enable the shader-f16 feature (request it on the adapter), or cast to "
                        "f32"),
-        DTypeRule("f64", "unsupported", code="RLX-L002", hint="cast to f32 before this op"),
-        DTypeRule("i64", "narrow", stored_as="i32", code="RLX-L004",
-                  hint="pass i32 values (ids.astype('int32')); or use target cpu"),
-        DTypeRule("i8", "storage", stored_as="i32"),
-        DTypeRule("u8", "storage", stored_as="u32"),
-        DTypeRule("i16", "storage", stored_as="i32"),
-        DTypeRule("bf16", "unsupported", hint="cast to f32 (or f16 with shader-f16)"),
-        DTypeRule("c64", "unsupported", hint="split into real and imaginary f32 parts"),
-        DTypeRule("i4", "unsupported", hint="dequantize: cast the i4 tensor to f32 first"),
     ),
     limits=Limits(max_workgroup_size=256, max_storage_buffers=8,
                   max_buffer_bytes=128 * 1024 * 1024, max_elements=2**32 - 1,
                   index_type="u32", source="WebGPU spec defaults"),
     features=("shader-f16",),
-    note="WGSL kernels (renderer.py) run through wgpu natively and navigator.gpu in browsers",
+    note="WGSL kernels (gpu_common renderer, WGSL dialect) run through wgpu natively and "
+         "navigator.gpu in browsers",
 )

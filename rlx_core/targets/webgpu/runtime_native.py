@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from rlx_core.errors import ArgumentError, RlxError, TargetUnavailableError
-from rlx_core.targets.webgpu.host_arrays import from_storage, to_storage
+from rlx_core.targets.gpu_common.host_arrays import from_storage, to_storage
 from rlx_core.targets.webgpu.target import AdapterInfo, GpuPlan
 
 # limits we raise from the WebGPU defaults to what the adapter reports, when it offers more

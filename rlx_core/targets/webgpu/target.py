@@ -1,8 +1,8 @@
 """WebGpuTarget: LIR -> WGSL kernels -> a GPU plan run natively (wgpu-py) or in a browser.
 
-``build`` renders every kernel (renderer.py), checks them against the device limits and makes a
-``GpuPlan``: one GPU buffer per value a kernel reads or writes, the kernels in order, and the
-host bytes of tuple constants. The runtime is chosen by where Python runs: under Pyodide the
+``build`` renders every kernel (the shared GPU renderer in the WGSL dialect), checks them
+against the device limits and makes a ``GpuPlan`` (gpu_common/plan.py): one GPU buffer per
+value a kernel reads or writes, the kernels in order, and the host bytes of tuple constants. The runtime is chosen by where Python runs: under Pyodide the
 browser runtime (``navigator.gpu``), elsewhere the native one (the ``wgpu`` package, which
 finds Vulkan/Metal/D3D12, or Mesa's lavapipe on a machine without a GPU).
 """
@@ -10,70 +10,20 @@ finds Vulkan/Metal/D3D12, or Mesa's lavapipe on a machine without a GPU).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from rlx_core.errors import RlxError, TargetUnavailableError
 from rlx_core.ir import dtypes as dt
-from rlx_core.ir.graph import Graph, Level, TensorType
+from rlx_core.ir.graph import Graph
 from rlx_core.targets.base import Program, Verification
-from rlx_core.targets.webgpu.host_arrays import buffer_bytes, check_indices, to_storage
-from rlx_core.targets.webgpu.renderer import STORAGE, WgslKernel, render_graph
-
-
-class DeviceLimitError(RlxError):
-    """A kernel needs more than the adapter allows (storage buffers, buffer size)."""
-
-    code = "RLX-L005"
-
-
-@dataclass(frozen=True)
-class AdapterInfo:
-    """What the live adapter reported: its name, optional features and the limits we use."""
-
-    name: str
-    features: tuple[str, ...]
-    max_storage_buffers: int
-    max_buffer_bytes: int
-    max_workgroup_size: int
-    backend: str = ""
-
-
-@dataclass(frozen=True)
-class BufferSpec:
-    """One GPU buffer: the value it holds, its role and its size in storage bytes."""
-
-    name: str
-    type: TensorType
-    role: str  # input | param | const | temp | output
-    nbytes: int
-
-
-@dataclass(frozen=True)
-class GpuPlan:
-    """Everything a runtime needs to run one LIR graph: buffers, kernels, bindings."""
-
-    graph: str
-    buffers: tuple[BufferSpec, ...]
-    kernels: tuple[WgslKernel, ...]
-    inputs: tuple[str, ...]
-    params: tuple[str, ...]
-    outputs: tuple[str, ...]
-    constants: dict[str, bytes]
-    # (input, axis size, op): indices a caller passes are range-checked on the host, since a
-    # kernel cannot raise (computed indices are clamped inside the kernel instead)
-    index_checks: tuple[tuple[str, int, str], ...] = ()
-
-    def check_inputs(self, inputs: Sequence[Any]) -> None:
-        by_name = dict(zip(self.inputs, inputs, strict=True))
-        for name, size, op in self.index_checks:
-            check_indices(by_name[name], size, op, f"input %{name}")
-
-    def buffer(self, name: str) -> BufferSpec:
-        for b in self.buffers:
-            if b.name == name:
-                return b
-        raise KeyError(name)
+from rlx_core.targets.gpu_common import plan
+from rlx_core.targets.gpu_common.plan import (  # noqa: F401 (the WebGPU runtimes import these here)
+    AdapterInfo,
+    BufferSpec,
+    DeviceLimitError,
+    GpuPlan,
+)
+from rlx_core.targets.webgpu.wgsl import WGSL
 
 
 def _in_pyodide() -> bool:
@@ -81,60 +31,8 @@ def _in_pyodide() -> bool:
 
 
 def make_plan(lir: Graph, adapter: AdapterInfo | None = None) -> GpuPlan:
-    """Render ``lir`` and lay out its buffers; check kernels against ``adapter``'s limits."""
-    if lir.level is not Level.LIR or (lir.nodes and not lir.kernels):
-        raise RlxError(f"the webgpu target builds LIR with kernels, got {lir.level.value} "
-                       f"@{lir.name}", hint="run Fuse (and PlanArena) before build")
-    kernels = render_graph(lir)
-    values = lir.values()
-    roles: dict[str, str] = {v.name: "input" for v in lir.inputs}
-    roles.update({v.name: "param" for v in lir.params})
-    constants: dict[str, bytes] = {}
-    for k in kernels:
-        for o in k.writes:
-            roles.setdefault(o, "const" if k.constant is not None else "temp")
-            if k.constant is not None:
-                constants[o] = to_storage(list(k.constant), _flat(values[o].type))
-    for o in lir.outputs:
-        if roles.get(o) == "temp":
-            roles[o] = "output"
-    used = dict.fromkeys([*roles, *lir.outputs])
-    buffers = []
-    for name in used:
-        t = values[name].type
-        if t.dtype.name not in STORAGE:
-            raise RlxError(f"@{lir.name}: %{name} is {t}; WebGPU buffers have no {t.dtype.name}",
-                           hint="cast to f32/i32 before compiling for webgpu", code="RLX-L002")
-        buffers.append(BufferSpec(name, t, roles.get(name, "output"), buffer_bytes(t)))
-    if adapter is not None:
-        _check_limits(kernels, buffers, adapter)
-    inputs = {v.name for v in lir.inputs}
-    checks = tuple((n.inputs[1], values[n.inputs[0]].type.shape[n.attr("axis")], n.op)
-                   for n in lir.nodes if n.op in ("gather", "scatter_add") and
-                   n.inputs[1] in inputs)
-    return GpuPlan(lir.name, tuple(buffers), kernels, tuple(v.name for v in lir.inputs),
-                   tuple(v.name for v in lir.params), tuple(lir.outputs), constants,
-                   tuple(dict.fromkeys(checks)))
-
-
-def _flat(t: TensorType) -> TensorType:
-    return TensorType(t.dtype, (t.size,))
-
-
-def _check_limits(kernels: tuple[WgslKernel, ...], buffers: list[BufferSpec],
-                  adapter: AdapterInfo) -> None:
-    for k in kernels:
-        n = len(k.reads) + len(k.writes)
-        if k.constant is None and n > adapter.max_storage_buffers:
-            raise DeviceLimitError(
-                f"kernel {k.name} binds {n} storage buffers; {adapter.name} allows "
-                f"{adapter.max_storage_buffers} per shader stage",
-                hint="concatenate operands, or compile for target cpu")
-    for b in buffers:
-        if b.nbytes > adapter.max_buffer_bytes:
-            raise DeviceLimitError(
-                f"%{b.name} needs a {b.nbytes}-byte buffer; {adapter.name} allows "
-                f"{adapter.max_buffer_bytes}", hint="use a smaller batch, or target cpu")
+    """Render ``lir`` in WGSL and lay out its buffers; check kernels against ``adapter``."""
+    return plan.make_plan(lir, WGSL, adapter, "webgpu")
 
 
 class WebGpuTarget:

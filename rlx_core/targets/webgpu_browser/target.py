@@ -20,7 +20,7 @@ from rlx_core.errors import ArgumentError, RlxError, TargetUnavailableError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Graph
 from rlx_core.targets.base import Program, Verification
-from rlx_core.targets.webgpu.host_arrays import from_storage, to_storage
+from rlx_core.targets.gpu_common.host_arrays import from_storage, to_storage
 from rlx_core.targets.webgpu.target import AdapterInfo, GpuPlan, make_plan
 from rlx_core.targets.webgpu_browser import protocol
 from rlx_core.targets.webgpu_browser.bridge import BrowserBridge

@@ -1,8 +1,8 @@
-"""Host side of WebGPU buffers without numpy: any array-like in, storage bytes, arrays out.
+"""Host side of GPU buffers without numpy: any array-like in, storage bytes, arrays out.
 
 Inputs may be numpy arrays (used when numpy is importable), ``array.array``, memoryviews,
 nested lists/tuples or scalars. They become the little-endian bytes of the WGSL storage type
-(``renderer.STORAGE``: bool and u8 as u32, i8/i16 as i32, f16 as f16) with the reference's cast
+(``gpu_common.expr.STORAGE``: bool and u8 as u32, i8/i16 as i32, f16 as f16) with the reference's cast
 rules. Results come back as numpy arrays when numpy is present, else as ``HostArray``.
 """
 
@@ -24,11 +24,11 @@ _WIDTH = {"f32": 4, "f16": 2, "i32": 4, "u32": 4}
 
 
 def storage_name(d: DType) -> str:
-    from rlx_core.targets.webgpu.renderer import STORAGE
+    from rlx_core.targets.gpu_common.expr import STORAGE
 
     if d.name not in STORAGE:
-        raise ArgumentError(f"WebGPU buffers cannot hold {d.name}",
-                            hint="cast to f32/i32 before compiling for webgpu")
+        raise ArgumentError(f"GPU buffers cannot hold {d.name}",
+                            hint="cast to f32/i32 before compiling for a GPU target")
     return STORAGE[d.name]
 
 
@@ -134,7 +134,7 @@ def check_indices(arg: Any, size: int, op: str, what: str) -> None:
 
 
 def to_storage(arg: Any, t: TensorType, what: str = "argument") -> bytes:
-    """``arg`` as the bytes of a WebGPU buffer holding ``t`` (checks the shape)."""
+    """``arg`` as the bytes of a GPU buffer holding ``t`` (checks the shape)."""
     st = storage_name(t.dtype)
     try:
         import numpy as np
@@ -159,7 +159,7 @@ def to_storage(arg: Any, t: TensorType, what: str = "argument") -> bytes:
 
 
 def from_storage(data: bytes | bytearray | memoryview, t: TensorType) -> Any:
-    """The bytes of a WebGPU buffer as a host array of ``t`` (numpy when available)."""
+    """The bytes of a GPU buffer as a host array of ``t`` (numpy when available)."""
     st = storage_name(t.dtype)
     raw = bytes(data[:t.size * _WIDTH[st]])
     try:

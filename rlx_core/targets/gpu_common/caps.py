@@ -1,0 +1,42 @@
+"""What the shared GPU renderer implements, as the claims and dtype rules a GPU table starts from.
+
+Each GPU target's caps.py builds its ``Capabilities`` from these: the ops are exactly those
+kernels.py renders, in the dtypes expr.py stores (bool as u32, i8/i16 as i32, u8 as u32,
+computed in 32 bits and wrapped to their width after every op). A target adds its own f16,
+limits and label.
+"""
+
+from __future__ import annotations
+
+from rlx_core.dispatch.capabilities import DTypeRule, OpClaim
+from rlx_core.ir.ops.mir import BINARY, COMPARE, REDUCE, UNARY
+
+DTYPES: tuple[str, ...] = ("f32", "f16", "i32", "u32", "bool", "i8", "i16", "u8")
+
+_ELEMENTWISE = (*UNARY, *BINARY, *COMPARE, "select", "cast")
+_OTHER = (*REDUCE, "argmax", "broadcast_in_dim", "reshape", "transpose", "slice", "pad",
+          "concat", "gather", "scatter_add", "dot_general", "iota", "constant")
+
+
+def claims(dtypes: tuple[str, ...] = DTYPES) -> tuple[OpClaim, ...]:
+    return (OpClaim(_ELEMENTWISE, dtypes, note="one invocation per output element"),
+            OpClaim(_OTHER, dtypes, note="workgroup reductions / tiled matmul"))
+
+
+def dtype_rules(target: str) -> tuple[DTypeRule, ...]:
+    """Every dtype but f16 (the target says how it gets f16, if at all)."""
+    return (
+        DTypeRule("f32", "native"),
+        DTypeRule("i32", "native"),
+        DTypeRule("u32", "native"),
+        DTypeRule("bool", "storage", stored_as="u32"),
+        DTypeRule("f64", "unsupported", code="RLX-L002", hint="cast to f32 before this op"),
+        DTypeRule("i64", "narrow", stored_as="i32", code="RLX-L004",
+                  hint="pass i32 values (ids.astype('int32')); or use target cpu"),
+        DTypeRule("i8", "storage", stored_as="i32"),
+        DTypeRule("u8", "storage", stored_as="u32"),
+        DTypeRule("i16", "storage", stored_as="i32"),
+        DTypeRule("bf16", "unsupported", hint="cast to f32"),
+        DTypeRule("c64", "unsupported", hint="split into real and imaginary f32 parts"),
+        DTypeRule("i4", "unsupported", hint="dequantize: cast the i4 tensor to f32 first"),
+    )

@@ -1,0 +1,386 @@
+"""GPU kernel expressions: storage/compute types, literals, casts, elementwise ops, index maps.
+
+The kernels (kernels.py) build loop nests; this file says what one value is inside them, in
+any dialect (dialect.py). ``ExprGen`` gives the expression of any kernel value at a
+multi-index: a buffer read, a fused elementwise node, or an index map (broadcast, reshape,
+iota) followed to its operand, with each (value, index) computed once as a local.
+
+Semantics are the numpy reference's, not the GPU's: integers wrap, ``x / 0`` on integers is 0,
+float compares and min/max see NaN on the bits (drivers may assume no NaNs and fold ``x != x``
+to false, and lavapipe's max/min drop NaN), float->int casts saturate with NaN -> 0.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from typing import Any
+
+from rlx_core.errors import RlxError
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.dtypes import DType
+from rlx_core.ir.graph import Node, Shape, TensorType
+from rlx_core.ir.ops import is_elementwise
+from rlx_core.targets.gpu_common.dialect import Dialect
+
+# dtype -> storage type key in buffers; dtype -> compute type key in registers
+STORAGE: dict[str, str] = {"f32": "f32", "f16": "f16", "i32": "i32", "u32": "u32", "bool": "u32",
+                           "i8": "i32", "i16": "i32", "u8": "u32"}
+COMPUTE: dict[str, str] = {"f32": "f32", "f16": "f32", "i32": "i32", "u32": "u32", "bool": "bool",
+                           "i8": "i32", "i16": "i32", "u8": "u32"}
+
+
+class GpuRenderError(RlxError):
+    """A LIR kernel the GPU renderer has no lowering for (a dtype or op it does not cover)."""
+
+    code = "RLX-K001"
+
+
+def safe(text: str) -> str:
+    """A value name made safe for a comment."""
+    return re.sub(r"[^A-Za-z0-9_.]", "_", text)
+
+
+def check_dtype(d: Dialect, t: DType, where: str) -> None:
+    if t.name not in STORAGE or (t == dt.f16 and not d.has_f16):
+        raise GpuRenderError(f"{where}: {d.name} kernels have no {t.name}",
+                             hint=f"the {d.name} legalizer should have rejected or narrowed it; "
+                                  f"cast to f32/i32 first")
+
+
+# ---- scalars ---------------------------------------------------------------------------------
+
+
+def bounds(t: DType) -> tuple[int, int]:
+    if t.kind is dt.Kind.UINT:
+        return 0, 2 ** t.bits - 1
+    return -(2 ** (t.bits - 1)), 2 ** (t.bits - 1) - 1
+
+
+def _wrap_int(v: int, t: DType) -> int:
+    m = v % (2 ** t.bits)
+    if t.kind is dt.Kind.INT and m >= 2 ** (t.bits - 1):
+        m -= 2 ** t.bits
+    return m
+
+
+def lit(d: Dialect, value: Any, t: DType) -> str:
+    """A literal of ``value`` in ``t``'s compute type (cast semantics for splats)."""
+    c = COMPUTE[t.name]
+    if c == "bool":
+        return "true" if bool(value) else "false"
+    if c == "f32":
+        f = float(value)
+        if math.isfinite(f):
+            return d.float_lit(f)
+        return d.nonfinite_lit(struct.unpack("<I", struct.pack("<f", f))[0])
+    if isinstance(value, float):
+        lo, hi = bounds(t)
+        value = 0 if math.isnan(value) else max(lo, min(hi, int(value)))
+    return d.int_lit(_wrap_int(int(value), t), c)
+
+
+def zero(d: Dialect, t: DType) -> str:
+    return lit(d, 0, t)
+
+
+def nan(d: Dialect) -> str:
+    return d.nonfinite_lit(0x7FC00000)
+
+
+def finish(d: Dialect, e: str, t: DType) -> str:
+    """Round a computed value to ``t``: f16 rounding, narrow-integer wrap-around."""
+    if t == dt.f16:
+        return d.f16_round(e)
+    if t in (dt.i8, dt.i16):
+        s = 32 - t.bits
+        return f"({d.int_binary('<<', e, f'{s}u', 'i32')} >> {s}u)"
+    if t == dt.u8:
+        return f"({e} & 255u)"
+    return e
+
+
+def load(d: Dialect, e: str, t: DType) -> str:
+    """Storage element -> compute value."""
+    if t == dt.bool_:
+        return f"({e} != 0u)"
+    if t == dt.f16:
+        return d.conv("f32", e)
+    return e
+
+
+def store(d: Dialect, e: str, t: DType) -> str:
+    """Compute value -> storage element."""
+    if t == dt.bool_:
+        return d.select("0u", "1u", e)
+    if t == dt.f16:
+        return d.conv("f16", e)
+    return e
+
+
+def bits(d: Dialect, e: str) -> str:
+    return d.bitcast("u32", e)
+
+
+def isnan(d: Dialect, e: str) -> str:
+    """A NaN test on the bits: shader compilers may fold ``x != x`` to false."""
+    return f"(({bits(d, e)} & 0x7fffffffu) > 0x7f800000u)"
+
+
+def cast(d: Dialect, e: str, src: DType, dst: DType) -> str:
+    """``cast`` semantics: float->int truncates and saturates (NaN -> 0), int->int wraps."""
+    cs, cd = COMPUTE[src.name], COMPUTE[dst.name]
+    if dst == dt.bool_:
+        if cs == "f32":  # on the bits, so that NaN stays truthy whatever the compiler assumes
+            return f"(({bits(d, e)} & 0x7fffffffu) != 0u)"
+        return e if src == dt.bool_ else f"({e} != {zero(d, src)})"
+    if src == dt.bool_:
+        return d.select(zero(d, dst), lit(d, 1, dst), e)
+    if cd == "f32":
+        return finish(d, d.conv("f32", e) if cs != "f32" else e, dst)
+    if cs == "f32":
+        lo, hi = bounds(dst)
+        inner = d.conv(cd, e)
+        sat = d.select(d.select(inner, lit(d, hi, dst), f"{e} >= {d.float_lit(float(hi))}"),
+                       lit(d, lo, dst), f"{e} <= {d.float_lit(float(lo))}")
+        return d.select(sat, zero(d, dst), isnan(d, e))
+    return finish(d, d.conv(cd, e) if cs != cd else e, dst)
+
+
+_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_BOOL = {"add": "({0} || {1})", "or": "({0} || {1})", "max": "({0} || {1})",
+         "mul": "({0} && {1})", "and": "({0} && {1})", "min": "({0} && {1})",
+         "sub": "({0} != {1})", "xor": "({0} != {1})", "logical_not": "(!{0})", "abs": "{0}"}
+
+
+def _unary_float(d: Dialect, op: str, a: str, used: set[str]) -> str:
+    one = d.float_lit(1.0)
+    if op in ("erf", "log", "tanh"):
+        used.add("rlx_" + op)
+        return f"rlx_{op}({a})"
+    table = {"exp": f"exp({a})", "sqrt": f"sqrt({a})", "rsqrt": f"({one} / sqrt({a}))",
+             "logistic": f"({one} / ({one} + exp(-{a})))", "sin": f"sin({a})",
+             "cos": f"cos({a})", "floor": f"floor({a})", "ceil": f"ceil({a})",
+             "round": f"{d.round_even}({a})", "reciprocal": f"({one} / {a})"}
+    return table[op]
+
+
+UNARY_FLOAT = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "logistic", "sin", "cos", "floor",
+               "ceil", "round", "reciprocal")
+
+
+def elementwise(d: Dialect, op: str, args: list[str], in_types: list[DType], out: DType,
+                attrs: dict[str, Any], used: set[str]) -> str:
+    """The expression of one elementwise MIR op on compute values ``args``."""
+    t = in_types[0] if in_types else out
+    c = COMPUTE[t.name]
+    a = args[0] if args else ""
+    b = args[1] if len(args) > 1 else ""
+    if op == "cast":
+        return cast(d, a, t, dt.get(attrs["dtype"]))
+    if op == "select":
+        return d.select(args[2], args[1], args[0])
+    if op in _CMP:
+        if c == "f32":
+            # on the bits where NaN decides: shader compilers may assume no NaNs and fold
+            # x != x (ONNX IsNaN) to false
+            either = f"({isnan(d, a)} || {isnan(d, b)})"
+            if op == "ne":
+                return f"(({a} != {b}) || {either})"
+            return f"(({a} {_CMP[op]} {b}) && !{either})"
+        return f"({a} {_CMP[op]} {b})"
+    if c == "bool":
+        if op not in _BOOL:
+            raise GpuRenderError(f"{op} on bool has no {d.name} lowering",
+                                 hint="cast the operands to i32 first")
+        return _BOOL[op].format(a, b)
+    if op in UNARY_FLOAT:
+        if c != "f32":
+            raise GpuRenderError(f"{op} needs a float operand, got {t}")
+        return finish(d, _unary_float(d, op, a, used), out)
+    if op == "neg":
+        if c == "f32":
+            return finish(d, f"(-{a})", out)
+        return finish(d, d.int_binary("-", zero(d, t), a, c), out)
+    if op == "abs":
+        if c == "u32":
+            return a
+        return finish(d, f"{d.fabs}({a})" if c == "f32" else d.int_abs(a), out)
+    if op == "sign":
+        if c == "f32":  # NaN stays NaN (sign() gives 0 for NaN on several drivers)
+            pos, neg = d.float_lit(1.0), d.float_lit(-1.0)
+            s = d.select(d.select(d.float_lit(0.0), neg, f"{a} < {d.float_lit(0.0)}"), pos,
+                         f"{a} > {d.float_lit(0.0)}")
+            return finish(d, d.select(s, a, isnan(d, a)), out)
+        if c == "u32":
+            return d.select("0u", "1u", f"{a} > 0u")
+        return finish(d, d.select(d.select(lit(d, 0, t), lit(d, -1, t), f"{a} < {zero(d, t)}"),
+                                  lit(d, 1, t), f"{a} > {zero(d, t)}"), out)
+    if op == "logical_not":
+        return finish(d, f"(~{a})", out)
+    if op in ("add", "sub", "mul"):
+        sym = {"add": "+", "sub": "-", "mul": "*"}[op]
+        if c == "f32" and op == "mul" and d.ieee_guards:
+            return finish(d, _guarded_mul(d, a, b), out)
+        if c == "f32":
+            return finish(d, f"({a} {sym} {b})", out)
+        return finish(d, d.int_binary(sym, a, b, c), out)
+    if op in ("div", "rem"):
+        if c == "f32" and op == "rem":
+            used.add("rlx_fmod")
+            return finish(d, f"rlx_fmod({a}, {b})", out)
+        if c == "f32" and d.ieee_guards:
+            return finish(d, _guarded_div(d, a, b), out)
+        if c == "f32":
+            return finish(d, f"({a} / {b})", out)
+        return finish(d, _int_divmod(d, op, a, b, t), out)
+    if op == "pow":
+        fn = {"f32": "rlx_powf", "i32": "rlx_powi", "u32": "rlx_powu"}[c]
+        used.add(fn)
+        return finish(d, f"{fn}({a}, {b})", out)
+    if op in ("max", "min"):
+        if c == "f32":  # numpy's maximum/minimum propagate NaN
+            either = f"({isnan(d, a)} || {isnan(d, b)})"
+            return finish(d, d.select(f"{op}({a}, {b})", nan(d), either), out)
+        return finish(d, f"{op}({a}, {b})", out)
+    if op in ("and", "or", "xor"):
+        sym = {"and": "&", "or": "|", "xor": "^"}[op]
+        return finish(d, f"({a} {sym} {b})", out)
+    raise GpuRenderError(f"no {d.name} lowering for elementwise op {op!r}")
+
+
+def _mag(d: Dialect, e: str) -> str:
+    return f"({bits(d, e)} & 0x7fffffffu)"
+
+
+def _guarded_div(d: Dialect, a: str, b: str) -> str:
+    """IEEE ``a / b`` where the driver folds ``x / 0.0`` to 0: a zero divisor is decided on the
+    bits (NaN for 0/0 and NaN/0, else an infinity with the xor of the signs)."""
+    sign = f"(({bits(d, a)} ^ {bits(d, b)}) & 0x80000000u)"
+    inf = d.bitcast("f32", f"({sign} | 0x7f800000u)")
+    special = d.select(inf, nan(d), f"({_mag(d, a)} == 0u || {isnan(d, a)})")
+    return d.select(f"({a} / {b})", special, f"{_mag(d, b)} == 0u")
+
+
+def _guarded_mul(d: Dialect, a: str, b: str) -> str:
+    """IEEE ``a * b`` where the driver folds ``inf * 0.0`` and ``NaN * 0.0`` to 0."""
+    ma, mb = _mag(d, a), _mag(d, b)
+    bad = (f"(({ma} >= 0x7f800000u && ({mb} == 0u || {mb} > 0x7f800000u)) || "
+           f"({mb} >= 0x7f800000u && ({ma} == 0u || {ma} > 0x7f800000u)))")
+    return d.select(f"({a} * {b})", nan(d), bad)
+
+
+def _int_divmod(d: Dialect, op: str, a: str, b: str, t: DType) -> str:
+    """Truncating integer ``a / b`` or ``a % b`` (sign of ``a``) as the reference: ``x / 0`` and
+    ``x % 0`` are 0, ``INT_MIN / -1`` wraps; the divisor is made safe so no language traps."""
+    c = COMPUTE[t.name]
+    z = zero(d, t)
+    bad = f"{b} == {z}"
+    if c == "i32":
+        bad = f"({b} == {z}) || ({b} == {lit(d, -1, t)} && {a} == {lit(d, -(2 ** 31), dt.i32)})"
+    sb = d.select(b, lit(d, 1, t), bad)
+    q = f"({a} / {sb})"
+    if op == "div":
+        return d.select(q, z, f"{b} == {z}")
+    # a - q * b, never % (GLSL leaves % of negative operands undefined)
+    r = d.int_binary("-", a, d.int_binary("*", q, sb, c), c)
+    return d.select(r, z, f"{b} == {z}")
+
+
+# ---- index arithmetic --------------------------------------------------------------------------
+
+
+def strides(shape: Shape) -> tuple[int, ...]:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
+
+
+def linear(idx: tuple[str, ...], shape: Shape) -> str:
+    """Row-major offset of multi-index ``idx`` (size-1 axes contribute nothing)."""
+    terms = [i if s == 1 else f"{i} * {s}u"
+             for i, s, n in zip(idx, strides(shape), shape, strict=True) if n != 1]
+    return " + ".join(terms) if terms else "0u"
+
+
+class Body:
+    """Statements being emitted, with fresh local names."""
+
+    def __init__(self, d: Dialect, prefix: str = "t") -> None:
+        self.d = d
+        self.lines: list[str] = []
+        self.count = 0
+        self.prefix = prefix
+
+    def let(self, expr: str, key: str | None = None, indent: str = "  ", note: str = "") -> str:
+        """A new local holding ``expr`` of type ``key`` (None: a u32 index)."""
+        name = f"{self.prefix}{self.count}"
+        self.count += 1
+        tail = f"  {self.d.comment} {note}" if note else ""
+        self.lines.append(f"{indent}{self.d.let(name, key, expr)}{tail}")
+        return name
+
+    def digits(self, flat: str, shape: Shape, indent: str = "  ") -> tuple[str, ...]:
+        """Multi-index of row-major offset ``flat`` over ``shape`` as locals or ``0u``."""
+        out = []
+        for s, n in zip(strides(shape), shape, strict=True):
+            out.append("0u" if n == 1 else self.let(f"({flat} / {s}u) % {n}u", None, indent))
+        return tuple(out)
+
+
+class ExprGen:
+    """Values of a kernel at a multi-index: node expressions, buffer reads, index maps.
+
+    ``bind`` maps a value read from a buffer to its buffer variable. Results are memoised per
+    (value, index) so a value used twice at one index is computed once. Each statement made
+    for a node carries the node's id in a comment (the explorer links source lines to nodes).
+    """
+
+    def __init__(self, d: Dialect, nodes: dict[str, Node], types: dict[str, TensorType],
+                 bind: dict[str, str], body: Body, used: set[str], indent: str = "  ",
+                 fixed: dict[str, str] | None = None) -> None:
+        self.d = d
+        self.nodes, self.types, self.bind, self.body = nodes, types, bind, body
+        self.used, self.indent = used, indent
+        self.fixed = fixed or {}  # values with a known compute expression (an accumulator)
+        self.memo: dict[tuple[str, tuple[str, ...]], str] = {}
+
+    def at(self, name: str, idx: tuple[str, ...]) -> str:
+        if name in self.fixed:
+            return self.fixed[name]
+        key = (name, idx)
+        if key not in self.memo:
+            self.memo[key] = self._compute(name, idx)
+        return self.memo[key]
+
+    def _compute(self, name: str, idx: tuple[str, ...]) -> str:
+        d, t = self.d, self.types[name]
+        c = COMPUTE[t.dtype.name]
+        if name not in self.nodes:
+            if name not in self.bind:
+                raise GpuRenderError(f"kernel reads %{safe(name)}, which has no binding")
+            return self.body.let(load(d, f"{self.bind[name]}[{linear(idx, t.shape)}]", t.dtype),
+                                 c, self.indent, f"%{safe(name)}")
+        n = self.nodes[name]
+        if n.op == "constant" and not isinstance(n.attr("value"), tuple):
+            return lit(d, n.attr("value"), t.dtype)
+        if n.op == "iota":
+            return cast(d, idx[n.attr("dim")], dt.u32, t.dtype)
+        if n.op == "broadcast_in_dim":
+            src = self.types[n.inputs[0]]
+            dims = n.attr("dims")
+            sub = tuple("0u" if src.shape[i] == 1 else idx[k] for i, k in enumerate(dims))
+            return self.at(n.inputs[0], sub)
+        if n.op == "reshape":
+            src = self.types[n.inputs[0]]
+            flat = self.body.let(linear(idx, t.shape), None, self.indent, f"%{safe(name)}")
+            return self.at(n.inputs[0], self.body.digits(flat, src.shape, self.indent))
+        if is_elementwise(n.op):
+            args = [self.at(i, idx) for i in n.inputs]
+            ins = [self.types[i].dtype for i in n.inputs]
+            expr = elementwise(d, n.op, args, ins, t.dtype, n.a, self.used)
+            return self.body.let(expr, c, self.indent, f"%{safe(name)} = {n.op}")
+        raise GpuRenderError(f"{n.op} cannot be evaluated inside a fused loop nest")

@@ -1,0 +1,95 @@
+"""The device-runtime interface every GPU API implements, and the one program runner over it.
+
+A ``Device`` allocates buffers, uploads and downloads bytes, compiles a kernel source once and
+launches it over a grid. ``GpuProgram`` runs a ``GpuPlan`` on any ``Device``: constants once,
+parameters when a different params object is passed, inputs every call, every kernel in order,
+then the outputs back. Calls are serialised per device (drivers' queues are not thread-safe).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from rlx_core.errors import ArgumentError
+from rlx_core.targets.gpu_common.host_arrays import from_storage, to_storage
+from rlx_core.targets.gpu_common.kernels import GpuKernel
+from rlx_core.targets.gpu_common.plan import AdapterInfo, GpuPlan
+
+
+class Device(Protocol):
+    """One open device of a GPU API (OpenCL, OpenGL, Vulkan, ...)."""
+
+    info: AdapterInfo
+    lock: threading.Lock
+
+    def alloc(self, nbytes: int) -> Any:
+        """A device buffer of ``nbytes`` bytes."""
+        ...
+
+    def upload(self, buf: Any, data: bytes) -> None:
+        ...
+
+    def download(self, buf: Any, nbytes: int) -> bytes:
+        """The first ``nbytes`` of ``buf``, after every launch so far has finished."""
+        ...
+
+    def compile(self, kernels: list[GpuKernel]) -> list[Any]:
+        """Launchable handles for the kernels' sources (cached per source by the device; an
+        API may build them all in one compile)."""
+        ...
+
+    def launch(self, handle: Any, kernel: GpuKernel, buffers: list[Any]) -> None:
+        """Enqueue ``kernel.workgroups`` workgroups of ``kernel.local`` invocations."""
+        ...
+
+
+class GpuProgram:
+    """One plan loaded on one device: its buffers, compiled kernels and the per-call run."""
+
+    def __init__(self, dev: Device, plan: GpuPlan, param_data: dict[str, Any]) -> None:
+        self.dev, self.plan, self.param_data = dev, plan, dict(param_data)
+        self.buffers = {b.name: dev.alloc(b.nbytes) for b in plan.buffers}
+        for name, data in plan.constants.items():
+            dev.upload(self.buffers[name], data)
+        run = [k for k in plan.kernels if k.constant is None]
+        self.steps = [(h, k, [self.buffers[v] for v in (*k.reads, *k.writes)])
+                      for h, k in zip(dev.compile(run), run, strict=True)]
+        self._params_key: tuple[int, ...] | None = None
+        self.last_seconds = 0.0  # wall time of the last call's launches and downloads
+
+    def _upload_params(self, params: dict[str, Any]) -> None:
+        data = [params.get(p) if params and p in params else self.param_data.get(p)
+                for p in self.plan.params]
+        key = tuple(id(d) for d in data)
+        if key == self._params_key:
+            return
+        for name, d in zip(self.plan.params, data, strict=True):
+            if d is None:
+                raise ArgumentError(f"@{self.plan.graph}: no data for parameter %{name}",
+                                    hint="pass it in the params dict under its name")
+            spec = self.plan.buffer(name)
+            self.dev.upload(self.buffers[name], to_storage(d, spec.type, f"parameter %{name}"))
+        self._params_key = key
+
+    def run(self, inputs: Sequence[Any], params: dict[str, Any] | None = None) -> list[Any]:
+        plan = self.plan
+        if len(inputs) != len(plan.inputs):
+            raise ArgumentError(f"@{plan.graph} takes {len(plan.inputs)} input(s), got "
+                                f"{len(inputs)}")
+        plan.check_inputs(inputs)
+        with self.dev.lock:
+            self._upload_params(params or {})
+            for name, arg in zip(plan.inputs, inputs, strict=True):
+                spec = plan.buffer(name)
+                self.dev.upload(self.buffers[name], to_storage(arg, spec.type, f"input %{name}"))
+            t0 = time.perf_counter()
+            for handle, k, bufs in self.steps:
+                self.dev.launch(handle, k, bufs)
+            results = {o: from_storage(self.dev.download(self.buffers[o], plan.buffer(o).nbytes),
+                                       plan.buffer(o).type)
+                       for o in dict.fromkeys(plan.outputs)}
+            self.last_seconds = time.perf_counter() - t0
+        return [results[o] for o in plan.outputs]

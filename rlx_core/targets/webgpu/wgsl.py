@@ -1,0 +1,96 @@
+"""WGSL, as a dialect of the shared GPU renderer (gpu_common).
+
+WGSL differs from the C family in declarations (``let x = e;`` infers, ``var x: T = e;``),
+constructors and ``bitcast<T>`` for conversions, ``select(f, t, c)``, module-scope bindings and
+``var<workgroup>`` arrays, and builtins as entry-point parameters. Integer arithmetic wraps by
+the spec. Tint and naga reject a constant inf or NaN, so those literals OR in ``rlx_zero``, a
+private variable that is 0 but not a constant. lavapipe compiles as if floats had no inf or NaN
+(x / 0.0 and inf * 0.0 come out 0), so the dialect asks for ``ieee_guards``.
+"""
+
+from __future__ import annotations
+
+from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared
+
+
+class Wgsl(Dialect):
+    name = "wgsl"
+    types = {"f32": "f32", "f16": "f16", "i32": "i32", "u32": "u32", "bool": "bool"}
+    barrier = "workgroupBarrier();"
+    round_even = "round"
+    has_f16 = True
+    ieee_guards = True
+    entry = "main"
+
+    _BUILTINS = {"gx": "gid.x", "gy": "gid.y", "wx": "wid.x", "wy": "wid.y", "wz": "wid.z",
+                 "lx": "lid3.x", "ly": "lid3.y", "li": "lidx"}
+
+    def float_lit(self, f: float) -> str:
+        return f"f32({f!r})"
+
+    def int_lit(self, v: int, key: str) -> str:
+        if key == "u32":
+            return f"{v}u"
+        return f"i32({v})" if v != -(2 ** 31) else "i32(-2147483647 - 1)"
+
+    def nonfinite_lit(self, bits: int) -> str:
+        # not a const-expression: Tint rejects a constant inf or NaN, at run time both are fine
+        return f"bitcast<f32>({bits:#010x}u | rlx_zero)"
+
+    def bitcast(self, key: str, e: str) -> str:
+        return f"bitcast<{self.t(key)}>({e})"
+
+    def f16_round(self, e: str) -> str:
+        return f"f32(f16({e}))"
+
+    def select(self, f: str, t: str, cond: str) -> str:
+        return f"select({f}, {t}, {cond})"
+
+    def let(self, name: str, key: str | None, e: str) -> str:
+        return f"let {name} = {e};"
+
+    def var(self, name: str, key: str, e: str | None = None) -> str:
+        return f"var {name}: {self.t(key)}" + (f" = {e};" if e is not None else ";")
+
+    def loop(self, name: str, start: str, stop: str, step: str) -> str:
+        return f"for (var {name} = {start}; {name} < {stop}; {name} = {name} + {step}) {{"
+
+    def function(self, name: str, params: list[tuple[str, str]], ret: str) -> str:
+        args = ", ".join(f"{p}: {self.t(k)}" for p, k in params)
+        return f"fn {name}({args}) -> {self.t(ret)} {{"
+
+    def builtin(self, which: str) -> str:
+        return self._BUILTINS[which]
+
+    def guard(self, name: str, lines: list[str]) -> list[str]:
+        return lines  # no preprocessor: one kernel per shader module
+
+    def enables(self, uses_f16: bool) -> list[str]:
+        return ["enable f16;"] if uses_f16 else []
+
+    def kernel(self, buffers: list[Buffer], shared: list[Shared], wg: tuple[int, int, int],
+               prelude: list[str], body: list[str]) -> str:
+        enables = [p for p in prelude if p.startswith("enable ")]
+        helpers = [p for p in prelude if not p.startswith("enable ")]
+        lines = [*enables]
+        lines += [f"@group(0) @binding({b.slot}) var<storage, read_write> {b.var}: "
+                  f"array<{self.t(b.type)}>;  // {b.note}" for b in buffers]
+        lines.append("")
+        if any("rlx_zero" in line for line in (*body, *helpers)):
+            lines.append("var<private> rlx_zero: u32;  // 0, but not a constant (see lit)")
+        for s in shared:
+            ty = self.t(s.type)
+            for n in reversed(s.dims):
+                ty = f"array<{ty}, {n}>"
+            lines.append(f"var<workgroup> {s.name}: {ty};")
+        lines += helpers
+        lines += [f"@compute @workgroup_size({wg[0]}, {wg[1]}, {wg[2]})",
+                  "fn main(@builtin(global_invocation_id) gid: vec3<u32>, "
+                  "@builtin(workgroup_id) wid: vec3<u32>,",
+                  "        @builtin(local_invocation_id) lid3: vec3<u32>, "
+                  "@builtin(local_invocation_index) lidx: u32) {",
+                  *body, "}"]
+        return "\n".join(lines) + "\n"
+
+
+WGSL = Wgsl()

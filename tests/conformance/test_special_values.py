@@ -1,0 +1,95 @@
+"""IEEE special values (0, -0, inf, -inf, NaN, huge) through every float op, on every target.
+
+The reference is numpy: x / 0 is +-inf (NaN for 0/0), inf * 0 is NaN, maximum/minimum and the
+max/min reductions propagate NaN, sign(NaN) is NaN, pow follows C99. GPU drivers that compile
+floats as if inf and NaN did not exist (lavapipe) must still give these answers. Constant
+operands are tested too: a driver folds ``x * 0.0`` at compile time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlx_core.ir.ops.mir import BINARY, COMPARE
+from tests.conformance.harness import TARGETS, check_mir, claims, executable_target
+from tests.dispatch.graphs import GraphMaker
+
+SPECIAL = [0.0, -0.0, 1.0, -2.0, 0.5, np.inf, -np.inf, np.nan, 1e30, -1e-30]
+_UNARY = ("neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "logistic",
+          "floor", "ceil", "round", "reciprocal", "sin", "cos")
+# sin/cos of huge arguments need a range reduction GPU drivers do not do (docs/webgpu.md)
+_HUGE_OK = ("sin", "cos")
+FLOATS = ("f32", "f64")
+_NP = {"f32": np.float32, "f64": np.float64}
+
+
+def _ops(target: str, d: str, ops: tuple[str, ...]) -> list[str]:
+    tgt = executable_target(target)
+    usable = [op for op in ops if claims(tgt, op, d)]
+    if not usable:
+        pytest.skip(f"{target} claims none of {', '.join(ops)} for {d}")
+    return usable
+
+
+@pytest.mark.parametrize("d", FLOATS)
+@pytest.mark.parametrize("target", TARGETS)
+def test_binary_special_values(target: str, d: str) -> None:
+    ops = _ops(target, d, (*BINARY, *COMPARE))
+    ops = [op for op in ops if op not in ("and", "or", "xor")]
+    n = len(SPECIAL)
+    a = np.repeat(np.array(SPECIAL, _NP[d]), n)
+    b = np.tile(np.array(SPECIAL, _NP[d]), n)
+    m = GraphMaker()
+    x, y = m.input("a", d, a.shape), m.input("b", d, b.shape)
+    outs = [m.op(op, [x, y]) for op in ops]
+    check_mir(target, m.graph(*outs), [a, b], ops)
+
+
+@pytest.mark.parametrize("d", FLOATS)
+@pytest.mark.parametrize("target", TARGETS)
+def test_constant_operands(target: str, d: str) -> None:
+    """x / 0.0, x * 0.0, max(x, 0.0) (relu) with the zero a constant the compiler can see."""
+    ops = _ops(target, d, ("div", "mul", "max", "min", "add"))
+    x_host = np.array(SPECIAL, _NP[d])
+    m = GraphMaker()
+    x = m.input("x", d, x_host.shape)
+    zero = m.op("constant", [], value=0.0, dtype=d, shape=())
+    zeros = m.op("broadcast_in_dim", [zero], shape=x_host.shape, dims=())
+    outs = [m.op(op, [x, zeros]) for op in ops]
+    check_mir(target, m.graph(*outs), [x_host], [f"{op}(x, 0.0)" for op in ops])
+
+
+@pytest.mark.parametrize("d", FLOATS)
+@pytest.mark.parametrize("target", TARGETS)
+def test_unary_special_values(target: str, d: str) -> None:
+    ops = _ops(target, d, _UNARY)
+    x_host = np.array(SPECIAL, _NP[d])
+    moderate = np.array([v for v in SPECIAL if not (np.isfinite(v) and abs(v) > 1e6)], _NP[d])
+    m = GraphMaker()
+    x, xm = m.input("x", d, x_host.shape), m.input("xm", d, moderate.shape)
+    outs = [m.op(op, [xm if op in _HUGE_OK else x]) for op in ops]
+    with np.errstate(all="ignore"):
+        check_mir(target, m.graph(*outs), [x_host, moderate], ops)
+
+
+@pytest.mark.parametrize("d", FLOATS)
+@pytest.mark.parametrize("target", TARGETS)
+def test_reductions_and_casts_of_special_values(target: str, d: str) -> None:
+    reds = _ops(target, d, ("reduce_max", "reduce_min", "reduce_sum", "reduce_prod", "argmax"))
+    tgt = executable_target(target)
+    casts = [c for c in ("i32", "u32", "i8", "u8", "bool") if claims(tgt, "cast", d, c)]
+    rows = np.array([[1.0, np.nan, 3.0], [np.inf, -np.inf, 0.0], [-np.inf] * 3,
+                     [np.nan, 2.0, np.inf], [-0.0, 0.0, -0.0], [1e30, 1e30, -2.0]], _NP[d])
+    m = GraphMaker()
+    x = m.input("x", d, rows.shape)
+    outs, labels = [], []
+    for op in reds:
+        attrs = {"axis": 1} if op == "argmax" else {"axes": (1,)}
+        outs.append(m.op(op, [x], **attrs))
+        labels.append(op)
+    for c in casts:
+        outs.append(m.op("cast", [x], dtype=c))
+        labels.append(f"cast->{c}")
+    with np.errstate(all="ignore"):
+        check_mir(target, m.graph(*outs), [rows], labels)
