@@ -17,6 +17,7 @@ CAPS_TABLES: dict[str, str] = {
     "numpy": "rlx_core.targets.numpy_ref.caps",
     "cpu": "rlx_core.targets.cpu.caps",
     "webgpu": "rlx_core.targets.webgpu.caps",
+    "opencl": "rlx_core.targets.opencl.caps",
 }
 
 

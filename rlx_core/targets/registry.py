@@ -20,6 +20,7 @@ TARGETS: dict[str, str] = {
     "tpu": "rlx_core.targets.tpu.target:TpuTarget",
     # C + HVX intrinsics; clang-checked for v68, run under qemu-hexagon
     "hexagon": "rlx_core.targets.hexagon.target:HexagonTarget",
+    "opencl": "rlx_core.targets.opencl.target:OpenClTarget",
 }
 
 

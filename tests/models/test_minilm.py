@@ -44,7 +44,8 @@ def oracle(model: ml.MiniLM) -> np.ndarray:
 # slow: importing sentence-transformers (transformers, scikit-learn) dominates; webgpu runs on
 # lavapipe, a CPU Vulkan
 @pytest.mark.slow
-@pytest.mark.parametrize("target,tol", [("numpy", 1e-4), ("cpu", 1e-4), ("webgpu", 1e-3)])
+@pytest.mark.parametrize("target,tol", [("numpy", 1e-4), ("cpu", 1e-4), ("webgpu", 1e-3),
+                                        ("opencl", 1e-3)])
 def test_embeddings_match_sentence_transformers(model, oracle, target: str, tol: float) -> None:
     target_or_skip(target)
     got = model.embed(TEXTS, target=target)
