@@ -735,6 +735,16 @@ def p_q004():
     from rlx_core.quant.observers import make_observer
 
     make_observer("kl")
+def p_g001():
+    from rlx_core.targets.gpu_common.kernels import GpuKernel
+    from rlx_core.targets.registry import get_target
+
+    ok, why = get_target("opencl").available()
+    if not ok:
+        pytest.skip(f"no OpenCL device: {why}")
+    src = "__kernel void rlx_kernel(__global float* b0) {\n  b0[0] = undeclared;  // %x\n}\n"
+    get_target("opencl").device().compile([GpuKernel("k0", "elementwise", src, (), ("x",),
+                                                     (1, 1, 1), local=(1, 1, 1))])
 
 
 Producer = Callable[..., Any]
@@ -757,7 +767,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-R013": p_r013, "RLX-R014": p_r014, "RLX-R015": p_r015,
     "RLX-V003": p_v003, "RLX-T004": p_t004, "RLX-R030": p_r030, "RLX-R031": p_r031,
     "RLX-X001": p_x001, "RLX-X002": p_x002, "RLX-X003": p_x003, "RLX-X004": p_x004,
-    "RLX-K001": p_k001, "RLX-K002": p_k002,
+    "RLX-K001": p_k001, "RLX-K002": p_k002, "RLX-G001": p_g001,
     "RLX-B001": p_b001, "RLX-B002": p_b002, "RLX-B003": p_b003, "RLX-B004": p_b004,
     "RLX-B005": p_b005, "RLX-H001": p_h001, "RLX-H002": p_h002,
     "RLX-H003": p_h003, "RLX-H004": p_h004,
@@ -766,7 +776,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-Q001": p_q001, "RLX-Q002": p_q002, "RLX-Q003": p_q003, "RLX-Q004": p_q004,
 }
 # producers that import torch or open a WebGPU device: seconds, not milliseconds
-SLOW = ("RLX-I101", "RLX-K002")
+SLOW = ("RLX-I101", "RLX-K002", "RLX-G001")
 
 
 def test_every_documented_code_has_a_producer() -> None:
