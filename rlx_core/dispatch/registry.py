@@ -18,6 +18,7 @@ CAPS_TABLES: dict[str, str] = {
     "cpu": "rlx_core.targets.cpu.caps",
     "webgpu": "rlx_core.targets.webgpu.caps",
     "opencl": "rlx_core.targets.opencl.caps",
+    "opengl": "rlx_core.targets.opengl.caps",
 }
 
 

@@ -21,6 +21,7 @@ TARGETS: dict[str, str] = {
     # C + HVX intrinsics; clang-checked for v68, run under qemu-hexagon
     "hexagon": "rlx_core.targets.hexagon.target:HexagonTarget",
     "opencl": "rlx_core.targets.opencl.target:OpenClTarget",
+    "opengl": "rlx_core.targets.opengl.target:OpenGlTarget",
 }
 
 
