@@ -19,6 +19,8 @@ CAPS_TABLES: dict[str, str] = {
     "webgpu": "rlx_core.targets.webgpu.caps",
     "opencl": "rlx_core.targets.opencl.caps",
     "opengl": "rlx_core.targets.opengl.caps",
+    "vulkan": "rlx_core.targets.vulkan.caps",
+    "directx": "rlx_core.targets.directx.caps",
 }
 
 

@@ -22,6 +22,8 @@ TARGETS: dict[str, str] = {
     "hexagon": "rlx_core.targets.hexagon.target:HexagonTarget",
     "opencl": "rlx_core.targets.opencl.target:OpenClTarget",
     "opengl": "rlx_core.targets.opengl.target:OpenGlTarget",
+    "vulkan": "rlx_core.targets.vulkan.target:VulkanTarget",
+    "directx": "rlx_core.targets.directx.target:DirectXTarget",
 }
 
 

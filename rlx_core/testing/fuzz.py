@@ -47,7 +47,7 @@ def executing_targets() -> list[str]:
             tgt = get_target(name)
         except (ImportError, RlxError):
             continue
-        if getattr(tgt, "verification", "") == "executes" and tgt.available()[0]:
+        if str(getattr(tgt, "verification", "")).startswith("executes") and tgt.available()[0]:
             out.append(name)
     return out
 

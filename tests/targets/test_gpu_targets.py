@@ -1,4 +1,5 @@
-"""The GPU API targets on the shared renderer (opencl on PoCL, opengl on EGL/llvmpipe here):
+"""The GPU API targets on the shared renderer (opencl on PoCL, opengl on EGL/llvmpipe, vulkan
+and directx through SPIR-V on lavapipe here):
 kernels name their LIR nodes, a kernel the driver rejects is a typed error naming the line and
 the node, a missing driver is ``available() == (False, reason)``, the BERT layer matches numpy.
 (Op-by-op coverage is the conformance suite's, which runs on every registered target.)"""
@@ -22,7 +23,9 @@ from tests.dispatch.graphs import GraphMaker
 ROOT = Path(__file__).resolve().parents[2]
 # target -> (an environment in which its driver cannot be found, what available() then says)
 NO_DRIVER = {"opencl": ("OCL_ICD_VENDORS", "no OpenCL platform"),
-             "opengl": ("__EGL_VENDOR_LIBRARY_DIRS", "no OpenGL 4.3 context")}
+             "opengl": ("__EGL_VENDOR_LIBRARY_DIRS", "no OpenGL 4.3 context"),
+             "vulkan": ("VK_ICD_FILENAMES", "no Vulkan"),
+             "directx": ("VK_ICD_FILENAMES", "no Vulkan")}
 TARGETS = tuple(NO_DRIVER)
 
 
@@ -78,7 +81,7 @@ def test_a_rejected_kernel_names_the_line_and_the_node(target: str) -> None:
 @pytest.mark.parametrize("name", TARGETS)
 def test_a_missing_driver_is_unavailable_with_the_reason(name: str, tmp_path: Path) -> None:
     var, reason = NO_DRIVER[name]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **{var: str(tmp_path)})
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{var: str(tmp_path / "none.json")})
     code = ("from rlx_core.targets.registry import get_target\n"
             f"ok, why = get_target({name!r}).available()\nprint(ok, why)")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

@@ -77,10 +77,9 @@ def _fmod(d: Dialect) -> list[str]:
     # Sterbenz's lemma, at most one per binade); a - b * trunc(a / b) lost everything once
     # a / b overflowed or passed 2^24
     u, L = d.bitcast, d.float_lit
-    def ex(v: str) -> str:  # the biased exponent of a positive float, as i32
-        return d.conv("i32", f"({u('u32', v)} >> 23u) & 0xffu")
-
-    step = d.var("t", "f32", f"ldexp(y, {ex('r')} - {ex('y')})")
+    # y * 2^k with r's binade: y's mantissa under r's exponent field (y normal; ldexp would
+    # do, but glslang's HLSL front end emits an ldexp spirv-val rejects)
+    step = d.var("t", "f32", u("f32", f"(ub & 0x007fffffu) | ({u('u32', 'r')} & 0x7f800000u)"))
     return [
         d.function("rlx_fmod", [("a", "f32"), ("b", "f32")], "f32"),
         f"  {d.let('ua', 'u32', u('u32', 'a') + ' & 0x7fffffffu')}",
@@ -88,6 +87,9 @@ def _fmod(d: Dialect) -> list[str]:
         "  if (ua >= 0x7f800000u || ub > 0x7f800000u || ub == 0u) {",
         f"    return {d.nonfinite_lit(0x7FC00000)};", "  }",
         "  if (ub == 0x7f800000u || ua < ub) { return a; }",
+        # a subnormal divisor has no exponent field to move: the short formula (GPUs flush
+        # these to zero anyway)
+        "  if (ub < 0x00800000u) { return a - b * trunc(a / b); }",
         f"  {d.let('y', 'f32', u('f32', 'ub'))}",
         f"  {d.var('r', 'f32', u('f32', 'ua'))}",
         f"  {d.var('n', 'u32', '0u')}",

@@ -1,0 +1,225 @@
+"""The Vulkan device: the ``vulkan`` cffi binding on the first physical device (Mesa lavapipe
+without a GPU). The SPIR-V that glslang made from the generated GLSL is what runs.
+
+Buffers live in host-visible, coherent memory mapped once, so uploads and downloads are
+copies. Launches are recorded, not run: the next download (or upload) records them into one
+command buffer, with a compute->compute/host memory barrier after each dispatch, submits it
+once and waits on a fence. Pipelines are cached per source, descriptor sets per (pipeline,
+buffers). Device memory is released with the process.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from rlx_core.errors import TargetUnavailableError
+from rlx_core.targets.gpu_common.kernels import GpuKernel
+from rlx_core.targets.gpu_common.plan import AdapterInfo
+from rlx_core.targets.vulkan.toolchain import to_spirv
+
+
+def _key(source: str) -> str:
+    return "\n".join(line.split("//")[0].rstrip() for line in source.splitlines())
+
+
+@dataclass
+class VkBuffer:
+    buffer: Any
+    memory: Any
+    mapped: Any
+    nbytes: int
+
+
+@dataclass
+class VkPipeline:
+    pipeline: Any
+    layout: Any
+    set_layout: Any
+
+
+class VulkanDevice:
+    """One VkDevice with a compute queue (gpu_common.runtime.Device)."""
+
+    stage = "comp"  # what glslang compiles (the directx target: "hlsl")
+    api = "Vulkan"
+
+    def __init__(self) -> None:
+        import vulkan as vk
+
+        self.vk = vk
+        self.lock = threading.Lock()
+        self._mu = threading.RLock()  # the caches and the pending list
+        self.pipelines: dict[str, VkPipeline] = {}
+        self.sets: dict[tuple[int, ...], Any] = {}
+        self.pending: list[tuple[VkPipeline, Any, tuple[int, int, int]]] = []
+        try:
+            app = vk.VkApplicationInfo(pApplicationName="rlx", applicationVersion=1,
+                                       pEngineName="rlx", engineVersion=1,
+                                       apiVersion=vk.VK_MAKE_VERSION(1, 0, 0))
+            self.instance = vk.vkCreateInstance(vk.VkInstanceCreateInfo(
+                pApplicationInfo=app, enabledLayerCount=0, enabledExtensionCount=0), None)
+            physical = vk.vkEnumeratePhysicalDevices(self.instance)
+        except Exception as err:  # no loader, no ICD: the binding raises its own errors
+            raise TargetUnavailableError(
+                f"no Vulkan instance or device ({type(err).__name__} {err})") from None
+        if not physical:
+            raise TargetUnavailableError("no Vulkan physical device")
+        self.physical = physical[0]
+        props = vk.vkGetPhysicalDeviceProperties(self.physical)
+        family = next((i for i, q in enumerate(
+            vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical))
+            if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT), None)
+        if family is None:
+            raise TargetUnavailableError(f"{props.deviceName} has no compute queue")
+        queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=family, queueCount=1,
+                                                pQueuePriorities=[1.0])
+        self.device = vk.vkCreateDevice(self.physical, vk.VkDeviceCreateInfo(
+            queueCreateInfoCount=1, pQueueCreateInfos=[queue_info]), None)
+        self.queue = vk.vkGetDeviceQueue(self.device, family, 0)
+        self.pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
+            queueFamilyIndex=family,
+            flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
+        self.fence = vk.vkCreateFence(self.device, vk.VkFenceCreateInfo(), None)
+        self.descriptor_pools: list[Any] = []
+        self._new_descriptor_pool()
+        self.memory_type = self._host_memory_type()
+        lim = props.limits
+        exts = vk.vkEnumerateDeviceExtensionProperties(self.physical, None)
+        self.info = AdapterInfo(
+            name=str(props.deviceName), features=tuple(sorted(e.extensionName for e in exts)),
+            max_storage_buffers=int(lim.maxPerStageDescriptorStorageBuffers),
+            max_buffer_bytes=int(lim.maxStorageBufferRange),
+            max_workgroup_size=int(lim.maxComputeWorkGroupInvocations),
+            backend=f"Vulkan {props.apiVersion >> 22}.{(props.apiVersion >> 12) & 0x3ff}")
+
+    # ---- memory ----------------------------------------------------------------------------
+
+    def _host_memory_type(self) -> int:
+        vk = self.vk
+        want = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        mp = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
+        for i in range(mp.memoryTypeCount):
+            if mp.memoryTypes[i].propertyFlags & want == want:
+                return i
+        raise TargetUnavailableError("no host-visible coherent Vulkan memory")
+
+    def alloc(self, nbytes: int) -> VkBuffer:
+        vk = self.vk
+        buf = vk.vkCreateBuffer(self.device, vk.VkBufferCreateInfo(
+            size=nbytes, usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+            sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+        req = vk.vkGetBufferMemoryRequirements(self.device, buf)
+        mem = vk.vkAllocateMemory(self.device, vk.VkMemoryAllocateInfo(
+            allocationSize=req.size, memoryTypeIndex=self.memory_type), None)
+        vk.vkBindBufferMemory(self.device, buf, mem, 0)
+        mapped = vk.vkMapMemory(self.device, mem, 0, nbytes, 0)
+        return VkBuffer(buf, mem, mapped, nbytes)
+
+    def upload(self, buf: VkBuffer, data: bytes) -> None:
+        self.flush()  # a launch recorded earlier may still read the old contents
+        buf.mapped[0:len(data)] = data
+
+    def download(self, buf: VkBuffer, nbytes: int) -> bytes:
+        self.flush()
+        return bytes(buf.mapped[0:nbytes])
+
+    # ---- pipelines -----------------------------------------------------------------------------
+
+    def compile(self, kernels: list[GpuKernel]) -> list[VkPipeline]:
+        return [self._pipeline(k) for k in kernels]
+
+    def _pipeline(self, k: GpuKernel) -> VkPipeline:
+        key = _key(k.source)
+        with self._mu:
+            if key in self.pipelines:
+                return self.pipelines[key]
+        spirv = to_spirv(k.name, k.source, self.stage, self.api)
+        vk, dev = self.vk, self.device
+        module = vk.vkCreateShaderModule(dev, vk.VkShaderModuleCreateInfo(
+            codeSize=len(spirv), pCode=spirv), None)
+        n = len(k.reads) + len(k.writes)
+        bindings = [vk.VkDescriptorSetLayoutBinding(
+            binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=1,
+            stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT) for i in range(n)]
+        set_layout = vk.vkCreateDescriptorSetLayout(dev, vk.VkDescriptorSetLayoutCreateInfo(
+            bindingCount=n, pBindings=bindings), None)
+        layout = vk.vkCreatePipelineLayout(dev, vk.VkPipelineLayoutCreateInfo(
+            setLayoutCount=1, pSetLayouts=[set_layout]), None)
+        stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT,
+                                                   module=module, pName="main")
+        pipe = vk.vkCreateComputePipelines(dev, None, 1, [vk.VkComputePipelineCreateInfo(
+            stage=stage, layout=layout)], None)
+        vk.vkDestroyShaderModule(dev, module, None)
+        p = VkPipeline(pipe[0], layout, set_layout)
+        with self._mu:
+            return self.pipelines.setdefault(key, p)
+
+    def _new_descriptor_pool(self) -> None:
+        vk = self.vk
+        self.descriptor_pools.append(vk.vkCreateDescriptorPool(
+            self.device, vk.VkDescriptorPoolCreateInfo(
+                maxSets=1024, poolSizeCount=1, pPoolSizes=[vk.VkDescriptorPoolSize(
+                    type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=1024 * 16)]),
+            None))
+
+    def _descriptor_set(self, p: VkPipeline, buffers: list[VkBuffer]) -> Any:
+        vk = self.vk
+        key = (id(p), *(id(b) for b in buffers))
+        if key in self.sets:
+            return self.sets[key]
+        try:
+            ds = vk.vkAllocateDescriptorSets(self.device, vk.VkDescriptorSetAllocateInfo(
+                descriptorPool=self.descriptor_pools[-1], descriptorSetCount=1,
+                pSetLayouts=[p.set_layout]))[0]
+        except vk.VkErrorOutOfPoolMemory:
+            self._new_descriptor_pool()
+            return self._descriptor_set(p, buffers)
+        writes = [vk.VkWriteDescriptorSet(
+            dstSet=ds, dstBinding=i, descriptorCount=1,
+            descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=b.buffer, offset=0, range=b.nbytes)])
+            for i, b in enumerate(buffers)]
+        vk.vkUpdateDescriptorSets(self.device, len(writes), writes, 0, None)
+        self.sets[key] = ds
+        return ds
+
+    # ---- launches ------------------------------------------------------------------------------
+
+    def launch(self, handle: VkPipeline, kernel: GpuKernel, buffers: list[VkBuffer]) -> None:
+        with self._mu:
+            self.pending.append((handle, self._descriptor_set(handle, buffers),
+                                 kernel.workgroups))
+
+    def flush(self) -> None:
+        """Run every recorded launch: one command buffer, one submit, wait."""
+        vk = self.vk
+        with self._mu:
+            if not self.pending:
+                return
+            steps, self.pending = self.pending, []
+            cb = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
+                commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                commandBufferCount=1))[0]
+            vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(
+                flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+            barrier = vk.VkMemoryBarrier(
+                srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT,
+                dstAccessMask=(vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+                               | vk.VK_ACCESS_HOST_READ_BIT))
+            for p, ds, (x, y, z) in steps:
+                vk.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline)
+                vk.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0,
+                                           1, [ds], 0, None)
+                vk.vkCmdDispatch(cb, x, y, z)
+                vk.vkCmdPipelineBarrier(
+                    cb, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                    vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT,
+                    0, 1, [barrier], 0, None, 0, None)
+            vk.vkEndCommandBuffer(cb)
+            vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(
+                commandBufferCount=1, pCommandBuffers=[cb])], self.fence)
+            vk.vkWaitForFences(self.device, 1, [self.fence], vk.VK_TRUE, 0xFFFFFFFFFFFFFFFF)
+            vk.vkResetFences(self.device, 1, [self.fence])
+            vk.vkFreeCommandBuffers(self.device, self.pool, 1, [cb])

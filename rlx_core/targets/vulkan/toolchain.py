@@ -1,0 +1,51 @@
+"""GLSL 4.50 -> SPIR-V with glslangValidator, validated by spirv-val; cached per source.
+
+Both tools come from Debian's ``glslang-tools`` and ``spirv-tools`` (``RLX_GLSLANG`` and
+``RLX_SPIRV_VAL`` override the paths). A shader glslang rejects, or SPIR-V spirv-val rejects,
+is a ShaderCompileError naming the line and the node.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from rlx_core.errors import TargetUnavailableError
+from rlx_core.targets.gpu_common.compile_error import compile_error
+
+# glslang: "ERROR: /tmp/x/k.comp:12: 'undeclared' : undeclared identifier"
+GLSLANG_FILE_LINE = r"ERROR: [^:]*:(\d+):"
+
+
+def tools() -> tuple[str, str]:
+    """The glslangValidator and spirv-val executables, or TargetUnavailableError."""
+    glslang = os.environ.get("RLX_GLSLANG") or shutil.which("glslangValidator")
+    val = os.environ.get("RLX_SPIRV_VAL") or shutil.which("spirv-val")
+    if not glslang or not val:
+        missing = "glslangValidator" if not glslang else "spirv-val"
+        raise TargetUnavailableError(f"{missing} not found (Debian: glslang-tools, spirv-tools)")
+    return glslang, val
+
+
+def to_spirv(kernel: str, source: str, stage: str = "comp", api: str = "Vulkan") -> bytes:
+    """SPIR-V of one compute shader (GLSL, or HLSL with ``-D``), validated."""
+    glslang, val = tools()
+    with tempfile.TemporaryDirectory(prefix="rlx-spv-") as tmp:
+        src = Path(tmp) / f"k.{stage}"
+        out = Path(tmp) / "k.spv"
+        src.write_text(source)
+        args = [glslang, "-V", "--target-env", "vulkan1.0", "-o", str(out), str(src)]
+        if stage == "hlsl":
+            args[1:1] = ["-D", "-S", "comp", "-e", "main"]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise compile_error(f"glslang ({api})", kernel, source, r.stdout + r.stderr,
+                                GLSLANG_FILE_LINE)
+        v = subprocess.run([val, "--target-env", "vulkan1.0", str(out)], capture_output=True,
+                           text=True, timeout=120)
+        if v.returncode != 0:
+            raise compile_error("spirv-val", kernel, source, v.stdout + v.stderr)
+        return out.read_bytes()
