@@ -52,15 +52,6 @@ def _within(got: np.ndarray, want: np.ndarray, tol: float) -> bool:
 
 KNOWN: tuple[KnownDeviation, ...] = (
     KnownDeviation(
-        "webgpu-ieee-specials", ("webgpu", "webgpu-browser"),
-        owner="helper gpu (issue 31, Found 3: webgpu IEEE special values)",
-        why="WGSL on lavapipe turns x/0 into 0, NaN into 0 through max/min/relu/sign and skips "
-            "NaN in max(axis); the WGSL renderer is being reworked to follow IEEE. Until then "
-            "the target is fed finite inputs and a mismatch whose reference cone holds a NaN or "
-            "an infinity (made by overflow, 0/0, log(-1), ...) is explained by this entry.",
-        explains=lambda s, got, want: s.nonfinite,
-        feeds_specials=False),
-    KnownDeviation(
         "webgpu-subnormals", ("webgpu", "webgpu-browser"),
         owner="helper gpu (issue 31, Found 3: webgpu IEEE special values)",
         why="WGSL lets an implementation flush subnormal f32 values to zero (WGSL spec, "

@@ -69,7 +69,8 @@ class GpuTarget:
             info = self.device().info
         except TargetUnavailableError:
             return table
-        return table.with_limits(max_buffer_bytes=info.max_buffer_bytes,
+        return table.with_limits(max_storage_buffers=info.max_storage_buffers,
+                                 max_buffer_bytes=info.max_buffer_bytes,
                                  max_workgroup_size=info.max_workgroup_size,
                                  source=f"device {info.name}")
 
