@@ -59,15 +59,6 @@ KNOWN: tuple[KnownDeviation, ...] = (
             "a subnormal is explained by this entry.",
         explains=lambda s, got, want: s.subnormal),
     KnownDeviation(
-        "webgpu-float-rem", ("webgpu", "webgpu-browser"),
-        owner="helper gpu (WGSL renderer; found by this fuzzer, see "
-              "benchmarks/results/fuzz_long_run.md)",
-        why="WGSL defines float x % y as x - y * trunc(x / y), rounded at each step, where the "
-            "reference (and C's fmod) is exact: with |x / y| large the result is off by many "
-            "ulps (e.g. 0.00041669 for 0.00041667). Explained for a cone that holds a float "
-            "rem.",
-        explains=lambda s, got, want: "rem" in s.ops and s.eps > 0),
-    KnownDeviation(
         "webgpu-erf-absolute", ("webgpu", "webgpu-browser"),
         owner="helper gpu (WGSL renderer; the bound is documented in webgpu/caps.py)",
         why="WGSL has no erf: the renderer emits Abramowitz-Stegun 7.1.26, whose error is "
