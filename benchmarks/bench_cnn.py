@@ -20,7 +20,8 @@ produce the same graph after import, so the timing runs on the last opset given.
     python benchmarks/bench_cnn.py --quick          # small input, batch 1, nothing written
     python benchmarks/bench_cnn.py --nets resnet50 --batches 1
 
-Writes results/cnn-<cpu>.json and .md (one pair per CPU model; CPU model and ISA inside).
+Writes results/cnn-<cpu>.json and .md (one pair per CPU model, ``-<n>thread`` for an explicit
+--threads run; CPU model and ISA inside).
 Goal (issue 23): rlx >= 1.0x ONNX Runtime on every network at batch 1 and 8, >= 1.2x on
 ResNet-50.
 """
@@ -43,6 +44,7 @@ from benchmarks.common import (  # noqa: E402
     limit_threads,
     machine,
     markdown_table,
+    result_stem,
     say,
     torch_threads,
     turns_text,
@@ -201,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{opsets[-1]}.\n\n" + markdown_table(headers, rows))
     if not (args.quick or args.no_write):
         slug = re.sub(r"[^a-z0-9]+", "-", mach["cpu"].lower()).strip("-") or "cpu"
-        js, mdp = write_results(f"cnn-{slug}", data, md)
+        js, mdp = write_results(result_stem(f"cnn-{slug}", args.threads, args.settle), data, md)
         say(f"wrote {js} and {mdp}")
     return 0
 
