@@ -81,7 +81,9 @@ KNOWN: tuple[KnownDeviation, ...] = (
         "f64-composite-specials", ("numpy", "cpu", "webgpu", "webgpu-browser"),
         owner="helper rel-crash (issue 31, Found 3: decide the semantics of composites)",
         why="the reference evaluates HIR composites (attention, softmax, norms, linear, conv) "
-            "in f64 and rounds once; targets run them in the working dtype. Where an infinite "
+            "in f64 and rounds once; targets run them in the working dtype, as decided "
+            "(docs/reliability.md, 'Overflow in f32': a composite is its decomposition's IEEE "
+            "arithmetic in the working dtype, sums in f64, f16/bf16 norms in f32). Where an infinite "
             "input meets a softmax weight that underflows to 0 in f32 but not in f64, the "
             "target computes 0 * inf = NaN and the reference +-inf. Explained only when every "
             "differing element is NaN on the target against an infinity in the reference.",
