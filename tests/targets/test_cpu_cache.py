@@ -240,3 +240,12 @@ def test_a_damaged_probe_record_is_probed_again(text: str, tmp_path: Path, monke
     monkeypatch.setattr(toolchain, "_probe", lambda path, version: comp)  # (no real re-probe)
     assert toolchain.find_compiler() == comp
     assert json.loads(probe.read_text())["opt_flags"] == list(comp.opt_flags)
+
+
+def test_a_cache_folder_deleted_mid_process_is_made_again(tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path / "cache"
+    monkeypatch.setenv("RLX_CACHE_DIR", str(root))
+    toolchain.build_shared("int rlx_cache_probe_d(void) { return 1; }\n")
+    shutil.rmtree(root)  # `rm -rf ~/.cache/rlx` while a notebook runs
+    built = toolchain.build_shared("int rlx_cache_probe_d(void) { return 1; }\n")
+    assert not built.cache_hit and cache.lookup(built.path)

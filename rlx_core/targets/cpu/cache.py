@@ -50,7 +50,7 @@ def cache_dir() -> Path:
     """The cache folder, created and checked once per process (CacheDirError when unusable)."""
     root = os.environ.get("RLX_CACHE_DIR") or os.path.join(Path.home(), ".cache", "rlx", "cpu")
     path = Path(root)
-    if str(path) in _READY:
+    if str(path) in _READY and path.is_dir():  # (deleted since: create and check it again)
         return path
     hint = "set RLX_CACHE_DIR to a writable folder (or unset it for ~/.cache/rlx/cpu)"
     try:
