@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import struct
 import subprocess
@@ -187,20 +186,28 @@ def fuzz_target(target: str, seconds: float, workdir: Path) -> dict[str, Any]:
             "artifacts": sorted(os.listdir(artifacts))}
 
 
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "?"
+
+
 def run(seconds: float, targets: tuple[str, ...] = TARGETS,
         workdir: Path | None = None) -> dict[str, Any]:
     """Fuzz every target for ``seconds`` in all (split evenly); the report as a dict."""
     ok, why = atheris_available()
     if not ok:
         raise RuntimeError(why)
-    import atheris
+    from rlx_core.testing.mutate_onnx import machine_description
 
     work = workdir or Path(tempfile.mkdtemp(prefix="rlx-fuzz-parsers-"))
     per = seconds / len(targets)
     results = [fuzz_target(t, per, work) for t in targets]
     return {"command": f"python -m rlx_core.testing.fuzz_parsers --seconds {int(seconds)}",
-            "atheris": getattr(atheris, "__version__", "?"), "python": platform.python_version(),
-            "cpu": platform.processor() or platform.machine(),
+            "atheris": _version("atheris"), "machine": machine_description(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "targets": results,
             "untyped_exceptions": sum(r["untyped_exceptions"] for r in results)}

@@ -208,6 +208,22 @@ def mutate_fields(data: bytes, rng: random.Random) -> bytes:
     return m.SerializeToString()
 
 
+def machine_description() -> str:
+    """CPU model and core count, for the reports."""
+    import platform
+
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
 class _Hang(BaseException):
     """A mutant ran past PER_MUTANT_SECONDS (raised from the SIGALRM handler; a BaseException,
     so that the importer's last resort, which catches Exception, lets it through)."""
@@ -358,7 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         with open(args.report, "w") as f:
             json.dump({"command": "python -m rlx_core.testing.mutate_onnx " + " ".join(
-                sys.argv[1:] if argv is None else argv), **report.to_json()}, f, indent=1)
+                sys.argv[1:] if argv is None else argv), "machine": machine_description(),
+                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                **report.to_json()}, f, indent=1)
     return 1 if report.untyped else 0
 
 

@@ -171,3 +171,28 @@ def test_a_failing_upgrade_is_a_no_not_a_crash(monkeypatch) -> None:
     with pytest.raises(UnsupportedOp, match="Frobnicate") as info:
         import_model(model)
     assert "Output y is undefined" in info.value.hint
+
+
+def test_static_integer_inputs_must_be_integers() -> None:
+    pads = numpy_helper.from_array(np.array([0, 0, 1, 0, 0, 1], np.complex64), "p")
+    node = helper.make_node("Pad", ["x", "p"], ["y"], mode="reflect")
+    with pytest.raises(UnsupportedOp, match="pads must be integers, got complex64"):
+        import_model(_model([node], inits=[pads]))
+
+
+def test_maxpool_indices_table_is_bounded() -> None:
+    c = helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 1, 4096, 4096])
+    i = helper.make_tensor_value_info("i", TensorProto.INT64, None)
+    node = helper.make_node("MaxPool", ["c"], ["y", "i"], kernel_shape=[64, 64],
+                            strides=[1, 1])
+    with pytest.raises(UnsupportedOp, match="Indices output needs an import-time index table"):
+        import_model(_model([node], inputs=(c,), outputs=(Y, i)))
+
+
+def test_concat_without_inputs_or_of_mixed_ranks() -> None:
+    with pytest.raises(UnsupportedOp, match="at least one input"):
+        import_model(_model([helper.make_node("Concat", ["", ""], ["y"], axis=0)]))
+    v = helper.make_tensor_value_info("v", TensorProto.FLOAT, [2, 3])
+    with pytest.raises(UnsupportedOp, match="different ranks"):
+        import_model(_model([helper.make_node("Concat", ["v", "x"], ["y"], axis=1)],
+                            inputs=(X, v)))

@@ -117,6 +117,12 @@ def check_static_size(t: TensorType, what: str) -> None:
                      f"{fmt_bytes(limit)} (RLX_MEMORY_LIMIT)")
 
 
+def np_isfinite_all(arr: Any) -> bool:
+    import numpy as np
+
+    return bool(np.isfinite(arr).all())
+
+
 def tensor_array(t: Any, what: str) -> Any:
     """A TensorProto (an attribute's or an initializer's) as a numpy array; a tensor whose
     data does not match its dims or type is refused instead of raising numpy's error."""
@@ -186,6 +192,9 @@ class NodeCtx:
 
     def static_ints(self, v: Value | None, what: str) -> list[int]:
         arr = self.static(v, what)
+        kind = getattr(arr.dtype, "kind", "i")
+        if kind not in "iubf" or (kind == "f" and not np_isfinite_all(arr)):
+            raise Reject(f"{what} must be integers, got {arr.dtype} values")
         return [int(a) for a in arr.reshape(-1).tolist()]
 
     def static_scalar(self, v: Value | None, what: str) -> Any:

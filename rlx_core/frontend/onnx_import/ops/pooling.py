@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from rlx_core.frontend.onnx_import.context import NodeCtx
+from rlx_core.frontend.onnx_import.context import NodeCtx, check_index_table
 from rlx_core.frontend.onnx_import.errors import Reject
 from rlx_core.frontend.onnx_import.ops import conv as conv_ops
 from rlx_core.ir import dtypes as dt
@@ -56,6 +56,7 @@ def _indices(n: NodeCtx, x: Value, xp: Value, y: Value, kernel: list[int], strid
     spatial = x.type.shape[2:]
     k = len(kernel)
     big = math.prod(spatial)
+    check_index_table(math.prod(kernel) * math.prod(out), "MaxPool's Indices output")
     best = None
     for tap in itertools.product(*(range(kk) for kk in kernel)):
         # this tap of every window: a strided slice of the padded input

@@ -98,6 +98,10 @@ def transpose(n: NodeCtx) -> Value:
 
 def concat(n: NodeCtx) -> Value:
     vals = [v for v in n.inputs if v is not None]
+    if not vals:
+        raise Reject("Concat needs at least one input")
+    if len({v.type.rank for v in vals}) != 1:
+        raise Reject(f"inputs of different ranks: {[str(v.type) for v in vals]}")
     ax = n.axis(int(n.attr("axis")), vals[0].type.rank)
     vals = [v for v in vals if v.type.shape[ax] != 0] or vals[:1]
     if len(vals) == 1:
