@@ -59,15 +59,6 @@ KNOWN: tuple[KnownDeviation, ...] = (
             "a subnormal is explained by this entry.",
         explains=lambda s, got, want: s.subnormal),
     KnownDeviation(
-        "webgpu-erf-absolute", ("webgpu", "webgpu-browser"),
-        owner="helper gpu (WGSL renderer; the bound is documented in webgpu/caps.py)",
-        why="WGSL has no erf: the renderer emits Abramowitz-Stegun 7.1.26, whose error is "
-            "absolute (< 1.5e-7), not relative: near 0 it gives -5.96e-8 for erf(-5.5e-10) = "
-            "-6.2e-10. Explained for a cone that holds erf when every difference is within "
-            "that absolute bound (amplified by the cone's condition number).",
-        explains=lambda s, got, want: "erf" in s.ops and _within(got, want, 1.5e-7 * s.cond
-                                                                 * max(1.0, s.ulps / 8))),
-    KnownDeviation(
         "f32-overflow-sums", ("numpy", "cpu", "webgpu", "webgpu-browser"),
         owner="helper rel-crash (issue 31, Found 3: f32 overflow rows of layer_norm/sum)",
         why="a norm, softmax or matmul over values near the f32 range. Decided semantics "

@@ -9,7 +9,7 @@ and runs on wgpu (lavapipe in CI) and in headless Chromium; the claims are exact
 - bool is not host-shareable: it is stored as u32 in buffers;
 - i8/i16 are stored as i32 and u8 as u32 (no 8/16-bit integer types), computed in 32 bits and
   wrapped to their width after every op;
-- erf has no WGSL builtin: the renderer emits a polynomial (|error| < 1.5e-7);
+- erf has no WGSL builtin: the renderer emits a Taylor series below 0.25 and Abramowitz-Stegun 7.1.26 above (|error| < 1.5e-7);
 - no float atomics: scatter_add runs one invocation per output element that sums its updates
   in index order (deterministic, O(output x indices));
 - limits: the WebGPU spec's guaranteed minimums as defaults (max workgroup size 256, 8 storage
