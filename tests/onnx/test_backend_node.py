@@ -7,8 +7,7 @@ fails the test (the zero-wrong-answer rule). A case the committed report
 The numpy reference runs every case. Compiled targets run a fixed sample to keep CI in minutes:
 every 8th case on cpu (a C compiler run per case), every 16th on webgpu (shader compiles on
 lavapipe), every 32nd on tpu (an XLA compile each); RLX_ONNX_SAMPLE=N overrides them (1 runs
-everything, as scripts/onnx_report.py
-does). Unavailable targets skip with their reason.
+everything, as scripts/onnx_report.py does). Unavailable targets skip with their reason.
 """
 
 from __future__ import annotations
