@@ -21,6 +21,8 @@ CAPS_TABLES: dict[str, str] = {
     "opengl": "rlx_core.targets.opengl.caps",
     "vulkan": "rlx_core.targets.vulkan.caps",
     "directx": "rlx_core.targets.directx.caps",
+    "tpu": "rlx_core.targets.tpu.caps",
+    "hexagon": "rlx_core.targets.hexagon.caps",
 }
 
 

@@ -27,7 +27,10 @@ def _graph():
 
 def test_counts_per_kind_and_compile_ready_per_target() -> None:
     r = explain(_graph(), targets="all")
-    assert r.targets == ["numpy", "cpu", "webgpu"]
+    from rlx_core.dispatch.registry import caps_names
+
+    # every table the static probe knows, the three original ones first
+    assert r.targets[:3] == ["numpy", "cpu", "webgpu"] and r.targets == list(caps_names())
     assert r.compile_ready("numpy") and r.compile_ready("cpu")
     assert not r.compile_ready("webgpu")
     c = r.counts("webgpu")
@@ -35,7 +38,9 @@ def test_counts_per_kind_and_compile_ready_per_target() -> None:
     assert c["iota"]["rewritten"] == 1 and c["exp"]["unsupported"] == 1
     assert r.counts("cpu")["erf"]["native"] == 1
     # every listed target runs kernels here (cpu through generated C since the C target landed)
-    assert r.verification == {"numpy": "executes", "cpu": "executes", "webgpu": "executes"}
+    assert {t: r.verification[t] for t in ("numpy", "cpu", "webgpu")} == \
+        {"numpy": "executes", "cpu": "executes", "webgpu": "executes"}
+    assert r.verification["hexagon"] == "executes (emulated)"
 
 
 def test_text_is_a_compact_table_with_failures_and_fixes() -> None:
