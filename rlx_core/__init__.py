@@ -99,6 +99,7 @@ _LAZY = {
     "quant": ("rlx_core.quant", None),
     "models": ("rlx_core.models", None),
     "autodiff": ("rlx_core.autodiff", None),
+    "distributed": ("rlx_core.distributed", None),
 }
 
 

@@ -1,0 +1,22 @@
+"""Distributed execution on MPI (``rlx.distributed``): a communicator with deadline-bounded
+collectives over mpi4py's buffer API, and data-parallel training.
+
+mpi4py is imported lazily: importing this package needs only the standard library; making a
+Communicator needs mpi4py. Run a script on N ranks with
+``mpiexec -n N python -m rlx_core.distributed FILE`` (docs/distributed.md).
+"""
+
+from rlx_core.distributed.communicator import REDUCE_OPS, Communicator, init
+from rlx_core.distributed.data_parallel import DataParallelStep, data_parallel_step, shard_batch
+from rlx_core.distributed.deadline import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
+from rlx_core.distributed.errors import (
+    CollectiveArgumentError,
+    CollectiveTimeoutError,
+    MPIUnavailableError,
+    RankMismatchError,
+    ShardError,
+)
+
+__all__ = ["REDUCE_OPS", "Communicator", "init", "DataParallelStep", "data_parallel_step",
+           "shard_batch", "DEFAULT_TIMEOUT_S", "TIMEOUT_ENV", "CollectiveArgumentError",
+           "CollectiveTimeoutError", "MPIUnavailableError", "RankMismatchError", "ShardError"]

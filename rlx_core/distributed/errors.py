@@ -1,0 +1,39 @@
+"""The distributed runtime's typed errors (codes RLX-N001..N019)."""
+
+from __future__ import annotations
+
+from rlx_core.errors import RlxError
+
+
+class CollectiveTimeoutError(RlxError):
+    """A collective did not complete within its deadline: a peer rank died, hung or raised.
+
+    MPI collectives have no timeout of their own, so every collective is started
+    non-blocking and waited with a deadline; once one times out the communicator is broken
+    (the pending operation cannot be cancelled) and later collectives raise this too."""
+
+    code = "RLX-N001"
+
+
+class CollectiveArgumentError(RlxError):
+    """A collective was called with a buffer or option it cannot take (no copy is guessed)."""
+
+    code = "RLX-N002"
+
+
+class MPIUnavailableError(RlxError):
+    """mpi4py (and an MPI library under it) is not installed in this environment."""
+
+    code = "RLX-N003"
+
+
+class RankMismatchError(RlxError):
+    """The ranks disagree on what they run (program, parameter shapes or dtypes)."""
+
+    code = "RLX-N004"
+
+
+class ShardError(RlxError):
+    """A global batch cannot be split evenly over the ranks."""
+
+    code = "RLX-N005"
