@@ -90,21 +90,9 @@ class Communicator:
     def check_same(self, what: str, signature: str) -> None:
         """Raise RLX-N004 on every rank unless all ranks pass the same ``signature`` text.
 
-        Used at start-up (program hash, parameter shapes); the error names both sides."""
-        np = _numpy()
-        raw = signature.encode()
-        digest = hashlib.sha256(raw).digest()
-        local = np.zeros(_SIGNATURE_BYTES, dtype=np.uint8)
-        body = (digest + raw)[:_SIGNATURE_BYTES]
-        local[:len(body)] = np.frombuffer(body, dtype=np.uint8)
-        every = self.all_gather(local)
-        for rank in range(self.size):
-            if bytes(every[rank, :32]) != digest:
-                theirs = bytes(every[rank, 32:]).rstrip(b"\0").decode(errors="replace")
-                raise RankMismatchError(
-                    f"ranks differ in {what}: rank {self.rank} has {_short(signature)!r}, "
-                    f"rank {rank} has {_short(theirs)!r}",
-                    hint="start every rank with the same program, model and batch shapes")
+        Used at start-up (program, parameter shapes); the error names both sides."""
+        every = self.all_gather(encode_signature(signature))
+        compare_signatures(what, self.rank, signature, every)
 
     # ---- helpers ------------------------------------------------------------------------
 
@@ -146,6 +134,29 @@ class Communicator:
                 f"all_reduce out= is {buf.dtype}{list(buf.shape)}, the result is "
                 f"{dtype}{list(shape)}", hint="pass an array of the input's shape and dtype")
         return buf
+
+
+def encode_signature(signature: str) -> Any:
+    """A fixed-size uint8 row: the text's sha256, then as much of the text as fits."""
+    np = _numpy()
+    raw = signature.encode()
+    body = (hashlib.sha256(raw).digest() + raw)[:_SIGNATURE_BYTES]
+    row = np.zeros(_SIGNATURE_BYTES, dtype=np.uint8)
+    row[:len(body)] = np.frombuffer(body, dtype=np.uint8)
+    return row
+
+
+def compare_signatures(what: str, rank: int, signature: str, every: Any) -> None:
+    """RLX-N004 naming this rank's and the first differing rank's signature, if any differ
+    (``every``: the all-gathered ``encode_signature`` rows, one per rank)."""
+    digest = hashlib.sha256(signature.encode()).digest()
+    for other in range(len(every)):
+        if bytes(every[other, :32]) != digest:
+            theirs = bytes(every[other, 32:]).rstrip(b"\0").decode(errors="replace")
+            raise RankMismatchError(
+                f"ranks differ in {what}: rank {rank} has {_short(signature)!r}, "
+                f"rank {other} has {_short(theirs)!r}",
+                hint="start every rank with the same program, model and batch shapes")
 
 
 def _short(text: str, limit: int = 160) -> str:

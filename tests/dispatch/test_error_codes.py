@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -386,6 +387,49 @@ def p_r031(monkeypatch):
     rlx.compile(lambda x: x * 2.0, np.ones(3, np.float32), target="numpy")(np.ones(3, np.float32))
 
 
+
+# ---- distributed (MPI) ----------------------------------------------------------------------
+
+def p_n001():
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    from rlx_core.distributed import Communicator
+    from rlx_core.distributed.deadline import wait_all
+
+    comm = Communicator(timeout=5)  # a singleton world of one rank
+    request = comm.comm.Irecv(np.empty(1), source=0, tag=78)  # nobody sends
+    try:
+        wait_all(comm.mpi, [request], 0.1, "recv", comm.rank)
+    finally:
+        request.Cancel()
+        request.Wait()
+
+
+def p_n002():
+    from rlx_core.distributed.deadline import check_timeout
+
+    check_timeout("soon")
+
+
+def p_n003(monkeypatch):
+    from rlx_core.distributed.mpi import load_mpi
+
+    monkeypatch.setitem(sys.modules, "mpi4py", None)
+    load_mpi()
+
+
+def p_n004():
+    from rlx_core.distributed.communicator import compare_signatures, encode_signature
+
+    mine, theirs = "fc1.weight f32[4, 8]", "fc1.weight f32[5, 8]"
+    compare_signatures("parameter shapes", 0, mine,
+                       np.stack([encode_signature(mine), encode_signature(theirs)]))
+
+
+def p_n005():
+    from rlx_core.distributed import shard_batch
+
+    shard_batch(np.arange(7), 0, 2)
+
 def p_r001():
     import rlx_core as rlx
 
@@ -762,6 +806,8 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-M001": p_m001, "RLX-I101": p_i101, "RLX-I102": p_i102,
     "RLX-O001": p_o001, "RLX-O002": p_o002, "RLX-O003": p_o003,
     "RLX-O020": p_o020, "RLX-O021": p_o021, "RLX-O022": p_o022,
+    "RLX-N001": p_n001, "RLX-N002": p_n002, "RLX-N003": p_n003, "RLX-N004": p_n004,
+    "RLX-N005": p_n005,
     "RLX-R001": p_r001, "RLX-R002": p_r002, "RLX-R003": p_r003, "RLX-R004": p_r004,
     "RLX-R010": p_r010, "RLX-R011": p_r011, "RLX-R012": p_r012,
     "RLX-R013": p_r013, "RLX-R014": p_r014, "RLX-R015": p_r015,
