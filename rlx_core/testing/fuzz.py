@@ -191,9 +191,10 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
                   f"shrunk {f['nodes']} -> {f['shrunk_nodes']} nodes; saved: "
                   f"`{f.get('case', '-')}`", "", "```", f["ir"].rstrip(), "```", ""]
     lines += ["## Typed rejections of well-typed graphs (shrunk, one per message)", "",
-              "A graph every op's rule accepts and the target's table claims, refused with a "
-              "typed error at render or build time: the table claims more than the target "
-              "implements.", ""]
+              "A well-typed graph refused with a typed error. `RLX-L` codes are the dispatch "
+              "contract refusing honestly at legalization (no route to the target's "
+              "primitives: not a defect); any other code (render, shader, C build) is a claim "
+              "of the capability table the target could not honour.", ""]
     for t, s in stats.items():
         for r in s.rejections.values():
             lines += [f"### {t}: {r['detail']} ({r.get('count', 1)} graphs)", ""]
