@@ -18,11 +18,15 @@ class KernelCheckError(RlxError):
 
 def checker_error(tool: str, output: str, source: str, what: str) -> KernelCheckError:
     """A KernelCheckError quoting ``tool``'s first diagnostics and the source lines they name."""
-    shown = "\n".join(output.strip().splitlines()[:12])
+    # errors first (nvcc and hipcc print pages of warnings before them), then the rest
+    out = output.strip().splitlines()
+    errors = [x for x in out if "error" in x.lower()]
+    shown = "\n".join((errors + [x for x in out if x not in errors])[:12])
     lines = source.splitlines()
     quoted = []
-    for m in re.finditer(r":(\d+):(?:\d+:)? *(?:error|fatal)", output):
-        n = int(m.group(1))
+    # clang "file:LINE:COL: error", nvcc "file(LINE): error"
+    for m in re.finditer(r"(?::(\d+):(?:\d+:)?|\((\d+)\):) *(?:error|fatal)", output):
+        n = int(m.group(1) or m.group(2))
         line = f">{n:6} | {lines[n - 1]}" if 1 <= n <= len(lines) else ""
         if line and line not in quoted and len(quoted) < 3:
             quoted.append(line)

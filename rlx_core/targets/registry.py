@@ -24,6 +24,10 @@ TARGETS: dict[str, str] = {
     "opengl": "rlx_core.targets.opengl.target:OpenGlTarget",
     "vulkan": "rlx_core.targets.vulkan.target:VulkanTarget",
     "directx": "rlx_core.targets.directx.target:DirectXTarget",
+    # vendor GPU languages of the same renderer, checked by their toolchains (not run here)
+    "cuda": "rlx_core.targets.cuda.target:CudaTarget",
+    "rocm": "rlx_core.targets.rocm.target:RocmTarget",
+    "metal": "rlx_core.targets.metal.target:MetalTarget",
 }
 
 

@@ -1,0 +1,75 @@
+"""CUDA C++, as a dialect of the shared GPU renderer; HIP is the same language with another
+header (``rocm/dialect.py``).
+
+Kernels are ``extern "C" __global__`` functions with ``__launch_bounds__`` of the workgroup
+size, buffers as ``__restrict__`` pointers, ``__shared__`` arrays and ``__syncthreads()``.
+Signed 32-bit + - * << go through unsigned arithmetic (signed overflow is undefined in C++;
+the reference wraps); bit casts go through ``memcpy`` in a small template; ``clamp`` (a
+builtin in OpenCL, GLSL and MSL) is defined for int.
+"""
+
+from __future__ import annotations
+
+from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared
+
+
+class Cuda(Dialect):
+    name = "cuda"
+    types = {"f32": "float", "f16": "__half", "i32": "int", "u32": "uint", "bool": "bool"}
+    barrier = "__syncthreads();"
+    fabs = "fabsf"
+    round_even = "rintf"
+    entry = "rlx_kernel"
+    header = ""  # HIP: #include <hip/hip_runtime.h>
+
+    _BUILTINS = {"gx": "(blockIdx.x * blockDim.x + threadIdx.x)",
+                 "gy": "(blockIdx.y * blockDim.y + threadIdx.y)",
+                 "wx": "blockIdx.x", "wy": "blockIdx.y", "wz": "blockIdx.z",
+                 "lx": "threadIdx.x", "ly": "threadIdx.y",
+                 "li": "(threadIdx.x + threadIdx.y * blockDim.x)"}
+
+    def conv(self, key: str, e: str) -> str:
+        return f"(({self.t(key)})({e}))"
+
+    def bitcast(self, key: str, e: str) -> str:
+        return f"rlx_bits<{self.t(key)}>({e})"
+
+    def int_binary(self, sym: str, a: str, b: str, key: str) -> str:
+        if key != "i32":
+            return f"({a} {sym} {b})"
+        return f"((int)((uint)({a}) {sym} (uint)({b})))"
+
+    def int_abs(self, a: str) -> str:
+        return f"((int)(({a}) < 0 ? 0u - (uint)({a}) : (uint)({a})))"
+
+    def builtin(self, which: str) -> str:
+        return self._BUILTINS[which]
+
+    def enables(self, uses_f16: bool) -> list[str]:
+        return [*([self.header] if self.header else []),
+                "#ifndef RLX_CUDA_BASE", "#define RLX_CUDA_BASE",
+                "typedef unsigned int uint;",
+                "__device__ inline int clamp(int x, int lo, int hi) "
+                "{ return x < lo ? lo : (x > hi ? hi : x); }",
+                "template <typename T, typename S> __device__ inline T rlx_bits(S s) "
+                "{ T t; memcpy(&t, &s, sizeof t); return t; }",
+                "#endif"]
+
+    def function(self, name: str, params: list[tuple[str, str]], ret: str) -> str:
+        args = ", ".join(f"{self.t(k)} {p}" for p, k in params)
+        return f"__device__ inline {self.t(ret)} {name}({args}) {{"
+
+    def kernel(self, buffers: list[Buffer], shared: list[Shared], wg: tuple[int, int, int],
+               prelude: list[str], body: list[str]) -> str:
+        args = [f"    {self.t(b.type)}* __restrict__ {b.var}" for b in buffers]
+        params = [f"{a}{',' if i < len(args) - 1 else ''}  // {b.note}"
+                  for i, (a, b) in enumerate(zip(args, buffers, strict=True))]
+        local = [f"  __shared__ {self.t(s.type)} {s.name}"
+                 f"{''.join(f'[{n}]' for n in s.dims)};" for s in shared]
+        return "\n".join([
+            *prelude,
+            f"extern \"C\" __global__ void __launch_bounds__({wg[0] * wg[1] * wg[2]}) "
+            f"{self.entry}(", *params, ") {", *local, *body, "}"]) + "\n"
+
+
+CUDA = Cuda()

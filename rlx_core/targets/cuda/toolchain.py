@@ -1,0 +1,60 @@
+"""nvcc -> PTX (compute_80), then ptxas -> SASS for sm_80 and sm_90: the CUDA check.
+
+``RLX_NVCC`` / ``RLX_PTXAS`` override the tools (default: on PATH, else /usr/local/cuda/bin).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from functools import cache
+from pathlib import Path
+
+from rlx_core.targets.kernel_check import checker_error
+
+ARCHES: tuple[str, ...] = ("sm_80", "sm_90")
+
+
+def _tool(name: str) -> str | None:
+    env = os.environ.get("RLX_" + name.upper())
+    if env:
+        return env
+    return shutil.which(name) or (f"/usr/local/cuda/bin/{name}"
+                                  if os.path.exists(f"/usr/local/cuda/bin/{name}") else None)
+
+
+@cache
+def find_tools() -> tuple[tuple[str, str] | None, str]:
+    nvcc, ptxas = _tool("nvcc"), _tool("ptxas")
+    if nvcc is None or ptxas is None:
+        return None, ("nvcc and ptxas are not installed (CUDA toolkit, or pip install "
+                      "nvidia-cuda-nvcc-cu12)")
+    return (nvcc, ptxas), ""
+
+
+def check(source: str) -> str:
+    """PTX for compute_80, assembled for every arch in ARCHES; KernelCheckError on failure."""
+    tools, why = find_tools()
+    if tools is None:
+        from rlx_core.errors import TargetUnavailableError
+
+        raise TargetUnavailableError(f"target 'cuda' is not available: {why}")
+    nvcc, ptxas = tools
+    with tempfile.TemporaryDirectory(prefix="rlx-cuda-") as tmp:
+        cu, ptx = Path(tmp) / "kernels.cu", Path(tmp) / "kernels.ptx"
+        cu.write_text(source)
+        p = subprocess.run([nvcc, "-arch=compute_80", "-ptx", "-diag-suppress", "177",
+                            str(cu), "-o", str(ptx)], capture_output=True, text=True,
+                           timeout=300)
+        if p.returncode != 0:
+            raise checker_error("nvcc -ptx", p.stdout + p.stderr, source, "CUDA C")
+        for arch in ARCHES:
+            a = subprocess.run([ptxas, f"-arch={arch}", str(ptx), "-o",
+                                str(Path(tmp) / f"{arch}.cubin")], capture_output=True,
+                               text=True, timeout=300)
+            if a.returncode != 0:
+                raise checker_error(f"ptxas -arch={arch}", a.stdout + a.stderr, source,
+                                    "PTX")
+    return "nvcc -ptx (compute_80) and ptxas for " + ", ".join(ARCHES)

@@ -1,0 +1,1 @@
+"""The rocm target: HIP kernels (the CUDA dialect's spelling for HIP), checked by hipcc."""
