@@ -23,6 +23,9 @@ CAPS_TABLES: dict[str, str] = {
     "directx": "rlx_core.targets.directx.caps",
     "tpu": "rlx_core.targets.tpu.caps",
     "hexagon": "rlx_core.targets.hexagon.caps",
+    "cuda": "rlx_core.targets.cuda.caps",
+    "rocm": "rlx_core.targets.rocm.caps",
+    "metal": "rlx_core.targets.metal.caps",
 }
 
 
