@@ -41,6 +41,7 @@ def test_counts_per_kind_and_compile_ready_per_target() -> None:
     assert {t: r.verification[t] for t in ("numpy", "cpu", "webgpu")} == \
         {"numpy": "executes", "cpu": "executes", "webgpu": "executes"}
     assert r.verification["hexagon"] == "executes (emulated)"
+    assert r.verification["directx"] == "executes (via SPIR-V)"
 
 
 def test_text_is_a_compact_table_with_failures_and_fixes() -> None:
