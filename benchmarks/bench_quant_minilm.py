@@ -100,6 +100,7 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--no-speed", action="store_true", help="the cosine table only")
     args = ap.parse_args()
     threads = len(os.sched_getaffinity(0))
     limit_threads(threads)
@@ -170,7 +171,7 @@ def main() -> None:
 
     # ---- speed -------------------------------------------------------------------------------
     rows, timing = [], {}
-    for batch in (1, 8):
+    for batch in () if args.no_speed else (1, 8):
         ids, mask, types = token_batch(model, batch)
         exe32, exe8, exe4 = rlx_pair(batch, SEQ_SPEED)
         feed = {"ids": ids.astype(np.int64), "mask": mask.astype(np.int64),
@@ -191,7 +192,8 @@ def main() -> None:
     cos_rows = [[k, f"{v['min']:.4f}", f"{v['p01']:.4f}", f"{v['mean']:.5f}", v["n"]]
                 for k, v in cos_stats.items()]
     md = (f"# all-MiniLM-L6-v2, dynamic int8: rlx against ONNX Runtime quantize_dynamic\n\n"
-          f"Command: `python benchmarks/bench_quant_minilm.py`. Machine: {info['cpu']}, "
+          f"Command: `python benchmarks/bench_quant_minilm.py {' '.join(sys.argv[1:])}`. "
+          f"Machine: {info['cpu']}, "
           f"{threads} thread(s) per peer, int8 dot kernel here: {info['int8_dot_kernel']}, "
           f"onnxruntime {ort.__version__}.\n\n"
           f"## Cosine to f32 ({len(texts)} generated sentences, seq {SEQ_ACC}, each int8 model "
