@@ -22,6 +22,15 @@ _UNARY = ("neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "l
 _HUGE_OK = ("sin", "cos")
 FLOATS = ("f32", "f64")
 _NP = {"f32": np.float32, "f64": np.float64}
+# Known and open (docs/reliability.md): under qemu-hexagon, clang-14's Hexagon code turns a NaN
+# operand of the f32 max/min (and x * 0.0 with a constant zero) into a number; the prelude's
+# workaround covers only the non-constant form. Marked, not hidden: an XPASS shows a fix.
+KNOWN = {("hexagon", "f32"): "clang-14 Hexagon f32 max/min/mul drop a NaN operand (issue 25)"}
+
+
+def _known(request, target: str, d: str) -> None:
+    if (target, d) in KNOWN:
+        request.applymarker(pytest.mark.xfail(reason=KNOWN[target, d]))
 
 
 def _ops(target: str, d: str, ops: tuple[str, ...]) -> list[str]:
@@ -34,7 +43,8 @@ def _ops(target: str, d: str, ops: tuple[str, ...]) -> list[str]:
 
 @pytest.mark.parametrize("d", FLOATS)
 @pytest.mark.parametrize("target", TARGETS)
-def test_binary_special_values(target: str, d: str) -> None:
+def test_binary_special_values(target: str, d: str, request) -> None:
+    _known(request, target, d)
     ops = _ops(target, d, (*BINARY, *COMPARE))
     ops = [op for op in ops if op not in ("and", "or", "xor")]
     n = len(SPECIAL)
@@ -48,8 +58,9 @@ def test_binary_special_values(target: str, d: str) -> None:
 
 @pytest.mark.parametrize("d", FLOATS)
 @pytest.mark.parametrize("target", TARGETS)
-def test_constant_operands(target: str, d: str) -> None:
+def test_constant_operands(target: str, d: str, request) -> None:
     """x / 0.0, x * 0.0, max(x, 0.0) (relu) with the zero a constant the compiler can see."""
+    _known(request, target, d)
     ops = _ops(target, d, ("div", "mul", "max", "min", "add"))
     x_host = np.array(SPECIAL, _NP[d])
     m = GraphMaker()
