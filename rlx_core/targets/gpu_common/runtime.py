@@ -61,25 +61,14 @@ class GpuProgram:
         self.last_seconds = 0.0  # wall time of the last call's launches and downloads
 
     def _upload_params(self, params: dict[str, Any]) -> None:
-        data = [params.get(p) if params and p in params else self.param_data.get(p)
-                for p in self.plan.params]
-        key = tuple(id(d) for d in data)
-        if key == self._params_key:
-            return
-        for name, d in zip(self.plan.params, data, strict=True):
-            if d is None:
-                raise ArgumentError(f"@{self.plan.graph}: no data for parameter %{name}",
-                                    hint="pass it in the params dict under its name")
-            spec = self.plan.buffer(name)
-            self.dev.upload(self.buffers[name], to_storage(d, spec.type, f"parameter %{name}"))
+        key, uploads = changed_params(self.plan, self.param_data, params, self._params_key)
+        for name, data in uploads:
+            self.dev.upload(self.buffers[name], data)
         self._params_key = key
 
     def run(self, inputs: Sequence[Any], params: dict[str, Any] | None = None) -> list[Any]:
         plan = self.plan
-        if len(inputs) != len(plan.inputs):
-            raise ArgumentError(f"@{plan.graph} takes {len(plan.inputs)} input(s), got "
-                                f"{len(inputs)}")
-        plan.check_inputs(inputs)
+        check_call(plan, inputs)
         with self.dev.lock:
             self._upload_params(params or {})
             for name, arg in zip(plan.inputs, inputs, strict=True):
@@ -93,3 +82,31 @@ class GpuProgram:
                        for o in dict.fromkeys(plan.outputs)}
             self.last_seconds = time.perf_counter() - t0
         return [results[o] for o in plan.outputs]
+
+
+def check_call(plan: GpuPlan, inputs: Sequence[Any]) -> None:
+    """The call's inputs against the plan: their count, then their shapes and dtypes."""
+    if len(inputs) != len(plan.inputs):
+        raise ArgumentError(f"@{plan.graph} takes {len(plan.inputs)} input(s), got "
+                            f"{len(inputs)}")
+    plan.check_inputs(inputs)
+
+
+def changed_params(plan: GpuPlan, param_data: dict[str, Any], params: dict[str, Any],
+                   last_key: tuple[int, ...] | None,
+                   ) -> tuple[tuple[int, ...], list[tuple[str, bytes]]]:
+    """Which parameters a call must upload: the call's ``params`` over the bound data, keyed by
+    identity so a repeated call with the same arrays uploads nothing. Returns the new key and
+    (name, storage bytes) per parameter to write (empty when the key is unchanged)."""
+    data = [params.get(p) if params and p in params else param_data.get(p)
+            for p in plan.params]
+    key = tuple(id(d) for d in data)
+    if key == last_key:
+        return key, []
+    uploads = []
+    for name, d in zip(plan.params, data, strict=True):
+        if d is None:
+            raise ArgumentError(f"@{plan.graph}: no data for parameter %{name}",
+                                hint="pass it in the params dict under its name")
+        uploads.append((name, to_storage(d, plan.buffer(name).type, f"parameter %{name}")))
+    return key, uploads

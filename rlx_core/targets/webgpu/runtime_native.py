@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from rlx_core.errors import ArgumentError, RlxError, TargetUnavailableError
+from rlx_core.errors import RlxError, TargetUnavailableError
 from rlx_core.targets.gpu_common.host_arrays import from_storage, to_storage
+from rlx_core.targets.gpu_common.runtime import changed_params, check_call
 from rlx_core.targets.webgpu.target import AdapterInfo, GpuPlan
 
 # limits we raise from the WebGPU defaults to what the adapter reports, when it offers more
@@ -151,26 +152,14 @@ class NativeProgram:
         self._params_key: tuple[int, ...] | None = None
 
     def _upload_params(self, params: dict[str, Any]) -> None:
-        data = [params.get(p) if params and p in params else self.param_data.get(p)
-                for p in self.plan.params]
-        key = tuple(id(d) for d in data)
-        if key == self._params_key:
-            return
-        for name, d in zip(self.plan.params, data, strict=True):
-            if d is None:
-                raise ArgumentError(f"@{self.plan.graph}: no data for parameter %{name}",
-                                    hint="pass it in the params dict under its name")
-            spec = self.plan.buffer(name)
-            self.rt.device.queue.write_buffer(self.buffers[name], 0,
-                                              to_storage(d, spec.type, f"parameter %{name}"))
+        key, uploads = changed_params(self.plan, self.param_data, params, self._params_key)
+        for name, data in uploads:
+            self.rt.device.queue.write_buffer(self.buffers[name], 0, data)
         self._params_key = key
 
     def run(self, inputs: Sequence[Any], params: dict[str, Any] | None = None) -> list[Any]:
         plan = self.plan
-        if len(inputs) != len(plan.inputs):
-            raise ArgumentError(f"@{plan.graph} takes {len(plan.inputs)} input(s), got "
-                                f"{len(inputs)}")
-        plan.check_inputs(inputs)
+        check_call(plan, inputs)
         data = [to_storage(arg, plan.buffer(name).type, f"input %{name}")
                 for name, arg in zip(plan.inputs, inputs, strict=True)]
         with self.rt.lock:  # the buffers below are this program's, shared by every call
