@@ -42,9 +42,6 @@ class Cuda(Dialect):
     def int_abs(self, a: str) -> str:
         return f"((int)(({a}) < 0 ? 0u - (uint)({a}) : (uint)({a})))"
 
-    def builtin(self, which: str) -> str:
-        return self._BUILTINS[which]
-
     def enables(self, uses_f16: bool) -> list[str]:
         return [*([self.header] if self.header else []),
                 "#ifndef RLX_CUDA_BASE", "#define RLX_CUDA_BASE",

@@ -24,9 +24,6 @@ class Hlsl(Dialect):
     def bitcast(self, key: str, e: str) -> str:
         return f"as{self.t(key)}({e})"
 
-    def builtin(self, which: str) -> str:
-        return self._BUILTINS[which]
-
     def kernel(self, buffers: list[Buffer], shared: list[Shared], wg: tuple[int, int, int],
                prelude: list[str], body: list[str]) -> str:
         return "\n".join([

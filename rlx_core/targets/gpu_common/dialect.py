@@ -114,10 +114,13 @@ class Dialect:
 
     # ---- the kernel ----------------------------------------------------------------------------
 
+    # builtin id -> the language's u32 expression of it (see ``builtin``)
+    _BUILTINS: dict[str, str] = {}
+
     def builtin(self, which: str) -> str:
         """A u32 expression of a builtin id: ``gx``/``gy`` global invocation, ``wx``/``wy``/
         ``wz`` workgroup, ``lx``/``ly`` local invocation, ``li`` local index."""
-        raise NotImplementedError
+        return self._BUILTINS[which]
 
     def kernel(self, buffers: list[Buffer], shared: list[Shared], wg: tuple[int, int, int],
                prelude: list[str], body: list[str]) -> str:

@@ -36,9 +36,6 @@ class Msl(Dialect):
     def int_abs(self, a: str) -> str:
         return f"as_type<int>(abs({a}))"
 
-    def builtin(self, which: str) -> str:
-        return self._BUILTINS[which]
-
     def enables(self, uses_f16: bool) -> list[str]:
         return ["#include <metal_stdlib>", "using namespace metal;"]
 

@@ -39,9 +39,6 @@ class OpenCl(Dialect):
     def int_abs(self, a: str) -> str:
         return f"as_int(abs({a}))"
 
-    def builtin(self, which: str) -> str:
-        return self._BUILTINS[which]
-
     def kernel(self, buffers: list[Buffer], shared: list[Shared], wg: tuple[int, int, int],
                prelude: list[str], body: list[str]) -> str:
         args = [f"    __global {self.t(b.type)}* restrict {b.var}" for b in buffers]

@@ -30,9 +30,6 @@ class Glsl(Dialect):
         # every bitcast the renderer makes is float <-> uint
         return f"floatBitsToUint({e})" if key == "u32" else f"uintBitsToFloat({e})"
 
-    def builtin(self, which: str) -> str:
-        return self._BUILTINS[which]
-
     def kernel(self, buffers: list[Buffer], shared: list[Shared], wg: tuple[int, int, int],
                prelude: list[str], body: list[str]) -> str:
         return "\n".join([

@@ -59,9 +59,6 @@ class Wgsl(Dialect):
         args = ", ".join(f"{p}: {self.t(k)}" for p, k in params)
         return f"fn {name}({args}) -> {self.t(ret)} {{"
 
-    def builtin(self, which: str) -> str:
-        return self._BUILTINS[which]
-
     def guard(self, name: str, lines: list[str]) -> list[str]:
         return lines  # no preprocessor: one kernel per shader module
 
