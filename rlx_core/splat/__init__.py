@@ -1,0 +1,1 @@
+"""rlx.splat: 3D Gaussian splatting (projection, tile rasterization, their backward)."""
