@@ -36,7 +36,12 @@ def executable_target(name: str) -> Any:
     ok, why = tgt.available()
     if not ok:
         pytest.skip(f"target {name} unavailable here: {why}")
-    if not getattr(tgt, "verification", "executes").startswith("executes"):  # or (emulated)
+    runs_here = getattr(tgt, "executes_here", None)  # a compile-check target with a device
+    if runs_here is not None:
+        ok, why = runs_here()
+        if not ok:
+            pytest.skip(f"target {name} is {tgt.verification} here, not executed: {why}")
+    elif not getattr(tgt, "verification", "executes").startswith("executes"):  # or (emulated)
         pytest.skip(f"target {name} is {tgt.verification} here, not executed")
     return tgt
 

@@ -712,6 +712,13 @@ def p_h004(monkeypatch, tmp_path):
     exe(np.ones(4, np.int32))
 
 
+def p_h005():
+    from rlx_core.targets.cuda.driver import check
+
+    # the result check every driver call goes through, given a launch's fault code
+    check(None, 700, "cuLaunchKernel", "k3")
+
+
 def p_h002():
     from dataclasses import replace
 
@@ -816,7 +823,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-K001": p_k001, "RLX-K002": p_k002, "RLX-G001": p_g001,
     "RLX-B001": p_b001, "RLX-B002": p_b002, "RLX-B003": p_b003, "RLX-B004": p_b004,
     "RLX-B005": p_b005, "RLX-H001": p_h001, "RLX-H002": p_h002,
-    "RLX-H003": p_h003, "RLX-H004": p_h004,
+    "RLX-H003": p_h003, "RLX-H004": p_h004, "RLX-H005": p_h005,
     "RLX-Z001": p_z001, "RLX-Z002": p_z002,
     "RLX-E000": p_e000, "RLX-E101": p_e101, "RLX-E102": p_e102, "RLX-E103": p_e103,
     "RLX-Q001": p_q001, "RLX-Q002": p_q002, "RLX-Q003": p_q003, "RLX-Q004": p_q004,

@@ -1,4 +1,5 @@
-"""nvcc -> PTX (compute_80), then ptxas -> SASS for sm_80 and sm_90: the CUDA check.
+"""nvcc -> PTX (compute_80), then ptxas -> SASS for sm_80 and sm_90: the CUDA check; and where
+NVRTC is installed (the runtime's compiler, nvrtc.py), a cubin for sm_90 from it too.
 
 ``RLX_NVCC`` / ``RLX_PTXAS`` override the tools (default: on PATH, else /usr/local/cuda/bin).
 """
@@ -57,4 +58,11 @@ def check(source: str) -> str:
             if a.returncode != 0:
                 raise checker_error(f"ptxas -arch={arch}", a.stdout + a.stderr, source,
                                     "PTX")
-    return "nvcc -ptx (compute_80) and ptxas for " + ", ".join(ARCHES)
+    done = "nvcc -ptx (compute_80) and ptxas for " + ", ".join(ARCHES)
+    from rlx_core.targets.cuda.nvrtc import compile_nvrtc, find_nvrtc, version
+
+    lib, _ = find_nvrtc()  # the runtime's own compiler, where installed: a cubin for sm_90
+    if lib is not None:
+        compile_nvrtc(lib, source, 90)
+        done += ", NVRTC {}.{} cubin for sm_90".format(*version(lib))
+    return done

@@ -84,6 +84,12 @@ class GpuProgram:
         return [results[o] for o in plan.outputs]
 
 
+def source_key(source: str) -> str:
+    """A kernel's source without comments: the same kernel in another layer (other value names
+    in the comments) shares one build."""
+    return "\n".join(line.split("//")[0].rstrip() for line in source.splitlines())
+
+
 def check_call(plan: GpuPlan, inputs: Sequence[Any]) -> None:
     """The call's inputs against the plan: their count, then their shapes and dtypes."""
     if len(inputs) != len(plan.inputs):

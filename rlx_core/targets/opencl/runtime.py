@@ -16,6 +16,7 @@ from rlx_core.errors import TargetUnavailableError
 from rlx_core.targets.gpu_common.compile_error import compile_error
 from rlx_core.targets.gpu_common.kernels import GpuKernel
 from rlx_core.targets.gpu_common.plan import AdapterInfo
+from rlx_core.targets.gpu_common.runtime import source_key
 from rlx_core.targets.opencl.dialect import OPENCL
 
 
@@ -35,12 +36,6 @@ def _pick(cl: Any) -> Any:
         return named[0]
     gpus = [d for d in devices if d.type & cl.device_type.GPU]
     return (gpus or devices)[0]
-
-
-def _key(source: str) -> str:
-    """A kernel's source without comments: the same kernel in another layer (other value names
-    in the comments) shares one build."""
-    return "\n".join(line.split("//")[0].rstrip() for line in source.splitlines())
 
 
 class OpenClDevice:
@@ -75,7 +70,7 @@ class OpenClDevice:
     def compile(self, kernels: list[GpuKernel]) -> list[Any]:
         """One OpenCL program for every kernel not built yet (PoCL's build costs about a
         second however small the source: one per graph, not one per kernel)."""
-        keys = [_key(k.source) for k in kernels]
+        keys = [source_key(k.source) for k in kernels]
         todo = {key: k for key, k in zip(keys, kernels, strict=True) if key not in self.kernels}
         if todo:
             names = {key: f"rlx_k{len(self.kernels) + i}" for i, key in enumerate(todo)}
