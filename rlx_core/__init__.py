@@ -100,6 +100,7 @@ _LAZY = {
     "models": ("rlx_core.models", None),
     "autodiff": ("rlx_core.autodiff", None),
     "distributed": ("rlx_core.distributed", None),
+    "splat": ("rlx_core.splat", None),
 }
 
 

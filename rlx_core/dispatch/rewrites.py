@@ -207,6 +207,15 @@ def int4_matmul_unpack(node: Node, ins: list[Value], b: Builder, env: RewriteEnv
     return b.emit("cast", [y], {"dtype": dt.i4})
 
 
+def splat_no_kernel(node: Node, ins: list[Value], b: Builder, env: RewriteEnv) -> Value:
+    """The splatting ops (ir/ops/splat.py) have no common-IR form: only a target with their
+    kernels runs them, so on any other this rule says where they do run."""
+    raise NotApplicable(Reason(
+        "RLX-S020", f"{node.op} has no kernel on {env.caps.target} and no common-IR form "
+        "(per-tile depth sorting and compositing are not MIR)",
+        "compile the splatting part for target cpu or webgpu (or numpy, the oracle)"))
+
+
 # The registry: tried in this order for a node when the policy reaches the rewritten route.
 REWRITES: tuple[Rewrite, ...] = (
     Rewrite("f64_unsupported", lambda n, ts, caps: _touches(ts, n, "f64") and _lacks(caps, "f64"),
@@ -228,6 +237,8 @@ REWRITES: tuple[Rewrite, ...] = (
     Rewrite("int4_matmul_unpack", lambda n, ts, caps: n.op == "dot_general" and
             _touches(ts, n, "i4"), int4_matmul_unpack,
             "i4 matmul -> unpack to i8, widen to i32, matmul, wrap to i4"),
+    Rewrite("splat_no_kernel", lambda n, ts, caps: n.op.startswith("splat_"), splat_no_kernel,
+            "splatting op on a target without its kernels: error naming the ones with"),
 )
 
 

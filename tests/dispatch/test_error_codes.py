@@ -514,7 +514,6 @@ def p_r013(monkeypatch, tmp_path):
 
 def p_r014(monkeypatch, tmp_path):
     import errno
-    import os
 
     from rlx_core.targets.cpu import cache
 
@@ -799,6 +798,13 @@ def p_g001():
 
 
 Producer = Callable[..., Any]
+def p_s020():
+    m = GraphMaker()
+    rec = m.input("rec", "f32", (4, 11))
+    graph = m.graph(m.op("splat_rasterize", [rec], width=16, height=16))
+    return _codes_of_failures(graph, "opencl")
+
+
 PRODUCERS: dict[str, Producer] = {
     "RLX-L000": p_l000, "RLX-L001": p_l001, "RLX-L002": p_l002, "RLX-L003": p_l003,
     "RLX-L004": p_l004, "RLX-L005": p_l005, "RLX-L006": p_l006, "RLX-L007": p_l007,
@@ -827,6 +833,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-Z001": p_z001, "RLX-Z002": p_z002,
     "RLX-E000": p_e000, "RLX-E101": p_e101, "RLX-E102": p_e102, "RLX-E103": p_e103,
     "RLX-Q001": p_q001, "RLX-Q002": p_q002, "RLX-Q003": p_q003, "RLX-Q004": p_q004,
+    "RLX-S020": p_s020,
 }
 # producers that import torch or open a WebGPU device: seconds, not milliseconds
 SLOW = ("RLX-I101", "RLX-K002", "RLX-G001")

@@ -133,12 +133,23 @@ def hir_all_ops() -> Graph:
         b.emit("fake_quantize", [x, sc, sc], {"qmin": -8, "qmax": 7, "axis": 1}),
         b.emit("int4_linear", [x, p4, s4], {"group": 4}),
     ]
+    gs = [inp(nm, dt.f32, sh) for nm, sh in (("means", (5, 3)), ("quats", (5, 4)),
+                                             ("scales", (5, 3)), ("opac", (5,)),
+                                             ("sh", (5, 4, 3)), ("view", (4, 4)), ("K", (3, 3)))]
+    rec = b.emit("splat_project", gs, {"width": 24, "height": 16})
+    gimg = inp("g_img", dt.f32, (16, 24, 3))
+    outs += [
+        b.emit("splat_rasterize", [rec], {"width": 24, "height": 16,
+                                          "background": (0.0, 0.5, 1.0)}),
+        b.emit("splat_project_vjp", [*gs, rec], {"width": 24, "height": 16}),
+        b.emit("splat_rasterize_vjp", [rec, gimg], {"width": 24, "height": 16}),
+    ]
     used = {nd.op for nd in b.nodes}
     assert set(HIR_OPS) <= used, set(HIR_OPS) - used
     return Graph(
         "all_hir",
         Level.HIR,
-        (x, q, mask, ids, img, sc, zp),
+        (x, q, mask, ids, img, sc, zp, *gs, gimg),
         (w, bias, g8, table, k, w8, p4, s4),
         tuple(b.nodes),
         tuple(o.name for o in outs),

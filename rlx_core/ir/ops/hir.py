@@ -10,6 +10,7 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Level, TensorType
 from rlx_core.ir.ops.base import AttrSpec, OpDef, normalize_axis, require, require_same_dtype
 from rlx_core.ir.ops.quant import quant_defs
+from rlx_core.ir.ops.splat import splat_defs
 
 T = TensorType
 
@@ -176,5 +177,6 @@ def _defs() -> dict[str, OpDef]:
     return t
 
 
-# the quantization ops live in their own file (ops/quant.py) but are HIR composites like these
-HIR_OPS: dict[str, OpDef] = {**_defs(), **quant_defs()}
+# the quantization and splatting ops live in their own files (ops/quant.py, ops/splat.py) but
+# are HIR composites like these
+HIR_OPS: dict[str, OpDef] = {**_defs(), **quant_defs(), **splat_defs()}

@@ -41,7 +41,7 @@ from rlx_core.errors import DTypeError, IndexOutOfRangeError, RlxError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.dtypes import DType
 from rlx_core.ir.graph import TensorType
-from rlx_core.targets.numpy_ref import quant_semantics
+from rlx_core.targets.numpy_ref import quant_semantics, splat_semantics
 
 
 class SemanticsError(RlxError):
@@ -525,6 +525,9 @@ COMPOSITES: dict[str, OpFn] = {
     # quantization (quant_semantics.py pins their integer rules)
     **{op: (lambda a, xs, t, op=op: quant_semantics.eval_quant(op, a, xs, t))
        for op in quant_semantics.QUANT_OPS},
+    # 3D Gaussian splatting: the oracle (splat_semantics.py, rlx_core/splat/reference.py)
+    **{op: (lambda a, xs, t, op=op: splat_semantics.eval_splat(op, a, xs, t))
+       for op in splat_semantics.SPLAT_OPS},
 }
 
 

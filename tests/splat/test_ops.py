@@ -1,0 +1,138 @@
+"""rlx.splat's ops through the dispatch contract on every target with their kernels, against
+the numpy oracle: forward, the VJP ops, rlx.grad of a loss through render, culling and zero
+opacity; and RLX-S020 on a target without them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core.dispatch.errors import LegalizationError
+from rlx_core.splat import layout as L
+from rlx_core.splat import reference as ref
+from rlx_core.splat import scene
+from tests.splat.conftest import H, W
+
+TARGETS = ["numpy"]
+BG = (0.1, 0.2, 0.3)
+
+
+def _compile(fn, *args, target: str):
+    return rlx.compile(fn, *args, target=target)
+
+
+def _scene_with_edge_cases(cam) -> list[np.ndarray]:
+    """12 Gaussians, three of them culled (behind the camera, at its centre, flat and far off
+    screen), one of zero opacity and one degenerate (a zero scale)."""
+    view, _ = cam
+    g = scene.random_gaussians(12, 3, seed=1, extent=0.6, scale=0.15)
+    means, scales, opac = g.means.copy(), g.scales.copy(), g.opacities.copy()
+    campos = -view[:3, :3].T @ view[:3, 3]
+    means[0] = campos - 2 * (means[1] - campos)
+    means[1] = campos
+    means[2] = means[2] + 50 * view[0, :3]
+    scales[3, 1] = 0.0
+    opac[4] = 0.0
+    return [means, g.quats, scales, opac, g.sh]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_project_and_rasterize_match_the_oracle(target, cam) -> None:
+    view, K = cam
+    gs = _scene_with_edge_cases(cam)
+    exe = _compile(lambda *a: rlx.splat.project(*a, width=W, height=H), *gs, view, K,
+                   target=target)
+    rec = np.asarray(exe(*gs, view, K))
+    want = ref.project(*gs, view, K, W, H)
+    assert (want[:3] == 0).all() and (want[3:, L.RADIUS] > 0).all()
+    np.testing.assert_allclose(rec, want, rtol=2e-5, atol=2e-5)
+    exe = _compile(lambda r: rlx.splat.rasterize(r, width=W, height=H, background=BG), want,
+                   target=target)
+    np.testing.assert_allclose(np.asarray(exe(want)), ref.rasterize(want, W, H, BG), atol=2e-5)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_vjp_ops_match_the_oracle(target, cam) -> None:
+    view, K = cam
+    gs = _scene_with_edge_cases(cam)
+    rec = ref.project(*gs, view, K, W, H)
+    rng = np.random.default_rng(5)
+    g_img = rng.normal(size=(H, W, 3)).astype(np.float32)
+    g_rec = rng.normal(size=rec.shape).astype(np.float32)
+    exe = _compile(lambda r, g: rlx.splat.rasterize_vjp(r, g, width=W, height=H, background=BG),
+                   rec, g_img, target=target)
+    want = ref.rasterize_vjp(rec, g_img, W, H, BG)
+    np.testing.assert_allclose(np.asarray(exe(rec, g_img)), want, rtol=1e-4,
+                               atol=1e-4 * np.abs(want).max())
+    exe = _compile(lambda *a: rlx.splat.project_vjp(*a, width=W, height=H), *gs, view, K, g_rec,
+                   target=target)
+    want = ref.project_vjp(*gs, view, K, g_rec, W, H)
+    np.testing.assert_allclose(np.asarray(exe(*gs, view, K, g_rec)), want, rtol=1e-4,
+                               atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_grad_of_a_photometric_loss(target, cam) -> None:
+    """rlx.grad through render (the HIR VJP rules) equals the oracle's chained backward."""
+    view, K = cam
+    gs = _scene_with_edge_cases(cam)
+    goal = np.random.default_rng(6).uniform(size=(H, W, 3)).astype(np.float32)
+
+    def loss(m, q, s, o, sh, v, k, t):
+        img = rlx.splat.render(m, q, s, o, sh, v, k, width=W, height=H, background=BG)
+        return ((img - t) ** 2).sum()
+
+    vg = rlx.value_and_grad(loss, argnums=(0, 1, 2, 3, 4))
+
+    def step(*a):
+        value, grads = vg(*a)
+        return (value, *grads)
+
+    value, *grads = rlx.jit(step, target=target)(*gs, view, K, goal)
+    rec = ref.project(*gs, view, K, W, H, dtype=np.float64)
+    img = ref.rasterize(rec, W, H, BG, dtype=np.float64)
+    np.testing.assert_allclose(float(value), ((img - goal) ** 2).sum(), rtol=1e-5)
+    g_rec = ref.rasterize_vjp(rec, 2 * (img - goal), W, H, BG, dtype=np.float64)
+    want = ref.project_vjp(*gs, view, K, g_rec, W, H, dtype=np.float64)
+    o = L.grad_cols(16)
+    for i, got in enumerate(grads):
+        w = want[:, o[i]:o[i + 1]]
+        np.testing.assert_allclose(np.asarray(got).reshape(len(w), -1), w, rtol=1e-3,
+                                   atol=1e-4 * np.abs(w).max(), err_msg=f"operand {i}")
+        if i < 4:
+            assert (np.asarray(got)[:3] == 0).all()  # culled: no gradient
+
+
+def test_eager_calls_and_render_backward(cam) -> None:
+    view, K = cam
+    gs = _scene_with_edge_cases(cam)
+    img = rlx.splat.render(*gs, view, K, width=W, height=H)
+    np.testing.assert_allclose(np.asarray(img), ref.rasterize(ref.project(*gs, view, K, W, H),
+                                                              W, H), atol=1e-6)
+    g = np.ones((H, W, 3), np.float32)
+    grads = rlx.splat.render_backward(*gs, view, K, g, width=W, height=H)
+    rec = ref.project(*gs, view, K, W, H)
+    want = ref.project_vjp(*gs, view, K, ref.rasterize_vjp(rec, g, W, H), W, H)
+    assert [np.asarray(x).shape for x in grads] == [a.shape for a in gs]
+    np.testing.assert_allclose(np.asarray(grads[0]), want[:, :3], rtol=1e-5, atol=1e-5)
+
+
+def test_other_targets_fail_with_rlx_s020(cam) -> None:
+    view, K = cam
+    gs = _scene_with_edge_cases(cam)
+    with pytest.raises(LegalizationError) as err:
+        rlx.compile(lambda *a: rlx.splat.render(*a, width=W, height=H), *gs, view, K,
+                    target="opencl")
+    assert err.value.codes == ["RLX-S020", "RLX-S020"]
+    assert "cpu or webgpu" in str(err.value)
+
+
+def test_shape_rules_name_the_operand(cam) -> None:
+    view, K = cam
+    gs = _scene_with_edge_cases(cam)
+    bad = [gs[0], gs[1], gs[2], gs[3], gs[4][:, :5]]
+    with pytest.raises(rlx.ShapeError, match="sh must be"):
+        rlx.splat.project(*bad, view, K, width=W, height=H)
+    with pytest.raises(rlx.DTypeError, match="f32"):
+        rlx.splat.rasterize(np.zeros((3, 11)), width=W, height=H)
