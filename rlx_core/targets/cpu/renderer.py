@@ -18,7 +18,14 @@ from rlx_core.targets.c_common.names import c_ident
 from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.c_common.renderer import CLikeRenderer
 from rlx_core.targets.cpu import attention, i4gemm, igemm, sgemm, team
-from rlx_core.targets.cpu.blas import BlasInfo, blas_takes, emit_gemm, find_blas
+from rlx_core.targets.cpu.blas import (
+    TEAM_GEMM_MIN,
+    BlasInfo,
+    blas_takes,
+    emit_gemm,
+    find_blas,
+    work_of,
+)
 from rlx_core.targets.cpu.prepack import PackedWeights, prepack_enabled
 
 # below this many elements per kernel, thread start-up costs more than it saves
@@ -47,17 +54,40 @@ class CpuRenderer(CLikeRenderer):
         self.team_mode = team_mode and openmp
         self._mode = "team" if self.team_mode else "regions"
         self._team: list[bool] = []  # per kernel, in order: runs on the whole team?
+        self._splits = False  # does any kernel share its work out over the team?
 
     def parallel_pragma(self, work: int, collapse: int) -> str | None:
         if self._mode == "team":
-            return team.FOR_PRAGMA if work >= self.parallel_min_work else team.SINGLE_PRAGMA
+            if work < self.parallel_min_work:
+                return team.SINGLE_PRAGMA
+            self._splits = True
+            return team.FOR_PRAGMA
         if self._mode == "serial" or not self.openmp or work < self.parallel_min_work:
             return None
         # the team size comes from rlx_cpu_threads (set by <prefix>_threads, threads.py)
         return "#pragma omp parallel for schedule(static) num_threads(RLX_TEAM)"
 
     def render_program(self, g: Graph, prefix: str = "rlx") -> Any:
+        cprog = self._render(g, prefix)
+        if self.team_mode and not self._splits:
+            # no kernel shares work out (all below the thresholds): the program runs on the
+            # calling thread with no parallel region, so a tiny call wakes no thread and
+            # pays no barrier (team.py's region costs ~1-3 us even when one thread works)
+            self.team_mode, self._mode = False, "serial"
+            try:
+                cprog = self._render(g, prefix)
+            finally:
+                self.team_mode, self._mode = True, "team"
+        return cprog
+
+    @property
+    def splits(self) -> bool:
+        """Did the last rendered program share work out over a team (open a region)?"""
+        return self.team_mode and self._splits
+
+    def _render(self, g: Graph, prefix: str) -> Any:
         self._team = []
+        self._splits = False
         self.packed = PackedWeights()
         self._params = {v.name: i for i, v in enumerate(g.params)}
         self._prefix = c_ident(prefix, "p")  # as the base renderer spells it
@@ -134,6 +164,8 @@ class CpuRenderer(CLikeRenderer):
         if self.blas is None or not blas_takes(spec):
             return None
         counter = f"{self._prefix}_work + {env.index}" if self._mode == "team" else ""
+        if self._mode == "team" and work_of(spec) >= TEAM_GEMM_MIN:
+            self._splits = True  # below it a team GEMM runs on thread 0 alone (blas._alone)
         return emit_gemm(w, env, spec, self.blas, self.own_sgemm, epilogue,
                          self.packed_b(env, spec), counter)
 
@@ -179,7 +211,7 @@ class CpuRenderer(CLikeRenderer):
         """
         blas = f"    {self.blas.symbol_prefix}openblas_set_num_threads(1);\n" if self.blas else ""
         return (f"void {prefix}_threads(int n) {{\n    rlx_cpu_threads = n > 0 ? n : 1;\n"
-                f"{blas}}}\n")
+                f"{blas}}}\n" + team.team_functions(prefix, self.team_mode))
 
     def program_fields_for(self, impls: dict[str, str]) -> dict[str, Any]:
         if self.blas is None:

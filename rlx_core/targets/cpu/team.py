@@ -139,8 +139,19 @@ def team_calls(calls: list[str], team: list[bool],
 
 
 def work_counters(prefix: str, kernels: int) -> str:
-    """The claim counters of a program's kernels (rlx_team_claim), one per kernel."""
-    return f"static atomic_int {prefix}_work[{max(kernels, 1)}];\n"
+    """The claim counters of a program's kernels (rlx_team_claim), one per kernel, and the
+    count of regions the program opened (``<prefix>_regions``, see ``team_functions``)."""
+    return (f"static atomic_int {prefix}_work[{max(kernels, 1)}];\n"
+            f"static atomic_llong {prefix}_region_count;\n")
+
+
+def team_functions(prefix: str, team_mode: bool) -> str:
+    """``long long <prefix>_regions(void)``: team regions (one per call) this program has
+    opened so far, always 0 for a program that runs on the calling thread alone; tests read
+    it to check that tiny work wakes no thread."""
+    value = (f"atomic_load_explicit(&{prefix}_region_count, memory_order_relaxed)"
+             if team_mode else "0")
+    return f"long long {prefix}_regions(void) {{\n    return {value};\n}}\n"
 
 
 def region(calls: list[str], timed: bool = False, prefix: str = "rlx",
@@ -148,7 +159,8 @@ def region(calls: list[str], timed: bool = False, prefix: str = "rlx",
     """The entry point's body: the claim counters zeroed, then one parallel region around the
     kernel calls."""
     clock = ["        double rlx_team_t0 = 0.0;", "        (void)rlx_team_t0;"] if timed else []
-    return [f"    for (int i = 0; i < {max(kernels, 1)}; ++i)  /* nothing is claimed yet */",
+    return [f"    atomic_fetch_add_explicit(&{prefix}_region_count, 1, memory_order_relaxed);",
+            f"    for (int i = 0; i < {max(kernels, 1)}; ++i)  /* nothing is claimed yet */",
             f"        atomic_store_explicit(&{prefix}_work[i], 0, memory_order_relaxed);",
             "    #pragma omp parallel num_threads(RLX_TEAM)",
             "    {",
