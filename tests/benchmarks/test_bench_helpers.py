@@ -11,7 +11,7 @@ import os
 import pytest
 
 from benchmarks.bench_minilm import encoder_flops
-from benchmarks.bench_mnist_mlp import step_flops
+from benchmarks.bench_mnist_mlp import Batches, step_flops
 from benchmarks.common import SETTLE_S, result_stem
 from rlx_core.models.minilm import BertConfig
 
@@ -28,6 +28,18 @@ def test_mlp_step_flops_count_each_gemm_of_the_training_step() -> None:
     assert step_flops((784, 128, 10), b) == want == 52_363_264
     deep = step_flops((784, 512, 512, 10), 1024)
     assert deep == 1024 * 2 * (784 * 512 * 2 + 512 * 512 * 3 + 512 * 10 * 3)
+
+
+def test_mlp_batches_from_the_small_fallback_sample_are_drawn_with_replacement() -> None:
+    import numpy as np
+
+    x = np.arange(4000 * 3, dtype=np.float32).reshape(4000, 3)  # the fallback's 4,000 images
+    y = np.arange(4000) % 10
+    b = Batches(x, y, 1024)  # 8 x 1024 = 8,192 images: more than there are
+    assert len(b.x) == 8 and all(xb.shape == (1024, 3) for xb in b.x)
+    assert "with replacement" in b.note and "4,000" in b.note
+    np.testing.assert_array_equal(b.y[0], b.x[0][:, 0].astype(np.int64) // 3 % 10)
+    assert Batches(x, y, 128).note == ""  # enough images: distinct, no note
 
 
 def test_minilm_flops_count_projections_ffn_and_attention() -> None:
