@@ -14,7 +14,7 @@ from rlx_core.splat import reference as ref
 from rlx_core.splat import scene
 from tests.splat.conftest import H, W
 
-TARGETS = ["numpy"]
+TARGETS = ["numpy", "cpu"]
 BG = (0.1, 0.2, 0.3)
 
 

@@ -4,9 +4,9 @@ Labelled "executes": the C renderer (rlx_core/targets/cpu/renderer.py) implement
 primitive (dot_general included) in each dtype below, and the conformance suite runs them
 against the numpy reference. Four HIR normalisations are claimed whole in f32 and f64
 (softmax, log_softmax, layer_norm, rms_norm: one row loop each, c_common/row_ops.py), and
-attention in f32 (cpu/attention.py), int_linear (the int8 GEMM, cpu/igemm.py) and
-int4_linear (cpu/i4gemm.py); every other HIR op, and those in other dtypes, goes
-common-IR. c64 and packed i4 report how to get to a supported dtype.
+attention in f32 (cpu/attention.py), int_linear (the int8 GEMM, cpu/igemm.py),
+int4_linear (cpu/i4gemm.py) and the splatting ops (cpu/splat.py); every other HIR op, and
+those in other dtypes, goes common-IR. c64 and packed i4 report how to get to a supported dtype.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from rlx_core.targets.cpu.attention import DTYPES as ATTENTION_DTYPES
 from rlx_core.targets.cpu.attention import MASK_DTYPES
 from rlx_core.targets.cpu.i4gemm import DTYPES as I4GEMM_DTYPES
 from rlx_core.targets.cpu.igemm import DTYPES as IGEMM_DTYPES
+from rlx_core.targets.cpu.splat import DTYPES as SPLAT_DTYPES
+from rlx_core.targets.cpu.splat import OPS as SPLAT_OPS
 
 DTYPES: tuple[str, ...] = ("f32", "f64", "f16", "bf16", "i32", "i64", "i16", "i8", "u32", "u8",
                            "bool")
@@ -38,7 +40,9 @@ CAPS = Capabilities(
                     note="int8 dot products: AVX512-VNNI / AVX-VNNI picked at run time, "
                          "else AVX2 or portable C (cpu/igemm.py)"),
             OpClaim(("int4_linear",), I4GEMM_DTYPES,
-                    note="weight-only int4: one weight row unpacked at a time (cpu/i4gemm.py)")),
+                    note="weight-only int4: one weight row unpacked at a time (cpu/i4gemm.py)"),
+            OpClaim(SPLAT_OPS, SPLAT_DTYPES,
+                    note="3DGS projection, tile rasterization and their VJPs (cpu/splat.py)")),
     dtype_rules=native_dtypes(DTYPES) + (
         DTypeRule("c64", "unsupported", hint="split into real and imaginary f32 parts, or use "
                                              "target numpy"),

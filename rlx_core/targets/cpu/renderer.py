@@ -17,7 +17,7 @@ from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
 from rlx_core.targets.c_common.names import c_ident
 from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.c_common.renderer import CLikeRenderer
-from rlx_core.targets.cpu import attention, i4gemm, igemm, sgemm, team
+from rlx_core.targets.cpu import attention, i4gemm, igemm, sgemm, splat, team
 from rlx_core.targets.cpu.blas import (
     TEAM_GEMM_MIN,
     BlasInfo,
@@ -96,7 +96,7 @@ class CpuRenderer(CLikeRenderer):
         # when no kernel calls them (parsing immintrin.h costs every compile ~0.2 s)
         impls = set(cprog.kernel_impl.values())
         unused = [] if attention.IMPL in impls else [attention.SOURCE]
-        unused += [m.SOURCE for m in (igemm, i4gemm) if m.IMPL not in impls]
+        unused += [m.SOURCE for m in (igemm, i4gemm, splat) if m.IMPL not in impls]
         if sgemm.IMPL not in impls and attention.IMPL not in impls:
             unused.append(sgemm.SOURCE)
         for text in unused:
@@ -113,6 +113,8 @@ class CpuRenderer(CLikeRenderer):
             return igemm.emit_int_linear(env, w, node)
         if node.op == "int4_linear":
             return i4gemm.emit_int4_linear(env, w, node)
+        if node.op in splat.OPS:
+            return splat.emit_splat(env, w, node)
         return None
 
     def bound_region(self, prefix: str, base: int) -> tuple[int, str]:
@@ -195,7 +197,7 @@ class CpuRenderer(CLikeRenderer):
             threads += team.BARRIER_C
         # rlx's GEMM (its plain-C form where there is no AVX2), the attention kernel built
         # on it, the int8 GEMM and the int4 matmul; render_program drops them when unused
-        threads += sgemm.SOURCE + attention.SOURCE + igemm.SOURCE + i4gemm.SOURCE
+        threads += sgemm.SOURCE + attention.SOURCE + igemm.SOURCE + i4gemm.SOURCE + splat.SOURCE
         if self.blas is None:
             return [threads, "/* BLAS unavailable: matmul kernels are generated loop nests */\n"]
         return [threads,
