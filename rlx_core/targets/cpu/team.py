@@ -8,8 +8,14 @@ round trip. In team mode the entry point opens one region;
 every thread runs every *team kernel*, whose loops are orphaned worksharing loops
 (``#pragma omp for nowait``) or, when too small to split, ``#pragma omp single nowait``; GEMMs
 take a row block per thread. Between kernels the threads meet at ``rlx_team_sync``, a barrier
-that spins up to ~1.5 ms (the other thread is usually microseconds away) and then yields. Only the region's
-start sleeps and wakes, once per call.
+that spins up to 0.1 ms (the other thread is usually microseconds away) and then sleeps on a
+futex. Only the region's start sleeps and wakes, once per call.
+
+On a busy machine (other processes on the cores, another library's thread pool still
+spinning) a team thread gets descheduled for whole time slices, and every barrier waits for
+it. Such waits are counted as late arrivals (BARRIER_C); a program that keeps seeing them
+runs its next calls on the calling thread alone, then tries the team again, so the team is
+never much slower than one thread whatever the load (benchmarks/bench_contention.py).
 
 A kernel whose rendered body has any other top-level statement (a serial loop, a memcpy, an
 index check) is not team-safe: it is rendered again without pragmas and runs on thread 0
@@ -28,13 +34,28 @@ GEMM_BLOCK = GEMM_BLOCK_HEAD + " {"
 FOR_PRAGMA = "#pragma omp for schedule(static) nowait"
 SINGLE_PRAGMA = "#pragma omp single nowait"
 
-# C for the barrier: a generation counter; the last thread to arrive starts the next
-# generation. Spins with the CPU's pause hint, then yields, so a loaded machine is not held.
+# C for the barrier and the team's size. The barrier is a generation counter; the last thread to
+# arrive starts the next generation. A waiting thread spins with the CPU's pause hint for at
+# most RLX_TEAM_SPIN_NS (read from the clock every 256 pauses), then sleeps on a futex that the
+# last arrival wakes: a thread the OS descheduled (another process took its core) then costs
+# the waiting one no CPU time, and the core goes to whoever can use it. Such a wait is a *late
+# arrival*; a call with two of them, or one in each of two calls in a row, means the machine is
+# oversubscribed, and the program's next calls run on the calling thread alone (no region):
+# first 2 calls, doubling while the next team call is late again, at most RLX_TEAM_MAX_SHRINK,
+# back to 2 after a call on time. One late arrival alone is tolerated: after an idle spell the
+# woken worker may share a CPU with thread 0 until the scheduler moves it (a millisecond).
 BARRIER_C = r"""
 #ifndef RLX_TEAM_SYNC_H
 #define RLX_TEAM_SYNC_H
 #include <stdatomic.h>
+#include <limits.h>
 #include <sched.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 #if defined(__x86_64__) || defined(__i386__)
 #define RLX_CPU_RELAX() __builtin_ia32_pause()
 #elif defined(__aarch64__) || defined(__arm__)
@@ -42,28 +63,95 @@ BARRIER_C = r"""
 #else
 #define RLX_CPU_RELAX() ((void)0)
 #endif
-typedef struct { atomic_int count; atomic_int gen; } rlx_team_barrier;
+#define RLX_TEAM_SPIN_NS 100000LL    /* 0.1 ms: intra-call imbalance is microseconds */
+#define RLX_TEAM_MAX_SHRINK 32       /* calls on one thread at most before the team is tried */
+typedef struct { atomic_int count; atomic_int gen; atomic_int sleepers; } rlx_team_barrier;
 static rlx_team_barrier rlx_team_bar;  /* one program call runs at a time (the runtime's lock) */
+/* per program (translation unit): late arrivals in this call, the shrink state, counters */
+static atomic_int rlx_team_late;
+static int rlx_team_prev_late, rlx_team_shrink_left, rlx_team_shrink_next = 2;
+static long long rlx_team_stat[4];  /* team calls, late arrivals, calls shrunk, shrink spells */
+static atomic_int rlx_team_delay_tid = -1, rlx_team_delay_us;  /* tests: a descheduled thread */
+static inline long long rlx_team_clock_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
 /* the next piece of a kernel whose pieces threads claim: each such kernel call has a counter
    of its own (<prefix>_work[kernel]), zeroed by the entry point before the region starts */
 static inline int rlx_team_claim(atomic_int *work) {
     return atomic_fetch_add_explicit(work, 1, memory_order_relaxed);
+}
+static inline void rlx_team_sleep(const int g) {
+#if defined(__linux__)
+    atomic_fetch_add_explicit(&rlx_team_bar.sleepers, 1, memory_order_seq_cst);
+    while (atomic_load_explicit(&rlx_team_bar.gen, memory_order_seq_cst) == g)
+        syscall(SYS_futex, (int*)&rlx_team_bar.gen, FUTEX_WAIT_PRIVATE, g, NULL, NULL, 0);
+    atomic_fetch_sub_explicit(&rlx_team_bar.sleepers, 1, memory_order_relaxed);
+#else
+    while (atomic_load_explicit(&rlx_team_bar.gen, memory_order_acquire) == g) sched_yield();
+#endif
 }
 static inline void rlx_team_sync(int team) {
     if (team <= 1) return;
     const int g = atomic_load_explicit(&rlx_team_bar.gen, memory_order_acquire);
     if (atomic_fetch_add_explicit(&rlx_team_bar.count, 1, memory_order_acq_rel) == team - 1) {
         atomic_store_explicit(&rlx_team_bar.count, 0, memory_order_relaxed);
-        atomic_store_explicit(&rlx_team_bar.gen, g + 1, memory_order_release);
+        atomic_store_explicit(&rlx_team_bar.gen, g + 1, memory_order_seq_cst);
+#if defined(__linux__)
+        if (atomic_load_explicit(&rlx_team_bar.sleepers, memory_order_seq_cst) > 0)
+            syscall(SYS_futex, (int*)&rlx_team_bar.gen, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#endif
         return;
     }
-    /* spin ~1.5 ms (2^16 pauses of ~25 ns), then yield. Shorter spins lost to the guest
-       scheduler after an idle spell: the woken worker shared a CPU with the waiting thread
-       until load balancing moved it (about a millisecond), and every early yield handed the
-       core back and forth (2 threads at 2^10 spins ran 2x slower than at 2^16) */
-    for (int spins = 0; atomic_load_explicit(&rlx_team_bar.gen, memory_order_acquire) == g;) {
-        if (++spins < (1 << 16)) RLX_CPU_RELAX(); else sched_yield();
+    long long t0 = 0;
+    for (unsigned spins = 1; atomic_load_explicit(&rlx_team_bar.gen, memory_order_acquire) == g;
+         ++spins) {
+        RLX_CPU_RELAX();
+        if ((spins & 255) == 0) {
+            const long long now = rlx_team_clock_ns();
+            if (t0 == 0) {
+                t0 = now;
+            } else if (now - t0 > RLX_TEAM_SPIN_NS) {
+                atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);
+                rlx_team_sleep(g);
+                return;
+            }
+        }
     }
+}
+/* the team size of this call: 1 (no region) while the program is shrunk */
+static inline int rlx_team_begin(int want) {
+    if (want <= 1) return 1;
+    if (rlx_team_shrink_left > 0) {
+        --rlx_team_shrink_left;
+        ++rlx_team_stat[2];
+        return 1;
+    }
+    atomic_store_explicit(&rlx_team_late, 0, memory_order_relaxed);
+    ++rlx_team_stat[0];
+    return want;
+}
+static inline void rlx_team_end(int used) {
+    if (used <= 1) return;
+    const int late = atomic_load_explicit(&rlx_team_late, memory_order_relaxed);
+    rlx_team_stat[1] += late;
+    if (late >= 2 || (late && rlx_team_prev_late)) {
+        rlx_team_shrink_left = rlx_team_shrink_next;
+        ++rlx_team_stat[3];
+        if (rlx_team_shrink_next < RLX_TEAM_MAX_SHRINK) rlx_team_shrink_next *= 2;
+        rlx_team_prev_late = 0;
+    } else {
+        if (!late) rlx_team_shrink_next = 2;
+        rlx_team_prev_late = late > 0;
+    }
+}
+/* tests: thread `tid` sleeps `us` microseconds at the start of the next team call */
+static inline void rlx_team_maybe_delay(int tid) {
+    if (atomic_load_explicit(&rlx_team_delay_tid, memory_order_relaxed) != tid) return;
+    const int us = atomic_exchange_explicit(&rlx_team_delay_us, 0, memory_order_relaxed);
+    atomic_store_explicit(&rlx_team_delay_tid, -1, memory_order_relaxed);
+    if (us > 0) usleep((useconds_t)us);
 }
 #endif
 """
@@ -146,26 +234,41 @@ def work_counters(prefix: str, kernels: int) -> str:
 
 
 def team_functions(prefix: str, team_mode: bool) -> str:
-    """``long long <prefix>_regions(void)``: team regions (one per call) this program has
-    opened so far, always 0 for a program that runs on the calling thread alone; tests read
-    it to check that tiny work wakes no thread."""
-    value = (f"atomic_load_explicit(&{prefix}_region_count, memory_order_relaxed)"
-             if team_mode else "0")
-    return f"long long {prefix}_regions(void) {{\n    return {value};\n}}\n"
+    """Exported helpers of a program, for tests and benchmarks.
+
+    ``long long <prefix>_regions(void)``: team regions (one per call) opened so far, always 0
+    for a program that runs on the calling thread alone. In team mode also
+    ``<prefix>_team_stats(long long out[4])`` (team calls, late arrivals, calls shrunk to one
+    thread, shrink spells) and ``<prefix>_team_delay(tid, us)`` (thread ``tid`` sleeps ``us``
+    microseconds at the start of the next team call: a descheduled thread, simulated).
+    """
+    if not team_mode:
+        return f"long long {prefix}_regions(void) {{\n    return 0;\n}}\n"
+    return (f"long long {prefix}_regions(void) {{\n"
+            f"    return atomic_load_explicit(&{prefix}_region_count, memory_order_relaxed);\n}}\n"
+            f"void {prefix}_team_stats(long long* out) {{\n"
+            "    for (int i = 0; i < 4; ++i) out[i] = rlx_team_stat[i];\n}\n"
+            f"void {prefix}_team_delay(int tid, int us) {{\n"
+            "    atomic_store_explicit(&rlx_team_delay_us, us, memory_order_relaxed);\n"
+            "    atomic_store_explicit(&rlx_team_delay_tid, tid, memory_order_relaxed);\n}\n")
 
 
 def region(calls: list[str], timed: bool = False, prefix: str = "rlx",
            kernels: int = 0) -> list[str]:
     """The entry point's body: the claim counters zeroed, then one parallel region around the
-    kernel calls."""
+    kernel calls, of the team size ``rlx_team_begin`` allows (1 while shrunk: no region)."""
     clock = ["        double rlx_team_t0 = 0.0;", "        (void)rlx_team_t0;"] if timed else []
-    return [f"    atomic_fetch_add_explicit(&{prefix}_region_count, 1, memory_order_relaxed);",
-            f"    for (int i = 0; i < {max(kernels, 1)}; ++i)  /* nothing is claimed yet */",
+    return [f"    for (int i = 0; i < {max(kernels, 1)}; ++i)  /* nothing is claimed yet */",
             f"        atomic_store_explicit(&{prefix}_work[i], 0, memory_order_relaxed);",
-            "    #pragma omp parallel num_threads(RLX_TEAM)",
+            "    const int rlx_team_n = rlx_team_begin(RLX_TEAM);",
+            "    if (rlx_team_n > 1)",
+            f"        atomic_fetch_add_explicit(&{prefix}_region_count, 1, memory_order_relaxed);",
+            "    #pragma omp parallel num_threads(rlx_team_n) if (rlx_team_n > 1)",
             "    {",
             "        const int rlx_team_tid = omp_get_thread_num();",
             "        (void)rlx_team_tid;",
+            "        if (rlx_team_n > 1) rlx_team_maybe_delay(rlx_team_tid);",
             *clock,
             *calls,
-            "    }"]
+            "    }",
+            "    rlx_team_end(rlx_team_n);"]

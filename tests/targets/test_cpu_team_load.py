@@ -1,0 +1,105 @@
+"""A CPU team whose thread is descheduled (simulated: it sleeps at the start of a call) still
+finishes correctly; waits past the spin budget are counted as late arrivals, and a program
+that keeps seeing them runs its next calls on one thread, then tries the team again
+(rlx_core/targets/cpu/team.py, BARRIER_C)."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core.targets.cpu.runtime import load_library
+from rlx_core.targets.cpu.target import CpuTarget
+from rlx_core.targets.cpu.threads import num_threads, set_num_threads
+
+cpu_ok, cpu_why = CpuTarget().available()
+pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
+
+SLEEP_US = 50_000  # 50 ms: 500 times the barrier's spin budget
+
+
+@pytest.fixture
+def two_threads():
+    before = num_threads()
+    set_num_threads(2)
+    yield
+    set_num_threads(before)
+
+
+class Team:
+    """The team helpers a compiled program exports (team.team_functions)."""
+
+    def __init__(self, exe):
+        lib = load_library(exe.program.info["so_path"])
+        prefix = exe.program.info["entry"].removesuffix("_run")
+        self._stats = getattr(lib, f"{prefix}_team_stats")
+        self._stats.argtypes = [ctypes.POINTER(ctypes.c_longlong)]
+        self.delay = getattr(lib, f"{prefix}_team_delay")
+        self.delay.argtypes = [ctypes.c_int, ctypes.c_int]
+
+    def stats(self) -> dict[str, int]:
+        out = (ctypes.c_longlong * 4)()
+        self._stats(out)
+        return dict(zip(("team_calls", "late", "shrunk_calls", "spells"), out, strict=True))
+
+
+def _settle(team: Team, exe, args) -> dict[str, int]:
+    """Call until a call ran as a team and on time (the statics are per shared object, so an
+    earlier test's late calls or shrink carry over; a busy CI machine may make a call late by
+    itself); returns the stats after it."""
+    for _ in range(100):
+        s0 = team.stats()
+        exe(*args)
+        s1 = team.stats()
+        if s1["team_calls"] == s0["team_calls"] + 1 and s1["late"] == s0["late"]:
+            return s1
+    pytest.skip("the machine kept every team call late: nothing left to simulate")
+
+
+def _program():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((192, 128), np.float32)
+    w = rng.standard_normal((128, 160), np.float32)
+
+    def f(x, y):  # a team GEMM, a barrier, a team softmax over 192 x 160
+        return rlx.nn.softmax(rlx.nn.relu(x @ y) * 0.25, axis=-1)
+
+    exe = rlx.compile(f, a, w, target="cpu", record=False)
+    h = np.maximum(a.astype(np.float64) @ w, 0.0) * 0.25
+    e = np.exp(h - h.max(-1, keepdims=True))
+    return exe, (a, w), e / e.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("sleeper", [1, 0])
+def test_a_team_with_a_descheduled_thread_finishes_correctly(two_threads, sleeper: int) -> None:
+    exe, args, want = _program()
+    assert "#pragma omp parallel" in exe.program.info["source"]
+    team = Team(exe)
+    np.testing.assert_allclose(exe(*args), want, rtol=1e-4, atol=1e-6)
+    before = _settle(team, exe, args)
+    team.delay(sleeper, SLEEP_US)  # that thread arrives at its first barrier 50 ms late
+    np.testing.assert_allclose(exe(*args), want, rtol=1e-4, atol=1e-6)
+    after = team.stats()
+    assert after["team_calls"] == before["team_calls"] + 1
+    assert after["late"] >= before["late"] + 1  # the other thread stopped spinning and slept
+
+
+def test_late_arrivals_in_two_calls_shrink_the_team_then_it_is_tried_again(two_threads) -> None:
+    exe, args, want = _program()
+    team = Team(exe)
+    s1 = _settle(team, exe, args)  # on time first: a late call would count as one of two
+    for _ in range(2):  # two late calls in a row
+        team.delay(1, SLEEP_US)
+        np.testing.assert_allclose(exe(*args), want, rtol=1e-4, atol=1e-6)
+    s2 = team.stats()
+    assert s2["spells"] == s1["spells"] + 1
+    for _ in range(2):  # the next two calls run on the calling thread alone, correctly
+        np.testing.assert_allclose(exe(*args), want, rtol=1e-4, atol=1e-6)
+    s3 = team.stats()
+    assert s3["shrunk_calls"] == s2["shrunk_calls"] + 2
+    assert s3["team_calls"] == s2["team_calls"]
+    np.testing.assert_allclose(exe(*args), want, rtol=1e-4, atol=1e-6)
+    assert team.stats()["team_calls"] == s3["team_calls"] + 1  # the team is tried again
