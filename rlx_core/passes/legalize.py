@@ -20,6 +20,11 @@ class Legalize:
     name: str = "legalize"
 
     def run(self, g: Graph, ctx: PassContext) -> Graph:
+        # a target with a strict model check of its own (cortex-m: int8 only) runs it first,
+        # so its errors name every offending HIR node with a fix in the target's terms
+        check = getattr(ctx.target, "check_hir", None)
+        if callable(check):
+            check(g)
         result = legalize_graph(g, ctx.target, ctx.options, ctx.trace)
         ctx.legalized = result  # type: ignore[attr-defined]
         return result.graph

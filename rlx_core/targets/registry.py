@@ -28,6 +28,8 @@ TARGETS: dict[str, str] = {
     "cuda": "rlx_core.targets.cuda.target:CudaTarget",
     "rocm": "rlx_core.targets.rocm.target:RocmTarget",
     "metal": "rlx_core.targets.metal.target:MetalTarget",
+    # int8 C99 firmware for Cortex-M4/M33, run under qemu-system-arm (MPS2 boards)
+    "cortex-m": "rlx_core.targets.cortex_m.target:CortexMTarget",
 }
 
 

@@ -48,15 +48,17 @@ def usable_dtypes(caps: Any) -> tuple[str, ...]:
 
 def profile_for(target: str, specials: bool | None = None) -> Profile:
     """The profile of a registry target; ``specials`` overrides the deviations table's policy."""
-    caps = get_target(target).caps
+    tgt = get_target(target)
+    caps = tgt.caps
     dtypes = usable_dtypes(caps)
     ops = set()
     for op in MIR_OPS:
         claim = caps.claim_for(op)
         if claim is not None:
             ops.update((op, d) for d in dtypes if d in claim.dtypes)
-    # every HIR op: claimed ones stay whole, the rest go through their decompositions
-    hir = tuple(HIR_OPS)
+    # every HIR op: claimed ones stay whole, the rest go through their decompositions; a target
+    # that runs only a narrow class of models (cortex-m: int8) names the HIR ops worth drawing
+    hir = tuple(getattr(tgt, "fuzz_hir_ops", HIR_OPS))
     index = "i64" if ("gather", "i64") in ops else "i32"
     allow = input_policy(target) if specials is None else specials
     return Profile(target, dtypes, frozenset(ops), hir, allow, index)

@@ -95,7 +95,11 @@ def test_f32_overflow_rows_agree(target: str, case: str, request) -> None:
         request.applymarker(pytest.mark.xfail(reason=f"{target} has no f64: its sums "
                                                      "accumulate in f32 (docs/reliability.md)"))
     fn, want = CASES[case]
-    got = np.asarray(rlx.compile(fn, ROWS, target=target, record=False)(ROWS))
+    try:
+        exe = rlx.compile(fn, ROWS, target=target, record=False)
+    except LegalizationError as err:  # no legal route (an int8-only target): not a result
+        pytest.skip(f"{target} has no legal route for f32 {case}: {err.message[:120]}")
+    got = np.asarray(exe(ROWS))
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6, equal_nan=True)
 
 

@@ -797,6 +797,90 @@ def p_g001():
                                                      (1, 1, 1), local=(1, 1, 1))])
 
 
+def _cortex_m():
+    from rlx_core.targets.registry import get_target
+
+    tgt = get_target("cortex-m")
+    ok, why = tgt.available()
+    if not ok:
+        pytest.skip(f"cortex-m unavailable: {why}")
+    return tgt
+
+
+def _int8_relu_graph():
+    import rlx_core as rlx
+    from rlx_core.quant import ops as qops
+
+    w = np.arange(12, dtype=np.int8).reshape(3, 4)
+    return rlx.trace(lambda x: qops.requantize(qops.int_linear(x, w), 1 << 30, -3),
+                     np.ones((1, 4), np.int8))
+
+
+def p_u001():
+    import rlx_core as rlx
+
+    rlx.lower(lambda x: rlx.nn.softmax(x, axis=-1), np.ones((1, 4), np.float32),
+              target="cortex-m", record=False)
+
+
+def p_u002():
+    import rlx_core as rlx
+
+    rlx.lower(lambda x: x * x, np.ones((1, 4), np.int8), target="cortex-m", record=False)
+
+
+def p_u003(monkeypatch):
+    import rlx_core as rlx
+
+    _cortex_m()
+    monkeypatch.setenv("RLX_CORTEX_M_FLASH", "16")
+    rlx.compile(_int8_relu_graph(), target="cortex-m", record=False)
+
+
+def p_u004():
+    from rlx_core.targets.cortex_m.boards import board
+
+    board("stm32-nonexistent")
+
+
+def p_u005():
+    from rlx_core.targets.cortex_m.boards import board
+    from rlx_core.targets.cortex_m.toolchain import build_elf
+
+    _cortex_m()
+    build_elf("void rlx_model(void) { undeclared(); }\n", "", board(None))
+
+
+def p_u006(monkeypatch):
+    import rlx_core as rlx
+    from rlx_core.targets.cortex_m import runtime
+
+    _cortex_m()
+    exe = rlx.compile(_int8_relu_graph(), target="cortex-m", record=False)
+    # an "emulator" that exits 1 before writing anything, as a faulting firmware does
+    monkeypatch.setattr(runtime, "find_qemu", lambda: ("false", ""))
+    exe(np.ones((1, 4), np.int8))
+
+
+def p_u007():
+    import rlx_core as rlx
+
+    _cortex_m()
+    w = np.ones((3, 4), np.int8)
+    g = rlx.trace(lambda x: rlx.quant.ops.int_linear(x, rlx.param(w, "w")),
+                  np.ones((1, 4), np.int8))
+    exe = rlx.compile(g, target="cortex-m", record=False)
+    exe.program.run([np.ones((1, 4), np.int8)], {"w": w + 1})
+
+
+def p_u008():
+    import rlx_core as rlx
+
+    _cortex_m()
+    exe = rlx.compile(_int8_relu_graph(), target="cortex-m", record=False)
+    exe.program.run([np.ones((2, 4), np.int8)], {})
+
+
 Producer = Callable[..., Any]
 def p_s020():
     m = GraphMaker()
@@ -834,6 +918,8 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-E000": p_e000, "RLX-E101": p_e101, "RLX-E102": p_e102, "RLX-E103": p_e103,
     "RLX-Q001": p_q001, "RLX-Q002": p_q002, "RLX-Q003": p_q003, "RLX-Q004": p_q004,
     "RLX-S020": p_s020,
+    "RLX-U001": p_u001, "RLX-U002": p_u002, "RLX-U003": p_u003, "RLX-U004": p_u004,
+    "RLX-U005": p_u005, "RLX-U006": p_u006, "RLX-U007": p_u007, "RLX-U008": p_u008,
 }
 # producers that import torch or open a WebGPU device: seconds, not milliseconds
 SLOW = ("RLX-I101", "RLX-K002", "RLX-G001")

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import rlx_core as rlx
+from rlx_core.dispatch.errors import LegalizationError
 from rlx_core.targets.registry import get_target, target_names
 
 THREADS = 4
@@ -71,13 +72,20 @@ def _executing(name: str) -> None:
 @pytest.mark.parametrize("target", target_names())
 def test_one_executable_from_four_threads(target: str) -> None:
     _executing(target)
-    exe = rlx.compile(_fn, *_inputs(0), target=target)
+    try:
+        exe = rlx.compile(_fn, *_inputs(0), target=target)
+    except LegalizationError as err:  # an int8-only target has no route for this f32 model
+        pytest.skip(f"{target}: {err.message[:100]}")
     assert _hammer(exe) == []
 
 
 @pytest.mark.parametrize("target", target_names())
 def test_one_jit_function_from_four_threads(target: str) -> None:
     _executing(target)
+    try:
+        rlx.lower(_fn, *_inputs(0), target=target, record=False)
+    except LegalizationError as err:  # an int8-only target has no route for this f32 model
+        pytest.skip(f"{target}: {err.message[:100]}")
     f = rlx.jit(_fn, target=target)
     assert _hammer(f) == []  # the first calls race to compile the one specialization
     assert len(f.specializations) == 1

@@ -1,0 +1,220 @@
+"""The strict check of an int8 LIR for a microcontroller: every kernel becomes one step the
+firmware runs (or a host-side boundary step), or a problem naming its node and a fix.
+
+Steps, in LIR order:
+
+- ``const``: a kernel of constants only; its values go to flash;
+- ``in``: ``quantize`` of a graph input: done on the host, the firmware reads the int8 tensor;
+- ``out``: ``dequantize`` producing a graph output: the firmware writes the integer tensor and
+  the host dequantizes it (the numpy reference's rule, so the result is identical);
+- ``fc`` (``int_linear`` with weights known at compile time), ``requant``, ``ewise`` (a loop of
+  integer max / min / neg and broadcasts: relu on quantized values is max with the zero point), ``argmax``, ``dequant`` (only when an argmax reads it:
+  exact f32 arithmetic, one rounding per step), ``reshape``.
+
+Anything else is collected, never stopped at: all problems are raised together, grouped by the
+HIR node they came from, each with its own code (float op, no int8 kernel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlx_core.ir.graph import Graph, Kernel, Node, ValueKind
+from rlx_core.targets.cortex_m.errors import FloatOpError, NoInt8KernelError
+
+FLOATS = ("f16", "bf16", "f32", "f64")
+ACT_DTYPES = ("u8", "i8")
+INT_DTYPES = ("u8", "i8", "i16", "i32", "i64")
+QUANTIZE_HINT = ("quantize the model first: rlx_core.quant.ptq.quantize_static(graph, data=...) "
+                 "turns every linear into int_linear + requantize")
+
+
+@dataclass
+class Step:
+    kind: str
+    kernel: Kernel
+    node: Node
+
+
+@dataclass
+class Problem:
+    code: str
+    node: Node
+    what: str
+    fix: str
+
+    def line(self) -> str:
+        loc = self.node.loc
+        where = f" ({loc.where})" if loc.file else ""
+        origin = loc.origin or self.node.name
+        op = loc.origin_op or self.node.op
+        return f"{self.code} %{origin} {op}{where}: {self.what}; fix: {self.fix}"
+
+
+@dataclass
+class Legalized:
+    steps: list[Step] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _is_const(k: Kernel) -> bool:
+    return all(n.op == "constant" for n in k.nodes)
+
+
+def _known(g: Graph, name: str, consts: set[str]) -> bool:
+    """Is ``name`` known at compile time (a parameter or a constant kernel's output)?"""
+    return name in consts or g.values()[name].kind is ValueKind.PARAM
+
+
+def float_fix(node: Node) -> str:
+    origin = node.loc.origin_op or node.op
+    if origin in ("softmax", "log_softmax"):
+        return (f"{origin} before argmax is order-preserving: drop it for deployment (argmax of "
+                "the logits gives the same class)")
+    if origin in ("linear", "matmul", "dot_general", "conv2d"):
+        return QUANTIZE_HINT
+    return ("keep the model integer from its first quantize to its last dequantize; do this "
+            "float step on the host, or express it on the int8 values")
+
+
+INT_OPS = ("max", "min", "neg")  # integer elementwise ops of the generated loop
+
+
+def _elementwise(g: Graph, k: Kernel) -> tuple[str, str]:
+    """("ewise", "") for a loop the emitter writes: integer max / min / neg over same-shape
+    values, splat constants and broadcasts (relu on quantized values is max with the zero
+    point), else (code, why)."""
+    types = g.values()
+    splats = splat_values(k)
+    body = [n for n in k.nodes if n.name not in splats]
+    inner = {n.name for n in k.nodes}
+    shape = types[k.outputs[0]].type.shape if k.outputs else ()
+
+    def fits(n: Node) -> bool:
+        if n.type.shape != shape:
+            return False
+        if n.op == "broadcast_in_dim":
+            return n.inputs[0] not in inner or n.inputs[0] in splats
+        return n.op in INT_OPS and n.type.dtype.name in INT_DTYPES and all(
+            i in inner or types[i].type.shape == shape for i in n.inputs)
+
+    if body and all(fits(n) for n in body):
+        return "ewise", ""
+    if any(types[n.name].type.dtype.name in FLOATS for n in k.nodes):
+        return "RLX-U001", "computes in floating point"
+    return "RLX-U002", f"no int8 kernel for {', '.join(sorted({n.op for n in body}))}"
+
+
+def splat_values(k: Kernel) -> dict[str, Node]:
+    """Values of ``k`` that hold one number everywhere: scalar constants and their broadcasts
+    (value name -> the constant node)."""
+    out: dict[str, Node] = {}
+    for n in k.nodes:
+        if n.op == "constant" and not isinstance(n.attr("value"), tuple):
+            out[n.name] = n
+        elif n.op == "broadcast_in_dim" and n.inputs[0] in out:
+            out[n.name] = out[n.inputs[0]]
+    return out
+
+
+def legalize(g: Graph) -> Legalized:
+    """Classify every kernel of ``g`` (a LIR graph); problems are collected, not raised."""
+    out = Legalized()
+    types = g.values()
+    graph_inputs = {v.name for v in g.inputs}
+    consts: set[str] = set()
+    readers: dict[str, list[Kernel]] = {}
+    for k in g.kernels:
+        for i in k.inputs:
+            readers.setdefault(i, []).append(k)
+
+    def problem(code: str, node: Node, what: str, fix: str) -> None:
+        out.problems.append(Problem(code, node, what, fix))
+
+    for k in g.kernels:
+        if _is_const(k):
+            consts.update(k.outputs)
+            out.steps.append(Step("const", k, k.nodes[-1]))
+            continue
+        body = [n for n in k.nodes if n.op != "constant"]
+        n = body[0]
+        dtype = types[n.name].type.dtype.name
+        if k.kind == "opaque" and len(body) == 1:
+            if n.op == "quantize":
+                if n.inputs[0] in graph_inputs and all(_known(g, i, consts) for i in n.inputs[1:]):
+                    out.steps.append(Step("in", k, n))
+                else:
+                    problem("RLX-U001", n, "quantize inside the model computes in f32",
+                            "quantize only the graph inputs (the firmware reads int8 inputs)")
+                continue
+            if n.op == "dequantize":
+                users = readers.get(n.name, [])
+                if not all(_known(g, i, consts) for i in n.inputs[1:]):
+                    problem("RLX-U002", n, "dequantize with run-time scale",
+                            "use static quantization (quantize_static), not dynamic")
+                elif n.name in g.outputs and not users:
+                    out.steps.append(Step("out", k, n))
+                elif users and all(len(u.nodes) == 1 and u.nodes[0].op == "argmax" for u in users):
+                    out.steps.append(Step("dequant", k, n))
+                else:
+                    problem("RLX-U001", n, "dequantize feeds float computation on the device",
+                            float_fix(readers[n.name][0].nodes[-1]) if users else
+                            "dequantize only the graph outputs")
+                continue
+            if n.op == "int_linear":
+                x, w = (types[i].type.dtype.name for i in n.inputs[:2])
+                if x not in ACT_DTYPES or w != "i8":
+                    problem("RLX-U002", n, f"no int8 fully connected kernel for x {x}, w {w}",
+                            "quantize weights to i8 and activations to u8 or i8")
+                elif not all(_known(g, i, consts) for i in n.inputs[1:]):
+                    problem("RLX-U002", n, "the weight is computed at run time",
+                            "pass weights as parameters or constants: they live in flash")
+                else:
+                    out.steps.append(Step("fc", k, n))
+                continue
+            if n.op == "requantize":
+                if dtype in ("u8", "i8", "i16"):
+                    out.steps.append(Step("requant", k, n))
+                else:
+                    problem("RLX-U002", n, f"no requantize kernel to {dtype}",
+                            "requantize to u8, i8 or i16")
+                continue
+            if n.op == "reshape":
+                out.steps.append(Step("reshape", k, n))
+                continue
+        if k.kind == "elementwise":
+            code, why = _elementwise(g, k)
+            if code == "ewise":
+                out.steps.append(Step("ewise", k, n))
+            else:
+                problem(code, n, why, float_fix(n) if code == "RLX-U001" else
+                        "express it with int_linear / requantize / relu, or run it on the host")
+            continue
+        if k.kind == "reduce" and len(k.nodes) == 1 and n.op == "argmax":
+            src = types[n.inputs[0]].type.dtype.name
+            if src in ("f32",) + INT_DTYPES and dtype in ("i32", "i64"):
+                out.steps.append(Step("argmax", k, n))
+                continue
+        if any(types[m.name].type.dtype.name in FLOATS for m in k.nodes):
+            problem("RLX-U001", n, "computes in floating point", float_fix(n))
+        else:
+            problem("RLX-U002", n, f"no int8 kernel for {k.kind} {n.op}",
+                    "express it with int_linear / requantize / relu / argmax, or run it on "
+                    "the host")
+    return out
+
+
+def raise_problems(problems: list[Problem], name: str) -> None:
+    """One typed error listing every problem (grouped by the HIR node they came from)."""
+    if not problems:
+        return
+    seen: dict[tuple[str, str], Problem] = {}
+    for p in problems:
+        seen.setdefault((p.code, p.node.loc.origin or p.node.name), p)
+    lines = [p.line() for p in seen.values()]
+    cls: Any = FloatOpError if problems[0].code == "RLX-U001" else NoInt8KernelError
+    raise cls(f"{len(lines)} node(s) of @{name} cannot run on a Cortex-M int8 firmware:\n    "
+              + "\n    ".join(lines),
+              hint="each line names the node and its fix; the firmware runs int_linear, "
+                   "requantize, relu, argmax and reshape on int8 values", lines=lines)

@@ -1,0 +1,121 @@
+"""Firmware source -> ELF with arm-none-eabi-gcc, and its flash / RAM figures from the ELF.
+
+One ELF per (source, board, flags, compiler), cached on disk under the sha256 of all four and
+written through a temporary folder + ``os.replace``, so a second process builds nothing.
+``RLX_ARM_GCC`` overrides the compiler.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from rlx_core.targets.cortex_m.boards import Board
+from rlx_core.targets.cortex_m.errors import FirmwareBuildError
+
+CSRC = Path(__file__).resolve().parent / "csrc"
+RUNTIME_FILES = ("rlx_nn.h", "semihost.h", "semihost.c", "startup.c", "main.c")
+# -ffp-contract=off: no fused multiply-add, so float steps round as the numpy reference does
+CFLAGS = ("-std=c99", "-Os", "-ffreestanding", "-ffunction-sections", "-fdata-sections",
+          "-ffp-contract=off", "-Wall", "-Werror=implicit-function-declaration")
+STACK_BYTES = 4096
+
+
+@cache
+def find_gcc() -> tuple[str | None, str]:
+    path = os.environ.get("RLX_ARM_GCC") or shutil.which("arm-none-eabi-gcc")
+    if path is None:
+        return None, "arm-none-eabi-gcc is not installed (Debian: gcc-arm-none-eabi)"
+    return path, ""
+
+
+@cache
+def gcc_version(gcc: str) -> str:
+    return subprocess.run([gcc, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+
+
+def _size_tool(gcc: str) -> str:
+    return gcc[: -len("gcc")] + "size" if gcc.endswith("gcc") else "arm-none-eabi-size"
+
+
+@dataclass(frozen=True)
+class Elf:
+    path: Path
+    text: int  # code + constants (flash)
+    data: int  # initialised data (flash and RAM)
+    bss: int  # zeroed RAM: the arena, I/O buffers
+    cache_hit: bool
+
+    @property
+    def flash_bytes(self) -> int:
+        return self.text + self.data
+
+    @property
+    def ram_bytes(self) -> int:
+        return self.data + self.bss  # .bss holds the arena, the I/O buffers and the stack
+
+
+def linker_script(board: Board) -> str:
+    text = (CSRC / "link.ld.in").read_text()
+    for key, val in (("board", board.name), ("flash_origin", hex(board.flash_origin)),
+                     ("flash_size", hex(board.flash_size)), ("ram_origin", hex(board.ram_origin)),
+                     ("ram_size", hex(board.ram_size)), ("stack_size", str(STACK_BYTES))):
+        text = text.replace("{" + key + "}", val)
+    return text
+
+
+def cache_root() -> Path:
+    root = Path(os.environ.get("RLX_CACHE_DIR") or Path(tempfile.gettempdir()) /
+                f"rlx-cache-{os.getuid()}") / "cortex-m"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def elf_sizes(gcc: str, elf: Path) -> tuple[int, int, int]:
+    out = subprocess.run([_size_tool(gcc), str(elf)], capture_output=True, text=True,
+                         check=True).stdout.splitlines()[1].split()
+    return int(out[0]), int(out[1]), int(out[2])
+
+
+def build_elf(model_c: str, model_h: str, board: Board, dsp: bool = True) -> Elf:
+    """Compile and link the firmware; FirmwareBuildError with gcc's output on failure."""
+    gcc, why = find_gcc()
+    if gcc is None:
+        from rlx_core.errors import TargetUnavailableError
+
+        raise TargetUnavailableError(f"target 'cortex-m' is not available: {why}",
+                                     hint="apt-get install gcc-arm-none-eabi")
+    flags = [*CFLAGS, *board.cflags(dsp)]
+    runtime = {name: (CSRC / name).read_text() for name in RUNTIME_FILES}
+    key = hashlib.sha256("\0".join([model_c, model_h, linker_script(board), " ".join(flags),
+                                    gcc_version(gcc), *runtime.values()]).encode()).hexdigest()
+    final = cache_root() / key[:32]
+    elf = final / "firmware.elf"
+    if elf.is_file():
+        return Elf(elf, *elf_sizes(gcc, elf), cache_hit=True)
+    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache_root()))
+    for name, text in {**runtime, "model.c": model_c, "model.h": model_h,
+                       "link.ld": linker_script(board)}.items():
+        (tmp / name).write_text(text)
+    cmd = [gcc, *flags, "-nostdlib", "-Wl,--gc-sections", "-Wl,-T,link.ld",
+           "-Wl,-Map,firmware.map", "-o", "firmware.elf", "startup.c", "semihost.c", "main.c",
+           "model.c", "-lgcc"]
+    proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        errors = [ln for ln in proc.stderr.splitlines() if "error" in ln]
+        raise FirmwareBuildError(f"arm-none-eabi-gcc failed for {board.name}:\n"
+                                 + "\n".join(errors[:20] or proc.stderr.splitlines()[-40:]),
+                                 hint="this is a bug in the generated firmware: please report "
+                                      "it with the model")
+    try:
+        os.replace(tmp, final)
+    except OSError:  # another process built it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return Elf(elf, *elf_sizes(gcc, elf), cache_hit=False)
