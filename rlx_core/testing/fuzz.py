@@ -1,9 +1,14 @@
-"""The long-run command: ``python -m rlx_core.testing.fuzz --minutes N --targets all``.
+"""The long-run command: ``python -m rlx_core.testing.fuzz --minutes N --targets all`` (or
+``--count N``: graphs per target).
 
 Targets take turns (the one with the least time used goes next), one pack of cases per turn,
-until the time is up. Every unexplained mismatch and crash is confirmed on its own, shrunk and
-saved (``--cases-dir``); the report (``--report``, Markdown, with a ``.json`` twin) is rewritten
-after every pack, so a run killed half way still leaves its figures.
+until the time is up or every target has run ``--count`` graphs. Cases run in a worker process
+under a deadline (``watchdog.py``, ``--case-timeout``): a case that hangs a target is a
+``timeout`` finding (RLX-Z003) and one that kills it a ``crash`` (RLX-Z004), and the run goes
+on. Every unexplained mismatch, crash and timeout is confirmed on its own, shrunk (timeouts are
+saved as they are: each try would cost a deadline) and saved (``--cases-dir``); the report
+(``--report``, Markdown, with a ``.json`` twin) is rewritten after every pack, so a run killed
+half way still leaves its figures.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import sys
 import time
 import warnings
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,8 +35,12 @@ from rlx_core.testing import cases as saved
 from rlx_core.testing.deviations import KNOWN, input_policy
 from rlx_core.testing.generator import Case, generate
 from rlx_core.testing.profile import profile_for
-from rlx_core.testing.runner import CRASH, MISMATCH, REJECTED, Outcome, run_batch, run_one
+from rlx_core.testing.runner import CRASH, MISMATCH, REJECTED, TIMEOUT, Outcome
 from rlx_core.testing.shrink import shrink
+from rlx_core.testing.watchdog import GuardedRunner
+
+RunOne = Callable[[str, Case], Outcome]
+FINDINGS = (MISMATCH, CRASH, TIMEOUT)
 
 
 class FuzzOptionError(RlxError):
@@ -79,7 +89,7 @@ class TargetStats:
     examples: list[dict[str, Any]] = field(default_factory=list)  # known/ambiguous samples
 
 
-def _same_failure(first: Outcome) -> Any:
+def _same_failure(first: Outcome, run_one: RunOne) -> Any:
     def fails(case: Case, target: str) -> bool:
         o = run_one(target, case)
         if o.status != first.status:
@@ -91,16 +101,20 @@ def _same_failure(first: Outcome) -> Any:
     return fails
 
 
-def investigate(target: str, o: Outcome, folder: Path | None, budget_s: float) -> dict[str, Any]:
-    """Confirm ``o`` on its own, shrink it, save it; a dict for the report."""
+def investigate(target: str, o: Outcome, folder: Path | None, budget_s: float,
+                run_one: RunOne) -> dict[str, Any]:
+    """Confirm ``o`` on its own, shrink it, save it; a dict for the report. ``run_one`` runs
+    one case (in the fuzz worker, under its deadline)."""
     info: dict[str, Any] = {"target": target, "status": o.status, "seed": list(o.case.seed),
                             "detail": o.detail, "nodes": len(o.case.graph.nodes)}
-    alone = run_one(target, o.case)
-    if alone.status != o.status:
+    alone = o if o.status == TIMEOUT else run_one(target, o.case)
+    if o.status == TIMEOUT:  # found alone already (the watchdog bisects); no shrinking
+        small = o.case
+    elif alone.status != o.status:
         info["alone"] = f"{alone.status} when run alone: fails only inside a pack"
         small = o.case
     else:
-        check = _same_failure(alone)
+        check = _same_failure(alone, run_one)
         small, checks = shrink(o.case, lambda c: check(c, target), output=max(alone.output, 0),
                                budget_s=budget_s)
         info["shrink_checks"] = checks
@@ -158,16 +172,21 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
              f"Command: `{header['command']}`  ", f"Commit: {header['commit']}  ",
              f"CPU: {header['cpu']} ({header['isa']}), {header['cores']} cores  ",
              f"Wall time: {header['elapsed_min']:.1f} min of {header['minutes']} (seed "
-             f"{header['seed']}, {header['pack']} cases per pack)", "",
+             f"{header['seed']}, {header['pack']} cases per pack, goal "
+             f"{header.get('count') or '-'} graphs per target, case deadline "
+             f"{header.get('case_timeout', '-')} s, worker restarts "
+             f"{header.get('restarts', 0)})", "",
              "| target | graphs | compiles | graphs/s | ok | unexplained mismatches | crashes "
-             "| rejected (typed) | known deviations | overflow-ambiguous | reference refused |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| timeouts | rejected (typed) | known deviations | overflow-ambiguous "
+             "| reference refused |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for t, s in stats.items():
         st = s.status
         rate = s.graphs / s.seconds if s.seconds else 0.0
         known = ", ".join(f"{k}: {v}" for k, v in sorted(s.known.items())) or "0"
         lines.append(f"| {t} | {s.graphs} | {s.compiles} | {rate:.1f} | {st['ok']} | "
-                     f"{st['mismatch']} | {st['crash']} | {st['rejected']} | {known} | "
+                     f"{st['mismatch']} | {st['crash']} | {st['timeout']} | {st['rejected']} | "
+                     f"{known} | "
                      f"{st['overflow-ambiguous']} | {st['reference-error']} |")
     lines += ["", "## Known deviations (explained, owned, counted above)", "",
               "| id | targets | owner | fed special values | why |", "|---|---|---|---|---|"]
@@ -181,7 +200,7 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
         lines.append(f"- **{t}** ops: " + ", ".join(f"{k} {v}" for k, v in sorted(s.ops.items())))
         lines.append("  dtypes (graph inputs): "
                      + ", ".join(f"{k} {v}" for k, v in sorted(s.dtypes.items())))
-    lines += ["", "## Unexplained mismatches and crashes (shrunk)", ""]
+    lines += ["", "## Unexplained mismatches, crashes and timeouts (shrunk)", ""]
     found = [f for s in stats.values() for f in s.findings]
     if not found:
         lines.append("None.")
@@ -214,7 +233,11 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rlx_core.testing.fuzz", description=__doc__)
-    ap.add_argument("--minutes", type=float, default=1.0)
+    ap.add_argument("--minutes", type=float, default=None,
+                    help="wall-clock limit (default 1, or none when --count is given)")
+    ap.add_argument("--count", type=int, default=0, help="stop a target after N graphs")
+    ap.add_argument("--case-timeout", type=float, default=60.0,
+                    help="seconds one case may take alone; a pack of n gets (1 + n/10) times it")
     ap.add_argument("--targets", default="all", help="'all' (every executing target) or a,b")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--pack", type=int, default=40, help="cases per compiled graph")
@@ -226,8 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     # empty means, overflow in the tolerance's bounds: expected with these inputs, not news
     warnings.simplefilter("ignore", RuntimeWarning)
-    if args.minutes <= 0 or args.pack < 1:
-        raise FuzzOptionError("--minutes and --pack must be positive")
+    if args.minutes is None:
+        args.minutes = float("inf") if args.count else 1.0
+    if args.minutes <= 0 or args.pack < 1 or args.count < 0 or args.case_timeout <= 0:
+        raise FuzzOptionError("--minutes, --pack and --case-timeout must be positive",
+                              hint="e.g. --minutes 20 --pack 40 --case-timeout 60")
     targets = resolve_targets(args.targets)
     profiles = {t: profile_for(t) for t in targets}
     stats = {t: TargetStats() for t in targets}
@@ -237,21 +263,34 @@ def main(argv: list[str] | None = None) -> int:
               "command": "python -m rlx_core.testing.fuzz " + " ".join(argv or sys.argv[1:]),
               "commit": _commit(), "cpu": _cpu_model(), "isa": _isa(),
               "cores": __import__("os").cpu_count(), "minutes": args.minutes, "seed": args.seed,
-              "pack": args.pack, "elapsed_min": 0.0}
-    batch = collections.Counter()
+              "pack": args.pack, "count": args.count, "case_timeout": args.case_timeout,
+              "elapsed_min": 0.0}
+    with GuardedRunner(args.case_timeout) as guard:
+        _loop(args, targets, profiles, stats, header, guard, start, end)
+    bad = sum(s.status[MISMATCH] + s.status[CRASH] + s.status[TIMEOUT] for s in stats.values())
+    print(f"[fuzz] report: {args.report}; unexplained mismatches + crashes + timeouts: {bad}")
+    return 1 if bad else 0
+
+
+def _loop(args: argparse.Namespace, targets: list[str], profiles: dict[str, Any],
+          stats: dict[str, TargetStats], header: dict[str, Any], guard: GuardedRunner,
+          start: float, end: float) -> None:
+    batch: collections.Counter[str] = collections.Counter()
     while time.monotonic() < end:
-        t = min(targets, key=lambda name: stats[name].seconds)
+        todo = [n for n in targets if not args.count or stats[n].graphs < args.count]
+        if not todo:
+            return
+        t = min(todo, key=lambda name: stats[name].seconds)
         s = stats[t]
+        n = args.pack if not args.count else min(args.pack, args.count - s.graphs)
         tag = zlib.crc32(t.encode()) & 0xFFFF
         cases = [generate(profiles[t], (args.seed, tag, batch[t], i), args.max_ops)
-                 for i in range(args.pack)]
+                 for i in range(n)]
         batch[t] += 1
         t0 = time.monotonic()
-
-        def count(s: TargetStats = s) -> None:
-            s.compiles += 1
-
-        outcomes = run_batch(t, cases, count)
+        compiles = guard.compiles
+        outcomes = guard.batch(t, cases)
+        s.compiles += guard.compiles - compiles
         for o in outcomes:
             s.graphs += 1
             s.status[o.status] += 1
@@ -259,29 +298,28 @@ def main(argv: list[str] | None = None) -> int:
             s.dtypes.update(v.type.dtype.name for v in o.case.graph.inputs)
             if o.known:
                 s.known[o.known] += 1
-            if o.status in (MISMATCH, CRASH) and len(s.findings) < args.max_findings:
-                s.findings.append(investigate(t, o, args.cases_dir, args.shrink_seconds))
+            if o.status in FINDINGS and len(s.findings) < args.max_findings:
+                s.findings.append(investigate(t, o, args.cases_dir, args.shrink_seconds,
+                                              guard.one))
             elif o.status == REJECTED:
                 s.rejected_seen += 1
                 if s.rejected_seen <= 3 * args.max_findings:  # shrink it: which (op, dtype)?
-                    info = investigate(t, o, None, args.shrink_seconds / 3)
+                    info = investigate(t, o, None, args.shrink_seconds / 3, guard.one)
                     refused = info.get("refused")
                     key = re.sub(r"\d+", "N", info["detail"])[:160] + f" | {refused}"
                     prev = s.rejections.setdefault(key, {**info, "count": 0})
                     prev["count"] += 1
                     if refused:  # stop generating it: listed in the report, not silent
                         profiles[t] = replace(profiles[t], ops=profiles[t].ops - {refused})
-            elif o.status not in ("ok", MISMATCH, CRASH) and len(s.examples) < 12:
+            elif o.status not in ("ok", *FINDINGS) and len(s.examples) < 12:
                 s.examples.append({"status": o.status, "known": o.known, "detail": o.detail,
                                    "seed": list(o.case.seed),
                                    "ir": print_graph(o.case.graph)[:3000]})
         s.seconds += time.monotonic() - t0
         header["elapsed_min"] = (time.monotonic() - start) / 60
+        header["restarts"] = guard.worker.restarts
         write_report(args.report, stats, header)
         print(f"[fuzz] {t}: {s.graphs} graphs, {dict(s.status)}", flush=True)
-    bad = sum(s.status[MISMATCH] + s.status[CRASH] for s in stats.values())
-    print(f"[fuzz] report: {args.report}; unexplained mismatches + crashes: {bad}")
-    return 1 if bad else 0
 
 
 if __name__ == "__main__":

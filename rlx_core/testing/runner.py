@@ -6,10 +6,14 @@ not a typed ``RlxError`` (a bug whatever the input), a *rejection* when it is (a
 the target refused: also reported). A mismatch is *known* when an entry of ``deviations``
 explains it, *overflow-ambiguous* when the cone runs within 2^6 of the dtype's overflow threshold
 and the result is NaN/inf on one side only (evaluation order decides), else *unexplained*.
+A pack whose error names the packed values of some of its cases (``%c7_3``: a legalization
+report, a renderer error) runs those alone and the rest again as one pack; only an error that
+names none is bisected (each failing half is another compile).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,8 +28,11 @@ from rlx_core.testing.pack import pack
 from rlx_core.testing.reference import Reference, evaluate
 from rlx_core.testing.tolerance import verdict
 
-OK, MISMATCH, KNOWN, AMBIGUOUS, CRASH, REJECTED, REF_ERROR = (
-    "ok", "mismatch", "known", "overflow-ambiguous", "crash", "rejected", "reference-error")
+OK, MISMATCH, KNOWN, AMBIGUOUS, CRASH, REJECTED, REF_ERROR, TIMEOUT = (
+    "ok", "mismatch", "known", "overflow-ambiguous", "crash", "rejected", "reference-error",
+    "timeout")
+# a packed value is named c<i>_<name> (pack.py): an error that names one names its case
+_CASE_NAME = re.compile(r"%c(\d+)_")
 
 
 @dataclass
@@ -117,7 +124,13 @@ def run_batch(target: str, cases: list[Case],
             if on_compile:
                 on_compile()
             got = execute(target, g, arrays)
-        except Exception:  # noqa: BLE001 - bisect to the cases that fail on their own
+        except Exception as err:  # noqa: BLE001 - find the cases that fail on their own
+            named = {int(i) for i in _CASE_NAME.findall(str(err))} & set(range(len(group)))
+            if named and len(named) < len(group):
+                for i in sorted(named):
+                    go([group[i]])
+                go([x for i, x in enumerate(group) if i not in named])
+                return
             half = len(group) // 2
             go(group[:half])
             go(group[half:])

@@ -621,6 +621,33 @@ def p_z002():
     main(["--targets", "tpu9", "--minutes", "0.01"])
 
 
+def _numpy_case() -> Any:
+    from rlx_core.testing.generator import generate
+    from rlx_core.testing.profile import profile_for
+
+    return generate(profile_for("numpy"), (1, 0))
+
+
+def p_z003():
+    from rlx_core.testing.watchdog import Worker
+
+    worker = Worker()
+    try:  # the worker starts (not timed), then has 1 ms for a case
+        worker.call("numpy", [_numpy_case()], 0.001)
+    finally:
+        worker.stop()
+
+
+def p_z004():
+    from rlx_core.testing.watchdog import Worker
+
+    worker = Worker()
+    worker.call("numpy", [_numpy_case()], 120)
+    worker._proc.kill()
+    worker._proc.join()
+    worker.call("numpy", [_numpy_case()], 120)
+
+
 def _fresh_bridge(monkeypatch) -> Any:
     from rlx_core.targets.webgpu_browser.bridge import BrowserBridge
 
@@ -914,7 +941,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-B001": p_b001, "RLX-B002": p_b002, "RLX-B003": p_b003, "RLX-B004": p_b004,
     "RLX-B005": p_b005, "RLX-H001": p_h001, "RLX-H002": p_h002,
     "RLX-H003": p_h003, "RLX-H004": p_h004, "RLX-H005": p_h005,
-    "RLX-Z001": p_z001, "RLX-Z002": p_z002,
+    "RLX-Z001": p_z001, "RLX-Z002": p_z002, "RLX-Z003": p_z003, "RLX-Z004": p_z004,
     "RLX-E000": p_e000, "RLX-E101": p_e101, "RLX-E102": p_e102, "RLX-E103": p_e103,
     "RLX-Q001": p_q001, "RLX-Q002": p_q002, "RLX-Q003": p_q003, "RLX-Q004": p_q004,
     "RLX-S020": p_s020,
@@ -922,7 +949,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-U005": p_u005, "RLX-U006": p_u006, "RLX-U007": p_u007, "RLX-U008": p_u008,
 }
 # producers that import torch or open a WebGPU device: seconds, not milliseconds
-SLOW = ("RLX-I101", "RLX-K002", "RLX-G001")
+SLOW = ("RLX-I101", "RLX-K002", "RLX-G001", "RLX-Z003", "RLX-Z004")
 
 
 def test_every_documented_code_has_a_producer() -> None:
