@@ -2,9 +2,13 @@
 kernel linked to the LIR nodes fused into it and each line to the nodes it mentions.
 
 Interpreting targets (numpy) generate no source; for them the kernel's LIR text is shown, which
-is exactly what they execute. Line-level links are found by looking for a node's value name in
-the forms renderers use for it (``%name``, ``v_name``, ``t_name``, ``name``); every line of a
-kernel is at least linked to the kernel itself.
+is exactly what they execute. Line links are exact where the renderer says which node a line
+is for: every GPU dialect (WGSL, OpenCL C, GLSL, HLSL, CUDA, HIP, MSL) ends each statement in
+a ``// %name`` comment naming its LIR nodes (gpu_common), so a line links to exactly the nodes
+its comment names, and a line without one (loop and index scaffolding) to none. Sources
+without such comments (the C of the cpu target) fall back to looking for a node's value name
+in the forms renderers use for it (``%name``, ``v_name``, ``t_name``, ``name``). Every line of
+a kernel is at least linked to the kernel itself.
 """
 
 from __future__ import annotations
@@ -33,10 +37,36 @@ def _line_links(lines: list[str], nodes: list[tuple[str, str]]) -> list[list[str
     return [[nid for nid, p in patterns if p.search(line)] for line in lines]
 
 
+# a node reference in a generated comment: the value name made safe by gpu_common.expr.safe
+_NODE_REF = re.compile(r"%([A-Za-z0-9_.]+)")
+COMMENT = "//"  # every GPU dialect's line comment (gpu_common.dialect.Dialect.comment)
+
+
+def _safe(name: str) -> str:
+    """A value name as the GPU renderers write it in comments (gpu_common.expr.safe)."""
+    return re.sub(r"[^A-Za-z0-9_.]", "_", name)
+
+
+def _comment_refs(line: str) -> list[str]:
+    """The node names the line's trailing comment mentions (``// %h3 = mul``)."""
+    at = line.find(COMMENT)
+    return _NODE_REF.findall(line[at:]) if at >= 0 else []
+
+
+def _comment_links(lines: list[str], by_name: dict[str, str]) -> list[list[str]] | None:
+    """For each line, the ids of the nodes its node comment names; None when no line of the
+    source has one (a renderer that does not write them)."""
+    refs = [_comment_refs(line) for line in lines]
+    if not any(r in by_name for rs in refs for r in rs):
+        return None
+    return [list(dict.fromkeys(by_name[r] for r in rs if r in by_name)) for rs in refs]
+
+
 def kernels_view(target: str, lir: Graph, lir_view: dict[str, Any],
                  sources: dict[str, str]) -> dict[str, Any]:
     """One entry per LIR kernel, in execution order."""
     ids = {n["name"]: n["id"] for n in lir_view["nodes"]}
+    by_safe = {_safe(name): nid for name, nid in ids.items()}
     kid = {k["name"]: k["id"] for k in lir_view["kernels"]}
     generated = bool(sources)
     out = []
@@ -49,7 +79,11 @@ def kernels_view(target: str, lir: Graph, lir_view: dict[str, Any],
             text = "\n".join(fmt_node(n) for n in k.nodes)
             tokens = highlight_ir(text)
         lines = text.splitlines()
-        links = _line_links(lines, nodes) if generated else [[nid] for nid, _ in nodes]
+        if generated:  # a kernel's own nodes win when two names sanitise alike
+            own = {**by_safe, **{_safe(name): nid for nid, name in nodes}}
+            links = _comment_links(lines, own) or _line_links(lines, nodes)
+        else:
+            links = [[nid] for nid, _ in nodes]
         out.append({"name": k.name, "id": kid.get(k.name, ""), "kind": k.kind,
                     "nodes": [nid for nid, _ in nodes], "language": "c-like" if generated
                     else "lir", "lines": [{"tokens": t, "nodes": ln}
