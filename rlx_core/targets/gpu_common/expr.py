@@ -149,9 +149,17 @@ def cast(d: Dialect, e: str, src: DType, dst: DType) -> str:
 
 
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+# bool arithmetic as the numpy reference computes it (True = 1, results back to bool): no
+# shading language has ordering compares or arithmetic on bool
 _BOOL = {"add": "({0} || {1})", "or": "({0} || {1})", "max": "({0} || {1})",
          "mul": "({0} && {1})", "and": "({0} && {1})", "min": "({0} && {1})",
-         "sub": "({0} != {1})", "xor": "({0} != {1})", "logical_not": "(!{0})", "abs": "{0}"}
+         "sub": "({0} != {1})", "xor": "({0} != {1})", "logical_not": "(!{0})", "abs": "{0}",
+         "neg": "{0}", "sign": "{0}",  # -1 and sign(1) are nonzero: True stays True
+         "div": "({0} && {1})",  # 1/1 = 1; x/0 = 0 (the reference's integer division)
+         "rem": "false",  # x % 1 = 0; x % 0 = 0
+         "pow": "({0} || !{1})",  # 0^0 = 1, 0^1 = 0, 1^y = 1
+         "lt": "(!{0} && {1})", "le": "(!{0} || {1})", "gt": "({0} && !{1})",
+         "ge": "({0} || !{1})"}
 
 
 def _unary_float(d: Dialect, op: str, a: str, used: set[str]) -> str:
@@ -181,7 +189,7 @@ def elementwise(d: Dialect, op: str, args: list[str], in_types: list[DType], out
         return cast(d, a, t, dt.get(attrs["dtype"]))
     if op == "select":
         return d.select(args[2], args[1], args[0])
-    if op in _CMP:
+    if op in _CMP and not (c == "bool" and op in _BOOL):
         if c == "f32":
             # on the bits where NaN decides: shader compilers may assume no NaNs and fold
             # x != x (ONNX IsNaN) to false

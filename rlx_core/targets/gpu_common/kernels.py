@@ -408,7 +408,8 @@ def _opaque_value(d: Dialect, n: Node, types: dict[str, TensorType], bind: dict[
         lines.append(f"    {d.let('j', None, d.conv('u32', d.select('raw', f'raw + {size}', 'raw < 0')))}")
         usub = idx[:ax] + pd + idx[ax + 1:]
         upd = load(d, f"{bind[n.inputs[2]]}[{linear(usub, u_t.shape)}]", u_t.dtype)
-        add = f"{res} + {upd}" if c in ("f32", "u32") else d.int_binary("+", res, upd, c)
+        add = (f"({res} || {upd})" if c == "bool" else f"{res} + {upd}" if c in ("f32", "u32")
+               else d.int_binary("+", res, upd, c))
         lines.append(f"    if (j == {idx[ax]}) {{ {res} = {finish(d, add, t.dtype)}; }}")
         lines.append("  }")
         return res

@@ -6,7 +6,11 @@ and runs on wgpu (lavapipe in CI) and in headless Chromium; the claims are exact
 - no f64 in WGSL (nodes touching f64 fail with RLX-L002: cast to f32);
 - no i64 in shaders: i64 values are narrowed to i32 where provably in range, else RLX-L004;
 - f16 only with the optional ``shader-f16`` device feature (RLX-L003 otherwise);
-- bool is not host-shareable: it is stored as u32 in buffers;
+- bool is not host-shareable: it is stored as u32 in buffers; WGSL has no arithmetic or ordering
+  compares on bool, so the renderer writes every claimed bool op as the logic the numpy
+  reference computes (``gpu_common.expr._BOOL``: ``lt`` is ``!a && b``, ``pow`` is ``a || !b``,
+  scatter_add accumulates with ``||``); tests/targets/test_gpu_claims.py renders every claim
+  of every GPU table and runs the bool ones against numpy;
 - i8/i16 are stored as i32 and u8 as u32 (no 8/16-bit integer types), computed in 32 bits and
   wrapped to their width after every op;
 - erf has no WGSL builtin: the renderer emits a Taylor series below 0.25 and Abramowitz-Stegun 7.1.26 above (|error| < 1.5e-7);
