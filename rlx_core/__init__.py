@@ -101,6 +101,8 @@ _LAZY = {
     "autodiff": ("rlx_core.autodiff", None),
     "distributed": ("rlx_core.distributed", None),
     "splat": ("rlx_core.splat", None),
+    "linalg": ("rlx_core.linalg", None),
+    "sparse": ("rlx_core.sparse", None),
 }
 
 

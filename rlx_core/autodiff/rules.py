@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 
 from rlx_core.autodiff.splat_rules import SPLAT_VJP_RULES
+from rlx_core.autodiff.linalg_rules import LINALG_VJP_RULES
 from rlx_core.dispatch.decompositions import axis_of
 from rlx_core.ir.builder import Builder
 from rlx_core.ir.graph import Node, Value
@@ -419,7 +420,8 @@ def _fake_quantize(n, ins, out, g, b):
 HIR_VJP_RULES: dict[str, VJPRule] = {"log_softmax": _log_softmax, "softmax": _softmax,
                                      "fake_quantize": _fake_quantize,
                                      # the splatting ops: their *_vjp op (splat_rules.py)
-                                     **SPLAT_VJP_RULES}
+                                     **SPLAT_VJP_RULES,
+                                     **LINALG_VJP_RULES}  # dense and sparse linear algebra
 
 # piecewise-constant ops: derivative 0 almost everywhere
 ZERO_GRAD: dict[str, VJPRule] = {op: _zero for op in ("floor", "ceil", "round", "sign")}

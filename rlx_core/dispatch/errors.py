@@ -12,7 +12,8 @@ from rlx_core.errors import RlxError
 # reported: a missing feature says more than "not claimed", and an approximation that is merely
 # not allowed is one flag away from working.
 SPECIFICITY: tuple[str, ...] = ("RLX-S020", "RLX-L003", "RLX-L004", "RLX-L002", "RLX-L008",
-                                "RLX-L005", "RLX-L006", "RLX-L007", "RLX-L010", "RLX-L001")
+                                "RLX-L005", "RLX-L006", "RLX-L007", "RLX-L010", "RLX-S002",
+                                "RLX-L001")
 
 
 @dataclass(frozen=True)

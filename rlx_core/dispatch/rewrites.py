@@ -24,6 +24,7 @@ from rlx_core.dispatch.decompositions import (
     pad_hw,
     windows,
 )
+from rlx_core.dispatch.no_kernel import NO_KERNEL_OPS, host_kernel_only
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.builder import Builder
 from rlx_core.ir.graph import Node, TensorType, Value
@@ -239,6 +240,8 @@ REWRITES: tuple[Rewrite, ...] = (
             "i4 matmul -> unpack to i8, widen to i32, matmul, wrap to i4"),
     Rewrite("splat_no_kernel", lambda n, ts, caps: n.op.startswith("splat_"), splat_no_kernel,
             "splatting op on a target without its kernels: error naming the ones with"),
+    Rewrite("linalg_no_kernel", lambda n, ts, caps: n.op in NO_KERNEL_OPS, host_kernel_only,
+            "dense linear algebra / sparse op on a target without it: RLX-S002 with a fix"),
 )
 
 

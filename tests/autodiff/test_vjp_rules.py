@@ -15,6 +15,7 @@ import pytest
 
 import rlx_core as rlx
 from rlx_core.autodiff import NO_GRAD, VJP_RULES, ZERO_GRAD, to_mir, value_and_grad
+from rlx_core.autodiff.linalg_rules import LINALG_VJP_RULES
 from rlx_core.autodiff.rules import HIR_VJP_RULES
 from rlx_core.frontend.tensor import Tensor
 from rlx_core.frontend.tracer import current
@@ -41,6 +42,9 @@ def pos(*shape: int) -> np.ndarray:
 
 
 IDX = np.array([2, 0, 2, 1], dtype=np.int32)  # a repeated index: gather grads must accumulate
+_M = rand(3, 3)
+SPD = _M @ _M.T + 3 * np.eye(3)  # distinct eigenvalues (almost surely)
+CSR_PATTERN = (np.array([0, 2, 2, 4, 5], np.int32), np.array([2, 0, 1, 1, 0], np.int32))
 
 # name -> (function of the float operands, operands). Integer data is closed over.
 CASES: dict[str, tuple[Callable[..., Tensor], list[np.ndarray]]] = {
@@ -97,6 +101,23 @@ CASES: dict[str, tuple[Callable[..., Tensor], list[np.ndarray]]] = {
     # in-range STE and the scale's LSQ gradient
     "fake_quantize": (lambda x: rlx.quant.fake_quantize(x, 0.1, 0.5, -8, 7),
                       [np.sign(rand(3, 4)) * (1.0 + np.abs(rand(3, 4)))]),
+    # dense linear algebra (autodiff/linalg_rules.py); symmetric inputs read their lower
+    # triangle, so the perturbed upper entries get 0, which the finite differences confirm
+    "solve": (lambda a, b: rlx.linalg.solve(a, b), [rand(3, 3) + 3 * np.eye(3), rand(3, 2)]),
+    "triangular_solve": (lambda a, b: rlx.linalg.triangular_solve(a, b, lower=False),
+                         [rand(3, 3) + 3 * np.eye(3), rand(3, 2)]),
+    "cholesky": (lambda a: rlx.linalg.cholesky(a), [SPD]),
+    "eigh": (lambda a: rlx.linalg.eigh(a)[1] * 2.0 + rlx.linalg.eigh(a)[0], [SPD]),
+    "det": (lambda a: rlx.linalg.det(a), [rand(2, 3, 3) + 2 * np.eye(3)]),
+    "slogdet": (lambda a: rlx.linalg.slogdet(a)[1], [rand(3, 3) + 2 * np.eye(3)]),
+    "inv": (lambda a: rlx.linalg.inv(a), [rand(3, 3) + 3 * np.eye(3)]),
+    # sparse: a 4 x 3 CSR pattern with an empty row and a duplicate entry, closed over
+    "spmv": (lambda v, x: rlx.sparse.spmv(rlx.sparse.csr(*CSR_PATTERN, v, (4, 3)), x),
+             [rand(5), rand(3)]),
+    "spmm": (lambda v, x: rlx.sparse.spmm(rlx.sparse.csr(*CSR_PATTERN, v, (4, 3)).T, x),
+             [rand(5), rand(4, 2)]),
+    "sddmm": (lambda x, y: rlx.sparse.sddmm(rlx.sparse.csr(*CSR_PATTERN, rand(5), (4, 3)),
+                                            x, y).data, [rand(4, 2), rand(3, 2)]),
 }
 
 
@@ -148,7 +169,9 @@ def test_every_float_primitive_has_a_rule_and_a_check() -> None:
     assert set(VJP_RULES) | set(ZERO_GRAD) | set(HIR_VJP_RULES) - set(SPLAT_OPS) <= set(CASES)
 
 
-@pytest.mark.parametrize("op", sorted(set(HIR_VJP_RULES) - set(SPLAT_OPS)))
+# the splatting and linear algebra ops have no decomposition at all (tests/linalg checks the
+# latter stay whole)
+@pytest.mark.parametrize("op", sorted(set(HIR_VJP_RULES) - set(SPLAT_OPS) - set(LINALG_VJP_RULES)))
 def test_hir_ops_with_rules_stay_whole_through_differentiation(op: str) -> None:
     """to_mir lowers every other composite, but keeps softmax and log_softmax: the gradient
     graph holds the op itself (a target can keep its kernel), none of its max / exp / log

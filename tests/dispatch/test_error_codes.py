@@ -916,6 +916,28 @@ def p_s020():
     return _codes_of_failures(graph, "opencl")
 
 
+def p_s001():
+    import rlx_core as rlx
+
+    rlx.sparse.csr(np.array([0, 1, 2]), np.array([0, 7]), np.ones(2), (2, 4))
+
+
+def p_s002():
+    m = GraphMaker()
+    a = m.input("a", "f32", (3, 3))
+    return _codes_of_failures(m.graph(m.op("cholesky", [a])), "webgpu")
+
+
+def p_s003():
+    import rlx_core as rlx
+
+    def f(ip, ix, v):
+        a = rlx.sparse.csr(ip, ix, v, (2, 2))
+        return rlx.sparse.spgemm(a, a).data
+
+    rlx.trace(f, np.array([0, 1, 2], np.int32), np.array([0, 1], np.int32), np.ones(2))
+
+
 PRODUCERS: dict[str, Producer] = {
     "RLX-L000": p_l000, "RLX-L001": p_l001, "RLX-L002": p_l002, "RLX-L003": p_l003,
     "RLX-L004": p_l004, "RLX-L005": p_l005, "RLX-L006": p_l006, "RLX-L007": p_l007,
@@ -944,7 +966,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-Z001": p_z001, "RLX-Z002": p_z002, "RLX-Z003": p_z003, "RLX-Z004": p_z004,
     "RLX-E000": p_e000, "RLX-E101": p_e101, "RLX-E102": p_e102, "RLX-E103": p_e103,
     "RLX-Q001": p_q001, "RLX-Q002": p_q002, "RLX-Q003": p_q003, "RLX-Q004": p_q004,
-    "RLX-S020": p_s020,
+    "RLX-S001": p_s001, "RLX-S002": p_s002, "RLX-S003": p_s003, "RLX-S020": p_s020,
     "RLX-U001": p_u001, "RLX-U002": p_u002, "RLX-U003": p_u003, "RLX-U004": p_u004,
     "RLX-U005": p_u005, "RLX-U006": p_u006, "RLX-U007": p_u007, "RLX-U008": p_u008,
 }

@@ -144,12 +144,32 @@ def hir_all_ops() -> Graph:
         b.emit("splat_project_vjp", [*gs, rec], {"width": 24, "height": 16}),
         b.emit("splat_rasterize_vjp", [rec, gimg], {"width": 24, "height": 16}),
     ]
+    # dense linear algebra (batched f64 matrices) and CSR ops
+    am = inp("am", dt.f64, (2, 3, 3))
+    bm = inp("bm", dt.f64, (2, 3, 2))
+    ip = inp("indptr", dt.i32, (4,))
+    ix = inp("indices", dt.i32, (5,))
+    vals = inp("vals", dt.f64, (5,))
+    outs += [b.emit(op, [am]) for op in ("cholesky", "inv", "det", "slogdet", "lu", "qr",
+                                          "eigh", "svd")]
+    outs += [b.emit("solve", [am, bm]),
+             b.emit("triangular_solve", [am, bm], {"lower": False, "transpose_a": True}),
+             b.emit("spmv", [ip, ix, vals, b.emit("slice", [vals], {
+                 "start": (0,), "limit": (3,), "stride": (1,)})], {"shape": (3, 3)}),
+             b.emit("spmm", [ip, ix, vals, b.emit("reshape", [am], {"shape": (3, 6)})],
+                    {"shape": (3, 3), "transpose": True}),
+             b.emit("sddmm", [ip, ix, b.emit("reshape", [bm], {"shape": (3, 4)}),
+                              b.emit("reshape", [bm], {"shape": (3, 4)})], {"shape": (3, 3)}),
+             b.emit("krylov_solve", [ip, ix, vals, b.emit("slice", [vals], {
+                 "start": (2,), "limit": (5,), "stride": (1,)})],
+                    {"shape": (3, 3), "method": "gmres", "precond": "jacobi", "tol": 1e-10,
+                     "maxiter": 50, "restart": 5})]
     used = {nd.op for nd in b.nodes}
     assert set(HIR_OPS) <= used, set(HIR_OPS) - used
     return Graph(
         "all_hir",
         Level.HIR,
-        (x, q, mask, ids, img, sc, zp, *gs, gimg),
+        (x, q, mask, ids, img, sc, zp, *gs, gimg, am, bm, ip, ix, vals),
         (w, bias, g8, table, k, w8, p4, s4),
         tuple(b.nodes),
         tuple(o.name for o in outs),

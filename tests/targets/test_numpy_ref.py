@@ -20,6 +20,8 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.ir.builder import Builder, infer_type
 from rlx_core.ir.graph import Graph, Level, TensorType, Value, ValueKind
 from rlx_core.ir.ops import HIR_OPS, MIR_OPS
+from rlx_core.ir.ops.linalg import LINALG_OPS
+from rlx_core.ir.ops.sparse import SPARSE_OPS
 from rlx_core.ir.ops.mir import BINARY, COMPARE, UNARY
 from rlx_core.ir.ops.splat import SPLAT_OPS
 from rlx_core.ir.verifier import verify
@@ -548,6 +550,8 @@ TESTED_ONE_BY_ONE = {
     # the quantization ops: tests/quant/ (requantize bit for bit against TFLite's C)
     "quantize", "dequantize", "requantize", "int_linear", "int4_linear",
     "fake_quantize",
+    # dense linear algebra and sparse ops: tests/linalg (against numpy.linalg and scipy)
+    *LINALG_OPS, *SPARSE_OPS,
 }
 
 

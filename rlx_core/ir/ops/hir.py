@@ -9,8 +9,10 @@ from rlx_core.errors import DTypeError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Level, TensorType
 from rlx_core.ir.ops.base import AttrSpec, OpDef, normalize_axis, require, require_same_dtype
+from rlx_core.ir.ops.linalg import linalg_defs
 from rlx_core.ir.ops.quant import quant_defs
 from rlx_core.ir.ops.splat import splat_defs
+from rlx_core.ir.ops.sparse import sparse_defs
 
 T = TensorType
 
@@ -177,6 +179,7 @@ def _defs() -> dict[str, OpDef]:
     return t
 
 
-# the quantization and splatting ops live in their own files (ops/quant.py, ops/splat.py) but
-# are HIR composites like these
-HIR_OPS: dict[str, OpDef] = {**_defs(), **quant_defs(), **splat_defs()}
+# the quantization, splatting, linear algebra and sparse ops live in files of their own
+# (ops/quant.py, ops/splat.py, ops/linalg.py, ops/sparse.py) but are HIR ops like these
+HIR_OPS: dict[str, OpDef] = {**_defs(), **quant_defs(), **splat_defs(), **linalg_defs(),
+                             **sparse_defs()}

@@ -5,8 +5,10 @@ primitive (dot_general included) in each dtype below, and the conformance suite 
 against the numpy reference. Four HIR normalisations are claimed whole in f32 and f64
 (softmax, log_softmax, layer_norm, rms_norm: one row loop each, c_common/row_ops.py), and
 attention in f32 (cpu/attention.py), int_linear (the int8 GEMM, cpu/igemm.py),
-int4_linear (cpu/i4gemm.py) and the splatting ops (cpu/splat.py); every other HIR op, and
-those in other dtypes, goes common-IR. c64 and packed i4 report how to get to a supported dtype.
+int4_linear (cpu/i4gemm.py), the splatting ops (cpu/splat.py), the dense linear algebra ops
+(LAPACK, cpu/lapack.py) and the sparse ops (CSR loops and Krylov solvers, cpu/sparse.py);
+every other HIR op, and those in other dtypes, goes common-IR. c64 and packed i4 report how
+to get to a supported dtype.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ from rlx_core.targets.cpu.i4gemm import DTYPES as I4GEMM_DTYPES
 from rlx_core.targets.cpu.igemm import DTYPES as IGEMM_DTYPES
 from rlx_core.targets.cpu.splat import DTYPES as SPLAT_DTYPES
 from rlx_core.targets.cpu.splat import OPS as SPLAT_OPS
+from rlx_core.targets.cpu.lapack import DTYPES as LAPACK_DTYPES
+from rlx_core.targets.cpu.lapack import OPS as LAPACK_OPS
+from rlx_core.targets.cpu.sparse import DTYPES as CSR_DTYPES
+from rlx_core.targets.cpu.sparse import OPS as CSR_OPS
 
 DTYPES: tuple[str, ...] = ("f32", "f64", "f16", "bf16", "i32", "i64", "i16", "i8", "u32", "u8",
                            "bool")
@@ -42,7 +48,12 @@ CAPS = Capabilities(
             OpClaim(("int4_linear",), I4GEMM_DTYPES,
                     note="weight-only int4: one weight row unpacked at a time (cpu/i4gemm.py)"),
             OpClaim(SPLAT_OPS, SPLAT_DTYPES,
-                    note="3DGS projection, tile rasterization and their VJPs (cpu/splat.py)")),
+                    note="3DGS projection, tile rasterization and their VJPs (cpu/splat.py)"),
+            OpClaim(LAPACK_OPS, LAPACK_DTYPES,
+                    note="LAPACK of the scipy-openblas32 wheel, row-major kernels (cpu/lapack.py)"),
+            OpClaim(CSR_OPS, CSR_DTYPES + ("i32",),
+                    note="CSR loops over row blocks; Krylov solvers whole in one team kernel "
+                         "(cpu/sparse.py)")),
     dtype_rules=native_dtypes(DTYPES) + (
         DTypeRule("c64", "unsupported", hint="split into real and imaginary f32 parts, or use "
                                              "target numpy"),

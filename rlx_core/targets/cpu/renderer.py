@@ -17,7 +17,7 @@ from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
 from rlx_core.targets.c_common.names import c_ident
 from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.c_common.renderer import CLikeRenderer
-from rlx_core.targets.cpu import attention, i4gemm, igemm, sgemm, splat, team
+from rlx_core.targets.cpu import attention, i4gemm, igemm, lapack, sgemm, sparse, splat, team
 from rlx_core.targets.cpu.blas import (
     TEAM_GEMM_MIN,
     BlasInfo,
@@ -97,6 +97,8 @@ class CpuRenderer(CLikeRenderer):
         impls = set(cprog.kernel_impl.values())
         unused = [] if attention.IMPL in impls else [attention.SOURCE]
         unused += [m.SOURCE for m in (igemm, i4gemm, splat) if m.IMPL not in impls]
+        if self.blas is not None and not any(i.startswith(lapack.IMPL) for i in impls):
+            unused.append(lapack.source(self.blas.symbol_prefix))
         if sgemm.IMPL not in impls and attention.IMPL not in impls:
             unused.append(sgemm.SOURCE)
         for text in unused:
@@ -115,6 +117,15 @@ class CpuRenderer(CLikeRenderer):
             return i4gemm.emit_int4_linear(env, w, node)
         if node.op in splat.OPS:
             return splat.emit_splat(env, w, node)
+        if node.op in sparse.OPS:
+            return sparse.emit_sparse(env, w, node)
+        if node.op in lapack.OPS:
+            if self.blas is None:
+                from rlx_core.targets.c_common.expr import RenderError
+
+                raise RenderError(f"{node.op} needs LAPACK, and the BLAS library is not "
+                                  f"available ({find_blas()[1]})")
+            return lapack.emit_linalg(env, w, node)
         return None
 
     def bound_region(self, prefix: str, base: int) -> tuple[int, str]:
@@ -200,6 +211,8 @@ class CpuRenderer(CLikeRenderer):
         threads += sgemm.SOURCE + attention.SOURCE + igemm.SOURCE + i4gemm.SOURCE + splat.SOURCE
         if self.blas is None:
             return [threads, "/* BLAS unavailable: matmul kernels are generated loop nests */\n"]
+        # LAPACK on the same library, for the dense linear algebra ops (cpu/lapack.py)
+        threads += lapack.source(self.blas.symbol_prefix)
         return [threads,
                 f"/* BLAS: {self.blas.describe()} (symbols {self.blas.symbol_prefix}cblas_*) */\n"
                 "#include <cblas.h>\n"

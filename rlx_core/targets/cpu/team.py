@@ -31,6 +31,7 @@ from collections.abc import Callable
 SYNC = "rlx_team_sync(omp_get_num_threads());"
 GEMM_BLOCK_HEAD = "/* team gemm */"  # opens the block every thread runs (blas._team_gemm)
 GEMM_BLOCK = GEMM_BLOCK_HEAD + " {"
+TEAM_BLOCK = "/* team block */ {"  # any block every thread runs (a Krylov solver, cpu/sparse.py)
 FOR_PRAGMA = "#pragma omp for schedule(static) nowait"
 SINGLE_PRAGMA = "#pragma omp single nowait"
 
@@ -174,7 +175,7 @@ def team_safe(lines: list[str]) -> bool:
             if i + 1 >= n or not lines[i + 1].startswith("    for ("):
                 return False
             i = _skip_block(lines, i + 1)
-        elif body == GEMM_BLOCK:
+        elif body in (GEMM_BLOCK, TEAM_BLOCK):
             i = _skip_block(lines, i)
         elif body == SYNC or body == "(void)scratch;" or _DECL.match(body):
             i += 1

@@ -41,7 +41,12 @@ from rlx_core.errors import DTypeError, IndexOutOfRangeError, RlxError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.dtypes import DType
 from rlx_core.ir.graph import TensorType
-from rlx_core.targets.numpy_ref import quant_semantics, splat_semantics
+from rlx_core.targets.numpy_ref import (
+    linalg_semantics,
+    quant_semantics,
+    sparse_semantics,
+    splat_semantics,
+)
 
 
 class SemanticsError(RlxError):
@@ -528,6 +533,11 @@ COMPOSITES: dict[str, OpFn] = {
     # 3D Gaussian splatting: the oracle (splat_semantics.py, rlx_core/splat/reference.py)
     **{op: (lambda a, xs, t, op=op: splat_semantics.eval_splat(op, a, xs, t))
        for op in splat_semantics.SPLAT_OPS},
+    # dense and sparse linear algebra (linalg_semantics.py, sparse_semantics.py)
+    **{op: (lambda a, xs, t, op=op: linalg_semantics.eval_linalg(op, a, xs, t))
+       for op in linalg_semantics.LINALG_OPS},
+    **{op: (lambda a, xs, t, op=op: sparse_semantics.eval_sparse(op, a, xs, t))
+       for op in sparse_semantics.SPARSE_SEMANTIC_OPS},
 }
 
 

@@ -1,0 +1,506 @@
+"""The CPU's sparse kernels: CSR SpMV / SpMM / SDDMM loops and the Krylov solvers, in C.
+
+- spmv, spmm, sddmm (``transpose=False``) are one worksharing loop over rows (team mode:
+  ``#pragma omp for``), each row's dot products accumulated in double.
+- spmv/spmm with ``transpose=True`` (A^T x, the VJP's) scatter into the result; they run on
+  one thread (a ``single`` block), since two rows may add to the same entry.
+- krylov_solve runs the whole solver in one kernel that every thread of the team enters
+  (``/* team block */``): thread t owns a block of rows holding about nnz / team stored
+  entries, vectors are updated row block by row block, and each dot product is a partial
+  sum per thread, published at a spin barrier (the team's ``rlx_team_sync``) and added up in
+  thread order by every thread, so all threads take the same branch and the result does not
+  depend on timing (for a given team size; another team size adds in another order). No iteration returns to Python, or even to the entry point.
+
+The algorithms, step for step, are the reference's (numpy_ref/sparse_semantics.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from rlx_core.ir.graph import Node
+from rlx_core.ir.ops.sparse import KRYLOV_METHODS, SPARSE_DTYPES, SPARSE_OPS
+from rlx_core.targets.c_common.expr import RenderError
+from rlx_core.targets.c_common.kernels import KernelEnv
+from rlx_core.targets.c_common.loops import Writer
+from rlx_core.targets.cpu.team import TEAM_BLOCK
+
+IMPL = "rlx-csr"
+DTYPES = SPARSE_DTYPES
+OPS = SPARSE_OPS
+
+_COMMON = r"""
+#ifndef RLX_SPARSE_H
+#define RLX_SPARSE_H
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+/* the spin barrier of team mode (cpu/team.py), or nothing on one thread */
+static inline void rlx_kr_sync(int team) {
+#ifdef RLX_TEAM_SYNC_H
+    rlx_team_sync(team);
+#else
+    (void)team;
+#endif
+}
+static inline int rlx_kr_tid(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+static inline int rlx_kr_team(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+/* shared by the threads of one solver call (one program call runs at a time) */
+static void *rlx_kr_mem = 0;
+
+/* the first row whose entries start at or after the nnz * part / parts-th stored entry */
+static int rlx_kr_cut(const int *ip, int n, int part, int parts) {
+    const int64_t target = (int64_t)ip[n] * part / parts;
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (ip[mid] < target) lo = mid + 1; else hi = mid;
+    }
+    return part == parts ? n : lo;
+}
+
+/* sum count partial values over the team, in thread order; gen alternates two buffers */
+static void rlx_kr_reduce(double *part, int tid, int team, double *v, int count, int *gen) {
+    double *buf = part + (int64_t)(*gen & 1) * team * 8;
+    for (int i = 0; i < count; ++i) buf[tid * 8 + i] = v[i];
+    rlx_kr_sync(team);
+    for (int i = 0; i < count; ++i) {
+        double s = 0;
+        for (int t = 0; t < team; ++t) s += buf[t * 8 + i];
+        v[i] = s;
+    }
+    ++*gen;
+}
+#endif
+"""
+
+# per element type (@T@ float or double, @X@ s or d)
+_KERNELS = r"""
+/*@ spmm @*/
+static void rlx_spmm_@X@(int rows, int k, const int *ip, const int *ix, const @T@ *v,
+                         const @T@ *x, @T@ *y, int r0, int r1) {
+    for (int r = r0; r < r1; ++r) {
+        @T@ *yr = y + (int64_t)r * k;
+        if (k == 1) {
+            double acc = 0;
+            for (int e = ip[r]; e < ip[r + 1]; ++e) acc += (double)v[e] * x[ix[e]];
+            yr[0] = (@T@)acc;
+            continue;
+        }
+        for (int j = 0; j < k; ++j) yr[j] = 0;
+        for (int e = ip[r]; e < ip[r + 1]; ++e) {
+            const @T@ ve = v[e];
+            const @T@ *xr = x + (int64_t)ix[e] * k;
+            for (int j = 0; j < k; ++j) yr[j] += ve * xr[j];
+        }
+    }
+    (void)rows;
+}
+
+/*@ spmm_t @*/
+/* y (cols x k) = A^T x: a scatter, on one thread */
+static void rlx_spmm_t_@X@(int rows, int cols, int k, const int *ip, const int *ix,
+                           const @T@ *v, const @T@ *x, @T@ *y) {
+    memset(y, 0, (size_t)cols * k * sizeof(@T@));
+    for (int r = 0; r < rows; ++r)
+        for (int e = ip[r]; e < ip[r + 1]; ++e) {
+            const @T@ ve = v[e];
+            @T@ *yc = y + (int64_t)ix[e] * k;
+            const @T@ *xr = x + (int64_t)r * k;
+            for (int j = 0; j < k; ++j) yc[j] += ve * xr[j];
+        }
+}
+
+/*@ sddmm @*/
+static void rlx_sddmm_@X@(int k, const int *ip, const int *ix, const @T@ *a, const @T@ *b,
+                          @T@ *out, int r0, int r1) {
+    for (int r = r0; r < r1; ++r) {
+        const @T@ *ar = a + (int64_t)r * k;
+        for (int e = ip[r]; e < ip[r + 1]; ++e) {
+            const @T@ *bc = b + (int64_t)ix[e] * k;
+            double acc = 0;
+            for (int j = 0; j < k; ++j) acc += (double)ar[j] * bc[j];
+            out[e] = (@T@)acc;
+        }
+    }
+}
+
+/*@ kr_dinv @*/
+/* 1 / diag(A) on rows [r0, r1) (a zero diagonal counts as 1), or ones */
+static void rlx_kr_dinv_@X@(const int *ip, const int *ix, const @T@ *v, @T@ *dinv, int jacobi,
+                            int r0, int r1) {
+    for (int r = r0; r < r1; ++r) {
+        double d = 0;
+        if (jacobi)
+            for (int e = ip[r]; e < ip[r + 1]; ++e) if (ix[e] == r) d += v[e];
+        dinv[r] = (@T@)(d != 0 ? 1.0 / d : 1.0);
+    }
+}
+
+/*@ kr_alloc @*/
+/* the team's shared block: part (2 x team x 8 doubles), then nvec vectors of n */
+static int rlx_kr_alloc_@X@(int tid, int team, int n, int nvec) {
+    if (tid == 0)
+        rlx_kr_mem = malloc(sizeof(double) * 16 * (size_t)team + sizeof(@T@) * (size_t)n * nvec + 64);
+    rlx_kr_sync(team);
+    return rlx_kr_mem != 0;
+}
+
+/*@ kr_done @*/
+static void rlx_kr_done_@X@(int tid, int team, int n, @T@ *out, int it, double rel) {
+    rlx_kr_sync(team);
+    if (tid == 0) {
+        out[n] = (@T@)it;
+        out[n + 1] = (@T@)rel;
+        free(rlx_kr_mem);
+        rlx_kr_mem = 0;
+    }
+}
+
+/*@ cg @*/
+static void rlx_cg_@X@(int n, const int *ip, const int *ix, const @T@ *v, const @T@ *b,
+                       @T@ *x, int jacobi, double tol, int maxiter) {
+    const int tid = rlx_kr_tid(), team = rlx_kr_team();
+    if (!rlx_kr_alloc_@X@(tid, team, n, 4)) {
+        if (tid == 0) for (int i = 0; i < n + 2; ++i) x[i] = (@T@)NAN;
+        return;
+    }
+    double *part = (double *)rlx_kr_mem;
+    @T@ *r = (@T@ *)(part + 16 * team), *p = r + n, *q = p + n, *dinv = q + n;
+    const int r0 = rlx_kr_cut(ip, n, tid, team), r1 = rlx_kr_cut(ip, n, tid + 1, team);
+    int gen = 0, it = 0;
+    double s[2] = {0, 0};
+    rlx_kr_dinv_@X@(ip, ix, v, dinv, jacobi, r0, r1);
+    for (int i = r0; i < r1; ++i) {
+        x[i] = 0;
+        r[i] = b[i];
+        p[i] = dinv[i] * r[i];
+        s[0] += (double)r[i] * p[i];
+        s[1] += (double)b[i] * b[i];
+    }
+    rlx_kr_reduce(part, tid, team, s, 2, &gen);
+    double rz = s[0];
+    const double bnorm = sqrt(s[1]);
+    double rnorm = bnorm;
+    if (bnorm == 0) { rlx_kr_done_@X@(tid, team, n, x, 0, 0.0); return; }
+    while (it < maxiter) {
+        ++it;
+        double pq = 0;
+        for (int i = r0; i < r1; ++i) {
+            double acc = 0;
+            for (int e = ip[i]; e < ip[i + 1]; ++e) acc += (double)v[e] * p[ix[e]];
+            q[i] = (@T@)acc;
+            pq += (double)p[i] * q[i];
+        }
+        rlx_kr_reduce(part, tid, team, &pq, 1, &gen);
+        if (pq == 0) break;
+        const double alpha = rz / pq;
+        double t[2] = {0, 0};
+        for (int i = r0; i < r1; ++i) {
+            x[i] += (@T@)(alpha * p[i]);
+            r[i] -= (@T@)(alpha * q[i]);
+            t[0] += (double)r[i] * r[i];
+            t[1] += (double)r[i] * (dinv[i] * r[i]);
+        }
+        rlx_kr_reduce(part, tid, team, t, 2, &gen);
+        rnorm = sqrt(t[0]);
+        if (rnorm <= tol * bnorm) break;
+        const double beta = t[1] / rz;
+        rz = t[1];
+        for (int i = r0; i < r1; ++i) p[i] = (@T@)(dinv[i] * r[i] + beta * p[i]);
+        rlx_kr_sync(team);
+    }
+    rlx_kr_done_@X@(tid, team, n, x, it, rnorm / bnorm);
+}
+
+/*@ bicgstab @*/
+static void rlx_bicgstab_@X@(int n, const int *ip, const int *ix, const @T@ *v, const @T@ *b,
+                             @T@ *x, int jacobi, double tol, int maxiter) {
+    const int tid = rlx_kr_tid(), team = rlx_kr_team();
+    if (!rlx_kr_alloc_@X@(tid, team, n, 9)) {
+        if (tid == 0) for (int i = 0; i < n + 2; ++i) x[i] = (@T@)NAN;
+        return;
+    }
+    double *part = (double *)rlx_kr_mem;
+    @T@ *r = (@T@ *)(part + 16 * team), *rh = r + n, *p = rh + n, *vv = p + n, *ph = vv + n,
+        *s = ph + n, *sh = s + n, *t = sh + n, *dinv = t + n;
+    const int r0 = rlx_kr_cut(ip, n, tid, team), r1 = rlx_kr_cut(ip, n, tid + 1, team);
+    int gen = 0, it = 0;
+    double acc2[2] = {0, 0};
+    rlx_kr_dinv_@X@(ip, ix, v, dinv, jacobi, r0, r1);
+    for (int i = r0; i < r1; ++i) {
+        x[i] = 0;
+        r[i] = rh[i] = b[i];
+        p[i] = vv[i] = 0;
+        acc2[0] += (double)b[i] * b[i];
+    }
+    rlx_kr_reduce(part, tid, team, acc2, 1, &gen);
+    const double bnorm = sqrt(acc2[0]);
+    double rnorm = bnorm, rho = 1, alpha = 1, omega = 1, rho_new = acc2[0];  /* rh . r = b . b */
+    if (bnorm == 0) { rlx_kr_done_@X@(tid, team, n, x, 0, 0.0); return; }
+    while (it < maxiter) {
+        ++it;
+        if (rho_new == 0) break;
+        const double beta = (rho_new / rho) * (alpha / omega);
+        for (int i = r0; i < r1; ++i) {
+            p[i] = (@T@)(r[i] + beta * (p[i] - omega * vv[i]));
+            ph[i] = dinv[i] * p[i];
+        }
+        rlx_kr_sync(team);
+        double rv = 0;
+        for (int i = r0; i < r1; ++i) {
+            double a = 0;
+            for (int e = ip[i]; e < ip[i + 1]; ++e) a += (double)v[e] * ph[ix[e]];
+            vv[i] = (@T@)a;
+            rv += (double)rh[i] * vv[i];
+        }
+        rlx_kr_reduce(part, tid, team, &rv, 1, &gen);
+        if (rv == 0) break;
+        alpha = rho_new / rv;
+        double sn = 0;
+        for (int i = r0; i < r1; ++i) {
+            s[i] = (@T@)(r[i] - alpha * vv[i]);
+            sh[i] = dinv[i] * s[i];
+            sn += (double)s[i] * s[i];
+        }
+        rlx_kr_reduce(part, tid, team, &sn, 1, &gen);
+        if (sqrt(sn) <= tol * bnorm) {
+            for (int i = r0; i < r1; ++i) x[i] += (@T@)(alpha * ph[i]);
+            rnorm = sqrt(sn);
+            break;
+        }
+        double ts[2] = {0, 0};
+        for (int i = r0; i < r1; ++i) {
+            double a = 0;
+            for (int e = ip[i]; e < ip[i + 1]; ++e) a += (double)v[e] * sh[ix[e]];
+            t[i] = (@T@)a;
+            ts[0] += (double)t[i] * t[i];
+            ts[1] += (double)t[i] * s[i];
+        }
+        rlx_kr_reduce(part, tid, team, ts, 2, &gen);
+        omega = ts[0] != 0 ? ts[1] / ts[0] : 0.0;
+        double rr[2] = {0, 0};
+        for (int i = r0; i < r1; ++i) {
+            x[i] += (@T@)(alpha * ph[i] + omega * sh[i]);
+            r[i] = (@T@)(s[i] - omega * t[i]);
+            rr[0] += (double)r[i] * r[i];
+            rr[1] += (double)rh[i] * r[i];
+        }
+        rlx_kr_reduce(part, tid, team, rr, 2, &gen);
+        rnorm = sqrt(rr[0]);
+        rho = rho_new;
+        rho_new = rr[1];
+        if (rnorm <= tol * bnorm || omega == 0) break;
+    }
+    rlx_kr_done_@X@(tid, team, n, x, it, rnorm / bnorm);
+}
+
+/*@ gmres @*/
+static void rlx_gmres_@X@(int n, const int *ip, const int *ix, const @T@ *v, const @T@ *b,
+                          @T@ *x, int jacobi, double tol, int maxiter, int restart) {
+    const int tid = rlx_kr_tid(), team = rlx_kr_team();
+    const int m = restart;
+    /* per thread, the same small dense state (every thread computes identical values) */
+    double *h = (double *)calloc((size_t)(m + 1) * m + 4 * (size_t)(m + 1), sizeof(double));
+    int ok = rlx_kr_alloc_@X@(tid, team, n, m + 5);
+    if (!ok || !h) {
+        rlx_kr_sync(team);
+        if (tid == 0) for (int i = 0; i < n + 2; ++i) x[i] = (@T@)NAN;
+        free(h);
+        return;
+    }
+    double *cs = h + (size_t)(m + 1) * m, *sn = cs + m + 1, *g = sn + m + 1, *y = g + m + 1;
+    double *part = (double *)rlx_kr_mem;
+    @T@ *vs = (@T@ *)(part + 16 * team), *w = vs + (int64_t)(m + 1) * n, *u = w + n,
+        *tmp = u + n, *dinv = tmp + n;
+    const int r0 = rlx_kr_cut(ip, n, tid, team), r1 = rlx_kr_cut(ip, n, tid + 1, team);
+    int gen = 0, total = 0;
+    double bb = 0;
+    rlx_kr_dinv_@X@(ip, ix, v, dinv, jacobi, r0, r1);
+    for (int i = r0; i < r1; ++i) { u[i] = 0; bb += (double)b[i] * b[i]; }
+    rlx_kr_reduce(part, tid, team, &bb, 1, &gen);
+    const double bnorm = sqrt(bb);
+    double resid = bnorm;
+    if (bnorm == 0) {
+        for (int i = r0; i < r1; ++i) x[i] = 0;
+        free(h);
+        rlx_kr_done_@X@(tid, team, n, x, 0, 0.0);
+        return;
+    }
+    while (total < maxiter) {
+        double beta = 0;
+        if (total) {
+            for (int i = r0; i < r1; ++i) tmp[i] = dinv[i] * u[i];
+            rlx_kr_sync(team);
+            for (int i = r0; i < r1; ++i) {
+                double a = 0;
+                for (int e = ip[i]; e < ip[i + 1]; ++e) a += (double)v[e] * tmp[ix[e]];
+                vs[i] = (@T@)(b[i] - a);
+                beta += (double)vs[i] * vs[i];
+            }
+        } else {
+            for (int i = r0; i < r1; ++i) { vs[i] = b[i]; beta += (double)b[i] * b[i]; }
+        }
+        rlx_kr_reduce(part, tid, team, &beta, 1, &gen);
+        beta = sqrt(beta);
+        resid = beta;
+        if (beta <= tol * bnorm) break;
+        for (int i = r0; i < r1; ++i) vs[i] = (@T@)(vs[i] / beta);
+        for (int i = 0; i <= m; ++i) g[i] = 0;
+        g[0] = beta;
+        int k = 0, broke = 0;
+        for (int j = 0; j < m; ++j) {
+            ++total;
+            const @T@ *vj = vs + (int64_t)j * n;
+            for (int i = r0; i < r1; ++i) tmp[i] = dinv[i] * vj[i];
+            rlx_kr_sync(team);
+            for (int i = r0; i < r1; ++i) {
+                double a = 0;
+                for (int e = ip[i]; e < ip[i + 1]; ++e) a += (double)v[e] * tmp[ix[e]];
+                w[i] = (@T@)a;
+            }
+            for (int i = 0; i <= j; ++i) {  /* modified Gram-Schmidt */
+                const @T@ *vi = vs + (int64_t)i * n;
+                double d = 0;
+                for (int l = r0; l < r1; ++l) d += (double)w[l] * vi[l];
+                rlx_kr_reduce(part, tid, team, &d, 1, &gen);
+                h[(int64_t)i * m + j] = d;
+                for (int l = r0; l < r1; ++l) w[l] = (@T@)(w[l] - d * vi[l]);
+            }
+            double hn = 0;
+            for (int l = r0; l < r1; ++l) hn += (double)w[l] * w[l];
+            rlx_kr_reduce(part, tid, team, &hn, 1, &gen);
+            hn = sqrt(hn);
+            h[(int64_t)(j + 1) * m + j] = hn;
+            if (hn != 0) {
+                @T@ *vn = vs + (int64_t)(j + 1) * n;
+                for (int l = r0; l < r1; ++l) vn[l] = (@T@)(w[l] / hn);
+            }
+            for (int i = 0; i < j; ++i) {  /* the earlier rotations, on the new column */
+                const double a = h[(int64_t)i * m + j], c = h[(int64_t)(i + 1) * m + j];
+                h[(int64_t)i * m + j] = cs[i] * a + sn[i] * c;
+                h[(int64_t)(i + 1) * m + j] = -sn[i] * a + cs[i] * c;
+            }
+            const double hjj = h[(int64_t)j * m + j], hj1 = h[(int64_t)(j + 1) * m + j];
+            const double d = hypot(hjj, hj1);
+            cs[j] = d != 0 ? hjj / d : 1.0;
+            sn[j] = d != 0 ? hj1 / d : 0.0;
+            h[(int64_t)j * m + j] = d;
+            h[(int64_t)(j + 1) * m + j] = 0;
+            g[j + 1] = -sn[j] * g[j];
+            g[j] = cs[j] * g[j];
+            resid = fabs(g[j + 1]);
+            k = j + 1;
+            if (resid <= tol * bnorm || total >= maxiter || hn == 0) { broke = hn == 0; break; }
+        }
+        for (int i = k - 1; i >= 0; --i) {  /* back substitution */
+            double acc = g[i];
+            for (int l = i + 1; l < k; ++l) acc -= h[(int64_t)i * m + l] * y[l];
+            y[i] = h[(int64_t)i * m + i] != 0 ? acc / h[(int64_t)i * m + i] : 0.0;
+        }
+        for (int l = r0; l < r1; ++l) {
+            double acc = u[l];
+            for (int i = 0; i < k; ++i) acc += y[i] * vs[(int64_t)i * n + l];
+            u[l] = (@T@)acc;
+        }
+        if (resid <= tol * bnorm || broke) break;
+    }
+    for (int i = r0; i < r1; ++i) x[i] = dinv[i] * u[i];
+    free(h);
+    rlx_kr_done_@X@(tid, team, n, x, total, resid / bnorm);
+}
+"""
+
+
+def _chunks() -> dict[str, str]:
+    """The kernel functions by name (``spmm``, ``cg``, ...), with @T@/@X@ placeholders."""
+    pieces = re.split(r"/\*@ (\w+) @\*/\n", _KERNELS)
+    return dict(zip(pieces[1::2], pieces[2::2], strict=True))
+
+
+CHUNKS = _chunks()
+# what each entry point calls besides itself
+NEEDS = {"cg": ("kr_dinv", "kr_alloc", "kr_done"), "bicgstab": ("kr_dinv", "kr_alloc", "kr_done"),
+         "gmres": ("kr_dinv", "kr_alloc", "kr_done")}
+
+
+def source(names: tuple[str, ...], letter: str) -> str:
+    """File-scope C for the named functions in one element type (``s`` float, ``d`` double),
+    each under an include guard, so kernels of one program can each ask for what they use
+    (only those are compiled: the solvers cost seconds of compile time each)."""
+    ctype = {"s": "float", "d": "double"}[letter]
+    out = [_COMMON]
+    for name in names:
+        for part in (*NEEDS.get(name, ()), name):
+            guard = f"RLX_SP_{part.upper()}_{letter.upper()}"
+            body = CHUNKS[part].replace("@T@", ctype).replace("@X@", letter)
+            out.append(f"#ifndef {guard}\n#define {guard}\n{body.rstrip()}\n#endif\n")
+    return "".join(out)
+
+
+def emit_sparse(env: KernelEnv, w: Writer, node: Node) -> str:
+    """Write ``node``'s kernel body; returns its impl label."""
+    ip, ix = (env.inputs[v].ptr for v in node.inputs[:2])
+    third, fourth = (env.inputs[v] for v in node.inputs[2:4])
+    out = env.outputs[node.name]
+    dtype = out.type.dtype.name
+    if dtype not in DTYPES:
+        raise RenderError(f"{node.op}: no CSR kernel for {dtype}")
+    x = "s" if dtype == "f32" else "d"
+    rows, cols = node.attr("shape")
+    nnz = env.inputs[node.inputs[1]].type.shape[0]
+    if node.op == "krylov_solve":
+        method = node.attr("method")
+        if method not in KRYLOV_METHODS:
+            raise RenderError(f"krylov_solve: unknown method {method!r}")
+        env.preamble.append(source((method,), x))
+        jacobi = int(node.attr("precond") == "jacobi")
+        args = (f"{rows}, {ip}, {ix}, {third.ptr}, {fourth.ptr}, {out.ptr}, {jacobi}, "
+                f"{float(node.attr('tol'))!r}, {int(node.attr('maxiter'))}")
+        if method == "gmres":
+            args += f", {int(node.attr('restart'))}"
+        w.line(TEAM_BLOCK)
+        w.line(f"    rlx_{method}_{x}({args});")
+        w.line("}")
+        return f"{IMPL}-{method}"
+    k = third.type.shape[1] if node.op == "sddmm" else 1 if node.op == "spmv" else \
+        fourth.type.shape[1]
+    transposed = node.op != "sddmm" and bool(node.attr("transpose"))
+    env.preamble.append(source(("sddmm" if node.op == "sddmm" else
+                                "spmm_t" if transposed else "spmm",), x))
+    if transposed:
+        pragma = env.parallel(1, 0)  # one thread: the rows scatter into shared entries
+        if pragma:
+            w.line(pragma)
+        w.open("for (int once = 0; once < 1; ++once)")
+        w.line(f"rlx_spmm_t_{x}({rows}, {cols}, {k}, {ip}, {ix}, {third.ptr}, {fourth.ptr}, "
+               f"{out.ptr});")
+        w.close()
+        return f"{IMPL}-scatter"
+    pragma = env.parallel(max(nnz * k, rows), 0)
+    if pragma:
+        w.line(pragma)
+    w.open(f"for (int r = 0; r < {rows}; ++r)")
+    if node.op == "sddmm":
+        w.line(f"rlx_sddmm_{x}({k}, {ip}, {ix}, {third.ptr}, {fourth.ptr}, {out.ptr}, r, r + 1);")
+    else:
+        w.line(f"rlx_spmm_{x}({rows}, {k}, {ip}, {ix}, {third.ptr}, {fourth.ptr}, {out.ptr}, "
+               "r, r + 1);")
+    w.close()
+    return f"{IMPL}-rows"
