@@ -7,7 +7,7 @@
 - krylov_solve runs the whole solver in one kernel that every thread of the team enters
   (``/* team block */``): thread t owns a block of rows holding about nnz / team stored
   entries, vectors are updated row block by row block, and each dot product is a partial
-  sum per thread, published at a spin barrier (the team's ``rlx_team_sync``) and added up in
+  sum per thread, published at a spin barrier (the solver's own, ``rlx_kr_sync``) and added up in
   thread order by every thread, so all threads take the same branch and the result does not
   depend on timing (for a given team size; another team size adds in another order). No iteration returns to Python, or even to the entry point.
 
@@ -39,13 +39,30 @@ _COMMON = r"""
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-/* the spin barrier of team mode (cpu/team.py), or nothing on one thread */
+/* the solver's own barrier: a solve meets hundreds of times per call, and the waits
+   there are the solver's (row-block imbalance), so they must not count as the team's late
+   arrivals (cpu/team.py shrinks a program whose calls see those); spins, then yields */
+#include <stdatomic.h>
+#include <sched.h>
+typedef struct { atomic_int count; atomic_int gen; } rlx_kr_barrier;
+static rlx_kr_barrier rlx_kr_bar;
 static inline void rlx_kr_sync(int team) {
-#ifdef RLX_TEAM_SYNC_H
-    rlx_team_sync(team);
+    if (team <= 1) return;
+    const int g = atomic_load_explicit(&rlx_kr_bar.gen, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&rlx_kr_bar.count, 1, memory_order_acq_rel) == team - 1) {
+        atomic_store_explicit(&rlx_kr_bar.count, 0, memory_order_relaxed);
+        atomic_store_explicit(&rlx_kr_bar.gen, g + 1, memory_order_release);
+        return;
+    }
+    for (unsigned spins = 1; atomic_load_explicit(&rlx_kr_bar.gen, memory_order_acquire) == g;
+         ++spins) {
+#if defined(__x86_64__) || defined(__i386__)
+        if (spins < (1u << 14)) { __builtin_ia32_pause(); continue; }
 #else
-    (void)team;
+        if (spins < (1u << 14)) continue;
 #endif
+        sched_yield();
+    }
 }
 static inline int rlx_kr_tid(void) {
 #ifdef _OPENMP
