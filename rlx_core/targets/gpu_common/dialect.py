@@ -12,6 +12,7 @@ storage types of expr.py). Every hook returns source text; none keeps state.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,11 @@ class Dialect:
     ieee_guards = False
 
     # ---- types and literals ------------------------------------------------------------------
+
+    def composite(self, k: Any, types: dict[str, Any]) -> tuple[Any, ...] | None:
+        """The dispatches of a kernel holding an HIR op this language renders itself (a
+        tuple of gpu_common.kernels.GpuKernel), or None for the shared renderer."""
+        return None
 
     def t(self, key: str) -> str:
         return self.types[key]

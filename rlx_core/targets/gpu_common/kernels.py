@@ -63,6 +63,8 @@ class GpuKernel:
 
     ``constant`` holds the flat values of a tuple constant the runtime uploads instead of
     dispatching (then ``source`` is a comment only). ``local`` is the workgroup size.
+    ``scratch`` names device buffers a multi-dispatch kernel of a dialect's own uses beyond
+    the graph's values (the plan allocates them; webgpu/splat.py's tile lists).
     """
 
     name: str
@@ -73,6 +75,7 @@ class GpuKernel:
     workgroups: tuple[int, int, int]
     constant: tuple[Any, ...] | None = None
     local: tuple[int, int, int] = (WG, 1, 1)
+    scratch: tuple[tuple[str, TensorType], ...] = ()
 
 
 class _Kernel:
@@ -459,6 +462,11 @@ def render_kernel(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> GpuKer
 
 
 def render_graph(d: Dialect, lir: Graph) -> tuple[GpuKernel, ...]:
-    """Every kernel of a LIR graph in dialect ``d``, in execution order."""
+    """Every kernel of a LIR graph in dialect ``d``, in execution order (a composite the
+    dialect renders itself may be several dispatches)."""
     types = {name: v.type for name, v in lir.values().items()}
-    return tuple(render_kernel(d, k, types) for k in lir.kernels)
+    out: list[GpuKernel] = []
+    for k in lir.kernels:
+        own = d.composite(k, types)
+        out.extend(own if own is not None else (render_kernel(d, k, types),))
+    return tuple(out)

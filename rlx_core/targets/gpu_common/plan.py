@@ -94,9 +94,10 @@ def make_plan(lir: Graph, dialect: Dialect, adapter: AdapterInfo | None = None,
         if roles.get(o) == "temp":
             roles[o] = "output"
     used = dict.fromkeys([*roles, *lir.outputs])
+    scratch = {name: t for k in kernels for name, t in k.scratch}
     buffers = []
     for name in used:
-        t = values[name].type
+        t = values[name].type if name in values else scratch[name]
         if t.dtype.name not in STORAGE:
             raise RlxError(f"@{lir.name}: %{name} is {t}; {target} buffers have no "
                            f"{t.dtype.name}", hint=f"cast to f32/i32 before compiling for "

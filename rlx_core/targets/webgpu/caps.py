@@ -16,6 +16,9 @@ and runs on wgpu (lavapipe in CI) and in headless Chromium; the claims are exact
 - erf has no WGSL builtin: the renderer emits a Taylor series below 0.25 and Abramowitz-Stegun 7.1.26 above (|error| < 1.5e-7);
 - no float atomics: scatter_add runs one invocation per output element that sums its updates
   in index order (deterministic, O(output x indices));
+- splat_project and splat_rasterize run as WGSL of their own (webgpu/splat.py: atomics bin
+  Gaussians into tiles, a bitonic sort per tile, compositing per pixel); their VJPs have no
+  kernels yet (RLX-S020);
 - limits: the WebGPU spec's guaranteed minimums as defaults (max workgroup size 256, 8 storage
   buffers per shader stage, 128 MiB per storage buffer binding); ``WebGpuTarget.caps`` replaces
   them with what the live adapter reports (``CAPS.with_limits(...)``); kernels index with u32,
@@ -24,8 +27,10 @@ and runs on wgpu (lavapipe in CI) and in headless Chromium; the claims are exact
 
 from __future__ import annotations
 
-from rlx_core.dispatch.capabilities import Capabilities, DTypeRule, Limits
+from rlx_core.dispatch.capabilities import Capabilities, DTypeRule, Limits, OpClaim
 from rlx_core.targets.gpu_common import caps as gpu
+from rlx_core.targets.webgpu.splat import DTYPES as SPLAT_DTYPES
+from rlx_core.targets.webgpu.splat import OPS as SPLAT_OPS
 
 # WGSL has f32/i32/u32 (and f16 with the feature); bool in buffers travels as u32.
 DTYPES: tuple[str, ...] = gpu.DTYPES
@@ -33,7 +38,9 @@ DTYPES: tuple[str, ...] = gpu.DTYPES
 CAPS = Capabilities(
     target="webgpu",
     verification="executes",
-    claims=gpu.claims(DTYPES),
+    claims=(*gpu.claims(DTYPES),
+            OpClaim(SPLAT_OPS, SPLAT_DTYPES, note="splat_project and splat_rasterize: WGSL of "
+                    "their own (webgpu/splat.py: per-tile bitonic sort); no VJP kernels yet")),
     dtype_rules=(
         *gpu.dtype_rules("webgpu"),
         DTypeRule("f16", "feature", feature="shader-f16", code="RLX-L003",

@@ -10,6 +10,8 @@ private variable that is 0 but not a constant. lavapipe compiles as if floats ha
 
 from __future__ import annotations
 
+from typing import Any
+
 from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared
 
 
@@ -64,6 +66,13 @@ class Wgsl(Dialect):
 
     def enables(self, uses_f16: bool) -> list[str]:
         return ["enable f16;"] if uses_f16 else []
+
+    def composite(self, k: Any, types: dict[str, Any]) -> tuple[Any, ...] | None:
+        from rlx_core.targets.webgpu import splat
+
+        if k.kind == "opaque" and len(k.nodes) == 1 and k.nodes[0].op in splat.OPS:
+            return splat.render_splat(k, types)
+        return None
 
     def kernel(self, buffers: list[Buffer], shared: list[Shared], wg: tuple[int, int, int],
                prelude: list[str], body: list[str]) -> str:
