@@ -343,6 +343,47 @@ def _dot_general(n, ins, out, g, b):
     return (g_lhs, g_rhs)
 
 
+# ---- collectives (ir/ops/collective.py: Megatron's convention, a replicated value's
+# cotangent is the full one on every rank) -------------------------------------------------
+
+
+def _all_reduce(n, ins, out, g, b):
+    op = n.attr("op")
+    if op == "sum":
+        return (g,)  # Megatron's g: partial sums in, replicated sum out
+    if op == "mean":
+        return (_scale(b, g, 1.0 / n.attr("ranks")),)
+    return (_where(b, b.emit("eq", [ins[0], out]), g, _zeros_like(b, g)),)  # max/min: argmax
+
+
+def _replicate(n, ins, out, g, b):
+    # Megatron's f: every rank's work on the replicated x contributes to its gradient
+    return (b.emit("all_reduce", [g], {"op": "sum", "ranks": n.attr("ranks")}),)
+
+
+def _all_gather(n, ins, out, g, b):
+    # the full cotangent is on every rank: the mean over ranks of this rank's chunk is it
+    return (b.emit("reduce_scatter", [g], {"axis": n.attr("axis"), "op": "mean",
+                                           "ranks": n.attr("ranks")}),)
+
+
+def _reduce_scatter(n, ins, out, g, b):
+    full = b.emit("all_gather", [g], {"axis": n.attr("axis"), "ranks": n.attr("ranks")})
+    return (full if n.attr("op") == "sum" else _scale(b, full, 1.0 / n.attr("ranks")),)
+
+
+def _broadcast(n, ins, out, g, b):
+    rank = b.emit("rank", [], {"ranks": n.attr("ranks")})
+    root = b.emit("constant", [], {"value": n.attr("root"), "shape": (), "dtype": rank.type.dtype})
+    here = b.emit("broadcast_in_dim", [b.emit("eq", [rank, root])],
+                  {"shape": g.type.shape, "dims": ()})
+    return (_where(b, here, g, _zeros_like(b, g)),)
+
+
+def _send(n, ins, out, g, b):
+    return (g,)  # the result is x passed through; the pipeline sends cotangents itself
+
+
 # The registry: op -> VJP rule. Every float-valued MIR primitive is here or in ZERO_GRAD.
 VJP_RULES: dict[str, VJPRule] = {
     # unary
@@ -363,6 +404,9 @@ VJP_RULES: dict[str, VJPRule] = {
     "scatter_add": _scatter_add,
     # contraction
     "dot_general": _dot_general,
+    # collectives
+    "all_reduce": _all_reduce, "replicate": _replicate, "all_gather": _all_gather,
+    "reduce_scatter": _reduce_scatter, "broadcast": _broadcast, "send": _send,
 }
 
 # ---- HIR ops kept whole through differentiation ------------------------------------------
@@ -429,7 +473,7 @@ ZERO_GRAD: dict[str, VJPRule] = {op: _zero for op in ("floor", "ceil", "round", 
 # ops whose results are integers or booleans, or that have no operands: no gradient flows
 NO_GRAD: tuple[str, ...] = (
     "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "logical_not", "argmax", "iota",
-    "constant",
+    "constant", "recv", "rank",
 )
 
 

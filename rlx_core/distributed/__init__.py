@@ -13,10 +13,22 @@ from rlx_core.distributed.errors import (
     CollectiveArgumentError,
     CollectiveTimeoutError,
     MPIUnavailableError,
+    RankCountError,
     RankMismatchError,
     ShardError,
+)
+from rlx_core.distributed.ops import (
+    all_gather,
+    all_reduce,
+    broadcast,
+    recv,
+    reduce_scatter,
+    replicate,
+    send,
 )
 
 __all__ = ["REDUCE_OPS", "Communicator", "init", "DataParallelStep", "data_parallel_step",
            "shard_batch", "DEFAULT_TIMEOUT_S", "TIMEOUT_ENV", "CollectiveArgumentError",
-           "CollectiveTimeoutError", "MPIUnavailableError", "RankMismatchError", "ShardError"]
+           "CollectiveTimeoutError", "MPIUnavailableError", "RankMismatchError", "ShardError",
+           "RankCountError", "all_reduce", "replicate",
+           "all_gather", "reduce_scatter", "broadcast", "send", "recv"]

@@ -83,6 +83,44 @@ class Communicator:
         self._run(lambda: self.comm.Ibcast(buf, root=root), f"broadcast(root={root})")
         return buf
 
+    def reduce_scatter(self, x: Any, op: str = "sum") -> Any:
+        """Chunk number ``rank`` (of ``size`` equal chunks along axis 0) of the sum (or mean)
+        of ``x`` over the ranks."""
+        np = _numpy()
+        if op not in ("sum", "mean"):
+            raise CollectiveArgumentError(f"reduce_scatter op {op!r} is not 'sum' or 'mean'",
+                                          hint="use 'sum' or 'mean'")
+        send = self._buffer(x, "reduce_scatter")
+        if not send.shape or send.shape[0] % self.size:
+            raise CollectiveArgumentError(
+                f"reduce_scatter of shape {list(send.shape)} does not split into {self.size} "
+                "chunks along axis 0", hint=f"make axis 0 a multiple of {self.size}")
+        recv = np.empty((send.shape[0] // self.size, *send.shape[1:]), dtype=send.dtype)
+        self._run(lambda: self.comm.Ireduce_scatter_block(send, recv, op=self.mpi.SUM),
+                  f"reduce_scatter({op})")
+        if op == "mean":
+            recv /= self.size
+        return recv
+
+    def send(self, x: Any, peer: int, tag: int = 0) -> None:
+        """Send ``x`` to rank ``peer`` (completes when the message is handed over)."""
+        buf = self._buffer(x, "send")
+        self._peer(peer, "send")
+        self._run(lambda: self.comm.Isend(buf, dest=peer, tag=tag), f"send(to {peer})")
+
+    def recv(self, out: Any, peer: int, tag: int = 0) -> Any:
+        """Receive rank ``peer``'s message into ``out`` (which is returned)."""
+        buf = self._buffer(out, "recv", writable=True)
+        self._peer(peer, "recv")
+        self._run(lambda: self.comm.Irecv(buf, source=peer, tag=tag), f"recv(from {peer})")
+        return buf
+
+    def _peer(self, peer: int, what: str) -> None:
+        if not (isinstance(peer, int) and 0 <= peer < self.size and peer != self.rank):
+            raise CollectiveArgumentError(
+                f"{what} peer={peer!r} is not another rank of 0..{self.size - 1} "
+                f"(this is rank {self.rank})", hint="pass the rank of the other side")
+
     def barrier(self) -> None:
         """Wait (with the deadline) until every rank has arrived."""
         self._run(lambda: self.comm.Ibarrier(), "barrier")

@@ -1,4 +1,4 @@
-"""The distributed runtime's typed errors (codes RLX-N001..N019)."""
+"""The distributed runtime's typed errors (codes RLX-N001..N029)."""
 
 from __future__ import annotations
 
@@ -37,3 +37,11 @@ class ShardError(RlxError):
     """A global batch cannot be split evenly over the ranks."""
 
     code = "RLX-N005"
+
+
+class RankCountError(RlxError):
+    """A program's collectives were built for one group size and run on another."""
+
+    code = "RLX-N006"
+
+

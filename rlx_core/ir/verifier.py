@@ -5,7 +5,7 @@ from __future__ import annotations
 from rlx_core.errors import RlxError, VerifyError
 from rlx_core.ir.builder import infer_type
 from rlx_core.ir.graph import Graph, Level, Node
-from rlx_core.ir.ops import HIR_OPS, MIR_OPS, OPS
+from rlx_core.ir.ops import COLLECTIVE_OPS, HIR_OPS, MIR_OPS, OPS
 from rlx_core.ir.printer import context
 
 
@@ -114,12 +114,13 @@ def _check_lir(g: Graph) -> None:
 def verify(g: Graph, native_composites: frozenset[str] | set[str] = frozenset()) -> Graph:
     """Check ``g`` against the rules of its level; return it unchanged or raise VerifyError.
 
-    ``native_composites`` are HIR ops a target claimed natively: they may stay in MIR/LIR.
+    ``native_composites`` are HIR ops (and collectives) a target claimed natively: they may
+    stay in MIR/LIR.
     """
     if g.level is Level.HIR:
         allowed = set(OPS)
     else:
-        allowed = set(MIR_OPS) | (set(native_composites) & set(HIR_OPS))
+        allowed = set(MIR_OPS) | (set(native_composites) & (set(HIR_OPS) | set(COLLECTIVE_OPS)))
     _check_nodes(g, allowed)
     if g.level is Level.LIR:
         _check_lir(g)

@@ -3,7 +3,7 @@
 The first such node (in graph order) is kept and later ones forward to it, so the result is
 deterministic. Attributes are compared by their text form, which tells ``0.0`` from ``-0.0``
 and lets two NaN constants merge; constants are merged like any other node. Every op in MIR
-and HIR is pure, so merging never drops an effect.
+and HIR is pure; ``send``/``recv`` (ir/ops/collective.py EFFECT_OPS) are never merged.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlx_core.ir.graph import Graph, Node
+from rlx_core.ir.ops.collective import EFFECT_OPS
 from rlx_core.ir.printer import fmt_attr
 from rlx_core.passes.base import PassContext
 from rlx_core.passes.rewrite_engine import Replacement, RewriteView, RuleFn, require_level, rewrite
@@ -30,6 +31,8 @@ def _merge_rule() -> RuleFn:
     # cascades to the users of merged nodes within the same sweep
     def merge_equal_nodes(node: Node, view: RewriteView) -> Replacement:
         """A node equal to an earlier one -> that earlier node's value."""
+        if node.op in EFFECT_OPS:
+            return None  # two equal recvs are two messages
         key = node_key(node)
         kept = first.setdefault(key, node.out.name)
         return None if kept == node.out.name else kept

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlx_core.ir.graph import Graph, Node
+from rlx_core.ir.ops.collective import EFFECT_OPS
 from rlx_core.passes.base import PassContext
 from rlx_core.passes.rewrite_engine import require_level
 
@@ -14,10 +15,11 @@ def dead_node(node: Node) -> None:
 
 
 def live_names(g: Graph) -> set[str]:
-    """Names of every value some output depends on (walking producers back from the outputs)."""
+    """Names of every value some output depends on (walking producers back from the outputs),
+    and of every node with an effect (``send``/``recv``: the peer rank waits for them)."""
     producers = g.producers()
     live: set[str] = set()
-    todo = list(g.outputs)
+    todo = list(g.outputs) + [n.out.name for n in g.nodes if n.op in EFFECT_OPS]
     while todo:
         name = todo.pop()
         if name in live:

@@ -20,6 +20,7 @@ from rlx_core.autodiff.rules import HIR_VJP_RULES
 from rlx_core.frontend.tensor import Tensor
 from rlx_core.frontend.tracer import current
 from rlx_core.ir.graph import Level
+from rlx_core.ir.ops.collective import COLLECTIVE_OPS
 from rlx_core.ir.ops.mir import MIR_OPS
 from rlx_core.ir.ops.splat import SPLAT_OPS
 
@@ -118,6 +119,14 @@ CASES: dict[str, tuple[Callable[..., Tensor], list[np.ndarray]]] = {
              [rand(5), rand(4, 2)]),
     "sddmm": (lambda x, y: rlx.sparse.sddmm(rlx.sparse.csr(*CSR_PATTERN, rand(5), (4, 3)),
                                             x, y).data, [rand(4, 2), rand(3, 2)]),
+    # collectives, in a singleton world of one rank (where each is an identity): this checks
+    # the rules' shapes and wiring; tests/distributed/workers/ir_collectives.py checks their
+    # values on 2 ranks (send's too: a send needs a peer)
+    **{name: (lambda x, name=name, a=a: Tensor(current().emit(
+        name, [rlx.asarray(x).value], {**a, "ranks": 1})), [rand(2, 4)])
+       for name, a in (("all_reduce", {"op": "mean"}), ("replicate", {}),
+                       ("all_gather", {"axis": 1}), ("reduce_scatter", {"axis": 0}),
+                       ("broadcast", {}))},
 }
 
 
@@ -142,6 +151,8 @@ def _cotangent_for(fn: Callable[..., Tensor], args: list[np.ndarray]) -> np.ndar
 
 @pytest.mark.parametrize("op", sorted(CASES))
 def test_vjp_matches_finite_differences(op: str) -> None:
+    if op in COLLECTIVE_OPS:
+        pytest.importorskip("mpi4py", reason="collectives run through mpi4py")
     fn, args = CASES[op]
     cot = _cotangent_for(fn, args)
     loss = _scalarized(fn, cot)
@@ -163,10 +174,12 @@ def test_vjp_matches_finite_differences(op: str) -> None:
 
 
 def test_every_float_primitive_has_a_rule_and_a_check() -> None:
-    for op in MIR_OPS:
+    for op in (*MIR_OPS, *COLLECTIVE_OPS):
         assert op in VJP_RULES or op in ZERO_GRAD or op in NO_GRAD, f"{op} is unclassified"
-    # the splatting rules are checked by finite differences in tests/splat/test_ops.py
-    assert set(VJP_RULES) | set(ZERO_GRAD) | set(HIR_VJP_RULES) - set(SPLAT_OPS) <= set(CASES)
+    # the splatting rules are checked by finite differences in tests/splat/test_ops.py; send's
+    # on 2 ranks (tests/distributed/workers/ir_collectives.py)
+    assert set(VJP_RULES) | set(ZERO_GRAD) | set(HIR_VJP_RULES) - set(SPLAT_OPS) <= (
+        set(CASES) | {"send"})
 
 
 # the splatting and linear algebra ops have no decomposition at all (tests/linalg checks the

@@ -430,6 +430,15 @@ def p_n005():
 
     shard_batch(np.arange(7), 0, 2)
 
+
+def p_n006():
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    import rlx_core as rlx
+    from rlx_core.distributed import all_reduce
+
+    x = np.ones(3, np.float32)  # run in a singleton world of one rank
+    rlx.compile(lambda a: all_reduce(a, ranks=3), x, target="numpy")(x)
+
 def p_r001():
     import rlx_core as rlx
 
@@ -953,7 +962,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-O001": p_o001, "RLX-O002": p_o002, "RLX-O003": p_o003,
     "RLX-O020": p_o020, "RLX-O021": p_o021, "RLX-O022": p_o022,
     "RLX-N001": p_n001, "RLX-N002": p_n002, "RLX-N003": p_n003, "RLX-N004": p_n004,
-    "RLX-N005": p_n005,
+    "RLX-N005": p_n005, "RLX-N006": p_n006,
     "RLX-R001": p_r001, "RLX-R002": p_r002, "RLX-R003": p_r003, "RLX-R004": p_r004,
     "RLX-R010": p_r010, "RLX-R011": p_r011, "RLX-R012": p_r012,
     "RLX-R013": p_r013, "RLX-R014": p_r014, "RLX-R015": p_r015,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from rlx_core.errors import RlxError
 from rlx_core.ir.ops.base import REQUIRED, AttrSpec, OpDef
+from rlx_core.ir.ops.collective import COLLECTIVE_OPS
 from rlx_core.ir.ops.hir import HIR_OPS
 from rlx_core.ir.ops.mir import ELEMENTWISE_CATEGORIES, MIR_OPS
 
-OPS: dict[str, OpDef] = {**MIR_OPS, **HIR_OPS}
+OPS: dict[str, OpDef] = {**MIR_OPS, **HIR_OPS, **COLLECTIVE_OPS}
 
 
 class UnknownOpError(RlxError):
@@ -34,5 +35,5 @@ def is_elementwise(op: str) -> bool:
     return op in MIR_OPS and MIR_OPS[op].category in ELEMENTWISE_CATEGORIES
 
 
-__all__ = ["OPS", "HIR_OPS", "MIR_OPS", "OpDef", "AttrSpec", "REQUIRED", "opdef", "is_elementwise",
+__all__ = ["OPS", "HIR_OPS", "MIR_OPS", "COLLECTIVE_OPS", "OpDef", "AttrSpec", "REQUIRED", "opdef", "is_elementwise",
            "UnknownOpError"]

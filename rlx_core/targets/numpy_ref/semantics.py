@@ -41,6 +41,7 @@ from rlx_core.errors import DTypeError, IndexOutOfRangeError, RlxError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.dtypes import DType
 from rlx_core.ir.graph import TensorType
+from rlx_core.ir.ops.collective import COLLECTIVE_OPS
 from rlx_core.targets.numpy_ref import (
     linalg_semantics,
     quant_semantics,
@@ -514,6 +515,13 @@ def _axis(a: dict[str, Any], x: Array) -> int:
     return a.get("axis", -1) % max(x.ndim, 1)
 
 
+def _collective(op: str, a: dict[str, Any], xs: list[Array], t: TensorType) -> Array:
+    # imported on use: the communicator needs mpi4py, which plain numpy runs never load
+    from rlx_core.distributed.collective_exec import run_collective
+
+    return run_collective(op, a, xs, t)
+
+
 COMPOSITES: dict[str, OpFn] = {
     "linear": _linear,
     "layer_norm": _layer_norm,
@@ -538,6 +546,8 @@ COMPOSITES: dict[str, OpFn] = {
        for op in linalg_semantics.LINALG_OPS},
     **{op: (lambda a, xs, t, op=op: sparse_semantics.eval_sparse(op, a, xs, t))
        for op in sparse_semantics.SPARSE_SEMANTIC_OPS},
+    # collectives: one mpi4py buffer operation each, on the active communicator
+    **{op: (lambda a, xs, t, op=op: _collective(op, a, xs, t)) for op in COLLECTIVE_OPS},
 }
 
 

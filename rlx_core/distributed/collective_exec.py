@@ -1,0 +1,78 @@
+"""Running the collective IR ops (rlx_core/ir/ops/collective.py) on host arrays.
+
+The numpy reference target evaluates a collective node by calling this with the operands
+it read from its arena; each op becomes one deadline-bounded mpi4py buffer operation of the
+world communicator (``rlx.distributed.init()``), so a program's collectives fail with
+RLX-N001 instead of hanging, and no array is pickled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlx_core.distributed.communicator import Communicator, init
+from rlx_core.distributed.errors import RankCountError
+
+_ACTIVE: list[Communicator] = []
+
+
+class use_communicator:  # noqa: N801 - a context manager, read as a statement
+    """Run the collective ops of programs called inside the block on ``comm`` (the world by
+    default); pipelines and tests use it for sub-communicators."""
+
+    def __init__(self, comm: Communicator):
+        self.comm = comm
+
+    def __enter__(self) -> Communicator:
+        _ACTIVE.append(self.comm)
+        return self.comm
+
+    def __exit__(self, *exc: object) -> None:
+        _ACTIVE.pop()
+
+
+def active() -> Communicator:
+    """The communicator collective ops run on now."""
+    return _ACTIVE[-1] if _ACTIVE else init()
+
+
+def run_collective(op: str, a: dict[str, Any], args: list[Any], out_type: Any) -> Any:
+    """The value of collective ``op`` on this rank (every rank calls it in the same order)."""
+    import numpy as np
+
+    comm = active()
+    if a["ranks"] != comm.size:
+        raise RankCountError(
+            f"{op} was built for {a['ranks']} rank(s) but runs on {comm.size}",
+            hint=f"launch with mpiexec -n {a['ranks']} (or rlx run --ranks {a['ranks']}), or "
+                 f"partition the program for {comm.size} ranks")
+    if op == "rank":
+        return np.array(comm.rank, dtype=np.int32)
+    if op == "recv":
+        out = np.empty(out_type.shape, dtype=_host(out_type))
+        return comm.recv(out, a["peer"], a["tag"])
+    x = np.ascontiguousarray(args[0])
+    if op == "replicate":
+        return x
+    if op == "send":
+        comm.send(x, a["peer"], a["tag"])
+        return x
+    if op == "all_reduce":
+        return comm.all_reduce(x, a["op"])
+    if op == "broadcast":
+        return comm.broadcast(x.copy(), a["root"])
+    axis = a["axis"]
+    front = np.ascontiguousarray(np.moveaxis(x, axis, 0))  # MPI chunks the leading axis
+    if op == "all_gather":
+        stacked = comm.all_gather(front)  # (ranks, *front.shape)
+        joined = stacked.reshape(-1, *front.shape[1:])
+        return np.ascontiguousarray(np.moveaxis(joined, 0, axis))
+    if op == "reduce_scatter":
+        return np.ascontiguousarray(np.moveaxis(comm.reduce_scatter(front, a["op"]), 0, axis))
+    raise AssertionError(f"not a collective op: {op}")  # the op table and this agree
+
+
+def _host(t: Any) -> Any:
+    from rlx_core.targets.numpy_ref.semantics import host_dtype
+
+    return host_dtype(t.dtype)
