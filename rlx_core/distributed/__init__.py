@@ -16,6 +16,7 @@ from rlx_core.distributed.errors import (
     RankCountError,
     RankMismatchError,
     ShardError,
+    ShardingError,
 )
 from rlx_core.distributed.ops import (
     all_gather,
@@ -26,9 +27,17 @@ from rlx_core.distributed.ops import (
     replicate,
     send,
 )
+from rlx_core.distributed.tensor_parallel import (
+    RankProgram,
+    TensorParallelPlan,
+    bert_plan,
+    partition,
+    with_gradients,
+)
 
 __all__ = ["REDUCE_OPS", "Communicator", "init", "DataParallelStep", "data_parallel_step",
            "shard_batch", "DEFAULT_TIMEOUT_S", "TIMEOUT_ENV", "CollectiveArgumentError",
            "CollectiveTimeoutError", "MPIUnavailableError", "RankMismatchError", "ShardError",
-           "RankCountError", "all_reduce", "replicate",
+           "RankCountError", "ShardingError", "TensorParallelPlan", "RankProgram", "bert_plan",
+           "partition", "with_gradients", "all_reduce", "replicate",
            "all_gather", "reduce_scatter", "broadcast", "send", "recv"]

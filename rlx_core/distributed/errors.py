@@ -45,3 +45,10 @@ class RankCountError(RlxError):
     code = "RLX-N006"
 
 
+
+class ShardingError(RlxError):
+    """A tensor-parallel plan does not fit the model: it matches no layer, a width does not
+    split over the ranks, or a sharded value reaches an op the partition pass cannot split."""
+
+    code = "RLX-N007"
+

@@ -44,8 +44,8 @@ def test_bad_collectives_are_refused_at_trace_time(fn, err, words) -> None:
 
 
 def test_dispatch_runs_them_on_numpy_and_names_them_elsewhere() -> None:
-    from rlx_core.dispatch.legalize import legalize_graph
     from rlx_core.dispatch.errors import LegalizationError
+    from rlx_core.dispatch.legalize import legalize_graph
 
     g = rlx.trace(lambda x: D.all_reduce(D.replicate(x, ranks=2) * 2.0, ranks=2), X)
     done = legalize_graph(g, "numpy")

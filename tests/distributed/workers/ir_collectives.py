@@ -44,7 +44,7 @@ def column_parallel(a, wt):  # f: replicate the input, each rank its own columns
 
 
 gx, gw = rlx.grad(column_parallel, argnums=(0, 1))(x, w)
-y = sum(xk @ wk for xk, wk in zip(every, ws))  # the all-reduced y is replicated
+y = sum(xk @ wk for xk, wk in zip(every, ws, strict=False))  # the all-reduced y is replicated
 np.testing.assert_allclose(gx, sum((2 * y) @ wk.T for wk in ws), rtol=1e-5)
 np.testing.assert_allclose(gw, x.T @ (2 * y), rtol=1e-5)
 gx = rlx.grad(lambda a: (D.all_gather(a, axis=0) * 3.0).sum())(x)
