@@ -4,6 +4,8 @@ A ``Device`` allocates buffers, uploads and downloads bytes, compiles a kernel s
 launches it over a grid. ``GpuProgram`` runs a ``GpuPlan`` on any ``Device``: constants once,
 parameters when a different params object is passed, inputs every call, every kernel in order,
 then the outputs back. Calls are serialised per device (drivers' queues are not thread-safe).
+Every GPU API implements it: OpenCL, OpenGL, Vulkan, DirectX (via SPIR-V), and WebGPU natively
+and in the browser (webgpu/device.py, whose readback the browser awaits: ``download_async``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from rlx_core.errors import ArgumentError
 from rlx_core.targets.gpu_common.host_arrays import from_storage, to_storage
@@ -19,6 +21,7 @@ from rlx_core.targets.gpu_common.kernels import GpuKernel
 from rlx_core.targets.gpu_common.plan import AdapterInfo, GpuPlan
 
 
+@runtime_checkable
 class Device(Protocol):
     """One open device of a GPU API (OpenCL, OpenGL, Vulkan, ...)."""
 
@@ -58,7 +61,7 @@ class GpuProgram:
         self.steps = [(h, k, [self.buffers[v] for v in (*k.reads, *k.writes)])
                       for h, k in zip(dev.compile(run), run, strict=True)]
         self._params_key: tuple[int, ...] | None = None
-        self.last_seconds = 0.0  # wall time of the last call's launches and downloads
+        self.last_seconds = 0.0  # wall time of the last call's uploads, launches and downloads
 
     def _upload_params(self, params: dict[str, Any]) -> None:
         key, uploads = changed_params(self.plan, self.param_data, params, self._params_key)
@@ -66,22 +69,37 @@ class GpuProgram:
             self.dev.upload(self.buffers[name], data)
         self._params_key = key
 
-    def run(self, inputs: Sequence[Any], params: dict[str, Any] | None = None) -> list[Any]:
+    def host_inputs(self, inputs: Sequence[Any]) -> list[bytes]:
+        """The call's inputs checked against the plan and as storage bytes (host work: no
+        device lock needed)."""
         plan = self.plan
         check_call(plan, inputs)
+        return [to_storage(arg, plan.buffer(name).type, f"input %{name}")
+                for name, arg in zip(plan.inputs, inputs, strict=True)]
+
+    def enqueue(self, data: list[bytes], params: dict[str, Any] | None = None) -> None:
+        """Upload the inputs' bytes (and the parameters if changed), launch every kernel.
+        The caller holds ``dev.lock`` and then downloads the outputs."""
+        self._upload_params(params or {})
+        for name, d in zip(self.plan.inputs, data, strict=True):
+            self.dev.upload(self.buffers[name], d)
+        for handle, k, bufs in self.steps:
+            self.dev.launch(handle, k, bufs)
+
+    def outputs(self, raw: dict[str, bytes]) -> list[Any]:
+        """The call's results from each output buffer's downloaded bytes."""
+        return [from_storage(raw[o], self.plan.buffer(o).type) for o in self.plan.outputs]
+
+    def run(self, inputs: Sequence[Any], params: dict[str, Any] | None = None) -> list[Any]:
+        plan = self.plan
+        data = self.host_inputs(inputs)
         with self.dev.lock:
-            self._upload_params(params or {})
-            for name, arg in zip(plan.inputs, inputs, strict=True):
-                spec = plan.buffer(name)
-                self.dev.upload(self.buffers[name], to_storage(arg, spec.type, f"input %{name}"))
             t0 = time.perf_counter()
-            for handle, k, bufs in self.steps:
-                self.dev.launch(handle, k, bufs)
-            results = {o: from_storage(self.dev.download(self.buffers[o], plan.buffer(o).nbytes),
-                                       plan.buffer(o).type)
-                       for o in dict.fromkeys(plan.outputs)}
+            self.enqueue(data, params)
+            raw = {o: self.dev.download(self.buffers[o], plan.buffer(o).nbytes)
+                   for o in dict.fromkeys(plan.outputs)}
             self.last_seconds = time.perf_counter() - t0
-        return [results[o] for o in plan.outputs]
+        return self.outputs(raw)
 
 
 def source_key(source: str) -> str:

@@ -11,6 +11,10 @@ mapping), so a page opens the device once before compiling::
 ``Program.run`` (what ``exe(...)`` calls) waits synchronously only where Pyodide can suspend
 (JSPI, ``pyodide.ffi.run_sync``); otherwise it says to await ``run_async``. No numpy is needed:
 inputs are lists, ``array.array``, memoryviews or ``HostArray`` (host_arrays.py).
+
+``BrowserApi`` spells the WebGPU calls of webgpu/device.py in JavaScript; ``BrowserRuntime`` is
+that shared ``WebGpuDevice`` and loads a plan as a ``BrowserProgram``: gpu_common's
+``GpuProgram`` (the runner every GPU API shares) whose outputs are awaited.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from rlx_core.errors import ArgumentError, RlxError, TargetUnavailableError
-from rlx_core.targets.gpu_common.host_arrays import from_storage, to_storage
-from rlx_core.targets.webgpu.target import AdapterInfo, GpuPlan
+from rlx_core.errors import RlxError, TargetUnavailableError
+from rlx_core.targets.gpu_common.plan import AdapterInfo, GpuPlan
+from rlx_core.targets.gpu_common.runtime import GpuProgram
+from rlx_core.targets.webgpu.device import WebGpuDevice
 
 _LIMITS = ("maxStorageBuffersPerShaderStage", "maxBufferSize", "maxStorageBufferBindingSize",
            "maxComputeWorkgroupStorageSize", "maxComputeInvocationsPerWorkgroup")
@@ -34,16 +39,84 @@ def _js(obj: Any) -> Any:
     return to_js(obj, dict_converter=js.Object.fromEntries)
 
 
-class BrowserRuntime:
-    """The page's GPUDevice, opened by ``await init()``, and the pipeline cache."""
+class BrowserApi:
+    """webgpu/device.py's ``WebGpuApi`` on the page's ``GPUDevice`` (Pyodide's ``js``)."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+
+    def storage_buffer(self, nbytes: int) -> Any:
+        import js
+
+        u = js.GPUBufferUsage
+        return self.device.createBuffer(_js({"size": nbytes,
+                                             "usage": u.STORAGE | u.COPY_DST | u.COPY_SRC}))
+
+    def staging_buffer(self, nbytes: int) -> Any:
+        import js
+
+        u = js.GPUBufferUsage
+        return self.device.createBuffer(_js({"size": nbytes, "usage": u.MAP_READ | u.COPY_DST}))
+
+    def write(self, buf: Any, data: bytes) -> None:
+        from pyodide.ffi import to_js
+
+        self.device.queue.writeBuffer(buf, 0, to_js(memoryview(data)))
+
+    def pipeline(self, source: str) -> Any:
+        module = self.device.createShaderModule(_js({"code": source}))
+        return self.device.createComputePipeline(
+            _js({"layout": "auto", "compute": {"module": module, "entryPoint": "main"}}))
+
+    def bind_group(self, pipe: Any, entries: list[tuple[Any, int]]) -> Any:
+        return self.device.createBindGroup(_js({
+            "layout": pipe.getBindGroupLayout(0),
+            "entries": [{"binding": i, "resource": {"buffer": b, "offset": 0, "size": n}}
+                        for i, (b, n) in enumerate(entries)]}))
+
+    def encoder(self) -> Any:
+        return self.device.createCommandEncoder()
+
+    def begin_pass(self, enc: Any) -> Any:
+        return enc.beginComputePass()
+
+    def dispatch(self, cpass: Any, pipe: Any, group: Any, wg: tuple[int, int, int]) -> None:
+        cpass.setPipeline(pipe)
+        cpass.setBindGroup(0, group)
+        cpass.dispatchWorkgroups(*wg)
+
+    def end_pass(self, cpass: Any) -> None:
+        cpass.end()
+
+    def copy(self, enc: Any, src: Any, dst: Any, nbytes: int) -> None:
+        enc.copyBufferToBuffer(src, 0, dst, 0, nbytes)
+
+    def submit(self, enc: Any) -> None:
+        self.device.queue.submit(_js([enc.finish()]))
+
+    def read(self, stage: Any, nbytes: int) -> bytes:
+        raise RlxError("a browser buffer is mapped asynchronously", code="RLX-R004",
+                       hint="use `await exe.program.info['runtime'].run_async(inputs)`")
+
+    async def read_async(self, stage: Any, nbytes: int) -> bytes:
+        import js
+
+        await stage.mapAsync(js.GPUMapMode.READ)
+        try:
+            return bytes(js.Uint8Array.new(stage.getMappedRange()).to_bytes()[:nbytes])
+        finally:
+            stage.unmap()
+
+
+class BrowserRuntime(WebGpuDevice):
+    """The page's GPUDevice (a ``WebGpuDevice``), opened by ``await init()``."""
 
     _shared: ClassVar[BrowserRuntime | None] = None
     _why: ClassVar[str] = "call `await rlx_core.targets.webgpu.runtime_browser.init()` first"
 
-    def __init__(self, device: Any, info: AdapterInfo):
-        self.device = device
-        self.info = info
-        self.pipelines: dict[str, Any] = {}
+    @property
+    def device(self) -> Any:
+        return self.api.device
 
     @classmethod
     def current(cls) -> BrowserRuntime:
@@ -55,16 +128,8 @@ class BrowserRuntime:
     def status(cls) -> tuple[bool, str]:
         return (True, "") if cls._shared is not None else (False, cls._why)
 
-    def pipeline(self, source: str) -> Any:
-        key = "\n".join(line.split("//")[0].rstrip() for line in source.splitlines())
-        if key not in self.pipelines:
-            module = self.device.createShaderModule(_js({"code": source}))
-            self.pipelines[key] = self.device.createComputePipeline(
-                _js({"layout": "auto", "compute": {"module": module, "entryPoint": "main"}}))
-        return self.pipelines[key]
-
     def load(self, plan: GpuPlan, param_data: dict[str, Any]) -> BrowserProgram:
-        return BrowserProgram(self, plan, dict(param_data))
+        return BrowserProgram(self, plan, param_data)
 
 
 async def init() -> BrowserRuntime:
@@ -95,89 +160,25 @@ async def init() -> BrowserRuntime:
         max_storage_buffers=limits["maxStorageBuffersPerShaderStage"],
         max_buffer_bytes=min(limits["maxBufferSize"], limits["maxStorageBufferBindingSize"]),
         max_workgroup_size=limits["maxComputeInvocationsPerWorkgroup"], backend="browser")
-    BrowserRuntime._shared = BrowserRuntime(device, info)
+    BrowserRuntime._shared = BrowserRuntime(BrowserApi(device), info)
     return BrowserRuntime._shared
 
 
-class BrowserProgram:
-    """One graph on the page's device: buffers and bind groups made once, one submit a call."""
+class BrowserProgram(GpuProgram):
+    """One graph on the page's device: gpu_common's program runner, outputs awaited."""
 
-    def __init__(self, rt: BrowserRuntime, plan: GpuPlan, param_data: dict[str, Any]):
-        import js
-
-        self.rt, self.plan, self.param_data = rt, plan, param_data
-        dev = rt.device
-        usage = js.GPUBufferUsage.STORAGE | js.GPUBufferUsage.COPY_DST | \
-            js.GPUBufferUsage.COPY_SRC
-        self.buffers = {b.name: dev.createBuffer(_js({"size": b.nbytes, "usage": usage}))
-                        for b in plan.buffers}
-        read = js.GPUBufferUsage.MAP_READ | js.GPUBufferUsage.COPY_DST
-        self.staging = {o: dev.createBuffer(_js({"size": plan.buffer(o).nbytes, "usage": read}))
-                        for o in dict.fromkeys(plan.outputs)}
-        for name, data in plan.constants.items():
-            self._write(name, data)
-        self.steps: list[tuple[Any, Any, tuple[int, int, int]]] = []
-        for k in plan.kernels:
-            if k.constant is not None:
-                continue
-            pipe = rt.pipeline(k.source)
-            entries = [{"binding": i, "resource": {"buffer": self.buffers[v], "offset": 0,
-                                                   "size": plan.buffer(v).nbytes}}
-                       for i, v in enumerate((*k.reads, *k.writes))]
-            group = dev.createBindGroup(_js({"layout": pipe.getBindGroupLayout(0),
-                                             "entries": entries}))
-            self.steps.append((pipe, group, k.workgroups))
-        self._params_key: tuple[int, ...] | None = None
-
-    def _write(self, name: str, data: bytes) -> None:
-        from pyodide.ffi import to_js
-
-        self.rt.device.queue.writeBuffer(self.buffers[name], 0, to_js(memoryview(data)))
-
-    def _submit(self, inputs: Sequence[Any], params: dict[str, Any] | None) -> None:
-        plan = self.plan
-        if len(inputs) != len(plan.inputs):
-            raise ArgumentError(f"@{plan.graph} takes {len(plan.inputs)} input(s), got "
-                                f"{len(inputs)}")
-        plan.check_inputs(inputs)
-        data = [(params or {}).get(p, self.param_data.get(p)) for p in plan.params]
-        key = tuple(id(d) for d in data)
-        if key != self._params_key:
-            for name, d in zip(plan.params, data, strict=True):
-                if d is None:
-                    raise ArgumentError(f"@{plan.graph}: no data for parameter %{name}")
-                self._write(name, to_storage(d, plan.buffer(name).type, f"parameter %{name}"))
-            self._params_key = key
-        for name, arg in zip(plan.inputs, inputs, strict=True):
-            self._write(name, to_storage(arg, plan.buffer(name).type, f"input %{name}"))
-        dev = self.rt.device
-        enc = dev.createCommandEncoder()
-        if self.steps:
-            cpass = enc.beginComputePass()
-            for pipe, group, (x, y, z) in self.steps:
-                cpass.setPipeline(pipe)
-                cpass.setBindGroup(0, group)
-                cpass.dispatchWorkgroups(x, y, z)
-            cpass.end()
-        for o, stage in self.staging.items():
-            enc.copyBufferToBuffer(self.buffers[o], 0, stage, 0, plan.buffer(o).nbytes)
-        dev.queue.submit(_js([enc.finish()]))
+    dev: BrowserRuntime
 
     async def run_async(self, inputs: Sequence[Any],
                         params: dict[str, Any] | None = None) -> list[Any]:
         """Run the graph once; results as numpy arrays when numpy is loaded, else HostArray."""
-        import js
-
-        self._submit(inputs, params)
-        results: dict[str, Any] = {}
-        for o, stage in self.staging.items():
-            await stage.mapAsync(js.GPUMapMode.READ)
-            try:
-                raw = js.Uint8Array.new(stage.getMappedRange()).to_bytes()
-            finally:
-                stage.unmap()
-            results[o] = from_storage(raw, self.plan.buffer(o).type)
-        return [results[o] for o in self.plan.outputs]
+        plan, dev = self.plan, self.dev
+        data = self.host_inputs(inputs)
+        with dev.lock:  # Pyodide runs one thread; the lock keeps the contract of GpuProgram
+            self.enqueue(data, params)
+        raw = {o: await dev.download_async(self.buffers[o], plan.buffer(o).nbytes)
+               for o in dict.fromkeys(plan.outputs)}
+        return self.outputs(raw)
 
     def run(self, inputs: Sequence[Any], params: dict[str, Any] | None = None) -> list[Any]:
         """Synchronous run: needs Pyodide's stack switching (JSPI); else await run_async."""

@@ -1,27 +1,26 @@
-"""Native WebGPU runtime on the ``wgpu`` package: one device per process, pipelines cached per
-kernel source, one command submission per graph call.
+"""Native WebGPU on the ``wgpu`` package: one device per process, opened once.
 
-A call writes the inputs into their buffers (``queue.write_buffer``), records every kernel's
-dispatch into one compute pass, copies the outputs into mappable staging buffers in the same
-command buffer, submits once and maps the staging buffers back. Parameters and tuple constants
-are uploaded once per loaded program (again only when a different params object is passed).
+``NativeApi`` spells the WebGPU calls of webgpu/device.py in wgpu-py; ``NativeRuntime`` is that
+shared ``WebGpuDevice`` (pipeline cache, bind groups, the one encoder and submit) and loads a
+plan as a ``GpuProgram``, the same program runner every GPU API uses. A call writes the inputs
+(``queue.write_buffer``), records every kernel, then per output one submission: the recorded
+dispatches in one compute pass plus the copy into a mappable staging buffer, mapped back.
 
 Thread safety: a program's buffers are shared by its calls, and wgpu panics when a staging
-buffer is mapped twice, so everything that touches the device (uploads, submit, map, the
-pipeline cache) runs under one process-wide lock; host-side conversions run outside it.
+buffer is mapped twice, so everything that touches the device runs under the device's lock.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from rlx_core.errors import RlxError, TargetUnavailableError
-from rlx_core.targets.gpu_common.host_arrays import from_storage, to_storage
-from rlx_core.targets.gpu_common.runtime import changed_params, check_call
-from rlx_core.targets.webgpu.target import AdapterInfo, GpuPlan
+from rlx_core.errors import TargetUnavailableError
+from rlx_core.targets.gpu_common.plan import AdapterInfo, GpuPlan
+from rlx_core.targets.gpu_common.runtime import GpuProgram
+from rlx_core.targets.webgpu.device import WebGpuDevice, WgpuError
+
+__all__ = ["NativeApi", "NativeRuntime", "WgpuError"]
 
 # limits we raise from the WebGPU defaults to what the adapter reports, when it offers more
 _LIMITS = ("max-storage-buffers-per-shader-stage", "max-buffer-size",
@@ -29,25 +28,77 @@ _LIMITS = ("max-storage-buffers-per-shader-stage", "max-buffer-size",
            "max-compute-invocations-per-workgroup")
 
 
-class WgpuError(RlxError):
-    """wgpu rejected a shader, pipeline or submission (a renderer bug or a device problem)."""
+class NativeApi:
+    """webgpu/device.py's ``WebGpuApi`` in wgpu-py."""
 
-    code = "RLX-K002"
+    def __init__(self, device: Any) -> None:
+        import wgpu
+
+        self.device, self.wgpu = device, wgpu
+
+    def storage_buffer(self, nbytes: int) -> Any:
+        u = self.wgpu.BufferUsage
+        return self.device.create_buffer(size=nbytes,
+                                         usage=u.STORAGE | u.COPY_DST | u.COPY_SRC)
+
+    def staging_buffer(self, nbytes: int) -> Any:
+        u = self.wgpu.BufferUsage
+        return self.device.create_buffer(size=nbytes, usage=u.MAP_READ | u.COPY_DST)
+
+    def write(self, buf: Any, data: bytes) -> None:
+        self.device.queue.write_buffer(buf, 0, data)
+
+    def pipeline(self, source: str) -> Any:
+        module = self.device.create_shader_module(code=source)
+        return self.device.create_compute_pipeline(
+            layout="auto", compute={"module": module, "entry_point": "main"})
+
+    def bind_group(self, pipe: Any, entries: list[tuple[Any, int]]) -> Any:
+        return self.device.create_bind_group(
+            layout=pipe.get_bind_group_layout(0),
+            entries=[{"binding": i, "resource": {"buffer": b, "offset": 0, "size": n}}
+                     for i, (b, n) in enumerate(entries)])
+
+    def encoder(self) -> Any:
+        return self.device.create_command_encoder()
+
+    def begin_pass(self, enc: Any) -> Any:
+        return enc.begin_compute_pass()
+
+    def dispatch(self, cpass: Any, pipe: Any, group: Any, wg: tuple[int, int, int]) -> None:
+        cpass.set_pipeline(pipe)
+        cpass.set_bind_group(0, group)
+        cpass.dispatch_workgroups(*wg)
+
+    def end_pass(self, cpass: Any) -> None:
+        cpass.end()
+
+    def copy(self, enc: Any, src: Any, dst: Any, nbytes: int) -> None:
+        enc.copy_buffer_to_buffer(src, 0, dst, 0, nbytes)
+
+    def submit(self, enc: Any) -> None:
+        self.device.queue.submit([enc.finish()])
+
+    def read(self, stage: Any, nbytes: int) -> bytes:
+        stage.map_sync("READ")
+        try:
+            return bytes(stage.read_mapped()[:nbytes])  # a copy: it outlives the unmap
+        finally:
+            stage.unmap()
+
+    async def read_async(self, stage: Any, nbytes: int) -> bytes:
+        return self.read(stage, nbytes)
 
 
-@dataclass
-class NativeRuntime:
-    """The process-wide wgpu device and its pipeline cache (source text -> pipeline)."""
-
-    device: Any
-    info: AdapterInfo
-    pipelines: dict[str, Any] = field(default_factory=dict)
-
-    # serialises device work: one device and one queue per process, buffers shared per program
-    lock: threading.RLock = field(default_factory=threading.RLock)
+class NativeRuntime(WebGpuDevice):
+    """The process-wide wgpu device (a ``WebGpuDevice``); ``device`` is wgpu's own object."""
 
     _shared: ClassVar[Any] = None  # the runtime opened by this process
     _opening: ClassVar[threading.Lock] = threading.Lock()
+
+    @property
+    def device(self) -> Any:
+        return self.api.device
 
     @classmethod
     def open(cls) -> NativeRuntime:
@@ -80,32 +131,11 @@ class NativeRuntime:
                                      lim["max-storage-buffer-binding-size"])),
             max_workgroup_size=int(lim["max-compute-invocations-per-workgroup"]),
             backend=str(ainfo.get("backend_type", "")))
-        return cls(device, info)
+        return cls(NativeApi(device), info)
 
-    def pipeline(self, source: str) -> Any:
-        """The compute pipeline of one WGSL source (compiled once per process).
-
-        Keyed on the source without comments: the comments name values, so the same kernel in
-        another layer (same shapes, other names) shares one pipeline.
-        """
-        key = "\n".join(line.split("//")[0].rstrip() for line in source.splitlines())
+    def load(self, plan: GpuPlan, param_data: dict[str, Any]) -> GpuProgram:
         with self.lock:
-            return self._pipeline(key, source)
-
-    def _pipeline(self, key: str, source: str) -> Any:
-        if key not in self.pipelines:
-            try:
-                module = self.device.create_shader_module(code=source)
-                self.pipelines[key] = self.device.create_compute_pipeline(
-                    layout="auto", compute={"module": module, "entry_point": "main"})
-            except Exception as err:
-                raise WgpuError(f"wgpu rejected a generated shader: {err}\n{source}",
-                                hint="a renderer bug: report it with this source") from None
-        return self.pipelines[key]
-
-    def load(self, plan: GpuPlan, param_data: dict[str, Any]) -> NativeProgram:
-        with self.lock:
-            return NativeProgram(self, plan, dict(param_data))
+            return GpuProgram(self, plan, param_data)
 
 
 def _quiet_headless_vulkan() -> None:
@@ -119,76 +149,3 @@ def _quiet_headless_vulkan() -> None:
     path = os.path.join(tempfile.gettempdir(), f"rlx-xdg-{os.getuid()}")
     os.makedirs(path, mode=0o700, exist_ok=True)
     os.environ["XDG_RUNTIME_DIR"] = path
-
-
-class NativeProgram:
-    """One graph on the device: its buffers, bind groups and the per-call submission."""
-
-    def __init__(self, rt: NativeRuntime, plan: GpuPlan, param_data: dict[str, Any]):
-        import wgpu
-
-        self.rt, self.plan, self.param_data = rt, plan, param_data
-        dev = rt.device
-        usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST |
-                 wgpu.BufferUsage.COPY_SRC)
-        self.buffers = {b.name: dev.create_buffer(size=b.nbytes, usage=usage)
-                        for b in plan.buffers}
-        self.staging = {o: dev.create_buffer(size=plan.buffer(o).nbytes,
-                                             usage=wgpu.BufferUsage.MAP_READ |
-                                             wgpu.BufferUsage.COPY_DST)
-                        for o in dict.fromkeys(plan.outputs)}
-        for name, data in plan.constants.items():
-            dev.queue.write_buffer(self.buffers[name], 0, data)
-        self.steps: list[tuple[Any, Any, tuple[int, int, int]]] = []
-        for k in plan.kernels:
-            if k.constant is not None:
-                continue
-            pipe = rt.pipeline(k.source)
-            entries = [{"binding": i, "resource": {"buffer": self.buffers[v], "offset": 0,
-                                                   "size": plan.buffer(v).nbytes}}
-                       for i, v in enumerate((*k.reads, *k.writes))]
-            group = dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=entries)
-            self.steps.append((pipe, group, k.workgroups))
-        self._params_key: tuple[int, ...] | None = None
-
-    def _upload_params(self, params: dict[str, Any]) -> None:
-        key, uploads = changed_params(self.plan, self.param_data, params, self._params_key)
-        for name, data in uploads:
-            self.rt.device.queue.write_buffer(self.buffers[name], 0, data)
-        self._params_key = key
-
-    def run(self, inputs: Sequence[Any], params: dict[str, Any] | None = None) -> list[Any]:
-        plan = self.plan
-        check_call(plan, inputs)
-        data = [to_storage(arg, plan.buffer(name).type, f"input %{name}")
-                for name, arg in zip(plan.inputs, inputs, strict=True)]
-        with self.rt.lock:  # the buffers below are this program's, shared by every call
-            self._upload_params(params or {})
-            raw = self._submit(data)
-        results = {o: from_storage(b, plan.buffer(o).type) for o, b in raw.items()}
-        return [results[o] for o in plan.outputs]
-
-    def _submit(self, data: list[bytes]) -> dict[str, Any]:
-        """Write the inputs, run every kernel, read the outputs back (the caller holds the lock)."""
-        plan, dev = self.plan, self.rt.device
-        for name, d in zip(plan.inputs, data, strict=True):
-            dev.queue.write_buffer(self.buffers[name], 0, d)
-        enc = dev.create_command_encoder()
-        if self.steps:
-            cpass = enc.begin_compute_pass()
-            for pipe, group, (x, y, z) in self.steps:
-                cpass.set_pipeline(pipe)
-                cpass.set_bind_group(0, group)
-                cpass.dispatch_workgroups(x, y, z)
-            cpass.end()
-        for o, stage in self.staging.items():
-            enc.copy_buffer_to_buffer(self.buffers[o], 0, stage, 0, plan.buffer(o).nbytes)
-        dev.queue.submit([enc.finish()])
-        raw: dict[str, Any] = {}
-        for o, stage in self.staging.items():
-            stage.map_sync("READ")
-            try:
-                raw[o] = stage.read_mapped()  # a copy: it outlives the unmap
-            finally:
-                stage.unmap()
-        return raw

@@ -21,6 +21,7 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Graph
 from rlx_core.targets.base import Program, Verification
 from rlx_core.targets.gpu_common.host_arrays import from_storage, to_storage
+from rlx_core.targets.gpu_common.runtime import check_call
 from rlx_core.targets.webgpu.target import AdapterInfo, GpuPlan, make_plan
 from rlx_core.targets.webgpu_browser import protocol
 from rlx_core.targets.webgpu_browser.bridge import BrowserBridge
@@ -67,9 +68,7 @@ class RemoteProgram:
 
     def run(self, inputs: Sequence[Any], params: dict[str, Any] | None = None) -> list[Any]:
         plan = self.plan
-        if len(inputs) != len(plan.inputs):
-            raise ArgumentError(f"@{plan.graph} takes {len(plan.inputs)} input(s), got "
-                                f"{len(inputs)}")
+        check_call(plan, inputs)  # the same contract as every GPU program (runtime.py)
         data = self._params(params)
         bridge = BrowserBridge.current()
         self._ensure_loaded(bridge, data)
