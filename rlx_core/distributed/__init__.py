@@ -13,6 +13,7 @@ from rlx_core.distributed.errors import (
     CollectiveArgumentError,
     CollectiveTimeoutError,
     MPIUnavailableError,
+    PipelineError,
     RankCountError,
     RankMismatchError,
     ShardError,
@@ -27,6 +28,12 @@ from rlx_core.distributed.ops import (
     replicate,
     send,
 )
+from rlx_core.distributed.pipeline import (
+    PipelineStep,
+    ideal_bubble,
+    schedule,
+    split_layers,
+)
 from rlx_core.distributed.tensor_parallel import (
     RankProgram,
     TensorParallelPlan,
@@ -38,6 +45,7 @@ from rlx_core.distributed.tensor_parallel import (
 __all__ = ["REDUCE_OPS", "Communicator", "init", "DataParallelStep", "data_parallel_step",
            "shard_batch", "DEFAULT_TIMEOUT_S", "TIMEOUT_ENV", "CollectiveArgumentError",
            "CollectiveTimeoutError", "MPIUnavailableError", "RankMismatchError", "ShardError",
-           "RankCountError", "ShardingError", "TensorParallelPlan", "RankProgram", "bert_plan",
+           "RankCountError", "ShardingError", "PipelineError", "PipelineStep",
+           "ideal_bubble", "schedule", "split_layers", "TensorParallelPlan", "RankProgram", "bert_plan",
            "partition", "with_gradients", "all_reduce", "replicate",
            "all_gather", "reduce_scatter", "broadcast", "send", "recv"]

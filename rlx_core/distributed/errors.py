@@ -45,10 +45,15 @@ class RankCountError(RlxError):
     code = "RLX-N006"
 
 
-
 class ShardingError(RlxError):
     """A tensor-parallel plan does not fit the model: it matches no layer, a width does not
     split over the ranks, or a sharded value reaches an op the partition pass cannot split."""
 
     code = "RLX-N007"
 
+
+class PipelineError(RlxError):
+    """A pipeline-parallel configuration is unusable: stages vs ranks, a batch that does not
+    split into the micro-batches, an unknown schedule or stage split."""
+
+    code = "RLX-N008"

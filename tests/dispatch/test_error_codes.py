@@ -448,6 +448,12 @@ def p_n007():
     g = rlx.trace(lambda x, w: rlx.nn.linear(x, w), np.ones((2, 4), np.float32), w)
     partition(g, TensorParallelPlan(column=("w",)), 0, 4)  # 6 outputs over 4 ranks
 
+
+def p_n008():
+    from rlx_core.distributed import split_layers
+
+    split_layers([1.0, 1.0], 3)
+
 def p_r001():
     import rlx_core as rlx
 
@@ -971,7 +977,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-O001": p_o001, "RLX-O002": p_o002, "RLX-O003": p_o003,
     "RLX-O020": p_o020, "RLX-O021": p_o021, "RLX-O022": p_o022,
     "RLX-N001": p_n001, "RLX-N002": p_n002, "RLX-N003": p_n003, "RLX-N004": p_n004,
-    "RLX-N005": p_n005, "RLX-N006": p_n006, "RLX-N007": p_n007,
+    "RLX-N005": p_n005, "RLX-N006": p_n006, "RLX-N007": p_n007, "RLX-N008": p_n008,
     "RLX-R001": p_r001, "RLX-R002": p_r002, "RLX-R003": p_r003, "RLX-R004": p_r004,
     "RLX-R010": p_r010, "RLX-R011": p_r011, "RLX-R012": p_r012,
     "RLX-R013": p_r013, "RLX-R014": p_r014, "RLX-R015": p_r015,

@@ -1,0 +1,57 @@
+"""Pipeline parallelism: schedules, stage splits and their errors (one process), and MLP
+training on 2 ranks with 1F1B and GPipe over 4 micro-batches against single-process training."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from rlx_core.distributed import PipelineError, ideal_bubble, schedule, split_layers
+from tests.distributed.launch import run_ranks
+
+
+def _text(acts):
+    return " ".join(f"{k}{i}" for k, i in acts)
+
+
+def test_schedules() -> None:
+    assert _text(schedule("gpipe", 0, 2, 3)) == "F0 F1 F2 B0 B1 B2"
+    assert _text(schedule("1f1b", 0, 3, 4)) == "F0 F1 F2 B0 F3 B1 B2 B3"
+    assert _text(schedule("1f1b", 1, 3, 4)) == "F0 F1 B0 F2 B1 F3 B2 B3"
+    assert _text(schedule("1f1b", 2, 3, 4)) == "F0 B0 F1 B1 F2 B2 F3 B3"
+    # every micro-batch goes forward once and backward once, forward first
+    for stage in range(4):
+        acts = schedule("1f1b", stage, 4, 6)
+        assert sorted(acts) == sorted([("F", i) for i in range(6)] + [("B", i) for i in range(6)])
+        assert all(acts.index(("F", i)) < acts.index(("B", i)) for i in range(6))
+    assert ideal_bubble(2, 4) == pytest.approx(0.2)
+
+
+def test_stage_splits() -> None:
+    assert split_layers([1, 1, 1, 1, 1], 2, by="block") == [range(0, 2), range(2, 5)]
+    # by cost: the heavy first layer gets a stage of its own
+    assert split_layers([8, 1, 1, 1, 1, 1], 2, by="cost") == [range(0, 1), range(1, 6)]
+    assert split_layers([1, 2, 3, 4], 3) == [range(0, 2), range(2, 3), range(3, 4)]
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: schedule("zigzag", 0, 2, 4), "unknown pipeline schedule 'zigzag'"),
+    (lambda: split_layers([1, 1], 3), "2 layer(s) cannot fill 3 pipeline stages"),
+    (lambda: split_layers([1, 1], 2, by="size"), "unknown stage split 'size'"),
+])
+def test_bad_pipelines_are_typed_errors(call, words) -> None:
+    with pytest.raises(PipelineError, match=re.escape(words)) as err:
+        call()
+    assert err.value.code == "RLX-N008" and err.value.hint
+
+
+@pytest.mark.parametrize("kind", ["1f1b", "gpipe"])
+def test_mlp_training_on_two_stages_equals_one_process(kind: str) -> None:
+    done = run_ranks(2, "pipeline.py", kind)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for rank in (0, 1):
+        assert f"rank {rank}/2: PP=2 {kind} over 4 micro-batches" in done.stdout
+    if kind == "1f1b":
+        assert "schedule F0 F1 B0 F2 B1 F3 B2 B3;" in done.stdout  # stage 0's warm-up
+    print(done.stdout)
