@@ -71,6 +71,19 @@ def test_constant_operands(target: str, d: str, request) -> None:
     check_mir(target, m.graph(*outs), [x_host], [f"{op}(x, 0.0)" for op in ops])
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_same_operand_on_both_sides(target: str) -> None:
+    """x - x, x / x, x * x, x + x: Mesa's shader compilers fold x - x to 0 and x / x to 1 for
+    any float op not marked exact, but inf - inf and NaN - NaN are NaN (layer_norm's
+    ``var - var`` flags an overflowed variance with it)."""
+    ops = _ops(target, "f32", ("sub", "div", "mul", "add"))
+    x_host = np.array(SPECIAL, np.float32)
+    m = GraphMaker()
+    x = m.input("x", "f32", x_host.shape)
+    check_mir(target, m.graph(*(m.op(op, [x, x]) for op in ops)), [x_host],
+              [f"{op}(x, x)" for op in ops])
+
+
 @pytest.mark.parametrize("d", FLOATS)
 @pytest.mark.parametrize("target", TARGETS)
 def test_unary_special_values(target: str, d: str) -> None:

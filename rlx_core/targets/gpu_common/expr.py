@@ -231,6 +231,8 @@ def elementwise(d: Dialect, op: str, args: list[str], in_types: list[DType], out
         sym = {"add": "+", "sub": "-", "mul": "*"}[op]
         if c == "f32" and op == "mul" and d.ieee_guards:
             return finish(d, _guarded_mul(d, a, b), out)
+        if c == "f32" and op == "sub" and d.ieee_guards:
+            return finish(d, _guarded_sub(d, a, b), out)
         if c == "f32":
             return finish(d, f"({a} {sym} {b})", out)
         return finish(d, d.int_binary(sym, a, b, c), out)
@@ -277,6 +279,15 @@ def _guarded_mul(d: Dialect, a: str, b: str) -> str:
     bad = (f"(({ma} >= 0x7f800000u && ({mb} == 0u || {mb} > 0x7f800000u)) || "
            f"({mb} >= 0x7f800000u && ({ma} == 0u || {ma} > 0x7f800000u)))")
     return d.select(f"({a} * {b})", nan(d), bad)
+
+
+def _guarded_sub(d: Dialect, a: str, b: str) -> str:
+    """IEEE ``a - b`` where the driver folds ``x - x`` to 0 (Mesa's NIR does for any float op
+    not marked exact, and SPIR-V/GLSL ``precise`` does not reach it from every front end): the
+    same inf or NaN on both sides is NaN, decided on the bits, which no float rule can fold.
+    layer_norm's ``var - var`` (NaN where the row's variance overflowed) depends on it."""
+    same = f"({bits(d, a)} == {bits(d, b)} && {_mag(d, a)} >= 0x7f800000u)"
+    return d.select(f"({a} - {b})", nan(d), same)
 
 
 def _int_divmod(d: Dialect, op: str, a: str, b: str, t: DType) -> str:
