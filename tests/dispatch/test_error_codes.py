@@ -587,6 +587,13 @@ def p_x003(monkeypatch, tmp_path):
     build_shared("int rlx_broken(void) { return undeclared_name; }\n")
 
 
+def p_j001(monkeypatch):
+    from rlx_core.targets.cpu.isa import detect
+
+    monkeypatch.setenv("RLX_CPU_ISA", "avx9000")
+    detect()
+
+
 def _cpu_lir():
     import rlx_core as rlx
 
@@ -983,6 +990,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-R013": p_r013, "RLX-R014": p_r014, "RLX-R015": p_r015,
     "RLX-V003": p_v003, "RLX-T004": p_t004, "RLX-R030": p_r030, "RLX-R031": p_r031,
     "RLX-X001": p_x001, "RLX-X002": p_x002, "RLX-X003": p_x003, "RLX-X004": p_x004,
+    "RLX-J001": p_j001,
     "RLX-K001": p_k001, "RLX-K002": p_k002, "RLX-G001": p_g001,
     "RLX-B001": p_b001, "RLX-B002": p_b002, "RLX-B003": p_b003, "RLX-B004": p_b004,
     "RLX-B005": p_b005, "RLX-H001": p_h001, "RLX-H002": p_h002,

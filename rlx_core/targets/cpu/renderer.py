@@ -17,7 +17,7 @@ from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
 from rlx_core.targets.c_common.names import c_ident
 from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.c_common.renderer import CLikeRenderer
-from rlx_core.targets.cpu import attention, i4gemm, igemm, lapack, sgemm, sparse, splat, team
+from rlx_core.targets.cpu import attention, i4gemm, igemm, isa, lapack, sgemm, sparse, splat, team
 from rlx_core.targets.cpu.blas import (
     TEAM_GEMM_MIN,
     BlasInfo,
@@ -208,7 +208,9 @@ class CpuRenderer(CLikeRenderer):
             threads += team.BARRIER_C
         # rlx's GEMM (its plain-C form where there is no AVX2), the attention kernel built
         # on it, the int8 GEMM and the int4 matmul; render_program drops them when unused
-        threads += sgemm.SOURCE + attention.SOURCE + igemm.SOURCE + i4gemm.SOURCE + splat.SOURCE
+        # (its blocking from this machine's caches, isa.gemm_blocking)
+        threads += (isa.blocking().defines() + sgemm.SOURCE + attention.SOURCE + igemm.SOURCE
+                    + i4gemm.SOURCE) + splat.SOURCE
         if self.blas is None:
             return [threads, "/* BLAS unavailable: matmul kernels are generated loop nests */\n"]
         # LAPACK on the same library, for the dense linear algebra ops (cpu/lapack.py)

@@ -124,8 +124,15 @@ typedef __m256 rlx_sg_v;
 #define RLX_SG_VW 16
 #endif
 #define RLX_SG_NR (2 * RLX_SG_VW)
+#ifndef RLX_SG_KC  /* the renderer sets the blocking from the caches (isa.gemm_blocking) */
 #define RLX_SG_KC 384
+#endif
+#ifndef RLX_SG_MC
+#define RLX_SG_MC (64 / RLX_SG_MR * RLX_SG_MR)
+#endif
+#ifndef RLX_SG_NC
 #define RLX_SG_NC 256
+#endif
 #define RLX_SG_DIRECT_ROWS 256  /* sgemm.DIRECT_ROWS; see rlx_sgemm_core's direct */
 
 /* op(B) columns [j0, j0 + nr) into one panel: K rows of 32 floats, zero padded on the right */
@@ -277,7 +284,7 @@ static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int
                            float *C, int64_t ldc, int64_t n0, int64_t n1, rlx_sg_epi epi,
                            const void *ectx) {
     enum { MR = RLX_SG_MR, NR = RLX_SG_NR, KC = RLX_SG_KC, NC = RLX_SG_NC,
-           MC = 64 / RLX_SG_MR * RLX_SG_MR };  /* whole row tiles: A's packed block is MC x KC */
+           MC = RLX_SG_MC };  /* whole row tiles: A's packed block is MC x KC */
     const int pack_a = rm < rk;
     /* op(B) with contiguous rows, for a few row tiles: the full panels of each KC slice
        are read in place (row p of a panel is 32 contiguous floats of B's row p), so nothing

@@ -12,6 +12,7 @@ Environment: ``RLX_CC`` (compiler, default ``cc``), ``RLX_CACHE_DIR`` (default
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -63,14 +64,21 @@ class Compiler:
     # rlx's own sgemm; see sgemm.py)
     avx512: bool = False
     avx2_fma: bool = False
+    # what keeps -march=native code within a forced lower ISA family (isa.py, RLX_CPU_ISA)
+    isa_flags: tuple[str, ...] = ()
 
     @property
     def flags(self) -> tuple[str, ...]:
-        return self.opt_flags + BASE_FLAGS + (("-fopenmp",) if self.openmp else ())
+        return (self.opt_flags + self.isa_flags + BASE_FLAGS
+                + (("-fopenmp",) if self.openmp else ()))
 
 
 def _host() -> str:
-    """Identifies the CPU, since -march=native code is only valid on the machine it targets."""
+    """Identifies the CPU, since -march=native code is only valid on the machine it targets,
+    and the ISA path compiled for (isa.detect: the family, forced lower by RLX_CPU_ISA, and
+    the extensions it keeps)."""
+    from rlx_core.targets.cpu.isa import detect
+
     model = ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
@@ -79,7 +87,8 @@ def _host() -> str:
                     model += line.strip()
     except OSError:
         pass
-    return f"{platform.machine()}|{hashlib.sha256(model.encode()).hexdigest()[:16]}"
+    return (f"{platform.machine()}|{hashlib.sha256(model.encode()).hexdigest()[:16]}"
+            f"|{detect().key()}")
 
 
 def _compiler_path() -> tuple[str | None, str]:
@@ -132,15 +141,18 @@ def find_compiler() -> Compiler:
     if path is None:
         raise TargetUnavailableError(why, hint="install a C compiler (apt-get install gcc) or set "
                                      "RLX_CC; use target 'numpy' where none can exist")
+    from rlx_core.targets.cpu.isa import detect
+
     version = _version(path)
     key = hashlib.sha256(f"{path}\n{version}\n{_host()}".encode()).hexdigest()[:24]
     if key in _COMPILERS:
         return _COMPILERS[key]
     probe_file = cache_dir() / f"probe-{key}.json"
+    isa_flags = detect().flags
     try:
-        comp = _from_record(path, version, json.loads(probe_file.read_text()))
+        comp = _from_record(path, version, json.loads(probe_file.read_text()), isa_flags)
     except (OSError, ValueError, KeyError, TypeError):  # none yet, or damaged: probe again
-        comp = _probe(path, version)
+        comp = dataclasses.replace(_probe(path, version), isa_flags=isa_flags)
         write_atomic(probe_file, json.dumps({"opt_flags": comp.opt_flags, "openmp": comp.openmp,
                                              "notes": comp.notes,
                                              "avx512": comp.avx512,
@@ -149,7 +161,8 @@ def find_compiler() -> Compiler:
     return comp
 
 
-def _from_record(path: str, version: str, data: object) -> Compiler:
+def _from_record(path: str, version: str, data: object,
+                 isa_flags: tuple[str, ...] = ()) -> Compiler:
     """The Compiler a probe record describes; ValueError unless the record is exactly what
     ``_probe`` writes (a damaged or edited file is probed again, never trusted: its flags go
     on every compile command line)."""
@@ -164,7 +177,7 @@ def _from_record(path: str, version: str, data: object) -> Compiler:
     if not all(isinstance(b, bool) for b in switches):
         raise ValueError("openmp, avx512 and avx2_fma must be true or false")
     return Compiler(path, version, tuple(flags), switches[0], tuple(notes), switches[1],
-                    switches[2])
+                    switches[2], isa_flags)
 
 
 def _probe(path: str, version: str) -> Compiler:
@@ -180,9 +193,12 @@ def _probe(path: str, version: str) -> Compiler:
     openmp = _try(path, opt + ("-fopenmp",), _OMP_SOURCE)
     if not openmp:
         notes.append("no OpenMP: kernels run on one thread")
-    isa = _defines(path, opt)
+    from rlx_core.targets.cpu.isa import detect
+
+    isa_flags = detect().flags
+    isa = _defines(path, opt + isa_flags)  # what the code compiled for the ISA path uses
     return Compiler(path, version, opt, openmp, tuple(notes), "__AVX512F__" in isa,
-                    {"__AVX2__", "__FMA__"} <= isa)
+                    {"__AVX2__", "__FMA__"} <= isa, isa_flags)
 
 
 def _defines(path: str, flags: tuple[str, ...]) -> set[str]:
@@ -330,7 +346,7 @@ def link_shared(objects: tuple[BuildResult, ...], *, library_dirs: tuple[str, ..
     """Link cached objects into one shared object (``suffix``: e.g. a Python EXT_SUFFIX)."""
     comp = compiler or find_compiler()
     links = link_args(library_dirs, libraries)
-    flags = comp.opt_flags + ("-shared",) + (("-fopenmp",) if comp.openmp else ())
+    flags = comp.opt_flags + comp.isa_flags + ("-shared",) + (("-fopenmp",) if comp.openmp else ())
     key = hashlib.sha256("\0".join(["link", *(o.key for o in objects), " ".join(flags + links),
                                     comp.version, suffix]).encode()).hexdigest()
     root = cache_dir()
