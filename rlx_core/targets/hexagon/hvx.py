@@ -5,10 +5,15 @@ A kernel of one binary node over contiguous operands of equal shape becomes a lo
 scalar tail written by the shared C expression rules. Integer lanes wrap like the reference
 (HVX ``vadd``/``vsub`` are modular). f32 uses HVX's qf32 arithmetic, which exists from v68 on:
 those loops are guarded by ``__HVX_ARCH__ >= 68`` and fall back to the scalar loop below.
+Matmuls whose rhs rows are contiguous get HVX tiles (``hvx_gemm``): i16 and i32/u32 lanes from
+v62, f32 in qf32 from v68.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Kernel, TensorType
 from rlx_core.targets.c_common import ctype_table as ct
 from rlx_core.targets.c_common.expr import render as c_expr
@@ -46,6 +51,7 @@ typedef long HVX_Vector __attribute__((__vector_size__(128))) __attribute__((ali
 typedef long HVX_UVector __attribute__((__vector_size__(128))) __attribute__((aligned(1)));
 #define RLX_VLD(p) (*(const HVX_UVector*)(const void*)(p))
 #define RLX_VST(p, v) (*(HVX_UVector*)(void*)(p) = (v))
+static inline int32_t rlx_f2bits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
 """
 
 
@@ -146,3 +152,66 @@ def render_row_sum(k: Kernel, types: dict[str, TensorType]) -> list[str]:
         "}",
     ]
     return ["    " + x for x in body]
+
+
+# matmul tiles: (splat of one lhs element, multiply lane-wise, add into the accumulator, the
+# vector stored); i32 products are the low 32 bits (even x odd halves << 16, plus the word
+# times its low unsigned half: modular, like the reference's wrapping matmul)
+_GEMM = {
+    "i16": ("Q6_Vh_vsplat_R({a})", "Q6_Vh_vadd_VhVh({acc}, Q6_Vh_vmpyi_VhVh({s}, {b}))", "{acc}"),
+    "i32": ("Q6_V_vsplat_R({a})",
+            "Q6_Vw_vadd_VwVw({acc}, Q6_Vw_vmpyieacc_VwVwVuh(Q6_Vw_vmpyieo_VhVh({b}, {s}), "
+            "{b}, {s}))", "{acc}"),
+    # qf32 (v68+): products and sums in qf32, converted to IEEE f32 once per tile
+    "f32": ("Q6_V_vsplat_R(rlx_f2bits({a}))",
+            "Q6_Vqf32_vadd_Vqf32Vqf32({acc}, Q6_Vqf32_vmpy_VsfVsf({s}, {b}))",
+            "Q6_Vsf_equals_Vqf32({acc})"),
+}
+_GEMM["u32"] = _GEMM["i32"]
+
+def hvx_gemm(w: Any, spec: Any) -> str | None:
+    """HVX tiles of a GEMM whose B is [K, N] (rows contiguous in n): for each row of C, one
+    128-byte vector of columns at a time, acc += splat(A[m, k]) * B[k, n0:n0+L] over k; the
+    columns past the last whole vector (and, without v68, every f32 column) in scalar C.
+    Returns the impl label, or None (the generated loop) for other dtypes and layouts."""
+    d = spec.dtype
+    if d.name not in _GEMM or spec.sb.col != 1:
+        return None
+    splat, mac, fin = _GEMM[d.name]
+    lanes = VECTOR_BYTES * 8 // d.bits
+    sa, sb = spec.sa, spec.sb
+    t = ct.storage(d)
+    acc_t = "float" if d.is_float else "uint64_t"
+
+    def widen(x: str) -> str:
+        return x if d.is_float else (f"(uint64_t)(int64_t){x}" if d.kind is dt.Kind.INT
+                                     else f"(uint64_t){x}")
+
+    a_at = f"{spec.a}[{sa.offset('bb')} + m * {sa.row} + k * {sa.col}]"
+    brow = f"{spec.b} + {sb.offset('bb')} + k * {sb.row}"
+    w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
+    w.open(f"for (int64_t m = 0; m < {spec.m}; ++m)")
+    w.line(f"{t}* crow = {spec.c} + bb * {spec.m * spec.n} + m * {spec.n};")
+    w.line("int64_t n0 = 0;")
+    if d.is_float:
+        w.line("#if defined(__HVX_ARCH__) && __HVX_ARCH__ >= 68")
+    w.open(f"for (; n0 + {lanes} <= {spec.n}; n0 += {lanes})")
+    w.line("HVX_Vector acc = Q6_V_vzero();")
+    w.open(f"for (int64_t k = 0; k < {spec.k}; ++k)")
+    w.line(f"const HVX_Vector s = {splat.format(a=a_at)};")
+    w.line(f"acc = {mac.format(acc='acc', s='s', b=f'RLX_VLD({brow} + n0)')};")
+    w.close()
+    w.line(f"RLX_VST(crow + n0, {fin.format(acc='acc')});")
+    w.close()
+    if d.is_float:
+        w.line("#endif")
+    w.open(f"for (int64_t n = n0; n < {spec.n}; ++n)  /* the columns past the last vector */")
+    w.line(f"{acc_t} acc = 0;")
+    w.open(f"for (int64_t k = 0; k < {spec.k}; ++k)")
+    w.line(f"acc += {widen(a_at)} * {widen(f'({brow})[n]')};")
+    w.close()
+    w.line(f"crow[n] = ({t})acc;")
+    w.close()
+    w.close()
+    w.close()
+    return f"hvx-matmul-{d.name}"

@@ -216,6 +216,8 @@ double pow(double x, double y) {
         return rlx_is_odd(y) ? x : 0.0;
     }
     if (x < 0) {
+        if (__builtin_isinf(x))  /* C99 F.9.4.4: -0/+0 for y < 0, -inf/+inf for y > 0 */
+            return y < 0 ? (rlx_is_odd(y) ? -0.0 : 0.0) : (rlx_is_odd(y) ? -RLX_INF : RLX_INF);
         if (__builtin_isinf(y)) return fabs(x) == 1.0 ? 1.0 : ((fabs(x) < 1) == (y < 0) ? RLX_INF : 0.0);
         if (!rlx_is_int(y)) return RLX_NAN;
         double p = pow(-x, y);

@@ -1,6 +1,7 @@
 """HexagonRenderer: the shared C renderer plus HVX loops where Hexagon's vector unit fits.
 
-Kernels that ``hvx.hvx_kernel`` accepts get an HVX body; every other kernel is the scalar C of
+Kernels that ``hvx.hvx_kernel`` accepts get an HVX body, matmuls HVX tiles where
+``hvx.hvx_gemm`` takes them; every other kernel is the scalar C of
 ``c_common`` (Hexagon's scalar core runs it: f32 in hardware, no threads, no BLAS).
 """
 
@@ -12,20 +13,29 @@ from typing import Any
 from rlx_core.ir.graph import Graph, Kernel, TensorType
 from rlx_core.targets.c_common import ctype_table as ct
 from rlx_core.targets.c_common.expr import RenderError
+from rlx_core.targets.c_common.kernels import KernelEnv
+from rlx_core.targets.c_common.loops import Writer
+from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
 from rlx_core.targets.c_common.names import c_comment
 from rlx_core.targets.c_common.renderer import CLikeRenderer
 from rlx_core.targets.hexagon import hvx
 
-# The prelude's NaN-propagating max/min, with the NaN tests spelled out: clang-14 turns
-# ``(a != a || a > b) ? a : b`` into Hexagon's sfmax, which returns the other operand for a
-# NaN (as qemu-hexagon runs it), so a NaN in the second place was lost (found by the fuzzer).
+# The prelude's NaN-propagating max/min, with the NaN tests on the bits. clang-14 (and 15)
+# turn ``(a != a || a > b) ? a : b`` into Hexagon's sfmax, which returns the other operand for
+# a NaN (as qemu-hexagon runs it): a NaN in the second place was lost (found by the fuzzer).
+# Spelled ``a != a ? a : b != b ? b : ...``, a constant b (relu's 0.0) folds ``b != b`` away
+# and InstCombine merges the rest into ``select (fcmp ugt a, 0), a, 0``, which the Hexagon
+# backend also selects as sfmax(a, 0) = 0 for a NaN a (the deviation of issue 25). Integer
+# tests on the bits are not float compares: no fold reaches sfmax with a NaN operand.
+_NAN_BITS = ("static inline int rlx_nan_bits(float a) "
+             "{ union { float f; uint32_t u; } v = {a}; return (v.u & 0x7fffffffu) > 0x7f800000u; }")
 _NAN_SAFE = {
     "static inline float rlx_max_f(float a, float b) { return (a != a || a > b) ? a : b; }":
-    "static inline float rlx_max_f(float a, float b) "
-    "{ return a != a ? a : b != b ? b : (a > b ? a : b); }",
+    _NAN_BITS + "\nstatic inline float rlx_max_f(float a, float b) "
+    "{ return rlx_nan_bits(a) ? a : rlx_nan_bits(b) ? b : (a > b ? a : b); }",
     "static inline float rlx_min_f(float a, float b) { return (a != a || a < b) ? a : b; }":
     "static inline float rlx_min_f(float a, float b) "
-    "{ return a != a ? a : b != b ? b : (a < b ? a : b); }",
+    "{ return rlx_nan_bits(a) ? a : rlx_nan_bits(b) ? b : (a < b ? a : b); }",
 }
 
 
@@ -47,6 +57,10 @@ class HexagonRenderer(CLikeRenderer):
 
     def extra_headers(self) -> list[str]:
         return [hvx.HEADER]
+
+    def gemm(self, w: Writer, env: KernelEnv, spec: GemmSpec,
+             epilogue: BlockEpilogue | None = None) -> str | None:
+        return hvx.hvx_gemm(w, spec)
 
     def render_kernel(self, g: Graph, k: Kernel, idx: int, prefix: str,
                       types: dict[str, TensorType], fail: str) -> tuple[str, str, int]:
