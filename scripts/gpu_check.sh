@@ -52,7 +52,8 @@ fi
 SITE=$ROOT/.gpu-site
 export PYTHONPATH=$ROOT:$SITE${PYTHONPATH:+:$PYTHONPATH}
 need=()
-for mod in numpy:numpy pytest:pytest xdist:pytest-xdist nvidia.cuda_nvrtc:nvidia-cuda-nvrtc-cu12; do
+for mod in numpy:numpy pytest:pytest xdist:pytest-xdist nvidia.cuda_nvrtc:nvidia-cuda-nvrtc-cu12 \
+           nvidia.cuda_runtime:nvidia-cuda-runtime-cu12; do
     "$PY" -c "import ${mod%%:*}" 2>/dev/null || need+=("${mod#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -104,3 +104,18 @@ def test_the_family_rules_are_legalization_failures() -> None:
         rlx.lower(lambda a: a + a, np.ones(3, np.float64), target="metal", record=False)
     caps = get_target("metal").caps
     assert caps.limits.max_storage_buffers == 31 and caps.verification == "syntax-checked"
+
+
+@pytest.mark.parametrize("name, shuffle, half", [("cuda", "__shfl_xor_sync", "__half"),
+                                                 ("rocm", "__shfl_xor(", "__half"),
+                                                 ("metal", "simd_shuffle_xor", "half")])
+def test_reductions_shuffle_in_a_warp_and_f16_is_stored_as_half(name: str, shuffle: str,
+                                                                half: str) -> None:
+    """Warp (CUDA/HIP) and simdgroup (MSL) xor shuffles before shared memory; f16 buffers
+    are the language's half type; the checker accepts both."""
+    _checkable(name)
+    x = np.ones((4, 300), np.float16)
+    exe = rlx.compile(lambda a: (a.sum(axis=1), a.max(axis=1), (a * a).astype(np.float16)), x,
+                      target=name)
+    src = "\n".join(exe.sources.values())
+    assert shuffle in src and f"{half}* " in src and exe.program.info["checked"]

@@ -5,12 +5,15 @@ Kernels are ``extern "C" __global__`` functions with ``__launch_bounds__`` of th
 size, buffers as ``__restrict__`` pointers, ``__shared__`` arrays and ``__syncthreads()``.
 Signed 32-bit + - * << go through unsigned arithmetic (signed overflow is undefined in C++;
 the reference wraps); bit casts go through ``memcpy`` in a small template; ``clamp`` (a
-builtin in OpenCL, GLSL and MSL) is defined for int.
+builtin in OpenCL, GLSL and MSL) is defined for int. Reductions combine a warp's 32 lanes
+with ``__shfl_xor_sync`` before shared memory. f16 is ``__half`` storage (``cuda_fp16.h``)
+computed in f32 and rounded to half after every op: for + - * / and sqrt that is exactly
+IEEE half arithmetic (f32 has more than 2 x 11 + 2 bits), and it is what the reference does.
 """
 
 from __future__ import annotations
 
-from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared
+from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared, Subgroup
 
 
 class Cuda(Dialect):
@@ -21,6 +24,10 @@ class Cuda(Dialect):
     round_even = "rintf"
     entry = "rlx_kernel"
     header = ""  # HIP: #include <hip/hip_runtime.h>
+    half_header = "#include <cuda_fp16.h>"
+    has_f16 = True
+    # a warp is 32 lanes (HIP: shuffles of width 32 also on 64-wide CDNA wavefronts)
+    subgroup = Subgroup("32u", "({lid} & 31u)", "({lid} >> 5u)", "({wg}u >> 5u)", 32)
 
     _BUILTINS = {"gx": "(blockIdx.x * blockDim.x + threadIdx.x)",
                  "gy": "(blockIdx.y * blockDim.y + threadIdx.y)",
@@ -29,7 +36,15 @@ class Cuda(Dialect):
                  "li": "(threadIdx.x + threadIdx.y * blockDim.x)"}
 
     def conv(self, key: str, e: str) -> str:
+        if key == "f16":
+            return f"__float2half_rn({e})"
         return f"(({self.t(key)})({e}))"
+
+    def f16_round(self, e: str) -> str:
+        return f"__half2float(__float2half_rn({e}))"
+
+    def shuffle_xor(self, e: str, mask: str, key: str) -> str:
+        return f"__shfl_xor_sync(0xffffffffu, {e}, (int)({mask}))"
 
     def bitcast(self, key: str, e: str) -> str:
         return f"rlx_bits<{self.t(key)}>({e})"
@@ -44,6 +59,7 @@ class Cuda(Dialect):
 
     def enables(self, uses_f16: bool) -> list[str]:
         return [*([self.header] if self.header else []),
+                *([self.half_header] if uses_f16 else []),
                 "#ifndef RLX_CUDA_BASE", "#define RLX_CUDA_BASE",
                 "typedef unsigned int uint;",
                 "__device__ inline int clamp(int x, int lo, int hi) "

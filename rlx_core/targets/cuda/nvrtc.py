@@ -2,7 +2,8 @@
 
 NVRTC through ctypes: the library of PyPI's ``nvidia-cuda-nvrtc-cu12`` wheel (the ``cuda``
 extra; it runs on any driver of CUDA 12.0 or newer), ``$RLX_NVRTC``, or a system
-``libnvrtc.so``. Without NVRTC, ``nvcc -cubin`` (toolchain.py) builds the same image. A
+``libnvrtc.so``. NVRTC 12.4 has no ``cuda_fp16.h`` built in: it comes from the
+``nvidia-cuda-runtime-cu12`` wheel's include folder (or ``$RLX_CUDA_INCLUDE``, or the toolkit's). Without NVRTC, ``nvcc -cubin`` (toolchain.py) builds the same image. A
 rejection is the checker's ``KernelCheckError`` (RLX-H003) with NVRTC's log and the line.
 """
 
@@ -47,6 +48,18 @@ def find_nvrtc() -> tuple[Any, str]:
             tried.append(f"{path}: {err}")
     return None, ("NVRTC is not installed (pip install 'rlx-explorer[cuda]', i.e. "
                   "nvidia-cuda-nvrtc-cu12)")
+
+
+def include_dirs() -> list[str]:
+    """Folders holding cuda_fp16.h for NVRTC's ``-I``."""
+    dirs = [os.environ.get("RLX_CUDA_INCLUDE", ""), "/usr/local/cuda/include"]
+    try:
+        import nvidia.cuda_runtime as rt
+
+        dirs = [os.path.join(root, "include") for root in rt.__path__] + dirs
+    except ImportError:
+        pass
+    return [d for d in dirs if d and os.path.exists(os.path.join(d, "cuda_fp16.h"))][:1]
 
 
 def version(lib: Any) -> tuple[int, int]:
@@ -94,7 +107,7 @@ def compile_nvrtc(lib: Any, source: str, sm: int) -> tuple[bytes, str]:
         raise TargetUnavailableError(f"nvrtcCreateProgram failed ({res})")
     try:
         opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17",
-                b"--diag-suppress=177"]
+                b"--diag-suppress=177", *(f"-I{d}".encode() for d in include_dirs())]
         arr = (ctypes.c_char_p * len(opts))(*opts)
         if lib.nvrtcCompileProgram(prog, len(opts), arr) != 0:
             raise checker_error(f"nvrtc --gpu-architecture={arch}", _log(lib, prog), source,

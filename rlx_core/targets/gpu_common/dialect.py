@@ -34,6 +34,21 @@ class Shared:
     dims: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class Subgroup:
+    """How a language reduces inside a warp / subgroup / simdgroup with xor shuffles. Each
+    field is an expression (``{lid}``: the local index variable, ``{wg}``: the workgroup
+    size): the subgroup's width, this lane's index in it, the subgroup's index in the
+    workgroup and the subgroups per workgroup; ``min_width`` is the narrowest width the
+    device may have (it sizes the shared array of partial results)."""
+
+    width: str
+    lane: str
+    index: str
+    count: str
+    min_width: int
+
+
 class Dialect:
     """C-family defaults; a language overrides what it spells differently."""
 
@@ -51,6 +66,10 @@ class Dialect:
     # does the driver compile floats as if inf and NaN did not exist (x / 0.0 -> 0, inf * 0.0
     # -> 0: lavapipe, llvmpipe)? Then float div and mul decide the special cases on the bits
     ieee_guards = False
+
+    # reductions combine lanes with xor shuffles first (then one partial per subgroup in
+    # shared memory) where set; None: a shared-memory tree over every lane
+    subgroup: Subgroup | None = None
 
     # ---- types and literals ------------------------------------------------------------------
 
@@ -86,6 +105,11 @@ class Dialect:
 
     def f16_round(self, e: str) -> str:
         """An f32 value rounded to f16 and back (the reference rounds after every f16 op)."""
+        raise NotImplementedError
+
+    def shuffle_xor(self, e: str, mask: str, key: str) -> str:
+        """The value of ``e`` (type ``key``) in the lane whose index is this one's xor ``mask``
+        (a u32 expression); every lane of the subgroup executes it (see ``subgroup``)."""
         raise NotImplementedError
 
     def select(self, f: str, t: str, cond: str) -> str:

@@ -7,8 +7,11 @@ constant-folded into the source and no uniform buffer is needed. The loop nests:
 
     elementwise   workgroups of 256: i = global id; if i < N { y[i] = f(x[map(i)], ...) }
     reduce        one workgroup per kept index o; each lane strides over the reduced indices,
-                  accumulates in registers, then a tree combine in shared memory; lane 0
-                  applies the consumers and stores: y[o] = g(acc, z[o])
+                  accumulates in registers, then a tree combine in shared memory (where
+                  the dialect has subgroup shuffles: xor shuffles inside each warp /
+                  subgroup / simdgroup, one partial per subgroup in shared memory, folded
+                  in order by lane 0); lane 0 applies the consumers and stores:
+                  y[o] = g(acc, z[o])
     matmul        16x16 output tiles; each K step stages a 16x16 tile of lhs and of rhs in
                   shared memory (any dot_general layout: index maps per operand), then the
                   epilogue runs where the accumulator is stored
@@ -30,7 +33,7 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.ir.dtypes import DType
 from rlx_core.ir.graph import Graph, Kernel, Node, Shape, TensorType
 from rlx_core.ir.ops import MIR_OPS
-from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared
+from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared, Subgroup
 from rlx_core.targets.gpu_common.expr import (
     COMPUTE,
     STORAGE,
@@ -188,7 +191,8 @@ def render_reduce(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> GpuKer
     c = COMPUTE[t.name]
     argmax = red.op == "argmax"
     acc_t = "u32" if c == "bool" else c
-    kr.shared.append(Shared("acc_v", acc_t, (WG,)))
+    sg = d.subgroup if not argmax else None
+    kr.shared.append(Shared("acc_v", acc_t, (WG // sg.min_width if sg else WG,)))
     if argmax:
         kr.shared.append(Shared("acc_i", "u32", (WG,)))
     grid = _grid(outer)
@@ -237,6 +241,10 @@ def render_reduce(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> GpuKer
                   "      if (take_b) { acc_v[lid] = vb; acc_i[lid] = ib; }",
                   "    }", f"    {d.barrier}", "    s = s >> 1u;", "  }"]
         result = cast(d, "acc_i[0]", dt.u32, red.type.dtype)
+    elif sg is not None:
+        lines += _subgroup_reduce(d, sg, red.op, acc_t, c, _reduce_init(d, red.op, t), loop,
+                                  inner_body.lines, xv, note)
+        result = "(acc != 0u)" if c == "bool" else finish(d, "acc", t)
     else:
         init = _reduce_init(d, red.op, t)
         lines += [f"  {d.var('acc', acc_t, init)}", f"  {loop}"]
@@ -257,6 +265,26 @@ def render_reduce(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> GpuKer
     gen_out = kr.gen(outer_body, fixed={red.name: res_var})
     kr.store_outputs(gen_out, oidx, out_shape, lines, "  ")
     return GpuKernel(k.name, k.kind, kr.source((WG, 1, 1), lines), k.inputs, k.outputs, grid)
+
+
+def _subgroup_reduce(d: Dialect, sg: Subgroup, op: str, acc_t: str, c: str, init: str,
+                     loop: str, inner: list[str], xv: str, note: str) -> list[str]:
+    """Lanes accumulate strided as in the tree; then xor shuffles halve the distance inside
+    each subgroup (no barrier, no shared memory), lane 0 of each subgroup stores its partial,
+    and after one barrier invocation 0 folds the partials in subgroup order into ``acc``."""
+    def f(e: str) -> str:
+        return e.format(lid="lid", wg=WG)
+
+    return [f"  {d.var('acc', acc_t, init)}", f"  {loop}", *inner,
+            f"    acc = {_combine(d, op, 'acc', xv, c)};{note}", "  }",
+            f"  {d.var('s', 'u32', f'({f(sg.width)} >> 1u)')}",
+            "  while (s > 0u) {",  # uniform: every lane shuffles (the shuffle is not in a select)
+            f"    {d.let('other', acc_t, d.shuffle_xor('acc', 's', acc_t))}",
+            f"    acc = {_combine(d, op, 'acc', 'other', c)};", "    s = s >> 1u;", "  }",
+            f"  if ({f(sg.lane)} == 0u) {{ acc_v[{f(sg.index)}] = acc; }}", f"  {d.barrier}",
+            "  if (lid != 0u) { return; }",
+            "  acc = acc_v[0];", f"  {d.loop('w', '1u', f(sg.count), '1u')}",
+            f"    acc = {_combine(d, op, 'acc', 'acc_v[w]', c)};", "  }"]
 
 
 def _operand_load(d: Dialect, var: str, t: TensorType, groups: tuple[tuple[int, ...], ...],

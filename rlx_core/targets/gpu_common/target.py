@@ -74,9 +74,13 @@ class GpuTarget:
                                  max_workgroup_size=info.max_workgroup_size,
                                  source=f"device {info.name}")
 
+    def dialect_for(self, info: Any) -> Dialect:
+        """The dialect for this device (a target may pick a variant by its features)."""
+        return self.dialect
+
     def build(self, lir: Graph, options: Any = None) -> Program:
         dev = self.device()
-        plan = make_plan(lir, self.dialect, dev.info, self.name)
+        plan = make_plan(lir, self.dialect_for(dev.info), dev.info, self.name)
         prog = GpuProgram(dev, plan, lir.param_data)
         return Program(run_fn=prog.run, sources={k.name: k.source for k in plan.kernels},
                        info={"device": dev.info.name, "backend": dev.info.backend,

@@ -3,7 +3,8 @@
 Labelled "syntax-checked": there is no Metal compiler for Linux; every kernel passes a strict
 clang++ C++17 syntax pass against a shim of metal_stdlib (metal/shim.py), nothing more. Facts:
 Metal has no f64 at all (RLX-L002: cast to f32); no 64-bit integers in buffers we use (i64
-narrowed, RLX-L004); half is native on Apple GPUs but not rendered yet (RLX-L003); at most
+narrowed, RLX-L004); half is native: stored as half, computed in f32 and rounded to half
+after every op (the reference's semantics); at most
 1024 threads per threadgroup and 31 buffer bindings per kernel ([[buffer(0..30)]]).
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 from rlx_core.dispatch.capabilities import Capabilities, DTypeRule, Limits
 from rlx_core.targets.gpu_common import caps as gpu
 
-DTYPES = tuple(d for d in gpu.DTYPES if d != "f16")
+DTYPES = gpu.DTYPES
 
 CAPS = Capabilities(
     target="metal",
@@ -20,9 +21,7 @@ CAPS = Capabilities(
     claims=gpu.claims(DTYPES),
     dtype_rules=(*(r if r.dtype != "f64" else DTypeRule(
         "f64", "unsupported", code="RLX-L002", hint="Metal has no f64: cast to f32")
-        for r in gpu.dtype_rules("metal")),
-        DTypeRule("f16", "unsupported", code="RLX-L003",
-                  hint="cast to f32 (the MSL dialect does not render half yet)")),
+        for r in gpu.dtype_rules("metal")), DTypeRule("f16", "native")),
     limits=Limits(max_workgroup_size=1024, max_storage_buffers=31,
                   source="Metal (Apple silicon)"),
     note="MSL kernels (gpu_common renderer, metal/dialect.py), syntax-checked with a shim",

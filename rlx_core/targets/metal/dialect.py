@@ -3,11 +3,15 @@
 A kernel is ``kernel void`` with ``device`` buffer pointers bound by ``[[buffer(i)]]`` and the
 thread ids as attributed ``uint3`` parameters; workgroup arrays are ``threadgroup`` locals;
 the barrier is ``threadgroup_barrier(mem_flags::mem_threadgroup)``; bit casts are ``as_type``.
+Reductions combine a simdgroup's lanes with ``simd_shuffle_xor`` first (Apple GPUs run 32-wide
+simdgroups; the lane and simdgroup index come from ``[[thread_index_in_simdgroup]]`` and
+``[[simdgroup_index_in_threadgroup]]``). f16 is ``half`` storage computed in f32 and rounded to
+half after every op.
 """
 
 from __future__ import annotations
 
-from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared
+from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared, Subgroup
 
 
 class Msl(Dialect):
@@ -17,6 +21,8 @@ class Msl(Dialect):
     fabs = "fabs"
     round_even = "rint"
     entry = "rlx_kernel"
+    has_f16 = True
+    subgroup = Subgroup("32u", "rlx_simd_lane", "rlx_simd_id", "({wg}u >> 5u)", 32)
 
     _BUILTINS = {"gx": "rlx_gid.x", "gy": "rlx_gid.y", "wx": "rlx_wg.x", "wy": "rlx_wg.y",
                  "wz": "rlx_wg.z", "lx": "rlx_lid.x", "ly": "rlx_lid.y",
@@ -24,6 +30,12 @@ class Msl(Dialect):
 
     def conv(self, key: str, e: str) -> str:
         return f"(({self.t(key)})({e}))"
+
+    def f16_round(self, e: str) -> str:
+        return f"float(half({e}))"
+
+    def shuffle_xor(self, e: str, mask: str, key: str) -> str:
+        return f"simd_shuffle_xor({e}, (ushort)({mask}))"
 
     def bitcast(self, key: str, e: str) -> str:
         return f"as_type<{self.t(key)}>({e})"
@@ -46,7 +58,9 @@ class Msl(Dialect):
         ids = ["    uint3 rlx_gid [[thread_position_in_grid]],",
                "    uint3 rlx_wg [[threadgroup_position_in_grid]],",
                "    uint3 rlx_lid [[thread_position_in_threadgroup]],",
-               "    uint3 rlx_tpg [[threads_per_threadgroup]]"]
+               "    uint3 rlx_tpg [[threads_per_threadgroup]],",
+               "    uint rlx_simd_lane [[thread_index_in_simdgroup]],",
+               "    uint rlx_simd_id [[simdgroup_index_in_threadgroup]]"]
         local = [f"  threadgroup {self.t(s.type)} {s.name}"
                  f"{''.join(f'[{n}]' for n in s.dims)};" for s in shared]
         return "\n".join([

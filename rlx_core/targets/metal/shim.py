@@ -2,7 +2,8 @@
 
 There is no Metal compiler for Linux. This header maps Metal's address spaces to clang address
 spaces (``device`` 1, ``constant`` 2), ``threadgroup`` arrays to statics (clang forbids
-address-space-qualified locals), declares the vector id type (no ``half``: the dialect renders no f16), ``mem_flags``,
+address-space-qualified locals), declares the vector id type, ``half`` (clang's storage-only
+``__fp16``; the dialect computes in f32), ``mem_flags``, ``simd_shuffle_xor``,
 ``threadgroup_barrier``, ``as_type`` and the math builtins with Metal's overloads, so clang
 checks every name, type and call in a kernel. Metal's ``[[...]]`` attributes are not checked
 (clang ignores unknown attributes; the pass turns off only that warning).
@@ -22,11 +23,14 @@ METAL_STDLIB = "\n".join([
     "#define threadgroup static",
     "#define thread",
     "typedef unsigned int uint;",
+    "typedef unsigned short ushort;",
+    "typedef __fp16 half;  // clang's storage-only half: arithmetic promotes to float",
     "namespace metal {",
     "struct uint3 { uint x, y, z; };",
     "enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2 };",
     "void threadgroup_barrier(mem_flags flags);",
     "template <typename T, typename S> T as_type(S value);",
+    "template <typename T> T simd_shuffle_xor(T data, ushort mask);",
     *(f"float {f}(float x);" for f in _MATH1),
     *(f"float {f}(float x, float y);" for f in _MATH2),
     "int abs(int x); int min(int x, int y); int max(int x, int y);",

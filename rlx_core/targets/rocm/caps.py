@@ -2,8 +2,8 @@
 
 Labelled "compile-check": every kernel passes hipcc for gfx90a and gfx940 (device code
 objects); no AMD GPU runs them here. Facts as CUDA's: f64 exists on MI-class GPUs but the
-renderer computes in f32 (RLX-L002); i64 narrowed (RLX-L004); f16 not rendered (RLX-L003);
-up to 1024 work-items per workgroup.
+renderer computes in f32 (RLX-L002); i64 narrowed (RLX-L004); f16 as on cuda (``__half`` from
+hip_fp16.h, rounded after every op); up to 1024 work-items per workgroup.
 """
 
 from __future__ import annotations
@@ -11,15 +11,13 @@ from __future__ import annotations
 from rlx_core.dispatch.capabilities import Capabilities, DTypeRule, Limits
 from rlx_core.targets.gpu_common import caps as gpu
 
-DTYPES = tuple(d for d in gpu.DTYPES if d != "f16")
+DTYPES = gpu.DTYPES
 
 CAPS = Capabilities(
     target="rocm",
     verification="compile-check",
     claims=gpu.claims(DTYPES),
-    dtype_rules=(*gpu.dtype_rules("rocm"),
-                 DTypeRule("f16", "unsupported", code="RLX-L003",
-                           hint="cast to f32 (the HIP dialect does not render _Float16 yet)")),
+    dtype_rules=(*gpu.dtype_rules("rocm"), DTypeRule("f16", "native")),
     limits=Limits(max_workgroup_size=1024, source="ROCm (CDNA2/CDNA3)"),
     note="HIP kernels (gpu_common renderer, rocm/dialect.py), hipcc gfx90a/gfx940",
 )

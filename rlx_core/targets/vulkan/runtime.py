@@ -10,6 +10,7 @@ buffers). Device memory is released with the process.
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -17,11 +18,11 @@ from typing import Any
 from rlx_core.errors import TargetUnavailableError
 from rlx_core.targets.gpu_common.kernels import GpuKernel
 from rlx_core.targets.gpu_common.plan import AdapterInfo
+from rlx_core.targets.gpu_common.runtime import source_key
 from rlx_core.targets.vulkan.toolchain import to_spirv
 
-
-def _key(source: str) -> str:
-    return "\n".join(line.split("//")[0].rstrip() for line in source.splitlines())
+# AdapterInfo feature of a device with compute-stage subgroup shuffles (not an extension name)
+SUBGROUP_SHUFFLE = "subgroup-shuffle"
 
 
 @dataclass
@@ -57,7 +58,7 @@ class VulkanDevice:
         try:
             app = vk.VkApplicationInfo(pApplicationName="rlx", applicationVersion=1,
                                        pEngineName="rlx", engineVersion=1,
-                                       apiVersion=vk.VK_MAKE_VERSION(1, 0, 0))
+                                       apiVersion=vk.VK_MAKE_VERSION(1, 1, 0))
             self.instance = vk.vkCreateInstance(vk.VkInstanceCreateInfo(
                 pApplicationInfo=app, enabledLayerCount=0, enabledExtensionCount=0), None)
             physical = vk.vkEnumeratePhysicalDevices(self.instance)
@@ -87,12 +88,28 @@ class VulkanDevice:
         self.memory_type = self._host_memory_type()
         lim = props.limits
         exts = vk.vkEnumerateDeviceExtensionProperties(self.physical, None)
+        features = sorted(e.extensionName for e in exts)
+        if self._subgroup_shuffle(props):
+            features.append(SUBGROUP_SHUFFLE)
         self.info = AdapterInfo(
-            name=str(props.deviceName), features=tuple(sorted(e.extensionName for e in exts)),
+            name=str(props.deviceName), features=tuple(features),
             max_storage_buffers=int(lim.maxPerStageDescriptorStorageBuffers),
             max_buffer_bytes=int(lim.maxStorageBufferRange),
             max_workgroup_size=int(lim.maxComputeWorkGroupInvocations),
             backend=f"Vulkan {props.apiVersion >> 22}.{(props.apiVersion >> 12) & 0x3ff}")
+
+    def _subgroup_shuffle(self, props: Any) -> bool:
+        """Does the device shuffle across a subgroup in compute shaders (Vulkan 1.1 core)?"""
+        vk = self.vk
+        if props.apiVersion < vk.VK_MAKE_VERSION(1, 1, 0) or os.environ.get(
+                "RLX_VULKAN_SUBGROUPS", "1") == "0":
+            return False
+        sub = vk.VkPhysicalDeviceSubgroupProperties(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES)
+        vk.vkGetPhysicalDeviceProperties2(self.physical, vk.VkPhysicalDeviceProperties2(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=sub))
+        return bool(sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT
+                    and sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_SHUFFLE_BIT)
 
     # ---- memory ----------------------------------------------------------------------------
 
@@ -131,7 +148,7 @@ class VulkanDevice:
         return [self._pipeline(k) for k in kernels]
 
     def _pipeline(self, k: GpuKernel) -> VkPipeline:
-        key = _key(k.source)
+        key = source_key(k.source)
         with self._mu:
             if key in self.pipelines:
                 return self.pipelines[key]

@@ -26,6 +26,12 @@ class VulkanTarget(GpuTarget):
         tools()  # no glslang or spirv-val: unavailable, with which one
         return VulkanDevice()
 
+    def dialect_for(self, info: Any) -> Any:
+        from rlx_core.targets.vulkan.dialect import GLSL450_SUBGROUP
+        from rlx_core.targets.vulkan.runtime import SUBGROUP_SHUFFLE
+
+        return GLSL450_SUBGROUP if SUBGROUP_SHUFFLE in info.features else self.dialect
+
     def table(self) -> Any:
         from rlx_core.targets.vulkan.caps import CAPS
 

@@ -37,14 +37,15 @@ def to_spirv(kernel: str, source: str, stage: str = "comp", api: str = "Vulkan")
         src = Path(tmp) / f"k.{stage}"
         out = Path(tmp) / "k.spv"
         src.write_text(source)
-        args = [glslang, "-V", "--target-env", "vulkan1.0", "-o", str(out), str(src)]
+        env = "vulkan1.1" if "GL_KHR_shader_subgroup" in source else "vulkan1.0"
+        args = [glslang, "-V", "--target-env", env, "-o", str(out), str(src)]
         if stage == "hlsl":
             args[1:1] = ["-D", "-S", "comp", "-e", "main"]
         r = subprocess.run(args, capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             raise compile_error(f"glslang ({api})", kernel, source, r.stdout + r.stderr,
                                 GLSLANG_FILE_LINE)
-        v = subprocess.run([val, "--target-env", "vulkan1.0", str(out)], capture_output=True,
+        v = subprocess.run([val, "--target-env", env, str(out)], capture_output=True,
                            text=True, timeout=120)
         if v.returncode != 0:
             raise compile_error("spirv-val", kernel, source, v.stdout + v.stderr)
