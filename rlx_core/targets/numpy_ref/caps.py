@@ -32,5 +32,5 @@ CAPS = Capabilities(
                     note="mpi4py buffer operations on the active communicator")),
     dtype_rules=native_dtypes(ALL_DTYPES),
     note="the semantic oracle: interprets MIR node by node; no composite is native but the "
-         "splatting ops (no decomposition)",
+         "ops without a decomposition (splatting, linear algebra, sparse, collectives)",
 )

@@ -16,9 +16,9 @@ and runs on wgpu (lavapipe in CI) and in headless Chromium; the claims are exact
 - erf has no WGSL builtin: the renderer emits a Taylor series below 0.25 and Abramowitz-Stegun 7.1.26 above (|error| < 1.5e-7);
 - no float atomics: scatter_add runs one invocation per output element that sums its updates
   in index order (deterministic, O(output x indices));
-- splat_project and splat_rasterize run as WGSL of their own (webgpu/splat.py: atomics bin
-  Gaussians into tiles, a bitonic sort per tile, compositing per pixel); their VJPs have no
-  kernels yet (RLX-S020);
+- the splatting ops and their VJPs run as WGSL of their own (webgpu/splat.py: atomics bin
+  Gaussians into tiles, a bitonic sort per tile, compositing per pixel, gradients reduced per
+  tile without float atomics);
 - limits: the WebGPU spec's guaranteed minimums as defaults (max workgroup size 256, 8 storage
   buffers per shader stage, 128 MiB per storage buffer binding); ``WebGpuTarget.caps`` replaces
   them with what the live adapter reports (``CAPS.with_limits(...)``); kernels index with u32,
@@ -39,8 +39,8 @@ CAPS = Capabilities(
     target="webgpu",
     verification="executes",
     claims=(*gpu.claims(DTYPES),
-            OpClaim(SPLAT_OPS, SPLAT_DTYPES, note="splat_project and splat_rasterize: WGSL of "
-                    "their own (webgpu/splat.py: per-tile bitonic sort); no VJP kernels yet")),
+            OpClaim(SPLAT_OPS, SPLAT_DTYPES, note="the splatting ops and their VJPs: WGSL of "
+                    "their own (webgpu/splat.py: per-tile bitonic sort)")),
     dtype_rules=(
         *gpu.dtype_rules("webgpu"),
         DTypeRule("f16", "feature", feature="shader-f16", code="RLX-L003",
