@@ -90,7 +90,10 @@ def load_model_file(path: str | Path) -> tuple[Any, tuple[Any, ...], ModuleType]
     _exec_model(module, spec.loader, p)
     fn = getattr(module, "model", None)
     make_inputs = getattr(module, "example_inputs", None)
-    if not callable(fn) or not callable(make_inputs):
+    from rlx_core.ir.graph import Graph
+
+    # a model may also be a graph built at import (a quantized one: examples/models/mlp_int8.py)
+    if not (callable(fn) or isinstance(fn, Graph)) or not callable(make_inputs):
         raise ModelFileError(
             f"{p} must define model(*inputs) and example_inputs()",
             hint="see the README section 'Model files' (examples/models/mlp.py is one)")
@@ -100,11 +103,34 @@ def load_model_file(path: str | Path) -> tuple[Any, tuple[Any, ...], ModuleType]
     return fn, inputs, module
 
 
+def _write_project(exe: Any, out: str) -> int:
+    """Copy the target's build folder (sources, firmware image / Verilog project, reports)."""
+    import shutil
+
+    folder = exe.program.info.get("project_dir")
+    if not folder:
+        raise OutputPathError(f"target {exe.target} builds no project folder to write",
+                              hint="--out is for targets that build an image (cortex-m, fpga)")
+    dest = Path(out)
+    if dest.exists() and not dest.is_dir():
+        raise OutputPathError(f"cannot write {dest}: it is a file", hint="give a folder")
+    shutil.copytree(folder, dest, dirs_exist_ok=True)
+    report = {k: v for k, v in exe.program.info.items()
+              if k not in ("source", "project_dir") and isinstance(v, dict | list | str | int)}
+    (dest / "rlx_build.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
+    for name in sorted(p.name for p in dest.iterdir()):
+        print(dest / name)
+    return 0
+
+
 def _cmd_compile(args: argparse.Namespace) -> int:
     import rlx_core as rlx
     from rlx_core.ir.printer import print_graph
 
     fn, inputs, _ = load_model_file(args.file)
+    if args.out:
+        return _write_project(rlx.compile(fn, *inputs, target=args.target, policy=args.policy),
+                              args.out)
     if args.emit == "source":
         from rlx_core.targets.registry import get_target
 
@@ -344,6 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--target", default="numpy", help=_targets_help("default numpy"))
     c.add_argument("--emit", choices=("hir", "mir", "lir", "source"), default="lir")
     c.add_argument("--policy", default=None)
+    c.add_argument("--out", default=None,
+                   help="write the target's project folder here (cortex-m: firmware.elf and its "
+                        "sources; fpga: the Verilog project and reports)")
     c.set_defaults(run=_cmd_compile)
 
     e = sub.add_parser("explain", help="dispatch report; exit 1 when not compile-ready")

@@ -80,8 +80,9 @@ def learned_qparams(params: dict) -> tuple[list[QParams], list[QParams]]:
     return xs, ws
 
 
-def convert_qat_mlp(params: dict, example_x: Any) -> Any:
-    """The trained QAT MLP as an int8 graph (quantize -> int_linear -> requantize chain)."""
+def convert_qat_mlp(params: dict, example_x: Any, argmax: bool = False) -> Any:
+    """The trained QAT MLP as an int8 graph (quantize -> int_linear -> requantize chain);
+    ``argmax``: the graph returns (logits, predicted class), as a firmware would."""
     import numpy as np
 
     from rlx_core.frontend.tracer import trace
@@ -90,7 +91,11 @@ def convert_qat_mlp(params: dict, example_x: Any) -> Any:
 
     plain = {k: {"weight": np.asarray(v["weight"], np.float32),
                  "bias": np.asarray(v["bias"], np.float32)} for k, v in params.items()}
-    g = trace(lambda x: mlp_logits(plain, x), example_x)
+    def head(x: Any) -> Any:
+        logits = mlp_logits(plain, x)
+        return (logits, ops.argmax(logits, axis=-1)) if argmax else logits
+
+    g = trace(head, example_x)
     lins = quantizable(g)
     xs, ws = learned_qparams(params)
     act = {n.inputs[0]: p for n, p in zip(lins, xs, strict=True)}

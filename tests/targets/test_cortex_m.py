@@ -171,3 +171,20 @@ def test_arena_is_the_planners_and_reused():
             apart = a.offset + a.size <= b.offset or b.offset + b.size <= a.offset
             assert not live or apart
     assert "malloc" not in src.model_c and f"rlx_arena[{plan.peak_bytes}]" in src.model_c
+
+
+@needs_tools
+def test_cli_writes_the_firmware_project(tmp_path):
+    """rlx compile MODEL --target cortex-m --out DIR: the ELF, its sources and a report."""
+    import json
+    from pathlib import Path
+
+    from rlx_core.cli import main
+
+    model = Path(__file__).resolve().parents[2] / "examples" / "models" / "mlp_int8.py"
+    assert main(["compile", str(model), "--target", "cortex-m", "--out", str(tmp_path)]) == 0
+    names = {p.name for p in tmp_path.iterdir()}
+    assert {"firmware.elf", "model.c", "rlx_nn.h", "link.ld", "rlx_build.json"} <= names
+    assert (tmp_path / "firmware.elf").read_bytes()[:4] == b"\x7fELF"
+    report = json.loads((tmp_path / "rlx_build.json").read_text())
+    assert report["memory"]["weights_bytes"] >= 128 * 784 and report["board"] == "mps2-an386"

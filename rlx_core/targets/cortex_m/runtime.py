@@ -51,50 +51,8 @@ class Firmware:
     def __init__(self, src: FirmwareSource, elf: Elf, board: Board, params: dict[str, Any]):
         self.src, self.elf, self.board, self.params = src, elf, board, params
 
-    # -- host side of the boundary ---------------------------------------------------------
-    def _encode(self, spec: IoSpec, x: Any) -> bytes:
-        import numpy as np
-
-        from rlx_core.targets.numpy_ref import quant_semantics as qs
-
-        arr = np.asarray(x)
-        node = spec.boundary
-        if node is not None:
-            if arr.shape != tuple(node.type.shape):
-                raise FirmwareInputError(f"input {spec.graph_index} has shape {arr.shape}, the "
-                                         f"firmware was built for {tuple(node.type.shape)}",
-                                         hint="compile for this shape (shapes are static)")
-            _, scale, zp = node.inputs
-            arr = qs.quantize(arr.astype(np.float32), self.src.consts[scale],
-                              self.src.consts[zp], int(node.attr("axis")), node.attr("dtype"))
-        elif arr.shape != spec.shape:
-            raise FirmwareInputError(f"input {spec.graph_index} has shape {arr.shape}, the "
-                                     f"firmware was built for {spec.shape}",
-                                     hint="compile for this shape (shapes are static)")
-        return np.ascontiguousarray(arr.astype(dt.to_numpy_name(dt.get(spec.dtype)))).tobytes()
-
-    def _decode(self, spec: IoSpec, raw: bytes) -> Any:
-        import numpy as np
-
-        from rlx_core.targets.numpy_ref import quant_semantics as qs
-
-        arr = np.frombuffer(raw, dt.to_numpy_name(dt.get(spec.dtype))).reshape(spec.shape).copy()
-        node = spec.boundary
-        if node is None:
-            return arr
-        _, scale, zp = node.inputs
-        return qs.dequantize(arr, self.src.consts[scale], self.src.consts[zp],
-                             int(node.attr("axis")))
-
     def check_params(self, params: dict[str, Any]) -> None:
-        import numpy as np
-
-        for name, baked in self.params.items():
-            given = params.get(name, baked)
-            if given is not baked and not np.array_equal(np.asarray(given), np.asarray(baked)):
-                raise BakedWeightsError(f"parameter {name!r} differs from the weights compiled "
-                                        "into the firmware's flash",
-                                        hint="recompile with the new weights")
+        check_params(self.params, params)
 
     # -- running ---------------------------------------------------------------------------
     def run(self, inputs: Sequence[Any], params: dict[str, Any]) -> list[Any]:
@@ -112,7 +70,7 @@ class Firmware:
                 raise FirmwareInputError(f"expected {len(by_index)} inputs, got {len(inputs)}",
                                          hint="pass one array per graph input for every call")
             for spec in specs:  # firmware order
-                blob += self._encode(spec, inputs[spec.graph_index])
+                blob += encode(self.src, spec, inputs[spec.graph_index])
         qemu, why = find_qemu()
         if qemu is None:
             from rlx_core.errors import TargetUnavailableError
@@ -151,7 +109,7 @@ class Firmware:
         for c in range(len(calls)):
             at, row = c * per_call, []
             for spec in self.src.outputs:
-                row.append(self._decode(spec, raw[at:at + spec.nbytes]))
+                row.append(decode(self.src, spec, raw[at:at + spec.nbytes]))
                 at += spec.nbytes
             outs.append(row)
         per_tick = 1_000_000_000 // self.board.clock_hz  # instructions per SysTick tick
@@ -159,9 +117,59 @@ class Firmware:
         return RunResult(outs, instr)
 
 
+# -- the host side of the boundary (shared with the fpga target) ------------------------------
+def encode(src: FirmwareSource, spec: IoSpec, x: Any) -> bytes:
+    """One input as the device reads it: quantized by the reference's rule where the graph
+    starts with ``quantize``, in the device dtype, C order."""
+    import numpy as np
+
+    from rlx_core.targets.numpy_ref import quant_semantics as qs
+
+    arr = np.asarray(x)
+    node = spec.boundary
+    want = tuple(node.type.shape) if node is not None else spec.shape
+    if arr.shape != want:
+        raise FirmwareInputError(f"input {spec.graph_index} has shape {arr.shape}, the "
+                                 f"device was built for {want}",
+                                 hint="compile for this shape (shapes are static)")
+    if node is not None:
+        _, scale, zp = node.inputs
+        arr = qs.quantize(arr.astype(np.float32), src.consts[scale], src.consts[zp],
+                          int(node.attr("axis")), node.attr("dtype"))
+    return np.ascontiguousarray(arr.astype(dt.to_numpy_name(dt.get(spec.dtype)))).tobytes()
+
+
+def decode(src: FirmwareSource, spec: IoSpec, raw: bytes) -> Any:
+    """One output from the device's bytes, dequantized by the reference's rule where the
+    graph ends with ``dequantize``."""
+    import numpy as np
+
+    from rlx_core.targets.numpy_ref import quant_semantics as qs
+
+    arr = np.frombuffer(raw, dt.to_numpy_name(dt.get(spec.dtype))).reshape(spec.shape).copy()
+    node = spec.boundary
+    if node is None:
+        return arr
+    _, scale, zp = node.inputs
+    return qs.dequantize(arr, src.consts[scale], src.consts[zp], int(node.attr("axis")))
+
+
+def check_params(baked: dict[str, Any], params: dict[str, Any]) -> None:
+    """BakedWeightsError when a call passes weights other than those compiled in."""
+    import numpy as np
+
+    for name, value in baked.items():
+        given = params.get(name, value)
+        if given is not value and not np.array_equal(np.asarray(given), np.asarray(value)):
+            raise BakedWeightsError(f"parameter {name!r} differs from the weights compiled "
+                                    "into the device (flash / ROM)",
+                                    hint="recompile with the new weights")
+
+
 def firmware_of(exe: Any) -> Firmware:
-    """The Firmware behind an Executable compiled for cortex-m (for batched runs)."""
-    fw = getattr(exe.program.run_fn, "__self__", None)
+    """The Firmware behind an Executable (or a Program) built for cortex-m (batched runs)."""
+    prog = getattr(exe, "program", exe)
+    fw = getattr(getattr(prog, "run_fn", None), "__self__", None)
     if not isinstance(fw, Firmware):
         raise FirmwareInputError(f"{exe!r} was not compiled for target cortex-m",
                                  hint="rlx.compile(graph, target='cortex-m')")

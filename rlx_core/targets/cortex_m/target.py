@@ -97,7 +97,7 @@ class CortexMTarget:
         elf = build_elf(src.model_c, src.model_h, b, dsp=dsp)
         check_fits(lir.name, src, flash, ram, STACK_BYTES, elf)
         fw = Firmware(src, elf, b, dict(lir.param_data))
-        info = {"board": b.name, "cpu": b.cpu, "machine": b.machine, "elf": str(elf.path),
+        info = {"project_dir": str(elf.path.parent), "board": b.name, "cpu": b.cpu, "machine": b.machine, "elf": str(elf.path),
                 "cache": "hit" if elf.cache_hit else "miss", "dsp": dsp and b.dsp,
                 "memory": {"flash_bytes": elf.flash_bytes, "ram_bytes": elf.ram_bytes,
                            "text": elf.text, "data": elf.data, "bss": elf.bss,
@@ -107,7 +107,10 @@ class CortexMTarget:
                            "stack_bytes": STACK_BYTES, "flash_budget": flash,
                            "ram_budget": ram},
                 "arena": [s.__dict__ for s in src.plan.slots],
-                "steps": src.kernels, "source": src.model_c}
+                "steps": src.kernels, "source": src.model_c,
+                "run": f"qemu-system-arm -M {b.machine} -nographic -monitor none -serial none "
+                       "-icount shift=0 -semihosting-config enable=on,target=native -kernel "
+                       "firmware.elf  (reads rlx_in.bin, writes rlx_out.bin and rlx_ticks.bin)"}
         return Program(run_fn=fw.run, sources={"model.c": src.model_c, "model.h": src.model_h},
                        info=info)
 
