@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from rlx_core.compile_trace import CompileTrace
-from rlx_core.errors import RlxError, TargetUnavailableError
+from rlx_core.errors import RlxError, RlxWarning, TargetUnavailableError
 from rlx_core.frontend.tracer import trace, type_of_example
 from rlx_core.ir.graph import Graph, Level
 from rlx_core.ir.printer import print_graph
@@ -107,11 +107,31 @@ def _guard(args: tuple[Any, ...]) -> tuple[Any, ...]:
 SCM_TARGETS = ("cpu",)
 
 
+class JitFallbackWarning(RlxWarning):
+    """``@rlx.jit`` runs on the numpy reference because the CPU target is installed but
+    unusable here (its cache folder cannot be used): a slow answer, said aloud."""
+
+    code = "RLX-R017"
+
+
 @functools.cache
 def default_jit_target() -> str:
-    """``@rlx.jit``'s default: the CPU target where it can run here, else the numpy reference."""
+    """``@rlx.jit``'s default: the CPU target where it can run here, else the numpy reference.
+    A CPU target that only its cache folder stops (RLX-R013) is not silently replaced: the
+    fallback warns with RLX-R017 and the R013 message (once per process)."""
+    import warnings
+
+    from rlx_core.targets.cpu.cache import CacheDirError
+
     try:
         ok, _ = get_target("cpu").available()
+    except CacheDirError as err:
+        warnings.warn(JitFallbackWarning(
+            f"@rlx.jit runs on the numpy reference (much slower): the cpu target cannot use "
+            f"its cache folder: {str(err).splitlines()[0]}",
+            hint=f"{err.hint}; or pass target='numpy' to choose the reference on purpose"),
+            stacklevel=3)
+        ok = False
     except (RlxError, ImportError):
         ok = False
     return "cpu" if ok else "numpy"

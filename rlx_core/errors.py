@@ -25,6 +25,23 @@ class RlxError(Exception):
         return text
 
 
+class RlxWarning(UserWarning):
+    """Base of every warning rlx gives on purpose: something was worked around (a fallback, a
+    read-only cache) rather than refused. Like an error it has a stable code (docs/errors.md)
+    and a hint; ``warnings.filterwarnings("error", category=RlxWarning)`` turns them into
+    failures."""
+
+    code: str = ""
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        self.message = message
+        self.hint = hint
+        text = f"[{self.code}] {message}"
+        if hint:
+            text += f"\n  hint: {hint}"
+        super().__init__(text)
+
+
 class IRParseError(RlxError):
     """Malformed IR text; ``line`` and ``col`` are 1-based."""
 

@@ -559,6 +559,55 @@ def p_r015(monkeypatch, tmp_path):
     rlx.compile(lambda x: x * 7.0 - 0.5, np.ones((3,), np.float32), target="cpu", record=False)
 
 
+def p_r016(monkeypatch, tmp_path):
+    import errno
+    import os
+    import warnings
+
+    from rlx_core.targets.cpu import cache, toolchain
+
+    ro = tmp_path / "ro"
+    monkeypatch.setattr(cache, "_READY", set())
+    monkeypatch.setattr(cache, "_READ_ONLY", {})
+    monkeypatch.setattr(cache.tempfile, "tempdir", str(tmp_path))  # the private folder
+    monkeypatch.setenv("RLX_CACHE_DIR", str(ro))
+    toolchain.build_shared("int rlx_r016(void) { return 16; }\n")  # fill it
+    cache._READY.clear()
+    real = cache._probe_write
+
+    def read_only(path):  # then the folder turns read-only (root ignores chmod: inject it)
+        if path == ro:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        real(path)
+
+    monkeypatch.setattr(cache, "_probe_write", read_only)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        cache.cache_dir()
+    return [w.message.code for w in got if hasattr(w.message, "code")]
+
+
+def p_r017(monkeypatch, tmp_path):
+    import warnings
+
+    import rlx_core as rlx
+    from rlx_core import api
+    from rlx_core.targets.cpu import cache, toolchain
+
+    monkeypatch.setattr(cache, "_READY", set())
+    monkeypatch.setattr(toolchain, "_COMPILERS", {})
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "a-file"))
+    api.default_jit_target.cache_clear()
+    try:
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            rlx.jit(lambda x: x + 1.0)(np.ones((2,), np.float32))
+    finally:
+        api.default_jit_target.cache_clear()
+    return [w.message.code for w in got if hasattr(w.message, "code")]
+
+
 # ---- targets --------------------------------------------------------------------------------
 
 def p_x001(monkeypatch):
@@ -988,6 +1037,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-R001": p_r001, "RLX-R002": p_r002, "RLX-R003": p_r003, "RLX-R004": p_r004,
     "RLX-R010": p_r010, "RLX-R011": p_r011, "RLX-R012": p_r012,
     "RLX-R013": p_r013, "RLX-R014": p_r014, "RLX-R015": p_r015,
+    "RLX-R016": p_r016, "RLX-R017": p_r017,
     "RLX-V003": p_v003, "RLX-T004": p_t004, "RLX-R030": p_r030, "RLX-R031": p_r031,
     "RLX-X001": p_x001, "RLX-X002": p_x002, "RLX-X003": p_x003, "RLX-X004": p_x004,
     "RLX-J001": p_j001,

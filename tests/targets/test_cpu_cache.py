@@ -249,3 +249,93 @@ def test_a_cache_folder_deleted_mid_process_is_made_again(tmp_path: Path, monkey
     shutil.rmtree(root)  # `rm -rf ~/.cache/rlx` while a notebook runs
     built = toolchain.build_shared("int rlx_cache_probe_d(void) { return 1; }\n")
     assert not built.cache_hit and cache.lookup(built.path)
+
+
+def _mount_read_only(src: Path, dst: Path) -> str:
+    """A read-only bind mount of ``src`` at ``dst`` ("" when done, else why it cannot be)."""
+    dst.mkdir()
+    for cmd in (["mount", "--bind", str(src), str(dst)],
+                ["mount", "-o", "remount,ro,bind", str(dst)]):
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        except OSError as err:
+            return str(err)
+        if r.returncode != 0:
+            subprocess.run(["umount", str(dst)], capture_output=True, timeout=30)
+            return r.stderr.strip() or f"{cmd[0]} exited {r.returncode}"
+    return ""
+
+
+def test_a_filled_read_only_cache_is_used(warm_cache, tmp_path: Path) -> None:
+    """A warm cache on a read-only mount (a container image, a cluster share): a new process
+    compiles and jits from it without writing there, says so once (RLX-R016), and builds what
+    it lacks into a private folder."""
+    root, before = warm_cache
+    ro = tmp_path / "ro"
+    why = _mount_read_only(root, ro)
+    if why:
+        pytest.skip(f"no read-only bind mount here ({why}); the injected variant below runs")
+    try:
+        env = {**os.environ, "RLX_CACHE_DIR": str(ro), "RLX_NUM_THREADS": "1",
+               "TMPDIR": str(tmp_path)}
+        res = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        after = json.loads(res.stdout.strip().splitlines()[-1])
+        assert after["exe"] == before["exe"] and after["jit"] == before["jit"]
+        assert after["cache"] == "hit", after  # the read-only entry, not a rebuild
+        assert "RLX-R016" in res.stderr and str(ro) in res.stderr
+        assert "RLX-R013" not in res.stderr
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True, timeout=30)
+
+
+def test_a_read_only_cache_serves_hits_and_builds_misses_aside(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    """The same, with EROFS injected for every write into the folder: hits come from it, a
+    miss is built into the private folder, nothing is written into the read-only one."""
+    base = tmp_path / "cache"
+    monkeypatch.setenv("RLX_CACHE_DIR", str(base))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(cache.tempfile, "tempdir", None)  # re-read TMPDIR
+    old = toolchain.build_shared("int rlx_cache_probe_ro(void) { return 4; }\n")
+    cache._READY.clear()
+    cache._VERIFIED.clear()
+    listing = sorted(p.name for p in base.iterdir())
+    real_mkstemp = cache.tempfile.mkstemp
+
+    def erofs(*a, **k):
+        if Path(k.get("dir") or a[2]).resolve() == base.resolve():
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        return real_mkstemp(*a, **k)
+
+    monkeypatch.setattr(cache.tempfile, "mkstemp", erofs)
+    with pytest.warns(cache.CacheReadOnlyWarning, match="RLX-R016"):
+        hit = toolchain.build_shared("int rlx_cache_probe_ro(void) { return 4; }\n")
+    miss = toolchain.build_shared("int rlx_cache_probe_ro2(void) { return 5; }\n")
+    assert hit.cache_hit and hit.path == old.path
+    assert not miss.cache_hit and miss.path.parent != base and cache.lookup(miss.path)
+    assert ctypes.CDLL(str(miss.path)).rlx_cache_probe_ro2() == 5
+    assert sorted(p.name for p in base.iterdir()) == listing  # nothing written there
+    cache._READ_ONLY.clear()
+
+
+def test_jit_says_when_it_falls_back_to_numpy(tmp_path: Path, monkeypatch) -> None:
+    """An unusable cache folder stops the cpu target: @rlx.jit's default falls back to the
+    numpy reference with RLX-R017 (and the R013 reason), never silently."""
+    from rlx_core import api
+
+    bad = tmp_path / "a-file"
+    bad.write_text("not a folder")
+    monkeypatch.setenv("RLX_CACHE_DIR", str(bad))
+    monkeypatch.setattr(toolchain, "_COMPILERS", {})  # probe again: it needs the folder
+    api.default_jit_target.cache_clear()
+    try:
+        x = np.arange(3, dtype=np.float32)
+        with pytest.warns(api.JitFallbackWarning, match="RLX-R017") as got:
+            out = rlx.jit(lambda a: a * 2.0)(x)
+        assert "RLX-R013" in str(got[0].message) and str(bad) in str(got[0].message)
+        np.testing.assert_array_equal(np.asarray(out), x * 2)
+    finally:
+        api.default_jit_target.cache_clear()

@@ -29,8 +29,9 @@ from rlx_core.errors import RlxError, TargetUnavailableError
 from rlx_core.targets.cpu.cache import (
     CacheWriteError,
     cache_dir,
-    lookup,
+    find,
     publish,
+    search_path,
     temp_path,
     write_atomic,
 )
@@ -150,7 +151,7 @@ def find_compiler() -> Compiler:
     probe_file = cache_dir() / f"probe-{key}.json"
     isa_flags = detect().flags
     try:
-        comp = _from_record(path, version, json.loads(probe_file.read_text()), isa_flags)
+        comp = _from_record(path, version, json.loads(_read_probe(probe_file.name)), isa_flags)
     except (OSError, ValueError, KeyError, TypeError):  # none yet, or damaged: probe again
         comp = dataclasses.replace(_probe(path, version), isa_flags=isa_flags)
         write_atomic(probe_file, json.dumps({"opt_flags": comp.opt_flags, "openmp": comp.openmp,
@@ -159,6 +160,16 @@ def find_compiler() -> Compiler:
                                              "avx2_fma": comp.avx2_fma}).encode())
     _COMPILERS[key] = comp
     return comp
+
+
+def _read_probe(name: str) -> str:
+    """The probe record ``name`` from the first folder of the cache's search path holding it."""
+    for folder in search_path():
+        try:
+            return (folder / name).read_text()
+        except OSError:
+            continue
+    raise FileNotFoundError(name)
 
 
 def _from_record(path: str, version: str, data: object,
@@ -253,8 +264,9 @@ def build_shared(source: str, *, include_dirs: tuple[str, ...] = (),
     ).hexdigest()
     root = cache_dir()
     so = root / f"{key}.so"
-    if lookup(so):
-        return BuildResult(so, key, True, ())
+    hit = find(so.name)  # (also in a read-only cache folder this one stands in for)
+    if hit is not None:
+        return BuildResult(hit, key, True, ())
     src = root / f"{key}.c"
     write_atomic(src, source.encode())
     tmp = temp_path(so, ".so.tmp")
@@ -324,8 +336,9 @@ def compile_object(source: str, *, include_dirs: tuple[str, ...] = (),
                                     _host()]).encode()).hexdigest()
     root = cache_dir()
     obj = root / f"{key}.o"
-    if lookup(obj):
-        return BuildResult(obj, key, True, ())
+    hit = find(obj.name)  # (also in a read-only cache folder this one stands in for)
+    if hit is not None:
+        return BuildResult(hit, key, True, ())
     src = root / f"{key}.c"
     write_atomic(src, source.encode())
     tmp = temp_path(obj, ".o.tmp")
@@ -351,8 +364,9 @@ def link_shared(objects: tuple[BuildResult, ...], *, library_dirs: tuple[str, ..
                                     comp.version, suffix]).encode()).hexdigest()
     root = cache_dir()
     out = root / f"{key}{suffix}"
-    if lookup(out):
-        return BuildResult(out, key, True, ())
+    hit = find(out.name)  # (also in a read-only cache folder this one stands in for)
+    if hit is not None:
+        return BuildResult(hit, key, True, ())
     tmp = temp_path(out, ".so.tmp")
     cmd = (comp.path, *flags, *(str(o.path) for o in objects), "-o", str(tmp), *links)
     try:
