@@ -2,11 +2,16 @@
 
     %%rlx [--target T[,T...]] [--fn NAME] [--dtype D] [--policy P] [--view V] [--html OUT]
     <cell>
+    %%rlx --ranks N [--micro M] [--schedule 1f1b|gpipe]
+    <cell>
 
 compiles ONE function for the chosen targets and shows its explorer: the one ``--fn`` names;
 else the call in the cell's last expression (``f(x, w)`` compiles ``f`` at those arguments);
 else ``model``; else the only function the cell defines. Inputs come from that call, or from
 ``example_inputs()``; a line above the explorer says which function and which inputs were used.
+With ``--ranks N`` it shows the static distributed view instead, without launching ranks:
+the tensor-parallel partition of the function for N ranks (Megatron pairs found by
+``auto_plan``) and the pipeline schedule of N stages over M micro-batches as a timeline.
 ``%rlx explain EXPR`` (EXPR a call such as ``f(x, w)``) shows the dispatch view for every
 target. A legalization failure shows the failure view; a bad flag or an unknown target shows
 the same message as the ``rlx`` command line, never a traceback.
@@ -32,7 +37,8 @@ class MagicUsageError(RlxError):
     code = "RLX-E101"
 
 
-FLAGS = "flags: --target T[,T] --fn NAME --dtype D --policy P --view V --html OUT"
+FLAGS = ("flags: --target T[,T] --fn NAME --dtype D --policy P --view V --html OUT "
+         "--ranks N [--micro M --schedule 1f1b|gpipe]")
 
 
 class CellTargetError(MagicUsageError):
@@ -49,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--policy", default=None)
     ap.add_argument("--view", default=None, choices=VIEWS)
     ap.add_argument("--html", default=None)
+    ap.add_argument("--ranks", type=int, default=None)
+    ap.add_argument("--micro", type=int, default=4)
+    ap.add_argument("--schedule", default="1f1b", choices=("1f1b", "gpipe"))
     return ap
 
 
@@ -225,6 +234,13 @@ def run_cell(line: str, cell: str, ns: dict[str, Any], shell: Any = None) -> lis
         return []
     chosen = choose(args, call, before, ns)
     inputs = cast_inputs(chosen.inputs, args.dtype)
+    if args.ranks is not None:
+        from IPython.display import HTML
+
+        _show_note(chosen.note())
+        _show(HTML(ranks_view(chosen.fn, inputs, args.ranks, args.micro, args.schedule,
+                              chosen.name)))
+        return []
     status = _status()
     try:
         ex = explore(chosen.fn, *inputs, targets=targets, policy=args.policy,
@@ -239,6 +255,27 @@ def run_cell(line: str, cell: str, ns: dict[str, Any], shell: Any = None) -> lis
     _show_note(chosen.note())
     _show(ex.widget())
     return [ex]
+
+
+def ranks_view(fn: Callable[..., Any], inputs: tuple[Any, ...], ranks: int, micro: int,
+               kind: str, name: str) -> str:
+    """``%%rlx --ranks N``: the static distributed view of ``fn`` as HTML (no MPI)."""
+    import rlx_core as rlx
+    from rlx_core.distributed.tensor_parallel import auto_plan, partition
+    from rlx_explorer.views.distributed import distributed_html, partition_view, simulate_schedule
+
+    if not (isinstance(ranks, int) and ranks >= 1 and micro >= 1):
+        raise MagicUsageError(f"%%rlx --ranks {ranks} --micro {micro}: both must be >= 1",
+                              hint=FLAGS)
+    g = rlx.trace(fn, *inputs)
+    plan = auto_plan(g)
+    view = (partition_view([partition(g, plan, r, ranks) for r in range(ranks)])
+            if plan.column else None)
+    events = simulate_schedule(kind, ranks, micro)
+    note = (f"{ranks} stages, {micro} micro-batches, {kind}, simulated (forward 1, backward 2 "
+            f"units); ideal (p-1)/(m+p-1) = {(ranks - 1) / (micro + ranks - 1):.3f}")
+    title = f"{name} on {ranks} ranks" + ("" if view else " (no Megatron layer pair to split)")
+    return distributed_html(view, events, title=title, pipeline_note=note)
 
 
 def _status() -> Any:

@@ -37,6 +37,7 @@ from rlx_core.distributed.pipeline import (
 from rlx_core.distributed.tensor_parallel import (
     RankProgram,
     TensorParallelPlan,
+    auto_plan,
     bert_plan,
     partition,
     with_gradients,
@@ -46,6 +47,6 @@ __all__ = ["REDUCE_OPS", "Communicator", "init", "DataParallelStep", "data_paral
            "shard_batch", "DEFAULT_TIMEOUT_S", "TIMEOUT_ENV", "CollectiveArgumentError",
            "CollectiveTimeoutError", "MPIUnavailableError", "RankMismatchError", "ShardError",
            "RankCountError", "ShardingError", "PipelineError", "PipelineStep",
-           "ideal_bubble", "schedule", "split_layers", "TensorParallelPlan", "RankProgram", "bert_plan",
+           "ideal_bubble", "schedule", "split_layers", "TensorParallelPlan", "RankProgram", "auto_plan", "bert_plan",
            "partition", "with_gradients", "all_reduce", "replicate",
            "all_gather", "reduce_scatter", "broadcast", "send", "recv"]

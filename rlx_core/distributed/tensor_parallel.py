@@ -63,6 +63,56 @@ def bert_plan() -> TensorParallelPlan:
         row=("*attention.output.dense.weight", "*output.dense.weight"))
 
 
+def _leaf_like(producer: Node | None) -> bool:
+    """A graph input or parameter (no producer), or a constant with all its values written
+    out (small weights and biases are inlined so): something the pass can slice."""
+    return producer is None or (producer.op == "constant"
+                                and isinstance(producer.attr("value"), tuple))
+
+
+def auto_plan(g: Graph) -> TensorParallelPlan:
+    """Megatron's pairs found in ``g``: a ``linear`` whose output reaches, through ops the
+    partition pass can split (elementwise, reshape, transpose, attention), only ``linear``
+    inputs becomes column-parallel and those layers row-parallel (an MLP's fc1/fc2, attention's
+    q/k/v and output projection, an FFN). Layers in no such pair stay replicated."""
+    users, producers = g.users(), g.producers()
+    splittable = {"reshape", "transpose", "attention", *_ELEMENTWISE_HIR}
+
+    def own_weights(n: Node) -> bool:  # weight and bias: leaves used by this layer alone
+        return all(_leaf_like(producers.get(v)) and len(users.get(v, [])) == 1
+                   for v in n.inputs[1:])
+
+    roles: dict[str, str] = {}
+    for n in g.nodes:
+        if n.op != "linear" or n.out.name in roles or not own_weights(n):
+            continue
+        rows, todo, seen, ok = [], [n.out.name], set(), True
+        while todo and ok:
+            v = todo.pop()
+            for u in users.get(v, []):
+                if u.out.name in seen:
+                    continue
+                seen.add(u.out.name)
+                cat = MIR_OPS[u.op].category if u.op in MIR_OPS else ""
+                if (u.op == "linear" and u.inputs[0] == v and own_weights(u)
+                        and roles.get(u.out.name, ROW) == ROW):
+                    rows.append(u)
+                elif u.op in splittable or cat in ("unary", "binary", "cast", "select",
+                                                     "compare"):
+                    todo.append(u.out.name)
+                else:
+                    ok = False
+                    break
+            if v in g.outputs:
+                ok = False
+        if ok and rows:
+            roles[n.out.name] = COLUMN
+            roles.update({r.out.name: ROW for r in rows})
+    column = tuple(producers[k].inputs[1] for k, r in roles.items() if r == COLUMN)
+    row = tuple(producers[k].inputs[1] for k, r in roles.items() if r == ROW)
+    return TensorParallelPlan(column=column, row=row)
+
+
 @dataclass
 class RankProgram:
     """One rank's program: its HIR graph, and how the caller shards the graph inputs.
@@ -129,10 +179,10 @@ class _Partitioner:
             if role == COLUMN and len(n.inputs) > 2:
                 shard.append((n.inputs[2], 0))
             for v, axis in shard:
-                if v in self.producers or len(users.get(v, [])) != 1:
+                if not _leaf_like(self.producers.get(v)) or len(users.get(v, [])) != 1:
                     raise ShardingError(
                         f"{role}-parallel linear %{n.out.name} ({n.loc.where}): its operand "
-                        f"%{v} must be a parameter or input used by this layer alone",
+                        f"%{v} must be a parameter, input or constant used by this layer alone",
                         hint="give each sharded layer its own weight and bias")
                 size = self.values[v].type.shape[axis]
                 if size % self.ranks:
@@ -217,6 +267,14 @@ class _Partitioner:
                 self._emit(Node(n.out, "add", (), n.attrs, n.loc), [total, bias], {}, None)
             else:
                 self.new[n.out.name], self.state[n.out.name] = total, None
+        elif n.out.name in self.weight_axes:  # a small weight or bias inlined as a constant
+            import numpy as np
+
+            t = n.out.type
+            whole = np.array(n.attr("value"), dtype=np.float64).reshape(t.shape)
+            part = shard_array(whole, self.weight_axes[n.out.name], self.rank, self.ranks)
+            self._emit(n, [], {**attrs, "value": tuple(part.ravel().tolist()),
+                               "shape": part.shape}, None)
         elif all(a is None for a in axes):
             self._emit(n, ins, attrs, None)
         else:
@@ -301,5 +359,5 @@ def partition(g: Graph, plan: TensorParallelPlan, rank: int, ranks: int) -> Rank
     return _Partitioner(g, plan, rank, ranks).run()
 
 
-__all__ = ["TensorParallelPlan", "RankProgram", "bert_plan", "partition", "shard_array",
+__all__ = ["TensorParallelPlan", "RankProgram", "auto_plan", "bert_plan", "partition", "shard_array",
            "with_gradients"]

@@ -84,3 +84,17 @@ def test_mlp_training_on_four_ranks() -> None:
     done = run_ranks(4, "tensor_parallel.py", "mlp", timeout_s=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert all(f"rank {k}/4: MLP TP=4 vs 1 process" in done.stdout for k in range(4))
+
+
+def test_auto_plan_finds_the_megatron_pairs() -> None:
+    from rlx_core.distributed import auto_plan
+    from rlx_core.models.mlp import mlp_logits
+
+    params = init_mlp((12, 16, 16, 5), seed=0)
+    g = rlx.trace(lambda x: mlp_logits(params, x), np.ones((4, 12), np.float32))
+    plan = auto_plan(g)  # fc1 -> relu -> fc2 is a pair; fc3 follows a row layer: replicated
+    assert plan == TensorParallelPlan(column=("fc1.param",), row=("fc2.param",))
+    # the 16-element biases are inlined constants: the partition slices them too
+    prog = partition(g, plan, 1, 2)
+    bias = next(n for n in prog.graph.nodes if n.op == "constant" and n.out.type.shape == (8,))
+    assert bias.attr("value") == tuple(float(v) for v in params["fc1"]["bias"][8:])
