@@ -6,15 +6,23 @@ One worker per run serves every target (devices and compiled kernels stay warm b
 A pack of ``n`` cases gets ``case_timeout * (1 + n / 10)`` seconds; past it the worker is
 killed, a fresh one starts, and the pack is split in halves until the case that hangs alone is
 found: its outcome is ``timeout`` (RLX-Z003). The deadline starts once the worker has
-imported rlx (a start on a loaded machine is not a hang). A worker that dies is bisected the same way; the
+imported rlx (a start on a loaded machine is not a hang).
+
+The deadline is CPU time where Linux reports it (``/proc``: the worker, its finished children
+and its live ones, such as a compiler it waits for): on a machine shared with other jobs, or
+under ``nice -n 19``, a pack can wait minutes for a core without hanging. A case that burns no
+CPU at all (a deadlock on a fence) is caught by wall time, ``WALL_FACTOR`` times the deadline. A worker that dies is bisected the same way; the
 case that kills it alone is a ``crash`` (RLX-Z004, with the signal).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
+import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 from rlx_core.errors import RlxError
@@ -36,6 +44,31 @@ class FuzzWorkerDiedError(RlxError):
 
 
 STARTUP_S = 300.0  # a worker's imports on a loaded machine
+WALL_FACTOR = 10.0  # wall-clock deadline (a hang that burns no CPU), in CPU deadlines
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU seconds of ``pid``, its waited-for children and its live children (None without
+    /proc: the deadline is wall time then)."""
+    total = _ticks(pid)
+    if total is None:
+        return None
+    try:
+        children = [c for task in Path(f"/proc/{pid}/task").iterdir()
+                    for c in (task / "children").read_text().split()]
+    except OSError:  # a kernel without CONFIG_PROC_CHILDREN: finished children only
+        children = []
+    return (total + sum(_ticks(int(c)) or 0 for c in children)) / _TICK
+
+
+def _ticks(pid: int) -> int | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    except (OSError, IndexError, ValueError):
+        return None
+
 # (status, detail, output, known) per case, in the order sent
 Result = tuple[str, str, int, str]
 
@@ -100,7 +133,7 @@ class Worker:
             self._start()
         try:
             self._conn.send((target, cases))
-            ready = self._conn.poll(deadline)
+            ready = self._wait(deadline)
             if ready:
                 return self._conn.recv()
         except (EOFError, OSError, BrokenPipeError):
@@ -109,7 +142,8 @@ class Worker:
         self.stop(kill=True)
         if not ready:
             raise FuzzTimeoutError(
-                f"{len(cases)} case(s) on {target} ran past their deadline of {deadline:.0f} s",
+                f"{len(cases)} case(s) on {target} ran past their deadline of {deadline:.0f} s "
+                f"of CPU time (or {WALL_FACTOR * deadline:.0f} s of wall time)",
                 hint="a hang of the target's compiler or kernel: the case is saved; raise "
                      "--case-timeout if the machine is only slow")
         code = proc.exitcode
@@ -119,6 +153,23 @@ class Worker:
             f"the fuzz worker died running {len(cases)} case(s) on {target} ({how})",
             hint="a crash of the target's runtime, driver or compiled code: the case is saved; "
                  "run it alone with rlx_core.testing.runner.run_one to see the fault")
+
+    def _wait(self, deadline: float) -> bool:
+        """True once the worker answers (or dies); False past ``deadline`` CPU seconds (or
+        WALL_FACTOR times that in wall time)."""
+        pid = self._proc.pid
+        cpu0, t0 = cpu_seconds(pid), time.monotonic()
+        while True:
+            wall = time.monotonic() - t0
+            if cpu0 is None:  # no /proc: wall time only
+                return bool(self._conn.poll(max(0.0, deadline - wall)))
+            if self._conn.poll(1.0):
+                return True
+            cpu = cpu_seconds(pid)
+            if cpu is None:  # it died: the recv reports it
+                return True
+            if cpu - cpu0 >= deadline or wall >= WALL_FACTOR * deadline:
+                return False
 
     def stop(self, kill: bool = False) -> None:
         if self._proc is None:

@@ -9,7 +9,7 @@ import numpy as np
 from rlx_core.testing.generator import Case, generate
 from rlx_core.testing.profile import profile_for
 from rlx_core.testing.runner import OK, TIMEOUT
-from rlx_core.testing.watchdog import FuzzWorkerDiedError, GuardedRunner, Worker
+from rlx_core.testing.watchdog import FuzzTimeoutError, FuzzWorkerDiedError, GuardedRunner, Worker
 from tests.dispatch.graphs import GraphMaker
 
 
@@ -54,3 +54,24 @@ def test_a_dead_worker_is_typed_and_replaced() -> None:
     _, results = worker.call("numpy", [case], 60)  # a new worker
     worker.stop()
     assert results[0][0] == OK
+
+
+def test_a_hang_that_burns_no_cpu_is_caught_by_wall_time() -> None:
+    """The deadline is CPU time (a starved pack is not a hang), so a deadlock that burns none
+    (here: the worker stopped with SIGSTOP) falls to the wall-clock limit, WALL_FACTOR times
+    the deadline."""
+    import os
+    import signal
+
+    worker = Worker()
+    case = generate(profile_for("numpy"), (33, 0))
+    worker.call("numpy", [case], 60)
+    os.kill(worker._proc.pid, signal.SIGSTOP)
+    try:
+        worker.call("numpy", [case], 0.3)
+    except FuzzTimeoutError as err:
+        assert err.code == "RLX-Z003" and "wall time" in str(err)
+    else:
+        raise AssertionError("a stopped worker answered")
+    finally:
+        worker.stop()
