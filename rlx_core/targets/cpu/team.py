@@ -42,8 +42,8 @@ SINGLE_PRAGMA = "#pragma omp single nowait"
 # the waiting one no CPU time, and the core goes to whoever can use it. Such a wait is a *late
 # arrival*; a call with two of them, or one in each of two calls in a row, means the machine is
 # oversubscribed, and the program's next calls run on the calling thread alone (no region):
-# first 2 calls, doubling while the next team call is late again, at most RLX_TEAM_MAX_SHRINK,
-# back to 2 after a call on time. One late arrival alone is tolerated: after an idle spell the
+# first for 2 calls and 5 ms, both doubling while the next team call is late again (at most
+# 64 calls and 1 s), back to the first spell after a call on time. One late arrival alone is tolerated: after an idle spell the
 # woken worker may share a CPU with thread 0 until the scheduler moves it (a millisecond).
 BARRIER_C = r"""
 #ifndef RLX_TEAM_SYNC_H
@@ -65,12 +65,15 @@ BARRIER_C = r"""
 #define RLX_CPU_RELAX() ((void)0)
 #endif
 #define RLX_TEAM_SPIN_NS 100000LL    /* 0.1 ms: intra-call imbalance is microseconds */
-#define RLX_TEAM_MAX_SHRINK 32       /* calls on one thread at most before the team is tried */
+#define RLX_TEAM_MAX_SHRINK 64       /* calls on one thread at most before the team is tried */
+#define RLX_TEAM_MIN_SHRINK_NS 5000000LL     /* and time: 5 ms first, */
+#define RLX_TEAM_MAX_SHRINK_NS 1000000000LL  /* 1 s at most */
 typedef struct { atomic_int count; atomic_int gen; atomic_int sleepers; } rlx_team_barrier;
 static rlx_team_barrier rlx_team_bar;  /* one program call runs at a time (the runtime's lock) */
 /* per program (translation unit): late arrivals in this call, the shrink state, counters */
 static atomic_int rlx_team_late;
 static int rlx_team_prev_late, rlx_team_shrink_left, rlx_team_shrink_next = 2;
+static long long rlx_team_shrink_until, rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;
 static long long rlx_team_stat[4];  /* team calls, late arrivals, calls shrunk, shrink spells */
 static atomic_int rlx_team_delay_tid = -1, rlx_team_delay_us;  /* tests: a descheduled thread */
 static inline long long rlx_team_clock_ns(void) {
@@ -121,14 +124,18 @@ static inline void rlx_team_sync(int team) {
         }
     }
 }
-/* the team size of this call: 1 (no region) while the program is shrunk */
+/* the team size of this call: 1 (no region) while the program is shrunk: for a number of
+   calls and a time, both doubling per spell in a row (a probe of the team on a busy machine
+   cost 10x a one-thread call of the MLP step here: spells must grow long to amortise it) */
 static inline int rlx_team_begin(int want) {
     if (want <= 1) return 1;
-    if (rlx_team_shrink_left > 0) {
-        --rlx_team_shrink_left;
+    if (rlx_team_shrink_left > 0
+        || (rlx_team_shrink_until && rlx_team_clock_ns() < rlx_team_shrink_until)) {
+        if (rlx_team_shrink_left > 0) --rlx_team_shrink_left;
         ++rlx_team_stat[2];
         return 1;
     }
+    rlx_team_shrink_until = 0;
     atomic_store_explicit(&rlx_team_late, 0, memory_order_relaxed);
     ++rlx_team_stat[0];
     return want;
@@ -139,11 +146,16 @@ static inline void rlx_team_end(int used) {
     rlx_team_stat[1] += late;
     if (late >= 2 || (late && rlx_team_prev_late)) {
         rlx_team_shrink_left = rlx_team_shrink_next;
+        rlx_team_shrink_until = rlx_team_clock_ns() + rlx_team_shrink_ns;
         ++rlx_team_stat[3];
         if (rlx_team_shrink_next < RLX_TEAM_MAX_SHRINK) rlx_team_shrink_next *= 2;
+        if (rlx_team_shrink_ns < RLX_TEAM_MAX_SHRINK_NS) rlx_team_shrink_ns *= 2;
         rlx_team_prev_late = 0;
     } else {
-        if (!late) rlx_team_shrink_next = 2;
+        if (!late) {
+            rlx_team_shrink_next = 2;
+            rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;
+        }
         rlx_team_prev_late = late > 0;
     }
 }
@@ -240,7 +252,8 @@ def team_functions(prefix: str, team_mode: bool) -> str:
     ``long long <prefix>_regions(void)``: team regions (one per call) opened so far, always 0
     for a program that runs on the calling thread alone. In team mode also
     ``<prefix>_team_stats(long long out[4])`` (team calls, late arrivals, calls shrunk to one
-    thread, shrink spells) and ``<prefix>_team_delay(tid, us)`` (thread ``tid`` sleeps ``us``
+    thread, shrink spells), ``<prefix>_team_reset()`` (forget the shrink state: the next call
+    is a team call) and ``<prefix>_team_delay(tid, us)`` (thread ``tid`` sleeps ``us``
     microseconds at the start of the next team call: a descheduled thread, simulated).
     """
     if not team_mode:
@@ -249,6 +262,9 @@ def team_functions(prefix: str, team_mode: bool) -> str:
             f"    return atomic_load_explicit(&{prefix}_region_count, memory_order_relaxed);\n}}\n"
             f"void {prefix}_team_stats(long long* out) {{\n"
             "    for (int i = 0; i < 4; ++i) out[i] = rlx_team_stat[i];\n}\n"
+            f"void {prefix}_team_reset(void) {{\n"
+            "    rlx_team_shrink_left = 0; rlx_team_shrink_until = 0; rlx_team_prev_late = 0;\n"
+            "    rlx_team_shrink_next = 2; rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;\n}\n"
             f"void {prefix}_team_delay(int tid, int us) {{\n"
             "    atomic_store_explicit(&rlx_team_delay_us, us, memory_order_relaxed);\n"
             "    atomic_store_explicit(&rlx_team_delay_tid, tid, memory_order_relaxed);\n}\n")
