@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlx_core.errors import TraceError
 from rlx_core.frontend import ops
 from rlx_core.frontend.eager import eager
 from rlx_core.frontend.tensor import Tensor
@@ -104,9 +105,10 @@ def _krylov(indptr: Any, indices: Any, data: Any, b: Any, shape: tuple[int, int]
 
 def _solve(method: str, a: CSR, b: Any, tol: float, maxiter: int | None, M: Any,  # noqa: N803
            restart: int, return_info: bool) -> Any:
-    if M not in (None, "jacobi"):
-        raise SparseStructureError(f"preconditioner {M!r} is not available",
-                                   hint="use M=None or M='jacobi'")
+    allowed = (None, "jacobi", "ic0") if method == "cg" else (None, "jacobi")
+    if M not in allowed:
+        raise TraceError(f"preconditioner {M!r} is not available for {method}",
+                         hint=f"use M in {allowed}")
     a = a.tocsr()
     n = a.shape[0]
     x, info = _krylov(a.indptr, a.indices, a.data, b, a.shape, method, M or "none", tol,
@@ -116,8 +118,8 @@ def _solve(method: str, a: CSR, b: Any, tol: float, maxiter: int | None, M: Any,
 
 def cg(a: CSR, b: Any, tol: float = 1e-8, maxiter: int | None = None, M: Any = None,  # noqa: N803
        return_info: bool = False) -> Any:
-    """Conjugate gradients for a symmetric positive definite ``a`` (``M="jacobi"``: Jacobi
-    preconditioning), from x0 = 0 until ||b - a x|| <= tol ||b||. With ``return_info`` also
+    """Conjugate gradients for a symmetric positive definite ``a`` (``M="jacobi"``: Jacobi,
+    ``M="ic0"``: incomplete Cholesky with zero fill-in, applied by one thread), from x0 = 0 until ||b - a x|| <= tol ||b||. With ``return_info`` also
     returns [iterations, relative residual]. The loop runs inside one kernel."""
     return _solve("cg", a, b, tol, maxiter, M, 30, return_info)
 

@@ -82,8 +82,8 @@ def test_products_against_scipy(target, dtype) -> None:
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_solvers(target) -> None:
-    """CG and Jacobi-PCG on a 2-D Poisson matrix (SPD), BiCGSTAB and GMRES(10) on a
-    nonsymmetric convection-diffusion one; all to 1e-10, checked against scipy's solution
+    """CG, Jacobi-PCG and IC(0)-PCG on a 2-D Poisson matrix (SPD), BiCGSTAB and GMRES(10) on
+    a nonsymmetric convection-diffusion one; all to 1e-10, checked against scipy's solution
     and, on cpu, step for step against the reference (same iteration counts)."""
     a = poisson2d(12)
     ns = (a + sp.diags([0.3], [1], shape=a.shape) - sp.diags([0.3], [-1], shape=a.shape)).tocsr()
@@ -98,15 +98,17 @@ def test_solvers(target) -> None:
                 outs += list(solve(mat, b, tol=1e-10, M=pc, return_info=True))
         outs += list(rlx.sparse.gmres(N, b, tol=1e-10, restart=10, M="jacobi",
                                       return_info=True))
+        outs += list(rlx.sparse.cg(A, b, tol=1e-10, M="ic0", return_info=True))
         return tuple(outs)
 
     args = (a.indptr, a.indices, a.data, ns.indptr, ns.indices, ns.data, b)
     got = rlx.compile(f, *args, target=target)(*args)
     ref = rlx.compile(f, *args, target="numpy")(*args)
     exact = (sp.linalg.spsolve(a.tocsc(), b), sp.linalg.spsolve(ns.tocsc(), b))
+    assert got[11][0] < got[1][0] / 2  # IC(0) more than halves CG's iterations here
     for i in range(0, len(got), 2):
         x, info = got[i], got[i + 1]
-        want = exact[0] if i < 4 else exact[1]
+        want = exact[0] if i < 4 or i == 10 else exact[1]
         assert 0 < info[0] < 400 and info[1] <= 1e-10, (i, info)
         np.testing.assert_allclose(x, want, rtol=1e-7, atol=1e-8)
         assert abs(info[0] - ref[i + 1][0]) <= 1  # the reference's algorithm, step for step
@@ -123,8 +125,9 @@ def test_solver_on_two_threads() -> None:
     b = RNG.standard_normal(a.shape[0])
 
     def f(v, b):
-        return rlx.sparse.cg(rlx.sparse.csr(a.indptr, a.indices, v, a.shape), b, tol=1e-9,
-                             M="jacobi", return_info=True)
+        m = rlx.sparse.csr(a.indptr, a.indices, v, a.shape)
+        return (*rlx.sparse.cg(m, b, tol=1e-9, M="jacobi", return_info=True),
+                *rlx.sparse.cg(m, b, tol=1e-9, M="ic0", return_info=True))
 
     exe = rlx.compile(f, a.data, b, target="cpu")
     before = num_threads()
@@ -136,9 +139,10 @@ def test_solver_on_two_threads() -> None:
     finally:
         set_num_threads(before)
     for two in runs:
-        np.testing.assert_array_equal(two[0], runs[0][0])
-        np.testing.assert_allclose(two[0], one[0], rtol=1e-10)
-        assert abs(two[1][0] - one[1][0]) <= 1 and two[1][1] <= 1e-9
+        for i in (0, 2):
+            np.testing.assert_array_equal(two[i], runs[0][i])
+            np.testing.assert_allclose(two[i], one[i], rtol=1e-10)
+            assert abs(two[i + 1][0] - one[i + 1][0]) <= 1 and two[i + 1][1] <= 1e-9
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -27,7 +27,7 @@ T = TensorType
 SPARSE_DTYPES: tuple[str, ...] = ("f32", "f64")
 SPARSE_OPS: tuple[str, ...] = ("spmv", "spmm", "sddmm", "krylov_solve")
 KRYLOV_METHODS: tuple[str, ...] = ("cg", "bicgstab", "gmres")
-PRECONDITIONERS: tuple[str, ...] = ("none", "jacobi")
+PRECONDITIONERS: tuple[str, ...] = ("none", "jacobi", "ic0")
 
 
 def _structure(op: str, indptr: T, indices: T, a: dict[str, Any]) -> tuple[int, int, int]:
@@ -90,6 +90,9 @@ def _krylov(ins: list[T], a: dict[str, Any]) -> T:
             f"method must be one of {', '.join(KRYLOV_METHODS)}, got {a['method']!r}")
     require(a["precond"] in PRECONDITIONERS, "krylov_solve",
             f"precond must be one of {', '.join(PRECONDITIONERS)}, got {a['precond']!r}")
+    require(a["precond"] != "ic0" or a["method"] == "cg", "krylov_solve",
+            f"the ic0 preconditioner is implemented for cg, not {a['method']}",
+            hint="use precond='jacobi' with bicgstab or gmres")
     require(a["maxiter"] >= 0 and a["restart"] >= 1 and a["tol"] >= 0, "krylov_solve",
             "maxiter >= 0, restart >= 1 and tol >= 0 are required")
     return T(b.dtype, (rows + 2,))
@@ -113,7 +116,8 @@ def sparse_defs() -> dict[str, OpDef]:
         {"shape": shape, "method": AttrSpec("str", "cg"), "precond": AttrSpec("str", "none"),
          "tol": AttrSpec("float", 1e-8), "maxiter": AttrSpec("int", 1000),
          "restart": AttrSpec("int", 30)}, _krylov,
-        "packed (x, iterations, relative residual) of A x = b by cg, bicgstab or gmres(restart)"
+        "packed (x, iterations, relative residual) of A x = b by cg (preconditioned: none, "
+        "jacobi, ic0), bicgstab or gmres(restart) (none, jacobi)"
         ", from x0 = 0, until ||b - A x|| <= tol ||b|| or maxiter iterations; the whole "
         "loop runs in the kernel")
     return t

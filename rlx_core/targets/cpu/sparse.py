@@ -246,6 +246,149 @@ static void rlx_cg_@X@(int n, const int *ip, const int *ix, const @T@ *v, const 
     rlx_kr_done_@X@(tid, team, n, x, it, rnorm / bnorm);
 }
 
+/*@ kr_ic0 @*/
+/* IC(0): L with tril(A)'s pattern (duplicates summed, columns sorted, the diagonal last and
+   added if missing), A ~ L L^T, row by row; a pivot <= 0 becomes sqrt(|a_ii|) (1 if a_ii is
+   0). *lp, *lj, *lx are malloc'ed (0 when out of memory). One thread. */
+static void rlx_kr_ic0_@X@(int n, const int *ip, const int *ix, const @T@ *v, int **lp_out,
+                           int **lj_out, double **lx_out) {
+    int64_t cnt = n;
+    for (int r = 0; r < n; ++r)
+        for (int e = ip[r]; e < ip[r + 1]; ++e) cnt += ix[e] <= r;
+    int *lp = (int *)malloc(sizeof(int) * (size_t)(n + 1));
+    int *lj = (int *)malloc(sizeof(int) * (size_t)cnt);
+    double *lx = (double *)malloc(sizeof(double) * (size_t)cnt);
+    *lp_out = lp; *lj_out = lj; *lx_out = lx;
+    if (!lp || !lj || !lx) return;
+    int at = 0;
+    lp[0] = 0;
+    for (int r = 0; r < n; ++r) {
+        const int start = at;
+        for (int e = ip[r]; e < ip[r + 1]; ++e) {
+            const int c = ix[e];
+            if (c > r) continue;
+            int pos = start;
+            while (pos < at && lj[pos] < c) ++pos;
+            if (pos < at && lj[pos] == c) { lx[pos] += v[e]; continue; }
+            for (int q = at; q > pos; --q) { lj[q] = lj[q - 1]; lx[q] = lx[q - 1]; }
+            lj[pos] = c;
+            lx[pos] = v[e];
+            ++at;
+        }
+        if (at == start || lj[at - 1] != r) { lj[at] = r; lx[at] = 0; ++at; }
+        lp[r + 1] = at;
+    }
+    for (int i = 0; i < n; ++i) {
+        const int di = lp[i + 1] - 1;
+        for (int a = lp[i]; a < di; ++a) {
+            const int k = lj[a], ek = lp[k + 1] - 1;
+            double s = lx[a];
+            int p1 = lp[i], p2 = lp[k];
+            while (p1 < a && p2 < ek) {
+                if (lj[p1] == lj[p2]) s -= lx[p1++] * lx[p2++];
+                else if (lj[p1] < lj[p2]) ++p1;
+                else ++p2;
+            }
+            lx[a] = s / lx[ek];
+        }
+        const double aii = lx[di];
+        double d = aii;
+        for (int a = lp[i]; a < di; ++a) d -= lx[a] * lx[a];
+        lx[di] = d > 0 ? sqrt(d) : (aii != 0 ? sqrt(fabs(aii)) : 1.0);
+    }
+}
+
+/* z = (L L^T)^-1 r (forward, then backward substitution); returns r . z. One thread. */
+static double rlx_kr_ic0_apply_@X@(int n, const int *lp, const int *lj, const double *lx,
+                                   const @T@ *r, @T@ *z) {
+    for (int i = 0; i < n; ++i) {
+        double s = r[i];
+        for (int a = lp[i]; a < lp[i + 1] - 1; ++a) s -= lx[a] * z[lj[a]];
+        z[i] = (@T@)(s / lx[lp[i + 1] - 1]);
+    }
+    for (int i = n - 1; i >= 0; --i) {
+        const double zi = z[i] / lx[lp[i + 1] - 1];
+        z[i] = (@T@)zi;
+        for (int a = lp[i]; a < lp[i + 1] - 1; ++a) z[lj[a]] = (@T@)(z[lj[a]] - lx[a] * zi);
+    }
+    double rz = 0;
+    for (int i = 0; i < n; ++i) rz += (double)r[i] * z[i];
+    return rz;
+}
+
+/*@ cg_ic0 @*/
+/* CG preconditioned with IC(0): as rlx_cg, with z = M^-1 r computed by thread 0 (the two
+   triangular solves are sequential) between two barriers */
+static void rlx_cg_ic0_@X@(int n, const int *ip, const int *ix, const @T@ *v, const @T@ *b,
+                           @T@ *x, double tol, int maxiter) {
+    const int tid = rlx_kr_tid(), team = rlx_kr_team();
+    static int *lp, *lj;
+    static double *lx;
+    if (!rlx_kr_alloc_@X@(tid, team, n, 4)) {
+        if (tid == 0) for (int i = 0; i < n + 2; ++i) x[i] = (@T@)NAN;
+        return;
+    }
+    double *part = (double *)rlx_kr_mem;
+    @T@ *r = (@T@ *)(part + 16 * team), *p = r + n, *q = p + n, *z = q + n;
+    const int r0 = rlx_kr_cut(ip, n, tid, team), r1 = rlx_kr_cut(ip, n, tid + 1, team);
+    int gen = 0, it = 0;
+    double s[2] = {0, 0};
+    for (int i = r0; i < r1; ++i) {
+        x[i] = 0;
+        r[i] = b[i];
+        s[1] += (double)b[i] * b[i];
+    }
+    rlx_kr_reduce(part, tid, team, s, 2, &gen);
+    const double bnorm = sqrt(s[1]);
+    double rnorm = bnorm;
+    if (tid == 0) {
+        rlx_kr_ic0_@X@(n, ip, ix, v, &lp, &lj, &lx);
+        part[16 * team - 1] = (lp && lj && lx) ? rlx_kr_ic0_apply_@X@(n, lp, lj, lx, r, z) : NAN;
+    }
+    rlx_kr_sync(team);
+    double rz = part[16 * team - 1];
+    int failed = rz != rz;
+    if (bnorm == 0 || failed) {
+        if (failed && tid == 0) for (int i = 0; i < n; ++i) x[i] = (@T@)NAN;
+        goto done;
+    }
+    for (int i = r0; i < r1; ++i) p[i] = z[i];
+    rlx_kr_sync(team);
+    while (it < maxiter) {
+        ++it;
+        double pq = 0;
+        for (int i = r0; i < r1; ++i) {
+            double acc = 0;
+            for (int e = ip[i]; e < ip[i + 1]; ++e) acc += (double)v[e] * p[ix[e]];
+            q[i] = (@T@)acc;
+            pq += (double)p[i] * q[i];
+        }
+        rlx_kr_reduce(part, tid, team, &pq, 1, &gen);
+        if (pq == 0) break;
+        const double alpha = rz / pq;
+        double t = 0;
+        for (int i = r0; i < r1; ++i) {
+            x[i] += (@T@)(alpha * p[i]);
+            r[i] -= (@T@)(alpha * q[i]);
+            t += (double)r[i] * r[i];
+        }
+        rlx_kr_reduce(part, tid, team, &t, 1, &gen);
+        rnorm = sqrt(t);
+        if (rnorm <= tol * bnorm) break;
+        if (tid == 0) part[16 * team - 1] = rlx_kr_ic0_apply_@X@(n, lp, lj, lx, r, z);
+        rlx_kr_sync(team);
+        const double rz_new = part[16 * team - 1];
+        rlx_kr_sync(team);  /* everyone has read it before thread 0 writes the next one */
+        const double beta = rz_new / rz;
+        rz = rz_new;
+        for (int i = r0; i < r1; ++i) p[i] = (@T@)(z[i] + beta * p[i]);
+        rlx_kr_sync(team);
+    }
+done:
+    if (tid == 0) { free(lp); free(lj); free(lx); lp = 0; lj = 0; lx = 0; }
+    rlx_kr_done_@X@(tid, team, n, x, it, bnorm == 0 ? 0.0 : rnorm / bnorm);
+}
+
 /*@ bicgstab @*/
 static void rlx_bicgstab_@X@(int n, const int *ip, const int *ix, const @T@ *v, const @T@ *b,
                              @T@ *x, int jacobi, double tol, int maxiter) {
@@ -454,7 +597,7 @@ def _chunks() -> dict[str, str]:
 CHUNKS = _chunks()
 # what each entry point calls besides itself
 NEEDS = {"cg": ("kr_dinv", "kr_alloc", "kr_done"), "bicgstab": ("kr_dinv", "kr_alloc", "kr_done"),
-         "gmres": ("kr_dinv", "kr_alloc", "kr_done")}
+         "gmres": ("kr_dinv", "kr_alloc", "kr_done"), "cg_ic0": ("kr_alloc", "kr_done", "kr_ic0")}
 
 
 def source(names: tuple[str, ...], letter: str) -> str:
@@ -486,16 +629,18 @@ def emit_sparse(env: KernelEnv, w: Writer, node: Node) -> str:
         method = node.attr("method")
         if method not in KRYLOV_METHODS:
             raise RenderError(f"krylov_solve: unknown method {method!r}")
-        env.preamble.append(source((method,), x))
-        jacobi = int(node.attr("precond") == "jacobi")
-        args = (f"{rows}, {ip}, {ix}, {third.ptr}, {fourth.ptr}, {out.ptr}, {jacobi}, "
+        precond = node.attr("precond")
+        fn = "cg_ic0" if precond == "ic0" else method
+        env.preamble.append(source((fn,), x))
+        jacobi = "" if precond == "ic0" else f"{int(precond == 'jacobi')}, "
+        args = (f"{rows}, {ip}, {ix}, {third.ptr}, {fourth.ptr}, {out.ptr}, {jacobi}"
                 f"{float(node.attr('tol'))!r}, {int(node.attr('maxiter'))}")
         if method == "gmres":
             args += f", {int(node.attr('restart'))}"
         w.line(TEAM_BLOCK)
-        w.line(f"    rlx_{method}_{x}({args});")
+        w.line(f"    rlx_{fn}_{x}({args});")
         w.line("}")
-        return f"{IMPL}-{method}"
+        return f"{IMPL}-{fn}"
     k = third.type.shape[1] if node.op == "sddmm" else 1 if node.op == "spmv" else \
         fourth.type.shape[1]
     transposed = node.op != "sddmm" and bool(node.attr("transpose"))

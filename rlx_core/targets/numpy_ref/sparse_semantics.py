@@ -11,7 +11,9 @@
   (x, iterations, residual / ||b||). b = 0 gives x = 0 after 0 iterations. A breakdown
   (p.Ap = 0 in cg, rho = 0 or omega = 0 in bicgstab, a zero Arnoldi vector in gmres) stops
   the loop with the current iterate. The Jacobi preconditioner divides by the diagonal (the
-  sum of the stored (i, i) entries); a zero diagonal entry is treated as 1.
+  sum of the stored (i, i) entries); a zero diagonal entry is treated as 1. IC(0) (cg only)
+  is ``ic0`` below, applied as two triangular solves; the same breakdown fallback as the
+  kernel
   The algorithms, step for step, are those of the CPU kernel (rlx_core/targets/cpu/sparse.py).
 """
 
@@ -59,13 +61,73 @@ def _jacobi(rows: int, r: Array, c: Array, v: Array) -> Array:
     return 1.0 / np.where(d == 0, 1.0, d)
 
 
-def _cg(mv: MatVec, m: Array, b: Array, tol: float, maxiter: int) -> tuple[Array, int, float]:
+def ic0(rows: int, indptr: Array, indices: Array, values: Array
+        ) -> tuple[list[list[int]], list[list[float]]]:
+    """IC(0) as the CPU kernel computes it: per row, tril(A)'s columns sorted with duplicates
+    summed and the diagonal last (added as 0 if missing); L[i, k] = (a_ik - sum_j L[i, j]
+    L[k, j]) / L[k, k] over the common columns j < k, L[i, i] = sqrt(a_ii - sum_j L[i, j]^2),
+    a pivot <= 0 replaced by sqrt(|a_ii|) (1 when a_ii = 0)."""
+    cols: list[list[int]] = []
+    vals: list[list[float]] = []
+    for r in range(rows):
+        row: dict[int, float] = {}
+        for e in range(int(indptr[r]), int(indptr[r + 1])):
+            c = int(indices[e])
+            if c <= r:
+                row[c] = row.get(c, 0.0) + float(values[e])
+        row.setdefault(r, 0.0)
+        order = sorted(row)
+        cols.append(order)
+        vals.append([row[c] for c in order])
+    for i in range(rows):
+        ci, li = cols[i], vals[i]
+        for a in range(len(ci) - 1):
+            k = ci[a]
+            ck, lk = cols[k], vals[k]
+            s = li[a]
+            p1 = p2 = 0
+            while p1 < a and p2 < len(ck) - 1:  # the sorted merge of the kernel
+                if ci[p1] == ck[p2]:
+                    s -= li[p1] * lk[p2]
+                    p1, p2 = p1 + 1, p2 + 1
+                elif ci[p1] < ck[p2]:
+                    p1 += 1
+                else:
+                    p2 += 1
+            li[a] = s / lk[-1]
+        aii = li[-1]
+        d = aii - sum(x * x for x in li[:-1])
+        li[-1] = float(np.sqrt(d)) if d > 0 else (float(np.sqrt(abs(aii))) if aii else 1.0)
+    return cols, vals
+
+
+def _ic0_apply(cols: list[list[int]], vals: list[list[float]], r: Array) -> Array:
+    z = np.zeros_like(r)
+    n = len(r)
+    for i in range(n):
+        s = r[i] - sum(v * z[c] for c, v in zip(cols[i][:-1], vals[i][:-1], strict=True))
+        z[i] = s / vals[i][-1]
+    for i in range(n - 1, -1, -1):
+        z[i] = z[i] / vals[i][-1]
+        for c, v in zip(cols[i][:-1], vals[i][:-1], strict=True):
+            z[c] -= v * z[i]
+    return z
+
+
+def _cg(mv: MatVec, m: Any, b: Array, tol: float, maxiter: int) -> tuple[Array, int, float]:
+    """CG; ``m`` is the preconditioner: a vector (diagonal) or a function of r."""
+    if not callable(m):
+        diag = m
+
+        def m(r: Array) -> Array:
+            return diag * r
+
     x = np.zeros_like(b)
     bnorm = float(np.linalg.norm(b))
     if bnorm == 0:
         return x, 0, 0.0
     r = b.copy()
-    z = m * r
+    z = m(r)
     p = z.copy()
     rz = float(r @ z)
     rnorm, it = bnorm, 0
@@ -81,7 +143,7 @@ def _cg(mv: MatVec, m: Array, b: Array, tol: float, maxiter: int) -> tuple[Array
         rnorm = float(np.linalg.norm(r))
         if rnorm <= tol * bnorm:
             break
-        z = m * r
+        z = m(r)
         rz_new = float(r @ z)
         p = z + (rz_new / rz) * p
         rz = rz_new
@@ -199,7 +261,13 @@ def eval_sparse(op: str, a: dict[str, Any], args: list[Array], t: TensorType) ->
     def mv(z: Array) -> Array:
         return _apply(rows, cols, r, c, v, z, False)
 
-    m = _jacobi(rows, r, c, v) if a["precond"] == "jacobi" else np.ones(rows)
+    m: Any = _jacobi(rows, r, c, v) if a["precond"] == "jacobi" else np.ones(rows)
+    if a["precond"] == "ic0":
+        factor = ic0(rows, indptr, indices, v)
+
+        def m(z: Array) -> Array:
+            return _ic0_apply(*factor, z)
+
     tol, maxiter = float(a["tol"]), int(a["maxiter"])
     if a["method"] == "cg":
         x, it, rel = _cg(mv, m, b, tol, maxiter)
