@@ -19,6 +19,9 @@ and runs on wgpu (lavapipe in CI) and in headless Chromium; the claims are exact
 - the splatting ops and their VJPs run as WGSL of their own (webgpu/splat.py: atomics bin
   Gaussians into tiles, a bitonic sort per tile, compositing per pixel, gradients reduced per
   tile without float atomics);
+- spmv, spmm (not transposed) and sddmm in f32 run as WGSL of their own (webgpu/sparse.py,
+  one invocation per CSR row); the transposed products, the Krylov solvers and the dense
+  linear algebra ops have no kernels (RLX-L006 / RLX-S002);
 - limits: the WebGPU spec's guaranteed minimums as defaults (max workgroup size 256, 8 storage
   buffers per shader stage, 128 MiB per storage buffer binding); ``WebGpuTarget.caps`` replaces
   them with what the live adapter reports (``CAPS.with_limits(...)``); kernels index with u32,
@@ -27,8 +30,9 @@ and runs on wgpu (lavapipe in CI) and in headless Chromium; the claims are exact
 
 from __future__ import annotations
 
-from rlx_core.dispatch.capabilities import Capabilities, DTypeRule, Limits, OpClaim
+from rlx_core.dispatch.capabilities import Capabilities, Constraint, DTypeRule, Limits, OpClaim
 from rlx_core.targets.gpu_common import caps as gpu
+from rlx_core.targets.webgpu.sparse import DTYPES as CSR_DTYPES
 from rlx_core.targets.webgpu.splat import DTYPES as SPLAT_DTYPES
 from rlx_core.targets.webgpu.splat import OPS as SPLAT_OPS
 
@@ -40,7 +44,12 @@ CAPS = Capabilities(
     verification="executes",
     claims=(*gpu.claims(DTYPES),
             OpClaim(SPLAT_OPS, SPLAT_DTYPES, note="the splatting ops and their VJPs: WGSL of "
-                    "their own (webgpu/splat.py: per-tile bitonic sort)")),
+                    "their own (webgpu/splat.py: per-tile bitonic sort)"),
+            OpClaim(("spmv", "spmm"), CSR_DTYPES, constraints=(Constraint(
+                "attr_in", "transpose", (False,),
+                why="A^T x scatters into shared entries and WGSL has no float atomics"),),
+                note="CSR, one invocation per row (webgpu/sparse.py)"),
+            OpClaim(("sddmm",), CSR_DTYPES, note="CSR, one invocation per row")),
     dtype_rules=(
         *gpu.dtype_rules("webgpu"),
         DTypeRule("f16", "feature", feature="shader-f16", code="RLX-L003",
