@@ -85,13 +85,13 @@ PYEOF
 CONF=$RES/gpu_check-$SLUG-conformance.txt
 say "conformance on the GPU -> ${CONF#$ROOT/}"
 JOBS=$("$PY" -c "import os; print(min(8, max(1, len(os.sched_getaffinity(0)) // 2)))")
-timeout 360 "$PY" -m pytest tests/targets/test_cuda_runtime.py tests/conformance -k cuda \
+timeout 300 "$PY" -m pytest tests/targets/test_cuda_runtime.py tests/conformance -k cuda \
     -q -rs -p no:cacheprovider -n "$JOBS" >"$CONF" 2>&1
 CONF_RC=$?
 tail -5 "$CONF"
 
 # -- 2. MiniLM, MLP step, timings -----------------------------------------------------------
-timeout 240 "$PY" benchmarks/gpu_check.py --out "$RES"
+timeout 180 "$PY" benchmarks/gpu_check.py --out "$RES"
 MODEL_RC=$?
 if [ -n "$OUT" ]; then
     mkdir -p "$OUT" && cp "$RES"/gpu_check-"$SLUG"* "$OUT"/ 2>/dev/null

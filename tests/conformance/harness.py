@@ -1,13 +1,16 @@
 """The conformance harness: which targets take part, what they claim, inputs, comparison.
 
 Every target in the registry takes part; one that cannot load, is unavailable here, or only
-compile-checks its source is skipped with the reason it gives. A target is compared with the
+compile-checks its source is skipped with the reason it gives. ``RLX_CONFORMANCE_CHECK=cuda,
+rocm,metal`` builds every case on those compile-check targets instead (their vendor checker
+runs over its kernels) and skips it with what passed: a checker rejection fails the case. A target is compared with the
 numpy reference: MIR graphs against the op-by-op interpreter (the semantic oracle), HIR graphs
 against the numpy target's own compile (same decompositions, so f16/bf16 compare tightly).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -24,6 +27,10 @@ from rlx_core.targets.registry import get_target, target_names
 from tests.conftest import TOLERANCE
 
 TARGETS: tuple[str, ...] = target_names()
+# compile-check targets whose checker runs over every case (see the module docstring)
+CHECK_ONLY: tuple[str, ...] = tuple(t for t in os.environ.get("RLX_CONFORMANCE_CHECK",
+                                                              "").split(",") if t)
+CHECKED = "compiled and checked, not executed here"
 TESTED_DTYPES: tuple[str, ...] = tuple(d.name for d in dt.ALL)
 
 
@@ -36,14 +43,19 @@ def executable_target(name: str) -> Any:
     ok, why = tgt.available()
     if not ok:
         pytest.skip(f"target {name} unavailable here: {why}")
+    ok, why = executes_here(tgt)
+    if not ok and name not in CHECK_ONLY:
+        pytest.skip(f"target {name} is {tgt.verification} here, not executed{why}")
+    return tgt
+
+
+def executes_here(tgt: Any) -> tuple[bool, str]:
+    """(True, "") when the target runs kernels on this machine, else (False, ": why")."""
     runs_here = getattr(tgt, "executes_here", None)  # a compile-check target with a device
     if runs_here is not None:
         ok, why = runs_here()
-        if not ok:
-            pytest.skip(f"target {name} is {tgt.verification} here, not executed: {why}")
-    elif not getattr(tgt, "verification", "executes").startswith("executes"):  # or (emulated)
-        pytest.skip(f"target {name} is {tgt.verification} here, not executed")
-    return tgt
+        return ok, ("" if ok else f": {why}")
+    return getattr(tgt, "verification", "executes").startswith("executes"), ""  # or (emulated)
 
 
 def claims(tgt: Any, op: str, *dtypes: str) -> bool:
@@ -100,6 +112,8 @@ def compare(name: str, got: Any, want: Any, dtype: str, what: str, scale: float 
 
 def run_on(name: str, g: Graph, inputs: list[np.ndarray]) -> list[np.ndarray]:
     exe = rlx.compile(g, target=name, record=False)
+    if name in CHECK_ONLY and not executes_here(get_target(name))[0]:
+        pytest.skip(f"{CHECKED}: {exe.program.info.get('checked', '')}")
     out = exe(*inputs)
     return list(out) if isinstance(out, tuple) else [out]
 
