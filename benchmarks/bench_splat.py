@@ -53,7 +53,7 @@ def scene_args(n: int, size: int) -> tuple[Any, ...]:
     return (*g.arrays(), scene.orbit(30.0, 20.0, 3.2), scene.intrinsics(size, size))
 
 
-def case(n: int, size: int, runs: int, budget_s: float) -> dict[str, Any]:
+def case(n: int, size: int, runs: int, budget_s: float, webgpu: str = "all") -> dict[str, Any]:
     import numpy as np
     import torch
 
@@ -92,21 +92,28 @@ def case(n: int, size: int, runs: int, budget_s: float) -> dict[str, Any]:
             t.grad = None
         (ts.render(*tt, view, K, size, size) * g_t).sum().backward()
 
+    say(f"  rlx-cpu compiled and ran in {out['compile_s']:.1f} s")
     out["diff_torch"] = float(np.abs(torch_f().numpy() - ref).max())
+    say(f"  torch checked: max diff {out['diff_torch']:.1e}")
     fwd = {"rlx-cpu": lambda: cpu_f(*args), "torch": torch_f}
     fb = {"rlx-cpu": lambda: cpu_fb(*args, gimg), "torch": torch_fb}
     ok, why = get_target("webgpu").available()
+    if webgpu == "none":
+        ok, why = False, "left out (--webgpu none)"
     if ok:
         gpu_f = rlx.jit(render, target="webgpu")
         out["diff_webgpu"] = float(np.abs(np.asarray(gpu_f(*args)) - ref).max())
         fwd["rlx-webgpu"] = lambda: gpu_f(*args)
+        say(f"  webgpu forward checked: max diff {out['diff_webgpu']:.1e}")
+    if ok and webgpu == "all":
         gpu_fb = rlx.jit(lambda *a: (lambda v, gr: (v, *gr))(*vg(*a)), target="webgpu")
         want = [np.asarray(x) for x in cpu_fb(*args, gimg)[1:]]
         got = [np.asarray(x) for x in gpu_fb(*args, gimg)[1:]]
         out["grad_rel_diff_webgpu"] = max(float(np.abs(a - b).max() / (np.abs(b).max() + 1e-30))
                                           for a, b in zip(got, want, strict=True))
         fb["rlx-webgpu"] = lambda: gpu_fb(*args, gimg)
-    else:
+        say(f"  webgpu gradients checked: {out['grad_rel_diff_webgpu']:.1e} relative")
+    if not ok:
         out["webgpu"] = why
     out["forward"] = interleaved(fwd, runs, 1, budget_s)
     out["forward_backward"] = interleaved(fb, runs, 1, budget_s)
@@ -168,7 +175,7 @@ def fit(gaussians: int, views: int, steps: int, size: int) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--gaussians", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--gaussians", type=int, nargs="*", default=[10_000, 100_000])
     ap.add_argument("--sizes", type=int, nargs="+", default=[256, 512])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=5)
@@ -179,6 +186,8 @@ def main() -> None:
     ap.add_argument("--fit-size", type=int, default=64)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-fit", action="store_true")
+    ap.add_argument("--webgpu", choices=("all", "forward", "none"), default="all",
+                    help="which webgpu peers to time (lavapipe is slow on a shared CPU)")
     ap.add_argument("--stem", default="splat", help="results file stem (before the CPU)")
     a = ap.parse_args()
     if a.quick:
@@ -193,7 +202,7 @@ def main() -> None:
     for n in a.gaussians:
         for size in a.sizes:
             say(f"{n} Gaussians at {size}x{size} ...")
-            c = case(n, size, a.runs, a.budget)
+            c = case(n, size, a.runs, a.budget, a.webgpu)
             cases.append(c)
             say("  forward ms: " + ", ".join(f"{k} {v.p50 * 1e3:.1f}"
                                               for k, v in c["forward"].items()))
