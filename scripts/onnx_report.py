@@ -3,6 +3,8 @@ and write the committed report (docs/onnx-report.md and docs/onnx-report.json).
 
     python scripts/onnx_report.py                      # numpy, cpu, webgpu (those available)
     python scripts/onnx_report.py --targets cpu -j 2   # one target, two worker processes
+    python scripts/onnx_report.py --targets opencl,opengl,vulkan,directx -j 2 \
+        --sample opencl=4,opengl=4,vulkan=4,directx=4    # the GPU API targets, every 4th case
 
 "rejected" means rlx raised a typed error (an op it does not import exactly, a dtype the
 target cannot run): an explicit refusal. "fail" means a wrong answer or a crash; the goal is
@@ -30,6 +32,8 @@ import suite  # noqa: E402
 
 GOAL = {"cpu": 0.75}  # the target pass rate per target
 DEFAULT_TARGETS = ("numpy", "cpu", "webgpu")
+# the order of the report's tables (targets not listed follow in the order they ran)
+ORDER = ("numpy", "cpu", "webgpu", "tpu", "opencl", "opengl", "vulkan", "directx")
 
 
 def _run_chunk(args: tuple[str, list[str], float]) -> list[dict[str, Any]]:
@@ -88,6 +92,8 @@ def write_report(results: dict[str, list[dict[str, Any]]], skipped: dict[str, st
                 results[t] = [{"name": k, "status": v[0], "detail": v[1]}
                               for k, v in sorted(cases.items())]
                 sample.setdefault(t, prev.get("summary", {}).get(t, {}).get("sample", 1))
+    results = dict(sorted(results.items(), key=lambda kv: ORDER.index(kv[0])
+                          if kv[0] in ORDER else len(ORDER)))
     summary = {}
     for target, rows in results.items():
         counts = collections.Counter(r["status"] for r in rows)
