@@ -20,6 +20,8 @@ class Verification:
     EXECUTES = "executes"  # kernels run and are compared against the numpy reference
     # the same, on an emulator of the device (qemu-hexagon, QEMU's Cortex-M boards)
     EXECUTES_EMULATED = "executes (emulated)"
+    # a hardware description run cycle by cycle in a simulator (Verilator), not on a device
+    SIMULATED = "simulated"
     SYNTAX_CHECKED = "syntax-checked"  # no compiler exists here: a strict parser pass only
     COMPILE_CHECK = "compile-check"  # generated source is compiled by the real toolchain only
     TEXT_ONLY = "text-only"  # source is generated but nothing here can check it

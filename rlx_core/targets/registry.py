@@ -30,6 +30,8 @@ TARGETS: dict[str, str] = {
     "metal": "rlx_core.targets.metal.target:MetalTarget",
     # int8 C99 firmware for Cortex-M4/M33, run under qemu-system-arm (MPS2 boards)
     "cortex-m": "rlx_core.targets.cortex_m.target:CortexMTarget",
+    # int8 Verilog datapath, simulated by Verilator; yosys + nextpnr-ice40 synthesis report
+    "fpga": "rlx_core.targets.fpga.target:FpgaTarget",
 }
 
 

@@ -988,6 +988,60 @@ def p_u008():
     exe.program.run([np.ones((2, 4), np.int8)], {})
 
 
+def _fpga_parts():
+    import rlx_core as rlx
+    from rlx_core.targets.registry import get_target
+
+    _, _, lir, _ = rlx.lower(_int8_relu_graph(), target="fpga", record=False)
+    return get_target("fpga").project(lir, 2)
+
+
+def p_u010():
+    import rlx_core as rlx
+    from rlx_core.targets.registry import get_target
+
+    w = np.ones((3, 4), np.int8)
+    _, _, lir, _ = rlx.lower(lambda x, y: (rlx.quant.ops.int_linear(x, w),
+                                          rlx.quant.ops.int_linear(y, w)),
+                             np.ones((1, 4), np.int8), np.ones((1, 4), np.int8),
+                             target="fpga", record=False)
+    get_target("fpga").project(lir)
+
+
+def p_u011():
+    from dataclasses import replace
+
+    from rlx_core.targets.fpga.toolchain import build_simulator, find_tool
+
+    if find_tool("verilator", "RLX_VERILATOR")[0] is None:
+        pytest.skip("verilator is not installed")
+    proj, _, _ = _fpga_parts()
+    build_simulator(replace(proj, files={**proj.files, "rlx_top.v": "module rlx_top(;\n"}))
+
+
+def p_u012(tmp_path):
+    from rlx_core.targets.fpga.runtime import Simulation
+
+    _, dp, src = _fpga_parts()
+    (tmp_path / "obj").mkdir()
+    sim = tmp_path / "obj" / "Vrlx_top"  # a "simulator" that stops before any output
+    sim.write_text("#!/bin/sh\nexit 3\n")
+    sim.chmod(0o755)
+    Simulation(src, dp, tmp_path, {}).run_calls([[np.ones((1, 4), np.int8)]])
+
+
+def p_u013():
+    from dataclasses import replace
+
+    from rlx_core.targets.fpga.synth import synthesize
+    from rlx_core.targets.fpga.toolchain import find_tool
+
+    if find_tool("yosys")[0] is None:
+        pytest.skip("yosys is not installed")
+    proj, _, _ = _fpga_parts()
+    synthesize(replace(proj, files={**proj.files, "rlx_top.v": "module rlx_top(;\n"}))
+
+
 Producer = Callable[..., Any]
 def p_s020():
     m = GraphMaker()
@@ -1051,6 +1105,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-S001": p_s001, "RLX-S002": p_s002, "RLX-S003": p_s003, "RLX-S020": p_s020,
     "RLX-U001": p_u001, "RLX-U002": p_u002, "RLX-U003": p_u003, "RLX-U004": p_u004,
     "RLX-U005": p_u005, "RLX-U006": p_u006, "RLX-U007": p_u007, "RLX-U008": p_u008,
+    "RLX-U010": p_u010, "RLX-U011": p_u011, "RLX-U012": p_u012, "RLX-U013": p_u013,
 }
 # producers that import torch or open a WebGPU device: seconds, not milliseconds
 SLOW = ("RLX-I101", "RLX-K002", "RLX-G001", "RLX-Z003", "RLX-Z004")

@@ -1,0 +1,1 @@
+"""FPGA target: int8 LIR -> Verilog datapath, simulated by Verilator, synthesized by yosys."""

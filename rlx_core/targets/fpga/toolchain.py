@@ -1,0 +1,77 @@
+"""Verilog project -> a Verilator simulator binary (cached), and the tools' discovery.
+
+One build per (project files, Verilator version), cached on disk under their sha256 and
+written through a temporary folder + ``os.replace``. ``RLX_VERILATOR`` overrides the tool.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from functools import cache
+from pathlib import Path
+
+from rlx_core.targets.fpga.errors import SimulationBuildError
+from rlx_core.targets.fpga.verilog import Project
+
+
+@cache
+def find_tool(name: str, env: str = "") -> tuple[str | None, str]:
+    path = (os.environ.get(env) if env else None) or shutil.which(name)
+    if path is None:
+        pkg = {"nextpnr-ice40": "nextpnr-ice40", "icepack": "fpga-icestorm"}.get(name, name)
+        return None, f"{name} is not installed (Debian: {pkg})"
+    return path, ""
+
+
+@cache
+def tool_version(path: str) -> str:
+    return subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip()
+
+
+def cache_root() -> Path:
+    root = Path(os.environ.get("RLX_CACHE_DIR") or Path(tempfile.gettempdir()) /
+                f"rlx-cache-{os.getuid()}") / "fpga"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def build_simulator(project: Project) -> tuple[Path, bool]:
+    """(project folder holding ``obj/Vrlx_top``, cache hit); SimulationBuildError on failure."""
+    verilator, why = find_tool("verilator", "RLX_VERILATOR")
+    if verilator is None:
+        from rlx_core.errors import TargetUnavailableError
+
+        raise TargetUnavailableError(f"target 'fpga' is not available: {why}",
+                                     hint="apt-get install verilator")
+    key = hashlib.sha256("\0".join([tool_version(verilator), str(project.in_bytes),
+                                    str(project.out_words)] +
+                                   [f"{n}\0{t}" for n, t in sorted(project.files.items())])
+                         .encode()).hexdigest()
+    final = cache_root() / key[:32]
+    if (final / "obj" / "Vrlx_top").is_file():
+        return final, True
+    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache_root()))
+    for name, text in project.files.items():
+        (tmp / name).write_text(text)
+    defs = f"-DRLX_IN_BYTES={project.in_bytes} -DRLX_OUT_WORDS={project.out_words}"
+    cmd = [verilator, "--cc", "--exe", "--build", "-O3", "--x-assign", "fast",
+           "--x-initial", "fast", "-Wall", "-Wno-fatal", "--top-module", "rlx_top",
+           "-CFLAGS", f"-O2 {defs}", "-Mdir", "obj", "rlx_top.v", "rlx_fc_layer.v", "tb.cpp"]
+    proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "Error" in ln]
+        raise SimulationBuildError("verilator failed on the generated datapath:\n"
+                                   + "\n".join(errors[:20] or proc.stderr.splitlines()[-30:]),
+                                   hint="this is a bug in the generated Verilog: please report "
+                                        "it with the model")
+    (tmp / "verilator.log").write_text(proc.stdout + proc.stderr)
+    try:
+        os.replace(tmp, final)
+    except OSError:  # another process built it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final, False

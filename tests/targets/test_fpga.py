@@ -1,0 +1,116 @@
+"""fpga: the int8 datapath in Verilog, simulated by Verilator, bit-exact with numpy.
+
+Small layers in CI (a few images per simulator launch, several MAC-lane counts including one
+that does not divide the layer width); the synthesis flow runs on the smallest design."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core.quant import ops as qops
+from rlx_core.quant import ptq
+from rlx_core.targets.fpga.errors import NoDatapathError
+from rlx_core.targets.registry import get_target
+
+TARGET = get_target("fpga")
+OK, WHY = TARGET.available()
+needs_verilator = pytest.mark.skipif(not OK, reason=f"fpga cannot simulate here: {WHY}")
+
+
+def _mlp_graph(argmax: bool):
+    rng = np.random.default_rng(0)
+    p = {"w1": rng.normal(size=(12, 20)).astype(np.float32) * 0.3,
+         "b1": rng.normal(size=12).astype(np.float32) * 0.1,
+         "w2": rng.normal(size=(5, 12)).astype(np.float32) * 0.3,
+         "b2": rng.normal(size=5).astype(np.float32) * 0.1}
+
+    def logits(x):
+        h = rlx.nn.relu(rlx.nn.linear(x, p["w1"], p["b1"]))
+        return rlx.nn.linear(h, p["w2"], p["b2"])
+
+    x = rng.random((1, 20)).astype(np.float32)
+    calib = [rng.random((1, 20)).astype(np.float32) for _ in range(16)]
+    return ptq.quantize_static(rlx.trace(logits, x), data=calib).graph, rng
+
+
+def _sim(g, parallelism):
+    _, _, lir, ctx = rlx.lower(g, target="fpga", record=False)
+    prog = TARGET.build(lir, ctx.options, parallelism=parallelism)
+    return prog, prog.run_fn.__self__
+
+
+@needs_verilator
+@pytest.mark.parametrize("lanes", [5])
+def test_mlp_logits_bit_exact(lanes):
+    """u8 asymmetric activations, per-channel requantize, relu folded into the clamp; the
+    logits (i32 accumulators dequantized on the host) equal the numpy reference's."""
+    g, rng = _mlp_graph(argmax=False)
+    prog, sim = _sim(g, lanes)
+    ref = rlx.compile(g, target="numpy")
+    xs = [rng.random((1, 20)).astype(np.float32) for _ in range(4)]
+    res = sim.run_calls([[x] for x in xs])
+    for x, got in zip(xs, res.outputs, strict=True):
+        assert np.array_equal(got[0], np.asarray(ref(x)))
+    assert len(set(res.instructions)) == 1 and res.instructions[0] > 0  # cycles, fixed
+    assert abs(res.instructions[0] - prog.info["cycles_estimate"]) <= 32
+
+
+@needs_verilator
+def test_int8_argmax_in_the_datapath():
+    """i8 input with a zero point, two requantized layers, argmax over int8 in hardware."""
+    rng = np.random.default_rng(5)
+    w1 = rng.integers(-127, 128, (7, 9)).astype(np.int8)
+    w2 = rng.integers(-127, 128, (4, 7)).astype(np.int8)
+    b1 = rng.integers(-900, 900, 7).astype(np.int32)
+
+    def model(x):
+        h = qops.requantize(qops.int_linear(x, w1, b1, x_zero_point=-3),
+                            [1 << 30] * 7, [-6, -5, -7, -4, -6, -8, -5], zero_point=-2,
+                            dtype="i8")
+        from rlx_core.frontend import ops as fops
+
+        h = fops.binary("max", h, fops.constant(-2, "i8", (1, 7)))
+        q = qops.requantize(qops.int_linear(h, w2, x_zero_point=-2), 1518500250, -9,
+                            zero_point=1, dtype="i8")
+        return rlx.argmax(q, axis=-1)
+
+    g = rlx.trace(model, np.zeros((1, 9), np.int8))
+    _, sim = _sim(g, 3)
+    assert sim.dp.argmax
+    ref = rlx.compile(g, target="numpy")
+    xs = [rng.integers(-128, 128, (1, 9)).astype(np.int8) for _ in range(6)]
+    res = sim.run_calls([[x] for x in xs])
+    for x, got in zip(xs, res.outputs, strict=True):
+        assert np.array_equal(got[0], np.asarray(ref(x)))
+
+
+def test_graph_outside_the_datapath_is_typed():
+    def model(x, y):
+        return qops.int_linear(x, np.ones((3, 4), np.int8)), qops.int_linear(
+            y, np.ones((3, 4), np.int8))
+
+    _, _, lir, _ = rlx.lower(model, np.ones((1, 4), np.int8), np.ones((1, 4), np.int8),
+                             target="fpga", record=False)
+    with pytest.raises(NoDatapathError) as e:
+        TARGET.project(lir)
+    assert e.value.code == "RLX-U010" and "2 inputs" in str(e.value)
+
+
+def test_float_model_is_refused_with_the_int8_rules():
+    from rlx_core.targets.cortex_m.errors import FloatOpError
+
+    with pytest.raises(FloatOpError):
+        rlx.lower(lambda x: rlx.nn.linear(x, np.ones((3, 4), np.float32)),
+                  np.ones((1, 4), np.float32), target="fpga", record=False)
+
+
+def test_verilog_project_renders_without_tools():
+    g, _ = _mlp_graph(argmax=False)
+    _, _, lir, _ = rlx.lower(g, target="fpga", record=False)
+    proj, dp, _ = TARGET.project(lir, 4)
+    assert [(x.k, x.n) for x in dp.layers] == [(20, 12), (12, 5)]
+    top = proj.files["rlx_top.v"]
+    assert "module rlx_top" in top and "rlx_fc_layer #(" in top and "s_ready" in top
+    assert len(proj.files["w0.hex"].split()) == 3 * 20  # ceil(12 / 4) groups x K words
