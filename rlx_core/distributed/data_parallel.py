@@ -10,8 +10,9 @@ optimizer's update.
 With a loss that is a mean over the batch and equal shards, the averaged gradient is the
 gradient of the global batch, so DP=N gives the parameters of single-process training.
 The step is two executables (not the fused one of ``optim.compile_step``) because the
-all-reduce runs between the backward pass and the update, outside the graph, until
-collectives exist as IR ops.
+all-reduce runs between the backward pass and the update, outside the graph: the CPU
+target, which compiles the step, does not claim the collective IR ops (only the numpy
+reference runs them, rlx_core/ir/ops/collective.py).
 """
 
 from __future__ import annotations
