@@ -1,0 +1,290 @@
+"""Behaviour on a busy machine: rlx's thread team against rlx on one thread and its peers, under
+the same competing load, side by side in one process.
+
+Workloads: all-MiniLM-L6-v2 at batch 1 x 128 tokens and batch 2 x 8 tokens (a short
+sentence), and the MNIST MLP training step (784-128-10, batch 128). Peers, all in this
+process on the same inputs:
+
+- ``rlx team``: the CPU target with its default team (the cores available);
+- ``rlx 1 thread``: the same compiled programs with ``set_num_threads(1)``;
+- ``torch``: PyTorch eager on the same cores (``torch.set_num_threads``);
+- ``onnxruntime``: MiniLM exported with the TorchScript exporter, ORT's default (spinning)
+  intra-op pool (the MLP step has no ORT peer: ORT does not train).
+
+Loads, each started as separate processes (ended by this script when the condition is done):
+``quiet`` (none started; the load average says what else ran), ``busy1`` / ``busy2`` (one or
+two ``while True: pass`` processes), ``bursty2`` (two processes alternating 4 ms of spinning
+with 4 ms of sleep), and ``after-torch``: no other process, but every timed call comes right
+after a PyTorch matmul on its own thread pool in this process (a notebook mixing libraries),
+so torch's workers are still spinning when the peer starts.
+
+Goal (issue 22): the team is never slower than 1.1x rlx's own one-thread time under the same
+load, and ahead of every peer under load. Results: ``results/contention.json`` and ``.md``.
+
+    python benchmarks/bench_contention.py              # full run (about 5-10 minutes)
+    python benchmarks/bench_contention.py --quick      # MLP only, few calls, nothing written
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import (  # noqa: E402
+    Stats,
+    limit_threads,
+    machine,
+    markdown_table,
+    say,
+    torch_threads,
+    write_results,
+)
+
+BUSY = "while True:\n    pass\n"
+BURSTY = ("import time\nwhile True:\n    t = time.perf_counter()\n"
+          "    while time.perf_counter() - t < 0.004:\n        pass\n    time.sleep(0.004)\n")
+CONDITIONS: dict[str, tuple[str, int]] = {  # name -> (load program, processes)
+    "quiet": ("", 0), "busy1": (BUSY, 1), "busy2": (BUSY, 2), "bursty2": (BURSTY, 2),
+    "after-torch": ("", 0),
+}
+PEERS = ("rlx team", "rlx 1 thread", "torch", "onnxruntime")
+
+
+def start_load(program: str, count: int) -> list[subprocess.Popen]:
+    procs = [subprocess.Popen([sys.executable, "-c", program]) for _ in range(count)]
+    time.sleep(0.5 if procs else 0.0)  # let them reach their loops
+    return procs
+
+
+def stop_load(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def timed(peers: dict[str, Callable[[], Any]], runs: int, block: int, settle_s: float,
+          pre: Callable[[], Any] | None) -> dict[str, Stats]:
+    """Interleaved turns as common.interleaved, with an optional untimed ``pre`` call before
+    every timed call (the after-torch condition). A peer with a ``setup`` attribute (the rlx
+    thread count) runs it at the start of each of its turns."""
+    names = list(peers)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    clock = time.perf_counter
+    for r in range(-(-runs // block)):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn = peers[name]
+            getattr(fn, "setup", lambda: None)()
+            t_in = clock()
+            while clock() - t_in < settle_s:
+                fn()
+            for _ in range(block):
+                if pre is not None:
+                    pre()
+                t0 = clock()
+                fn()
+                times[name].append(clock() - t0)
+    return {n: Stats.of(ts) for n, ts in times.items()}
+
+
+def with_threads(set_threads: Callable[[int], None], n: int,
+                 fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` whose turns run with ``n`` rlx threads (set once per turn, by ``timed``)."""
+    def run() -> Any:
+        return fn()
+
+    run.setup = lambda: set_threads(n)  # type: ignore[attr-defined]
+    return run
+
+
+def minilm_workloads(torch: Any, threads: int, batches: tuple[tuple[int, int], ...],
+                     tmp: str) -> dict[str, dict[str, Callable[[], Any]]]:
+    import numpy as np
+    import onnxruntime as ort
+    from sentence_transformers import SentenceTransformer
+
+    from benchmarks.bench_minilm import TEXTS, torch_module
+    from rlx_core.models.minilm import MiniLM
+    from rlx_core.targets.cpu.threads import set_num_threads
+
+    model = MiniLM.load()
+    st = SentenceTransformer(str(model.folder), device="cpu")
+    module = torch_module(torch, st)
+    names = ["ids", "mask", "types"]
+    ex = tuple(torch.ones((2, 8), dtype=torch.int64) for _ in names)
+    path = os.path.join(tmp, "minilm.onnx")
+    torch.onnx.export(module, ex, path, input_names=names, output_names=["emb"], dynamo=False,
+                      opset_version=17, dynamic_axes={n: {0: "batch", 1: "seq"} for n in names})
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    out: dict[str, dict[str, Callable[[], Any]]] = {}
+    for batch, seq in batches:
+        texts = [" ".join([TEXTS[i % len(TEXTS)]] * (1 + i % 5)) for i in range(batch)]
+        arrays = []
+        for a in model.tokenize(texts):
+            fit = np.zeros((batch, seq), np.int32)
+            n = min(seq, a.shape[1])
+            fit[:, :n] = a[:, :n]
+            arrays.append(fit)
+        exe = model.compiled(batch, seq, "cpu")
+        t_in = tuple(torch.from_numpy(a.astype(np.int64)) for a in arrays)
+        feed = {n: t.numpy() for n, t in zip(names, t_in, strict=True)}
+
+        def run_torch(t_in: tuple[Any, ...] = t_in) -> Any:
+            with torch.inference_mode():
+                return module(*t_in).numpy()
+
+        want = run_torch()
+        rlx_call = (lambda exe=exe, a=tuple(arrays): exe(*a))
+        peers = {"rlx team": with_threads(set_num_threads, threads, rlx_call),
+                 "rlx 1 thread": with_threads(set_num_threads, 1, rlx_call),
+                 "torch": run_torch,
+                 "onnxruntime": lambda s=sess, f=feed: s.run(None, f)[0]}
+        for name, fn in peers.items():
+            getattr(fn, "setup", lambda: None)()
+            err = float(np.max(np.abs(np.asarray(fn()) - want)))
+            if not err <= 1e-4:
+                raise AssertionError(f"MiniLM b{batch} s{seq}: {name} is {err:.1e} from torch")
+        out[f"MiniLM b{batch} s{seq}"] = peers
+    return out
+
+
+def mlp_workload(torch: Any, threads: int) -> dict[str, Callable[[], Any]]:
+    import numpy as np
+
+    from benchmarks.bench_mnist_mlp import Batches, rlx_peer, torch_peer
+    from rlx_core.models.mlp import init_mlp
+    from rlx_core.targets.cpu.threads import set_num_threads
+
+    rng = np.random.default_rng(0)
+    x = rng.random((2048, 784), np.float32)  # the step's speed does not depend on the pixels
+    y = rng.integers(0, 10, 2048)
+    params = init_mlp((784, 128, 10), seed=0)
+    b = Batches(x, y, 128)
+    step = rlx_peer(params, b)[0]
+    return {"rlx team": with_threads(set_num_threads, threads, step),
+            "rlx 1 thread": with_threads(set_num_threads, 1, step),
+            "torch": torch_peer(torch, params, b, compiled=False)}
+
+
+def team_stats(workloads: dict[str, dict[str, Callable[[], Any]]]) -> dict[str, Any]:
+    """Sum of the team counters of every loaded CPU program (team.team_functions)."""
+    import ctypes
+
+    from rlx_core.targets.cpu import threads
+
+    total = [0, 0, 0, 0]
+    for lib, sym in threads._LOADED:
+        fn = getattr(lib, sym.removesuffix("_threads") + "_team_stats", None)
+        if fn is None:
+            continue
+        out = (ctypes.c_longlong * 4)()
+        fn(out)
+        total = [a + b for a, b in zip(total, out, strict=True)]
+    return dict(zip(("team_calls", "late_arrivals", "calls_shrunk", "shrink_spells"), total,
+                    strict=True))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=12, help="timed calls per peer and condition")
+    ap.add_argument("--block", type=int, default=3)
+    ap.add_argument("--settle", type=float, default=0.05,
+                    help="seconds of untimed calls before each turn")
+    ap.add_argument("--conditions", default=",".join(CONDITIONS))
+    ap.add_argument("--quick", action="store_true", help="MLP only, few calls, write nothing")
+    args = ap.parse_args(argv)
+    threads = len(os.sched_getaffinity(0))
+    limits = limit_threads(threads)
+    import torch
+
+    torch_threads(torch, threads)
+    from rlx_core.targets.cpu.isa import detect
+
+    tmp = tempfile.mkdtemp(prefix="rlx-contention-")
+    workloads: dict[str, dict[str, Callable[[], Any]]] = {}
+    if not args.quick:
+        workloads.update(minilm_workloads(torch, threads, ((1, 128), (2, 8)), tmp))
+    workloads["MLP step 784-128-10/128"] = mlp_workload(torch, threads)
+    runs = 3 if args.quick else args.runs
+    a = torch.randn(384, 384)
+
+    def torch_pool() -> None:  # torch's intra-op pool runs, then this process moves on
+        torch.mm(a, a)
+
+    say(f"{machine()['cpu']} ({detect().describe()}), {threads} cores; rlx team = "
+        f"{threads} threads")
+    results: list[dict[str, Any]] = []
+    for cond in args.conditions.split(","):
+        program, count = CONDITIONS[cond]
+        load_before = os.getloadavg()[0]
+        procs = start_load(program, count)
+        try:
+            for wl, peers in workloads.items():
+                before = team_stats(workloads)
+                stats = timed(peers, runs, args.block, args.settle,
+                              torch_pool if cond == "after-torch" else None)
+                after = team_stats(workloads)
+                p50 = {n: s.p50 for n, s in stats.items()}
+                others = {n: v for n, v in p50.items() if not n.startswith("rlx")}
+                row = {"workload": wl, "condition": cond, "stats_s": stats,
+                       "team_over_1thread": round(p50["rlx team"] / p50["rlx 1 thread"], 3),
+                       "best_rlx_over_best_peer": round(
+                           min(p50["rlx team"], p50["rlx 1 thread"]) / min(others.values()), 3),
+                       "team_over_best_peer": round(p50["rlx team"] / min(others.values()), 3),
+                       "team_counters": {k: after[k] - before[k] for k in after},
+                       "load_average_before": round(load_before, 2)}
+                results.append(row)
+                say(f"{cond:12s} {wl:24s} " + "  ".join(f"{n} {v * 1e3:.2f} ms"
+                                                         for n, v in p50.items())
+                    + f"  | team / 1 thread {row['team_over_1thread']:.2f}x"
+                    + f"  | team counters {row['team_counters']}")
+        finally:
+            stop_load(procs)
+    data = {"benchmark": "contention", "machine": machine(), "isa": detect().describe(),
+            "threads": limits, "runs": runs, "block": args.block, "settle_s": args.settle,
+            "torch": torch.__version__, "results": results}
+    headers = ["condition", "workload", *(f"{p} ms" for p in PEERS), "team / 1 thread",
+               "team / best peer", "late arrivals", "calls shrunk", "load avg before"]
+    rows = []
+    for r in results:
+        s = r["stats_s"]
+        rows.append([r["condition"], r["workload"],
+                     *(f"{s[p].p50 * 1e3:.2f}" if p in s else "-" for p in PEERS),
+                     f"{r['team_over_1thread']:.2f}x"
+                     + (" (goal <= 1.1x: met)" if r["team_over_1thread"] <= 1.1 else
+                        " (goal <= 1.1x: NOT met)"),
+                     f"{r['team_over_best_peer']:.2f}x",
+                     r["team_counters"]["late_arrivals"], r["team_counters"]["calls_shrunk"],
+                     r["load_average_before"]])
+    md = (f"# Behaviour under competing load\n\n{data['machine']['cpu']} ({data['isa']}), "
+          f"{threads} cores; load average {data['machine']['load_average_1m']} at the end (the "
+          f"machine is shared: 'quiet' means no load started by this script). p50 of {runs} "
+          f"calls per peer in interleaved turns of {args.block} "
+          f"(`python benchmarks/bench_contention.py`). 'late arrivals' and 'calls shrunk' are "
+          f"the team's own counters over the rlx team peer's calls (team.py).\n\n"
+          + markdown_table(headers, rows))
+    print(md)
+    if not args.quick:
+        js, mdp = write_results("contention", data, md)
+        say(f"wrote {js} and {mdp}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
