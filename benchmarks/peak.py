@@ -7,6 +7,10 @@ count divided by it is the least time any code can take on this machine, so a ra
 can be checked against arithmetic before anyone profiles: at 784-128-10/128 the MLP training
 step is 52.4 MFLOP, which at 2 x 116 GFLOP/s (this 2-core Zen 4 VM) is 0.226 ms.
 
+``read_bandwidth(threads)`` is the memory-side ceiling beside it: GB/s of streaming reads of a
+buffer far larger than the caches. A small batch's floor is the larger of its FLOPs at the
+FMA peak and its weights read once at that bandwidth (``floor_fields``).
+
     python benchmarks/peak.py [--threads N]
 """
 
@@ -99,10 +103,80 @@ def fma_peak(threads: int, rounds: int = 5, steps: int = 20_000_000 // 16,
     return best
 
 
-def floor_fields(gflop: float, peak: float, rlx_s: float) -> dict[str, float]:
-    """A result row's floor (``gflop`` at ``peak`` GFLOP/s, nothing else) and the fraction
-    of the peak that rlx, taking ``rlx_s`` seconds, reached."""
-    return {"floor_s": gflop / peak, "rlx_fraction_of_peak": round(gflop / peak / rlx_s, 3)}
+# streaming reads: each thread sums its share of a buffer far larger than the last-level
+# cache, 16 floats a step in 4 independent accumulators (the loads, not the adds, bound it)
+BANDWIDTH_SOURCE = r"""
+#include <stdint.h>
+#include <time.h>
+#include <omp.h>
+typedef float rlx_bw_v16 __attribute__((vector_size(64)));
+static double rlx_bw_now(void) {
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+/* GB/s of `threads` threads reading `n` floats (n a multiple of 64 * threads) once */
+double rlx_read_bandwidth(int threads, const float *buf, int64_t n, float *sink) {
+    double t0 = 0.0, t1 = 0.0;
+    #pragma omp parallel num_threads(threads)
+    {
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        const int64_t per = n / nt, lo = t * per, hi = lo + per;
+        rlx_bw_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        #pragma omp barrier
+        #pragma omp master
+        t0 = rlx_bw_now();
+        for (int64_t i = lo; i < hi; i += 64) {
+            const rlx_bw_v16 *v = (const rlx_bw_v16 *)(buf + i);
+            a0 += v[0]; a1 += v[1]; a2 += v[2]; a3 += v[3];
+        }
+        #pragma omp barrier
+        #pragma omp master
+        t1 = rlx_bw_now();
+        const rlx_bw_v16 s = a0 + a1 + a2 + a3;
+        float x = 0.0f;
+        for (int l = 0; l < 16; ++l) x += s[l];
+        sink[t % 64] = x;
+    }
+    return (double)n * 4.0 / (t1 - t0) * 1e-9;
+}
+"""
+
+
+def read_bandwidth(threads: int, mbytes: int = 256, rounds: int = 3) -> float:
+    """GB/s of ``threads`` threads streaming a ``mbytes`` MB buffer from memory: the best of
+    ``rounds`` passes (the buffer is far beyond the last-level cache, so each pass reads
+    memory). A model whose weights must be read once per call takes at least its weight bytes
+    over this."""
+    import numpy as np
+
+    from rlx_core.targets.cpu.runtime import load_library
+    from rlx_core.targets.cpu.toolchain import build_shared
+
+    lib = load_library(str(build_shared(BANDWIDTH_SOURCE).path))
+    fn = lib.rlx_read_bandwidth
+    fn.restype = ctypes.c_double
+    fn.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_float))
+    n = (mbytes << 20) // 4 // (64 * threads) * (64 * threads)
+    raw = np.ones(n + 16, np.float32)  # touched (written), so every page is mapped
+    off = (-raw.ctypes.data % 64) // 4
+    buf = raw[off:off + n]
+    sink = (ctypes.c_float * 64)()
+    return max(fn(threads, buf.ctypes.data, n, sink) for _ in range(max(1, rounds)))
+
+
+def floor_fields(gflop: float, peak: float, rlx_s: float, gbytes: float = 0.0,
+                 bandwidth: float = 0.0) -> dict[str, float]:
+    """A result row's floor and the fraction of the peak that rlx, taking ``rlx_s`` seconds,
+    reached. The floor is ``gflop`` at ``peak`` GFLOP/s, or, with ``gbytes`` and a measured
+    ``bandwidth`` (GB/s, read_bandwidth), the larger of that and the bytes streamed once at
+    the bandwidth (a small batch: the weights dominate); ``rlx_over_floor`` is rlx's time
+    over it."""
+    out = {"floor_s": gflop / peak, "rlx_fraction_of_peak": round(gflop / peak / rlx_s, 3)}
+    if gbytes and bandwidth:
+        out["bandwidth_floor_s"] = gbytes / bandwidth
+        out["floor_s"] = max(out["floor_s"], out["bandwidth_floor_s"])
+        out["rlx_over_floor"] = round(rlx_s / out["floor_s"], 3)
+    return out
 
 
 def caption(peak: float, threads: int, flops: str) -> str:
@@ -119,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     one, all_ = fma_peak(1), fma_peak(args.threads)
     print(f"f32 FMA peak: {one:.1f} GFLOP/s on 1 thread, {all_:.1f} on {args.threads}")
+    bw1, bw = read_bandwidth(1), read_bandwidth(args.threads)
+    print(f"memory read bandwidth: {bw1:.1f} GB/s on 1 thread, {bw:.1f} on {args.threads}")
     return 0
 
 

@@ -66,6 +66,27 @@ def test_floor_is_the_flops_at_the_peak_and_the_fraction_is_floor_over_time() ->
     assert "234 GFLOP/s" in text and "*floor*: the step's GEMM FLOPs at that peak" in text
 
 
+def test_floor_with_bytes_is_the_larger_of_flops_and_bytes_at_the_bandwidth() -> None:
+    from benchmarks.peak import floor_fields
+
+    got = floor_fields(0.01, 100.0, 0.009, gbytes=0.042, bandwidth=14.0)  # 0.1 ms vs 3 ms
+    assert got["floor_s"] == got["bandwidth_floor_s"] == pytest.approx(0.003)
+    assert got["rlx_over_floor"] == 3.0
+    assert floor_fields(1.0, 100.0, 0.02, gbytes=0.001, bandwidth=10.0)["floor_s"] == 0.01
+
+
+def test_bandwidth_probe_measures_something() -> None:
+    from rlx_core.targets.cpu.target import CpuTarget
+
+    ok, why = CpuTarget().available()
+    if not ok:
+        pytest.skip(f"no C toolchain: {why}")
+    from benchmarks.peak import read_bandwidth
+
+    bw = read_bandwidth(1, mbytes=32, rounds=1)
+    assert 0.1 < bw < 10_000  # GB/s: a number a machine can have, not a timer glitch
+
+
 def test_fma_peak_probe_runs_on_one_and_two_threads() -> None:
     from rlx_core.targets.cpu.toolchain import compiler_status
 
