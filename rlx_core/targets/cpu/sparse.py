@@ -228,18 +228,22 @@ static void rlx_cg_@X@(int n, const int *ip, const int *ix, const @T@ *v, const 
         rlx_kr_reduce(part, tid, team, &pq, 1, &gen);
         if (pq == 0) break;
         const double alpha = rz / pq;
-        double t[2] = {0, 0};
+        double t0 = 0, t1 = 0;
+        /* x, r, p, q, dinv never overlap: vectorise, the sums in lanes (omp simd) */
+        #pragma omp simd reduction(+:t0, t1)
         for (int i = r0; i < r1; ++i) {
             x[i] += (@T@)(alpha * p[i]);
             r[i] -= (@T@)(alpha * q[i]);
-            t[0] += (double)r[i] * r[i];
-            t[1] += (double)r[i] * (dinv[i] * r[i]);
+            t0 += (double)r[i] * r[i];
+            t1 += (double)r[i] * (dinv[i] * r[i]);
         }
+        double t[2] = {t0, t1};
         rlx_kr_reduce(part, tid, team, t, 2, &gen);
         rnorm = sqrt(t[0]);
         if (rnorm <= tol * bnorm) break;
         const double beta = t[1] / rz;
         rz = t[1];
+        #pragma omp simd
         for (int i = r0; i < r1; ++i) p[i] = (@T@)(dinv[i] * r[i] + beta * p[i]);
         rlx_kr_sync(team);
     }
