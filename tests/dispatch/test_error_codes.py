@@ -711,9 +711,12 @@ def _numpy_case() -> Any:
 def p_z003():
     from rlx_core.testing.watchdog import Worker
 
+    from tests.fuzz.test_watchdog import slow_case
+
     worker = Worker()
-    try:  # the worker starts (not timed), then has 1 ms for a case
-        worker.call("numpy", [_numpy_case()], 0.001)
+    try:  # ~1 TFLOP of chained matmuls against 0.5 s: past its deadline on any machine (a
+        # quick case could finish inside the first poll and raise nothing)
+        worker.call("numpy", [slow_case()], 0.5)
     finally:
         worker.stop()
 
