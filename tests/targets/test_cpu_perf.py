@@ -82,7 +82,9 @@ def test_profile_is_off_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     x, w, b = _inputs(2)
     exe = rlx.compile(_mlp, x, w, b, target="cpu")
     assert "profile" not in exe.program.info
-    assert "clock_gettime" not in exe.program.info["source"]
+    # no per-kernel timers (the thread team reads the clock for its spin budget either way)
+    src = exe.program.info["source"]
+    assert "_prof_s" not in src and "_profile(" not in src
 
 
 def test_run_fast_path_still_converts_odd_inputs() -> None:
