@@ -8,6 +8,7 @@ browser's awaited program runs on the native wgpu device through the same device
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import numpy as np
@@ -75,6 +76,25 @@ class RecordingApi:
 
     async def read_async(self, stage: bytearray, nbytes: int) -> bytes:
         return self.read(stage, nbytes)
+
+
+def _run_coroutine(coro: Any) -> Any:
+    """``asyncio.run`` on a thread of its own: an earlier test in this worker (Playwright's
+    sync API) may leave an event loop running on the main thread, where asyncio.run refuses."""
+    box: dict[str, Any] = {}
+
+    def main() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised on the test's thread
+            box["error"] = exc
+
+    t = threading.Thread(target=main)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _kernel(source: str = "fn main() {}  // %y = add") -> GpuKernel:
@@ -145,5 +165,5 @@ def test_native_and_browser_programs_share_the_runner_on_a_real_device() -> None
     np.testing.assert_allclose(exe(x, w), want, rtol=1e-5, atol=1e-6)
     # the browser's program (outputs awaited) on the same device: only the readback differs
     awaited = BrowserProgram(rt, exe.program.info["plan"], {})
-    (got,) = asyncio.run(awaited.run_async([x, w]))
+    (got,) = _run_coroutine(awaited.run_async([x, w]))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
