@@ -1045,6 +1045,13 @@ def p_u013():
     synthesize(replace(proj, files={**proj.files, "rlx_top.v": "module rlx_top(;\n"}))
 
 
+def p_u014():
+    import rlx_core as rlx
+
+    rlx.lower(lambda x: x.reshape(0, 7, 1), np.zeros((3, 1, 0), np.int16), target="cortex-m",
+              record=False)
+
+
 Producer = Callable[..., Any]
 def p_s020():
     m = GraphMaker()
@@ -1109,6 +1116,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-U001": p_u001, "RLX-U002": p_u002, "RLX-U003": p_u003, "RLX-U004": p_u004,
     "RLX-U005": p_u005, "RLX-U006": p_u006, "RLX-U007": p_u007, "RLX-U008": p_u008,
     "RLX-U010": p_u010, "RLX-U011": p_u011, "RLX-U012": p_u012, "RLX-U013": p_u013,
+    "RLX-U014": p_u014,
 }
 # producers that import torch or open a WebGPU device: seconds, not milliseconds
 SLOW = ("RLX-I101", "RLX-K002", "RLX-G001", "RLX-Z003", "RLX-Z004")

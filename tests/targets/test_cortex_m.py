@@ -13,7 +13,12 @@ import rlx_core as rlx
 from rlx_core.frontend import ops as fops
 from rlx_core.quant import ops as qops
 from rlx_core.quant import ptq
-from rlx_core.targets.cortex_m.errors import BoardMemoryError, FloatOpError, NoInt8KernelError
+from rlx_core.targets.cortex_m.errors import (
+    BoardMemoryError,
+    FloatOpError,
+    NoInt8KernelError,
+    ZeroSizeTensorError,
+)
 from rlx_core.targets.registry import get_target
 
 TARGET = get_target("cortex-m")
@@ -128,6 +133,22 @@ def test_unsupported_int_op_is_typed():
     with pytest.raises(NoInt8KernelError) as e:
         rlx.lower(model, np.ones((2, 4), np.int8), target="cortex-m", record=False)
     assert e.value.code == "RLX-U002" and "mul" in str(e.value)
+
+
+@pytest.mark.parametrize("target", ["cortex-m", "fpga"])
+def test_zero_size_tensor_is_refused_at_compile_time(target):
+    """Regression (fuzz_long_cortex-m): an empty tensor made the firmware exit 1 under QEMU;
+    now the strict check names every empty input and node before anything is built."""
+    with pytest.raises(ZeroSizeTensorError) as e:
+        rlx.lower(lambda x: x.reshape(0, 7, 1), np.zeros((3, 1, 0), np.int16), target=target,
+                  record=False)
+    assert e.value.code == "RLX-U014" and e.value.codes == ["RLX-U014", "RLX-U014"]
+    assert "(3, 1, 0)" in e.value.lines[0] and "reshape" in e.value.lines[1]
+    # the LIR-level check (build / render_sources) refuses it too, without any tool
+    g = rlx.trace(lambda x: fops.binary("max", x, x), np.zeros((0, 4), np.uint8))
+    _, _, lir, _ = rlx.lower(g, target="numpy", record=False)
+    with pytest.raises(ZeroSizeTensorError):
+        TARGET.render_sources(lir)
 
 
 def test_model_larger_than_board(monkeypatch):

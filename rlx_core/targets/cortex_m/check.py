@@ -13,6 +13,7 @@ from typing import Any
 
 from rlx_core.ir.graph import Graph, Node
 from rlx_core.targets.cortex_m.legalize import FLOATS, INT_OPS, Problem, float_fix, raise_problems
+from rlx_core.targets.cortex_m.sizes import zero_size_problems
 
 RUNS = ("int_linear", "requantize", "argmax", "reshape", "constant", "broadcast_in_dim")
 
@@ -32,8 +33,9 @@ def live_nodes(g: Graph) -> list[Node]:
 
 
 def check_hir(g: Graph, caps: Any = None) -> None:
-    """Raise one typed error listing every node the firmware cannot run (FloatOpError
-    RLX-U001 when the first is a float op, else NoInt8KernelError RLX-U002)."""
+    """Raise one typed error listing every node the firmware cannot run (ZeroSizeTensorError
+    RLX-U014 when the first is an empty tensor, FloatOpError RLX-U001 when it is a float op,
+    else NoInt8KernelError RLX-U002)."""
     nodes = live_nodes(g)
     types = g.values()
     graph_inputs = {v.name for v in g.inputs}
@@ -41,7 +43,7 @@ def check_hir(g: Graph, caps: Any = None) -> None:
     for n in nodes:
         for i in n.inputs:
             users.setdefault(i, []).append(n)
-    problems: list[Problem] = []
+    problems: list[Problem] = zero_size_problems(g, nodes)
     for n in nodes:
         if caps is not None:  # a tensor the kernels' int indices cannot count
             for r in caps.limit_reasons(n, [types[i].type for i in n.inputs]):

@@ -34,6 +34,12 @@ class NoInt8KernelError(FirmwareLegalizationError):
     code = "RLX-U002"
 
 
+class ZeroSizeTensorError(FirmwareLegalizationError):
+    """A tensor with no elements: nothing for a static firmware buffer to hold or compute."""
+
+    code = "RLX-U014"
+
+
 class BoardMemoryError(RlxError):
     """The weights do not fit the board's flash, or the arena + stack its RAM."""
 

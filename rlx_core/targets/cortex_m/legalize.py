@@ -21,7 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlx_core.ir.graph import Graph, Kernel, Node, ValueKind
-from rlx_core.targets.cortex_m.errors import FloatOpError, NoInt8KernelError
+from rlx_core.targets.cortex_m.errors import (
+    FloatOpError,
+    NoInt8KernelError,
+    ZeroSizeTensorError,
+)
 
 FLOATS = ("f16", "bf16", "f32", "f64")
 ACT_DTYPES = ("u8", "i8")
@@ -132,6 +136,11 @@ def legalize(g: Graph) -> Legalized:
     def problem(code: str, node: Node, what: str, fix: str) -> None:
         out.problems.append(Problem(code, node, what, fix))
 
+    from rlx_core.targets.cortex_m.sizes import zero_size_problems  # imports Problem from here
+
+    out.problems.extend(zero_size_problems(g, [n for k in g.kernels for n in k.nodes
+                                               if n.op != "constant"]))
+
     for k in g.kernels:
         if _is_const(k):
             consts.update(k.outputs)
@@ -213,7 +222,8 @@ def raise_problems(problems: list[Problem], name: str) -> None:
     for p in problems:
         seen.setdefault((p.code, p.node.loc.origin or p.node.name), p)
     lines = [p.line() for p in seen.values()]
-    cls: Any = FloatOpError if problems[0].code == "RLX-U001" else NoInt8KernelError
+    classes = {"RLX-U001": FloatOpError, "RLX-U014": ZeroSizeTensorError}
+    cls: Any = classes.get(problems[0].code, NoInt8KernelError)
     raise cls(f"{len(lines)} node(s) of @{name} cannot run on a Cortex-M int8 firmware:\n    "
               + "\n    ".join(lines),
               hint="each line names the node and its fix; the firmware runs int_linear, "
