@@ -20,7 +20,7 @@ from rlx_core.targets.cortex_m.boards import Board
 from rlx_core.targets.cortex_m.errors import FirmwareBuildError
 
 CSRC = Path(__file__).resolve().parent / "csrc"
-RUNTIME_FILES = ("rlx_nn.h", "semihost.h", "semihost.c", "startup.c", "main.c")
+RUNTIME_FILES = ("rlx_nn.h", "rlx_conv.h", "semihost.h", "semihost.c", "startup.c", "main.c")
 # -ffp-contract=off: no fused multiply-add, so float steps round as the numpy reference does
 CFLAGS = ("-std=c99", "-Os", "-ffreestanding", "-ffunction-sections", "-fdata-sections",
           "-ffp-contract=off", "-Wall", "-Werror=implicit-function-declaration")

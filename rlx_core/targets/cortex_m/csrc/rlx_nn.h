@@ -125,4 +125,6 @@ static inline void NAME(const T *q, float *y, int n, int inner, int C, const flo
 RLX_DEQUANT(rlx_dequantize_s32, int32_t)
 RLX_DEQUANT(rlx_dequantize_u8, uint8_t)
 RLX_DEQUANT(rlx_dequantize_s8, int8_t)
+
+#include "rlx_conv.h" /* conv2d / depthwise / pooling, NHWC */
 #endif
