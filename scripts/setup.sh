@@ -11,7 +11,7 @@ APT_PACKAGES=(python3-venv python3-dev gcc graphviz mesa-vulkan-drivers chromium
 # The device family's real toolchains, drivers and emulators (docs/targets.md says which target
 # uses which): Vulkan/SPIR-V, OpenGL (EGL, llvmpipe), OpenCL (PoCL), clang (Hexagon), HIP,
 # Cortex-M (arm-none-eabi + newlib, QEMU), FPGA (Verilator, yosys, nextpnr, icestorm).
-APT_PACKAGES+=(libvulkan1 glslang-tools spirv-tools libegl-mesa0 libegl1 libgl1-mesa-dri)
+APT_PACKAGES+=(libvulkan1 glslang-tools glslang-dev spirv-tools libegl-mesa0 libegl1 libgl1-mesa-dri)
 APT_PACKAGES+=(pocl-opencl-icd ocl-icd-opencl-dev clang lld hipcc)
 APT_PACKAGES+=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm qemu-user)
 APT_PACKAGES+=(verilator yosys nextpnr-ice40 fpga-icestorm)

@@ -1,0 +1,147 @@
+"""glslang in one long-lived process: GLSL/HLSL compute shaders to SPIR-V without a process
+start per shader.
+
+``glslangValidator`` rebuilds its built-in symbol tables on every start (~0.2 s here), which
+made compiling a model for vulkan or directx cost a fifth of a second per kernel. The server
+(``csrc/glslang_server.cpp``) links the same libraries from Debian's ``glslang-dev`` and runs the
+same front end and SPIR-V generator with the same options (its output is byte-identical, which
+``tests/vulkan/test_glslang_server.py`` checks), so a kernel costs ~10 ms.
+
+It is an optimisation only: without a C++ compiler or ``glslang-dev``, with
+``RLX_GLSLANG_SERVER=0``, or if the server dies twice, :func:`compile_shader` returns ``None``
+and the caller runs ``glslangValidator`` as before. The executable is built once into the kernel
+cache (the same integrity record and quarantine as the cpu target's libraries).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import shutil
+import struct
+import subprocess
+import threading
+from pathlib import Path
+
+from rlx_core.errors import RlxError
+from rlx_core.targets.cpu import cache
+
+SOURCE = Path(__file__).with_name("csrc") / "glslang_server.cpp"
+HEADER = Path("/usr/include/glslang/SPIRV/GlslangToSpv.h")
+LIBS = ("-lglslang", "-lSPIRV", "-lglslang-default-resource-limits", "-lMachineIndependent",
+        "-lGenericCodeGen", "-lOSDependent", "-lOGLCompiler", "-lHLSL", "-lSPIRV-Tools-opt",
+        "-lSPIRV-Tools", "-lpthread")
+_HEAD = struct.Struct("<3I")
+_REPLY = struct.Struct("<2I")
+
+_lock = threading.Lock()
+_state: dict[str, object] = {"proc": None, "pid": None, "deaths": 0, "exe": None, "why": None}
+
+
+def _cxx() -> str | None:
+    return os.environ.get("RLX_CXX") or shutil.which("g++") or shutil.which("clang++")
+
+
+def _library_stamp() -> str:
+    """What the build depends on beside the source: the glslang library's size and time."""
+    for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib"):
+        lib = Path(d) / "libglslang.a"
+        if lib.is_file():
+            st = lib.stat()
+            return f"{lib}:{st.st_size}:{st.st_mtime_ns}"
+    return ""
+
+
+def executable() -> Path | None:
+    """The server executable in the cache (built on first use), or None with the reason kept
+    for :func:`status`."""
+    if _state["exe"] is not None or _state["why"] is not None:
+        return _state["exe"]  # type: ignore[return-value]
+    cxx, stamp = _cxx(), _library_stamp()
+    if not cxx or not HEADER.is_file() or not stamp or not SOURCE.is_file():
+        _state["why"] = "needs a C++ compiler and Debian's glslang-dev"
+        return None
+    key = hashlib.sha256("\0".join([SOURCE.read_text(), cxx, stamp]).encode()).hexdigest()[:24]
+    try:
+        root = cache.cache_dir()
+        exe = root / f"glslang-server-{key}"
+        if not cache.lookup(exe):
+            tmp = cache.temp_path(exe, ".tmp")
+            try:
+                r = subprocess.run([cxx, "-O1", "-std=c++17", str(SOURCE), "-o", str(tmp), *LIBS],
+                                   capture_output=True, text=True, timeout=300)
+                if r.returncode != 0:
+                    _state["why"] = f"building it failed: {(r.stderr or r.stdout)[-300:]}"
+                    return None
+                cache.publish(tmp, exe)
+            finally:
+                if tmp.exists():
+                    tmp.unlink()
+        os.chmod(exe, 0o755)
+    except (OSError, RlxError, subprocess.SubprocessError) as err:
+        _state["why"] = f"cannot build it: {err}"
+        return None
+    _state["exe"] = exe
+    return exe
+
+
+def status() -> tuple[bool, str]:
+    """(usable, reason): whether shaders compile in the server or through glslangValidator."""
+    if os.environ.get("RLX_GLSLANG_SERVER", "1") == "0":
+        return False, "disabled by RLX_GLSLANG_SERVER=0"
+    exe = executable()
+    return (exe is not None, "in-process glslang server" if exe else str(_state["why"]))
+
+
+def _process() -> subprocess.Popen[bytes] | None:
+    proc = _state["proc"]
+    if proc is not None and _state["pid"] == os.getpid() and proc.poll() is None:  # type: ignore[union-attr]
+        return proc  # type: ignore[return-value]
+    exe = executable()
+    if exe is None:
+        return None
+    # a fresh one in a forked child too: the parent's pipes are not this process's to use
+    proc = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    _state["proc"], _state["pid"] = proc, os.getpid()
+    return proc
+
+
+@atexit.register
+def _close() -> None:
+    proc = _state["proc"]
+    if proc is not None and _state["pid"] == os.getpid():
+        try:
+            proc.stdin.close()  # type: ignore[union-attr]  # the server exits at end of input
+            proc.wait(timeout=5)  # type: ignore[union-attr]
+        except (OSError, subprocess.SubprocessError):
+            proc.kill()  # type: ignore[union-attr]
+
+
+def compile_shader(source: str, hlsl: bool, vulkan11: bool) -> tuple[bool, bytes] | None:
+    """(True, SPIR-V) or (False, glslang's error log); None when the server cannot be used."""
+    if not status()[0] or int(_state["deaths"]) >= 2:  # type: ignore[call-overload]
+        return None
+    data = source.encode()
+    with _lock:
+        proc = _process()
+        if proc is None:
+            return None
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(_HEAD.pack(int(hlsl), int(vulkan11), len(data)) + data)
+            proc.stdin.flush()
+            head = proc.stdout.read(_REPLY.size)
+            status_code, n = _REPLY.unpack(head)
+            body = proc.stdout.read(n)
+            if len(body) != n:
+                raise EOFError("short reply")
+        except (OSError, EOFError, struct.error, ValueError):
+            # the server died (e.g. a crash in glslang on this shader): the caller falls back to
+            # glslangValidator, which reports this shader as it always did
+            _state["deaths"] = int(_state["deaths"]) + 1  # type: ignore[call-overload]
+            _state["proc"] = None
+            proc.kill()
+            return None
+    return status_code == 0, body
