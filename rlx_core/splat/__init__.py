@@ -32,9 +32,11 @@ def _emit(op: str, args: list[Any], attrs: dict[str, Any]) -> Tensor:
     return Tensor(current().emit(op, vals, attrs))
 
 
-def _image(width: int, height: int, background: Background) -> dict[str, Any]:
+def _image(width: int, height: int, background: Background,
+           tile_entries: int = 0) -> dict[str, Any]:
     return {"width": int(width), "height": int(height),
-            "background": tuple(float(c) for c in background)}
+            "background": tuple(float(c) for c in background),
+            "tile_entries": int(tile_entries)}
 
 
 @eager
@@ -48,19 +50,20 @@ def project(means: Any, quats: Any, scales: Any, opacities: Any, sh: Any, viewma
 
 @eager
 def rasterize(records: Any, *, width: int, height: int,
-              background: Background = (0.0, 0.0, 0.0)) -> Tensor:
-    """The f32[height, width, 3] image of ``project``'s records."""
-    return _emit("splat_rasterize", [records], _image(width, height, background))
+              background: Background = (0.0, 0.0, 0.0), tile_entries: int = 0) -> Tensor:
+    """The f32[height, width, 3] image of ``project``'s records. ``tile_entries``: the size of
+    a GPU rasterizer's (tile, Gaussian) list (0: from N); more needed fails with RLX-S021."""
+    return _emit("splat_rasterize", [records], _image(width, height, background, tile_entries))
 
 
 @eager
 def render(means: Any, quats: Any, scales: Any, opacities: Any, sh: Any, viewmat: Any,
            intrinsics: Any, *, width: int, height: int,
-           background: Background = (0.0, 0.0, 0.0)) -> Tensor:
+           background: Background = (0.0, 0.0, 0.0), tile_entries: int = 0) -> Tensor:
     """``rasterize(project(...))``: the Gaussians' image from one camera."""
     rec = _emit("splat_project", [means, quats, scales, opacities, sh, viewmat, intrinsics],
                 {"width": int(width), "height": int(height)})
-    return _emit("splat_rasterize", [rec], _image(width, height, background))
+    return _emit("splat_rasterize", [rec], _image(width, height, background, tile_entries))
 
 
 @eager
@@ -74,20 +77,23 @@ def project_vjp(means: Any, quats: Any, scales: Any, opacities: Any, sh: Any, vi
 
 @eager
 def rasterize_vjp(records: Any, g_image: Any, *, width: int, height: int,
-                  background: Background = (0.0, 0.0, 0.0)) -> Tensor:
+                  background: Background = (0.0, 0.0, 0.0), tile_entries: int = 0) -> Tensor:
     """The gradient of ``rasterize`` with respect to its records (depth, radius: zero)."""
-    return _emit("splat_rasterize_vjp", [records, g_image], _image(width, height, background))
+    return _emit("splat_rasterize_vjp", [records, g_image],
+                 _image(width, height, background, tile_entries))
 
 
 @eager
 def render_backward(means: Any, quats: Any, scales: Any, opacities: Any, sh: Any,
                     viewmat: Any, intrinsics: Any, g_image: Any, *, width: int, height: int,
-                    background: Background = (0.0, 0.0, 0.0)) -> tuple[Tensor, ...]:
+                    background: Background = (0.0, 0.0, 0.0),
+                    tile_entries: int = 0) -> tuple[Tensor, ...]:
     """Gradients of ``sum(g_image * render(...))`` for means, quats, scales, opacities, sh."""
     size = {"width": int(width), "height": int(height)}
     gauss = [means, quats, scales, opacities, sh, viewmat, intrinsics]
     rec = _emit("splat_project", gauss, size)
-    g_rec = _emit("splat_rasterize_vjp", [rec, g_image], _image(width, height, background))
+    g_rec = _emit("splat_rasterize_vjp", [rec, g_image],
+                  _image(width, height, background, tile_entries))
     grads = _emit("splat_project_vjp", [*gauss, g_rec], size)
     n, k = grads.shape[0], (grads.shape[1] - layout.PROJ_COLS) // 3
     c = layout.grad_cols(k)

@@ -1060,6 +1060,24 @@ def p_s020():
     return _codes_of_failures(graph, "opencl")
 
 
+def p_s021():
+    import rlx_core as rlx
+    from rlx_core.splat import scene
+    from rlx_core.targets.registry import get_target
+
+    ok, why = get_target("webgpu").available()
+    if not ok:
+        pytest.skip(f"webgpu: {why}")
+    g = scene.random_gaussians(12, 1, seed=1, extent=0.6, scale=0.15)
+    view, k = scene.orbit(20.0, 10.0, 3.0), scene.intrinsics(40, 32)
+
+    def f(*a):
+        return rlx.splat.render(*a, width=40, height=32, tile_entries=4)
+
+    args = (g.means, g.quats, g.scales, g.opacities, g.sh, view, k)
+    rlx.compile(f, *args, target="webgpu")(*args)
+
+
 def p_s001():
     import rlx_core as rlx
 
@@ -1113,13 +1131,14 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-E000": p_e000, "RLX-E101": p_e101, "RLX-E102": p_e102, "RLX-E103": p_e103,
     "RLX-Q001": p_q001, "RLX-Q002": p_q002, "RLX-Q003": p_q003, "RLX-Q004": p_q004,
     "RLX-S001": p_s001, "RLX-S002": p_s002, "RLX-S003": p_s003, "RLX-S020": p_s020,
+    "RLX-S021": p_s021,
     "RLX-U001": p_u001, "RLX-U002": p_u002, "RLX-U003": p_u003, "RLX-U004": p_u004,
     "RLX-U005": p_u005, "RLX-U006": p_u006, "RLX-U007": p_u007, "RLX-U008": p_u008,
     "RLX-U010": p_u010, "RLX-U011": p_u011, "RLX-U012": p_u012, "RLX-U013": p_u013,
     "RLX-U014": p_u014,
 }
 # producers that import torch or open a WebGPU device: seconds, not milliseconds
-SLOW = ("RLX-I101", "RLX-K002", "RLX-G001", "RLX-Z003", "RLX-Z004")
+SLOW = ("RLX-I101", "RLX-K002", "RLX-G001", "RLX-Z003", "RLX-Z004", "RLX-S021")
 
 
 def test_every_documented_code_has_a_producer() -> None:

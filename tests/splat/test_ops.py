@@ -141,3 +141,54 @@ def test_shape_rules_name_the_operand(cam) -> None:
         rlx.splat.project(*bad, view, K, width=W, height=H)
     with pytest.raises(rlx.DTypeError, match="f32"):
         rlx.splat.rasterize(np.zeros((3, 11)), width=W, height=H)
+
+
+def _webgpu_scene(cam) -> tuple[np.ndarray, ...]:
+    if not get_target("webgpu").available()[0]:
+        pytest.skip(f"webgpu: {get_target('webgpu').available()[1]}")
+    view, K = cam
+    g = scene.random_gaussians(12, 1, seed=1, extent=0.6, scale=0.15)
+    return g.means, g.quats, g.scales, g.opacities, g.sh, view, K
+
+
+def test_webgpu_tile_entry_overflow_is_rlx_s021(cam) -> None:
+    """A tile list too small for the scene raises RLX-S021 naming the count it needs (it
+    rendered NaN before); with that many entries the result is the oracle's."""
+    from rlx_core.splat.errors import TileEntriesOverflowError
+
+    args = _webgpu_scene(cam)
+    rec = ref.project(*args, W, H)
+    g_img = np.random.default_rng(2).normal(size=(H, W, 3)).astype(np.float32)
+
+    def fwd(te):
+        return rlx.compile(lambda *a: rlx.splat.render(*a, width=W, height=H, background=BG,
+                                                         tile_entries=te), *args, target="webgpu")
+
+    with pytest.raises(TileEntriesOverflowError) as err:
+        fwd(4)(*args)
+    assert err.value.code == "RLX-S021" and "tile_entries=" in err.value.hint
+    needed = int(str(err.value).split("needs ")[1].split()[0])
+    assert needed > 4
+    np.testing.assert_allclose(np.asarray(fwd(needed)(*args)), ref.rasterize(rec, W, H, BG),
+                               atol=2e-5)
+    with pytest.raises(TileEntriesOverflowError):
+        rlx.compile(lambda r, g: rlx.splat.rasterize_vjp(r, g, width=W, height=H,
+                                                         tile_entries=needed - 1),
+                    rec, g_img, target="webgpu")(rec, g_img)
+
+
+@pytest.mark.slow
+def test_webgpu_default_tile_list_overflow_on_huge_gaussians() -> None:
+    """The default list (2^16 entries here) and 300 Gaussians each covering all 256 tiles of a
+    256x256 image: 76,800 entries needed, a typed error, not a NaN image."""
+    from rlx_core.splat.errors import TileEntriesOverflowError
+
+    if not get_target("webgpu").available()[0]:
+        pytest.skip(f"webgpu: {get_target('webgpu').available()[1]}")
+    g = scene.random_gaussians(300, 1, seed=1, extent=0.3, scale=2.0)
+    args = (g.means, g.quats, g.scales, g.opacities, g.sh, scene.orbit(20.0, 10.0, 3.0),
+            scene.intrinsics(256, 256))
+    exe = rlx.compile(lambda *a: rlx.splat.render(*a, width=256, height=256), *args,
+                      target="webgpu")
+    with pytest.raises(TileEntriesOverflowError, match="needs 76800 .* holds 65536"):
+        exe(*args)

@@ -10,7 +10,8 @@ RLX-S020. The record layouts are in rlx_core/splat/layout.py:
   rgb; all zeros where a Gaussian is culled. K is 1, 4, 9 or 16 (SH degree 0..3).
 - ``splat_project_vjp(<the same 7>, g[N,11])`` -> f32[N, 11 + 3K]: the gradients of means,
   quats, scales, opacities and sh side by side (camera inputs get none).
-- ``splat_rasterize(proj[N,11])`` -> f32[height, width, 3].
+- ``splat_rasterize(proj[N,11])`` -> f32[height, width, 3]. ``tile_entries`` sizes a GPU
+  rasterizer's (tile, Gaussian) list; a scene that needs more fails with RLX-S021.
 - ``splat_rasterize_vjp(proj[N,11], g[height,width,3])`` -> f32[N, 11].
 """
 
@@ -39,6 +40,9 @@ def _size(op: str, a: dict[str, Any]) -> None:
             f"image size {a['width']} x {a['height']} must be positive")
     if "background" in a:
         require(len(a["background"]) == 3, op, "background must be three floats (r, g, b)")
+    if "tile_entries" in a:
+        require(a["tile_entries"] >= 0, op,
+                f"tile_entries must be >= 0 (0: sized from N), got {a['tile_entries']}")
 
 
 def _gaussians(op: str, ins: list[T]) -> int:
@@ -95,7 +99,10 @@ def _rasterize_vjp(ins: list[T], a: dict[str, Any]) -> T:
 
 def splat_defs() -> dict[str, OpDef]:
     size = {"width": AttrSpec("int"), "height": AttrSpec("int")}
-    image = {**size, "background": AttrSpec("floats", (0.0, 0.0, 0.0))}
+    # tile_entries: how many (tile, Gaussian) pairs a GPU rasterizer's buffer holds; 0 sizes it
+    # from N (webgpu/splat_raster.py's capacity); kernels without such a buffer ignore it
+    image = {**size, "background": AttrSpec("floats", (0.0, 0.0, 0.0)),
+             "tile_entries": AttrSpec("int", 0)}
     t: dict[str, OpDef] = {}
 
     def add(name, arity, infer, doc):

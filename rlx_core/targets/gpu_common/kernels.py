@@ -26,6 +26,8 @@ inside comments; each statement made for a node names it there.
 from __future__ import annotations
 
 import math
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,13 +63,28 @@ MAX_GROUPS = 65535  # the common limit of workgroups per grid dimension (WebGPU,
 
 
 @dataclass(frozen=True)
+class Guard:
+    """A scratch buffer of u32 words a kernel sets when its result is invalid (a list it sized
+    at plan time overflowed). A kernel cannot raise, so the runtime reads the words back after
+    the call and ``check`` raises the typed error (webgpu/splat_raster.py's tile entries)."""
+
+    buffer: str
+    words: int
+    check: Callable[[tuple[int, ...]], None]
+
+    def __call__(self, raw: bytes) -> None:
+        self.check(struct.unpack(f"<{self.words}I", raw[:4 * self.words]))
+
+
+@dataclass(frozen=True)
 class GpuKernel:
     """One rendered kernel: source, bindings (inputs then outputs) and the dispatch grid.
 
     ``constant`` holds the flat values of a tuple constant the runtime uploads instead of
     dispatching (then ``source`` is a comment only). ``local`` is the workgroup size.
     ``scratch`` names device buffers a multi-dispatch kernel of a dialect's own uses beyond
-    the graph's values (the plan allocates them; webgpu/splat.py's tile lists).
+    the graph's values (the plan allocates them; webgpu/splat.py's tile lists); ``guard``
+    one of them the runtime checks after every call.
     """
 
     name: str
@@ -79,6 +96,7 @@ class GpuKernel:
     constant: tuple[Any, ...] | None = None
     local: tuple[int, int, int] = (WG, 1, 1)
     scratch: tuple[tuple[str, TensorType], ...] = ()
+    guard: Guard | None = None
 
 
 class _Kernel:

@@ -16,7 +16,7 @@ from rlx_core.ir.graph import Graph, Level, TensorType
 from rlx_core.targets.gpu_common.dialect import Dialect
 from rlx_core.targets.gpu_common.expr import STORAGE
 from rlx_core.targets.gpu_common.host_arrays import buffer_bytes, check_indices, to_storage
-from rlx_core.targets.gpu_common.kernels import GpuKernel, render_graph
+from rlx_core.targets.gpu_common.kernels import GpuKernel, Guard, render_graph
 
 
 class DeviceLimitError(RlxError):
@@ -61,6 +61,18 @@ class GpuPlan:
     # (input, axis size, op): indices a caller passes are range-checked on the host, since a
     # kernel cannot raise (computed indices are clamped inside the kernel instead)
     index_checks: tuple[tuple[str, int, str], ...] = ()
+    # scratch buffers a kernel flags when its result is invalid: read back and checked per call
+    guards: tuple[Guard, ...] = ()
+
+    @property
+    def readback(self) -> tuple[str, ...]:
+        """The buffers a call downloads: the outputs, then the guards' buffers."""
+        return tuple(dict.fromkeys([*self.outputs, *(g.buffer for g in self.guards)]))
+
+    def check_guards(self, raw: dict[str, bytes]) -> None:
+        """Raise the typed error of the first guard a kernel set in this call."""
+        for g in self.guards:
+            g(raw[g.buffer])
 
     def check_inputs(self, inputs: Sequence[Any]) -> None:
         by_name = dict(zip(self.inputs, inputs, strict=True))
@@ -111,7 +123,8 @@ def make_plan(lir: Graph, dialect: Dialect, adapter: AdapterInfo | None = None,
                    n.inputs[1] in inputs)
     return GpuPlan(lir.name, tuple(buffers), kernels, tuple(v.name for v in lir.inputs),
                    tuple(v.name for v in lir.params), tuple(lir.outputs), constants,
-                   tuple(dict.fromkeys(checks)))
+                   tuple(dict.fromkeys(checks)),
+                   tuple(k.guard for k in kernels if k.guard is not None))
 
 
 def _flat(t: TensorType) -> TensorType:

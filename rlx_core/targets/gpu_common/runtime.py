@@ -97,8 +97,9 @@ class GpuProgram:
             t0 = time.perf_counter()
             self.enqueue(data, params)
             raw = {o: self.dev.download(self.buffers[o], plan.buffer(o).nbytes)
-                   for o in dict.fromkeys(plan.outputs)}
+                   for o in plan.readback}
             self.last_seconds = time.perf_counter() - t0
+        plan.check_guards(raw)
         return self.outputs(raw)
 
 

@@ -177,7 +177,8 @@ class BrowserProgram(GpuProgram):
         with dev.lock:  # Pyodide runs one thread; the lock keeps the contract of GpuProgram
             self.enqueue(data, params)
         raw = {o: await dev.download_async(self.buffers[o], plan.buffer(o).nbytes)
-               for o in dict.fromkeys(plan.outputs)}
+               for o in plan.readback}
+        plan.check_guards(raw)
         return self.outputs(raw)
 
     def run(self, inputs: Sequence[Any], params: dict[str, Any] | None = None) -> list[Any]:

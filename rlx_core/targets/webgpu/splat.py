@@ -18,8 +18,10 @@ buffers of its own (splat_raster.py)::
 reduces each Gaussian's gradient over the tile's pixels, and one invocation per Gaussian adds
 its tiles' sums (no float atomics). The per-tile sort makes the atomics' arbitrary fill order
 irrelevant: the order is the oracle's. The entry buffer holds ``capacity`` (tile, Gaussian)
-pairs, 16 per Gaussian and at least 2^16; a scene that needs more (very large Gaussians)
-renders NaN (and NaN gradients), which a caller cannot miss.
+pairs: the op's ``tile_entries``, else 16 per Gaussian and at least 2^16. A scene that needs
+more (very large Gaussians) sets a flag the scan writes; the plan's guard reads it back after
+the call and raises RLX-S021 with the count needed (the kernels also write NaN there, so a
+runner that skips the guard cannot return a plausible image).
 """
 
 from __future__ import annotations

@@ -15,15 +15,20 @@ from __future__ import annotations
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Kernel, TensorType
-from rlx_core.targets.gpu_common.kernels import WG, GpuKernel, _grid
+from rlx_core.splat.errors import tile_entries_overflow
+from rlx_core.targets.gpu_common.kernels import WG, GpuKernel, Guard, _grid
 from rlx_core.targets.webgpu.splat_project import binds, flat, main
 
 TILE = 16
 _F32, _U32 = "array<f32>", "array<u32>"
 
 
-def capacity(n: int, tiles: int) -> int:
-    """How many (tile, Gaussian) entries the rasterizer's buffer holds."""
+def capacity(n: int, tiles: int, want: int = 0) -> int:
+    """How many (tile, Gaussian) entries the rasterizer's buffer holds: ``want`` (the op's
+    ``tile_entries``) when set, else 16 per Gaussian and at least 2^16 (never more than all
+    pairs). A scene that needs more sets the overflow flag, and the call raises RLX-S021."""
+    if want > 0:
+        return want
     return max(1, min(n * tiles, max(16 * n, 1 << 16)))
 
 
@@ -81,7 +86,14 @@ class _Bins:
         self.n, self.w, self.h = n, w, h
         self.tw, self.th = -(-w // TILE), -(-h // TILE)
         self.tiles = self.tw * self.th
-        self.cap = capacity(n, self.tiles)
+        node = k.nodes[0]
+        self.cap = cap = capacity(n, self.tiles, int(node.attr("tile_entries", 0)))
+
+        def check(words: tuple[int, ...]) -> None:  # flags: the entry total, overflowed
+            if words[1]:
+                raise tile_entries_overflow(node.op, cap, words[0])
+
+        self.guard = Guard(f"{k.name}.flags", 2, check)
         self.rec = k.inputs[0]
         self.cnt, self.fill, self.ent, self.flags = (
             f"{k.name}.{s}" for s in ("tile_offsets", "tile_fill", "entries", "flags"))
@@ -154,7 +166,7 @@ class _Bins:
 """
         return [
             GpuKernel(f"{name}.zero", "splat", zero, (), (self.cnt, self.flags), per_t,
-                      scratch=tuple(self.scratch)),
+                      scratch=tuple(self.scratch), guard=self.guard),
             GpuKernel(f"{name}.count", "splat", count, (self.rec,), (self.cnt,), per_g),
             GpuKernel(f"{name}.scan", "splat", scan, (), (self.cnt, self.fill, self.flags),
                       (1, 1, 1), local=(1, 1, 1)),

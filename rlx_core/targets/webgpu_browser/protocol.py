@@ -56,7 +56,7 @@ def plan_json(plan: GpuPlan) -> dict[str, Any]:
         "kernels": [{"name": k.name, "source": k.source, "bindings": [*k.reads, *k.writes],
                      "workgroups": list(k.workgroups)}
                     for k in plan.kernels if k.constant is None],
-        "outputs": list(dict.fromkeys(plan.outputs)),
+        "outputs": list(plan.readback),  # the guards' buffers come back too
     }
 
 

@@ -90,6 +90,7 @@ class RemoteProgram:
             self._ensure_loaded(bridge, data)
             reply, out = bridge.call("run", bufs, program=self.pid, uploads=names)
         got = protocol.output_bytes(plan, reply, out)
+        plan.check_guards(got)
         return [from_storage(got[o][:plan.buffer(o).nbytes], plan.buffer(o).type)
                 for o in plan.outputs]
 
