@@ -1,5 +1,7 @@
-"""The CPU's int8 GEMM (cpu/igemm.py): claimed whole, exact against the numpy reference on
-the dot kernel this CPU picks and on the portable one, and every VNNI variant compiles here."""
+"""The CPU's int8 GEMM (cpu/igemm.py, cpu/igemm_packed.py): claimed whole, exact against the
+numpy reference on the kernel this CPU picks and on the portable one, with the weight computed
+in the graph (dot kernels) and as a parameter (prepacked, register-tiled), and every VNNI
+variant compiles here."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import pytest
 
 import rlx_core as rlx
 from rlx_core import quant as Q
-from rlx_core.targets.cpu import igemm
+from rlx_core.targets.cpu import igemm, igemm_packed
 
 
 @pytest.fixture
@@ -50,6 +52,57 @@ def test_int_linear_native_kernel_is_exact(cpu, isa, monkeypatch):
         assert exe(x, w, b).tolist() == want.tolist()
 
 
+def packed_cases() -> None:
+    """A parameter weight is prepacked and multiplied by the register-tiled kernel: row counts
+    around the 4-row tile and the 32-row work item, columns around the 16-column panel,
+    K around the 4-byte group, i8 and u8 x with zero points, a bias, and a weight holding
+    -128 (the AVX2 sign trick cannot negate it: that weight takes the portable tile)."""
+    from rlx_core.frontend import ops
+
+    rng = np.random.default_rng(9)
+    for (m, k, n), xdt, zx, zw, wmin in (((1, 64, 8), "int8", 0, 0, -127),
+                                         ((5, 100, 7), "uint8", 131, 0, -127),
+                                         ((35, 31, 70), "int8", -3, 2, -127),
+                                         ((3, 129, 17), "uint8", 0, -7, -127),
+                                         ((33, 384, 48), "int8", 0, 0, -127),
+                                         ((6, 66, 20), "int8", 5, 0, -128)):
+        x, w, b = _case(rng, m, k, n, xdt)
+        w = np.maximum(w, wmin).astype(np.int8)
+        w[0, 0] = wmin
+
+        def f(a, w=w, b=b, zx=zx, zw=zw):
+            return Q.int_linear(a, ops.asarray(w), ops.asarray(b), zx, zw)
+
+        exe = rlx.compile(f, x, target="cpu")
+        assert any("rlx_igp_block(" in src for src in exe.trace.kernels.values())
+        want = (x.astype(np.int64) - zx) @ (w.astype(np.int64) - zw).T + b
+        assert exe(x).tolist() == want.tolist(), (m, k, n, xdt)
+        # a newly bound weight is packed again before the next call
+        exe.params["w"] = np.ascontiguousarray(w[::-1])
+        want = (x.astype(np.int64) - zx) @ (w[::-1].astype(np.int64) - zw).T + b
+        assert exe(x).tolist() == want.tolist(), (m, k, n, xdt)
+
+
+def test_packed_int8_gemm_is_exact(cpu):
+    packed_cases()
+
+
+def test_packed_int8_gemm_portable_is_exact(cpu):
+    """The portable tile forced (RLX_IGEMM_ISA=c), in a process of its own: the kernel reads
+    the variable once per loaded program, and this process has loaded the same programs."""
+    import os
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "RLX_IGEMM_ISA": "c",
+           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, "-c", "import tests.quant.test_igemm as t; "
+                          "t.packed_cases(); print('ok')"], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
+
+
 def test_vnni_variants_compile_here(tmp_path):
     """The VNNI kernels cannot run on a CPU without VNNI; they must at least compile."""
     from rlx_core.targets.cpu.toolchain import find_compiler
@@ -57,11 +110,14 @@ def test_vnni_variants_compile_here(tmp_path):
     cc = find_compiler()
     src = tmp_path / "ig.c"
     # a table of every kernel's address keeps the unused static ones in the object file
-    src.write_text(igemm.SOURCE + "\n#ifdef RLX_IG_X86\nvoid *rlx_ig_table[] = {"
+    src.write_text(igemm.SOURCE + igemm_packed.SOURCE
+                   + "\n#ifdef RLX_IG_X86\nvoid *rlx_ig_table[] = {"
                    "(void *)rlx_idot4_vnni512_s, (void *)rlx_idot4_vnni512_u, "
                    "(void *)rlx_idot4_avxvnni_s, (void *)rlx_idot4_avxvnni_u, "
                    "(void *)rlx_idot4_avx2_s, (void *)rlx_idot4_avx2_u, "
-                   "(void *)rlx_igemm_block};\n#endif\n")
+                   "(void *)rlx_igemm_block, (void *)rlx_igp_tile_vnni512, "
+                   "(void *)rlx_igp_tile_avxvnni, (void *)rlx_igp_tile_avx2_s, "
+                   "(void *)rlx_igp_tile_avx2_u, (void *)rlx_igp_block};\n#endif\n")
     obj = tmp_path / "ig.o"
     res = subprocess.run([cc.path, "-O2", "-c", str(src), "-o", str(obj)], capture_output=True,
                          text=True)
@@ -71,10 +127,12 @@ def test_vnni_variants_compile_here(tmp_path):
 
     if platform.machine() in ("x86_64", "AMD64"):
         for name in ("rlx_idot4_vnni512_s", "rlx_idot4_vnni512_u", "rlx_idot4_avxvnni_s",
-                     "rlx_idot4_avxvnni_u", "rlx_idot4_avx2_s", "rlx_idot4_avx2_u"):
+                     "rlx_idot4_avxvnni_u", "rlx_idot4_avx2_s", "rlx_idot4_avx2_u",
+                     "rlx_igp_tile_vnni512", "rlx_igp_tile_avxvnni", "rlx_igp_tile_avx2_s"):
             assert name in syms, name
         dis = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True).stdout
         assert "vpdpbusd" in dis and "vpmaddwd" in dis
+        assert "vpmaddubsw" in dis and "vpsignb" in dis  # the packed AVX2 tile's sign trick
 
 
 @pytest.mark.parametrize("zero_point", [False, True])

@@ -34,11 +34,15 @@ from rlx_core.ir.graph import Node
 from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
+from rlx_core.targets.cpu import igemm_packed
 
 IMPL = "rlx-igemm"
 DTYPES: tuple[str, ...] = ("i8", "u8", "i32")
 ROW_BLOCK = 16  # rows of x per work item
 COL_BLOCK = 64  # columns (rows of w) per work item: 16 dot4 calls
+# the packed GEMM's work item: 32 rows x 64 columns (four 16-column panels, each reused from
+# L1 by the eight 4-row tiles; on MiniLM at batch 1 that is 24 to 96 items for the team)
+PACKED_ROW_BLOCK, PACKED_COL_BLOCK = 32, 64
 
 SOURCE = r"""
 #ifndef RLX_IGEMM_H
@@ -280,8 +284,11 @@ static void rlx_igemm_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int6
 """
 
 
-def emit_int_linear(env: KernelEnv, w: Writer, node: Node) -> str:
-    """Write the kernel's loop over (row block, column block) items; returns its impl label."""
+def emit_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str | None = None) -> str:
+    """Write the kernel's loop over (row block, column block) items; returns its impl label.
+    ``packed``: the kernel parameter holding the weight prepacked (cpu/igemm_packed.py); the
+    register-tiled GEMM then runs, else the dot kernels here (a weight computed in the graph,
+    or a u8 weight)."""
     x, wt = env.inputs[node.inputs[0]], env.inputs[node.inputs[1]]
     bias = env.inputs[node.inputs[2]].ptr if len(node.inputs) == 3 else "0"
     out = env.outputs[node.name]
@@ -290,19 +297,25 @@ def emit_int_linear(env: KernelEnv, w: Writer, node: Node) -> str:
                           hint="the capability table claims int_linear in i8/u8 -> i32 only")
     n, k = wt.type.shape
     m = x.type.size // max(k, 1)
-    rb, cb = -(-m // ROW_BLOCK), -(-n // COL_BLOCK)
+    rows, cols = (PACKED_ROW_BLOCK, PACKED_COL_BLOCK) if packed else (ROW_BLOCK, COL_BLOCK)
+    rb, cb = -(-m // rows), -(-n // cols)
     pragma = env.parallel(m * n * k, 0)
     if pragma:
         w.line(pragma)
     w.open(f"for (int64_t it = 0; it < {rb * cb}; ++it)")
-    w.line(f"const int64_t i0 = (it / {cb}) * {ROW_BLOCK}, j0 = (it % {cb}) * {COL_BLOCK};")
-    w.line(f"const int64_t i1 = i0 + {ROW_BLOCK} < {m} ? i0 + {ROW_BLOCK} : {m};")
-    w.line(f"const int64_t j1 = j0 + {COL_BLOCK} < {n} ? j0 + {COL_BLOCK} : {n};")
-    w.line(f"rlx_igemm_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {int(x.type.dtype == dt.u8)}, "
-           f"{int(node.attr('a_zero_point'))}, {wt.ptr}, {int(wt.type.dtype == dt.u8)}, "
-           f"{int(node.attr('b_zero_point'))}, {bias}, {out.ptr});")
+    w.line(f"const int64_t i0 = (it / {cb}) * {rows}, j0 = (it % {cb}) * {cols};")
+    w.line(f"const int64_t i1 = i0 + {rows} < {m} ? i0 + {rows} : {m};")
+    w.line(f"const int64_t j1 = j0 + {cols} < {n} ? j0 + {cols} : {n};")
+    a_u8, za, zb = int(x.type.dtype == dt.u8), int(node.attr("a_zero_point")), int(
+        node.attr("b_zero_point"))
+    if packed:
+        w.line(f"rlx_igp_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {a_u8}, {za}, {packed}, "
+               f"{zb}, {bias}, {out.ptr});")
+    else:
+        w.line(f"rlx_igemm_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {a_u8}, {za}, {wt.ptr}, "
+               f"{int(wt.type.dtype == dt.u8)}, {zb}, {bias}, {out.ptr});")
     w.close()
-    return IMPL
+    return igemm_packed.IMPL if packed else IMPL
 
 
 def cpu_isa_flags() -> dict[str, bool]:

@@ -1,4 +1,6 @@
-"""Prepacked GEMM weights: a parameter's op(B) in rlx_sgemm's panel layout, kept in the arena.
+"""Prepacked GEMM weights: a parameter's op(B) in rlx_sgemm's panel layout (kind ``f32``) or
+an int8 weight in the int8 GEMM's panel layout (kind ``i8``, cpu/igemm_packed.py), kept in the
+arena.
 
 rlx's own GEMM (sgemm.py) packs op(B) into 32-column panels on every call, and in the team
 each thread packs all of it for its block of rows. When B is a graph parameter (a linear
@@ -24,7 +26,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from rlx_core.targets.cpu import sgemm
+from rlx_core.targets.cpu import igemm_packed, sgemm
 
 
 def prepack_enabled() -> bool:
@@ -47,9 +49,12 @@ class PackedWeight:
     brk: int  # element (p, j) of op(B) is B[p * brk + j * brn]
     brn: int
     offset: int  # from the start of the packed data (past the header)
+    kind: str = "f32"  # "f32": rlx_sgemm_pack_b's panels; "i8": rlx_igp_pack's (int8 GEMM)
 
     @property
     def nbytes(self) -> int:
+        if self.kind == "i8":
+            return igemm_packed.packed_bytes(self.n, self.k)
         return sgemm.packed_bytes(self.n, self.k)
 
 
@@ -58,18 +63,19 @@ class PackedWeights:
 
     def __init__(self) -> None:
         self.weights: list[PackedWeight] = []
-        self._index: dict[tuple[int, int, int, int, int], int] = {}
+        self._index: dict[tuple[int, int, int, int, int, str], int] = {}
         self._end = 0
 
     def __bool__(self) -> bool:
         return bool(self.weights)
 
-    def add(self, param: int, name: str, n: int, k: int, brk: int, brn: int) -> PackedWeight:
+    def add(self, param: int, name: str, n: int, k: int, brk: int, brn: int,
+            kind: str = "f32") -> PackedWeight:
         """The packed copy of parameter ``param`` as op(B) (one per distinct layout)."""
-        key = (param, n, k, brk, brn)
+        key = (param, n, k, brk, brn, kind)
         if key not in self._index:
             self._index[key] = len(self.weights)
-            pw = PackedWeight(param, name, n, k, brk, brn, self._end)
+            pw = PackedWeight(param, name, n, k, brk, brn, self._end, kind)
             self.weights.append(pw)
             self._end += _align(pw.nbytes)
         return self.weights[self._index[key]]
@@ -86,7 +92,8 @@ class PackedWeights:
     def pointer(self, prefix: str, pw: PackedWeight) -> str:
         """The C expression (in the entry point) of ``pw``'s packed panels. (Symbolic: the
         region's place and header size are known once every kernel is rendered.)"""
-        return f"(const float*)(arena + {prefix}_PACKED_DATA + {pw.offset})"
+        ctype = "const void*" if pw.kind == "i8" else "const float*"
+        return f"({ctype})(arena + {prefix}_PACKED_DATA + {pw.offset})"
 
     def defines(self, prefix: str, base: int) -> str:
         return (f"/* prepacked GEMM weights (prepack.py): {len(self.weights)} weight(s), "
@@ -99,14 +106,19 @@ class PackedWeights:
         lines = ["    { /* prepack GEMM weights bound since the last call (prepack.py) */",
                  f"        const void** rlx_pk_src = (const void**)(arena + {prefix}_PACKED);"]
         for i, pw in enumerate(self.weights):
-            dst = f"(float*)(arena + {prefix}_PACKED_DATA + {pw.offset})"
+            if pw.kind == "i8":
+                call = (f"rlx_igp_pack({pw.n}, {pw.k}, (const int8_t*)params[{pw.param}], "
+                        f"(void*)(arena + {prefix}_PACKED_DATA + {pw.offset}));")
+            else:
+                dst = f"(float*)(arena + {prefix}_PACKED_DATA + {pw.offset})"
+                call = (f"rlx_sgemm_pack_b({pw.n}, {pw.k}, (const float*)params[{pw.param}], "
+                        f"{pw.brk}, {pw.brn}, {dst});")
             lines.append(f"        if (rlx_pk_src[{i}] != params[{pw.param}]) {{ "
-                         f"rlx_sgemm_pack_b({pw.n}, {pw.k}, (const float*)params[{pw.param}], "
-                         f"{pw.brk}, {pw.brn}, {dst}); rlx_pk_src[{i}] = params[{pw.param}]; }}")
+                         f"{call} rlx_pk_src[{i}] = params[{pw.param}]; }}")
         lines.append("    }")
         return lines
 
     def describe(self) -> list[dict[str, object]]:
         """For Program.info: which parameters are packed, in what shape, how many bytes."""
         return [{"param": pw.name, "k": pw.k, "n": pw.n, "transposed": pw.brn != 1,
-                 "bytes": pw.nbytes} for pw in self.weights]
+                 "bytes": pw.nbytes, "kind": pw.kind} for pw in self.weights]

@@ -17,7 +17,18 @@ from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
 from rlx_core.targets.c_common.names import c_ident
 from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.c_common.renderer import CLikeRenderer
-from rlx_core.targets.cpu import attention, i4gemm, igemm, isa, lapack, sgemm, sparse, splat, team
+from rlx_core.targets.cpu import (
+    attention,
+    i4gemm,
+    igemm,
+    igemm_packed,
+    isa,
+    lapack,
+    sgemm,
+    sparse,
+    splat,
+    team,
+)
 from rlx_core.targets.cpu.blas import (
     TEAM_GEMM_MIN,
     BlasInfo,
@@ -44,6 +55,7 @@ class CpuRenderer(CLikeRenderer):
         self.own_sgemm = own_sgemm  # f32 GEMMs on rlx's AVX-512 or AVX2 kernel (sgemm.py)
         # parameters the own kernel takes as B are packed once per binding (prepack.py)
         self.prepack = prepack and own_sgemm
+        self.prepack_int8 = prepack  # int8 weights for the packed int8 GEMM (igemm_packed.py)
         self.packed = PackedWeights()
         self._params: dict[str, int] = {}  # graph parameter -> index in graph.params
         self._prefix = "rlx"
@@ -96,7 +108,9 @@ class CpuRenderer(CLikeRenderer):
         # when no kernel calls them (parsing immintrin.h costs every compile ~0.2 s)
         impls = set(cprog.kernel_impl.values())
         unused = [] if attention.IMPL in impls else [attention.SOURCE]
-        unused += [m.SOURCE for m in (igemm, i4gemm, splat) if m.IMPL not in impls]
+        unused += [m.SOURCE for m in (i4gemm, splat, igemm_packed) if m.IMPL not in impls]
+        if igemm.IMPL not in impls and igemm_packed.IMPL not in impls:
+            unused.append(igemm.SOURCE)  # the packed GEMM uses its ISA pick
         if self.blas is not None and not any(i.startswith(lapack.IMPL) for i in impls):
             unused.append(lapack.source(self.blas.symbol_prefix))
         if sgemm.IMPL not in impls and attention.IMPL not in impls:
@@ -112,7 +126,7 @@ class CpuRenderer(CLikeRenderer):
         if node.op == "attention":
             return attention.emit_attention(env, w, node)
         if node.op == "int_linear":
-            return igemm.emit_int_linear(env, w, node)
+            return igemm.emit_int_linear(env, w, node, self.packed_int8(env, node))
         if node.op == "int4_linear":
             return i4gemm.emit_int4_linear(env, w, node)
         if node.op in splat.OPS:
@@ -197,6 +211,20 @@ class CpuRenderer(CLikeRenderer):
                                self.packed.pointer(self._prefix, pw)))
         return name
 
+    def packed_int8(self, env: KernelEnv, node: Node) -> str | None:
+        """The kernel parameter holding ``int_linear``'s weight packed for the register-tiled
+        int8 GEMM (igemm_packed.py), when the weight is a graph parameter of signed bytes."""
+        wt = env.inputs[node.inputs[1]]
+        if (not self.prepack_int8 or node.inputs[1] not in self._params
+                or wt.type.dtype.name != "i8" or wt.type.rank != 2):
+            return None
+        n, k = wt.type.shape
+        pw = self.packed.add(self._params[node.inputs[1]], node.inputs[1], n, k, k, 1, "i8")
+        name = f"{wt.ptr}_i8packed"
+        env.extra_args.append((f"const void* restrict {name}",
+                               self.packed.pointer(self._prefix, pw)))
+        return name
+
     def extra_headers(self) -> list[str]:
         # one thread count per translation unit (several programs may share one)
         threads = ("#ifndef RLX_CPU_THREADS_H\n#define RLX_CPU_THREADS_H\n"
@@ -210,7 +238,7 @@ class CpuRenderer(CLikeRenderer):
         # on it, the int8 GEMM and the int4 matmul; render_program drops them when unused
         # (its blocking from this machine's caches, isa.gemm_blocking)
         threads += (isa.blocking().defines() + sgemm.SOURCE + attention.SOURCE + igemm.SOURCE
-                    + i4gemm.SOURCE) + splat.SOURCE
+                    + igemm_packed.SOURCE + i4gemm.SOURCE) + splat.SOURCE
         if self.blas is None:
             return [threads, "/* BLAS unavailable: matmul kernels are generated loop nests */\n"]
         # LAPACK on the same library, for the dense linear algebra ops (cpu/lapack.py)

@@ -1,0 +1,241 @@
+"""The CPU's register-tiled int8 GEMM on a prepacked weight (``int_linear`` with a parameter weight).
+
+When ``int_linear``'s weight is a graph parameter (every PTQ graph), the program packs it once
+per binding (cpu/prepack.py, kind ``i8``) into panels of 16 columns: for each group of four
+inputs ``k..k+3`` a panel holds 64 bytes, the four bytes of column 0, then of column 1, ...
+(two 32-byte vectors of 8 columns), zero-padded past ``n`` and ``k``; the column sums ``S_b``
+follow the panels. A micro-kernel computes a 4 x 16 tile of ``S_ab = sum_k a b`` in eight
+i32 vector accumulators: each step broadcasts four bytes of a row of x and multiplies them
+into the two vectors of the panel. The epilogue writes
+
+    C[i, j] = S_ab + corr * S_b[j] - za * S_b[j] - zb * S_a[i] + K * za * zb (+ bias[j])
+
+in wrapping 32-bit arithmetic (``corr`` undoes the byte offset a kernel applies to x).
+
+Micro-kernels, picked at run time from what the CPU reports (cpu/igemm.py's rlx_igemm_isa):
+
+- ``avx512vnni`` (with AVX512-VL) and ``avxvnni``: ``vpdpbusd`` multiplies *unsigned* x
+  bytes by the signed weight bytes and adds groups of four into i32, exactly. A signed x is
+  offset to unsigned (``a ^ 0x80 = a + 128``); ``corr = -128`` takes ``128 * S_b`` off.
+- ``avx2``: ``vpmaddubsw`` + ``vpmaddwd``. ``vpmaddubsw`` adds two u8 x s8 products in a
+  *saturating* i16, which 255 * 127 * 2 overflows. The choice here is the **sign trick on
+  s8 x s8**: x stays signed (a u8 x is offset to signed, ``corr = +128``), the kernel
+  multiplies ``|a|`` (``vpabsb``, at most 128, unsigned) by ``sign(a) * w`` (``vpsignb``), so a
+  pair is at most 2 * 128 * 127 = 32512 and never saturates, *provided no weight byte is
+  -128* (its negation does not fit). PTQ weights are narrow-range ([-127, 127]); a weight that
+  holds -128 is flagged when packed and takes the portable kernel. The alternative, 7-bit
+  activations, would cost every activation a bit of precision; the sign trick costs one
+  ``vpsignb`` per product vector and keeps all 8 bits.
+- portable C over the same panels, any CPU (``RLX_IGEMM_ISA=c`` forces it).
+
+Every path is exact (integer arithmetic), so all of them equal the numpy reference bit for
+bit; tests/quant/test_igemm.py runs the one this CPU picks and the portable one, and compiles
+the VNNI ones (``target`` attributes) on any x86-64 machine.
+"""
+
+from __future__ import annotations
+
+IMPL = "rlx-igemm-packed"
+NR = 16  # columns per panel (two vectors of eight i32)
+MR = 4  # rows per micro-tile
+HEADER = 64
+
+
+def packed_bytes(n: int, k: int) -> int:
+    """Bytes of a packed weight (n, k): header, panels, column sums (as rlx_igp_bytes)."""
+    panels = -(-n // NR)
+    return HEADER + panels * (-(-k // 4)) * 64 + panels * NR * 4
+
+
+SOURCE = r"""
+#ifndef RLX_IGEMM_PACKED_H
+#define RLX_IGEMM_PACKED_H
+/* needs RLX_IGEMM_H before it (rlx_igemm_isa, RLX_IG_X86) */
+typedef struct { int64_t n, k, k4, np; int32_t has_min, pad[7]; } rlx_igp_head; /* 64 bytes */
+
+/* w (n x k, signed bytes) -> header, np panels of k4 x 64 bytes, np * 16 column sums */
+static void rlx_igp_pack(int64_t n, int64_t k, const int8_t *w, void *dst) {
+    rlx_igp_head *h = (rlx_igp_head *)dst;
+    const int64_t np = (n + 15) / 16, k4 = (k + 3) / 4;
+    int8_t *panels = (int8_t *)dst + 64;
+    int32_t *colsum = (int32_t *)(panels + np * k4 * 64);
+    int has_min = 0;
+    memset(panels, 0, (size_t)(np * k4 * 64));
+    for (int64_t j = 0; j < np * 16; ++j) colsum[j] = 0;
+    for (int64_t j = 0; j < n; ++j) {
+        const int8_t *wj = w + j * k;
+        int8_t *pj = panels + (j / 16) * k4 * 64 + (j % 16) * 4;
+        int32_t s = 0;
+        for (int64_t p = 0; p < k; ++p) {
+            pj[(p / 4) * 64 + (p % 4)] = wj[p];
+            s += wj[p];
+            has_min |= wj[p] == -128;
+        }
+        colsum[j] = s;
+    }
+    h->n = n; h->k = k; h->k4 = k4; h->np = np; h->has_min = has_min;
+}
+
+/* a 4 x 16 tile of S_ab over all k: rows a[0..3] (bytes, XORed with FLIP first), one panel */
+typedef void (*rlx_igp_tile_fn)(const uint8_t *const *, int, const int8_t *, int64_t,
+                                int32_t *);
+
+/* four bytes of row a at p (the last group zero-padded past k) */
+static inline int32_t rlx_igp_quad(const uint8_t *a, int64_t p, int64_t k) {
+    int32_t v = 0;
+    if (p + 4 <= k) memcpy(&v, a + p, 4);
+    else { uint8_t t[4] = {0, 0, 0, 0}; memcpy(t, a + p, (size_t)(k - p)); memcpy(&v, t, 4); }
+    return v;
+}
+
+/* portable: a_u8 says how to read x's bytes */
+static void rlx_igp_tile_c(const uint8_t *const *a, int a_u8, const int8_t *bp, int64_t k,
+                           int32_t *out) {
+    for (int r = 0; r < 4; ++r) {
+        int32_t acc[16] = {0};
+        for (int64_t p = 0; p < k; ++p) {
+            const int32_t x = a_u8 ? (int32_t)a[r][p] : (int32_t)(int8_t)a[r][p];
+            const int8_t *b = bp + (p / 4) * 64 + (p % 4);
+            for (int c = 0; c < 16; ++c) acc[c] += x * b[c * 4];
+        }
+        memcpy(out + r * 16, acc, sizeof acc);
+    }
+}
+
+#ifdef RLX_IG_X86
+#define RLX_IGP_ZERO8 __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, \
+    c20 = c00, c21 = c00, c30 = c00, c31 = c00
+#define RLX_IGP_STORE8                                                                     \
+    _mm256_storeu_si256((__m256i *)(out + 0), c00);                                        \
+    _mm256_storeu_si256((__m256i *)(out + 8), c01);                                        \
+    _mm256_storeu_si256((__m256i *)(out + 16), c10);                                       \
+    _mm256_storeu_si256((__m256i *)(out + 24), c11);                                       \
+    _mm256_storeu_si256((__m256i *)(out + 32), c20);                                       \
+    _mm256_storeu_si256((__m256i *)(out + 40), c21);                                       \
+    _mm256_storeu_si256((__m256i *)(out + 48), c30);                                       \
+    _mm256_storeu_si256((__m256i *)(out + 56), c31)
+
+/* AVX2, the sign trick: |a| (u8) times sign(a) * w (s8) never saturates vpmaddubsw when no
+   w is -128 (checked at pack time) */
+#define RLX_IGP_SIGN(R, V)                                                                 \
+    { const __m256i va = _mm256_xor_si256(_mm256_set1_epi32(V), fl);                       \
+      const __m256i ua = _mm256_abs_epi8(va);  /* the XOR with 0 folds away */                                              \
+      c##R##0 = _mm256_add_epi32(c##R##0, _mm256_madd_epi16(                               \
+          _mm256_maddubs_epi16(ua, _mm256_sign_epi8(b0, va)), ones));                      \
+      c##R##1 = _mm256_add_epi32(c##R##1, _mm256_madd_epi16(                               \
+          _mm256_maddubs_epi16(ua, _mm256_sign_epi8(b1, va)), ones)); }
+
+#define RLX_IGP_STEPS(STEP)                                                                \
+    int64_t p = 0;                                                                         \
+    for (; p + 4 <= k; p += 4, bp += 64) {                                                 \
+        const __m256i b0 = _mm256_loadu_si256((const __m256i *)bp);                        \
+        const __m256i b1 = _mm256_loadu_si256((const __m256i *)(bp + 32));                 \
+        int32_t v0, v1, v2, v3;                                                            \
+        memcpy(&v0, a0 + p, 4); memcpy(&v1, a1 + p, 4);                                    \
+        memcpy(&v2, a2 + p, 4); memcpy(&v3, a3 + p, 4);                                    \
+        STEP(0, v0) STEP(1, v1) STEP(2, v2) STEP(3, v3)                                    \
+    }                                                                                      \
+    if (p < k) {                                                                           \
+        const __m256i b0 = _mm256_loadu_si256((const __m256i *)bp);                        \
+        const __m256i b1 = _mm256_loadu_si256((const __m256i *)(bp + 32));                 \
+        STEP(0, rlx_igp_quad(a0, p, k)) STEP(1, rlx_igp_quad(a1, p, k))                    \
+        STEP(2, rlx_igp_quad(a2, p, k)) STEP(3, rlx_igp_quad(a3, p, k))                    \
+    }
+
+/* two instantiations, so that x's offset (FLIP) is a constant and takes no register */
+#define RLX_IGP_TILE_AVX2(NAME, FLIP)                                                      \
+__attribute__((target("avx2")))                                                            \
+static void NAME(const uint8_t *const *a, int flip, const int8_t *bp, int64_t k,           \
+                 int32_t *out) {                                                           \
+    const uint8_t *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];                          \
+    const __m256i ones = _mm256_set1_epi16(1), fl = _mm256_set1_epi8((char)FLIP);          \
+    (void)flip;                                                                            \
+    RLX_IGP_ZERO8;                                                                         \
+    RLX_IGP_STEPS(RLX_IGP_SIGN)                                                            \
+    RLX_IGP_STORE8;                                                                        \
+}
+RLX_IGP_TILE_AVX2(rlx_igp_tile_avx2_s, 0)
+RLX_IGP_TILE_AVX2(rlx_igp_tile_avx2_u, 0x80)
+
+/* VNNI: vpdpbusd, unsigned a (a signed x XORed with 0x80) times signed w, exact in i32 */
+#define RLX_IGP_TILE_VNNI(NAME, TARGET)                                                    \
+__attribute__((target(TARGET)))                                                            \
+static void NAME(const uint8_t *const *a, int flip, const int8_t *bp, int64_t k,           \
+                 int32_t *out) {                                                           \
+    const uint8_t *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];                          \
+    const __m256i fl = _mm256_set1_epi8(flip ? (char)0x80 : 0);                            \
+    RLX_IGP_ZERO8;                                                                         \
+    RLX_IGP_STEPS(NAME##_step)                                                             \
+    RLX_IGP_STORE8;                                                                        \
+}
+#define rlx_igp_tile_avxvnni_step(R, V)                                                    \
+    { const __m256i va = _mm256_xor_si256(_mm256_set1_epi32(V), fl);                       \
+      c##R##0 = _mm256_dpbusd_avx_epi32(c##R##0, va, b0);                                  \
+      c##R##1 = _mm256_dpbusd_avx_epi32(c##R##1, va, b1); }
+#define rlx_igp_tile_vnni512_step(R, V)                                                    \
+    { const __m256i va = _mm256_xor_si256(_mm256_set1_epi32(V), fl);                       \
+      c##R##0 = _mm256_dpbusd_epi32(c##R##0, va, b0);                                      \
+      c##R##1 = _mm256_dpbusd_epi32(c##R##1, va, b1); }
+RLX_IGP_TILE_VNNI(rlx_igp_tile_avxvnni, "avx2,avxvnni")
+RLX_IGP_TILE_VNNI(rlx_igp_tile_vnni512, "avx2,avx512f,avx512vl,avx512vnni")
+#endif
+
+/* the micro-kernel for this CPU, how it offsets x (flip) and what that adds per S_b (corr) */
+static rlx_igp_tile_fn rlx_igp_pick(const rlx_igp_head *h, int a_u8, int *flip, int *corr) {
+    const int isa = rlx_igemm_isa();
+    *flip = 0; *corr = 0;
+#ifdef RLX_IG_X86
+    if (isa == 2 || isa == 1) {
+        *flip = !a_u8; *corr = a_u8 ? 0 : -128;
+        return isa == 2 ? rlx_igp_tile_vnni512 : rlx_igp_tile_avxvnni;
+    }
+    if (isa == 3 && !h->has_min) {
+        *flip = a_u8; *corr = a_u8 ? 128 : 0;
+        return a_u8 ? rlx_igp_tile_avx2_u : rlx_igp_tile_avx2_s;
+    }
+#endif
+    (void)isa; (void)h;
+    *flip = a_u8;  /* the portable tile reads u8 itself: flip carries a_u8 */
+    return rlx_igp_tile_c;
+}
+
+/* rows [i0, i1) x columns [j0, j1) (j0 a multiple of 16) of C (m x n, i32) =
+   (A - za)(W - zb)^T (+ bias), A (m x k) bytes (u8 or i8), W packed by rlx_igp_pack */
+static void rlx_igp_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t n,
+                          int64_t k, const void *A, int a_u8, int32_t za, const void *packed,
+                          int32_t zb, const int32_t *bias, int32_t *C) {
+    const rlx_igp_head *h = (const rlx_igp_head *)packed;
+    const int8_t *panels = (const int8_t *)packed + 64;
+    const int32_t *colsum = (const int32_t *)(panels + h->np * h->k4 * 64);
+    int flip, corr;
+    const rlx_igp_tile_fn tile = rlx_igp_pick(h, a_u8, &flip, &corr);
+    const uint8_t *a = (const uint8_t *)A;
+    const uint32_t fixed = (uint32_t)k * (uint32_t)za * (uint32_t)zb;
+    int32_t t[64];
+    for (int64_t j = j0; j < j1; j += 16) {
+        const int8_t *bp = panels + (j / 16) * h->k4 * 64;
+        const int cols = j1 - j < 16 ? (int)(j1 - j) : 16;
+        for (int64_t i = i0; i < i1; i += 4) {
+            const int mr = i1 - i < 4 ? (int)(i1 - i) : 4;
+            const uint8_t *rows[4];
+            for (int r = 0; r < 4; ++r) rows[r] = a + (i + (r < mr ? r : mr - 1)) * k;
+            tile(rows, flip, bp, k, t);
+            for (int r = 0; r < mr; ++r) {
+                uint32_t rowfix = fixed;
+                if (zb) {
+                    int32_t sa = 0;
+                    if (a_u8) for (int64_t p = 0; p < k; ++p) sa += rows[r][p];
+                    else for (int64_t p = 0; p < k; ++p) sa += (int8_t)rows[r][p];
+                    rowfix -= (uint32_t)zb * (uint32_t)sa;
+                }
+                int32_t *ci = C + (i + r) * n + j;
+                for (int c = 0; c < cols; ++c)
+                    ci[c] = (int32_t)((uint32_t)t[r * 16 + c] + rowfix
+                                      + (uint32_t)(corr - za) * (uint32_t)colsum[j + c]
+                                      + (bias ? (uint32_t)bias[j + c] : 0u));
+            }
+        }
+    }
+}
+#endif
+"""
