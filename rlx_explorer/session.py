@@ -124,6 +124,16 @@ def _svgs(levels: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _embedded(exe: Executable | None, s: Session) -> dict[str, Any]:
+    """The embedded view (device memory, instructions / cycles); a failed run leaves it out."""
+    from rlx_explorer.views.embedded import embedded_view
+
+    try:
+        return embedded_view(exe, s.args if s.run else None) if exe is not None else {}
+    except RlxError as err:
+        return {"target": exe.target if exe else "", "error": err.message}
+
+
 def build_bundle(s: Session, view: str = "graph", layout: bool = True) -> dict[str, Any]:
     """Every view model of a session, as one JSON-able dict (see docs/explorer.md)."""
     sources = SourceIndex(s.extra_sources)
@@ -185,6 +195,7 @@ def build_bundle(s: Session, view: str = "graph", layout: bool = True) -> dict[s
         "failures": failures,
         "kernels": kernels,
         "memory": memory_view(exe.trace.plan if exe is not None else {}, levels.get("lir")),
+        "embedded": _embedded(exe, s),  # cortex-m / fpga only (views/embedded.py)
         "profile": profile_view(profile, levels.get("lir")),
         "cache": cache_view(jit, exe.trace.cache if exe is not None else {}),
         "links": link_index(levels, kernels),
