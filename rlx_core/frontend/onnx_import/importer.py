@@ -32,6 +32,9 @@ DEFAULT_DOMAINS = ("", "ai.onnx")
 # The preview domain's ops are read at the versions PREVIEW_CONVERTERS lists (it is at 1 now).
 PREVIEW_DOMAIN = "ai.onnx.preview"
 PREVIEW_VERSIONS = (1,)
+# ONNX Runtime's contrib domain: only its quantized ops are read (ops/ort_quant.py); onnx has
+# no schemas for it, so a node's version is the domain version the model imports
+ORT_DOMAIN = "com.microsoft"
 
 
 @dataclass
@@ -92,6 +95,8 @@ def _opset(proto: Any) -> int:
             version = int(imp.version)
         elif imp.domain == PREVIEW_DOMAIN and int(imp.version) in PREVIEW_VERSIONS:
             continue  # each preview-domain node is checked against PREVIEW_CONVERTERS
+        elif imp.domain == ORT_DOMAIN:
+            continue  # each com.microsoft node is checked against ORT_QUANT_CONVERTERS
         elif imp.domain not in ("ai.onnx.ml", "ai.onnx.preview.training"):
             raise UnknownOpsetError(f"the model imports unknown domain {imp.domain!r} "
                                     f"(version {imp.version})",
@@ -325,6 +330,8 @@ def _preview_version(op_type: str, proto: Any, domain: str = PREVIEW_DOMAIN) -> 
 
     imported = max((int(i.version) for i in proto.opset_import if i.domain == domain),
                    default=0)
+    if domain == ORT_DOMAIN:
+        return imported
     try:
         return onnx.defs.get_schema(op_type, imported, domain).since_version
     except onnx.defs.SchemaError:
@@ -338,7 +345,8 @@ def _convert(cx: ImportContext, node: Any, version: int, opset: int, where: str)
 
     conv = DOMAIN_CONVERTERS.get(node.domain, CONVERTERS)[node.op_type].at(version)
     assert conv is not None  # import_model resolved the version against the table
-    check_attribute_types(node, onnx.defs.get_schema(node.op_type, version, node.domain))
+    if node.domain != ORT_DOMAIN:  # onnx has no schemas for the contrib ops
+        check_attribute_types(node, onnx.defs.get_schema(node.op_type, version, node.domain))
     attrs = _attrs(node)
     unknown = sorted(set(attrs) - set(conv.attrs))
     if unknown:

@@ -2,6 +2,12 @@
 DynamicQuantizeLinear and the integer / quantized products (MatMulInteger, ConvInteger,
 QLinearMatMul, QLinearConv).
 
+Where ONNX's rule and rlx's own quantization ops (rlx_core/ir/ops/quant.py) compute the same
+values, the import emits those ops, so a quantized model reads as rlx's explicit
+``quantize`` / ``dequantize`` / ``int_linear`` (and the cpu runs its int8 GEMM): f32
+QuantizeLinear / DequantizeLinear to or from u8, i8 and i16, per tensor or per axis; an
+integer product whose B is an initializer. Everything else decomposes into primitives.
+
 Each follows ONNX's reference arithmetic step by step, in the same dtypes: round half to even,
 then saturate to the output type's range. Integer products run either in i32 (matmul) or on
 f64 values that are exact integers (convolution, whose only float kernel is conv2d): every
@@ -10,6 +16,8 @@ realistic reduction length.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from rlx_core.frontend.onnx_import import dtypes as odt
 from rlx_core.frontend.onnx_import.context import NodeCtx
@@ -84,6 +92,33 @@ def _saturate(n: NodeCtx, q: Value, zp: Value | None, d: DType) -> Value:
     return n.cast(qi, d)
 
 
+def rlx_params(n: NodeCtx, x: Value, scale: Value, zp: Value | None,
+               axis: int) -> tuple[Value, Value] | None:
+    """(scale f32, zero point i32) shaped as rlx's quantize/dequantize take them (``()``, or
+    ``(C,)`` along ``axis``), or None where they have another geometry."""
+    if scale.type.dtype != dt.f32:
+        return None
+    if scale.type.size == 1:
+        shape: tuple[int, ...] = ()
+    elif scale.type.rank == 1 and x.type.rank and scale.type.shape[0] == x.type.shape[axis]:
+        shape = scale.type.shape
+    else:
+        return None
+    if zp is not None and zp.type.size != max(1, len(shape) and shape[0]):
+        return None
+    s = n.reshape(scale, shape)
+    z = n.reshape(n.cast(zp, dt.i32), shape) if zp is not None else n.const(0, dt.i32, shape)
+    return s, z
+
+
+def rlx_quantize(n: NodeCtx, x: Value, s: Value, z: Value, axis: int, out: DType) -> Value:
+    return n.emit("quantize", [x, s, z], {"axis": axis, "dtype": out})
+
+
+def rlx_dequantize(n: NodeCtx, q: Value, s: Value, z: Value, axis: int) -> Value:
+    return n.emit("dequantize", [q, s, z], {"axis": axis})
+
+
 def quantize_linear(n: NodeCtx) -> Value:
     x, scale, zp = n.x(0), n.x(1), n.opt(2)
     out = odt.to_rlx(int(n.attr("output_dtype", 0))) if n.attr("output_dtype") else None
@@ -97,6 +132,10 @@ def quantize_linear(n: NodeCtx) -> Value:
     _range(out, "output")
     axis, block = _geometry(n, x, scale)
     prec = n.attr("precision")
+    if x.type.dtype == dt.f32 and not block and (not prec or odt.to_rlx(int(prec)) == dt.f32):
+        p = rlx_params(n, x, scale, zp, axis)
+        if p is not None:  # rlx's quantize: the same f32 division, rounding and saturation
+            return rlx_quantize(n, x, *p, axis, out)
     if prec:
         d = odt.to_rlx(int(prec))
         if d not in _FLOATS:
@@ -129,6 +168,10 @@ def dequantize_linear(n: NodeCtx) -> Value:
     if zp is not None and zp.type.dtype != d:
         raise Reject("the zero point's type differs from x's")
     axis, block = _geometry(n, x, scale)
+    if d.name in _RANGES and out == dt.f32 and not block:
+        p = rlx_params(n, x, scale, zp, axis)
+        if p is not None:  # rlx's dequantize: f32(i32(x) - zp) * scale, exact for 8/16 bits
+            return rlx_dequantize(n, x, *p, axis)
     # the reference: float32(x) - zero point, times the scale, in numpy's promoted type (f32,
     # or f64 when an i32 zero point takes part), then converted to the output type
     work = dt.f64 if zp is not None and d == dt.i32 else dt.f32
@@ -175,7 +218,67 @@ def _centered(n: NodeCtx, v: Value, zp: Value | None, d: DType, what: str) -> Va
     return n.emit("sub", [y, n.broadcast(n.reshape(n.cast(zp, d), ()), y.type.shape)])
 
 
+def _static_ints(n: NodeCtx, v: Value | None) -> Any | None:
+    """The import-time value of a zero point as an int64 array, None if it has none."""
+    if v is None:
+        return None
+    arr = n.cx.static(v)
+    return None if arr is None else arr.astype("int64").reshape(-1)
+
+
+def int_product(n: NodeCtx, a: Value, b: Value, za: Value | None,
+                zb: Value | None) -> Value | None:
+    """``(a - za) @ (b - zb)`` in i32 through rlx's ``int_linear`` when ``b`` is a 2-D
+    initializer (the weight of every quantized MatMul ONNX Runtime writes); None otherwise.
+
+    ``zb`` may be one value or one per column of ``b`` (ONNX Runtime's per-channel weights);
+    ``za`` one value, known now or computed at run time (DynamicQuantizeLinear's). What
+    int_linear's attributes cannot hold is corrected exactly in i32:
+    ``sum_k (a - za)(w - zb_n) = sum_k (a - za_0)(w - zb_0) - ...`` with the column sums of
+    the constant weight and the row sums of ``a``."""
+    import numpy as np
+
+    bw = n.cx.static(b)
+    if bw is None or b.type.rank != 2 or a.type.rank < 1 or \
+            a.type.dtype.name not in ("u8", "i8") or b.type.dtype.name not in ("u8", "i8"):
+        return None
+    for z, v in ((za, a), (zb, b)):
+        if z is not None and z.type.dtype != v.type.dtype:
+            raise Reject("a zero point's type differs from its operand's")
+    k, cols = bw.shape
+    zb_arr = _static_ints(n, zb) if zb is not None else np.zeros(1, np.int64)
+    if zb_arr is None or zb_arr.size not in (1, cols):
+        return None
+    if za is not None and za.type.size != 1:
+        return None
+    za_arr = _static_ints(n, za) if za is not None else np.zeros(1, np.int64)
+    za_attr = int(za_arr[0]) if za_arr is not None else 0
+    zb_attr = int(zb_arr[0]) if zb_arr.size == 1 else 0
+    w = np.ascontiguousarray(bw.T)
+    acc = n.emit("int_linear", [a, n.array(w, b.type.dtype)],
+                 {"a_zero_point": za_attr, "b_zero_point": zb_attr})
+    shape = acc.type.shape
+    if za_arr is None:  # a run-time zero point: minus za * sum_k (w - zb_attr), per column
+        colsum = (w.astype(np.int64) - zb_attr).sum(axis=1).astype(np.int32)
+        zav = n.broadcast(n.reshape(n.cast(za, dt.i32), ()), shape)
+        acc = n.emit("sub", [acc, n.emit("mul", [zav, n.broadcast(n.array(colsum), shape)])])
+    if zb_arr.size > 1 and zb_arr.any():  # per column: minus zb_n * sum_k (a - za)
+        rows = n.emit("reduce_sum", [n.cast(a, dt.i32)], {"axes": (a.type.rank - 1,)})
+        za_i = n.const(za_attr, dt.i32, ()) if za_arr is not None \
+            else n.reshape(n.cast(za, dt.i32), ())
+        rows = n.emit("sub", [rows, n.broadcast(n.emit("mul", [za_i, n.const(k, dt.i32)]),
+                                                rows.type.shape)])
+        rows = n.emit("broadcast_in_dim", [rows], {"shape": shape,
+                                                   "dims": tuple(range(len(shape) - 1))})
+        zbv = n.broadcast(n.array(zb_arr.astype(np.int32)), shape)
+        acc = n.emit("sub", [acc, n.emit("mul", [rows, zbv])])
+    return acc
+
+
 def matmul_integer(n: NodeCtx) -> Value:
+    acc = int_product(n, n.x(0), n.x(1), n.opt(2), n.opt(3))
+    if acc is not None:
+        return acc
     a = _centered(n, n.x(0), n.opt(2), dt.i32, "A")
     b = _centered(n, n.x(1), n.opt(3), dt.i32, "B")
     return nn.matmul_values(n, a, b)
@@ -212,8 +315,16 @@ def _multiplier(n: NodeCtx, sa: Value, sb: Value, sy: Value) -> Value:
 
 def qlinear_matmul(n: NodeCtx) -> Value:
     a, sa, za, b, sb, zb, sy, zy = (n.x(i) for i in range(8))
-    acc = nn.matmul_values(n, _centered(n, a, za, dt.i32, "a"),
-                           _centered(n, b, zb, dt.i32, "b"))
+    acc = int_product(n, a, b, za, zb)
+    if acc is not None and sb.type.size != 1:  # per column of b, as ONNX Runtime writes
+        if sb.type.shape != (b.type.shape[1],):
+            raise Reject(f"b_scale {sb.type} is neither one value nor one per column")
+        mult = _multiplier(n, _scalar(n, sa, "a_scale"), sb, _scalar(n, sy, "y_scale"))
+        return _requantize(n, acc, n.broadcast(mult, acc.type.shape),
+                           _scalar(n, zy, "y_zero_point"), zy.type.dtype)
+    if acc is None:
+        acc = nn.matmul_values(n, _centered(n, a, za, dt.i32, "a"),
+                               _centered(n, b, zb, dt.i32, "b"))
     mult = _multiplier(n, _scalar(n, sa, "a_scale"), _scalar(n, sb, "b_scale"),
                        _scalar(n, sy, "y_scale"))
     return _requantize(n, acc, n.broadcast(mult, acc.type.shape),

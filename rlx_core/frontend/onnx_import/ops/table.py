@@ -29,6 +29,7 @@ from rlx_core.frontend.onnx_import.ops import (
     linear_attention,
     loss,
     nn,
+    ort_quant,
     recurrent,
     reduce,
     resize,
@@ -320,8 +321,22 @@ TRAINING_CONVERTERS: dict[str, OnnxOp] = {
     "Adagrad": OnnxOp(training.adagrad, (1,), ("decay_factor", "epsilon", "norm_coefficient")),
 }
 
+# ONNX Runtime's quantized contrib ops (com.microsoft, version 1), as its QOperator
+# quantization writes them
+ORT_QUANT_CONVERTERS: dict[str, OnnxOp] = {
+    "QLinearAdd": OnnxOp(ort_quant.binary("add"), (1,)),
+    "QLinearMul": OnnxOp(ort_quant.binary("mul"), (1,)),
+    "QLinearSigmoid": OnnxOp(ort_quant.unary("sigmoid"), (1,)),
+    "QLinearLeakyRelu": OnnxOp(ort_quant.unary("leaky_relu"), (1,), ("alpha",)),
+    "QLinearGlobalAveragePool": OnnxOp(ort_quant.global_average_pool, (1,),
+                                       ("channels_last",)),
+    "QLinearConcat": OnnxOp(ort_quant.concat, (1,), ("axis",)),
+    "QGemm": OnnxOp(ort_quant.qgemm, (1,), ("alpha", "transA", "transB")),
+}
+
 # the tables of the non-default domains the importer reads
 DOMAIN_CONVERTERS: dict[str, dict[str, OnnxOp]] = {
     "ai.onnx.preview": PREVIEW_CONVERTERS,
     "ai.onnx.preview.training": TRAINING_CONVERTERS,
+    ort_quant.DOMAIN: ORT_QUANT_CONVERTERS,
 }
