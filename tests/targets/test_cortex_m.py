@@ -209,3 +209,22 @@ def test_cli_writes_the_firmware_project(tmp_path):
     assert (tmp_path / "firmware.elf").read_bytes()[:4] == b"\x7fELF"
     report = json.loads((tmp_path / "rlx_build.json").read_text())
     assert report["memory"]["weights_bytes"] >= 128 * 784 and report["board"] == "mps2-an386"
+
+
+def test_embedded_targets_share_the_int8_base(monkeypatch):
+    """cortex-m and fpga are one Int8EmbeddedTarget each: availability, the strict check and
+    the unavailable error come from the base (embedded_common/target.py)."""
+    import sys
+
+    from rlx_core.errors import TargetUnavailableError
+    from rlx_core.targets.embedded_common.target import Int8EmbeddedTarget
+
+    fpga = get_target("fpga")
+    assert isinstance(TARGET, Int8EmbeddedTarget) and isinstance(fpga, Int8EmbeddedTarget)
+    assert TARGET.caps.target == "cortex-m" and fpga.caps.target == "fpga"
+    assert repr(TARGET) == "CortexMTarget()" and repr(fpga) == "FpgaTarget()"
+    monkeypatch.setattr(sys, "platform", "emscripten")
+    assert TARGET.available() == (False, "there is no cross compiler under Pyodide / WebAssembly")
+    with pytest.raises(TargetUnavailableError, match="target 'fpga' is not available") as e:
+        fpga.build(None)
+    assert e.value.hint == "apt-get install verilator"

@@ -11,12 +11,12 @@ call under QEMU (runtime.firmware_of(exe).run_calls runs many per launch). The b
 from __future__ import annotations
 
 import os
-import sys
+from collections.abc import Callable
 from typing import Any
 
-from rlx_core.errors import TargetUnavailableError
 from rlx_core.ir.graph import Graph
 from rlx_core.targets.base import Program, Verification
+from rlx_core.targets.embedded_common.target import Int8EmbeddedTarget
 
 
 def _budget(env: str, default: int) -> int:
@@ -24,7 +24,7 @@ def _budget(env: str, default: int) -> int:
     return int(val) if val else default
 
 
-class CortexMTarget:
+class CortexMTarget(Int8EmbeddedTarget):
     """Int8 firmware for Cortex-M4 / M33, executed here under QEMU's MPS2 boards."""
 
     name = "cortex-m"
@@ -33,64 +33,31 @@ class CortexMTarget:
                    "weights in flash, activations in one static arena from the LIR memory "
                    "plan; built by arm-none-eabi-gcc and run under qemu-system-arm "
                    "(mps2-an386 Cortex-M4, mps2-an505 Cortex-M33) with semihosting")
+    caps_module = "rlx_core.targets.cortex_m.caps"
+    wasm_why = "there is no cross compiler under Pyodide / WebAssembly"
+    install_hint = "apt-get install gcc-arm-none-eabi qemu-system-arm"
 
-    # random graphs for the fuzzer: the MIR ops the table claims, no float HIR model ops
-    fuzz_hir_ops: tuple[str, ...] = ()
-
-    def available(self) -> tuple[bool, str]:
-        if sys.platform == "emscripten":
-            return False, "there is no cross compiler under Pyodide / WebAssembly"
+    def tools(self) -> list[Callable[[], tuple[str | None, str]]]:
         from rlx_core.targets.cortex_m.runtime import find_qemu
         from rlx_core.targets.cortex_m.toolchain import find_gcc
 
-        for found, why in (find_gcc(), find_qemu()):
-            if found is None:
-                return False, why
-        try:
-            import numpy  # noqa: F401
-        except ImportError:
-            return False, "numpy is not installed (weights and I/O are packed with it)"
-        return True, ""
-
-    @property
-    def caps(self) -> Any:
-        from rlx_core.targets.cortex_m.caps import caps
-
-        return caps(self.verification)
-
-    def check_hir(self, g: Graph) -> None:
-        """The strict int8 check, before dispatch: every offending node with a fix."""
-        from rlx_core.targets.cortex_m.check import check_hir
-
-        check_hir(g, self.caps)
+        return [find_gcc, find_qemu]
 
     def render_sources(self, lir: Graph) -> dict[str, str]:
         """The generated firmware source, without needing the toolchain."""
-        from rlx_core.targets.cortex_m.emitter import emit
-        from rlx_core.targets.cortex_m.legalize import legalize, raise_problems
-
-        checked = legalize(lir)
-        raise_problems(checked.problems, lir.name)
-        src = emit(lir, checked.steps)
+        _, src = self.firmware_source(lir)
         return {"model.c": src.model_c, "model.h": src.model_h}
 
     def build(self, lir: Graph, options: Any = None, board: str | None = None,
               dsp: bool = True) -> Program:
-        ok, why = self.available()
-        if not ok:
-            raise TargetUnavailableError(f"target 'cortex-m' is not available: {why}",
-                                         hint="apt-get install gcc-arm-none-eabi qemu-system-arm")
+        self.require_available()
         from rlx_core.targets.cortex_m.boards import board as get_board
-        from rlx_core.targets.cortex_m.emitter import emit
-        from rlx_core.targets.cortex_m.legalize import legalize, raise_problems
         from rlx_core.targets.cortex_m.memory import check_fits
         from rlx_core.targets.cortex_m.runtime import Firmware
         from rlx_core.targets.cortex_m.toolchain import STACK_BYTES, build_elf
 
         b = get_board(board or os.environ.get("RLX_CORTEX_M_BOARD"))
-        checked = legalize(lir)
-        raise_problems(checked.problems, lir.name)
-        src = emit(lir, checked.steps)
+        _, src = self.firmware_source(lir)
         flash = _budget("RLX_CORTEX_M_FLASH", b.flash_size)
         ram = _budget("RLX_CORTEX_M_RAM", b.ram_size)
         check_fits(lir.name, src, flash, ram, STACK_BYTES)
@@ -113,6 +80,3 @@ class CortexMTarget:
                        "firmware.elf  (reads rlx_in.bin, writes rlx_out.bin and rlx_ticks.bin)"}
         return Program(run_fn=fw.run, sources={"model.c": src.model_c, "model.h": src.model_h},
                        info=info)
-
-    def __repr__(self) -> str:
-        return "CortexMTarget()"

@@ -11,17 +11,17 @@ it (``runtime.Simulation.run_calls``) many per launch, with cycles per inference
 from __future__ import annotations
 
 import os
-import sys
+from collections.abc import Callable
 from typing import Any
 
-from rlx_core.errors import TargetUnavailableError
 from rlx_core.ir.graph import Graph
 from rlx_core.targets.base import Program, Verification
+from rlx_core.targets.embedded_common.target import Int8EmbeddedTarget
 
 DEFAULT_PARALLELISM = 8
 
 
-class FpgaTarget:
+class FpgaTarget(Int8EmbeddedTarget):
     """A streaming int8 datapath in Verilog, verified by Verilator simulation."""
 
     name = "fpga"
@@ -29,44 +29,21 @@ class FpgaTarget:
     description = ("synthesizable Verilog for int8 fully connected chains (a MAC array per "
                    "layer, weights in $readmemh ROMs, requantize, relu, argmax, valid/ready "
                    "streams), simulated by Verilator; yosys synth_ice40 + nextpnr-ice40 report")
-    fuzz_hir_ops: tuple[str, ...] = ()
+    caps_module = "rlx_core.targets.fpga.caps"
+    wasm_why = "there is no Verilator under Pyodide / WebAssembly"
+    install_hint = "apt-get install verilator"
 
-    def available(self) -> tuple[bool, str]:
-        if sys.platform == "emscripten":
-            return False, "there is no Verilator under Pyodide / WebAssembly"
+    def tools(self) -> list[Callable[[], tuple[str | None, str]]]:
         from rlx_core.targets.fpga.toolchain import find_tool
 
-        path, why = find_tool("verilator", "RLX_VERILATOR")
-        if path is None:
-            return False, why
-        try:
-            import numpy  # noqa: F401
-        except ImportError:
-            return False, "numpy is not installed (weights and I/O are packed with it)"
-        return True, ""
-
-    @property
-    def caps(self) -> Any:
-        from rlx_core.targets.fpga.caps import caps
-
-        return caps(self.verification)
-
-    def check_hir(self, g: Graph) -> None:
-        """The int8 rules (targets/cortex_m/check.py): every offending node with a fix."""
-        from rlx_core.targets.cortex_m.check import check_hir
-
-        check_hir(g, self.caps)
+        return [lambda: find_tool("verilator", "RLX_VERILATOR")]
 
     def project(self, lir: Graph, parallelism: Any = None) -> Any:
         """(Verilog project, datapath, firmware source) for ``lir``, without any tool."""
-        from rlx_core.targets.cortex_m.emitter import emit
-        from rlx_core.targets.cortex_m.legalize import legalize, raise_problems
         from rlx_core.targets.fpga.layers import extract
         from rlx_core.targets.fpga.verilog import render
 
-        checked = legalize(lir)
-        raise_problems(checked.problems, lir.name)
-        src = emit(lir, checked.steps)
+        checked, src = self.firmware_source(lir)
         dp = extract(lir, checked.steps, src)
         p = parallelism or int(os.environ.get("RLX_FPGA_PARALLELISM") or DEFAULT_PARALLELISM)
         return render(dp, p), dp, src
@@ -76,10 +53,7 @@ class FpgaTarget:
         return {n: t for n, t in proj.files.items() if n.endswith((".v", ".cpp"))}
 
     def build(self, lir: Graph, options: Any = None, parallelism: Any = None) -> Program:
-        ok, why = self.available()
-        if not ok:
-            raise TargetUnavailableError(f"target 'fpga' is not available: {why}",
-                                         hint="apt-get install verilator")
+        self.require_available()
         from rlx_core.targets.fpga.runtime import Simulation
         from rlx_core.targets.fpga.toolchain import build_simulator
 
@@ -96,6 +70,3 @@ class FpgaTarget:
                 "source": proj.files["rlx_top.v"]}
         return Program(run_fn=sim.run, info=info,
                        sources={n: t for n, t in proj.files.items() if n.endswith(".v")})
-
-    def __repr__(self) -> str:
-        return "FpgaTarget()"
