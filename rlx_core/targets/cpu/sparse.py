@@ -109,15 +109,35 @@ static void rlx_kr_reduce(double *part, int tid, int team, double *v, int count,
 
 # per element type (@T@ float or double, @X@ s or d)
 _KERNELS = r"""
+/*@ csr_row @*/
+/* row r of A times x, accumulated in double: the one product every kernel and solver uses */
+static inline double rlx_csr_row_@X@(const int *ip, const int *ix, const @T@ *v, const @T@ *x,
+                                     int r) {
+    double acc = 0;
+    for (int e = ip[r]; e < ip[r + 1]; ++e) acc += (double)v[e] * x[ix[e]];
+    return acc;
+}
+
+/*@ kr_matvec @*/
+/* y = A x on rows [r0, r1), fused with the partial dot product w . y over them (the solvers'
+   p . Ap, rh . v): summed in row order, then over the team by rlx_kr_reduce */
+static double rlx_kr_matvec_@X@(const int *ip, const int *ix, const @T@ *v, const @T@ *x,
+                                @T@ *y, const @T@ *w, int r0, int r1) {
+    double d = 0;
+    for (int i = r0; i < r1; ++i) {
+        y[i] = (@T@)rlx_csr_row_@X@(ip, ix, v, x, i);
+        d += (double)w[i] * y[i];
+    }
+    return d;
+}
+
 /*@ spmm @*/
 static void rlx_spmm_@X@(int rows, int k, const int *ip, const int *ix, const @T@ *v,
                          const @T@ *x, @T@ *y, int r0, int r1) {
     for (int r = r0; r < r1; ++r) {
         @T@ *yr = y + (int64_t)r * k;
         if (k == 1) {
-            double acc = 0;
-            for (int e = ip[r]; e < ip[r + 1]; ++e) acc += (double)v[e] * x[ix[e]];
-            yr[0] = (@T@)acc;
+            yr[0] = (@T@)rlx_csr_row_@X@(ip, ix, v, x, r);
             continue;
         }
         for (int j = 0; j < k; ++j) yr[j] = 0;
@@ -218,13 +238,7 @@ static void rlx_cg_@X@(int n, const int *ip, const int *ix, const @T@ *v, const 
     if (bnorm == 0) { rlx_kr_done_@X@(tid, team, n, x, 0, 0.0); return; }
     while (it < maxiter) {
         ++it;
-        double pq = 0;
-        for (int i = r0; i < r1; ++i) {
-            double acc = 0;
-            for (int e = ip[i]; e < ip[i + 1]; ++e) acc += (double)v[e] * p[ix[e]];
-            q[i] = (@T@)acc;
-            pq += (double)p[i] * q[i];
-        }
+        double pq = rlx_kr_matvec_@X@(ip, ix, v, p, q, p, r0, r1);
         rlx_kr_reduce(part, tid, team, &pq, 1, &gen);
         if (pq == 0) break;
         const double alpha = rz / pq;
@@ -360,13 +374,7 @@ static void rlx_cg_ic0_@X@(int n, const int *ip, const int *ix, const @T@ *v, co
     rlx_kr_sync(team);
     while (it < maxiter) {
         ++it;
-        double pq = 0;
-        for (int i = r0; i < r1; ++i) {
-            double acc = 0;
-            for (int e = ip[i]; e < ip[i + 1]; ++e) acc += (double)v[e] * p[ix[e]];
-            q[i] = (@T@)acc;
-            pq += (double)p[i] * q[i];
-        }
+        double pq = rlx_kr_matvec_@X@(ip, ix, v, p, q, p, r0, r1);
         rlx_kr_reduce(part, tid, team, &pq, 1, &gen);
         if (pq == 0) break;
         const double alpha = rz / pq;
@@ -427,13 +435,7 @@ static void rlx_bicgstab_@X@(int n, const int *ip, const int *ix, const @T@ *v, 
             ph[i] = dinv[i] * p[i];
         }
         rlx_kr_sync(team);
-        double rv = 0;
-        for (int i = r0; i < r1; ++i) {
-            double a = 0;
-            for (int e = ip[i]; e < ip[i + 1]; ++e) a += (double)v[e] * ph[ix[e]];
-            vv[i] = (@T@)a;
-            rv += (double)rh[i] * vv[i];
-        }
+        double rv = rlx_kr_matvec_@X@(ip, ix, v, ph, vv, rh, r0, r1);
         rlx_kr_reduce(part, tid, team, &rv, 1, &gen);
         if (rv == 0) break;
         alpha = rho_new / rv;
@@ -451,9 +453,7 @@ static void rlx_bicgstab_@X@(int n, const int *ip, const int *ix, const @T@ *v, 
         }
         double ts[2] = {0, 0};
         for (int i = r0; i < r1; ++i) {
-            double a = 0;
-            for (int e = ip[i]; e < ip[i + 1]; ++e) a += (double)v[e] * sh[ix[e]];
-            t[i] = (@T@)a;
+            t[i] = (@T@)rlx_csr_row_@X@(ip, ix, v, sh, i);
             ts[0] += (double)t[i] * t[i];
             ts[1] += (double)t[i] * s[i];
         }
@@ -513,9 +513,7 @@ static void rlx_gmres_@X@(int n, const int *ip, const int *ix, const @T@ *v, con
             for (int i = r0; i < r1; ++i) tmp[i] = dinv[i] * u[i];
             rlx_kr_sync(team);
             for (int i = r0; i < r1; ++i) {
-                double a = 0;
-                for (int e = ip[i]; e < ip[i + 1]; ++e) a += (double)v[e] * tmp[ix[e]];
-                vs[i] = (@T@)(b[i] - a);
+                vs[i] = (@T@)(b[i] - rlx_csr_row_@X@(ip, ix, v, tmp, i));
                 beta += (double)vs[i] * vs[i];
             }
         } else {
@@ -534,11 +532,7 @@ static void rlx_gmres_@X@(int n, const int *ip, const int *ix, const @T@ *v, con
             const @T@ *vj = vs + (int64_t)j * n;
             for (int i = r0; i < r1; ++i) tmp[i] = dinv[i] * vj[i];
             rlx_kr_sync(team);
-            for (int i = r0; i < r1; ++i) {
-                double a = 0;
-                for (int e = ip[i]; e < ip[i + 1]; ++e) a += (double)v[e] * tmp[ix[e]];
-                w[i] = (@T@)a;
-            }
+            for (int i = r0; i < r1; ++i) w[i] = (@T@)rlx_csr_row_@X@(ip, ix, v, tmp, i);
             for (int i = 0; i <= j; ++i) {  /* modified Gram-Schmidt */
                 const @T@ *vi = vs + (int64_t)i * n;
                 double d = 0;
@@ -600,8 +594,9 @@ def _chunks() -> dict[str, str]:
 
 CHUNKS = _chunks()
 # what each entry point calls besides itself
-NEEDS = {"cg": ("kr_dinv", "kr_alloc", "kr_done"), "bicgstab": ("kr_dinv", "kr_alloc", "kr_done"),
-         "gmres": ("kr_dinv", "kr_alloc", "kr_done"), "cg_ic0": ("kr_alloc", "kr_done", "kr_ic0")}
+_SOLVER = ("csr_row", "kr_matvec", "kr_alloc", "kr_done")
+NEEDS = {"spmm": ("csr_row",), "cg": ("kr_dinv", *_SOLVER), "bicgstab": ("kr_dinv", *_SOLVER),
+         "gmres": ("kr_dinv", "csr_row", "kr_alloc", "kr_done"), "cg_ic0": (*_SOLVER, "kr_ic0")}
 
 
 def source(names: tuple[str, ...], letter: str) -> str:
