@@ -121,7 +121,9 @@ def test_solver_on_two_threads() -> None:
     agree with 1 to rounding, and repeated runs on 2 threads agree bit for bit."""
     from rlx_core.targets.cpu.threads import num_threads, set_num_threads
 
-    a = poisson2d(20)
+    from tests.targets.test_cpu_host_overhead import _regions
+
+    a = poisson2d(90)  # 40k nonzeros: enough work that the program opens its team region
     b = RNG.standard_normal(a.shape[0])
 
     def f(v, b):
@@ -129,7 +131,7 @@ def test_solver_on_two_threads() -> None:
         return (*rlx.sparse.cg(m, b, tol=1e-9, M="jacobi", return_info=True),
                 *rlx.sparse.cg(m, b, tol=1e-9, M="ic0", return_info=True))
 
-    exe = rlx.compile(f, a.data, b, target="cpu")
+    exe = rlx.jit(f, target="cpu")
     before = num_threads()
     try:
         set_num_threads(1)
@@ -138,6 +140,7 @@ def test_solver_on_two_threads() -> None:
         runs = [exe(a.data, b) for _ in range(3)]
     finally:
         set_num_threads(before)
+    assert _regions(exe) == 3  # the three 2-thread calls ran in a team (it was 0 before)
     for two in runs:
         for i in (0, 2):
             np.testing.assert_array_equal(two[i], runs[0][i])

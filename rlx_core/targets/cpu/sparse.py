@@ -7,7 +7,7 @@
 - krylov_solve runs the whole solver in one kernel that every thread of the team enters
   (``/* team block */``): thread t owns a block of rows holding about nnz / team stored
   entries, vectors are updated row block by row block, and each dot product is a partial
-  sum per thread, published at a spin barrier (the solver's own, ``rlx_kr_sync``) and added up in
+  sum per thread, published at a spin barrier (the solver's own, ``rlx_work_sync``) and added up in
   thread order by every thread, so all threads take the same branch and the result does not
   depend on timing (for a given team size; another team size adds in another order). No iteration returns to Python, or even to the entry point.
 
@@ -23,13 +23,13 @@ from rlx_core.ir.ops.sparse import KRYLOV_METHODS, SPARSE_DTYPES, SPARSE_OPS
 from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
-from rlx_core.targets.cpu.team import TEAM_BLOCK
+from rlx_core.targets.cpu.team import TEAM_BLOCK, WORK_SYNC_C
 
 IMPL = "rlx-csr"
 DTYPES = SPARSE_DTYPES
 OPS = SPARSE_OPS
 
-_COMMON = r"""
+_COMMON = WORK_SYNC_C + r"""
 #ifndef RLX_SPARSE_H
 #define RLX_SPARSE_H
 #include <math.h>
@@ -39,45 +39,6 @@ _COMMON = r"""
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-/* the solver's own barrier: a solve meets hundreds of times per call, and the waits
-   there are the solver's (row-block imbalance), so they must not count as the team's late
-   arrivals (cpu/team.py shrinks a program whose calls see those); spins, then yields */
-#include <stdatomic.h>
-#include <sched.h>
-typedef struct { atomic_int count; atomic_int gen; } rlx_kr_barrier;
-static rlx_kr_barrier rlx_kr_bar;
-static inline void rlx_kr_sync(int team) {
-    if (team <= 1) return;
-    const int g = atomic_load_explicit(&rlx_kr_bar.gen, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&rlx_kr_bar.count, 1, memory_order_acq_rel) == team - 1) {
-        atomic_store_explicit(&rlx_kr_bar.count, 0, memory_order_relaxed);
-        atomic_store_explicit(&rlx_kr_bar.gen, g + 1, memory_order_release);
-        return;
-    }
-    for (unsigned spins = 1; atomic_load_explicit(&rlx_kr_bar.gen, memory_order_acquire) == g;
-         ++spins) {
-#if defined(__x86_64__) || defined(__i386__)
-        if (spins < (1u << 14)) { __builtin_ia32_pause(); continue; }
-#else
-        if (spins < (1u << 14)) continue;
-#endif
-        sched_yield();
-    }
-}
-static inline int rlx_kr_tid(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-static inline int rlx_kr_team(void) {
-#ifdef _OPENMP
-    return omp_get_num_threads();
-#else
-    return 1;
-#endif
-}
 /* shared by the threads of one solver call (one program call runs at a time) */
 static void *rlx_kr_mem = 0;
 
@@ -96,7 +57,7 @@ static int rlx_kr_cut(const int *ip, int n, int part, int parts) {
 static void rlx_kr_reduce(double *part, int tid, int team, double *v, int count, int *gen) {
     double *buf = part + (int64_t)(*gen & 1) * team * 8;
     for (int i = 0; i < count; ++i) buf[tid * 8 + i] = v[i];
-    rlx_kr_sync(team);
+    rlx_work_sync(team);
     for (int i = 0; i < count; ++i) {
         double s = 0;
         for (int t = 0; t < team; ++t) s += buf[t * 8 + i];
@@ -195,13 +156,13 @@ static void rlx_kr_dinv_@X@(const int *ip, const int *ix, const @T@ *v, @T@ *din
 static int rlx_kr_alloc_@X@(int tid, int team, int n, int nvec) {
     if (tid == 0)
         rlx_kr_mem = malloc(sizeof(double) * 16 * (size_t)team + sizeof(@T@) * (size_t)n * nvec + 64);
-    rlx_kr_sync(team);
+    rlx_work_sync(team);
     return rlx_kr_mem != 0;
 }
 
 /*@ kr_done @*/
 static void rlx_kr_done_@X@(int tid, int team, int n, @T@ *out, int it, double rel) {
-    rlx_kr_sync(team);
+    rlx_work_sync(team);
     if (tid == 0) {
         out[n] = (@T@)it;
         out[n + 1] = (@T@)rel;
@@ -213,7 +174,7 @@ static void rlx_kr_done_@X@(int tid, int team, int n, @T@ *out, int it, double r
 /*@ cg @*/
 static void rlx_cg_@X@(int n, const int *ip, const int *ix, const @T@ *v, const @T@ *b,
                        @T@ *x, int jacobi, double tol, int maxiter) {
-    const int tid = rlx_kr_tid(), team = rlx_kr_team();
+    const int tid = rlx_work_tid(), team = rlx_work_team();
     if (!rlx_kr_alloc_@X@(tid, team, n, 4)) {
         if (tid == 0) for (int i = 0; i < n + 2; ++i) x[i] = (@T@)NAN;
         return;
@@ -259,7 +220,7 @@ static void rlx_cg_@X@(int n, const int *ip, const int *ix, const @T@ *v, const 
         rz = t[1];
         #pragma omp simd
         for (int i = r0; i < r1; ++i) p[i] = (@T@)(dinv[i] * r[i] + beta * p[i]);
-        rlx_kr_sync(team);
+        rlx_work_sync(team);
     }
     rlx_kr_done_@X@(tid, team, n, x, it, rnorm / bnorm);
 }
@@ -339,7 +300,7 @@ static double rlx_kr_ic0_apply_@X@(int n, const int *lp, const int *lj, const do
    triangular solves are sequential) between two barriers */
 static void rlx_cg_ic0_@X@(int n, const int *ip, const int *ix, const @T@ *v, const @T@ *b,
                            @T@ *x, double tol, int maxiter) {
-    const int tid = rlx_kr_tid(), team = rlx_kr_team();
+    const int tid = rlx_work_tid(), team = rlx_work_team();
     static int *lp, *lj;
     static double *lx;
     if (!rlx_kr_alloc_@X@(tid, team, n, 4)) {
@@ -363,7 +324,7 @@ static void rlx_cg_ic0_@X@(int n, const int *ip, const int *ix, const @T@ *v, co
         rlx_kr_ic0_@X@(n, ip, ix, v, &lp, &lj, &lx);
         part[16 * team - 1] = (lp && lj && lx) ? rlx_kr_ic0_apply_@X@(n, lp, lj, lx, r, z) : NAN;
     }
-    rlx_kr_sync(team);
+    rlx_work_sync(team);
     double rz = part[16 * team - 1];
     int failed = rz != rz;
     if (bnorm == 0 || failed) {
@@ -371,7 +332,7 @@ static void rlx_cg_ic0_@X@(int n, const int *ip, const int *ix, const @T@ *v, co
         goto done;
     }
     for (int i = r0; i < r1; ++i) p[i] = z[i];
-    rlx_kr_sync(team);
+    rlx_work_sync(team);
     while (it < maxiter) {
         ++it;
         double pq = rlx_kr_matvec_@X@(ip, ix, v, p, q, p, r0, r1);
@@ -388,13 +349,13 @@ static void rlx_cg_ic0_@X@(int n, const int *ip, const int *ix, const @T@ *v, co
         rnorm = sqrt(t);
         if (rnorm <= tol * bnorm) break;
         if (tid == 0) part[16 * team - 1] = rlx_kr_ic0_apply_@X@(n, lp, lj, lx, r, z);
-        rlx_kr_sync(team);
+        rlx_work_sync(team);
         const double rz_new = part[16 * team - 1];
-        rlx_kr_sync(team);  /* everyone has read it before thread 0 writes the next one */
+        rlx_work_sync(team);  /* everyone has read it before thread 0 writes the next one */
         const double beta = rz_new / rz;
         rz = rz_new;
         for (int i = r0; i < r1; ++i) p[i] = (@T@)(z[i] + beta * p[i]);
-        rlx_kr_sync(team);
+        rlx_work_sync(team);
     }
 done:
     if (tid == 0) { free(lp); free(lj); free(lx); lp = 0; lj = 0; lx = 0; }
@@ -404,7 +365,7 @@ done:
 /*@ bicgstab @*/
 static void rlx_bicgstab_@X@(int n, const int *ip, const int *ix, const @T@ *v, const @T@ *b,
                              @T@ *x, int jacobi, double tol, int maxiter) {
-    const int tid = rlx_kr_tid(), team = rlx_kr_team();
+    const int tid = rlx_work_tid(), team = rlx_work_team();
     if (!rlx_kr_alloc_@X@(tid, team, n, 9)) {
         if (tid == 0) for (int i = 0; i < n + 2; ++i) x[i] = (@T@)NAN;
         return;
@@ -434,7 +395,7 @@ static void rlx_bicgstab_@X@(int n, const int *ip, const int *ix, const @T@ *v, 
             p[i] = (@T@)(r[i] + beta * (p[i] - omega * vv[i]));
             ph[i] = dinv[i] * p[i];
         }
-        rlx_kr_sync(team);
+        rlx_work_sync(team);
         double rv = rlx_kr_matvec_@X@(ip, ix, v, ph, vv, rh, r0, r1);
         rlx_kr_reduce(part, tid, team, &rv, 1, &gen);
         if (rv == 0) break;
@@ -478,13 +439,13 @@ static void rlx_bicgstab_@X@(int n, const int *ip, const int *ix, const @T@ *v, 
 /*@ gmres @*/
 static void rlx_gmres_@X@(int n, const int *ip, const int *ix, const @T@ *v, const @T@ *b,
                           @T@ *x, int jacobi, double tol, int maxiter, int restart) {
-    const int tid = rlx_kr_tid(), team = rlx_kr_team();
+    const int tid = rlx_work_tid(), team = rlx_work_team();
     const int m = restart;
     /* per thread, the same small dense state (every thread computes identical values) */
     double *h = (double *)calloc((size_t)(m + 1) * m + 4 * (size_t)(m + 1), sizeof(double));
     int ok = rlx_kr_alloc_@X@(tid, team, n, m + 5);
     if (!ok || !h) {
-        rlx_kr_sync(team);
+        rlx_work_sync(team);
         if (tid == 0) for (int i = 0; i < n + 2; ++i) x[i] = (@T@)NAN;
         free(h);
         return;
@@ -511,7 +472,7 @@ static void rlx_gmres_@X@(int n, const int *ip, const int *ix, const @T@ *v, con
         double beta = 0;
         if (total) {
             for (int i = r0; i < r1; ++i) tmp[i] = dinv[i] * u[i];
-            rlx_kr_sync(team);
+            rlx_work_sync(team);
             for (int i = r0; i < r1; ++i) {
                 vs[i] = (@T@)(b[i] - rlx_csr_row_@X@(ip, ix, v, tmp, i));
                 beta += (double)vs[i] * vs[i];
@@ -531,7 +492,7 @@ static void rlx_gmres_@X@(int n, const int *ip, const int *ix, const @T@ *v, con
             ++total;
             const @T@ *vj = vs + (int64_t)j * n;
             for (int i = r0; i < r1; ++i) tmp[i] = dinv[i] * vj[i];
-            rlx_kr_sync(team);
+            rlx_work_sync(team);
             for (int i = r0; i < r1; ++i) w[i] = (@T@)rlx_csr_row_@X@(ip, ix, v, tmp, i);
             for (int i = 0; i <= j; ++i) {  /* modified Gram-Schmidt */
                 const @T@ *vi = vs + (int64_t)i * n;
@@ -636,6 +597,10 @@ def emit_sparse(env: KernelEnv, w: Writer, node: Node) -> str:
                 f"{float(node.attr('tol'))!r}, {int(node.attr('maxiter'))}")
         if method == "gmres":
             args += f", {int(node.attr('restart'))}"
+        # asked for its side effect: a matrix big enough to share makes the program open
+        # its team region (else it runs on the calling thread and the block on one thread);
+        # the block runs on every thread of the region, so the pragma itself is not used
+        env.parallel(nnz, 0)
         w.line(TEAM_BLOCK)
         w.line(f"    rlx_{fn}_{x}({args});")
         w.line("}")

@@ -169,6 +169,56 @@ static inline void rlx_team_maybe_delay(int tid) {
 #endif
 """
 
+# A barrier of a kernel's own, for a team block whose steps wait on each other (the Krylov
+# solvers, cpu/sparse.py; the splatting rasterizer, cpu/splat_source.py). The waits there are
+# the kernel's (row-block imbalance, thread 0 binning alone), so they must not count as the
+# team's late arrivals (rlx_team_sync would shrink a program whose calls see those): it spins,
+# then yields. Also the thread's index and the team's size, 0 and 1 without OpenMP.
+WORK_SYNC_C = r"""
+#ifndef RLX_WORK_SYNC_H
+#define RLX_WORK_SYNC_H
+#include <stdatomic.h>
+#include <sched.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+typedef struct { atomic_int count; atomic_int gen; } rlx_work_barrier;
+static rlx_work_barrier rlx_work_bar;  /* one program call runs at a time */
+static inline void rlx_work_sync(int team) {
+    if (team <= 1) return;
+    const int g = atomic_load_explicit(&rlx_work_bar.gen, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&rlx_work_bar.count, 1, memory_order_acq_rel) == team - 1) {
+        atomic_store_explicit(&rlx_work_bar.count, 0, memory_order_relaxed);
+        atomic_store_explicit(&rlx_work_bar.gen, g + 1, memory_order_release);
+        return;
+    }
+    for (unsigned spins = 1; atomic_load_explicit(&rlx_work_bar.gen, memory_order_acquire) == g;
+         ++spins) {
+#if defined(__x86_64__) || defined(__i386__)
+        if (spins < (1u << 14)) { __builtin_ia32_pause(); continue; }
+#else
+        if (spins < (1u << 14)) continue;
+#endif
+        sched_yield();
+    }
+}
+static inline int rlx_work_tid(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+static inline int rlx_work_team(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+#endif
+"""
+
 _DECL = re.compile(r"^[A-Za-z_][\w ]*\*? *(const )?restrict \w+ = [^;]*;$")
 
 
