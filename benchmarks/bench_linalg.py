@@ -13,7 +13,8 @@ faster. On 1 thread the process CPU time is reported too: on a shared, oversubsc
 machine a long call's wall time is mostly the scheduler's share. Residuals: ||b - A x|| / ||b|| for the solvers and solve, ||L L^T - A|| / ||A|| and
 ||Q R - A|| / ||A|| for the factorizations.
 
-    nice python benchmarks/bench_linalg.py          # results/linalg.json and results/linalg.md
+    nice python benchmarks/bench_linalg.py          # results/linalg-<cpu>.json and .md
+    nice python benchmarks/bench_linalg.py --sparse-only   # SpMV/CG only: linalg-sparse-<cpu>
     nice python benchmarks/bench_linalg.py --quick  # smaller sizes, for a smoke run
 """
 
@@ -29,11 +30,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
     SETTLE_S,
+    cpu_slug,
     interleaved,
+    isa,
     limit_threads,
+    load_now,
     machine,
     markdown_table,
     say,
+    stamp,
     write_results,
 )
 
@@ -54,17 +59,6 @@ def cpu_ms(fn: Any, runs: int) -> float:
         fn()
         out.append(time.process_time() - t0)
     return statistics.median(out) * 1e3
-
-
-def isa() -> str:
-    """The vector ISA extensions the CPU reports (what the generated C may use)."""
-    try:
-        flags = next(ln.split(":", 1)[1].split() for ln in open("/proc/cpuinfo", encoding="utf-8")
-                     if ln.startswith("flags"))
-    except (OSError, StopIteration):
-        return "unknown"
-    keep = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512vl", "avx512_vnni")
-    return " ".join(f for f in keep if f in flags)
 
 
 def poisson2d(m: int) -> Any:
@@ -231,6 +225,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--sparse-only", action="store_true", help="SpMV and CG only, no dense")
     args = ap.parse_args()
     t_start = time.time()
     if args.quick:
@@ -243,7 +238,7 @@ def main() -> None:
     limit_threads(1)
     build = {"2d": poisson2d, "3d": poisson3d, "rand": lambda n: random_spd(n, 9)}
     mats = {name: build[kind](size) for name, (kind, size) in mats_spec.items()}
-    info = machine() | {"isa": isa()}
+    info = machine() | {"isa": isa(), "sparse_only": args.sparse_only}
     say(f"{info['cpu']} ({info['isa']}), load {info['load_average_1m']}")
     rows: list[dict] = []
     dense: list[dict] = []
@@ -251,6 +246,7 @@ def main() -> None:
 
     def save() -> None:  # after every measurement: a run cut short keeps what it measured
         info["seconds"] = round(time.time() - t_start, 1)
+        info["load_average_end"] = load_now()
         write(rows, dense, info, args.quick)
 
     for threads in (1, 2):
@@ -263,7 +259,10 @@ def main() -> None:
             rows.append(sparse_one(name, a, threads, args.runs, CG_MAXITER))
             save()
     limit_threads(1)
-    say("dense, 1 thread")
+    if args.sparse_only:
+        sizes = ()
+    else:
+        say("dense, 1 thread")
     for n in sizes:
         if time.time() - t_start > BUDGET_S:
             info["skipped"].append(f"dense n={n}")
@@ -276,10 +275,9 @@ def write(rows: list[dict], dense: list[dict], info: dict, quick: bool) -> None:
     def ms(s: Any) -> str:
         return f"{s.p50 * 1e3:.3f}"
 
-    md = [f"# Linear algebra: rlx (cpu) vs scipy\n\n{info['cpu']}, ISA: {info['isa']}; "
-          f"{info['cores']} cores, load {info['load_average_1m']} at the start; "
-          f"{info['when']}; {info['seconds']} s.\n\nCommand: `nice python "
-          f"benchmarks/bench_linalg.py{' --quick' if quick else ''}`. Per-call medians "
+    flags = (" --quick" if quick else "") + (" --sparse-only" if info["sparse_only"] else "")
+    md = [f"# Linear algebra: rlx (cpu) vs scipy\n\n{stamp(info)}; {info['seconds']} s.\n\n"
+          f"Command: `nice python benchmarks/bench_linalg.py{flags}`. Per-call medians "
           "(interleaved turns); ratio = scipy / rlx (> 1: rlx faster). f64.\n",
           "## SpMV and CG\n",
           markdown_table(
@@ -320,7 +318,8 @@ def write(rows: list[dict], dense: list[dict], info: dict, quick: bool) -> None:
                            f"{r['cpu_ms']['cg_rlx']:.2f}", f"{r['cpu_ms']['cg_scipy']:.2f}",
                            f"{r['cpu_ms']['cg_scipy'] / max(r['cpu_ms']['cg_rlx'], 1e-9):.2f}"]
                           for r in rows if r["cpu_ms"]])]
-    stem = "linalg-quick" if quick else "linalg"
+    stem = "linalg" + ("-quick" if quick else "") + ("-sparse" if info["sparse_only"] else "")
+    stem += f"-{cpu_slug(info['cpu'])}"
     js, mdp = write_results(stem, {"machine": info, "sparse": rows, "dense": dense},
                             "\n".join(md))
     say(f"wrote {js} and {mdp}")

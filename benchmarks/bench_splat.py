@@ -24,7 +24,6 @@ Writes results/splat-<cpu>.json and .md (CPU model and ISA inside).
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
@@ -32,15 +31,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_cnn import isa  # noqa: E402
 from benchmarks.common import (  # noqa: E402
     SETTLE_S,
+    cpu_slug,
     interleaved,
+    isa,
     limit_threads,
+    load_now,
     machine,
     markdown_table,
     result_stem,
     say,
+    stamp,
     torch_threads,
     write_results,
 )
@@ -234,9 +236,8 @@ def report(a: Any, info: dict[str, Any], cases: list[dict[str, Any]],
                      f"{gpu_b.p50 * 1e3:.1f}" if gpu_b else "n/a",
                      f"{c['diff_torch']:.1e}", f"{c.get('diff_webgpu', float('nan')):.1e}",
                      f"{c.get('grad_rel_diff_webgpu', float('nan')):.1e}"])
-    md = (f"# 3D Gaussian splatting: rlx.splat vs PyTorch (CPU)\n\n"
-          f"{info['cpu']} (ISA: {info['isa']}), {info['cores']} cores, load average "
-          f"{info['load_average_1m']} at the start, {info['when']}.\n\n"
+    info["load_average_end"] = load_now()
+    md = (f"# 3D Gaussian splatting: rlx.splat vs PyTorch (CPU)\n\n{stamp(info)}.\n\n"
           f"Threads: {a.threads} (rlx's splat kernels run one thread a call). p50 over "
           f"interleaved turns, ms. `python benchmarks/bench_splat.py "
           f"{' '.join(sys.argv[1:])}`.\n"
@@ -252,8 +253,8 @@ def report(a: Any, info: dict[str, Any], cases: list[dict[str, Any]],
              f"{f['views']} views ({f['size']}x{f['size']}) of a procedural scene, rlx-cpu, "
              f"{f['train_s']:.1f} s: PSNR by step "
              + ", ".join(f"{s}: {v:.2f} dB" for s, v in f["psnr"]) + "\n"))
-    slug = re.sub(r"[^a-z0-9]+", "-", info["cpu"].lower()).strip("-") or "cpu"
-    stem = result_stem(f"{a.stem}-{slug}", a.threads if a.threads != 1 else None, SETTLE_S)
+    stem = result_stem(f"{a.stem}-{cpu_slug(info['cpu'])}", a.threads if a.threads != 1 else None,
+                       SETTLE_S)
     js, mdp = write_results(stem, {"machine": info, "threads": a.threads, "cases": cases,
                                    "fit": f}, md)
     say(f"wrote {js} and {mdp}")

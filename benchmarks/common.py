@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -151,6 +152,38 @@ def machine() -> dict[str, Any]:
     return {"cpu": model or platform.processor(), "cores": cores, "machine": platform.machine(),
             "python": platform.python_version(), "load_average_1m": round(load[0], 2),
             "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def isa() -> str:
+    """The vector ISA flags the CPU reports (what the generated C and the peers' kernels use)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
+    except OSError:
+        return "unknown"
+    want = ("avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx2", "fma",
+            "sse4_2", "neon", "asimd")
+    return " ".join(f for f in want if f in flags) or "none of avx2/avx512"
+
+
+def cpu_slug(cpu: str) -> str:
+    """The CPU model as a file-name part (``AMD EPYC 7B13`` -> ``amd-epyc-7b13``), so results
+    measured on different machines sit side by side instead of overwriting each other."""
+    return re.sub(r"[^a-z0-9]+", "-", cpu.lower()).strip("-") or "cpu"
+
+
+def stamp(info: dict[str, Any]) -> str:
+    """One line for a results file: CPU model and ISA, cores, the load average at the start
+    (and at the end, once ``info['load_average_end']`` is set), when."""
+    end = info.get("load_average_end")
+    load = f"load average {info['load_average_1m']} at the start" + \
+        (f", {end} at the end" if end is not None else "")
+    return (f"{info['cpu']} (ISA: {info.get('isa') or isa()}), {info['cores']} cores, {load}, "
+            f"{info['when']}")
+
+
+def load_now() -> float:
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else 0.0
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -120,7 +120,6 @@ def test_solver_on_two_threads() -> None:
     """The team splits rows by nnz and adds partial dot products in thread order: 2 threads
     agree with 1 to rounding, and repeated runs on 2 threads agree bit for bit."""
     from rlx_core.targets.cpu.threads import num_threads, set_num_threads
-
     from tests.targets.test_cpu_host_overhead import _regions
 
     a = poisson2d(90)  # 40k nonzeros: enough work that the program opens its team region
