@@ -31,7 +31,7 @@ from rlx_explorer.views.sources import SourceIndex
 
 BUNDLE_SCHEMA = 1
 VIEWS: tuple[str, ...] = ("graph", "text", "passes", "dispatch", "failures", "kernels", "memory",
-                          "profile", "cache")
+                          "profile", "cache", "numerics")
 POLICIES: tuple[str, ...] = ("prefer-native", "force-common", "force-native")
 
 
@@ -58,6 +58,8 @@ class Session:
     extra_sources: dict[str, str] = field(default_factory=dict)
     outcomes: list[TargetOutcome] = field(default_factory=list)
     progress: Callable[[str], None] | None = None  # rlx_explorer/progress.py
+    numerics: bool = False  # the numerics lens (views/numerics.py): every node on every target
+    reference: Graph | None = None  # the lens's oracle graph for a rewritten (quantized) one
 
     def report(self, stage: str) -> None:
         if self.progress is not None:
@@ -134,6 +136,17 @@ def _embedded(exe: Executable | None, s: Session) -> dict[str, Any]:
         return {"target": exe.target if exe else "", "error": err.message}
 
 
+def _numerics(s: Session, levels: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The numerics lens over the HIR on every compiled target (views/numerics.py)."""
+    if not s.numerics or s.primary is None:
+        return {"present": False}
+    from rlx_explorer.views.numerics import numerics_view
+
+    s.report("numerics lens: every node on every target against the f64 oracle")
+    done = [o.target for o in s.outcomes if o.executable is not None]
+    return numerics_view(s.primary.hir, s.args, done, levels["hir"], reference=s.reference)
+
+
 def build_bundle(s: Session, view: str = "graph", layout: bool = True) -> dict[str, Any]:
     """Every view model of a session, as one JSON-able dict (see docs/explorer.md)."""
     sources = SourceIndex(s.extra_sources)
@@ -196,6 +209,7 @@ def build_bundle(s: Session, view: str = "graph", layout: bool = True) -> dict[s
         "kernels": kernels,
         "memory": memory_view(exe.trace.plan if exe is not None else {}, levels.get("lir")),
         "embedded": _embedded(exe, s),  # cortex-m / fpga only (views/embedded.py)
+        "numerics": _numerics(s, levels),  # views/numerics.py, with explore(numerics=True)
         "profile": profile_view(profile, levels.get("lir")),
         "cache": cache_view(jit, exe.trace.cache if exe is not None else {}),
         "links": link_index(levels, kernels),
