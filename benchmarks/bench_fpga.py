@@ -4,18 +4,22 @@ int8 reference, cycles per inference) and yosys synth_ice40 + nextpnr-ice40 (HX8
 - the QAT MLP 784-512-512-10 of bench_embedded.py (``--params`` reuses its weights) at 16 MAC
   lanes per layer on the first ``--images`` test images: its 668 KB of weights fit no iCE40
   (an HX8K has 16 KB of block RAM), so it is simulated, not synthesized;
-- a small MLP 784-16-10 (f32 1 epoch, static PTQ min-max) at 1, 2, 4, 8 MAC lanes: simulated
-  on ``--small-images`` images and synthesized each: the parallelism knob table.
+- a small MLP 784-16-10 (f32 1 epoch, static PTQ min-max) at each ``--knobs`` pair of weight
+  bits (8, or 4: symmetric per-channel weights in [-7, 7], the ROM and multipliers 4 bits
+  wide) and MAC lanes: accuracy of the host int8 reference on all 10,000 test images,
+  simulated on ``--small-images`` images and synthesized each: the knob table.
 
 images/s = fmax / cycles per inference (one image at a time, no overlap between images).
 
     python benchmarks/bench_fpga.py --lanes "" --params /tmp/qat.npz  # results/embedded_fpga_mlp.*
-    python benchmarks/bench_fpga.py --images 0 --lanes 1,4             # results/embedded_fpga_knobs.*
+    python benchmarks/bench_fpga.py --images 0 --knobs 8:1,8:4,8:8,4:4,4:8,4:16 \
+        --small-images 200                      # results/embedded_fpga_knobs_<cpu>.*
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -58,7 +62,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--images", type=int, default=1000)
     ap.add_argument("--small-images", type=int, default=1000)
-    ap.add_argument("--lanes", default="1,2,4,8")
+    ap.add_argument("--knobs", default="8:1,8:4,4:4,4:8",
+                    help="weight bits:MAC lanes pairs of the knob table ('' for none)")
     ap.add_argument("--qat-epochs", type=float, default=0.5)
     ap.add_argument("--params", help="QAT weights of bench_embedded.py to reuse")
     ap.add_argument("--no-write", action="store_true")
@@ -71,7 +76,7 @@ def main() -> None:
     # the big MLP: simulated only
     if args.images:
         _big(args, xt, yt, out)
-    if args.lanes:
+    if args.knobs:
         _knobs(args, data, out)
 
 
@@ -114,64 +119,104 @@ def _big(args: argparse.Namespace, xt: Any, yt: Any, out: dict[str, Any]) -> Non
         write_results("embedded_fpga_mlp", out, md)
 
 
+def _quantized(small: dict[str, Any], example: Any, calib: list[Any], bits: int) -> Any:
+    """The static PTQ graph of the small MLP at ``example``'s batch: activations u8 min-max
+    observed over ``calib``, weights symmetric per channel in 8 bits or in 4 (codes in [-7, 7],
+    held in i8: the fpga's ROM stores them as 4-bit fields)."""
+    import rlx_core as rlx
+    from rlx_core.models.mlp import mlp_logits
+    from rlx_core.quant import ptq
+    from rlx_core.quant.observers import make_observer
+    from rlx_core.quant.params import QParams
+
+    g = rlx.trace(lambda v: mlp_logits(small, v), example)
+    lins = ptq.quantizable(g)
+    watched = list(dict.fromkeys([n.inputs[0] for n in lins]
+                                 + [ptq.post_value(g, n) for n in lins]))
+    obs = {v: make_observer("minmax", dtype="u8", scheme="asymmetric") for v in watched}
+    gc = rlx.trace(lambda v: mlp_logits(small, v), calib[0])
+    ptq.calibrate(gc, watched, obs, [(c,) for c in calib], "cpu")
+    weights = {}
+    if bits == 4:
+        for n in lins:
+            p = ptq.weight_qparams(ptq.host_value(g, n.inputs[1]), True, "i4")
+            weights[n.inputs[1]] = QParams(p.scale, p.zero_point, "i8", p.axis)
+    return ptq.convert_static(g, {v: o.qparams() for v, o in obs.items()}, weights).graph
+
+
 def _knobs(args: argparse.Namespace, data: Any, out: dict[str, Any]) -> None:
     import numpy as np
 
     import rlx_core as rlx
-    from rlx_core.models.mlp import mlp_logits
     from rlx_core.models.train_mnist import train_mlp
-    from rlx_core.quant import ptq
+    from rlx_core.targets.fpga.errors import SynthesisError
     from rlx_core.targets.fpga.synth import synthesize
     from rlx_core.targets.registry import get_target
 
     x, _ = data.flat("train")
     xt, yt = data.flat("test")
-    # the small MLP: the parallelism knob table
     small = train_mlp(data, epochs=1.0, sizes=(784, 16, 10), target="cpu").params
     small = {k: {m: np.asarray(v, np.float32) for m, v in p.items()} for k, p in small.items()}
     calib = [x[i:i + 1] for i in range(0, 2000, 10)]
-    gs = ptq.quantize_static(rlx.trace(lambda v: mlp_logits(small, v), xt[:1]), data=calib).graph
-    refs = rlx.compile(ptq.quantize_static(rlx.trace(lambda v: mlp_logits(small, v), xt[:1]),
-                                           data=calib).graph, target="numpy")
     ns = args.small_images
-    ref_s = np.concatenate([np.asarray(refs(xt[i:i + 1])) for i in range(ns)])
-    host_acc = float((ref_s.argmax(-1) == yt[:ns]).mean())
-    rows, knobs = [], []
-    for lanes in (int(v) for v in args.lanes.split(",")):
-        _, lg_s, cyc_s = _simulate(gs, lanes, xt[:ns])
-        exact_s = int(sum(np.array_equal(a, b) for a, b in zip(lg_s, ref_s, strict=True)))
+    rows, knobs, graphs = [], [], {}
+    for bits, lanes in (tuple(int(v) for v in kv.split(":")) for kv in args.knobs.split(",")):
+        if bits not in graphs:
+            ref = rlx.compile(_quantized(small, xt[:1000], calib, bits), target="numpy")
+            full = np.concatenate([np.asarray(ref(xt[s:s + 1000])) for s in range(0, 10000, 1000)])
+            graphs[bits] = (_quantized(small, xt[:1], calib, bits), full,
+                            float((full.argmax(-1) == yt).mean()))
+        gs, full, acc = graphs[bits]
+        prog, lg_s, cyc_s = _simulate(gs, lanes, xt[:ns])
+        assert [ly["weight_bits"] for ly in prog.info["layers"]] == [bits, bits]
+        exact_s = int(sum(np.array_equal(a, b) for a, b in zip(lg_s, full[:ns], strict=True)))
         _, _, lir, _ = rlx.lower(gs, target="fpga", record=False)
         proj, _, _ = get_target("fpga").project(lir, lanes)
-        t = time.perf_counter()
-        rep = synthesize(proj)
-        say(f"lanes {lanes}: synthesized in {time.perf_counter() - t:.0f} s: {rep}")
         c = int(np.mean(cyc_s))
+        t = time.perf_counter()
+        try:
+            rep = synthesize(proj)
+        except SynthesisError as err:  # more lanes than the HX8K's logic cells place
+            say(f"{bits}-bit, lanes {lanes}: {err.message.splitlines()[0]}")
+            rows.append([bits, lanes, f"{100 * acc:.2f}", f"{exact_s} / {ns}", c,
+                         "does not fit the HX8K", "", "", "", "", "", "", ""])
+            knobs.append({"weight_bits": bits, "lanes": lanes, "cycles": c,
+                          "identical_logits": exact_s, "synth": None,
+                          "synth_error": err.message.splitlines()[0]})
+            continue
+        say(f"{bits}-bit, lanes {lanes}: synthesized in {time.perf_counter() - t:.0f} s: {rep}")
         ips = rep.fmax_mhz * 1e6 / c
-        rows.append([lanes, f"{100 * host_acc:.2f}", f"{exact_s} / {ns}", c, rep.luts, rep.ffs,
+        rows.append([bits, lanes, f"{100 * acc:.2f}", f"{exact_s} / {ns}", c, rep.luts, rep.ffs,
                      f"{rep.brams} / {rep.bram_total}", rep.dsps, f"{rep.lc_used} / {rep.lc_total}",
                      f"{rep.fmax_mhz:.1f}", f"{ips:,.0f}", rep.generic_cells])
-        knobs.append({"lanes": lanes, "cycles": c, "identical_logits": exact_s,
-                      "synth": rep.to_json(), "images_per_s": ips})
-    out["mlp_784_16_10"] = {"host_int8_accuracy": host_acc, "images": ns, "knobs": knobs}
-    table = markdown_table(["MAC lanes", "accuracy % (int8)", "logits bit-identical",
-                            "cycles / inference", "SB_LUT4", "flip-flops", "BRAM", "DSP",
-                            "logic cells (P&R)", "fmax MHz", "images / s",
-                            "generic synth cells"], rows)
+        knobs.append({"weight_bits": bits, "lanes": lanes, "cycles": c,
+                      "identical_logits": exact_s, "synth": rep.to_json(), "images_per_s": ips})
+    out["mlp_784_16_10"] = {"host_int8_accuracy": {str(b): v[2] for b, v in graphs.items()},
+                            "accuracy_images": 10000, "images": ns, "knobs": knobs}
+    table = markdown_table(["weight bits", "MAC lanes", "accuracy % (host int8, 10,000)",
+                            "logits bit-identical", "cycles / inference", "SB_LUT4",
+                            "flip-flops", "BRAM", "DSP", "logic cells (P&R)", "fmax MHz",
+                            "images / s", "generic synth cells"], rows)
     info = out["machine"]
-    md = (f"# int8 MNIST MLP 784-16-10 on an FPGA datapath: the parallelism knob\n\n"
-          f"Command: `python benchmarks/bench_fpga.py --images 0 --lanes {args.lanes} "
+    md = (f"# int8 MNIST MLP 784-16-10 on an FPGA datapath: weight bits and MAC lanes\n\n"
+          f"Command: `python benchmarks/bench_fpga.py --images 0 --knobs {args.knobs} "
           f"--small-images {ns}`. Host: {info['cpu']}, {info['cores']} cores, load average "
-          f"{info.get('load_average_1m')} (shared). f32 1 epoch, static PTQ (min-max); each row "
-          f"simulated by Verilator on {ns} test images (bit-identical logits counted against "
-          f"the numpy int8 reference) and synthesized by yosys `synth_ice40` + `nextpnr-ice40 "
-          f"--hx8k --package ct256`; generic cells from yosys `synth`.\n\n{table}\n\n"
-          f"images/s = fmax / cycles per inference, one image at a time. The requantize unit "
-          f"(a 32x32-bit multiply and 64-bit shifts, combinational in one cycle; the HX8K has "
-          f"no DSP blocks) bounds fmax; more lanes cut cycles nearly in proportion. Weight "
-          f"precision: 8-bit only (a 4-bit weight knob is not built).\n")
+          f"{info.get('load_average_1m')} (shared). f32 1 epoch, static PTQ (u8 activations "
+          f"min-max over 200 training images; weights symmetric per channel, 8-bit in [-127, "
+          f"127] or 4-bit in [-7, 7]); accuracy of the host int8 reference on all 10,000 test "
+          f"images; each row simulated by Verilator on the first {ns} test images (logits "
+          f"bit-identical to the reference counted) and synthesized by yosys `synth_ice40` + "
+          f"`nextpnr-ice40 --hx8k --package ct256`; generic cells from yosys `synth`.\n\n"
+          f"{table}\n\n"
+          f"images/s = fmax / cycles per inference, one image at a time. 4-bit weights halve "
+          f"the weight ROM (block RAM) and shrink each lane's multiplier to 8x4 bits, which "
+          f"frees logic cells for more lanes. The requantize unit (a 32x32-bit multiply and "
+          f"64-bit shifts, combinational in one cycle; the HX8K has no DSP blocks) bounds "
+          f"fmax; it is not pipelined.\n")
     print(md)
     if not args.no_write:
-        write_results("embedded_fpga_knobs", out, md)
+        slug = re.sub(r"[^a-z0-9]+", "-", info["cpu"].lower()).strip("-") or "cpu"
+        write_results(f"embedded_fpga_knobs_{slug}", out, md)
 
 
 if __name__ == "__main__":

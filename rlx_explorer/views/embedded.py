@@ -86,7 +86,8 @@ def datapath_dot(info: dict[str, Any]) -> str:
         k, n, p, cyc = layer["k"], layer["n"], layer["lanes"], layer["cycles"]
         lines += [
             f"  subgraph cluster_{i} {{ label={quote(f'layer {i}: {cyc} cycles')}; style=dashed;",
-            "    " + _node(f"rom{i}", ["weight ROM", f"{n} x {k} int8", f"({p} a word)"],
+            "    " + _node(f"rom{i}", ["weight ROM", f"{n} x {k} int{layer.get('weight_bits', 8)}",
+                                          f"({p} a word)"],
                            "shape=cylinder"),
             "    " + _node(f"mac{i}", ["MAC array", f"{p} lanes x 8x8 multiply",
                                       "i32 accumulators"],

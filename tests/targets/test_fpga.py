@@ -5,6 +5,8 @@ that does not divide the layer width); the synthesis flow runs on the smallest d
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -59,9 +61,12 @@ def test_mlp_logits_bit_exact(lanes):
 
 @needs_verilator
 def test_int8_argmax_in_the_datapath():
-    """i8 input with a zero point, two requantized layers, argmax over int8 in hardware."""
+    """i8 input with a zero point, two requantized layers, argmax over int8 in hardware.
+    Layer 0's weights fit a signed nibble (4-bit quantized, -8 and 7 included): its ROM and
+    multipliers are 4-bit fields, next to layer 1's 8-bit ones, in one design."""
     rng = np.random.default_rng(5)
-    w1 = rng.integers(-127, 128, (7, 9)).astype(np.int8)
+    w1 = rng.integers(-8, 8, (7, 9)).astype(np.int8)
+    w1[0, :2] = (-8, 7)
     w2 = rng.integers(-127, 128, (4, 7)).astype(np.int8)
     b1 = rng.integers(-900, 900, 7).astype(np.int32)
 
@@ -77,8 +82,13 @@ def test_int8_argmax_in_the_datapath():
         return rlx.argmax(q, axis=-1)
 
     g = rlx.trace(model, np.zeros((1, 9), np.int8))
-    _, sim = _sim(g, 3)
+    prog, sim = _sim(g, 3)
     assert sim.dp.argmax
+    assert [ly["weight_bits"] for ly in prog.info["layers"]] == [4, 8]
+    assert prog.info["weight_bytes"] == -(-7 * 9 // 2) + 4 * 7
+    assert ".WB(4)" in prog.sources["rlx_top.v"] and ".WB(8)" in prog.sources["rlx_top.v"]
+    rom = [(Path(prog.info["project_dir"]) / f"w{i}.hex").read_text().split() for i in (0, 1)]
+    assert {len(w) for w in rom[0]} == {3} and {len(w) for w in rom[1]} == {6}  # 3 lanes
     ref = rlx.compile(g, target="numpy")
     xs = [rng.integers(-128, 128, (1, 9)).astype(np.int8) for _ in range(6)]
     res = sim.run_calls([[x] for x in xs])

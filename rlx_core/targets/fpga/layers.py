@@ -34,6 +34,15 @@ class Layer:
     lo: int = 0
     hi: int = 0
 
+    @property
+    def weight_bits(self) -> int:
+        """4 when every weight fits a signed nibble (4-bit quantized weights), else 8: the
+        width of a weight in the layer's ROM and multipliers."""
+        import numpy as np
+
+        w = np.asarray(self.weight)
+        return 4 if w.size and int(w.min()) >= -8 and int(w.max()) <= 7 else 8
+
 
 @dataclass
 class Datapath:

@@ -61,11 +61,12 @@ class FpgaTarget(Int8EmbeddedTarget):
         folder, hit = build_simulator(proj)
         sim = Simulation(src, dp, folder, dict(lir.param_data))
         layers = [{"k": x.k, "n": x.n, "lanes": p, "requantize": x.requant,
+                   "weight_bits": x.weight_bits,
                    "cycles": -(-x.n // p) * (x.k + 3 + p) + 2}
                   for x, p in zip(dp.layers, proj.parallelism, strict=True)]
         info = {"project_dir": str(folder), "cache": "hit" if hit else "miss",
                 "parallelism": list(proj.parallelism), "layers": layers, "argmax": dp.argmax,
-                "weight_bytes": sum(x.k * x.n for x in dp.layers),
+                "weight_bytes": sum(-(-x.k * x.n * x.weight_bits // 8) for x in dp.layers),
                 "cycles_estimate": sum(x["cycles"] for x in layers) + dp.layers[0].k + 2,
                 "source": proj.files["rlx_top.v"]}
         return Program(run_fn=sim.run, info=info,

@@ -61,7 +61,7 @@ def _layer_files(i: int, layer: Layer, p: int) -> dict[str, str]:
                 rows.append([int(values[n]) if n < layer.n else 0 for n in ids])
         return rows
 
-    files = {f"w{i}.hex": _hex_words(lane_rows(layer.weight, True), 8),
+    files = {f"w{i}.hex": _hex_words(lane_rows(layer.weight, True), layer.weight_bits),
              f"b{i}.hex": _hex_words(lane_rows(layer.bias, False), 32)}
     if layer.requant:
         files[f"m{i}.hex"] = _hex_words(lane_rows(layer.multiplier, False), 32)
@@ -71,14 +71,15 @@ def _layer_files(i: int, layer: Layer, p: int) -> dict[str, str]:
 
 def _instance(i: int, layer: Layer, p: int, last: bool) -> str:
     kw, nw = _bits(layer.k), _bits(layer.n)
-    params = [f".K({layer.k})", f".N({layer.n})", f".P({p})", f".XS({int(layer.x_signed)})",
+    params = [f".K({layer.k})", f".N({layer.n})", f".P({p})", f".WB({layer.weight_bits})",
+              f".XS({int(layer.x_signed)})",
               f".REQ({int(layer.requant)})", f".ZP({layer.zero_point})", f".LO({layer.lo})",
               f".HI({layer.hi})", f'.W_FILE("w{i}.hex")', f'.B_FILE("b{i}.hex")',
               f'.M_FILE("m{i}.hex")', f'.S_FILE("s{i}.hex")', f".KW({kw})", f".NW({nw})"]
     dst = "obuf" if last else f"buf{i + 1}"
     data = "y_data" if last else "y_data[7:0]"
     return f"""
-    // layer {i}: {layer.k} -> {layer.n}, {p} MAC lanes{', requantized' if layer.requant else ''}
+    // layer {i}: {layer.k} -> {layer.n}, {p} MAC lanes, {layer.weight_bits}-bit weights{', requantized' if layer.requant else ''}
     wire [{kw - 1}:0] ra{i};
     reg  [7:0] rd{i};
     wire y_we{i};

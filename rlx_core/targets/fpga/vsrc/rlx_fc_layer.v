@@ -1,6 +1,6 @@
 // One fully connected int8 layer: a MAC array of P lanes (P output neurons at a time, one
 // input element a cycle), weights in a ROM initialised by $readmemh (P weights a word, so a
-// block RAM reads them in one cycle), then TFLite's requantization (multiplier and shift,
+// block RAM reads them in one cycle; WB = 4 stores weights in [-8, 7] as 4-bit fields), then TFLite's requantization (multiplier and shift,
 // rounding exactly as the numpy reference) and relu folded into the clamp. Without REQ the
 // i32 accumulators are written out (the graph's logits).
 //
@@ -10,12 +10,13 @@ module rlx_fc_layer #(
     parameter integer K = 4,          // inputs
     parameter integer N = 4,          // outputs
     parameter integer P = 1,          // MAC lanes (outputs computed at once)
+    parameter integer WB = 8,         // weight bits in the ROM (8, or 4 for weights in [-8, 7])
     parameter integer XS = 0,         // input values are signed (i8) rather than u8
     parameter integer REQ = 1,        // requantize to 8 bits (else write the i32 accumulators)
     parameter integer ZP = 0,         // output zero point
     parameter integer LO = 0,         // clamp: the dtype's range, lower bound raised by relu
     parameter integer HI = 255,
-    parameter W_FILE = "w.hex",       // (ceil(N/P) * K) words of P weights, lane 0 lowest
+    parameter W_FILE = "w.hex",       // (ceil(N/P) * K) words of P WB-bit weights, lane 0 lowest
     parameter B_FILE = "b.hex",       // ceil(N/P) words of P folded biases (32-bit)
     parameter M_FILE = "m.hex",       // ceil(N/P) words of P multipliers (32-bit)
     parameter S_FILE = "s.hex",       // ceil(N/P) words of P shifts (8-bit, signed)
@@ -35,7 +36,7 @@ module rlx_fc_layer #(
     localparam integer G = (N + P - 1) / P;
     localparam integer WDEPTH = G * K;
 
-    reg [8*P-1:0]  wrom [0:WDEPTH-1];
+    reg [WB*P-1:0] wrom [0:WDEPTH-1];
     reg [32*P-1:0] brom [0:G-1];
     reg [32*P-1:0] mrom [0:G-1];
     reg [8*P-1:0]  srom [0:G-1];
@@ -52,7 +53,7 @@ module rlx_fc_layer #(
     reg [2:0] state;
     reg [31:0] g, k, lane;
     reg [31:0] waddr;
-    reg [8*P-1:0] wword;
+    reg [WB*P-1:0] wword;
     reg [32*P-1:0] bword, mword;
     reg [8*P-1:0] sword;
     reg mac_en;                        // x_data / wword hold element k-1 this cycle
@@ -111,7 +112,7 @@ module rlx_fc_layer #(
                     for (i = 0; i < P; i = i + 1) acc[i] <= bword[32*i +: 32];
                 if (mac_en)
                     for (i = 0; i < P; i = i + 1)
-                        acc[i] <= acc[i] + xval * $signed(wword[8*i +: 8]);
+                        acc[i] <= acc[i] + xval * $signed(wword[WB*i +: WB]);
                 mac_en <= 1'b1;
                 if (k + 1 < K) begin
                     k <= k + 1;
@@ -123,7 +124,7 @@ module rlx_fc_layer #(
             end
             DRAIN: begin                   // the last element's product
                 for (i = 0; i < P; i = i + 1)
-                    acc[i] <= acc[i] + xval * $signed(wword[8*i +: 8]);
+                    acc[i] <= acc[i] + xval * $signed(wword[WB*i +: WB]);
                 mac_en <= 1'b0;
                 lane <= 0;
                 state <= REQS;
