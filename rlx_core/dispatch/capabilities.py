@@ -209,9 +209,13 @@ class Capabilities:
         if not reasons:
             for t in (*in_types, node.out.type):
                 if t.dtype.name not in claim.dtypes:
+                    # a dtype the target has, but not for this op: its rule says what to do
+                    # (c64 on cpu: split into real and imaginary parts, not a cast)
+                    rule = next((r for r in self.dtype_rules if r.dtype == t.dtype.name), None)
                     reasons.append(Reason(
                         "RLX-L002", f"{self.target} claims {node.op} for "
                         f"{', '.join(claim.dtypes)}, not {t.dtype.name}",
+                        rule.hint if rule is not None and rule.hint else
                         f"cast to one of {', '.join(claim.dtypes)} before this op"))
                     break
         for con in claim.constraints:

@@ -59,9 +59,10 @@ def test_enabling_shader_f16_fixes_exactly_the_f16_node() -> None:
     assert r.decision(f16.name).route == "native"
 
 
-def test_same_graph_is_fine_on_numpy_and_cpu_lacks_c64() -> None:
+def test_same_graph_is_fine_on_numpy_and_cpu_lacks_c64_sign() -> None:
     # the webgpu-illegal graph plus one c64 node: cpu has f64, i64 and f16 (rlx_core/targets/cpu/
-    # caps.py) but no complex type, so exactly the c64 node fails there, with the dtype code
+    # caps.py) and c64 arithmetic, but not c64 sign (C64_OPS), so exactly the c64 node fails
+    # there, with the dtype code
     m = GraphMaker("student_model.py")
     xd = m.input("xd", "f64", (4,))
     ids = m.input("ids", "i64", (3,))
@@ -71,7 +72,7 @@ def test_same_graph_is_fine_on_numpy_and_cpu_lacks_c64() -> None:
     f64 = m.op("log", [xd], line=11)
     i64 = m.op("gather", [table, ids], line=12, axis=0)
     f16 = m.op("tanh", [h], line=13)
-    c64 = m.op("neg", [z], line=14)
+    c64 = m.op("sign", [z], line=14)
     g = m.graph(f64, i64, f16, c64)
     assert legalize_graph(g, "numpy").ok
     r = legalize_graph(g, "cpu", raise_errors=False)

@@ -1,7 +1,7 @@
 """dtype -> C types: storage type, register (value) type, accumulator, loads, stores, literals.
 
 Every dtype has a *storage* type (how its elements sit in memory: numpy's layout, bf16 as its
-top 16 bits, bool as one byte 0/1) and a *value* type (what a temporary holds while a loop
+top 16 bits, bool as one byte 0/1, c64 as C99's ``float _Complex``, numpy's complex64 layout) and a *value* type (what a temporary holds while a loop
 body computes: f16 and bf16 widen to float, as the numpy reference computes them in f32).
 """
 
@@ -17,7 +17,7 @@ from rlx_core.ir.dtypes import DType
 STORAGE: dict[str, str] = {
     "bool": "uint8_t", "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
     "u8": "uint8_t", "u32": "uint32_t", "f16": "rlx_f16", "bf16": "uint16_t", "f32": "float",
-    "f64": "double",
+    "f64": "double", "c64": "float _Complex",
 }
 VALUE: dict[str, str] = {**STORAGE, "f16": "float", "bf16": "float"}
 UNSIGNED: dict[str, str] = {
@@ -66,6 +66,8 @@ def accumulator(d: DType, op: str) -> str:
     """
     if op in ("reduce_max", "reduce_min", "argmax"):
         return value(d)
+    if d.is_complex:
+        return "double _Complex"
     if d.is_float:
         return "double"
     if d == dt.bool_:
@@ -142,6 +144,9 @@ def bf16_value(x: float) -> float:
 
 def convert_scalar(v: object, d: DType) -> int | float:
     """A Python scalar converted to dtype ``d`` the way ``cast`` does (truncate, saturate)."""
+    if d.is_complex:
+        c = complex(v)  # type: ignore[arg-type]
+        return complex(round_f32(c.real), round_f32(c.imag))  # type: ignore[return-value]
     if isinstance(v, complex):
         v = v.real
     if d == dt.bool_:
@@ -200,6 +205,10 @@ def literal(v: object, d: DType) -> str:
         return "((uint8_t)1)" if c else "((uint8_t)0)"
     if d.is_int:
         return int_literal(int(c), d)
+    if d.is_complex:  # GCC's and Clang's builtin: no <complex.h> (and its macro I) needed
+        z = complex(c)  # type: ignore[arg-type]
+        return (f"__builtin_complex({float_literal(z.real, dt.f32)}, "
+                f"{float_literal(z.imag, dt.f32)})")
     return float_literal(float(c), d)
 
 

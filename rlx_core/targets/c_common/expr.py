@@ -50,6 +50,23 @@ _FLOAT_BINARY: dict[str, tuple[str, str]] = {
     "min": ("rlx_min_f({a}, {b})", "rlx_min_d({a}, {b})"),
     "rem": ("fmodf({a}, {b})", "fmod({a}, {b})"),
 }
+# c64 (C99 float _Complex through GCC/Clang builtins: libm's cexpf & co., no <complex.h>)
+_COMPLEX_UNARY: dict[str, str] = {
+    "neg": "(-{x})",
+    "abs": "((float _Complex)__builtin_cabsf({x}))",
+    "exp": "__builtin_cexpf({x})",
+    "log": "__builtin_clogf({x})",
+    "sqrt": "__builtin_csqrtf({x})",
+    "rsqrt": "(1.0f / __builtin_csqrtf({x}))",
+    "tanh": "__builtin_ctanhf({x})",
+    "sin": "__builtin_csinf({x})",
+    "cos": "__builtin_ccosf({x})",
+    "reciprocal": "(1.0f / {x})",
+}
+_COMPLEX_BINARY: dict[str, str] = {
+    "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})",
+    "pow": "__builtin_cpowf({a}, {b})",
+}
 _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 # bool arithmetic is i8 arithmetic read back as != 0 (semantics.py); these are its truth tables
 _BOOL_BINARY = {
@@ -69,6 +86,10 @@ def _unary(op: str, x: str, d: DType) -> str:
         if op not in _BOOL_UNARY:
             raise RenderError(f"{op} is not defined on bool")
         return f"((uint8_t){_BOOL_UNARY[op].format(x=x)})"
+    if d.is_complex:
+        if op not in _COMPLEX_UNARY:
+            raise RenderError(f"{op} has no C rule for {d}")
+        return _COMPLEX_UNARY[op].format(x=x)
     if d.is_float:
         if op not in _FLOAT_UNARY:
             raise RenderError(f"{op} has no C rule for {d}")
@@ -90,6 +111,10 @@ def _unary(op: str, x: str, d: DType) -> str:
 def _binary(op: str, a: str, b: str, d: DType) -> str:
     if d == dt.bool_:
         return f"((uint8_t){_BOOL_BINARY[op].format(a=a, b=b)})"
+    if d.is_complex:
+        if op not in _COMPLEX_BINARY:
+            raise RenderError(f"{op} is not defined on {d}")
+        return _COMPLEX_BINARY[op].format(a=a, b=b)
     if d.is_float:
         if op not in _FLOAT_BINARY:
             raise RenderError(f"{op} is not defined on {d}")
@@ -110,6 +135,12 @@ def _binary(op: str, a: str, b: str, d: DType) -> str:
 
 
 def _cast(x: str, src: DType, d: DType) -> str:
+    if d.is_complex:  # a real value becomes the real part
+        return f"((float _Complex)({x}))"
+    if src.is_complex:  # to a real type: the real part (numpy drops the imaginary one)
+        if d == dt.bool_:
+            return f"((uint8_t)({x} != 0))"
+        x, src = f"__builtin_crealf({x})", dt.f32
     if d == dt.bool_:
         return f"((uint8_t)({x} != 0))"
     if d.is_int:

@@ -161,6 +161,8 @@ def _ancestors(k: Kernel, root: Node, nodes: dict[str, Node]) -> set[str]:
 
 
 def _init(op: str, d: dt.DType) -> str:
+    if d.is_complex:  # sums and products only: complex values are not ordered
+        return "0" if op == "reduce_sum" else "1"
     if d == dt.bool_:
         return "0" if op in ("reduce_sum", "reduce_max") else "1"
     if d.is_float:
@@ -178,6 +180,8 @@ def _combine(op: str, d: dt.DType, acc: str, x: str) -> str:
         return f"{acc} |= {x};" if op in ("reduce_sum", "reduce_max") else f"{acc} &= {x};"
     if op in ("reduce_sum", "reduce_prod"):
         sym = "+" if op == "reduce_sum" else "*"
+        if d.is_complex:
+            return f"{acc} {sym}= (double _Complex){x};"
         if d.is_float:
             return f"{acc} {sym}= (double){x};"
         wide = "(uint64_t)(int64_t)" if d.kind is dt.Kind.INT else "(uint64_t)"
@@ -190,6 +194,8 @@ def _combine(op: str, d: dt.DType, acc: str, x: str) -> str:
 
 
 def _finish(op: str, d: dt.DType, acc: str) -> str:
+    if d.is_complex:
+        return f"(float _Complex){acc}"
     if op in ("reduce_sum", "reduce_prod") and d.is_float:
         return ct.round_to(d, f"(float){acc}") if d != dt.f64 else acc
     return f"({ct.value(d)}){acc}"

@@ -182,17 +182,23 @@ def _value(name: str, t: TensorType):
 def generated_gemm(w: Writer, env: KernelEnv, g: GemmSpec) -> str:
     """The portable blocked loop GEMM (any dtype; f16/bf16/f32 accumulate in float)."""
     d = g.dtype
-    if d.is_float:
+    if d.is_complex:
+        acc_t = "double _Complex"  # c64 products summed in complex128, rounded once
+    elif d.is_float:
         acc_t = "double" if d == dt.f64 else "float"
     else:
         acc_t = "uint64_t"  # wraps like the reference's i64 matmul followed by the cast
 
     def widen(x: str) -> str:
+        if d.is_complex:
+            return f"(double _Complex){x}"
         if d.is_float:
             return ct.load(d, x)
         return f"(uint64_t)(int64_t){x}" if d.kind is dt.Kind.INT else f"(uint64_t){x}"
 
     def store(x: str) -> str:
+        if d.is_complex:
+            return f"(float _Complex){x}"
         if d.is_float:
             return ct.store(d, x)
         return f"({ct.storage(d)}){x}"

@@ -7,8 +7,10 @@ against the numpy reference. Four HIR normalisations are claimed whole in f32 an
 attention in f32 (cpu/attention.py), int_linear (the int8 GEMM, cpu/igemm.py),
 int4_linear (cpu/i4gemm.py), the splatting ops (cpu/splat.py), the dense linear algebra ops
 (LAPACK, cpu/lapack.py) and the sparse ops (CSR loops and Krylov solvers, cpu/sparse.py);
-every other HIR op, and those in other dtypes, goes common-IR. c64 and packed i4 report how
-to get to a supported dtype.
+every other HIR op, and those in other dtypes, goes common-IR. c64 runs in C99's
+``float _Complex`` (its arithmetic, the complex libm functions, sums and products accumulated in
+complex128, dot_general, casts and data movement: ``C64_OPS``); a c64 op outside that list (an
+ordering, erf, rounding) and packed i4 report how to get to a supported dtype.
 """
 
 from __future__ import annotations
@@ -35,10 +37,21 @@ from rlx_core.targets.cpu.sparse import OPS as CSR_OPS
 DTYPES: tuple[str, ...] = ("f32", "f64", "f16", "bf16", "i32", "i64", "i16", "i8", "u32", "u8",
                            "bool")
 
+# what the C renderer computes on c64 (c_common/expr.py's complex rules; kernels.py and
+# matmul.py accumulate in double _Complex)
+C64_OPS: tuple[str, ...] = (
+    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "reciprocal",
+    "add", "sub", "mul", "div", "pow", "eq", "ne", "select", "cast", "reduce_sum",
+    "reduce_prod", "broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concat",
+    "gather", "dot_general", "constant")
+
 CAPS = Capabilities(
     target="cpu",
     verification="executes",
-    claims=(OpClaim(MIR_PRIMITIVES, DTYPES, note="one C loop nest per kernel"),
+    claims=(OpClaim(C64_OPS, DTYPES + ("c64",),
+                    note="one C loop nest per kernel; c64 as C99 float _Complex"),
+            OpClaim(tuple(op for op in MIR_PRIMITIVES if op not in C64_OPS), DTYPES,
+                    note="one C loop nest per kernel"),
             OpClaim(ROW_OPS, ROW_DTYPES, note="one loop over rows, each row's passes in L1"),
             OpClaim(("attention",), ATTENTION_DTYPES + MASK_DTYPES,
                     note="per (batch, head, query rows): scores, softmax and @v in L2"),
@@ -55,8 +68,9 @@ CAPS = Capabilities(
                     note="CSR loops over row blocks; Krylov solvers whole in one team kernel "
                          "(cpu/sparse.py)")),
     dtype_rules=native_dtypes(DTYPES) + (
-        DTypeRule("c64", "unsupported", hint="split into real and imaginary f32 parts, or use "
-                                             "target numpy"),
+        DTypeRule("c64", "native", hint="the cpu computes c64 arithmetic, libm's complex "
+                                        "functions, sums, products and dot_general; split "
+                                        "other ops into real and imaginary f32 parts"),
         DTypeRule("i4", "unsupported", hint="dequantize: cast the i4 tensor to i8 or f32 first"),
     ),
     note="generated C (rlx_core/targets/c_common + cpu/renderer.py); f16/bf16 compute in float",
