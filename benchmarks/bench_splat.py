@@ -2,7 +2,8 @@
 
 Peers, in this one process, on the same random scene and camera:
 
-- ``rlx-cpu``: ``rlx.splat.render`` compiled for cpu (generated C, one thread a call);
+- ``rlx-cpu``: ``rlx.splat.render`` compiled for cpu (generated C; the rasterizer
+  and its VJP share tiles over ``--threads`` team threads);
   forward+backward is ``rlx.value_and_grad`` of ``sum(render * G)`` for means, quats, scales,
   opacities and SH (the ops' VJP kernels);
 - ``rlx-webgpu``: the same two functions compiled for webgpu (WGSL on wgpu; Mesa lavapipe, a
@@ -238,7 +239,8 @@ def report(a: Any, info: dict[str, Any], cases: list[dict[str, Any]],
                      f"{c.get('grad_rel_diff_webgpu', float('nan')):.1e}"])
     info["load_average_end"] = load_now()
     md = (f"# 3D Gaussian splatting: rlx.splat vs PyTorch (CPU)\n\n{stamp(info)}.\n\n"
-          f"Threads: {a.threads} (rlx's splat kernels run one thread a call). p50 over "
+          f"Threads: {a.threads} (rlx's rasterizer and its VJP share tiles over the team; "
+          f"projection runs on one). p50 over "
           f"interleaved turns, ms. `python benchmarks/bench_splat.py "
           f"{' '.join(sys.argv[1:])}`.\n"
           f"webgpu runs on wgpu's adapter here (Mesa lavapipe: a CPU Vulkan driver, so its "

@@ -192,3 +192,47 @@ def test_webgpu_default_tile_list_overflow_on_huge_gaussians() -> None:
                       target="webgpu")
     with pytest.raises(TileEntriesOverflowError, match="needs 76800 .* holds 65536"):
         exe(*args)
+
+
+def test_cpu_rasterizer_shares_tiles_over_the_team() -> None:
+    """On 2 threads the rasterizer and its VJP run in the team (tiles shared out): the image is
+    bit for bit the 1-thread one, the gradients agree to rounding (other summation order) and
+    repeat bit for bit."""
+    from rlx_core.targets.cpu.runtime import load_library
+    from rlx_core.targets.cpu.threads import num_threads, set_num_threads
+    from tests.targets.test_cpu_host_overhead import _regions
+
+    if not get_target("cpu").available()[0]:
+        pytest.skip(f"cpu: {get_target('cpu').available()[1]}")
+    w = h = 64
+    g = scene.random_gaussians(600, 3, seed=3, extent=0.8, scale=0.08)
+    args = (*g.arrays(), scene.orbit(30.0, 20.0, 3.0), scene.intrinsics(w, h))
+    gimg = np.random.default_rng(4).normal(size=(h, w, 3)).astype(np.float32)
+    vg = rlx.value_and_grad(lambda *a: (rlx.splat.render(*a[:7], width=w, height=h) * a[7])
+                            .sum(), argnums=(0, 1, 2, 3, 4))
+    fwd = rlx.jit(lambda *a: rlx.splat.render(*a, width=w, height=h), target="cpu")
+    both = rlx.jit(lambda *a: (lambda v, gr: (v, *gr))(*vg(*a)), target="cpu")
+
+    def reset(fn) -> None:  # the next call is a team call, however loaded the machine
+        (spec,) = fn.cache.specializations
+        getattr(load_library(fn.cache.module_path), f"{spec.program.prefix}_team_reset")()
+
+    before = num_threads()
+    try:
+        set_num_threads(1)
+        img1, grads1 = np.asarray(fwd(*args)), [np.asarray(x) for x in both(*args, gimg)]
+        set_num_threads(2)
+        runs = []
+        for _ in range(2):
+            reset(fwd)
+            reset(both)
+            runs.append((np.asarray(fwd(*args)), [np.asarray(x) for x in both(*args, gimg)]))
+    finally:
+        set_num_threads(before)
+    assert _regions(fwd) == 2 and _regions(both) == 2
+    np.testing.assert_allclose(img1, ref.rasterize(ref.project(*args, w, h), w, h), atol=2e-5)
+    for img2, grads2 in runs:
+        np.testing.assert_array_equal(img2, img1)
+        for a, b, c in zip(grads2, grads1, runs[0][1], strict=True):
+            np.testing.assert_array_equal(a, c)
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * np.abs(b).max())

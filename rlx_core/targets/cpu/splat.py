@@ -11,9 +11,13 @@ tiles its 3-sigma box touches, so every tile's list is already front to back. Th
 
 The VJP runs that forward again for each pixel's T_final and last Gaussian, then walks the list
 back to front with T_i = T_{i+1} / (1 - alpha_i) and the colour behind accumulated (gsplat's
-recursion), summing each Gaussian's gradient over the tile's pixels in the vector loop. One
-thread runs a call (the kernel holds no worksharing pragma; cpu/team.py runs it on thread 0).
-An allocation failure leaves the result NaN.
+recursion), summing each Gaussian's gradient over the tile's pixels in the vector loop.
+
+Both rasterizer calls are team blocks (cpu/team.py): thread 0 bins, then the tiles are shared
+out: claimed one at a time in the forward (tiles write disjoint pixels), tile t to thread
+t % team in the VJP, whose threads add gradients into rows of their own, summed in thread
+order at the end (deterministic for a given team size). Projection and its VJP run on one
+thread. An allocation failure leaves the result NaN.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.cpu.splat_source import SOURCE
+from rlx_core.targets.cpu.team import TEAM_BLOCK
 
 IMPL = "rlx-splat"
 DTYPES: tuple[str, ...] = ("f32",)
@@ -55,7 +60,10 @@ def emit_splat(env: KernelEnv, w: Writer, node: Node) -> str:
         call = f"rlx_splat_rasterize({n}, {ins[0]}, {wd}, {ht}, {bg}, {out.ptr})"
     else:
         call = f"rlx_splat_rasterize_vjp({n}, {ins[0]}, {ins[1]}, {wd}, {ht}, {bg}, {out.ptr})"
-    w.open(f"if ({call})")
-    w.line(f"for (int64_t i = 0; i < {out.type.size}; ++i) {out.ptr}[i] = __builtin_nanf(\"\");")
-    w.close()
+    # every thread of the region runs the call (tiles shared out inside); asked for its side
+    # effect: an image of several tiles' worth of work makes the program open its region
+    env.parallel(wd * ht * max(n, 1) // 64, 0)
+    w.line(TEAM_BLOCK)
+    w.line(f"    {call};")
+    w.line("}")
     return IMPL

@@ -2,7 +2,9 @@
 header. The arithmetic is the oracle's (rlx_core/splat/reference.py): projection and its VJP
 per Gaussian in double, compositing in float; see cpu/splat.py for the loop structure."""
 
-SOURCE = r"""
+from rlx_core.targets.cpu.team import WORK_SYNC_C
+
+SOURCE = WORK_SYNC_C + r"""
 #ifndef RLX_SPLAT_H
 #define RLX_SPLAT_H
 #define RLX_SPLAT_TILE 16
@@ -358,18 +360,35 @@ static void rlx_splat_tile_init(rlx_splat_tile *s, int64_t tx, int64_t ty, int64
     }
 }
 
-static int rlx_splat_rasterize(int64_t n, const float *rec, int64_t width, int64_t height,
-                               float b0, float b1, float b2, float *out) {
+/* the team's shared state of one call (one program call runs at a time): the tile lists
+   thread 0 bins, the next tile to claim, per-thread gradient rows, a failure flag */
+static int64_t *rlx_splat_off;
+static int32_t *rlx_splat_ids;
+static float *rlx_splat_part;
+static atomic_llong rlx_splat_next;
+static atomic_int rlx_splat_failed;
+
+/* every thread of the team enters (a team block; alone, team = 1): thread 0 bins, then the
+   threads claim tiles one at a time (a tile's cost varies with its list: no static split),
+   each compositing into its own scratch; tiles write disjoint pixels. NaN on a failure */
+static void rlx_splat_rasterize(int64_t n, const float *rec, int64_t width, int64_t height,
+                                float b0, float b1, float b2, float *out) {
+    const int tid = rlx_work_tid(), team = rlx_work_team();
     const int64_t tw = (width + RLX_SPLAT_TILE - 1) / RLX_SPLAT_TILE;
     const int64_t th = (height + RLX_SPLAT_TILE - 1) / RLX_SPLAT_TILE;
-    int64_t *off; int32_t *ids;
-    if (rlx_splat_bin(n, rec, tw, th, &off, &ids)) return 1;
-    rlx_splat_tile *s = (rlx_splat_tile *)malloc(sizeof(rlx_splat_tile));
-    if (!s) { free(off); free(ids); return 1; }
-    for (int64_t t = 0; t < tw * th; ++t) {
-        const int64_t tx = t % tw, ty = t / tw;
+    if (tid == 0) {
+        atomic_store(&rlx_splat_failed, rlx_splat_bin(n, rec, tw, th, &rlx_splat_off,
+                                                      &rlx_splat_ids));
+        atomic_store(&rlx_splat_next, 0);
+    }
+    rlx_work_sync(team);
+    rlx_splat_tile *s = atomic_load(&rlx_splat_failed) ? 0
+        : (rlx_splat_tile *)malloc(sizeof(rlx_splat_tile));
+    if (!s) atomic_store(&rlx_splat_failed, 1);
+    for (int64_t t; s && (t = atomic_fetch_add(&rlx_splat_next, 1)) < tw * th;) {
+        const int64_t tx = t % tw, ty = t / tw, *off = rlx_splat_off;
         rlx_splat_tile_init(s, tx, ty, width, height);
-        rlx_splat_tile_forward(rec, ids + off[t], off[t + 1] - off[t], s);
+        rlx_splat_tile_forward(rec, rlx_splat_ids + off[t], off[t + 1] - off[t], s);
         for (int p = 0; p < RLX_SPLAT_PIX; ++p) {
             const int64_t x = tx * RLX_SPLAT_TILE + p % RLX_SPLAT_TILE;
             const int64_t y = ty * RLX_SPLAT_TILE + p / RLX_SPLAT_TILE;
@@ -380,8 +399,14 @@ static int rlx_splat_rasterize(int64_t n, const float *rec, int64_t width, int64
             o[2] = s->C[2][p] + s->T[p] * b2;
         }
     }
-    free(s); free(off); free(ids);
-    return 0;
+    free(s);
+    rlx_work_sync(team);
+    if (tid == 0) {
+        free(rlx_splat_off); free(rlx_splat_ids);
+        rlx_splat_off = 0; rlx_splat_ids = 0;
+        if (atomic_load(&rlx_splat_failed))
+            for (int64_t i = 0; i < 3 * width * height; ++i) out[i] = __builtin_nanf("");
+    }
 }
 
 /* backward of one tile: the forward again for T_final and each pixel's last Gaussian, then
@@ -439,26 +464,52 @@ static void rlx_splat_tile_backward(const float *rec, const int32_t *ids, int64_
     }
 }
 
-static int rlx_splat_rasterize_vjp(int64_t n, const float *rec, const float *gimg,
-                                   int64_t width, int64_t height, float b0, float b1,
-                                   float b2, float *grad) {
+/* as the forward, but tile t goes to thread t % team (a fixed split: each thread adds its
+   tiles' gradients in tile order into rows of its own, thread 0's the result, and the rows
+   are added in thread order), so the sums do not depend on timing (for a given team size) */
+static void rlx_splat_rasterize_vjp(int64_t n, const float *rec, const float *gimg,
+                                    int64_t width, int64_t height, float b0, float b1,
+                                    float b2, float *grad) {
+    const int tid = rlx_work_tid(), team = rlx_work_team();
     const int64_t tw = (width + RLX_SPLAT_TILE - 1) / RLX_SPLAT_TILE;
     const int64_t th = (height + RLX_SPLAT_TILE - 1) / RLX_SPLAT_TILE;
+    const int64_t cols = 11 * n, r0 = cols * tid / team, r1 = cols * (tid + 1) / team;
     const float bg[3] = {b0, b1, b2};
-    for (int64_t j = 0; j < 11 * n; ++j) grad[j] = 0.0f;
-    int64_t *off; int32_t *ids;
-    if (rlx_splat_bin(n, rec, tw, th, &off, &ids)) return 1;
-    rlx_splat_tile *s = (rlx_splat_tile *)malloc(sizeof(rlx_splat_tile));
-    if (!s) { free(off); free(ids); return 1; }
-    for (int64_t t = 0; t < tw * th; ++t) {
-        const int64_t tx = t % tw, ty = t / tw;
-        rlx_splat_tile_init(s, tx, ty, width, height);
-        rlx_splat_tile_forward(rec, ids + off[t], off[t + 1] - off[t], s);
-        rlx_splat_tile_backward(rec, ids + off[t], off[t + 1] - off[t], s, gimg, width, height,
-                                tx, ty, bg, grad);
+    for (int64_t j = r0; j < r1; ++j) grad[j] = 0.0f;
+    if (tid == 0) {
+        int bad = rlx_splat_bin(n, rec, tw, th, &rlx_splat_off, &rlx_splat_ids);
+        rlx_splat_part = team > 1 && !bad
+            ? (float *)calloc((size_t)(team - 1) * (size_t)(cols > 0 ? cols : 1), sizeof(float))
+            : 0;
+        atomic_store(&rlx_splat_failed, bad || (team > 1 && !rlx_splat_part));
     }
-    free(s); free(off); free(ids);
-    return 0;
+    rlx_work_sync(team);
+    float *mine = tid == 0 ? grad : rlx_splat_part + (int64_t)(tid - 1) * cols;
+    rlx_splat_tile *s = atomic_load(&rlx_splat_failed) ? 0
+        : (rlx_splat_tile *)malloc(sizeof(rlx_splat_tile));
+    if (!s) atomic_store(&rlx_splat_failed, 1);
+    for (int64_t t = tid; s && t < tw * th; t += team) {
+        const int64_t tx = t % tw, ty = t / tw, *off = rlx_splat_off;
+        const int32_t *ids = rlx_splat_ids + off[t];
+        rlx_splat_tile_init(s, tx, ty, width, height);
+        rlx_splat_tile_forward(rec, ids, off[t + 1] - off[t], s);
+        rlx_splat_tile_backward(rec, ids, off[t + 1] - off[t], s, gimg, width, height, tx, ty,
+                                bg, mine);
+    }
+    free(s);
+    rlx_work_sync(team);
+    if (!atomic_load(&rlx_splat_failed))
+        for (int k = 1; k < team; ++k) {
+            const float *src = rlx_splat_part + (int64_t)(k - 1) * cols;
+            for (int64_t j = r0; j < r1; ++j) grad[j] += src[j];
+        }
+    rlx_work_sync(team);
+    if (tid == 0) {
+        free(rlx_splat_off); free(rlx_splat_ids); free(rlx_splat_part);
+        rlx_splat_off = 0; rlx_splat_ids = 0; rlx_splat_part = 0;
+        if (atomic_load(&rlx_splat_failed))
+            for (int64_t j = 0; j < cols; ++j) grad[j] = __builtin_nanf("");
+    }
 }
 #endif
 """
