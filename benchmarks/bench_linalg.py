@@ -275,6 +275,16 @@ def write(rows: list[dict], dense: list[dict], info: dict, quick: bool) -> None:
     def ms(s: Any) -> str:
         return f"{s.p50 * 1e3:.3f}"
 
+    dense_md = [] if info.get("sparse_only") else [
+        "## Dense (1 thread)\n",
+        markdown_table(["op", "n", "rlx ms", "scipy ms", "ratio", "CPU ms rlx",
+                        "CPU ms scipy", "CPU ratio", "residual rlx", "residual scipy"],
+                       [[d["op"], d["n"], ms(d["rlx"]), ms(d["scipy"]),
+                         f"{d['scipy'].p50 / d['rlx'].p50:.2f}", f"{d['cpu_ms_rlx']:.2f}",
+                         f"{d['cpu_ms_scipy']:.2f}",
+                         f"{d['cpu_ms_scipy'] / max(d['cpu_ms_rlx'], 1e-9):.2f}",
+                         f"{d['residual_rlx']:.1e}", f"{d['residual_scipy']:.1e}"]
+                        for d in dense])]
     flags = (" --quick" if quick else "") + (" --sparse-only" if info["sparse_only"] else "")
     md = [f"# Linear algebra: rlx (cpu) vs scipy\n\n{stamp(info)}; {info['seconds']} s.\n\n"
           f"Command: `nice python benchmarks/bench_linalg.py{flags}`. Per-call medians "
@@ -300,15 +310,7 @@ def write(rows: list[dict], dense: list[dict], info: dict, quick: bool) -> None:
            f"{', '.join(info['skipped'])}.\n" if info.get("skipped") else ""),
           "\nscipy's SpMV and CG matvec are single-threaded at any thread count; its CG loop "
           "is Python around them. rlx's CG is one kernel (the whole loop in C).\n",
-          "## Dense (1 thread)\n",
-          markdown_table(["op", "n", "rlx ms", "scipy ms", "ratio", "CPU ms rlx",
-                          "CPU ms scipy", "CPU ratio", "residual rlx", "residual scipy"],
-                         [[d["op"], d["n"], ms(d["rlx"]), ms(d["scipy"]),
-                           f"{d['scipy'].p50 / d['rlx'].p50:.2f}", f"{d['cpu_ms_rlx']:.2f}",
-                           f"{d['cpu_ms_scipy']:.2f}",
-                           f"{d['cpu_ms_scipy'] / max(d['cpu_ms_rlx'], 1e-9):.2f}",
-                           f"{d['residual_rlx']:.1e}", f"{d['residual_scipy']:.1e}"]
-                          for d in dense]),
+          *dense_md,
           "\n## CPU time, 1 thread (the machine was oversubscribed; see cpu_ms)\n",
           markdown_table(["matrix", "SpMV CPU ms rlx", "scipy", "ratio", "CG CPU ms rlx",
                           "scipy", "ratio"],
