@@ -19,7 +19,7 @@ from rlx_core.quant.params import QParams, qparams_from_range, quantize_multipli
 
 def __getattr__(name: str) -> object:
     # the submodules that need numpy load on first use (rlx_core imports without it)
-    if name in ("ptq", "observers", "int4", "qat"):
+    if name in ("ptq", "observers", "int4", "qat", "amp"):
         import importlib
 
         return importlib.import_module(f"rlx_core.quant.{name}")
