@@ -253,6 +253,16 @@ def _cmd_tour(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_peaks(args: argparse.Namespace) -> int:
+    """Run the FMA and bandwidth probes once and remember them (targets/cpu/peaks.py)."""
+    from rlx_core.targets.cpu.peaks import measure_peaks
+
+    p = measure_peaks(args.threads)
+    print(f"{p.cpu}, {p.threads} thread(s): f32 FMA {p.gflops:.1f} GFLOP/s, read "
+          f"{p.gbps:.1f} GB/s, ridge {p.ridge:.1f} FLOP/byte (remembered for the explorer)")
+    return 0
+
+
 def _cmd_explore(args: argparse.Namespace) -> int:
     """The explorer for a model file: served with Panel on 127.0.0.1, or saved as offline HTML."""
     targets = tuple(t.strip() for t in args.target.split(",") if t.strip())
@@ -264,7 +274,7 @@ def _cmd_explore(args: argparse.Namespace) -> int:
         from rlx_explorer.progress import terminal
 
         ex = explore(fn, *inputs, targets=targets, title=Path(args.file).name,
-                     progress=terminal())
+                     progress=terminal(), calibrate=args.calibrate)
         if ex.bundle["failures"]:
             ex.bundle["view"] = "failures"  # as %%rlx: a failure is the first thing to see
         out = _save_html(ex, args.html)
@@ -399,6 +409,11 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("targets", help="list targets, whether they run here, how they are verified")
     t.set_defaults(run=_cmd_targets)
 
+    pk = sub.add_parser("peaks", help="measure this CPU's FMA GFLOP/s and read GB/s (the "
+                                      "explorer's roofline; remembered per machine)")
+    pk.add_argument("--threads", type=int, default=None, help="default: every usable CPU")
+    pk.set_defaults(run=_cmd_peaks)
+
     tour = sub.add_parser("tour", help="the guided tour on the shipped example model")
     tour.add_argument("file", nargs="?", default=None)
     tour.add_argument("--full", action="store_true", help="print whole IR listings")
@@ -411,6 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--html", default=None, help="write a self-contained offline HTML file")
     x.add_argument("--target", default="numpy,cpu,webgpu",
                    help=_targets_help("comma list (default numpy,cpu,webgpu)"))
+    x.add_argument("--calibrate", action="store_true",
+                   help="measure the CPU peaks for the roofline first if never measured here")
     x.add_argument("--port", type=int, default=None,
                    help=f"default {DEFAULT_PORT}, or the next free port when it is in use")
     x.set_defaults(run=_cmd_explore)

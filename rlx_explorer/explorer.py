@@ -61,16 +61,21 @@ def explore(fn: Callable[..., Any] | Graph, *example_args: Any,
             targets: str | Sequence[str] = ("numpy",), policy: str | None = None,
             view: str = "graph", run: bool = True, title: str = "",
             progress: Callable[[str], None] | None = None, numerics: bool = False,
-            reference: Graph | None = None) -> Explorer:
+            reference: Graph | None = None, devices: bool = True,
+            calibrate: bool = False) -> Explorer:
     """Compile ``fn`` at ``example_args`` for each target and return the explorer for it.
 
     Targets that fail legalization show the failure view; ``run`` times the primary target's
     kernels for the profile view; ``progress`` is told each stage (rlx_explorer/progress.py).
     ``numerics`` adds the numerics lens (every node on every target against an f64 oracle;
     ``reference``: the float graph a quantized ``fn`` was made from).
+    ``devices`` adds every registered target side by side (dispatch columns, what it would take,
+    each kernel in every language; rendered without the devices); ``calibrate`` measures this
+    CPU's FMA and bandwidth peaks for the cost overlay when they were never measured here.
     """
     names = tuple(t.strip() for t in targets.split(",")) if isinstance(targets, str) \
         else tuple(targets)
     session = Session(fn, tuple(example_args), names, policy, run, title, progress=progress,
-                      numerics=numerics, reference=reference)
+                      numerics=numerics, reference=reference, devices=devices,
+                      calibrate=calibrate)
     return Explorer(session, view)

@@ -38,7 +38,7 @@ class MagicUsageError(RlxError):
 
 
 FLAGS = ("flags: --target T[,T] --fn NAME --dtype D --policy P --view V --html OUT "
-         "--ranks N [--micro M --schedule 1f1b|gpipe]")
+         "--no-devices --calibrate --ranks N [--micro M --schedule 1f1b|gpipe]")
 
 
 class CellTargetError(MagicUsageError):
@@ -55,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--policy", default=None)
     ap.add_argument("--view", default=None, choices=VIEWS)
     ap.add_argument("--html", default=None)
+    ap.add_argument("--no-devices", dest="devices", action="store_false")
+    ap.add_argument("--calibrate", action="store_true")
     ap.add_argument("--ranks", type=int, default=None)
     ap.add_argument("--micro", type=int, default=4)
     ap.add_argument("--schedule", default="1f1b", choices=("1f1b", "gpipe"))
@@ -244,7 +246,8 @@ def run_cell(line: str, cell: str, ns: dict[str, Any], shell: Any = None) -> lis
     status = _status()
     try:
         ex = explore(chosen.fn, *inputs, targets=targets, policy=args.policy,
-                     view=args.view or "graph", title=chosen.name, progress=status)
+                     view=args.view or "graph", title=chosen.name, progress=status,
+                     devices=args.devices, calibrate=args.calibrate)
         if args.view is None and ex.bundle["failures"]:
             ex.bundle["view"] = "failures"  # a failure is the first thing to see
     finally:

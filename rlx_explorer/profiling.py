@@ -3,7 +3,8 @@
 A target whose program reports per-kernel times (``program.profile(inputs, params)`` returning
 ``{kernel: seconds}``, or ``program.info["profile"]``) is asked for them. The numpy reference
 runs kernel by kernel in Python, so its kernels are timed here by the same loop the target
-uses (its own ``eval_op`` semantics). Anything else gets an honest whole-call time only.
+uses (its own ``eval_op`` semantics). The cpu target's kernels are timed by a profiling build
+of the same LIR (its ``profile`` flag). Anything else gets an honest whole-call time only.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from rlx_core.errors import RlxError
 from rlx_core.runtime.executable import Executable, _to_host
 
 
@@ -50,6 +52,21 @@ def _numpy_kernel_times(exe: Executable, args: Sequence[Any]) -> tuple[dict[str,
     return times, [np.array(read(o), copy=True) for o in g.outputs]
 
 
+def _cpu_kernel_times(exe: Executable, args: Sequence[Any], repeats: int) -> dict[str, float]:
+    """Per-kernel seconds of a profiling build of the same LIR (the cpu target's ``profile``
+    flag: a timer around every kernel call; the program the user runs stays untimed)."""
+    from rlx_core.passes.base import CompileOptions
+    from rlx_core.targets.registry import get_target
+
+    prog = exe.program if callable(exe.program.info.get("profile")) else \
+        get_target("cpu").build(exe.lir, CompileOptions(target="cpu", flags={"profile": True}))
+    host = [_to_host(a, t) for a, t in zip(args, exe.input_types, strict=False)]
+    for _ in range(max(1, repeats) + 1):
+        prog.run(host, exe.params)
+    totals = prog.info["profile"]()
+    return {k: v["seconds"] / v["calls"] for k, v in totals.items() if v.get("calls")}
+
+
 def profile_executable(exe: Executable, args: Sequence[Any], repeats: int = 3) -> dict[str, Any]:
     """``{"target", "method", "runs", "total_seconds", "kernels": [{name, seconds}]}``; the
     per-kernel figure is the minimum over ``repeats`` runs (the least disturbed one)."""
@@ -67,6 +84,13 @@ def profile_executable(exe: Executable, args: Sequence[Any], repeats: int = 3) -
             times, method = dict(program.profile(host, exe.params)), "target-reported"
         elif isinstance(program.info.get("profile"), dict):
             times, method = dict(program.info["profile"]), "target-reported"
+        elif exe.target == "cpu":
+            try:
+                per = {k: [sec] for k, sec in _cpu_kernel_times(exe, args, repeats).items()}
+                method = "per kernel: a profiling build of the same LIR (a timer around each call)"
+            except RlxError as err:  # the whole-call time stays honest
+                method = f"whole-call (the profiling build failed: {err.code})"
+            break
         elif exe.target == "numpy":
             times, _ = _numpy_kernel_times(exe, args)
             method = "kernel-by-kernel (numpy reference loop)"

@@ -30,8 +30,8 @@ from rlx_explorer.views.profile import cache_view, profile_view
 from rlx_explorer.views.sources import SourceIndex
 
 BUNDLE_SCHEMA = 1
-VIEWS: tuple[str, ...] = ("graph", "text", "passes", "dispatch", "failures", "kernels", "memory",
-                          "profile", "cache", "numerics")
+VIEWS: tuple[str, ...] = ("graph", "text", "passes", "dispatch", "devices", "failures", "kernels",
+                          "memory", "profile", "cache", "numerics")
 POLICIES: tuple[str, ...] = ("prefer-native", "force-common", "force-native")
 
 
@@ -60,6 +60,8 @@ class Session:
     progress: Callable[[str], None] | None = None  # rlx_explorer/progress.py
     numerics: bool = False  # the numerics lens (views/numerics.py): every node on every target
     reference: Graph | None = None  # the lens's oracle graph for a rewritten (quantized) one
+    devices: bool = True  # every registered target side by side (views/devices.py)
+    calibrate: bool = False  # measure the CPU peaks for the cost overlay when not known yet
 
     def report(self, stage: str) -> None:
         if self.progress is not None:
@@ -98,12 +100,29 @@ class Session:
         return build_bundle(self, view)
 
 
-def _probe(hir: Graph, targets: Sequence[str], policy: str | None) -> dict[str, dict[str, Any]]:
-    """Static dispatch of the HIR graph on every target that has a capability table."""
+def _has_caps(name: str) -> bool:
+    """A capability table exists for ``name`` (a static one, or its target object's)."""
     from rlx_core.dispatch.registry import caps_names
+    from rlx_core.targets.registry import TARGETS, get_target
 
-    names = list(dict.fromkeys([*targets, *caps_names()]))
-    known = [t for t in names if t in caps_names()]
+    if name in caps_names():
+        return True
+    if name not in TARGETS:
+        return False
+    try:
+        return get_target(name).caps is not None
+    except (RlxError, ImportError):
+        return False
+
+
+def _probe(hir: Graph, targets: Sequence[str], policy: str | None) -> dict[str, dict[str, Any]]:
+    """Static dispatch of the HIR graph on every registered target (and any other name that
+    has a capability table): the session's targets first, then the registry's order."""
+    from rlx_core.dispatch.registry import caps_names
+    from rlx_core.targets.registry import target_names
+
+    names = list(dict.fromkeys([*targets, *target_names(), *caps_names()]))
+    known = [t for t in names if _has_caps(t)]
     report = rlx.explain(hir, targets=known, policy=policy)
     data = report.to_json()["targets"]
     return {t: {"decisions": d["decisions"], "failures": d["failures"],
@@ -145,6 +164,44 @@ def _numerics(s: Session, levels: dict[str, dict[str, Any]]) -> dict[str, Any]:
     s.report("numerics lens: every node on every target against the f64 oracle")
     done = [o.target for o in s.outcomes if o.executable is not None]
     return numerics_view(s.primary.hir, s.args, done, levels["hir"], reference=s.reference)
+
+
+def _roofline(s: Session, exe: Executable | None, lir_view: dict[str, Any] | None,
+              profile: dict[str, Any]) -> dict[str, Any]:
+    """The cost overlay of the primary target's kernels (views/roofline.py)."""
+    from rlx_core.targets.cpu.peaks import machine_peaks, measure_peaks
+    from rlx_explorer.views.roofline import HOST_CPU_TARGETS, roofline_view
+
+    if exe is None:
+        return roofline_view(None, None, "", {}, None)
+    peaks = None
+    if exe.target in HOST_CPU_TARGETS:
+        peaks = machine_peaks()
+        if peaks is None and s.calibrate:
+            s.report("measuring this CPU's FMA and bandwidth peaks (once per machine)")
+            try:
+                peaks = measure_peaks()
+            except RlxError:  # no C compiler: the overlay stays uncalibrated
+                peaks = None
+    measured = {k["name"]: float(k["seconds"]) for k in profile.get("kernels", [])}
+    return roofline_view(exe.lir, lir_view, exe.target, measured, peaks)
+
+
+def _devices(s: Session, exe: Executable | None, hir_view: dict[str, Any], sources: SourceIndex,
+             probe: dict[str, dict[str, Any]], profile: dict[str, Any]) -> dict[str, Any]:
+    """The every-device view: a column per probed target and the side-by-side kernels."""
+    from rlx_explorer.device_sources import emit_all
+    from rlx_explorer.views.devices import devices_view, side_by_side, target_column
+
+    avail = {t.name: (t.available, t.reason) for t in rlx.targets()}
+    compiled = {o.target: o.executable for o in s.outcomes if o.executable is not None}
+    fn = s.fn if isinstance(s.fn, Graph) else getattr(s.fn, "fn", s.fn)
+    emitted = emit_all(fn, s.args, list(probe), s.policy, compiled, s.report)
+    columns = [target_column(t, probe[t], hir_view, sources, avail.get(t, (False, "")),
+                             emitted[t]["problems"]) for t in probe]
+    kernels = side_by_side(exe.lir, emitted) if exe is not None and exe.lir is not None \
+        else {"kernels": [], "targets": list(emitted)}
+    return devices_view(columns, kernels)
 
 
 def build_bundle(s: Session, view: str = "graph", layout: bool = True) -> dict[str, Any]:
@@ -190,6 +247,9 @@ def build_bundle(s: Session, view: str = "graph", layout: bool = True) -> dict[s
     for lv in levels.values():  # touch every referenced source line so the pane has the file
         for n in lv["nodes"]:
             sources.line(n["loc"]["file"], n["loc"]["line"])
+    roofline = _roofline(s, exe, levels.get("lir"), profile)
+    devices = _devices(s, exe, levels["hir"], sources, failures_by_policy[policy], profile) \
+        if s.devices else {}
     jit = s.fn if isinstance(s.fn, rlx.JitFunction) else None
     source = exe.trace.source if exe is not None else {}
     return {
@@ -205,12 +265,14 @@ def build_bundle(s: Session, view: str = "graph", layout: bool = True) -> dict[s
         "svg": _svgs(levels) if layout else {},
         "passes": passes_view(exe.trace) if exe is not None else {"steps": [], "rule_count": 0},
         "dispatch": policy_views(matrices, policy),
+        "devices": devices,
         "failures": failures,
         "kernels": kernels,
         "memory": memory_view(exe.trace.plan if exe is not None else {}, levels.get("lir")),
         "embedded": _embedded(exe, s),  # cortex-m / fpga only (views/embedded.py)
         "numerics": _numerics(s, levels),  # views/numerics.py, with explore(numerics=True)
         "profile": profile_view(profile, levels.get("lir")),
+        "roofline": roofline,
         "cache": cache_view(jit, exe.trace.cache if exe is not None else {}),
         "links": link_index(levels, kernels),
         "source": {"function": source, **sources.to_json()},

@@ -62,6 +62,15 @@ def _comment_links(lines: list[str], by_name: dict[str, str]) -> list[list[str]]
     return [list(dict.fromkeys(by_name[r] for r in rs if r in by_name)) for rs in refs]
 
 
+def source_line_links(lines: list[str], own: list[tuple[str, str]],
+                      every: dict[str, str]) -> list[list[str]]:
+    """For each generated source line, the ids of the nodes it is for: exact from the node
+    comments where the renderer writes them (``every``: safe name -> id of all nodes; the
+    kernel's ``own`` (id, name) pairs win when two names sanitise alike), else by name."""
+    by_name = {**every, **{_safe(name): nid for nid, name in own}}
+    return _comment_links(lines, by_name) or _line_links(lines, own)
+
+
 def kernels_view(target: str, lir: Graph, lir_view: dict[str, Any],
                  sources: dict[str, str]) -> dict[str, Any]:
     """One entry per LIR kernel, in execution order."""
@@ -79,9 +88,8 @@ def kernels_view(target: str, lir: Graph, lir_view: dict[str, Any],
             text = "\n".join(fmt_node(n) for n in k.nodes)
             tokens = highlight_ir(text)
         lines = text.splitlines()
-        if generated:  # a kernel's own nodes win when two names sanitise alike
-            own = {**by_safe, **{_safe(name): nid for nid, name in nodes}}
-            links = _comment_links(lines, own) or _line_links(lines, nodes)
+        if generated:
+            links = source_line_links(lines, nodes, by_safe)
         else:
             links = [[nid] for nid, _ in nodes]
         out.append({"name": k.name, "id": kid.get(k.name, ""), "kind": k.kind,

@@ -161,6 +161,47 @@ def test_output_html_fallback_in_a_page_with_no_extension(page: Any, tmp_path: P
     assert not page.errors, page.errors
 
 
+def test_every_device_side_by_side_and_the_roofline(page: Any, tmp_path: Path,
+                                                    artifacts: Path) -> None:
+    """The devices tab: a column per registered target headed by its verification level, the
+    int8 targets' "what would it take", the same kernel in every language with lines that
+    select their nodes in the graphs; the profile tab's roofline with the measured kernels."""
+    from rlx_core.targets.registry import target_names
+
+    fn, ins, _ = load_model_file(MODELS / "mlp.py")
+    out = explore(fn, *ins, targets=("cpu",), calibrate=True).save_html(tmp_path / "dev.html")
+    _open(page, out)
+    page.click("button[data-view='devices']")
+    page.wait_for_selector(".rlx-dev", timeout=10_000)
+    cards = page.locator(".rlx-dev")
+    assert cards.count() == len(target_names())
+    metal = page.locator(".rlx-dev[data-target='metal']")
+    assert metal.locator(".rlx-verif").inner_text() == "syntax-checked"
+    assert "quantize the model first" in page.inner_text(".rlx-dev[data-target='cortex-m'] .rlx-takes")
+    cols = page.locator(".rlx-sbs-col")
+    assert cols.count() == len(target_names())
+    for t, marker in (("cuda", "__global__"), ("metal", "kernel void"), ("webgpu", "@compute"),
+                      ("tpu", "stablehlo."), ("opencl", "__kernel")):
+        assert marker in page.inner_text(f".rlx-sbs-col[data-target='{t}'] pre"), t
+    line = page.locator(".rlx-sbs-col[data-target='cuda'] pre span.rlx-link").first
+    line.click()
+    assert "rlx-hl" in (line.get_attribute("class") or "")
+    # the same nodes light up in the other languages' columns (and in the graphs)
+    assert page.locator(".rlx-sbs-col[data-target='metal'] .rlx-hl").count() > 0
+    assert page.locator(".rlx-sbs-col[data-target='webgpu'] .rlx-hl").count() > 0
+    page.select_option("select.rlx-sbs-pick", "1")
+    page.wait_for_selector(".rlx-sbs-col[data-target='cuda'] pre", timeout=5_000)
+    shot = artifacts / "html-devices.png"
+    page.screenshot(path=str(shot))
+    assert_not_blank(shot)
+    page.click("button[data-view='profile']")
+    page.wait_for_selector("svg.rlx-roof", timeout=10_000)
+    assert page.locator("svg.rlx-roof polyline.roof").count() == 1  # calibrated: a roof
+    assert page.locator("svg.rlx-roof rect.pt-meas").count() >= 1  # measured kernels on it
+    assert "calibrated" in page.inner_text("table.rlx-rooftable")
+    assert not page.errors, page.errors
+
+
 @pytest.mark.slow
 def test_resnet50_class_graph_opens_and_stays_responsive(page: Any, tmp_path: Path) -> None:
     """A full-depth ResNet-50 (ONNX, exported by PyTorch; 1/8 of the channels, so the weights
@@ -176,7 +217,9 @@ def test_resnet50_class_graph_opens_and_stays_responsive(page: Any, tmp_path: Pa
     model = tmp_path / "resnet50.onnx"
     model.write_bytes(export(net, torch.from_numpy(x), 17))
     graph = rlx.from_onnx(model)
-    ex = explore(graph, x, targets=("numpy",), run=False, title="resnet50")
+    # devices=False: this measures the graph's opening; fifteen extra lowerings of ResNet-50
+    # (about 3 s each here) would only lengthen the suite
+    ex = explore(graph, x, targets=("numpy",), run=False, title="resnet50", devices=False)
     out = ex.save_html(tmp_path / "resnet50.html")
     start = time.perf_counter()
     _open(page, out)

@@ -109,7 +109,11 @@ def test_long_work_reports_each_stage(capsys: pytest.CaptureFixture[str]) -> Non
                      progress=stages.append).bundle
     assert not bundle["failures"]
     assert stages[:2] == ["compiling for numpy (1/2)", "compiling for cpu (2/2)"]
-    assert stages[-1].startswith("building the views")
+    assert stages[2].startswith("building the views")
+    # then every target the session did not compile is rendered without its device, each said
+    rendered = [st for st in stages[3:] if st.startswith("rendering ")]
+    assert rendered and rendered == stages[3:], stages
+    assert any("cuda's source without its device" in st for st in rendered)
     terminal()("compiling for cpu (1/1)")
     assert "s] compiling for cpu (1/1)" in capsys.readouterr().err
 

@@ -36,6 +36,17 @@ class CpuTarget:
 
         return CAPS
 
+    def render_sources(self, lir: Graph) -> dict[str, str]:
+        """Each kernel's C as the renderer writes it, without compiling (``rlx compile --emit
+        source``, the explorer's side-by-side kernels). The build may differ where it probes
+        the compiler (its own SGEMM micro-kernels replace generated matmul loops)."""
+        from rlx_core.targets.cpu.blas import find_blas
+        from rlx_core.targets.cpu.renderer import CpuRenderer
+
+        blas, _ = find_blas()
+        cprog = CpuRenderer(blas, openmp=True).render_program(lir, "rlx_" + lir.name)
+        return dict(cprog.kernel_sources)
+
     def build(self, lir: Graph, options: Any = None) -> Program:
         from rlx_core.targets.cpu import sgemm
         from rlx_core.targets.cpu.blas import find_blas

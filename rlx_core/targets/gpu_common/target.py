@@ -78,6 +78,13 @@ class GpuTarget:
         """The dialect for this device (a target may pick a variant by its features)."""
         return self.dialect
 
+    def render_sources(self, lir: Graph) -> dict[str, str]:
+        """Every launchable kernel's source in the target's dialect, without opening the device
+        (``rlx compile --emit source``, the explorer's side-by-side kernels)."""
+        from rlx_core.targets.gpu_common.kernels import render_graph
+
+        return {k.name: k.source for k in render_graph(self.dialect, lir) if k.constant is None}
+
     def build(self, lir: Graph, options: Any = None) -> Program:
         dev = self.device()
         plan = make_plan(lir, self.dialect_for(dev.info), dev.info, self.name)

@@ -102,6 +102,12 @@ class WebGpuTarget:
             caps = caps.with_features("shader-f16")
         return caps
 
+    def render_sources(self, lir: Graph) -> dict[str, str]:
+        """Every launchable kernel's WGSL, without an adapter (``rlx compile --emit source``)."""
+        from rlx_core.targets.gpu_common.kernels import render_graph
+
+        return {k.name: k.source for k in render_graph(WGSL, lir) if k.constant is None}
+
     def build(self, lir: Graph, options: Any = None) -> Program:
         rt = self.runtime()
         if any(v.type.dtype == dt.f16 for v in lir.values().values()) and \

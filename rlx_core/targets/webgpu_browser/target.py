@@ -138,6 +138,13 @@ class WebGpuBrowserTarget:
         ``rlx.compile`` raises it instead of the generic RLX-X001 (without a second wait)."""
         return getattr(self, "_unavailable", None)
 
+    def render_sources(self, lir: Graph) -> dict[str, str]:
+        """The WGSL the browser would run, without a browser (the webgpu target's renderer)."""
+        from rlx_core.targets.gpu_common.kernels import render_graph
+        from rlx_core.targets.webgpu.wgsl import WGSL
+
+        return {k.name: k.source for k in render_graph(WGSL, lir) if k.constant is None}
+
     @property
     def caps(self) -> Any:
         """The webgpu table, renamed, with the browser adapter's limits and features."""

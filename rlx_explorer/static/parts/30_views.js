@@ -190,12 +190,16 @@ function viewDispatch(app, box) {
   for (const row of m.rows) {
     const tr = h("tr", { "data-origin": row.origin },
       h("td", { class: "rlx-link", text: "%" + row.node, onclick: () => app.select(row.origin) }),
-      h("td", { text: row.op }), h("td", { class: "rlx-small", text: row.where }));
+      h("td", { text: row.op }), h("td", { class: "rlx-small", title: row.where,
+        text: row.where.split("/").pop() }));
     for (const t of m.targets) {
       const cell = row.cells[t.name];
       const td = h("td", { class: "rlx-cell " + (cell ? ROUTE_CLASS[cell.route] || "" : ""),
         "data-target": t.name, "data-route": cell ? cell.route : "",
-        text: cell ? cell.route + (cell.rule ? ` · ${cell.rule}` : "") : "—" });
+        // the route only: fifteen targets' columns must fit; the rule is in the tooltip and
+        // the full record one click away
+        title: cell && cell.rule ? `${cell.route} · ${cell.rule}` : undefined,
+        text: cell ? cell.route : "—" });
       if (cell) td.addEventListener("click", () => {
         for (const x of table.querySelectorAll(".rlx-active")) x.classList.remove("rlx-active");
         td.classList.add("rlx-active");
@@ -369,6 +373,7 @@ function viewProfile(app, box) {
     }
     box.append(table);
   }
+  viewRoofline(app, box);
 }
 
 function viewCache(app, box) {
@@ -389,6 +394,6 @@ function viewCache(app, box) {
 }
 
 const VIEWS = { graph: ["graphs", viewGraphs], text: ["IR text", viewText], passes: ["passes", viewPasses],
-  dispatch: ["dispatch", viewDispatch], failures: ["failures", viewFailures],
+  dispatch: ["dispatch", viewDispatch], devices: ["devices", viewDevices], failures: ["failures", viewFailures],
   kernels: ["kernels", viewKernels], memory: ["memory", viewMemory], profile: ["profile", viewProfile],
   cache: ["cache", viewCache] };

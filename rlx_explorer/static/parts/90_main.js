@@ -168,7 +168,7 @@ const CSS_TEXT = `
 .rlx-split{display:flex;gap:8px}.rlx-wrap{flex-wrap:wrap}.rlx-graph-canvas{cursor:grab}.rlx-zoom{min-width:22px}.rlx-steplist{display:flex;flex-direction:column;gap:2px;width:190px;flex:none}
 .rlx-stepbody{flex:1;min-width:0}.rlx-muted{color:#64748b}.rlx-small{font-size:11px}
 .st-added{color:#15803d}.st-changed{color:#a16207}.st-removed{color:#b91c1c}
-.rlx-matrix{border-collapse:collapse;font-size:11px}.rlx-matrix td,.rlx-matrix th{border:1px solid #e2e8f0;padding:2px 4px}
+.rlx-matrix{border-collapse:collapse;font-size:10px}.rlx-matrix th{max-width:72px;white-space:normal;vertical-align:top}.rlx-matrix td,.rlx-matrix th{border:1px solid #e2e8f0;padding:1px 3px}
 .rlx-cell{cursor:pointer}.r-native{background:#bbf7d0}.r-common{background:#bfdbfe}.r-rewritten{background:#fde68a}.r-unsupported{background:#fca5a5}
 .rlx-route{padding:0 5px;border-radius:3px;margin-right:3px}.rlx-celldetail{width:340px;flex:none;font-size:12px}
 .rlx-ok{color:#15803d}.rlx-bad-text{color:#b91c1c}.rlx-card{border:1px solid #fca5a5;border-radius:5px;padding:6px;margin:4px 0;background:#fff7f7;cursor:pointer}
@@ -176,6 +176,11 @@ const CSS_TEXT = `
 .rlx-srcline code{background:#fef9c3}.rlx-srcsel{background:#fef08a;display:inline-block;width:100%}
 .rlx-slot{fill:#93c5fd;stroke:#1e3a8a;stroke-width:.5;cursor:pointer}.rlx-slot.rlx-hl{fill:#f87171}.rlx-slot.rlx-alias{fill-opacity:.35;stroke-dasharray:3 2}
 .rlx-bars{display:flex;align-items:flex-end;gap:1px;height:62px}.rlx-bar{width:8px;background:#60a5fa}
+.rlx-devgrid{display:grid;align-items:start;grid-template-columns:repeat(auto-fill,minmax(190px,1fr));gap:6px;margin:6px 0}
+.rlx-dev{border:1px solid #cbd5e1;border-radius:5px;padding:5px;font-size:12px}.rlx-dev-ok{border-left:4px solid #15803d}.rlx-dev-bad{border-left:4px solid #b91c1c}
+.rlx-verif{display:inline-block;background:#eef2ff;border-radius:3px;padding:0 4px;font-size:11px}.rlx-takes{margin:2px 0;padding-left:18px;font-size:11px}.rlx-takes li{cursor:pointer}
+.rlx-sbs{display:grid;grid-template-columns:repeat(auto-fill,minmax(340px,1fr));gap:6px}.rlx-sbs-col{min-width:0}.rlx-sbs-col .rlx-code{max-height:360px}
+.rlx-roofbox{align-items:flex-start}.rlx-roof{font-size:10px}.rlx-roof .roof{stroke:#0f172a;stroke-width:1.5;fill:none}.rlx-roof .pt-pred{fill:#93c5fd;stroke:#1e3a8a}.rlx-roof .pt-meas{fill:#f97316;stroke:#7c2d12}.rlx-roof .rlx-hl{stroke:#dc2626;stroke-width:3}
 .rlx-hbar{height:8px;background:#60a5fa}.rlx-scroll{overflow:auto;max-width:100%}.rlx-detail{border-top:1px solid #e2e8f0;padding:4px 0}
 `;
 
