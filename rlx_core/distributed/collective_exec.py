@@ -3,7 +3,8 @@
 The numpy reference target evaluates a collective node by calling this with the operands
 it read from its arena; each op becomes one deadline-bounded mpi4py buffer operation of the
 world communicator (``rlx.distributed.init()``), so a program's collectives fail with
-RLX-N001 instead of hanging, and no array is pickled.
+RLX-N001 instead of hanging, and no array is pickled. The arena runner passes the result's
+own buffer (its arena slot, or the output array) as ``out``, so MPI receives into it.
 """
 
 from __future__ import annotations
@@ -36,8 +37,13 @@ def active() -> Communicator:
     return _ACTIVE[-1] if _ACTIVE else init()
 
 
-def run_collective(op: str, a: dict[str, Any], args: list[Any], out_type: Any) -> Any:
-    """The value of collective ``op`` on this rank (every rank calls it in the same order)."""
+def run_collective(op: str, a: dict[str, Any], args: list[Any], out_type: Any,
+                   out: Any = None) -> Any:
+    """The value of collective ``op`` on this rank (every rank calls it in the same order).
+
+    ``out`` (a C-contiguous host array of ``out_type``: an arena slot, the caller's output
+    buffer) receives the result where the op can write it there directly (the MPI call's
+    receive buffer, no copy; ``out`` is then returned); otherwise a new array is returned."""
     import numpy as np
 
     comm = active()
@@ -49,8 +55,8 @@ def run_collective(op: str, a: dict[str, Any], args: list[Any], out_type: Any) -
     if op == "rank":
         return np.array(comm.rank, dtype=np.int32)
     if op == "recv":
-        out = np.empty(out_type.shape, dtype=_host(out_type))
-        return comm.recv(out, a["peer"], a["tag"])
+        buf = np.empty(out_type.shape, dtype=_host(out_type)) if out is None else out
+        return comm.recv(buf, a["peer"], a["tag"])
     x = np.ascontiguousarray(args[0])
     if op == "replicate":
         return x
@@ -58,11 +64,19 @@ def run_collective(op: str, a: dict[str, Any], args: list[Any], out_type: Any) -
         comm.send(x, a["peer"], a["tag"])
         return x
     if op == "all_reduce":
-        return comm.all_reduce(x, a["op"])
+        return comm.all_reduce(x, a["op"], out=out)
     if op == "broadcast":
-        return comm.broadcast(x.copy(), a["root"])
+        buf = x.copy() if out is None else out
+        if out is not None:
+            np.copyto(buf, x)  # Ibcast works in place: the root's value starts in the result
+        return comm.broadcast(buf, a["root"])
     axis = a["axis"]
-    front = np.ascontiguousarray(np.moveaxis(x, axis, 0))  # MPI chunks the leading axis
+    if axis == 0:  # MPI chunks the leading axis: the result buffer takes the data directly
+        if op == "all_gather":
+            return comm.all_gather(x, out=out).reshape(out_type.shape)
+        if op == "reduce_scatter":
+            return comm.reduce_scatter(x, a["op"], out=out).reshape(out_type.shape)
+    front = np.ascontiguousarray(np.moveaxis(x, axis, 0))
     if op == "all_gather":
         stacked = comm.all_gather(front)  # (ranks, *front.shape)
         joined = stacked.reshape(-1, *front.shape[1:])

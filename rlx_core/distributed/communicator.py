@@ -9,6 +9,7 @@ arrays' own memory (no pickling, no copies beyond the result) and completed by
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
 from rlx_core.distributed.deadline import check_timeout, default_timeout, wait_all
@@ -20,18 +21,26 @@ from rlx_core.distributed.errors import (
 from rlx_core.distributed.mpi import load_mpi
 
 REDUCE_OPS = ("sum", "mean", "max", "min")
+DETERMINISTIC_ENV = "RLX_DIST_DETERMINISTIC"
+_WHAT = {op: f"all_reduce({op})" for op in REDUCE_OPS}
 _SIGNATURE_BYTES = 512  # sha256 digest + the start of the text, for naming both sides
 
 
 class Communicator:
     """Ranks ``0 .. size-1`` of an MPI communicator (default: the world)."""
 
-    def __init__(self, comm: Any = None, timeout: float | None = None):
+    def __init__(self, comm: Any = None, timeout: float | None = None,
+                 deterministic: bool | None = None):
         self.mpi = load_mpi()
         self.comm = self.mpi.COMM_WORLD if comm is None else comm
         self.rank: int = self.comm.Get_rank()
         self.size: int = self.comm.Get_size()
         self.timeout = default_timeout() if timeout is None else check_timeout(timeout)
+        self._mpi_ops = {"sum": self.mpi.SUM, "mean": self.mpi.SUM, "max": self.mpi.MAX,
+                         "min": self.mpi.MIN}
+        # sums in a fixed order (rank 0 + rank 1 + ...), the same bits on every rank and run
+        self.deterministic = (default_deterministic() if deterministic is None
+                              else bool(deterministic))
         self._broken: str | None = None  # set once a collective timed out
 
     def __repr__(self) -> str:
@@ -53,24 +62,30 @@ class Communicator:
             raise CollectiveArgumentError(
                 f"all_reduce(op='mean') of a {send.dtype} array has no exact result",
                 hint="cast to a float dtype first, or use op='sum'")
-        recv = np.empty_like(send) if out is None else self._out(out, send.shape, send.dtype)
-        if recv is not send and out is not None and np.shares_memory(recv, send):
-            raise CollectiveArgumentError("all_reduce out= overlaps x partially",
-                                          hint="pass out=x (in place), or a separate array")
-        mpi_op = {"sum": self.mpi.SUM, "mean": self.mpi.SUM, "max": self.mpi.MAX,
-                  "min": self.mpi.MIN}[op]
-        # reducing into the input itself is MPI's IN_PLACE (MPI forbids aliased buffers)
-        sendbuf = self.mpi.IN_PLACE if recv is send else send
-        self._run(lambda: self.comm.Iallreduce(sendbuf, recv, op=mpi_op), f"all_reduce({op})")
+        recv = np.empty_like(send) if out is None else \
+            self._out(out, send.shape, send.dtype, "all_reduce")
+        in_place = out is not None and _same_memory(recv, send)
+        if out is not None and not in_place:
+            self._disjoint(recv, send, "all_reduce", in_place_ok=True)
+        if self.deterministic and op in ("sum", "mean") and send.dtype.kind in "fc":
+            self._ordered_sum(send, recv, f"all_reduce({op})")
+        else:
+            # reducing into the input itself is MPI's IN_PLACE (MPI forbids aliased buffers)
+            sendbuf, mpi_op = self.mpi.IN_PLACE if in_place else send, self._mpi_ops[op]
+            self._run(lambda: self.comm.Iallreduce(sendbuf, recv, op=mpi_op), _WHAT[op])
         if op == "mean":
             recv /= self.size
         return recv
 
-    def all_gather(self, x: Any) -> Any:
-        """Every rank's ``x`` stacked on a new leading axis: shape ``(size, *x.shape)``."""
+    def all_gather(self, x: Any, out: Any = None) -> Any:
+        """Every rank's ``x`` stacked on a new leading axis: shape ``(size, *x.shape)``
+        (written into ``out`` when given: same element count and dtype, C-contiguous)."""
         np = _numpy()
         send = self._buffer(x, "all_gather")
-        recv = np.empty((self.size, *send.shape), dtype=send.dtype)
+        shape = (self.size, *send.shape)
+        recv = np.empty(shape, dtype=send.dtype) if out is None else \
+            self._out(out, shape, send.dtype, "all_gather", reshape=True)
+        self._disjoint(recv, send, "all_gather")
         self._run(lambda: self.comm.Iallgather(send, recv), "all_gather")
         return recv
 
@@ -83,9 +98,9 @@ class Communicator:
         self._run(lambda: self.comm.Ibcast(buf, root=root), f"broadcast(root={root})")
         return buf
 
-    def reduce_scatter(self, x: Any, op: str = "sum") -> Any:
+    def reduce_scatter(self, x: Any, op: str = "sum", out: Any = None) -> Any:
         """Chunk number ``rank`` (of ``size`` equal chunks along axis 0) of the sum (or mean)
-        of ``x`` over the ranks."""
+        of ``x`` over the ranks (written into ``out`` when given)."""
         np = _numpy()
         if op not in ("sum", "mean"):
             raise CollectiveArgumentError(f"reduce_scatter op {op!r} is not 'sum' or 'mean'",
@@ -95,9 +110,18 @@ class Communicator:
             raise CollectiveArgumentError(
                 f"reduce_scatter of shape {list(send.shape)} does not split into {self.size} "
                 "chunks along axis 0", hint=f"make axis 0 a multiple of {self.size}")
-        recv = np.empty((send.shape[0] // self.size, *send.shape[1:]), dtype=send.dtype)
-        self._run(lambda: self.comm.Ireduce_scatter_block(send, recv, op=self.mpi.SUM),
-                  f"reduce_scatter({op})")
+        shape = (send.shape[0] // self.size, *send.shape[1:])
+        recv = np.empty(shape, dtype=send.dtype) if out is None else \
+            self._out(out, shape, send.dtype, "reduce_scatter", reshape=True)
+        self._disjoint(recv, send, "reduce_scatter")
+        if self.deterministic and send.dtype.kind in "fc":
+            every = np.empty((self.size, *send.shape), dtype=send.dtype)
+            self._run(lambda: self.comm.Iallgather(send, every), f"reduce_scatter({op})")
+            mine = every.reshape(self.size, self.size, *shape)[:, self.rank]
+            _sum_in_order(mine, recv)
+        else:
+            self._run(lambda: self.comm.Ireduce_scatter_block(send, recv, op=self.mpi.SUM),
+                      f"reduce_scatter({op})")
         if op == "mean":
             recv /= self.size
         return recv
@@ -134,6 +158,13 @@ class Communicator:
 
     # ---- helpers ------------------------------------------------------------------------
 
+    def _ordered_sum(self, send: Any, recv: Any, what: str) -> None:
+        """``recv = send_0 + send_1 + ... + send_{size-1}``, added left to right in rank order
+        on every rank (gathered first: size x the buffer's memory, for debugging runs)."""
+        every = _numpy().empty((self.size, *send.shape), dtype=send.dtype)
+        self._run(lambda: self.comm.Iallgather(send, every), what)
+        _sum_in_order(every, recv)
+
     def _run(self, start: Any, what: str) -> None:
         if self._broken is not None:
             raise CollectiveTimeoutError(
@@ -165,13 +196,51 @@ class Communicator:
                                           "read-only", hint="pass a writable copy")
         return x
 
-    def _out(self, out: Any, shape: tuple[int, ...], dtype: Any) -> Any:
-        buf = self._buffer(out, "all_reduce out=", writable=True)
-        if buf.shape != shape or buf.dtype != dtype:
+    def _out(self, out: Any, shape: tuple[int, ...], dtype: Any, what: str,
+             reshape: bool = False) -> Any:
+        """``out`` checked as the result buffer (``reshape``: any shape of the same element
+        count, viewed as ``shape``; the view shares ``out``'s memory)."""
+        buf = self._buffer(out, f"{what} out=", writable=True)
+        size = 1
+        for d in shape:
+            size *= d
+        fits = buf.size == size if reshape else buf.shape == shape
+        if not fits or buf.dtype != dtype:
             raise CollectiveArgumentError(
-                f"all_reduce out= is {buf.dtype}{list(buf.shape)}, the result is "
-                f"{dtype}{list(shape)}", hint="pass an array of the input's shape and dtype")
-        return buf
+                f"{what} out= is {buf.dtype}{list(buf.shape)}, the result is "
+                f"{dtype}{list(shape)}", hint="pass an array of the result's shape and dtype")
+        return buf.reshape(shape) if reshape else buf
+
+    @staticmethod
+    def _disjoint(recv: Any, send: Any, what: str, in_place_ok: bool = False) -> None:
+        # MPI forbids aliased send and receive buffers; only the exact same memory is
+        # MPI_IN_PLACE (all_reduce), and no copy is made to work around an overlap
+        if _numpy().shares_memory(recv, send):
+            raise CollectiveArgumentError(
+                f"{what} out= overlaps its input" + (" partially" if in_place_ok else ""),
+                hint=("pass out=x (in place), or a separate array" if in_place_ok
+                      else "pass a separate array"))
+
+
+def _sum_in_order(parts: Any, out: Any) -> None:
+    """``out = parts[0] + parts[1] + ...`` in that order (numpy adds two arrays elementwise,
+    one rounding per element per addition: the bits depend only on the order)."""
+    _numpy().copyto(out, parts[0])
+    for part in parts[1:]:
+        out += part
+
+
+def default_deterministic() -> bool:
+    """``$RLX_DIST_DETERMINISTIC`` is 1/true/yes: ordered sums for every new communicator."""
+    return os.environ.get(DETERMINISTIC_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _same_memory(a: Any, b: Any) -> bool:
+    """Whether two C-contiguous arrays are the same bytes (so MPI_IN_PLACE applies)."""
+    if a is b:
+        return True
+    return (_numpy().may_share_memory(a, b) and a.nbytes == b.nbytes  # a bounds check in C
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
 
 
 def encode_signature(signature: str) -> Any:
@@ -210,11 +279,15 @@ def _numpy() -> Any:
 _WORLD: Communicator | None = None
 
 
-def init(timeout: float | None = None) -> Communicator:
-    """The world communicator (made once per process; ``timeout`` updates its deadline)."""
+def init(timeout: float | None = None, deterministic: bool | None = None) -> Communicator:
+    """The world communicator (made once per process; ``timeout`` and ``deterministic``
+    update it)."""
     global _WORLD
     if _WORLD is None:
-        _WORLD = Communicator(timeout=timeout)
-    elif timeout is not None:
-        _WORLD.timeout = check_timeout(timeout)
+        _WORLD = Communicator(timeout=timeout, deterministic=deterministic)
+    else:
+        if timeout is not None:
+            _WORLD.timeout = check_timeout(timeout)
+        if deterministic is not None:
+            _WORLD.deterministic = bool(deterministic)
     return _WORLD

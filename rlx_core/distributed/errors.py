@@ -57,3 +57,17 @@ class PipelineError(RlxError):
     split into the micro-batches, an unknown schedule or stage split."""
 
     code = "RLX-N008"
+
+
+class PeerFailedError(RlxError):
+    """Another rank raised and reported it (the failure notice of distributed/faults.py):
+    this rank stops too, naming that rank and its error, instead of waiting for a deadline."""
+
+    code = "RLX-N009"
+
+
+class RankStoppedError(RlxError):
+    """The launcher (mpiexec, srun) stopped this rank with SIGTERM, because another rank died
+    (killed, crashed) or aborted, or the job was cancelled; printed as the rank exits."""
+
+    code = "RLX-N010"

@@ -140,6 +140,11 @@ class PipelineStep:
                         *ls, np.zeros(*specs[-1])).output_types()[0]
             specs.append((out.shape, np.dtype(to_numpy_name(out.dtype))))
         self.in_spec, self.out_spec = specs[self.stage], specs[self.stage + 1]
+        # every rank traced every stage: the boundaries say whether they run the same model
+        bounds = " -> ".join(f"{np.dtype(d).name}{list(shp)}" for shp, d in specs)
+        self.comm.check_same("the pipeline", f"{kind} x{micro} micro-batches, {self.stages} "
+                             f"stages: {bounds}; labels {np.asarray(labels).dtype.name}"
+                             f"{list(np.shape(labels))}")
         leaves, self._tdef = flatten(params[self.stage])
         self.params = [np.ascontiguousarray(p) for p in leaves]
         n = len(self.params)

@@ -126,6 +126,17 @@ class RankProgram:
     input_axes: dict[str, int | None]
     collectives: list[tuple[str, str, int]] = field(default_factory=list)
 
+    source: str = ""  # "@name sha256:... (input types)" of the graph before partitioning
+
+    def check_ranks(self, comm: Any = None) -> None:
+        """RLX-N004 on every rank unless all ranks partitioned the same graph (its printed
+        IR's hash and input types) for the same rank count; the error names both sides.
+        Call it once at start, before the first step."""
+        from rlx_core.distributed.communicator import init
+
+        (init() if comm is None else comm).check_same(
+            "the program", f"{self.source} on {self.ranks} ranks")
+
     def local(self, name: str, array: Any) -> Any:
         """This rank's part of the whole array for input ``name``."""
         axis = self.input_axes.get(name)
@@ -356,7 +367,21 @@ def partition(g: Graph, plan: TensorParallelPlan, rank: int, ranks: int) -> Rank
     if not (isinstance(ranks, int) and ranks >= 1 and 0 <= rank < ranks):
         raise ShardingError(f"rank {rank} of {ranks} is not a valid position",
                             hint="pass 0 <= rank < ranks")
-    return _Partitioner(g, plan, rank, ranks).run()
+    prog = _Partitioner(g, plan, rank, ranks).run()
+    prog.source = graph_signature(g)
+    return prog
+
+
+def graph_signature(g: Graph) -> str:
+    """``@name sha256:<16 hex> (input types)``: what ranks compare to know they run the same
+    program (the hash is of the printed IR, which holds every op, shape and constant)."""
+    import hashlib
+
+    from rlx_core.ir.printer import print_graph
+
+    digest = hashlib.sha256(print_graph(g).encode()).hexdigest()[:16]
+    types = ", ".join(str(v.type) for v in g.inputs)
+    return f"@{g.name} sha256:{digest} ({types})"
 
 
 __all__ = ["TensorParallelPlan", "RankProgram", "auto_plan", "bert_plan", "partition", "shard_array",

@@ -37,6 +37,9 @@ class Program:
     run_fn: Any
     sources: dict[str, str] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    # optional ``(inputs, params, outs) -> outputs``: writes the outputs into caller buffers
+    # (``outs``, None per output for a fresh array) where the target can do so directly
+    run_into_fn: Any = None
 
     def run(self, inputs: Sequence[Any], params: dict[str, Any]) -> list[Any]:
         return self.run_fn(inputs, params)

@@ -454,6 +454,33 @@ def p_n008():
 
     split_layers([1.0, 1.0], 3)
 
+def p_n009():
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed")
+    import time
+
+    from rlx_core.distributed.faults import NOTICE_TAG, _Channel
+    from rlx_core.distributed.mpi import load_mpi
+
+    mpi = load_mpi()  # a singleton world: this rank sends itself the failure notice
+    channel = _Channel(mpi)
+    note = np.frombuffer(b"RuntimeError: out of memory", dtype=np.uint8).copy()
+    sent = mpi.COMM_WORLD.Isend(note, dest=0, tag=NOTICE_TAG)
+    try:
+        for _ in range(1000):
+            channel.check()
+            time.sleep(0.001)
+    finally:
+        sent.Wait()
+
+
+def p_n010():
+    import signal
+
+    from rlx_core.distributed.faults import stop_error
+
+    raise stop_error(0, 2, signal.SIGTERM)
+
+
 def p_r001():
     import rlx_core as rlx
 
@@ -1116,6 +1143,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-O020": p_o020, "RLX-O021": p_o021, "RLX-O022": p_o022,
     "RLX-N001": p_n001, "RLX-N002": p_n002, "RLX-N003": p_n003, "RLX-N004": p_n004,
     "RLX-N005": p_n005, "RLX-N006": p_n006, "RLX-N007": p_n007, "RLX-N008": p_n008,
+    "RLX-N009": p_n009, "RLX-N010": p_n010,
     "RLX-R001": p_r001, "RLX-R002": p_r002, "RLX-R003": p_r003, "RLX-R004": p_r004,
     "RLX-R010": p_r010, "RLX-R011": p_r011, "RLX-R012": p_r012,
     "RLX-R013": p_r013, "RLX-R014": p_r014, "RLX-R015": p_r015,

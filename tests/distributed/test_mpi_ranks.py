@@ -13,6 +13,7 @@ def test_collectives_and_data_parallel_equal_single_process() -> None:
     for rank in (0, 1):
         assert f"rank {rank}/2: collectives ok; DP=2 vs 1 process after 10 steps" in done.stdout
         assert f"rank {rank}: mismatch detected: ranks differ in parameter shapes" in done.stdout
+        assert f"rank {rank}: deterministic sums equal the sequential sum's bits" in done.stdout
 
 
 @pytest.mark.parametrize("mode", ["hang", "kill", "raise"])

@@ -16,8 +16,9 @@ import numpy as np
 from rlx_core.errors import ArgumentError, VerifyError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Graph, Level, TensorType, Value
+from rlx_core.ir.ops import COLLECTIVE_OPS
 from rlx_core.targets.base import Program
-from rlx_core.targets.numpy_ref.semantics import convert, eval_op, host_dtype
+from rlx_core.targets.numpy_ref.semantics import convert, eval_op, finish, host_dtype
 
 # ---- storage form of a value inside the arena -------------------------------------------------
 
@@ -108,18 +109,27 @@ class ArenaRunner:
         self.peak = plan.peak_bytes if plan is not None else 0
         self.offsets = {s.value: s.offset for s in plan.slots} if plan is not None else {}
         self.returned = set(lir.outputs)
+        self.collective = [self._collective(k) for k in lir.kernels]
 
-    def run(self, inputs: Sequence[Any], params: dict[str, Any]) -> list[np.ndarray]:
+    def run(self, inputs: Sequence[Any], params: dict[str, Any],
+            outs: Sequence[np.ndarray | None] | None = None) -> list[np.ndarray]:
+        """The graph outputs; ``outs`` (optional, one per output, None for a fresh array) are
+        caller buffers the outputs are written into (and returned)."""
         env = bind(self.g, inputs, params)  # caller-owned values: inputs and parameters
         arena = np.zeros(self.peak, dtype=np.uint8)
         owned: dict[str, np.ndarray] = {}  # graph outputs, and every value when there is no plan
+        dest = self._destinations(outs)
+        fresh: set[str] = set()  # outputs already in their own new or caller buffer
 
         def read(name: str) -> np.ndarray:
             if name in self.offsets:
                 return load(arena, self.offsets[name], self.types[name])
             return owned[name] if name in owned else env[name]
 
-        for k in self.g.kernels:
+        for k, collective in zip(self.g.kernels, self.collective, strict=True):
+            if collective:
+                self._run_collective(k.nodes[0], arena, read, owned, dest, fresh)
+                continue
             local: dict[str, np.ndarray] = {}
             for n in k.nodes:
                 args = [local[i] if i in local else read(i) for i in n.inputs]
@@ -129,7 +139,84 @@ class ArenaRunner:
                     store(arena, self.offsets[o], local[o], self.types[o])
                 else:
                     owned[o] = np.array(local[o], copy=True)  # never a view of an operand
-        return [np.array(read(o), copy=True) for o in self.g.outputs]
+        return self._results(read, dest, fresh)
+
+    def _destinations(self, outs: Sequence[np.ndarray | None] | None) -> dict[str, np.ndarray]:
+        if outs is None:
+            return {}
+        if len(outs) != len(self.g.outputs):
+            raise ArgumentError(f"@{self.g.name} has {len(self.g.outputs)} output(s), got "
+                                f"{len(outs)} out= buffer(s)")
+        dest: dict[str, np.ndarray] = {}
+        for name, buf in zip(self.g.outputs, outs, strict=True):
+            if buf is None:
+                continue
+            t = self.types[name]
+            if not (isinstance(buf, np.ndarray) and buf.shape == t.shape
+                    and buf.dtype == host_dtype(t.dtype) and buf.flags.c_contiguous
+                    and buf.flags.writeable):
+                raise ArgumentError(
+                    f"out= for output %{name} must be a writable C-contiguous "
+                    f"{host_dtype(t.dtype).name}{list(t.shape)} array",
+                    hint="allocate it with np.empty(shape, dtype) once and pass it every call")
+            if name in dest:
+                raise ArgumentError(f"output %{name} is returned twice; pass out= once")
+            dest[name] = buf
+        return dest
+
+    def _results(self, read: Any, dest: dict[str, np.ndarray], fresh: set[str]) -> list[np.ndarray]:
+        results = []
+        for o in self.g.outputs:
+            value = read(o)
+            if o in fresh:  # already the output's own buffer: returned as it is, once
+                fresh.discard(o)
+                results.append(value)
+            elif o in dest:
+                np.copyto(dest[o], value)
+                results.append(dest[o])
+            else:
+                results.append(np.array(value, copy=True))
+        return results
+
+    @staticmethod
+    def _collective(k: Any) -> bool:
+        return len(k.nodes) == 1 and k.nodes[0].op in COLLECTIVE_OPS
+
+    def _run_collective(self, n: Any, arena: np.ndarray, read: Any,
+                        owned: dict[str, np.ndarray], dest: dict[str, np.ndarray],
+                        fresh: set[str]) -> None:
+        """A collective kernel with its result buffer handed to MPI: the arena slot (when its
+        storage form is the host form) or the output array, so nothing is copied after."""
+        t = n.type
+        plain = t.dtype.name not in ("bf16", "i4")  # storage form = host form (a view)
+        if n.name in self.offsets and plain:
+            target = load(arena, self.offsets[n.name], t)  # a writable view of the slot
+        elif n.name in self.returned and plain and n.op != "replicate":
+            target = dest.get(n.name)
+            if target is None:
+                target = np.empty(t.shape, host_dtype(t.dtype))
+        else:
+            target = None
+        # imported on use: the communicator needs mpi4py, which plain numpy runs never load
+        from rlx_core.distributed.collective_exec import run_collective
+
+        value = finish(run_collective(n.op, n.a, [read(i) for i in n.inputs], t, out=target), t)
+        in_target = target is not None and _same_bytes(value, target)
+        if n.name in self.offsets:
+            if not in_target:
+                store(arena, self.offsets[n.name], value, self.types[n.name])
+        elif in_target:
+            owned[n.name] = target
+            fresh.add(n.name)
+        else:
+            owned[n.name] = np.array(value, copy=True)
+
+
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    if a is b:
+        return True
+    return (np.may_share_memory(a, b) and a.nbytes == b.nbytes
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
 
 
 def build_program(lir: Graph) -> Program:
@@ -139,4 +226,4 @@ def build_program(lir: Graph) -> Program:
             "naive_bytes": lir.plan.naive_bytes if lir.plan is not None else 0,
             # every node's result is a numpy array while its kernel runs (the memory budget)
             "materializes_nodes": True}
-    return Program(run_fn=runner.run, sources={}, info=info)
+    return Program(run_fn=runner.run, sources={}, info=info, run_into_fn=runner.run)

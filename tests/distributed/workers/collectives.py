@@ -27,6 +27,26 @@ assert comm.broadcast(b, root=n - 1) is b
 np.testing.assert_array_equal(b, everyone[n - 1])
 comm.barrier()
 
+# deterministic reduction order: the sum is rank 0 + rank 1 + ... added left to right, so
+# its bits are those of that sequential sum on every rank (whatever MPI's algorithm)
+import functools  # noqa: E402
+
+rng = np.random.default_rng(5)
+terms = [(rng.standard_normal(1000) * 10.0 ** rng.integers(-8, 8, 1000)).astype(np.float32)
+         for _ in range(n)]
+in_order = functools.reduce(np.add, terms)
+comm.deterministic = True
+ordered = comm.all_reduce(terms[r], "sum")
+assert ordered.tobytes() == in_order.tobytes()
+rs = comm.reduce_scatter(terms[r][: 4 * n].copy(), "sum")
+assert rs.tobytes() == in_order[4 * r: 4 * r + 4].tobytes()
+again = comm.all_reduce(terms[r], "sum")
+assert again.tobytes() == ordered.tobytes()
+every_rank = comm.all_gather(ordered)
+assert all(row.tobytes() == ordered.tobytes() for row in every_rank)
+comm.deterministic = False
+print(f"rank {r}: deterministic sums equal the sequential sum's bits", flush=True)
+
 comm.check_same("a signature", "same everywhere")
 try:
     comm.check_same("parameter shapes", f"fc1.weight f32[{4 + r}, 8]")

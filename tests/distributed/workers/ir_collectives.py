@@ -74,6 +74,28 @@ if r == 0:
 elif r == n - 1:
     np.testing.assert_allclose(D.recv((2, 4), "f32", peer=0, tag=9), every[0] + 1)
 
+# in place: the compiled op hands MPI the result's own buffer (out=, an arena slot, a new
+# output array), never a temporary that is copied after
+seen = []
+plain_all_reduce, plain_all_gather = comm.all_reduce, comm.all_gather
+comm.all_reduce = lambda a, op="sum", out=None: (seen.append(out), plain_all_reduce(a, op, out))[1]
+comm.all_gather = lambda a, out=None: (seen.append(out), plain_all_gather(a, out))[1]
+exe = rlx.compile(lambda a: D.all_reduce(a), x)
+out = np.empty_like(x)
+assert exe(x, out=out) is out and seen[-1] is out
+np.testing.assert_allclose(out, total, rtol=1e-6)
+fresh = exe(x)
+assert seen[-1] is not None and not np.shares_memory(fresh, x)
+np.testing.assert_allclose(fresh, total, rtol=1e-6)
+exe = rlx.compile(lambda a: D.all_reduce(a * 2.0, "max") + 1.0, x)  # result in an arena slot
+np.testing.assert_allclose(exe(x), 2 * np.max(every, axis=0) + 1, rtol=1e-6)
+assert seen[-1] is not None and seen[-1].base is not None  # a view of the arena
+gathered = np.empty((2 * n, 4), np.float32)
+exe = rlx.compile(lambda a: D.all_gather(a, axis=0), x)
+assert exe(x, out=gathered) is gathered and np.shares_memory(seen[-1], gathered)
+np.testing.assert_allclose(gathered, np.concatenate(every, axis=0))
+comm.all_reduce, comm.all_gather = plain_all_reduce, plain_all_gather
+
 # a program built for another group size is refused when it runs
 exe = rlx.compile(lambda a: D.all_reduce(a, ranks=n + 1), x)
 try:
