@@ -1,27 +1,35 @@
-"""all-MiniLM-L6-v2 with dynamic int8 quantization: rlx against ONNX Runtime's quantize_dynamic.
+"""all-MiniLM-L6-v2 quantized: rlx int8 / int4 against ONNX Runtime's quantize_dynamic.
 
-Accuracy: cosine similarity of each int8 embedding to rlx's f32 embedding of the same sentence,
-over ``--sentences`` (default 1,000) varied sentences generated here from templates (lengths
-3 to ~60 tokens, questions, lists, numbers, code-ish text), padded to 64 tokens (128 for the
-exported ONNX models, whose sequence axis is fixed), batch 8.
+Accuracy: cosine similarity of each quantized embedding to rlx's f32 embedding of the same
+sentence, over ``--sentences`` (default 1,000) varied sentences generated here from templates
+(questions, lists, numbers, code-ish text; 3 to ~40 tokens). The accuracy pass is batched:
+``--acc-batch`` (default 100) sentences a call, all padded to the longest sentence rounded up
+to 8 tokens (padding changes no masked mean), so 1,000 sentences are 10 calls per model.
 ONNX Runtime's int8 model (the sentence-transformers module exported with the TorchScript
 exporter, then ``onnxruntime.quantization.quantize_dynamic``, QInt8 weights: the usual int8
 path) is scored the same way against its own f32 model.
 
-Speed: rlx int8 (``rlx.quant.ptq.quantize_dynamic``: per-channel i8 weights, per-call i8
-activations, ``int_linear`` on the CPU's int8 GEMM) against ORT int8, beside both f32 models,
-at batch 1 and 8, sequence 128, interleaved in one process (common.interleaved), each peer
-on all the cores this process may use; and rlx's weight-only int4 (groups of 32, Q4_0-like,
-``ptq.quantize_int4_weights``). Goals (issue 26): int8 cosine >= 0.99 and >= 1.3x over ORT
-int8; int4 cosine >= 0.97.
+rlx int8 is ``rlx.quant.ptq.quantize_dynamic(granularity="token")``: per-channel i8 weights,
+one i8 scale per token (row) per call, ``int_linear`` on the CPU's packed int8 GEMM; softmax,
+layer norm, GELU and attention (scores and @v) stay f32. rlx int4 is
+``ptq.quantize_int4_weights`` (groups of 32 with zero points, searched ranges), dequantized
+inside the matmul.
+The ablation table (``--ablation`` sentences, default 100) shows what each choice does:
+which layers carry the per-tensor error (only one kind of linear quantized at a time), q/k/v
+kept f32, per-tensor weight scales, and the int4 group size, zero points and range search.
 
-    python benchmarks/bench_quant_minilm.py     # writes results/quant_minilm.*
+Speed: rlx int8, ORT int8, rlx int4, rlx f32 and ORT f32 at batch 1 and 8, sequence 128,
+interleaved in one process (common.interleaved), each peer on all the cores this process may
+use. Goals (issue 26): int8 cosine >= 0.99 and >= 1.3x over ORT int8; int4 cosine >= 0.97.
+
+    python benchmarks/bench_quant_minilm.py     # writes results/quant_minilm-<cpu>.*
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 import time
@@ -42,8 +50,11 @@ from benchmarks.common import (  # noqa: E402
 )
 
 SEQ_SPEED = 128
-SEQ_ACC = 64
-ACC_BATCH = 8
+INT4_GROUP = 32
+# the ablation: each kind of linear quantized alone (weight-name substrings)
+KINDS = {"q, k, v": ("attention.self.",), "attention output": ("attention.output.dense",),
+         "FFN in (before GELU)": ("intermediate.dense",),
+         "FFN out (after GELU)": tuple(f"layer.{i}.output.dense" for i in range(12))}
 
 
 def sentences(n: int, seed: int = 0) -> list[str]:
@@ -95,12 +106,21 @@ def _fit(a: Any, seq: int) -> Any:
     return out
 
 
+def _cos(a: Any, b: Any) -> Any:
+    import numpy as np
+
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sentences", type=int, default=1000)
+    ap.add_argument("--acc-batch", type=int, default=100)
+    ap.add_argument("--ablation", type=int, default=100,
+                    help="sentences for the ablation table (0: none)")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--no-speed", action="store_true", help="the cosine table only")
+    ap.add_argument("--no-speed", action="store_true", help="the cosine tables only")
     args = ap.parse_args()
     threads = len(os.sched_getaffinity(0))
     limit_threads(threads)
@@ -117,6 +137,8 @@ def main() -> None:
     from rlx_core.quant import ptq
     from rlx_core.targets.cpu.igemm import isa_here
 
+    t_start = time.perf_counter()
+    load0 = machine()["load_average_1m"]
     torch_threads(torch, threads)
     model = MiniLM.load()
     st = SentenceTransformer(str(model.folder), device="cpu")
@@ -134,76 +156,140 @@ def main() -> None:
     sess = {k: ort.InferenceSession(p, opts, providers=["CPUExecutionProvider"])
             for k, p in (("ort-f32", f32_path), ("ort-int8", q_path))}
 
-    def rlx_pair(batch: int, seq: int) -> tuple[Any, Any, Any]:
-        """f32, dynamic int8 and int4 weight-only (groups of 32) executables."""
-        g = rlx.trace(model.encode_fn(), *[spec((batch, seq), "i32")] * 3)
-        q = ptq.quantize_dynamic(g)
-        q4 = ptq.quantize_int4_weights(g, group=32)
-        return (rlx.compile(g, target="cpu"), rlx.compile(q.graph, target="cpu"),
-                rlx.compile(q4.graph, target="cpu"))
+    def graphs(batch: int, seq: int) -> Any:
+        return rlx.trace(model.encode_fn(), *[spec((batch, seq), "i32")] * 3)
 
-    # ---- accuracy: cosine to f32 over the sentences ----------------------------------------
+    def quantized(g: Any, kind: str) -> Any:
+        if kind == "rlx-f32":
+            return g
+        if kind == "rlx-int8":
+            return ptq.quantize_dynamic(g, granularity="token").graph
+        if kind == "rlx-int8-tensor":
+            return ptq.quantize_dynamic(g, granularity="tensor").graph
+        assert kind == f"rlx-int4-g{INT4_GROUP}", kind
+        return ptq.quantize_int4_weights(g, group=INT4_GROUP, zero_point=True).graph
+
+    # ---- accuracy: cosine to f32 over the sentences, 100 a call ------------------------------
     texts = sentences(args.sentences)
-    f32_acc, int8_acc, int4_acc = rlx_pair(ACC_BATCH, SEQ_ACC)
-    cos: dict[str, list[float]] = {"rlx-int8": [], "ort-int8": [], "rlx-int4-g32": []}
+    ids_all, mask_all, types_all = model.tokenize(texts)
+    seq_acc = -(-int(mask_all.sum(1).max()) // 8) * 8
+    bsz = args.acc_batch
+    chunks = []
+    for i in range(0, len(texts), bsz):
+        parts = [_fit(a[i:i + bsz], seq_acc) for a in (ids_all, mask_all, types_all)]
+        n = parts[0].shape[0]
+        if n < bsz:  # the last chunk repeats its last sentence (not scored)
+            parts = [np.concatenate([p, np.repeat(p[-1:], bsz - n, 0)]) for p in parts]
+        chunks.append((parts, n))
+    g_acc = graphs(bsz, seq_acc)
+
+    def embed(exe: Any, subset: int | None = None) -> Any:
+        out, seen = [], 0
+        for parts, n in chunks:
+            if subset is not None and seen >= subset:
+                break
+            out.append(np.asarray(exe(*parts))[:n])
+            seen += n
+        return np.concatenate(out)[:subset]
+
     t0 = time.perf_counter()
-    for i in range(0, len(texts), ACC_BATCH):
-        chunk = texts[i:i + ACC_BATCH]
-        chunk += [chunk[-1]] * (ACC_BATCH - len(chunk))
-        ids, mask, types = (_fit(a, SEQ_ACC) for a in model.tokenize(chunk))
-        n = min(ACC_BATCH, len(texts) - i)
-        e32, e8 = np.asarray(f32_acc(ids, mask, types)), np.asarray(int8_acc(ids, mask, types))
-        e4 = np.asarray(int4_acc(ids, mask, types))
-        # the exported models take 128 tokens: padding more changes no masked mean
-        feed = {"ids": _fit(ids, SEQ_SPEED).astype(np.int64),
-                "mask": _fit(mask, SEQ_SPEED).astype(np.int64),
-                "types": _fit(types, SEQ_SPEED).astype(np.int64)}
-        o32, o8 = sess["ort-f32"].run(None, feed)[0], sess["ort-int8"].run(None, feed)[0]
-        cos["rlx-int8"] += list((e32 * e8).sum(1)[:n] / (np.linalg.norm(e32, axis=1)
-                                                        * np.linalg.norm(e8, axis=1))[:n])
-        cos["rlx-int4-g32"] += list((e32 * e4).sum(1)[:n] / (np.linalg.norm(e32, axis=1)
-                                                            * np.linalg.norm(e4, axis=1))[:n])
-        cos["ort-int8"] += list((o32 * o8).sum(1)[:n] / (np.linalg.norm(o32, axis=1)
-                                                        * np.linalg.norm(o8, axis=1))[:n])
-    say(f"accuracy pass over {len(texts)} sentences in {time.perf_counter() - t0:.0f} s")
+    ref = embed(rlx.compile(g_acc, target="cpu"))
+    cos: dict[str, Any] = {}
+    for kind in ("rlx-int8", "rlx-int8-tensor", f"rlx-int4-g{INT4_GROUP}"):
+        cos[kind] = _cos(embed(rlx.compile(quantized(g_acc, kind), target="cpu")), ref)
+        say(f"{kind}: mean {cos[kind].mean():.5f} min {cos[kind].min():.4f}")
+    o32, o8 = [], []
+    for parts, n in chunks:
+        feed = dict(zip(("ids", "mask", "types"), (p.astype(np.int64) for p in parts),
+                        strict=True))
+        o32.append(sess["ort-f32"].run(None, feed)[0][:n])
+        o8.append(sess["ort-int8"].run(None, feed)[0][:n])
+    cos["ort-int8"] = _cos(np.concatenate(o8), np.concatenate(o32))
+    acc_s = time.perf_counter() - t0
+    say(f"accuracy pass over {len(texts)} sentences in {acc_s:.0f} s")
     cos_stats = {k: {"min": float(np.min(v)), "mean": float(np.mean(v)),
                      "p01": float(np.percentile(v, 1)), "n": len(v)} for k, v in cos.items()}
+
+    # ---- ablation: what each choice does ------------------------------------------------------
+    abl: list[list[Any]] = []
+    n_abl = min(args.ablation, len(texts))
+    if n_abl:
+        ref_a = ref[:n_abl]
+        every = tuple(s for subs in KINDS.values() for s in subs)
+
+        def row(label: str, graph: Any) -> None:
+            c = _cos(embed(rlx.compile(graph, target="cpu"), n_abl), ref_a)
+            abl.append([label, f"{c.min():.4f}", f"{c.mean():.5f}"])
+            say(f"ablation {label}: mean {c.mean():.5f} min {c.min():.4f}")
+
+        for kind, subs in KINDS.items():  # per tensor, where the error is large
+            others = tuple(s for s in every if s not in subs)
+            row(f"int8 per-tensor, only {kind} quantized",
+                ptq.quantize_dynamic(g_acc, granularity="tensor", keep_f32=others).graph)
+        row("int8 per-token, q/k/v kept f32",
+            ptq.quantize_dynamic(g_acc, granularity="token", keep_f32=KINDS["q, k, v"]).graph)
+        row("int8 per-token, per-tensor weight scales",
+            ptq.quantize_dynamic(g_acc, granularity="token", per_channel=False).graph)
+        for group, zp, search in ((32, False, False), (32, False, True), (32, True, False),
+                                  (128, False, True), (128, True, True)):
+            row(f"int4 g{group}{' zero points' if zp else ''}"
+                f"{', searched ranges' if search else ', min-max ranges'}",
+                ptq.quantize_int4_weights(g_acc, group=group, zero_point=zp,
+                                          search=search).graph)
 
     # ---- speed -------------------------------------------------------------------------------
     rows, timing = [], {}
     for batch in () if args.no_speed else (1, 8):
         ids, mask, types = token_batch(model, batch)
-        exe32, exe8, exe4 = rlx_pair(batch, SEQ_SPEED)
+        g = graphs(batch, SEQ_SPEED)
+        exe = {k: rlx.compile(quantized(g, k), target="cpu")
+               for k in ("rlx-int8", f"rlx-int4-g{INT4_GROUP}", "rlx-f32")}
         feed = {"ids": ids.astype(np.int64), "mask": mask.astype(np.int64),
                 "types": types.astype(np.int64)}
         t_in = (ids, mask, types)
-        peers = {"rlx-int8": lambda e=exe8, a=t_in: e(*a),
+        peers = {"rlx-int8": lambda e=exe["rlx-int8"], a=t_in: e(*a),
                  "ort-int8": lambda f=feed: sess["ort-int8"].run(None, f),
-                 "rlx-int4-g32": lambda e=exe4, a=t_in: e(*a),
-                 "rlx-f32": lambda e=exe32, a=t_in: e(*a),
+                 f"rlx-int4-g{INT4_GROUP}": lambda e=exe[f"rlx-int4-g{INT4_GROUP}"],
+                 a=t_in: e(*a),
+                 "rlx-f32": lambda e=exe["rlx-f32"], a=t_in: e(*a),
                  "ort-f32": lambda f=feed: sess["ort-f32"].run(None, f)}
         stats = interleaved(peers, runs=args.runs, warmup=3, block=5, settle_s=SETTLE_S)
         timing[batch] = {k: s.p50 * 1e3 for k, s in stats.items()}
         for k, s in stats.items():
             rows.append([batch, k, f"{s.p50 * 1e3:.1f}",
-                         f"{stats['ort-int8'].p50 / s.p50:.2f}x"])
+                         f"{stats['ort-int8'].p50 / s.p50:.2f}x",
+                         f"{stats['rlx-f32'].p50 / s.p50:.2f}x"])
     info = {**machine(), "threads": threads, "int8_dot_kernel": isa_here(),
-            "onnxruntime": ort.__version__}
+            "onnxruntime": ort.__version__, "load_average_1m_start": load0,
+            "accuracy_pass_s": round(acc_s, 1), "total_s": round(time.perf_counter() - t_start)}
     cos_rows = [[k, f"{v['min']:.4f}", f"{v['p01']:.4f}", f"{v['mean']:.5f}", v["n"]]
                 for k, v in cos_stats.items()]
-    md = (f"# all-MiniLM-L6-v2, dynamic int8: rlx against ONNX Runtime quantize_dynamic\n\n"
+    md = (f"# all-MiniLM-L6-v2 quantized: rlx int8 / int4 against ONNX Runtime "
+          f"quantize_dynamic\n\n"
           f"Command: `python benchmarks/bench_quant_minilm.py {' '.join(sys.argv[1:])}`. "
-          f"Machine: {info['cpu']}, "
-          f"{threads} thread(s) per peer, int8 dot kernel here: {info['int8_dot_kernel']}, "
-          f"onnxruntime {ort.__version__}.\n\n"
-          f"## Cosine to f32 ({len(texts)} generated sentences, seq {SEQ_ACC}, each int8 model "
-          f"against its own f32 model)\n\n"
+          f"Machine: {info['cpu']} ({info['cores']} cores), {threads} thread(s) per peer, "
+          f"int8 micro-kernel here: {info['int8_dot_kernel']}, onnxruntime {ort.__version__}; "
+          f"1-minute load average {load0} at the start and {info['load_average_1m']} at the "
+          f"end (a shared machine: timings are contended); accuracy pass {acc_s:.0f} s, "
+          f"whole run {info['total_s']} s.\n\n"
+          f"## Cosine to f32 ({len(texts)} generated sentences, {bsz} a call padded to "
+          f"{seq_acc} tokens, each quantized model against its own f32 model)\n\n"
+          "rlx-int8: per-channel i8 weights, per-token dynamic i8 activations; rlx-int8-tensor: "
+          "one activation scale per call (as ONNX Runtime's DynamicQuantizeLinear); "
+          f"rlx-int4-g{INT4_GROUP}: weight-only int4, groups of {INT4_GROUP} with zero points, "
+          "searched ranges.\n\n"
           + markdown_table(["model", "min", "1st percentile", "mean", "sentences"], cos_rows)
-          + f"\n\n## Time per call (seq {SEQ_SPEED}, median ms; speed relative to ORT int8)\n\n"
-          + markdown_table(["batch", "peer", "ms", "vs ort-int8"], rows) + "\n")
+          + (f"\n## Ablation (first {n_abl} sentences): where the error enters, what each "
+             f"choice does\n\n"
+             + markdown_table(["variant", "min cosine", "mean cosine"], abl) if abl else "")
+          + f"\n## Time per call (seq {SEQ_SPEED}, median ms)\n\n"
+          + markdown_table(["batch", "peer", "ms", "speed vs ort-int8", "speed vs rlx-f32"],
+                           rows) + "\n")
     print(md)
     if not args.no_write:
-        write_results("quant_minilm", {"machine": info, "cosine": cos_stats, "ms": timing}, md)
+        slug = re.sub(r"[^a-z0-9]+", "-", info["cpu"].lower()).strip("-") or "cpu"
+        write_results(f"quant_minilm-{slug}", {"machine": info, "cosine": cos_stats,
+                                               "ablation": abl, "ms": timing}, md)
 
 
 if __name__ == "__main__":

@@ -183,17 +183,32 @@ def _type_of(data: Any) -> Any:
     return TensorType(dt.get(data.dtype.name), tuple(data.shape))
 
 
+GRANULARITIES = ("tensor", "token")
+
+
 def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
-                     per_channel: bool = True) -> QuantizedGraph:
-    """Dynamic int8 PTQ: weights quantized now, activations per call (no calibration)."""
+                     per_channel: bool = True, granularity: str = "tensor",
+                     keep_f32: Iterable[str] = ()) -> QuantizedGraph:
+    """Dynamic int8 PTQ: weights quantized now, activations per call (no calibration).
+
+    ``granularity``: ``"tensor"``, one activation scale per call (``max|x| / 127`` over the
+    whole input, as ONNX Runtime's ``DynamicQuantizeLinear``), or ``"token"``, one per row of
+    the input (per token of a transformer; ``max|x_i| / 127``), so that a row of small values
+    keeps its precision beside a row with an outlier. ``keep_f32``: substrings of weight names
+    whose linears stay f32 (sensitive layers)."""
     import numpy as np
 
     from rlx_core.frontend.tracer import trace
 
+    if granularity not in GRANULARITIES:
+        raise QuantConfigError(f"unknown activation granularity {granularity!r}",
+                               hint=f"use one of {', '.join(GRANULARITIES)}")
     g = fn if isinstance(fn, Graph) else trace(fn, *example_args)
-    lins = {n.name: n for n in quantizable(g)}
+    keep = tuple(keep_f32)
+    lins = {n.name: n for n in quantizable(g) if not any(k in n.inputs[1] for k in keep)}
     rw = _Rewriter(g)
     reports: list[LayerReport] = []
+    tiny, q127 = np.float32(1e-30), np.float32(127.0)
     for n in g.nodes:
         if n.name not in lins:
             rw.copy(n)
@@ -204,31 +219,50 @@ def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
         w = host_value(g, n.inputs[1])
         wp = weight_qparams(w, per_channel)
         wq = rw.param(f"{n.inputs[1]}.q", quantize_array(w, wp))
-        # s_x = max(max|x|, tiny) / 127 as a scalar tensor
-        amax = b.emit("reduce_max", [b.emit("abs", [x])], {"axes": tuple(range(x.type.rank))})
-        tiny = rw.const(np.float32(1e-30), dt.f32)
-        sx = b.emit("div", [b.emit("max", [amax, tiny]), rw.const(np.float32(127.0), dt.f32)])
-        xq = b.emit("quantize", [x, sx, rw.const(np.int32(0), dt.i32)], {"dtype": dt.i8})
-        acc = b.emit("int_linear", [xq, wq])
-        out_n = w.shape[0]
-        sxv = b.emit("broadcast_in_dim", [sx], {"shape": (out_n,), "dims": ()})
+        out_n, k = w.shape
         sw = rw.const(np.broadcast_to(wp.scale, (out_n,)).astype(np.float32), dt.f32)
-        scale = b.emit("mul", [sxv, sw])
-        y = b.emit("dequantize", [acc, scale, rw.const(np.zeros(out_n, np.int32), dt.i32)])
+        zeros_n = rw.const(np.zeros(out_n, np.int32), dt.i32)
+        if granularity == "token":
+            # x as (rows, k): one scale per row, s_i = max(max_k |x_ik|, tiny) / 127
+            rows = x.type.size // max(k, 1)
+            x2 = x if x.type.rank == 2 else b.emit("reshape", [x], {"shape": (rows, k)})
+            amax = b.emit("reduce_max", [b.emit("abs", [x2])], {"axes": (1,)})
+            sx = b.emit("div", [b.emit("max", [amax, rw.splat(float(tiny), dt.f32, (rows,))]),
+                                rw.splat(float(q127), dt.f32, (rows,))])
+            xq = b.emit("quantize", [x2, sx, rw.splat(0, dt.i32, (rows,))],
+                        {"dtype": dt.i8, "axis": 0})
+            acc = b.emit("int_linear", [xq, wq])
+            # acc * s_w[j] (per column), then * s_i (per row)
+            y = b.emit("dequantize", [acc, sw, zeros_n], {"axis": 1})
+            y = b.emit("mul", [y, b.emit("broadcast_in_dim", [sx], {"shape": (rows, out_n),
+                                                                      "dims": (0,)})])
+            if x.type.rank != 2:
+                y = b.emit("reshape", [y], {"shape": x.type.shape[:-1] + (out_n,)})
+        else:
+            # s_x = max(max|x|, tiny) / 127 as a scalar tensor
+            amax = b.emit("reduce_max", [b.emit("abs", [x])],
+                          {"axes": tuple(range(x.type.rank))})
+            sx = b.emit("div", [b.emit("max", [amax, rw.const(tiny, dt.f32)]),
+                                rw.const(q127, dt.f32)])
+            xq = b.emit("quantize", [x, sx, rw.const(np.int32(0), dt.i32)], {"dtype": dt.i8})
+            acc = b.emit("int_linear", [xq, wq])
+            sxv = b.emit("broadcast_in_dim", [sx], {"shape": (out_n,), "dims": ()})
+            y = b.emit("dequantize", [acc, b.emit("mul", [sxv, sw]), zeros_n])
         if len(n.inputs) == 3:
             bias = rw.const(host_value(g, n.inputs[2]).astype(np.float32), dt.f32)
             y = b.emit("add", [y, b.emit("broadcast_in_dim", [bias], {
                 "shape": y.type.shape, "dims": (y.type.rank - 1,)})])
         rw.map[n.name] = y
-        reports.append(LayerReport(n.name, n.inputs[1], "dynamic", wp.scale))
+        reports.append(LayerReport(n.name, n.inputs[1], f"dynamic-{granularity}", wp.scale))
     return QuantizedGraph(rw.finish(), reports)
 
 
 def quantize_int4_weights(fn: Callable[..., Any] | Graph, *example_args: Any, group: int = 32,
-                          zero_point: bool = False) -> QuantizedGraph:
+                          zero_point: bool = False, search: bool = True) -> QuantizedGraph:
     """Weight-only int4: every quantizable linear's weight packed two codes a byte with one
     scale (and zero, ``zero_point=True``) per ``group`` inputs; activations stay f32, the
-    matmul dequantizes inside (``int4_linear``), the f32 bias is added after."""
+    matmul dequantizes inside (``int4_linear``), the f32 bias is added after. ``search``: each
+    group's range with the least round-trip error (rlx.quant.int4), not its min-max one."""
     import numpy as np
 
     from rlx_core.frontend.tracer import trace
@@ -244,7 +278,7 @@ def quantize_int4_weights(fn: Callable[..., Any] | Graph, *example_args: Any, gr
             continue
         b = rw.b
         b.loc = n.loc
-        q = quantize_int4(host_value(g, n.inputs[1]), group, zero_point)
+        q = quantize_int4(host_value(g, n.inputs[1]), group, zero_point, search)
         args = [rw.v(n.inputs[0]), rw.param(f"{n.inputs[1]}.q4", q.packed),
                 rw.param(f"{n.inputs[1]}.q4_scale", q.scale.astype(np.float32))]
         if zero_point:

@@ -85,3 +85,42 @@ def test_int4_weight_only_ptq(model):
     assert np.abs(_run(q.graph, x) - want).max() < 0.1 * np.abs(want).max()
     with pytest.raises(rlx.quant.GroupSizeError):
         ptq.quantize_int4_weights(g, group=32)  # the first layer has 16 inputs
+
+
+def test_dynamic_ptq_per_token_scales(model):
+    """granularity="token": one activation scale per row, checked against the rule written out
+    in numpy (3-D input: the rows are every position); the cpu runs it like numpy; a kept
+    layer stays f32; an unknown granularity is a typed error."""
+    g, _ = model
+    params = init_mlp((16, 32, 32, 4), seed=3)
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0, 1, (2, 5, 16)).astype(np.float32)
+    x[0, 0] *= 50.0  # one row with an outlier: per-tensor scales would flatten the others
+    g3 = rlx.trace(lambda a: mlp_logits(params, a), x)
+    q = ptq.quantize_dynamic(g3, granularity="token")
+    assert q.graph.op_counts()["int_linear"] == 3
+    assert all(r.mode == "dynamic-token" for r in q.layers)
+    h = x.reshape(10, 16)
+    for i, name in enumerate(sorted(params, key=lambda k: int(k.removeprefix("fc")))):
+        w, b = params[name]["weight"], params[name]["bias"]
+        sw = (np.abs(w).max(axis=1) / np.float32(127)).astype(np.float32)
+        wq = np.clip(np.round(w / sw[:, None]), -127, 127).astype(np.int64)
+        sx = (np.maximum(np.abs(h).max(axis=1), np.float32(1e-30)) / np.float32(127))
+        xq = np.clip(np.round(h / sx[:, None]), -128, 127).astype(np.int64)
+        h = ((xq @ wq.T).astype(np.float32) * sw) * sx[:, None].astype(np.float32) + b
+        if i < 2:
+            h = np.maximum(h, 0)
+    got = _run(q.graph, x)
+    np.testing.assert_allclose(got.reshape(10, 4), h, rtol=1e-5, atol=1e-5)
+    want = _run(g3, x).reshape(10, 4)
+    tensor = _run(ptq.quantize_dynamic(g3).graph, x).reshape(10, 4)
+    # the small rows keep their precision per token, not per tensor
+    assert np.abs(got.reshape(10, 4) - want)[1:].max() < np.abs(tensor - want)[1:].max()
+    ok, why = rlx.api.get_target("cpu").available()
+    if ok:
+        np.testing.assert_allclose(_run(q.graph, x, "cpu"), got, rtol=1e-5, atol=1e-6)
+    kept = ptq.quantize_dynamic(g3, granularity="token", keep_f32=(q.layers[0].weight,))
+    assert kept.graph.op_counts()["int_linear"] == 2 and kept.graph.op_counts()["linear"] == 1
+    with pytest.raises(QuantConfigError) as e:
+        ptq.quantize_dynamic(g, granularity="channel")
+    assert e.value.hint
