@@ -220,8 +220,12 @@ def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
         wp = weight_qparams(w, per_channel)
         wq = rw.param(f"{n.inputs[1]}.q", quantize_array(w, wp))
         out_n, k = w.shape
-        sw = rw.const(np.broadcast_to(wp.scale, (out_n,)).astype(np.float32), dt.f32)
-        zeros_n = rw.const(np.zeros(out_n, np.int32), dt.i32)
+        # the weight scales (and the bias below) as parameters, not constants: a broadcast
+        # parameter is read in place by the fused epilogue loop, where a broadcast tuple
+        # constant is filled into an (rows, out) buffer on every call
+        sw = rw.param(f"{n.inputs[1]}.scale",
+                      np.broadcast_to(wp.scale, (out_n,)).astype(np.float32).copy())
+        zeros_n = rw.splat(0, dt.i32, (out_n,))
         if granularity == "token":
             # x as (rows, k): one scale per row, s_i = max(max_k |x_ik|, tiny) / 127
             rows = x.type.size // max(k, 1)
@@ -232,12 +236,15 @@ def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
             xq = b.emit("quantize", [x2, sx, rw.splat(0, dt.i32, (rows,))],
                         {"dtype": dt.i8, "axis": 0})
             acc = b.emit("int_linear", [xq, wq])
-            # acc * s_w[j] (per column), then * s_i (per row)
-            y = b.emit("dequantize", [acc, sw, zeros_n], {"axis": 1})
-            y = b.emit("mul", [y, b.emit("broadcast_in_dim", [sx], {"shape": (rows, out_n),
-                                                                      "dims": (0,)})])
+            # acc * s_w[j] (per column), then * s_i (per row), at x's own rank: the epilogue
+            # then fuses with what follows (bias, GELU, a residual add)
+            lead = x.type.shape[:-1]
             if x.type.rank != 2:
-                y = b.emit("reshape", [y], {"shape": x.type.shape[:-1] + (out_n,)})
+                acc = b.emit("reshape", [acc], {"shape": lead + (out_n,)})
+                sx = b.emit("reshape", [sx], {"shape": lead})
+            y = b.emit("dequantize", [acc, sw, zeros_n], {"axis": -1})
+            y = b.emit("mul", [y, b.emit("broadcast_in_dim", [sx], {
+                "shape": lead + (out_n,), "dims": tuple(range(len(lead)))})])
         else:
             # s_x = max(max|x|, tiny) / 127 as a scalar tensor
             amax = b.emit("reduce_max", [b.emit("abs", [x])],
@@ -248,9 +255,8 @@ def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
             acc = b.emit("int_linear", [xq, wq])
             sxv = b.emit("broadcast_in_dim", [sx], {"shape": (out_n,), "dims": ()})
             y = b.emit("dequantize", [acc, b.emit("mul", [sxv, sw]), zeros_n])
-        if len(n.inputs) == 3:
-            bias = rw.const(host_value(g, n.inputs[2]).astype(np.float32), dt.f32)
-            y = b.emit("add", [y, b.emit("broadcast_in_dim", [bias], {
+        if len(n.inputs) == 3:  # the f32 bias as the graph holds it (a parameter, usually)
+            y = b.emit("add", [y, b.emit("broadcast_in_dim", [rw.v(n.inputs[2])], {
                 "shape": y.type.shape, "dims": (y.type.rank - 1,)})])
         rw.map[n.name] = y
         reports.append(LayerReport(n.name, n.inputs[1], f"dynamic-{granularity}", wp.scale))
