@@ -12,7 +12,7 @@ int8 reference, cycles per inference) and yosys synth_ice40 + nextpnr-ice40 (HX8
 images/s = fmax / cycles per inference (one image at a time, no overlap between images).
 
     python benchmarks/bench_fpga.py --lanes "" --params /tmp/qat.npz  # results/embedded_fpga_mlp.*
-    python benchmarks/bench_fpga.py --images 0 --knobs 8:1,8:4,8:8,4:4,4:8,4:16 \
+    python benchmarks/bench_fpga.py --images 0 --knobs 8:4,8:4:p,4:4,4:8 \
         --small-images 200                      # results/embedded_fpga_knobs_<cpu>.*
 """
 
@@ -30,14 +30,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import machine, markdown_table, say, write_results  # noqa: E402
 
 
-def _simulate(g: Any, lanes: int, xt: Any, chunk: int = 500) -> tuple[Any, Any, list[int]]:
+def _simulate(g: Any, lanes: int, xt: Any, pipeline: bool = False,
+              chunk: int = 500) -> tuple[Any, Any, list[int]]:
     import numpy as np
 
     import rlx_core as rlx
     from rlx_core.targets.registry import get_target
 
     _, _, lir, ctx = rlx.lower(g, target="fpga", record=False)
-    prog = get_target("fpga").build(lir, ctx.options, parallelism=lanes)
+    prog = get_target("fpga").build(lir, ctx.options, parallelism=lanes, pipeline=pipeline)
     sim = prog.run_fn.__self__
     logits, cycles = [], []
     for s in range(0, len(xt), chunk):
@@ -62,8 +63,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--images", type=int, default=1000)
     ap.add_argument("--small-images", type=int, default=1000)
-    ap.add_argument("--knobs", default="8:1,8:4,4:4,4:8",
-                    help="weight bits:MAC lanes pairs of the knob table ('' for none)")
+    ap.add_argument("--knobs", default="8:4,8:4:p,4:4,4:8",
+                    help="weight bits:MAC lanes[:p for a pipelined requantize] of the knob "
+                         "table's rows ('' for none)")
     ap.add_argument("--qat-epochs", type=float, default=0.5)
     ap.add_argument("--params", help="QAT weights of bench_embedded.py to reuse")
     ap.add_argument("--no-write", action="store_true")
@@ -160,40 +162,51 @@ def _knobs(args: argparse.Namespace, data: Any, out: dict[str, Any]) -> None:
     calib = [x[i:i + 1] for i in range(0, 2000, 10)]
     ns = args.small_images
     rows, knobs, graphs = [], [], {}
-    for bits, lanes in (tuple(int(v) for v in kv.split(":")) for kv in args.knobs.split(",")):
+    for knob in args.knobs.split(","):
+        bits, lanes, pipe = int(knob.split(":")[0]), int(knob.split(":")[1]), knob.endswith(":p")
         if bits not in graphs:
             ref = rlx.compile(_quantized(small, xt[:1000], calib, bits), target="numpy")
             full = np.concatenate([np.asarray(ref(xt[s:s + 1000])) for s in range(0, 10000, 1000)])
             graphs[bits] = (_quantized(small, xt[:1], calib, bits), full,
                             float((full.argmax(-1) == yt).mean()))
         gs, full, acc = graphs[bits]
-        prog, lg_s, cyc_s = _simulate(gs, lanes, xt[:ns])
+        prog, lg_s, cyc_s = _simulate(gs, lanes, xt[:ns], pipe)
         assert [ly["weight_bits"] for ly in prog.info["layers"]] == [bits, bits]
         exact_s = int(sum(np.array_equal(a, b) for a, b in zip(lg_s, full[:ns], strict=True)))
         _, _, lir, _ = rlx.lower(gs, target="fpga", record=False)
-        proj, _, _ = get_target("fpga").project(lir, lanes)
+        proj, _, _ = get_target("fpga").project(lir, lanes, pipe)
         c = int(np.mean(cyc_s))
         t = time.perf_counter()
         try:
             rep = synthesize(proj)
         except SynthesisError as err:  # more lanes than the HX8K's logic cells place
             say(f"{bits}-bit, lanes {lanes}: {err.message.splitlines()[0]}")
-            rows.append([bits, lanes, f"{100 * acc:.2f}", f"{exact_s} / {ns}", c,
-                         "does not fit the HX8K", "", "", "", "", "", "", ""])
-            knobs.append({"weight_bits": bits, "lanes": lanes, "cycles": c,
+            rows.append([bits, lanes, "yes" if pipe else "no", f"{100 * acc:.2f}",
+                         f"{exact_s} / {ns}", c, "does not fit the HX8K", "", "", "", "", "",
+                         "", ""])
+            knobs.append({"weight_bits": bits, "lanes": lanes, "pipeline": pipe, "cycles": c,
                           "identical_logits": exact_s, "synth": None,
                           "synth_error": err.message.splitlines()[0]})
+            _write_knobs(args, out, rows, knobs, graphs)
             continue
         say(f"{bits}-bit, lanes {lanes}: synthesized in {time.perf_counter() - t:.0f} s: {rep}")
         ips = rep.fmax_mhz * 1e6 / c
-        rows.append([bits, lanes, f"{100 * acc:.2f}", f"{exact_s} / {ns}", c, rep.luts, rep.ffs,
+        rows.append([bits, lanes, "yes" if pipe else "no", f"{100 * acc:.2f}", f"{exact_s} / {ns}",
+                     c, rep.luts, rep.ffs,
                      f"{rep.brams} / {rep.bram_total}", rep.dsps, f"{rep.lc_used} / {rep.lc_total}",
                      f"{rep.fmax_mhz:.1f}", f"{ips:,.0f}", rep.generic_cells])
-        knobs.append({"weight_bits": bits, "lanes": lanes, "cycles": c,
+        knobs.append({"weight_bits": bits, "lanes": lanes, "pipeline": pipe, "cycles": c,
                       "identical_logits": exact_s, "synth": rep.to_json(), "images_per_s": ips})
+        _write_knobs(args, out, rows, knobs, graphs)  # after every row: a partial table
+
+
+def _write_knobs(args: argparse.Namespace, out: dict[str, Any], rows: list[Any],
+                 knobs: list[Any], graphs: dict[int, Any]) -> None:
+    ns = args.small_images
     out["mlp_784_16_10"] = {"host_int8_accuracy": {str(b): v[2] for b, v in graphs.items()},
                             "accuracy_images": 10000, "images": ns, "knobs": knobs}
-    table = markdown_table(["weight bits", "MAC lanes", "accuracy % (host int8, 10,000)",
+    table = markdown_table(["weight bits", "MAC lanes", "pipelined requantize",
+                            "accuracy % (host int8, 10,000)",
                             "logits bit-identical", "cycles / inference", "SB_LUT4",
                             "flip-flops", "BRAM", "DSP", "logic cells (P&R)", "fmax MHz",
                             "images / s", "generic synth cells"], rows)
@@ -212,7 +225,9 @@ def _knobs(args: argparse.Namespace, data: Any, out: dict[str, Any]) -> None:
           f"the weight ROM (block RAM) and shrink each lane's multiplier to 8x4 bits, which "
           f"frees logic cells for more lanes. The requantize unit (a 32x32-bit multiply and "
           f"64-bit shifts, combinational in one cycle; the HX8K has no DSP blocks) bounds "
-          f"fmax; it is not pipelined.\n")
+          f"fmax unless pipelined (three register stages: lane select, multiply, "
+          f"round-shift-clamp), which costs two cycles per layer. Rows: {len(rows)} of "
+          f"{len(args.knobs.split(','))} asked.\n")
     print(md)
     if not args.no_write:
         slug = re.sub(r"[^a-z0-9]+", "-", info["cpu"].lower()).strip("-") or "cpu"

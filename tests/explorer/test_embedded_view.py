@@ -55,12 +55,12 @@ def test_cortex_m_memory_and_instructions():
 
 
 def test_fpga_cycles_resources_and_diagram():
-    """The design of test_fpga's logits test (5 lanes): its Verilator build is cached."""
+    """The design of test_fpga's logits test (5 lanes, pipelined): its build is cached."""
     from tests.targets.test_fpga import _mlp_graph, _sim
 
     _needs("fpga")
     g, rng = _mlp_graph(argmax=False)
-    prog, sim = _sim(g, 5)
+    prog, sim = _sim(g, 5, pipeline=True)
     x = rng.random((1, 20)).astype(np.float32)
     v = fpga_view(prog.info, sim.run_calls([[x]]).instructions)
     assert v["cycles"]["source"] == "verilator" and v["cycles"]["per_inference"] > 0

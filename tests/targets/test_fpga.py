@@ -37,9 +37,9 @@ def _mlp_graph(argmax: bool):
     return ptq.quantize_static(rlx.trace(logits, x), data=calib).graph, rng
 
 
-def _sim(g, parallelism):
+def _sim(g, parallelism, pipeline=False):
     _, _, lir, ctx = rlx.lower(g, target="fpga", record=False)
-    prog = TARGET.build(lir, ctx.options, parallelism=parallelism)
+    prog = TARGET.build(lir, ctx.options, parallelism=parallelism, pipeline=pipeline)
     return prog, prog.run_fn.__self__
 
 
@@ -47,9 +47,12 @@ def _sim(g, parallelism):
 @pytest.mark.parametrize("lanes", [5])
 def test_mlp_logits_bit_exact(lanes):
     """u8 asymmetric activations, per-channel requantize, relu folded into the clamp; the
-    logits (i32 accumulators dequantized on the host) equal the numpy reference's."""
+    logits (i32 accumulators dequantized on the host) equal the numpy reference's. The
+    requantize units are pipelined (three stages, done two cycles later per layer); the
+    argmax test below runs them unpipelined."""
     g, rng = _mlp_graph(argmax=False)
-    prog, sim = _sim(g, lanes)
+    prog, sim = _sim(g, lanes, pipeline=True)
+    assert prog.info["pipeline"] and ".PIPE(1)" in prog.sources["rlx_top.v"]
     ref = rlx.compile(g, target="numpy")
     xs = [rng.random((1, 20)).astype(np.float32) for _ in range(4)]
     res = sim.run_calls([[x] for x in xs])

@@ -3,7 +3,8 @@
 ``build`` applies the int8 rules of cortex-m (the strict check and the boundary), extracts the
 layer chain (layers.py), writes the Verilog project (verilog.py: ``rlx_top.v``, the layer
 module, ROM init files, the testbench) with ``RLX_FPGA_PARALLELISM`` MAC lanes per layer
-(default 8), and builds it with Verilator. ``run`` simulates one image; the Simulation behind
+(default 8; ``RLX_FPGA_PIPELINE=1`` pipelines the requantize units), and builds it with
+Verilator. ``run`` simulates one image; the Simulation behind
 it (``runtime.Simulation.run_calls``) many per launch, with cycles per inference.
 ``synth.synthesize(project)`` gives the yosys / nextpnr-ice40 report.
 """
@@ -38,7 +39,7 @@ class FpgaTarget(Int8EmbeddedTarget):
 
         return [lambda: find_tool("verilator", "RLX_VERILATOR")]
 
-    def project(self, lir: Graph, parallelism: Any = None) -> Any:
+    def project(self, lir: Graph, parallelism: Any = None, pipeline: bool | None = None) -> Any:
         """(Verilog project, datapath, firmware source) for ``lir``, without any tool."""
         from rlx_core.targets.fpga.layers import extract
         from rlx_core.targets.fpga.verilog import render
@@ -46,26 +47,30 @@ class FpgaTarget(Int8EmbeddedTarget):
         checked, src = self.firmware_source(lir)
         dp = extract(lir, checked.steps, src)
         p = parallelism or int(os.environ.get("RLX_FPGA_PARALLELISM") or DEFAULT_PARALLELISM)
-        return render(dp, p), dp, src
+        if pipeline is None:
+            pipeline = os.environ.get("RLX_FPGA_PIPELINE", "") not in ("", "0")
+        return render(dp, p, pipeline), dp, src
 
     def render_sources(self, lir: Graph) -> dict[str, str]:
         proj, _, _ = self.project(lir)
         return {n: t for n, t in proj.files.items() if n.endswith((".v", ".cpp"))}
 
-    def build(self, lir: Graph, options: Any = None, parallelism: Any = None) -> Program:
+    def build(self, lir: Graph, options: Any = None, parallelism: Any = None,
+              pipeline: bool | None = None) -> Program:
         self.require_available()
         from rlx_core.targets.fpga.runtime import Simulation
         from rlx_core.targets.fpga.toolchain import build_simulator
 
-        proj, dp, src = self.project(lir, parallelism)
+        proj, dp, src = self.project(lir, parallelism, pipeline)
         folder, hit = build_simulator(proj)
         sim = Simulation(src, dp, folder, dict(lir.param_data))
         layers = [{"k": x.k, "n": x.n, "lanes": p, "requantize": x.requant,
                    "weight_bits": x.weight_bits,
-                   "cycles": -(-x.n // p) * (x.k + 3 + p) + 2}
+                   "cycles": -(-x.n // p) * (x.k + 3 + p) + 2 + 2 * proj.pipeline}
                   for x, p in zip(dp.layers, proj.parallelism, strict=True)]
         info = {"project_dir": str(folder), "cache": "hit" if hit else "miss",
-                "parallelism": list(proj.parallelism), "layers": layers, "argmax": dp.argmax,
+                "parallelism": list(proj.parallelism), "pipeline": proj.pipeline,
+                "layers": layers, "argmax": dp.argmax,
                 "weight_bytes": sum(-(-x.k * x.n * x.weight_bits // 8) for x in dp.layers),
                 "cycles_estimate": sum(x["cycles"] for x in layers) + dp.layers[0].k + 2,
                 "source": proj.files["rlx_top.v"]}

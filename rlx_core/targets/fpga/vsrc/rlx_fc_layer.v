@@ -4,13 +4,18 @@
 // rounding exactly as the numpy reference) and relu folded into the clamp. Without REQ the
 // i32 accumulators are written out (the graph's logits).
 //
-// Cycles: ceil(N / P) groups x (K + 2 MAC pipeline + P requantize) + 1.
+// PIPE = 1 pipelines the requantize unit in three stages (lane select | 32x32 multiply |
+// round, shift, clamp), registered between, so the multiply no longer shares a cycle with the
+// rounding; the outputs trail by two cycles, and the layer's done waits for them.
+//
+// Cycles: ceil(N / P) groups x (K + 2 MAC pipeline + P requantize) + 1 (+ 2 with PIPE).
 `default_nettype none
 module rlx_fc_layer #(
     parameter integer K = 4,          // inputs
     parameter integer N = 4,          // outputs
     parameter integer P = 1,          // MAC lanes (outputs computed at once)
     parameter integer WB = 8,         // weight bits in the ROM (8, or 4 for weights in [-8, 7])
+    parameter integer PIPE = 0,       // 1: a three-stage requantize pipeline (higher fmax)
     parameter integer XS = 0,         // input values are signed (i8) rather than u8
     parameter integer REQ = 1,        // requantize to 8 bits (else write the i32 accumulators)
     parameter integer ZP = 0,         // output zero point
@@ -49,7 +54,7 @@ module rlx_fc_layer #(
         end
     end
 
-    localparam [2:0] IDLE = 0, LOADB = 1, MAC = 2, DRAIN = 3, REQS = 4;
+    localparam [2:0] IDLE = 0, LOADB = 1, MAC = 2, DRAIN = 3, REQS = 4, FLUSH = 5;
     reg [2:0] state;
     reg [31:0] g, k, lane;
     reg [31:0] waddr;
@@ -71,29 +76,53 @@ module rlx_fc_layer #(
 
     wire signed [31:0] xval = XS ? {{24{x_data[7]}}, x_data} : {24'd0, x_data};
 
-    // ---- TFLite MultiplyByQuantizedMultiplier on lane `lane` (combinational) ----
-    wire signed [31:0] racc   = acc[lane];
-    wire signed [31:0] rmult  = mword[32*lane +: 32];
-    wire signed [7:0]  rshift = sword[8*lane +: 8];
+    // ---- TFLite MultiplyByQuantizedMultiplier on lane `lane` ----
+    // PIPE = 0: one combinational path. PIPE = 1: stage 0 registers the lane's operands
+    // (p0_*), stage 1 the 64-bit product (p1_*), stage 2 rounds, shifts and clamps into y.
+    reg               p0_v, p1_v;
+    reg [NW-1:0]      p0_a, p1_a;
+    reg signed [31:0] p0_acc, p0_mult, p1_acc;
+    reg signed [7:0]  p0_shift;
+    reg signed [63:0] p1_ab;
+    reg [6:0]         p1_right;
+    reg [1:0]         flush;
+    wire signed [31:0] racc   = PIPE ? p0_acc : acc[lane];
+    wire signed [31:0] rmult  = PIPE ? p0_mult : mword[32*lane +: 32];
+    wire signed [7:0]  rshift = PIPE ? p0_shift : sword[8*lane +: 8];
     wire [5:0] left  = rshift > 0 ? rshift[5:0] : 6'd0;
     wire [6:0] right = rshift > 0 ? 7'd0 : (-rshift);
     wire signed [31:0] xs  = racc <<< left;                          // wraps in 32 bits
-    wire signed [63:0] ab  = xs * rmult;
+    wire signed [63:0] ab1 = xs * rmult;
+    wire signed [63:0] ab  = PIPE ? p1_ab : ab1;
+    wire [6:0]        right2 = PIPE ? p1_right : right;
     wire signed [63:0] v   = ab + (ab >= 0 ? 64'sd1073741824 : -64'sd1073741823);
     wire signed [63:0] h   = v >= 0 ? (v >>> 31) : -((-v) >>> 31);  // truncate toward zero
-    wire signed [63:0] mask = (64'sd1 <<< right) - 64'sd1;
+    wire signed [63:0] mask = (64'sd1 <<< right2) - 64'sd1;
     wire signed [63:0] rem = h & mask;
     wire signed [63:0] thr = (mask >>> 1) + (h < 0 ? 64'sd1 : 64'sd0);
-    wire signed [63:0] q   = (h >>> right) + (rem > thr ? 64'sd1 : 64'sd0) + ZP;
+    wire signed [63:0] q   = (h >>> right2) + (rem > thr ? 64'sd1 : 64'sd0) + ZP;
     wire signed [31:0] clamped = q < LO ? LO : q > HI ? HI : q[31:0];
 
     integer i;
     always @(posedge clk) begin
         done <= 1'b0;
         y_we <= 1'b0;
+        p0_v <= 1'b0;
+        if (PIPE) begin                    // stages 1 and 2 advance every cycle
+            p1_v <= p0_v;
+            p1_a <= p0_a;
+            p1_ab <= ab1;
+            p1_right <= right;
+            p1_acc <= p0_acc;
+            y_we <= p1_v;
+            y_addr <= p1_a;
+            y_data <= REQ ? clamped : p1_acc;
+        end
         if (rst) begin
             state <= IDLE;
             mac_en <= 1'b0;
+            p1_v <= 1'b0;
+            y_we <= 1'b0;
         end else begin
             case (state)
             IDLE: if (start) begin
@@ -130,7 +159,13 @@ module rlx_fc_layer #(
                 state <= REQS;
             end
             REQS: begin
-                if (g * P + lane < N) begin
+                if (PIPE) begin            // stage 0: this lane's operands
+                    p0_v <= g * P + lane < N;
+                    p0_a <= g * P + lane;
+                    p0_acc <= acc[lane];
+                    p0_mult <= mword[32*lane +: 32];
+                    p0_shift <= sword[8*lane +: 8];
+                end else if (g * P + lane < N) begin
                     y_we <= 1'b1;
                     y_addr <= g * P + lane;
                     y_data <= REQ ? clamped : acc[lane];
@@ -140,10 +175,19 @@ module rlx_fc_layer #(
                 end else if (g + 1 < G) begin
                     g <= g + 1;
                     state <= LOADB;
+                end else if (PIPE) begin
+                    flush <= 0;
+                    state <= FLUSH;
                 end else begin
                     done <= 1'b1;
                     state <= IDLE;
                 end
+            end
+            FLUSH: begin                   // the last lane leaves stage 2 with done
+                if (flush == 1) begin
+                    done <= 1'b1;
+                    state <= IDLE;
+                end else flush <= flush + 1;
             end
             default: state <= IDLE;
             endcase
