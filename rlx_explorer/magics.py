@@ -38,7 +38,8 @@ class MagicUsageError(RlxError):
 
 
 FLAGS = ("flags: --target T[,T] --fn NAME --dtype D --policy P --view V --html OUT "
-         "--no-devices --calibrate --ranks N [--micro M --schedule 1f1b|gpipe]")
+         "--no-devices --calibrate --ranks N [--micro M --schedule 1f1b|gpipe "
+         "--timeline RUN.json]")
 
 
 class CellTargetError(MagicUsageError):
@@ -60,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--ranks", type=int, default=None)
     ap.add_argument("--micro", type=int, default=4)
     ap.add_argument("--schedule", default="1f1b", choices=("1f1b", "gpipe"))
+    ap.add_argument("--timeline", default=None)  # a run's measured timeline (ranks view)
     return ap
 
 
@@ -241,7 +243,7 @@ def run_cell(line: str, cell: str, ns: dict[str, Any], shell: Any = None) -> lis
 
         _show_note(chosen.note())
         _show(HTML(ranks_view(chosen.fn, inputs, args.ranks, args.micro, args.schedule,
-                              chosen.name)))
+                              chosen.name, timeline=args.timeline)))
         return []
     status = _status()
     try:
@@ -261,8 +263,10 @@ def run_cell(line: str, cell: str, ns: dict[str, Any], shell: Any = None) -> lis
 
 
 def ranks_view(fn: Callable[..., Any], inputs: tuple[Any, ...], ranks: int, micro: int,
-               kind: str, name: str) -> str:
-    """``%%rlx --ranks N``: the static distributed view of ``fn`` as HTML (no MPI)."""
+               kind: str, name: str, timeline: str | None = None) -> str:
+    """``%%rlx --ranks N``: the static distributed view of ``fn`` as HTML (no MPI); with
+    ``--timeline RUN.json`` (written by a real run, rlx_core/distributed/timeline.py) its
+    measured pipeline timeline next to the simulated one."""
     import rlx_core as rlx
     from rlx_core.distributed.tensor_parallel import auto_plan, partition
     from rlx_explorer.views.distributed import distributed_html, partition_view, simulate_schedule
@@ -278,7 +282,17 @@ def ranks_view(fn: Callable[..., Any], inputs: tuple[Any, ...], ranks: int, micr
     note = (f"{ranks} stages, {micro} micro-batches, {kind}, simulated (forward 1, backward 2 "
             f"units); ideal (p-1)/(m+p-1) = {(ranks - 1) / (micro + ranks - 1):.3f}")
     title = f"{name} on {ranks} ranks" + ("" if view else " (no Megatron layer pair to split)")
-    return distributed_html(view, events, title=title, pipeline_note=note)
+    measured = None
+    if timeline is not None:
+        from rlx_core.distributed.timeline import read_timeline
+
+        try:
+            measured = read_timeline(timeline)
+        except (OSError, ValueError) as err:
+            raise MagicUsageError(f"%%rlx --timeline {timeline}: {err}",
+                                  hint="pass the file a run wrote with RLX_DIST_TIMELINE=FILE "
+                                       "(or PipelineStep(timeline=FILE))") from None
+    return distributed_html(view, events, title=title, pipeline_note=note, measured=measured)
 
 
 def _status() -> Any:

@@ -15,7 +15,9 @@ the full batch's.
 
 Sends are non-blocking (completed, with the deadline, at the end of the step) and receives
 wait with the deadline, so no schedule deadlocks and a dead peer is RLX-N001, not a hang.
-Every action is timed: ``step.timeline`` feeds the bubble measurement and the explorer.
+Every action is timed: ``step.timeline`` feeds the bubble measurement and the explorer
+(``timeline=`` / ``$RLX_DIST_TIMELINE``: rank 0 writes every rank's spans to a file after
+each step, distributed/timeline.py).
 """
 
 from __future__ import annotations
@@ -112,12 +114,13 @@ class PipelineStep:
     def __init__(self, stage_fns: Sequence[Callable[..., Any]], params: Sequence[Any],
                  loss_fn: Callable[[Any, Any], Any], x: Any, labels: Any, *, lr: float,
                  micro: int, kind: str = "1f1b", comm: Communicator | None = None,
-                 target: str = "numpy"):
+                 target: str = "numpy", timeline: str | None = None):
         import numpy as np
 
         import rlx_core.api as api
         from rlx_core.autodiff.api import value_and_grad
         from rlx_core.autodiff.pytree import flatten, unflatten
+        from rlx_core.distributed.timeline import timeline_path
         from rlx_core.frontend.tracer import trace
         from rlx_core.ir.dtypes import to_numpy_name
 
@@ -174,6 +177,9 @@ class PipelineStep:
                                     target=target)
         self.timeline: list[Event] = []
         self.losses: list[float] = []
+        self.steps = 0
+        # where rank 0 writes each step's measured timeline (``timeline=``, $RLX_DIST_TIMELINE)
+        self.timeline_file = timeline_path(timeline)
 
     def __call__(self, x: Any, labels: Any) -> float | None:
         """One step on the full batch (every rank passes it; stage 0 reads ``x``, the last
@@ -224,6 +230,11 @@ class PipelineStep:
         self.params = [(p - scale * g).astype(p.dtype) for p, g in zip(self.params, grads,
                                                                      strict=True)]
         self.step_time = time.perf_counter() - t0
+        self.steps += 1
+        if self.timeline_file is not None:
+            from rlx_core.distributed.timeline import write_timeline
+
+            write_timeline(self, self.timeline_file)
         if last:
             self.losses.append(loss_sum / self.micro)
             return self.losses[-1]

@@ -98,8 +98,10 @@ def timeline_svg(events: Sequence[dict[str, Any]], width: int = 720, row: int = 
 
 def distributed_html(view: dict[str, Any] | None = None,
                      events: Sequence[dict[str, Any]] | None = None,
-                     title: str = "", pipeline_note: str = "") -> str:
-    """The whole view as one HTML fragment."""
+                     title: str = "", pipeline_note: str = "",
+                     measured: dict[str, Any] | None = None) -> str:
+    """The whole view as one HTML fragment; ``measured`` is a real run's timeline record
+    (rlx_core/distributed/timeline.py), drawn under the static one on its own time axis."""
     esc = html.escape
     parts = [f"<div class='rlx-distributed' style='font:12px sans-serif'>"
              f"<h3 style='margin:4px 0'>{esc(title)}</h3>"]
@@ -123,11 +125,26 @@ def distributed_html(view: dict[str, Any] | None = None,
                 "</details></div>")
         parts.append("</div>")
     if events:
-        parts.append(f"<p>pipeline: {esc(pipeline_note)}; bubble {bubble_of(events):.3f}</p>")
+        parts.append(f"<p><b>static</b> pipeline: {esc(pipeline_note)}; bubble "
+                     f"{bubble_of(events):.3f}</p>")
         parts.append(timeline_svg(events))
+    if measured is not None:
+        parts.append(measured_html(measured))
     parts.append("</div>")
     return "".join(parts)
 
 
+def measured_html(record: dict[str, Any]) -> str:
+    """A real run's timeline: the spans per rank (seconds), each rank's measured idle fraction
+    of its step next to the ideal (p-1)/(m+p-1)."""
+    per_rank = ", ".join(f"rank {r['rank']} {r['bubble']:.3f} of {r['step_s'] * 1e3:.1f} ms"
+                         for r in record["ranks"])
+    note = (f"<p><b>measured</b> run: {record['stages']} stages, {record['micro']} "
+            f"micro-batches, {html.escape(record['schedule'])}, step {record['step']}; bubble "
+            f"measured {record['bubble_measured']:.3f} ({per_rank}), ideal (p-1)/(m+p-1) = "
+            f"{record['bubble_ideal']:.3f}</p>")
+    return note + timeline_svg(record["events"])
+
+
 __all__ = ["partition_view", "simulate_schedule", "bubble_of", "timeline_svg",
-           "distributed_html"]
+           "distributed_html", "measured_html"]

@@ -47,11 +47,46 @@ def test_bad_pipelines_are_typed_errors(call, words) -> None:
 
 
 @pytest.mark.parametrize("kind", ["1f1b", "gpipe"])
-def test_mlp_training_on_two_stages_equals_one_process(kind: str) -> None:
-    done = run_ranks(2, "pipeline.py", kind)
+def test_mlp_training_on_two_stages_equals_one_process(kind: str, tmp_path, monkeypatch) -> None:
+    run = tmp_path / "run.json"  # the runtime writes the measured timeline here (rank 0)
+    done = run_ranks(2, "pipeline.py", kind, env={"RLX_DIST_TIMELINE": str(run)})
     assert done.returncode == 0, done.stdout + done.stderr
     for rank in (0, 1):
         assert f"rank {rank}/2: PP=2 {kind} over 4 micro-batches" in done.stdout
     if kind == "1f1b":
         assert "schedule F0 F1 B0 F2 B1 F3 B2 B3;" in done.stdout  # stage 0's warm-up
     print(done.stdout)
+    _check_measured_timeline(run, kind, monkeypatch)
+
+
+def _check_measured_timeline(run, kind: str, monkeypatch) -> None:
+    """The file a real run wrote: every rank's spans of the last step, and the explorer's
+    ``%%rlx --ranks 2 --timeline`` view showing it next to the static timeline."""
+    from rlx_core.distributed.timeline import read_timeline
+    from rlx_explorer import magics
+
+    record = read_timeline(run)
+    assert (record["schedule"], record["stages"], record["micro"], record["step"]) == (
+        kind, 2, 4, 10)
+    assert record["bubble_ideal"] == pytest.approx(0.2)
+    assert 0.0 <= record["bubble_measured"] < 1.0
+    for rank in (0, 1):
+        mine = [e for e in record["events"] if e["rank"] == rank]
+        assert sorted((e["kind"], e["micro"]) for e in mine) == sorted(
+            [("F", i) for i in range(4)] + [("B", i) for i in range(4)])
+        assert all(0.0 <= e["start"] <= e["end"] for e in mine)
+    if kind == "1f1b":  # stage 0 runs its actions in the schedule's order
+        order = [(e["kind"], e["micro"]) for e in record["events"] if e["rank"] == 0]
+        assert order == schedule("1f1b", 0, 2, 4)
+    shown = []
+    monkeypatch.setattr(magics, "_show", shown.append)
+    cell = ("import numpy as np\nfrom rlx_core.models.mlp import init_mlp, mlp_logits\n"
+            "P = init_mlp((12, 32, 16, 5), seed=3)\n"
+            "def model(x):\n    return mlp_logits(P, x)\n"
+            "def example_inputs():\n    return (np.ones((4, 12), np.float32),)\n")
+    assert magics.run_cell(f"--ranks 2 --micro 4 --schedule {kind} --timeline {run}", cell,
+                           {}) == []
+    page = shown[-1].data
+    assert "<b>static</b> pipeline" in page and "<b>measured</b> run: 2 stages" in page
+    assert f"bubble measured {record['bubble_measured']:.3f}" in page
+    assert "ideal (p-1)/(m+p-1) = 0.200" in page and page.count("<svg") == 2
