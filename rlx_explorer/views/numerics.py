@@ -5,7 +5,8 @@ quantization (or a narrowing cast) enters and how the error grows downstream.
 The oracle is the same HIR graph evaluated node by node on the numpy reference with every
 float widened to f64 (``oracle="f64"``) or f32, and with precision-losing steps made
 transparent: a float -> float ``cast`` passes its input on, ``quantize`` passes on the real
-value it would round (so the oracle is the model without quantization), ``dequantize`` of such
+value it would round, saturated to the range its integers represent (so the oracle is the
+model without the rounding; the fraction clipped is reported per quantize node), ``dequantize`` of such
 a value passes it on, and layout ops (reshape, transpose, slices, max pooling...) carry it.
 An op of the integer domain (``int_linear``, ``requantize``) has no real-valued counterpart
 there, so it and what it feeds have no oracle value; integer values outside quantization
@@ -98,10 +99,12 @@ class _Oracle:
                 continue
             carried = [self.real.get(i, False) for i in n.inputs]
             try:
-                if n.op == "quantize" or (n.op == "cast" and n.type.dtype.name in FLOATS
-                                          and g.type_of(n.inputs[0]).dtype.name in FLOATS):
+                if n.op == "quantize":
+                    self.env[name] = _saturated(n, ins)
+                    self.real[name] = True
+                elif n.op == "cast" and n.type.dtype.name in FLOATS \
+                        and g.type_of(n.inputs[0]).dtype.name in FLOATS:
                     self.env[name] = ins[0]
-                    self.real[name] = n.op == "quantize"
                 elif n.op == "dequantize" and carried[0]:
                     self.env[name] = ins[0]
                 elif any(carried):
@@ -131,6 +134,21 @@ class _Oracle:
         if t.dtype.name in FLOATS:
             return np.asarray(x, dtype=np.float64 if self.dtype == dt.f64 else np.float32)
         return np.asarray(x)
+
+
+def _saturated(n: Node, ins: list[Any]) -> Any:
+    """The oracle of ``quantize``: its input unrounded but saturated to the real range the
+    integers represent (a relu that ONNX Runtime folded into the quantize's clamp stays a
+    relu; the clipped fraction is reported on its own)."""
+    from rlx_core.ir.ops.quant import qrange
+    from rlx_core.targets.numpy_ref.quant_semantics import along
+
+    np = _np()
+    x, s, z = (np.asarray(v, np.float64) for v in ins)
+    lo, hi = qrange(n.type.dtype)
+    axis = int(n.attr("axis", -1))
+    s, z = along(s, x.ndim, axis), along(z, x.ndim, axis)
+    return np.clip(x, (lo - z) * s, (hi - z) * s)
 
 
 def _qparams(g: Graph, env: dict[str, Any]) -> dict[str, tuple[float, float]]:
@@ -295,8 +313,9 @@ def numerics_view(g: Graph, args: Sequence[Any], targets: Sequence[str] = ("nump
         if want is not None:
             row["stats"] = _stats(want)
             clip = _clip_range(n, qp)
-            if clip is not None:
-                w = np.asarray(want, np.float64)
+            seen = ora.env.get(n.inputs[0]) if n.inputs else None
+            if clip is not None and seen is not None:  # what the quantize was given
+                w = np.asarray(seen, np.float64)
                 row["clip"] = {"range": clip, "clipped": float(((w < clip[0]) |
                                                                  (w > clip[1])).mean())}
         for t, vals in runs.items():

@@ -112,3 +112,33 @@ def test_notebook_widget_carries_the_lens() -> None:
     w = ex.widget()
     assert json.loads(w.data)["numerics"]["present"]
     assert "VIEWS.numerics" in w._esm  # the widget runs the same viewer parts
+
+
+def test_qdq_model_oracle_keeps_the_clamp_a_relu_was_folded_into() -> None:
+    """An ONNX QDQ model whose u8 zero point 0 stands for a relu (as ONNX Runtime writes
+    it): the oracle saturates like the quantize, so only the rounding counts as error, and
+    the clipped fraction (the negatives) is reported on the quantize node."""
+    pytest.importorskip("onnx", reason="the onnx package is not installed")
+    from onnx import helper, numpy_helper
+
+    w = (RNG.standard_normal((16, 8)) * 0.3).astype(np.float32)
+    inits = [numpy_helper.from_array(a, n) for n, a in (
+        ("W", w), ("sx", np.array(0.03, np.float32)), ("zx", np.array(128, np.uint8)),
+        ("sy", np.array(0.02, np.float32)), ("zy", np.array(0, np.uint8)))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("MatMul", ["xd", "W"], ["h"]),
+             helper.make_node("QuantizeLinear", ["h", "sy", "zy"], ["hq"]),
+             helper.make_node("DequantizeLinear", ["hq", "sy", "zy"], ["y"])]
+    g = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", 1, [4, 16])],
+                          [helper.make_tensor_value_info("y", 1, [4, 8])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    x = (RNG.standard_normal((4, 16)) * 0.5).astype(np.float32)
+    v = numerics_view(rlx.from_onnx(m), (x,), ("numpy", "cpu"))
+    quant = [r for r in v["nodes"] if r["op"] == "quantize"]
+    assert len(quant) == 2 and all(r["entry"] for r in quant)
+    assert 0.2 < quant[1]["clip"]["clipped"] < 0.8  # about half of h is negative
+    assert quant[1]["clip"]["range"][0] == 0.0
+    out = v["nodes"][-1]
+    for t in ("numpy", "cpu"):
+        assert 0 < out["errors"][t]["rel"] < 0.05  # rounding only, not the relu
