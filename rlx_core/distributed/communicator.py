@@ -215,7 +215,8 @@ class Communicator:
     def _disjoint(recv: Any, send: Any, what: str, in_place_ok: bool = False) -> None:
         # MPI forbids aliased send and receive buffers; only the exact same memory is
         # MPI_IN_PLACE (all_reduce), and no copy is made to work around an overlap
-        if _numpy().shares_memory(recv, send):
+        np = _numpy()
+        if np.may_share_memory(recv, send) and np.shares_memory(recv, send):
             raise CollectiveArgumentError(
                 f"{what} out= overlaps its input" + (" partially" if in_place_ok else ""),
                 hint=("pass out=x (in place), or a separate array" if in_place_ok
@@ -270,10 +271,16 @@ def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _numpy() -> Any:
-    import numpy as np  # the host array layer; optional for rlx_core as a whole
+_NP: Any = None
 
-    return np
+
+def _numpy() -> Any:
+    global _NP
+    if _NP is None:
+        import numpy as np  # the host array layer; optional for rlx_core as a whole
+
+        _NP = np
+    return _NP
 
 
 _WORLD: Communicator | None = None

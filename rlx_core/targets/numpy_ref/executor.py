@@ -109,14 +109,25 @@ class ArenaRunner:
         self.peak = plan.peak_bytes if plan is not None else 0
         self.offsets = {s.value: s.offset for s in plan.slots} if plan is not None else {}
         self.returned = set(lir.outputs)
-        self.collective = [self._collective(k) for k in lir.kernels]
+        # per kernel: None, or a collective's fixed facts (read once, not per call)
+        self.collective = [_CollectiveKernel(k.nodes[0], self.offsets, self.returned)
+                           if self._collective(k) else None for k in lir.kernels]
+        # inputs whose host form is a plain array (not bf16 / i4): passed as they are when
+        # they already are C-contiguous arrays of that shape and dtype (no conversion to do)
+        self.plain_inputs = None if lir.params or any(
+            v.type.dtype.name in ("bf16", "i4") for v in lir.inputs) else [
+            (v.name, v.type.shape, np.dtype(host_dtype(v.type.dtype))) for v in lir.inputs]
+        self.out_specs = {o: (self.types[o].shape, np.dtype(host_dtype(self.types[o].dtype)))
+                          for o in lir.outputs}
 
     def run(self, inputs: Sequence[Any], params: dict[str, Any],
             outs: Sequence[np.ndarray | None] | None = None) -> list[np.ndarray]:
         """The graph outputs; ``outs`` (optional, one per output, None for a fresh array) are
         caller buffers the outputs are written into (and returned)."""
-        env = bind(self.g, inputs, params)  # caller-owned values: inputs and parameters
-        arena = np.zeros(self.peak, dtype=np.uint8)
+        env = self._bind_as_is(inputs, params)
+        if env is None:
+            env = bind(self.g, inputs, params)  # caller-owned values: inputs and parameters
+        arena = np.zeros(self.peak, dtype=np.uint8) if self.peak else _NO_ARENA
         owned: dict[str, np.ndarray] = {}  # graph outputs, and every value when there is no plan
         dest = self._destinations(outs)
         fresh: set[str] = set()  # outputs already in their own new or caller buffer
@@ -127,8 +138,8 @@ class ArenaRunner:
             return owned[name] if name in owned else env[name]
 
         for k, collective in zip(self.g.kernels, self.collective, strict=True):
-            if collective:
-                self._run_collective(k.nodes[0], arena, read, owned, dest, fresh)
+            if collective is not None:
+                self._run_collective(collective, arena, read, owned, dest, fresh)
                 continue
             local: dict[str, np.ndarray] = {}
             for n in k.nodes:
@@ -141,6 +152,21 @@ class ArenaRunner:
                     owned[o] = np.array(local[o], copy=True)  # never a view of an operand
         return self._results(read, dest, fresh)
 
+    def _bind_as_is(self, inputs: Sequence[Any],
+                    params: dict[str, Any]) -> dict[str, np.ndarray] | None:
+        """The inputs by name when each is already its host form (what ``bind`` would pass
+        through unchanged), else None; the per-call cost of a small program's arguments."""
+        plain = self.plain_inputs
+        if plain is None or params or len(inputs) != len(plain):
+            return None
+        env = {}
+        for a, (name, shape, dtype) in zip(inputs, plain, strict=True):
+            if not (type(a) is np.ndarray and a.shape == shape and a.dtype == dtype
+                    and a.flags.c_contiguous):
+                return None
+            env[name] = a
+        return env
+
     def _destinations(self, outs: Sequence[np.ndarray | None] | None) -> dict[str, np.ndarray]:
         if outs is None:
             return {}
@@ -151,13 +177,12 @@ class ArenaRunner:
         for name, buf in zip(self.g.outputs, outs, strict=True):
             if buf is None:
                 continue
-            t = self.types[name]
-            if not (isinstance(buf, np.ndarray) and buf.shape == t.shape
-                    and buf.dtype == host_dtype(t.dtype) and buf.flags.c_contiguous
-                    and buf.flags.writeable):
+            shape, dtype = self.out_specs[name]
+            if not (isinstance(buf, np.ndarray) and buf.shape == shape and buf.dtype == dtype
+                    and buf.flags.c_contiguous and buf.flags.writeable):
                 raise ArgumentError(
                     f"out= for output %{name} must be a writable C-contiguous "
-                    f"{host_dtype(t.dtype).name}{list(t.shape)} array",
+                    f"{dtype.name}{list(shape)} array",
                     hint="allocate it with np.empty(shape, dtype) once and pass it every call")
             if name in dest:
                 raise ArgumentError(f"output %{name} is returned twice; pass out= once")
@@ -182,34 +207,52 @@ class ArenaRunner:
     def _collective(k: Any) -> bool:
         return len(k.nodes) == 1 and k.nodes[0].op in COLLECTIVE_OPS
 
-    def _run_collective(self, n: Any, arena: np.ndarray, read: Any,
+    def _run_collective(self, c: _CollectiveKernel, arena: np.ndarray, read: Any,
                         owned: dict[str, np.ndarray], dest: dict[str, np.ndarray],
                         fresh: set[str]) -> None:
         """A collective kernel with its result buffer handed to MPI: the arena slot (when its
         storage form is the host form) or the output array, so nothing is copied after."""
-        t = n.type
-        plain = t.dtype.name not in ("bf16", "i4")  # storage form = host form (a view)
-        if n.name in self.offsets and plain:
-            target = load(arena, self.offsets[n.name], t)  # a writable view of the slot
-        elif n.name in self.returned and plain and n.op != "replicate":
-            target = dest.get(n.name)
+        if c.slot is not None:
+            target = load(arena, c.slot, c.type)  # a writable view of the slot
+        elif c.to_output:
+            target = dest.get(c.name)
             if target is None:
-                target = np.empty(t.shape, host_dtype(t.dtype))
+                target = np.empty(c.type.shape, c.host)
         else:
             target = None
         # imported on use: the communicator needs mpi4py, which plain numpy runs never load
         from rlx_core.distributed.collective_exec import run_collective
 
-        value = finish(run_collective(n.op, n.a, [read(i) for i in n.inputs], t, out=target), t)
+        value = run_collective(c.op, c.attrs, [read(i) for i in c.inputs], c.type, out=target)
         in_target = target is not None and _same_bytes(value, target)
-        if n.name in self.offsets:
+        if not in_target:
+            value = finish(value, c.type)
+        if c.name in self.offsets:
             if not in_target:
-                store(arena, self.offsets[n.name], value, self.types[n.name])
+                store(arena, self.offsets[c.name], value, c.type)
         elif in_target:
-            owned[n.name] = target
-            fresh.add(n.name)
+            owned[c.name] = target
+            fresh.add(c.name)
         else:
-            owned[n.name] = np.array(value, copy=True)
+            owned[c.name] = np.array(value, copy=True)
+
+
+class _CollectiveKernel:
+    """What the runner needs of a one-node collective kernel, read from the node once: its
+    result goes straight into an arena slot (``slot``) or an output array (``to_output``)
+    when the value's storage form is its host form (not bf16 / i4)."""
+
+    def __init__(self, n: Any, offsets: dict[str, int], returned: set[str]):
+        self.name, self.op, self.attrs, self.type = n.name, n.op, n.a, n.type
+        self.inputs = tuple(n.inputs)
+        self.host = np.dtype(host_dtype(self.type.dtype))
+        plain = self.type.dtype.name not in ("bf16", "i4")
+        self.slot = offsets[self.name] if plain and self.name in offsets else None
+        self.to_output = (plain and self.slot is None and self.name in returned
+                          and self.op != "replicate")
+
+
+_NO_ARENA = np.zeros(0, dtype=np.uint8)  # a program with no arena slots reads none
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
