@@ -212,7 +212,8 @@ var<workgroup> stage: array<array<f32, 9>, {WG}>;
   }}
   if (inside) {{
     var o = C + T * vec3f({bg[0]!r}, {bg[1]!r}, {bg[2]!r});
-    if (flags[1] != 0u) {{ o = vec3f(bitcast<f32>(0x7fc00000u)); }}
+    // NaN from a runtime value: Tint (Chrome) rejects a constant NaN, naga does not
+    if (flags[1] != 0u) {{ o = vec3f(bitcast<f32>(0x7fc00000u | flags[1])); }}
     let p = 3u * (py * {w}u + px);
     img[p] = o.x; img[p + 1u] = o.y; img[p + 2u] = o.z;
   }}
@@ -321,7 +322,7 @@ var<workgroup> red: array<array<f32, 9>, {WG}>;
     }}
   }}
   let o = 11u * i;
-  let nan = bitcast<f32>(0x7fc00000u);
+  let nan = bitcast<f32>(0x7fc00000u | flags[1]);  // not a constant: Tint rejects one
   let bad = flags[1] != 0u;
   var cols = array<u32, 9>(0u, 1u, 2u, 3u, 4u, 7u, 8u, 9u, 10u);
   for (var q = 0u; q < 9u; q = q + 1u) {{ outp[o + cols[q]] = select(acc[q], nan, bad); }}
