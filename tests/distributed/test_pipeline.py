@@ -90,3 +90,15 @@ def _check_measured_timeline(run, kind: str, monkeypatch) -> None:
     assert "<b>static</b> pipeline" in page and "<b>measured</b> run: 2 stages" in page
     assert f"bubble measured {record['bubble_measured']:.3f}" in page
     assert "ideal (p-1)/(m+p-1) = 0.200" in page and page.count("<svg") == 2
+
+
+@pytest.mark.slow
+def test_tensor_and_pipeline_parallel_combined_on_four_ranks() -> None:
+    # TP=2 x PP=2: each stage a Megatron pair over its TP group, 1F1B between the stages
+    done = run_ranks(4, "tp_pp.py", timeout_s=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for rank in range(4):
+        stage, shard = divmod(rank, 2)
+        assert (f"rank {rank}/4: TP=2 x PP=2 (stage {stage}, shard {shard}) 1f1b over 4 "
+                "micro-batches vs 1 process after 10 steps") in done.stdout
+    print(done.stdout)
