@@ -324,6 +324,20 @@ def conv2d(node: Node, ins: list[Value], b: Builder) -> Value:
     return y
 
 
+def conv2d_fused(node: Node, ins: list[Value], b: Builder) -> Value:
+    """act(conv2d(x, w, b) + residual): the convolution above, then its epilogue."""
+    residual = bool(node.attr("residual"))
+    y = conv2d(node, ins[:len(ins) - int(residual)], b)
+    if residual:
+        y = b.emit("add", [y, ins[-1]])
+    act = str(node.attr("act"))
+    if act in ("max", "clip"):
+        y = b.emit("max", [y, const(b, float(node.attr("lo")), y)])
+    if act in ("min", "clip"):
+        y = b.emit("min", [y, const(b, float(node.attr("hi")), y)])
+    return y
+
+
 def _depthwise(b: Builder, x: Value, w: Value, stride: tuple[int, ...],
                padding: tuple[int, ...], dilation: tuple[int, ...],
                out_hw: tuple[int, int]) -> Value:
@@ -404,6 +418,7 @@ DECOMPOSITIONS: dict[str, Decomposition] = {
     "attention": attention,
     "embedding": embedding,
     "conv2d": conv2d,
+    "conv2d_fused": conv2d_fused,
     "max_pool2d": max_pool2d,
     "avg_pool2d": avg_pool2d,
     "rsqrt": rsqrt,

@@ -425,6 +425,10 @@ def _remap(src: ConstData, out: TensorType, source_index: Callable[[list[int]], 
     """An output whose element at each multi-index is ``src`` at ``source_index(index)``."""
     if src.is_splat:
         return ConstData(out.dtype, out.shape, src.value)
+    if len(src.elements()) == 1:
+        # one element (an ONNX scalar constant, as Clip's bounds): the result is a splat; a
+        # tuple would be materialised and read by every kernel using it
+        return ConstData(out.dtype, out.shape, src.elements()[0])
     if out.size > MAX_ELEMENTS:
         raise NotFoldable("result too large to fold")
     elems = src.elements()

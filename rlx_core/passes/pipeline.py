@@ -12,6 +12,7 @@ from rlx_core.ir.verifier import verify
 from rlx_core.passes.algebraic_simplify import AlgebraicSimplify
 from rlx_core.passes.base import PassContext
 from rlx_core.passes.constant_fold import ConstantFold
+from rlx_core.passes.conv_epilogue import ConvEpilogue
 from rlx_core.passes.cse import CSE
 from rlx_core.passes.dce import DCE
 from rlx_core.passes.fuse import Fuse
@@ -32,6 +33,8 @@ def default_pipeline() -> tuple[Any, ...]:
         AlgebraicSimplify(),
         # merge repeated subexpressions (decompositions repeat broadcasts of one constant)
         CSE(),
+        # a convolution the target keeps whole takes its bias / residual / ReLU into its store
+        ConvEpilogue(),
         # drop what no output needs
         DCE(),
         # group MIR into kernels (fused loop nests): MIR -> LIR

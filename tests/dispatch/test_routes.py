@@ -101,7 +101,8 @@ def test_gelu_erf_to_tanh_needs_allow_approximate() -> None:
 def test_conv2d_im2col_matmul_rewrite_under_force_native() -> None:
     g = single("conv2d", [("f32", (2, 4, 6, 5)), ("f32", (6, 2, 3, 3)), ("f32", (6,))],
                stride=(1, 2), padding=(1, 1), groups=2)
-    r = legalize_graph(g, "cpu", CompileOptions(policy={"conv2d": "force-native"}))
+    # opencl: native matmuls, no conv kernel (cpu keeps conv2d whole, cpu/conv.py)
+    r = legalize_graph(g, "opencl", CompileOptions(policy={"conv2d": "force-native"}))
     d = r.decisions[0]
     assert (d.route, d.rule, d.policy) == ("rewritten", "conv2d_im2col_matmul", "force-native")
     assert [x.route for x in d.rejected] == ["native"]
@@ -223,7 +224,8 @@ def test_every_hir_op_legalizes_on_every_target_in_f32(target) -> None:
             assert not r.ok and r.failures[0].decision.code == "RLX-L004", r.failures
             continue
         # the CPU keeps its row ops (c_common/row_ops.py), attention (cpu/attention.py) and
-        # the int8 and int4 matmuls (cpu/igemm.py, i4gemm.py) whole; the rest decomposes
-        native = (*ROW_OPS, "attention", "int_linear", "int4_linear")
+        # the int8 and int4 matmuls (cpu/igemm.py, i4gemm.py) and the convolutions
+        # (cpu/conv.py) whole; the rest decomposes
+        native = (*ROW_OPS, "attention", "int_linear", "int4_linear", "conv2d", "conv2d_fused")
         want = "native" if target == "cpu" and op in native else "common-IR"
         assert r.ok and r.decisions[0].route == want, (op, target)

@@ -103,6 +103,7 @@ def hir_all_ops() -> Graph:
     table = inp("table", dt.f32, (10, 6), ValueKind.PARAM)
     img = inp("img", dt.f32, (1, 2, 6, 6))
     k = inp("conv.weight", dt.f32, (4, 1, 3, 3), ValueKind.PARAM)
+    kb = inp("conv.bias", dt.f32, (4,), ValueKind.PARAM)
     sc = inp("scale", dt.f32, (8,))
     zp = inp("zero_point", dt.i32, (8,))
     w8 = inp("fc.weight_q", dt.i8, (4, 8), ValueKind.PARAM)
@@ -120,6 +121,8 @@ def hir_all_ops() -> Graph:
         b.emit("attention", [q, q, q, mask], {"mask": "padding"}),
         b.emit("embedding", [ids, table]),
         b.emit("conv2d", [img, k], {"stride": (2, 2), "padding": (1, 1), "groups": 2}),
+        b.emit("conv2d_fused", [img, k, kb],
+               {"padding": (1, 1), "groups": 2, "act": "clip", "lo": 0.0, "hi": 6.0}),
         b.emit("max_pool2d", [img], {"kernel": (2, 2), "stride": (2, 2)}),
         b.emit("avg_pool2d", [img], {"kernel": (3, 3), "stride": (1, 1), "padding": (1, 1)}),
         b.emit("add", [x, x], name="x.sum"),
@@ -170,7 +173,7 @@ def hir_all_ops() -> Graph:
         "all_hir",
         Level.HIR,
         (x, q, mask, ids, img, sc, zp, *gs, gimg, am, bm, ip, ix, vals),
-        (w, bias, g8, table, k, w8, p4, s4),
+        (w, bias, g8, table, k, kb, w8, p4, s4),
         tuple(b.nodes),
         tuple(o.name for o in outs),
     )

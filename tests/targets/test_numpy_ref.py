@@ -525,6 +525,20 @@ def test_conv2d(stride, pad, dil, groups, bias) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(("act", "residual"), [("max", False), ("clip", True), ("none", True)])
+def test_conv2d_fused(act: str, residual: bool) -> None:
+    x, w, b, r = rand(2, 4, 6, 7), rand(6, 2, 3, 2), rand(6), rand(2, 6, 6, 6)
+    attrs = {"padding": (1, 0), "groups": 2, "act": act, "lo": -0.5, "hi": 0.75,
+             "residual": residual}
+    got = ev("conv2d_fused", [x, w, b] + ([r] if residual else []), **attrs)
+    want = naive_conv(*(np.asarray(t, np.float64) for t in (x, w)), np.asarray(b),
+                      (1, 1), (1, 0), (1, 1), 2)
+    want = want + np.asarray(r, np.float64) if residual else want
+    want = np.maximum(want, -0.5) if act in ("max", "clip") else want
+    want = np.minimum(want, 0.75) if act == "clip" else want
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("kind", ["max", "avg"])
 def test_pools(kind: str) -> None:
     x = rand(1, 2, 5, 6)
@@ -546,7 +560,7 @@ TESTED_ONE_BY_ONE = {
     "broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concat", "gather",
     "scatter_add", "dot_general", "iota", "constant", "linear", "layer_norm", "rms_norm",
     "softmax", "log_softmax", "gelu", "silu", "attention", "embedding", "conv2d", "max_pool2d",
-    "avg_pool2d",
+    "avg_pool2d", "conv2d_fused",
     # the quantization ops: tests/quant/ (requantize bit for bit against TFLite's C)
     "quantize", "dequantize", "requantize", "int_linear", "int4_linear",
     "fake_quantize",

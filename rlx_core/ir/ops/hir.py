@@ -132,6 +132,20 @@ def _conv2d(ins: list[T], a: dict[str, Any]) -> T:
     return T(x.dtype, (x.shape[0], w.shape[0], oh, ow))
 
 
+CONV_ACTS = ("none", "max", "min", "clip")
+
+
+def _conv2d_fused(ins: list[T], a: dict[str, Any]) -> T:
+    residual = bool(a["residual"])
+    require(len(ins) >= 2 + int(residual), "conv2d_fused", "residual=True needs a 4th input")
+    out = _conv2d(ins[:len(ins) - int(residual)], a)
+    require(a["act"] in CONV_ACTS, "conv2d_fused", f"act must be one of {CONV_ACTS}")
+    if residual:
+        require(ins[-1].shape == out.shape and ins[-1].dtype == out.dtype, "conv2d_fused",
+                f"residual {ins[-1]} must be {out}")
+    return out
+
+
 def _pool(op: str):
     def infer(ins: list[T], a: dict[str, Any]) -> T:
         x = ins[0]
@@ -173,6 +187,14 @@ def _defs() -> dict[str, OpDef]:
     add("conv2d", (2, 3), {"stride": pair((1, 1)), "padding": pair((0, 0)),
                            "dilation": pair((1, 1)), "groups": AttrSpec("int", 1)},
         _conv2d, "2-D convolution, NCHW input, OIHW weight")
+    # made by passes/conv_epilogue.py only where a target claims it (the CPU's conv kernel)
+    add("conv2d_fused", (2, 4), {"stride": pair((1, 1)), "padding": pair((0, 0)),
+                                 "dilation": pair((1, 1)), "groups": AttrSpec("int", 1),
+                                 "act": AttrSpec("str", "none"), "lo": AttrSpec("float", 0.0),
+                                 "hi": AttrSpec("float", 0.0),
+                                 "residual": AttrSpec("bool", False)},
+        _conv2d_fused, "act(conv2d(x, w, b) + residual): act is none, max(., lo), min(., hi) "
+        "or clip; residual=True: the last input is added before act")
     for op in ("max_pool2d", "avg_pool2d"):
         add(op, (1, 1), {"kernel": AttrSpec("ints"), "stride": AttrSpec("ints"),
                          "padding": pair((0, 0))}, _pool(op), f"2-D {op[:3]} pooling, NCHW")

@@ -4,7 +4,7 @@ Labelled "executes": the C renderer (rlx_core/targets/cpu/renderer.py) implement
 primitive (dot_general included) in each dtype below, and the conformance suite runs them
 against the numpy reference. Four HIR normalisations are claimed whole in f32 and f64
 (softmax, log_softmax, layer_norm, rms_norm: one row loop each, c_common/row_ops.py), and
-attention in f32 (cpu/attention.py), int_linear (the int8 GEMM, cpu/igemm.py),
+attention in f32 (cpu/attention.py), conv2d and conv2d_fused in f32 (cpu/conv.py), int_linear (the int8 GEMM, cpu/igemm.py),
 int4_linear (cpu/i4gemm.py), the splatting ops (cpu/splat.py), the dense linear algebra ops
 (LAPACK, cpu/lapack.py) and the sparse ops (CSR loops and Krylov solvers, cpu/sparse.py);
 every other HIR op, and those in other dtypes, goes common-IR. c64 runs in C99's
@@ -25,6 +25,8 @@ from rlx_core.dispatch.capabilities import (
 from rlx_core.targets.c_common.row_ops import ROW_DTYPES, ROW_OPS
 from rlx_core.targets.cpu.attention import DTYPES as ATTENTION_DTYPES
 from rlx_core.targets.cpu.attention import MASK_DTYPES
+from rlx_core.targets.cpu.conv import DTYPES as CONV_DTYPES
+from rlx_core.targets.cpu.conv import OPS as CONV_OPS
 from rlx_core.targets.cpu.i4gemm import DTYPES as I4GEMM_DTYPES
 from rlx_core.targets.cpu.igemm import DTYPES as IGEMM_DTYPES
 from rlx_core.targets.cpu.splat import DTYPES as SPLAT_DTYPES
@@ -55,6 +57,10 @@ CAPS = Capabilities(
             OpClaim(ROW_OPS, ROW_DTYPES, note="one loop over rows, each row's passes in L1"),
             OpClaim(("attention",), ATTENTION_DTYPES + MASK_DTYPES,
                     note="per (batch, head, query rows): scores, softmax and @v in L2"),
+            OpClaim(CONV_OPS, CONV_DTYPES,
+                    note="implicit GEMM on the own tile (im2col panels packed from NCHW), "
+                         "depthwise row loops; bias / residual / ReLU-clip in the store "
+                         "(cpu/conv.py)"),
             OpClaim(("int_linear",), IGEMM_DTYPES,
                     note="int8 dot products: AVX512-VNNI / AVX-VNNI picked at run time, "
                          "else AVX2 or portable C (cpu/igemm.py)"),

@@ -19,6 +19,7 @@ from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.c_common.renderer import CLikeRenderer
 from rlx_core.targets.cpu import (
     attention,
+    conv,
     i4gemm,
     igemm,
     igemm_packed,
@@ -108,12 +109,12 @@ class CpuRenderer(CLikeRenderer):
         # when no kernel calls them (parsing immintrin.h costs every compile ~0.2 s)
         impls = set(cprog.kernel_impl.values())
         unused = [] if attention.IMPL in impls else [attention.SOURCE]
-        unused += [m.SOURCE for m in (i4gemm, splat, igemm_packed) if m.IMPL not in impls]
+        unused += [m.SOURCE for m in (i4gemm, splat, igemm_packed, conv) if m.IMPL not in impls]
         if igemm.IMPL not in impls and igemm_packed.IMPL not in impls:
             unused.append(igemm.SOURCE)  # the packed GEMM uses its ISA pick
         if self.blas is not None and not any(i.startswith(lapack.IMPL) for i in impls):
             unused.append(lapack.source(self.blas.symbol_prefix))
-        if sgemm.IMPL not in impls and attention.IMPL not in impls:
+        if not impls & {sgemm.IMPL, attention.IMPL, conv.IMPL}:
             unused.append(sgemm.SOURCE)
         for text in unused:
             cut = text.count("\n")  # every kernel comes after the headers
@@ -125,6 +126,8 @@ class CpuRenderer(CLikeRenderer):
     def composite(self, env: KernelEnv, w: Writer, node: Node) -> str | None:
         if node.op == "attention":
             return attention.emit_attention(env, w, node)
+        if node.op in conv.OPS:
+            return conv.emit_conv(env, w, node)
         if node.op == "int_linear":
             return igemm.emit_int_linear(env, w, node, self.packed_int8(env, node))
         if node.op == "int4_linear":
@@ -237,8 +240,8 @@ class CpuRenderer(CLikeRenderer):
         # rlx's GEMM (its plain-C form where there is no AVX2), the attention kernel built
         # on it, the int8 GEMM and the int4 matmul; render_program drops them when unused
         # (its blocking from this machine's caches, isa.gemm_blocking)
-        threads += (isa.blocking().defines() + sgemm.SOURCE + attention.SOURCE + igemm.SOURCE
-                    + igemm_packed.SOURCE + i4gemm.SOURCE) + splat.SOURCE
+        threads += (isa.blocking().defines() + sgemm.SOURCE + attention.SOURCE + conv.SOURCE
+                    + igemm.SOURCE + igemm_packed.SOURCE + i4gemm.SOURCE) + splat.SOURCE
         if self.blas is None:
             return [threads, "/* BLAS unavailable: matmul kernels are generated loop nests */\n"]
         # LAPACK on the same library, for the dense linear algebra ops (cpu/lapack.py)

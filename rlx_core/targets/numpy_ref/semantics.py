@@ -502,6 +502,18 @@ def _conv2d(a: dict[str, Any], args: list[Array], t: TensorType) -> Array:
     return y + _f64(args[2]).reshape(1, o, 1, 1) if len(args) == 3 else y
 
 
+def _conv2d_fused(a: dict[str, Any], args: list[Array], t: TensorType) -> Array:
+    residual = bool(a["residual"])
+    y = _conv2d(a, args[:len(args) - int(residual)], t)
+    if residual:
+        y = y + _f64(args[-1])
+    if a["act"] in ("max", "clip"):
+        y = np.maximum(y, a["lo"])
+    if a["act"] in ("min", "clip"):
+        y = np.minimum(y, a["hi"])
+    return y
+
+
 def _pool(a: dict[str, Any], args: list[Array], t: TensorType, kind: str) -> Array:
     x = _f64(args[0])
     (kh, kw), (sh, sw), (ph, pw) = a["kernel"], a["stride"], a["padding"]
@@ -533,6 +545,7 @@ COMPOSITES: dict[str, OpFn] = {
     "attention": _attention,
     "embedding": _embedding,
     "conv2d": _conv2d,
+    "conv2d_fused": _conv2d_fused,
     "max_pool2d": lambda a, xs, t: _pool(a, xs, t, "max"),
     "avg_pool2d": lambda a, xs, t: _pool(a, xs, t, "avg"),
     # quantization (quant_semantics.py pins their integer rules)

@@ -1,0 +1,335 @@
+"""The CPU's convolution kernels: HIR ``conv2d`` / ``conv2d_fused`` kept whole, in f32.
+
+Decomposed, a 3x3 convolution is a pad, one strided slice per tap, a concat of the taps (the
+im2col matrix, written twice), a GEMM and, behind a reshape the GEMM epilogue cannot see
+through, a bias / ReLU / residual pass over the result: on ResNet-50 the GEMM was under half
+of each conv. Kept whole, a convolution is one kernel of two kinds:
+
+- **implicit GEMM** (every conv whose groups have several input channels): the output of
+  one image and group is the GEMM ``Y (O/G x OH*OW) = W (O/G x C/G*KH*KW) . cols``, run on the
+  own GEMM's register tile (sgemm.py: ``rlx_sgemm_tile``, A = the filter read in place). The
+  im2col matrix ``cols`` is never materialised: ``rlx_conv_pack_panel`` writes each KC x NR
+  block of it straight from the NCHW input into the packed B panel the tile reads (a copy of
+  one run of contiguous floats per output row and tap at stride 1, zeros for the padding), so
+  the input is read from L2 once per tap and no pad or slice buffer exists. A 1x1 stride-1
+  convolution needs no im2col at all: its input rows are B, and the GEMM reads or packs them
+  as any B (``rlx_sgemm_core``).
+- **depthwise** (one input channel per group): per output row, one vector loop per tap over
+  the row (``rlx_conv_dw_rows``), the row accumulated in L1.
+
+The epilogue runs where the result is stored: bias, the residual (``conv2d_fused``'s fourth
+input: ResNet's skip connection) and max / min / clip (ReLU, ReLU6), on every register tile
+as soon as it is final (the GEMM's tile epilogue hook), or on each finished depthwise row. The
+arithmetic is the decomposition's, in its order: ``act((acc + bias) + residual)``.
+
+The work is shared over the team in items of (image, group, row block, column block) (depthwise:
+image and channel); each item packs its own panels into its thread's buffer.
+"""
+
+from __future__ import annotations
+
+from rlx_core.ir.graph import Node
+from rlx_core.targets.c_common import ctype_table as ct
+from rlx_core.targets.c_common.expr import RenderError
+from rlx_core.targets.c_common.kernels import KernelEnv
+from rlx_core.targets.c_common.loops import Writer
+
+IMPL = "rlx-conv"
+DTYPES: tuple[str, ...] = ("f32",)
+OPS: tuple[str, ...] = ("conv2d", "conv2d_fused")
+ACT_CODES = {"none": 0, "max": 1, "min": 2, "clip": 3}
+COL_BLOCK = 256  # output positions per item: a multiple of both panel widths (16, 32)
+ROW_BLOCK = 48  # output channels per item when rows are split: whole 6- and 8-row tiles
+MIN_ITEMS = 8  # split rows too when (image, group, column block) items are fewer
+
+# after sgemm.SOURCE, whose tile, scratch buffer and core it uses
+SOURCE = r"""
+#ifndef RLX_CONV_H
+#define RLX_CONV_H
+/* one image and group of a convolution: its input channels c (h x w each), the window */
+typedef struct {
+    int64_t c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
+} rlx_conv_geo;
+
+/* the store of a tile: y = act((y + bias[i]) + res[i, j]); y, res: rows ld apart */
+typedef struct {
+    float *y;
+    const float *bias, *res;
+    int64_t ld;
+    int act;  /* 0 none, 1 max(., lo), 2 min(., hi), 3 min(max(., lo), hi) */
+    float lo, hi;
+} rlx_conv_epi_ctx;
+
+static inline float rlx_conv_act(float v, int act, float lo, float hi) {
+    if (act & 1) v = rlx_max_f(v, lo);
+    if (act & 2) v = rlx_min_f(v, hi);
+    return v;
+}
+
+/* rows [i0, i1) x columns [j0, j1) of a finished tile (rlx_sg_epi) */
+static void rlx_conv_epi(const void *vc, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    const rlx_conv_epi_ctx *e = (const rlx_conv_epi_ctx *)vc;
+    const int act = e->act;
+    const float lo = e->lo, hi = e->hi;
+    for (int64_t i = i0; i < i1; ++i) {
+        float *restrict y = e->y + i * e->ld;
+        if (e->bias) {
+            const float b = e->bias[i];
+            #pragma omp simd
+            for (int64_t j = j0; j < j1; ++j) y[j] = y[j] + b;
+        }
+        if (e->res) {
+            const float *restrict r = e->res + i * e->ld;
+            #pragma omp simd
+            for (int64_t j = j0; j < j1; ++j) y[j] = y[j] + r[j];
+        }
+        if (act) {
+            #pragma omp simd
+            for (int64_t j = j0; j < j1; ++j) y[j] = rlx_conv_act(y[j], act, lo, hi);
+        }
+    }
+}
+
+/* rows [p0, p0 + kc) x columns [j0, j0 + nr) of the image's im2col matrix (row p: channel
+   p / (kh kw), tap p % (kh kw); column j: output position j) as one panel of kc rows of
+   RLX_SG_NR floats, zero padded on the right. The columns are cut into runs inside one
+   output row; each run of each row is a strided (at stride 1: contiguous) read of one input
+   row, with zeros where the window leaves the input */
+static void rlx_conv_pack_panel(const rlx_conv_geo *g, const float *x, int64_t p0, int64_t kc,
+                                int64_t j0, int64_t nr, float *dst) {
+    enum { NR = RLX_SG_NR };
+    int64_t ry[NR], rx[NR], rn[NR], rd[NR];  /* each run: output row, first column, length, offset */
+    int runs = 0;
+    for (int64_t j = 0; j < nr;) {
+        const int64_t y = (j0 + j) / g->ow, x0 = (j0 + j) % g->ow;
+        const int64_t len = g->ow - x0 < nr - j ? g->ow - x0 : nr - j;
+        ry[runs] = y; rx[runs] = x0; rn[runs] = len; rd[runs] = j; ++runs;
+        j += len;
+    }
+    const int64_t khw = g->kh * g->kw, hw = g->h * g->w, sw = g->sw;
+    int64_t c = p0 / khw, t = p0 % khw;
+    int64_t ki = t / g->kw, kj = t % g->kw;
+    for (int64_t p = 0; p < kc; ++p) {
+        float *restrict d = dst + p * NR;
+        const float *xc = x + c * hw;
+        const int64_t dy = ki * g->dh - g->ph, dx = kj * g->dw - g->pw;
+        for (int r = 0; r < runs; ++r) {
+            float *restrict dr = d + rd[r];
+            const int64_t len = rn[r], iy = ry[r] * g->sh + dy;
+            if (iy < 0 || iy >= g->h) {
+                for (int64_t j = 0; j < len; ++j) dr[j] = 0.0f;
+                continue;
+            }
+            const float *row = xc + iy * g->w;
+            const int64_t ix0 = rx[r] * sw + dx, ixl = ix0 + (len - 1) * sw;
+            if (ix0 >= 0 && ixl < g->w) {
+                if (sw == 1)
+                    memcpy(dr, row + ix0, (size_t)len * sizeof(float));
+                else
+                    for (int64_t j = 0; j < len; ++j) dr[j] = row[ix0 + j * sw];
+                continue;
+            }
+            for (int64_t j = 0; j < len; ++j) {
+                const int64_t ix = ix0 + j * sw;
+                dr[j] = ix >= 0 && ix < g->w ? row[ix] : 0.0f;
+            }
+        }
+        for (int64_t j = nr; j < NR; ++j) d[j] = 0.0f;
+        if (++kj == g->kw) {
+            kj = 0;
+            if (++ki == g->kh) { ki = 0; ++c; }
+        }
+    }
+}
+
+/* rows [0, m) x columns [n0, n1) of one image and group: C = A cols, A (m x k) the filter
+   rows (k = c kh kw floats each), C rows ldc apart; epi(ectx) on each finished tile. The loop
+   nest of rlx_sgemm_core with the im2col panels packed from x */
+static void rlx_conv_gemm(int64_t m, int64_t k, const float *A, const rlx_conv_geo *g,
+                          const float *x, float *C, int64_t ldc, int64_t n0, int64_t n1,
+                          rlx_sg_epi epi, const void *ectx) {
+    enum { MR = RLX_SG_MR, NR = RLX_SG_NR, KC = RLX_SG_KC, NC = RLX_SG_NC, MC = RLX_SG_MC };
+    for (int64_t jc = n0; jc < n1; jc += NC) {
+        const int64_t nc = n1 - jc < NC ? n1 - jc : NC;
+        const int64_t panels = (nc + NR - 1) / NR;
+        const int64_t kcap = k < KC ? k : KC;
+        float *bp = rlx_sgemm_scratch(panels * NR * kcap);
+        if (bp == 0) {  /* out of memory for the panels: one column at a time, slow but right */
+            float col[NR];
+            for (int64_t j = jc; j < jc + nc; ++j)
+                for (int64_t i = 0; i < m; ++i) {
+                    float s = 0.0f;
+                    for (int64_t p = 0; p < k; ++p) {
+                        rlx_conv_pack_panel(g, x, p, 1, j, 1, col);
+                        s += A[i * k + p] * col[0];
+                    }
+                    C[i * ldc + j] = s;
+                }
+            if (epi) epi(ectx, 0, m, jc, jc + nc);
+            continue;
+        }
+        for (int64_t pc = 0; pc < k; pc += KC) {
+            const int64_t kc = k - pc < KC ? k - pc : KC;
+            const int last = pc + kc >= k;
+            for (int64_t q = 0; q < panels; ++q) {
+                const int64_t j = jc + q * NR, nr = jc + nc - j < NR ? jc + nc - j : NR;
+                rlx_conv_pack_panel(g, x, pc, kc, j, nr, bp + q * NR * kc);
+            }
+            for (int64_t ic = 0; ic < m; ic += MC) {
+                const int64_t ie = m - ic < MC ? m : ic + MC;
+                for (int64_t q = 0; q < panels; ++q) {
+                    const int64_t j = jc + q * NR, nr = jc + nc - j < NR ? jc + nc - j : NR;
+                    for (int64_t i = ic; i < ie; i += MR) {
+                        const int64_t mr = ie - i < MR ? ie - i : MR;
+                        rlx_sgemm_tile(kc, A + i * k + pc, k, 1, bp + q * NR * kc, NR,
+                                       C + i * ldc + j, ldc, pc > 0, mr, nr, 0);
+                        if (epi && last) epi(ectx, i, i + mr, j, j + nr);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* rows [r0, r1) and columns [j0, j1) of the output of one image and group (y: its first
+   row, o = r1 - r0 <= its rows): the implicit GEMM, or the plain GEMM on the input rows for a
+   1x1 stride-1 unpadded window. bias, res (or 0) as the output, from row r0 */
+static void rlx_conv_block(const rlx_conv_geo *g, const float *x, const float *wt,
+                           const float *bias, const float *res, float *y, int64_t r0,
+                           int64_t r1, int64_t j0, int64_t j1, int act, float lo, float hi) {
+    const int64_t k = g->c * g->kh * g->kw, p = g->oh * g->ow;
+    rlx_conv_epi_ctx e = {y + r0 * p, bias ? bias + r0 : 0, res ? res + r0 * p : 0, p, act,
+                          lo, hi};
+    const int any = bias || res || act;
+    if (g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0)
+        rlx_sgemm_core(r1 - r0, k, wt + r0 * k, k, 1, x, p, 1, 0, y + r0 * p, p, j0, j1,
+                       any ? rlx_conv_epi : 0, &e);
+    else
+        rlx_conv_gemm(r1 - r0, k, wt + r0 * k, g, x, y + r0 * p, p, j0, j1,
+                      any ? rlx_conv_epi : 0, &e);
+}
+
+/* rows [r0, r1) of one channel's depthwise output (y, res: the channel's output plane; x its
+   input plane; wt its kh x kw taps): each row accumulated tap by tap, in the order of the
+   decomposition's sum, then finished by the epilogue */
+static void rlx_conv_dw_rows(const rlx_conv_geo *g, const float *x, const float *wt, float bias,
+                             int has_bias, const float *res, float *y, int64_t r0, int64_t r1,
+                             int act, float lo, float hi) {
+    const int64_t ow = g->ow, sw = g->sw;
+    for (int64_t oy = r0; oy < r1; ++oy) {
+        float *restrict yr = y + oy * ow;
+        for (int64_t j = 0; j < ow; ++j) yr[j] = 0.0f;
+        for (int64_t ki = 0; ki < g->kh; ++ki) {
+            const int64_t iy = oy * g->sh - g->ph + ki * g->dh;
+            if (iy < 0 || iy >= g->h) continue;
+            const float *restrict row = x + iy * g->w;
+            for (int64_t kj = 0; kj < g->kw; ++kj) {
+                const float wv = wt[ki * g->kw + kj];
+                const int64_t dx = kj * g->dw - g->pw;
+                /* the columns whose tap lies inside the row: 0 <= j sw + dx < w */
+                int64_t lo_j = dx < 0 ? (-dx + sw - 1) / sw : 0;
+                int64_t hi_j = g->w - 1 - dx < 0 ? 0 : (g->w - 1 - dx) / sw + 1;
+                if (hi_j > ow) hi_j = ow;
+                if (sw == 1) {
+                    const float *restrict rs = row + dx;
+                    #pragma omp simd
+                    for (int64_t j = lo_j; j < hi_j; ++j) yr[j] += rs[j] * wv;
+                } else {
+                    for (int64_t j = lo_j; j < hi_j; ++j) yr[j] += row[j * sw + dx] * wv;
+                }
+            }
+        }
+        if (has_bias) {
+            #pragma omp simd
+            for (int64_t j = 0; j < ow; ++j) yr[j] = yr[j] + bias;
+        }
+        if (res) {
+            const float *restrict rr = res + oy * ow;
+            #pragma omp simd
+            for (int64_t j = 0; j < ow; ++j) yr[j] = yr[j] + rr[j];
+        }
+        if (act) {
+            #pragma omp simd
+            for (int64_t j = 0; j < ow; ++j) yr[j] = rlx_conv_act(yr[j], act, lo, hi);
+        }
+    }
+}
+#endif
+"""
+
+
+def _ints(node: Node, name: str) -> tuple[int, int]:
+    a, b = (int(v) for v in node.attr(name))
+    return a, b
+
+
+def emit_conv(env: KernelEnv, w: Writer, node: Node) -> str:
+    """Write the kernel's loop over its work items; returns its impl label."""
+    d = node.type.dtype
+    if d.name not in DTYPES:
+        raise RenderError(f"{node.op} on {d} has no CPU kernel",
+                          hint="the capability table claims convolutions in f32 only")
+    residual = node.op == "conv2d_fused" and bool(node.attr("residual"))
+    ins = [env.inputs[v] for v in node.inputs]
+    xb, wb = ins[0], ins[1]
+    res = ins[-1] if residual else None
+    bias = ins[2] if len(ins) - int(residual) == 3 else None
+    out = env.outputs[node.name]
+    n, c, h, wd = xb.type.shape
+    o, cg, kh, kw = wb.type.shape
+    groups = int(node.attr("groups"))
+    og = o // groups
+    oh, ow = out.type.shape[2:]
+    (sh, sw), (ph, pw), (dh, dw) = (_ints(node, a) for a in ("stride", "padding", "dilation"))
+    act, lo, hi = 0, 0.0, 0.0
+    if node.op == "conv2d_fused":
+        act = ACT_CODES[str(node.attr("act"))]
+        lo, hi = float(node.attr("lo")), float(node.attr("hi"))
+    p = oh * ow
+    geo = f"{{{cg}, {h}, {wd}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}}}"
+    bias_p = bias.ptr if bias else "0"
+    res_p = res.ptr if res else "0"
+    tail = f"{act}, {ct.literal(lo, d)}, {ct.literal(hi, d)}"
+    flops = n * o * p * cg * kh * kw
+    if cg == 1:
+        # depthwise (a channel multiplier og >= 1): items (image, output channel)
+        items = n * o
+        pragma = env.parallel(flops, 0)
+        if pragma:
+            w.line(pragma)
+        w.open(f"for (int64_t it = 0; it < {items}; ++it)")
+        w.line(f"const rlx_conv_geo geo = {geo};")
+        w.line(f"const int64_t b = it / {o}, oc = it % {o}, ic = oc / {og};")
+        w.line(f"const float* xc = {xb.ptr} + (b * {c} + ic) * {h * wd};")
+        off = f"(b * {o} + oc) * {p}"
+        res_c = f"{res_p} + {off}" if res else "0"
+        bv = f"{bias.ptr}[oc]" if bias else "0.0f"
+        w.line(f"rlx_conv_dw_rows(&geo, xc, {wb.ptr} + oc * {kh * kw}, {bv}, {int(bias is not None)}, "
+               f"{res_c}, {out.ptr} + {off}, 0, {oh}, {tail});")
+        w.close()
+        return IMPL
+    cols = -(-p // COL_BLOCK)
+    rows = 1
+    if n * groups * cols < MIN_ITEMS and og > ROW_BLOCK:
+        rows = min(-(-og // ROW_BLOCK), -(-MIN_ITEMS // (n * groups * cols)))
+    rstep = -(-og // rows)
+    rstep = -(-rstep // 24) * 24  # whole 6- and 8-row tiles
+    rows = -(-og // rstep)
+    items = n * groups * rows * cols
+    pragma = env.parallel(flops, 0)
+    if pragma:
+        w.line(pragma)
+    w.open(f"for (int64_t it = 0; it < {items}; ++it)")
+    w.line(f"const rlx_conv_geo geo = {geo};")
+    w.line(f"const int64_t cb = it % {cols}, rb = (it / {cols}) % {rows}, "
+           f"gi = (it / {cols * rows}) % {groups}, b = it / {cols * rows * groups};")
+    w.line(f"const int64_t r0 = rb * {rstep}, r1 = r0 + {rstep} < {og} ? r0 + {rstep} : {og};")
+    w.line(f"const int64_t j0 = cb * {COL_BLOCK}, j1 = j0 + {COL_BLOCK} < {p} ? j0 + {COL_BLOCK} : {p};")
+    w.line(f"const int64_t yo = (b * {o} + gi * {og}) * {p};")
+    bias_g = f"{bias_p} + gi * {og}" if bias else "0"
+    res_g = f"{res_p} + yo" if res else "0"
+    w.line(f"rlx_conv_block(&geo, {xb.ptr} + (b * {c} + gi * {cg}) * {h * wd}, "
+           f"{wb.ptr} + gi * {og * cg * kh * kw}, {bias_g}, {res_g}, {out.ptr} + yo, "
+           f"r0, r1, j0, j1, {tail});")
+    w.close()
+    return IMPL

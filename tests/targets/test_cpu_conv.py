@@ -1,0 +1,86 @@
+"""The CPU's convolution kernels (cpu/conv.py) and the epilogue fold (passes/conv_epilogue.py)
+against the numpy reference target, on small shapes: strides, pads, dilations, groups,
+depthwise with a channel multiplier, odd sizes, batch > 1, 1x1 convs as plain GEMMs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core import nn
+from rlx_core.targets.cpu.toolchain import find_compiler
+
+pytestmark = pytest.mark.skipif(find_compiler() is None, reason="no C compiler for the cpu target")
+
+# (x shape, w shape, stride, padding, dilation, groups)
+CASES = [
+    ((1, 8, 10, 10), (8, 8, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+    ((2, 5, 9, 7), (12, 5, 3, 3), (2, 2), (1, 1), (1, 1), 1),  # odd sizes, batch 2
+    ((2, 16, 6, 6), (40, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1),  # 1x1: the plain GEMM
+    ((1, 64, 5, 4), (70, 64, 1, 1), (2, 2), (0, 0), (1, 1), 1),  # strided 1x1: im2col
+    ((1, 3, 20, 18), (20, 3, 7, 7), (2, 2), (3, 3), (1, 1), 1),  # a stem conv
+    ((1, 4, 9, 11), (6, 4, 3, 2), (1, 2), (2, 0), (2, 1), 1),  # dilation, uneven window
+    ((1, 8, 9, 9), (8, 2, 3, 3), (1, 1), (2, 2), (2, 2), 4),  # grouped
+    ((1, 6, 11, 13), (6, 1, 3, 3), (1, 1), (1, 1), (1, 1), 6),  # depthwise
+    ((2, 6, 11, 13), (12, 1, 5, 5), (2, 2), (2, 2), (1, 1), 6),  # depthwise, multiplier 2
+    ((1, 100, 5, 5), (130, 100, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # several row blocks
+]
+
+
+def test_conv_kernels_match_the_reference() -> None:
+    """Every case in one program (one C compile), every other one with a bias."""
+    rng = np.random.default_rng(0)
+    args: list[np.ndarray] = []
+    for k, (xs, ws, *_) in enumerate(CASES):
+        args += [rng.standard_normal(xs).astype(np.float32),
+                 rng.standard_normal(ws).astype(np.float32)]
+        if k % 2 == 0:
+            args.append(rng.standard_normal(ws[0]).astype(np.float32))
+
+    def f(*a):
+        outs, it = [], iter(a)
+        for k, (_, _, stride, pad, dil, groups) in enumerate(CASES):
+            x, w = next(it), next(it)
+            b = next(it) if k % 2 == 0 else None
+            outs.append(nn.conv2d(x, w, b, stride=stride, padding=pad, dilation=dil,
+                                  groups=groups))
+        return tuple(outs)
+
+    exe = rlx.compile(f, *args, target="cpu")
+    assert {k["impl"] for k in exe.program.info["kernels"].values()} == {"rlx-conv"}
+    got = exe(*args)
+    want = rlx.compile(f, *args, target="numpy")(*args)
+    for case, g_, w_ in zip(CASES, got, want, strict=True):
+        w_ = np.asarray(w_)
+        np.testing.assert_allclose(np.asarray(g_), w_, rtol=1e-4, atol=1e-4 * np.abs(w_).max(),
+                                   err_msg=str(case))
+
+
+def test_epilogue_folds_into_the_conv() -> None:
+    """relu(conv(x) + x), then a depthwise conv with ReLU6, then a conv whose result is also
+    returned (not folded): three conv kernels and nothing else."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 8, 9, 9)).astype(np.float32)
+    w1 = rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.2
+    b1 = rng.standard_normal(8).astype(np.float32)
+    w2 = rng.standard_normal((8, 1, 3, 3)).astype(np.float32)
+    w3 = rng.standard_normal((4, 8, 1, 1)).astype(np.float32)
+
+    def f(x, w1, b1, w2, w3):
+        y = nn.relu(nn.conv2d(x, w1, b1, padding=1) + x)
+        z = rlx.minimum(rlx.maximum(nn.conv2d(y, w2, None, padding=1, groups=8), 0.0), 6.0)
+        u = nn.conv2d(z, w3)
+        return u, nn.relu(u)
+
+    args = [x, w1, b1, w2, w3]
+    exe = rlx.compile(f, *args, target="cpu")
+    got = exe(*args)
+    want = rlx.compile(f, *args, target="numpy")(*args)
+    for g_, w_ in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g_), np.asarray(w_), rtol=1e-4, atol=1e-4)
+    ops = [n.op for n in exe.lir.nodes]
+    fused = [n for n in exe.lir.nodes if n.op == "conv2d_fused"]
+    assert sorted((n.attr("act"), bool(n.attr("residual"))) for n in fused) == [
+        ("clip", False), ("max", True)], ops
+    assert [n.op for n in exe.lir.nodes if n.op.startswith("conv")].count("conv2d") == 1
