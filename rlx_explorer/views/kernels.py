@@ -4,10 +4,12 @@ kernel linked to the LIR nodes fused into it and each line to the nodes it menti
 Interpreting targets (numpy) generate no source; for them the kernel's LIR text is shown, which
 is exactly what they execute. Line links are exact where the renderer says which node a line
 is for: every GPU dialect (WGSL, OpenCL C, GLSL, HLSL, CUDA, HIP, MSL) ends each statement in
-a ``// %name`` comment naming its LIR nodes (gpu_common), so a line links to exactly the nodes
-its comment names, and a line without one (loop and index scaffolding) to none. Sources
-without such comments (the C of the cpu target) fall back to looking for a node's value name
-in the forms renderers use for it (``%name``, ``v_name``, ``t_name``, ``name``). Every line of
+a ``// %name`` comment naming its LIR nodes (gpu_common), and so does the C of the cpu and
+hexagon targets for every computed value and store (c_common/body.py), so a line links to
+exactly the nodes its comment names, and a line without one (loop and index scaffolding, a
+BLAS call) to none. Sources without any such comment (a C row op such as softmax, StableHLO)
+fall back to looking for a node's value name in the forms renderers use for it (``%name``,
+``v_name``, ``t_name``, ``name``). Every line of
 a kernel is at least linked to the kernel itself.
 """
 

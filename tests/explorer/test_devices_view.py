@@ -85,7 +85,8 @@ def test_the_same_kernel_in_every_language_with_node_links(mlp_cpu: dict) -> Non
     assert "[numthreads(" in sources["directx"] and "#version 450" in sources["vulkan"]
     assert cols["webgpu-browser"]["same_as"] == "webgpu"  # the browser runs the same WGSL
     # lines link exactly to the nodes their '// %name' comment names
-    for t in ("webgpu", "opencl", "opengl", "vulkan", "directx", "cuda", "rocm", "metal"):
+    for t in ("webgpu", "opencl", "opengl", "vulkan", "directx", "cuda", "rocm", "metal", "cpu",
+              "hexagon"):  # the C renderers (c_common) write the same comments
         linked = [ln for ln in cols[t]["lines"] if ln["nodes"]]
         assert linked, t
         for ln in linked:

@@ -10,6 +10,7 @@ body is emitted for real.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from rlx_core.ir.graph import Node, Shape, TensorType
@@ -30,6 +31,15 @@ class Buffer:
 
     ptr: str
     type: TensorType
+
+
+# a line's node comment: ``// %name = op`` (names made comment-safe as gpu_common.expr.safe)
+NODE_COMMENT = re.compile(r"  // %[A-Za-z0-9_.]+(?: = [A-Za-z0-9_]+)?$", re.M)
+
+
+def node_comment(name: str, op: str = "") -> str:
+    safe = re.sub(r"[^A-Za-z0-9_.]", "_", name)
+    return f"// %{safe}" + (f" = {re.sub(r'[^A-Za-z0-9_]', '_', op)}" if op else "")
 
 
 @dataclass
@@ -110,7 +120,10 @@ class Body:
             rhs = expr.render(node.op, node.a, args, [self.type_of(i).dtype for i in node.inputs],
                               node.type.dtype)
         t = self.fresh()
-        self.out.line(f"const {ct.value(node.type.dtype)} {t} = {rhs};")
+        # the node comment the explorer links the line by (as every GPU dialect writes it);
+        # share() ignores it when comparing kernels
+        self.out.line(f"const {ct.value(node.type.dtype)} {t} = {rhs};  "
+                      f"{node_comment(node.name, node.op)}")
         self.temps[node.name] = (t, amap)
         return t
 
@@ -132,7 +145,8 @@ class Body:
     def store(self, buf: Buffer, name: str, amap: AxisMap) -> None:
         off = offset(amap, buf.type.shape, self.nvars)
         val = self.value(name, amap)
-        self.out.line(f"{buf.ptr}[{self.fmt(off)}] = {ct.store(buf.type.dtype, val)};")
+        self.out.line(f"{buf.ptr}[{self.fmt(off)}] = {ct.store(buf.type.dtype, val)};  "
+                      f"{node_comment(name)}")
 
 
 def same_shape(shape: Shape, other: Shape) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 
 from rlx_core.ir.graph import Graph, Kernel, Level, Node, TensorType
 from rlx_core.targets.c_common import ctype_table as ct
-from rlx_core.targets.c_common.body import Buffer
+from rlx_core.targets.c_common.body import NODE_COMMENT, Buffer
 from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import (
     KernelEnv,
@@ -198,7 +198,7 @@ class CLikeRenderer:
         fn = self.kernel_fn(prefix, k)
         head, _, rest = text.partition("\n")
         # the kernel's own name, and its helpers' (a tile epilogue: fn_tile, fn_tile_ctx)
-        canon = re.sub(rf"\b{re.escape(fn)}(?=\(|_)", "@KERNEL@", rest)
+        canon = re.sub(rf"\b{re.escape(fn)}(?=\(|_)", "@KERNEL@", NODE_COMMENT.sub("", rest))
         first = seen.get(canon)
         if first is None:
             seen[canon] = fn
