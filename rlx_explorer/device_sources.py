@@ -39,6 +39,10 @@ def emit_target(fn: Callable[..., Any] | Graph, args: tuple[Any, ...], target: s
     except RlxError as err:
         return {"lir": None, "sources": {}, "how": "", "error": _first_line(err),
                 "problems": list(getattr(err, "lines", []) or [])}
+    except (ImportError, OSError) as err:  # a renderer's optional dependency or tool probe
+        # (under Pyodide: no numpy, no subprocess): this column says so, the others stand
+        return {"lir": None, "sources": {}, "how": "", "problems": [],
+                "error": f"cannot render here: {type(err).__name__}: {err}"}
     how = "rendered without the device" if srcs else "interpreted (the LIR is what runs)"
     return {"lir": lir, "sources": srcs, "how": how, "error": "", "problems": []}
 

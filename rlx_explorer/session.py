@@ -111,7 +111,7 @@ def _has_caps(name: str) -> bool:
         return False
     try:
         return get_target(name).caps is not None
-    except (RlxError, ImportError):
+    except (RlxError, ImportError, OSError):
         return False
 
 

@@ -168,7 +168,7 @@ const CSS_TEXT = `
 .rlx-split{display:flex;gap:8px}.rlx-wrap{flex-wrap:wrap}.rlx-graph-canvas{cursor:grab}.rlx-zoom{min-width:22px}.rlx-steplist{display:flex;flex-direction:column;gap:2px;width:190px;flex:none}
 .rlx-stepbody{flex:1;min-width:0}.rlx-muted{color:#64748b}.rlx-small{font-size:11px}
 .st-added{color:#15803d}.st-changed{color:#a16207}.st-removed{color:#b91c1c}
-.rlx-matrix{border-collapse:collapse;font-size:10px}.rlx-matrix th{max-width:72px;white-space:normal;vertical-align:top}.rlx-matrix td,.rlx-matrix th{border:1px solid #e2e8f0;padding:1px 3px}
+.rlx-matrix{border-collapse:collapse;font-size:10px}.rlx-matrix th{max-width:56px;white-space:normal;vertical-align:top;overflow-wrap:anywhere}.rlx-matrix td,.rlx-matrix th{border:1px solid #e2e8f0;padding:1px 3px}
 .rlx-cell{cursor:pointer}.r-native{background:#bbf7d0}.r-common{background:#bfdbfe}.r-rewritten{background:#fde68a}.r-unsupported{background:#fca5a5}
 .rlx-route{padding:0 5px;border-radius:3px;margin-right:3px}.rlx-celldetail{width:340px;flex:none;font-size:12px}
 .rlx-ok{color:#15803d}.rlx-bad-text{color:#b91c1c}.rlx-card{border:1px solid #fca5a5;border-radius:5px;padding:6px;margin:4px 0;background:#fff7f7;cursor:pointer}
