@@ -170,10 +170,13 @@ What `kernel` means, per target, and what is tested:
 - **cpu**: generated C calling LAPACK (dense), CSR loops and the four Krylov solvers in one team
   kernel each (sparse), the splatting kernels in C; every op runs against the numpy reference
   (tests/linalg, tests/splat).
-- **webgpu**: WGSL of its own for `spmv`, `spmm` and `sddmm` (f32, one invocation per row) and
-  the four splatting ops; run on Mesa lavapipe in the tests. Transposed products (a scatter: no
-  float atomics in WGSL) fail with `RLX-L006`; the Krylov solvers and the dense ops have no WGSL
-  kernel (`RLX-S002`: what to do is in docs/linalg.md, "Not done").
+- **webgpu**: WGSL of its own for `spmv`, `spmm` and `sddmm` (f32, one invocation per row),
+  CG with no or Jacobi preconditioning (webgpu/krylov.py: the iterations unrolled into one
+  submission, a convergence flag on the device, up to 4096 iterations) and the four splatting
+  ops; run on Mesa lavapipe in the tests. Transposed products (a scatter: no float atomics in
+  WGSL), BiCGSTAB, GMRES and IC(0) fail with `RLX-L006` (a constraint of the claim, with its
+  reason); the dense ops have no WGSL kernel (`RLX-S002`: what to do is in docs/linalg.md,
+  "Not done").
 - **webgpu-browser**: the webgpu target's kernels, the same claims; run in Chromium by the
   browser tests.
 - **cortex-m**, **fpga**: int8 inference only; their strict check before dispatch refuses

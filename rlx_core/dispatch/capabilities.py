@@ -38,7 +38,8 @@ class Constraint:
 
     kinds: ``max_rank`` (every operand and the result have rank <= limit), ``attr_in`` (attribute
     ``key`` takes one of ``values``), ``max_elements`` (the result has at most ``limit``
-    elements), ``static_attr`` (attribute ``key`` equals ``values[0]``).
+    elements), ``static_attr`` (attribute ``key`` equals ``values[0]``), ``attr_max`` (integer
+    attribute ``key`` is at most ``limit``).
     """
 
     kind: str
@@ -61,6 +62,10 @@ class Constraint:
             got = node.attr(self.key)
             if got != self.values[0]:
                 return f"{self.key}={got!r}, only {self.values[0]!r} is claimed"
+        elif self.kind == "attr_max":
+            got = node.attr(self.key)
+            if int(got) > self.limit:
+                return f"{self.key}={got} is over the claimed maximum {self.limit}"
         elif self.kind == "max_elements":
             if node.out.type.size > self.limit:
                 return f"result has {node.out.type.size} elements, at most {self.limit} claimed"

@@ -20,8 +20,10 @@ and runs on wgpu (lavapipe in CI) and in headless Chromium; the claims are exact
   Gaussians into tiles, a bitonic sort per tile, compositing per pixel, gradients reduced per
   tile without float atomics);
 - spmv, spmm (not transposed) and sddmm in f32 run as WGSL of their own (webgpu/sparse.py,
-  one invocation per CSR row); the transposed products, the Krylov solvers and the dense
-  linear algebra ops have no kernels (RLX-L006 / RLX-S002);
+  one invocation per CSR row); CG (none / Jacobi, at most 4096 iterations) as one unrolled
+  chain of dispatches (webgpu/krylov.py); the transposed products, BiCGSTAB, GMRES and IC(0)
+  are refused by the claims' constraints (RLX-L006), the dense linear algebra ops have no
+  kernels (RLX-S002);
 - limits: the WebGPU spec's guaranteed minimums as defaults (max workgroup size 256, 8 storage
   buffers per shader stage, 128 MiB per storage buffer binding); ``WebGpuTarget.caps`` replaces
   them with what the live adapter reports (``CAPS.with_limits(...)``); kernels index with u32,
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 from rlx_core.dispatch.capabilities import Capabilities, Constraint, DTypeRule, Limits, OpClaim
 from rlx_core.targets.gpu_common import caps as gpu
+from rlx_core.targets.webgpu.krylov import MAX_UNROLL as KRYLOV_UNROLL
 from rlx_core.targets.webgpu.sparse import DTYPES as CSR_DTYPES
 from rlx_core.targets.webgpu.splat import DTYPES as SPLAT_DTYPES
 from rlx_core.targets.webgpu.splat import OPS as SPLAT_OPS
@@ -49,7 +52,15 @@ CAPS = Capabilities(
                 "attr_in", "transpose", (False,),
                 why="A^T x scatters into shared entries and WGSL has no float atomics"),),
                 note="CSR, one invocation per row (webgpu/sparse.py)"),
-            OpClaim(("sddmm",), CSR_DTYPES, note="CSR, one invocation per row")),
+            OpClaim(("sddmm",), CSR_DTYPES, note="CSR, one invocation per row"),
+            OpClaim(("krylov_solve",), CSR_DTYPES, constraints=(
+                Constraint("attr_in", "method", ("cg",),
+                           why="BiCGSTAB and GMRES have no WGSL kernel (run them on cpu)"),
+                Constraint("attr_in", "precond", ("none", "jacobi"),
+                           why="IC(0)'s triangular solves have no WGSL kernel (cpu has them)"),
+                Constraint("attr_max", "maxiter", limit=KRYLOV_UNROLL,
+                           why="the iterations are unrolled into one submission")),
+                note="CG, unrolled into one chain of dispatches (webgpu/krylov.py)")),
     dtype_rules=(
         *gpu.dtype_rules("webgpu"),
         DTypeRule("f16", "feature", feature="shader-f16", code="RLX-L003",

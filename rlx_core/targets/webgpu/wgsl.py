@@ -68,12 +68,14 @@ class Wgsl(Dialect):
         return ["enable f16;"] if uses_f16 else []
 
     def composite(self, k: Any, types: dict[str, Any]) -> tuple[Any, ...] | None:
-        from rlx_core.targets.webgpu import sparse, splat
+        from rlx_core.targets.webgpu import krylov, sparse, splat
 
         if k.kind == "opaque" and len(k.nodes) == 1 and k.nodes[0].op in splat.OPS:
             return splat.render_splat(k, types)
         if k.kind == "opaque" and len(k.nodes) == 1 and k.nodes[0].op in sparse.OPS:
             return sparse.render_sparse(k, types)
+        if k.kind == "opaque" and len(k.nodes) == 1 and k.nodes[0].op == "krylov_solve":
+            return krylov.render_cg(k, types)
         return None
 
     def kernel(self, buffers: list[Buffer], shared: list[Shared], wg: tuple[int, int, int],
