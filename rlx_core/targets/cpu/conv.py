@@ -14,8 +14,9 @@ of each conv. Kept whole, a convolution is one kernel of two kinds:
   the input is read from L2 once per tap and no pad or slice buffer exists. A 1x1 stride-1
   convolution needs no im2col at all: its input rows are B, and the GEMM reads or packs them
   as any B (``rlx_sgemm_core``).
-- **depthwise** (one input channel per group): per output row, one vector loop per tap over
-  the row (``rlx_conv_dw_rows``), the row accumulated in L1.
+- **depthwise** (one input channel per group): per output row, each output sums its taps in
+  a register, vectorized over the columns whose window lies inside the input, with unrolled
+  copies for 3x3 and 5x5 at stride 1 and 2 (``rlx_conv_dw_row``).
 
 The epilogue runs where the result is stored: bias, the residual (``conv2d_fused``'s fourth
 input: ResNet's skip connection) and max / min / clip (ReLU, ReLU6), on every register tile
@@ -209,50 +210,101 @@ static void rlx_conv_block(const rlx_conv_geo *g, const float *x, const float *w
                       any ? rlx_conv_epi : 0, &e);
 }
 
-/* rows [r0, r1) of one channel's depthwise output (y, res: the channel's output plane; x its
-   input plane; wt its kh x kw taps): each row accumulated tap by tap, in the order of the
-   decomposition's sum, then finished by the epilogue */
+/* the epilogue of one depthwise output: act((acc + bias) + res) */
+static inline float rlx_conv_dw_fin(float v, float bias, int has_bias, const float *res,
+                                    int64_t at, int act, float lo, float hi) {
+    if (has_bias) v = v + bias;
+    if (res) v = v + res[at];
+    return act ? rlx_conv_act(v, act, lo, hi) : v;
+}
+
+/* output row oy of one depthwise channel with taps KH x KW at column stride SW (constants
+   where the caller names them, so the tap loops unroll): every output of the row sums its
+   taps in a register, vectorized over the columns whose taps all lie inside the input
+   (columns [jlo, jhi)); the few edge columns test each tap. Only the input rows
+   [ki0, ki1) of the window are inside the input */
+static inline __attribute__((always_inline)) void rlx_conv_dw_row(
+        const rlx_conv_geo *g, const float *x, const float *wt, float bias, int has_bias,
+        const float *res, float *y, int64_t oy, int act, float lo, float hi,
+        const int64_t KH, const int64_t KW, const int64_t SW) {
+    const int64_t ow = g->ow, w = g->w, dw = g->dw, pw = g->pw, dh = g->dh;
+    const int64_t base = oy * g->sh - g->ph;  /* input row of tap row 0 */
+    int64_t ki0 = base < 0 ? (-base + dh - 1) / dh : 0;
+    int64_t ki1 = g->h - 1 - base < 0 ? 0 : (g->h - 1 - base) / dh + 1;
+    if (ki1 > KH) ki1 = KH;
+    if (ki0 > ki1) ki0 = ki1;
+    int64_t jlo = pw > 0 ? (pw + SW - 1) / SW : 0;
+    const int64_t lim = w - 1 + pw - (KW - 1) * dw;
+    int64_t jhi = lim < 0 ? 0 : lim / SW + 1;
+    if (jhi > ow) jhi = ow;
+    if (jlo > jhi) jlo = jhi;
+    const float *xb = x + base * w;  /* may point before x: only rows [ki0, ki1) are read */
+    float *restrict yr = y + oy * ow;
+    const int64_t at = oy * ow;
+    /* eight columns at a time, their sums in one vector register */
+    int64_t j = jlo;
+#if defined(__AVX2__) && defined(__FMA__)
+    const __m256 vb = _mm256_set1_ps(bias), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+    for (; jhi - jlo >= 8 && j < jhi; j += 8) {
+        if (j + 8 > jhi) j = jhi - 8;  /* the last block overlaps the one before */
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t ki = ki0; ki < ki1; ++ki)
+            for (int64_t kj = 0; kj < KW; ++kj) {
+                const float *s = xb + ki * dh * w + j * SW + kj * dw - pw;
+                __m256 v;
+                if (SW == 1) {
+                    v = _mm256_loadu_ps(s);
+                } else if (SW == 2) {  /* the even floats of s[0..14] (s[15] may be past x) */
+                    const __m256 a = _mm256_loadu_ps(s), b = _mm256_loadu_ps(s + 7);
+                    v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(
+                            _mm256_shuffle_ps(a, b, 0xD8)), 0xD8));
+                } else {
+                    v = _mm256_set_ps(s[7 * SW], s[6 * SW], s[5 * SW], s[4 * SW], s[3 * SW],
+                                      s[2 * SW], s[SW], s[0]);
+                }
+                acc = _mm256_fmadd_ps(v, _mm256_set1_ps(wt[ki * KW + kj]), acc);
+            }
+        if (has_bias) acc = _mm256_add_ps(acc, vb);
+        if (res) acc = _mm256_add_ps(acc, _mm256_loadu_ps(res + at + j));
+        /* rlx_max_f / rlx_min_f exactly: keep v where v > lo (v < hi) or v is NaN */
+        if (act & 1) acc = _mm256_blendv_ps(vlo, acc, _mm256_cmp_ps(acc, vlo, _CMP_NLE_UQ));
+        if (act & 2) acc = _mm256_blendv_ps(vhi, acc, _mm256_cmp_ps(acc, vhi, _CMP_NGE_UQ));
+        _mm256_storeu_ps(yr + j, acc);
+    }
+#endif
+    const int64_t jmid = j;  /* columns [jlo, jmid) are done */
+    for (j = 0; j < ow; ++j) {
+        if (j >= jlo && j < jmid) continue;
+        float acc = 0.0f;
+        for (int64_t ki = ki0; ki < ki1; ++ki)
+            for (int64_t kj = 0; kj < KW; ++kj) {
+                const int64_t ix = j * SW + kj * dw - pw;
+                if (ix >= 0 && ix < w) acc += xb[ki * dh * w + ix] * wt[ki * KW + kj];
+            }
+        yr[j] = rlx_conv_dw_fin(acc, bias, has_bias, res, at + j, act, lo, hi);
+    }
+}
+
+/* rows [r0, r1) of one channel's depthwise output (y, res: the channel's output plane; x
+   its input plane; wt its kh x kw taps); 3x3 and 5x5 at stride 1 and 2 get their own
+   unrolled copies */
 static void rlx_conv_dw_rows(const rlx_conv_geo *g, const float *x, const float *wt, float bias,
                              int has_bias, const float *res, float *y, int64_t r0, int64_t r1,
                              int act, float lo, float hi) {
-    const int64_t ow = g->ow, sw = g->sw;
-    for (int64_t oy = r0; oy < r1; ++oy) {
-        float *restrict yr = y + oy * ow;
-        for (int64_t j = 0; j < ow; ++j) yr[j] = 0.0f;
-        for (int64_t ki = 0; ki < g->kh; ++ki) {
-            const int64_t iy = oy * g->sh - g->ph + ki * g->dh;
-            if (iy < 0 || iy >= g->h) continue;
-            const float *restrict row = x + iy * g->w;
-            for (int64_t kj = 0; kj < g->kw; ++kj) {
-                const float wv = wt[ki * g->kw + kj];
-                const int64_t dx = kj * g->dw - g->pw;
-                /* the columns whose tap lies inside the row: 0 <= j sw + dx < w */
-                int64_t lo_j = dx < 0 ? (-dx + sw - 1) / sw : 0;
-                int64_t hi_j = g->w - 1 - dx < 0 ? 0 : (g->w - 1 - dx) / sw + 1;
-                if (hi_j > ow) hi_j = ow;
-                if (sw == 1) {
-                    const float *restrict rs = row + dx;
-                    #pragma omp simd
-                    for (int64_t j = lo_j; j < hi_j; ++j) yr[j] += rs[j] * wv;
-                } else {
-                    for (int64_t j = lo_j; j < hi_j; ++j) yr[j] += row[j * sw + dx] * wv;
-                }
-            }
-        }
-        if (has_bias) {
-            #pragma omp simd
-            for (int64_t j = 0; j < ow; ++j) yr[j] = yr[j] + bias;
-        }
-        if (res) {
-            const float *restrict rr = res + oy * ow;
-            #pragma omp simd
-            for (int64_t j = 0; j < ow; ++j) yr[j] = yr[j] + rr[j];
-        }
-        if (act) {
-            #pragma omp simd
-            for (int64_t j = 0; j < ow; ++j) yr[j] = rlx_conv_act(yr[j], act, lo, hi);
-        }
+#define RLX_DW_CASE(KH, KW, SW) \
+    if (g->kh == KH && g->kw == KW && g->sw == SW) { \
+        for (int64_t oy = r0; oy < r1; ++oy) \
+            rlx_conv_dw_row(g, x, wt, bias, has_bias, res, y, oy, act, lo, hi, KH, KW, SW); \
+        return; \
     }
+    RLX_DW_CASE(3, 3, 1)
+    RLX_DW_CASE(3, 3, 2)
+    RLX_DW_CASE(5, 5, 1)
+    RLX_DW_CASE(5, 5, 2)
+#undef RLX_DW_CASE
+    for (int64_t oy = r0; oy < r1; ++oy)
+        rlx_conv_dw_row(g, x, wt, bias, has_bias, res, y, oy, act, lo, hi, g->kh, g->kw,
+                        g->sw);
 }
 #endif
 """
