@@ -119,3 +119,15 @@ def test_reductions_shuffle_in_a_warp_and_f16_is_stored_as_half(name: str, shuff
                       target=name)
     src = "\n".join(exe.sources.values())
     assert shuffle in src and f"{half}* " in src and exe.program.info["checked"]
+
+
+def test_a_cuda_build_leaves_the_thread_locale_alone() -> None:
+    """NVRTC left the thread in the "C" locale: every later open() of UTF-8 text in the process
+    decoded as ASCII (test_error_codes failed after this file on the same worker)."""
+    import locale
+
+    _checkable("cuda")
+    before = locale.getpreferredencoding(False)
+    x = np.ones((4, 40), np.float32)
+    rlx.compile(lambda a: a * 2.0 + 1.0, x, target="cuda")
+    assert locale.getpreferredencoding(False) == before

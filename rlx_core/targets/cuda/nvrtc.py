@@ -14,6 +14,8 @@ import glob
 import os
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -94,9 +96,37 @@ def _take(lib: Any, prog: Any, what: str) -> bytes:
     return buf.raw
 
 
+@contextmanager
+def _thread_locale_kept() -> Iterator[None]:
+    """Give the calling thread its locale back after NVRTC.
+
+    NVRTC switches the thread to the "C" locale (``uselocale``) while it compiles and leaves it
+    there: afterwards ``locale.getpreferredencoding()`` said ASCII, so every later ``open()``
+    of a UTF-8 text file in the process failed (found by the suite: tests reading docs/errors.md
+    after a cuda compile on the same worker).
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        uselocale = libc.uselocale
+        uselocale.restype, uselocale.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+        saved = uselocale(None)  # (locale_t) 0: only asks
+    except (OSError, AttributeError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        uselocale(saved)
+
+
 def compile_nvrtc(lib: Any, source: str, sm: int) -> tuple[bytes, str]:
     """(image, kind): a cubin for sm_``sm`` if this NVRTC knows the arch, else PTX for its
     newest arch (the driver compiles PTX for a newer GPU)."""
+    with _thread_locale_kept():
+        return _compile_nvrtc(lib, source, sm)
+
+
+def _compile_nvrtc(lib: Any, source: str, sm: int) -> tuple[bytes, str]:
     archs = supported_archs(lib)
     cubin = not archs or sm in archs
     arch = f"sm_{sm}" if cubin else f"compute_{max(archs)}"
