@@ -154,3 +154,19 @@ def test_int4_linear_kernel_matches_reference(cpu, zero_point):
                                           32), q.dequantize())
     # int4 stays close to f32 (a quarter of a step per weight on average)
     assert np.abs(got - x @ w.T).max() < 0.15 * np.abs(x @ w.T).max()
+
+
+def test_int_linear_over_an_empty_contraction_is_the_bias(cpu):
+    """Fuzz finding (fuzz_long_cpu, seed [20261205, 20526, 9, 55]): with k == 0 the row count
+    came out as 0 and the output was left unwritten instead of holding the bias."""
+    from rlx_core.ir.parser import parse
+
+    g = parse("""hir @fuzz {
+  input %x : i8[0]
+  input %w : i8[5,0]
+  input %b : i32[5]
+  %y : i32[5] = int_linear(%x, %w, %b) {a_zero_point=-3, b_zero_point=-2}
+  return %y
+}""")
+    xs = [np.zeros((0,), np.int8), np.zeros((5, 0), np.int8), np.arange(1, 6, dtype=np.int32)]
+    np.testing.assert_array_equal(rlx.compile(g, *xs, target="cpu")(*xs), [1, 2, 3, 4, 5])

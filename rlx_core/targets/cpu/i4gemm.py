@@ -10,6 +10,8 @@ decode, one sentence) the matmul is bound by that traffic.
 
 from __future__ import annotations
 
+import math
+
 from rlx_core.ir.graph import Node
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
@@ -83,7 +85,7 @@ def emit_int4_linear(env: KernelEnv, w: Writer, node: Node) -> str:
     zero = env.inputs[node.inputs[3]].ptr if len(node.inputs) == 4 else "0"
     out = env.outputs[node.name]
     n, k = packed.type.shape[0], packed.type.shape[1] * 2
-    m = x.type.size // max(k, 1)
+    m = math.prod(x.type.shape[:-1])  # rows; with k == 0 the output is the bias, not empty
     rb, cb = -(-m // ROW_BLOCK), -(-n // COL_BLOCK)
     pragma = env.parallel(m * n * k, 0)
     if pragma:

@@ -27,6 +27,7 @@ finds their symbols. ``RLX_IGEMM_ISA=c`` forces the portable kernel (tests run b
 
 from __future__ import annotations
 
+import math
 import os
 
 from rlx_core.ir import dtypes as dt
@@ -296,7 +297,7 @@ def emit_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str | None = 
         raise RenderError("int_linear: the CPU kernel writes i32 from a 2-D weight",
                           hint="the capability table claims int_linear in i8/u8 -> i32 only")
     n, k = wt.type.shape
-    m = x.type.size // max(k, 1)
+    m = math.prod(x.type.shape[:-1])  # rows; with k == 0 the output is the bias, not empty
     rows, cols = (PACKED_ROW_BLOCK, PACKED_COL_BLOCK) if packed else (ROW_BLOCK, COL_BLOCK)
     rb, cb = -(-m // rows), -(-n // cols)
     pragma = env.parallel(m * n * k, 0)
