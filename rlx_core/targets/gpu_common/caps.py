@@ -2,7 +2,8 @@
 
 Each GPU target's caps.py builds its ``Capabilities`` from these: the ops are exactly those
 kernels.py renders, in the dtypes expr.py stores (bool as u32, i8/i16 as i32, u8 as u32,
-computed in 32 bits and wrapped to their width after every op). A target adds its own f16,
+computed in 32 bits and wrapped to their width after every op; bf16 as its 16 bits in a u32,
+computed in f32 and rounded to bf16 after every op, as the reference does). A target adds its own f16,
 limits and label.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from rlx_core.dispatch.capabilities import DTypeRule, OpClaim
 from rlx_core.ir.ops.mir import BINARY, COMPARE, REDUCE, UNARY
 
-DTYPES: tuple[str, ...] = ("f32", "f16", "i32", "u32", "bool", "i8", "i16", "u8")
+DTYPES: tuple[str, ...] = ("f32", "f16", "i32", "u32", "bool", "i8", "i16", "u8", "bf16")
 
 _ELEMENTWISE = (*UNARY, *BINARY, *COMPARE, "select", "cast")
 _OTHER = (*REDUCE, "argmax", "broadcast_in_dim", "reshape", "transpose", "slice", "pad",
@@ -36,7 +37,7 @@ def dtype_rules(target: str) -> tuple[DTypeRule, ...]:
         DTypeRule("i8", "storage", stored_as="i32"),
         DTypeRule("u8", "storage", stored_as="u32"),
         DTypeRule("i16", "storage", stored_as="i32"),
-        DTypeRule("bf16", "unsupported", hint="cast to f32"),
+        DTypeRule("bf16", "storage", stored_as="u32"),
         DTypeRule("c64", "unsupported", hint="split into real and imaginary f32 parts"),
         DTypeRule("i4", "unsupported", hint="dequantize: cast the i4 tensor to f32 first"),
     )

@@ -25,10 +25,11 @@ from rlx_core.ir.ops import is_elementwise
 from rlx_core.targets.gpu_common.dialect import Dialect
 
 # dtype -> storage type key in buffers; dtype -> compute type key in registers
+# (bf16 is its 16 bits in a u32 in every language: held as the top half of an f32's bits)
 STORAGE: dict[str, str] = {"f32": "f32", "f16": "f16", "i32": "i32", "u32": "u32", "bool": "u32",
-                           "i8": "i32", "i16": "i32", "u8": "u32"}
+                           "i8": "i32", "i16": "i32", "u8": "u32", "bf16": "u32"}
 COMPUTE: dict[str, str] = {"f32": "f32", "f16": "f32", "i32": "i32", "u32": "u32", "bool": "bool",
-                           "i8": "i32", "i16": "i32", "u8": "u32"}
+                           "i8": "i32", "i16": "i32", "u8": "u32", "bf16": "f32"}
 
 
 class GpuRenderError(RlxError):
@@ -90,9 +91,11 @@ def nan(d: Dialect) -> str:
 
 
 def finish(d: Dialect, e: str, t: DType) -> str:
-    """Round a computed value to ``t``: f16 rounding, narrow-integer wrap-around."""
+    """Round a computed value to ``t``: f16/bf16 rounding, narrow-integer wrap-around."""
     if t == dt.f16:
         return d.f16_round(e)
+    if t == dt.bf16:  # round to nearest even on the bits (helpers.py), as the reference does
+        return f"rlx_bf16({e})"
     if t in (dt.i8, dt.i16):
         s = 32 - t.bits
         return f"({d.int_binary('<<', e, f'{s}u', 'i32')} >> {s}u)"
@@ -107,6 +110,8 @@ def load(d: Dialect, e: str, t: DType) -> str:
         return f"({e} != 0u)"
     if t == dt.f16:
         return d.conv("f32", e)
+    if t == dt.bf16:
+        return d.bitcast("f32", f"({e} << 16u)")
     return e
 
 
@@ -116,6 +121,8 @@ def store(d: Dialect, e: str, t: DType) -> str:
         return d.select("0u", "1u", e)
     if t == dt.f16:
         return d.conv("f16", e)
+    if t == dt.bf16:
+        return f"rlx_bf16_bits({e})"
     return e
 
 

@@ -170,7 +170,22 @@ def _powu(d: Dialect) -> list[str]:
         "}"]
 
 
+def _bf16(d: Dialect) -> list[str]:
+    # bf16 is the top half of an f32: round to nearest even by adding 0x7fff plus the lowest
+    # kept bit (the reference's round_bf16); NaN becomes the canonical quiet NaN, as there
+    return [
+        d.function("rlx_bf16_bits", [("x", "f32")], "u32"),
+        f"  {d.let('u', 'u32', d.bitcast('u32', 'x'))}",
+        "  if ((u & 0x7fffffffu) > 0x7f800000u) { return 0x7fc0u; }",
+        "  return (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u;",
+        "}",
+        d.function("rlx_bf16", [("x", "f32")], "f32"),
+        f"  return {d.bitcast('f32', '(rlx_bf16_bits(x) << 16u)')};",
+        "}"]
+
+
 HELPERS: dict[str, Callable[[Dialect], list[str]]] = {
+    "rlx_bf16": _bf16,
     "rlx_erf": _erf, "rlx_log": _log, "rlx_tanh": _tanh, "rlx_fmod": _fmod,
     "rlx_powf": _powf, "rlx_powi": _powi, "rlx_powu": _powu}
 

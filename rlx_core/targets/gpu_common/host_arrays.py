@@ -2,8 +2,8 @@
 
 Inputs may be numpy arrays (used when numpy is importable), ``array.array``, memoryviews,
 nested lists/tuples or scalars. They become the little-endian bytes of the WGSL storage type
-(``gpu_common.expr.STORAGE``: bool and u8 as u32, i8/i16 as i32, f16 as f16) with the reference's cast
-rules. Results come back as numpy arrays when numpy is present, else as ``HostArray``.
+(``gpu_common.expr.STORAGE``: bool and u8 as u32, i8/i16 as i32, f16 as f16, bf16 as its 16 bits
+in a u32) with the reference's cast rules. Results come back as numpy arrays when numpy is present, else as ``HostArray``.
 """
 
 from __future__ import annotations
@@ -91,10 +91,20 @@ def _flat_values(arg: Any) -> tuple[list[Any], tuple[int, ...]]:
     return flatten_nested(arg)
 
 
+def _bf16_bits(v: float) -> int:
+    """The bf16 bits of ``v`` (round to nearest even, NaN canonical): the reference's rounding."""
+    if math.isnan(v):
+        return 0x7FC0
+    u = struct.unpack("<I", struct.pack("<f", v))[0]
+    return (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+
+
 def _convert(v: Any, d: DType) -> Any:
     """One Python value in storage form, with ``cast`` semantics (truncate, saturate, wrap)."""
     if d == dt.bool_:
         return 1 if v else 0
+    if d == dt.bf16:
+        return _bf16_bits(float(v))
     if d.is_float:
         return float(v)
     if isinstance(v, float):
@@ -147,6 +157,8 @@ def to_storage(arg: Any, t: TensorType, what: str = "argument") -> bytes:
         if tuple(arr.shape) != t.shape:
             raise ArgumentError(f"{what} has shape {list(arr.shape)}, expected {t}")
         arr = convert(arr, t.dtype)
+        if t.dtype == dt.bf16:  # rounded already: the top half of each f32's bits
+            arr = np.ascontiguousarray(arr, dtype=np.float32).view(np.uint32) >> 16
         want = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4"}[st]
         data = np.ascontiguousarray(arr).astype(want).tobytes()
     else:
@@ -169,12 +181,16 @@ def from_storage(data: bytes | bytearray | memoryview, t: TensorType) -> Any:
     if np is not None:
         want = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4"}[st]
         arr = np.frombuffer(raw, dtype=want).copy()
+        if t.dtype == dt.bf16:
+            arr = (arr << np.uint32(16)).view(np.float32)
         if t.dtype == dt.bool_:
             arr = arr != 0
         else:
             arr = arr.astype(dt.to_numpy_name(t.dtype))
         return arr.reshape(t.shape)
     vals = struct.unpack(f"<{t.size}{_FORMAT[st]}", raw)
+    if t.dtype == dt.bf16:
+        vals = tuple(struct.unpack("<f", struct.pack("<I", (v & 0xFFFF) << 16))[0] for v in vals)
     if t.dtype == dt.bool_:
         vals = tuple(v != 0 for v in vals)
     return HostArray(t.dtype.name, t.shape, tuple(vals))

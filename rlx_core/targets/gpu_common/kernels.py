@@ -125,6 +125,9 @@ class _Kernel:
         k = self.k
         uses_f16 = any(self.types[v].dtype == dt.f16 for v in (*k.inputs, *k.outputs)) or any(
             n.type.dtype == dt.f16 for n in k.nodes)
+        if any(self.types[v].dtype == dt.bf16 for v in (*k.inputs, *k.outputs)) or any(
+                n.type.dtype == dt.bf16 for n in k.nodes):
+            self.used.add("rlx_bf16")
         prelude = [*self.d.enables(uses_f16), *helpers(self.d, self.used)]
         return self.d.kernel(self.buffers, self.shared, wg, prelude, lines)
 
