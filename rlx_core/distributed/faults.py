@@ -16,6 +16,7 @@ installed only by the ``python -m rlx_core.distributed`` entry point.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
@@ -40,6 +41,15 @@ class _Channel:
         self.buf = np.zeros(_NOTICE_BYTES, dtype=np.uint8)
         self.status = mpi.Status()
         self.request = self.world.Irecv(self.buf, source=mpi.ANY_SOURCE, tag=NOTICE_TAG)
+        # a receive still posted at MPI_Finalize is an error in some MPI libraries: cancel it
+        # first (atexit runs this before mpi4py's own finalize, registered earlier)
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Cancel the posted receive (at exit) unless a notice completed it."""
+        if not self.request.Test():
+            self.request.Cancel()
+            self.request.Wait()
 
     def check(self) -> None:
         """Raise PeerFailedError if a notice has arrived."""
