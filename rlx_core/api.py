@@ -32,14 +32,16 @@ def _source_of(fn: Callable[..., Any]) -> dict[str, Any]:
 
 def lower(fn_or_graph: Callable[..., Any] | Graph, *example_args: Any, target: str = DEFAULT_TARGET,
           policy: Any = None, allow_approximate: bool = False, verify: bool = False,
-          record: bool = True, name: str | None = None,
-          memory_limit: Any = None) -> tuple[Graph, Graph, Graph, PassContext]:
+          record: bool = True, name: str | None = None, memory_limit: Any = None,
+          input_ranges: dict[str, tuple[int, int]] | None = None,
+          ) -> tuple[Graph, Graph, Graph, PassContext]:
     """Trace (if given a function) and run the pipeline; returns (hir, mir, lir, context)."""
     from rlx_core.passes.pipeline import default_pipeline, run_pipeline
 
     tgt = get_target(target)
     options = CompileOptions(target=target, policy=policy, allow_approximate=allow_approximate,
-                             verify=verify, memory_limit=memory_limit)
+                             verify=verify, memory_limit=memory_limit,
+                             input_ranges=dict(input_ranges or {}))
     hir = fn_or_graph if isinstance(fn_or_graph, Graph) else trace(fn_or_graph, *example_args,
                                                                    name=name)
     rec = CompileTrace(function=hir.name, target=target, policy=str(policy or "prefer-native"),
@@ -69,7 +71,8 @@ def lower(fn_or_graph: Callable[..., Any] | Graph, *example_args: Any, target: s
 def compile(fn: Callable[..., Any] | Graph, *example_args: Any, target: str = DEFAULT_TARGET,
             policy: Any = None, allow_approximate: bool = False, verify: bool = False,
             record: bool = True, name: str | None = None,
-            memory_limit: Any = None) -> Executable:
+            memory_limit: Any = None,
+            input_ranges: dict[str, tuple[int, int]] | None = None) -> Executable:
     """Compile ``fn`` for ``target`` at the shapes/dtypes of ``example_args``.
 
     Returns an Executable; ``exe.trace`` is its CompileTrace. Raises LegalizationError when an
@@ -90,13 +93,14 @@ def compile(fn: Callable[..., Any] | Graph, *example_args: Any, target: str = DE
                                      hint="see rlx.targets() for what runs on this machine")
     hir, mir, lir, ctx = lower(fn, *example_args, target=target, policy=policy,
                                allow_approximate=allow_approximate, verify=verify, record=record,
-                               name=name, memory_limit=memory_limit)
+                               name=name, memory_limit=memory_limit,
+                               input_ranges=input_ranges)
     program = tgt.build(lir, ctx.options)
     if ctx.trace is not None:
         ctx.trace.kernels = dict(program.sources)
     rec = ctx.trace or CompileTrace(function=hir.name, target=target)
     return Executable(hir.name, target, hir, mir, lir, program, rec, dict(hir.param_data),
-                      memory_limit=memory_limit)
+                      memory_limit=memory_limit, input_ranges=dict(input_ranges or {}))
 
 
 def _guard(args: tuple[Any, ...]) -> tuple[Any, ...]:

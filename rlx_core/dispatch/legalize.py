@@ -239,7 +239,7 @@ def legalize_graph(g: Graph, target: Any = None, options: Any = None,
     narrowed: tuple[str, ...] = ()
     env = RewriteEnv(caps, bool(getattr(options, "allow_approximate", False)))
     if i64_rule is not None and i64_rule.status == "narrow":
-        nar = narrow_i64(g)
+        nar = narrow_i64(g, getattr(options, "input_ranges", None))
         g, narrowed = nar.graph, nar.narrowed
         env = RewriteEnv(caps, env.allow_approximate, nar.ranges, nar.unknown_why)
     values = dict(g.values())

@@ -2,10 +2,14 @@
 
 A forward interval analysis gives each integer value a range [lo, hi] when it can be proven
 (iota, constants, casts from narrower types, argmax, interval arithmetic through + - * max min
-neg abs select and data movement). An i64 value whose range fits i32 and that is not a graph
-output is retyped to i32 in place (same name); consumers that cannot take the narrower type get
-it widened back. Inputs and parameters without data have unknown ranges: they stay i64, and the
-nodes touching them fail with RLX-L004 and say why.
+neg abs select div rem sign, bitwise ops, reductions and data movement). An i64 value whose
+range fits i32 is retyped to i32 in place (same name); consumers that cannot take the narrower
+type get it widened back. A graph output narrowed this way is widened back to i64 on the host
+(``Executable``). Inputs and parameters without data have unknown ranges: they stay i64, and the
+nodes touching them fail with RLX-L004 and say why - unless the caller promises a range for an
+input (``rlx.compile(..., input_ranges={name: (lo, hi)})``, what the ONNX backend does from the
+values it is given): such an input is retyped to i32 and ``Executable`` checks every call's
+values against the promise (RLX-G002), so a value outside it is a typed error, never a wrap.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ _MOVEMENT = ("reshape", "transpose", "slice", "broadcast_in_dim", "concat", "gat
 class Narrowing:
     graph: Graph
     narrowed: tuple[str, ...]  # node names retyped i64 -> i32
+    narrowed_inputs: dict[str, tuple[int, int]]  # graph inputs retyped i64 -> i32: their range
     ranges: dict[str, Range]
     unknown_why: dict[str, str]
 
@@ -36,6 +41,8 @@ class Narrowing:
 def _data_range(data: Any) -> Range:
     """min/max of parameter data without importing numpy (arrays have .min/.max)."""
     try:
+        if getattr(data, "size", None) == 0:
+            return (0, 0)  # an empty tensor holds nothing out of range
         if hasattr(data, "min") and hasattr(data, "max"):
             return (int(data.min()), int(data.max()))
         flat = list(data)
@@ -87,6 +94,34 @@ def node_range(n: Node, ins: list[Range], in_types: list[TensorType]) -> Range:
             c = (a0 * b0, a0 * b1, a1 * b0, a1 * b1)
             return (min(c), max(c))
         return (max(a0, b0), max(a1, b1)) if op == "max" else (min(a0, b0), min(a1, b1))
+    if op == "div":  # integer division: |a / b| <= |a| (and x / 0 is 0)
+        m = max(abs(ins[0][0]), abs(ins[0][1]))  # type: ignore[index]
+        return (-m, m)
+    if op == "rem":  # |a % b| <= |a| and < |b|, whichever sign convention
+        m = min(max(abs(ins[0][0]), abs(ins[0][1])),  # type: ignore[index]
+                max(abs(ins[1][0]), abs(ins[1][1])))  # type: ignore[index]
+        return (0 if ins[0][0] >= 0 and ins[1][0] >= 0 else -m, m)  # type: ignore[index]
+    if op in ("and", "or", "xor"):  # two's complement: k+1-bit operands give a k+1-bit result
+        lo = min(ins[0][0], ins[1][0])  # type: ignore[index]
+        hi = max(ins[0][1], ins[1][1])  # type: ignore[index]
+        k = max(hi.bit_length(), (-lo - 1).bit_length() if lo < 0 else 0)
+        return (-(2 ** k) if lo < 0 else 0, 2 ** k - 1)
+    if op == "sign":
+        return (-1, 1)
+    if op in ("reduce_max", "reduce_min"):
+        return ins[0]
+    if op in ("reduce_sum", "reduce_prod"):  # k terms, each in [lo, hi]
+        k = 1
+        for ax in n.attr("axes"):
+            k *= in_types[0].shape[ax]
+        lo, hi = ins[0]  # type: ignore[misc]
+        if op == "reduce_sum":
+            return (min(0, k * lo), max(0, k * hi))
+        m0 = max(abs(lo), abs(hi), 1)
+        if k * m0.bit_length() > 64:
+            return None  # far beyond i32 anyway; don't build huge integers
+        m = m0 ** k
+        return (-m if lo < 0 else min(0, lo), m)
     if op == "neg":
         return (-ins[0][1], -ins[0][0])  # type: ignore[index]
     if op == "abs":
@@ -95,12 +130,16 @@ def node_range(n: Node, ins: list[Range], in_types: list[TensorType]) -> Range:
     return None
 
 
-def analyse(g: Graph) -> tuple[dict[str, Range], dict[str, str]]:
+def analyse(g: Graph, input_ranges: dict[str, tuple[int, int]] | None = None,
+            ) -> tuple[dict[str, Range], dict[str, str]]:
     ranges: dict[str, Range] = {}
     why: dict[str, str] = {}
     for v in g.inputs:
-        ranges[v.name] = None
-        why[v.name] = "it is a function input, so its values are only known at run time"
+        given = (input_ranges or {}).get(v.name)
+        ranges[v.name] = (int(given[0]), int(given[1])) if given is not None else None
+        if given is None:
+            why[v.name] = ("it is a function input, so its values are only known at run time "
+                           "(rlx.compile(..., input_ranges=...) can promise a range)")
     for p in g.params:
         data = g.param_data.get(p.name)
         ranges[p.name] = _data_range(data) if data is not None else None
@@ -125,20 +164,31 @@ def _fits(r: Range) -> bool:
     return r is not None and I32[0] <= r[0] and r[1] <= I32[1]
 
 
-def narrow_i64(g: Graph) -> Narrowing:
-    """Retype every provably-in-range i64 node result to i32 (see the module docstring)."""
-    ranges, why = analyse(g)
-    outputs = set(g.outputs)
+def narrow_i64(g: Graph, input_ranges: dict[str, tuple[int, int]] | None = None) -> Narrowing:
+    """Retype every provably-in-range i64 node result (and every i64 input with a promised range
+    that fits) to i32 (see the module docstring)."""
+    ranges, why = analyse(g, input_ranges)
     for name, r in ranges.items():
         if r is not None and not _fits(r):
             why[name] = f"its range [{r[0]}, {r[1]}] does not fit i32"
+    inputs = tuple(replace(v, type=replace(v.type, dtype=dt.i32))
+                   if v.type.dtype == dt.i64 and _fits(ranges.get(v.name)) else v
+                   for v in g.inputs)
+    narrowed_inputs = {v.name: ranges[v.name] for v, w in zip(g.inputs, inputs, strict=True)
+                       if v is not w}
+    # parameters whose bound data fits i32 are uploaded as i32 (the data is known: no guard)
+    params = tuple(replace(v, type=replace(v.type, dtype=dt.i32))
+                   if v.type.dtype == dt.i64 and _fits(ranges.get(v.name)) else v
+                   for v in g.params)
+    original = g.values()  # the types before narrowing: what a widening goes back to
+    if narrowed_inputs or params != g.params:
+        g = replace(g, inputs=inputs, params=params)
     types: dict[str, Value] = dict(g.values())
     names = NameGen(types)
     narrowed: list[str] = []
     out: list[Node] = []
     for n in g.nodes:
-        retype = (n.out.type.dtype == dt.i64 and _fits(ranges.get(n.out.name))
-                  and n.out.name not in outputs)
+        retype = n.out.type.dtype == dt.i64 and _fits(ranges.get(n.out.name))
         attrs = dict(n.attrs)
         if retype:
             for key in ("dtype", "index_dtype"):
@@ -154,9 +204,11 @@ def narrow_i64(g: Graph) -> Narrowing:
             # widen narrowed operands back for this consumer, keep the node as it was
             ins = []
             for i, v in zip(n.inputs, in_vals, strict=True):
-                if v.type.dtype == dt.i32 and g.values()[i].type.dtype == dt.i64:
+                if v.type.dtype == dt.i32 and original[i].type.dtype == dt.i64:
                     w = Value(names.fresh(), replace(v.type, dtype=dt.i64))
                     out.append(Node(w, "cast", (i,), (("dtype", dt.i64),), n.loc))
+                    why[w.name] = (f"%{i} is widened back to i64 for %{n.out.name} = {n.op}, "
+                                   f"because {why.get(n.out.name, 'that op needs i64')}")
                     types[w.name] = w
                     ins.append(w.name)
                 else:
@@ -170,5 +222,5 @@ def narrow_i64(g: Graph) -> Narrowing:
         types[n.out.name] = new.out
         out.append(new)
     graph = g.with_nodes(out)
-    return Narrowing(graph, tuple(narrowed), ranges, why)
+    return Narrowing(graph, tuple(narrowed), narrowed_inputs, ranges, why)
 

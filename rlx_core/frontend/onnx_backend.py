@@ -48,6 +48,7 @@ class RlxBackendRep(BackendRep):
     options: dict[str, Any] = field(default_factory=dict)
     compiled: list[tuple[tuple[Any, ...], _Compiled]] = field(default_factory=list)
     folded: tuple[str, ...] = ()  # inputs the last import needed as values
+    _narrows: bool | None = None  # does the target narrow i64 to i32 (see _ranges)
 
     def __post_init__(self) -> None:
         inits = {t.name for t in self.model.graph.initializer}
@@ -63,7 +64,21 @@ class RlxBackendRep(BackendRep):
     def _key(self, feeds: dict[str, Any]) -> tuple[Any, ...]:
         sig = tuple((k, tuple(v.shape), v.dtype.str) for k, v in sorted(feeds.items()))
         vals = tuple((k, feeds[k].tobytes()) for k in self.folded if k in feeds)
-        return sig + vals
+        return sig + vals + tuple(sorted(self._ranges(feeds).items()))
+
+    def _ranges(self, feeds: dict[str, Any]) -> dict[str, tuple[int, int]]:
+        """On targets without i64 kernels: each int64 input's values, rounded out to a
+        power-of-two bucket, promised to the compiler so it can narrow them to i32 (the
+        executable checks every call against the promise; another bucket compiles again)."""
+        if self._narrows is None:
+            from rlx_core.dispatch.registry import caps_for
+
+            rule = caps_for(self.target).dtype_rule("i64")
+            self._narrows = rule is not None and rule.status == "narrow"
+        if not self._narrows:
+            return {}
+        return {k: r for k, v in feeds.items()
+                if v.dtype.name == "int64" and (r := _bucket(v)) is not None}
 
     def _compile(self, feeds: dict[str, Any]) -> _Compiled:
         import rlx_core as rlx
@@ -75,7 +90,8 @@ class RlxBackendRep(BackendRep):
         res = import_model(self.model, input_shapes={k: v.shape for k, v in feeds.items()},
                            static_inputs=feeds)
         args = [feeds[name] for name in res.input_names]
-        exe = rlx.compile(res.graph, *args, target=self.target, record=False, **self.options)
+        exe = rlx.compile(res.graph, *args, target=self.target, record=False,
+                          input_ranges=self._ranges(feeds), **self.options)
         c = _Compiled(exe, res.input_names, res.output_names, res.folded_inputs)
         self.folded = res.folded_inputs
         self.compiled.append((self._key(feeds), c))
@@ -94,6 +110,17 @@ class RlxBackendRep(BackendRep):
         if len(c.exe.lir.outputs) == 1:
             outs = (outs,)
         return tuple(_onnx_array(o, vi) for o, vi in zip(outs, self.model.graph.output))
+
+
+def _bucket(arr: Any) -> tuple[int, int] | None:
+    """[lo, hi] of ``arr`` widened to [-2^k, 2^k - 1] style bounds (0 stays a floor), or None
+    when that does not fit i32."""
+    if not arr.size:
+        return (0, 0)
+    lo, hi = int(arr.min()), int(arr.max())
+    lo_b = 0 if lo >= 0 else -(1 << (-lo - 1).bit_length())
+    hi_b = -1 if hi < 0 else (1 << hi.bit_length()) - 1
+    return (lo_b, hi_b) if -(2 ** 31) <= lo_b and hi_b <= 2 ** 31 - 1 else None
 
 
 def _onnx_array(value: Any, vi: Any) -> Any:

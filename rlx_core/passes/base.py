@@ -26,6 +26,9 @@ class CompileOptions:
     # bytes one run may allocate (int, "8G", "50%", "off"); None: RLX_MEMORY_LIMIT or the
     # default fraction of RAM (runtime/memory_budget.py)
     memory_limit: Any = None
+    # value ranges promised for integer inputs {name: (lo, hi)}: an i64 input with one is
+    # narrowed to i32 on targets without i64 kernels, and every call is checked against it
+    input_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
     flags: dict[str, Any] = field(default_factory=dict)
 
 

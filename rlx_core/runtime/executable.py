@@ -11,6 +11,12 @@ from rlx_core.errors import ArgumentError
 from rlx_core.frontend.tracer import type_of_example
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Graph, TensorType
+from rlx_core.runtime.narrowed_io import (
+    check_inputs,
+    narrowed_inputs,
+    widen_outputs,
+    widened_outputs,
+)
 from rlx_core.targets.base import Program
 
 
@@ -46,9 +52,14 @@ class Executable:
     params: dict[str, Any] = field(default_factory=dict)
     # the memory_limit compile option; resolved and checked once, before the first run
     memory_limit: Any = None
+    # value ranges promised for i64 inputs (rlx.compile's input_ranges); see narrowed_io.py
+    input_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
     _budget_ok: bool = field(default=False, init=False, repr=False)
     _host_types: Any = field(default=None, init=False, repr=False)
     _ndarray: Any = field(default=None, init=False, repr=False)
+    _narrowed: list[tuple[int, str, tuple[int, int]]] | None = field(default=None, init=False,
+                                                                      repr=False)
+    _widen: list[int] | None = field(default=None, init=False, repr=False)
 
     @property
     def input_types(self) -> tuple[TensorType, ...]:
@@ -90,8 +101,15 @@ class Executable:
             self.check_args(args)
             host = [_to_host(a, t) for a, t in zip(args, self.input_types)]
         self.check_memory()
+        if self._narrowed is None:  # i64 inputs compiled as i32 (runtime/narrowed_io.py)
+            self._narrowed = narrowed_inputs(self.hir, self.lir, self.input_ranges)
+            self._widen = widened_outputs(self.hir, self.lir)
+        if self._narrowed:
+            check_inputs(self.name, args, self._narrowed)
         if out is None:
             outs = self.program.run(host, self.params)
+            if self._widen:
+                outs = widen_outputs(outs, self._widen)
         else:
             outs = self._run_into(host, out)
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -934,6 +934,20 @@ def p_g001():
                                                      (1, 1, 1), local=(1, 1, 1))])
 
 
+def p_g002():
+    import numpy as np
+
+    import rlx_core as rlx
+    from rlx_core.targets.registry import get_target
+
+    ok, why = get_target("opencl").available()
+    if not ok:
+        pytest.skip(f"no OpenCL device: {why}")
+    exe = rlx.compile(lambda a: a * 3 + 1, np.arange(4, dtype=np.int64), target="opencl",
+                      input_ranges={"a": (0, 100)})
+    exe(np.arange(4, dtype=np.int64) + 1000)
+
+
 def _cortex_m():
     from rlx_core.targets.registry import get_target
 
@@ -1151,7 +1165,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-V003": p_v003, "RLX-T004": p_t004, "RLX-R030": p_r030, "RLX-R031": p_r031,
     "RLX-X001": p_x001, "RLX-X002": p_x002, "RLX-X003": p_x003, "RLX-X004": p_x004,
     "RLX-J001": p_j001,
-    "RLX-K001": p_k001, "RLX-K002": p_k002, "RLX-G001": p_g001,
+    "RLX-K001": p_k001, "RLX-K002": p_k002, "RLX-G001": p_g001, "RLX-G002": p_g002,
     "RLX-B001": p_b001, "RLX-B002": p_b002, "RLX-B003": p_b003, "RLX-B004": p_b004,
     "RLX-B005": p_b005, "RLX-H001": p_h001, "RLX-H002": p_h002,
     "RLX-H003": p_h003, "RLX-H004": p_h004, "RLX-H005": p_h005,
@@ -1166,7 +1180,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-U014": p_u014,
 }
 # producers that import torch or open a WebGPU device: seconds, not milliseconds
-SLOW = ("RLX-I101", "RLX-K002", "RLX-G001", "RLX-Z003", "RLX-Z004", "RLX-S021")
+SLOW = ("RLX-I101", "RLX-K002", "RLX-G001", "RLX-G002", "RLX-Z003", "RLX-Z004", "RLX-S021")
 
 
 def test_every_documented_code_has_a_producer() -> None:
