@@ -3,8 +3,10 @@ and write the committed report (docs/onnx-report.md and docs/onnx-report.json).
 
     python scripts/onnx_report.py                      # numpy, cpu, webgpu (those available)
     python scripts/onnx_report.py --targets cpu -j 2   # one target, two worker processes
-    python scripts/onnx_report.py --targets opencl,opengl,vulkan,directx -j 2 \
-        --sample opencl=4,opengl=4,vulkan=4,directx=4    # the GPU API targets, every 4th case
+    python scripts/onnx_report.py --targets opencl,opengl,vulkan,directx,tpu -j 2
+                                                       # the GPU API targets and tpu, every case
+    python scripts/onnx_report.py --targets webgpu --filter bf16 --merge
+                                                       # rerun some cases, keep the other rows
 
 "rejected" means rlx raised a typed error (an op it does not import exactly, a dtype the
 target cannot run): an explicit refusal. "fail" means a wrong answer or a crash; the goal is
@@ -81,11 +83,23 @@ def _load_previous(path_json: str) -> dict[str, Any]:
 
 
 def write_report(results: dict[str, list[dict[str, Any]]], skipped: dict[str, str],
-                 path_md: str, path_json: str, sample: dict[str, int]) -> None:
-    """Write both files; targets not run this time keep their rows from the existing report."""
+                 path_md: str, path_json: str, sample: dict[str, int],
+                 merge: bool = False) -> None:
+    """Write both files; targets not run this time keep their rows from the existing report.
+    With ``merge``, a target run on some of its cases keeps its other cases' rows too."""
     import onnx
 
     prev = _load_previous(path_json)
+    if merge and prev.get("onnx_version") == onnx.__version__:
+        for t, rows in list(results.items()):
+            old = prev.get("cases", {}).get(t)
+            if old is None:
+                continue
+            new = {r["name"]: r for r in rows}
+            results[t] = [new.get(k, {"name": k, "status": v[0], "detail": v[1]})
+                          for k, v in sorted(old.items())]
+            results[t] += [r for k, r in sorted(new.items()) if k not in old]
+            sample.setdefault(t, prev.get("summary", {}).get(t, {}).get("sample", 1))
     if prev.get("onnx_version") == onnx.__version__:
         for t, cases in prev.get("cases", {}).items():
             if t not in results and t not in skipped:
@@ -167,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", default="", help="run every Nth case on some targets, e.g. "
                                                  "webgpu=16 (the report says so)")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--merge", action="store_true", help="update only the cases run (with "
+                    "--filter) in the existing report, keeping its other rows")
     args = ap.parse_args(argv)
 
     all_names = [c.name for c in node_cases.load_cases() if args.filter in c.name]
@@ -189,9 +205,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{rate:>9.1%}", flush=True)
         if not args.no_write:  # after every target, so a long run keeps what it finished
             write_report(dict(results), dict(skipped), args.out + ".md", args.out + ".json",
-                         dict(sample))
+                         dict(sample), args.merge)
     if not args.no_write:
-        write_report(results, skipped, args.out + ".md", args.out + ".json", sample)
+        write_report(results, skipped, args.out + ".md", args.out + ".json", sample, args.merge)
         print(f"wrote {args.out}.md and {args.out}.json")
     return 1 if any(r["status"] == suite.FAIL for rows in results.values() for r in rows) else 0
 

@@ -106,3 +106,41 @@ def test_bert_layer_example(target: str) -> None:
     got = rlx.compile(m.model, x, mask, target=target)(x, mask)
     want = rlx.compile(m.model, x, mask, target="numpy")(x, mask)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _opencl_fp64() -> None:
+    tgt = get_target("opencl")
+    ok, why = tgt.available()
+    if not ok:
+        pytest.skip(f"opencl unavailable here: {why}")
+    if "cl_khr_fp64" not in tgt.device().info.features:
+        pytest.skip("this OpenCL device has no cl_khr_fp64")
+
+
+def test_opencl_f64_follows_the_live_device() -> None:
+    from rlx_core.targets.opencl.caps import CAPS
+
+    assert CAPS.dtype_rule("f64").status == "unsupported"  # a device without cl_khr_fp64
+    assert "cl_khr_fp64" in CAPS.dtype_rule("f64").hint
+    _opencl_fp64()
+    assert get_target("opencl").caps.dtype_rule("f64").status == "native"
+
+
+def test_opencl_f64_kernels_compute_in_double() -> None:
+    _opencl_fp64()
+    x = np.array([1.5, -2.25, np.nan, np.inf, 1e-300, 3.0, 1e300, -0.0])
+    y = np.array([0.5, 2.0, 1.0, 2.0, 1e300, 0.0, 1e-300, 7.0])
+
+    def f(a, b):
+        return (a * b + rlx.exp(a / 4) - b, rlx.maximum(a, b), a > b, (a * 2).sum(),
+                a.astype("f32"), a.astype("i32"), a % b, a ** b)
+
+    exe = rlx.compile(f, x, y, target="opencl")
+    assert "double" in "\n".join(exe.sources.values())
+    for got, want in zip(exe(x, y), rlx.compile(f, x, y, target="numpy")(x, y), strict=True):
+        got, want = np.asarray(got), np.asarray(want)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)  # double arithmetic, no f32 rounding
+    m = np.random.default_rng(0).standard_normal((33, 17))
+    np.testing.assert_allclose(np.asarray(rlx.compile(lambda a: a @ a.T, m, target="opencl")(m)),
+                               m @ m.T, rtol=1e-13, atol=1e-13)

@@ -63,6 +63,8 @@ class Dialect:
     round_even = "round"
     # does the language have f16 arithmetic and storage at all (WGSL: with shader-f16)
     has_f16 = False
+    # does it have f64 (OpenCL C with cl_khr_fp64; the type keys f64 and u64 must be named)
+    has_f64 = False
     # does the driver compile floats as if inf and NaN did not exist (x / 0.0 -> 0, inf * 0.0
     # -> 0: lavapipe, llvmpipe)? Then float div and mul decide the special cases on the bits
     ieee_guards = False
@@ -93,6 +95,17 @@ class Dialect:
     def nonfinite_lit(self, bits: int) -> str:
         """inf or NaN from its bits (compilers reject or fold a constant one)."""
         return self.bitcast("f32", f"{bits:#010x}u")
+
+    def double_lit(self, f: float) -> str:
+        """A finite f64 literal (dialects with ``has_f64``)."""
+        r = repr(f)
+        return r if ("e" in r or "." in r) else f"{r}.0"
+
+    def u64_lit(self, v: int) -> str:
+        return f"{v:#x}UL"
+
+    def nonfinite_lit64(self, bits: int) -> str:
+        return self.bitcast("f64", self.u64_lit(bits))
 
     # ---- conversions -----------------------------------------------------------------------
 

@@ -27,9 +27,11 @@ from rlx_core.targets.gpu_common.dialect import Dialect
 # dtype -> storage type key in buffers; dtype -> compute type key in registers
 # (bf16 is its 16 bits in a u32 in every language: held as the top half of an f32's bits)
 STORAGE: dict[str, str] = {"f32": "f32", "f16": "f16", "i32": "i32", "u32": "u32", "bool": "u32",
-                           "i8": "i32", "i16": "i32", "u8": "u32", "bf16": "u32"}
+                           "i8": "i32", "i16": "i32", "u8": "u32", "bf16": "u32", "f64": "f64"}
 COMPUTE: dict[str, str] = {"f32": "f32", "f16": "f32", "i32": "i32", "u32": "u32", "bool": "bool",
-                           "i8": "i32", "i16": "i32", "u8": "u32", "bf16": "f32"}
+                           "i8": "i32", "i16": "i32", "u8": "u32", "bf16": "f32", "f64": "f64"}
+# compute keys of float values (f64 only in dialects with ``has_f64``: OpenCL with cl_khr_fp64)
+FLOATS = ("f32", "f64")
 
 
 class GpuRenderError(RlxError):
@@ -44,7 +46,8 @@ def safe(text: str) -> str:
 
 
 def check_dtype(d: Dialect, t: DType, where: str) -> None:
-    if t.name not in STORAGE or (t == dt.f16 and not d.has_f16):
+    if t.name not in STORAGE or (t == dt.f16 and not d.has_f16) or (t == dt.f64 and
+                                                                      not d.has_f64):
         raise GpuRenderError(f"{where}: {d.name} kernels have no {t.name}",
                              hint=f"the {d.name} legalizer should have rejected or narrowed it; "
                                   f"cast to f32/i32 first")
@@ -71,6 +74,11 @@ def lit(d: Dialect, value: Any, t: DType) -> str:
     c = COMPUTE[t.name]
     if c == "bool":
         return "true" if bool(value) else "false"
+    if c == "f64":
+        f = float(value)
+        if math.isfinite(f):
+            return d.double_lit(f)
+        return d.nonfinite_lit64(struct.unpack("<Q", struct.pack("<d", f))[0])
     if c == "f32":
         f = float(value)
         if math.isfinite(f):
@@ -86,8 +94,13 @@ def zero(d: Dialect, t: DType) -> str:
     return lit(d, 0, t)
 
 
-def nan(d: Dialect) -> str:
-    return d.nonfinite_lit(0x7FC00000)
+def nan(d: Dialect, key: str = "f32") -> str:
+    return d.nonfinite_lit64(0x7FF8000000000000) if key == "f64" else d.nonfinite_lit(0x7FC00000)
+
+
+def flit(d: Dialect, f: float, key: str) -> str:
+    """A finite float literal of compute type ``key`` (f32 or f64)."""
+    return d.double_lit(f) if key == "f64" else d.float_lit(f)
 
 
 def finish(d: Dialect, e: str, t: DType) -> str:
@@ -130,28 +143,37 @@ def bits(d: Dialect, e: str) -> str:
     return d.bitcast("u32", e)
 
 
-def isnan(d: Dialect, e: str) -> str:
+def isnan(d: Dialect, e: str, key: str = "f32") -> str:
     """A NaN test on the bits: shader compilers may fold ``x != x`` to false."""
+    if key == "f64":
+        return f"(({d.bitcast('u64', e)} & {d.u64_lit(2 ** 63 - 1)}) > {d.u64_lit(0x7FF << 52)})"
     return f"(({bits(d, e)} & 0x7fffffffu) > 0x7f800000u)"
+
+
+def _nonzero_bits(d: Dialect, e: str, key: str) -> str:
+    """``e != 0`` on the bits (NaN stays truthy whatever the compiler assumes)."""
+    if key == "f64":
+        return f"(({d.bitcast('u64', e)} & {d.u64_lit(2 ** 63 - 1)}) != {d.u64_lit(0)})"
+    return f"(({bits(d, e)} & 0x7fffffffu) != 0u)"
 
 
 def cast(d: Dialect, e: str, src: DType, dst: DType) -> str:
     """``cast`` semantics: float->int truncates and saturates (NaN -> 0), int->int wraps."""
     cs, cd = COMPUTE[src.name], COMPUTE[dst.name]
     if dst == dt.bool_:
-        if cs == "f32":  # on the bits, so that NaN stays truthy whatever the compiler assumes
-            return f"(({bits(d, e)} & 0x7fffffffu) != 0u)"
+        if cs in FLOATS:  # on the bits, so that NaN stays truthy whatever the compiler assumes
+            return _nonzero_bits(d, e, cs)
         return e if src == dt.bool_ else f"({e} != {zero(d, src)})"
     if src == dt.bool_:
         return d.select(zero(d, dst), lit(d, 1, dst), e)
-    if cd == "f32":
-        return finish(d, d.conv("f32", e) if cs != "f32" else e, dst)
-    if cs == "f32":
+    if cd in FLOATS:
+        return finish(d, d.conv(cd, e) if cs != cd else e, dst)
+    if cs in FLOATS:
         lo, hi = bounds(dst)
         inner = d.conv(cd, e)
-        sat = d.select(d.select(inner, lit(d, hi, dst), f"{e} >= {d.float_lit(float(hi))}"),
-                       lit(d, lo, dst), f"{e} <= {d.float_lit(float(lo))}")
-        return d.select(sat, zero(d, dst), isnan(d, e))
+        sat = d.select(d.select(inner, lit(d, hi, dst), f"{e} >= {flit(d, float(hi), cs)}"),
+                       lit(d, lo, dst), f"{e} <= {flit(d, float(lo), cs)}")
+        return d.select(sat, zero(d, dst), isnan(d, e, cs))
     return finish(d, d.conv(cd, e) if cs != cd else e, dst)
 
 
@@ -169,8 +191,10 @@ _BOOL = {"add": "({0} || {1})", "or": "({0} || {1})", "max": "({0} || {1})",
          "ge": "({0} || !{1})"}
 
 
-def _unary_float(d: Dialect, op: str, a: str, used: set[str]) -> str:
-    one = d.float_lit(1.0)
+def _unary_float(d: Dialect, op: str, a: str, used: set[str], key: str = "f32") -> str:
+    one = flit(d, 1.0, key)
+    if key == "f64" and op in ("erf", "log", "tanh"):  # the f64 builtins are correctly rounded
+        return f"{op}({a})"                             # enough; the helpers are f32 code
     if op in ("erf", "log", "tanh"):
         used.add("rlx_" + op)
         return f"rlx_{op}({a})"
@@ -197,10 +221,10 @@ def elementwise(d: Dialect, op: str, args: list[str], in_types: list[DType], out
     if op == "select":
         return d.select(args[2], args[1], args[0])
     if op in _CMP and not (c == "bool" and op in _BOOL):
-        if c == "f32":
+        if c in FLOATS:
             # on the bits where NaN decides: shader compilers may assume no NaNs and fold
             # x != x (ONNX IsNaN) to false
-            either = f"({isnan(d, a)} || {isnan(d, b)})"
+            either = f"({isnan(d, a, c)} || {isnan(d, b, c)})"
             if op == "ne":
                 return f"(({a} != {b}) || {either})"
             return f"(({a} {_CMP[op]} {b}) && !{either})"
@@ -211,23 +235,24 @@ def elementwise(d: Dialect, op: str, args: list[str], in_types: list[DType], out
                                  hint="cast the operands to i32 first")
         return _BOOL[op].format(a, b)
     if op in UNARY_FLOAT:
-        if c != "f32":
+        if c not in FLOATS:
             raise GpuRenderError(f"{op} needs a float operand, got {t}")
-        return finish(d, _unary_float(d, op, a, used), out)
+        return finish(d, _unary_float(d, op, a, used, c), out)
+    if c == "f64" and d.ieee_guards:
+        raise GpuRenderError(f"{d.name} has no IEEE-guarded f64 lowering")
     if op == "neg":
-        if c == "f32":
+        if c in FLOATS:
             return finish(d, f"(-{a})", out)
         return finish(d, d.int_binary("-", zero(d, t), a, c), out)
     if op == "abs":
         if c == "u32":
             return a
-        return finish(d, f"{d.fabs}({a})" if c == "f32" else d.int_abs(a), out)
+        return finish(d, f"{d.fabs}({a})" if c in FLOATS else d.int_abs(a), out)
     if op == "sign":
-        if c == "f32":  # NaN stays NaN (sign() gives 0 for NaN on several drivers)
-            pos, neg = d.float_lit(1.0), d.float_lit(-1.0)
-            s = d.select(d.select(d.float_lit(0.0), neg, f"{a} < {d.float_lit(0.0)}"), pos,
-                         f"{a} > {d.float_lit(0.0)}")
-            return finish(d, d.select(s, a, isnan(d, a)), out)
+        if c in FLOATS:  # NaN stays NaN (sign() gives 0 for NaN on several drivers)
+            pos, neg, z0 = flit(d, 1.0, c), flit(d, -1.0, c), flit(d, 0.0, c)
+            s = d.select(d.select(z0, neg, f"{a} < {z0}"), pos, f"{a} > {z0}")
+            return finish(d, d.select(s, a, isnan(d, a, c)), out)
         if c == "u32":
             return d.select("0u", "1u", f"{a} > 0u")
         return finish(d, d.select(d.select(lit(d, 0, t), lit(d, -1, t), f"{a} < {zero(d, t)}"),
@@ -240,10 +265,12 @@ def elementwise(d: Dialect, op: str, args: list[str], in_types: list[DType], out
             return finish(d, _guarded_mul(d, a, b), out)
         if c == "f32" and op == "sub" and d.ieee_guards:
             return finish(d, _guarded_sub(d, a, b), out)
-        if c == "f32":
+        if c in FLOATS:
             return finish(d, f"({a} {sym} {b})", out)
         return finish(d, d.int_binary(sym, a, b, c), out)
     if op in ("div", "rem"):
+        if c == "f64":  # the f64 dialect's fmod is C's (exact), as the reference's
+            return f"fmod({a}, {b})" if op == "rem" else f"({a} / {b})"
         if c == "f32" and op == "rem":
             used.add("rlx_fmod")
             return finish(d, f"rlx_fmod({a}, {b})", out)
@@ -252,14 +279,16 @@ def elementwise(d: Dialect, op: str, args: list[str], in_types: list[DType], out
         if c == "f32":
             return finish(d, f"({a} / {b})", out)
         return finish(d, _int_divmod(d, op, a, b, t), out)
+    if op == "pow" and c == "f64":
+        return f"pow({a}, {b})"  # C99 pow, as numpy's
     if op == "pow":
         fn = {"f32": "rlx_powf", "i32": "rlx_powi", "u32": "rlx_powu"}[c]
         used.add(fn)
         return finish(d, f"{fn}({a}, {b})", out)
     if op in ("max", "min"):
-        if c == "f32":  # numpy's maximum/minimum propagate NaN
-            either = f"({isnan(d, a)} || {isnan(d, b)})"
-            return finish(d, d.select(f"{op}({a}, {b})", nan(d), either), out)
+        if c in FLOATS:  # numpy's maximum/minimum propagate NaN
+            either = f"({isnan(d, a, c)} || {isnan(d, b, c)})"
+            return finish(d, d.select(f"{op}({a}, {b})", nan(d, c), either), out)
         return finish(d, f"{op}({a}, {b})", out)
     if op in ("and", "or", "xor"):
         sym = {"and": "&", "or": "|", "xor": "^"}[op]

@@ -19,8 +19,9 @@ from rlx_core.ir.dtypes import DType
 from rlx_core.ir.graph import TensorType
 
 # struct format of each WGSL storage element type
-_FORMAT = {"f32": "f", "f16": "e", "i32": "i", "u32": "I"}
-_WIDTH = {"f32": 4, "f16": 2, "i32": 4, "u32": 4}
+_FORMAT = {"f32": "f", "f16": "e", "i32": "i", "u32": "I", "f64": "d"}
+_WIDTH = {"f32": 4, "f16": 2, "i32": 4, "u32": 4, "f64": 8}
+_NUMPY = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4", "f64": "<f8"}
 
 
 def storage_name(d: DType) -> str:
@@ -159,8 +160,7 @@ def to_storage(arg: Any, t: TensorType, what: str = "argument") -> bytes:
         arr = convert(arr, t.dtype)
         if t.dtype == dt.bf16:  # rounded already: the top half of each f32's bits
             arr = np.ascontiguousarray(arr, dtype=np.float32).view(np.uint32) >> 16
-        want = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4"}[st]
-        data = np.ascontiguousarray(arr).astype(want).tobytes()
+        data = np.ascontiguousarray(arr).astype(_NUMPY[st]).tobytes()
     else:
         flat, shape = _flat_values(arg)
         if tuple(shape) != t.shape:
@@ -179,8 +179,7 @@ def from_storage(data: bytes | bytearray | memoryview, t: TensorType) -> Any:
     except ImportError:
         np = None  # type: ignore[assignment]
     if np is not None:
-        want = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4"}[st]
-        arr = np.frombuffer(raw, dtype=want).copy()
+        arr = np.frombuffer(raw, dtype=_NUMPY[st]).copy()
         if t.dtype == dt.bf16:
             arr = (arr << np.uint32(16)).view(np.float32)
         if t.dtype == dt.bool_:

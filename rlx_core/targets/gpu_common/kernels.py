@@ -38,6 +38,7 @@ from rlx_core.ir.ops import MIR_OPS
 from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared, Subgroup
 from rlx_core.targets.gpu_common.expr import (
     COMPUTE,
+    FLOATS,
     STORAGE,
     Body,
     ExprGen,
@@ -179,8 +180,8 @@ def _reduce_init(d: Dialect, op: str, t: DType) -> str:
     if op in _INIT:
         return lit(d, _INIT[op], t) if c != "bool" else ("0u" if op == "reduce_sum" else "1u")
     lowest = op == "reduce_max"
-    if c == "f32":
-        return lit(d, -math.inf if lowest else math.inf, dt.f32)
+    if c in FLOATS:
+        return lit(d, -math.inf if lowest else math.inf, dt.get(c))
     if c == "bool":
         return "0u" if lowest else "1u"
     lo, hi = bounds(t)
@@ -192,10 +193,10 @@ def _combine(d: Dialect, op: str, a: str, b: str, c: str) -> str:
         op = {"reduce_sum": "reduce_max", "reduce_prod": "reduce_min"}.get(op, op)
     if op in ("reduce_sum", "reduce_prod"):
         sym = "+" if op == "reduce_sum" else "*"
-        return f"({a} {sym} {b})" if c in ("f32", "u32") else d.int_binary(sym, a, b, c)
+        return f"({a} {sym} {b})" if c in (*FLOATS, "u32") else d.int_binary(sym, a, b, c)
     fn = "max" if op == "reduce_max" else "min"
-    if c == "f32":  # a NaN wins, as in numpy's max/min (drivers' max/min drop it)
-        return d.select(d.select(f"{fn}({a}, {b})", b, isnan(d, b)), a, isnan(d, a))
+    if c in FLOATS:  # a NaN wins, as in numpy's max/min (drivers' max/min drop it)
+        return d.select(d.select(f"{fn}({a}, {b})", b, isnan(d, b, c)), a, isnan(d, a, c))
     return f"{fn}({a}, {b})"
 
 
@@ -240,9 +241,10 @@ def render_reduce(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> GpuKer
     loop = d.loop("r", "lid", f"{inner}u", f"{WG}u")
     if argmax:
         def nan(v: str) -> str:
-            return isnan(d, v) if acc_t == "f32" else "false"
+            return isnan(d, v, acc_t) if acc_t in FLOATS else "false"
 
-        init_v = lit(d, -math.inf, dt.f32) if acc_t == "f32" else _reduce_init(d, "reduce_max", t)
+        init_v = lit(d, -math.inf, dt.get(acc_t)) if acc_t in FLOATS else \
+            _reduce_init(d, "reduce_max", t)
         lines += [f"  {d.var('best', acc_t, init_v)}", f"  {d.var('best_i', 'u32', '0xffffffffu')}",
                   f"  {loop}"]
         lines += inner_body.lines
@@ -351,7 +353,7 @@ def render_matmul(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> GpuKer
     b_lines, b_val = _operand_load(d, kr.bind[dot.inputs[1]], rhs_t, (tuple(rb), tuple(rc), rf),
                                    ("b", "kb", "col"), "zb", "      ")
     prod = "ta[ly][j] * tb[j][lx]"
-    step = f"acc + {prod}" if c in ("f32", "u32") else d.int_binary(
+    step = f"acc + {prod}" if c in (*FLOATS, "u32") else d.int_binary(
         "+", "acc", d.int_binary("*", "ta[ly][j]", "tb[j][lx]", c), c)
     note = f"  {d.comment} %{safe(dot.name)} = dot_general"
     wx, wy = d.builtin("wx"), d.builtin("wy")
@@ -460,7 +462,7 @@ def _opaque_value(d: Dialect, n: Node, types: dict[str, TensorType], bind: dict[
         lines.append(f"    {d.let('j', None, d.conv('u32', d.select('raw', f'raw + {size}', 'raw < 0')))}")
         usub = idx[:ax] + pd + idx[ax + 1:]
         upd = load(d, f"{bind[n.inputs[2]]}[{linear(usub, u_t.shape)}]", u_t.dtype)
-        add = (f"({res} || {upd})" if c == "bool" else f"{res} + {upd}" if c in ("f32", "u32")
+        add = (f"({res} || {upd})" if c == "bool" else f"{res} + {upd}" if c in (*FLOATS, "u32")
                else d.int_binary("+", res, upd, c))
         lines.append(f"    if (j == {idx[ax]}) {{ {res} = {finish(d, add, t.dtype)}; }}")
         lines.append("  }")

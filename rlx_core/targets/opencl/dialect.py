@@ -3,7 +3,9 @@
 Kernels take their buffers as ``__global`` pointer arguments and declare ``__local`` arrays
 inside the kernel. Signed overflow is undefined in C, so 32-bit signed + - * << go through
 ``as_uint`` and back (the reference wraps); ``abs(int)`` returns uint; float literals carry
-``f`` (a bare ``1.0`` is a double).
+``f`` (a bare ``1.0`` is a double). ``OPENCL_F64`` is the variant for devices that report
+``cl_khr_fp64``: f64 values are ``double`` in buffers and registers (the extension enabled at the
+top of each kernel); the target picks it from the live device's extensions.
 """
 
 from __future__ import annotations
@@ -52,4 +54,16 @@ class OpenCl(Dialect):
             f"void {self.entry}(", *params, ") {", *local, *body, "}"]) + "\n"
 
 
+class OpenClF64(OpenCl):
+    """OpenCL C on a device with cl_khr_fp64: f64 computes in double."""
+
+    types = {**OpenCl.types, "f64": "double", "u64": "ulong"}
+    has_f64 = True
+
+    def enables(self, uses_f16: bool) -> list[str]:
+        return ["#pragma OPENCL EXTENSION cl_khr_fp64 : enable"]
+
+
 OPENCL = OpenCl()
+OPENCL_F64 = OpenClF64()
+FP64 = "cl_khr_fp64"  # the extension that selects OPENCL_F64 and the f64 claims

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlx_core.errors import TargetUnavailableError
+from rlx_core.targets.gpu_common.dialect import Dialect
 from rlx_core.targets.gpu_common.runtime import Device
 from rlx_core.targets.gpu_common.target import GpuTarget
-from rlx_core.targets.opencl.dialect import OPENCL
+from rlx_core.targets.opencl.dialect import FP64, OPENCL, OPENCL_F64
 
 
 class OpenClTarget(GpuTarget):
@@ -24,6 +26,14 @@ class OpenClTarget(GpuTarget):
         return OpenClDevice()
 
     def table(self) -> Any:
-        from rlx_core.targets.opencl.caps import CAPS
+        """The static table; with f64 where the live device reports cl_khr_fp64."""
+        from rlx_core.targets.opencl.caps import CAPS, with_fp64
 
-        return CAPS
+        try:
+            features = self.device().info.features
+        except TargetUnavailableError:
+            return CAPS
+        return with_fp64(CAPS) if FP64 in features else CAPS
+
+    def dialect_for(self, info: Any) -> Dialect:
+        return OPENCL_F64 if FP64 in info.features else OPENCL

@@ -5,10 +5,16 @@ same libraries, byte-identical output, ~20x faster per kernel), else as ``glslan
 The tools come from Debian's ``glslang-tools``, ``glslang-dev`` and ``spirv-tools``
 (``RLX_GLSLANG`` and ``RLX_SPIRV_VAL`` override the paths). A shader glslang rejects, or SPIR-V spirv-val rejects,
 is a ShaderCompileError naming the line and the node.
+
+Validated SPIR-V is also kept on disk (``RLX_SPIRV_CACHE``, default ``~/.cache/rlx/spirv``;
+``off`` disables it), content-addressed by the tools' identity, their arguments and the source,
+so another process compiling the same shader (the next test, the next ONNX case) skips both
+tools. The cache is best-effort: an unwritable folder only costs the compile.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -33,9 +39,58 @@ def tools() -> tuple[str, str]:
     return glslang, val
 
 
+SPIRV_MAGIC = (0x07230203).to_bytes(4, "little")
+
+
+def _cache_file(glslang: str, val: str, stage: str, source: str) -> Path | None:
+    where = os.environ.get("RLX_SPIRV_CACHE", "")
+    if where == "off":
+        return None
+    root = Path(where) if where else Path.home() / ".cache" / "rlx" / "spirv"
+    h = hashlib.sha256()
+    for tool in (glslang, val):  # a reinstalled tool is another key
+        try:
+            st = os.stat(tool)
+            h.update(f"{tool}:{st.st_size}:{st.st_mtime_ns};".encode())
+        except OSError:
+            return None
+    h.update(f"{stage};".encode() + source.encode())
+    return root / f"{h.hexdigest()}.spv"
+
+
+def _cached(path: Path | None) -> bytes | None:
+    try:
+        data = path.read_bytes() if path is not None else b""
+    except OSError:
+        return None
+    return data if data[:4] == SPIRV_MAGIC else None
+
+
+def _keep(path: Path | None, spirv: bytes) -> None:
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(spirv)
+        os.replace(tmp, path)  # atomic: a parallel reader sees all of it or nothing
+    except OSError:
+        pass
+
+
 def to_spirv(kernel: str, source: str, stage: str = "comp", api: str = "Vulkan") -> bytes:
     """SPIR-V of one compute shader (GLSL, or HLSL with ``-D``), validated."""
     glslang, val = tools()
+    path = _cache_file(glslang, val, stage, source)
+    hit = _cached(path)
+    if hit is not None:
+        return hit
+    spirv = _compile(glslang, val, kernel, source, stage, api)
+    _keep(path, spirv)
+    return spirv
+
+
+def _compile(glslang: str, val: str, kernel: str, source: str, stage: str, api: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="rlx-spv-") as tmp:
         src = Path(tmp) / f"k.{stage}"
         out = Path(tmp) / "k.spv"
