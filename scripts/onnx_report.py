@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "onnx"))
 import node_cases  # noqa: E402
 import suite  # noqa: E402
 
-GOAL = {"cpu": 0.75}  # the issue's target pass rate per target
+GOAL = {"cpu": 0.75, "webgpu": 0.80}  # the issues' target pass rate per target
 DEFAULT_TARGETS = ("numpy", "cpu", "webgpu")
 # the order of the report's tables (targets not listed follow in the order they ran)
 ORDER = ("numpy", "cpu", "webgpu", "tpu", "opencl", "opengl", "vulkan", "directx")
@@ -146,6 +146,13 @@ def write_report(results: dict[str, list[dict[str, Any]]], skipped: dict[str, st
         "within two float16 ULPs (`rtol` 2^-9), as ONNX's runner does for bfloat16; the numpy "
         "reference is held to the test's own tolerance. Sampled targets run every Nth case "
         "(the same sample `tests/onnx/test_backend_node.py` runs in CI).",
+        "",
+        "Targets without i64 kernels (webgpu, opencl, opengl, vulkan, directx, tpu) run int64 "
+        "values as i32 where that is exact: the backend promises each int64 input's "
+        "power-of-two range, the compiler proves every narrowed value fits i32 and each call "
+        "checks the promise (RLX-G002). What stays rejected there is mostly f64 (no f64 in "
+        "WGSL, GLSL compute or HLSL here, nor on a TPU; opencl runs it where the device has "
+        "cl_khr_fp64), bf16 and i64 values of unknown range (float->int64 casts).",
         "",
         "| target | cases run | pass | rejected | fail | pass rate | goal |",
         "|---|---:|---:|---:|---:|---:|---:|",
