@@ -12,7 +12,7 @@ int8 reference, cycles per inference) and yosys synth_ice40 + nextpnr-ice40 (HX8
 images/s = fmax / cycles per inference (one image at a time, no overlap between images).
 
     python benchmarks/bench_fpga.py --lanes "" --params /tmp/qat.npz  # results/embedded_fpga_mlp.*
-    python benchmarks/bench_fpga.py --images 0 --knobs 8:4,8:4:p,4:4,4:8 \
+    python benchmarks/bench_fpga.py --images 0 --knobs 4:4,4:4:p,8:4,4:8,8:4:p \
         --small-images 200                      # results/embedded_fpga_knobs_<cpu>.*
 """
 
@@ -63,12 +63,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--images", type=int, default=1000)
     ap.add_argument("--small-images", type=int, default=1000)
-    ap.add_argument("--knobs", default="8:4,8:4:p,4:4,4:8",
+    ap.add_argument("--knobs", default="4:4,4:4:p,8:4,4:8,8:4:p",
                     help="weight bits:MAC lanes[:p for a pipelined requantize] of the knob "
                          "table's rows ('' for none)")
     ap.add_argument("--qat-epochs", type=float, default=0.5)
     ap.add_argument("--params", help="QAT weights of bench_embedded.py to reuse")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--no-synth", action="store_true",
+                    help="knob rows from simulation only (accuracy, bit-exactness, cycles): "
+                         "for a machine too loaded for nextpnr's run time")
     args = ap.parse_args()
 
     data = load_mnist()
@@ -177,16 +180,26 @@ def _knobs(args: argparse.Namespace, data: Any, out: dict[str, Any]) -> None:
         proj, _, _ = get_target("fpga").project(lir, lanes, pipe)
         c = int(np.mean(cyc_s))
         t = time.perf_counter()
+        if args.no_synth:
+            rows.append([bits, lanes, "yes" if pipe else "no", f"{100 * acc:.2f}",
+                         f"{exact_s} / {ns}", c, "not synthesized (--no-synth)", "", "", "", "",
+                         "", "", ""])
+            knobs.append({"weight_bits": bits, "lanes": lanes, "pipeline": pipe, "cycles": c,
+                          "identical_logits": exact_s, "synth": None})
+            _write_knobs(args, out, rows, knobs, graphs)
+            continue
         try:
             rep = synthesize(proj)
-        except SynthesisError as err:  # more lanes than the HX8K's logic cells place
-            say(f"{bits}-bit, lanes {lanes}: {err.message.splitlines()[0]}")
+        except SynthesisError as err:  # e.g. more logic than the HX8K's cells place
+            lines = err.message.splitlines()
+            why = next((ln.strip() for ln in lines if "ERROR" in ln), lines[0])
+            say(f"{bits}-bit, lanes {lanes}{' pipelined' if pipe else ''}: {err.message}")
             rows.append([bits, lanes, "yes" if pipe else "no", f"{100 * acc:.2f}",
-                         f"{exact_s} / {ns}", c, "does not fit the HX8K", "", "", "", "", "",
-                         "", ""])
+                         f"{exact_s} / {ns}", c, f"not placed: {why[:120]}", "", "", "", "",
+                         "", "", ""])
             knobs.append({"weight_bits": bits, "lanes": lanes, "pipeline": pipe, "cycles": c,
                           "identical_logits": exact_s, "synth": None,
-                          "synth_error": err.message.splitlines()[0]})
+                          "synth_error": err.message})
             _write_knobs(args, out, rows, knobs, graphs)
             continue
         say(f"{bits}-bit, lanes {lanes}: synthesized in {time.perf_counter() - t:.0f} s: {rep}")
@@ -213,14 +226,18 @@ def _write_knobs(args: argparse.Namespace, out: dict[str, Any], rows: list[Any],
     info = out["machine"]
     md = (f"# int8 MNIST MLP 784-16-10 on an FPGA datapath: weight bits and MAC lanes\n\n"
           f"Command: `python benchmarks/bench_fpga.py --images 0 --knobs {args.knobs} "
-          f"--small-images {ns}`. Host: {info['cpu']}, {info['cores']} cores, load average "
-          f"{info.get('load_average_1m')} (shared). f32 1 epoch, static PTQ (u8 activations "
+          f"--small-images {ns}{' --no-synth' if args.no_synth else ''}`. Host: {info['cpu']}, "
+          f"{info['cores']} cores, load average {info.get('load_average_1m')} (shared). f32 1 epoch, static PTQ (u8 activations "
           f"min-max over 200 training images; weights symmetric per channel, 8-bit in [-127, "
           f"127] or 4-bit in [-7, 7]); accuracy of the host int8 reference on all 10,000 test "
           f"images; each row simulated by Verilator on the first {ns} test images (logits "
-          f"bit-identical to the reference counted) and synthesized by yosys `synth_ice40` + "
-          f"`nextpnr-ice40 --hx8k --package ct256`; generic cells from yosys `synth`.\n\n"
-          f"{table}\n\n"
+          f"bit-identical to the reference counted)"
+          + (" and not synthesized (--no-synth: on this loaded machine nextpnr-ice40 did not "
+             "finish a row in its 900 s limit; rerun without --no-synth on a quiet machine for "
+             "the resource columns).\n\n" if args.no_synth else
+             " and synthesized by yosys `synth_ice40` + `nextpnr-ice40 --hx8k --package "
+             "ct256`; generic cells from yosys `synth`.\n\n")
+          + f"{table}\n\n"
           f"images/s = fmax / cycles per inference, one image at a time. 4-bit weights halve "
           f"the weight ROM (block RAM) and shrink each lane's multiplier to 8x4 bits, which "
           f"frees logic cells for more lanes. The requantize unit (a 32x32-bit multiply and "
