@@ -237,8 +237,46 @@ def main() -> None:
                 ptq.quantize_int4_weights(g_acc, group=group, zero_point=zp,
                                           search=search).graph)
 
+    def report(rows: list[list[Any]], timing: dict[int, Any], note: str) -> None:
+        info = {**machine(), "threads": threads, "int8_dot_kernel": isa_here(),
+                "onnxruntime": ort.__version__, "load_average_1m_start": load0,
+                "accuracy_pass_s": round(acc_s, 1),
+                "total_s": round(time.perf_counter() - t_start)}
+        cos_rows = [[k, f"{v['min']:.4f}", f"{v['p01']:.4f}", f"{v['mean']:.5f}", v["n"]]
+                    for k, v in cos_stats.items()]
+        md = (f"# all-MiniLM-L6-v2 quantized: rlx int8 / int4 against ONNX Runtime "
+              f"quantize_dynamic\n\n"
+              f"Command: `python benchmarks/bench_quant_minilm.py {' '.join(sys.argv[1:])}`. "
+              f"Machine: {info['cpu']} ({info['cores']} cores), {threads} thread(s) per peer, "
+              f"int8 micro-kernel here: {info['int8_dot_kernel']}, onnxruntime "
+              f"{ort.__version__}; 1-minute load average {load0} at the start and "
+              f"{info['load_average_1m']} at the end (a shared machine: timings are "
+              f"contended); accuracy pass {acc_s:.0f} s, whole run {info['total_s']} s.\n\n"
+              f"## Cosine to f32 ({len(texts)} generated sentences, {bsz} a call padded to "
+              f"{seq_acc} tokens, each quantized model against its own f32 model)\n\n"
+              "rlx-int8: per-channel i8 weights, per-token dynamic i8 activations; "
+              "rlx-int8-tensor: one activation scale per call (as ONNX Runtime's "
+              f"DynamicQuantizeLinear); rlx-int4-g{INT4_GROUP}: weight-only int4, groups of "
+              f"{INT4_GROUP} with zero points, searched ranges.\n\n"
+              + markdown_table(["model", "min", "1st percentile", "mean", "sentences"],
+                               cos_rows)
+              + (f"\n## Ablation (first {n_abl} sentences): where the error enters, what "
+                 f"each choice does\n\n"
+                 + markdown_table(["variant", "min cosine", "mean cosine"], abl) if abl
+                 else "")
+              + f"\n## Time per call (seq {SEQ_SPEED}, median ms) {note}\n\n"
+              + markdown_table(["batch", "peer", "ms", "speed vs ort-int8",
+                                "speed vs rlx-f32"], rows) + "\n")
+        print(md)
+        if not args.no_write:
+            slug = re.sub(r"[^a-z0-9]+", "-", info["cpu"].lower()).strip("-") or "cpu"
+            write_results(f"quant_minilm-{slug}", {"machine": info, "cosine": cos_stats,
+                                                   "ablation": abl, "ms": timing}, md)
+
     # ---- speed -------------------------------------------------------------------------------
-    rows, timing = [], {}
+    rows: list[list[Any]] = []
+    timing: dict[int, Any] = {}
+    report(rows, timing, "(not measured yet)" if not args.no_speed else "(not run: --no-speed)")
     for batch in () if args.no_speed else (1, 8):
         ids, mask, types = token_batch(model, batch)
         g = graphs(batch, SEQ_SPEED)
@@ -259,37 +297,9 @@ def main() -> None:
             rows.append([batch, k, f"{s.p50 * 1e3:.1f}",
                          f"{stats['ort-int8'].p50 / s.p50:.2f}x",
                          f"{stats['rlx-f32'].p50 / s.p50:.2f}x"])
-    info = {**machine(), "threads": threads, "int8_dot_kernel": isa_here(),
-            "onnxruntime": ort.__version__, "load_average_1m_start": load0,
-            "accuracy_pass_s": round(acc_s, 1), "total_s": round(time.perf_counter() - t_start)}
-    cos_rows = [[k, f"{v['min']:.4f}", f"{v['p01']:.4f}", f"{v['mean']:.5f}", v["n"]]
-                for k, v in cos_stats.items()]
-    md = (f"# all-MiniLM-L6-v2 quantized: rlx int8 / int4 against ONNX Runtime "
-          f"quantize_dynamic\n\n"
-          f"Command: `python benchmarks/bench_quant_minilm.py {' '.join(sys.argv[1:])}`. "
-          f"Machine: {info['cpu']} ({info['cores']} cores), {threads} thread(s) per peer, "
-          f"int8 micro-kernel here: {info['int8_dot_kernel']}, onnxruntime {ort.__version__}; "
-          f"1-minute load average {load0} at the start and {info['load_average_1m']} at the "
-          f"end (a shared machine: timings are contended); accuracy pass {acc_s:.0f} s, "
-          f"whole run {info['total_s']} s.\n\n"
-          f"## Cosine to f32 ({len(texts)} generated sentences, {bsz} a call padded to "
-          f"{seq_acc} tokens, each quantized model against its own f32 model)\n\n"
-          "rlx-int8: per-channel i8 weights, per-token dynamic i8 activations; rlx-int8-tensor: "
-          "one activation scale per call (as ONNX Runtime's DynamicQuantizeLinear); "
-          f"rlx-int4-g{INT4_GROUP}: weight-only int4, groups of {INT4_GROUP} with zero points, "
-          "searched ranges.\n\n"
-          + markdown_table(["model", "min", "1st percentile", "mean", "sentences"], cos_rows)
-          + (f"\n## Ablation (first {n_abl} sentences): where the error enters, what each "
-             f"choice does\n\n"
-             + markdown_table(["variant", "min cosine", "mean cosine"], abl) if abl else "")
-          + f"\n## Time per call (seq {SEQ_SPEED}, median ms)\n\n"
-          + markdown_table(["batch", "peer", "ms", "speed vs ort-int8", "speed vs rlx-f32"],
-                           rows) + "\n")
-    print(md)
-    if not args.no_write:
-        slug = re.sub(r"[^a-z0-9]+", "-", info["cpu"].lower()).strip("-") or "cpu"
-        write_results(f"quant_minilm-{slug}", {"machine": info, "cosine": cos_stats,
-                                               "ablation": abl, "ms": timing}, md)
+        if batch == 1 and not args.no_write:  # what is measured so far, if the run is cut
+            report(rows, timing, "(batch 8 still running)")
+    report(rows, timing, "")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ Goals (issue 26): PTQ within 0.3 points of f32, QAT within 0.2.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -50,6 +51,7 @@ def main() -> None:
     from rlx_core.quant.observers import MinMaxObserver
     from rlx_core.targets.cpu.igemm import isa_here
 
+    load0 = machine()["load_average_1m"]
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--params", help="an .npz of trained f32 weights to reuse (saved if absent)")
     ap.add_argument("--qat-epochs", type=float, default=0.5)
@@ -76,7 +78,9 @@ def main() -> None:
 
     g32 = rlx.trace(lambda v: mlp_logits(params, v), xt[:1000])
     calib = [x[i:i + 1000] for i in range(0, 5000, 1000)]
-    graphs: dict[str, Any] = {"f32": g32, "ptq-dynamic": ptq.quantize_dynamic(g32).graph}
+    graphs: dict[str, Any] = {"f32": g32, "ptq-dynamic": ptq.quantize_dynamic(g32).graph,
+                              "ptq-dynamic-token": ptq.quantize_dynamic(
+                                  g32, granularity="token").graph}
     for method in ("minmax", "percentile", "mse", "entropy"):
         t = time.perf_counter()
         graphs[f"ptq-static-{method}"] = ptq.quantize_static(g32, data=calib, method=method).graph
@@ -109,23 +113,27 @@ def main() -> None:
             for k in graphs]
     table = markdown_table(["model", "test accuracy %", "vs f32 (points)", "ms / 1000 images",
                             "speed vs f32"], rows)
-    info = {**machine(), "int8_dot_kernel": isa_here()}
+    info = {**machine(), "int8_dot_kernel": isa_here(), "load_average_1m_start": load0}
     md = (f"# MNIST MLP 784-512-512-10: int8 against f32 (full test set, 10,000 images)\n\n"
           f"Command: `python benchmarks/bench_quant_mnist.py`. Machine: {info['cpu']}, "
           f"{info['cores']} cores; int8 dot kernel here: {info['int8_dot_kernel']}.\n"
           f"f32 trained 1 epoch (Adam 1e-3, batch 128); PTQ calibrated on 5,000 training images;"
           f" QAT {steps} steps of LSQ (Adam 1e-4) from min-max scales. Times: cpu target, "
           f"one batch of 1,000, median of 30 interleaved runs; 1-minute load average "
-          f"{info.get('load_average_1m')} on this shared machine.\n\n{table}\n\n"
+          f"{load0} at the start, {info.get('load_average_1m')} at the end, on this shared "
+          f"machine.\n\n{table}\n\n"
           f"QAT fine-tunes the weights too ({steps} more Adam steps than the f32 model had), "
-          f"so part of its gain over f32 is training, not quantization. The int8 kernel here "
-          f"is the AVX2 one (no VNNI on this CPU): one x row against four weight rows, bytes "
-          f"widened to 16 bits; rlx's f32 GEMM is register-tiled and faster at this size.\n")
+          f"so part of its gain over f32 is training, not quantization. The int8 GEMM is "
+          f"cpu/igemm_packed.py: weights prepacked, 4 x 16 register tiles; on AVX2 "
+          f"(no VNNI) vpmaddubsw + vpmaddwd with the s8 x s8 sign trick, which does the same "
+          f"32 multiply-adds per two multiplier instructions as f32 FMA does per two, so int8 "
+          f"has no compute advantage over f32 on such a CPU (VNNI's vpdpbusd does 32 in one).\n")
     print(md)
     if not args.no_write:
         data_out = {"machine": info, "accuracy": acc, "qat_steps": steps,
                     "ms_per_1000": {k: stats[k].p50 * 1e3 for k in graphs}}
-        write_results("quant_mnist", data_out, md)
+        slug = re.sub(r"[^a-z0-9]+", "-", info["cpu"].lower()).strip("-") or "cpu"
+        write_results(f"quant_mnist-{slug}", data_out, md)
 
 
 if __name__ == "__main__":
