@@ -56,7 +56,7 @@ def packed_cases() -> None:
     """A parameter weight is prepacked and multiplied by the register-tiled kernel: row counts
     around the 4-row tile and the 32-row work item, columns around the 16-column panel,
     K around the 4-byte group, i8 and u8 x with zero points, a bias, and a weight holding
-    -128 (the AVX2 sign trick cannot negate it: that weight takes the portable tile)."""
+    -128 (the AVX2 sign trick cannot negate it: that weight takes the dot kernels)."""
     from rlx_core.frontend import ops
 
     rng = np.random.default_rng(9)

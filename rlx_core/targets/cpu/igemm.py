@@ -311,7 +311,7 @@ def emit_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str | None = 
         node.attr("b_zero_point"))
     if packed:
         w.line(f"rlx_igp_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {a_u8}, {za}, {packed}, "
-               f"{zb}, {bias}, {out.ptr});")
+               f"{wt.ptr}, {zb}, {bias}, {out.ptr});")
     else:
         w.line(f"rlx_igemm_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {a_u8}, {za}, {wt.ptr}, "
                f"{int(wt.type.dtype == dt.u8)}, {zb}, {bias}, {out.ptr});")

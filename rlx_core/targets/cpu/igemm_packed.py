@@ -23,7 +23,8 @@ Micro-kernels, picked at run time from what the CPU reports (cpu/igemm.py's rlx_
   multiplies ``|a|`` (``vpabsb``, at most 128, unsigned) by ``sign(a) * w`` (``vpsignb``), so a
   pair is at most 2 * 128 * 127 = 32512 and never saturates, *provided no weight byte is
   -128* (its negation does not fit). PTQ weights are narrow-range ([-127, 127]); a weight that
-  holds -128 is flagged when packed and takes the portable kernel. The alternative, 7-bit
+  holds -128 (QAT's full-range weights) is flagged when packed and takes cpu/igemm.py's
+  row-major AVX2 dot kernel (bytes widened to 16 bits: exact for every byte). The alternative, 7-bit
   activations, would cost every activation a bit of precision; the sign trick costs one
   ``vpsignb`` per product vector and keeps all 8 bits.
 - portable C over the same panels, any CPU (``RLX_IGEMM_ISA=c`` forces it).
@@ -200,11 +201,18 @@ static rlx_igp_tile_fn rlx_igp_pick(const rlx_igp_head *h, int a_u8, int *flip, 
 }
 
 /* rows [i0, i1) x columns [j0, j1) (j0 a multiple of 16) of C (m x n, i32) =
-   (A - za)(W - zb)^T (+ bias), A (m x k) bytes (u8 or i8), W packed by rlx_igp_pack */
+   (A - za)(W - zb)^T (+ bias), A (m x k) bytes (u8 or i8), W (n x k, i8) packed by
+   rlx_igp_pack; W itself is read only when the packed tile cannot take it */
 static void rlx_igp_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t n,
                           int64_t k, const void *A, int a_u8, int32_t za, const void *packed,
-                          int32_t zb, const int32_t *bias, int32_t *C) {
+                          const void *W, int32_t zb, const int32_t *bias, int32_t *C) {
     const rlx_igp_head *h = (const rlx_igp_head *)packed;
+    if (h->has_min && rlx_igemm_isa() == 3) {
+        /* a -128 weight on AVX2 (QAT's full-range weights): the sign trick cannot negate it,
+           and the portable tile is slow; the row-major dot kernels widen to 16 bits, exact */
+        rlx_igemm_block(i0, i1, j0, j1, n, k, A, a_u8, za, W, 0, zb, bias, C);
+        return;
+    }
     const int8_t *panels = (const int8_t *)packed + 64;
     const int32_t *colsum = (const int32_t *)(panels + h->np * h->k4 * 64);
     int flip, corr;
