@@ -61,7 +61,7 @@ def explore(fn: Callable[..., Any] | Graph, *example_args: Any,
             targets: str | Sequence[str] = ("numpy",), policy: str | None = None,
             view: str = "graph", run: bool = True, title: str = "",
             progress: Callable[[str], None] | None = None, numerics: bool = False,
-            reference: Graph | None = None, devices: bool = True,
+            reference: Graph | None = None, devices: bool | None = None,
             calibrate: bool = False) -> Explorer:
     """Compile ``fn`` at ``example_args`` for each target and return the explorer for it.
 
@@ -70,7 +70,9 @@ def explore(fn: Callable[..., Any] | Graph, *example_args: Any,
     ``numerics`` adds the numerics lens (every node on every target against an f64 oracle;
     ``reference``: the float graph a quantized ``fn`` was made from).
     ``devices`` adds every registered target side by side (dispatch columns, what it would take,
-    each kernel in every language; rendered without the devices); ``calibrate`` measures this
+    each kernel in every language; rendered without the devices): ``None`` (the default) adds it
+    for graphs of up to ``session.DEVICES_AUTO_NODES`` HIR nodes only, since it lowers the model
+    once per registered target; ``calibrate`` measures this
     CPU's FMA and bandwidth peaks for the cost overlay when they were never measured here.
     """
     names = tuple(t.strip() for t in targets.split(",")) if isinstance(targets, str) \

@@ -38,7 +38,7 @@ class MagicUsageError(RlxError):
 
 
 FLAGS = ("flags: --target T[,T] --fn NAME --dtype D --policy P --view V --html OUT "
-         "--no-devices --calibrate --ranks N [--micro M --schedule 1f1b|gpipe "
+         "--devices --no-devices --calibrate --ranks N [--micro M --schedule 1f1b|gpipe "
          "--timeline RUN.json]")
 
 
@@ -56,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--policy", default=None)
     ap.add_argument("--view", default=None, choices=VIEWS)
     ap.add_argument("--html", default=None)
+    ap.add_argument("--devices", dest="devices", action="store_true", default=None)
     ap.add_argument("--no-devices", dest="devices", action="store_false")
     ap.add_argument("--calibrate", action="store_true")
     ap.add_argument("--ranks", type=int, default=None)

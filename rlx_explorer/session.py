@@ -30,6 +30,10 @@ from rlx_explorer.views.profile import cache_view, profile_view
 from rlx_explorer.views.sources import SourceIndex
 
 BUNDLE_SCHEMA = 1
+# the devices view lowers the model for all fifteen targets: on by default only below this size
+# (MiniLM's HIR is several hundred nodes: explore(..., devices=True) or %%rlx --devices asks)
+DEVICES_AUTO_NODES = 120
+
 VIEWS: tuple[str, ...] = ("graph", "text", "passes", "dispatch", "devices", "failures", "kernels",
                           "memory", "profile", "cache", "numerics")
 POLICIES: tuple[str, ...] = ("prefer-native", "force-common", "force-native")
@@ -60,7 +64,9 @@ class Session:
     progress: Callable[[str], None] | None = None  # rlx_explorer/progress.py
     numerics: bool = False  # the numerics lens (views/numerics.py): every node on every target
     reference: Graph | None = None  # the lens's oracle graph for a rewritten (quantized) one
-    devices: bool = True  # every registered target side by side (views/devices.py)
+    # every registered target side by side (views/devices.py); None: only for graphs of up to
+    # DEVICES_AUTO_NODES HIR nodes (it lowers the model once per registered target)
+    devices: bool | None = None
     calibrate: bool = False  # measure the CPU peaks for the cost overlay when not known yet
 
     def report(self, stage: str) -> None:
@@ -248,8 +254,9 @@ def build_bundle(s: Session, view: str = "graph", layout: bool = True) -> dict[s
         for n in lv["nodes"]:
             sources.line(n["loc"]["file"], n["loc"]["line"])
     roofline = _roofline(s, exe, levels.get("lir"), profile)
+    want_devices = s.devices if s.devices is not None else len(hir.nodes) <= DEVICES_AUTO_NODES
     devices = _devices(s, exe, levels["hir"], sources, failures_by_policy[policy], profile) \
-        if s.devices else {}
+        if want_devices else {}
     jit = s.fn if isinstance(s.fn, rlx.JitFunction) else None
     source = exe.trace.source if exe is not None else {}
     return {

@@ -145,3 +145,18 @@ def test_strict_check_problems_group_by_fix() -> None:
     assert [g["count"] for g in groups] == [2, 1]
     assert groups[0]["fix_line"] == "quantize it: fixes 2 nodes"
     assert groups[0]["nodes"] == ["fc1", "fc2"] and groups[1]["code"] == "RLX-U002"
+
+
+def test_the_devices_view_is_built_by_default_only_for_small_graphs(monkeypatch) -> None:
+    """It lowers the model once per registered target: MiniLM-sized graphs ask for it."""
+    import numpy as np
+
+    from rlx_explorer import session as S
+
+    x = np.ones((2, 3), np.float32)
+    small = S.Session(lambda a: a * 2.0 + 1.0, (x,), ("numpy",), run=False).bundle()
+    assert small["devices"]
+    monkeypatch.setattr(S, "DEVICES_AUTO_NODES", 1)
+    assert S.Session(lambda a: a * 2.0 + 1.0, (x,), ("numpy",), run=False).bundle()["devices"] == {}
+    forced = S.Session(lambda a: a * 2.0 + 1.0, (x,), ("numpy",), run=False, devices=True)
+    assert forced.bundle()["devices"]
