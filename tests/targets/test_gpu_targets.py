@@ -144,3 +144,19 @@ def test_opencl_f64_kernels_compute_in_double() -> None:
     m = np.random.default_rng(0).standard_normal((33, 17))
     np.testing.assert_allclose(np.asarray(rlx.compile(lambda a: a @ a.T, m, target="opencl")(m)),
                                m @ m.T, rtol=1e-13, atol=1e-13)
+
+
+def test_rem_by_a_subnormal_divisor_is_exact(target: str) -> None:
+    """fmod with a subnormal divisor went through a - b * trunc(a / b), which is -inf once a / b
+    overflows (a bf16 fuzz finding on vulkan: rem(1.0, 9.18e-41) gave -inf, numpy 0.0)."""
+    m = GraphMaker()
+    a, b = m.input("a", "f32", (2, 8)), m.input("b", "f32", (2, 8))
+    g = m.graph(m.op("rem", [a, b]))
+    big = np.float32(3.0e38)
+    av = np.array([[1.0, -5.5, big, -big, 1e-39, 7e-42, 2.5, 1e-30],
+                   [1.0, 3.0, big, 1.0, -1e-39, 1e-45, 1e20, 0.0]], np.float32)
+    bv = np.array([[9.1835e-41, 9.1835e-41, 1e-45, 3e-39, 7e-40, 1e-45, -2.2e-40, 5e-39],
+                   [1e-45, -1.1e-38, 1.1e-38, 1.4e-39, 3e-42, 1e-45, 4e-44, 1e-40]], np.float32)
+    got = np.asarray(rlx.compile(g, av, bv, target=target)(av, bv))
+    want = np.fmod(av, bv)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -87,6 +87,7 @@ def _fmod(d: Dialect) -> list[str]:
     # y * 2^k with r's binade: y's mantissa under r's exponent field (y normal; ldexp would
     # do, but glslang's HLSL front end emits an ldexp spirv-val rejects)
     step = d.var("t", "f32", u("f32", f"(ub & 0x007fffffu) | ({u('u32', 'r')} & 0x7f800000u)"))
+    sign_a = u("u32", "a")
     return [
         d.function("rlx_fmod", [("a", "f32"), ("b", "f32")], "f32"),
         f"  {d.let('ua', 'u32', u('u32', 'a') + ' & 0x7fffffffu')}",
@@ -94,9 +95,18 @@ def _fmod(d: Dialect) -> list[str]:
         "  if (ua >= 0x7f800000u || ub > 0x7f800000u || ub == 0u) {",
         f"    return {d.nonfinite_lit(0x7FC00000)};", "  }",
         "  if (ub == 0x7f800000u || ua < ub) { return a; }",
-        # a subnormal divisor has no exponent field to move: the short formula (GPUs flush
-        # these to zero anyway)
-        "  if (ub < 0x00800000u) { return a - b * trunc(a / b); }",
+        # a subnormal divisor has no exponent field to move: integers instead. b = ub * 2^-149
+        # and a = ma * 2^k * 2^-149, so the remainder is ((ma mod ub) * 2^k) mod ub units of
+        # 2^-149, doubled k times in u32 (ub < 2^23): exactly the bits of a subnormal result.
+        # (a - b * trunc(a / b) gave -inf once a / b overflowed: a bf16 fuzz finding on vulkan)
+        "  if (ub < 0x00800000u) {",
+        f"    {d.let('ea', 'u32', 'ua >> 23u')}",
+        f"    {d.var('x', 'u32', d.select('(ua & 0x007fffffu) | 0x00800000u', 'ua', 'ea == 0u'))}",
+        f"    {d.var('k', 'u32', d.select('ea - 1u', '0u', 'ea == 0u'))}",
+        "    x = x % ub;",
+        "    while (k > 0u) { x = (x << 1u) % ub; k = k - 1u; }",
+        f"    return {u('f32', f'x | ({sign_a} & 0x80000000u)')};",
+        "  }",
         f"  {d.let('y', 'f32', u('f32', 'ub'))}",
         f"  {d.var('r', 'f32', u('f32', 'ua'))}",
         f"  {d.var('n', 'u32', '0u')}",
