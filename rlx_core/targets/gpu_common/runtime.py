@@ -60,7 +60,7 @@ class GpuProgram:
         run = [k for k in plan.kernels if k.constant is None]
         self.steps = [(h, k, [self.buffers[v] for v in (*k.reads, *k.writes)])
                       for h, k in zip(dev.compile(run), run, strict=True)]
-        self._params_key: tuple[int, ...] | None = None
+        self._params_key: tuple[Any, ...] | None = None
         self.last_seconds = 0.0  # wall time of the last call's uploads, launches and downloads
 
     def _upload_params(self, params: dict[str, Any]) -> None:
@@ -118,14 +118,16 @@ def check_call(plan: GpuPlan, inputs: Sequence[Any]) -> None:
 
 
 def changed_params(plan: GpuPlan, param_data: dict[str, Any], params: dict[str, Any],
-                   last_key: tuple[int, ...] | None,
-                   ) -> tuple[tuple[int, ...], list[tuple[str, bytes]]]:
+                   last_key: tuple[Any, ...] | None,
+                   ) -> tuple[tuple[Any, ...], list[tuple[str, bytes]]]:
     """Which parameters a call must upload: the call's ``params`` over the bound data, keyed by
     identity so a repeated call with the same arrays uploads nothing. Returns the new key and
     (name, storage bytes) per parameter to write (empty when the key is unchanged)."""
     data = [params.get(p) if params and p in params else param_data.get(p)
             for p in plan.params]
-    key = tuple(id(d) for d in data)
+    # the key holds the objects too: ids alone could match a later array that took a freed
+    # one's id, and its new values would never be uploaded
+    key = (*(id(d) for d in data), tuple(data))
     if key == last_key:
         return key, []
     uploads = []

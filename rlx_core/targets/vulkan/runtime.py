@@ -53,7 +53,7 @@ class VulkanDevice:
         self.lock = threading.Lock()
         self._mu = threading.RLock()  # the caches and the pending list
         self.pipelines: dict[str, VkPipeline] = {}
-        self.sets: dict[tuple[int, ...], Any] = {}
+        self.sets: dict[tuple[int, ...], tuple[Any, VkPipeline, tuple[VkBuffer, ...]]] = {}
         self.pending: list[tuple[VkPipeline, Any, tuple[int, int, int]]] = []
         try:
             app = vk.VkApplicationInfo(pApplicationName="rlx", applicationVersion=1,
@@ -183,9 +183,14 @@ class VulkanDevice:
 
     def _descriptor_set(self, p: VkPipeline, buffers: list[VkBuffer]) -> Any:
         vk = self.vk
+        # keyed by identity, so the cache holds the buffers themselves: were they freed, a new
+        # buffer could take a dead one's id() and be handed the old buffer's descriptor set
+        # (seen as wrong answers that depended on which programs ran before in the process)
         key = (id(p), *(id(b) for b in buffers))
-        if key in self.sets:
-            return self.sets[key]
+        hit = self.sets.get(key)
+        if hit is not None and hit[1] is p and all(
+                a is b for a, b in zip(hit[2], buffers, strict=True)):
+            return hit[0]
         try:
             ds = vk.vkAllocateDescriptorSets(self.device, vk.VkDescriptorSetAllocateInfo(
                 descriptorPool=self.descriptor_pools[-1], descriptorSetCount=1,
@@ -199,7 +204,7 @@ class VulkanDevice:
             pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=b.buffer, offset=0, range=b.nbytes)])
             for i, b in enumerate(buffers)]
         vk.vkUpdateDescriptorSets(self.device, len(writes), writes, 0, None)
-        self.sets[key] = ds
+        self.sets[key] = (ds, p, tuple(buffers))
         return ds
 
     # ---- launches ------------------------------------------------------------------------------
