@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -334,13 +335,14 @@ class _Gen:
         if not floats:
             return None
         op = self.choice(["linear", "layer_norm", "rms_norm", "softmax", "log_softmax", "gelu",
-                          "silu", "attention", "embedding", "conv2d", "max_pool2d",
-                          "avg_pool2d"])
+                          "silu", "attention", "embedding", "conv2d", "conv2d_fused",
+                          "max_pool2d", "avg_pool2d"])
         if op not in self.p.hir:
             return None
         x = self.pick(lambda v: v.type.dtype.is_float)
         d = x.type.dtype.name if x is not None else self.choice(floats)
-        if x is None or (op in ("conv2d", "max_pool2d", "avg_pool2d") and x.type.rank != 4):
+        if x is None or (op in ("conv2d", "conv2d_fused", "max_pool2d", "avg_pool2d")
+                         and x.type.rank != 4):
             x = self.fresh(d, (self.choice([1, 2]), self.choice([1, 2, 3]), self.choice([3, 4, 5]),
                                self.choice([3, 4, 6])))
         t = x.type
@@ -383,15 +385,28 @@ class _Gen:
                              f"index:{table.type.shape[0]}")
             return self.emit(op, [table, ids][::-1])
         n, c, hh, ww = t.shape
-        if op == "conv2d":
+        if op in ("conv2d", "conv2d_fused"):
             g = self.choice([g for g in (1, 2, 3) if c % g == 0])
             o = g * self.choice([1, 2])
             kh, kw = self.choice([1, 2, 3]), self.choice([1, 2, 3])
             w = self.fresh(d, (o, c // g, kh, kw))
             ins = [x, w] + ([self.fresh(d, (o,))] if self.rng.random() < 0.5 else [])
-            return self.emit(op, ins, stride=(self.choice([1, 2]), self.choice([1, 2])),
-                             padding=(self.choice([0, 1]), self.choice([0, 1])),
-                             dilation=(self.choice([1, 2]), 1), groups=g)
+            st, pd = (self.choice([1, 2]), self.choice([1, 2])), (self.choice([0, 1]),
+                                                                  self.choice([0, 1]))
+            dil = (self.choice([1, 2]), 1)
+            attrs: dict[str, Any] = {"stride": st, "padding": pd, "dilation": dil, "groups": g}
+            if op == "conv2d_fused":  # the cpu's fused epilogue: act(conv + bias + residual)
+                oh = (hh + 2 * pd[0] - dil[0] * (kh - 1) - 1) // st[0] + 1
+                ow = (ww + 2 * pd[1] - dil[1] * (kw - 1) - 1) // st[1] + 1
+                if oh < 1 or ow < 1:
+                    return None
+                act = self.choice(["none", "max", "min", "clip"])
+                lo, hi = float(self.choice([0.0, -1.0])), float(self.choice([6.0, 1.0]))
+                residual = len(ins) == 3 and self.rng.random() < 0.5
+                if residual:
+                    ins.append(self.fresh(d, (n, o, oh, ow)))
+                attrs.update(act=act, lo=lo, hi=hi, residual=residual)
+            return self.emit(op, ins, **attrs)
         kh, kw = self.choice([1, 2, 3]), self.choice([1, 2, 3])
         return self.emit(op, [x], kernel=(kh, kw),
                          stride=(self.choice([1, 2]), self.choice([1, 2])),
