@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -40,7 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
     SETTLE_S,
+    cpu_slug,
     interleaved,
+    isa,
     limit_threads,
     machine,
     markdown_table,
@@ -54,18 +55,6 @@ from benchmarks.common import (  # noqa: E402
 NETS = ("resnet50", "mobilenet_v2", "vgg", "inception")
 OPSETS = (9, 13, 17)
 TOLERANCE = 1e-4  # max abs difference of the softmax outputs
-
-
-def isa() -> str:
-    """The vector ISA flags that decide the kernels (rlx's GEMM tile, MLAS's)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
-    except OSError:
-        return "unknown"
-    want = ("avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx2", "fma",
-            "sse4_2", "neon", "asimd")
-    return " ".join(f for f in want if f in flags) or "none of avx2/avx512"
 
 
 def softmax(a: Any) -> Any:
@@ -202,8 +191,8 @@ def main(argv: list[str] | None = None) -> int:
           f"ONNX Runtime at opsets {', '.join(map(str, opsets))}; timed on opset "
           f"{opsets[-1]}.\n\n" + markdown_table(headers, rows))
     if not (args.quick or args.no_write):
-        slug = re.sub(r"[^a-z0-9]+", "-", mach["cpu"].lower()).strip("-") or "cpu"
-        js, mdp = write_results(result_stem(f"cnn-{slug}", args.threads, args.settle), data, md)
+        js, mdp = write_results(result_stem(f"cnn-{cpu_slug(mach['cpu'])}", args.threads,
+                                            args.settle), data, md)
         say(f"wrote {js} and {mdp}")
     return 0
 
