@@ -94,7 +94,6 @@ def _compile(glslang: str, val: str, kernel: str, source: str, stage: str, api: 
     with tempfile.TemporaryDirectory(prefix="rlx-spv-") as tmp:
         src = Path(tmp) / f"k.{stage}"
         out = Path(tmp) / "k.spv"
-        src.write_text(source)
         env = "vulkan1.1" if "GL_KHR_shader_subgroup" in source else "vulkan1.0"
         served = glslang_server.compile_shader(source, stage == "hlsl", env == "vulkan1.1")
         if served is not None:
@@ -104,6 +103,7 @@ def _compile(glslang: str, val: str, kernel: str, source: str, stage: str, api: 
                                     body.decode(errors="replace"), GLSLANG_FILE_LINE)
             out.write_bytes(body)
             return _validated(val, env, out, kernel, source)
+        src.write_text(source)  # only glslangValidator reads the source from a file
         args = [glslang, "-V", "--target-env", env, "-o", str(out), str(src)]
         if stage == "hlsl":
             args[1:1] = ["-D", "-S", "comp", "-e", "main"]
