@@ -137,19 +137,14 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
 
 def machine() -> dict[str, Any]:
     """What the numbers were measured on (the load average says how shared the machine was)."""
-    model = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model = next((ln.split(":", 1)[1].strip() for ln in f
-                          if ln.startswith("model name")), "")
-    except OSError:
-        pass
+    from rlx_core.targets.cpu.identity import cpu_model
+
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 0
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
-    return {"cpu": model or platform.processor(), "cores": cores, "machine": platform.machine(),
+    return {"cpu": cpu_model(), "cores": cores, "machine": platform.machine(),
             "python": platform.python_version(), "load_average_1m": round(load[0], 2),
             "when": time.strftime("%Y-%m-%d %H:%M:%S")}
 
@@ -167,7 +162,8 @@ def isa() -> str:
 
 
 def cpu_slug(cpu: str) -> str:
-    """The CPU model as a file-name part (``AMD EPYC 7B13`` -> ``amd-epyc-7b13``), so results
+    """The CPU model as a file-name part (``AMD EPYC 7B13`` -> ``amd-epyc-7b13``, ``AMD EPYC
+    (Zen 1)`` -> ``amd-epyc-zen-1``: see rlx_core/targets/cpu/identity.py), so results
     measured on different machines sit side by side instead of overwriting each other."""
     return re.sub(r"[^a-z0-9]+", "-", cpu.lower()).strip("-") or "cpu"
 

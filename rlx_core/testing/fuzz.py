@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import platform
 import re
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from typing import Any
 
 from rlx_core.errors import RlxError
 from rlx_core.ir.printer import print_graph
+from rlx_core.targets.cpu.identity import cpu_model
 from rlx_core.targets.registry import get_target, target_names
 from rlx_core.testing import cases as saved
 from rlx_core.testing.deviations import KNOWN, input_policy
@@ -130,16 +130,6 @@ def investigate(target: str, o: Outcome, folder: Path | None, budget_s: float,
                                                   "kind": o.status})
         info["case"] = str(path)
     return info
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _isa() -> str:
@@ -261,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     end = start + args.minutes * 60
     header = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "command": "python -m rlx_core.testing.fuzz " + " ".join(argv or sys.argv[1:]),
-              "commit": _commit(), "cpu": _cpu_model(), "isa": _isa(),
+              "commit": _commit(), "cpu": cpu_model(), "isa": _isa(),
               "cores": __import__("os").cpu_count(), "minutes": args.minutes, "seed": args.seed,
               "pack": args.pack, "count": args.count, "case_timeout": args.case_timeout,
               "elapsed_min": 0.0}

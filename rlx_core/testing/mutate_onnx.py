@@ -212,15 +212,9 @@ def machine_description() -> str:
     """CPU model and core count, for the reports."""
     import platform
 
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    from rlx_core.targets.cpu.identity import cpu_model
+
+    model = cpu_model()
     return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 

@@ -19,6 +19,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from rlx_core.targets.cpu.identity import cpu_model
+
 # GCC/Clang vector extensions: 16 floats per vector (one zmm with AVX-512, two ymm with AVX2),
 # CHAINS independent accumulators so the FMA latency is hidden; -ffp-contract (GNU C's
 # default) makes each a * b + c one fused instruction
@@ -178,20 +180,6 @@ class Peaks:
 
     def to_json(self) -> dict[str, object]:
         return {**asdict(self), "ridge": self.ridge}
-
-
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo), or the platform's processor string."""
-    import platform
-
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def default_threads() -> int:
