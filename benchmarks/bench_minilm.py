@@ -220,10 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     runs = 5 if args.quick else max(20, args.runs)
     warmup = 1 if args.quick else args.warmup
 
-    from benchmarks.peak import caption, floor_fields, fma_peak, read_bandwidth
+    from benchmarks.peak import bench_peaks, caption, floor_fields, floor_text
 
-    peak = fma_peak(threads)  # GFLOP/s: what bounds every peer (benchmarks/peak.py)
-    bandwidth = read_bandwidth(threads)  # GB/s: what bounds a small batch (its weights)
+    peaks = bench_peaks(threads)  # measured now, against the store's quiet runs (peak.py)
+    peak = peaks.gflops  # GFLOP/s: what bounds every peer
+    bandwidth = peaks.gbps  # GB/s: what bounds a small batch (its weights)
     model = MiniLM.load()
     # bytes a call must stream: every weight but the embedding tables, of which a call reads
     # only its tokens' rows (all-MiniLM-L6-v2: ~43 of its 91 MB)
@@ -318,14 +319,14 @@ def main(argv: list[str] | None = None) -> int:
         results.append(row)
         say(f"batch {batch:3d} x {seq:3d}: " + "  ".join(f"{n} {v * 1e3:.1f} ms" for n, v in p50.items()) +
             f"  | rlx vs fastest peer ({fastest}) {row['speedup_vs_fastest_peer']:.2f}x" +
-            f"  | floor {row['floor_s'] * 1e3:.2f} ms (rlx {row['rlx_over_floor']:.2f}x)" +
+            f"  | floor {floor_text(row)} ms (rlx {row['rlx_over_floor']:.2f}x)" +
             (f"  | OVER TOLERANCE {bad}" if bad else "  | all within 1e-4"))
 
     data = {"benchmark": "minilm", "machine": machine(), "threads": limits, "runs": runs,
             "warmup": warmup, "seq": SEQ, "onnx_export": export_notes,
             "versions": {"torch": torch.__version__, "onnxruntime": ort.__version__,
                          "numpy": np.__version__}, "fma_peak_gflops": round(peak, 1),
-            "read_bandwidth_gbs": round(bandwidth, 1),
+            "read_bandwidth_gbs": round(bandwidth, 1), "peaks": peaks.to_json(),
             "results": results}
     headers = ["batch x seq", "rlx ms", "torch ms", "torch.compile ms", "onnxruntime ms", "numpy ms",
                "rlx vs fastest peer", "floor ms", "rlx / floor", "rlx of peak",
@@ -339,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{s[ortn].p50 * 1e3:.1f} ({ortn[4:]})" if ortn else "-",
                      f"{s['numpy'].p50 * 1e3:.1f}",
                      f"{r['speedup_vs_fastest_peer']:.2f}x ({r['fastest_peer']})",
-                     f"{r['floor_s'] * 1e3:.2f}", f"{r['rlx_over_floor']:.2f}x",
+                     floor_text(r), f"{r['rlx_over_floor']:.2f}x",
                      f"{r['rlx_fraction_of_peak']:.0%}",
                      f"{max(r['max_abs_diff_vs_sentence_transformers'].values()):.1e}"])
     counted = "the call's matmul FLOPs"
@@ -348,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
           f"p50 of {runs} calls ({turns_text(args.block, args.settle)}) after {warmup} "
           f"warm-up calls "
           f"(`python benchmarks/bench_minilm.py`). "
-          f"{caption(peak, threads, counted)} Memory read bandwidth {bandwidth:.1f} GB/s "
+          f"{caption(peak, threads, counted, peaks)} Memory read bandwidth {bandwidth:.1f} GB/s "
           f"(`benchmarks/peak.py`): a row's floor is the larger of that and the "
           f"{weight_gb * 1e3:.0f} MB of f32 weights (the embedding tables aside) read once "
           f"at it (small shapes).\n\n"

@@ -253,9 +253,10 @@ def main(argv: list[str] | None = None) -> int:
 
         torch = _torch
         torch_threads(torch, threads)
-    from benchmarks.peak import caption, floor_fields, fma_peak
+    from benchmarks.peak import bench_peaks, caption, floor_fields, floor_text
 
-    peak = fma_peak(threads)  # GFLOP/s: what bounds every peer (benchmarks/peak.py)
+    peaks = bench_peaks(threads)  # measured now, against the store's quiet runs (peak.py)
+    peak = peaks.gflops  # GFLOP/s: what bounds every peer
     data = load_mnist()
     x, y = data.flat("train")
     runs = 5 if args.quick else max(20, args.runs)
@@ -295,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     data_out = {"benchmark": "mnist_mlp", "machine": machine(), "threads": limits,
                 "runs": runs, "warmup": warmup, "lr": LR, "numpy": np.__version__,
                 "torch": getattr(torch, "__version__", None), "fma_peak_gflops": round(peak, 1),
-                "results": results}
+                "peaks": peaks.to_json(), "results": results}
     peers_order = ["rlx", "numpy", "torch", "torch.compile"]
     headers = ["MLP / batch"] + [f"{p} img/s" for p in peers_order] + \
         ["rlx / numpy", "rlx / torch", "rlx / torch.compile", "floor ms", "rlx of peak"]
@@ -304,14 +305,14 @@ def main(argv: list[str] | None = None) -> int:
         ips, ratio = r["images_per_s"], r["rlx_ratio"]
         rows.append([r["label"]] + [f"{ips[p]:,.0f}" if p in ips else "-" for p in peers_order] +
                     [f"{ratio[p]:.2f}x" if p in ratio else "-" for p in peers_order[1:]] +
-                    [f"{r['floor_s'] * 1e3:.3f}", f"{r['rlx_fraction_of_peak']:.0%}"])
+                    [floor_text(r, digits=3), f"{r['rlx_fraction_of_peak']:.0%}"])
     counted = "the step's GEMM FLOPs"
     md = (f"# MNIST MLP training throughput\n\n{machine()['cpu']}, {threads} thread(s) per "
           f"peer, load average {data_out['machine']['load_average_1m']} at the end, p50 of "
           f"{runs} steps ({turns_text(args.block, args.settle)}) after {warmup} warm-up "
           f"steps "
           f"(`python benchmarks/bench_mnist_mlp.py`). "
-          f"{caption(peak, threads, counted)}\n\n"
+          f"{caption(peak, threads, counted, peaks)}\n\n"
           + markdown_table(headers, rows))
     if not args.quick:
         # an explicit --threads run is kept beside the default one (the cores available)

@@ -259,7 +259,11 @@ def _cmd_peaks(args: argparse.Namespace) -> int:
 
     p = measure_peaks(args.threads)
     print(f"{p.cpu}, {p.threads} thread(s): f32 FMA {p.gflops:.1f} GFLOP/s, read "
-          f"{p.gbps:.1f} GB/s, ridge {p.ridge:.1f} FLOP/byte (remembered for the explorer)")
+          f"{p.gbps:.1f} GB/s, ridge {p.ridge:.1f} FLOP/byte (remembered for the explorer; "
+          f"{p.describe()})")
+    if not p.quiet:
+        print("the machine was busy: these ceilings are below what the CPU can do; run "
+              "`rlx peaks` again when it is quiet and the quiet run replaces them")
     return 0
 
 

@@ -63,6 +63,10 @@ def roofline_view(lir: Graph | None, lir_view: dict[str, Any] | None, target: st
             if row["predicted_s"] is not None:
                 row["of_roofline"] = row["predicted_s"] / sec
                 row["status"], row["why"] = "calibrated", ""
+                if row["achieved_gflops"] > 1.05 * peaks.gflops:  # faster than the FMA roof
+                    row["status"], row["why"] = "uncalibrated", (
+                        "this kernel beat the stored FMA peak, which was measured low (a "
+                        "busy machine): run `rlx peaks` again when the machine is quiet")
         elif not row["why"]:
             row["why"] = "no per-kernel time measured for it"
         rows.append(row)

@@ -51,6 +51,16 @@ def test_predicted_time_bound_and_distance_from_the_roof() -> None:
     assert row["status"] == "uncalibrated" and "no per-kernel time" in row["why"]
 
 
+def test_a_kernel_faster_than_the_stored_fma_peak_marks_the_peaks_uncalibrated() -> None:
+    lir = _lir()
+    k = next(k for k in lir.kernels if k.kind == "matmul")
+    flops, _ = kernel_cost(lir, k)
+    low = Peaks(gflops=1.0, gbps=1000.0, threads=1, cpu="test", measured="now")  # busy-run peak
+    row = next(r for r in roofline_view(lir, None, "cpu", {k.name: flops / 5e9}, low)["kernels"]
+               if r["name"] == k.name)  # the kernel ran at 5 GFLOP/s
+    assert row["status"] == "uncalibrated" and "rlx peaks" in row["why"]
+
+
 def test_uncalibrated_without_peaks_or_off_the_host_cpu() -> None:
     lir = _lir()
     view = roofline_view(lir, None, "cpu", {"k0": 1e-4}, None)
@@ -61,19 +71,23 @@ def test_uncalibrated_without_peaks_or_off_the_host_cpu() -> None:
     assert gpu["status"] == "uncalibrated" and "host's CPU" in gpu["why"]
 
 
-def test_peaks_are_remembered_and_only_rise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_peaks_are_remembered_and_a_loaded_run_never_lowers_a_quiet_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
     assert machine_peaks(3) is None
     monkeypatch.setattr(peaks_mod, "fma_peak", lambda n: 100.0)
     monkeypatch.setattr(peaks_mod, "read_bandwidth", lambda n: 20.0)
+    monkeypatch.setattr(peaks_mod, "_cpu_seconds", lambda: None)  # quiet by the load average
+    monkeypatch.setattr(peaks_mod, "load_average", lambda: 0.5)
     measure_peaks(3)
     monkeypatch.setattr(peaks_mod, "fma_peak", lambda n: 40.0)  # a busy machine's run
     monkeypatch.setattr(peaks_mod, "read_bandwidth", lambda n: 25.0)
+    monkeypatch.setattr(peaks_mod, "load_average", lambda: 12.0)
     got = measure_peaks(3)
-    assert (got.gflops, got.gbps) == (100.0, 25.0)
+    assert (got.gflops, got.gbps, got.quiet) == (100.0, 20.0, True)
     again = machine_peaks(3)
-    assert again is not None and (again.gflops, again.gbps, again.threads) == (100.0, 25.0, 3)
-    assert again.ridge == pytest.approx(4.0)
+    assert again is not None and (again.gflops, again.gbps, again.threads) == (100.0, 20.0, 3)
+    assert again.ridge == pytest.approx(5.0) and again.load == 0.5
 
 
 def test_cpu_kernels_are_timed_one_by_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

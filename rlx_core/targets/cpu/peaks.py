@@ -21,16 +21,25 @@ from pathlib import Path
 
 from rlx_core.targets.cpu.identity import cpu_model
 
-# GCC/Clang vector extensions: 16 floats per vector (one zmm with AVX-512, two ymm with AVX2),
-# CHAINS independent accumulators so the FMA latency is hidden; -ffp-contract (GNU C's
-# default) makes each a * b + c one fused instruction
+# GCC/Clang vector extensions, one register wide for the ISA compiled for (16 floats in a zmm,
+# 8 in a ymm, 4 in an xmm), CHAINS independent accumulators so the FMA latency is hidden
+# (12 chains + 2 operands fit the 16 ymm/xmm registers of AVX2 and SSE; 16-float vectors on
+# AVX2 needed 24 ymm, spilled every chain to the stack, and measured 1.4 instead of ~30 GFLOP/s
+# on a Zen 1). -ffp-contract (GNU C's default) makes each a * b + c one fused instruction.
 SOURCE = r"""
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdint.h>
 #include <time.h>
 #include <omp.h>
-typedef float rlx_v16 __attribute__((vector_size(64)));
+#if defined(__AVX512F__)
+#define RLX_W 16
+#elif defined(__AVX__)
+#define RLX_W 8
+#else
+#define RLX_W 4
+#endif
+typedef float rlx_v16 __attribute__((vector_size(RLX_W * 4)));
 #define CHAINS 12
 static double rlx_peak_now(void) {
     struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
@@ -64,9 +73,9 @@ double rlx_fma_peak(int threads, int64_t steps, float *sink) {
         const double dt = rlx_peak_now() - t0;
         float s = 0.0f;
         for (int i = 0; i < CHAINS; ++i)
-            for (int l = 0; l < 16; ++l) s += acc[i][l];
+            for (int l = 0; l < RLX_W; ++l) s += acc[i][l];
         sink[omp_get_thread_num() % 64] = s;
-        total = (double)steps * CHAINS * 16 * 2 / dt * 1e-9;
+        total = (double)steps * CHAINS * RLX_W * 2 / dt * 1e-9;
         if (pinned) sched_setaffinity(0, sizeof old, &old);
     }
     return total;
@@ -163,15 +172,26 @@ def read_bandwidth(threads: int, mbytes: int = 256, rounds: int = 3) -> float:
 
 
 
+# bumped whenever a probe changes what it measures: rows an older probe stored are not trusted
+# (version 1's FMA probe spilled on AVX2 machines and stored a ceiling 5-10x too low)
+PROBE_VERSION = 2
+# other processes' work during a probe, in CPUs' worth, below which the run counts as quiet
+QUIET_OTHERS = 0.25
+
+
 @dataclass(frozen=True)
 class Peaks:
-    """Measured ceilings of this CPU at ``threads`` threads."""
+    """Measured ceilings of this CPU at ``threads`` threads, and how busy the machine was."""
 
     gflops: float  # f32 FMA GFLOP/s (fma_peak)
     gbps: float  # streaming read GB/s (read_bandwidth)
     threads: int
     cpu: str
     measured: str  # when, local time
+    load: float = -1.0  # 1-minute load average when measured (-1: not recorded)
+    others: float = -1.0  # CPUs' worth of other processes' work while measuring (-1: unknown)
+    quiet: bool = False  # others (or, without /proc/stat, the load) left the probes the CPUs
+    probe: int = PROBE_VERSION
 
     @property
     def ridge(self) -> float:
@@ -180,6 +200,12 @@ class Peaks:
 
     def to_json(self) -> dict[str, object]:
         return {**asdict(self), "ridge": self.ridge}
+
+    def describe(self) -> str:
+        """How the ceilings were measured, for a results file: load and whether it was quiet."""
+        busy = f", other processes {self.others:.2f} CPUs" if self.others >= 0 else ""
+        return (f"{'quiet' if self.quiet else 'LOADED'} (load average {self.load:.1f}{busy}; "
+                f"{self.measured})")
 
 
 def default_threads() -> int:
@@ -199,44 +225,116 @@ def _key(threads: int) -> str:
     return f"{cpu_model()}|{threads}"
 
 
+_FIELDS = ("gflops", "gbps", "threads", "cpu", "measured", "load", "others", "quiet", "probe")
+
+
+def _row(data: object) -> Peaks | None:
+    """A stored row as Peaks, or None when it is unusable or an older probe wrote it."""
+    if not isinstance(data, dict) or data.get("probe") != PROBE_VERSION:
+        return None
+    try:
+        return Peaks(**{k: data[k] for k in _FIELDS})
+    except (KeyError, TypeError):
+        return None
+
+
 def machine_peaks(threads: int | None = None) -> Peaks | None:
     """The peaks measured earlier on this CPU model at ``threads`` (default: every CPU this
-    process may use), or None when they were never measured here."""
+    process may use), or None when they were never measured here by the current probes."""
     n = threads or default_threads()
     try:
         rows = json.loads(_store().read_text(encoding="utf-8"))
-        row = rows.get(_key(n))
-        return Peaks(**{k: row[k] for k in ("gflops", "gbps", "threads", "cpu", "measured")}) \
-            if row else None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return _row(rows.get(_key(n))) if isinstance(rows, dict) else None
+    except (OSError, ValueError):
         return None
     except Exception:  # an unusable cache folder (CacheDirError): simply not calibrated
         return None
 
 
-def measure_peaks(threads: int | None = None, save: bool = True) -> Peaks:
-    """Run both probes (about 1-2 s) and remember the result for ``machine_peaks`` (each
-    ceiling the higher of this run and the remembered one)."""
+def load_average() -> float:
+    """The 1-minute load average (-1 where the OS has none)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return -1.0
+
+
+def _cpu_seconds() -> tuple[float, float] | None:
+    """(busy CPU-seconds of the whole machine, CPU-seconds of this process) so far, or None
+    without /proc/stat. Their growth over a probe, less this process's, is the other
+    processes' share of the CPUs while it measured: the load average lags a minute behind."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()[1:]
+        ticks = [int(x) for x in fields[:8]]
+        busy = sum(ticks) - ticks[3] - ticks[4]  # all but idle and iowait
+        t = os.times()
+        return busy / os.sysconf("SC_CLK_TCK"), t.user + t.system
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def is_quiet(others: float, load: float, cpus: int, threads: int) -> bool:
+    """Whether a probe run had the CPUs to itself: other processes used under a quarter of a
+    CPU while it ran, or, where that is unknown, the load average left ``threads`` CPUs free
+    (this process counts one)."""
+    if others >= 0:
+        return others < QUIET_OTHERS
+    return 0 <= load <= max(1.0, cpus - threads + 1.0)
+
+
+def merge(before: Peaks | None, new: Peaks) -> Peaks:
+    """What the store keeps of a stored row and a new measurement.
+
+    A busy machine measures less than its CPU can do, so a loaded run must never become the
+    ceiling over a quiet one: quiet against quiet keeps the higher of each ceiling; a quiet run
+    replaces a loaded (or unlabelled) row outright, even a higher one; a loaded run never
+    changes a quiet row; loaded against loaded keeps the higher of each (still labelled
+    loaded, so the next quiet run replaces it)."""
+    if before is None or (new.quiet and not before.quiet):
+        return new
+    if before.quiet and not new.quiet:
+        return before
+    best = before if before.gflops >= new.gflops else new
+    return Peaks(max(before.gflops, new.gflops), max(before.gbps, new.gbps), new.threads, new.cpu,
+                 best.measured, best.load, best.others, new.quiet)
+
+
+def measure(threads: int | None = None) -> Peaks:
+    """Run both probes once (about 1-2 s), recording how busy the machine was meanwhile."""
     n = threads or default_threads()
-    p = Peaks(round(fma_peak(n), 1), round(read_bandwidth(n), 1), n, cpu_model(),
-              time.strftime("%Y-%m-%d %H:%M:%S"))
-    if save:
+    load, start = load_average(), _cpu_seconds()
+    t0 = time.perf_counter()
+    gflops, gbps = fma_peak(n), read_bandwidth(n)
+    wall, end = time.perf_counter() - t0, _cpu_seconds()
+    others = -1.0
+    if start is not None and end is not None and wall > 0:
+        others = max(0.0, ((end[0] - start[0]) - (end[1] - start[1])) / wall)
+    cpus = os.cpu_count() or n
+    return Peaks(round(gflops, 1), round(gbps, 1), n, cpu_model(), time.strftime("%Y-%m-%d %H:%M:%S"),
+                 round(load, 2), round(others, 2), is_quiet(others, load, cpus, n))
+
+
+def measure_peaks(threads: int | None = None, save: bool = True) -> Peaks:
+    """Measure the peaks (``measure``) and return what the store keeps of them and the row
+    measured before (``merge``), remembering that for ``machine_peaks`` when ``save``."""
+    n = threads or default_threads()
+    new = measure(n)
+    try:
+        path = _store()
         try:
-            path = _store()
-            try:
-                rows = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                rows = {}
-            # a ceiling only rises: a probe run on a busy machine measures less than the CPU
-            # can do, and must not lower what a quieter run found
-            before = rows.get(_key(n)) or {}
-            if before.get("gflops", 0) > p.gflops or before.get("gbps", 0) > p.gbps:
-                p = Peaks(max(p.gflops, before.get("gflops", 0)), max(p.gbps, before.get("gbps", 0)),
-                          n, p.cpu, p.measured)
-            rows[_key(n)] = asdict(p)
+            rows = json.loads(path.read_text(encoding="utf-8"))
+            rows = rows if isinstance(rows, dict) else {}
+        except (OSError, ValueError):
+            rows = {}
+        kept = merge(_row(rows.get(_key(n))), new)
+        if save:
+            rows[_key(n)] = asdict(kept)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
             os.replace(tmp, path)
-        except OSError:
-            pass  # measured but not remembered: the next session measures again
-    return p
+        return kept
+    except OSError:
+        return new  # measured but not remembered: the next session measures again
+    except Exception:  # an unusable cache folder (CacheDirError): this run's figures only
+        return new

@@ -1,0 +1,100 @@
+"""The peaks store keeps ceilings measured on a quiet machine: a run on a busy one (which
+measures less than the CPU can do) never becomes the ceiling over a quiet one, a quiet run
+replaces a loaded one, and rows an older probe wrote are not trusted. No timing is asserted:
+the probes are replaced by fixed numbers and the load by fixed readings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlx_core.targets.cpu import peaks as peaks_mod
+from rlx_core.targets.cpu.peaks import (
+    PROBE_VERSION,
+    Peaks,
+    is_quiet,
+    machine_peaks,
+    measure_peaks,
+    merge,
+)
+
+
+def _p(gflops: float, gbps: float, quiet: bool, load: float = 0.0) -> Peaks:
+    return Peaks(gflops, gbps, 2, "test", "then", load, 0.0 if quiet else 1.5, quiet)
+
+
+def test_merge_keeps_the_highest_quiet_run_and_ignores_loaded_ones() -> None:
+    quiet = _p(60.0, 20.0, True)
+    assert merge(None, _p(5.0, 3.0, False)).gflops == 5.0  # better than nothing, labelled
+    assert merge(quiet, _p(10.0, 30.0, False)) == quiet  # loaded: no change, even a higher gbps
+    both = merge(quiet, _p(55.0, 22.0, True))
+    assert (both.gflops, both.gbps, both.quiet) == (60.0, 22.0, True)
+
+
+def test_merge_lets_a_quiet_run_replace_a_loaded_one_even_a_higher_one() -> None:
+    loaded = _p(70.0, 9.0, False, load=14.0)
+    got = merge(loaded, _p(62.0, 18.0, True))
+    assert (got.gflops, got.gbps, got.quiet, got.load) == (62.0, 18.0, True, 0.0)
+    two = merge(loaded, _p(50.0, 12.0, False, load=20.0))
+    assert (two.gflops, two.gbps, two.quiet) == (70.0, 12.0, False)
+
+
+def test_quiet_means_other_processes_left_the_cpus_or_the_load_did() -> None:
+    assert is_quiet(0.1, 25.0, 2, 2)  # measured share wins over the lagging load average
+    assert not is_quiet(0.9, 0.0, 2, 2)
+    assert is_quiet(-1.0, 1.0, 2, 2) and not is_quiet(-1.0, 3.0, 2, 2)
+    assert not is_quiet(-1.0, -1.0, 2, 2)  # nothing known: not quiet
+
+
+def _fake(monkeypatch: pytest.MonkeyPatch, gflops: float, gbps: float, load: float) -> None:
+    monkeypatch.setattr(peaks_mod, "fma_peak", lambda n: gflops)
+    monkeypatch.setattr(peaks_mod, "read_bandwidth", lambda n: gbps)
+    monkeypatch.setattr(peaks_mod, "_cpu_seconds", lambda: None)
+    monkeypatch.setattr(peaks_mod, "load_average", lambda: load)
+
+
+def test_store_records_the_load_and_a_quiet_rerun_replaces_a_loaded_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    _fake(monkeypatch, 6.0, 3.0, 18.5)  # the busy session's run
+    first = measure_peaks(2)
+    assert not first.quiet and first.load == 18.5
+    stored = json.loads((tmp_path / "peaks.json").read_text())
+    (row,) = stored.values()
+    assert row["load"] == 18.5 and row["quiet"] is False and row["probe"] == PROBE_VERSION
+    _fake(monkeypatch, 58.0, 14.0, 0.3)
+    assert measure_peaks(2).quiet
+    _fake(monkeypatch, 20.0, 30.0, 25.0)  # loaded again: keeps the quiet row
+    kept = machine_peaks(2)
+    assert measure_peaks(2) == kept
+    assert kept is not None and (kept.gflops, kept.gbps, kept.load) == (58.0, 14.0, 0.3)
+
+
+def test_rows_an_older_probe_wrote_are_not_trusted(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    key = f"{peaks_mod.cpu_model()}|2"
+    old = {"gflops": 6.3, "gbps": 5.6, "threads": 2, "cpu": "x", "measured": "then"}
+    (tmp_path / "peaks.json").write_text(json.dumps({key: old}))
+    assert machine_peaks(2) is None  # the explorer says uncalibrated instead of a bogus roof
+    _fake(monkeypatch, 4.0, 2.0, 30.0)
+    assert measure_peaks(2).gflops == 4.0  # replaced, not max()ed with the stale row
+
+
+def test_a_floor_above_the_measured_time_says_uncalibrated() -> None:
+    from benchmarks.peak import UNCALIBRATED, floor_fields, floor_text
+
+    bogus = floor_fields(2.9, 6.3, 0.097, gbytes=0.043, bandwidth=5.6)  # MiniLM b1, bad peak
+    assert bogus["floor_status"] == UNCALIBRATED and floor_text(bogus) == UNCALIBRATED
+    fine = floor_fields(2.9, 60.0, 0.097, gbytes=0.043, bandwidth=14.0)
+    assert fine["floor_status"] == "ok" and floor_text(fine) == f"{2.9 / 60.0 * 1e3:.2f}"
+
+
+def test_fma_probe_vectors_fit_the_register_file_of_the_isa() -> None:
+    """16-float vectors x 12 chains need 24 ymm registers on AVX2 (16 exist): the probe spilled
+    and measured a fifth of the peak. The vector width follows the ISA compiled for."""
+    src = peaks_mod.SOURCE
+    assert "#elif defined(__AVX__)\n#define RLX_W 8" in src and "RLX_W * 4" in src
+    assert "CHAINS 12" in src  # 12 accumulators + 2 operands <= 16 registers
