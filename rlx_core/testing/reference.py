@@ -97,6 +97,24 @@ def _value_stats(x: np.ndarray, d: dt.DType) -> ConeStats:
                      near_overflow=big > float(info.max) / 64)
 
 
+def _prod_leaves_range(x: np.ndarray, axes: Any, d: dt.DType) -> bool:
+    """Whether some partial product of a reduce_prod group of ``x`` (over ``axes``) falls
+    outside ``d``'s normal range: the product of a group's small (|v| < 1) finite factors
+    below the smallest normal, or of its large ones above max / 64."""
+    if x.size == 0 or x.dtype.kind not in "fc":
+        return False
+    info = _finfo(d)
+    with np.errstate(all="ignore"):
+        a = np.abs(x).astype(np.float64)
+        ok = np.isfinite(a) & (a > 0)
+        logs = np.where(ok, np.log2(np.where(ok, a, 1.0)), 0.0)
+    ax = tuple(int(i) % x.ndim for i in axes) if x.ndim else ()
+    low = np.sum(np.minimum(logs, 0.0), axis=ax)
+    high = np.sum(np.maximum(logs, 0.0), axis=ax)
+    return bool((low < math.log2(float(info.tiny))).any()
+                or (high > math.log2(float(info.max) / 64)).any())
+
+
 def _node_budget(n: Node, args: list[np.ndarray], in_types: list[TensorType]) -> tuple[float, float]:
     """(ulps, cond) one node adds."""
     op = n.op
@@ -200,6 +218,12 @@ def evaluate(g: Graph, inputs: list[Any]) -> Reference:
             work = dt.f64 if n.type.dtype == dt.f64 else dt.f32
             if float(np.nanmax(sq, initial=0.0)) > float(_finfo(work).max) / 64:
                 own = replace(own, near_overflow=True)
+        if n.op == "reduce_prod" and n.type.dtype.is_float and _prod_leaves_range(
+                args[0], n.a.get("axes", ()), n.type.dtype):
+            # a partial product that under- or overflows in the working dtype makes the
+            # result depend on the order of the multiplications (inf * (tiny * tiny) is NaN
+            # in f32 where a left-to-right product stays inf): order decides, as for sums
+            own = replace(own, near_overflow=True)
         if n.op in _DIVIDES:  # x / y with y inexact: y's absolute error, relative to |y|
             y = n.inputs[_DIVIDES[n.op]]
             cond *= _divisor_cond(env[y], cone[y])

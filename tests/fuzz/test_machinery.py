@@ -204,3 +204,15 @@ def test_dividing_by_a_cancelled_value_widens_the_bound() -> None:
     far = [near[0], np.array([0.5, 0.5], np.float32), near[2]]
     cond_near, cond_far = (evaluate(g, ins).stats[0].cond for ins in (near, far))
     assert cond_near > 1e6 * cond_far  # 1 / (1 - 0.9999999): the difference is all rounding
+
+
+def test_reduce_prod_whose_partial_products_underflow_is_order_dependent() -> None:
+    """inf * (tiny * tiny) is NaN in f32, inf left to right: the reference flags the cone."""
+    g = parse('hir @p {\n  input %x : f32[2,3]\n'
+              '  %0 : f32[2] = reduce_prod(%x) {axes=(1,)} loc("t.py":1)\n  return %0\n}\n')
+    risky = np.array([[-np.inf, 3.5e-38, 3.5e-38], [1.0, 2.0, 3.0]], np.float32)
+    safe = np.array([[-np.inf, 0.5, 0.25], [1.0, 2.0, 3.0]], np.float32)
+    assert evaluate(g, [risky]).stats[0].near_overflow
+    assert not evaluate(g, [safe]).stats[0].near_overflow
+    huge = np.array([[3e38, 3e38, 1e-30], [1.0, 2.0, 3.0]], np.float32)
+    assert evaluate(g, [huge]).stats[0].near_overflow  # 3e38 * 3e38 overflows first
