@@ -56,7 +56,8 @@ def scene_args(n: int, size: int) -> tuple[Any, ...]:
     return (*g.arrays(), scene.orbit(30.0, 20.0, 3.2), scene.intrinsics(size, size))
 
 
-def case(n: int, size: int, runs: int, budget_s: float, webgpu: str = "all") -> dict[str, Any]:
+def case(n: int, size: int, runs: int, budget_s: float, webgpu: str = "all",
+         warmup: int = 1) -> dict[str, Any]:
     import numpy as np
     import torch
 
@@ -118,8 +119,8 @@ def case(n: int, size: int, runs: int, budget_s: float, webgpu: str = "all") -> 
         say(f"  webgpu gradients checked: {out['grad_rel_diff_webgpu']:.1e} relative")
     if not ok:
         out["webgpu"] = why
-    out["forward"] = interleaved(fwd, runs, 1, budget_s)
-    out["forward_backward"] = interleaved(fb, runs, 1, budget_s)
+    out["forward"] = interleaved(fwd, runs, warmup, budget_s)
+    out["forward_backward"] = interleaved(fb, runs, warmup, budget_s)
     return out
 
 
@@ -183,6 +184,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--budget", type=float, default=40.0, help="seconds per timing table")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="untimed calls per peer before the timed ones (the correctness checks "
+                         "have already compiled and run each peer once; 0 fits 10^5 runs)")
     ap.add_argument("--fit-gaussians", type=int, default=2000)
     ap.add_argument("--fit-views", type=int, default=16)
     ap.add_argument("--fit-steps", type=int, default=300)
@@ -205,7 +209,7 @@ def main() -> None:
     for n in a.gaussians:
         for size in a.sizes:
             say(f"{n} Gaussians at {size}x{size} ...")
-            c = case(n, size, a.runs, a.budget, a.webgpu)
+            c = case(n, size, a.runs, a.budget, a.webgpu, a.warmup)
             cases.append(c)
             say("  forward ms: " + ", ".join(f"{k} {v.p50 * 1e3:.1f}"
                                               for k, v in c["forward"].items()))

@@ -200,3 +200,50 @@ def test_structure_errors() -> None:
     with pytest.raises(ConcreteStructureError):
         rlx.trace(lambda ip, ix, v: rlx.sparse.csr(ip, ix, v, (1, 1)).T.tocsr().data,
                   np.array([0, 1], np.int32), np.array([0], np.int32), np.ones(1))
+
+
+@pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
+@pytest.mark.parametrize("sleeper", [1, 0])
+def test_products_on_two_threads_with_a_late_thread(sleeper: int) -> None:
+    """SpMV, SpMM and SDDMM share row chunks of equal stored entries that threads claim
+    (cpu/sparse.py, _claimed_rows): with either thread descheduled for 50 ms (simulated) the
+    other takes the chunks and the products are exact; a worker that finds every chunk taken
+    counts as a late arrival, and two such calls in a row run the next ones on one thread."""
+    from rlx_core.targets.cpu.threads import num_threads, set_num_threads
+    from tests.targets.test_cpu_team_load import SLEEP_US, Team
+
+    a = sp.random(3000, 3000, 0.004, format="csr", random_state=29)  # ~36k stored entries
+    a = sp.csr_matrix(a.multiply(np.arange(3000)[:, None] % 5 > 0))  # every 5th row empty
+    x = RNG.standard_normal(3000)
+    xs = RNG.standard_normal((3000, 4))
+    ys = RNG.standard_normal((3000, 4))
+
+    def f(v, x, xs, ys):
+        m = rlx.sparse.csr(a.indptr, a.indices, v, a.shape)
+        return rlx.sparse.spmv(m, x), rlx.sparse.spmm(m, xs), rlx.sparse.sddmm(m, xs, ys).data
+
+    args = (a.data, x, xs, ys)
+    rows = np.repeat(np.arange(3000), np.diff(a.indptr))
+    want = (a @ x, a @ xs, np.einsum("ej,ej->e", xs[rows], ys[a.indices]))
+    before = num_threads()
+    try:
+        set_num_threads(2)
+        exe = rlx.compile(f, *args, target="cpu", record=False)
+        assert {k["impl"] for k in exe.program.info["kernels"].values()} == {"rlx-csr-claimed"}
+        team = Team(exe)
+        exe(*args)
+        team.reset()
+        s0 = team.stats()
+        for _ in range(2):
+            team.reset()  # a team call even where the machine's load shrank the last one
+            team.delay(sleeper, SLEEP_US)
+            got = exe(*args)
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+        team.delay(-1, 0)
+    finally:
+        set_num_threads(before)
+    s1 = team.stats()
+    assert s1["team_calls"] >= s0["team_calls"] + 2
+    if sleeper == 1:  # the worker came after the calling thread had run every chunk
+        assert s1["late"] >= s0["late"] + 2

@@ -135,7 +135,7 @@ class CpuRenderer(CLikeRenderer):
         if node.op in splat.OPS:
             return splat.emit_splat(env, w, node)
         if node.op in sparse.OPS:
-            return sparse.emit_sparse(env, w, node)
+            return sparse.emit_sparse(env, w, node, self._counter(env))
         if node.op in lapack.OPS:
             if self.blas is None:
                 from rlx_core.targets.c_common.expr import RenderError
@@ -193,11 +193,15 @@ class CpuRenderer(CLikeRenderer):
              epilogue: BlockEpilogue | None = None) -> str | None:
         if self.blas is None or not blas_takes(spec):
             return None
-        counter = f"{self._prefix}_work + {env.index}" if self._mode == "team" else ""
+        counter = self._counter(env)
         if self._mode == "team" and work_of(spec) >= TEAM_GEMM_MIN:
             self._splits = True  # below it a team GEMM runs on thread 0 alone (blas._alone)
         return emit_gemm(w, env, spec, self.blas, self.own_sgemm, epilogue,
                          self.packed_b(env, spec), counter)
+
+    def _counter(self, env: KernelEnv) -> str:
+        """The C expression of the kernel's claim counter (team mode), else ''."""
+        return f"{self._prefix}_work + {env.index}" if self._mode == "team" else ""
 
     def packed_b(self, env: KernelEnv, spec: GemmSpec) -> str | None:
         """The kernel parameter holding op(B) prepacked, when B is a graph parameter the own

@@ -1,7 +1,8 @@
 """The CPU's sparse kernels: CSR SpMV / SpMM / SDDMM loops and the Krylov solvers, in C.
 
-- spmv, spmm, sddmm (``transpose=False``) are one worksharing loop over rows (team mode:
-  ``#pragma omp for``), each row's dot products accumulated in double.
+- spmv, spmm, sddmm (``transpose=False``) run over row chunks of equal stored entries that
+  the team's threads claim one at a time (team mode, ``_claimed_rows``; else one worksharing
+  loop over rows), each row's dot products accumulated in double.
 - spmv/spmm with ``transpose=True`` (A^T x, the VJP's) scatter into the result; they run on
   one thread (a ``single`` block), since two rows may add to the same entry.
 - krylov_solve runs the whole solver in one kernel that every thread of the team enters
@@ -23,7 +24,7 @@ from rlx_core.ir.ops.sparse import KRYLOV_METHODS, SPARSE_DTYPES, SPARSE_OPS
 from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
-from rlx_core.targets.cpu.team import TEAM_BLOCK, WORK_SYNC_C
+from rlx_core.targets.cpu.team import FOR_PRAGMA, TEAM_BLOCK, WORK_SYNC_C
 
 IMPL = "rlx-csr"
 DTYPES = SPARSE_DTYPES
@@ -109,6 +110,31 @@ static void rlx_spmm_@X@(int rows, int k, const int *ip, const int *ix, const @T
         }
     }
     (void)rows;
+}
+
+/*@ rows_claim @*/
+/* the first row at or after the nnz * part / parts-th stored entry, rounded up to a multiple of
+   8 rows: chunks then split the stored entries evenly (not the rows) and, for k = 1 in f64,
+   never share a 64-byte line of y */
+static int rlx_sp_cut8(const int *ip, int n, int part, int parts) {
+    if (part >= parts) return n;
+    const int r = rlx_kr_cut(ip, n, part, parts);
+    return r + 7 < n ? (r + 7) / 8 * 8 : n;
+}
+
+/* spmm (sddmm with sd = 1) on `chunks` row chunks claimed one at a time from *work (thread 0
+   alone without a team: work = 0): a thread the OS stalls holds up at most one chunk, and the
+   others take the rest. Returns how many chunks this thread ran. */
+static int rlx_sp_rows_@X@(int sd, int rows, int k, const int *ip, const int *ix,
+                          const @T@ *a, const @T@ *b, @T@ *y, int chunks, atomic_int *work) {
+    int got = 0;
+    for (int c; (c = work ? atomic_fetch_add_explicit(work, 1, memory_order_relaxed) : got)
+                < chunks; ++got) {
+        const int r0 = rlx_sp_cut8(ip, rows, c, chunks), r1 = rlx_sp_cut8(ip, rows, c + 1, chunks);
+        if (sd) rlx_sddmm_@X@(k, ip, ix, a, b, y, r0, r1);
+        else rlx_spmm_@X@(rows, k, ip, ix, a, b, y, r0, r1);
+    }
+    return got;
 }
 
 /*@ spmm_t @*/
@@ -556,7 +582,7 @@ def _chunks() -> dict[str, str]:
 CHUNKS = _chunks()
 # what each entry point calls besides itself
 _SOLVER = ("csr_row", "kr_matvec", "kr_alloc", "kr_done")
-NEEDS = {"spmm": ("csr_row",), "cg": ("kr_dinv", *_SOLVER), "bicgstab": ("kr_dinv", *_SOLVER),
+NEEDS = {"spmm": ("csr_row",), "rows_claim": ("csr_row", "spmm", "sddmm"), "cg": ("kr_dinv", *_SOLVER), "bicgstab": ("kr_dinv", *_SOLVER),
          "gmres": ("kr_dinv", "csr_row", "kr_alloc", "kr_done"), "cg_ic0": (*_SOLVER, "kr_ic0")}
 
 
@@ -574,8 +600,16 @@ def source(names: tuple[str, ...], letter: str) -> str:
     return "".join(out)
 
 
-def emit_sparse(env: KernelEnv, w: Writer, node: Node) -> str:
-    """Write ``node``'s kernel body; returns its impl label."""
+# stored entries (times k) per claimed chunk of rows, and the bounds on the chunk count: about
+# 25 us of SpMV a chunk here, and at least 8 so that a worker finding none left means it came
+# late (see _claimed_rows)
+CHUNK_WORK = 16384
+MIN_CHUNKS, MAX_CHUNKS = 8, 64
+
+
+def emit_sparse(env: KernelEnv, w: Writer, node: Node, counter: str = "") -> str:
+    """Write ``node``'s kernel body; returns its impl label. ``counter`` is the C expression of
+    the kernel's claim counter in team mode (team.rlx_team_claim's), else empty."""
     ip, ix = (env.inputs[v].ptr for v in node.inputs[:2])
     third, fourth = (env.inputs[v] for v in node.inputs[2:4])
     out = env.outputs[node.name]
@@ -620,6 +654,8 @@ def emit_sparse(env: KernelEnv, w: Writer, node: Node) -> str:
         w.close()
         return f"{IMPL}-scatter"
     pragma = env.parallel(max(nnz * k, rows), 0)
+    if counter and pragma == FOR_PRAGMA:
+        return _claimed_rows(env, w, node, x, k, counter)
     if pragma:
         w.line(pragma)
     w.open(f"for (int r = 0; r < {rows}; ++r)")
@@ -630,3 +666,34 @@ def emit_sparse(env: KernelEnv, w: Writer, node: Node) -> str:
                "r, r + 1);")
     w.close()
     return f"{IMPL}-rows"
+
+
+def _claimed_rows(env: KernelEnv, w: Writer, node: Node, x: str, k: int, counter: str) -> str:
+    """spmv/spmm/sddmm over the team as row chunks of equal stored entries, claimed one at a
+    time (rlx_sp_rows), instead of ``omp for``'s equal row counts.
+
+    A static split made every call wait for the slower thread's whole half: on this shared
+    2-core VM the worker, woken at the region's start, often waits for a core, and the
+    2-thread SpMV of a 0.8M-entry Poisson matrix took 5-7x its 1-thread time. With claims the
+    calling thread takes the chunks a late worker has not. A worker that finds every chunk
+    taken arrived after the whole product was done: that counts as the team's late arrival
+    (team.BARRIER_C), so a program that keeps seeing it runs its next calls on one thread, as
+    programs with team barriers do (one kernel alone has no barrier to notice it at).
+    """
+    ip, ix = (env.inputs[v].ptr for v in node.inputs[:2])
+    third, fourth = (env.inputs[v] for v in node.inputs[2:4])
+    out = env.outputs[node.name]
+    rows = node.attr("shape")[0]
+    nnz = env.inputs[node.inputs[1]].type.shape[0]
+    chunks = max(MIN_CHUNKS, min(MAX_CHUNKS, nnz * k // CHUNK_WORK))
+    sd = int(node.op == "sddmm")
+    env.preamble.append(source(("rows_claim",), x))
+    claim = f"{out.ptr}_claim"  # the counter comes in as an argument, as blas.emit_gemm's
+    env.extra_args.append((f"atomic_int* {claim}", counter))
+    w.line(TEAM_BLOCK)
+    w.line(f"    const int got = rlx_sp_rows_{x}({sd}, {rows}, {k}, {ip}, {ix}, {third.ptr}, "
+           f"{fourth.ptr}, {out.ptr}, {chunks}, {claim});")
+    w.line("    if (got == 0 && rlx_work_tid() > 0)")
+    w.line("        atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);")
+    w.line("}")
+    return f"{IMPL}-claimed"
