@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,8 @@ def scene_args(n: int, size: int) -> tuple[Any, ...]:
 
 
 def case(n: int, size: int, runs: int, budget_s: float, webgpu: str = "all",
-         warmup: int = 1) -> dict[str, Any]:
+         warmup: int = 1, torch_peer: bool = True,
+         save: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     import numpy as np
     import torch
 
@@ -97,10 +99,12 @@ def case(n: int, size: int, runs: int, budget_s: float, webgpu: str = "all",
         (ts.render(*tt, view, K, size, size) * g_t).sum().backward()
 
     say(f"  rlx-cpu compiled and ran in {out['compile_s']:.1f} s")
-    out["diff_torch"] = float(np.abs(torch_f().numpy() - ref).max())
-    say(f"  torch checked: max diff {out['diff_torch']:.1e}")
-    fwd = {"rlx-cpu": lambda: cpu_f(*args), "torch": torch_f}
-    fb = {"rlx-cpu": lambda: cpu_fb(*args, gimg), "torch": torch_fb}
+    fwd: dict[str, Any] = {"rlx-cpu": lambda: cpu_f(*args)}
+    fb: dict[str, Any] = {"rlx-cpu": lambda: cpu_fb(*args, gimg)}
+    if torch_peer:
+        out["diff_torch"] = float(np.abs(torch_f().numpy() - ref).max())
+        say(f"  torch checked: max diff {out['diff_torch']:.1e}")
+        fwd["torch"], fb["torch"] = torch_f, torch_fb
     ok, why = get_target("webgpu").available()
     if webgpu == "none":
         ok, why = False, "left out (--webgpu none)"
@@ -119,8 +123,19 @@ def case(n: int, size: int, runs: int, budget_s: float, webgpu: str = "all",
         say(f"  webgpu gradients checked: {out['grad_rel_diff_webgpu']:.1e} relative")
     if not ok:
         out["webgpu"] = why
-    out["forward"] = interleaved(fwd, runs, warmup, budget_s)
-    out["forward_backward"] = interleaved(fb, runs, warmup, budget_s)
+    if runs > 1:
+        out["forward"] = interleaved(fwd, runs, warmup, budget_s)
+        out["forward_backward"] = interleaved(fb, runs, warmup, budget_s)
+        return out
+    # one timed call each (10^5 runs): each peer alone, and the case saved after each, so a
+    # run cut by its time limit keeps the peers it timed (interleaving one call gains nothing)
+    out["forward"], out["forward_backward"] = {}, {}
+    for table, peers in (("forward", fwd), ("forward_backward", fb)):
+        for name, fn in peers.items():
+            out[table][name] = interleaved({name: fn}, 1, warmup)[name]
+            say(f"  {table} {name}: {out[table][name].p50 * 1e3:.1f} ms")
+            if save is not None:
+                save(out)
     return out
 
 
@@ -195,6 +210,8 @@ def main() -> None:
     ap.add_argument("--no-fit", action="store_true")
     ap.add_argument("--webgpu", choices=("all", "forward", "none"), default="all",
                     help="which webgpu peers to time (lavapipe is slow on a shared CPU)")
+    ap.add_argument("--no-torch", action="store_true",
+                    help="leave the PyTorch peer out (10^5 runs: one results file per peer set)")
     ap.add_argument("--stem", default="splat", help="results file stem (before the CPU)")
     a = ap.parse_args()
     if a.quick:
@@ -209,7 +226,11 @@ def main() -> None:
     for n in a.gaussians:
         for size in a.sizes:
             say(f"{n} Gaussians at {size}x{size} ...")
-            c = case(n, size, a.runs, a.budget, a.webgpu, a.warmup)
+            def partial(c: dict[str, Any]) -> None:
+                report(a, info, [*cases, c], None)
+
+            c = case(n, size, a.runs, a.budget, a.webgpu, a.warmup, not a.no_torch,
+                     None if a.quick else partial)
             cases.append(c)
             say("  forward ms: " + ", ".join(f"{k} {v.p50 * 1e3:.1f}"
                                               for k, v in c["forward"].items()))
@@ -232,14 +253,21 @@ def report(a: Any, info: dict[str, Any], cases: list[dict[str, Any]],
     for c in cases:
         fw, fb = c["forward"], c["forward_backward"]
         gpu, gpu_b = fw.get("rlx-webgpu"), fb.get("rlx-webgpu")
+        if "rlx-cpu" not in fw:
+            continue  # saved before its first timing
+
+        def ms(s: Any) -> str:
+            return f"{s.p50 * 1e3:.1f}" if s else "n/a"
+
+        def ratio(t: dict[str, Any]) -> str:
+            return (f"{t['torch'].p50 / t['rlx-cpu'].p50:.2f}x" if "torch" in t and "rlx-cpu" in t
+                    else "n/a")
+
         rows.append([c["gaussians"], f"{c['size']}x{c['size']}", c["visible"],
-                     f"{fw['rlx-cpu'].p50 * 1e3:.1f}", f"{fw['torch'].p50 * 1e3:.1f}",
-                     f"{fw['torch'].p50 / fw['rlx-cpu'].p50:.2f}x",
-                     f"{gpu.p50 * 1e3:.1f}" if gpu else "n/a",
-                     f"{fb['rlx-cpu'].p50 * 1e3:.1f}", f"{fb['torch'].p50 * 1e3:.1f}",
-                     f"{fb['torch'].p50 / fb['rlx-cpu'].p50:.2f}x",
-                     f"{gpu_b.p50 * 1e3:.1f}" if gpu_b else "n/a",
-                     f"{c['diff_torch']:.1e}", f"{c.get('diff_webgpu', float('nan')):.1e}",
+                     ms(fw["rlx-cpu"]), ms(fw.get("torch")), ratio(fw), ms(gpu),
+                     ms(fb.get("rlx-cpu")), ms(fb.get("torch")), ratio(fb), ms(gpu_b),
+                     f"{c.get('diff_torch', float('nan')):.1e}",
+                     f"{c.get('diff_webgpu', float('nan')):.1e}",
                      f"{c.get('grad_rel_diff_webgpu', float('nan')):.1e}"])
     info["load_average_end"] = load_now()
     md = (f"# 3D Gaussian splatting: rlx.splat vs PyTorch (CPU)\n\n{stamp(info)}.\n\n"

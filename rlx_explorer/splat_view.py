@@ -3,19 +3,21 @@ pointer drags into camera angles; Python re-renders on every change.
 
 The Python side is the whole model (angles in, PNG bytes out) and is tested without a
 browser; the ESM only draws the image and sends the angles. The PNG is written with the
-standard library (zlib), so the widget needs no imaging package.
+standard library (rlx_explorer/png.py), so the widget needs no imaging package.
 """
 
 from __future__ import annotations
 
 import base64
-import struct
-import zlib
 from collections.abc import Callable
 from typing import Any
 
 import anywidget
 import traitlets
+
+from rlx_explorer.png import encode_png
+
+__all__ = ["SplatView", "encode_png"]
 
 _ESM = """
 function render({ model, el }) {
@@ -50,23 +52,6 @@ function render({ model, el }) {
 }
 export default { render };
 """
-
-
-def encode_png(rgb: Any) -> bytes:
-    """An 8-bit RGB PNG of a (height, width, 3) float image in [0, 1] (values are clipped)."""
-    h, w = len(rgb), len(rgb[0])
-    rows = bytearray()
-    for row in rgb:
-        rows.append(0)  # filter: none
-        for px in row:
-            rows.extend(int(round(min(1.0, max(0.0, float(c))) * 255)) for c in px[:3])
-
-    def chunk(tag: bytes, data: bytes) -> bytes:
-        return (struct.pack(">I", len(data)) + tag + data
-                + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF))
-
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(bytes(rows), 6)) + chunk(b"IEND", b""))
 
 
 class SplatView(anywidget.AnyWidget):
