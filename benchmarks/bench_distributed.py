@@ -1,36 +1,44 @@
 """Distributed: rlx's all-reduce against a bare mpi4py ``Allreduce`` of the same buffers, and
 the pipeline bubble against (p-1)/(m+p-1).
 
-    python benchmarks/bench_distributed.py            # launches itself on 2 ranks (mpiexec)
-    python benchmarks/bench_distributed.py --quick    # smaller sizes, fewer runs (smoke run)
+    python benchmarks/bench_distributed.py                 # 2 ranks (mpiexec), all parts
+    python benchmarks/bench_distributed.py --ranks 4 --skip-pipeline
+    python benchmarks/bench_distributed.py --quick         # smaller sizes, fewer runs (smoke run)
 
-All-reduce peers, per float32 buffer of 1 to 64 MB, timed interleaved in lockstep on every
-rank (``common.interleaved``; every rank runs the same sequence of calls):
+All-reduce peers, per float32 buffer of 1 to 64 MB (and a 16-byte one, which shows the fixed
+per-call cost), every rank running the same sequence of calls:
 
-- ``mpi4py Allreduce``: ``MPI.COMM_WORLD.Allreduce(x, out, op=SUM)``, blocking, no deadline;
-- ``mpi4py Iallreduce+Test``: the bare non-blocking call on the same buffers, polled with
-  ``Test`` and ``time.sleep(0)`` (yields the core): the baseline for rlx's own overhead, since
-  rlx's paths are non-blocking too (a blocking ``Allreduce`` spins in MPI's progress loop,
-  which on oversubscribed cores starves the peer rank it waits for);
+- ``mpi4py Allreduce``: ``MPI.COMM_WORLD.Allreduce(x, out, op=SUM)``, blocking, no deadline
+  (the issue's peer);
+- ``mpi4py Iallreduce+Wait``: the bare non-blocking call on the same buffers, completed by
+  MPI's own blocking ``Wait``: the MPI algorithm rlx uses, with no Python in the wait;
 - ``rlx Communicator``: ``comm.all_reduce(x, "sum", out=out)``: ``Iallreduce`` on the same
-  buffers, completed by polling ``Testall`` against the deadline (no hang on a dead peer);
+  buffers (checked once, then reused), completed against the deadline (distributed/deadline.py);
 - ``rlx IR all_reduce, out=``: a compiled program ``all_reduce(x)`` on the numpy target,
-  called as ``exe(x, out=out)``: the arena runner hands ``x`` and ``out`` to ``Iallreduce``
-  as they are (no copy, no pickling), the same buffers as the bare call;
+  called as ``exe(x, out=out)``: ``x`` and ``out`` go to ``Iallreduce`` as they are (no copy,
+  no pickling, no arena), the same buffers as the bare call;
 - ``rlx IR all_reduce``: the same program called as ``exe(x)``: the result is a new array
   each call (its pages are touched for the first time by MPI).
 
-A figure is the slowest rank's median. Pipeline: the MLP of 4 layers (1024 wide) trained
-pipeline-parallel on 2 stages with 1F1B and GPipe, batch 256 in m = 2, 4, 8 micro-batches;
-the measured bubble is each rank's idle fraction of a step (1 - busy / step time), averaged
-over ranks and steps, next to the ideal (p-1)/(m+p-1).
+Timing: repetition r runs every peer once, in an order rotated by r (load that drifts reaches
+all peers alike), each call after an untimed barrier so that all ranks start it together. A
+call's time is the slowest rank's (the collective is done when the last rank has it); a
+figure is the median over repetitions, and each ratio (``rlx / bare``) is the ratio of the
+medians with a bootstrap 5-95% interval over the repetitions. "best bare" is the faster of the
+two bare peers at that size. The ranks run with Open MPI's ``mpi_yield_when_idle=1``
+(``launch_env``; Open MPI's own choice for oversubscribed ranks), so a blocking MPI wait
+gives its core to the peer rank it waits for, as rlx's wait does.
+
+Pipeline: the MLP of 4 layers (1024 wide) trained pipeline-parallel on the ranks as stages
+with 1F1B and GPipe, batch 256 in m = 2, 4, 8 micro-batches; the measured bubble is each
+rank's idle fraction of a step (1 - busy / step time), averaged over ranks and steps, next to
+the ideal (p-1)/(m+p-1).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -38,32 +46,39 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common import interleaved, limit_threads, machine, markdown_table, say, write_results  # noqa: E402
+from common import cpu_slug, limit_threads, machine, markdown_table, say, write_results  # noqa: E402
 
 READING = """
 ## Reading these numbers
 
-The IR all-reduce runs through the numpy reference's arena runner, which hands the op's
-input and its result buffer (the caller's ``out=``, an arena slot, or a new output array)
-straight to ``Iallreduce``: no copy, no pickling. Without ``out=`` the result is a new array
-each call, whose pages MPI touches first (page faults). A blocking ``Allreduce`` spins in
-MPI's progress loop; on a loaded machine with as many ranks as cores that spin starves the
-peer rank, so the non-blocking paths (rlx's, and the polled bare call) can be faster than it:
-the polled bare ``Iallreduce`` is the baseline for rlx's own overhead. The pipeline's backward
-action recomputes the stage's forward before its backward (about 3x a forward), so the
-measured idle fraction differs from the equal-time ideal (p-1)/(m+p-1). On a shared machine
-compare the ratios with the load average above.
+rlx's collectives are non-blocking MPI calls completed against a deadline (a dead or hung
+rank becomes a typed error, never a hang), so rlx's overhead over bare MPI is (a) Python per
+call: the argument checks (made once per pair of arrays), the program call, the wait loop;
+(b) the wait: rlx tests the request, yields the core for the first 2 ms, then sleeps 1/64 of
+the time waited so far (at most ~1.6% added); (c) ``Iallreduce``'s algorithm against the
+blocking ``Allreduce``'s (Open MPI's libnbc against coll/tuned). The 16-byte row is (a) alone.
+The IR program called with ``out=`` hands ``x`` and ``out`` straight to ``Iallreduce``; without
+``out=`` the result is a new array each call, whose pages MPI touches first (page faults), so
+it is slower at large sizes by the first touch of the result, not by rlx. With more ranks than
+cores, and other processes on the machine, a call's time is mostly the OS scheduler's: compare
+ratios, read their intervals, and compare with the load average above.
+
+The pipeline's backward action recomputes the stage's forward before its backward (about 3x a
+forward), so the measured idle fraction differs from the equal-time ideal (p-1)/(m+p-1).
 """
 
 
-PEERS = ("mpi4py Iallreduce+Test", "rlx Communicator", "rlx IR all_reduce, out=",
-         "rlx IR all_reduce")
+PEERS = ("mpi4py Allreduce", "mpi4py Iallreduce+Wait", "rlx Communicator",
+         "rlx IR all_reduce, out=", "rlx IR all_reduce")
+BARE = PEERS[:2]
+RLX = PEERS[2:]
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="1 and 4 MB, m = 4 only")
+    ap.add_argument("--skip-pipeline", action="store_true", help="the all-reduce part only")
     ap.add_argument("--no-write", action="store_true", help="print only")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -81,47 +96,91 @@ def _launch(args: argparse.Namespace, argv: list[str]) -> int:
     return subprocess.call(cmd, env=launch_env())
 
 
-def _all_reduce(comm, sizes_mb: list[int], quick: bool) -> list[dict]:
+def _timed(comm, peers: dict, runs: int, warmup: int) -> dict[str, list[float]]:
+    """Per repetition, every peer once (rotated order), each after an untimed barrier; the
+    slowest rank's seconds per call."""
+    import numpy as np
+
+    world, names = comm.comm, list(peers)
+    for name in names:
+        for _ in range(warmup):
+            peers[name]()
+    mine = np.zeros((len(names), runs))
+    clock = time.perf_counter
+    for r in range(runs):
+        for k in range(len(names)):
+            i = (k + r) % len(names)
+            world.Barrier()
+            t0 = clock()
+            peers[names[i]]()
+            mine[i, r] = clock() - t0
+    slowest = comm.all_reduce(mine, "max")
+    return {name: slowest[i].tolist() for i, name in enumerate(names)}
+
+
+def _ratio(rlx: list[float], bare: list[float], rng) -> dict[str, float]:
+    """median(rlx) / median(bare), with a bootstrap 5-95% interval over the repetitions."""
+    import numpy as np
+
+    a, b = np.asarray(rlx), np.asarray(bare)
+    pick = rng.integers(0, len(a), (1000, len(a)))
+    boot = np.median(a[pick], axis=1) / np.median(b[pick], axis=1)
+    return {"ratio": float(np.median(a) / np.median(b)), "lo": float(np.quantile(boot, 0.05)),
+            "hi": float(np.quantile(boot, 0.95))}
+
+
+def _all_reduce(comm, sizes: list[int], quick: bool) -> list[dict]:
     import numpy as np
 
     import rlx_core as rlx
     from rlx_core.distributed import all_reduce
 
-    world = comm.comm
+    world, mpi = comm.comm, comm.mpi
+    rng = np.random.default_rng(0)
     rows = []
-    for mb in sizes_mb:
-        n = mb * (1 << 20) // 4
+    for nbytes in sizes:
+        n = nbytes // 4
         x = np.full(n, comm.rank + 1.0, np.float32)
         out = np.empty_like(x)
         exe = rlx.compile(lambda a: all_reduce(a, "sum", ranks=comm.size), x, target="numpy")
-        def polled(x=x, out=out) -> None:
-            request = world.Iallreduce(x, out, op=comm.mpi.SUM)
-            while not request.Test():
-                time.sleep(0)  # yield the core to a peer rank that shares it
-
         peers = {
-            "mpi4py Allreduce": lambda x=x, out=out: world.Allreduce(x, out, op=comm.mpi.SUM),
-            "mpi4py Iallreduce+Test": polled,
+            "mpi4py Allreduce": lambda x=x, out=out: world.Allreduce(x, out, op=mpi.SUM),
+            "mpi4py Iallreduce+Wait":
+                lambda x=x, out=out: world.Iallreduce(x, out, op=mpi.SUM).Wait(),
             "rlx Communicator": lambda x=x, out=out: comm.all_reduce(x, "sum", out=out),
             "rlx IR all_reduce, out=": lambda x=x, exe=exe, out=out: exe(x, out=out),
             "rlx IR all_reduce": lambda x=x, exe=exe: exe(x),
         }
-        runs = (8 if quick else 30) if mb <= 4 else (4 if quick else 10)
-        stats = interleaved(peers, runs=runs, warmup=2)
+        mb = nbytes / (1 << 20)
+        runs = (200 if nbytes < 1 << 20 else 80 if mb <= 1 else 50 if mb <= 4
+                else 16 if mb <= 16 else 8)
+        if quick:
+            runs = max(6, runs // 4)
+        times = _timed(comm, peers, runs, warmup=2)
         want = comm.size * (comm.size + 1) / 2
         assert float(exe(x)[0]) == want and float(out[0]) == want
         assert exe(x, out=out) is out and float(out[-1]) == want
-        med = {k: s.p50 for k, s in stats.items()}
-        worst = {k: float(comm.all_reduce(np.array([v]), "max")[0]) for k, v in med.items()}
-        base, polled_s = worst["mpi4py Allreduce"], worst["mpi4py Iallreduce+Test"]
-        rows.append({"mb": mb, "runs": runs, "median_s": worst,
-                     "ratio": {k: v / base for k, v in worst.items()},
-                     "ratio_vs_polled": {k: v / polled_s for k, v in worst.items()}})
+        med = {k: float(np.median(v)) for k, v in times.items()}
+        best = min(BARE, key=lambda k: med[k])
+        row = {"bytes": nbytes, "runs": runs, "median_s": med, "best_bare": best,
+               "vs_allreduce": {k: _ratio(times[k], times["mpi4py Allreduce"], rng)
+                                for k in RLX},
+               "vs_best_bare": {k: _ratio(times[k], times[best], rng) for k in RLX},
+               "overhead_us": {k: (med[k] - med[best]) * 1e6 for k in RLX}}
+        rows.append(row)
         if comm.rank == 0:
-            say(f"{mb:>3} MB: " + ", ".join(f"{k} {v * 1e3:.2f} ms ({v / base:.3f}x, "
-                                           f"{v / polled_s:.3f}x polled)"
-                                           for k, v in worst.items()))
+            say(f"{_size(nbytes):>6}: " + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in med.items())
+                + "; vs best bare (" + best + "): "
+                + ", ".join(f"{k} {_fmt(row['vs_best_bare'][k])}" for k in RLX))
     return rows
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes >> 20} MB" if nbytes >= 1 << 20 else f"{nbytes} B"
+
+
+def _fmt(r: dict[str, float]) -> str:
+    return f"{r['ratio']:.3f}x [{r['lo']:.3f}, {r['hi']:.3f}]"
 
 
 def _bubble(comm, quick: bool) -> list[dict]:
@@ -180,9 +239,9 @@ def _worker(args: argparse.Namespace) -> int:
     from rlx_core.distributed import init
 
     comm = init(timeout=300)
-    sizes = [1, 4] if args.quick else [1, 4, 16, 64]
+    sizes = [16, *((1 << 20) * m for m in ((1, 4) if args.quick else (1, 4, 16, 64)))]
     reduce_rows = _all_reduce(comm, sizes, args.quick)
-    bubble_rows = _bubble(comm, args.quick)
+    bubble_rows = [] if args.skip_pipeline else _bubble(comm, args.quick)
     if comm.rank != 0:
         return 0
     from rlx_core.targets.cpu.isa import detect
@@ -190,33 +249,47 @@ def _worker(args: argparse.Namespace) -> int:
     info = {**start, "ranks": comm.size, "threads_per_rank": threads,
             "isa": detect().describe(), "load_average_1m_end": round(os.getloadavg()[0], 2),
             "command": "python benchmarks/bench_distributed.py " + " ".join(args.argv),
-            "mpi": comm.mpi.Get_library_version().split(",")[0].strip()}
+            "mpi": comm.mpi.Get_library_version().split(",")[0].strip(),
+            "yield": "OMPI_MCA_mpi_yield_when_idle="
+                     + os.environ.get("OMPI_MCA_mpi_yield_when_idle", "(unset)")}
     md = [f"# bench_distributed ({comm.size} ranks, one machine)\n",
           f"CPU: {info['cpu']} ({info['cores']} cores, {info['machine']}; ISA {info['isa']}), "
           f"load average {info['load_average_1m']} at the start, "
-          f"{info['load_average_1m_end']} at the end ({info['when']}); {info['mpi']}; ranks on "
-          "shared memory, 1 thread each; the slowest rank's median.\n",
+          f"{info['load_average_1m_end']} at the end ({info['when']}); {info['mpi']}; "
+          f"{comm.size} ranks on shared memory, 1 thread each"
+          + (f", {comm.size} ranks on {info['cores']} cores: oversubscribed"
+             if comm.size > info["cores"] else "") + f"; {info['yield']}.\n",
           f"`{info['command']}`\n",
-          "## All-reduce (sum, float32), against a bare mpi4py Allreduce\n",
-          "Each cell: the median in ms (ratio to the blocking `Allreduce`; ratio to the "
-          "polled `Iallreduce`).\n",
-          markdown_table(["MB", "mpi4py Allreduce ms", *PEERS],
-                         [[r["mb"], f"{r['median_s']['mpi4py Allreduce'] * 1e3:.2f}",
-                           *(f"{r['median_s'][p] * 1e3:.2f} ({r['ratio'][p]:.3f}x; "
-                             f"{r['ratio_vs_polled'][p]:.3f}x)" for p in PEERS)]
+          "## All-reduce (sum, float32): rlx against bare mpi4py on the same buffers\n",
+          "Medians over the repetitions of the slowest rank's time per call, in ms.\n",
+          markdown_table(["size", "runs", *PEERS],
+                         [[_size(r["bytes"]), r["runs"],
+                           *(f"{r['median_s'][p] * 1e3:.3f}" for p in PEERS)]
                           for r in reduce_rows]),
-          "\n## Pipeline bubble (MLP 4 x 1024, batch 256, 2 stages)\n",
-          markdown_table(["schedule", "micro-batches", "bubble measured", "(p-1)/(m+p-1)",
-                          "step ms"],
-                         [[r["kind"], r["micro"], f"{r['bubble_measured']:.3f}",
-                           f"{r['bubble_ideal']:.3f}", f"{r['step_s'] * 1e3:.1f}"]
-                          for r in bubble_rows])]
+          "\nrlx / bare: ratio of the medians [bootstrap 5-95%], against the blocking "
+          "`Allreduce` (the issue's peer) and against the faster bare peer at that size "
+          "(overhead in us: the difference of the medians).\n",
+          markdown_table(["size", "best bare", *(f"{p} / Allreduce" for p in RLX),
+                          *(f"{p} / best bare (us)" for p in RLX)],
+                         [[_size(r["bytes"]), r["best_bare"],
+                           *(_fmt(r["vs_allreduce"][p]) for p in RLX),
+                           *(f"{_fmt(r['vs_best_bare'][p])} ({r['overhead_us'][p]:+.0f})"
+                             for p in RLX)]
+                          for r in reduce_rows])]
+    if bubble_rows:
+        md += [f"\n## Pipeline bubble (MLP 4 x 1024, batch 256, {comm.size} stages)\n",
+               markdown_table(["schedule", "micro-batches", "bubble measured",
+                               "(p-1)/(m+p-1)", "step ms"],
+                              [[r["kind"], r["micro"], f"{r['bubble_measured']:.3f}",
+                                f"{r['bubble_ideal']:.3f}", f"{r['step_s'] * 1e3:.1f}"]
+                               for r in bubble_rows])]
     md.append(READING)
     text = "\n".join(md)
     say(text)
     if not args.no_write:
-        slug = re.sub(r"[^a-z0-9]+", "-", info["cpu"].lower()).strip("-") or "cpu"
-        js, mdp = write_results(f"distributed-{slug}" + ("-quick" if args.quick else ""),
+        stem = f"distributed-{cpu_slug(info['cpu'])}" + \
+            (f"-{comm.size}ranks" if comm.size != 2 else "") + ("-quick" if args.quick else "")
+        js, mdp = write_results(stem,
                                 {"machine": info, "all_reduce": reduce_rows,
                                  "pipeline": bubble_rows}, text)
         say(f"wrote {js} and {mdp}")

@@ -44,14 +44,16 @@ def run_collective(op: str, a: dict[str, Any], args: list[Any], out_type: Any,
     ``out`` (a C-contiguous host array of ``out_type``: an arena slot, the caller's output
     buffer) receives the result where the op can write it there directly (the MPI call's
     receive buffer, no copy; ``out`` is then returned); otherwise a new array is returned."""
-    import numpy as np
-
-    comm = active()
+    comm = _ACTIVE[-1] if _ACTIVE else init()
     if a["ranks"] != comm.size:
         raise RankCountError(
             f"{op} was built for {a['ranks']} rank(s) but runs on {comm.size}",
             hint=f"launch with mpiexec -n {a['ranks']} (or rlx run --ranks {a['ranks']}), or "
                  f"partition the program for {comm.size} ranks")
+    x = args[0] if args else None
+    if op == "all_reduce" and type(x) is _np().ndarray and x.flags.c_contiguous:
+        return comm.all_reduce(x, a["op"], out=out)  # the hot path: no copy, no dispatch
+    np = _np()
     if op == "rank":
         return np.array(comm.rank, dtype=np.int32)
     if op == "recv":
@@ -84,6 +86,19 @@ def run_collective(op: str, a: dict[str, Any], args: list[Any], out_type: Any,
     if op == "reduce_scatter":
         return np.ascontiguousarray(np.moveaxis(comm.reduce_scatter(front, a["op"]), 0, axis))
     raise AssertionError(f"not a collective op: {op}")  # the op table and this agree
+
+
+_NUMPY: Any = None
+
+
+def _np() -> Any:
+    """numpy, imported on first use (this module is imported only to run collectives)."""
+    global _NUMPY
+    if _NUMPY is None:
+        import numpy
+
+        _NUMPY = numpy
+    return _NUMPY
 
 
 def _host(t: Any) -> Any:

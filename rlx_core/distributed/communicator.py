@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import weakref
 from typing import Any
 
-from rlx_core.distributed.deadline import check_timeout, default_timeout, wait_all
+from rlx_core.distributed.deadline import check_timeout, default_timeout, wait_one
 from rlx_core.distributed.errors import (
     CollectiveArgumentError,
     CollectiveTimeoutError,
@@ -24,6 +25,32 @@ REDUCE_OPS = ("sum", "mean", "max", "min")
 DETERMINISTIC_ENV = "RLX_DIST_DETERMINISTIC"
 _WHAT = {op: f"all_reduce({op})" for op in REDUCE_OPS}
 _SIGNATURE_BYTES = 512  # sha256 digest + the start of the text, for naming both sides
+_MAX_PLANS = 64  # all_reduce plans kept per communicator (a few per training loop)
+
+
+class _ReducePlan:
+    """The facts ``all_reduce`` checked once for one (``x``, ``out``, op) and reuses.
+
+    Arrays are held by weak reference and compared by identity, so a plan never keeps an
+    array alive and a new array at a reused address is checked afresh; shape and dtype are
+    compared too (both can be reassigned on an existing array)."""
+
+    __slots__ = ("x", "out", "shape", "dtype", "in_place", "ordered", "mpi_op")
+
+    def __init__(self, x: Any, out: Any, in_place: bool, ordered: bool, mpi_op: Any):
+        self.x = weakref.ref(x)
+        self.out = None if out is None else weakref.ref(out)
+        self.shape, self.dtype = x.shape, x.dtype
+        self.in_place, self.ordered, self.mpi_op = in_place, ordered, mpi_op
+
+    def holds(self, x: Any, out: Any) -> bool:
+        """Whether this plan was made for exactly these arrays, as they are now."""
+        if self.x() is not x or x.shape != self.shape or x.dtype != self.dtype:
+            return False
+        if out is None:
+            return self.out is None
+        return (self.out is not None and self.out() is out and out.shape == self.shape
+                and out.dtype == self.dtype)
 
 
 class Communicator:
@@ -42,6 +69,7 @@ class Communicator:
         self.deterministic = (default_deterministic() if deterministic is None
                               else bool(deterministic))
         self._broken: str | None = None  # set once a collective timed out
+        self._plans: dict[tuple, _ReducePlan] = {}  # all_reduce's checked argument pairs
 
     def __repr__(self) -> str:
         return f"Communicator(rank={self.rank}, size={self.size}, timeout={self.timeout:g})"
@@ -52,8 +80,28 @@ class Communicator:
         """Element-wise ``op`` of ``x`` over all ranks; every rank gets the result.
 
         ``mean`` is a sum divided by the rank count (float arrays only). ``out`` (same
-        shape and dtype, may be ``x`` itself) receives the result without an allocation."""
-        np = _numpy()
+        shape and dtype, may be ``x`` itself) receives the result without an allocation.
+        The checks of a pair of arrays are made once: called again with the same ``x`` and
+        ``out`` (a training loop's buffers, an arena), only the MPI call and its wait run."""
+        key = (id(x), id(out), op, self.deterministic)
+        plan = self._plans.get(key)
+        if plan is None or not plan.holds(x, out):
+            plan = self._plan_all_reduce(x, op, out, key)
+        recv = _numpy().empty_like(x) if out is None else out
+        if plan.ordered:
+            self._ordered_sum(x, recv, _WHAT[op])
+        else:
+            if self._broken is not None:
+                self._raise_broken(_WHAT[op])
+            send = self.mpi.IN_PLACE if plan.in_place else x
+            self._wait(self.comm.Iallreduce(send, recv, op=plan.mpi_op), _WHAT[op])
+        if op == "mean":
+            recv /= self.size
+        return recv
+
+    def _plan_all_reduce(self, x: Any, op: str, out: Any, key: tuple) -> _ReducePlan:
+        """Check ``x`` and ``out`` for ``all_reduce`` (typed errors) and remember the facts
+        the call needs under ``key`` (weak references: the plan keeps no array alive)."""
         if op not in REDUCE_OPS:
             raise CollectiveArgumentError(f"all_reduce op {op!r} is not one of {REDUCE_OPS}",
                                           hint="use 'sum', 'mean', 'max' or 'min'")
@@ -62,20 +110,19 @@ class Communicator:
             raise CollectiveArgumentError(
                 f"all_reduce(op='mean') of a {send.dtype} array has no exact result",
                 hint="cast to a float dtype first, or use op='sum'")
-        recv = np.empty_like(send) if out is None else \
-            self._out(out, send.shape, send.dtype, "all_reduce")
-        in_place = out is not None and _same_memory(recv, send)
-        if out is not None and not in_place:
-            self._disjoint(recv, send, "all_reduce", in_place_ok=True)
-        if self.deterministic and op in ("sum", "mean") and send.dtype.kind in "fc":
-            self._ordered_sum(send, recv, f"all_reduce({op})")
-        else:
+        in_place = False
+        if out is not None:
+            recv = self._out(out, send.shape, send.dtype, "all_reduce")
             # reducing into the input itself is MPI's IN_PLACE (MPI forbids aliased buffers)
-            sendbuf, mpi_op = self.mpi.IN_PLACE if in_place else send, self._mpi_ops[op]
-            self._run(lambda: self.comm.Iallreduce(sendbuf, recv, op=mpi_op), _WHAT[op])
-        if op == "mean":
-            recv /= self.size
-        return recv
+            in_place = _same_memory(recv, send)
+            if not in_place:
+                self._disjoint(recv, send, "all_reduce", in_place_ok=True)
+        ordered = self.deterministic and op in ("sum", "mean") and send.dtype.kind in "fc"
+        plan = _ReducePlan(x, out, in_place, ordered, self._mpi_ops[op])
+        if len(self._plans) >= _MAX_PLANS:  # arrays made per call: forget, don't grow
+            self._plans.clear()
+        self._plans[key] = plan
+        return plan
 
     def all_gather(self, x: Any, out: Any = None) -> Any:
         """Every rank's ``x`` stacked on a new leading axis: shape ``(size, *x.shape)``
@@ -167,16 +214,22 @@ class Communicator:
 
     def _run(self, start: Any, what: str) -> None:
         if self._broken is not None:
-            raise CollectiveTimeoutError(
-                f"rank {self.rank}: {what} on a broken communicator ({self._broken})",
-                hint="a collective timed out earlier; end this run (the launcher stops "
-                     "the other ranks) and look at their output")
-        request = start()
+            self._raise_broken(what)
+        self._wait(start(), what)
+
+    def _wait(self, request: Any, what: str) -> None:
+        """Complete ``request`` within the deadline; a timeout breaks the communicator."""
         try:
-            wait_all(self.mpi, [request], self.timeout, what, self.rank)
+            wait_one(self.mpi, request, self.timeout, what, self.rank)
         except CollectiveTimeoutError as err:
             self._broken = err.message
             raise
+
+    def _raise_broken(self, what: str) -> None:
+        raise CollectiveTimeoutError(
+            f"rank {self.rank}: {what} on a broken communicator ({self._broken})",
+            hint="a collective timed out earlier; end this run (the launcher stops "
+                 "the other ranks) and look at their output")
 
     def _buffer(self, x: Any, what: str, writable: bool = False) -> Any:
         np = _numpy()

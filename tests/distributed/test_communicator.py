@@ -57,6 +57,32 @@ def test_bad_arguments_are_typed_errors(comm, bad: str, call) -> None:
     assert err.value.code == "RLX-N002" and err.value.hint
 
 
+def test_all_reduce_checks_a_pair_of_arrays_once_and_keeps_none_alive(comm) -> None:
+    import gc
+    import weakref
+
+    from rlx_core.distributed import CollectiveArgumentError
+
+    x, out = np.arange(4, dtype=np.float32), np.empty(4, np.float32)
+    for _ in range(3):  # the second and third calls reuse the plan
+        assert comm.all_reduce(x, "mean", out=out) is out
+        np.testing.assert_array_equal(out, x)
+    assert any(p.x() is x for p in comm._plans.values())
+    # an array reshaped or retyped in place is checked again, not trusted
+    out.shape = (2, 2)
+    with pytest.raises(CollectiveArgumentError, match=re.escape("out= is float32[2, 2]")):
+        comm.all_reduce(x, "sum", out=out)
+    out.shape = (4,)
+    x.dtype = np.int32  # same bytes, now integers: 'mean' has no exact result
+    with pytest.raises(CollectiveArgumentError, match="has no exact result"):
+        comm.all_reduce(x, "mean", out=x)
+    # plans hold weak references: the arrays die with their last user
+    dead = weakref.ref(out)
+    del out
+    gc.collect()
+    assert dead() is None
+
+
 def test_a_request_that_never_completes_times_out(comm) -> None:
     from rlx_core.distributed import CollectiveTimeoutError
     from rlx_core.distributed.deadline import wait_all

@@ -8,6 +8,7 @@ as a wrong answer. Graph outputs go to fresh arrays; values inside a kernel are 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -119,11 +120,16 @@ class ArenaRunner:
             (v.name, v.type.shape, np.dtype(host_dtype(v.type.dtype))) for v in lir.inputs]
         self.out_specs = {o: (self.types[o].shape, np.dtype(host_dtype(self.types[o].dtype)))
                           for o in lir.outputs}
+        self.direct = _DirectCollective.of(lir, self.collective, self.plain_inputs)
 
     def run(self, inputs: Sequence[Any], params: dict[str, Any],
             outs: Sequence[np.ndarray | None] | None = None) -> list[np.ndarray]:
         """The graph outputs; ``outs`` (optional, one per output, None for a fresh array) are
         caller buffers the outputs are written into (and returned)."""
+        if self.direct is not None and outs is not None and not params:
+            done = self.direct(inputs, outs, self._destinations)
+            if done is not None:
+                return done
         env = self._bind_as_is(inputs, params)
         if env is None:
             env = bind(self.g, inputs, params)  # caller-owned values: inputs and parameters
@@ -235,6 +241,53 @@ class ArenaRunner:
             fresh.add(c.name)
         else:
             owned[c.name] = np.array(value, copy=True)
+
+
+class _DirectCollective:
+    """A program that is one collective of a graph input into its graph output (what a
+    data-parallel gradient all-reduce compiles to), called with ``out=``: the input and the
+    caller's buffer go to MPI with no arena, no environment and no copy. The ``out=`` buffer
+    is checked once per buffer (weakly remembered), as the communicator checks its arrays."""
+
+    def __init__(self, c: _CollectiveKernel, index: int, shape: tuple[int, ...],
+                 dtype: np.dtype):
+        self.c, self.index, self.shape, self.dtype = c, index, shape, dtype
+        self.checked: Any = None  # weak reference to the last out= buffer that passed
+        self.run: Any = None  # collective_exec.run_collective, imported on the first call
+
+    @staticmethod
+    def of(lir: Graph, collectives: list[_CollectiveKernel | None],
+           plain: list[tuple[str, tuple[int, ...], np.dtype]] | None) -> _DirectCollective | None:
+        if plain is None or len(collectives) != 1 or collectives[0] is None:
+            return None
+        c = collectives[0]
+        names = [name for name, _, _ in plain]
+        if not (c.op == "all_reduce" and c.to_output and list(lir.outputs) == [c.name]
+                and len(c.inputs) == 1 and c.inputs[0] in names):
+            return None
+        index = names.index(c.inputs[0])
+        return _DirectCollective(c, index, plain[index][1], plain[index][2])
+
+    def __call__(self, inputs: Sequence[Any], outs: Sequence[np.ndarray | None],
+                 check_outs: Any) -> list[np.ndarray] | None:
+        """The outputs, or None where the general path must run (an input not already in
+        its host form, no out= buffer)."""
+        x = inputs[self.index] if len(inputs) > self.index else None
+        if not (type(x) is np.ndarray and x.shape == self.shape and x.dtype == self.dtype
+                and x.flags.c_contiguous) or len(outs) != 1 or outs[0] is None:
+            return None
+        buf = outs[0]
+        if self.checked is None or self.checked() is not buf or buf.shape != self.shape:
+            check_outs(outs)  # ArgumentError for a wrong buffer, as the general path
+            self.checked = weakref.ref(buf)
+        if self.run is None:  # needs mpi4py, which plain numpy runs never load
+            from rlx_core.distributed.collective_exec import run_collective
+
+            self.run = run_collective
+        value = self.run(self.c.op, self.c.attrs, [x], self.c.type, out=buf)
+        if value is not buf:
+            np.copyto(buf, value)
+        return [buf]
 
 
 class _CollectiveKernel:
