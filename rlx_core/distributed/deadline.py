@@ -1,23 +1,23 @@
 """Waiting on non-blocking MPI requests with a deadline, so that no rank ever hangs.
 
     start = now
-    while not Test(requests):             # progress the operations
+    while not Test(requests):             # progress the operations, as MPI_Wait's loop does
         every 16th turn (and every turn once sleeping):
             a peer's failure notice?      raise PeerFailedError (RLX-N009)
             now - start > timeout?        raise CollectiveTimeoutError (RLX-N001)
-        the first 50 ms: sched_yield()    # MPI's own blocking wait, with a yield per turn
-        then: sleep 1/64 of the time waited so far (at most 1 ms)
+        past 50 ms: sleep 1/64 of the time waited so far (at most 1 ms)
 
-Yielding costs one system call and returns at once when no other process wants the core, so
-on dedicated cores this is MPI's busy wait; on shared cores (ranks oversubscribed, a loaded
-machine) it lets the peer rank this one waits for run, as Open MPI's blocking wait does with
-``mpi_yield_when_idle`` (launch.launch_env sets it). A sleep, by contrast, gives the core up
-until a timer fires, and on a loaded machine the woken rank then queues for a core again: a
-1 MB all-reduce on 2 ranks of the loaded 2-core machine took ~2x as long as MPI's blocking
-wait when rlx slept after 2 ms, and ~15 ms with the earlier 20 us .. 1 ms sleeps. A wait past
-50 ms (a peer still computing) sleeps a fixed fraction of its wait so far: at most ~1.6%
-added, and an idle core instead of a spinning one. The notice and deadline checks every 16th
-turn keep a turn short (a completed request is seen within one Test and one yield).
+For its first 50 ms the loop is MPI's own blocking wait, turn for turn: each ``Test``
+progresses the operation and, where Open MPI yields when idle (``mpi_yield_when_idle``:
+its choice for oversubscribed ranks, and what ``rlx run`` sets, launch.launch_env), gives
+the core to a rank that wants it, in C. rlx adds nothing to a turn but the Python of the
+loop: a yield of its own on top of MPI's made a 16-byte all-reduce on 4 ranks of 2 loaded
+cores 1.5x slower, and sleeping early (the earlier 20 us .. 1 ms back-off after 200 turns, or
+sleeps from 2 ms on) up to 2-3x on 1-4 MB, as a woken rank queues for a core again. Past
+50 ms (a peer still computing) the wait sleeps a fixed fraction of its wait so far: at most
+~1.6% added, and an idle core instead of a spinning one. Notices and the deadline are
+checked every 16th turn, which keeps a turn short (a completed request is seen one ``Test``
+after it completes).
 """
 
 from __future__ import annotations
@@ -32,12 +32,10 @@ from rlx_core.distributed.faults import WAITING, check_notices
 
 TIMEOUT_ENV = "RLX_DIST_TIMEOUT"
 DEFAULT_TIMEOUT_S = 60.0
-_YIELD_S = 0.05  # yield (not sleep) between tests for this long
-_CHECK_EVERY = 16  # turns between notice and deadline checks while yielding
+_SPIN_S = 0.05  # test back to back (as MPI_Wait does) for this long, then sleep
+_CHECK_EVERY = 16  # turns between notice and deadline checks while spinning
 _SLEEP_FRACTION = 1 / 64  # of the time waited so far: the overshoot this adds, at most
 _MAX_SLEEP_S = 1e-3
-# os.sched_yield is POSIX; elsewhere a zero sleep is the nearest thing
-yield_core = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
 def default_timeout() -> float:
@@ -101,8 +99,6 @@ def _wait(mpi: Any, test: Callable[[], bool], timeout: float, what: str, rank: i
                     "died, hung or raised before reaching it",
                     hint="look at the other ranks' output for their error; raise the deadline "
                          f"with ${TIMEOUT_ENV} or timeout= if a rank is legitimately slow")
-            sleeping = waited >= _YIELD_S
+            sleeping = waited >= _SPIN_S
         if sleeping:
             sleep(min(waited * _SLEEP_FRACTION, _MAX_SLEEP_S))
-        else:
-            yield_core()

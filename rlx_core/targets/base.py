@@ -40,6 +40,10 @@ class Program:
     # optional ``(inputs, params, outs) -> outputs``: writes the outputs into caller buffers
     # (``outs``, None per output for a fresh array) where the target can do so directly
     run_into_fn: Any = None
+    # optional ``(args, out) -> outputs | None``: a whole call on the caller's arguments and
+    # ``out=`` as they are (no conversion, no parameters), or None where the general path
+    # must run; the Executable tries it first once a call has passed its one-time checks
+    direct_fn: Any = None
 
     def run(self, inputs: Sequence[Any], params: dict[str, Any]) -> list[Any]:
         return self.run_fn(inputs, params)

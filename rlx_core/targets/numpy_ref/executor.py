@@ -120,14 +120,15 @@ class ArenaRunner:
             (v.name, v.type.shape, np.dtype(host_dtype(v.type.dtype))) for v in lir.inputs]
         self.out_specs = {o: (self.types[o].shape, np.dtype(host_dtype(self.types[o].dtype)))
                           for o in lir.outputs}
-        self.direct = _DirectCollective.of(lir, self.collective, self.plain_inputs)
+        self.direct = _DirectCollective.of(lir, self.collective, self.plain_inputs,
+                                           self._destinations)
 
     def run(self, inputs: Sequence[Any], params: dict[str, Any],
             outs: Sequence[np.ndarray | None] | None = None) -> list[np.ndarray]:
         """The graph outputs; ``outs`` (optional, one per output, None for a fresh array) are
         caller buffers the outputs are written into (and returned)."""
         if self.direct is not None and outs is not None and not params:
-            done = self.direct(inputs, outs, self._destinations)
+            done = self.direct(inputs, outs)
             if done is not None:
                 return done
         env = self._bind_as_is(inputs, params)
@@ -244,20 +245,25 @@ class ArenaRunner:
 
 
 class _DirectCollective:
-    """A program that is one collective of a graph input into its graph output (what a
+    """A program that is one all-reduce of a graph input into its graph output (what a
     data-parallel gradient all-reduce compiles to), called with ``out=``: the input and the
-    caller's buffer go to MPI with no arena, no environment and no copy. The ``out=`` buffer
-    is checked once per buffer (weakly remembered), as the communicator checks its arrays."""
+    caller's buffer go to the communicator as they are, with no arena, no environment and no
+    copy: the whole call is a few attribute checks and ``Communicator.all_reduce``. The
+    ``out=`` buffer is checked once per buffer (weakly remembered), as the communicator
+    checks its arrays. Anything else (another rank count, a buffer that fails the checks)
+    returns None, and the general path runs and raises its typed error."""
 
     def __init__(self, c: _CollectiveKernel, index: int, shape: tuple[int, ...],
-                 dtype: np.dtype):
-        self.c, self.index, self.shape, self.dtype = c, index, shape, dtype
+                 dtype: np.dtype, check_outs: Any):
+        self.op, self.ranks = c.attrs["op"], c.attrs["ranks"]
+        self.index, self.shape, self.dtype, self.check_outs = index, shape, dtype, check_outs
         self.checked: Any = None  # weak reference to the last out= buffer that passed
-        self.run: Any = None  # collective_exec.run_collective, imported on the first call
+        self.active: Any = None  # collective_exec.active, imported on the first call
 
     @staticmethod
     def of(lir: Graph, collectives: list[_CollectiveKernel | None],
-           plain: list[tuple[str, tuple[int, ...], np.dtype]] | None) -> _DirectCollective | None:
+           plain: list[tuple[str, tuple[int, ...], np.dtype]] | None,
+           check_outs: Any) -> _DirectCollective | None:
         if plain is None or len(collectives) != 1 or collectives[0] is None:
             return None
         c = collectives[0]
@@ -266,28 +272,28 @@ class _DirectCollective:
                 and len(c.inputs) == 1 and c.inputs[0] in names):
             return None
         index = names.index(c.inputs[0])
-        return _DirectCollective(c, index, plain[index][1], plain[index][2])
+        return _DirectCollective(c, index, plain[index][1], plain[index][2], check_outs)
 
-    def __call__(self, inputs: Sequence[Any], outs: Sequence[np.ndarray | None],
-                 check_outs: Any) -> list[np.ndarray] | None:
-        """The outputs, or None where the general path must run (an input not already in
-        its host form, no out= buffer)."""
+    def __call__(self, inputs: Sequence[Any], out: Any) -> list[np.ndarray] | None:
+        """The outputs, or None where the general path must run. ``out``: the output's
+        buffer, or a one-element tuple or list of it."""
+        buf = out[0] if type(out) in (tuple, list) and len(out) == 1 else out
         x = inputs[self.index] if len(inputs) > self.index else None
-        if not (type(x) is np.ndarray and x.shape == self.shape and x.dtype == self.dtype
-                and x.flags.c_contiguous) or len(outs) != 1 or outs[0] is None:
+        if not (type(x) is np.ndarray and type(buf) is np.ndarray and x.shape == self.shape
+                and x.dtype == self.dtype and x.flags.c_contiguous):
             return None
-        buf = outs[0]
-        if self.checked is None or self.checked() is not buf or buf.shape != self.shape:
-            check_outs(outs)  # ArgumentError for a wrong buffer, as the general path
+        if self.checked is None or self.checked() is not buf or buf.shape != self.shape \
+                or buf.dtype != self.dtype:
+            self.check_outs([buf])  # ArgumentError for a wrong buffer, as the general path
             self.checked = weakref.ref(buf)
-        if self.run is None:  # needs mpi4py, which plain numpy runs never load
-            from rlx_core.distributed.collective_exec import run_collective
+        if self.active is None:  # needs mpi4py, which plain numpy runs never load
+            from rlx_core.distributed.collective_exec import active
 
-            self.run = run_collective
-        value = self.run(self.c.op, self.c.attrs, [x], self.c.type, out=buf)
-        if value is not buf:
-            np.copyto(buf, value)
-        return [buf]
+            self.active = active
+        comm = self.active()
+        if comm.size != self.ranks:
+            return None  # the general path raises RLX-N005
+        return [comm.all_reduce(x, self.op, out=buf)]
 
 
 class _CollectiveKernel:
@@ -322,4 +328,5 @@ def build_program(lir: Graph) -> Program:
             "naive_bytes": lir.plan.naive_bytes if lir.plan is not None else 0,
             # every node's result is a numpy array while its kernel runs (the memory budget)
             "materializes_nodes": True}
-    return Program(run_fn=runner.run, sources={}, info=info, run_into_fn=runner.run)
+    return Program(run_fn=runner.run, sources={}, info=info, run_into_fn=runner.run,
+                   direct_fn=runner.direct)
