@@ -6,7 +6,7 @@ all in this one process on the same inputs: numpy in both forms (the ufunc ``np.
 and the operator ``x + y``), PyTorch eager, and a ``torch.compile``'d function. A program this
 small opens no parallel region (renderer.CpuRenderer.render_program): no thread wakes. Each figure is a median of per-call times over many short timed batches of calls
 (about 100 us each), after warm-up, in rounds that interleave the peers. Results go to
-``benchmarks/results/dispatch.json`` and ``dispatch.md``.
+``benchmarks/results/dispatch-<cpu slug>.json`` and ``.md`` (common.machine_stem).
 
     python benchmarks/bench_dispatch.py            # full run
     python benchmarks/bench_dispatch.py --quick    # fewer samples (smoke test)
@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 import rlx_core as rlx  # noqa: E402
-from benchmarks.common import machine  # noqa: E402
+from benchmarks.common import machine, machine_stem  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 N = 16
@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                 "versions": versions, "quick": args.quick,
                 "results": results, "notes": notes, "ratio_peer_over_rlx": ratios,
                 "targets": checks}
-        (RESULTS / "dispatch.json").write_text(json.dumps(data, indent=2) + "\n")
+        stem = machine_stem("dispatch")
+        (RESULTS / f"{stem}.json").write_text(json.dumps(data, indent=2) + "\n")
         lines = [f"# bench_dispatch: per-call overhead of `x + y` on two float32[{N}]", "",
                  "Command: `python benchmarks/bench_dispatch.py`.", "",
                  f"CPU: {info['cpu']} ({isa_summary()}), {os.cpu_count()} CPUs, Python {versions['python']}, numpy "
@@ -190,8 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                          f"{notes.get(name, '')} |")
         lines += ["", "| target | result |", "|---|---|"]
         lines += [f"| {what} | {'met' if ok else 'not met'} |" for what, ok in checks.items()]
-        (RESULTS / "dispatch.md").write_text("\n".join(lines) + "\n")
-        print(f"wrote {RESULTS / 'dispatch.json'} and {RESULTS / 'dispatch.md'}")
+        (RESULTS / f"{stem}.md").write_text("\n".join(lines) + "\n")
+        print(f"wrote {RESULTS / stem}.json and .md")
     return 0
 
 

@@ -24,6 +24,7 @@ from benchmarks.common import (  # noqa: E402
     interleaved,
     limit_threads,
     machine,
+    machine_stem,
     markdown_table,
     say,
     torch_threads,
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     md = (f"# f32 GEMM, one thread, GFLOP/s\n\n{machine()['cpu']}, p50 of {runs} calls in "
           f"turns of 5 (`python benchmarks/bench_gemm.py`).\n\n" + markdown_table(headers, rows))
     if not args.quick:
-        js, mdp = write_results("gemm", {"machine": machine(), "results": data}, md)
+        js, mdp = write_results(machine_stem("gemm"), {"machine": machine(), "results": data}, md)
         say(f"wrote {js} and {mdp}")
     return 0
 

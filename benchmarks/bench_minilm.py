@@ -40,8 +40,8 @@ from benchmarks.common import (  # noqa: E402
     interleaved,
     limit_threads,
     machine,
+    machine_stem,
     markdown_table,
-    result_stem,
     say,
     torch_threads,
     turns_text,
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
           + markdown_table(headers, rows))
     if not args.quick:
         # an explicit --threads run is kept beside the default one (the cores available)
-        stem = result_stem("minilm", args.threads, args.settle)
+        stem = machine_stem("minilm", args.threads, args.settle)
         js, mdp = write_results(stem, data, md)
         say(f"wrote {js} and {mdp}")
     return 0

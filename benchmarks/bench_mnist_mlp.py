@@ -34,8 +34,8 @@ from benchmarks.common import (  # noqa: E402
     interleaved,
     limit_threads,
     machine,
+    machine_stem,
     markdown_table,
-    result_stem,
     say,
     torch_threads,
     turns_text,
@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
           + markdown_table(headers, rows))
     if not args.quick:
         # an explicit --threads run is kept beside the default one (the cores available)
-        stem = result_stem("mnist_mlp", args.threads, args.settle)
+        stem = machine_stem("mnist_mlp", args.threads, args.settle)
         js, mdp = write_results(stem, data_out, md)
         say(f"wrote {js} and {mdp}")
     return 0

@@ -196,6 +196,16 @@ def result_stem(base: str, threads: int | None, settle_s: float) -> str:
     return stem + ("" if settle_s == SETTLE_S else f"-settle{settle_s:g}s")
 
 
+def machine_stem(base: str, threads: int | None = None, settle_s: float = -1.0) -> str:
+    """``result_stem`` with this machine's CPU slug after ``base`` (``minilm-amd-epyc-zen-1``),
+    so each machine's results sit beside the others' instead of overwriting them (the files
+    without a slug, ``minilm.md`` ..., came from the 2-core Zen 4 VM; benchmarks/README.md)."""
+    from rlx_core.targets.cpu.identity import cpu_model
+
+    return result_stem(f"{base}-{cpu_slug(cpu_model())}", threads,
+                       SETTLE_S if settle_s < 0 else settle_s)
+
+
 def turns_text(block: int, settle_s: float) -> str:
     """How the calls were timed, for a results table's caption."""
     text = f"turns of {block} per peer, interleaved"

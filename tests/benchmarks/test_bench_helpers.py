@@ -56,6 +56,17 @@ def test_result_stem_keeps_non_default_runs_beside_the_default() -> None:
     assert result_stem("mnist_mlp", None, 0.0) == "mnist_mlp-settle0s"
 
 
+def test_machine_stem_puts_the_cpu_slug_in_every_results_name(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import common
+    from rlx_core.targets.cpu import identity
+
+    monkeypatch.setattr(identity, "cpu_model", lambda: "AMD EPYC (Zen 1)")
+    assert common.machine_stem("minilm", None, SETTLE_S) == "minilm-amd-epyc-zen-1"
+    assert common.machine_stem("gemm") == "gemm-amd-epyc-zen-1"
+    assert common.machine_stem("mnist_mlp", 1, 0.0) == "mnist_mlp-amd-epyc-zen-1-1thread-settle0s"
+
+
 def test_floor_is_the_flops_at_the_peak_and_the_fraction_is_floor_over_time() -> None:
     from benchmarks.peak import caption, floor_fields
 
