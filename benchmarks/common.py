@@ -94,7 +94,8 @@ SETTLE_S = 0.3
 
 def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
                 budget_s: float | None = None, block: int = 1,
-                settle_s: float = 0.0) -> dict[str, Stats]:
+                settle_s: float = 0.0,
+                thread_cpu: dict[str, Stats] | None = None) -> dict[str, Stats]:
     """Time each zero-argument callable ``runs`` times, ``block`` calls per peer per turn.
 
     ``warmup`` calls of each peer come first (compilation, caches, allocator). Turns rotate
@@ -108,13 +109,19 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
     left this VM's idle vCPUs slow to ramp up again: every peer ran slower. With
     ``budget_s`` a turn stops being started once the budget is spent and at least
     ``min(runs, 20)`` calls ran, so a slow machine still finishes.
+
+    Given a ``thread_cpu`` dict, each timed call's CPU time of the calling thread is recorded
+    too and its Stats put there: for peers that compute on the calling thread alone (one
+    thread), a figure that time slices taken by other processes do not inflate, so a loaded
+    machine still compares the kernels (cache pollution by those processes remains).
     """
     names = list(peers)
     for name in names:
         for _ in range(warmup):
             peers[name]()
     times: dict[str, list[float]] = {n: [] for n in names}
-    clock = time.perf_counter
+    cpu_times: dict[str, list[float]] = {n: [] for n in names}
+    clock, tclock = time.perf_counter, time.thread_time
     start = clock()
     block = max(1, block)
     turns = -(-runs // block)
@@ -126,12 +133,15 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
             while clock() - t_in < settle_s:  # untimed calls until the cores are this peer's
                 fn()
             for _ in range(min(block, runs - r * block)):
-                t0 = clock()
+                c0, t0 = tclock(), clock()
                 fn()
                 times[name].append(clock() - t0)
+                cpu_times[name].append(tclock() - c0)
         done = (r + 1) * block
         if budget_s is not None and done >= min(runs, 20) and clock() - start > budget_s:
             break
+    if thread_cpu is not None:
+        thread_cpu.update({n: Stats.of(ts) for n, ts in cpu_times.items()})
     return {n: Stats.of(ts) for n, ts in times.items()}
 
 
