@@ -125,3 +125,13 @@ def _thread_masks() -> dict[int, set[int]]:
         except OSError:
             pass
     return masks
+
+
+def test_interleaved_can_also_report_each_peer_s_thread_cpu_time() -> None:
+    from benchmarks.common import interleaved
+
+    cpu: dict = {}
+    wall = interleaved({"a": lambda: sum(range(200)), "b": lambda: None}, runs=6, warmup=1,
+                       block=2, thread_cpu=cpu)
+    assert set(cpu) == set(wall) == {"a", "b"}
+    assert all(cpu[n].runs == wall[n].runs == 6 and cpu[n].p50 >= 0.0 for n in cpu)
