@@ -94,18 +94,29 @@ def requantize(node: Node, ins: list[Value], b: Builder) -> Value:
     return _clamp_cast(b, y, node.attr("dtype"))
 
 
-def int_linear(node: Node, ins: list[Value], b: Builder) -> Value:
-    def centred(v: Value, zp: int) -> Value:
-        w = b.emit("cast", [v], {"dtype": dt.i32})
-        return b.emit("sub", [w, const(b, zp, w)]) if zp else w
+def _centred(b: Builder, v: Value, zp: int) -> Value:
+    """``v - zp`` in i32 (exact: i8/u8 minus a zero point in their range)."""
+    w = b.emit("cast", [v], {"dtype": dt.i32})
+    return b.emit("sub", [w, const(b, zp, w)]) if zp else w
 
-    x = centred(ins[0], node.attr("a_zero_point"))
-    w = centred(ins[1], node.attr("b_zero_point"))
+
+def int_linear(node: Node, ins: list[Value], b: Builder) -> Value:
+    x = _centred(b, ins[0], node.attr("a_zero_point"))
+    w = _centred(b, ins[1], node.attr("b_zero_point"))
     y = b.emit("dot_general", [x, w], {"contract": ((x.type.rank - 1,), (1,)),
                                         "batch": ((), ())})
     if len(ins) == 3:
         y = b.emit("add", [y, _along(b, ins[2], y, -1)])
     return y
+
+
+def int_conv2d(node: Node, ins: list[Value], b: Builder) -> Value:
+    """``conv2d``'s decomposition (im2col GEMM, depthwise taps, grouped GEMM) on the centred
+    i32 operands: padding the centred input with 0 is padding the input with its zero point,
+    and i32 products and sums wrap as the reference's one final wrap does."""
+    x = _centred(b, ins[0], node.attr("a_zero_point"))
+    w = _centred(b, ins[1], node.attr("b_zero_point"))
+    return common.conv2d(node, [x, w, *ins[2:]], b)
 
 
 def int4_linear(node: Node, ins: list[Value], b: Builder) -> Value:
@@ -148,6 +159,7 @@ QUANT_DECOMPOSITIONS: dict[str, Decomposition] = {
     "dequantize": dequantize,
     "requantize": requantize,
     "int_linear": int_linear,
+    "int_conv2d": int_conv2d,
     "int4_linear": int4_linear,
     "fake_quantize": fake_quantize,
 }

@@ -10,6 +10,7 @@ from rlx_core.quant.ops import (
     dequantize,
     fake_quantize,
     int4_linear,
+    int_conv2d,
     int_linear,
     quantize,
     requantize,
@@ -25,6 +26,6 @@ def __getattr__(name: str) -> object:
         return importlib.import_module(f"rlx_core.quant.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["quantize", "dequantize", "requantize", "int_linear", "int4_linear", "fake_quantize", "QParams",
+__all__ = ["quantize", "dequantize", "requantize", "int_linear", "int_conv2d", "int4_linear", "fake_quantize", "QParams",
            "qparams_from_range", "quantize_multiplier", "CalibrationError", "QuantAxisError",
            "GroupSizeError", "QuantConfigError"]

@@ -71,6 +71,22 @@ def int_linear(x: Any, weight: Any, bias: Any = None, x_zero_point: int = 0,
                                       "b_zero_point": int(w_zero_point)})
 
 
+def int_conv2d(x: Any, weight: Any, bias: Any = None, stride: int | tuple[int, int] = 1,
+               padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1,
+               groups: int = 1, x_zero_point: int = 0, w_zero_point: int = 0) -> Tensor:
+    """``conv2d`` on integers: ``sum (x - x_zp) * (w - w_zp)`` over the taps in i32 (+ an
+    i32 bias); ``x`` is NCHW, ``weight`` OIHW (out, in / groups, KH, KW)."""
+    def pair(v: int | tuple[int, int]) -> tuple[int, int]:
+        return (int(v), int(v)) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+    args = [ops.asarray(x), ops.asarray(weight)] + ([_param(bias, "i32")] if bias is not None
+                                                    else [])
+    return _emit("int_conv2d", args, {"stride": pair(stride), "padding": pair(padding),
+                                      "dilation": pair(dilation), "groups": int(groups),
+                                      "a_zero_point": int(x_zero_point),
+                                      "b_zero_point": int(w_zero_point)})
+
+
 def int4_linear(x: Any, weight: Any) -> Tensor:
     """``x @ W.T`` for an rlx.quant.int4.Int4Weight ``weight`` (packed codes, per-group scales
     and zeros become parameters), dequantized inside the matmul on targets with a kernel."""

@@ -431,9 +431,11 @@ class _Gen:
         if not {"f32", "i32"} <= set(self.p.dtypes):
             return None
         op = self.choice(["quantize", "dequantize", "requantize", "int_linear", "fake_quantize",
-                          "int4_linear"])
+                          "int4_linear", "int_conv2d"])
         if op not in self.p.hir:
             return None
+        if op == "int_conv2d":
+            return self.int_conv2d()
         if op == "int4_linear":  # f32 x, u8 (out, in/2) packed nibbles, scale per group
             x = self.pick(lambda v: v.type.dtype == dt.f32 and v.type.rank > 0
                           and v.type.shape[-1] > 0 and v.type.shape[-1] % 2 == 0)
@@ -476,6 +478,31 @@ class _Gen:
             ins.append(self.fresh("i32", (o,)))
         lo, hi = (0, 255) if d == "u8" else (-128, 127)
         return self.emit(op, ins, a_zero_point=int(self.rng.integers(max(lo, -3), min(hi, 3) + 1)),
+                         b_zero_point=int(self.rng.integers(max(lo, -3), min(hi, 3) + 1)))
+
+    def int_conv2d(self) -> Value | None:
+        """An i8/u8 NCHW input (reused when one is in the pool) and OIHW weight, the geometry
+        conv2d's fuzzing draws (groups, stride, padding, dilation), zero points, i32 bias."""
+        d = self.choice([d for d in ("i8", "u8") if d in self.p.dtypes] or ["i8"])
+        x = self.pick(lambda v: v.type.dtype.name == d and v.type.rank == 4
+                      and min(v.type.shape) > 0)
+        x = x if x is not None else self.fresh(d, (self.choice([1, 2]), self.choice([1, 2, 3]),
+                                                   self.choice([3, 4, 5]), self.choice([3, 4])))
+        n, c, hh, ww = x.type.shape
+        g = self.choice([g for g in (1, 2, 3) if c % g == 0])
+        o = g * self.choice([1, 2])
+        kh, kw = self.choice([1, 2, 3]), self.choice([1, 2, 3])
+        st, pd = (self.choice([1, 2]), self.choice([1, 2])), (self.choice([0, 1]),
+                                                              self.choice([0, 1]))
+        dil = (self.choice([1, 2]), 1)
+        if (hh + 2 * pd[0] - dil[0] * (kh - 1) - 1) < 0 or (ww + 2 * pd[1] - kw) < 0:
+            return None
+        ins = [x, self.fresh(d, (o, c // g, kh, kw))]
+        if self.rng.random() < 0.5:
+            ins.append(self.fresh("i32", (o,)))
+        lo, hi = (0, 255) if d == "u8" else (-128, 127)
+        return self.emit("int_conv2d", ins, stride=st, padding=pd, dilation=dil, groups=g,
+                         a_zero_point=int(self.rng.integers(max(lo, -3), min(hi, 3) + 1)),
                          b_zero_point=int(self.rng.integers(max(lo, -3), min(hi, 3) + 1)))
 
     # ---- the graph ------------------------------------------------------------------------

@@ -562,7 +562,7 @@ TESTED_ONE_BY_ONE = {
     "softmax", "log_softmax", "gelu", "silu", "attention", "embedding", "conv2d", "max_pool2d",
     "avg_pool2d", "conv2d_fused",
     # the quantization ops: tests/quant/ (requantize bit for bit against TFLite's C)
-    "quantize", "dequantize", "requantize", "int_linear", "int4_linear",
+    "quantize", "dequantize", "requantize", "int_linear", "int_conv2d", "int4_linear",
     "fake_quantize",
     # dense linear algebra and sparse ops: tests/linalg (against numpy.linalg and scipy)
     *LINALG_OPS, *SPARSE_OPS,

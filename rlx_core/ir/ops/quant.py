@@ -1,4 +1,5 @@
-"""Integer quantization ops (HIR): quantize, dequantize, requantize, int_linear, fake_quantize.
+"""Integer quantization ops (HIR): quantize, dequantize, requantize, int_linear, int_conv2d,
+fake_quantize.
 
 Each has a common-IR decomposition (rlx_core/dispatch/quant_decompositions.py), so every target
 that runs the MIR primitives runs them; a target may claim one whole (the CPU's int8 GEMM).
@@ -14,6 +15,9 @@ in docs/quantization.md:
   RoundingDivideByPOT), then ``+ zero_point`` and a clamp to the dtype.
 - ``int_linear(a, w[, bias])``: ``sum_k (a - a_zp)(w - w_zp)`` in i32 (+ an i32 bias), with
   ``w`` shaped (out, in) as ``linear``'s weight.
+- ``int_conv2d(x, w[, bias])``: ``conv2d``'s geometry (NCHW input, OIHW weight, stride,
+  padding, dilation, groups) on integers: ``sum (x - a_zp)(w - b_zp)`` over the taps in i32
+  (+ an i32 bias); a padded tap holds ``a_zp``, so it adds nothing (TFLite / CMSIS-NN's rule).
 - ``int4_linear(x, packed, scale[, zero])``: weight-only int4 (rlx_core/quant/int4.py's
   layout): ``x @ W.T`` with ``W = (codes - zero) * scale`` per group of ``group`` inputs.
 - ``fake_quantize(x, scale, zero_point)``: quantize then dequantize in f32, for QAT; its
@@ -117,6 +121,39 @@ def _int_linear(ins: list[T], a: dict[str, Any]) -> T:
     return T(dt.i32, x.shape[:-1] + (w.shape[0],))
 
 
+def _conv_out(size: int, k: int, s: int, p: int, d: int) -> int:
+    out = (size + 2 * p - d * (k - 1) - 1) // s + 1
+    require(out >= 1, "int_conv2d", f"window {k} (dilation {d}) does not fit input size "
+            f"{size} + 2*{p}")
+    return out
+
+
+def _int_conv2d(ins: list[T], a: dict[str, Any]) -> T:
+    x, w = ins[0], ins[1]
+    for t, what in ((x, "input"), (w, "weight")):
+        require(t.dtype in (dt.i8, dt.u8), "int_conv2d", f"{what} must be i8 or u8, got {t}",
+                hint="quantize it first (rlx.quant.quantize)", exc=DTypeError)
+    require(x.rank == 4 and w.rank == 4, "int_conv2d",
+            f"needs x (N,C,H,W) and w (O,C/groups,KH,KW), got {x}, {w}")
+    g = a["groups"]
+    require(g >= 1 and x.shape[1] == w.shape[1] * g and w.shape[0] % g == 0, "int_conv2d",
+            f"channels: input {x.shape[1]} != {w.shape[1]} * groups {g}",
+            hint="the weight is (out, in / groups, KH, KW), as in torch.nn.Conv2d")
+    if len(ins) == 3:
+        require(ins[2].dtype == dt.i32 and ins[2].shape == (w.shape[0],), "int_conv2d",
+                f"bias {ins[2]} must be i32[{w.shape[0]}]", exc=DTypeError)
+    for key, t in (("a_zero_point", x), ("b_zero_point", w)):
+        lo, hi = qrange(t.dtype)
+        require(lo <= a[key] <= hi, "int_conv2d", f"{key} {a[key]} is outside {t.dtype}'s range")
+    (sh, sw), (ph, pw), (dh, dw) = a["stride"], a["padding"], a["dilation"]
+    require(min(sh, sw, dh, dw) >= 1 and min(ph, pw) >= 0, "int_conv2d",
+            f"stride {a['stride']} and dilation {a['dilation']} must be >= 1, padding "
+            f"{a['padding']} >= 0")
+    oh = _conv_out(x.shape[2], w.shape[2], sh, ph, dh)
+    ow = _conv_out(x.shape[3], w.shape[3], sw, pw, dw)
+    return T(dt.i32, (x.shape[0], w.shape[0], oh, ow))
+
+
 def _int4_linear(ins: list[T], a: dict[str, Any]) -> T:
     x, packed, scale = ins[:3]
     require(x.dtype == dt.f32, "int4_linear", f"needs an f32 input, got {x}", exc=DTypeError)
@@ -171,6 +208,13 @@ def quant_defs() -> dict[str, OpDef]:
     add("int_linear", (2, 3), {"a_zero_point": AttrSpec("int", 0),
                                "b_zero_point": AttrSpec("int", 0)}, _int_linear,
         "sum_k (x - a_zp) * (w - b_zp) in i32 (+ i32 bias); w is (out, in)")
+    pair = lambda v: AttrSpec("ints", v)  # noqa: E731
+    add("int_conv2d", (2, 3), {"stride": pair((1, 1)), "padding": pair((0, 0)),
+                               "dilation": pair((1, 1)), "groups": AttrSpec("int", 1),
+                               "a_zero_point": AttrSpec("int", 0),
+                               "b_zero_point": AttrSpec("int", 0)}, _int_conv2d,
+        "conv2d on integers: sum over the taps of (x - a_zp) * (w - b_zp) in i32 (+ i32 bias); "
+        "NCHW input, OIHW weight; a padded tap is a_zp (adds nothing)")
     add("int4_linear", (3, 4), {"group": AttrSpec("int", 32)}, _int4_linear,
         "x @ W.T with W unpacked from int4 codes (two a byte, low nibble first; signed "
         "[-8, 7], or unsigned [0, 15] minus a per-group zero) times per-group scales")

@@ -13,6 +13,9 @@ The rules every target matches bit for bit:
   the remainder exceeds half (ties away from zero); then ``+ zero_point`` and a clamp. A
   multiplier lies in [0, 2^31), so SRDHM's one saturating case (both INT32_MIN) cannot occur.
 - ``int_linear`` accumulates exactly and wraps to i32 once (equal to wrapping at every step).
+- ``int_conv2d`` is ``conv2d``'s geometry on the centred integers ``x - a_zp`` and
+  ``w - b_zp`` (a padded tap is 0 after centring: it holds ``a_zp``), summed exactly and
+  wrapped to i32 once, like ``int_linear``.
 - ``int4_linear`` unpacks the codes (low nibble first), subtracts the zero (or reads the
   codes as signed), multiplies by the group's scale in f32, then contracts in f64 and rounds
   once, like ``linear``.
@@ -102,6 +105,30 @@ def int_linear(a: dict[str, Any], args: list[Array]) -> Array:
     return y
 
 
+def int_conv2d(a: dict[str, Any], args: list[Array]) -> Array:
+    """(N, C, H, W) x (O, C/groups, KH, KW) -> exact (N, O, OH, OW) sums, in i64."""
+    x = args[0].astype(np.int64) - a["a_zero_point"]
+    w = args[1].astype(np.int64) - a["b_zero_point"]
+    (sh, sw), (ph, pw), (dh, dw), g = a["stride"], a["padding"], a["dilation"], a["groups"]
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    xp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw), np.int64)
+    xp[:, :, ph:ph + h, pw:pw + wd] = x
+    taps = np.empty((n, c, kh, kw, oh, ow), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            taps[:, :, i, j] = xp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
+                                  j * dw:j * dw + sw * (ow - 1) + 1:sw]
+    taps = taps.reshape(n, g, cg, kh, kw, oh, ow)
+    y = np.einsum("ngcijhw,gocij->ngohw", taps, w.reshape(g, o // g, cg, kh, kw))
+    y = y.reshape(n, o, oh, ow)
+    if len(args) == 3:
+        y = y + args[2].astype(np.int64)[None, :, None, None]
+    return y
+
+
 def unpack_int4(packed: Array, signed: bool) -> Array:
     """(N, K/2) bytes -> (N, K) codes, the even column in the low nibble."""
     lo = (packed & 0x0F).astype(np.int16)
@@ -144,11 +171,13 @@ def eval_quant(op: str, a: dict[str, Any], args: list[Array], t: TensorType) -> 
         return requantize(args[0], a)
     if op == "int_linear":
         return int_linear(a, args)
+    if op == "int_conv2d":
+        return int_conv2d(a, args)
     if op == "int4_linear":
         return int4_linear(a, args)
     assert op == "fake_quantize", op
     return fake_quantize(a, *args)
 
 
-QUANT_OPS = ("quantize", "dequantize", "requantize", "int_linear", "int4_linear",
+QUANT_OPS = ("quantize", "dequantize", "requantize", "int_linear", "int_conv2d", "int4_linear",
              "fake_quantize")
