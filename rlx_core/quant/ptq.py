@@ -98,6 +98,25 @@ def quantizable(g: Graph) -> list[Node]:
             and (len(n.inputs) < 3 or host_value(g, n.inputs[2]) is not None)]
 
 
+def quantizable_layers(g: Graph) -> list[Node]:
+    """What static PTQ replaces: the quantizable linears and the f32 ``conv2d`` nodes whose
+    weight (and bias) are known at trace time (-> ``int_conv2d``), in graph order."""
+    lins = {n.name for n in quantizable(g)}
+    return [n for n in g.nodes if n.name in lins or (
+        n.op == "conv2d" and n.type.dtype == dt.f32 and host_value(g, n.inputs[1]) is not None
+        and (len(n.inputs) < 3 or host_value(g, n.inputs[2]) is not None))]
+
+
+def _stays_int(g: Graph, name: str, layers: set[str], users: dict[str, list[Node]]) -> bool:
+    """Does every reader of ``name`` take it as an integer: a quantized layer's input, or a
+    ``reshape`` (a flatten between a conv and a linear) whose readers all do?"""
+    readers = users.get(name)
+    if not readers or name in g.outputs:
+        return False
+    return all((u.name in layers and u.inputs[0] == name) or (
+        u.op == "reshape" and _stays_int(g, u.name, layers, users)) for u in readers)
+
+
 def fused_relu(g: Graph, lin: Node) -> Node | None:
     """The relu (``max(y, 0)``) that is the only consumer of a linear's output, if any."""
     users = g.users().get(lin.name, [])
@@ -115,8 +134,8 @@ def weight_qparams(w: Any, per_channel: bool, dtype: str = "i8") -> QParams:
     """Symmetric weight parameters (narrow range: i8 in [-127, 127]), per output channel."""
     import numpy as np
 
-    if per_channel:
-        amax = np.abs(w).max(axis=1)
+    if per_channel:  # one scale per output channel: a linear's row, a conv's filter
+        amax = np.abs(w).reshape(w.shape[0], -1).max(axis=1)
         return qparams_from_range(-amax, amax, dtype, "symmetric", axis=0, narrow=True)
     amax = float(np.abs(w).max())
     return qparams_from_range(-amax, amax, dtype, "symmetric", None, narrow=True)
@@ -351,7 +370,7 @@ def quantize_static(fn: Callable[..., Any] | Graph, *example_args: Any, data: It
     from rlx_core.frontend.tracer import trace
 
     g = fn if isinstance(fn, Graph) else trace(fn, *example_args)
-    lins = quantizable(g)
+    lins = quantizable_layers(g)
     watched = list(dict.fromkeys([n.inputs[0] for n in lins] + [post_value(g, n) for n in lins]))
     opts = observer_options or {}
     obs = {v: make_observer(method, dtype=activation_dtype, scheme=activation_scheme, **opts)
@@ -368,21 +387,23 @@ def post_value(g: Graph, lin: Node) -> str:
 
 def convert_static(g: Graph, act: dict[str, QParams], weights: dict[str, QParams] | None = None,
                    per_channel: bool = True) -> QuantizedGraph:
-    """Rewrite ``g``'s linears to the integer chain with fixed activation parameters ``act``
-    (by value name: every linear's input, and its post value where its output stays an
-    integer) and, optionally, fixed weight parameters (by weight value name; else symmetric
-    min-max per channel). QAT converts with its learned scales through here."""
+    """Rewrite ``g``'s linears and convolutions to the integer chain with fixed activation
+    parameters ``act`` (by value name: every layer's input, and its post value where its
+    output stays an integer) and, optionally, fixed weight parameters (by weight value name;
+    else symmetric min-max per channel). QAT converts with its learned scales through here.
+    A ``conv2d`` becomes ``int_conv2d`` (per-channel weights and requantize along axis 1); a
+    ``reshape`` between two quantized layers (a flatten) reshapes the integers."""
     import numpy as np
 
-    lins = quantizable(g)
+    lins = quantizable_layers(g)
     relu = {n.name: fused_relu(g, n) for n in lins}
     post = {n.name: post_value(g, n) for n in lins}
     users = g.users()
-    # a linear's output stays an integer when every consumer of it is a quantized linear
-    chained = {n.name for n in lins if post[n.name] in act and post[n.name] not in g.outputs
-               and users.get(
-        post[n.name]) and all(u.op == "linear" and u.name in {m.name for m in lins}
-                              for u in users[post[n.name]])}
+    names = {n.name for n in lins}
+    # a layer's output stays an integer when every consumer of it is a quantized layer
+    # (through reshapes)
+    chained = {n.name for n in lins if post[n.name] in act
+               and _stays_int(g, post[n.name], names, users)}
     rw = _Rewriter(g)
     ints: dict[str, tuple[Value, QParams]] = {}  # f32 value -> its int8 twin and params
     reports: list[LayerReport] = []
@@ -391,11 +412,17 @@ def convert_static(g: Graph, act: dict[str, QParams], weights: dict[str, QParams
     for n in g.nodes:
         if n.name in skip:
             continue
+        if n.op == "reshape" and n.inputs[0] in ints:  # a flatten of integers: every reader
+            xq, xp = ints[n.inputs[0]]  # is a quantized layer (_stays_int), so no f32 copy
+            ints[n.name] = (rw.b.emit("reshape", [xq], n.a), xp)
+            continue
         if n.name not in by_name:
             rw.copy(n)
             continue
         b = rw.b
         b.loc = n.loc
+        conv = n.op == "conv2d"
+        axis = 1 if conv else -1  # the output channel of the accumulator
         xname = n.inputs[0]
         if xname in ints:
             xq, xp = ints[xname]
@@ -415,7 +442,11 @@ def convert_static(g: Graph, act: dict[str, QParams], weights: dict[str, QParams
             bias = host_value(g, n.inputs[2]).astype(np.float64)
             bq = np.clip(np.round(bias / acc_scale), -(2**31), 2**31 - 1).astype(np.int32)
             args.append(rw.param(f"{n.inputs[2]}.q", bq))
-        acc = b.emit("int_linear", args, {"a_zero_point": int(xp.zero_point)})
+        if conv:
+            acc = b.emit("int_conv2d", args, {**{k: n.attr(k) for k in (
+                "stride", "padding", "dilation", "groups")}, "a_zero_point": int(xp.zero_point)})
+        else:
+            acc = b.emit("int_linear", args, {"a_zero_point": int(xp.zero_point)})
         rep = LayerReport(n.name, n.inputs[1], "static", wp.scale, xp, None,
                           relu[n.name] is not None and n.name in chained, n.name in chained)
         if n.name in chained:
@@ -424,7 +455,7 @@ def convert_static(g: Graph, act: dict[str, QParams], weights: dict[str, QParams
             mult, shift = zip(*pairs, strict=True)
             yq = b.emit("requantize", [acc], {"multiplier": mult, "shift": shift,
                                               "zero_point": int(yp.zero_point),
-                                              "dtype": dt.get(yp.dtype)})
+                                              "dtype": dt.get(yp.dtype), "axis": axis})
             if relu[n.name] is not None:
                 yq = b.emit("max", [yq, rw.splat(int(yp.zero_point), yq.type.dtype,
                                                  yq.type.shape)])
@@ -438,6 +469,6 @@ def convert_static(g: Graph, act: dict[str, QParams], weights: dict[str, QParams
             out_n = w.shape[0]
             rw.map[n.name] = b.emit("dequantize", [acc, rw.const(
                 acc_scale.astype(np.float32), dt.f32), rw.const(np.zeros(out_n, np.int32),
-                                                               dt.i32)])
+                                                               dt.i32)], {"axis": axis})
         reports.append(rep)
     return QuantizedGraph(rw.finish(), reports)

@@ -135,6 +135,9 @@ def hir_all_ops() -> Graph:
                                      "shift": (-3, 0, 1, -31), "zero_point": -2, "axis": 1}),
         b.emit("fake_quantize", [x, sc, sc], {"qmin": -8, "qmax": 7, "axis": 1}),
         b.emit("int4_linear", [x, p4, s4], {"group": 4}),
+        b.emit("int_conv2d", [b.emit("cast", [img], {"dtype": dt.i8}),
+                              b.emit("cast", [k], {"dtype": dt.i8})],
+               {"stride": (2, 2), "padding": (1, 1), "groups": 2, "a_zero_point": -3}),
     ]
     gs = [inp(nm, dt.f32, sh) for nm, sh in (("means", (5, 3)), ("quats", (5, 4)),
                                              ("scales", (5, 3)), ("opac", (5,)),

@@ -1,7 +1,8 @@
 """Capability table of the cortex-m target (int8 C99 kernels for Cortex-M4 / M33 firmware).
 
 It claims exactly what the firmware runs: the quantization ops whole (``int_linear`` as a
-fully connected layer, ``requantize`` with TFLite's multiplier and shift, ``quantize`` /
+fully connected layer, ``int_conv2d`` as a
+convolution (groups 1 or depthwise), ``requantize`` with TFLite's multiplier and shift, ``quantize`` /
 ``dequantize`` at the graph boundary, where the host applies the reference's rule), integer
 ``max`` (relu on quantized values), ``argmax`` and ``reshape``. Everything else fails before
 dispatch in the target's strict check (``check.py``), which lists every offending node with a
@@ -32,6 +33,10 @@ def caps(verification: str) -> Capabilities:
                         note="CMSIS-NN-style int8 kernels (fully connected with SMLAD where the "
                              "core has the DSP extension, requantize); quantize/dequantize only "
                              "at the graph boundary"),
+                OpClaim(("int_conv2d",), ("i8", "u8", "i32"),
+                        note="conv2d (groups 1) and depthwise conv as the NHWC kernels of "
+                             "csrc/rlx_conv.h; OHWI weights transposed at compile time, the "
+                             "NCHW activations through a scratch buffer"),
                 OpClaim(("max", "min", "neg", "reshape"), INTS,
                         note="one generated loop per kernel; relu on quantized values is max "
                              "with the zero point"),

@@ -12,10 +12,17 @@ from __future__ import annotations
 from typing import Any
 
 from rlx_core.ir.graph import Graph, Node
-from rlx_core.targets.cortex_m.legalize import FLOATS, INT_OPS, Problem, float_fix, raise_problems
+from rlx_core.targets.cortex_m.legalize import (
+    FLOATS,
+    INT_OPS,
+    Problem,
+    conv_problem,
+    float_fix,
+    raise_problems,
+)
 from rlx_core.targets.cortex_m.sizes import zero_size_problems
 
-RUNS = ("int_linear", "requantize", "argmax", "reshape", "constant", "broadcast_in_dim")
+RUNS = ("int_linear", "int_conv2d", "requantize", "argmax", "reshape", "constant", "broadcast_in_dim")
 
 
 def live_nodes(g: Graph) -> list[Node]:
@@ -60,6 +67,12 @@ def check_hir(g: Graph, caps: Any = None) -> None:
                 bad = next(u for u in readers if u.op != "argmax")
                 problems.append(Problem("RLX-U001", bad, f"float {bad.op} after dequantize",
                                         float_fix(bad)))
+        elif n.op == "int_conv2d" and caps is not None and not caps.claims_op(n.op):
+            problems.append(Problem("RLX-U002", n, f"no int8 convolution unit on {caps.target}",
+                                    "flatten the model to fully connected layers, or run it "
+                                    "on cortex-m or cpu"))
+        elif n.op == "int_conv2d" and conv_problem(g, n)[0]:
+            problems.append(Problem("RLX-U002", n, *conv_problem(g, n)))
         elif n.op in RUNS or (n.op in INT_OPS and not any(d in FLOATS for d in touched)):
             continue
         elif any(d in FLOATS for d in touched):

@@ -7,7 +7,8 @@ Steps, in LIR order:
 - ``in``: ``quantize`` of a graph input: done on the host, the firmware reads the int8 tensor;
 - ``out``: ``dequantize`` producing a graph output: the firmware writes the integer tensor and
   the host dequantizes it (the numpy reference's rule, so the result is identical);
-- ``fc`` (``int_linear`` with weights known at compile time), ``requant``, ``ewise`` (a loop of
+- ``fc`` (``int_linear`` with weights known at compile time), ``conv`` (``int_conv2d``, groups
+  1 or depthwise, weights known at compile time), ``requant``, ``ewise`` (a loop of
   integer max / min / neg and broadcasts: relu on quantized values is max with the zero point), ``argmax``, ``dequant`` (only when an argmax reads it:
   exact f32 arithmetic, one rounding per step), ``reshape``.
 
@@ -122,6 +123,24 @@ def splat_values(k: Kernel) -> dict[str, Node]:
     return out
 
 
+def conv_problem(g: Graph, n: Node) -> tuple[str, str]:
+    """("", "") for an int_conv2d the NHWC kernels run (u8/i8 input, i8 weight, groups 1 or
+    depthwise with one filter per channel, no dilation), else (why, fix)."""
+    types = g.values()
+    x, w = (types[i].type for i in n.inputs[:2])
+    if x.dtype.name not in ACT_DTYPES or w.dtype.name != "i8":
+        return (f"no int8 convolution kernel for x {x.dtype}, w {w.dtype}",
+                "quantize weights to i8 and activations to u8 or i8")
+    if tuple(n.attr("dilation")) != (1, 1):
+        return (f"no kernel for dilation {tuple(n.attr('dilation'))}",
+                "use dilation 1 (a larger kernel covers the same window)")
+    groups, (o, cg) = int(n.attr("groups")), w.shape[:2]
+    if groups != 1 and not (groups == x.shape[1] == o and cg == 1):
+        return (f"no kernel for groups {groups} ({o} filters of {cg} channels)",
+                "use groups 1 or a depthwise conv with one filter per channel")
+    return "", ""
+
+
 def legalize(g: Graph) -> Legalized:
     """Classify every kernel of ``g`` (a LIR graph); problems are collected, not raised."""
     out = Legalized()
@@ -181,6 +200,16 @@ def legalize(g: Graph) -> Legalized:
                             "pass weights as parameters or constants: they live in flash")
                 else:
                     out.steps.append(Step("fc", k, n))
+                continue
+            if n.op == "int_conv2d":
+                why, fix = conv_problem(g, n)
+                if why:
+                    problem("RLX-U002", n, why, fix)
+                elif not all(_known(g, i, consts) for i in n.inputs[1:]):
+                    problem("RLX-U002", n, "the weight is computed at run time",
+                            "pass weights as parameters or constants: they live in flash")
+                else:
+                    out.steps.append(Step("conv", k, n))
                 continue
             if n.op == "requantize":
                 if dtype in ("u8", "i8", "i16"):

@@ -20,7 +20,8 @@ def check_fits(name: str, src: FirmwareSource, flash: int, ram: int, stack: int,
                elf: Any = None) -> None:
     """BoardMemoryError naming what overflows, by how much, and what to do."""
     need_flash = elf.flash_bytes if elf is not None else src.const_bytes
-    need_ram = elf.ram_bytes if elf is not None else src.plan.peak_bytes + src.io_bytes + stack
+    need_ram = elf.ram_bytes if elf is not None else (src.plan.peak_bytes + src.io_bytes
+                                                        + src.scratch_bytes + stack)
     lines = []
     if need_flash > flash:
         lines.append(f"flash: {_kib(need_flash)} needed ({_kib(src.const_bytes)} of weights "
@@ -30,7 +31,8 @@ def check_fits(name: str, src: FirmwareSource, flash: int, ram: int, stack: int,
         big = max(src.plan.slots, key=lambda s: s.size, default=None)
         what = f"; the largest activation is %{big.value} ({_kib(big.size)})" if big else ""
         lines.append(f"RAM: {_kib(need_ram)} needed (arena {_kib(src.plan.peak_bytes)}, I/O "
-                     f"{_kib(src.io_bytes)}, stack {_kib(stack)}), the board has {_kib(ram)}"
+                     f"{_kib(src.io_bytes)}, conv scratch {_kib(src.scratch_bytes)}, stack "
+                     f"{_kib(stack)}), the board has {_kib(ram)}"
                      f"{what}; fix: a smaller batch or narrower activations")
     if lines:
         raise BoardMemoryError(f"@{name} does not fit the board:\n    " + "\n    ".join(lines),

@@ -71,6 +71,7 @@ class CortexMTarget(Int8EmbeddedTarget):
                            "arena_bytes": src.plan.peak_bytes,
                            "arena_naive_bytes": src.plan.naive_bytes,
                            "weights_bytes": src.const_bytes, "io_bytes": src.io_bytes,
+                           "scratch_bytes": src.scratch_bytes,
                            "stack_bytes": STACK_BYTES, "flash_budget": flash,
                            "ram_budget": ram},
                 "arena": [s.__dict__ for s in src.plan.slots],

@@ -110,4 +110,21 @@ RLX_POOL(rlx_maxpool_nhwc_u8, uint8_t, 0)
 RLX_POOL(rlx_maxpool_nhwc_s8, int8_t, 0)
 RLX_POOL(rlx_avgpool_nhwc_u8, uint8_t, 1)
 RLX_POOL(rlx_avgpool_nhwc_s8, int8_t, 1)
+
+/* layout changes around the NHWC kernels for the IR's NCHW tensors (cortex_m/conv_step.py):
+ * y[b, p, i] = x[b, i, p] over N batches, C channels and HW pixels, and back */
+#define RLX_TO_NHWC(NAME, T)                                                                  \
+static inline void NAME(const T *x, T *y, int n, int c, int hw) {                             \
+    for (int b = 0; b < n; b++)                                                               \
+        for (int i = 0; i < c; i++)                                                           \
+            for (int p = 0; p < hw; p++) y[(b * hw + p) * c + i] = x[(b * c + i) * hw + p];  \
+}
+RLX_TO_NHWC(rlx_nchw_to_nhwc_u8, uint8_t)
+RLX_TO_NHWC(rlx_nchw_to_nhwc_s8, int8_t)
+
+static inline void rlx_nhwc_to_nchw_s32(const int32_t *x, int32_t *y, int n, int c, int hw) {
+    for (int b = 0; b < n; b++)
+        for (int i = 0; i < c; i++)
+            for (int p = 0; p < hw; p++) y[(b * c + i) * hw + p] = x[(b * hw + p) * c + i];
+}
 #endif
