@@ -144,6 +144,32 @@ def int4_linear(node: Node, ins: list[Value], b: Builder) -> Value:
                                            "batch": ((), ())})
 
 
+def dynamic_int_linear(node: Node, ins: list[Value], b: Builder) -> Value:
+    """The chain quantize_dynamic(granularity="token") writes (and this op was folded from):
+    per-row scale, quantize, int_linear, dequantize by the weight scale, times the row scale,
+    plus the bias; the quantize / int_linear / dequantize of this module, step for step."""
+    x, w, ws = ins[:3]
+    n, k = w.type.shape
+    lead = x.type.shape[:-1]
+    rows = 1
+    for d in lead:
+        rows *= d
+    x2 = b.emit("reshape", [x], {"shape": (rows, k)})
+    amax = b.emit("reduce_max", [b.emit("abs", [x2])], {"axes": (1,)})
+    s = b.emit("div", [b.emit("max", [amax, const(b, 1e-30, amax)]), const(b, 127.0, amax)])
+    q = b.emit("round", [b.emit("div", [x2, _along(b, s, x2, 0)])])
+    q = _clamp_cast(b, q, dt.i8)  # + f32(zero point 0) folds away
+    acc = b.emit("dot_general", [b.emit("cast", [q], {"dtype": dt.i32}),
+                                 b.emit("cast", [w], {"dtype": dt.i32})],
+                 {"contract": ((1,), (1,)), "batch": ((), ())})
+    f = b.emit("cast", [acc], {"dtype": dt.f32})
+    y = b.emit("mul", [f, _along(b, ws, f, -1)])
+    y = b.emit("mul", [y, _along(b, s, y, 0)])
+    if len(ins) == 4:
+        y = b.emit("add", [y, _along(b, ins[3], y, -1)])
+    return b.emit("reshape", [y], {"shape": lead + (n,)})
+
+
 def fake_quantize(node: Node, ins: list[Value], b: Builder) -> Value:
     x, scale, zp = ins
     axis = node.attr("axis")
@@ -162,4 +188,5 @@ QUANT_DECOMPOSITIONS: dict[str, Decomposition] = {
     "int_conv2d": int_conv2d,
     "int4_linear": int4_linear,
     "fake_quantize": fake_quantize,
+    "dynamic_int_linear": dynamic_int_linear,
 }

@@ -15,6 +15,7 @@ from rlx_core.passes.constant_fold import ConstantFold
 from rlx_core.passes.conv_epilogue import ConvEpilogue
 from rlx_core.passes.cse import CSE
 from rlx_core.passes.dce import DCE
+from rlx_core.passes.dynamic_int_linear import DynamicIntLinear
 from rlx_core.passes.fuse import Fuse
 from rlx_core.passes.infer_types import InferTypes
 from rlx_core.passes.legalize import Legalize
@@ -26,6 +27,9 @@ def default_pipeline() -> tuple[Any, ...]:
     return (
         # re-derive every type from the op rules: catches frontends/importers that mis-typed
         InferTypes(),
+        # a dynamic int8 linear's explicit chain (rlx.quant.ptq) becomes one op where the
+        # target runs it as one kernel, before quantize / dequantize are decomposed
+        DynamicIntLinear(),
         # dispatch: each HIR op becomes native / common-IR / rewritten for the target, or fails
         Legalize(),
         # the decompositions leave constants and identities behind; fold and simplify them

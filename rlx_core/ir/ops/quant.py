@@ -20,6 +20,11 @@ in docs/quantization.md:
   (+ an i32 bias); a padded tap holds ``a_zp``, so it adds nothing (TFLite / CMSIS-NN's rule).
 - ``int4_linear(x, packed, scale[, zero])``: weight-only int4 (rlx_core/quant/int4.py's
   layout): ``x @ W.T`` with ``W = (codes - zero) * scale`` per group of ``group`` inputs.
+- ``dynamic_int_linear(x, w_q, w_scale[, bias])``: dynamic int8 ``linear`` with one
+  activation scale per row, ``s_i = max(max_k |x_ik|, 1e-30) / 127``: ``quantize`` the rows
+  to i8, ``int_linear`` with the i8 weight, then ``(f32(acc) * w_scale[j]) * s_i (+ bias[j])``.
+  rlx.quant.ptq writes that chain op by op; passes/dynamic_int_linear.py folds it into this
+  op where a target runs it as one kernel (the CPU's packed int8 GEMM).
 - ``fake_quantize(x, scale, zero_point)``: quantize then dequantize in f32, for QAT; its
   gradient is the straight-through estimator for ``x`` and LSQ's for ``scale``.
 """
@@ -174,6 +179,21 @@ def _int4_linear(ins: list[T], a: dict[str, Any]) -> T:
     return T(dt.f32, x.shape[:-1] + (n,))
 
 
+def _dynamic_int_linear(ins: list[T], a: dict[str, Any]) -> T:
+    x, w, scale = ins[:3]
+    op = "dynamic_int_linear"
+    require(x.dtype == dt.f32, op, f"needs an f32 input, got {x}", exc=DTypeError)
+    require(w.dtype == dt.i8 and w.rank == 2, op, f"weight must be i8 (out, in), got {w}",
+            hint="rlx.quant.ptq.quantize_dynamic quantizes the weight", exc=DTypeError)
+    require(x.rank >= 1 and x.shape[-1] == w.shape[1], op,
+            f"input {x} does not match weight {w}: last axis != in_features {w.shape[1]}",
+            hint="the weight is (out_features, in_features), as in torch.nn.Linear")
+    for t, what in zip(ins[2:], ("w_scale", "bias"), strict=False):
+        require(t.dtype == dt.f32 and t.shape == (w.shape[0],), op,
+                f"{what} must be f32[{w.shape[0]}], got {t}", exc=DTypeError)
+    return T(dt.f32, x.shape[:-1] + (w.shape[0],))
+
+
 def _fake_quantize(ins: list[T], a: dict[str, Any]) -> T:
     x, scale, zp = ins
     require(x.dtype == dt.f32 and scale.dtype == dt.f32 and zp.dtype == dt.f32, "fake_quantize",
@@ -218,6 +238,9 @@ def quant_defs() -> dict[str, OpDef]:
     add("int4_linear", (3, 4), {"group": AttrSpec("int", 32)}, _int4_linear,
         "x @ W.T with W unpacked from int4 codes (two a byte, low nibble first; signed "
         "[-8, 7], or unsigned [0, 15] minus a per-group zero) times per-group scales")
+    add("dynamic_int_linear", (3, 4), {}, _dynamic_int_linear,
+        "x @ W.T in int8 with a per-row dynamic activation scale max|x_i| / 127: quantize, "
+        "int_linear, (f32(acc) * w_scale[j]) * s_i (+ bias[j])")
     add("fake_quantize", (3, 3), {"qmin": AttrSpec("int", -128), "qmax": AttrSpec("int", 127),
                                   "axis": axis}, _fake_quantize,
         "(clamp(round(x / scale) + zp, qmin, qmax) - zp) * scale in f32 (QAT; STE/LSQ gradient)")

@@ -4,8 +4,9 @@ Labelled "executes": the C renderer (rlx_core/targets/cpu/renderer.py) implement
 primitive (dot_general included) in each dtype below, and the conformance suite runs them
 against the numpy reference. Four HIR normalisations are claimed whole in f32 and f64
 (softmax, log_softmax, layer_norm, rms_norm: one row loop each, c_common/row_ops.py), and
-attention in f32 (cpu/attention.py), conv2d and conv2d_fused in f32 (cpu/conv.py), int_linear (the int8 GEMM, cpu/igemm.py),
-int4_linear (cpu/i4gemm.py), the splatting ops (cpu/splat.py), the dense linear algebra ops
+attention in f32 (cpu/attention.py), conv2d and conv2d_fused in f32 (cpu/conv.py), int_linear
+(the int8 GEMM, cpu/igemm.py), dynamic_int_linear (that GEMM with per-row activation
+quantization and the dequantize fused, cpu/igemm_packed.py), int4_linear (cpu/i4gemm.py), the splatting ops (cpu/splat.py), the dense linear algebra ops
 (LAPACK, cpu/lapack.py) and the sparse ops (CSR loops and Krylov solvers, cpu/sparse.py);
 every other HIR op, and those in other dtypes, goes common-IR. c64 runs in C99's
 ``float _Complex`` (its arithmetic, the complex libm functions, sums and products accumulated in
@@ -64,6 +65,9 @@ CAPS = Capabilities(
             OpClaim(("int_linear",), IGEMM_DTYPES,
                     note="int8 dot products: AVX512-VNNI / AVX-VNNI picked at run time, "
                          "else AVX2 or portable C (cpu/igemm.py)"),
+            OpClaim(("dynamic_int_linear",), ("f32", "i8"),
+                    note="rows quantized per work item, the packed int8 GEMM, dequantize and "
+                         "bias in its store (cpu/igemm_packed.py)"),
             OpClaim(("int4_linear",), I4GEMM_DTYPES,
                     note="weight-only int4: one weight row unpacked at a time (cpu/i4gemm.py)"),
             OpClaim(SPLAT_OPS, SPLAT_DTYPES,

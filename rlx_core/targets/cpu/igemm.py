@@ -44,10 +44,13 @@ COL_BLOCK = 64  # columns (rows of w) per work item: 16 dot4 calls
 # the packed GEMM's work item: 32 rows x 64 columns (four 16-column panels, each reused from
 # L1 by the eight 4-row tiles; on MiniLM at batch 1 that is 24 to 96 items for the team)
 PACKED_ROW_BLOCK, PACKED_COL_BLOCK = 32, 64
+# dynamic_int_linear's work item quantizes its 32 rows itself: 128 columns share that work
+DYNAMIC_COL_BLOCK = 128
 
 SOURCE = r"""
 #ifndef RLX_IGEMM_H
 #define RLX_IGEMM_H
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,6 +320,30 @@ def emit_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str | None = 
                f"{int(wt.type.dtype == dt.u8)}, {zb}, {bias}, {out.ptr});")
     w.close()
     return igemm_packed.IMPL if packed else IMPL
+
+
+def emit_dynamic_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str | None) -> str:
+    """``dynamic_int_linear`` whole: work items of 32 rows x 128 columns, each quantizing its
+    rows once into its own buffer, then the packed GEMM (``packed``: the prepacked weight's
+    parameter; else the row-major dot kernels) with the dequantize and bias in the store."""
+    x, wt, ws = (env.inputs[i] for i in node.inputs[:3])
+    bias = env.inputs[node.inputs[3]].ptr if len(node.inputs) == 4 else "0"
+    out = env.outputs[node.name]
+    n, k = wt.type.shape
+    m = math.prod(x.type.shape[:-1])
+    rows, cols = PACKED_ROW_BLOCK, DYNAMIC_COL_BLOCK
+    rb, cb = -(-m // rows), -(-n // cols)
+    pragma = env.parallel(m * n * k, 0)
+    if pragma:
+        w.line(pragma)
+    w.open(f"for (int64_t it = 0; it < {rb * cb}; ++it)")
+    w.line(f"const int64_t i0 = (it / {cb}) * {rows}, j0 = (it % {cb}) * {cols};")
+    w.line(f"const int64_t i1 = i0 + {rows} < {m} ? i0 + {rows} : {m};")
+    w.line(f"const int64_t j1 = j0 + {cols} < {n} ? j0 + {cols} : {n};")
+    w.line(f"rlx_igd_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {packed or '0'}, {wt.ptr}, "
+           f"{ws.ptr}, {bias}, {out.ptr});")
+    w.close()
+    return igemm_packed.DYNAMIC_IMPL
 
 
 def cpu_isa_flags() -> dict[str, bool]:

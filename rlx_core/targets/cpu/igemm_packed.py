@@ -37,6 +37,7 @@ the VNNI ones (``target`` attributes) on any x86-64 machine.
 from __future__ import annotations
 
 IMPL = "rlx-igemm-packed"
+DYNAMIC_IMPL = "rlx-igemm-dynamic"  # dynamic_int_linear: rlx_igd_block below
 NR = 16  # columns per panel (two vectors of eight i32)
 MR = 4  # rows per micro-tile
 HEADER = 64
@@ -244,6 +245,80 @@ static void rlx_igp_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
             }
         }
     }
+}
+
+/* dynamic_int_linear: one row of x (k floats) to i8 with its scale s = max(max|x|, 1e-30f) /
+   127 (a NaN propagates as the decomposition's max does; its row then quantizes to 0), the
+   quantize rule clamp(round_half_even(x / s)) with NaN -> 0; returns s */
+static float rlx_igd_quant_row(const float *x, int64_t k, int8_t *q) {
+    float m = -INFINITY;
+    int nan = 0;
+    for (int64_t p = 0; p < k; ++p) {
+        const float a = fabsf(x[p]);
+        m = a > m ? a : m;
+        nan |= a != a;
+    }
+    m = m > 1e-30f ? m : 1e-30f;
+    const float s = nan ? NAN : m / 127.0f;
+    for (int64_t p = 0; p < k; ++p) {
+        const float t = rintf(x[p] / s);
+        q[p] = (int8_t)(t != t ? 0.0f : t < -128.0f ? -128.0f : t > 127.0f ? 127.0f : t);
+    }
+    return s;
+}
+
+/* rows [i0, i1) x columns [j0, j1) (j0 a multiple of 16) of Y (m x n, f32) from X (m x k,
+   f32) and W packed by rlx_igp_pack: the rows quantized once into a buffer of this work
+   item, the packed tile, then y = ((float)acc * ws[j]) * s_i (+ bias[j]), the order of the
+   decomposition's dequantize, mul and add */
+static void rlx_igd_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t n,
+                          int64_t k, const float *X, const void *packed, const int8_t *W,
+                          const float *ws, const float *bias, float *Y) {
+    const int64_t rows = i1 - i0;
+    int8_t *qa = (int8_t *)malloc((size_t)(rows * k + 4));
+    float *sx = (float *)malloc((size_t)rows * sizeof(float));
+    int32_t *tmp = packed ? 0 : (int32_t *)malloc((size_t)(rows * n) * sizeof(int32_t));
+    if (!qa || !sx || (!packed && !tmp)) { free(qa); free(sx); free(tmp); return; }
+    for (int64_t r = 0; r < rows; ++r) sx[r] = rlx_igd_quant_row(X + (i0 + r) * k, k, qa + r * k);
+    if (!packed) {  /* no packed weight (prepacking off): the row-major dot kernels */
+        rlx_igemm_block(0, rows, j0, j1, n, k, qa, 0, 0, W, 0, 0, 0, tmp);
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = j0; j < j1; ++j) {
+                const float v = ((float)tmp[r * n + j] * ws[j]) * sx[r];
+                Y[(i0 + r) * n + j] = bias ? v + bias[j] : v;
+            }
+        free(qa); free(sx); free(tmp);
+        return;
+    }
+    const rlx_igp_head *h = (const rlx_igp_head *)packed;
+    const int8_t *panels = (const int8_t *)packed + 64;
+    const int32_t *colsum = (const int32_t *)(panels + h->np * h->k4 * 64);
+    int flip, corr;
+    /* a -128 weight on AVX2 takes the portable tile (exact; PTQ weights never hold one) */
+    const rlx_igp_tile_fn tile = rlx_igp_pick(h, 0, &flip, &corr);
+    int32_t t[64];
+    for (int64_t j = j0; j < j1; j += 16) {
+        const int8_t *bp = panels + (j / 16) * h->k4 * 64;
+        const int cols = j1 - j < 16 ? (int)(j1 - j) : 16;
+        for (int64_t i = 0; i < rows; i += 4) {
+            const int mr = rows - i < 4 ? (int)(rows - i) : 4;
+            const uint8_t *a[4];
+            for (int r = 0; r < 4; ++r) a[r] = (const uint8_t *)qa + (i + (r < mr ? r : mr - 1)) * k;
+            tile(a, flip, bp, k, t);
+            for (int r = 0; r < mr; ++r) {
+                float *yi = Y + (i0 + i + r) * n + j;
+                const float s = sx[i + r];
+                for (int c = 0; c < cols; ++c) {
+                    const int32_t acc = (int32_t)((uint32_t)t[r * 16 + c]
+                                                  + (uint32_t)corr * (uint32_t)colsum[j + c]);
+                    const float v = ((float)acc * ws[j + c]) * s;
+                    yi[c] = bias ? v + bias[j + c] : v;
+                }
+            }
+        }
+    }
+    free(qa);
+    free(sx);
 }
 #endif
 """

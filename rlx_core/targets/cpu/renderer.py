@@ -109,8 +109,11 @@ class CpuRenderer(CLikeRenderer):
         # when no kernel calls them (parsing immintrin.h costs every compile ~0.2 s)
         impls = set(cprog.kernel_impl.values())
         unused = [] if attention.IMPL in impls else [attention.SOURCE]
-        unused += [m.SOURCE for m in (i4gemm, splat, igemm_packed, conv) if m.IMPL not in impls]
-        if igemm.IMPL not in impls and igemm_packed.IMPL not in impls:
+        unused += [m.SOURCE for m in (i4gemm, splat, conv) if m.IMPL not in impls]
+        int8 = {igemm.IMPL, igemm_packed.IMPL, igemm_packed.DYNAMIC_IMPL}
+        if not impls & (int8 - {igemm.IMPL}):
+            unused.append(igemm_packed.SOURCE)
+        if not impls & int8:
             unused.append(igemm.SOURCE)  # the packed GEMM uses its ISA pick
         if self.blas is not None and not any(i.startswith(lapack.IMPL) for i in impls):
             unused.append(lapack.source(self.blas.symbol_prefix))
@@ -130,6 +133,8 @@ class CpuRenderer(CLikeRenderer):
             return conv.emit_conv(env, w, node)
         if node.op == "int_linear":
             return igemm.emit_int_linear(env, w, node, self.packed_int8(env, node))
+        if node.op == "dynamic_int_linear":
+            return igemm.emit_dynamic_int_linear(env, w, node, self.packed_int8(env, node))
         if node.op == "int4_linear":
             return i4gemm.emit_int4_linear(env, w, node)
         if node.op in splat.OPS:
@@ -219,8 +224,9 @@ class CpuRenderer(CLikeRenderer):
         return name
 
     def packed_int8(self, env: KernelEnv, node: Node) -> str | None:
-        """The kernel parameter holding ``int_linear``'s weight packed for the register-tiled
-        int8 GEMM (igemm_packed.py), when the weight is a graph parameter of signed bytes."""
+        """The kernel parameter holding ``int_linear``'s (or ``dynamic_int_linear``'s) weight
+        packed for the register-tiled int8 GEMM (igemm_packed.py), when the weight is a graph
+        parameter of signed bytes."""
         wt = env.inputs[node.inputs[1]]
         if (not self.prepack_int8 or node.inputs[1] not in self._params
                 or wt.type.dtype.name != "i8" or wt.type.rank != 2):

@@ -20,6 +20,9 @@ The rules every target matches bit for bit:
   codes as signed), multiplies by the group's scale in f32, then contracts in f64 and rounds
   once, like ``linear``.
 - ``fake_quantize`` is quantize-then-dequantize in f32 with a float zero point.
+- ``dynamic_int_linear`` is the chain rlx.quant.ptq.quantize_dynamic(granularity="token")
+  writes: ``s_i = max(max_k |x_ik|, 1e-30) / 127`` in f32, ``quantize`` to i8 with it (zero
+  point 0), ``int_linear``, then ``(f32(acc) * w_scale[j]) * s_i``, then ``+ bias[j]``.
 """
 
 from __future__ import annotations
@@ -152,6 +155,29 @@ def int4_linear(a: dict[str, Any], args: list[Array]) -> Array:
     return args[0].astype(np.float64) @ w.astype(np.float64).T
 
 
+ROW_TINY, ROW_QMAX = np.float32(1e-30), np.float32(127.0)
+
+
+def row_scales(x2: Array) -> Array:
+    """One dynamic i8 scale per row of a (rows, k) f32 array: max(max_k |x_ik|, 1e-30) / 127."""
+    amax = np.abs(np.asarray(x2, np.float32)).max(axis=1, initial=np.float32(-np.inf))
+    return (np.maximum(amax, ROW_TINY) / ROW_QMAX).astype(np.float32)
+
+
+def dynamic_int_linear(args: list[Array]) -> Array:
+    """quantize per row, int_linear, ``(f32(acc) * w_scale) * s_row (+ bias)``, in f32."""
+    x, w, ws = args[:3]
+    k, n = w.shape[1], w.shape[0]
+    x2 = np.asarray(x, np.float32).reshape(-1, k)
+    s = row_scales(x2)
+    q = quantize(x2, s, np.zeros(s.shape, np.int32), 0, "i8")
+    acc = (q @ np.asarray(w).astype(np.int64).T).astype(np.int32)  # k * 127 * 127 fits i32
+    y = (acc.astype(np.float32) * np.asarray(ws, np.float32)) * s[:, None]
+    if len(args) == 4:
+        y = y + np.asarray(args[3], np.float32)
+    return y.reshape(np.shape(x)[:-1] + (n,))
+
+
 def fake_quantize(a: dict[str, Any], x: Array, scale: Array, zp: Array) -> Array:
     r, axis = x.ndim, a["axis"]
     s = along(np.asarray(scale, np.float32), r, axis)
@@ -175,9 +201,11 @@ def eval_quant(op: str, a: dict[str, Any], args: list[Array], t: TensorType) -> 
         return int_conv2d(a, args)
     if op == "int4_linear":
         return int4_linear(a, args)
+    if op == "dynamic_int_linear":
+        return dynamic_int_linear(args)
     assert op == "fake_quantize", op
     return fake_quantize(a, *args)
 
 
 QUANT_OPS = ("quantize", "dequantize", "requantize", "int_linear", "int_conv2d", "int4_linear",
-             "fake_quantize")
+             "fake_quantize", "dynamic_int_linear")

@@ -1,0 +1,135 @@
+"""Fold dynamic int8 linears (rlx.quant.ptq, per-token scales) into ``dynamic_int_linear``.
+
+``quantize_dynamic(granularity="token")`` writes every linear as an explicit chain, so the
+quantized graph shows each step::
+
+    s   = div(max(reduce_max(abs(x2), axes=(1,)), 1e-30), 127)      x2 = x as (rows, k)
+    acc = int_linear(quantize(x2, s, 0) {axis=0, i8}, w_q)
+    y   = mul(dequantize(acc, w_scale, 0) {axis=-1}, broadcast(s))  (acc, s at x's rank)
+    y   = add(y, broadcast(bias))
+
+On a target that keeps the chain apart, that is four kernels a linear (the row maxima, the
+quantize, the GEMM, the dequantize), each a pass through memory. Where the target claims
+``dynamic_int_linear`` (the CPU: rows quantized into the GEMM's own buffer, dequantize and
+bias in its store, cpu/igemm_packed.py), the rules here replace the chain, before legalization
+decomposes ``quantize`` and ``dequantize``::
+
+    mul(dequantize(int_linear(quantize(x2, s)), w_scale), s)  -> dynamic_int_linear(x, w_q, w_scale)
+    add(dynamic_int_linear(...), broadcast(bias))             -> dynamic_int_linear(..., bias)
+
+The op's reference rule (numpy_ref/quant_semantics.py) is that chain's arithmetic, so the
+folded graph computes what the explicit one does. Anything else (per-tensor scales, zero
+points, a u8 input, a chain whose pieces are read elsewhere) is left as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.graph import Graph, Node
+from rlx_core.passes.base import PassContext
+from rlx_core.passes.rewrite_engine import Replacement, RewriteView, Rules, require_level, rewrite
+
+OP = "dynamic_int_linear"
+TINY, QMAX = np.float32(1e-30), np.float32(127.0)
+
+
+def _is(view: RewriteView, name: str, value: np.float32 | int) -> bool:
+    """Is ``name`` a constant splat of exactly ``value`` (through broadcasts and reshapes)?"""
+    v = view.splat(name)
+    return v is not None and not isinstance(v, bool) and np.float32(v) == value
+
+
+def _through_reshape(view: RewriteView, name: str) -> str:
+    n = view.producer(name)
+    return n.inputs[0] if n is not None and n.op == "reshape" else name
+
+
+def _row_scale(view: RewriteView, s: str) -> str | None:
+    """The (rows, k) input ``x2`` when ``s`` is ``max(max|x2| over axis 1, 1e-30) / 127``."""
+    div = view.producer(s)
+    if div is None or div.op != "div" or not _is(view, div.inputs[1], QMAX):
+        return None
+    mx = view.producer(div.inputs[0])
+    if mx is None or mx.op != "max" or not _is(view, mx.inputs[1], TINY):
+        return None
+    red = view.producer(mx.inputs[0])
+    if red is None or red.op != "reduce_max" or tuple(red.attr("axes")) != (1,):
+        return None
+    ab = view.producer(red.inputs[0])
+    return ab.inputs[0] if ab is not None and ab.op == "abs" else None
+
+
+def fold_chain(node: Node, view: RewriteView) -> Replacement:
+    """mul(dequantize(int_linear(quantize(x2, s)), w_scale), broadcast(s)) -> the op."""
+    for d, r in (node.inputs, node.inputs[::-1]):
+        deq = view.producer(d)
+        if deq is None or deq.op != "dequantize" or view.uses(d) != 1:
+            continue
+        acc_name = _through_reshape(view, deq.inputs[0])
+        lin = view.producer(acc_name)
+        if (lin is None or lin.op != "int_linear" or len(lin.inputs) != 2
+                or lin.attr("a_zero_point") or lin.attr("b_zero_point")
+                or not _is(view, deq.inputs[2], 0)):
+            continue
+        q = view.producer(lin.inputs[0])
+        w, ws = view.type_of(lin.inputs[1]), view.type_of(deq.inputs[1])
+        if (q is None or q.op != "quantize" or q.attr("axis") != 0 or q.attr("dtype") != dt.i8
+                or not _is(view, q.inputs[2], 0) or w.dtype != dt.i8
+                or ws.shape != (w.shape[0],) or deq.attr("axis") % node.out.type.rank
+                != node.out.type.rank - 1):
+            continue
+        x2, s = q.inputs[0], q.inputs[1]
+        if _row_scale(view, s) != x2:
+            continue
+        bc = view.producer(r)  # the row scale, at the output's rank
+        if bc is None or bc.op != "broadcast_in_dim" or _through_reshape(view, bc.inputs[0]) != s:
+            continue
+        lead = node.out.type.shape[:-1]
+        if tuple(bc.attr("dims")) != tuple(range(len(lead))):
+            continue
+        x = _through_reshape(view, x2)
+        x = x if view.type_of(x).shape[:-1] == lead else x2
+        if view.type_of(x).shape[:-1] != lead:
+            continue
+        return [view.emit(OP, [x, lin.inputs[1], deq.inputs[1]])]
+    return None
+
+
+def fold_bias(node: Node, view: RewriteView) -> Replacement:
+    """add(dynamic_int_linear(x, w, s), broadcast(bias over the last axis)) -> with the bias."""
+    for y, r in (node.inputs, node.inputs[::-1]):
+        op = view.producer(y)
+        if op is None or op.op != OP or len(op.inputs) != 3 or view.uses(y) != 1:
+            continue
+        bc = view.producer(r)
+        rank = node.out.type.rank
+        if bc is None or bc.op != "broadcast_in_dim" or tuple(bc.attr("dims")) != (rank - 1,):
+            continue
+        bias = view.type_of(bc.inputs[0])
+        if bias.dtype != dt.f32 or bias.shape != (node.out.type.shape[-1],):
+            continue
+        return [view.emit(OP, [*op.inputs, bc.inputs[0]])]
+    return None
+
+
+RULES: Rules = (("mul", fold_chain), ("add", fold_bias))
+
+
+@dataclass(frozen=True)
+class DynamicIntLinear:
+    """Apply ``RULES`` where the target claims ``dynamic_int_linear`` in f32 and i8."""
+
+    name: str = "dynamic_int_linear"
+
+    def run(self, g: Graph, ctx: PassContext) -> Graph:
+        require_level(g, self.name)
+        caps = getattr(ctx.target, "caps", None)
+        claim = caps.claim_for(OP) if caps is not None else None
+        if (claim is None or not {"f32", "i8"} <= set(claim.dtypes)
+                or not any(n.op == "int_linear" for n in g.nodes)):
+            return g
+        return rewrite(g, RULES, ctx)

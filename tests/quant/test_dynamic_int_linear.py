@@ -1,0 +1,131 @@
+"""``dynamic_int_linear``: the per-token dynamic int8 linear of rlx.quant.ptq as one op.
+
+Its reference rule is the chain quantize_dynamic(granularity="token") writes (checked here
+bit for bit against that chain on the numpy target); passes/dynamic_int_linear.py folds the
+chain into the op where the CPU claims it, and the CPU's kernel (rows quantized per work item,
+the packed int8 GEMM, dequantize and bias in the store; cpu/igemm_packed.py) matches the
+reference on the tile this CPU picks, on the portable one, and without prepacking."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core.errors import DTypeError
+from rlx_core.frontend.tracer import spec
+from rlx_core.quant import ptq
+from rlx_core.targets.numpy_ref.quant_semantics import dynamic_int_linear
+
+# (input shape, out features, bias): rows around the 4-row tile and the 32-row work item,
+# K around the 4-byte group, N around the 16-column panel and the 128-column work item
+SHAPES = (((1, 8), 16, True), ((5, 7), 3, False), ((2, 19, 33), 130, True),
+          ((37, 64), 17, True), ((1, 0, 12), 5, True))
+
+
+@pytest.fixture
+def cpu():
+    ok, why = rlx.api.get_target("cpu").available()
+    if not ok:
+        pytest.skip(f"cpu: {why}")
+
+
+def _model(shape, n, bias, seed=0):
+    rng = np.random.default_rng(seed)
+    k = shape[-1]
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32) if bias else None
+    g = rlx.trace(lambda x: rlx.nn.linear(x, w, b), spec(shape, "f32"))
+    q = ptq.quantize_dynamic(g, granularity="token")
+    x = rng.standard_normal(shape).astype(np.float32) * 3
+    if x.size:
+        x.reshape(-1, k)[0] = 0.0  # a zero row: its scale is 1e-30 / 127
+        x.reshape(-1, k)[-1, 0] *= 40  # a row with an outlier
+    return q, x, b
+
+
+def _reference(q, x, b):
+    wq = next(v for k, v in q.graph.param_data.items() if k.endswith(".q"))
+    ws = next(v for k, v in q.graph.param_data.items() if k.endswith(".scale"))
+    return dynamic_int_linear([x, wq, ws] + ([b] if b is not None else []))
+
+
+def cases(shapes=SHAPES) -> None:
+    """Each shape on the CPU: the pass fired (one kernel, the fused one) and the result is the
+    reference's up to the f32 rounding of the epilogue (a fused multiply-add may round once)."""
+    for shape, n, bias in shapes:
+        q, x, b = _model(shape, n, bias)
+        exe = rlx.compile(q.graph, target="cpu")
+        impls = {k["impl"] for k in exe.program.info["kernels"].values()}
+        assert "rlx-igemm-dynamic" in impls and "generated-elementwise" not in impls, impls
+        want = _reference(q, x, b)
+        got = np.asarray(exe(x))
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * (np.abs(want).max(initial=0) + 1))
+
+
+@pytest.mark.parametrize("shape,n,bias", SHAPES)
+def test_reference_is_the_ptq_chain_bit_for_bit(shape, n, bias):
+    q, x, b = _model(shape, n, bias)
+    got = np.asarray(rlx.compile(q.graph, target="numpy")(x))
+    assert np.array_equal(got, _reference(q, x, b))
+
+
+def test_cpu_folds_the_chain_and_matches(cpu):
+    cases()
+
+
+def test_cpu_without_prepacking_matches(cpu, monkeypatch):
+    monkeypatch.setenv("RLX_NO_PREPACK", "1")  # the row-major dot kernels
+    q, x, b = _model((2, 19, 33), 130, True)
+    exe = rlx.compile(q.graph, target="cpu")
+    assert exe.program.info["prepacked"] == []
+    np.testing.assert_allclose(np.asarray(exe(x)), _reference(q, x, b), rtol=1e-5, atol=1e-4)
+
+
+def test_cpu_portable_tile_matches(cpu):
+    """RLX_IGEMM_ISA=c in a process of its own (the kernel reads it once per program)."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "RLX_IGEMM_ISA": "c",
+           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, "-c", "import tests.quant.test_dynamic_int_linear "
+                          "as t; t.cases(t.SHAPES[2:4]); print('ok')"], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
+
+
+def test_nan_row_gives_nan_outputs_on_cpu(cpu):
+    q, x, b = _model((5, 7), 3, False)  # a shape cases() compiled already
+    x[2, 3] = np.nan
+    got = np.asarray(rlx.compile(q.graph, target="cpu")(x))
+    want = _reference(q, x, b)
+    assert np.isnan(got[2]).all() and np.isnan(want[2]).all()
+    np.testing.assert_allclose(np.delete(got, 2, 0), np.delete(want, 2, 0), rtol=1e-5, atol=1e-4)
+
+
+def test_per_tensor_chain_is_left_alone(cpu):
+    """granularity="tensor" (one scale per call) is not this op: the chain stays as written."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((6, 8)).astype(np.float32)
+    g = rlx.trace(lambda x: rlx.nn.linear(x, w), spec((3, 8), "f32"))
+    exe = rlx.compile(ptq.quantize_dynamic(g, granularity="tensor").graph, target="cpu")
+    impls = {k["impl"] for k in exe.program.info["kernels"].values()}
+    assert "rlx-igemm-dynamic" not in impls and "rlx-igemm-packed" in impls
+
+
+def test_shape_rule_rejects_a_float_weight():
+    from rlx_core.ir import dtypes as dt
+    from rlx_core.ir.builder import Builder, NameGen
+    from rlx_core.ir.graph import TensorType, Value, ValueKind
+
+    b = Builder(NameGen({}))
+    x = Value("x", TensorType(dt.f32, (2, 4)), ValueKind.INPUT)
+    w = Value("w", TensorType(dt.f32, (3, 4)), ValueKind.PARAM)
+    s = Value("s", TensorType(dt.f32, (3,)), ValueKind.PARAM)
+    with pytest.raises(DTypeError, match="weight must be i8"):
+        b.emit("dynamic_int_linear", [x, w, s])
