@@ -89,7 +89,9 @@ def test_trace_records_every_pass(model_file):
     fn, inputs, _ = model_file("mlp")
     exe = rlx.compile(fn, *inputs, target="numpy")
     names = [s.name for s in exe.trace.steps]
-    assert names[:2] == ["infer_types", "legalize"] and names[-2:] == ["fuse", "plan_arena"]
+    # (dynamic_int_linear, a fold before legalization, runs between the two: a no-op here)
+    assert [n for n in names if n != "dynamic_int_linear"][:2] == ["infer_types", "legalize"]
+    assert names[-2:] == ["fuse", "plan_arena"]
     assert set(exe.trace.snapshots) == {"hir", "mir", "lir"}
     data = exe.trace.to_json()
     assert data["schema"] == 1
