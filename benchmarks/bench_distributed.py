@@ -54,9 +54,11 @@ READING = """
 rlx's collectives are non-blocking MPI calls completed against a deadline (a dead or hung
 rank becomes a typed error, never a hang), so rlx's overhead over bare MPI is (a) Python per
 call: the argument checks (made once per pair of arrays), the program call, the wait loop;
-(b) the wait: rlx tests the request, yields the core for the first 2 ms, then sleeps 1/64 of
-the time waited so far (at most ~1.6% added); (c) ``Iallreduce``'s algorithm against the
-blocking ``Allreduce``'s (Open MPI's libnbc against coll/tuned). The 16-byte row is (a) alone.
+(b) the wait: rlx tests the request back to back for 50 ms, as ``MPI_Wait`` does (with
+``mpi_yield_when_idle`` each test yields the core inside MPI), then sleeps 1/64 of the time
+waited so far (at most ~1.6% added); (c) ``Iallreduce``'s algorithm against the blocking
+``Allreduce``'s (Open MPI's libnbc against coll/tuned), which is why both bare peers are
+shown. The 16-byte row is (a) alone.
 The IR program called with ``out=`` hands ``x`` and ``out`` straight to ``Iallreduce``; without
 ``out=`` the result is a new array each call, whose pages MPI touches first (page faults), so
 it is slower at large sizes by the first touch of the result, not by rlx. With more ranks than

@@ -29,6 +29,7 @@ from rlx_core.distributed.ops import (
     send,
 )
 from rlx_core.distributed.pipeline import (
+    PipelineInference,
     PipelineStep,
     ideal_bubble,
     schedule,
@@ -47,6 +48,7 @@ __all__ = ["REDUCE_OPS", "Communicator", "init", "DataParallelStep", "data_paral
            "shard_batch", "DEFAULT_TIMEOUT_S", "TIMEOUT_ENV", "CollectiveArgumentError",
            "CollectiveTimeoutError", "MPIUnavailableError", "RankMismatchError", "ShardError",
            "RankCountError", "ShardingError", "PipelineError", "PipelineStep",
+           "PipelineInference",
            "ideal_bubble", "schedule", "split_layers", "TensorParallelPlan", "RankProgram", "auto_plan", "bert_plan",
            "partition", "with_gradients", "all_reduce", "replicate",
            "all_gather", "reduce_scatter", "broadcast", "send", "recv"]

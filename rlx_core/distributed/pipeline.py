@@ -3,6 +3,8 @@
     stages = split_layers(costs, ranks, by="cost")         # contiguous layer ranges
     step = PipelineStep(stage_fns, params, loss_fn, ...)    # this rank compiles its stage only
     loss = step(x, y)                                       # one training step (SGD update)
+    infer = PipelineInference(stage_fns, params, x, micro=4)
+    out = infer(x)                                          # the last stage: the outputs
 
 Rank s runs stage s. A step cuts the batch into ``micro`` micro-batches and runs this rank's
 list of actions (``schedule``): ``F i`` (receive micro-batch i's activation from stage s-1,
@@ -12,6 +14,9 @@ stage's forward from the saved input (activation recomputation: a stage keeps on
 micro-batch in flight, never its intermediate values). Gradients of the micro-batches are
 summed, scaled by 1/micro (each micro-batch loss is a mean over its rows), so the update is
 the full batch's.
+
+Inference runs the forward actions only (``F 0 .. F m-1``: GPipe and 1F1B are the same
+schedule without backwards); the last stage joins the micro-batches' outputs.
 
 Sends are non-blocking (completed, with the deadline, at the end of the step) and receives
 wait with the deadline, so no schedule deadlocks and a dead peer is RLX-N001, not a hang.
@@ -92,6 +97,34 @@ def split_layers(costs: Sequence[float], stages: int, by: str = "cost") -> list[
     return bounds[::-1]
 
 
+def _boundaries(stage_fns: Sequence[Callable[..., Any]], params: Sequence[Any], x: Any,
+                micro: int) -> list[tuple[tuple[int, ...], Any]]:
+    """(shape, dtype) of every stage's input at micro-batch size, then the last output: each
+    rank traces every stage, so the text of these says whether the ranks run one model."""
+    import numpy as np
+
+    from rlx_core.autodiff.pytree import flatten, unflatten
+    from rlx_core.frontend.tracer import trace
+    from rlx_core.ir.dtypes import to_numpy_name
+
+    if len(x) % micro:
+        raise PipelineError(f"a batch of {len(x)} rows does not split into {micro} "
+                            "micro-batches", hint=f"use a batch divisible by {micro}")
+    specs = [((len(x) // micro, *np.shape(x)[1:]), np.asarray(x).dtype)]
+    for fn, p in zip(stage_fns, params, strict=True):
+        ls, td = flatten(p)
+        out = trace(lambda *a, fn=fn, td=td: fn(unflatten(td, list(a[:-1])), a[-1]),
+                    *ls, np.zeros(*specs[-1])).output_types()[0]
+        specs.append((out.shape, np.dtype(to_numpy_name(out.dtype))))
+    return specs
+
+
+def _describe(specs: list[tuple[tuple[int, ...], Any]]) -> str:
+    import numpy as np
+
+    return " -> ".join(f"{np.dtype(d).name}{list(shp)}" for shp, d in specs)
+
+
 @dataclass(frozen=True)
 class Event:
     """One timed action of a rank: ``kind`` F/B, micro-batch, start and end (seconds from the
@@ -104,7 +137,29 @@ class Event:
     end: float
 
 
-class PipelineStep:
+class _Stage:
+    """What a rank's pipeline stage does in training and inference alike: timed actions,
+    activations sent and received with the deadline."""
+
+    comm: Communicator
+    timeline: list[Event]
+    step_time: float
+
+    def bubble(self) -> float:
+        """This rank's measured idle fraction of the last step: 1 - busy / step time."""
+        busy = sum(e.end - e.start for e in self.timeline)
+        return 1.0 - busy / self.step_time
+
+    def _isend(self, buf: Any, peer: int, tag: int) -> Any:
+        return self.comm.comm.Isend(buf, dest=peer, tag=tag)
+
+    def _recv(self, spec: tuple[tuple[int, ...], Any], peer: int, tag: int) -> Any:
+        import numpy as np
+
+        return self.comm.recv(np.empty(spec[0], dtype=spec[1]), peer, tag)
+
+
+class PipelineStep(_Stage):
     """One rank's stage of a pipeline-parallel training step (plain SGD with ``lr``).
 
     ``stage_fns[s](params_s, h) -> h``; the last stage's output goes to
@@ -121,30 +176,19 @@ class PipelineStep:
         from rlx_core.autodiff.api import value_and_grad
         from rlx_core.autodiff.pytree import flatten, unflatten
         from rlx_core.distributed.timeline import timeline_path
-        from rlx_core.frontend.tracer import trace
-        from rlx_core.ir.dtypes import to_numpy_name
 
         self.comm = init() if comm is None else comm
         self.stages, self.stage = len(stage_fns), self.comm.rank
         if self.stages != self.comm.size:
             raise PipelineError(f"{self.stages} pipeline stages on {self.comm.size} ranks",
                                 hint="run one stage per rank (mpiexec -n <stages>)")
-        if len(x) % micro:
-            raise PipelineError(f"a batch of {len(x)} rows does not split into {micro} "
-                                "micro-batches", hint=f"use a batch divisible by {micro}")
         self.micro, self.kind, self.lr = micro, kind, lr
         self.actions = schedule(kind, self.stage, self.stages, micro)
         rows = len(x) // micro
         # the activations between stages: trace the stages in order at micro-batch shape
-        specs = [((rows, *np.shape(x)[1:]), np.asarray(x).dtype)]
-        for fn, p in zip(stage_fns, params, strict=True):
-            ls, td = flatten(p)
-            out = trace(lambda *a, fn=fn, td=td: fn(unflatten(td, list(a[:-1])), a[-1]),
-                        *ls, np.zeros(*specs[-1])).output_types()[0]
-            specs.append((out.shape, np.dtype(to_numpy_name(out.dtype))))
+        specs = _boundaries(stage_fns, params, x, micro)
         self.in_spec, self.out_spec = specs[self.stage], specs[self.stage + 1]
-        # every rank traced every stage: the boundaries say whether they run the same model
-        bounds = " -> ".join(f"{np.dtype(d).name}{list(shp)}" for shp, d in specs)
+        bounds = _describe(specs)
         self.comm.check_same("the pipeline", f"{kind} x{micro} micro-batches, {self.stages} "
                              f"stages: {bounds}; labels {np.asarray(labels).dtype.name}"
                              f"{list(np.shape(labels))}")
@@ -240,23 +284,70 @@ class PipelineStep:
             return self.losses[-1]
         return None
 
-    def bubble(self) -> float:
-        """This rank's measured idle fraction of the last step: 1 - busy / step time."""
-        busy = sum(e.end - e.start for e in self.timeline)
-        return 1.0 - busy / self.step_time
-
     def stage_params(self) -> Any:
         from rlx_core.autodiff.pytree import unflatten
 
         return unflatten(self._tdef, list(self.params))
 
-    def _isend(self, buf: Any, peer: int, tag: int) -> Any:
-        return self.comm.comm.Isend(buf, dest=peer, tag=tag)
 
-    def _recv(self, spec: tuple[tuple[int, ...], Any], peer: int, tag: int) -> Any:
+class PipelineInference(_Stage):
+    """One rank's stage of a pipeline-parallel forward pass (inference, no loss, no update).
+
+    Arguments as ``PipelineStep``'s (``x`` an example of one full batch). A call runs
+    ``F 0 .. F m-1``: stage s receives micro-batch i from s-1 as soon as s-1 has it, runs it
+    and sends it on, so the stages overlap on different micro-batches (the bubble is
+    (p-1)/(m+p-1) of a step with equal stage times)."""
+
+    def __init__(self, stage_fns: Sequence[Callable[..., Any]], params: Sequence[Any], x: Any,
+                 *, micro: int, comm: Communicator | None = None, target: str = "numpy"):
         import numpy as np
 
-        return self.comm.recv(np.empty(spec[0], dtype=spec[1]), peer, tag)
+        import rlx_core.api as api
+        from rlx_core.autodiff.pytree import flatten, unflatten
+
+        self.comm = init() if comm is None else comm
+        self.stages, self.stage = len(stage_fns), self.comm.rank
+        if self.stages != self.comm.size:
+            raise PipelineError(f"{self.stages} pipeline stages on {self.comm.size} ranks",
+                                hint="run one stage per rank (mpiexec -n <stages>)")
+        self.micro = micro
+        specs = _boundaries(stage_fns, params, x, micro)
+        self.in_spec, self.out_spec = specs[self.stage], specs[self.stage + 1]
+        self.comm.check_same("the pipeline", f"inference x{micro} micro-batches, "
+                             f"{self.stages} stages: {_describe(specs)}")
+        leaves, tdef = flatten(params[self.stage])
+        self.params = [np.ascontiguousarray(p) for p in leaves]
+        n, fn = len(self.params), stage_fns[self.stage]
+        self._fwd = api.compile(lambda *flat: fn(unflatten(tdef, list(flat[:n])), flat[n]),
+                                *self.params, np.zeros(*self.in_spec), target=target)
+        self.timeline = []
+
+    def __call__(self, x: Any) -> Any:
+        """The full batch's outputs on the last stage (micro-batches joined in order), None
+        elsewhere; every rank passes ``x`` (stage 0 reads it)."""
+        import numpy as np
+
+        s, first, last = self.stage, self.stage == 0, self.stage == self.stages - 1
+        rows = len(x) // self.micro
+        outs, sends = [], []
+        self.comm.barrier()
+        t0 = time.perf_counter()
+        self.timeline = []
+        for i in range(self.micro):
+            h = (np.ascontiguousarray(x[i * rows:(i + 1) * rows]) if first else
+                 self._recv(self.in_spec, s - 1, _FWD_TAG + i))
+            start = time.perf_counter()
+            out = np.ascontiguousarray(self._fwd(*self.params, h))
+            end = time.perf_counter()
+            if last:
+                outs.append(out)
+            else:
+                sends.append(self._isend(out, s + 1, _FWD_TAG + i))
+            self.timeline.append(Event(s, "F", i, start - t0, end - t0))
+        wait_all(self.comm.mpi, sends, self.comm.timeout, "pipeline sends", s)
+        self.step_time = time.perf_counter() - t0
+        return np.concatenate(outs) if last else None
 
 
-__all__ = ["SCHEDULES", "schedule", "ideal_bubble", "split_layers", "Event", "PipelineStep"]
+__all__ = ["SCHEDULES", "schedule", "ideal_bubble", "split_layers", "Event", "PipelineStep",
+           "PipelineInference"]

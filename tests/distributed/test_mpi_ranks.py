@@ -7,11 +7,13 @@ import pytest
 from tests.distributed.launch import run_ranks
 
 
-def test_collectives_and_data_parallel_equal_single_process() -> None:
-    done = run_ranks(2, "collectives.py")
+@pytest.mark.parametrize("ranks", [2, pytest.param(4, marks=pytest.mark.slow)])
+def test_collectives_and_data_parallel_equal_single_process(ranks: int) -> None:
+    done = run_ranks(ranks, "collectives.py")
     assert done.returncode == 0, done.stdout + done.stderr
-    for rank in (0, 1):
-        assert f"rank {rank}/2: collectives ok; DP=2 vs 1 process after 10 steps" in done.stdout
+    for rank in range(ranks):
+        assert (f"rank {rank}/{ranks}: collectives ok; DP={ranks} vs 1 process after 10 "
+                "steps") in done.stdout
         assert f"rank {rank}: mismatch detected: ranks differ in parameter shapes" in done.stdout
         assert f"rank {rank}: deterministic sums equal the sequential sum's bits" in done.stdout
 

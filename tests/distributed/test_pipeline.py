@@ -1,5 +1,6 @@
 """Pipeline parallelism: schedules, stage splits and their errors (one process), and MLP
-training on 2 ranks with 1F1B and GPipe over 4 micro-batches against single-process training."""
+training on 2 and 4 ranks with 1F1B and GPipe over 4 micro-batches against single-process
+training, then micro-batched inference against the single-process forward pass."""
 
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ def test_mlp_training_on_two_stages_equals_one_process(kind: str, tmp_path, monk
     assert done.returncode == 0, done.stdout + done.stderr
     for rank in (0, 1):
         assert f"rank {rank}/2: PP=2 {kind} over 4 micro-batches" in done.stdout
+    assert "rank 1/2: PP=2 inference over 4 micro-batches: max |dlogits|" in done.stdout
     if kind == "1f1b":
         assert "schedule F0 F1 B0 F2 B1 F3 B2 B3;" in done.stdout  # stage 0's warm-up
     print(done.stdout)
@@ -90,6 +92,19 @@ def _check_measured_timeline(run, kind: str, monkeypatch) -> None:
     assert "<b>static</b> pipeline" in page and "<b>measured</b> run: 2 stages" in page
     assert f"bubble measured {record['bubble_measured']:.3f}" in page
     assert "ideal (p-1)/(m+p-1) = 0.200" in page and page.count("<svg") == 2
+
+
+@pytest.mark.slow
+def test_mlp_training_on_four_stages_equals_one_process() -> None:
+    # PP=4, a layer per stage: the middle stages both receive and send, forward and back
+    done = run_ranks(4, "pipeline.py", "1f1b")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for rank in range(4):
+        assert f"rank {rank}/4: PP=4 1f1b over 4 micro-batches" in done.stdout
+    assert "rank 0/4: PP=4 1f1b over 4 micro-batches, stage ['fc1']" in done.stdout
+    assert "schedule F0 F1 F2 F3 B0 B1 B2 B3;" in done.stdout  # stage 0: 3 warm-ups, then 1F1B
+    assert "rank 3/4: PP=4 inference over 4 micro-batches: max |dlogits|" in done.stdout
+    print(done.stdout)
 
 
 @pytest.mark.slow

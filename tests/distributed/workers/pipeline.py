@@ -1,6 +1,6 @@
-"""Worker (2 ranks): the MLP trained 10 SGD steps pipeline-parallel (one stage per rank, 4
-micro-batches, the schedule from argv) equals single-process training within 1e-6; prints
-the measured bubble next to (p-1)/(m+p-1)."""
+"""Worker (2 or 4 ranks): the MLP trained 10 SGD steps pipeline-parallel (one stage per
+rank, 4 micro-batches, the schedule from argv) equals single-process training within 1e-6;
+prints the measured bubble next to (p-1)/(m+p-1). Four ranks get a layer each."""
 
 import sys
 
@@ -9,13 +9,19 @@ import numpy as np
 import rlx_core as rlx
 import rlx_core.frontend.nn as nn
 from rlx_core.distributed import init
-from rlx_core.distributed.pipeline import PipelineStep, ideal_bubble, split_layers
-from rlx_core.models.mlp import cross_entropy, init_mlp, mlp_loss
+from rlx_core.distributed.pipeline import (
+    PipelineInference,
+    PipelineStep,
+    ideal_bubble,
+    split_layers,
+)
+from rlx_core.models.mlp import cross_entropy, init_mlp, mlp_logits, mlp_loss
 
 kind = sys.argv[1] if len(sys.argv) > 1 else "1f1b"
 comm = init(timeout=60)
 r, n = comm.rank, comm.size
-sizes, batch, micro, steps, lr = (12, 32, 16, 5), 16, 4, 10, 0.1
+sizes = (12, 32, 16, 5) if n < 4 else (12, 32, 24, 16, 5)[: n + 1]
+batch, micro, steps, lr = 16, 4, 10, 0.1
 params = init_mlp(sizes, seed=3)
 names = sorted(params, key=lambda k: int(k.removeprefix("fc")))
 ranges = split_layers([a * b for a, b in zip(sizes[:-1], sizes[1:], strict=False)], n, by="cost")
@@ -57,3 +63,18 @@ order = " ".join(f"{e.kind}{e.micro}" for e in step.timeline)
 print(f"rank {r}/{n}: PP={n} {kind} over {micro} micro-batches, stage {stages[r]}: "
       f"max |dparam| = {worst:.3g} after {steps} steps; schedule {order}; bubble measured "
       f"{np.median(bubbles[1:]):.3f} (ideal {ideal_bubble(n, micro):.3f})", flush=True)
+
+# inference: the forward half, micro-batched through the stages, equals one process's logits
+x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
+infer = PipelineInference([stage_fn(ls) for ls in stages],
+                          [{k: params[k] for k in ls} for ls in stages], x, micro=micro,
+                          comm=comm)
+got = infer(x)
+if r == n - 1:
+    want = rlx.compile(lambda a: mlp_logits(params, a), x, target="numpy")(x)
+    diff = float(np.max(np.abs(got - want)))
+    assert got.shape == want.shape and diff <= 1e-5, diff
+    print(f"rank {r}/{n}: PP={n} inference over {micro} micro-batches: max |dlogits| = "
+          f"{diff:.3g}", flush=True)
+else:
+    assert got is None
