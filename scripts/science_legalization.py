@@ -175,8 +175,8 @@ What `kernel` means, per target, and what is tested:
   submission, a convergence flag on the device, up to 4096 iterations) and the four splatting
   ops; run on Mesa lavapipe in the tests. Transposed products (a scatter: no float atomics in
   WGSL), BiCGSTAB, GMRES and IC(0) fail with `RLX-L006` (a constraint of the claim, with its
-  reason); the dense ops have no WGSL kernel (`RLX-S002`: what to do is in docs/linalg.md,
-  "Not done").
+  reason); of the dense ops `cholesky` runs in f32 (webgpu/linalg.py, one workgroup per
+  matrix), the others have no WGSL kernel (`RLX-S002`: what to do is in docs/linalg.md).
 - **webgpu-browser**: the webgpu target's kernels, the same claims; run in Chromium by the
   browser tests.
 - **cortex-m**, **fpga**: int8 inference only; their strict check before dispatch refuses

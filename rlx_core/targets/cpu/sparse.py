@@ -124,17 +124,18 @@ static int rlx_sp_cut8(const int *ip, int n, int part, int parts) {
 
 /* spmm (sddmm with sd = 1) on `chunks` row chunks claimed one at a time from *work (thread 0
    alone without a team: work = 0): a thread the OS stalls holds up at most one chunk, and the
-   others take the rest. Returns how many chunks this thread ran. */
+   others take the rest. Returns the first chunk this thread claimed (chunks: none was left). */
 static int rlx_sp_rows_@X@(int sd, int rows, int k, const int *ip, const int *ix,
                           const @T@ *a, const @T@ *b, @T@ *y, int chunks, atomic_int *work) {
-    int got = 0;
+    int got = 0, first = chunks;
     for (int c; (c = work ? atomic_fetch_add_explicit(work, 1, memory_order_relaxed) : got)
                 < chunks; ++got) {
+        if (!got) first = c;
         const int r0 = rlx_sp_cut8(ip, rows, c, chunks), r1 = rlx_sp_cut8(ip, rows, c + 1, chunks);
         if (sd) rlx_sddmm_@X@(k, ip, ix, a, b, y, r0, r1);
         else rlx_spmm_@X@(rows, k, ip, ix, a, b, y, r0, r1);
     }
-    return got;
+    return first;
 }
 
 /*@ spmm_t @*/
@@ -675,10 +676,11 @@ def _claimed_rows(env: KernelEnv, w: Writer, node: Node, x: str, k: int, counter
     A static split made every call wait for the slower thread's whole half: on this shared
     2-core VM the worker, woken at the region's start, often waits for a core, and the
     2-thread SpMV of a 0.8M-entry Poisson matrix took 5-7x its 1-thread time. With claims the
-    calling thread takes the chunks a late worker has not. A worker that finds every chunk
-    taken arrived after the whole product was done: that counts as the team's late arrival
-    (team.BARRIER_C), so a program that keeps seeing it runs its next calls on one thread, as
-    programs with team barriers do (one kernel alone has no barrier to notice it at).
+    calling thread takes the chunks a late worker has not. A worker whose first claim is past
+    half the chunks (or finds none left) arrived after the calling thread had done half the
+    product alone: that counts as the team's late arrival (team.BARRIER_C), so a program that
+    keeps seeing it runs its next calls on one thread, as programs with team barriers do (one
+    kernel alone has no barrier to notice it at). On time, the worker's first claim is chunk 1.
     """
     ip, ix = (env.inputs[v].ptr for v in node.inputs[:2])
     third, fourth = (env.inputs[v] for v in node.inputs[2:4])
@@ -691,9 +693,9 @@ def _claimed_rows(env: KernelEnv, w: Writer, node: Node, x: str, k: int, counter
     claim = f"{out.ptr}_claim"  # the counter comes in as an argument, as blas.emit_gemm's
     env.extra_args.append((f"atomic_int* {claim}", counter))
     w.line(TEAM_BLOCK)
-    w.line(f"    const int got = rlx_sp_rows_{x}({sd}, {rows}, {k}, {ip}, {ix}, {third.ptr}, "
+    w.line(f"    const int first = rlx_sp_rows_{x}({sd}, {rows}, {k}, {ip}, {ix}, {third.ptr}, "
            f"{fourth.ptr}, {out.ptr}, {chunks}, {claim});")
-    w.line("    if (got == 0 && rlx_work_tid() > 0)")
+    w.line(f"    if (first >= {chunks // 2} && rlx_work_tid() > 0)")
     w.line("        atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);")
     w.line("}")
     return f"{IMPL}-claimed"

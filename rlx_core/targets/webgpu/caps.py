@@ -22,8 +22,9 @@ and runs on wgpu (lavapipe in CI) and in headless Chromium; the claims are exact
 - spmv, spmm (not transposed) and sddmm in f32 run as WGSL of their own (webgpu/sparse.py,
   one invocation per CSR row); CG (none / Jacobi, at most 4096 iterations) as one unrolled
   chain of dispatches (webgpu/krylov.py); the transposed products, BiCGSTAB, GMRES and IC(0)
-  are refused by the claims' constraints (RLX-L006), the dense linear algebra ops have no
-  kernels (RLX-S002);
+  are refused by the claims' constraints (RLX-L006); of the dense linear algebra ops cholesky
+  runs in f32 (webgpu/linalg.py, one workgroup per matrix), the others have no kernels
+  (RLX-S002);
 - limits: the WebGPU spec's guaranteed minimums as defaults (max workgroup size 256, 8 storage
   buffers per shader stage, 128 MiB per storage buffer binding); ``WebGpuTarget.caps`` replaces
   them with what the live adapter reports (``CAPS.with_limits(...)``); kernels index with u32,
@@ -35,6 +36,8 @@ from __future__ import annotations
 from rlx_core.dispatch.capabilities import Capabilities, Constraint, DTypeRule, Limits, OpClaim
 from rlx_core.targets.gpu_common import caps as gpu
 from rlx_core.targets.webgpu.krylov import MAX_UNROLL as KRYLOV_UNROLL
+from rlx_core.targets.webgpu.linalg import DTYPES as LINALG_DTYPES
+from rlx_core.targets.webgpu.linalg import OPS as LINALG_OPS
 from rlx_core.targets.webgpu.sparse import DTYPES as CSR_DTYPES
 from rlx_core.targets.webgpu.splat import DTYPES as SPLAT_DTYPES
 from rlx_core.targets.webgpu.splat import OPS as SPLAT_OPS
@@ -60,7 +63,9 @@ CAPS = Capabilities(
                            why="IC(0)'s triangular solves have no WGSL kernel (cpu has them)"),
                 Constraint("attr_max", "maxiter", limit=KRYLOV_UNROLL,
                            why="the iterations are unrolled into one submission")),
-                note="CG, unrolled into one chain of dispatches (webgpu/krylov.py)")),
+                note="CG, unrolled into one chain of dispatches (webgpu/krylov.py)"),
+            OpClaim(LINALG_OPS, LINALG_DTYPES,
+                    note="cholesky, one workgroup per matrix (webgpu/linalg.py)")),
     dtype_rules=(
         *gpu.dtype_rules("webgpu"),
         DTypeRule("f16", "feature", feature="shader-f16", code="RLX-L003",

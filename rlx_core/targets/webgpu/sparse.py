@@ -6,7 +6,8 @@
 Sums are in f32 (WGSL has no f64), in the row's stored order. The transposed products
 (A^T x, which the VJPs use) scatter into shared entries, and WGSL has no float atomics, so
 they are not claimed: on webgpu they fail with RLX-L006 (a constraint of the claim). CG is
-webgpu/krylov.py; the other solvers and the dense linear algebra ops have no WGSL kernels. An index
+webgpu/krylov.py and cholesky webgpu/linalg.py; the other solvers and dense ops have no WGSL
+kernels. An index
 outside its buffer reads 0 (WGSL's robust buffer access), it does not crash; rlx.sparse.csr
 checks the structure before it gets here (RLX-S001).
 """

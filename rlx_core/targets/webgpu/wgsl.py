@@ -68,7 +68,7 @@ class Wgsl(Dialect):
         return ["enable f16;"] if uses_f16 else []
 
     def composite(self, k: Any, types: dict[str, Any]) -> tuple[Any, ...] | None:
-        from rlx_core.targets.webgpu import krylov, sparse, splat
+        from rlx_core.targets.webgpu import krylov, linalg, sparse, splat
 
         if k.kind == "opaque" and len(k.nodes) == 1 and k.nodes[0].op in splat.OPS:
             return splat.render_splat(k, types)
@@ -76,6 +76,8 @@ class Wgsl(Dialect):
             return sparse.render_sparse(k, types)
         if k.kind == "opaque" and len(k.nodes) == 1 and k.nodes[0].op == "krylov_solve":
             return krylov.render_cg(k, types)
+        if k.kind == "opaque" and len(k.nodes) == 1 and k.nodes[0].op in linalg.OPS:
+            return linalg.render_linalg(k, types)
         return None
 
     def kernel(self, buffers: list[Buffer], shared: list[Shared], wg: tuple[int, int, int],
