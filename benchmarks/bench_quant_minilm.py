@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import tempfile
 import time
@@ -40,7 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
     SETTLE_S,
+    cpu_slug,
     interleaved,
+    isa,
     limit_threads,
     machine,
     markdown_table,
@@ -121,8 +122,24 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--no-speed", action="store_true", help="the cosine tables only")
+    ap.add_argument("--models", default="rlx-int8,rlx-int8-static,rlx-int8-tensor,"
+                    f"rlx-int4-g{INT4_GROUP}",
+                    help="the rlx models the accuracy pass scores (comma-separated; 'none': no "
+                         "accuracy pass at all, ONNX Runtime's included)")
+    ap.add_argument("--speed-peers", default="rlx-int8,ort-int8,rlx-int8-static,"
+                    f"rlx-int4-g{INT4_GROUP},rlx-f32,ort-f32",
+                    help="the peers timed (comma-separated; rlx-int8, ort-int8 and rlx-f32 "
+                         "always: the ratios are to them)")
+    ap.add_argument("--static-method", default="percentile",
+                    help="calibration of the static PTQ model (minmax, percentile, mse, entropy)")
+    ap.add_argument("--calibration", type=int, default=200,
+                    help="sentences (generated apart from the scored ones) static PTQ observes")
+    ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                    help="thread: every peer on one thread (the calling one), timed by that "
+                         "thread's CPU time, which time slices taken by other processes do "
+                         "not inflate (a loaded machine still compares the kernels)")
     args = ap.parse_args()
-    threads = len(os.sched_getaffinity(0))
+    threads = 1 if args.clock == "thread" else len(os.sched_getaffinity(0))
     limit_threads(threads)
     import numpy as np
     import onnxruntime as ort
@@ -159,9 +176,12 @@ def main() -> None:
     def graphs(batch: int, seq: int) -> Any:
         return rlx.trace(model.encode_fn(), *[spec((batch, seq), "i32")] * 3)
 
-    def quantized(g: Any, kind: str) -> Any:
+    def quantized(g: Any, kind: str, cal: Any = None) -> Any:
+        """``cal``: the batches (shaped like ``g``'s inputs) static PTQ observes."""
         if kind == "rlx-f32":
             return g
+        if kind == "rlx-int8-static":
+            return ptq.quantize_static(g, data=cal, method=args.static_method).graph
         if kind == "rlx-int8":
             return ptq.quantize_dynamic(g, granularity="token").graph
         if kind == "rlx-int8-tensor":
@@ -174,13 +194,20 @@ def main() -> None:
     ids_all, mask_all, types_all = model.tokenize(texts)
     seq_acc = -(-int(mask_all.sum(1).max()) // 8) * 8
     bsz = args.acc_batch
-    chunks = []
-    for i in range(0, len(texts), bsz):
-        parts = [_fit(a[i:i + bsz], seq_acc) for a in (ids_all, mask_all, types_all)]
-        n = parts[0].shape[0]
-        if n < bsz:  # the last chunk repeats its last sentence (not scored)
-            parts = [np.concatenate([p, np.repeat(p[-1:], bsz - n, 0)]) for p in parts]
-        chunks.append((parts, n))
+
+    def batches(tok: tuple[Any, ...]) -> list[tuple[list[Any], int]]:
+        out = []
+        for i in range(0, len(tok[0]), bsz):
+            parts = [_fit(a[i:i + bsz], seq_acc) for a in tok]
+            n = parts[0].shape[0]
+            if n < bsz:  # the last chunk repeats its last sentence (not scored)
+                parts = [np.concatenate([p, np.repeat(p[-1:], bsz - n, 0)]) for p in parts]
+            out.append((parts, n))
+        return out
+
+    chunks = batches((ids_all, mask_all, types_all))
+    # static PTQ's calibration set: other sentences (another seed), never the scored ones
+    cal_acc = [tuple(p) for p, _ in batches(model.tokenize(sentences(args.calibration, 1)))]
     g_acc = graphs(bsz, seq_acc)
 
     def embed(exe: Any, subset: int | None = None) -> Any:
@@ -193,18 +220,20 @@ def main() -> None:
         return np.concatenate(out)[:subset]
 
     t0 = time.perf_counter()
-    ref = embed(rlx.compile(g_acc, target="cpu"))
     cos: dict[str, Any] = {}
-    for kind in ("rlx-int8", "rlx-int8-tensor", f"rlx-int4-g{INT4_GROUP}"):
-        cos[kind] = _cos(embed(rlx.compile(quantized(g_acc, kind), target="cpu")), ref)
-        say(f"{kind}: mean {cos[kind].mean():.5f} min {cos[kind].min():.4f}")
-    o32, o8 = [], []
-    for parts, n in chunks:
-        feed = dict(zip(("ids", "mask", "types"), (p.astype(np.int64) for p in parts),
-                        strict=True))
-        o32.append(sess["ort-f32"].run(None, feed)[0][:n])
-        o8.append(sess["ort-int8"].run(None, feed)[0][:n])
-    cos["ort-int8"] = _cos(np.concatenate(o8), np.concatenate(o32))
+    if args.models != "none":
+        ref = embed(rlx.compile(g_acc, target="cpu"))
+        for kind in [m for m in args.models.split(",") if m]:
+            exe_k = rlx.compile(quantized(g_acc, kind, cal_acc), target="cpu")
+            cos[kind] = _cos(embed(exe_k), ref)
+            say(f"{kind}: mean {cos[kind].mean():.5f} min {cos[kind].min():.4f}")
+        o32, o8 = [], []
+        for parts, n in chunks:
+            feed = dict(zip(("ids", "mask", "types"), (p.astype(np.int64) for p in parts),
+                            strict=True))
+            o32.append(sess["ort-f32"].run(None, feed)[0][:n])
+            o8.append(sess["ort-int8"].run(None, feed)[0][:n])
+        cos["ort-int8"] = _cos(np.concatenate(o8), np.concatenate(o32))
     acc_s = time.perf_counter() - t0
     say(f"accuracy pass over {len(texts)} sentences in {acc_s:.0f} s")
     cos_stats = {k: {"min": float(np.min(v)), "mean": float(np.mean(v)),
@@ -238,7 +267,8 @@ def main() -> None:
                                           search=search).graph)
 
     def report(rows: list[list[Any]], timing: dict[int, Any], note: str) -> None:
-        info = {**machine(), "threads": threads, "int8_dot_kernel": isa_here(),
+        info = {**machine(), "isa": isa(), "threads": threads, "clock": args.clock,
+                "int8_dot_kernel": isa_here(),
                 "onnxruntime": ort.__version__, "load_average_1m_start": load0,
                 "accuracy_pass_s": round(acc_s, 1),
                 "total_s": round(time.perf_counter() - t_start)}
@@ -247,30 +277,37 @@ def main() -> None:
         md = (f"# all-MiniLM-L6-v2 quantized: rlx int8 / int4 against ONNX Runtime "
               f"quantize_dynamic\n\n"
               f"Command: `python benchmarks/bench_quant_minilm.py {' '.join(sys.argv[1:])}`. "
-              f"Machine: {info['cpu']} ({info['cores']} cores), {threads} thread(s) per peer, "
-              f"int8 micro-kernel here: {info['int8_dot_kernel']}, onnxruntime "
+              f"Machine: {info['cpu']} (ISA: {info['isa']}; {info['cores']} cores), "
+              f"{threads} thread(s) per peer, "
+              + ("p50 CPU time of the calling thread per call (every peer computes on it "
+                 "alone), " if args.clock == "thread" else "p50 wall time per call, ")
+              + f"int8 micro-kernel here: {info['int8_dot_kernel']}, onnxruntime "
               f"{ort.__version__}; 1-minute load average {load0} at the start and "
               f"{info['load_average_1m']} at the end (a shared machine: timings are "
               f"contended); accuracy pass {acc_s:.0f} s, whole run {info['total_s']} s.\n\n"
               f"## Cosine to f32 ({len(texts)} generated sentences, {bsz} a call padded to "
               f"{seq_acc} tokens, each quantized model against its own f32 model)\n\n"
               "rlx-int8: per-channel i8 weights, per-token dynamic i8 activations; "
+              f"rlx-int8-static: static PTQ, per-channel i8 weights, u8 asymmetric activations "
+              f"with fixed per-tensor parameters from {args.static_method} calibration over "
+              f"{args.calibration} other sentences; "
               "rlx-int8-tensor: one activation scale per call (as ONNX Runtime's "
               f"DynamicQuantizeLinear); rlx-int4-g{INT4_GROUP}: weight-only int4, groups of "
               f"{INT4_GROUP} with zero points, searched ranges.\n\n"
-              + markdown_table(["model", "min", "1st percentile", "mean", "sentences"],
-                               cos_rows)
+              + (markdown_table(["model", "min", "1st percentile", "mean", "sentences"],
+                                cos_rows) if cos_rows else "(not run here: --models none)\n")
               + (f"\n## Ablation (first {n_abl} sentences): where the error enters, what "
                  f"each choice does\n\n"
                  + markdown_table(["variant", "min cosine", "mean cosine"], abl) if abl
                  else "")
-              + f"\n## Time per call (seq {SEQ_SPEED}, median ms) {note}\n\n"
+              + f"\n## Time per call (seq {SEQ_SPEED}, median ms, {args.clock} clock) {note}\n\n"
               + markdown_table(["batch", "peer", "ms", "speed vs ort-int8",
                                 "speed vs rlx-f32"], rows) + "\n")
         print(md)
         if not args.no_write:
-            slug = re.sub(r"[^a-z0-9]+", "-", info["cpu"].lower()).strip("-") or "cpu"
-            write_results(f"quant_minilm-{slug}", {"machine": info, "cosine": cos_stats,
+            stem = f"quant_minilm-{cpu_slug(info['cpu'])}" + (
+                "-threadcpu" if args.clock == "thread" else "")
+            write_results(stem, {"machine": info, "cosine": cos_stats,
                                                    "ablation": abl, "ms": timing}, md)
 
     # ---- speed -------------------------------------------------------------------------------
@@ -280,18 +317,22 @@ def main() -> None:
     for batch in () if args.no_speed else (1, 8):
         ids, mask, types = token_batch(model, batch)
         g = graphs(batch, SEQ_SPEED)
-        exe = {k: rlx.compile(quantized(g, k), target="cpu")
-               for k in ("rlx-int8", f"rlx-int4-g{INT4_GROUP}", "rlx-f32")}
+        # static PTQ observes the timed batch itself here (its speed, not its accuracy)
+        timed = set(args.speed_peers.split(",")) | {"rlx-int8", "ort-int8", "rlx-f32"}
+        exe = {k: rlx.compile(quantized(g, k, [(ids, mask, types)]), target="cpu")
+               for k in ("rlx-int8", "rlx-int8-static", f"rlx-int4-g{INT4_GROUP}", "rlx-f32")
+               if k in timed}
         feed = {"ids": ids.astype(np.int64), "mask": mask.astype(np.int64),
                 "types": types.astype(np.int64)}
         t_in = (ids, mask, types)
-        peers = {"rlx-int8": lambda e=exe["rlx-int8"], a=t_in: e(*a),
-                 "ort-int8": lambda f=feed: sess["ort-int8"].run(None, f),
-                 f"rlx-int4-g{INT4_GROUP}": lambda e=exe[f"rlx-int4-g{INT4_GROUP}"],
-                 a=t_in: e(*a),
-                 "rlx-f32": lambda e=exe["rlx-f32"], a=t_in: e(*a),
-                 "ort-f32": lambda f=feed: sess["ort-f32"].run(None, f)}
-        stats = interleaved(peers, runs=args.runs, warmup=3, block=5, settle_s=SETTLE_S)
+        peers: dict[str, Any] = {k: (lambda e=e, a=t_in: e(*a)) for k, e in exe.items()}
+        for k in ("ort-int8", "ort-f32"):
+            if k in timed:
+                peers[k] = lambda f=feed, k=k: sess[k].run(None, f)
+        cpu: dict[str, Any] = {}
+        stats = interleaved(peers, runs=args.runs, warmup=3, block=5, settle_s=SETTLE_S,
+                            thread_cpu=cpu)
+        stats = cpu if args.clock == "thread" else stats
         timing[batch] = {k: s.p50 * 1e3 for k, s in stats.items()}
         for k, s in stats.items():
             rows.append([batch, k, f"{s.p50 * 1e3:.1f}",
