@@ -88,6 +88,8 @@ _LAZY = {
     "LegalizationError": ("rlx_core.dispatch.errors", "LegalizationError"),
     "explain": ("rlx_core.dispatch.explain", "explain"),
     "set_policy": ("rlx_core.dispatch.policy", "set_policy"),
+    # Pyodide in a browser: `await rlx.init_webgpu()` opens the page's GPU before compiling
+    "init_webgpu": ("rlx_core.targets.webgpu.runtime_browser", "init"),
     # autodiff, optimizers, importers and models (attr None: the module itself)
     "grad": ("rlx_core.autodiff.api", "grad"),
     "value_and_grad": ("rlx_core.autodiff.api", "value_and_grad"),

@@ -54,7 +54,13 @@ class Explorer:
         return explorer_component(self)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget()._repr_mimebundle_(**kwargs)
+        try:
+            widget = self.widget()
+        except ImportError:  # no anywidget (JupyterLite's Pyodide kernel): the saved-output form
+            from rlx_explorer.mime import mimebundle
+
+            return mimebundle(self.bundle)
+        return widget._repr_mimebundle_(**kwargs)
 
 
 def explore(fn: Callable[..., Any] | Graph, *example_args: Any,

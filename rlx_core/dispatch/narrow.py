@@ -45,6 +45,8 @@ def _data_range(data: Any) -> Range:
             return (0, 0)  # an empty tensor holds nothing out of range
         if hasattr(data, "min") and hasattr(data, "max"):
             return (int(data.min()), int(data.max()))
+        if isinstance(data, memoryview) and data.ndim > 1:  # list() takes 1-d views only
+            data = data.cast("B").cast(data.format)
         flat = list(data)
         return (int(min(flat)), int(max(flat))) if flat else (0, 0)
     except (TypeError, ValueError, OverflowError):  # e.g. a float parameter holding inf

@@ -58,13 +58,22 @@ def asarray(x: Any, like: dt.DType | None = None) -> Any:
             flat, _ = flatten_nested(x.tolist())
             return constant(tuple(flat) if ty.shape else flat[0], ty.dtype, ty.shape)
         return _tensor(current().add_param(x))
+    if isinstance(x, memoryview) or (type(x).__name__ == "array" and hasattr(x, "typecode")):
+        # numpy-free arrays (Pyodide): typed by their buffer format, shaped by the memoryview
+        ty = type_of_example(x)
+        if ty.size <= INLINE_CONSTANT_LIMIT:
+            flat = (x.cast("B").cast(x.format) if isinstance(x, memoryview) and x.ndim != 1
+                    else x).tolist()
+            return constant(tuple(flat) if ty.shape else flat[0], ty.dtype, ty.shape)
+        return _tensor(current().add_param(x))
     if isinstance(x, list | tuple):
         flat, shape = flatten_nested(list(x))
         d = type_of_example(list(x)).dtype if like is None else (
             dt.weak_scalar_dtype(flat[0], like) if flat else like)
         return constant(tuple(flat), d, shape)
     raise TraceError(f"cannot use {type(x).__name__} in a traced computation",
-                     hint="use rlx tensors, numpy arrays, lists or Python scalars")
+                     hint="use rlx tensors, numpy arrays, lists, array.array, memoryviews or "
+                          "Python scalars")
 
 
 def param(data: Any, name: str) -> Any:

@@ -101,16 +101,7 @@ class Executable:
             done = self._direct(args, out)
             if done is not None:
                 return done[0] if len(done) == 1 else tuple(done)
-        host = self._as_is(args)
-        if host is None:
-            self.check_args(args)
-            host = [_to_host(a, t) for a, t in zip(args, self.input_types)]
-        self.check_memory()
-        if self._narrowed is None:  # i64 inputs compiled as i32 (runtime/narrowed_io.py)
-            self._narrowed = narrowed_inputs(self.hir, self.lir, self.input_ranges)
-            self._widen = widened_outputs(self.hir, self.lir)
-        if self._narrowed:
-            check_inputs(self.name, args, self._narrowed)
+        host = self._host_args(args)
         if out is None:
             outs = self.program.run(host, self.params)
             if self._widen:
@@ -121,6 +112,33 @@ class Executable:
             if not (self._narrowed or self._widen or self.params):
                 self._direct = self.program.direct_fn
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    async def run_async(self, *args: Any) -> Any:
+        """``exe(*args)`` for code that can await (a notebook cell, ``asyncio``): in a browser
+        (Pyodide) the WebGPU target reads its results back asynchronously, which ``exe(...)``
+        can only wait for where Pyodide can switch stacks; every other target runs at once."""
+        runtime = self.program.info.get("runtime")
+        if not callable(getattr(runtime, "run_async", None)):
+            return self(*args)
+        outs = await runtime.run_async(self._host_args(args), self.params)
+        if self._widen:
+            outs = widen_outputs(outs, self._widen)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _host_args(self, args: Sequence[Any]) -> list[Any]:
+        """``args`` checked against the compiled types and converted for the target; the memory
+        budget and the value ranges of narrowed i64 inputs checked."""
+        host = self._as_is(args)
+        if host is None:
+            self.check_args(args)
+            host = [_to_host(a, t) for a, t in zip(args, self.input_types)]
+        self.check_memory()
+        if self._narrowed is None:  # i64 inputs compiled as i32 (runtime/narrowed_io.py)
+            self._narrowed = narrowed_inputs(self.hir, self.lir, self.input_ranges)
+            self._widen = widened_outputs(self.hir, self.lir)
+        if self._narrowed:
+            check_inputs(self.name, args, self._narrowed)
+        return host
 
     def _as_is(self, args: Sequence[Any]) -> list[Any] | None:
         """``args`` unchanged when each is already a C-contiguous numpy array of the compiled

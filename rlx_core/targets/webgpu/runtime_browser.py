@@ -3,13 +3,12 @@
 WebGPU in JavaScript is asynchronous where it waits on the GPU (adapter, device, buffer
 mapping), so a page opens the device once before compiling::
 
-    from rlx_core.targets.webgpu.runtime_browser import init
-    await init()                                   # requestAdapter + requestDevice
+    await rlx.init_webgpu()                        # requestAdapter + requestDevice
     exe = rlx.compile(fn, *specs, target="webgpu") # pipelines are created synchronously
-    out = await exe.program.info["runtime"].run_async(inputs)
+    out = await exe.run_async(*inputs)
 
 ``Program.run`` (what ``exe(...)`` calls) waits synchronously only where Pyodide can suspend
-(JSPI, ``pyodide.ffi.run_sync``); otherwise it says to await ``run_async``. No numpy is needed:
+(JSPI, ``pyodide.ffi.run_sync``); otherwise it says to await ``exe.run_async``. No numpy is needed:
 inputs are lists, ``array.array``, memoryviews or ``HostArray`` (host_arrays.py).
 
 ``BrowserApi`` spells the WebGPU calls of webgpu/device.py in JavaScript; ``BrowserRuntime`` is
@@ -19,6 +18,7 @@ that shared ``WebGpuDevice`` and loads a plan as a ``BrowserProgram``: gpu_commo
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -96,7 +96,7 @@ class BrowserApi:
 
     def read(self, stage: Any, nbytes: int) -> bytes:
         raise RlxError("a browser buffer is mapped asynchronously", code="RLX-R004",
-                       hint="use `await exe.program.info['runtime'].run_async(inputs)`")
+                       hint="use `await exe.run_async(*inputs)`")
 
     async def read_async(self, stage: Any, nbytes: int) -> bytes:
         import js
@@ -136,6 +136,10 @@ async def init() -> BrowserRuntime:
     """Open the WebGPU device of this page (once); raise TargetUnavailableError without one."""
     if BrowserRuntime._shared is not None:
         return BrowserRuntime._shared
+    if sys.platform != "emscripten":
+        raise TargetUnavailableError(
+            "init_webgpu opens the WebGPU device of a browser page (Pyodide, JupyterLite)",
+            hint="outside a browser, compile for 'webgpu' directly (wgpu-native opens the GPU)")
     import js
 
     gpu = getattr(js.navigator, "gpu", None)
@@ -190,6 +194,6 @@ class BrowserProgram(GpuProgram):
         if run_sync is None or (can_run_sync is not None and not can_run_sync()):
             raise RlxError("reading WebGPU results in the browser is asynchronous and this "
                            "call cannot wait", code="RLX-R004",
-                           hint="use `await exe.program.info['runtime'].run_async(inputs)`, or "
+                           hint="use `await exe.run_async(*inputs)`, or "
                                 "call from code run by pyodide.runPythonAsync with JSPI")
         return run_sync(self.run_async(inputs, params))
