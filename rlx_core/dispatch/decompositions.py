@@ -366,23 +366,39 @@ def _depthwise(b: Builder, x: Value, w: Value, stride: tuple[int, ...],
     return _narrow(b, acc, low)
 
 
+def pool_taps(b: Builder, x: Value, kernel: tuple[int, int], stride: tuple[int, int],
+              out_hw: tuple[int, int], op: str) -> Value:
+    """Every window tap of a padded NCHW input combined with ``op`` (max or add), one
+    spatial axis at a time: kh + kw strided slices, not kh * kw, and no stacked taps (the
+    ONNX importer's form of an N-d window, onnx_import/ops/conv.py _pool_reduce)."""
+    y = x
+    for axis, kk, s, o in ((2, kernel[0], stride[0], out_hw[0]), (3, kernel[1], stride[1], out_hw[1])):
+        acc = None
+        for t in range(kk):
+            start, limit, step = [0] * 4, list(y.type.shape), [1] * 4
+            start[axis], limit[axis], step[axis] = t, t + (o - 1) * s + 1, s
+            tap = y if (t, limit[axis], s) == (0, y.type.shape[axis], 1) else b.emit(
+                "slice", [y], {"start": tuple(start), "limit": tuple(limit), "stride": tuple(step)})
+            acc = tap if acc is None else b.emit(op, [acc, tap])
+        assert acc is not None
+        y = acc
+    return y
+
+
 def max_pool2d(node: Node, ins: list[Value], b: Builder) -> Value:
-    """Pad with -inf (padding never wins the max, as in torch), stack the taps, reduce_max."""
-    x = ins[0]
+    """Pad with -inf (padding never wins the max, as in torch), the max of the taps."""
     oh, ow = node.out.type.shape[2:]
-    xp = pad_hw(b, x, tuple(node.attr("padding")), -math.inf)
-    taps = windows(b, xp, tuple(node.attr("kernel")), tuple(node.attr("stride")), (1, 1), (oh, ow))
-    return b.emit("reduce_max", [taps], {"axes": (2,)})
+    xp = pad_hw(b, ins[0], tuple(node.attr("padding")), -math.inf)
+    return pool_taps(b, xp, tuple(node.attr("kernel")), tuple(node.attr("stride")), (oh, ow),
+                     "max")
 
 
 def avg_pool2d(node: Node, ins: list[Value], b: Builder) -> Value:
     """Pad with zeros, sum the taps, divide by KH*KW (torch's count_include_pad=True default)."""
-    x = ins[0]
     oh, ow = node.out.type.shape[2:]
     kh, kw = node.attr("kernel")
-    xp = pad_hw(b, x, tuple(node.attr("padding")), 0.0)
-    taps = windows(b, xp, (kh, kw), tuple(node.attr("stride")), (1, 1), (oh, ow))
-    total = b.emit("reduce_sum", [taps], {"axes": (2,)})
+    xp = pad_hw(b, ins[0], tuple(node.attr("padding")), 0.0)
+    total = pool_taps(b, xp, (kh, kw), tuple(node.attr("stride")), (oh, ow), "add")
     return b.emit("div", [total, const(b, float(kh * kw), total)])
 
 

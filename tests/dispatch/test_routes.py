@@ -225,7 +225,8 @@ def test_every_hir_op_legalizes_on_every_target_in_f32(target) -> None:
             continue
         # the CPU keeps its row ops (c_common/row_ops.py), attention (cpu/attention.py) and
         # the int8 and int4 matmuls (cpu/igemm.py, i4gemm.py) and the convolutions
-        # (cpu/conv.py) whole; the rest decomposes
-        native = (*ROW_OPS, "attention", "int_linear", "int4_linear", "conv2d", "conv2d_fused")
+        # (cpu/conv.py) and pooling (cpu/pool.py) whole; the rest decomposes
+        native = (*ROW_OPS, "attention", "int_linear", "int4_linear", "conv2d", "conv2d_fused",
+                  "max_pool2d", "avg_pool2d")
         want = "native" if target == "cpu" and op in native else "common-IR"
         assert r.ok and r.decisions[0].route == want, (op, target)

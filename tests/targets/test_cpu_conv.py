@@ -27,7 +27,25 @@ CASES = [
     ((1, 100, 5, 5), (130, 100, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # several row blocks
     ((1, 4, 8, 9), (8, 1, 2, 3), (1, 1), (1, 2), (2, 1), 4),  # depthwise, generic taps
     ((1, 3, 3, 2), (3, 1, 3, 3), (1, 1), (1, 1), (1, 1), 3),  # depthwise, edges only
+    ((1, 16, 16, 18), (20, 16, 5, 3), (1, 1), (2, 1), (1, 2), 1),  # shifted: dilated, uneven
+    ((2, 16, 12, 12), (12, 8, 3, 3), (1, 1), (1, 1), (1, 1), 2),  # shifted: grouped, batch 2
+    ((1, 8, 30, 30), (8, 8, 3, 3), (1, 1), (0, 0), (1, 1), 1),  # shifted: no padding, items
 ]
+SHIFTED = CASES[-3:]  # conv.use_shifted picks the shifted kernel for these
+
+
+def test_the_shifted_cases_take_the_shifted_kernel() -> None:
+    from rlx_core.targets.cpu.conv import use_shifted
+
+    for xs, ws, (sh, sw), (ph, pw), (dh, dw), groups in SHIFTED:
+        h, w = xs[2:]
+        kh, kw = ws[2:]
+        oh = h + 2 * ph - dh * (kh - 1)
+        ow = w + 2 * pw - dw * (kw - 1)
+        assert use_shifted(ws[1], ws[0] // groups, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
+    # a 7x7 output and a wide layer keep the packed panels
+    assert not use_shifted(512, 512, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 7, 7)
+    assert not use_shifted(256, 256, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 28, 28)
 
 
 def test_conv_kernels_match_the_reference() -> None:
@@ -50,7 +68,7 @@ def test_conv_kernels_match_the_reference() -> None:
         return tuple(outs)
 
     exe = rlx.compile(f, *args, target="cpu")
-    assert {k["impl"] for k in exe.program.info["kernels"].values()} == {"rlx-conv"}
+    assert {k["impl"] for k in exe.program.info["kernels"].values()} == {"rlx-conv", "rlx-conv-shifted"}
     got = exe(*args)
     want = rlx.compile(f, *args, target="numpy")(*args)
     for case, g_, w_ in zip(CASES, got, want, strict=True):

@@ -4,7 +4,8 @@ Labelled "executes": the C renderer (rlx_core/targets/cpu/renderer.py) implement
 primitive (dot_general included) in each dtype below, and the conformance suite runs them
 against the numpy reference. Four HIR normalisations are claimed whole in f32 and f64
 (softmax, log_softmax, layer_norm, rms_norm: one row loop each, c_common/row_ops.py), and
-attention in f32 (cpu/attention.py), conv2d and conv2d_fused in f32 (cpu/conv.py), int_linear
+attention in f32 (cpu/attention.py), conv2d and conv2d_fused in f32 (cpu/conv.py), max_pool2d and
+avg_pool2d in f32 (cpu/pool.py), int_linear
 (the int8 GEMM, cpu/igemm.py), dynamic_int_linear (that GEMM with per-row activation
 quantization and the dequantize fused, cpu/igemm_packed.py), int4_linear (cpu/i4gemm.py), the splatting ops (cpu/splat.py), the dense linear algebra ops
 (LAPACK, cpu/lapack.py) and the sparse ops (CSR loops and Krylov solvers, cpu/sparse.py);
@@ -30,12 +31,14 @@ from rlx_core.targets.cpu.conv import DTYPES as CONV_DTYPES
 from rlx_core.targets.cpu.conv import OPS as CONV_OPS
 from rlx_core.targets.cpu.i4gemm import DTYPES as I4GEMM_DTYPES
 from rlx_core.targets.cpu.igemm import DTYPES as IGEMM_DTYPES
-from rlx_core.targets.cpu.splat import DTYPES as SPLAT_DTYPES
-from rlx_core.targets.cpu.splat import OPS as SPLAT_OPS
 from rlx_core.targets.cpu.lapack import DTYPES as LAPACK_DTYPES
 from rlx_core.targets.cpu.lapack import OPS as LAPACK_OPS
+from rlx_core.targets.cpu.pool import DTYPES as POOL_DTYPES
+from rlx_core.targets.cpu.pool import OPS as POOL_OPS
 from rlx_core.targets.cpu.sparse import DTYPES as CSR_DTYPES
 from rlx_core.targets.cpu.sparse import OPS as CSR_OPS
+from rlx_core.targets.cpu.splat import DTYPES as SPLAT_DTYPES
+from rlx_core.targets.cpu.splat import OPS as SPLAT_OPS
 
 DTYPES: tuple[str, ...] = ("f32", "f64", "f16", "bf16", "i32", "i64", "i16", "i8", "u32", "u8",
                            "bool")
@@ -62,6 +65,9 @@ CAPS = Capabilities(
                     note="implicit GEMM on the own tile (im2col panels packed from NCHW), "
                          "depthwise row loops; bias / residual / ReLU-clip in the store "
                          "(cpu/conv.py)"),
+            OpClaim(POOL_OPS, POOL_DTYPES,
+                    note="per plane: padded, window rows, window columns, a vector loop "
+                         "each, in L1 (cpu/pool.py)"),
             OpClaim(("int_linear",), IGEMM_DTYPES,
                     note="int8 dot products: AVX512-VNNI / AVX-VNNI picked at run time, "
                          "else AVX2 or portable C (cpu/igemm.py)"),

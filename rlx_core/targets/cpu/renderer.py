@@ -25,6 +25,7 @@ from rlx_core.targets.cpu import (
     igemm_packed,
     isa,
     lapack,
+    pool,
     sgemm,
     sparse,
     splat,
@@ -109,7 +110,9 @@ class CpuRenderer(CLikeRenderer):
         # when no kernel calls them (parsing immintrin.h costs every compile ~0.2 s)
         impls = set(cprog.kernel_impl.values())
         unused = [] if attention.IMPL in impls else [attention.SOURCE]
-        unused += [m.SOURCE for m in (i4gemm, splat, conv) if m.IMPL not in impls]
+        unused += [m.SOURCE for m in (i4gemm, splat, pool) if m.IMPL not in impls]
+        if not impls & set(conv.IMPLS):
+            unused.append(conv.SOURCE)
         int8 = {igemm.IMPL, igemm_packed.IMPL, igemm_packed.DYNAMIC_IMPL}
         if not impls & (int8 - {igemm.IMPL}):
             unused.append(igemm_packed.SOURCE)
@@ -117,7 +120,7 @@ class CpuRenderer(CLikeRenderer):
             unused.append(igemm.SOURCE)  # the packed GEMM uses its ISA pick
         if self.blas is not None and not any(i.startswith(lapack.IMPL) for i in impls):
             unused.append(lapack.source(self.blas.symbol_prefix))
-        if not impls & {sgemm.IMPL, attention.IMPL, conv.IMPL}:
+        if not impls & {sgemm.IMPL, attention.IMPL, *conv.IMPLS}:
             unused.append(sgemm.SOURCE)
         for text in unused:
             cut = text.count("\n")  # every kernel comes after the headers
@@ -131,6 +134,8 @@ class CpuRenderer(CLikeRenderer):
             return attention.emit_attention(env, w, node)
         if node.op in conv.OPS:
             return conv.emit_conv(env, w, node)
+        if node.op in pool.OPS:
+            return pool.emit_pool(env, w, node)
         if node.op == "int_linear":
             return igemm.emit_int_linear(env, w, node, self.packed_int8(env, node))
         if node.op == "dynamic_int_linear":
@@ -251,7 +256,8 @@ class CpuRenderer(CLikeRenderer):
         # on it, the int8 GEMM and the int4 matmul; render_program drops them when unused
         # (its blocking from this machine's caches, isa.gemm_blocking)
         threads += (isa.blocking().defines() + sgemm.SOURCE + attention.SOURCE + conv.SOURCE
-                    + igemm.SOURCE + igemm_packed.SOURCE + i4gemm.SOURCE) + splat.SOURCE
+                    + pool.SOURCE + igemm.SOURCE + igemm_packed.SOURCE + i4gemm.SOURCE
+                    + splat.SOURCE)
         if self.blas is None:
             return [threads, "/* BLAS unavailable: matmul kernels are generated loop nests */\n"]
         # LAPACK on the same library, for the dense linear algebra ops (cpu/lapack.py)

@@ -1,5 +1,6 @@
-"""Converters for ONNX convolution and pooling: Conv (HIR conv2d), MaxPool / AveragePool /
-LpPool (N-d window taps in MIR), the global pools."""
+"""Converters for ONNX convolution and pooling: Conv (HIR conv2d), MaxPool / AveragePool (HIR
+max_pool2d / avg_pool2d where the window is one they express, else N-d window taps in MIR),
+LpPool, the global pools."""
 
 from __future__ import annotations
 
@@ -150,6 +151,23 @@ def _pool_reduce(n: NodeCtx, xp: Value, kernel: list[int], strides: list[int],
     return y
 
 
+def hir_pool(n: NodeCtx, op: str, x: Value, kernel: list[int], strides: list[int],
+             dil: list[int], pb: list[int], pe: list[int], out: list[int]) -> Value | None:
+    """The HIR pooling ``op`` (max_pool2d, avg_pool2d) of a 2-D window it expresses (no
+    dilation, the same padding on both sides, at most half the window, the floor output
+    size), or None: then the caller reduces the taps in MIR. Kept whole, a target with a
+    pooling kernel runs it as one (the cpu's, cpu/pool.py); the others decompose it into the
+    same per-axis taps (dispatch/decompositions.py)."""
+    if x.type.rank != 4 or dil != [1, 1] or pb != pe:
+        return None
+    spatial = x.type.shape[2:]
+    for size, kk, s, p, o in zip(spatial, kernel, strides, pb, out, strict=True):
+        if 2 * p > kk or (size + 2 * p - kk) // s + 1 != o:
+            return None
+    return n.emit(op, [x], {"kernel": tuple(kernel), "stride": tuple(strides),
+                            "padding": tuple(pb)})
+
+
 def _padded(n: NodeCtx, x: Value, pb: list[int], pe: list[int], fill: float) -> Value:
     if not any(pb) and not any(pe):
         return x
@@ -196,10 +214,14 @@ def _explicit_end(n: NodeCtx, k: int, pe: list[int]) -> list[int]:
 def avg_pool(n: NodeCtx) -> Value:
     x, kernel, strides, dil, pb, pe, out = _pool_setup(n)
     include = bool(int(n.attr("count_include_pad", 0)))
-    y = _pool_reduce(n, _padded(n, x, pb, pe, 0.0), kernel, strides, dil, out, "add")
     k = len(kernel)
     counts = _counts(x.type.shape[2:], kernel, strides, dil, pb, _explicit_end(n, k, pe), out,
                      include)
+    if set(counts) == {math.prod(kernel)}:  # avg_pool2d divides by the window size
+        y = hir_pool(n, "avg_pool2d", x, kernel, strides, dil, pb, pe, out)
+        if y is not None:
+            return y
+    y = _pool_reduce(n, _padded(n, x, pb, pe, 0.0), kernel, strides, dil, out, "add")
     if 0 in counts:
         raise Reject("a pooling window covers no input element")
     if len(set(counts)) == 1:

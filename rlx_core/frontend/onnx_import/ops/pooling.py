@@ -39,6 +39,10 @@ def max_pool(n: NodeCtx) -> list[Value | None]:
     order = int(n.attr("storage_order", 0))
     if order not in (0, 1) or (order == 1 and len(kernel) != 2 and n.output_wanted(1)):
         raise Reject(f"storage_order {order}")
+    if d.is_float and not n.output_wanted(1):
+        y = conv_ops.hir_pool(n, "max_pool2d", x, kernel, strides, dil, pb, pe, out)
+        if y is not None:
+            return [y, None]
     xp = conv_ops._padded(n, x, pb, pe, _lowest(d))
     y = conv_ops._pool_reduce(n, xp, kernel, strides, dil, out, "max")
     if not n.output_wanted(1):

@@ -1,0 +1,89 @@
+"""The CPU's pooling kernels (cpu/pool.py) against the numpy reference target, and ONNX
+MaxPool / AveragePool imported as HIR pooling where the window allows it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core import nn
+from rlx_core.targets.cpu.toolchain import find_compiler
+
+pytestmark = pytest.mark.skipif(find_compiler() is None, reason="no C compiler for the cpu target")
+
+# (op, x shape, kernel, stride, padding): strides 1, 2, 3, odd and 7- / 14-wide planes
+CASES = [
+    ("max", (2, 3, 9, 11), (3, 3), (1, 1), (1, 1)),
+    ("max", (1, 4, 14, 14), (3, 3), (2, 2), (1, 1)),  # a stem pool
+    ("max", (1, 2, 7, 7), (2, 2), (2, 2), (0, 0)),  # VGG's pool, an odd plane
+    ("max", (1, 3, 8, 19), (5, 5), (1, 1), (2, 2)),
+    ("max", (1, 2, 10, 23), (3, 2), (3, 2), (1, 1)),  # uneven window, stride 3 rows
+    ("avg", (1, 2, 10, 9), (3, 2), (2, 3), (1, 1)),
+    ("avg", (2, 3, 8, 8), (2, 2), (2, 2), (0, 0)),
+    ("avg", (1, 5, 14, 17), (3, 3), (1, 1), (1, 1)),
+]
+
+
+def test_pool_kernels_match_the_reference() -> None:
+    """Every case in one program (one C compile), with NaNs in the inputs: a max keeps them
+    wherever the window holds one, as the reference does."""
+    rng = np.random.default_rng(0)
+    args = []
+    for _, xs, *_ in CASES:
+        x = rng.standard_normal(xs).astype(np.float32)
+        x.flat[rng.choice(x.size, 2, replace=False)] = np.nan
+        args.append(x)
+
+    def f(*xs):
+        return tuple((nn.max_pool2d if op == "max" else nn.avg_pool2d)(x, k, s, p)
+                     for x, (op, _, k, s, p) in zip(xs, CASES, strict=True))
+
+    exe = rlx.compile(f, *args, target="cpu")
+    assert {k["impl"] for k in exe.program.info["kernels"].values()} == {"rlx-pool"}
+    got = exe(*args)
+    want = rlx.compile(f, *args, target="numpy")(*args)
+    for case, g_, w_ in zip(CASES, got, want, strict=True):
+        g_, w_ = np.asarray(g_), np.asarray(w_)
+        assert g_.shape == w_.shape, case
+        np.testing.assert_array_equal(np.isnan(g_), np.isnan(w_), err_msg=str(case))
+        np.testing.assert_allclose(g_, w_, rtol=1e-6, atol=1e-6, err_msg=str(case))
+
+
+def test_onnx_pools_import_as_hir_pooling() -> None:
+    """MaxPool / AveragePool windows that max_pool2d / avg_pool2d express import as them (the
+    cpu runs its kernel, every target agrees with ONNX Runtime's answer); a ceil_mode window
+    or an average excluding the padding keeps the MIR taps."""
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+
+    cases = [  # (op, attrs, hir op or None)
+        ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+         "max_pool2d"),
+        ("MaxPool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, "max_pool2d"),
+        ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}, None),
+        ("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2]}, "avg_pool2d"),
+        ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1],
+                         "count_include_pad": 1}, "avg_pool2d"),
+        ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, None),
+    ]
+    x = np.random.default_rng(1).standard_normal((1, 3, 10, 10)).astype(np.float32)
+    for op, attrs, hir in cases:
+        node = helper.make_node(op, ["x"], ["y"], **attrs)
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+            "x", TensorProto.FLOAT, x.shape)], [helper.make_tensor_value_info(
+                "y", TensorProto.FLOAT, None)])
+        data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        data.ir_version = 8
+        blob = data.SerializeToString()
+        g = rlx.from_onnx(blob)
+        ops = {n.op for n in g.nodes}
+        assert (hir in ops) if hir else not ops & {"max_pool2d", "avg_pool2d"}, (op, attrs, ops)
+        want = ort.InferenceSession(blob, providers=["CPUExecutionProvider"]).run(
+            None, {"x": x})[0]
+        exe = rlx.compile(g, x, target="cpu")
+        if hir:
+            assert "rlx-pool" in {k["impl"] for k in exe.program.info["kernels"].values()}
+        np.testing.assert_allclose(np.asarray(exe(x)), want, rtol=1e-5, atol=1e-6,
+                                   err_msg=f"{op} {attrs}")
