@@ -151,8 +151,10 @@ def write_report(results: dict[str, list[dict[str, Any]]], skipped: dict[str, st
         "values as i32 where that is exact: the backend promises each int64 input's "
         "power-of-two range, the compiler proves every narrowed value fits i32 and each call "
         "checks the promise (RLX-G002). What stays rejected there is mostly f64 (no f64 in "
-        "WGSL, GLSL compute or HLSL here, nor on a TPU; opencl runs it where the device has "
-        "cl_khr_fp64), bf16 and i64 values of unknown range (float->int64 casts).",
+        "GLSL compute or HLSL here, nor on a TPU; webgpu emulates it as double-float, "
+        "`rlx_core/targets/webgpu/df64.py`: a 48-bit significand in f32's exponent range, for "
+        "arithmetic, exp/log/pow, reductions, matmul and movement), bf16 and i64 values of "
+        "unknown range (float->int64 casts).",
         "",
         "| target | cases run | pass | rejected | fail | pass rate | goal |",
         "|---|---:|---:|---:|---:|---:|---:|",

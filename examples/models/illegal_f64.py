@@ -1,7 +1,7 @@
 """A deliberately illegal model for GPU targets: an f64 least-squares step and an i64 gather.
 
-On the numpy and CPU targets it compiles; on webgpu (no f64, no i64 in shaders) the compile
-fails with a LegalizationError that lists every illegal node, its source line and a fix.
+On numpy and CPU it compiles; on webgpu (f64 tanh: webgpu/df64.py emulates f64 arithmetic,
+not tanh; i64 ids of unknown range) it fails listing every illegal node, its line and a fix.
 Follows the model file convention: ``model(*inputs)`` and ``example_inputs()``.
 """
 
@@ -13,8 +13,8 @@ table = np.random.default_rng(0).standard_normal((100, 8))  # float64 on purpose
 
 
 def model(a, ids):
-    normal = a.T @ a  # f64 matmul: WebGPU has no f64
-    rows = rlx.take(table, ids, axis=0)  # f64 table, i64 ids of unknown range
+    normal = np.tanh(a).T @ a  # f64 tanh: WebGPU emulates f64 arithmetic, not tanh
+    rows = np.tanh(rlx.take(table, ids, axis=0))  # f64 table, i64 ids of unknown range
     return normal.sum(axis=0) + rows.sum(axis=0)
 
 

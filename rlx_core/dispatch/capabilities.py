@@ -89,8 +89,10 @@ class DTypeRule:
     """How a target treats one dtype.
 
     status: ``native``; ``feature`` (native only with optional feature ``feature`` enabled);
-    ``storage`` (held as ``stored_as`` in memory, computed natively); ``narrow`` (not in
-    kernels; values are rewritten to ``stored_as`` where provably in range); ``unsupported``.
+    ``storage`` (held as ``stored_as`` in memory, computed natively); ``emulated`` (computed
+    by a software library of the target's, with the precision and range ``stored_as`` states:
+    webgpu's f64); ``narrow`` (not in kernels; values are rewritten to ``stored_as`` where
+    provably in range); ``unsupported``.
     ``code`` / ``hint`` are what a node touching an unusable dtype reports.
     """
 

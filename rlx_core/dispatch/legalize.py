@@ -109,6 +109,8 @@ class _Router:
             rule = self.caps.dtype_rule(v.type.dtype.name) if v is not None else None
             if rule is not None and rule.status == "storage":
                 notes.append(f"{rule.dtype} stored as {rule.stored_as}")
+            if rule is not None and rule.status == "emulated":
+                notes.append(f"{rule.dtype} emulated as {rule.stored_as}")
         return tuple(dict.fromkeys(notes))
 
     def _nested(self, node: Node, fn: Callable[..., Any], depth: int,

@@ -67,7 +67,7 @@ def _touches(types: list[TensorType], node: Node, name: str) -> bool:
 
 def _lacks(caps: Capabilities, name: str) -> bool:
     rule = caps.dtype_rule(name)
-    return rule is None or rule.status not in ("native", "storage")
+    return rule is None or rule.status not in ("native", "storage", "emulated")
 
 
 # ---- erf -> polynomial ----------------------------------------------------------------------

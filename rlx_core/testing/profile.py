@@ -13,6 +13,8 @@ from rlx_core.targets.registry import get_target
 from rlx_core.testing.deviations import input_policy
 
 # dtype statuses a target computes with (``storage`` is computed natively, stored wider)
+# not "emulated": the oracle's tolerance is the dtype's own epsilon, and webgpu's double-float
+# f64 is 2^-47, not 2^-53 (tests/targets/test_webgpu_f64.py holds it to its own promise)
 _USABLE = ("native", "storage")
 
 

@@ -1,6 +1,6 @@
 """Legalization failures grouped by ROOT CAUSE: the value that brings the illegal dtype into
 the graph (a function input, a closed-over weight, a cast or constant), the failing nodes it
-poisons, and one fix at its source line — "cast `table` to f32 at line 13: fixes 3 nodes"
+poisons, and one fix at its source line — "cast `table` to f32 at line 12: fixes 1 node"
 instead of one "cast to f32 before this op" card per poisoned node.
 
 A dtype failure (RLX-L002/L003/L004) is followed upstream, through operands of the offending

@@ -49,7 +49,7 @@ def _one(op, specs, **attrs):
 def p_l000():
     from rlx_core.dispatch.legalize import legalize_graph
 
-    legalize_graph(_one("log", [("f64", (3,))]), "webgpu")
+    legalize_graph(_one("tanh", [("f64", (3,))]), "webgpu")  # f64 tanh: not emulated there
 
 
 def p_l001():
@@ -62,7 +62,7 @@ def p_l001():
 
 
 def p_l002():
-    return _codes_of_failures(_one("exp", [("f64", (3,))]), "webgpu")
+    return _codes_of_failures(_one("tanh", [("f64", (3,))]), "webgpu")
 
 
 def p_l003():
@@ -696,8 +696,9 @@ def p_k001():
     import rlx_core as rlx
     from rlx_core.targets.webgpu.renderer import render_graph
 
-    # legal LIR for numpy (which has f64) handed to the WGSL renderer, which has no f64
-    _, _, lir, _ = rlx.lower(lambda x: rlx.exp(x), np.ones(3, np.float64), target="numpy",
+    # legal LIR for numpy (which has f64) handed to the WGSL renderer, whose emulated f64
+    # (webgpu/df64.py) has no tanh
+    _, _, lir, _ = rlx.lower(lambda x: np.tanh(x), np.ones(3, np.float64), target="numpy",
                              record=False)
     render_graph(lir)
 

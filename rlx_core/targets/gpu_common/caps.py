@@ -19,9 +19,20 @@ _OTHER = (*REDUCE, "argmax", "broadcast_in_dim", "reshape", "transpose", "slice"
           "concat", "gather", "scatter_add", "dot_general", "iota", "constant")
 
 
-def claims(dtypes: tuple[str, ...] = DTYPES) -> tuple[OpClaim, ...]:
-    return (OpClaim(_ELEMENTWISE, dtypes, note="one invocation per output element"),
-            OpClaim(_OTHER, dtypes, note="workgroup reductions / tiled matmul"))
+def claims(dtypes: tuple[str, ...] = DTYPES, f64_ops: tuple[str, ...] = (),
+           f64_note: str = "") -> tuple[OpClaim, ...]:
+    """The renderer's claims in ``dtypes``; the ops in ``f64_ops`` also in f64 (a dialect that
+    emulates f64 computes only those)."""
+    out = []
+    for ops, note in ((_ELEMENTWISE, "one invocation per output element"),
+                      (_OTHER, "workgroup reductions / tiled matmul")):
+        with_f64 = tuple(op for op in ops if op in f64_ops)
+        rest = tuple(op for op in ops if op not in f64_ops)
+        if with_f64:
+            out.append(OpClaim(with_f64, (*dtypes, "f64"), note=f"{note}; {f64_note}"))
+        if rest:
+            out.append(OpClaim(rest, dtypes, note=note))
+    return tuple(out)
 
 
 def dtype_rules(target: str) -> tuple[DTypeRule, ...]:

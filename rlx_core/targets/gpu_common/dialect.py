@@ -65,6 +65,9 @@ class Dialect:
     has_f16 = False
     # does it have f64 (OpenCL C with cl_khr_fp64; the type keys f64 and u64 must be named)
     has_f64 = False
+    # or f64 emulated by a library of the dialect's own (WGSL: double-float, webgpu/df64.py):
+    # a module with ``elementwise``, ``cast``, ``combine`` and ``library`` (see expr.py)
+    f64_emulation: Any = None
     # does the driver compile floats as if inf and NaN did not exist (x / 0.0 -> 0, inf * 0.0
     # -> 0: lavapipe, llvmpipe)? Then float div and mul decide the special cases on the bits
     ieee_guards = False

@@ -46,8 +46,8 @@ def safe(text: str) -> str:
 
 
 def check_dtype(d: Dialect, t: DType, where: str) -> None:
-    if t.name not in STORAGE or (t == dt.f16 and not d.has_f16) or (t == dt.f64 and
-                                                                      not d.has_f64):
+    if t.name not in STORAGE or (t == dt.f16 and not d.has_f16) or (
+            t == dt.f64 and not d.has_f64 and d.f64_emulation is None):
         raise GpuRenderError(f"{where}: {d.name} kernels have no {t.name}",
                              hint=f"the {d.name} legalizer should have rejected or narrowed it; "
                                   f"cast to f32/i32 first")
@@ -119,6 +119,8 @@ def finish(d: Dialect, e: str, t: DType) -> str:
 
 def load(d: Dialect, e: str, t: DType) -> str:
     """Storage element -> compute value."""
+    if t == dt.f64 and d.f64_emulation is not None:
+        return f"rlx_df_load({e})"
     if t == dt.bool_:
         return f"({e} != 0u)"
     if t == dt.f16:
@@ -130,6 +132,8 @@ def load(d: Dialect, e: str, t: DType) -> str:
 
 def store(d: Dialect, e: str, t: DType) -> str:
     """Compute value -> storage element."""
+    if t == dt.f64 and d.f64_emulation is not None:
+        return f"rlx_df_store({e})"
     if t == dt.bool_:
         return d.select("0u", "1u", e)
     if t == dt.f16:
@@ -145,6 +149,8 @@ def bits(d: Dialect, e: str) -> str:
 
 def isnan(d: Dialect, e: str, key: str = "f32") -> str:
     """A NaN test on the bits: shader compilers may fold ``x != x`` to false."""
+    if key == "f64" and d.f64_emulation is not None:
+        return f"rlx_df_isnan({e})"
     if key == "f64":
         return f"(({d.bitcast('u64', e)} & {d.u64_lit(2 ** 63 - 1)}) > {d.u64_lit(0x7FF << 52)})"
     return f"(({bits(d, e)} & 0x7fffffffu) > 0x7f800000u)"
@@ -159,6 +165,8 @@ def _nonzero_bits(d: Dialect, e: str, key: str) -> str:
 
 def cast(d: Dialect, e: str, src: DType, dst: DType) -> str:
     """``cast`` semantics: float->int truncates and saturates (NaN -> 0), int->int wraps."""
+    if d.f64_emulation is not None and dt.f64 in (src, dst):
+        return d.f64_emulation.cast(d, e, src, dst)
     cs, cd = COMPUTE[src.name], COMPUTE[dst.name]
     if dst == dt.bool_:
         if cs in FLOATS:  # on the bits, so that NaN stays truthy whatever the compiler assumes
@@ -213,6 +221,12 @@ def elementwise(d: Dialect, op: str, args: list[str], in_types: list[DType], out
                 attrs: dict[str, Any], used: set[str]) -> str:
     """The expression of one elementwise MIR op on compute values ``args``."""
     t = in_types[0] if in_types else out
+    if d.f64_emulation is not None and dt.f64 in (t, out):
+        got = d.f64_emulation.elementwise(d, op, args, in_types, out, attrs)
+        if got is None:
+            raise GpuRenderError(f"no emulated f64 lowering in {d.name} for {op!r}",
+                                 hint="cast to f32 first, or use target cpu")
+        return got
     c = COMPUTE[t.name]
     a = args[0] if args else ""
     b = args[1] if len(args) > 1 else ""

@@ -129,7 +129,13 @@ class _Kernel:
         if any(self.types[v].dtype == dt.bf16 for v in (*k.inputs, *k.outputs)) or any(
                 n.type.dtype == dt.bf16 for n in k.nodes):
             self.used.add("rlx_bf16")
-        prelude = [*self.d.enables(uses_f16), *helpers(self.d, self.used)]
+        own: list[str] = []
+        if self.d.f64_emulation is not None and (any(
+                self.types[v].dtype == dt.f64 for v in (*k.inputs, *k.outputs)) or any(
+                n.type.dtype == dt.f64 for n in k.nodes)):
+            self.used.update(("rlx_log", "rlx_powf"))  # the f64 library calls them
+            own = self.d.f64_emulation.library()
+        prelude = [*self.d.enables(uses_f16), *helpers(self.d, self.used), *own]
         return self.d.kernel(self.buffers, self.shared, wg, prelude, lines)
 
     def store_outputs(self, gen: ExprGen, idx: tuple[str, ...], shape: Shape,
@@ -189,6 +195,8 @@ def _reduce_init(d: Dialect, op: str, t: DType) -> str:
 
 
 def _combine(d: Dialect, op: str, a: str, b: str, c: str) -> str:
+    if c == "f64" and d.f64_emulation is not None:
+        return d.f64_emulation.combine(op, a, b)
     if c == "bool":  # bools accumulate as u32 0/1: sum is any, prod is all
         op = {"reduce_sum": "reduce_max", "reduce_prod": "reduce_min"}.get(op, op)
     if op in ("reduce_sum", "reduce_prod"):
@@ -355,6 +363,8 @@ def render_matmul(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> GpuKer
     prod = "ta[ly][j] * tb[j][lx]"
     step = f"acc + {prod}" if c in (*FLOATS, "u32") else d.int_binary(
         "+", "acc", d.int_binary("*", "ta[ly][j]", "tb[j][lx]", c), c)
+    if c == "f64" and d.f64_emulation is not None:
+        step = "rlx_df_add(acc, rlx_df_mul(ta[ly][j], tb[j][lx]))"
     note = f"  {d.comment} %{safe(dot.name)} = dot_general"
     wx, wy = d.builtin("wx"), d.builtin("wy")
     lines = [f"  {d.let('lx', None, d.builtin('lx'))} {d.let('ly', None, d.builtin('ly'))}",
@@ -464,6 +474,8 @@ def _opaque_value(d: Dialect, n: Node, types: dict[str, TensorType], bind: dict[
         upd = load(d, f"{bind[n.inputs[2]]}[{linear(usub, u_t.shape)}]", u_t.dtype)
         add = (f"({res} || {upd})" if c == "bool" else f"{res} + {upd}" if c in (*FLOATS, "u32")
                else d.int_binary("+", res, upd, c))
+        if c == "f64" and d.f64_emulation is not None:
+            add = d.f64_emulation.combine("reduce_sum", res, upd)
         lines.append(f"    if (j == {idx[ax]}) {{ {res} = {finish(d, add, t.dtype)}; }}")
         lines.append("  }")
         return res

@@ -3,7 +3,10 @@
 Labelled "executes": every claim below is rendered by the shared GPU renderer (gpu_common)
 and runs on wgpu (lavapipe in CI) and in headless Chromium; the claims are exactly what the renderer implements. Facts:
 
-- no f64 in WGSL (nodes touching f64 fail with RLX-L002: cast to f32);
+- no f64 in WGSL: f64 is emulated (webgpu/df64.py): buffers hold the f64 bits, kernels
+  compute in double-float (a pair of f32: a 48-bit significand, about 2^-47 relative per op,
+  and f32's exponent range: |x| > 3.4e38 becomes an infinity, |x| < 2^-126 loses digits and
+  underflows to 0); the ops ``df64.OPS`` / ``df64.OTHER_OPS`` only, others RLX-L002;
 - no i64 in shaders: i64 values are narrowed to i32 where provably in range, else RLX-L004;
 - f16 only with the optional ``shader-f16`` device feature (RLX-L003 otherwise);
 - bool is not host-shareable: it is stored as u32 in buffers; WGSL has no arithmetic or ordering
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 from rlx_core.dispatch.capabilities import Capabilities, Constraint, DTypeRule, Limits, OpClaim
 from rlx_core.targets.gpu_common import caps as gpu
+from rlx_core.targets.webgpu import df64
 from rlx_core.targets.webgpu.krylov import MAX_UNROLL as KRYLOV_UNROLL
 from rlx_core.targets.webgpu.linalg import DTYPES as LINALG_DTYPES
 from rlx_core.targets.webgpu.linalg import OPS as LINALG_OPS
@@ -48,7 +52,8 @@ DTYPES: tuple[str, ...] = gpu.DTYPES
 CAPS = Capabilities(
     target="webgpu",
     verification="executes",
-    claims=(*gpu.claims(DTYPES),
+    claims=(*gpu.claims(DTYPES, (*df64.OPS, *df64.OTHER_OPS),
+                        "f64 emulated as double-float (webgpu/df64.py)"),
             OpClaim(SPLAT_OPS, SPLAT_DTYPES, note="the splatting ops and their VJPs: WGSL of "
                     "their own (webgpu/splat.py: per-tile bitonic sort)"),
             OpClaim(("spmv", "spmm"), CSR_DTYPES, constraints=(Constraint(
@@ -67,7 +72,9 @@ CAPS = Capabilities(
             OpClaim(LINALG_OPS, LINALG_DTYPES,
                     note="cholesky, one workgroup per matrix (webgpu/linalg.py)")),
     dtype_rules=(
-        *gpu.dtype_rules("webgpu"),
+        *(DTypeRule("f64", "emulated", stored_as="f32 pair (double-float: 48-bit significand, "
+                    "f32 exponent range)") if r.dtype == "f64" else r
+          for r in gpu.dtype_rules("webgpu")),
         DTypeRule("f16", "feature", feature="shader-f16", code="RLX-L003",
                   hint="enable the shader-f16 feature (request it on the adapter), or cast to "
                        "f32"),

@@ -17,7 +17,9 @@ from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared
 
 class Wgsl(Dialect):
     name = "wgsl"
-    types = {"f32": "f32", "f16": "f16", "i32": "i32", "u32": "u32", "bool": "bool"}
+    # f64 is a double-float (webgpu/df64.py) in registers; its buffers hold the f64 bits
+    types = {"f32": "f32", "f16": "f16", "i32": "i32", "u32": "u32", "bool": "bool",
+             "f64": "vec2<f32>"}
     barrier = "workgroupBarrier();"
     round_even = "round"
     has_f16 = True
@@ -27,8 +29,20 @@ class Wgsl(Dialect):
     _BUILTINS = {"gx": "gid.x", "gy": "gid.y", "wx": "wid.x", "wy": "wid.y", "wz": "wid.z",
                  "lx": "lid3.x", "ly": "lid3.y", "li": "lidx"}
 
+    @property
+    def f64_emulation(self) -> Any:  # type: ignore[override]
+        from rlx_core.targets.webgpu import df64
+
+        return df64
+
     def float_lit(self, f: float) -> str:
         return f"f32({f!r})"
+
+    def double_lit(self, f: float) -> str:
+        return self.f64_emulation.lit(f)
+
+    def nonfinite_lit64(self, bits: int) -> str:
+        return self.f64_emulation.nonfinite(bits)
 
     def int_lit(self, v: int, key: str) -> str:
         if key == "u32":
@@ -86,10 +100,14 @@ class Wgsl(Dialect):
         helpers = [p for p in prelude if not p.startswith("enable ")]
         lines = [*enables]
         lines += [f"@group(0) @binding({b.slot}) var<storage, read_write> {b.var}: "
-                  f"array<{self.t(b.type)}>;  // {b.note}" for b in buffers]
+                  f"array<{'vec2<u32>' if b.type == 'f64' else self.t(b.type)}>;  // {b.note}"
+                  for b in buffers]
         lines.append("")
         if any("rlx_zero" in line for line in (*body, *helpers)):
             lines.append("var<private> rlx_zero: u32;  // 0, but not a constant (see lit)")
+        opaque = any("rlx_opaque" in line for line in helpers) and buffers
+        if opaque:  # 0, set at run time from a buffer's length (webgpu/df64.py says why)
+            lines.append("var<private> rlx_opaque: u32;")
         for s in shared:
             ty = self.t(s.type)
             for n in reversed(s.dims):
@@ -101,6 +119,8 @@ class Wgsl(Dialect):
                   "@builtin(workgroup_id) wid: vec3<u32>,",
                   "        @builtin(local_invocation_id) lid3: vec3<u32>, "
                   "@builtin(local_invocation_index) lidx: u32) {",
+                  *([f"  rlx_opaque = u32(arrayLength(&{buffers[0].var}) == 0xffffffffu);"]
+                    if opaque else []),
                   *body, "}"]
         return "\n".join(lines) + "\n"
 
