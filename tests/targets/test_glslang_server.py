@@ -76,7 +76,7 @@ def test_without_the_server_glslang_validator_compiles_the_same(monkeypatch) -> 
 
 def test_a_dead_server_is_replaced_and_a_second_death_falls_back(monkeypatch) -> None:
     source = _kernels("vulkan")[0]
-    monkeypatch.setitem(glslang_server._state, "deaths", 0)
+    monkeypatch.setattr(glslang_server._SERVER, "deaths", 0)
     proc = glslang_server._process()
     assert proc is not None
     proc.kill()
@@ -84,6 +84,6 @@ def test_a_dead_server_is_replaced_and_a_second_death_falls_back(monkeypatch) ->
     # the next call notices the dead process and starts another one
     assert glslang_server.compile_shader(source, False, _vk11(source))[0]
     # a server that dies mid-request counts as a death; after two, glslangValidator takes over
-    monkeypatch.setitem(glslang_server._state, "deaths", 2)
+    monkeypatch.setattr(glslang_server._SERVER, "deaths", 2)
     assert glslang_server.compile_shader(source, False, _vk11(source)) is None
     assert toolchain.to_spirv("k", source)[:4] == b"\x03\x02\x23\x07"

@@ -36,7 +36,21 @@ _HEAD = struct.Struct("<3I")
 _REPLY = struct.Struct("<2I")
 
 _lock = threading.Lock()
-_state: dict[str, object] = {"proc": None, "pid": None, "deaths": 0, "exe": None, "why": None}
+
+
+class _Server:
+    """This process's server: the running process and the pid that started it (a forked child
+    starts its own), how often it died, and the built executable or why there is none."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pid: int | None = None
+        self.deaths = 0
+        self.exe: Path | None = None
+        self.why: str | None = None
+
+
+_SERVER = _Server()
 
 
 def _cxx() -> str | None:
@@ -56,11 +70,11 @@ def _library_stamp() -> str:
 def executable() -> Path | None:
     """The server executable in the cache (built on first use), or None with the reason kept
     for :func:`status`."""
-    if _state["exe"] is not None or _state["why"] is not None:
-        return _state["exe"]  # type: ignore[return-value]
+    if _SERVER.exe is not None or _SERVER.why is not None:
+        return _SERVER.exe
     cxx, stamp = _cxx(), _library_stamp()
     if not cxx or not HEADER.is_file() or not stamp or not SOURCE.is_file():
-        _state["why"] = "needs a C++ compiler and Debian's glslang-dev"
+        _SERVER.why = "needs a C++ compiler and Debian's glslang-dev"
         return None
     key = hashlib.sha256("\0".join([SOURCE.read_text(), cxx, stamp]).encode()).hexdigest()[:24]
     try:
@@ -72,7 +86,7 @@ def executable() -> Path | None:
                 r = subprocess.run([cxx, "-O1", "-std=c++17", str(SOURCE), "-o", str(tmp), *LIBS],
                                    capture_output=True, text=True, timeout=300)
                 if r.returncode != 0:
-                    _state["why"] = f"building it failed: {(r.stderr or r.stdout)[-300:]}"
+                    _SERVER.why = f"building it failed: {(r.stderr or r.stdout)[-300:]}"
                     return None
                 cache.publish(tmp, exe)
             finally:
@@ -80,9 +94,9 @@ def executable() -> Path | None:
                     tmp.unlink()
         os.chmod(exe, 0o755)
     except (OSError, RlxError, subprocess.SubprocessError) as err:
-        _state["why"] = f"cannot build it: {err}"
+        _SERVER.why = f"cannot build it: {err}"
         return None
-    _state["exe"] = exe
+    _SERVER.exe = exe
     return exe
 
 
@@ -91,37 +105,38 @@ def status() -> tuple[bool, str]:
     if os.environ.get("RLX_GLSLANG_SERVER", "1") == "0":
         return False, "disabled by RLX_GLSLANG_SERVER=0"
     exe = executable()
-    return (exe is not None, "in-process glslang server" if exe else str(_state["why"]))
+    return (exe is not None, "in-process glslang server" if exe else str(_SERVER.why))
 
 
 def _process() -> subprocess.Popen[bytes] | None:
-    proc = _state["proc"]
-    if proc is not None and _state["pid"] == os.getpid() and proc.poll() is None:  # type: ignore[union-attr]
-        return proc  # type: ignore[return-value]
+    proc = _SERVER.proc
+    if proc is not None and _SERVER.pid == os.getpid() and proc.poll() is None:
+        return proc
     exe = executable()
     if exe is None:
         return None
     # a fresh one in a forked child too: the parent's pipes are not this process's to use
     proc = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
-    _state["proc"], _state["pid"] = proc, os.getpid()
+    _SERVER.proc, _SERVER.pid = proc, os.getpid()
     return proc
 
 
 @atexit.register
 def _close() -> None:
-    proc = _state["proc"]
-    if proc is not None and _state["pid"] == os.getpid():
+    proc = _SERVER.proc
+    if proc is not None and _SERVER.pid == os.getpid():
         try:
-            proc.stdin.close()  # type: ignore[union-attr]  # the server exits at end of input
-            proc.wait(timeout=5)  # type: ignore[union-attr]
+            if proc.stdin is not None:
+                proc.stdin.close()  # the server exits at end of input
+            proc.wait(timeout=5)
         except (OSError, subprocess.SubprocessError):
-            proc.kill()  # type: ignore[union-attr]
+            proc.kill()
 
 
 def compile_shader(source: str, hlsl: bool, vulkan11: bool) -> tuple[bool, bytes] | None:
     """(True, SPIR-V) or (False, glslang's error log); None when the server cannot be used."""
-    if not status()[0] or int(_state["deaths"]) >= 2:  # type: ignore[call-overload]
+    if not status()[0] or _SERVER.deaths >= 2:
         return None
     data = source.encode()
     with _lock:
@@ -140,8 +155,8 @@ def compile_shader(source: str, hlsl: bool, vulkan11: bool) -> tuple[bool, bytes
         except (OSError, EOFError, struct.error, ValueError):
             # the server died (e.g. a crash in glslang on this shader): the caller falls back to
             # glslangValidator, which reports this shader as it always did
-            _state["deaths"] = int(_state["deaths"]) + 1  # type: ignore[call-overload]
-            _state["proc"] = None
+            _SERVER.deaths += 1
+            _SERVER.proc = None
             proc.kill()
             return None
     return status_code == 0, body
