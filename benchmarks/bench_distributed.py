@@ -12,6 +12,8 @@ per-call cost), every rank running the same sequence of calls:
   (the issue's peer);
 - ``mpi4py Iallreduce+Wait``: the bare non-blocking call on the same buffers, completed by
   MPI's own blocking ``Wait``: the MPI algorithm rlx uses, with no Python in the wait;
+  timed a second time as a peer of its own (``A/A``): the ratio of two identical peers is the
+  run's noise floor;
 - ``rlx Communicator``: ``comm.all_reduce(x, "sum", out=out)``: ``Iallreduce`` on the same
   buffers (checked once, then reused), completed against the deadline (distributed/deadline.py);
 - ``rlx IR all_reduce, out=``: a compiled program ``all_reduce(x)`` on the numpy target,
@@ -70,10 +72,11 @@ forward), so the measured idle fraction differs from the equal-time ideal (p-1)/
 """
 
 
-PEERS = ("mpi4py Allreduce", "mpi4py Iallreduce+Wait", "rlx Communicator",
-         "rlx IR all_reduce, out=", "rlx IR all_reduce")
+PEERS = ("mpi4py Allreduce", "mpi4py Iallreduce+Wait", "mpi4py Iallreduce+Wait (A/A)",
+         "rlx Communicator", "rlx IR all_reduce, out=", "rlx IR all_reduce")
 BARE = PEERS[:2]
-RLX = PEERS[2:]
+CONTROL = PEERS[2]  # the same call as PEERS[1], timed as a peer of its own: the noise floor
+RLX = PEERS[3:]
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -149,6 +152,8 @@ def _all_reduce(comm, sizes: list[int], quick: bool) -> list[dict]:
             "mpi4py Allreduce": lambda x=x, out=out: world.Allreduce(x, out, op=mpi.SUM),
             "mpi4py Iallreduce+Wait":
                 lambda x=x, out=out: world.Iallreduce(x, out, op=mpi.SUM).Wait(),
+            "mpi4py Iallreduce+Wait (A/A)":
+                lambda x=x, out=out: world.Iallreduce(x, out, op=mpi.SUM).Wait(),
             "rlx Communicator": lambda x=x, out=out: comm.all_reduce(x, "sum", out=out),
             "rlx IR all_reduce, out=": lambda x=x, exe=exe, out=out: exe(x, out=out),
             "rlx IR all_reduce": lambda x=x, exe=exe: exe(x),
@@ -168,6 +173,7 @@ def _all_reduce(comm, sizes: list[int], quick: bool) -> list[dict]:
                "vs_allreduce": {k: _ratio(times[k], times["mpi4py Allreduce"], rng)
                                 for k in RLX},
                "vs_best_bare": {k: _ratio(times[k], times[best], rng) for k in RLX},
+               "control": _ratio(times[CONTROL], times["mpi4py Iallreduce+Wait"], rng),
                "overhead_us": {k: (med[k] - med[best]) * 1e6 for k in RLX}}
         rows.append(row)
         if comm.rank == 0:
@@ -270,10 +276,13 @@ def _worker(args: argparse.Namespace) -> int:
                           for r in reduce_rows]),
           "\nrlx / bare: ratio of the medians [bootstrap 5-95%], against the blocking "
           "`Allreduce` (the issue's peer) and against the faster bare peer at that size "
-          "(overhead in us: the difference of the medians).\n",
-          markdown_table(["size", "best bare", *(f"{p} / Allreduce" for p in RLX),
+          "(overhead in us: the difference of the medians). A/A: the bare `Iallreduce+Wait` "
+          "timed twice as two peers; its ratio is this run's noise floor (1.000x on a quiet "
+          "machine): an rlx ratio inside it is no measured overhead.\n",
+          markdown_table(["size", "A/A (noise)", "best bare",
+                          *(f"{p} / Allreduce" for p in RLX),
                           *(f"{p} / best bare (us)" for p in RLX)],
-                         [[_size(r["bytes"]), r["best_bare"],
+                         [[_size(r["bytes"]), _fmt(r["control"]), r["best_bare"],
                            *(_fmt(r["vs_allreduce"][p]) for p in RLX),
                            *(f"{_fmt(r['vs_best_bare'][p])} ({r['overhead_us'][p]:+.0f})"
                              for p in RLX)]
