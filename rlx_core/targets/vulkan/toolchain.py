@@ -6,10 +6,11 @@ The tools come from Debian's ``glslang-tools``, ``glslang-dev`` and ``spirv-tool
 (``RLX_GLSLANG`` and ``RLX_SPIRV_VAL`` override the paths). A shader glslang rejects, or SPIR-V spirv-val rejects,
 is a ShaderCompileError naming the line and the node.
 
-Validated SPIR-V is also kept on disk (``RLX_SPIRV_CACHE``, default ``~/.cache/rlx/spirv``;
-``off`` disables it), content-addressed by the tools' identity, their arguments and the source,
-so another process compiling the same shader (the next test, the next ONNX case) skips both
-tools. The cache is best-effort: an unwritable folder only costs the compile.
+Validated SPIR-V is also kept in the kernel cache (``rlx_core/targets/cpu/cache.py``: under
+``RLX_CACHE_DIR``, each file with its integrity record, a damaged one quarantined and rebuilt;
+``RLX_SPIRV_CACHE=off`` disables it), content-addressed by the tools' identity, their arguments
+and the source, so another process compiling the same shader (the next test, the next ONNX
+case) skips both tools. It is best-effort: an unwritable cache only costs the compile.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from rlx_core.errors import TargetUnavailableError
+from rlx_core.errors import RlxError, TargetUnavailableError
+from rlx_core.targets.cpu import cache
 from rlx_core.targets.gpu_common.compile_error import compile_error
 from rlx_core.targets.vulkan import glslang_server
 
@@ -43,10 +45,8 @@ SPIRV_MAGIC = (0x07230203).to_bytes(4, "little")
 
 
 def _cache_file(glslang: str, val: str, stage: str, source: str) -> Path | None:
-    where = os.environ.get("RLX_SPIRV_CACHE", "")
-    if where == "off":
+    if os.environ.get("RLX_SPIRV_CACHE", "") == "off":
         return None
-    root = Path(where) if where else Path.home() / ".cache" / "rlx" / "spirv"
     h = hashlib.sha256()
     for tool in (glslang, val):  # a reinstalled tool is another key
         try:
@@ -55,12 +55,16 @@ def _cache_file(glslang: str, val: str, stage: str, source: str) -> Path | None:
         except OSError:
             return None
     h.update(f"{stage};".encode() + source.encode())
-    return root / f"{h.hexdigest()}.spv"
+    try:
+        return cache.cache_dir() / f"spirv-{h.hexdigest()[:40]}.spv"
+    except (OSError, RlxError):
+        return None
 
 
 def _cached(path: Path | None) -> bytes | None:
+    """The cached SPIR-V when its record vouches for it (else it is quarantined: a miss)."""
     try:
-        data = path.read_bytes() if path is not None else b""
+        data = path.read_bytes() if path is not None and cache.lookup(path) else b""
     except OSError:
         return None
     return data if data[:4] == SPIRV_MAGIC else None
@@ -70,11 +74,14 @@ def _keep(path: Path | None, spirv: bytes) -> None:
     if path is None:
         return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(spirv)
-        os.replace(tmp, path)  # atomic: a parallel reader sees all of it or nothing
-    except OSError:
+        tmp = cache.temp_path(path, ".tmp")
+        try:
+            tmp.write_bytes(spirv)
+            cache.publish(tmp, path)  # record first, then an atomic rename
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+    except (OSError, RlxError):
         pass
 
 
