@@ -181,3 +181,30 @@ def test_programs_that_come_and_go_keep_their_own_buffers(target: str) -> None:
         np.testing.assert_array_equal(np.asarray(got), xs * xs)
         del got
         gc.collect()
+
+
+@pytest.mark.parametrize("target", ("vulkan", "directx"))
+def test_released_programs_free_their_buffers(target: str) -> None:
+    # buffers and the descriptor sets naming them go with their program: repeated compile and
+    # run leaves the live-buffer count where it was (counted, not timed)
+    import gc
+
+    tgt = get_target(target)
+    ok, why = tgt.available()
+    if not ok:
+        pytest.skip(f"{target} unavailable here: {why}")
+    x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6)
+
+    def model(a):
+        return np.exp(a * a).sum(axis=1) + 1.0
+
+    rlx.compile(model, x, target=target)(x)  # the device and its pipelines exist
+    gc.collect()
+    dev = tgt.device()
+    base, sets = dev.live, len(dev.sets)
+    for _ in range(5):
+        exe = rlx.compile(model, x, target=target)
+        np.testing.assert_allclose(exe(x), np.exp(x * x).sum(axis=1) + 1.0, rtol=1e-5)
+        del exe
+        gc.collect()
+    assert dev.live == base and len(dev.sets) == sets

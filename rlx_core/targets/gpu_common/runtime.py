@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -55,6 +56,11 @@ class GpuProgram:
     def __init__(self, dev: Device, plan: GpuPlan, param_data: dict[str, Any]) -> None:
         self.dev, self.plan, self.param_data = dev, plan, dict(param_data)
         self.buffers = {b.name: dev.alloc(b.nbytes) for b in plan.buffers}
+        free = getattr(dev, "free", None)
+        if free is not None:  # an API that frees explicitly: when this program is released
+            # (not at interpreter exit: the device may be gone by then, and the process frees)
+            fin = weakref.finalize(self, _free, dev, list(self.buffers.values()))
+            fin.atexit = False
         for name, data in plan.constants.items():
             dev.upload(self.buffers[name], data)
         run = [k for k in plan.kernels if k.constant is None]
@@ -101,6 +107,12 @@ class GpuProgram:
             self.last_seconds = time.perf_counter() - t0
         plan.check_guards(raw)
         return self.outputs(raw)
+
+
+def _free(dev: Any, buffers: list[Any]) -> None:
+    # not under dev.lock: a finalizer may run inside any allocation, also one made while this
+    # thread holds it (the device serialises on its own reentrant lock)
+    dev.free(buffers)
 
 
 def source_key(source: str) -> str:

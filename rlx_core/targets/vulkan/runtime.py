@@ -5,7 +5,9 @@ Buffers live in host-visible, coherent memory mapped once, so uploads and downlo
 copies. Launches are recorded, not run: the next download (or upload) records them into one
 command buffer, with a compute->compute/host memory barrier after each dispatch, submits it
 once and waits on a fence. Pipelines are cached per source, descriptor sets per (pipeline,
-buffers). Device memory is released with the process.
+buffers). A program's buffers are destroyed and their memory freed when the program is
+released (``free``, called by gpu_common.runtime.GpuProgram's finalizer), with the descriptor
+sets that named them; ``live`` counts the buffers alive.
 """
 
 from __future__ import annotations
@@ -53,8 +55,10 @@ class VulkanDevice:
         self.lock = threading.Lock()
         self._mu = threading.RLock()  # the caches and the pending list
         self.pipelines: dict[str, VkPipeline] = {}
-        self.sets: dict[tuple[int, ...], tuple[Any, VkPipeline, tuple[VkBuffer, ...]]] = {}
+        self.sets: dict[tuple[int, ...],
+                        tuple[Any, VkPipeline, tuple[VkBuffer, ...], Any]] = {}
         self.pending: list[tuple[VkPipeline, Any, tuple[int, int, int]]] = []
+        self.live = 0  # buffers allocated and not yet freed
         try:
             app = vk.VkApplicationInfo(pApplicationName="rlx", applicationVersion=1,
                                        pEngineName="rlx", engineVersion=1,
@@ -132,7 +136,29 @@ class VulkanDevice:
             allocationSize=req.size, memoryTypeIndex=self.memory_type), None)
         vk.vkBindBufferMemory(self.device, buf, mem, 0)
         mapped = vk.vkMapMemory(self.device, mem, 0, nbytes, 0)
+        with self._mu:
+            self.live += 1
         return VkBuffer(buf, mem, mapped, nbytes)
+
+    def free(self, buffers: list[VkBuffer]) -> None:
+        """Destroy ``buffers`` and free their memory, after any launch recorded on them has run;
+        the cached descriptor sets that name one go too (freed back to their pool)."""
+        vk = self.vk
+        self.flush()
+        with self._mu:
+            gone = {id(b) for b in buffers}
+            for key, (ds, _p, bufs, pool) in list(self.sets.items()):
+                if any(id(b) in gone for b in bufs):
+                    del self.sets[key]
+                    vk.vkFreeDescriptorSets(self.device, pool, 1, [ds])
+            for b in buffers:
+                if b.buffer is None:
+                    continue
+                vk.vkUnmapMemory(self.device, b.memory)
+                vk.vkDestroyBuffer(self.device, b.buffer, None)
+                vk.vkFreeMemory(self.device, b.memory, None)
+                b.buffer = b.memory = b.mapped = None
+                self.live -= 1
 
     def upload(self, buf: VkBuffer, data: bytes) -> None:
         self.flush()  # a launch recorded earlier may still read the old contents
@@ -177,6 +203,7 @@ class VulkanDevice:
         vk = self.vk
         self.descriptor_pools.append(vk.vkCreateDescriptorPool(
             self.device, vk.VkDescriptorPoolCreateInfo(
+                flags=vk.VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT,
                 maxSets=1024, poolSizeCount=1, pPoolSizes=[vk.VkDescriptorPoolSize(
                     type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=1024 * 16)]),
             None))
@@ -204,7 +231,7 @@ class VulkanDevice:
             pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=b.buffer, offset=0, range=b.nbytes)])
             for i, b in enumerate(buffers)]
         vk.vkUpdateDescriptorSets(self.device, len(writes), writes, 0, None)
-        self.sets[key] = (ds, p, tuple(buffers))
+        self.sets[key] = (ds, p, tuple(buffers), self.descriptor_pools[-1])
         return ds
 
     # ---- launches ------------------------------------------------------------------------------
