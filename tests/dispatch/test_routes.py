@@ -224,9 +224,11 @@ def test_every_hir_op_legalizes_on_every_target_in_f32(target) -> None:
             assert not r.ok and r.failures[0].decision.code == "RLX-L004", r.failures
             continue
         # the CPU keeps its row ops (c_common/row_ops.py), attention (cpu/attention.py) and
-        # the int8 and int4 matmuls (cpu/igemm.py, i4gemm.py) and the convolutions
+        # the int8 and int4 matmuls (cpu/igemm.py, i4gemm.py; dynamic_int_linear's per-token
+        # quantize + int8 GEMM + dequantize in one kernel) and the convolutions
         # (cpu/conv.py) and pooling (cpu/pool.py) whole; the rest decomposes
-        native = (*ROW_OPS, "attention", "int_linear", "int4_linear", "conv2d", "conv2d_fused",
+        native = (*ROW_OPS, "attention", "int_linear", "int4_linear", "dynamic_int_linear",
+                  "conv2d", "conv2d_fused",
                   "max_pool2d", "avg_pool2d")
         want = "native" if target == "cpu" and op in native else "common-IR"
         assert r.ok and r.decisions[0].route == want, (op, target)
