@@ -135,6 +135,7 @@ def hir_all_ops() -> Graph:
                                      "shift": (-3, 0, 1, -31), "zero_point": -2, "axis": 1}),
         b.emit("fake_quantize", [x, sc, sc], {"qmin": -8, "qmax": 7, "axis": 1}),
         b.emit("int4_linear", [x, p4, s4], {"group": 4}),
+        b.emit("dynamic_int_linear", [x, w8, bias, bias]),
         b.emit("int_conv2d", [b.emit("cast", [img], {"dtype": dt.i8}),
                               b.emit("cast", [k], {"dtype": dt.i8})],
                {"stride": (2, 2), "padding": (1, 1), "groups": 2, "a_zero_point": -3}),
