@@ -38,8 +38,8 @@ SAMPLE = {"numpy": 1, "cpu": 8, "webgpu": 16, "tpu": 32, **dict.fromkeys(GPU_API
     {"numpy": 1, **{t: max(1, int(_SAMPLE_ENV)) for t in TARGETS if t != "numpy"}}
 # Pass-rate floors the committed report must meet (a ratchet: raise them as converters land;
 # the goal for cpu is 0.75, see docs/onnx-report.md for where it stands).
-FLOORS = {"numpy": 0.82, "cpu": 0.82, "webgpu": 0.81, "vulkan": 0.75, "opengl": 0.75,
-          "directx": 0.75}
+FLOORS = {"numpy": 0.82, "cpu": 0.82, "webgpu": 0.81, "opencl": 0.78, "vulkan": 0.75,
+          "opengl": 0.75, "directx": 0.75}
 
 
 def _report() -> dict:
