@@ -24,9 +24,8 @@ points, a u8 input, a chain whose pieces are read elsewhere) is left as it is.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
-
-import numpy as np
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Graph, Node
@@ -34,13 +33,25 @@ from rlx_core.passes.base import PassContext
 from rlx_core.passes.rewrite_engine import Replacement, RewriteView, Rules, require_level, rewrite
 
 OP = "dynamic_int_linear"
-TINY, QMAX = np.float32(1e-30), np.float32(127.0)
 
 
-def _is(view: RewriteView, name: str, value: np.float32 | int) -> bool:
-    """Is ``name`` a constant splat of exactly ``value`` (through broadcasts and reshapes)?"""
+def _f32(x: float) -> float:
+    """``x`` rounded to f32, without numpy (this pass runs in Pyodide, which has none)."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+TINY, QMAX = _f32(1e-30), 127.0
+
+
+def _is(view: RewriteView, name: str, value: float) -> bool:
+    """Is ``name`` a constant splat of exactly ``value`` (f32) through broadcasts and reshapes?"""
     v = view.splat(name)
-    return v is not None and not isinstance(v, bool) and np.float32(v) == value
+    if v is None or isinstance(v, bool):
+        return False
+    try:
+        return _f32(float(v)) == value
+    except (TypeError, ValueError, OverflowError):  # a complex or non-numeric splat
+        return False
 
 
 def _through_reshape(view: RewriteView, name: str) -> str:
