@@ -4,8 +4,8 @@ The GPUs here are software (Mesa lavapipe/llvmpipe, PoCL on the CPU), so these a
 not goals: compile time (render + driver builds), per-call time (interleaved turns, p50),
 the largest difference from the numpy target on the same batch, and each target's driver
 (device name and API version as the live device reports them). For OpenCL the results say
-whether the device offers doubles (``cl_khr_fp64``); the OpenCL dialect renders f32 only, so
-the target does not claim f64 either way (RLX-L002). Run:
+whether the device offers doubles (``cl_khr_fp64``): the OpenCL target claims f64 (as
+``double``) only where it does, else refuses it (RLX-L002). Run:
 
     python benchmarks/bench_minilm_gpu.py [--targets webgpu,opencl,opengl,vulkan,directx]
     python benchmarks/bench_minilm_gpu.py --targets vulkan,directx --merge  # keep other rows
@@ -127,8 +127,8 @@ def main() -> None:
           f"\n\n" + markdown_table(["target", "driver (device, API)",
                                     "compile + first call (s)", "call p50 (ms)", "p10",
                                     "p90", "runs", "max abs diff vs numpy", "run"], rows)
-          + "\nThe OpenCL dialect computes in f32: f64 stays refused (RLX-L002) even where "
-            "the device reports cl_khr_fp64.\n")
+          + "\nMiniLM runs in f32 on every target; the OpenCL row says whether the device "
+            "offers doubles (cl_khr_fp64), which the OpenCL dialect uses for f64 graphs.\n")
     js, mdp = write_results("minilm_gpu", data, md)
     say(md)
     say(f"wrote {js} and {mdp}")

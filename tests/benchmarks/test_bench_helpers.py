@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.bench_minilm import encoder_flops
 from benchmarks.bench_mnist_mlp import Batches, step_flops
-from benchmarks.common import SETTLE_S, result_stem
+from benchmarks.common import SETTLE_S, Stats, result_stem
 from rlx_core.models.minilm import BertConfig
 
 
@@ -135,3 +135,9 @@ def test_interleaved_can_also_report_each_peer_s_thread_cpu_time() -> None:
                        block=2, thread_cpu=cpu)
     assert set(cpu) == set(wall) == {"a", "b"}
     assert all(cpu[n].runs == wall[n].runs == 6 and cpu[n].p50 >= 0.0 for n in cpu)
+
+
+def test_p10_p90_stay_within_the_observed_calls() -> None:
+    """Three calls gave a negative p10 with statistics' default (exclusive) quantiles."""
+    s = Stats.of([19.6, 95.1, 172.8])
+    assert 19.6 <= s.p10 <= s.p50 <= s.p90 <= 172.8
