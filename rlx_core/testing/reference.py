@@ -99,6 +99,20 @@ def _value_stats(x: np.ndarray, d: dt.DType) -> ConeStats:
                      near_overflow=big > float(info.max) / 64)
 
 
+def _scores_near_overflow(args: list[np.ndarray], a: dict[str, Any], d: dt.DType) -> bool:
+    """Whether attention's scaled scores q . k^T * scale come within 2^6 of ``d``'s overflow."""
+    q, k = (np.asarray(x, np.float64) for x in args[:2])
+    if q.size == 0 or k.size == 0 or q.ndim != 4 or k.ndim != 4:
+        return False
+    if a.get("layout") == "bshd":
+        q, k = q.swapaxes(1, 2), k.swapaxes(1, 2)
+    scale = float(a.get("scale") or 0.0) or 1.0 / math.sqrt(q.shape[3])
+    with np.errstate(all="ignore"):
+        s = np.abs(np.einsum("bhqd,bhkd->bhqk", q, k) * scale)
+    s = s[np.isfinite(s)]
+    return bool(s.size) and float(s.max()) > float(_finfo(d).max) / 64
+
+
 def _prod_leaves_range(x: np.ndarray, axes: Any, d: dt.DType) -> bool:
     """Whether some partial product of a reduce_prod group of ``x`` (over ``axes``) falls
     outside ``d``'s normal range: the product of a group's small (|v| < 1) finite factors
@@ -220,6 +234,11 @@ def evaluate(g: Graph, inputs: list[Any]) -> Reference:
             work = dt.f64 if n.type.dtype == dt.f64 else dt.f32
             if float(np.nanmax(sq, initial=0.0)) > float(_finfo(work).max) / 64:
                 own = replace(own, near_overflow=True)
+        if n.op == "attention" and n.type.dtype.is_float and _scores_near_overflow(
+                args, n.a, n.type.dtype):
+            # q . k in the working dtype (f16: 65504) can overflow where this f64 reference's
+            # scores stay finite; an inf score makes the softmax row NaN on every target
+            own = replace(own, near_overflow=True)
         if n.op == "reduce_prod" and n.type.dtype.is_float and _prod_leaves_range(
                 args[0], n.a.get("axes", ()), n.type.dtype):
             # a partial product that under- or overflows in the working dtype makes the

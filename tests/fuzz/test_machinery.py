@@ -216,3 +216,16 @@ def test_reduce_prod_whose_partial_products_underflow_is_order_dependent() -> No
     assert not evaluate(g, [safe]).stats[0].near_overflow
     huge = np.array([[3e38, 3e38, 1e-30], [1.0, 2.0, 3.0]], np.float32)
     assert evaluate(g, [huge]).stats[0].near_overflow  # 3e38 * 3e38 overflows first
+
+
+def test_attention_scores_past_the_working_dtype_are_order_dependent() -> None:
+    """An f16 score q . k above 65504 is inf on every target, finite in the f64 reference."""
+    g = parse('hir @a {\n  input %q : f16[1,1,2,2]\n  input %k : f16[1,1,2,2]\n'
+              '  input %v : f16[1,1,2,2]\n'
+              '  %0 : f16[1,1,2,2] = attention(%q, %k, %v) {layout="bhsd", mask="none", '
+              'scale=1.0} loc("t.py":1)\n  return %0\n}\n')
+    v = np.ones((1, 1, 2, 2), np.float16)
+    big = np.full((1, 1, 2, 2), 200.0, np.float16)  # 200 * 200 * 2 = 80000 > 65504
+    small = np.full((1, 1, 2, 2), 2.0, np.float16)
+    assert evaluate(g, [big, big, v]).stats[0].near_overflow
+    assert not evaluate(g, [small, small, v]).stats[0].near_overflow
