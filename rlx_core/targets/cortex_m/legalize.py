@@ -256,4 +256,4 @@ def raise_problems(problems: list[Problem], name: str) -> None:
     raise cls(f"{len(lines)} node(s) of @{name} cannot run on a Cortex-M int8 firmware:\n    "
               + "\n    ".join(lines),
               hint="each line names the node and its fix; the firmware runs int_linear, "
-                   "requantize, relu, argmax and reshape on int8 values", lines=lines)
+                   "int_conv2d, requantize, relu, argmax and reshape on int8 values", lines=lines)
