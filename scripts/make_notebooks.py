@@ -67,8 +67,8 @@ FAILURES = [
     ("code", "import numpy as np\nimport rlx_core as rlx\n\n"
              "table = np.random.default_rng(0).standard_normal((100, 8))   # float64!\n\n"
              "def model(a, ids):\n"
-             "    normal = a.T @ a                     # f64 matmul\n"
-             "    rows = rlx.take(table, ids, axis=0)  # i64 ids from the caller\n"
+             "    normal = np.tanh(a).T @ a                     # f64 tanh: WebGPU emulates f64 arithmetic, not tanh\n"
+             "    rows = np.tanh(rlx.take(table, ids, axis=0))  # f64 table, i64 ids from the caller\n"
              "    return normal.sum(axis=0) + rows.sum(axis=0)\n\n"
              "a = np.random.default_rng(1).standard_normal((16, 8))\n"
              "ids = np.arange(5, dtype=np.int64)"),
@@ -78,12 +78,12 @@ FAILURES = [
            "`docs/errors.md`), the user line, every route tried, and a hint."),
     ("code", "try:\n    rlx.lower(model, a, ids, target='webgpu')\nexcept rlx.LegalizationError as err:\n"
              "    print(err)\n    codes = err.codes\ncodes"),
-    ("md", "## 3. Apply the fixes the report suggests\nCast to f32 (WebGPU has no f64) and pass "
+    ("md", "## 3. Apply the fixes the report suggests\nCast to f32 (WebGPU emulates f64 arithmetic, not tanh) and pass "
            "i32 indices (no i64 in shaders)."),
     ("code", "table32 = table.astype(np.float32)\n\n"
              "def fixed(a, ids):\n"
-             "    normal = a.T @ a\n"
-             "    rows = rlx.take(table32, ids, axis=0)\n"
+             "    normal = np.tanh(a).T @ a\n"
+             "    rows = np.tanh(rlx.take(table32, ids, axis=0))\n"
              "    return normal.sum(axis=0) + rows.sum(axis=0)\n\n"
              "a32, ids32 = a.astype(np.float32), ids.astype(np.int32)\n"
              "report = rlx.explain(fixed, a32, ids32, targets=['webgpu'])\n"
