@@ -15,6 +15,7 @@ import math
 from rlx_core.ir.graph import Node
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
+from rlx_core.targets.cpu.igemm import open_block_loop
 
 IMPL = "rlx-i4gemm"
 DTYPES: tuple[str, ...] = ("f32", "u8", "i8")
@@ -86,14 +87,7 @@ def emit_int4_linear(env: KernelEnv, w: Writer, node: Node) -> str:
     out = env.outputs[node.name]
     n, k = packed.type.shape[0], packed.type.shape[1] * 2
     m = math.prod(x.type.shape[:-1])  # rows; with k == 0 the output is the bias, not empty
-    rb, cb = -(-m // ROW_BLOCK), -(-n // COL_BLOCK)
-    pragma = env.parallel(m * n * k, 0)
-    if pragma:
-        w.line(pragma)
-    w.open(f"for (int64_t it = 0; it < {rb * cb}; ++it)")
-    w.line(f"const int64_t i0 = (it / {cb}) * {ROW_BLOCK}, j0 = (it % {cb}) * {COL_BLOCK};")
-    w.line(f"const int64_t i1 = i0 + {ROW_BLOCK} < {m} ? i0 + {ROW_BLOCK} : {m};")
-    w.line(f"const int64_t j1 = j0 + {COL_BLOCK} < {n} ? j0 + {COL_BLOCK} : {n};")
+    open_block_loop(env, w, m, n, k, ROW_BLOCK, COL_BLOCK)
     w.line(f"rlx_i4gemm_block(i0, i1, j0, j1, {n}, {k}, {int(node.attr('group'))}, {x.ptr}, "
            f"{packed.ptr}, {scale.ptr}, {zero}, {out.ptr});")
     w.close()

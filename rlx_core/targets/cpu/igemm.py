@@ -288,6 +288,21 @@ static void rlx_igemm_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int6
 """
 
 
+def open_block_loop(env: KernelEnv, w: Writer, m: int, n: int, k: int, rows: int,
+                    cols: int) -> None:
+    """Open the (optionally parallel) loop over ``rows`` x ``cols`` blocks of an m x n output,
+    defining the block's bounds ``i0, i1, j0, j1``; the caller writes the block call and
+    closes it. Shared by the int8, dynamic int8 and int4 linears."""
+    rb, cb = -(-m // rows), -(-n // cols)
+    pragma = env.parallel(m * n * k, 0)
+    if pragma:
+        w.line(pragma)
+    w.open(f"for (int64_t it = 0; it < {rb * cb}; ++it)")
+    w.line(f"const int64_t i0 = (it / {cb}) * {rows}, j0 = (it % {cb}) * {cols};")
+    w.line(f"const int64_t i1 = i0 + {rows} < {m} ? i0 + {rows} : {m};")
+    w.line(f"const int64_t j1 = j0 + {cols} < {n} ? j0 + {cols} : {n};")
+
+
 def emit_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str | None = None) -> str:
     """Write the kernel's loop over (row block, column block) items; returns its impl label.
     ``packed``: the kernel parameter holding the weight prepacked (cpu/igemm_packed.py); the
@@ -302,14 +317,7 @@ def emit_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str | None = 
     n, k = wt.type.shape
     m = math.prod(x.type.shape[:-1])  # rows; with k == 0 the output is the bias, not empty
     rows, cols = (PACKED_ROW_BLOCK, PACKED_COL_BLOCK) if packed else (ROW_BLOCK, COL_BLOCK)
-    rb, cb = -(-m // rows), -(-n // cols)
-    pragma = env.parallel(m * n * k, 0)
-    if pragma:
-        w.line(pragma)
-    w.open(f"for (int64_t it = 0; it < {rb * cb}; ++it)")
-    w.line(f"const int64_t i0 = (it / {cb}) * {rows}, j0 = (it % {cb}) * {cols};")
-    w.line(f"const int64_t i1 = i0 + {rows} < {m} ? i0 + {rows} : {m};")
-    w.line(f"const int64_t j1 = j0 + {cols} < {n} ? j0 + {cols} : {n};")
+    open_block_loop(env, w, m, n, k, rows, cols)
     a_u8, za, zb = int(x.type.dtype == dt.u8), int(node.attr("a_zero_point")), int(
         node.attr("b_zero_point"))
     if packed:
@@ -332,14 +340,7 @@ def emit_dynamic_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str |
     n, k = wt.type.shape
     m = math.prod(x.type.shape[:-1])
     rows, cols = PACKED_ROW_BLOCK, DYNAMIC_COL_BLOCK
-    rb, cb = -(-m // rows), -(-n // cols)
-    pragma = env.parallel(m * n * k, 0)
-    if pragma:
-        w.line(pragma)
-    w.open(f"for (int64_t it = 0; it < {rb * cb}; ++it)")
-    w.line(f"const int64_t i0 = (it / {cb}) * {rows}, j0 = (it % {cb}) * {cols};")
-    w.line(f"const int64_t i1 = i0 + {rows} < {m} ? i0 + {rows} : {m};")
-    w.line(f"const int64_t j1 = j0 + {cols} < {n} ? j0 + {cols} : {n};")
+    open_block_loop(env, w, m, n, k, rows, cols)
     w.line(f"rlx_igd_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {packed or '0'}, {wt.ptr}, "
            f"{ws.ptr}, {bias}, {out.ptr});")
     w.close()
