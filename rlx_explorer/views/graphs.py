@@ -55,8 +55,29 @@ def graph_view(g: Graph) -> dict[str, Any]:
     ops = [node_json(n, "") for n in g.nodes]
     kernels = [(k.name, k.kind, list(k.inputs), list(k.outputs), [n.name for n in k.nodes])
                for k in g.kernels]
-    return assemble(g.level.value, g.name, [(v.name, str(v.type)) for v in g.inputs],
+    view = assemble(g.level.value, g.name, [(v.name, str(v.type)) for v in g.inputs],
                     [(v.name, str(v.type)) for v in g.params], ops, kernels, list(g.outputs))
+    for item in view["nodes"]:  # how each weight was given: its fix hint is spelled for it
+        if item["kind"] == "param" and item["name"] in g.param_data:
+            item["host"] = host_kind(g.param_data[item["name"]])
+    return view
+
+
+def host_kind(data: Any) -> str:
+    """What kind of host array a weight is: ``numpy``, ``memoryview``, ``array``
+    (``array.array``), ``host`` (an rlx HostArray), ``list`` or ``""`` (anything else)."""
+    from array import array
+
+    module = type(data).__module__.split(".", 1)[0]
+    if module == "numpy":
+        return module
+    if isinstance(data, memoryview):
+        return "memoryview"
+    if isinstance(data, array):
+        return "array"
+    if type(data).__name__ == "HostArray":
+        return "host"
+    return "list" if isinstance(data, list | tuple) else ""
 
 
 def assemble(level: str, name: str, inputs: list[tuple[str, str]],

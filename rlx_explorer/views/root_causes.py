@@ -4,8 +4,9 @@ poisons, and one fix at its source line — "cast `table` to f32 at line 12: fix
 instead of one "cast to f32 before this op" card per poisoned node.
 
 A dtype failure (RLX-L002/L003/L004) is followed upstream, through operands of the offending
-dtype whose producers fail too, to the values where that dtype starts; any other failure (an
-op the target lacks, a device limit) is its own cause.
+dtype, to the values where that dtype starts; any other failure (an op the target lacks, a
+device limit) is its own cause. The cast in the fix is spelled for the weight's kind of host
+array (numpy, memoryview, array.array, HostArray).
 """
 
 from __future__ import annotations
@@ -49,32 +50,44 @@ class _Graph:
     def __init__(self, hir: dict[str, Any]):
         self.nodes = {n["name"]: n for n in hir.get("nodes", ())}
 
-    def roots(self, name: str, bad: set[str], failing: dict[str, dict[str, Any]],
-              seen: set[str]) -> list[str]:
-        """The values upstream of node ``name`` where a ``bad`` dtype enters the graph."""
+    def roots(self, name: str, bad: set[str], seen: set[str]) -> list[str]:
+        """The values upstream of node ``name`` where a ``bad`` dtype enters the graph: an
+        input, a weight, a cast or constant, or an op none of whose operands has that dtype.
+        Ops that only carry the dtype on (a gather of an f64 table, a legal f64 add) are
+        walked through, whether the target runs them or not."""
         node = self.nodes.get(name)
         if node is None:
             return []
         found: list[str] = []
         for v in node.get("inputs", ()):
             src = self.nodes.get(v)
-            if src is None or v in seen or _dtype(src["type"]) not in bad:
+            if src is None or _dtype(src["type"]) not in bad:
+                continue
+            if v in seen:  # reached by another path: its roots are listed already
                 continue
             seen.add(v)
-            if src["kind"] in ("input", "param") or v not in failing or src["op"] in (
-                    "cast", "constant", "convert"):
+            if src["kind"] in ("input", "param") or src["op"] in ("cast", "constant",
+                                                                   "convert"):
                 found.append(v)
+            elif not self._carries(v, bad):
+                found.append(v)  # this op makes the dtype itself
             else:
-                found.extend(self.roots(v, bad, failing, seen) or [v])
+                found.extend(self.roots(v, bad, seen))
         return found
 
+    def _carries(self, name: str, bad: set[str]) -> bool:
+        """Whether some operand of node ``name`` already has one of the ``bad`` dtypes."""
+        return any(v in self.nodes and _dtype(self.nodes[v]["type"]) in bad
+                   for v in self.nodes[name].get("inputs", ()))
 
-def _fix(kind: str, name: str, dtype: str, line: int, op: str) -> str:
+
+def _fix(kind: str, name: str, dtype: str, line: int, op: str, host: str = "") -> str:
     to = NARROWER.get(dtype, "a dtype the target supports")
     at = f" at line {line}" if line else ""
     if kind == "param":
         var = name.rsplit(".", 1)[-1]
-        return f"cast `{var}` to {to}{at} (e.g. `{var} = {var}.astype(np.{_np(to)})`)"
+        how = cast_code(var, host, dtype, to)
+        return f"cast `{var}` to {to}{at}" + (f" (e.g. `{how}`)" if how else "")
     if kind == "input":
         return (f"pass input `{name}` as {to}: cast it where it is made"
                 f"{' (example_inputs() at line ' + str(line) + ')' if line else ''}")
@@ -85,17 +98,37 @@ def _np(dtype: str) -> str:
     return {"f32": "float32", "i32": "int32", "u32": "uint32", "c64": "complex64"}.get(dtype, dtype)
 
 
+# struct format characters of the dtypes a memoryview / array.array can hold
+_FORMAT = {"f16": "e", "f32": "f", "f64": "d", "i8": "b", "i16": "h", "i32": "i", "i64": "q",
+           "u8": "B", "u16": "H", "u32": "I", "u64": "Q"}
+
+
+def cast_code(var: str, host: str, dtype: str, to: str) -> str:
+    """One line that casts weight ``var`` from ``dtype`` to ``to``, spelled for its kind of
+    host array (numpy's ``.astype`` means nothing to a memoryview in Pyodide); "" if none."""
+    src, dst = _FORMAT.get(dtype), _FORMAT.get(to)
+    if host == "memoryview" and src and dst:
+        return (f"{var} = memoryview(array('{dst}', {var}.cast('B').cast('{src}')))"
+                f".cast('B').cast('{dst}', {var}.shape)")
+    if host == "array" and dst:
+        return f"{var} = array('{dst}', {var})"
+    if host == "host":
+        return f"{var} = HostArray('{to}', {var}.shape, {var}.values)"
+    if host in ("numpy", ""):
+        return f"{var} = {var}.astype(np.{_np(to)})"
+    return ""  # nested lists: rebuilt from values of the new dtype, no one-line cast
+
+
 def group_by_root(items: list[dict[str, Any]], hir: dict[str, Any] | None,
                   sources: SourceIndex) -> list[dict[str, Any]]:
     """Groups of ``items`` (failure_view's per-node records) under the value that causes them,
     most-poisoning cause first. A node poisoned by two causes is listed under both."""
     graph = _Graph(hir or {})
-    failing = {i["origin"]: i for i in items}
     files = [i["file"] for i in items if i.get("file")]
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for item in items:
         bad = bad_dtypes(item) if item["code"] in DTYPE_CODES else set()
-        roots = graph.roots(item["origin"], bad, failing, set()) if bad else []
+        roots = graph.roots(item["origin"], bad, set()) if bad else []
         if not roots:  # the node itself: an op the target lacks, or it makes the dtype itself
             key = ("node", item["node"])
             groups.setdefault(key, _own_group(item))["nodes"].append(item["node"])
@@ -139,7 +172,7 @@ def _value_group(src: dict[str, Any], dtype: str, item: dict[str, Any], files: l
         file, line = src["loc"]["file"], src["loc"]["line"]
     return {"cause": name, "kind": kind, "dtype": dtype, "code": code_for(item, dtype),
             "title": f"{dtype} comes from {_KIND.get(kind, 'the op')} `{name}`",
-            "fix": _fix(kind, name, dtype, line, src.get("op", "")),
+            "fix": _fix(kind, name, dtype, line, src.get("op", ""), src.get("host", "")),
             "file": file, "file_label": sources.label(file), "line": line,
             "source_line": sources.line(file, line),
             "hir_id": src["id"], "nodes": [], "hir_ids": []}

@@ -101,3 +101,36 @@ def test_outputs_carry_a_static_html_fallback(webgpu_failure: dict) -> None:
     assert "webgpu ✗" in data["text/plain"] and "legalization failures" in data["text/plain"]
     # two outputs in one notebook never share element ids
     assert re.search(r"id='(rlx-\w+)'", page).group(1) not in fallback_html(bundle)
+
+
+@pytest.mark.parametrize("host", ["numpy", "memoryview", "array", "host"])
+def test_the_cast_hint_is_spelled_for_the_kind_of_host_array(host: str) -> None:
+    """A weight given as a memoryview (Pyodide has no numpy) gets a stdlib cast, not
+    ``.astype``; each hint's code runs here and makes the weight f32."""
+    import math
+    from array import array
+
+    from rlx_core.targets.gpu_common.host_arrays import HostArray
+
+    vals = array("d", [math.sin(0.7 * i) for i in range(800)])  # big enough to be a parameter
+    made = {"numpy": lambda: np.array(vals).reshape(100, 8),
+            "memoryview": lambda: memoryview(vals).cast("B").cast("d", (100, 8)),
+            "array": lambda: vals,
+            "host": lambda: HostArray("f64", (100, 8), tuple(vals))}
+    table = made[host]()
+    rows = (100, 8) if host in ("numpy", "memoryview", "host") else (800,)
+
+    def model(ids):
+        return rlx.tanh(rlx.take(table, ids, axis=0)).sum(axis=0)
+
+    bundle = explore(model, rlx.spec((3,), "i32"), targets=("webgpu",), run=False,
+                     devices=False).bundle
+    (g,) = [g for g in bundle["failures"][0]["groups"] if g["cause"] == "table"]
+    code = re.search(r"\(e\.g\. `(.*)`\)", g["fix"]).group(1)  # type: ignore[union-attr]
+    assert (".astype(" in code) == (host == "numpy")
+    scope = {"table": table, "array": array, "np": np, "HostArray": HostArray}
+    exec(code, scope)
+    cast = scope["table"]
+    hir = rlx.trace(lambda ids: rlx.take(cast, ids, axis=0), rlx.spec((3,), "i32"))
+    (p,) = hir.params
+    assert str(p.type.dtype) == "f32" and p.type.shape == rows

@@ -110,7 +110,12 @@ def _failure_causes() -> dict[str, str]:
     causes and fix lines the explorer groups its webgpu failures under."""
     from rlx_explorer import explore
 
-    table = np.sin(0.7 * np.arange(800)).reshape(100, 8)
+    import math
+    from array import array
+
+    # a memoryview, as in the notebook: the fix hint is spelled for the kind of host array
+    vals = array("d", [math.sin(0.7 * i) for i in range(100 * 8)])
+    table = memoryview(vals).cast("B").cast("d", (100, 8))
 
     def model(a: Any, ids: Any) -> Any:
         return ((rlx.tanh(a).T @ a).sum(axis=0)
