@@ -5,7 +5,7 @@ Both run the same five binning dispatches (zero, count, scan, fill, sort; see sp
 VJP then runs, per tile (one workgroup, one invocation per pixel), the forward again for each
 pixel's T_final and last Gaussian, walks the tile's list back to front (T_i = T_{i+1} /
 (1 - alpha_i), the colour behind accumulated), sums each Gaussian's nine gradients over the
-tile's pixels with a workgroup tree reduction and writes them at the Gaussian's slot in the
+tile's pixels with a two-level workgroup reduction (two barriers per Gaussian) and writes them at the Gaussian's slot in the
 tile list; a last dispatch, one invocation per Gaussian, finds its slot in every tile it
 touches (binary search by (depth, index)) and adds them up. No float atomics are needed, and
 the sums come out in a fixed order.
@@ -20,6 +20,7 @@ from rlx_core.targets.gpu_common.kernels import WG, GpuKernel, Guard, _grid
 from rlx_core.targets.webgpu.splat_project import binds, flat, main
 
 TILE = 16
+RG = 16  # partial sums per gradient in the VJP's two-level tile reduction (divides WG)
 _F32, _U32 = "array<f32>", "array<u32>"
 
 
@@ -236,6 +237,7 @@ var<workgroup> wlo: u32;
 var<workgroup> wlast: atomic<u32>;
 var<workgroup> wmax: u32;
 var<workgroup> red: array<array<f32, 9>, {WG}>;
+var<workgroup> red2: array<f32, {9 * RG}>;
 """ + _ALPHA + main() + b.pixel() + _SEGMENT + f"""  if (lid == 0u) {{ atomicStore(&wlast, 0u); }}
   workgroupBarrier();
   // the forward again: T_final and the list position after the last Gaussian added
@@ -283,18 +285,25 @@ var<workgroup> red: array<array<f32, 9>, {WG}>;
                         gs * 0.5 * dx * dx, gs * dx * dy, gs * 0.5 * dy * dy,
                         select(ga * e, 0.0, clamped), wgt * gp.x, wgt * gp.y, wgt * gp.z);
     }}
+    // the tile's sum in two levels, two barriers per Gaussian: {RG} sums of {WG // RG} pixels per
+    // gradient, then one invocation per gradient adds them (a tree is 8 barriers, and a
+    // barrier is what a CPU driver (lavapipe) pays for most). The next Gaussian's writes to
+    // red come after the second barrier, by which every read of red is done.
     red[lid] = c;
     workgroupBarrier();
-    for (var st = {WG // 2}u; st > 0u; st = st / 2u) {{
-      if (lid < st) {{
-        for (var q = 0u; q < 9u; q = q + 1u) {{ red[lid][q] = red[lid][q] + red[lid + st][q]; }}
-      }}
-      workgroupBarrier();
-    }}
-    if (lid == 0u) {{
-      for (var q = 0u; q < 9u; q = q + 1u) {{ part[9u * (lo + j) + q] = red[0][q]; }}
+    if (lid < {9 * RG}u) {{
+      let q = lid % 9u;
+      let g0 = (lid / 9u) * {WG // RG}u;
+      var s = 0.0;
+      for (var t = 0u; t < {WG // RG}u; t = t + 1u) {{ s = s + red[g0 + t][q]; }}
+      red2[lid] = s;
     }}
     workgroupBarrier();
+    if (lid < 9u) {{
+      var s = 0.0;
+      for (var g = 0u; g < {RG}u; g = g + 1u) {{ s = s + red2[9u * g + lid]; }}
+      part[9u * (lo + j) + lid] = s;
+    }}
   }}
 }}
 """
