@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlx_core.distributed.communicator import Communicator, init
+from rlx_core.distributed.communicator import (
+    Communicator,
+    PendingReduce,
+    host_numpy,
+    init,
+    is_host_buffer,
+)
 from rlx_core.distributed.errors import RankCountError
 
 _ACTIVE: list[Communicator] = []
@@ -37,6 +43,27 @@ def active() -> Communicator:
     return _ACTIVE[-1] if _ACTIVE else init()
 
 
+def _group(op: str, a: dict[str, Any]) -> Communicator:
+    """The active communicator, checked against the rank count the op was built for."""
+    comm = _ACTIVE[-1] if _ACTIVE else init()
+    if a["ranks"] != comm.size:
+        raise RankCountError(
+            f"{op} was built for {a['ranks']} rank(s) but runs on {comm.size}",
+            hint=f"launch with mpiexec -n {a['ranks']} (or rlx run --ranks {a['ranks']}), or "
+                 f"partition the program for {comm.size} ranks")
+    return comm
+
+
+def start_all_reduce(a: dict[str, Any], x: Any, out: Any) -> PendingReduce | None:
+    """An ``all_reduce`` node started into ``out`` and not waited for (the runner waits at
+    the first kernel that reads the result), or None where ``x`` is not a C-contiguous host
+    array (``run_collective`` then runs it whole)."""
+    comm = _group("all_reduce", a)
+    if not is_host_buffer(x):
+        return None
+    return comm.all_reduce_start(x, a["op"], out=out)
+
+
 def run_collective(op: str, a: dict[str, Any], args: list[Any], out_type: Any,
                    out: Any = None) -> Any:
     """The value of collective ``op`` on this rank (every rank calls it in the same order).
@@ -44,16 +71,11 @@ def run_collective(op: str, a: dict[str, Any], args: list[Any], out_type: Any,
     ``out`` (a C-contiguous host array of ``out_type``: an arena slot, the caller's output
     buffer) receives the result where the op can write it there directly (the MPI call's
     receive buffer, no copy; ``out`` is then returned); otherwise a new array is returned."""
-    comm = _ACTIVE[-1] if _ACTIVE else init()
-    if a["ranks"] != comm.size:
-        raise RankCountError(
-            f"{op} was built for {a['ranks']} rank(s) but runs on {comm.size}",
-            hint=f"launch with mpiexec -n {a['ranks']} (or rlx run --ranks {a['ranks']}), or "
-                 f"partition the program for {comm.size} ranks")
+    comm = _group(op, a)
     x = args[0] if args else None
-    if op == "all_reduce" and type(x) is _np().ndarray and x.flags.c_contiguous:
+    if op == "all_reduce" and is_host_buffer(x):
         return comm.all_reduce(x, a["op"], out=out)  # the hot path: no copy, no dispatch
-    np = _np()
+    np = host_numpy()
     if op == "rank":
         return np.array(comm.rank, dtype=np.int32)
     if op == "recv":
@@ -86,19 +108,6 @@ def run_collective(op: str, a: dict[str, Any], args: list[Any], out_type: Any,
     if op == "reduce_scatter":
         return np.ascontiguousarray(np.moveaxis(comm.reduce_scatter(front, a["op"]), 0, axis))
     raise AssertionError(f"not a collective op: {op}")  # the op table and this agree
-
-
-_NUMPY: Any = None
-
-
-def _np() -> Any:
-    """numpy, imported on first use (this module is imported only to run collectives)."""
-    global _NUMPY
-    if _NUMPY is None:
-        import numpy
-
-        _NUMPY = numpy
-    return _NUMPY
 
 
 def _host(t: Any) -> Any:

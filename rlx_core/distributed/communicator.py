@@ -53,6 +53,29 @@ class _ReducePlan:
                 and out.dtype == self.dtype)
 
 
+class PendingReduce:
+    """An ``all_reduce`` in flight (``Communicator.all_reduce_start``); ``request`` is None
+    once it has completed."""
+
+    __slots__ = ("comm", "request", "recv", "op")
+
+    def __init__(self, comm: Communicator, request: Any, recv: Any, op: str):
+        self.comm, self.request, self.recv, self.op = comm, request, recv, op
+
+    def test(self) -> bool:
+        """Let MPI progress the operation; whether it has completed (no deadline here)."""
+        return self.request is None or self.request.Test()
+
+    def wait(self) -> Any:
+        """The result, once every rank has contributed (RLX-N001 past the deadline)."""
+        if self.request is not None:
+            self.comm._wait(self.request, _WHAT[self.op])
+            self.request = None
+            if self.op == "mean":
+                self.recv /= self.comm.size
+        return self.recv
+
+
 class Communicator:
     """Ranks ``0 .. size-1`` of an MPI communicator (default: the world)."""
 
@@ -83,21 +106,26 @@ class Communicator:
         shape and dtype, may be ``x`` itself) receives the result without an allocation.
         The checks of a pair of arrays are made once: called again with the same ``x`` and
         ``out`` (a training loop's buffers, an arena), only the MPI call and its wait run."""
+        return self.all_reduce_start(x, op, out).wait()
+
+    def all_reduce_start(self, x: Any, op: str = "sum", out: Any = None) -> PendingReduce:
+        """``all_reduce`` started, not waited for: ``.wait()`` completes it (with the
+        deadline) and returns the result. Until then ``x`` must not be written, nor the
+        result read (MPI works on both); ``.test()`` lets MPI progress it meanwhile."""
         key = (id(x), id(out), op, self.deterministic)
         plan = self._plans.get(key)
         if plan is None or not plan.holds(x, out):
             plan = self._plan_all_reduce(x, op, out, key)
-        recv = _numpy().empty_like(x) if out is None else out
-        if plan.ordered:
+        recv = host_numpy().empty_like(x) if out is None else out
+        if plan.ordered:  # complete at once: a gather and a sum in rank order
             self._ordered_sum(x, recv, _WHAT[op])
-        else:
-            if self._broken is not None:
-                self._raise_broken(_WHAT[op])
-            send = self.mpi.IN_PLACE if plan.in_place else x
-            self._wait(self.comm.Iallreduce(send, recv, op=plan.mpi_op), _WHAT[op])
-        if op == "mean":
-            recv /= self.size
-        return recv
+            if op == "mean":
+                recv /= self.size
+            return PendingReduce(self, None, recv, op)
+        if self._broken is not None:
+            self._raise_broken(_WHAT[op])
+        send = self.mpi.IN_PLACE if plan.in_place else x
+        return PendingReduce(self, self.comm.Iallreduce(send, recv, op=plan.mpi_op), recv, op)
 
     def _plan_all_reduce(self, x: Any, op: str, out: Any, key: tuple) -> _ReducePlan:
         """Check ``x`` and ``out`` for ``all_reduce`` (typed errors) and remember the facts
@@ -127,7 +155,7 @@ class Communicator:
     def all_gather(self, x: Any, out: Any = None) -> Any:
         """Every rank's ``x`` stacked on a new leading axis: shape ``(size, *x.shape)``
         (written into ``out`` when given: same element count and dtype, C-contiguous)."""
-        np = _numpy()
+        np = host_numpy()
         send = self._buffer(x, "all_gather")
         shape = (self.size, *send.shape)
         recv = np.empty(shape, dtype=send.dtype) if out is None else \
@@ -148,7 +176,7 @@ class Communicator:
     def reduce_scatter(self, x: Any, op: str = "sum", out: Any = None) -> Any:
         """Chunk number ``rank`` (of ``size`` equal chunks along axis 0) of the sum (or mean)
         of ``x`` over the ranks (written into ``out`` when given)."""
-        np = _numpy()
+        np = host_numpy()
         if op not in ("sum", "mean"):
             raise CollectiveArgumentError(f"reduce_scatter op {op!r} is not 'sum' or 'mean'",
                                           hint="use 'sum' or 'mean'")
@@ -208,7 +236,7 @@ class Communicator:
     def _ordered_sum(self, send: Any, recv: Any, what: str) -> None:
         """``recv = send_0 + send_1 + ... + send_{size-1}``, added left to right in rank order
         on every rank (gathered first: size x the buffer's memory, for debugging runs)."""
-        every = _numpy().empty((self.size, *send.shape), dtype=send.dtype)
+        every = host_numpy().empty((self.size, *send.shape), dtype=send.dtype)
         self._run(lambda: self.comm.Iallgather(send, every), what)
         _sum_in_order(every, recv)
 
@@ -232,7 +260,7 @@ class Communicator:
                  "the other ranks) and look at their output")
 
     def _buffer(self, x: Any, what: str, writable: bool = False) -> Any:
-        np = _numpy()
+        np = host_numpy()
         if not isinstance(x, np.ndarray):
             raise CollectiveArgumentError(
                 f"{what} takes a numpy array, got {type(x).__name__}",
@@ -268,7 +296,7 @@ class Communicator:
     def _disjoint(recv: Any, send: Any, what: str, in_place_ok: bool = False) -> None:
         # MPI forbids aliased send and receive buffers; only the exact same memory is
         # MPI_IN_PLACE (all_reduce), and no copy is made to work around an overlap
-        np = _numpy()
+        np = host_numpy()
         if np.may_share_memory(recv, send) and np.shares_memory(recv, send):
             raise CollectiveArgumentError(
                 f"{what} out= overlaps its input" + (" partially" if in_place_ok else ""),
@@ -279,7 +307,7 @@ class Communicator:
 def _sum_in_order(parts: Any, out: Any) -> None:
     """``out = parts[0] + parts[1] + ...`` in that order (numpy adds two arrays elementwise,
     one rounding per element per addition: the bits depend only on the order)."""
-    _numpy().copyto(out, parts[0])
+    host_numpy().copyto(out, parts[0])
     for part in parts[1:]:
         out += part
 
@@ -293,13 +321,13 @@ def _same_memory(a: Any, b: Any) -> bool:
     """Whether two C-contiguous arrays are the same bytes (so MPI_IN_PLACE applies)."""
     if a is b:
         return True
-    return (_numpy().may_share_memory(a, b) and a.nbytes == b.nbytes  # a bounds check in C
+    return (host_numpy().may_share_memory(a, b) and a.nbytes == b.nbytes  # a bounds check in C
             and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
 
 
 def encode_signature(signature: str) -> Any:
     """A fixed-size uint8 row: the text's sha256, then as much of the text as fits."""
-    np = _numpy()
+    np = host_numpy()
     raw = signature.encode()
     body = (hashlib.sha256(raw).digest() + raw)[:_SIGNATURE_BYTES]
     row = np.zeros(_SIGNATURE_BYTES, dtype=np.uint8)
@@ -327,13 +355,21 @@ def _short(text: str, limit: int = 160) -> str:
 _NP: Any = None
 
 
-def _numpy() -> Any:
+def host_numpy() -> Any:
+    """numpy, imported on first use (the host array layer; optional for rlx_core as a whole,
+    so nothing in rlx_core.distributed imports it at module level)."""
     global _NP
     if _NP is None:
-        import numpy as np  # the host array layer; optional for rlx_core as a whole
+        import numpy as np
 
         _NP = np
     return _NP
+
+
+def is_host_buffer(x: Any) -> bool:
+    """Whether ``x`` goes to MPI as it is: a C-contiguous numpy array (the collectives'
+    fast paths test this; ``Communicator._buffer`` names what is wrong with anything else)."""
+    return type(x) is host_numpy().ndarray and x.flags.c_contiguous
 
 
 _WORLD: Communicator | None = None

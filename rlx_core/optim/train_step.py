@@ -22,14 +22,24 @@ from rlx_core.runtime.executable import Executable
 
 
 def step_function(loss_fn: Callable[..., Any], optimizer: Any, p_def: TreeDef, s_def: TreeDef,
-                  n_params: int, n_state: int) -> Callable[..., Any]:
-    """The flat traced function ``(*param_leaves, *state_leaves, *batch) -> (loss, *new...)``."""
+                  n_params: int, n_state: int,
+                  reduce: Callable[[Any, list[Any]], tuple[Any, list[Any]]] | None = None
+                  ) -> Callable[..., Any]:
+    """The flat traced function ``(*param_leaves, *state_leaves, *batch) -> (loss, *new...)``.
+
+    ``reduce(loss, grad_leaves) -> (loss, grad_leaves)``, when given, runs between the
+    backward pass and the update (data parallelism's gradient all-reduce,
+    rlx_core/distributed/grad_buckets.py)."""
 
     def train_step(*flat: Any) -> tuple[Any, ...]:
         params = unflatten(p_def, list(flat[:n_params]))
         state = unflatten(s_def, list(flat[n_params:n_params + n_state]))
         batch = flat[n_params + n_state:]
         loss, grads = value_and_grad(loss_fn)(params, *batch)
+        if reduce is not None:
+            g_leaves, g_def = flatten(grads)
+            loss, g_leaves = reduce(loss, g_leaves)
+            grads = unflatten(g_def, list(g_leaves))
         new_params, new_state = optimizer.update(params, grads, state)
         new_s = flatten(new_state)[0]
         return (loss, *flatten(new_params)[0], *new_s)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from rlx_core.errors import VerifyError
 from rlx_core.ir.graph import ArenaPlan, BufferSlot, Graph, Level
+from rlx_core.ir.ops.collective import DEFERRED_OPS
 from rlx_core.passes.base import PassContext
 
 
@@ -29,17 +30,36 @@ def align_up(n: int, alignment: int) -> int:
 
 
 def liveness(g: Graph) -> dict[str, tuple[int, int]]:
-    """value -> (writing kernel, last reading kernel) for every kernel output not returned."""
+    """value -> (writing kernel, last reading kernel) for every kernel output not returned.
+
+    A deferred collective (``DEFERRED_OPS``: started at its kernel, completed at the first
+    kernel that reads its result, or at the end) reads its operands until it completes."""
     returned = set(g.outputs)
     spans: dict[str, tuple[int, int]] = {}
     for idx, k in enumerate(g.kernels):
         for i in k.inputs:
             if i in spans:
-                spans[i] = (spans[i][0], idx)
+                spans[i] = (spans[i][0], max(spans[i][1], idx))
         for o in k.outputs:
             if o not in returned:
                 spans[o] = (idx, idx)  # an output nobody reads lives only while it is written
+    for idx, until in deferred_waits(g).items():
+        for i in g.kernels[idx].inputs:
+            if i in spans:
+                spans[i] = (spans[i][0], max(spans[i][1], until))
     return spans
+
+
+def deferred_waits(g: Graph) -> dict[int, int]:
+    """kernel index of each deferred collective -> the kernel before which it completes
+    (the first kernel reading its result; ``len(g.kernels)``: at the end of the call)."""
+    waits: dict[int, int] = {}
+    for idx, k in enumerate(g.kernels):
+        if len(k.nodes) == 1 and k.nodes[0].op in DEFERRED_OPS:
+            result = k.nodes[0].name
+            waits[idx] = next((j for j in range(idx + 1, len(g.kernels))
+                               if result in g.kernels[j].inputs), len(g.kernels))
+    return waits
 
 
 def aliases(g: Graph, spans: dict[str, tuple[int, int]]) -> dict[str, str]:

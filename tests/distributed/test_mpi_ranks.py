@@ -16,6 +16,8 @@ def test_collectives_and_data_parallel_equal_single_process(ranks: int) -> None:
                 "steps") in done.stdout
         assert f"rank {rank}: mismatch detected: ranks differ in parameter shapes" in done.stdout
         assert f"rank {rank}: deterministic sums equal the sequential sum's bits" in done.stdout
+        # the gradient all-reduce is inside the compiled step: 2 buckets of the MLP
+        assert f"rank {rank}: 2 bucketed all_reduce(mean) in the step" in done.stdout
 
 
 @pytest.mark.parametrize("mode", ["hang", "kill", "raise"])

@@ -40,6 +40,10 @@ T = TensorType
 REDUCTIONS = ("sum", "mean", "max", "min")
 # ops with an effect beyond their result: never merged (CSE) nor dropped (DCE)
 EFFECT_OPS = frozenset({"send", "recv"})
+# ops a runner may start and complete later, at the first kernel that reads the result (the
+# numpy target does, rlx_core/targets/numpy_ref/executor.py): their operands stay alive in
+# the arena plan until that kernel (passes/plan_arena.py), since MPI reads them meanwhile
+DEFERRED_OPS = frozenset({"all_reduce"})
 
 
 def _ranks(op: str, a: dict[str, Any]) -> int:
@@ -151,4 +155,4 @@ def collective_defs() -> dict[str, OpDef]:
 
 COLLECTIVE_OPS: dict[str, OpDef] = collective_defs()
 
-__all__ = ["COLLECTIVE_OPS", "EFFECT_OPS", "REDUCTIONS"]
+__all__ = ["COLLECTIVE_OPS", "DEFERRED_OPS", "EFFECT_OPS", "REDUCTIONS"]

@@ -18,6 +18,7 @@ from rlx_core.errors import ArgumentError, VerifyError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Graph, Level, TensorType, Value
 from rlx_core.ir.ops import COLLECTIVE_OPS
+from rlx_core.passes.plan_arena import deferred_waits
 from rlx_core.targets.base import Program
 from rlx_core.targets.numpy_ref.semantics import convert, eval_op, finish, host_dtype
 
@@ -113,6 +114,13 @@ class ArenaRunner:
         # per kernel: None, or a collective's fixed facts (read once, not per call)
         self.collective = [_CollectiveKernel(k.nodes[0], self.offsets, self.returned)
                            if self._collective(k) else None for k in lir.kernels]
+        # an all-reduce with a result buffer is started at its kernel and completed before
+        # the first kernel that reads it (the plan keeps its operand alive until then), so
+        # the kernels in between (the rest of a backward pass) run while MPI reduces
+        waits = deferred_waits(lir)
+        for idx, c in enumerate(self.collective):
+            if c is not None and idx in waits and (c.slot is not None or c.to_output):
+                c.wait_at = waits[idx]
         # inputs whose host form is a plain array (not bf16 / i4): passed as they are when
         # they already are C-contiguous arrays of that shape and dtype (no conversion to do)
         self.plain_inputs = None if lir.params or any(
@@ -144,9 +152,15 @@ class ArenaRunner:
                 return load(arena, self.offsets[name], self.types[name])
             return owned[name] if name in owned else env[name]
 
-        for k, collective in zip(self.g.kernels, self.collective, strict=True):
+        inflight: list[tuple[int, Any]] = []  # (kernel to wait before, PendingReduce)
+        for idx, (k, collective) in enumerate(zip(self.g.kernels, self.collective,
+                                                  strict=True)):
+            if inflight:
+                inflight = _progress(inflight, idx)
             if collective is not None:
-                self._run_collective(collective, arena, read, owned, dest, fresh)
+                pending = self._run_collective(collective, arena, read, owned, dest, fresh)
+                if pending is not None:
+                    inflight.append((collective.wait_at, pending))
                 continue
             local: dict[str, np.ndarray] = {}
             for n in k.nodes:
@@ -157,6 +171,8 @@ class ArenaRunner:
                     store(arena, self.offsets[o], local[o], self.types[o])
                 else:
                     owned[o] = np.array(local[o], copy=True)  # never a view of an operand
+        for _, pending in inflight:  # results no kernel reads: the graph returns them
+            pending.wait()
         return self._results(read, dest, fresh)
 
     def _bind_as_is(self, inputs: Sequence[Any],
@@ -216,9 +232,10 @@ class ArenaRunner:
 
     def _run_collective(self, c: _CollectiveKernel, arena: np.ndarray, read: Any,
                         owned: dict[str, np.ndarray], dest: dict[str, np.ndarray],
-                        fresh: set[str]) -> None:
+                        fresh: set[str]) -> Any:
         """A collective kernel with its result buffer handed to MPI: the arena slot (when its
-        storage form is the host form) or the output array, so nothing is copied after."""
+        storage form is the host form) or the output array, so nothing is copied after.
+        A deferred all-reduce is only started: its PendingReduce is returned (else None)."""
         if c.slot is not None:
             target = load(arena, c.slot, c.type)  # a writable view of the slot
         elif c.to_output:
@@ -228,9 +245,17 @@ class ArenaRunner:
         else:
             target = None
         # imported on use: the communicator needs mpi4py, which plain numpy runs never load
-        from rlx_core.distributed.collective_exec import run_collective
+        from rlx_core.distributed.collective_exec import run_collective, start_all_reduce
 
-        value = run_collective(c.op, c.attrs, [read(i) for i in c.inputs], c.type, out=target)
+        args = [read(i) for i in c.inputs]
+        if c.wait_at is not None:
+            pending = start_all_reduce(c.attrs, args[0], target)
+            if pending is not None:  # the result lands in target: read once it is waited
+                if c.slot is None:
+                    owned[c.name] = target
+                    fresh.add(c.name)
+                return pending
+        value = run_collective(c.op, c.attrs, args, c.type, out=target)
         in_target = target is not None and _same_bytes(value, target)
         if not in_target:
             value = finish(value, c.type)
@@ -242,6 +267,20 @@ class ArenaRunner:
             fresh.add(c.name)
         else:
             owned[c.name] = np.array(value, copy=True)
+        return None
+
+
+def _progress(inflight: list[tuple[int, Any]], idx: int) -> list[tuple[int, Any]]:
+    """Complete the all-reduces due before kernel ``idx``; test the others, which is what
+    lets MPI move them on (Open MPI progresses a non-blocking collective inside MPI calls)."""
+    left = []
+    for at, pending in inflight:
+        if at <= idx:
+            pending.wait()
+        else:
+            pending.test()
+            left.append((at, pending))
+    return left
 
 
 class _DirectCollective:
@@ -309,6 +348,7 @@ class _CollectiveKernel:
         self.slot = offsets[self.name] if plain and self.name in offsets else None
         self.to_output = (plain and self.slot is None and self.name in returned
                           and self.op != "replicate")
+        self.wait_at: int | None = None  # deferred: the kernel it completes before
 
 
 _NO_ARENA = np.zeros(0, dtype=np.uint8)  # a program with no arena slots reads none
@@ -327,6 +367,9 @@ def build_program(lir: Graph) -> Program:
     info = {"kernels": len(lir.kernels), "arena_bytes": runner.peak,
             "naive_bytes": lir.plan.naive_bytes if lir.plan is not None else 0,
             # every node's result is a numpy array while its kernel runs (the memory budget)
-            "materializes_nodes": True}
+            "materializes_nodes": True,
+            # (kernel that starts an all-reduce, kernel it completes before): the overlap
+            "deferred_collectives": [(i, c.wait_at) for i, c in enumerate(runner.collective)
+                                     if c is not None and c.wait_at is not None]}
     return Program(run_fn=runner.run, sources={}, info=info, run_into_fn=runner.run,
                    direct_fn=runner.direct)

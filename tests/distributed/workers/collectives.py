@@ -63,8 +63,9 @@ rng = np.random.default_rng(7)
 xs = rng.standard_normal((steps, global_batch, sizes[0])).astype(np.float32)
 ys = rng.integers(0, sizes[-1], (steps, global_batch)).astype(np.int32)
 opt = rlx.optim.SGD(lr=0.1, momentum=0.9)
+# buckets of 256 bytes: the MLP's gradients (and the loss) make several all-reduces
 dp = data_parallel_step(mlp_loss, opt, params, shard_batch(xs[0], r, n),
-                        shard_batch(ys[0], r, n))
+                        shard_batch(ys[0], r, n), bucket_bytes=256)
 ref = rlx.optim.compile_step(mlp_loss, opt, params, xs[0], ys[0])
 for s in range(steps):
     dp_loss = dp(shard_batch(xs[s], r, n), shard_batch(ys[s], r, n))
@@ -82,6 +83,20 @@ assert worst <= 1e-6, worst
 same = comm.all_reduce(dp.params["fc2"]["weight"], "max") - comm.all_reduce(
     dp.params["fc2"]["weight"], "min")
 assert float(np.max(np.abs(same))) == 0.0
+# the all-reduces are inside the compiled step: one all_reduce(mean) node per bucket, in the
+# order the buckets are issued, and the runner starts each before the rest of the backward
+# pass (a matmul kernel between a bucket's start and the kernel it is waited for)
+reduces = [node for node in dp.graph.nodes if node.op == "all_reduce"]
+assert len(dp.buckets) >= 2 and [node.name for node in reduces] == [b.value for b in dp.buckets]
+assert all(node.a["op"] == "mean" and node.loc.scope == f"dp_bucket{k}"
+           for k, node in enumerate(reduces))
+kernels = dp.executable.lir.kernels
+overlap = dp.executable.program.info["deferred_collectives"]
+assert len(overlap) == len(dp.buckets), overlap
+start, wait = overlap[0]
+assert any(k.kind == "matmul" for k in kernels[start + 1:wait]), (start, wait)
+print(f"rank {r}: {len(dp.buckets)} bucketed all_reduce(mean) in the step; the first runs "
+      f"across {wait - start - 1} kernels of the backward pass", flush=True)
 print(f"rank {r}/{n}: collectives ok; DP={n} vs 1 process after {steps} steps: "
       f"max |dparam| = {worst:.3g} (moved {moved:.3g}), loss {dp.losses[0]:.4f} -> "
       f"{dp.losses[-1]:.4f}", flush=True)

@@ -75,10 +75,12 @@ elif r == n - 1:
     np.testing.assert_allclose(D.recv((2, 4), "f32", peer=0, tag=9), every[0] + 1)
 
 # in place: the compiled op hands MPI the result's own buffer (out=, an arena slot, a new
-# output array), never a temporary that is copied after
+# output array), never a temporary that is copied after (all_reduce starts through
+# all_reduce_start, as the runner's deferred all-reduce does)
 seen = []
-plain_all_reduce, plain_all_gather = comm.all_reduce, comm.all_gather
-comm.all_reduce = lambda a, op="sum", out=None: (seen.append(out), plain_all_reduce(a, op, out))[1]
+plain_all_reduce, plain_all_gather = comm.all_reduce_start, comm.all_gather
+comm.all_reduce_start = lambda a, op="sum", out=None: (seen.append(out),
+                                                       plain_all_reduce(a, op, out))[1]
 comm.all_gather = lambda a, out=None: (seen.append(out), plain_all_gather(a, out))[1]
 exe = rlx.compile(lambda a: D.all_reduce(a), x)
 out = np.empty_like(x)
@@ -94,7 +96,7 @@ gathered = np.empty((2 * n, 4), np.float32)
 exe = rlx.compile(lambda a: D.all_gather(a, axis=0), x)
 assert exe(x, out=gathered) is gathered and np.shares_memory(seen[-1], gathered)
 np.testing.assert_allclose(gathered, np.concatenate(every, axis=0))
-comm.all_reduce, comm.all_gather = plain_all_reduce, plain_all_gather
+comm.all_reduce_start, comm.all_gather = plain_all_reduce, plain_all_gather
 
 # a program built for another group size is refused when it runs
 exe = rlx.compile(lambda a: D.all_reduce(a, ranks=n + 1), x)
