@@ -4,6 +4,8 @@ the pipeline bubble against (p-1)/(m+p-1).
     python benchmarks/bench_distributed.py                 # 2 ranks (mpiexec), all parts
     python benchmarks/bench_distributed.py --ranks 4 --skip-pipeline
     python benchmarks/bench_distributed.py --quick         # smaller sizes, fewer runs (smoke run)
+    python benchmarks/bench_distributed.py --skip-pipeline --iallreduce-algorithm 1
+                                                           # libnbc's ring for Iallreduce
 
 All-reduce peers, per float32 buffer of 1 to 64 MB (and a 16-byte one, which shows the fixed
 per-call cost), every rank running the same sequence of calls:
@@ -30,6 +32,17 @@ medians with a bootstrap 5-95% interval over the repetitions. "best bare" is the
 two bare peers at that size. The ranks run with Open MPI's ``mpi_yield_when_idle=1``
 (``launch_env``; Open MPI's own choice for oversubscribed ranks), so a blocking MPI wait
 gives its core to the peer rank it waits for, as rlx's wait does.
+
+Per-call cost breakdown: each rank alone (a one-rank communicator split from the world, so
+every collective completes at once and nothing waits on a peer), the thread CPU time per call
+of a 16-byte all-reduce through each layer, bare MPI first; the difference of two rows is what
+that layer adds per call, whatever the buffer size. Next to the 1 MB bare ``Allreduce`` it is
+the share of that call rlx's Python costs.
+
+``--iallreduce-algorithm N`` sets Open MPI's ``coll_libnbc_iallreduce_algorithm`` (0 auto,
+1 ring, 2 binomial, 3 rabenseifner, 4 recursive doubling) for the run: the algorithm of the
+non-blocking call rlx (and the ``Iallreduce+Wait`` peers) use; the blocking ``Allreduce`` is
+coll/tuned's and does not change. Results go to a file named after it.
 
 Pipeline: the MLP of 4 layers (1024 wide) trained pipeline-parallel on the ranks as stages
 with 1F1B and GPipe, batch 256 in m = 2, 4, 8 micro-batches; the measured bubble is each
@@ -60,7 +73,13 @@ call: the argument checks (made once per pair of arrays), the program call, the 
 ``mpi_yield_when_idle`` each test yields the core inside MPI), then sleeps 1/64 of the time
 waited so far (at most ~1.6% added); (c) ``Iallreduce``'s algorithm against the blocking
 ``Allreduce``'s (Open MPI's libnbc against coll/tuned), which is why both bare peers are
-shown. The 16-byte row is (a) alone.
+shown. The 16-byte row is (a) alone, and the per-call breakdown measures (a) without any
+peer: rlx's layers add microseconds per call, a fraction of a percent of a 1 MB call. So where
+rlx is slower than the blocking ``Allreduce`` at 1 MB but level with the bare
+``Iallreduce+Wait``, the difference is (c): libnbc's algorithm (binomial reduce + broadcast
+below 4 ranks unless ``coll_libnbc_iallreduce_algorithm`` says otherwise; compare runs with
+``--iallreduce-algorithm 1`` and ``4``), which any deadline-bounded (non-blocking) all-reduce
+on Open MPI inherits.
 The IR program called with ``out=`` hands ``x`` and ``out`` straight to ``Iallreduce``; without
 ``out=`` the result is a new array each call, whose pages MPI touches first (page faults), so
 it is slower at large sizes by the first touch of the result, not by rlx. With more ranks than
@@ -85,6 +104,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="1 and 4 MB, m = 4 only")
     ap.add_argument("--skip-pipeline", action="store_true", help="the all-reduce part only")
     ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument("--iallreduce-algorithm", type=int, choices=range(5), default=None,
+                    help="Open MPI coll_libnbc_iallreduce_algorithm for the run")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.argv = [a for a in argv if a != "--worker"]
@@ -98,7 +119,9 @@ def _launch(args: argparse.Namespace, argv: list[str]) -> int:
 
     cmd = launch_command(args.ranks, __file__, [*argv, "--worker"])
     say("$ " + " ".join(cmd))
-    return subprocess.call(cmd, env=launch_env())
+    extra = ({} if args.iallreduce_algorithm is None else
+             {"OMPI_MCA_coll_libnbc_iallreduce_algorithm": str(args.iallreduce_algorithm)})
+    return subprocess.call(cmd, env=launch_env(extra))
 
 
 def _timed(comm, peers: dict, runs: int, warmup: int) -> dict[str, list[float]]:
@@ -183,6 +206,51 @@ def _all_reduce(comm, sizes: list[int], quick: bool) -> list[dict]:
     return rows
 
 
+BREAKDOWN = ("mpi4py Allreduce", "mpi4py Iallreduce+Wait", "rlx plan lookup (checked pair)",
+             "rlx Communicator.all_reduce", "rlx IR exe(x, out=)")
+
+
+def _breakdown(comm, calls: int = 20000) -> dict[str, float]:
+    """Thread CPU microseconds per call of a 16-byte all-reduce on a one-rank communicator
+    (this rank alone: no waiting on a peer), through each layer; best of 3 rounds."""
+    import numpy as np
+
+    import rlx_core as rlx
+    from rlx_core.distributed import Communicator, all_reduce
+    from rlx_core.distributed.collective_exec import use_communicator
+
+    alone = comm.comm.Split(comm.rank, 0)
+    solo, mpi = Communicator(alone, timeout=comm.timeout), comm.mpi
+    x = np.ones(4, np.float32)
+    out = np.empty_like(x)
+    with use_communicator(solo):
+        exe = rlx.compile(lambda a: all_reduce(a, "sum", ranks=1), x, target="numpy")
+        exe(x, out=out)
+        exe(x, out=out)  # the whole-call path is armed after a first checked call
+        solo.all_reduce(x, "sum", out=out)
+        key = (id(x), id(out), "sum", solo.deterministic)
+
+        def lookup() -> None:
+            solo._plans[key].holds(x, out)
+
+        layers = {
+            "mpi4py Allreduce": lambda: alone.Allreduce(x, out, op=mpi.SUM),
+            "mpi4py Iallreduce+Wait": lambda: alone.Iallreduce(x, out, op=mpi.SUM).Wait(),
+            "rlx plan lookup (checked pair)": lookup,
+            "rlx Communicator.all_reduce": lambda: solo.all_reduce(x, "sum", out=out),
+            "rlx IR exe(x, out=)": lambda: exe(x, out=out),
+        }
+        best = {name: float("inf") for name in layers}
+        for _ in range(3):
+            for name, call in layers.items():
+                t0 = time.thread_time()
+                for _ in range(calls):
+                    call()
+                best[name] = min(best[name], (time.thread_time() - t0) / calls * 1e6)
+    alone.Free()
+    return best
+
+
 def _size(nbytes: int) -> str:
     return f"{nbytes >> 20} MB" if nbytes >= 1 << 20 else f"{nbytes} B"
 
@@ -243,12 +311,16 @@ def _bubble(comm, quick: bool) -> list[dict]:
 
 def _worker(args: argparse.Namespace) -> int:
     threads = limit_threads(1)  # one core per rank: ranks share the machine's cores
+    import numpy as np
+
     start = machine()  # the load average before the run
     from rlx_core.distributed import init
 
     comm = init(timeout=300)
     sizes = [16, *((1 << 20) * m for m in ((1, 4) if args.quick else (1, 4, 16, 64)))]
     reduce_rows = _all_reduce(comm, sizes, args.quick)
+    cost = _breakdown(comm)
+    cost = {k: float(comm.all_reduce(np.array([v]), "max")[0]) for k, v in cost.items()}
     bubble_rows = [] if args.skip_pipeline else _bubble(comm, args.quick)
     if comm.rank != 0:
         return 0
@@ -259,14 +331,17 @@ def _worker(args: argparse.Namespace) -> int:
             "command": "python benchmarks/bench_distributed.py " + " ".join(args.argv),
             "mpi": comm.mpi.Get_library_version().split(",")[0].strip(),
             "yield": "OMPI_MCA_mpi_yield_when_idle="
-                     + os.environ.get("OMPI_MCA_mpi_yield_when_idle", "(unset)")}
+                     + os.environ.get("OMPI_MCA_mpi_yield_when_idle", "(unset)"),
+            "iallreduce_algorithm": os.environ.get(
+                "OMPI_MCA_coll_libnbc_iallreduce_algorithm", "(Open MPI's choice)")}
     md = [f"# bench_distributed ({comm.size} ranks, one machine)\n",
           f"CPU: {info['cpu']} ({info['cores']} cores, {info['machine']}; ISA {info['isa']}), "
           f"load average {info['load_average_1m']} at the start, "
           f"{info['load_average_1m_end']} at the end ({info['when']}); {info['mpi']}; "
           f"{comm.size} ranks on shared memory, 1 thread each"
           + (f", {comm.size} ranks on {info['cores']} cores: oversubscribed"
-             if comm.size > info["cores"] else "") + f"; {info['yield']}.\n",
+             if comm.size > info["cores"] else "") + f"; {info['yield']}; "
+          f"libnbc Iallreduce algorithm: {info['iallreduce_algorithm']}.\n",
           f"`{info['command']}`\n",
           "## All-reduce (sum, float32): rlx against bare mpi4py on the same buffers\n",
           "Medians over the repetitions of the slowest rank's time per call, in ms.\n",
@@ -287,6 +362,22 @@ def _worker(args: argparse.Namespace) -> int:
                            *(f"{_fmt(r['vs_best_bare'][p])} ({r['overhead_us'][p]:+.0f})"
                              for p in RLX)]
                           for r in reduce_rows])]
+    mb1 = next((r for r in reduce_rows if r["bytes"] == 1 << 20), None)
+    bare_1mb = mb1["median_s"]["mpi4py Allreduce"] * 1e6 if mb1 else None
+    md += ["\n## Per-call cost breakdown (one rank alone, 16 B, thread CPU us per call)\n",
+           "Each rank on a one-rank communicator (nothing waits on a peer): what each layer "
+           "costs per call, the slowest rank's best of 3 rounds of 20,000 calls; 'adds' is the "
+           "difference to the bare `Iallreduce+Wait` rlx is built on"
+           + (f", and '% of 1 MB' that difference over the 1 MB bare `Allreduce` above "
+              f"({bare_1mb:.0f} us)" if bare_1mb else "") + ".\n",
+           markdown_table(["layer", "us per call", "adds (us)", "% of 1 MB"],
+                          [[name, f"{cost[name]:.2f}",
+                            f"{cost[name] - cost['mpi4py Iallreduce+Wait']:+.2f}"
+                            if name.startswith("rlx") and "lookup" not in name else "",
+                            f"{(cost[name] - cost['mpi4py Iallreduce+Wait']) / bare_1mb:.2%}"
+                            if bare_1mb and name.startswith("rlx") and "lookup" not in name
+                            else ""]
+                           for name in BREAKDOWN])]
     if bubble_rows:
         md += [f"\n## Pipeline bubble (MLP 4 x 1024, batch 256, {comm.size} stages)\n",
                markdown_table(["schedule", "micro-batches", "bubble measured",
@@ -299,10 +390,12 @@ def _worker(args: argparse.Namespace) -> int:
     say(text)
     if not args.no_write:
         stem = f"distributed-{cpu_slug(info['cpu'])}" + \
-            (f"-{comm.size}ranks" if comm.size != 2 else "") + ("-quick" if args.quick else "")
+            (f"-{comm.size}ranks" if comm.size != 2 else "") + ("-quick" if args.quick else "") \
+            + (f"-libnbc{args.iallreduce_algorithm}" if args.iallreduce_algorithm is not None
+               else "")
         js, mdp = write_results(stem,
                                 {"machine": info, "all_reduce": reduce_rows,
-                                 "pipeline": bubble_rows}, text)
+                                 "per_call_cpu_us": cost, "pipeline": bubble_rows}, text)
         say(f"wrote {js} and {mdp}")
     return 0
 

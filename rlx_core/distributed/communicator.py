@@ -45,12 +45,14 @@ class _ReducePlan:
 
     def holds(self, x: Any, out: Any) -> bool:
         """Whether this plan was made for exactly these arrays, as they are now."""
-        if self.x() is not x or x.shape != self.shape or x.dtype != self.dtype:
+        # dtypes by identity first: numpy's builtin dtypes are singletons, and == costs more
+        d = self.dtype
+        if self.x() is not x or x.shape != self.shape or (x.dtype is not d and x.dtype != d):
             return False
         if out is None:
             return self.out is None
         return (self.out is not None and self.out() is out and out.shape == self.shape
-                and out.dtype == self.dtype)
+                and (out.dtype is d or out.dtype == d))
 
 
 class PendingReduce:
@@ -106,26 +108,38 @@ class Communicator:
         shape and dtype, may be ``x`` itself) receives the result without an allocation.
         The checks of a pair of arrays are made once: called again with the same ``x`` and
         ``out`` (a training loop's buffers, an arena), only the MPI call and its wait run."""
-        return self.all_reduce_start(x, op, out).wait()
+        request, recv = self._start_all_reduce(x, op, out)
+        if request is not None:  # (the hot path: no PendingReduce, one Test before the loop)
+            if not request.Test():
+                self._wait(request, _WHAT[op])
+            if op == "mean":
+                recv /= self.size
+        return recv
 
     def all_reduce_start(self, x: Any, op: str = "sum", out: Any = None) -> PendingReduce:
         """``all_reduce`` started, not waited for: ``.wait()`` completes it (with the
         deadline) and returns the result. Until then ``x`` must not be written, nor the
         result read (MPI works on both); ``.test()`` lets MPI progress it meanwhile."""
+        request, recv = self._start_all_reduce(x, op, out)
+        return PendingReduce(self, request, recv, op)
+
+    def _start_all_reduce(self, x: Any, op: str, out: Any) -> tuple[Any, Any]:
+        """(the started ``Iallreduce``, its result buffer); (None, the finished result) in
+        the deterministic mode, which completes at once (a gather, a sum in rank order)."""
         key = (id(x), id(out), op, self.deterministic)
         plan = self._plans.get(key)
         if plan is None or not plan.holds(x, out):
             plan = self._plan_all_reduce(x, op, out, key)
         recv = host_numpy().empty_like(x) if out is None else out
-        if plan.ordered:  # complete at once: a gather and a sum in rank order
+        if plan.ordered:
             self._ordered_sum(x, recv, _WHAT[op])
             if op == "mean":
                 recv /= self.size
-            return PendingReduce(self, None, recv, op)
+            return None, recv
         if self._broken is not None:
             self._raise_broken(_WHAT[op])
         send = self.mpi.IN_PLACE if plan.in_place else x
-        return PendingReduce(self, self.comm.Iallreduce(send, recv, op=plan.mpi_op), recv, op)
+        return self.comm.Iallreduce(send, recv, op=plan.mpi_op), recv
 
     def _plan_all_reduce(self, x: Any, op: str, out: Any, key: tuple) -> _ReducePlan:
         """Check ``x`` and ``out`` for ``all_reduce`` (typed errors) and remember the facts
