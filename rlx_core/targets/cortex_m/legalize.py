@@ -141,6 +141,26 @@ def conv_problem(g: Graph, n: Node) -> tuple[str, str]:
     return "", ""
 
 
+WEIGHTED = {"int_linear": "fc", "int_conv2d": "conv"}  # op -> its step kind
+
+
+def weighted_problem(g: Graph, n: Node, consts: set[str]) -> tuple[str, str]:
+    """("", "") for an int_linear / int_conv2d a kernel runs with its weight in flash, else
+    (why, fix): the dtypes (and the conv's shape rules), then a weight known at build time."""
+    if n.op == "int_conv2d":
+        why, fix = conv_problem(g, n)
+    else:
+        types = g.values()
+        x, w = (types[i].type.dtype.name for i in n.inputs[:2])
+        why, fix = ((f"no int8 fully connected kernel for x {x}, w {w}",
+                     "quantize weights to i8 and activations to u8 or i8")
+                    if x not in ACT_DTYPES or w != "i8" else ("", ""))
+    if not why and not all(_known(g, i, consts) for i in n.inputs[1:]):
+        return ("the weight is computed at run time",
+                "pass weights as parameters or constants: they live in flash")
+    return why, fix
+
+
 def legalize(g: Graph) -> Legalized:
     """Classify every kernel of ``g`` (a LIR graph); problems are collected, not raised."""
     out = Legalized()
@@ -190,26 +210,12 @@ def legalize(g: Graph) -> Legalized:
                             float_fix(readers[n.name][0].nodes[-1]) if users else
                             "dequantize only the graph outputs")
                 continue
-            if n.op == "int_linear":
-                x, w = (types[i].type.dtype.name for i in n.inputs[:2])
-                if x not in ACT_DTYPES or w != "i8":
-                    problem("RLX-U002", n, f"no int8 fully connected kernel for x {x}, w {w}",
-                            "quantize weights to i8 and activations to u8 or i8")
-                elif not all(_known(g, i, consts) for i in n.inputs[1:]):
-                    problem("RLX-U002", n, "the weight is computed at run time",
-                            "pass weights as parameters or constants: they live in flash")
-                else:
-                    out.steps.append(Step("fc", k, n))
-                continue
-            if n.op == "int_conv2d":
-                why, fix = conv_problem(g, n)
+            if n.op in WEIGHTED:
+                why, fix = weighted_problem(g, n, consts)
                 if why:
                     problem("RLX-U002", n, why, fix)
-                elif not all(_known(g, i, consts) for i in n.inputs[1:]):
-                    problem("RLX-U002", n, "the weight is computed at run time",
-                            "pass weights as parameters or constants: they live in flash")
                 else:
-                    out.steps.append(Step("conv", k, n))
+                    out.steps.append(Step(WEIGHTED[n.op], k, n))
                 continue
             if n.op == "requantize":
                 if dtype in ("u8", "i8", "i16"):
