@@ -11,7 +11,8 @@ int8 reference, cycles per inference) and yosys synth_ice40 + nextpnr-ice40 (HX8
 
 images/s = fmax / cycles per inference (one image at a time, no overlap between images).
 
-    python benchmarks/bench_fpga.py --lanes "" --params /tmp/qat.npz  # results/embedded_fpga_mlp.*
+    python benchmarks/bench_fpga.py --images 10000 --knobs "" --params /tmp/qat.npz
+                                                # results/embedded_fpga_mlp_<cpu>.*
     python benchmarks/bench_fpga.py --images 0 --knobs 4:4,4:4:p,8:4,4:8,8:4:p \
         --small-images 200                      # results/embedded_fpga_knobs_<cpu>.*
 """
@@ -19,7 +20,6 @@ images/s = fmax / cycles per inference (one image at a time, no overlap between 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
@@ -27,7 +27,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import machine, markdown_table, say, write_results  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    cpu_slug,
+    load_now,
+    machine,
+    markdown_table,
+    say,
+    stamp,
+    write_results,
+)
 
 
 def _simulate(g: Any, lanes: int, xt: Any, pipeline: bool = False,
@@ -103,6 +111,7 @@ def _big(args: argparse.Namespace, xt: Any, yt: Any, out: dict[str, Any]) -> Non
     same = int((lg.argmax(-1) == ref.argmax(-1)).sum())
     exact = int(sum(np.array_equal(a, b) for a, b in zip(lg, ref, strict=True)))
     acc = float((lg.argmax(-1) == yt[:n]).mean())
+    out["machine"]["load_average_end"] = load_now()
     big = {"images": n, "lanes": 16, "accuracy": acc, "identical_predictions": same,
            "identical_logits": exact, "cycles": int(np.mean(cyc)), "sim_seconds": secs,
            "weight_bytes": prog.info["weight_bytes"]}
@@ -110,9 +119,9 @@ def _big(args: argparse.Namespace, xt: Any, yt: Any, out: dict[str, Any]) -> Non
     out["mlp_784_512_512_10"] = big
     info = out["machine"]
     md = (f"# int8 MNIST MLP 784-512-512-10 (QAT) as an FPGA datapath, simulated\n\n"
-          f"Command: `python benchmarks/bench_fpga.py --lanes \"\" --params QAT.npz` (the QAT "
-          f"weights of bench_embedded.py). Host: {info['cpu']}, {info['cores']} cores, load "
-          f"average {info.get('load_average_1m')} (shared). Verilator simulation of the "
+          f"Command: `python benchmarks/bench_fpga.py --images {n} --knobs \"\" --params "
+          f"QAT.npz` (the QAT weights of bench_embedded.py, trained and saved there if absent). "
+          f"Host: {stamp(info)} (shared). Verilator simulation of the "
           f"generated RTL, 16 MAC lanes per layer.\n\n"
           f"{n} test images: accuracy {100 * acc:.2f}%, predictions identical to the host int8 "
           f"reference {same} / {n}, logits bit-identical {exact} / {n}, "
@@ -121,7 +130,7 @@ def _big(args: argparse.Namespace, xt: Any, yt: Any, out: dict[str, Any]) -> Non
           f"(HX8K: 16 KB of block RAM).\n")
     print(md)
     if not args.no_write:
-        write_results("embedded_fpga_mlp", out, md)
+        write_results(f"embedded_fpga_mlp_{cpu_slug(info['cpu'])}", out, md)
 
 
 def _quantized(small: dict[str, Any], example: Any, calib: list[Any], bits: int) -> Any:
@@ -247,8 +256,7 @@ def _write_knobs(args: argparse.Namespace, out: dict[str, Any], rows: list[Any],
           f"{len(args.knobs.split(','))} asked.\n")
     print(md)
     if not args.no_write:
-        slug = re.sub(r"[^a-z0-9]+", "-", info["cpu"].lower()).strip("-") or "cpu"
-        write_results(f"embedded_fpga_knobs_{slug}", out, md)
+        write_results(f"embedded_fpga_knobs_{cpu_slug(info['cpu'])}", out, md)
 
 
 if __name__ == "__main__":
