@@ -21,6 +21,8 @@ of each conv. Kept whole, a convolution is one kernel of two kinds:
   at the price of computing (kw - 1) dw dropped columns per output row. The 3x3 convs of
   ResNet-50 at 28x28 and 14x14 went from 0.73x to 0.83-0.84x of ONNX Runtime's CPU time (1
   thread, Zen 1); with many output channels, or a 7x7 output, the packed path stays faster.
+- **blocked direct** (groups 1, a parameter filter, where conv_blocked.use_blocked says so):
+  conv_blocked.py, on a channel-blocked copy of the input with the filter prepacked.
 - **depthwise** (one input channel per group): per output row, each output sums its taps in
   a register, vectorized over the columns whose window lies inside the input, with unrolled
   copies for 3x3 and 5x5 at stride 1 and 2 (``rlx_conv_dw_row``).
@@ -46,6 +48,7 @@ from rlx_core.targets.c_common import ctype_table as ct
 from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
+from rlx_core.targets.cpu import conv_blocked
 
 IMPL = "rlx-conv"
 IMPL_SHIFTED = "rlx-conv-shifted"  # stride-1 windows on the shifted padded input
@@ -427,8 +430,10 @@ def _ints(node: Node, name: str) -> tuple[int, int]:
     return a, b
 
 
-def emit_conv(env: KernelEnv, w: Writer, node: Node) -> str:
-    """Write the kernel's loop over its work items; returns its impl label."""
+def emit_conv(env: KernelEnv, w: Writer, node: Node, packed: str | None = None) -> str:
+    """Write the kernel's loop over its work items; returns its impl label. ``packed``: the
+    kernel parameter holding the filter packed for the blocked direct kernel
+    (conv_blocked.py, groups 1), or None."""
     d = node.type.dtype
     if d.name not in DTYPES:
         raise RenderError(f"{node.op} on {d} has no CPU kernel",
@@ -472,6 +477,10 @@ def emit_conv(env: KernelEnv, w: Writer, node: Node) -> str:
                f"{res_c}, {out.ptr} + {off}, 0, {oh}, {tail});")
         w.close()
         return IMPL
+    if packed is not None and groups == 1:
+        return conv_blocked.emit_blocked(env, w, packed, geo, n, xb.ptr, wb.ptr, c, h * wd, o,
+                                         oh, ow, bias_p if bias else None,
+                                         res_p if res else None, out.ptr, tail, flops)
     shifted = use_shifted(cg, og, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
     wp = wd + 2 * pw
     span = oh * wp if shifted else p  # the column space: padded coordinates when shifted

@@ -1,5 +1,6 @@
-"""Prepacked GEMM weights: a parameter's op(B) in rlx_sgemm's panel layout (kind ``f32``) or
-an int8 weight in the int8 GEMM's panel layout (kind ``i8``, cpu/igemm_packed.py), kept in the
+"""Prepacked GEMM weights: a parameter's op(B) in rlx_sgemm's panel layout (kind ``f32``), an
+int8 weight in the int8 GEMM's panel layout (kind ``i8``, cpu/igemm_packed.py) or a convolution
+filter in the blocked direct kernel's panels (kind ``conv``, cpu/conv_blocked.py), kept in the
 arena.
 
 rlx's own GEMM (sgemm.py) packs op(B) into 32-column panels on every call, and in the team
@@ -26,7 +27,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from rlx_core.targets.cpu import igemm_packed, sgemm
+from rlx_core.targets.cpu import conv_blocked, igemm_packed, sgemm
 
 
 def prepack_enabled() -> bool:
@@ -49,10 +50,15 @@ class PackedWeight:
     brk: int  # element (p, j) of op(B) is B[p * brk + j * brn]
     brn: int
     offset: int  # from the start of the packed data (past the header)
-    kind: str = "f32"  # "f32": rlx_sgemm_pack_b's panels; "i8": rlx_igp_pack's (int8 GEMM)
+    kind: str = "f32"  # "f32": rlx_sgemm_pack_b's panels; "i8": rlx_igp_pack's (int8 GEMM);
+    # "conv": rlx_cb_pack's panels of an n x k x kh x kw filter (n output channels, k input)
+    kh: int = 1
+    kw: int = 1
 
     @property
     def nbytes(self) -> int:
+        if self.kind == "conv":
+            return conv_blocked.packed_bytes(self.n, self.k, self.kh, self.kw)
         if self.kind == "i8":
             return igemm_packed.packed_bytes(self.n, self.k)
         return sgemm.packed_bytes(self.n, self.k)
@@ -63,19 +69,19 @@ class PackedWeights:
 
     def __init__(self) -> None:
         self.weights: list[PackedWeight] = []
-        self._index: dict[tuple[int, int, int, int, int, str], int] = {}
+        self._index: dict[tuple[int, int, int, int, int, str, int, int], int] = {}
         self._end = 0
 
     def __bool__(self) -> bool:
         return bool(self.weights)
 
     def add(self, param: int, name: str, n: int, k: int, brk: int, brn: int,
-            kind: str = "f32") -> PackedWeight:
+            kind: str = "f32", kh: int = 1, kw: int = 1) -> PackedWeight:
         """The packed copy of parameter ``param`` as op(B) (one per distinct layout)."""
-        key = (param, n, k, brk, brn, kind)
+        key = (param, n, k, brk, brn, kind, kh, kw)
         if key not in self._index:
             self._index[key] = len(self.weights)
-            pw = PackedWeight(param, name, n, k, brk, brn, self._end, kind)
+            pw = PackedWeight(param, name, n, k, brk, brn, self._end, kind, kh, kw)
             self.weights.append(pw)
             self._end += _align(pw.nbytes)
         return self.weights[self._index[key]]
@@ -106,7 +112,11 @@ class PackedWeights:
         lines = ["    { /* prepack GEMM weights bound since the last call (prepack.py) */",
                  f"        const void** rlx_pk_src = (const void**)(arena + {prefix}_PACKED);"]
         for i, pw in enumerate(self.weights):
-            if pw.kind == "i8":
+            if pw.kind == "conv":
+                call = (f"rlx_cb_pack({pw.n}, {pw.k}, {pw.kh}, {pw.kw}, "
+                        f"(const float*)params[{pw.param}], "
+                        f"(float*)(arena + {prefix}_PACKED_DATA + {pw.offset}));")
+            elif pw.kind == "i8":
                 call = (f"rlx_igp_pack({pw.n}, {pw.k}, (const int8_t*)params[{pw.param}], "
                         f"(void*)(arena + {prefix}_PACKED_DATA + {pw.offset}));")
             else:
@@ -120,5 +130,8 @@ class PackedWeights:
 
     def describe(self) -> list[dict[str, object]]:
         """For Program.info: which parameters are packed, in what shape, how many bytes."""
-        return [{"param": pw.name, "k": pw.k, "n": pw.n, "transposed": pw.brn != 1,
-                 "bytes": pw.nbytes, "kind": pw.kind} for pw in self.weights]
+        return [{"param": pw.name, "k": pw.k, "n": pw.n,
+                 "transposed": pw.kind != "conv" and pw.brn != 1,
+                 "bytes": pw.nbytes, "kind": pw.kind}
+                | ({"kh": pw.kh, "kw": pw.kw} if pw.kind == "conv" else {})
+                for pw in self.weights]

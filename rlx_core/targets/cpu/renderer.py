@@ -20,6 +20,7 @@ from rlx_core.targets.c_common.renderer import CLikeRenderer
 from rlx_core.targets.cpu import (
     attention,
     conv,
+    conv_blocked,
     i4gemm,
     igemm,
     igemm_packed,
@@ -52,12 +53,16 @@ class CpuRenderer(CLikeRenderer):
 
     def __init__(self, blas: BlasInfo | None, openmp: bool = True,
                  parallel_min_work: int = PARALLEL_MIN_WORK, profile: bool = False,
-                 team_mode: bool = True, own_sgemm: bool = False, prepack: bool = True):
+                 team_mode: bool = True, own_sgemm: bool = False, prepack: bool = True,
+                 simd_conv: bool = False):
         self.blas = blas
         self.own_sgemm = own_sgemm  # f32 GEMMs on rlx's AVX-512 or AVX2 kernel (sgemm.py)
         # parameters the own kernel takes as B are packed once per binding (prepack.py)
         self.prepack = prepack and own_sgemm
         self.prepack_int8 = prepack  # int8 weights for the packed int8 GEMM (igemm_packed.py)
+        # parameter filters for the blocked direct conv, where the compiler targets AVX2 + FMA
+        # (or AVX-512): it needs no BLAS (conv_blocked.py)
+        self.prepack_conv = prepack and simd_conv
         self.packed = PackedWeights()
         self._params: dict[str, int] = {}  # graph parameter -> index in graph.params
         self._prefix = "rlx"
@@ -111,8 +116,10 @@ class CpuRenderer(CLikeRenderer):
         impls = set(cprog.kernel_impl.values())
         unused = [] if attention.IMPL in impls else [attention.SOURCE]
         unused += [m.SOURCE for m in (i4gemm, splat, pool) if m.IMPL not in impls]
-        if not impls & set(conv.IMPLS):
-            unused.append(conv.SOURCE)
+        if not impls & {*conv.IMPLS, conv_blocked.IMPL}:  # the blocked kernel uses conv.SOURCE
+            unused += [conv.SOURCE, conv_blocked.SOURCE]
+        elif conv_blocked.IMPL not in impls:
+            unused.append(conv_blocked.SOURCE)
         int8 = {igemm.IMPL, igemm_packed.IMPL, igemm_packed.DYNAMIC_IMPL}
         if not impls & (int8 - {igemm.IMPL}):
             unused.append(igemm_packed.SOURCE)
@@ -120,7 +127,7 @@ class CpuRenderer(CLikeRenderer):
             unused.append(igemm.SOURCE)  # the packed GEMM uses its ISA pick
         if self.blas is not None and not any(i.startswith(lapack.IMPL) for i in impls):
             unused.append(lapack.source(self.blas.symbol_prefix))
-        if not impls & {sgemm.IMPL, attention.IMPL, *conv.IMPLS}:
+        if not impls & {sgemm.IMPL, attention.IMPL, *conv.IMPLS, conv_blocked.IMPL}:
             unused.append(sgemm.SOURCE)
         for text in unused:
             cut = text.count("\n")  # every kernel comes after the headers
@@ -133,7 +140,7 @@ class CpuRenderer(CLikeRenderer):
         if node.op == "attention":
             return attention.emit_attention(env, w, node)
         if node.op in conv.OPS:
-            return conv.emit_conv(env, w, node)
+            return conv.emit_conv(env, w, node, self.packed_conv(env, node))
         if node.op in pool.OPS:
             return pool.emit_pool(env, w, node)
         if node.op == "int_linear":
@@ -228,6 +235,26 @@ class CpuRenderer(CLikeRenderer):
                                self.packed.pointer(self._prefix, pw)))
         return name
 
+    def packed_conv(self, env: KernelEnv, node: Node) -> str | None:
+        """The kernel parameter holding a convolution's filter packed for the blocked direct
+        kernel (conv_blocked.py), when the filter is a graph parameter and the kernel is
+        chosen for the shape (conv_blocked.use_blocked)."""
+        wname = node.inputs[1]
+        if not self.prepack_conv or wname not in self._params or node.type.dtype.name != "f32":
+            return None
+        x, wt = env.inputs[node.inputs[0]], env.inputs[wname]
+        o, c, kh, kw = wt.type.shape
+        sh, sw = (int(v) for v in node.attr("stride"))
+        oh, ow = node.type.shape[2:]
+        if not conv_blocked.use_blocked(int(x.type.shape[1]), o, int(node.attr("groups")),
+                                        kh, kw, sh, sw, oh, ow):
+            return None
+        pw = self.packed.add(self._params[wname], wname, o, c, 0, 0, "conv", kh, kw)
+        name = f"{wt.ptr}_cbpacked"
+        env.extra_args.append((f"const float* restrict {name}",
+                               self.packed.pointer(self._prefix, pw)))
+        return name
+
     def packed_int8(self, env: KernelEnv, node: Node) -> str | None:
         """The kernel parameter holding ``int_linear``'s (or ``dynamic_int_linear``'s) weight
         packed for the register-tiled int8 GEMM (igemm_packed.py), when the weight is a graph
@@ -256,6 +283,7 @@ class CpuRenderer(CLikeRenderer):
         # on it, the int8 GEMM and the int4 matmul; render_program drops them when unused
         # (its blocking from this machine's caches, isa.gemm_blocking)
         threads += (isa.blocking().defines() + sgemm.SOURCE + attention.SOURCE + conv.SOURCE
+                    + conv_blocked.SOURCE
                     + pool.SOURCE + igemm.SOURCE + igemm_packed.SOURCE + i4gemm.SOURCE
                     + splat.SOURCE)
         if self.blas is None:
@@ -296,6 +324,7 @@ def render_program(lir: Graph, prefix: str = "rlx", *, use_blas: bool | None = N
     blas = None
     if use_blas is None or use_blas:
         blas, _why = find_blas()
-    own = sgemm.available(find_compiler(), blas is not None)[0]
-    return CpuRenderer(blas, openmp=openmp, own_sgemm=own,
-                       prepack=prepack_enabled()).render_program(lir, prefix)
+    comp = find_compiler()
+    own = sgemm.available(comp, blas is not None)[0]
+    return CpuRenderer(blas, openmp=openmp, own_sgemm=own, prepack=prepack_enabled(),
+                       simd_conv=comp.avx2_fma or comp.avx512).render_program(lir, prefix)

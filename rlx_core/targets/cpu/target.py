@@ -74,7 +74,7 @@ class CpuTarget:
 
         prepack = prepack_enabled() and not flags.get("no_prepack")
         renderer = CpuRenderer(blas, openmp=comp.openmp, profile=profile, own_sgemm=own,
-                               prepack=prepack)
+                               prepack=prepack, simd_conv=comp.avx2_fma or comp.avx512)
         cprog = renderer.render_program(lir, "rlx_" + lir.name)
         def build() -> BuildResult:
             return build_shared(cprog.source, include_dirs=cprog.include_dirs,

@@ -1,0 +1,385 @@
+"""The CPU's direct convolution on blocked channels, with the filter prepacked at bind time.
+
+ONNX Runtime's MLAS runs convolutions on an NCHWc layout (channels in blocks of 8 with AVX2,
+each pixel's 8 channels contiguous) with direct kernels: a register tile of output channel
+vectors for a few output pixels, an input value broadcast per channel and tap. rlx's implicit
+GEMM (conv.py) puts the pixels along the vector instead: a 7x7 output (49 pixels) fills 4
+tiles of 16 columns, 23% of them padding, and every call reads the filter in OIHW order.
+
+Here a convolution of one group is a GEMM with M = output pixels, N = output channels and
+K = (input channel block, tap, channel in the block):
+
+- the filter is packed once per binding (prepack.py, kind ``conv``) into panels of 16 output
+  channels, K rows of 16 floats each (``rlx_cb_pack``): the tile reads two vectors per K step,
+  one contiguous stream;
+- the input rows an item needs are copied once per call into a padded blocked copy
+  (``rlx_cb_fill``: c/8 blocks of rows x padded width x 8 floats, zeros for the padding and
+  the channels past c), so the tile's K step for pixel i is one broadcast at a fixed offset
+  from that pixel's own pointer, whatever the stride, padding or dilation;
+- the register tile is 6 pixels x 16 output channels (twelve ymm accumulators, two filter
+  vectors, one broadcast), pixels taken in raster order across output rows, so a 7x7 output
+  is 8 full tiles and one of 1 pixel (kept exact by a tile copy per pixel count);
+- the tiles of 48 pixels are written to NCHW through 8 x 8 register transposes with the
+  epilogue (bias, residual, max / min / clip) on the way: ``act((acc + bias) + res)``, the
+  decomposition's order, as conv.py's.
+
+Work items are (image, block of output rows); a thread alone takes every row block of an image
+at once (the copy is then made once). The kernel needs AVX2 + FMA for speed; without them the
+same source compiles to plain C (correct, slow), but the renderer only picks it where the own
+GEMM could (the compiler targets AVX2 + FMA or AVX-512) and the rule table (use_blocked) says
+so. ``RLX_CONV_BLOCKED=0`` turns it off (A/B timing), ``=all`` on for every groups-1 conv.
+"""
+
+from __future__ import annotations
+
+import os
+
+from rlx_core.targets.c_common.kernels import KernelEnv
+from rlx_core.targets.c_common.loops import Writer
+
+CB_C = 8  # input channels per block
+CB_O = 16  # output channels per filter panel (two ymm)
+IMPL = "rlx-conv-blocked"
+
+SOURCE = r"""
+#ifndef RLX_CONVB_H
+#define RLX_CONVB_H
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define RLX_CB_VEC 1
+#else
+#define RLX_CB_VEC 0
+#endif
+/* pixels per tile; pixels per transposed store; K steps of filter per pass over a chunk (a
+   12 KB slice of the panel, read from L1 by every tile of the chunk) */
+enum { RLX_CB_MR = 6, RLX_CB_CHUNK = 48, RLX_CB_KSTEPS = 192 };
+
+/* floats of an o x c x kh x kw filter packed by rlx_cb_pack */
+static inline int64_t rlx_cb_packed_floats(int64_t o, int64_t c, int64_t kh, int64_t kw) {
+    return (o + 15) / 16 * 16 * ((c + 7) / 8 * 8) * kh * kw;
+}
+
+/* the OIHW filter into panels of 16 output channels: panel q holds K = c8n kh kw rows of 16
+   floats (c8n = c rounded up to 8), row ((cb kh + ki) kw + kj) 8 + ci % 8 for channel ci of
+   block cb and tap (ki, kj); zeros for the channels and output channels past c and o */
+static void rlx_cb_pack(int64_t o, int64_t c, int64_t kh, int64_t kw, const float *w,
+                        float *dst) {
+    const int64_t khw = kh * kw, cbn = (c + 7) / 8, k = cbn * 8 * khw;
+    for (int64_t q = 0; q < (o + 15) / 16; ++q)
+        for (int64_t cb = 0; cb < cbn; ++cb)
+            for (int64_t t = 0; t < khw; ++t)
+                for (int64_t c8 = 0; c8 < 8; ++c8) {
+                    float *d = dst + (q * k + (cb * khw + t) * 8 + c8) * 16;
+                    const int64_t ci = cb * 8 + c8;
+                    for (int64_t j = 0; j < 16; ++j) {
+                        const int64_t oc = q * 16 + j;
+                        d[j] = oc < o && ci < c ? w[(oc * c + ci) * khw + t] : 0.0f;
+                    }
+                }
+}
+
+/* padded input rows [ylo, yhi) of one image (x: c planes of h x w) into xp: c8n / 8 blocks of
+   (yhi - ylo) rows of wp = w + 2 pw pixels of 8 channels; zeros for the padding and the
+   channels past c */
+static void rlx_cb_fill(const rlx_conv_geo *g, const float *x, int64_t ylo, int64_t yhi,
+                        float *xp) {
+    const int64_t w = g->w, pw = g->pw, wp = w + 2 * pw, rows = yhi - ylo, hw = g->h * w;
+    const int64_t cbn = (g->c + 7) / 8;
+    for (int64_t cb = 0; cb < cbn; ++cb) {
+        const int64_t nc = g->c - cb * 8 < 8 ? g->c - cb * 8 : 8;
+        for (int64_t r = ylo; r < yhi; ++r) {
+            float *d = xp + ((cb * rows + (r - ylo)) * wp) * 8;
+            const int64_t iy = r - g->ph;
+            if (iy < 0 || iy >= g->h) {
+                memset(d, 0, (size_t)(wp * 8) * sizeof(float));
+                continue;
+            }
+            memset(d, 0, (size_t)(pw * 8) * sizeof(float));
+            memset(d + (pw + w) * 8, 0, (size_t)(pw * 8) * sizeof(float));
+            const float *s = x + cb * 8 * hw + iy * w;
+            float *dr = d + pw * 8;
+            int64_t ix = 0;
+#if RLX_CB_VEC
+            if (nc == 8)  /* 8 pixels of 8 planes: one 8 x 8 register transpose */
+                for (; ix + 8 <= w; ix += 8) {
+                    __m256 r0 = _mm256_loadu_ps(s + ix), r1 = _mm256_loadu_ps(s + hw + ix),
+                           r2 = _mm256_loadu_ps(s + 2 * hw + ix),
+                           r3 = _mm256_loadu_ps(s + 3 * hw + ix),
+                           r4 = _mm256_loadu_ps(s + 4 * hw + ix),
+                           r5 = _mm256_loadu_ps(s + 5 * hw + ix),
+                           r6 = _mm256_loadu_ps(s + 6 * hw + ix),
+                           r7 = _mm256_loadu_ps(s + 7 * hw + ix);
+                    rlx_cb_t8(&r0, &r1, &r2, &r3, &r4, &r5, &r6, &r7);
+                    float *o = dr + ix * 8;
+                    _mm256_storeu_ps(o, r0); _mm256_storeu_ps(o + 8, r1);
+                    _mm256_storeu_ps(o + 16, r2); _mm256_storeu_ps(o + 24, r3);
+                    _mm256_storeu_ps(o + 32, r4); _mm256_storeu_ps(o + 40, r5);
+                    _mm256_storeu_ps(o + 48, r6); _mm256_storeu_ps(o + 56, r7);
+                }
+#endif
+            for (; ix < w; ++ix)
+                for (int64_t c8 = 0; c8 < 8; ++c8)
+                    dr[ix * 8 + c8] = c8 < nc ? s[c8 * hw + ix] : 0.0f;
+        }
+    }
+}
+
+/* out[i * 16 + j] (+)= the sum over cbn channel blocks of pixel i's input times panel column
+   j, for MR pixels whose blocked inputs start at a[i] (the first block, tap (0, 0)); cbs, rs,
+   cs: floats between channel blocks, tap rows and tap columns of the blocked copy; acc: add
+   to out. MR a constant at each call, so the accumulators stay in registers */
+static inline __attribute__((always_inline)) void rlx_cb_tile(
+        const float *const *a, const float *restrict pk, int64_t cbn, int64_t cbs,
+        int64_t kh, int64_t kw, int64_t rs, int64_t cs, float *restrict out, int acc,
+        const int MR) {
+#if RLX_CB_VEC
+    __m256 c0[RLX_CB_MR], c1[RLX_CB_MR];
+    const float *ap[RLX_CB_MR];
+    for (int i = 0; i < MR; ++i) {
+        c0[i] = acc ? _mm256_loadu_ps(out + i * 16) : _mm256_setzero_ps();
+        c1[i] = acc ? _mm256_loadu_ps(out + i * 16 + 8) : _mm256_setzero_ps();
+        ap[i] = a[i];
+    }
+    for (int64_t cb = 0; cb < cbn; ++cb)
+        for (int64_t ki = 0; ki < kh; ++ki)
+            for (int64_t kj = 0; kj < kw; ++kj) {
+                const int64_t off = cb * cbs + ki * rs + kj * cs;
+                /* not unrolled: GCC then hoists the filter loads of later steps and spills
+                   accumulators (12 + 2 + 1 of the 16 ymm registers are taken) */
+#pragma GCC unroll 1
+                for (int c8 = 0; c8 < 8; ++c8) {
+                    const __m256 b0 = _mm256_loadu_ps(pk), b1 = _mm256_loadu_ps(pk + 8);
+                    pk += 16;
+                    for (int i = 0; i < MR; ++i) {
+                        const __m256 v = _mm256_broadcast_ss(ap[i] + off + c8);
+                        c0[i] = _mm256_fmadd_ps(v, b0, c0[i]);
+                        c1[i] = _mm256_fmadd_ps(v, b1, c1[i]);
+                    }
+                }
+            }
+    for (int i = 0; i < MR; ++i) {
+        _mm256_storeu_ps(out + i * 16, c0[i]);
+        _mm256_storeu_ps(out + i * 16 + 8, c1[i]);
+    }
+#else
+    if (!acc)
+        for (int i = 0; i < MR * 16; ++i) out[i] = 0.0f;
+    for (int64_t cb = 0; cb < cbn; ++cb)
+        for (int64_t ki = 0; ki < kh; ++ki)
+            for (int64_t kj = 0; kj < kw; ++kj) {
+                const int64_t off = cb * cbs + ki * rs + kj * cs;
+                for (int c8 = 0; c8 < 8; ++c8, pk += 16)
+                    for (int i = 0; i < MR; ++i) {
+                        const float v = a[i][off + c8];
+                        for (int j = 0; j < 16; ++j) out[i * 16 + j] += v * pk[j];
+                    }
+            }
+#endif
+}
+
+/* n <= RLX_CB_CHUNK pixels x 16 output channels (yb, pixel-major) to NCHW: rows [0, nv) of y
+   (rows p apart, from the first pixel) = act((yb + bias) + res) */
+static void rlx_cb_store(const float *yb, int64_t n, int64_t nv, float *y, const float *bias,
+                         const float *res, int64_t p, int act, float lo, float hi) {
+    int64_t j = 0;
+#if RLX_CB_VEC
+    const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+    for (; j + 8 <= n; j += 8)
+        for (int64_t h = 0; h < nv; h += 8) {
+            const float *s = yb + j * 16 + h;
+            __m256 v[8] = {_mm256_loadu_ps(s), _mm256_loadu_ps(s + 16),
+                           _mm256_loadu_ps(s + 32), _mm256_loadu_ps(s + 48),
+                           _mm256_loadu_ps(s + 64), _mm256_loadu_ps(s + 80),
+                           _mm256_loadu_ps(s + 96), _mm256_loadu_ps(s + 112)};
+            rlx_cb_t8(&v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+            const int64_t m = nv - h < 8 ? nv - h : 8;
+            for (int64_t r = 0; r < m; ++r) {  /* v[r]: output channel h + r, pixels j.. */
+                __m256 a = v[r];
+                if (bias) a = _mm256_add_ps(a, _mm256_set1_ps(bias[h + r]));
+                if (res) a = _mm256_add_ps(a, _mm256_loadu_ps(res + (h + r) * p + j));
+                /* rlx_max_f / rlx_min_f exactly: keep a where a > lo (a < hi) or a is NaN */
+                if (act & 1) a = _mm256_blendv_ps(vlo, a, _mm256_cmp_ps(a, vlo, _CMP_NLE_UQ));
+                if (act & 2) a = _mm256_blendv_ps(vhi, a, _mm256_cmp_ps(a, vhi, _CMP_NGE_UQ));
+                _mm256_storeu_ps(y + (h + r) * p + j, a);
+            }
+        }
+#endif
+    for (int64_t r = 0; r < nv; ++r)
+        for (int64_t jj = j; jj < n; ++jj) {
+            float v = yb[jj * 16 + r];
+            if (bias) v = v + bias[r];
+            if (res) v = v + res[r * p + jj];
+            y[r * p + jj] = act ? rlx_conv_act(v, act, lo, hi) : v;
+        }
+}
+
+/* output rows [oy0, oy1) of one image of a groups-1 convolution with o output channels: pk
+   the filter packed by rlx_cb_pack, y / res the image's output (and residual) planes. Returns
+   0 when out of memory for the blocked copy (the caller then runs conv.py's kernel) */
+static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, int64_t o,
+                       const float *bias, const float *res, float *y, int64_t oy0,
+                       int64_t oy1, int act, float lo, float hi) {
+    enum { MR = RLX_CB_MR, CH = RLX_CB_CHUNK };
+    const int64_t wp = g->w + 2 * g->pw, cbn = (g->c + 7) / 8, p = g->oh * g->ow;
+    const int64_t ylo = oy0 * g->sh, yhi = (oy1 - 1) * g->sh + (g->kh - 1) * g->dh + 1;
+    const int64_t rows = yhi - ylo, cbs = rows * wp * 8, k = cbn * 8 * g->kh * g->kw;
+    float *buf = rlx_sgemm_scratch(cbn * cbs + CH * 16 + 16);
+    if (buf == 0) return 0;
+    float *xp = buf, *yb = buf + cbn * cbs;
+    rlx_cb_fill(g, x, ylo, yhi, xp);
+    const int64_t pix0 = oy0 * g->ow, npix = (oy1 - oy0) * g->ow;
+    const int64_t rs = g->dh * wp * 8, cs = g->dw * 8, khw = g->kh * g->kw;
+    const int64_t cbk = RLX_CB_KSTEPS / (khw * 8) > 0 ? RLX_CB_KSTEPS / (khw * 8) : 1;
+    for (int64_t q = 0; q < (o + 15) / 16; ++q) {
+        const float *pq = pk + q * k * 16;
+        const int64_t nv = o - q * 16 < 16 ? o - q * 16 : 16;
+        for (int64_t c0 = 0; c0 < npix; c0 += CH) {
+            const int64_t n = npix - c0 < CH ? npix - c0 : CH;
+            int64_t poff[CH];  /* each pixel's first input in the blocked copy */
+            for (int64_t i = 0, oy = (pix0 + c0) / g->ow, ox = (pix0 + c0) % g->ow; i < n; ++i) {
+                poff[i] = ((oy * g->sh - ylo) * wp + ox * g->sw) * 8;
+                if (++ox == g->ow) { ox = 0; ++oy; }
+            }
+            for (int64_t kb = 0; kb < cbn; kb += cbk) {
+                const int64_t nb = cbn - kb < cbk ? cbn - kb : cbk, acc = kb > 0;
+                const float *pb = pq + kb * khw * 8 * 16;
+                for (int64_t t = 0; t < n; t += MR) {
+                    const int64_t mr = n - t < MR ? n - t : MR;
+                    const float *a[MR];
+                    for (int64_t i = 0; i < mr; ++i) a[i] = xp + kb * cbs + poff[t + i];
+                    float *o16 = yb + t * 16;
+#define RLX_CB_CALL(M) rlx_cb_tile(a, pb, nb, cbs, g->kh, g->kw, rs, cs, o16, acc, M)
+                    switch (mr) {
+                        case 6: RLX_CB_CALL(6); break;
+                        case 5: RLX_CB_CALL(5); break;
+                        case 4: RLX_CB_CALL(4); break;
+                        case 3: RLX_CB_CALL(3); break;
+                        case 2: RLX_CB_CALL(2); break;
+                        default: RLX_CB_CALL(1); break;
+                    }
+#undef RLX_CB_CALL
+                }
+            }
+            const int64_t at = q * 16 * p + pix0 + c0;
+            rlx_cb_store(yb, n, nv, y + at, bias ? bias + q * 16 : 0, res ? res + at : 0, p,
+                         act, lo, hi);
+        }
+    }
+    return 1;
+}
+
+/* output positions [j0, j1) of one image on conv.py's implicit GEMM (any geometry) */
+static void rlx_cb_fallback(const rlx_conv_geo *g, const float *x, const float *wt, int64_t o,
+                            const float *bias, const float *res, float *y, int64_t j0,
+                            int64_t j1, int act, float lo, float hi) {
+    const int64_t p = g->oh * g->ow;
+    rlx_conv_epi_ctx e = {y, bias, res, p, act, lo, hi};
+    rlx_conv_gemm(o, g->c * g->kh * g->kw, wt, g, x, y, p, j0, j1,
+                  bias || res || act ? rlx_conv_epi : 0, &e);
+}
+#endif
+"""
+
+# the 8 x 8 transpose both the copy and the store use; before SOURCE's functions
+TRANSPOSE = r"""
+#ifndef RLX_CB_T8_H
+#define RLX_CB_T8_H
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+/* rows r0..r7 of an 8 x 8 block become its columns */
+static inline __attribute__((always_inline)) void rlx_cb_t8(
+        __m256 *r0, __m256 *r1, __m256 *r2, __m256 *r3, __m256 *r4, __m256 *r5, __m256 *r6,
+        __m256 *r7) {
+    const __m256 t0 = _mm256_unpacklo_ps(*r0, *r1), t1 = _mm256_unpackhi_ps(*r0, *r1),
+                 t2 = _mm256_unpacklo_ps(*r2, *r3), t3 = _mm256_unpackhi_ps(*r2, *r3),
+                 t4 = _mm256_unpacklo_ps(*r4, *r5), t5 = _mm256_unpackhi_ps(*r4, *r5),
+                 t6 = _mm256_unpacklo_ps(*r6, *r7), t7 = _mm256_unpackhi_ps(*r6, *r7);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+                 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+                 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    *r0 = _mm256_permute2f128_ps(u0, u4, 0x20);
+    *r1 = _mm256_permute2f128_ps(u1, u5, 0x20);
+    *r2 = _mm256_permute2f128_ps(u2, u6, 0x20);
+    *r3 = _mm256_permute2f128_ps(u3, u7, 0x20);
+    *r4 = _mm256_permute2f128_ps(u0, u4, 0x31);
+    *r5 = _mm256_permute2f128_ps(u1, u5, 0x31);
+    *r6 = _mm256_permute2f128_ps(u2, u6, 0x31);
+    *r7 = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+#endif
+#endif
+"""
+
+SOURCE = TRANSPOSE + SOURCE
+
+
+def packed_bytes(o: int, c: int, kh: int, kw: int) -> int:
+    """Bytes of an o x c x kh x kw filter in rlx_cb_pack's panels (rlx_cb_packed_floats)."""
+    return -(-o // CB_O) * CB_O * -(-c // CB_C) * CB_C * kh * kw * 4
+
+
+def mode() -> str:
+    """``RLX_CONV_BLOCKED``: "0" every convolution on conv.py's kernels (A/B timing), "all"
+    every groups-1 convolution on a parameter filter blocked (tests of odd shapes), else the
+    rule table (use_blocked)."""
+    return os.environ.get("RLX_CONV_BLOCKED", "")
+
+
+# the rule table, from single layers timed against conv.py's kernels (CPU time, 1 thread, Zen 1,
+# ONNX Runtime's ratio in brackets, old -> blocked): 3x3 64->64 at 28x28 0.80x -> 0.90x,
+# 3x3 256->256 at 7x7 0.71x -> 0.88x, 3x3 stride 2 128->128 at 28x28 0.78x -> 0.90x; but
+# 3x3 512->512 at 4x4 1.07x -> 1.00x (16 pixels fill the implicit GEMM's one tile exactly),
+# every 1x1 conv 0.71-0.86x blocked against 0.72-1.2x, and the 7x7 stem on 3 channels 0.33x
+# (5 of its 8-channel block are zeros) against 0.62x
+MIN_CHANNELS = 16
+MIN_PIXELS = 32
+
+
+def use_blocked(c: int, o: int, groups: int, kh: int, kw: int, sh: int, sw: int,
+                oh: int, ow: int) -> bool:
+    """Run a convolution on the blocked direct kernel: groups 1, a window of several taps, at
+    least MIN_CHANNELS input channels and MIN_PIXELS output pixels (see the table above)."""
+    if groups != 1 or mode() == "0":
+        return False
+    return mode() == "all" or (kh * kw > 1 and c >= MIN_CHANNELS and oh * ow >= MIN_PIXELS)
+
+
+MIN_ITEMS = 8  # split an image's output rows when there are fewer images than this
+
+
+def emit_blocked(env: KernelEnv, w: Writer, packed: str, geo: str, n: int, x: str, wt: str,
+                 c: int, hw: int, o: int, oh: int, ow: int, bias: str | None, res: str | None,
+                 out: str, tail: str, flops: int) -> str:
+    """The kernel's loop over (image, block of output rows) calling rlx_cb_conv (x, wt, bias,
+    res, out: C pointers of the input, OIHW filter, bias, residual and output); returns IMPL."""
+    blocks = 1 if n >= MIN_ITEMS else min(oh, -(-MIN_ITEMS // n))
+    step = -(-oh // blocks)
+    blocks = -(-oh // step)
+    p = oh * ow
+    pragma = env.parallel(flops, 0)
+    if pragma:
+        w.line(pragma)
+    w.open(f"for (int64_t it = 0; it < {n * blocks}; ++it)")
+    w.line(f"const rlx_conv_geo geo = {geo};")
+    w.line(f"const int64_t b = it / {blocks}, rb = it % {blocks};")
+    if blocks > 1:
+        # row blocks only share work out: alone, a thread takes every row of the image, so
+        # the blocked copy of the input is made once
+        w.line("const int solo = rlx_conv_team() == 1;")
+        w.line("if (solo && rb > 0) continue;")
+        w.line(f"const int64_t oy0 = rb * {step}, oy1 = solo ? {oh} : "
+               f"oy0 + {step} < {oh} ? oy0 + {step} : {oh};")
+    else:
+        w.line(f"const int64_t oy0 = 0, oy1 = {oh};")
+    w.line(f"const float* xb = {x} + b * {c * hw};")
+    w.line(f"float* yb = {out} + b * {o * p};")
+    res_b = f"{res} + b * {o * p}" if res else "0"
+    # out of memory for the blocked copy: the same rows by conv.py's implicit GEMM
+    w.open(f"if (!rlx_cb_conv(&geo, xb, {packed}, {o}, {bias or '0'}, {res_b}, yb, oy0, oy1, "
+           f"{tail}))")
+    w.line(f"rlx_cb_fallback(&geo, xb, {wt}, {o}, {bias or '0'}, {res_b}, yb, oy0 * {ow}, "
+           f"oy1 * {ow}, {tail});")
+    w.close()
+    w.close()
+    return IMPL

@@ -1,0 +1,157 @@
+"""The blocked direct convolution (rlx_core/targets/cpu/conv_blocked.py): filters that are graph
+parameters are packed once per binding (prepack kind ``conv``) and run on the 6-pixel x
+16-channel tile, against the numpy reference: channels and output channels not multiples of
+the blocks (8, 16), padding, stride 2, dilation, uneven windows, a 7x7 stem, 1x1 convs, batch
+> 1 and row blocks, every epilogue (bias, residual, ReLU, clip), grouped convs left to conv.py,
+and a filter bound again."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core import nn
+from rlx_core.targets.cpu.target import CpuTarget
+from rlx_core.targets.cpu.toolchain import find_compiler
+
+cpu_ok, cpu_why = CpuTarget().available()
+pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
+
+
+def _skip_unless_simd() -> None:
+    comp = find_compiler()
+    if not (comp.avx2_fma or comp.avx512):
+        pytest.skip("the blocked conv is picked only where the compiler targets AVX2 + FMA")
+
+
+# (x shape, w shape, stride, padding, dilation)
+CASES = [
+    ((1, 8, 10, 10), (16, 8, 3, 3), (1, 1), (1, 1), (1, 1)),  # whole blocks
+    ((2, 5, 9, 7), (12, 5, 3, 3), (2, 2), (1, 1), (1, 1)),  # odd sizes, stride 2, batch 2
+    ((1, 13, 7, 7), (33, 13, 3, 3), (1, 1), (1, 1), (1, 1)),  # 7x7: tiles across rows
+    ((1, 64, 5, 4), (70, 64, 1, 1), (1, 1), (0, 0), (1, 1)),  # 1x1
+    ((1, 24, 9, 9), (20, 24, 1, 1), (2, 2), (0, 0), (1, 1)),  # strided 1x1
+    ((1, 3, 20, 18), (20, 3, 7, 7), (2, 2), (3, 3), (1, 1)),  # a stem conv
+    ((1, 4, 9, 11), (6, 4, 3, 2), (1, 2), (2, 0), (2, 1)),  # dilation, uneven window
+    ((3, 17, 6, 6), (9, 17, 3, 3), (1, 1), (0, 0), (1, 1)),  # no padding, 3 images
+]
+
+
+def _rel(got, want) -> float:
+    want = np.asarray(want)
+    return float(np.abs(np.asarray(got) - want).max() / max(np.abs(want).max(), 1e-30))
+
+
+def test_parameter_filters_run_blocked_and_match_the_reference(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every case in one program (one C compile), every other one with a bias; blocked
+    whatever the rule table says (RLX_CONV_BLOCKED=all)."""
+    _skip_unless_simd()
+    monkeypatch.setenv("RLX_CONV_BLOCKED", "all")
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(c[0]).astype(np.float32) for c in CASES]
+    ws = [rng.standard_normal(c[1]).astype(np.float32) for c in CASES]
+    bs = [rng.standard_normal(c[1][0]).astype(np.float32) for c in CASES]
+
+    def f(*a):
+        return tuple(nn.conv2d(x, rlx.param(ws[k], f"w{k}"),
+                               rlx.param(bs[k], f"b{k}") if k % 2 == 0 else None,
+                               stride=s, padding=p, dilation=d)
+                     for k, (x, (_, _, s, p, d)) in enumerate(zip(a, CASES, strict=True)))
+
+    exe = rlx.compile(f, *xs, target="cpu", record=False)
+    assert {k["impl"] for k in exe.program.info["kernels"].values()} == {"rlx-conv-blocked"}
+    packed = {p["param"]: p for p in exe.program.info["prepacked"]}
+    assert set(packed) == {f"w{k}" for k in range(len(CASES))}
+    o, c, kh, kw = CASES[2][1]  # 33 x 13: 3 panels of 16, 2 blocks of 8
+    assert packed["w2"]["kind"] == "conv" and packed["w2"]["bytes"] == 48 * 16 * kh * kw * 4
+    want = rlx.compile(f, *xs, target="numpy", record=False)(*xs)
+    for _ in range(2):  # the second call reads the filters packed by the first
+        for case, g_, w_ in zip(CASES, exe(*xs), want, strict=True):
+            assert _rel(g_, w_) < 1e-5, case
+
+
+def test_the_rule_table() -> None:
+    from rlx_core.targets.cpu.conv_blocked import use_blocked
+
+    assert use_blocked(64, 64, 1, 3, 3, 1, 1, 28, 28)
+    assert use_blocked(256, 256, 1, 3, 3, 1, 1, 7, 7)
+    assert not use_blocked(512, 512, 1, 3, 3, 1, 1, 4, 4)  # one implicit-GEMM tile
+    assert not use_blocked(64, 256, 1, 1, 1, 1, 1, 28, 28)  # 1x1: the GEMM
+    assert not use_blocked(3, 64, 1, 7, 7, 2, 2, 56, 56)  # 3 channels of a block of 8
+    assert not use_blocked(64, 64, 4, 3, 3, 1, 1, 28, 28)  # grouped
+
+
+@pytest.mark.parametrize("act", ["relu", "relu6"])
+def test_epilogues_fold_into_the_blocked_store(act: str) -> None:
+    """relu(conv(x) + b + x) and clip(conv(x) + b, 0, 6) on 20 channels (a partial panel and
+    a partial block) at 7x7, batch 2: conv2d_fused with a residual / clip, blocked by the
+    rule table."""
+    _skip_unless_simd()
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 20, 7, 7)).astype(np.float32)
+    w = (rng.standard_normal((20, 20, 3, 3)) * 0.2).astype(np.float32)
+    b = rng.standard_normal(20).astype(np.float32)
+
+    def f(a):
+        y = nn.conv2d(a, rlx.param(w, "w"), rlx.param(b, "b"), padding=1)
+        if act == "relu":
+            return nn.relu(y + a)
+        return rlx.minimum(rlx.maximum(y, 0.0), 6.0)
+
+    exe = rlx.compile(f, x, target="cpu", record=False)
+    fused = [n for n in exe.lir.nodes if n.op == "conv2d_fused"]
+    assert len(fused) == 1 and bool(fused[0].attr("residual")) == (act == "relu")
+    assert {k["impl"] for k in exe.program.info["kernels"].values()} == {"rlx-conv-blocked"}
+    want = rlx.compile(f, x, target="numpy", record=False)(x)
+    assert _rel(exe(x), want) < 1e-5
+
+
+def test_grouped_and_input_filters_stay_on_the_implicit_gemm(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _skip_unless_simd()
+    monkeypatch.setenv("RLX_CONV_BLOCKED", "all")
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 8, 9, 9)).astype(np.float32)
+    wg = rng.standard_normal((8, 2, 3, 3)).astype(np.float32)
+    w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+
+    def f(a, wi):
+        return (nn.conv2d(a, rlx.param(wg, "wg"), None, padding=1, groups=4),
+                nn.conv2d(a, wi, None, padding=1))
+
+    exe = rlx.compile(f, x, w, target="cpu", record=False)
+    assert "rlx-conv-blocked" not in {k["impl"] for k in exe.program.info["kernels"].values()}
+    assert exe.program.info["prepacked"] == []
+    want = rlx.compile(f, x, w, target="numpy", record=False)(x, w)
+    for g_, w_ in zip(exe(x, w), want, strict=True):
+        assert _rel(g_, w_) < 1e-5
+
+
+def test_binding_another_filter_packs_it_again() -> None:
+    _skip_unless_simd()
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 16, 8, 8)).astype(np.float32)
+    w = rng.standard_normal((24, 16, 3, 3)).astype(np.float32)
+    exe = rlx.compile(lambda a: nn.conv2d(a, rlx.param(w, "w"), None, padding=1), x,
+                      target="cpu", record=False)
+    assert [p["kind"] for p in exe.program.info["prepacked"]] == ["conv"]
+    ref = rlx.compile(lambda a, wi: nn.conv2d(a, wi, None, padding=1), x, w, target="numpy",
+                      record=False)
+    assert _rel(exe(x), ref(x, w)) < 1e-5
+    w_new = rng.standard_normal((24, 16, 3, 3)).astype(np.float32)
+    exe.params["w"] = w_new
+    assert _rel(exe(x), ref(x, w_new)) < 1e-5
+
+
+def test_the_switch_turns_the_blocked_kernel_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    _skip_unless_simd()
+    monkeypatch.setenv("RLX_CONV_BLOCKED", "0")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 16, 8, 8)).astype(np.float32)
+    w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    exe = rlx.compile(lambda a: nn.conv2d(a, rlx.param(w, "w"), None, padding=1), x,
+                      target="cpu", record=False)
+    assert "rlx-conv-blocked" not in {k["impl"] for k in exe.program.info["kernels"].values()}
+    assert exe.program.info["prepacked"] == []
