@@ -44,6 +44,10 @@ the share of that call rlx's Python costs.
 non-blocking call rlx (and the ``Iallreduce+Wait`` peers) use; the blocking ``Allreduce`` is
 coll/tuned's and does not change. Results go to a file named after it.
 
+Data-parallel step: the MNIST MLP's training step with its gradient all-reduce inside
+(``data_parallel_step``), the buckets issued as soon as their gradients exist against the same
+step with every bucket after the backward pass (``overlap=False``).
+
 Pipeline: the MLP of 4 layers (1024 wide) trained pipeline-parallel on the ranks as stages
 with 1F1B and GPipe, batch 256 in m = 2, 4, 8 micro-batches; the measured bubble is each
 rank's idle fraction of a step (1 - busy / step time), averaged over ranks and steps, next to
@@ -251,6 +255,36 @@ def _breakdown(comm, calls: int = 20000) -> dict[str, float]:
     return best
 
 
+def _dp_step(comm, quick: bool) -> dict:
+    """The data-parallel MNIST MLP step (784-512-512-10, 64 rows per rank, 1 MB buckets) with
+    the buckets issued early (overlapping the rest of the backward pass) and with them all
+    after the backward pass; interleaved steps, the slowest rank's median ms per step."""
+    import numpy as np
+
+    import rlx_core as rlx
+    from rlx_core.distributed import data_parallel_step
+    from rlx_core.models.mlp import init_mlp, mlp_loss
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 784)).astype(np.float32)
+    y = rng.integers(0, 10, 64).astype(np.int32)
+    steps = {name: data_parallel_step(mlp_loss, rlx.optim.SGD(0.01), init_mlp(), x, y,
+                                      comm=comm, bucket_bytes=1 << 20, overlap=overlap)
+             for name, overlap in (("buckets issued early", True),
+                                   ("buckets after the backward pass", False))}
+    runs = 6 if quick else 30
+    times = _timed(comm, {k: (lambda s=s: s(x, y)) for k, s in steps.items()}, runs, warmup=2)
+    a, b = steps.values()
+    same = all(np.array_equal(a.params[k][w], b.params[k][w]) for k in a.params
+               for w in ("weight", "bias"))
+    first = a.executable.program.info["deferred_collectives"]
+    return {"runs": runs, "buckets": len(a.buckets), "same_params": same,
+            "median_ms": {k: float(np.median(v)) * 1e3 for k, v in times.items()},
+            "in_flight_kernels": [w - s - 1 for s, w in first],
+            "ratio": _ratio(times["buckets issued early"],
+                            times["buckets after the backward pass"], rng)}
+
+
 def _size(nbytes: int) -> str:
     return f"{nbytes >> 20} MB" if nbytes >= 1 << 20 else f"{nbytes} B"
 
@@ -320,6 +354,7 @@ def _worker(args: argparse.Namespace) -> int:
     sizes = [16, *((1 << 20) * m for m in ((1, 4) if args.quick else (1, 4, 16, 64)))]
     reduce_rows = _all_reduce(comm, sizes, args.quick)
     cost = _breakdown(comm)
+    dp = _dp_step(comm, args.quick)
     cost = {k: float(comm.all_reduce(np.array([v]), "max")[0]) for k, v in cost.items()}
     bubble_rows = [] if args.skip_pipeline else _bubble(comm, args.quick)
     if comm.rank != 0:
@@ -378,6 +413,16 @@ def _worker(args: argparse.Namespace) -> int:
                             if bare_1mb and name.startswith("rlx") and "lookup" not in name
                             else ""]
                            for name in BREAKDOWN])]
+    md += ["\n## Data-parallel step: gradient all-reduce inside the step\n",
+           f"MNIST MLP 784-512-512-10, 64 rows per rank, SGD, {dp['buckets']} buckets of "
+           "about 1 MB (one `all_reduce(mean)` each, inside the compiled step on the numpy "
+           "target), median ms per step of the slowest rank over "
+           f"{dp['runs']} interleaved steps; kernels each bucket is in flight across when "
+           f"issued early: {dp['in_flight_kernels']}; both variants end with the same "
+           f"parameters: {dp['same_params']}.\n",
+           markdown_table(["variant", "step ms"],
+                          [[k, f"{v:.2f}"] for k, v in dp["median_ms"].items()]),
+           f"\nissued early / after the backward pass: {_fmt(dp['ratio'])}\n"]
     if bubble_rows:
         md += [f"\n## Pipeline bubble (MLP 4 x 1024, batch 256, {comm.size} stages)\n",
                markdown_table(["schedule", "micro-batches", "bubble measured",
@@ -395,7 +440,8 @@ def _worker(args: argparse.Namespace) -> int:
                else "")
         js, mdp = write_results(stem,
                                 {"machine": info, "all_reduce": reduce_rows,
-                                 "per_call_cpu_us": cost, "pipeline": bubble_rows}, text)
+                                 "per_call_cpu_us": cost, "dp_step": dp,
+                                 "pipeline": bubble_rows}, text)
         say(f"wrote {js} and {mdp}")
     return 0
 

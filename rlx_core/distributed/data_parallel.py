@@ -27,6 +27,7 @@ from rlx_core.distributed.communicator import Communicator, init
 from rlx_core.distributed.errors import ShardError
 from rlx_core.distributed.grad_buckets import DEFAULT_BUCKET_BYTES, Bucket, all_reduce_buckets
 from rlx_core.distributed.overlap import issue_early
+from rlx_core.distributed.tensor_parallel import RankProgram
 from rlx_core.optim.train_step import CompiledStep, step_function
 
 
@@ -52,7 +53,7 @@ class DataParallelStep(CompiledStep):
 
     def __init__(self, loss_fn: Callable[..., Any], optimizer: Any, params: Any,
                  *local_batch: Any, comm: Communicator | None = None, target: str = "numpy",
-                 bucket_bytes: int = DEFAULT_BUCKET_BYTES):
+                 bucket_bytes: int = DEFAULT_BUCKET_BYTES, overlap: bool = True):
         import numpy as np
 
         import rlx_core.api as api
@@ -76,9 +77,22 @@ class DataParallelStep(CompiledStep):
 
         fn = step_function(loss_fn, optimizer, p_def, s_def, len(p), len(s_leaves), reduce)
         fn.__name__ = f"dp_{fn.__name__}"
-        graph = issue_early(trace(fn, *p, *s_leaves, *local_batch))
+        graph = trace(fn, *p, *s_leaves, *local_batch)
+        if overlap:  # else the buckets stay after the whole backward pass (the A/B baseline)
+            graph = issue_early(graph)
         exe = api.compile(graph, *p, *s_leaves, *local_batch, target=target)
         super().__init__(exe, unflatten(p_def, p), state)
+        self._n_batch = len(local_batch)
+
+    def rank_program(self) -> RankProgram:
+        """This rank's step as a ``RankProgram`` (the batch inputs split along axis 0, the
+        buckets' all-reduces as its collectives, with their bytes), for the explorer's
+        distributed view (``rlx_explorer.views.distributed.partition_view``)."""
+        names = [v.name for v in self.graph.inputs]
+        cut = len(names) - self._n_batch
+        return RankProgram(self.graph, self.comm.rank, self.comm.size,
+                           {name: (0 if i >= cut else None) for i, name in enumerate(names)},
+                           [(b.value, "all_reduce(mean)", b.nbytes) for b in self.buckets])
 
     def __call__(self, *local_batch: Any) -> float:
         with use_communicator(self.comm):  # the step's collectives run on this group
@@ -100,10 +114,11 @@ def _signature(loss_fn: Any, optimizer: Any, params: list[Any], batch: tuple[Any
 
 def data_parallel_step(loss_fn: Callable[..., Any], optimizer: Any, params: Any,
                        *local_batch: Any, comm: Communicator | None = None,
-                       target: str = "numpy",
-                       bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> DataParallelStep:
+                       target: str = "numpy", bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+                       overlap: bool = True) -> DataParallelStep:
     """Compile ``loss_fn(params, *batch)``'s step for data parallelism over ``comm``'s ranks
     (``local_batch``: this rank's shard, as an example of the shapes); gradients are
-    all-reduced inside the step in buckets of about ``bucket_bytes``."""
+    all-reduced inside the step in buckets of about ``bucket_bytes``, each issued as soon as
+    its gradients exist (``overlap=False``: all after the backward pass)."""
     return DataParallelStep(loss_fn, optimizer, params, *local_batch, comm=comm, target=target,
-                            bucket_bytes=bucket_bytes)
+                            bucket_bytes=bucket_bytes, overlap=overlap)

