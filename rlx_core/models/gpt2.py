@@ -1,7 +1,7 @@
 """A GPT-2 decoder step with a fixed-size KV cache, written with rlx blocks.
 
 One call of ``decode_step`` is one token of greedy decoding: the token at position ``pos`` goes
-in with every layer's key/value cache, its logits and the updated caches come out. The caches
+in with every layer's key and value cache, its logits and the updated caches come out. The caches
 always hold ``n_ctx`` positions, so every step has the same shapes and a jitted step compiles
 once: the new key/value row is written at ``pos`` by a one-hot blend
 (``cache * (1 - onehot) + new * onehot``) and attention sees every position with a mask that
@@ -38,6 +38,12 @@ class DecodeLengthError(RlxError):
     code = "RLX-J007"
 
 
+class DecodeArgumentsError(RlxError):
+    """The step was given another number of cache arrays than its config has layers for."""
+
+    code = "RLX-J008"
+
+
 @dataclass(frozen=True)
 class DecoderConfig:
     """The fields of a HuggingFace GPT2Config the step needs, and the cache length ``n_ctx``."""
@@ -54,9 +60,9 @@ class DecoderConfig:
         return self.n_embd // self.n_head
 
     @property
-    def cache_shape(self) -> tuple[int, int, int, int, int]:
-        """(layers, batch 1, heads, n_ctx, head_dim): one array for all keys, one for values."""
-        return (self.n_layer, 1, self.n_head, self.n_ctx, self.head_dim)
+    def cache_shape(self) -> tuple[int, int, int, int]:
+        """(batch 1, heads, n_ctx, head_dim): one layer's key (or value) cache."""
+        return (1, self.n_head, self.n_ctx, self.head_dim)
 
     @classmethod
     def from_hf(cls, hf: Any, n_ctx: int | None = None) -> DecoderConfig:
@@ -116,31 +122,36 @@ def _ln(weights: Mapping[str, Any], x: Any, name: str, eps: float) -> Any:
 
 
 def decode_step(weights: Mapping[str, Any], cfg: DecoderConfig, tok: Any, pos: Any,
-                k_cache: Any, v_cache: Any) -> tuple[Any, Any, Any]:
-    """(logits (1, vocab), new k_cache, new v_cache) for token ``tok`` (1,) i32 at position
-    ``pos`` (1,) i32, the caches shaped ``cfg.cache_shape``."""
+                *caches: Any) -> tuple[Any, ...]:
+    """(logits (1, vocab), k_0', v_0', k_1', v_1', ...) for token ``tok`` (1,) i32 at position
+    ``pos`` (1,) i32, given each layer's key and value cache (``cfg.cache_shape``), in that
+    order. One array per layer and kind rather than one stacked array: a layer's update then
+    reads its own input and writes its own output, with no slice or concatenation copies."""
     c, nh, dh, t = cfg.n_embd, cfg.n_head, cfg.head_dim, cfg.n_ctx
     eps = cfg.layer_norm_epsilon
+    if len(caches) != 2 * cfg.n_layer:
+        raise DecodeArgumentsError(f"the step takes {2 * cfg.n_layer} cache arrays (a key and a "
+                                f"value cache per layer), got {len(caches)}",
+                                hint="pass GPT2Decoder.empty_cache()'s arrays, in order")
     with block("embeddings"):
         x = nn.embedding(tok, _w(weights, "wte.weight")) + \
             nn.embedding(pos, _w(weights, "wpe.weight"))  # (1, C)
         slots = ops.iota((1, t), 1, "i32")
-        here = slots == ops.broadcast_to(ops.reshape(pos, (1, 1)), (1, t))
+        at = ops.broadcast_to(ops.reshape(pos, (1, 1)), (1, t))
         # (1, 1, T, 1): 1.0 at the row this step writes; keys after pos are masked out
-        onehot = ops.reshape(ops.astype(here, "f32"), (1, 1, t, 1))
+        onehot = ops.reshape(ops.astype(slots == at, "f32"), (1, 1, t, 1))
         keep = 1.0 - onehot
-        visible = slots <= ops.broadcast_to(ops.reshape(pos, (1, 1)), (1, t))  # (1, T)
-    new_k, new_v = [], []
+        visible = slots <= at  # (1, T)
+    new: list[Any] = []
     for i in range(cfg.n_layer):
         p = f"h.{i}."
         with block(f"layer{i}"):
             with block("attention"):
                 qkv = _lin(weights, _ln(weights, x, p + "ln_1", eps), p + "attn.c_attn")
                 q, k, v = (qkv[:, j * c:(j + 1) * c].reshape(1, nh, 1, dh) for j in range(3))
-                kc = k_cache[i] * keep + ops.broadcast_to(k, (1, nh, t, dh)) * onehot
-                vc = v_cache[i] * keep + ops.broadcast_to(v, (1, nh, t, dh)) * onehot
-                new_k.append(kc)
-                new_v.append(vc)
+                kc = caches[2 * i] * keep + ops.broadcast_to(k, (1, nh, t, dh)) * onehot
+                vc = caches[2 * i + 1] * keep + ops.broadcast_to(v, (1, nh, t, dh)) * onehot
+                new += [kc, vc]
                 ctx = nn.attention(q, kc, vc, mask="padding", padding_mask=visible,
                                    scale=1.0 / math.sqrt(dh))  # (1, H, 1, dh)
                 x = x + _lin(weights, ctx.reshape(1, c), p + "attn.c_proj")
@@ -149,9 +160,9 @@ def decode_step(weights: Mapping[str, Any], cfg: DecoderConfig, tok: Any, pos: A
                             approximate="tanh")
                 x = x + _lin(weights, h, p + "mlp.c_proj")
     with block("lm_head"):
-        x = _ln(weights, x, "ln_f", eps)
-        logits = ops.matmul(x, ops.transpose(_w(weights, "wte.weight"), 1, 0))
-    return logits, ops.stack(new_k, 0), ops.stack(new_v, 0)
+        # tied to the token embedding: x @ wte.T is a linear layer with wte as its weight
+        logits = nn.linear(_ln(weights, x, "ln_f", eps), _w(weights, "wte.weight"))
+    return (logits, *new)
 
 
 class GPT2Decoder:
@@ -163,16 +174,17 @@ class GPT2Decoder:
         self.config = cfg
         self.weights = dict(weights)
 
-        def gpt2_step(tok: Any, pos: Any, k_cache: Any, v_cache: Any) -> Any:
-            return decode_step(self.weights, cfg, tok, pos, k_cache, v_cache)
+        def gpt2_step(tok: Any, pos: Any, *caches: Any) -> Any:
+            return decode_step(self.weights, cfg, tok, pos, *caches)
 
         self.step = jit(gpt2_step, target=target)
 
-    def empty_cache(self) -> tuple[Any, Any]:
+    def empty_cache(self) -> list[Any]:
+        """Zeroed caches: layer 0's keys, layer 0's values, layer 1's keys, ..."""
         import numpy as np
 
-        return (np.zeros(self.config.cache_shape, np.float32),
-                np.zeros(self.config.cache_shape, np.float32))
+        return [np.zeros(self.config.cache_shape, np.float32)
+                for _ in range(2 * self.config.n_layer)]
 
     def generate(self, prompt: Sequence[int], new_tokens: int,
                  logits_out: list[Any] | None = None) -> list[int]:
@@ -186,11 +198,11 @@ class GPT2Decoder:
                 f"a KV cache of {self.config.n_ctx} positions",
                 hint="give at least one prompt token, and build the decoder with a larger "
                      "n_ctx (DecoderConfig.from_hf(config, n_ctx=...)) or generate fewer")
-        kc, vc = self.empty_cache()
+        caches = self.empty_cache()
         ids = list(prompt)
         for p in range(len(prompt) + new_tokens - 1):
-            logits, kc, vc = self.step(np.array([ids[p]], np.int32), np.array([p], np.int32),
-                                       kc, vc)
+            logits, *caches = self.step(np.array([ids[p]], np.int32), np.array([p], np.int32),
+                                        *caches)
             if logits_out is not None:
                 logits_out.append(logits)
             if p + 1 >= len(prompt):

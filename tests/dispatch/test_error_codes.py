@@ -304,6 +304,15 @@ def p_j007():
     GPT2Decoder(cfg, {}, target="numpy").generate([1, 2], 3)  # 5 positions > 4
 
 
+def p_j008():
+    from rlx_core.models.gpt2 import DecoderConfig, GPT2Decoder
+
+    cfg = DecoderConfig(n_layer=2, n_embd=8, n_head=2, vocab_size=16, n_ctx=4)
+    dec = GPT2Decoder(cfg, {}, target="numpy")
+    one = np.zeros(1, np.int32)
+    dec.step(one, one, *dec.empty_cache()[:3])  # 3 caches for 2 layers (4 wanted)
+
+
 def p_i101():
     torch = pytest.importorskip("torch")
     from rlx_core.frontend.torch_export import from_torch
@@ -1172,7 +1181,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-A001": p_a001, "RLX-A002": p_a002, "RLX-A101": p_a101,
     "RLX-C001": p_c001, "RLX-C002": p_c002, "RLX-C003": p_c003,
     "RLX-D001": p_d001, "RLX-F001": p_f001, "RLX-F002": p_f002,
-    "RLX-M001": p_m001, "RLX-J006": p_j006, "RLX-J007": p_j007, "RLX-I101": p_i101, "RLX-I102": p_i102,
+    "RLX-M001": p_m001, "RLX-J006": p_j006, "RLX-J007": p_j007, "RLX-J008": p_j008, "RLX-I101": p_i101, "RLX-I102": p_i102,
     "RLX-O001": p_o001, "RLX-O002": p_o002, "RLX-O003": p_o003,
     "RLX-O020": p_o020, "RLX-O021": p_o021, "RLX-O022": p_o022,
     "RLX-N001": p_n001, "RLX-N002": p_n002, "RLX-N003": p_n003, "RLX-N004": p_n004,

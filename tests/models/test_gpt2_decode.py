@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from rlx_core.models.gpt2 import (
+    DecodeArgumentsError,
     DecodeLengthError,
     DecoderConfig,
     DecoderConfigError,
@@ -66,3 +67,11 @@ def test_unsupported_configs_are_typed_errors() -> None:
         DecoderConfig.from_hf(tiny_config(activation_function="relu"))
     with pytest.raises(DecoderConfigError, match="n_ctx=64"):
         DecoderConfig.from_hf(tiny_config(), n_ctx=64)
+
+
+def test_wrong_cache_count_is_a_typed_error(hf_model) -> None:
+    cfg = DecoderConfig.from_hf(hf_model.config, n_ctx=4)
+    dec = GPT2Decoder(cfg, weights_from_torch(hf_model), target="numpy")
+    one = np.zeros(1, np.int32)
+    with pytest.raises(DecodeArgumentsError, match="takes 4 cache arrays"):
+        dec.step(one, one, *dec.empty_cache()[:3])
