@@ -196,6 +196,30 @@ def hf_dynamic_peer(torch: Any, model: Any) -> tuple[Step, Callable[[], None]]:
     return step, reset
 
 
+def hit_overhead_s(n_args: int, shape: tuple[int, ...], clock: Callable[[], float]) -> float:
+    """Median time of a ``@rlx.jit`` cache hit with the step's arguments (two (1,) i32 and
+    ``n_args`` f32 caches) and almost no work (``tok + pos``): the host part of a step (guard
+    checks, reading every argument, allocating an output, the call)."""
+    import numpy as np
+
+    import rlx_core as rlx
+
+    @rlx.jit
+    def same_args(tok: Any, pos: Any, *caches: Any) -> Any:
+        return tok + pos
+
+    args = [np.zeros(1, np.int32), np.ones(1, np.int32)] + \
+        [np.zeros(shape, np.float32) for _ in range(n_args)]
+    for _ in range(10):
+        same_args(*args)
+    times = []
+    for _ in range(2000):
+        t0 = clock()
+        same_args(*args)
+        times.append(clock() - t0)
+    return Stats.of(times).p50
+
+
 def per_token_work(size: Size) -> tuple[float, float]:
     """(GFLOP, GB) of one step: its matmuls (the layers' and the tied LM head's, attention over
     the N_CTX cache slots) and the f32 weights + KV caches it must read (the embedding rows
@@ -280,9 +304,13 @@ def run_size(size: Size, args: Any, torch: Any, clock: Callable[[], float],
         "gbytes_per_token": round(gbytes, 4)}
     if "rlx" in p50:
         row.update(floor_fields(gflop, peaks.gflops, p50["rlx"], gbytes, peaks.gbps))
+        row["rlx_hit_overhead_s"] = hit_overhead_s(2 * cfg.n_layer, cfg.cache_shape, clock)
+        row["rlx_host_share"] = round(row["rlx_hit_overhead_s"] / p50["rlx"], 4)
     say(f"{size.name}: per token " + "  ".join(f"{n} {v * 1e3:.3f} ms" for n, v in p50.items())
         + "  | rlx speedup " + "  ".join(f"vs {n} {v:.2f}x" for n, v in ratios.items())
         + (f"  | floor {floor_text(row, digits=3)} ms" if "floor_s" in row else "")
+        + (f"  | rlx host part {row['rlx_hit_overhead_s'] * 1e6:.1f} us"
+           if "rlx_hit_overhead_s" in row else "")
         + (f"  | EXCLUDED {bad}" if bad else "  | all within 1e-4"))
     return row
 
@@ -293,7 +321,7 @@ def markdown(data: dict[str, Any], args: Any) -> str:
     clock = "thread CPU time" if args.clock == "thread" else "wall time"
     headers = ["model", "rlx ms/token", "torch ms/token", "torch.compile ms/token",
                "hf-dynamic ms/token", "rlx vs torch", "rlx vs torch.compile",
-               "goal", "floor ms", "max |diff| vs HF", "rlx compiles"]
+               "goal", "floor ms", "rlx host part", "max |diff| vs HF", "rlx compiles"]
     rows = []
     for r in data["results"]:
         s = r["per_token_s"]
@@ -309,6 +337,8 @@ def markdown(data: dict[str, Any], args: Any) -> str:
                      f"{r['rlx_speedup'].get('torch', 0):.2f}x",
                      f"{r['rlx_speedup'].get('torch.compile', 0):.2f}x", goal,
                      floor_text(r, digits=3) if "floor_s" in r else "-",
+                     f"{r['rlx_hit_overhead_s'] * 1e6:.1f} us ({r['rlx_host_share']:.1%})"
+                     if "rlx_hit_overhead_s" in r else "-",
                      f"{max(r['max_abs_diff_vs_hf'].values()):.1e}",
                      f"{r['rlx_step_cache']['misses']} for "
                      f"{r['rlx_step_cache']['misses'] + r['rlx_step_cache']['hits']} steps"])
@@ -327,7 +357,9 @@ def markdown(data: dict[str, Any], args: Any) -> str:
             f"a step's matmul FLOPs at the measured FMA peak ({data['fma_peak_gflops']} "
             f"GFLOP/s) and its f32 weights + KV caches read once at the measured bandwidth "
             f"({data['read_bandwidth_gbs']} GB/s). Logits of every peer checked against "
-            f"HuggingFace's full forward pass (<= {TOLERANCE:g}) before timing.\n\n"
+            f"HuggingFace's full forward pass (<= {TOLERANCE:g}) before timing. *rlx host part*: "
+            f"a `@rlx.jit` hit with the step's arguments and no work (`tok + pos`), and its "
+            f"share of the rlx step.\n\n"
             + markdown_table(headers, rows))
 
 
