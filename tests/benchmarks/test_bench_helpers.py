@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from benchmarks.bench_decode import N_CTX, SIZES, per_token_work
 from benchmarks.bench_minilm import encoder_flops
 from benchmarks.bench_mnist_mlp import Batches, step_flops
 from benchmarks.common import SETTLE_S, Stats, result_stem
@@ -48,6 +49,16 @@ def test_minilm_flops_count_projections_ffn_and_attention() -> None:
     layer = 4 * _gemm(s, h, h) + 2 * _gemm(s, i, h) + 2 * _gemm(s, s, h)
     assert encoder_flops(cfg, 1, s) == cfg.num_hidden_layers * layer
     assert encoder_flops(cfg, 32, s) == 32 * encoder_flops(cfg, 1, s)
+
+
+def test_decode_work_per_token_counts_the_weights_the_head_and_the_caches() -> None:
+    # GPT-2 small: 12 x (qkv 3 + proj 1 + mlp 4 + 4) x 768^2 + the tied head 50257 x 768
+    # = 123.5 M weights; attention reads all N_CTX slots of both caches in every layer
+    gflop, gbytes = per_token_work(SIZES["gpt2"])
+    params = 12 * 12 * 768 * 768 + 50257 * 768
+    assert gflop == pytest.approx((2 * params + 12 * 4 * N_CTX * 768) * 1e-9)
+    assert gbytes == pytest.approx((params + 4 * 12 * N_CTX * 768) * 4e-9)
+    assert 0.49 < gbytes < 0.52  # ~0.5 GB streamed per token: why GPT-2 is memory-bound
 
 
 def test_result_stem_keeps_non_default_runs_beside_the_default() -> None:
