@@ -104,3 +104,50 @@ def test_epilogue_folds_into_the_conv() -> None:
     assert sorted((n.attr("act"), bool(n.attr("residual"))) for n in fused) == [
         ("clip", False), ("max", True)], ops
     assert [n.op for n in exe.lir.nodes if n.op.startswith("conv")].count("conv2d") == 1
+
+
+DEPTHWISE = [  # (x shape, w shape, stride, padding, dilation, groups)
+    ((1, 6, 11, 13), (6, 1, 3, 3), (1, 1), (1, 1), (1, 1), 6),
+    ((2, 6, 11, 13), (12, 1, 5, 5), (2, 2), (2, 2), (1, 1), 6),  # multiplier 2, odd planes
+    ((1, 4, 8, 9), (8, 1, 2, 3), (1, 1), (1, 2), (2, 1), 4),  # dilation, uneven window
+    ((1, 3, 7, 7), (3, 1, 3, 3), (2, 2), (1, 1), (2, 2), 3),  # stride 2 + dilation, 4x4 out
+    ((1, 5, 4, 3), (5, 1, 3, 3), (1, 1), (0, 1), (1, 1), 5),  # uneven padding, tiny plane
+    ((1, 2, 9, 9), (2, 1, 3, 3), (3, 3), (1, 1), (1, 1), 2),  # stride 3: rows only
+]
+
+
+@pytest.mark.parametrize("flat", ["1", "0"])
+def test_depthwise_phase_planes_and_rows_match_the_reference(
+        flat: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The depthwise kernels, on the phase planes (rlx_conv_dw_flat) and per row
+    (RLX_CONV_DW_FLAT=0), with bias, residual and ReLU6 on every other case."""
+    from rlx_core.targets.cpu.conv import use_dw_flat
+
+    monkeypatch.setenv("RLX_CONV_DW_FLAT", flat)
+    assert use_dw_flat(1, 1, 3, 3) == (flat == "1") and not use_dw_flat(3, 3, 3, 3)
+    rng = np.random.default_rng(7)
+    args: list[np.ndarray] = []
+    for xs, ws, *_ in DEPTHWISE:
+        args += [rng.standard_normal(xs).astype(np.float32),
+                 rng.standard_normal(ws).astype(np.float32),
+                 rng.standard_normal(ws[0]).astype(np.float32)]
+
+    def f(*a):
+        outs, it = [], iter(a)
+        for k, (_, _, stride, pad, dil, groups) in enumerate(DEPTHWISE):
+            x, w, b = next(it), next(it), next(it)
+            y = nn.conv2d(x, w, b if k % 2 == 0 else None, stride=stride, padding=pad,
+                          dilation=dil, groups=groups)
+            if k % 2 == 1:
+                y = rlx.minimum(rlx.maximum(y + y, 0.0), 6.0)
+            outs.append(y)
+        return tuple(outs)
+
+    exe = rlx.compile(f, *args, target="cpu")
+    src = "\n".join(exe.program.sources.values())
+    assert ("rlx_conv_dw_flat(&geo" in src) == (flat == "1")
+    want = rlx.compile(f, *args, target="numpy")(*args)
+    for case, g_, w_ in zip(DEPTHWISE, exe(*args), want, strict=True):
+        w_ = np.asarray(w_)
+        np.testing.assert_allclose(np.asarray(g_), w_, rtol=1e-4, atol=1e-4 * np.abs(w_).max(),
+                                   err_msg=str(case))
