@@ -19,7 +19,8 @@ after a PyTorch matmul on its own thread pool in this process (a notebook mixing
 so torch's workers are still spinning when the peer starts.
 
 Goal (issue 22): the team is never slower than 1.1x rlx's own one-thread time under the same
-load, and ahead of every peer under load. Results: ``results/contention.json`` and ``.md``.
+load, and ahead of every peer under load. Results: ``results/contention-<cpu slug>.json`` and
+``.md`` (``contention.md`` is an earlier run on the Zen 1 VM, before the slug).
 
     python benchmarks/bench_contention.py              # full run (about 5-10 minutes)
     python benchmarks/bench_contention.py --quick      # MLP only, few calls, nothing written
@@ -41,10 +42,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
     Stats,
+    cpu_slug,
     limit_threads,
+    load_now,
     machine,
     markdown_table,
     say,
+    stamp,
     torch_threads,
     write_results,
 )
@@ -183,21 +187,34 @@ def mlp_workload(torch: Any, threads: int) -> dict[str, Callable[[], Any]]:
 
 
 def team_stats(workloads: dict[str, dict[str, Callable[[], Any]]]) -> dict[str, Any]:
-    """Sum of the team counters of every loaded CPU program (team.team_functions)."""
+    """Sum of the team counters of every loaded CPU program (team.team_functions): calls,
+    late arrivals, shrunk calls, spells, and the claimed chunks thread 0 and the worker ran."""
     import ctypes
 
     from rlx_core.targets.cpu import threads
 
-    total = [0, 0, 0, 0]
+    total = [0] * 6
     for lib, sym in threads._LOADED:
-        fn = getattr(lib, sym.removesuffix("_threads") + "_team_stats", None)
+        prefix = sym.removesuffix("_threads")
+        fn = getattr(lib, prefix + "_team_stats", None)
         if fn is None:
             continue
-        out = (ctypes.c_longlong * 4)()
+        out = (ctypes.c_longlong * 6)()
         fn(out)
+        chunks = getattr(lib, prefix + "_team_chunks", None)
+        if chunks is not None:
+            part = (ctypes.c_longlong * 2)()
+            chunks(part)
+            out[4], out[5] = part[0], part[1]
         total = [a + b for a, b in zip(total, out, strict=True)]
-    return dict(zip(("team_calls", "late_arrivals", "calls_shrunk", "shrink_spells"), total,
-                    strict=True))
+    return dict(zip(("team_calls", "late_arrivals", "calls_shrunk", "shrink_spells",
+                     "chunks_thread0", "chunks_worker"), total, strict=True))
+
+
+def _share(counters: dict[str, int]) -> str:
+    """The worker's share of the claimed chunks the team ran."""
+    total = counters["chunks_thread0"] + counters["chunks_worker"]
+    return f"{counters['chunks_worker'] / total:.0%}" if total else "-"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,8 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     data = {"benchmark": "contention", "machine": machine(), "isa": detect().describe(),
             "threads": limits, "runs": runs, "block": args.block, "settle_s": args.settle,
             "torch": torch.__version__, "results": results}
+    data["machine"]["load_average_end"] = load_now()
     headers = ["condition", "workload", *(f"{p} ms" for p in PEERS), "team / 1 thread",
-               "team / best peer", "late arrivals", "calls shrunk", "load avg before"]
+               "team / best peer", "late arrivals", "calls shrunk", "worker's chunks",
+               "load avg before"]
     rows = []
     for r in results:
         s = r["stats_s"]
@@ -271,17 +290,17 @@ def main(argv: list[str] | None = None) -> int:
                         " (goal <= 1.1x: NOT met)"),
                      f"{r['team_over_best_peer']:.2f}x",
                      r["team_counters"]["late_arrivals"], r["team_counters"]["calls_shrunk"],
-                     r["load_average_before"]])
-    md = (f"# Behaviour under competing load\n\n{data['machine']['cpu']} ({data['isa']}), "
-          f"{threads} cores; load average {data['machine']['load_average_1m']} at the end (the "
-          f"machine is shared: 'quiet' means no load started by this script). p50 of {runs} "
-          f"calls per peer in interleaved turns of {args.block} "
-          f"(`python benchmarks/bench_contention.py`). 'late arrivals' and 'calls shrunk' are "
+                     _share(r["team_counters"]), r["load_average_before"]])
+    md = (f"# Behaviour under competing load\n\n{stamp({**data['machine'], 'isa': data['isa']})}"
+          f" (the machine is shared: 'quiet' means no load started by this script). p50 of "
+          f"{runs} calls per peer in interleaved turns of {args.block} "
+          f"(`python benchmarks/bench_contention.py {' '.join(argv or sys.argv[1:])}`). "
+          f"'late arrivals', 'calls shrunk' and the worker's share of the claimed chunks are "
           f"the team's own counters over the rlx team peer's calls (team.py).\n\n"
           + markdown_table(headers, rows))
     print(md)
     if not args.quick:
-        js, mdp = write_results("contention", data, md)
+        js, mdp = write_results(f"contention-{cpu_slug(data['machine']['cpu'])}", data, md)
         say(f"wrote {js} and {mdp}")
     return 0
 

@@ -83,8 +83,8 @@ def test_team_splits_agree_with_numpy(threads: int) -> None:
         x = rng.standard_normal((200, 300), np.float32)
         w = rng.standard_normal((160, 300), np.float32)
         q = rng.standard_normal((12, 40, 64), np.float32)  # batched: whole batches per thread
-        # x @ w.T packs its transposed B in the call: each thread takes a share of the
-        # columns (blas._splits_columns), here with a bias + relu epilogue narrowed to it
+        # x @ w.T packs its transposed B in the call: threads claim chunks of its columns
+        # (blas._splits_columns), here with a bias + relu epilogue narrowed to each
         # and so does a GEMM of fewer than 16 rows (too few to split): d^T e, 10 x 300 x 200
         d = rng.standard_normal((300, 10), np.float32)
         e = rng.standard_normal((300, 200), np.float32)
@@ -99,8 +99,9 @@ def test_team_splits_agree_with_numpy(threads: int) -> None:
             x, w, q, d, e, h, w10, target="cpu", record=False)
         y, s, r, de, hw, hk = exe(x, w, q, d, e, h, w10)
         src = "".join(exe.sources.values())
-        assert src.count("j0 = tid * per") >= 2 and "rlx_sgemm(10, 200, 300" in src
-        assert "if (tid == 0)" not in src  # every GEMM here is shared out
+        # claimed chunks of whole panels of columns (team.claimed)
+        assert src.count("const int64_t j0 = ch * ") >= 2 and "rlx_sgemm(10, 200, 300" in src
+        assert "if (tid == 0)" not in src and "rlx_team_sync(" not in src
         assert _rel(de, d.T @ e) < 1e-5
         assert _rel(hw, h @ w10.T) < 1e-5
         assert _rel(hk, h[:, :10] @ w10) < 1e-5

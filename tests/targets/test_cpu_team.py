@@ -66,13 +66,13 @@ def test_mixed_team_and_serial_kernels_match_numpy_at_any_thread_count(n: int,
 
     def f(a, b, i):
         h = rlx.nn.relu(a @ b + 1.0)           # team: GEMM block, barrier, epilogue loop
-        g = rlx.take(h, i, axis=0)             # serial: gather runs on thread 0
+        g = rlx.take(h, i, axis=0)             # serial: the first thread runs the gather
         return rlx.nn.softmax(g * 0.5, axis=-1), h.sum()
 
     exe = rlx.compile(f, x, w, idx, target="cpu", record=False)
     src = exe.program.info["source"]
     assert src.count("#pragma omp parallel num_threads") == 1  # one region per call
-    assert "if (rlx_team_tid == 0)" in src and "/* team gemm */" in src
+    assert "rlx_team_serial(" in src and "/* team gemm */" in src  # serial: one claimed chunk
     got_s, got_t = exe(x, w, idx)
     h = np.maximum(x.astype(np.float64) @ w + 1.0, 0.0)
     g = h[idx] * 0.5
@@ -229,3 +229,62 @@ def test_small_gemms_on_packed_weights_share_out_column_chunks(batch: int, n: in
     for _ in range(3):
         np.testing.assert_allclose(exe(x), want, rtol=1e-4, atol=1e-4)
 
+
+
+def test_claimed_turns_worksharing_loops_and_barriers_into_claimed_chunks() -> None:
+    body = _body("float* restrict t = (float*)(scratch + 0);",
+                 team.FOR_PRAGMA + " collapse(2)", "for (int64_t i = 0; i < 4; ++i) {",
+                 "    for (int64_t j = 0; j < 10; ++j) {",
+                 "        for (int64_t k = 0; k < 3; ++k) x[(i * 10 + j) * 3 + k] = 0;",
+                 "    }", "}",
+                 team.SYNC,
+                 team.SINGLE_PRAGMA, "for (int64_t j = 0; j < 2; ++j) {", "    y[j] = x[j];", "}")
+    out = team.claimed(body)
+    assert out is not None
+    text = "\n".join(out)
+    # 40 iterations of (i, j): 14 chunks of 3 (the last one short), then one chunk
+    assert "rlx_c < 14;" in text and "rlx_i0 = ch * 3" in text
+    assert "i = rlx_it / 10, j = rlx_it % 10;" in text
+    assert "rlx_team_done(rlx_work, &rlx_got, 14);" in text  # the barrier: a phase's end
+    assert "rlx_c < 15;" in text and text.endswith("rlx_team_done(rlx_work, &rlx_got, 15);")
+    assert team.SYNC not in text and "#pragma omp" not in text
+    assert text.count("{") == text.count("}")
+
+
+@pytest.mark.parametrize("body", [
+    _body(team.FOR_PRAGMA, "for (int64_t i = 0; i < n; ++i) {", "    x[i] = 0;", "}"),
+    _body(team.FOR_PRAGMA + " reduction(+:s)", "for (int64_t i = 0; i < 4; ++i) {", "    s += 1;",
+          "}"),
+    _body(team.GEMM_BLOCK, "    call();", "}"),  # a GEMM block without claimed chunks
+    _body(team.TEAM_BLOCK, "    solve();", "}"),
+])
+def test_claimed_leaves_other_shapes_to_static_shares(body: list[str]) -> None:
+    assert team.team_safe(body)
+    assert team.claimed(body) is None
+
+
+@needs_cpu
+def test_claimed_chunks_give_the_same_bits_at_any_thread_count(threads) -> None:
+    """Row chunks of a GEMM, claimed by whichever thread: each element of C is computed the
+    same way (same blocking, same order), so 1, 2 and 3 threads agree bit for bit."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((300, 96), np.float32)
+    w = rng.standard_normal((96, 200), np.float32)
+
+    def f(a, b):
+        return rlx.nn.softmax(rlx.nn.relu(a @ b) * 0.5 + 1.0, axis=-1)
+
+    exe = rlx.compile(f, x, w, target="cpu", record=False)
+    src = exe.program.info["source"]
+    assert "rlx_team_done(rlx_work" in src and team.SYNC not in src  # every kernel claims
+    got = []
+    for n in (1, 2, 3):
+        threads(n)
+        got.append(exe(x, w))
+    assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2])
+
+
+def test_claimed_loops_keep_a_literal_step() -> None:
+    body = _body(team.FOR_PRAGMA, "for (int64_t c = 0; c < 384; c += 96) {", "    f(c);", "}")
+    text = "\n".join(team.claimed(body) or [])
+    assert "rlx_c < 4;" in text and "const int64_t c = (rlx_it) * 96;" in text

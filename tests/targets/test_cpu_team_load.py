@@ -1,5 +1,6 @@
 """A CPU team whose thread is descheduled (simulated: it sleeps at the start of a call) still
-finishes correctly; waits past the spin budget are counted as late arrivals, and a program
+finishes correctly, the other thread running the chunks it did not claim; waits past the spin
+budget are counted as late arrivals, and a program
 that keeps seeing them runs its next calls (2, then more) on one thread for a while (5 ms,
 then longer), then tries the team again
 (rlx_core/targets/cpu/team.py, BARRIER_C)."""
@@ -42,6 +43,14 @@ class Team:
         self.delay = getattr(lib, f"{prefix}_team_delay")
         self.delay.argtypes = [ctypes.c_int, ctypes.c_int]
         self.reset = getattr(lib, f"{prefix}_team_reset")  # the next call is a team call
+        self._chunks = getattr(lib, f"{prefix}_team_chunks")
+        self._chunks.argtypes = [ctypes.POINTER(ctypes.c_longlong)]
+
+    def chunks(self) -> tuple[int, int]:
+        """Claimed chunks run so far by thread 0 and by the other threads."""
+        out = (ctypes.c_longlong * 2)()
+        self._chunks(out)
+        return out[0], out[1]
 
     def stats(self) -> dict[str, int]:
         out = (ctypes.c_longlong * 4)()
@@ -70,12 +79,15 @@ def test_a_team_with_a_descheduled_thread_finishes_correctly(two_threads, sleepe
     team = Team(exe)
     np.testing.assert_allclose(exe(*args), want, rtol=1e-4, atol=1e-6)
     team.reset()
-    before = team.stats()
-    team.delay(sleeper, SLEEP_US)  # that thread arrives at its first barrier 50 ms late
+    before, c0 = team.stats(), team.chunks()
+    team.delay(sleeper, SLEEP_US)  # that thread comes 50 ms late
     np.testing.assert_allclose(exe(*args), want, rtol=1e-4, atol=1e-6)
-    after = team.stats()
+    after, c1 = team.stats(), team.chunks()
     assert after["team_calls"] == before["team_calls"] + 1
-    assert after["late"] >= before["late"] + 1  # the other thread stopped spinning and slept
+    ran = (c1[0] - c0[0], c1[1] - c0[1])  # chunks run by thread 0, by the worker
+    assert ran[sleeper] == 0 and ran[1 - sleeper] > 0, ran  # the other thread ran them all
+    if sleeper:  # a worker that ran no chunk in a call is a late arrival
+        assert after["late"] >= before["late"] + 1
 
 
 def test_late_arrivals_shrink_the_team_then_it_is_tried_again(two_threads) -> None:
@@ -101,3 +113,23 @@ def test_late_arrivals_shrink_the_team_then_it_is_tried_again(two_threads) -> No
     time.sleep(0.05)  # the first spell also lasts 5 ms
     np.testing.assert_allclose(exe(*args), want, rtol=1e-4, atol=1e-6)
     assert team.stats()["team_calls"] == s3["team_calls"] + 1  # the team is tried again
+
+
+def test_a_descheduled_worker_leaves_its_chunks_to_the_calling_thread(two_threads) -> None:
+    """The worker sleeps 50 ms at the start of the call: thread 0 claims and runs every chunk
+    meanwhile (it waits for no barrier the worker has not reached), and the result is the
+    same bits as a call where both threads worked."""
+    exe, args, want = _program()
+    src = exe.program.info["source"]
+    assert "rlx_team_sync(" not in src.split("_run(")[1]  # no barrier between kernels
+    team = Team(exe)
+    both = exe(*args)
+    np.testing.assert_allclose(both, want, rtol=1e-4, atol=1e-6)
+    team.reset()
+    c0 = team.chunks()
+    team.delay(1, SLEEP_US)
+    alone = exe(*args)
+    c1 = team.chunks()
+    assert np.array_equal(alone, both)
+    mine, theirs = c1[0] - c0[0], c1[1] - c0[1]
+    assert mine > 0 and mine > 4 * theirs, (mine, theirs)

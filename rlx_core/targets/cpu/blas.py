@@ -146,15 +146,16 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
     if env.sync:
         if epilogue and not epilogue.fits("batch", "rows"):
             epilogue = None  # the kernel writes it after a barrier
-        claim = ""
-        if counter and _claims_columns(spec, epilogue, (own, bool(packed))):
-            claim = "rlx_work"
-            env.extra_args.append((f"atomic_int* {claim}", counter))
-        # a claimed chunk's block epilogue reads a 64-column chunk still in L1/L2: tiles there
-        # gained nothing (MiniLM at batch 1: 8.09 vs 8.02 ms of GEMMs, RLX_CPU_PROFILE)
-        elif own and (tile := TileEpilogue.make(env, spec, epilogue)):
+        from rlx_core.targets.cpu.team import CLAIM
+
+        if counter:  # the kernel's claim counters (team.claimed hands the chunks out)
+            env.extra_args.append((CLAIM, counter))
+        # a claimed column chunk's block epilogue reads a 64-column chunk still in L1/L2:
+        # tiles there gained nothing (MiniLM at batch 1: 8.09 vs 8.02 ms of GEMMs)
+        if not _claims_columns(spec, epilogue, (own, bool(packed))) and own and \
+                (tile := TileEpilogue.make(env, spec, epilogue)):
             epilogue = _Tiled(epilogue, tile)
-        _team_gemm(w, spec, call, a_b, c_b, epilogue, tiles=(own, bool(packed)), claim=claim)
+        _team_gemm(w, spec, call, a_b, c_b, epilogue, tiles=(own, bool(packed)))
         return label
     pragma = env.parallel(work_of(spec), 0) if work_of(spec) >= GEMM_PARALLEL_MIN else None
     if pragma is None or (spec.batch == 1 and m < 16):
@@ -194,8 +195,9 @@ TILE_MIN_BYTES = 1 << 20
 
 def _row_block(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, thread: str,
                epilogue: BlockEpilogue | None = None,
-               tiles: tuple[bool, bool] = (False, False)) -> None:
-    """Thread ``thread``'s block of rows of C, a multiple of 16 rows (the micro-kernels' row
+               tiles: tuple[bool, bool] = (False, False), parts: str = "team") -> None:
+    """Block ``thread`` of ``parts`` blocks of rows of C (a thread's, or a claimed chunk's),
+    a multiple of 16 rows (the micro-kernels' row
     tile; with an epilogue over several row dimensions, of its ``row_unit`` as well), and of
     op(A): rows of A, or columns of a transposed A.
 
@@ -207,7 +209,7 @@ def _row_block(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, thread: str,
     thread's block of MiniLM's FFN at batch 32 is 12 MB)."""
     m, n = spec.m, spec.n
     unit = math.lcm(16, epilogue.row_unit) if epilogue else 16
-    w.line(f"const int64_t per = (({m} + team - 1) / team + {unit - 1}) / {unit} * {unit};")
+    w.line(f"const int64_t per = (({m} + {parts} - 1) / {parts} + {unit - 1}) / {unit} * {unit};")
     w.line(f"const int64_t r0 = {thread} * per, rows = {m} - r0 < per ? {m} - r0 : per;")
     w.open("if (rows > 0)")
     own, packed = tiles
@@ -262,56 +264,77 @@ def _alone(spec: GemmSpec) -> bool:
 
 
 def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
-               epilogue: BlockEpilogue | None, tiles: tuple[bool, bool] = (False, False),
-               claim: str = "") -> None:
-    """Team mode (rlx_core/targets/cpu/team.py): every thread of the region runs this block.
+               epilogue: BlockEpilogue | None, tiles: tuple[bool, bool] = (False, False)) -> None:
+    """Team mode (rlx_core/targets/cpu/team.py): every thread of the region runs this block,
+    claiming chunks of the GEMM (a ``team.CHUNKS`` loop) until none is left.
 
-    Whole batches per thread when there are enough, else a block of rows of C each (a
-    multiple of 16 rows, the micro-kernels' tile); small GEMMs run on thread 0 alone. The
-    ``epilogue``, when it can be narrowed to each thread's block, follows the GEMM call inside
-    that block, so no barrier separates them; the caller passes only an epilogue that fits
-    batches and rows (emit_gemm; any other the kernel writes after a barrier). With ``claim``
-    (the claim-counter argument) the GEMM is shared out as claimed column chunks instead
-    (_column_chunks); a small GEMM that packs B in the call gives each thread a share of
-    the columns (_splits_columns).
+    The chunks: column chunks for a GEMM of few rows (_column_chunks: on prepacked B, or when
+    B is packed in the call, so each chunk packs only its columns), else blocks of rows of C
+    (a multiple of 16 rows, the micro-kernels' tile) in every batch (_row_chunks); a small
+    GEMM is one chunk. The ``epilogue``, when it can be narrowed to a chunk, follows the GEMM
+    call inside the chunk, so no barrier separates them; the caller passes only an epilogue
+    that fits batches and rows (emit_gemm; any other the kernel writes after a barrier). A
+    chunk's rows or columns are computed as in the static split (same blocking and order per
+    element of C), so the result does not depend on who ran which chunk.
     """
-    from rlx_core.targets.cpu.team import GEMM_BLOCK_HEAD
+    from rlx_core.targets.cpu.team import CHUNKS, GEMM_BLOCK_HEAD
 
     m = spec.m
     w.open(GEMM_BLOCK_HEAD)
-    w.line("const int64_t tid = omp_get_thread_num(), team = omp_get_num_threads();")
     if isinstance(epilogue, _Tiled):  # the tile function's context, a local of each thread
         epilogue.tile.declare(w)
     if _splits_columns(spec, epilogue, tiles):
-        _column_shares(w, spec, call, a_b, c_b, epilogue)
-        w.close()
-        return
-    if _alone(spec):
-        w.open("if (tid == 0)")
+        _column_chunks(w, spec, call, a_b, c_b, epilogue, _share_width(spec.n))
+    elif _alone(spec):
+        w.open(f"{CHUNKS} for (int64_t ch = 0; ch < 1; ++ch)")
         w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
         call(str(m), a_b, c_b, tile_at=("bb", "0"))
         if epilogue:
             epilogue.emit(w, {"batch": ("bb", "bb + 1")})
         w.close()
         w.close()
+    elif _claims_columns(spec, epilogue, tiles):
+        _column_chunks(w, spec, call, a_b, c_b, epilogue, COLUMN_CHUNK)
+    else:
+        _row_chunks(w, spec, call, a_b, c_b, epilogue, tiles)
+    w.close()
+
+
+# row chunks per batch of a team GEMM split by rows: about ROW_CHUNKS on prepacked B (no
+# packing per chunk) while chunks keep >= 16 rows; a GEMM that packs B in the call packs all
+# of B in every chunk, so it gets one chunk per ROWS_PER_PACK rows (2 at least, ROW_CHUNKS at
+# most: packing B costs ~1/ROWS_PER_PACK of the multiply per chunk)
+ROW_CHUNKS = 16
+ROWS_PER_PACK = 256
+
+
+def row_chunks(spec: GemmSpec, packed: bool, unit: int = 16) -> int:
+    """Chunks of rows per batch a team GEMM is claimed in (see ROW_CHUNKS)."""
+    if packed:
+        want = ROW_CHUNKS // spec.batch
+    else:
+        want = min(ROW_CHUNKS, spec.m // ROWS_PER_PACK, ROW_CHUNKS // spec.batch)
+        want = max(want, 2 if spec.batch == 1 else 1)
+    return max(1, min(want, -(-spec.m // unit)))
+
+
+def _row_chunks(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
+                epilogue: BlockEpilogue | None, tiles: tuple[bool, bool]) -> None:
+    """Chunks of (batch, block of rows), claimed; row blocks as _row_block's."""
+    from rlx_core.targets.cpu.team import CHUNKS
+
+    unit = math.lcm(16, epilogue.row_unit) if epilogue else 16
+    parts = row_chunks(spec, tiles[1], unit)
+    w.open(f"{CHUNKS} for (int64_t ch = 0; ch < {spec.batch * parts}; ++ch)")
+    w.line(f"const int64_t bb = ch / {parts};")
+    if parts == 1:
+        call(str(spec.m), a_b, c_b, tile_at=("bb", "0"))
+        if epilogue:
+            epilogue.emit(w, {"batch": ("bb", "bb + 1")})
+    else:
+        w.open("")
+        _row_block(w, spec, call, a_b, c_b, f"(ch % {parts})", epilogue, tiles, str(parts))
         w.close()
-        return
-    if claim:
-        _column_chunks(w, spec, call, a_b, c_b, epilogue, claim)
-        w.close()
-        return
-    w.open(f"if ({spec.batch} >= team)")
-    w.open(f"for (int64_t bb = tid; bb < {spec.batch}; bb += team)")
-    call(str(m), a_b, c_b, tile_at=("bb", "0"))
-    if epilogue:
-        epilogue.emit(w, {"batch": ("bb", "bb + 1")})
-    w.close()
-    w.close()
-    w.open("else")
-    w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
-    _row_block(w, spec, call, a_b, c_b, "tid", epilogue, tiles)
-    w.close()
-    w.close()
     w.close()
 
 
@@ -337,11 +360,11 @@ def _claims_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,
 
 def _splits_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,
                     tiles: tuple[bool, bool]) -> bool:
-    """Does each thread take one share of C's columns (_column_shares) instead of rows?
+    """Is the GEMM claimed in chunks of whole panels of columns (_column_chunks), not rows?
 
     For an own-kernel GEMM of at most COLUMN_ROWS rows whose op(B) is packed in the call
     (neither prepacked nor read in place, see sgemm.reads_b_in_place): a thread then packs
-    only its own share of B, where with rows each packs all of it. Inside the MLP step on a
+    only its own columns of B, where with rows each packs all of it. Inside the MLP step on a
     2-core Zen 3 VM, kernels timed side by side in one process (RLX_CPU_PROFILE), the forward
     x @ W1^T (128 x 784 x 128) took 165 instead of 190 us and 128 x 512 x 512 571 instead
     of 622; a B read in place (dW1 = g^T x) ran faster split by rows (181 vs 192 us). A GEMM
@@ -357,31 +380,23 @@ def _splits_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,
     return spec.m <= COLUMN_ROWS and not sgemm.reads_b_in_place(spec.sb, spec.m)
 
 
-def _column_shares(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
-                   epilogue: BlockEpilogue | None) -> None:
-    """Thread ``tid``'s share of columns, whole panels wide (RLX_SG_NR), with its epilogue."""
-    n = spec.n
-    w.line("const int64_t bb = 0;")
-    w.line("(void)bb;")
-    w.line(f"const int64_t per = (({n} + team - 1) / team + RLX_SG_NR - 1) / RLX_SG_NR "
-           "* RLX_SG_NR;")
-    w.line(f"const int64_t j0 = tid * per, j1 = j0 + per < {n} ? j0 + per : {n};")
-    w.open("if (j0 < j1)")
-    call(str(spec.m), a_b, c_b, ("j0", "j1"), tile_at=("0", "0"))
-    if epilogue:
-        epilogue.emit(w, {"cols": ("j0", "j1")})
-    w.close()
+def _share_width(n: int) -> int:
+    """Columns per claimed chunk of a GEMM packing B in the call: whole panels of either
+    kernel (32 columns), about 8 chunks (each packs its own columns of B)."""
+    per = -(-n // 8)
+    return max(32, -(-per // 32) * 32)
 
 
 def _column_chunks(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
-                   epilogue: BlockEpilogue | None, claim: str) -> None:
-    """Every thread claims column chunks until none is left; each chunk's epilogue follows it."""
-    n, chunks = spec.n, -(-spec.n // COLUMN_CHUNK)
+                   epilogue: BlockEpilogue | None, width: int) -> None:
+    """Claimed chunks of ``width`` columns (whole panels); each chunk's epilogue follows it."""
+    from rlx_core.targets.cpu.team import CHUNKS
+
+    n, chunks = spec.n, -(-spec.n // width)
     w.line("const int64_t bb = 0;")
     w.line("(void)bb;")
-    w.open(f"for (int64_t ch; (ch = rlx_team_claim({claim})) < {chunks};)")
-    w.line(f"const int64_t j0 = ch * {COLUMN_CHUNK}, "
-           f"j1 = j0 + {COLUMN_CHUNK} < {n} ? j0 + {COLUMN_CHUNK} : {n};")
+    w.open(f"{CHUNKS} for (int64_t ch = 0; ch < {chunks}; ++ch)")
+    w.line(f"const int64_t j0 = ch * {width}, j1 = j0 + {width} < {n} ? j0 + {width} : {n};")
     call(str(spec.m), a_b, c_b, ("j0", "j1"), tile_at=("0", "0"))
     if epilogue:
         epilogue.emit(w, {"cols": ("j0", "j1")})

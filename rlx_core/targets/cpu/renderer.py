@@ -73,6 +73,7 @@ class CpuRenderer(CLikeRenderer):
         self.team_mode = team_mode and openmp
         self._mode = "team" if self.team_mode else "regions"
         self._team: list[bool] = []  # per kernel, in order: runs on the whole team?
+        self._claims: list[bool] = []  # per kernel: is its work claimed (team.claimed)?
         self._splits = False  # does any kernel share its work out over the team?
 
     def parallel_pragma(self, work: int, collapse: int) -> str | None:
@@ -106,6 +107,7 @@ class CpuRenderer(CLikeRenderer):
 
     def _render(self, g: Graph, prefix: str) -> Any:
         self._team = []
+        self._claims = []
         self._splits = False
         self.packed = PackedWeights()
         self._params = {v.name: i for i, v in enumerate(g.params)}
@@ -179,12 +181,28 @@ class CpuRenderer(CLikeRenderer):
         lines = out[0].rstrip("\n").split("\n")  # [file-scope helpers,] comment, head, body, }
         head = f"{self.kernel_decl} {self.kernel_fn(prefix, k)}("
         body = lines[next(i for i, t in enumerate(lines) if t.startswith(head)) + 1:-1]
+        claimed = None
         if not team.team_safe(body):
-            self._mode = "serial"  # thread 0 runs it, so it must hold no worksharing pragma
+            self._mode = "serial"  # one thread runs it, so it must hold no worksharing pragma
             out = super().render_kernel(g, k, idx, prefix, types, fail)
+        elif (claimed := team.claimed(body)) is not None:
+            out = (self._claiming(lines, len(lines) - len(body) - 1, claimed, k.name, idx),
+                   *out[1:])
         self._team.append(self._mode == "team")
+        self._claims.append(claimed is not None)
         self._mode = "team"
         return out
+
+    def _claiming(self, lines: list[str], at: int, body: list[str], kernel: str,
+                  idx: int) -> str:
+        """A kernel's text with ``body`` (team.claimed) after its head line ``lines[at - 1]``,
+        taking the claim counters as a parameter when it did not yet."""
+        head = lines[at - 1]
+        if team.CLAIM not in head:
+            cut = head.rindex(", unsigned char*")
+            lines[at - 1] = f"{head[:cut]}, {team.CLAIM}{head[cut:]}"
+            self._extra_args[kernel].append(self._counter_of(idx))
+        return "\n".join([*lines[:at], *body, "}"]) + "\n"
 
     def entry(self, g: Graph, prefix: str, calls: list[str], where: dict, types: dict) -> str:
         # weights are packed by the calling thread, before any kernel (and the team) runs
@@ -198,8 +216,10 @@ class CpuRenderer(CLikeRenderer):
                 return (f"rlx_team_t0 = {prefix}_now();",
                         f"{{ {prefix}_prof_s[{i}] += {prefix}_now() - rlx_team_t0; "
                         f"++{prefix}_prof_n[{i}]; }}")
-        body = "\n".join(team.region(team.team_calls(calls, self._team, timer), bool(timer),
-                                      prefix, len(g.kernels)))
+        body = "\n".join(team.region(
+            team.team_calls(calls, self._team, timer, self._claims, prefix), bool(timer),
+            prefix, len(g.kernels),
+            all(c or not t for c, t in zip(self._claims, self._team, strict=True))))
         return team.work_counters(prefix, len(g.kernels)) + text.replace("@CALLS@", body, 1)
 
     def timed(self, prefix: str, idx: int, call: str) -> str:
@@ -217,8 +237,11 @@ class CpuRenderer(CLikeRenderer):
                          self.packed_b(env, spec), counter)
 
     def _counter(self, env: KernelEnv) -> str:
-        """The C expression of the kernel's claim counter (team mode), else ''."""
-        return f"{self._prefix}_work + {env.index}" if self._mode == "team" else ""
+        """The C expression of the kernel's claim counters (team mode), else ''."""
+        return self._counter_of(env.index) if self._mode == "team" else ""
+
+    def _counter_of(self, idx: int) -> str:
+        return f"{self._prefix}_work + {2 * idx}"  # claimed, done (team.work_counters)
 
     def packed_b(self, env: KernelEnv, spec: GemmSpec) -> str | None:
         """The kernel parameter holding op(B) prepacked, when B is a graph parameter the own

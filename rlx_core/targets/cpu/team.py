@@ -1,25 +1,44 @@
-"""Team mode: one OpenMP parallel region per program call, kernels separated by spin barriers.
+"""Team mode: one OpenMP parallel region per program call; kernels hand their work out as
+chunks that the threads claim.
 
 A parallel region per kernel (``#pragma omp parallel for`` in each loop nest) costs a wake-up
 of the sleeping workers every time: MiniLM runs ~170 kernels per call, an MLP training step
 ~20, and with ``OMP_WAIT_POLICY=PASSIVE`` (idle workers must not spin on cores that other
 code needs; they spin only briefly first, see runtime.openmp_defaults) each wake-up is a futex
-round trip. In team mode the entry point opens one region;
-every thread runs every *team kernel*, whose loops are orphaned worksharing loops
-(``#pragma omp for nowait``) or, when too small to split, ``#pragma omp single nowait``; GEMMs
-take a row block per thread. Between kernels the threads meet at ``rlx_team_sync``, a barrier
-that spins up to 0.1 ms (the other thread is usually microseconds away) and then sleeps on a
-futex. Only the region's start sleeps and wakes, once per call.
+round trip. In team mode the entry point opens one region; every thread runs every *team
+kernel*. Only the region's start sleeps and wakes, once per call.
 
-On a busy machine (other processes on the cores, another library's thread pool still
-spinning) a team thread gets descheduled for whole time slices, and every barrier waits for
-it. Such waits are counted as late arrivals (BARRIER_C); a program that keeps seeing them
-runs its next calls on the calling thread alone, then tries the team again, so the team is
-never much slower than one thread whatever the load (benchmarks/bench_contention.py).
+Dynamic hand-out (``claimed``). An emitter writes a team kernel's loops as orphaned
+worksharing loops (``#pragma omp for nowait``; ``#pragma omp single nowait`` when too small to
+split) and a GEMM as a loop over chunks marked CHUNKS (blas._team_gemm: row blocks, batches or
+column chunks). ``claimed`` rewrites them into loops over chunks that each thread claims from
+the kernel call's counter (``rlx_team_claim``, ~16 chunks per loop), and ends the kernel in
+``rlx_team_done``: the thread adds the chunks it ran to the call's *done* counter and waits
+until all chunks are done. A barrier inside the kernel (a GEMM, then an epilogue over the
+whole result) becomes the end of a phase the same way. So a wait lasts only while some thread
+holds a claimed chunk; a thread the OS deschedules between chunks (another process took its
+core) simply claims fewer of them, and when it comes back it finds the chunks of the kernels
+it missed claimed and done and skips through them (one atomic add and one load each). A run
+of serial kernels is one chunk: whichever thread gets there first runs it (team_calls). The
+chunks compute every element as the static split did (GEMM row blocks are multiples of 16
+rows, the kernel's blocking and k order do not depend on them), so a result has the same bits
+whoever ran which chunk.
+
+What has no claimed form (a TEAM_BLOCK kernel: the Krylov solvers, whose steps meet at their
+own barrier; a worksharing loop with clauses or bounds ``claimed`` does not parse) keeps its
+static shares, and the threads meet at ``rlx_team_sync`` after it, a barrier that spins up to
+0.1 ms and then sleeps on a futex.
+
+On a busy machine waits past the spin budget are counted as late arrivals (BARRIER_C), and so
+is a worker that ran no chunk in a whole call (it came when the work was done, and the call
+only waited for it to leave the region - the region's end still joins every thread); a program
+that keeps seeing them runs its next calls on the calling thread alone, then tries the team
+again, so the team is never much slower than one thread whatever the load
+(benchmarks/bench_contention.py). ``<prefix>_team_chunks`` counts the chunks each thread ran.
 
 A kernel whose rendered body has any other top-level statement (a serial loop, a memcpy, an
-index check) is not team-safe: it is rendered again without pragmas and runs on thread 0
-only. ``team_safe`` decides that from the rendered lines, so a new emitter that writes
+index check) is not team-safe: it is rendered again without pragmas and runs as a serial
+kernel. ``team_safe`` decides that from the rendered lines, so a new emitter that writes
 something unexpected falls back to a correct serial kernel instead of racing.
 """
 
@@ -81,10 +100,17 @@ static inline long long rlx_team_clock_ns(void) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
-/* the next piece of a kernel whose pieces threads claim: each such kernel call has a counter
-   of its own (<prefix>_work[kernel]), zeroed by the entry point before the region starts */
+/* the next chunk of a kernel whose chunks threads claim: each kernel call has two counters of
+   its own, work[0] (chunks claimed) and work[1] (chunks done), <prefix>_work + 2 * kernel,
+   zeroed by the entry point before the region starts */
 static inline int rlx_team_claim(atomic_int *work) {
     return atomic_fetch_add_explicit(work, 1, memory_order_relaxed);
+}
+#define RLX_TEAM_MAXT 64
+static long long rlx_team_tchunks[RLX_TEAM_MAXT];  /* chunks each thread ran (own slot only) */
+static inline int rlx_team_tid_(void) {
+    const int t = omp_get_thread_num();
+    return t < RLX_TEAM_MAXT ? t : RLX_TEAM_MAXT - 1;
 }
 static inline void rlx_team_sleep(const int g) {
 #if defined(__linux__)
@@ -123,6 +149,55 @@ static inline void rlx_team_sync(int team) {
             }
         }
     }
+}
+/* the end of a phase of claimed chunks: this thread reports the *got chunks it ran, then waits
+   until chunks [0, end) are all done (work[1] >= end). It waits for a thread only while that
+   thread holds a claimed chunk: one that arrives late finds the chunks claimed and done, and
+   goes on without anyone having waited for it. Spins as rlx_team_sync, then sleeps on a futex
+   on work[1] (a late arrival: the chunk's holder was descheduled). */
+static inline void rlx_team_done(atomic_int *work, int *got, int end) {
+    if (*got) {
+        const int n = *got;
+        *got = 0;
+        rlx_team_tchunks[rlx_team_tid_()] += n;
+        const int was = atomic_fetch_add_explicit(work + 1, n, memory_order_seq_cst);
+#if defined(__linux__)
+        if (was < end && was + n >= end
+            && atomic_load_explicit(&rlx_team_bar.sleepers, memory_order_seq_cst) > 0)
+            syscall(SYS_futex, (int*)(work + 1), FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+        (void)was;
+#endif
+    }
+    int v = atomic_load_explicit(work + 1, memory_order_acquire);
+    if (v >= end) return;
+    long long t0 = 0;
+    for (unsigned spins = 1; (v = atomic_load_explicit(work + 1, memory_order_acquire)) < end;
+         ++spins) {
+        RLX_CPU_RELAX();
+        if ((spins & 255) == 0) {
+            const long long now = rlx_team_clock_ns();
+            if (t0 == 0) {
+                t0 = now;
+            } else if (now - t0 > RLX_TEAM_SPIN_NS) {
+                atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);
+#if defined(__linux__)
+                atomic_fetch_add_explicit(&rlx_team_bar.sleepers, 1, memory_order_seq_cst);
+                while ((v = atomic_load_explicit(work + 1, memory_order_seq_cst)) < end)
+                    syscall(SYS_futex, (int*)(work + 1), FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+                atomic_fetch_sub_explicit(&rlx_team_bar.sleepers, 1, memory_order_relaxed);
+#else
+                while (atomic_load_explicit(work + 1, memory_order_acquire) < end) sched_yield();
+#endif
+                return;
+            }
+        }
+    }
+}
+/* a group of serial kernels: the first thread to get here runs them (rlx_team_serial), then
+   reports its one chunk (rlx_team_done with end 1), which every thread waits for */
+static inline int rlx_team_serial(atomic_int *work) {
+    return rlx_team_claim(work) == 0;
 }
 /* the team size of this call: 1 (no region) while the program is shrunk: for a number of
    calls and a time, both doubling per spell in a row (a probe of the team on a busy machine
@@ -259,11 +334,16 @@ def _skip_block(lines: list[str], start: int) -> int:
 
 
 def team_calls(calls: list[str], team: list[bool],
-               timer: Callable[[int], tuple[str, str]] | None = None) -> list[str]:
-    """Kernel calls inside the region: serial kernels on thread 0, barriers where needed.
+               timer: Callable[[int], tuple[str, str]] | None = None,
+               claims: list[bool] | None = None, prefix: str = "rlx") -> list[str]:
+    """Kernel calls inside the region, with what makes each wait for the work it reads.
 
-    Two serial kernels in a row need no barrier (thread 0 runs both in order); any pair with
-    a team kernel does, since the later one may read what another thread wrote.
+    ``claims[i]``: kernel i hands its work out as claimed chunks and returns only when all of
+    them are done (claimed()); it needs no barrier. Another team kernel (static shares) is
+    followed by a barrier (SYNC). A run of serial kernels is claimed as one chunk: the first
+    thread to get there runs them in order while the others wait for that chunk alone
+    (``rlx_team_serial``, on the first kernel's counters). Without ``claims`` (none claimed)
+    serial kernels run on thread 0, with a barrier wherever a team kernel is involved.
 
     With ``timer`` (kernel index -> C statements that start and stop its clock) thread 0
     times each kernel from its start to the barrier after it, so a team kernel's time is its
@@ -275,6 +355,8 @@ def team_calls(calls: list[str], team: list[bool],
     out: list[str] = []
     # an empty call is a kernel with nothing to run (an aliased reshape): no barrier either
     live = [i for i, call in enumerate(calls) if call.strip()]
+    if claims is not None:
+        return _claimed_calls(calls, team, claims, live, timer, prefix)
     for pos, i in enumerate(live):
         call, is_team = calls[i], team[i]
         nxt = live[pos + 1] if pos + 1 < len(live) else None
@@ -289,10 +371,45 @@ def team_calls(calls: list[str], team: list[bool],
     return out
 
 
+def _claimed_calls(calls: list[str], team: list[bool], claims: list[bool], live: list[int],
+                   timer: Callable[[int], tuple[str, str]] | None, prefix: str) -> list[str]:
+    out: list[str] = []
+    pos = 0
+    while pos < len(live):
+        i = live[pos]
+        if not team[i]:  # a run of serial kernels: one claimed chunk
+            run = [i]
+            while pos + 1 < len(live) and not team[live[pos + 1]]:
+                pos += 1
+                run.append(live[pos])
+            work = f"{prefix}_work + {2 * i}"
+            out.append(f"        {{ int rlx_g = rlx_team_serial({work});")
+            out.append("          if (rlx_g) {")
+            for j in run:
+                if timer:
+                    out.append("            " + timer(j)[0])
+                out.append("            " + calls[j].strip())
+                if timer:
+                    out.append("            " + timer(j)[1])
+            out.append("          }")
+            out.append(f"          rlx_team_done({work}, &rlx_g, 1); }}")
+        else:
+            if timer:
+                out.append("        if (rlx_team_tid == 0) " + timer(i)[0])
+            out.append("        " + calls[i].strip())
+            if not claims[i] and (pos + 1 < len(live) or timer):
+                out.append("        " + SYNC)
+            if timer:
+                out.append("        if (rlx_team_tid == 0) " + timer(i)[1])
+        pos += 1
+    return out
+
+
 def work_counters(prefix: str, kernels: int) -> str:
-    """The claim counters of a program's kernels (rlx_team_claim), one per kernel, and the
-    count of regions the program opened (``<prefix>_regions``, see ``team_functions``)."""
-    return (f"static atomic_int {prefix}_work[{max(kernels, 1)}];\n"
+    """The claim counters of a program's kernels (rlx_team_claim), two per kernel (chunks
+    claimed, chunks done), and the count of regions the program opened
+    (``<prefix>_regions``, see ``team_functions``)."""
+    return (f"static atomic_int {prefix}_work[{2 * max(kernels, 1)}];\n"
             f"static atomic_llong {prefix}_region_count;\n")
 
 
@@ -302,7 +419,8 @@ def team_functions(prefix: str, team_mode: bool) -> str:
     ``long long <prefix>_regions(void)``: team regions (one per call) opened so far, always 0
     for a program that runs on the calling thread alone. In team mode also
     ``<prefix>_team_stats(long long out[4])`` (team calls, late arrivals, calls shrunk to one
-    thread, shrink spells), ``<prefix>_team_reset()`` (forget the shrink state: the next call
+    thread, shrink spells), ``<prefix>_team_chunks(long long out[2])`` (claimed chunks run
+    by thread 0 and by the other threads, since the library loaded), ``<prefix>_team_reset()`` (forget the shrink state: the next call
     is a team call) and ``<prefix>_team_delay(tid, us)`` (thread ``tid`` sleeps ``us``
     microseconds at the start of the next team call: a descheduled thread, simulated).
     """
@@ -315,17 +433,30 @@ def team_functions(prefix: str, team_mode: bool) -> str:
             f"void {prefix}_team_reset(void) {{\n"
             "    rlx_team_shrink_left = 0; rlx_team_shrink_until = 0; rlx_team_prev_late = 0;\n"
             "    rlx_team_shrink_next = 2; rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;\n}\n"
+            f"void {prefix}_team_chunks(long long* out) {{\n"
+            "    out[0] = rlx_team_tchunks[0]; out[1] = 0;\n"
+            "    for (int i = 1; i < RLX_TEAM_MAXT; ++i) out[1] += rlx_team_tchunks[i];\n}\n"
             f"void {prefix}_team_delay(int tid, int us) {{\n"
             "    atomic_store_explicit(&rlx_team_delay_us, us, memory_order_relaxed);\n"
             "    atomic_store_explicit(&rlx_team_delay_tid, tid, memory_order_relaxed);\n}\n")
 
 
 def region(calls: list[str], timed: bool = False, prefix: str = "rlx",
-           kernels: int = 0) -> list[str]:
+           kernels: int = 0, claimed_only: bool = False) -> list[str]:
     """The entry point's body: the claim counters zeroed, then one parallel region around the
-    kernel calls, of the team size ``rlx_team_begin`` allows (1 while shrunk: no region)."""
+    kernel calls, of the team size ``rlx_team_begin`` allows (1 while shrunk: no region).
+
+    With ``claimed_only`` (every kernel's work is claimed, team_calls) a worker that ran no
+    chunk in the whole call counts as a late arrival: it came when the work was done, and the
+    call only waited for it to leave the region."""
     clock = ["        double rlx_team_t0 = 0.0;", "        (void)rlx_team_t0;"] if timed else []
-    return [f"    for (int i = 0; i < {max(kernels, 1)}; ++i)  /* nothing is claimed yet */",
+    idle = ["        const long long rlx_team_c0 = rlx_team_tchunks[rlx_team_tid_()];",
+            *calls,
+            "        if (rlx_team_n > 1 && rlx_team_tid > 0 "
+            "&& rlx_team_tchunks[rlx_team_tid_()] == rlx_team_c0)",
+            "            atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);"
+            ] if claimed_only else calls
+    return [f"    for (int i = 0; i < {2 * max(kernels, 1)}; ++i)  /* nothing is claimed yet */",
             f"        atomic_store_explicit(&{prefix}_work[i], 0, memory_order_relaxed);",
             "    const int rlx_team_n = rlx_team_begin(RLX_TEAM);",
             "    if (rlx_team_n > 1)",
@@ -336,6 +467,145 @@ def region(calls: list[str], timed: bool = False, prefix: str = "rlx",
             "        (void)rlx_team_tid;",
             "        if (rlx_team_n > 1) rlx_team_maybe_delay(rlx_team_tid);",
             *clock,
-            *calls,
+            *idle,
             "    }",
             "    rlx_team_end(rlx_team_n);"]
+
+
+# ---- claimed chunks --------------------------------------------------------------------------
+# A team kernel's work is handed out as chunks that threads claim from the kernel's counter
+# (rlx_team_claim) instead of static shares. An emitter marks a loop over chunks it wants
+# claimed with CHUNKS (``/* team chunks */ for (int64_t ch = 0; ch < N; ++ch) {``, reached by
+# every thread); claimed() turns those and the worksharing loops into claim loops. A thread the
+# OS deschedules then claims fewer chunks and the others run the rest.
+CHUNKS = "/* team chunks */"
+LOOP_CHUNKS = 16  # chunks of a worksharing loop (at most; fewer when it has fewer iterations)
+CLAIM = "atomic_int* rlx_work"  # the counters' kernel parameter (blas.emit_gemm names it too)
+_CHUNK_FOR = re.compile(r"^( *)/\* team chunks \*/ for \(int64_t ch = 0; ch < (\d+); \+\+ch\) \{$")
+_FOR = re.compile(r"^for \(int64_t (\w+) = 0; \1 < (\d+); (?:\+\+\1|\1 \+= (\d+))\) \{$")
+
+
+def _claim_loop(indent: str, start: int, chunks: int) -> list[str]:
+    """The head of a loop over chunks [start, start + chunks) this thread claims; ``ch`` is the
+    chunk's index within the loop."""
+    return [f"{indent}for (; rlx_c < {start + chunks}; rlx_c = rlx_team_claim(rlx_work), "
+            "++rlx_got) {",
+            f"{indent}    const int64_t ch = rlx_c - {start};",
+            f"{indent}    (void)ch;"]
+
+
+def _shift(lines: list[str], levels: int) -> list[str]:
+    if levels >= 0:
+        return [("    " * levels + ln) if ln else ln for ln in lines]
+    cut = 4 * -levels
+    return [ln[cut:] if ln.startswith(" " * cut) else ln.lstrip() for ln in lines]
+
+
+def _claimed_for(lines: list[str], i: int, collapse: int, start: int
+                 ) -> tuple[list[str], int, int] | None:
+    """A worksharing loop nest (``collapse`` perfectly nested loops from 0 to a literal
+    extent, by 1 or a literal step; heads at lines[i:]) as claim loops over its flattened
+    iterations. Returns (lines,
+    index after the nest, chunks), None for any other shape."""
+    heads = []
+    for j in range(collapse):
+        ln = lines[i + j] if i + j < len(lines) else ""
+        pad = "    " * (1 + j)
+        m = _FOR.match(ln[len(pad):]) if ln.startswith(pad) else None
+        if m is None:
+            return None
+        step = int(m.group(3) or 1)
+        if step < 1:
+            return None
+        heads.append((m.group(1), -(-int(m.group(2)) // step), step))  # name, count, step
+    end = _skip_block(lines, i)
+    if end < 0:
+        return None
+    for j in range(1, collapse):  # the inner loops close just before the outer one
+        if lines[end - 1 - j] != "    " * (1 + j) + "}":
+            return None
+    body = lines[i + collapse:end - collapse]
+    total = 1
+    for _, count, _ in heads:
+        total *= count
+    if total == 0:
+        return [], end, 0
+    size = -(-total // min(total, LOOP_CHUNKS))
+    chunks = -(-total // size)
+    out = _claim_loop("    ", start, chunks)
+    out.append(f"        const int64_t rlx_i0 = ch * {size}, "
+               f"rlx_i1 = rlx_i0 + {size} < {total} ? rlx_i0 + {size} : {total};")
+    if collapse == 1 and heads[0][2] == 1:
+        v = heads[0][0]
+        out.append(f"        for (int64_t {v} = rlx_i0; {v} < rlx_i1; ++{v}) {{")
+    else:
+        out.append("        for (int64_t rlx_it = rlx_i0; rlx_it < rlx_i1; ++rlx_it) {")
+        inner, parts = 1, []
+        for j in range(collapse - 1, -1, -1):  # innermost first: index = it / inner % count
+            name, count, step = heads[j]
+            idx = f"rlx_it / {inner}" if inner > 1 else "rlx_it"
+            idx = idx if j == 0 else f"{idx} % {count}"
+            parts.append(f"{name} = {idx}" if step == 1 else f"{name} = ({idx}) * {step}")
+            inner *= count
+        out.append("            const int64_t " + ", ".join(reversed(parts)) + ";")
+    out += _shift(body, 3 - (1 + collapse))
+    out += ["        }", "    }"]
+    return out, end, chunks
+
+
+def claimed(lines: list[str]) -> list[str] | None:
+    """A team-safe kernel body (lines at depth 1) with its work handed out as claimed chunks,
+    or None when some part of it has no claimed form (a TEAM_BLOCK, a GEMM block without
+    CHUNKS loops, a worksharing loop of another shape): it then keeps its static shares and
+    the barrier after it.
+
+    Chunks are numbered in the order the body's loops come, on one counter; a barrier inside
+    the body (SYNC) becomes the end of a phase, ``rlx_team_done``: a thread waits there until
+    every chunk before it is done (a chunk it claimed past it waits with it), and the body
+    ends in one for all its chunks. So when any thread returns from the kernel its work is
+    complete, and no thread waits for another that holds no chunk."""
+    out = ["    int rlx_c = rlx_team_claim(rlx_work), rlx_got = 0;"]
+    start, i, n = 0, 0, len(lines)
+    while i < n:
+        body = lines[i][4:]
+        if body == FOR_PRAGMA or body.startswith(FOR_PRAGMA + " "):
+            rest = body[len(FOR_PRAGMA):].strip()
+            m = re.fullmatch(r"collapse\((\d+)\)", rest) if rest else None
+            if rest and m is None:
+                return None
+            got = _claimed_for(lines, i + 1, int(m.group(1)) if m else 1, start)
+            if got is None:
+                return None
+            block, i, chunks = got
+            out += block
+            start += chunks
+        elif body == SINGLE_PRAGMA:
+            end = _skip_block(lines, i + 1)
+            out += _claim_loop("    ", start, 1) + _shift(lines[i + 1:end], 1) + ["    }"]
+            start += 1
+            i = end
+        elif body == GEMM_BLOCK:
+            end = _skip_block(lines, i)
+            found = 0
+            for ln in lines[i:end]:
+                m = _CHUNK_FOR.match(ln)
+                if m is None:
+                    out.append(ln)
+                    continue
+                chunks = int(m.group(2))
+                out += _claim_loop(m.group(1), start, chunks)
+                start += chunks
+                found += 1
+            if not found:
+                return None
+            i = end
+        elif body == SYNC:
+            out.append(f"    rlx_team_done(rlx_work, &rlx_got, {start});")
+            i += 1
+        elif body == TEAM_BLOCK:
+            return None
+        else:  # a declaration (team_safe checked)
+            out.append(lines[i])
+            i += 1
+    out.append(f"    rlx_team_done(rlx_work, &rlx_got, {start});")
+    return out
