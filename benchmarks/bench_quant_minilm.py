@@ -121,17 +121,20 @@ def main() -> None:
                     help="sentences for the ablation table (0: none)")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--tag", default="",
+                    help="appended to the results file's name (runs of parts side by side)")
     ap.add_argument("--no-speed", action="store_true", help="the cosine tables only")
-    ap.add_argument("--models", default="rlx-int8,rlx-int8-static,rlx-int8-tensor,"
+    ap.add_argument("--models", default="rlx-int8,rlx-int8-8bit,rlx-int8-static,rlx-int8-tensor,"
                     f"rlx-int4-g{INT4_GROUP}",
                     help="the rlx models the accuracy pass scores (comma-separated; 'none': no "
                          "accuracy pass at all, ONNX Runtime's included)")
-    ap.add_argument("--speed-peers", default="rlx-int8,ort-int8,rlx-int8-static,"
+    ap.add_argument("--speed-peers", default="rlx-int8,rlx-int8-8bit,ort-int8,rlx-int8-static,"
                     f"rlx-int4-g{INT4_GROUP},rlx-f32,ort-f32",
                     help="the peers timed (comma-separated; rlx-int8, ort-int8 and rlx-f32 "
                          "always: the ratios are to them)")
-    ap.add_argument("--static-method", default="percentile",
-                    help="calibration of the static PTQ model (minmax, percentile, mse, entropy)")
+    ap.add_argument("--static-method", default="minmax",
+                    help="calibration of the static PTQ model (minmax, percentile, mse, entropy; "
+                         "a model named rlx-int8-static-METHOD uses METHOD)")
     ap.add_argument("--calibration", type=int, default=200,
                     help="sentences (generated apart from the scored ones) static PTQ observes")
     ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
@@ -180,10 +183,14 @@ def main() -> None:
         """``cal``: the batches (shaped like ``g``'s inputs) static PTQ observes."""
         if kind == "rlx-f32":
             return g
-        if kind == "rlx-int8-static":
-            return ptq.quantize_static(g, data=cal, method=args.static_method).graph
-        if kind == "rlx-int8":
+        if kind.startswith("rlx-int8-static"):  # rlx-int8-static[-METHOD]
+            method = kind[len("rlx-int8-static-"):] or args.static_method
+            return ptq.quantize_static(g, data=cal, method=method).graph
+        if kind == "rlx-int8":  # the default code width here (ptq.fast_bits)
             return ptq.quantize_dynamic(g, granularity="token").graph
+        if kind == "rlx-int8-8bit":  # exact 8-bit codes whatever the CPU
+            return ptq.quantize_dynamic(g, granularity="token", weight_bits=8,
+                                        activation_bits=8).graph
         if kind == "rlx-int8-tensor":
             return ptq.quantize_dynamic(g, granularity="tensor").graph
         assert kind == f"rlx-int4-g{INT4_GROUP}", kind
@@ -287,10 +294,13 @@ def main() -> None:
               f"contended); accuracy pass {acc_s:.0f} s, whole run {info['total_s']} s.\n\n"
               f"## Cosine to f32 ({len(texts)} generated sentences, {bsz} a call padded to "
               f"{seq_acc} tokens, each quantized model against its own f32 model)\n\n"
-              "rlx-int8: per-channel i8 weights, per-token dynamic i8 activations; "
+              f"rlx-int8: per-channel i8 weights, per-token dynamic i8 activations, "
+              f"{ptq.fast_bits('token')}-bit codes (ptq.fast_bits: 7 on AVX2 without VNNI); "
+              "rlx-int8-8bit: the same with 8-bit codes; "
               f"rlx-int8-static: static PTQ, per-channel i8 weights, u8 asymmetric activations "
               f"with fixed per-tensor parameters from {args.static_method} calibration over "
-              f"{args.calibration} other sentences; "
+              f"{args.calibration} other sentences (rlx-int8-static-METHOD: the same with METHOD "
+              "calibration); "
               "rlx-int8-tensor: one activation scale per call (as ONNX Runtime's "
               f"DynamicQuantizeLinear); rlx-int4-g{INT4_GROUP}: weight-only int4, groups of "
               f"{INT4_GROUP} with zero points, searched ranges.\n\n"
@@ -306,7 +316,8 @@ def main() -> None:
         print(md)
         if not args.no_write:
             stem = f"quant_minilm-{cpu_slug(info['cpu'])}" + (
-                "-threadcpu" if args.clock == "thread" else "")
+                "-threadcpu" if args.clock == "thread" else "") + (
+                f"-{args.tag}" if args.tag else "")
             write_results(stem, {"machine": info, "cosine": cos_stats,
                                                    "ablation": abl, "ms": timing}, md)
 
@@ -320,7 +331,7 @@ def main() -> None:
         # static PTQ observes the timed batch itself here (its speed, not its accuracy)
         timed = set(args.speed_peers.split(",")) | {"rlx-int8", "ort-int8", "rlx-f32"}
         exe = {k: rlx.compile(quantized(g, k, [(ids, mask, types)]), target="cpu")
-               for k in ("rlx-int8", "rlx-int8-static", f"rlx-int4-g{INT4_GROUP}", "rlx-f32")
+               for k in ("rlx-int8", "rlx-int8-8bit", "rlx-int8-static", f"rlx-int4-g{INT4_GROUP}", "rlx-f32")
                if k in timed}
         feed = {"ids": ids.astype(np.int64), "mask": mask.astype(np.int64),
                 "types": types.astype(np.int64)}

@@ -156,7 +156,8 @@ def dynamic_int_linear(node: Node, ins: list[Value], b: Builder) -> Value:
         rows *= d
     x2 = b.emit("reshape", [x], {"shape": (rows, k)})
     amax = b.emit("reduce_max", [b.emit("abs", [x2])], {"axes": (1,)})
-    s = b.emit("div", [b.emit("max", [amax, const(b, 1e-30, amax)]), const(b, 127.0, amax)])
+    s = b.emit("div", [b.emit("max", [amax, const(b, 1e-30, amax)]),
+                       const(b, float(node.attr("a_qmax")), amax)])
     q = b.emit("round", [b.emit("div", [x2, _along(b, s, x2, 0)])])
     q = _clamp_cast(b, q, dt.i8)  # + f32(zero point 0) folds away
     acc = b.emit("dot_general", [b.emit("cast", [q], {"dtype": dt.i32}),

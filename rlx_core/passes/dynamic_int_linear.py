@@ -3,10 +3,12 @@
 ``quantize_dynamic(granularity="token")`` writes every linear as an explicit chain, so the
 quantized graph shows each step::
 
-    s   = div(max(reduce_max(abs(x2), axes=(1,)), 1e-30), 127)      x2 = x as (rows, k)
+    s   = div(max(reduce_max(abs(x2), axes=(1,)), 1e-30), Q)        x2 = x as (rows, k)
     acc = int_linear(quantize(x2, s, 0) {axis=0, i8}, w_q)
     y   = mul(dequantize(acc, w_scale, 0) {axis=-1}, broadcast(s))  (acc, s at x's rank)
     y   = add(y, broadcast(bias))
+
+(``Q`` = 127, or 63 for 7-bit codes: the op's ``a_qmax``.)
 
 On a target that keeps the chain apart, that is four kernels a linear (the row maxima, the
 quantize, the GEMM, the dequantize), each a pass through memory. Where the target claims
@@ -40,18 +42,23 @@ def _f32(x: float) -> float:
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
-TINY, QMAX = _f32(1e-30), 127.0
+TINY = _f32(1e-30)
+
+
+def _splat(view: RewriteView, name: str) -> float | None:
+    """``name``'s value (f32) if it is a real constant splat through broadcasts and reshapes."""
+    v = view.splat(name)
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        return _f32(float(v))
+    except (TypeError, ValueError, OverflowError):  # a complex or non-numeric splat
+        return None
 
 
 def _is(view: RewriteView, name: str, value: float) -> bool:
     """Is ``name`` a constant splat of exactly ``value`` (f32) through broadcasts and reshapes?"""
-    v = view.splat(name)
-    if v is None or isinstance(v, bool):
-        return False
-    try:
-        return _f32(float(v)) == value
-    except (TypeError, ValueError, OverflowError):  # a complex or non-numeric splat
-        return False
+    return _splat(view, name) == value
 
 
 def _through_reshape(view: RewriteView, name: str) -> str:
@@ -59,10 +66,12 @@ def _through_reshape(view: RewriteView, name: str) -> str:
     return n.inputs[0] if n is not None and n.op == "reshape" else name
 
 
-def _row_scale(view: RewriteView, s: str) -> str | None:
-    """The (rows, k) input ``x2`` when ``s`` is ``max(max|x2| over axis 1, 1e-30) / 127``."""
+def _row_scale(view: RewriteView, s: str) -> tuple[str, int] | None:
+    """The (rows, k) input ``x2`` and ``q`` when ``s`` is ``max(max|x2| over axis 1, 1e-30) /
+    q``, ``q`` a whole number in [1, 127] (the op's ``a_qmax``)."""
     div = view.producer(s)
-    if div is None or div.op != "div" or not _is(view, div.inputs[1], QMAX):
+    q = _splat(view, div.inputs[1]) if div is not None and div.op == "div" else None
+    if q is None or not (1.0 <= q <= 127.0 and q == int(q)):
         return None
     mx = view.producer(div.inputs[0])
     if mx is None or mx.op != "max" or not _is(view, mx.inputs[1], TINY):
@@ -71,7 +80,7 @@ def _row_scale(view: RewriteView, s: str) -> str | None:
     if red is None or red.op != "reduce_max" or tuple(red.attr("axes")) != (1,):
         return None
     ab = view.producer(red.inputs[0])
-    return ab.inputs[0] if ab is not None and ab.op == "abs" else None
+    return (ab.inputs[0], int(q)) if ab is not None and ab.op == "abs" else None
 
 
 def fold_chain(node: Node, view: RewriteView) -> Replacement:
@@ -94,7 +103,8 @@ def fold_chain(node: Node, view: RewriteView) -> Replacement:
                 != node.out.type.rank - 1):
             continue
         x2, s = q.inputs[0], q.inputs[1]
-        if _row_scale(view, s) != x2:
+        found = _row_scale(view, s)
+        if found is None or found[0] != x2:
             continue
         bc = view.producer(r)  # the row scale, at the output's rank
         if bc is None or bc.op != "broadcast_in_dim" or _through_reshape(view, bc.inputs[0]) != s:
@@ -106,7 +116,7 @@ def fold_chain(node: Node, view: RewriteView) -> Replacement:
         x = x if view.type_of(x).shape[:-1] == lead else x2
         if view.type_of(x).shape[:-1] != lead:
             continue
-        return [view.emit(OP, [x, lin.inputs[1], deq.inputs[1]])]
+        return [view.emit(OP, [x, lin.inputs[1], deq.inputs[1]], {"a_qmax": found[1]})]
     return None
 
 
@@ -123,7 +133,7 @@ def fold_bias(node: Node, view: RewriteView) -> Replacement:
         bias = view.type_of(bc.inputs[0])
         if bias.dtype != dt.f32 or bias.shape != (node.out.type.shape[-1],):
             continue
-        return [view.emit(OP, [*op.inputs, bc.inputs[0]])]
+        return [view.emit(OP, [*op.inputs, bc.inputs[0]], dict(op.attrs))]
     return None
 
 

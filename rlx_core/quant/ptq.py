@@ -25,6 +25,7 @@ and ``q.layers`` lists every layer's parameters.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -130,15 +131,23 @@ def fused_relu(g: Graph, lin: Node) -> Node | None:
     return None
 
 
-def weight_qparams(w: Any, per_channel: bool, dtype: str = "i8") -> QParams:
-    """Symmetric weight parameters (narrow range: i8 in [-127, 127]), per output channel."""
+def weight_qparams(w: Any, per_channel: bool, dtype: str = "i8", bits: int = 8) -> QParams:
+    """Symmetric weight parameters (narrow range: i8 in [-127, 127]), per output channel.
+    ``bits`` < 8: i8 codes in the narrower ``[-(2^(bits-1) - 1), 2^(bits-1) - 1]``."""
     import numpy as np
 
     if per_channel:  # one scale per output channel: a linear's row, a conv's filter
         amax = np.abs(w).reshape(w.shape[0], -1).max(axis=1)
-        return qparams_from_range(-amax, amax, dtype, "symmetric", axis=0, narrow=True)
-    amax = float(np.abs(w).max())
-    return qparams_from_range(-amax, amax, dtype, "symmetric", None, narrow=True)
+        p = qparams_from_range(-amax, amax, dtype, "symmetric", axis=0, narrow=True)
+    else:
+        amax = float(np.abs(w).max())
+        p = qparams_from_range(-amax, amax, dtype, "symmetric", None, narrow=True)
+    if bits == 8:
+        return p
+    qmax = float(2 ** (bits - 1) - 1)
+    scale = (np.asarray(amax, np.float64) / qmax).astype(np.float32)
+    return QParams(np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32),
+                   p.zero_point, p.dtype, p.axis)
 
 
 def quantize_array(x: Any, p: QParams, axis: int = 0) -> Any:
@@ -207,14 +216,20 @@ GRANULARITIES = ("tensor", "token")
 
 def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
                      per_channel: bool = True, granularity: str = "tensor",
-                     keep_f32: Iterable[str] = ()) -> QuantizedGraph:
+                     keep_f32: Iterable[str] = (), weight_bits: int | None = None,
+                     activation_bits: int | None = None, target: str = "cpu",
+                     ) -> QuantizedGraph:
     """Dynamic int8 PTQ: weights quantized now, activations per call (no calibration).
 
     ``granularity``: ``"tensor"``, one activation scale per call (``max|x| / 127`` over the
     whole input, as ONNX Runtime's ``DynamicQuantizeLinear``), or ``"token"``, one per row of
     the input (per token of a transformer; ``max|x_i| / 127``), so that a row of small values
     keeps its precision beside a row with an outlier. ``keep_f32``: substrings of weight names
-    whose linears stay f32 (sensitive layers)."""
+    whose linears stay f32 (sensitive layers). ``weight_bits`` / ``activation_bits`` (8 or 7):
+    7 keeps the codes in [-63, 63] (scale ``max / 63``), which lets the cpu's AVX2 tile add
+    two groups of products in 16 bits exactly (docs/quantization.md); the default
+    (``None``) is ``fast_bits(granularity, target)``: 7 for per-token graphs on a CPU with
+    AVX2 but no VNNI, else 8."""
     import numpy as np
 
     from rlx_core.frontend.tracer import trace
@@ -222,12 +237,19 @@ def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
     if granularity not in GRANULARITIES:
         raise QuantConfigError(f"unknown activation granularity {granularity!r}",
                                hint=f"use one of {', '.join(GRANULARITIES)}")
+    auto = fast_bits(granularity, target)
+    weight_bits = auto if weight_bits is None else weight_bits
+    activation_bits = auto if activation_bits is None else activation_bits
+    for what, bits in (("weight_bits", weight_bits), ("activation_bits", activation_bits)):
+        if bits not in (7, 8):
+            raise QuantConfigError(f"{what}={bits!r}: int8 PTQ codes are 8 or 7 bits",
+                                   hint="pass 8 (exact int8) or 7 (the fast AVX2 tile)")
     g = fn if isinstance(fn, Graph) else trace(fn, *example_args)
     keep = tuple(keep_f32)
     lins = {n.name: n for n in quantizable(g) if not any(k in n.inputs[1] for k in keep)}
     rw = _Rewriter(g)
     reports: list[LayerReport] = []
-    tiny, q127 = np.float32(1e-30), np.float32(127.0)
+    tiny, q127 = np.float32(1e-30), np.float32(2 ** (activation_bits - 1) - 1)
     for n in g.nodes:
         if n.name not in lins:
             rw.copy(n)
@@ -236,7 +258,7 @@ def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
         b.loc = n.loc
         x = rw.v(n.inputs[0])
         w = host_value(g, n.inputs[1])
-        wp = weight_qparams(w, per_channel)
+        wp = weight_qparams(w, per_channel, bits=weight_bits)
         wq = rw.param(f"{n.inputs[1]}.q", quantize_array(w, wp))
         out_n, k = w.shape
         # the weight scales (and the bias below) as parameters, not constants: a broadcast
@@ -280,6 +302,20 @@ def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
         rw.map[n.name] = y
         reports.append(LayerReport(n.name, n.inputs[1], f"dynamic-{granularity}", wp.scale))
     return QuantizedGraph(rw.finish(), reports)
+
+
+def fast_bits(granularity: str, target: str = "cpu") -> int:
+    """The code width per-token dynamic int8 uses by default: 7 on a CPU with AVX2 but no VNNI
+    (where 7-bit weights and activations run the cpu's w77 tile, ~1.6x the 8-bit one), else 8.
+    ``RLX_INT8_BITS=8`` (or 7) overrides it."""
+    env = os.environ.get("RLX_INT8_BITS", "")
+    if env in ("7", "8"):
+        return int(env)
+    if granularity != "token" or target != "cpu":
+        return 8
+    from rlx_core.targets.cpu.igemm import isa_here
+
+    return 7 if isa_here() == "avx2" else 8
 
 
 def quantize_int4_weights(fn: Callable[..., Any] | Graph, *example_args: Any, group: int = 32,

@@ -55,8 +55,9 @@ def test_int_linear_native_kernel_is_exact(cpu, isa, monkeypatch):
 def packed_cases() -> None:
     """A parameter weight is prepacked and multiplied by the register-tiled kernel: row counts
     around the 4-row tile and the 32-row work item, columns around the 16-column panel,
-    K around the 4-byte group, i8 and u8 x with zero points, a bias, and a weight holding
-    -128 (the AVX2 sign trick cannot negate it: that weight takes the dot kernels)."""
+    K around the 4-byte group, i8 and u8 x with zero points, a bias, a weight holding
+    -128 (the AVX2 sign trick cannot negate it: that weight takes the dot kernels) and 7-bit
+    weights in [-64, 63] (AVX2: the w7 tiles, no sign trick)."""
     from rlx_core.frontend import ops
 
     rng = np.random.default_rng(9)
@@ -65,10 +66,12 @@ def packed_cases() -> None:
                                          ((35, 31, 70), "int8", -3, 2, -127),
                                          ((3, 129, 17), "uint8", 0, -7, -127),
                                          ((33, 384, 48), "int8", 0, 0, -127),
-                                         ((6, 66, 20), "int8", 5, 0, -128)):
+                                         ((6, 66, 20), "int8", 5, 0, -128),
+                                         ((35, 31, 70), "int8", -3, 2, -64),
+                                         ((9, 101, 20), "uint8", 131, 0, -64)):
         x, w, b = _case(rng, m, k, n, xdt)
-        w = np.maximum(w, wmin).astype(np.int8)
-        w[0, 0] = wmin
+        w = np.clip(w, wmin, 63 if wmin == -64 else 127).astype(np.int8)
+        w[0, 0], w[-1, -1] = wmin, 63
 
         def f(a, w=w, b=b, zx=zx, zw=zw):
             return Q.int_linear(a, ops.asarray(w), ops.asarray(b), zx, zw)

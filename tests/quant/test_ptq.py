@@ -97,21 +97,24 @@ def test_dynamic_ptq_per_token_scales(model):
     x = rng.uniform(0, 1, (2, 5, 16)).astype(np.float32)
     x[0, 0] *= 50.0  # one row with an outlier: per-tensor scales would flatten the others
     g3 = rlx.trace(lambda a: mlp_logits(params, a), x)
-    q = ptq.quantize_dynamic(g3, granularity="token")
-    assert q.graph.op_counts()["int_linear"] == 3
-    assert all(r.mode == "dynamic-token" for r in q.layers)
-    h = x.reshape(10, 16)
-    for i, name in enumerate(sorted(params, key=lambda k: int(k.removeprefix("fc")))):
-        w, b = params[name]["weight"], params[name]["bias"]
-        sw = (np.abs(w).max(axis=1) / np.float32(127)).astype(np.float32)
-        wq = np.clip(np.round(w / sw[:, None]), -127, 127).astype(np.int64)
-        sx = (np.maximum(np.abs(h).max(axis=1), np.float32(1e-30)) / np.float32(127))
-        xq = np.clip(np.round(h / sx[:, None]), -128, 127).astype(np.int64)
-        h = ((xq @ wq.T).astype(np.float32) * sw) * sx[:, None].astype(np.float32) + b
-        if i < 2:
-            h = np.maximum(h, 0)
-    got = _run(q.graph, x)
-    np.testing.assert_allclose(got.reshape(10, 4), h, rtol=1e-5, atol=1e-5)
+    for wb, ab in ((7, 7), (8, 8)):  # 7-bit codes (the AVX2 default), then exact 8-bit
+        q = ptq.quantize_dynamic(g3, granularity="token", weight_bits=wb, activation_bits=ab)
+        assert q.graph.op_counts()["int_linear"] == 3
+        assert all(r.mode == "dynamic-token" for r in q.layers)
+        h = x.reshape(10, 16)
+        qw, qa = np.float32(2 ** (wb - 1) - 1), np.float32(2 ** (ab - 1) - 1)
+        for i, name in enumerate(sorted(params, key=lambda k: int(k.removeprefix("fc")))):
+            w, b = params[name]["weight"], params[name]["bias"]
+            sw = (np.abs(w).max(axis=1) / qw).astype(np.float32)
+            wq = np.clip(np.round(w / sw[:, None]), -qw, qw).astype(np.int64)
+            sx = (np.maximum(np.abs(h).max(axis=1), np.float32(1e-30)) / qa)
+            xq = np.clip(np.round(h / sx[:, None]), -128, 127).astype(np.int64)
+            assert np.abs(xq).max() <= qa
+            h = ((xq @ wq.T).astype(np.float32) * sw) * sx[:, None].astype(np.float32) + b
+            if i < 2:
+                h = np.maximum(h, 0)
+        got = _run(q.graph, x)
+        np.testing.assert_allclose(got.reshape(10, 4), h, rtol=1e-5, atol=1e-5)
     want = _run(g3, x).reshape(10, 4)
     tensor = _run(ptq.quantize_dynamic(g3).graph, x).reshape(10, 4)
     # the small rows keep their precision per token, not per tensor

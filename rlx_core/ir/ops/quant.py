@@ -188,6 +188,7 @@ def _dynamic_int_linear(ins: list[T], a: dict[str, Any]) -> T:
     require(x.rank >= 1 and x.shape[-1] == w.shape[1], op,
             f"input {x} does not match weight {w}: last axis != in_features {w.shape[1]}",
             hint="the weight is (out_features, in_features), as in torch.nn.Linear")
+    require(1 <= a["a_qmax"] <= 127, op, f"a_qmax must be in [1, 127], got {a['a_qmax']}")
     for t, what in zip(ins[2:], ("w_scale", "bias"), strict=False):
         require(t.dtype == dt.f32 and t.shape == (w.shape[0],), op,
                 f"{what} must be f32[{w.shape[0]}], got {t}", exc=DTypeError)
@@ -238,9 +239,9 @@ def quant_defs() -> dict[str, OpDef]:
     add("int4_linear", (3, 4), {"group": AttrSpec("int", 32)}, _int4_linear,
         "x @ W.T with W unpacked from int4 codes (two a byte, low nibble first; signed "
         "[-8, 7], or unsigned [0, 15] minus a per-group zero) times per-group scales")
-    add("dynamic_int_linear", (3, 4), {}, _dynamic_int_linear,
-        "x @ W.T in int8 with a per-row dynamic activation scale max|x_i| / 127: quantize, "
-        "int_linear, (f32(acc) * w_scale[j]) * s_i (+ bias[j])")
+    add("dynamic_int_linear", (3, 4), {"a_qmax": AttrSpec("int", 127)}, _dynamic_int_linear,
+        "x @ W.T in int8 with a per-row dynamic activation scale max|x_i| / a_qmax (127; 63: "
+        "7-bit codes): quantize, int_linear, (f32(acc) * w_scale[j]) * s_i (+ bias[j])")
     add("fake_quantize", (3, 3), {"qmin": AttrSpec("int", -128), "qmax": AttrSpec("int", 127),
                                   "axis": axis}, _fake_quantize,
         "(clamp(round(x / scale) + zp, qmin, qmax) - zp) * scale in f32 (QAT; STE/LSQ gradient)")

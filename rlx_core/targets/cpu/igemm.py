@@ -44,8 +44,10 @@ COL_BLOCK = 64  # columns (rows of w) per work item: 16 dot4 calls
 # the packed GEMM's work item: 32 rows x 64 columns (four 16-column panels, each reused from
 # L1 by the eight 4-row tiles; on MiniLM at batch 1 that is 24 to 96 items for the team)
 PACKED_ROW_BLOCK, PACKED_COL_BLOCK = 32, 64
-# dynamic_int_linear's work item quantizes its 32 rows itself: 128 columns share that work
-DYNAMIC_COL_BLOCK = 128
+# dynamic_int_linear's work item quantizes its 32 rows itself, so the fewer column blocks a
+# row block has, the less that work repeats: all columns in one item where the row blocks
+# alone make DYNAMIC_MIN_ITEMS items, else as many blocks of >= 128 columns as it takes
+DYNAMIC_COL_BLOCK, DYNAMIC_MIN_ITEMS = 128, 8
 
 SOURCE = r"""
 #ifndef RLX_IGEMM_H
@@ -331,17 +333,20 @@ def emit_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str | None = 
 
 
 def emit_dynamic_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str | None) -> str:
-    """``dynamic_int_linear`` whole: work items of 32 rows x 128 columns, each quantizing its
-    rows once into its own buffer, then the packed GEMM (``packed``: the prepacked weight's
+    """``dynamic_int_linear`` whole: work items of 32 rows x all columns (or a few column
+    blocks, to make enough items), each quantizing its rows once into its own buffer, then the packed GEMM (``packed``: the prepacked weight's
     parameter; else the row-major dot kernels) with the dequantize and bias in the store."""
     x, wt, ws = (env.inputs[i] for i in node.inputs[:3])
     bias = env.inputs[node.inputs[3]].ptr if len(node.inputs) == 4 else "0"
     out = env.outputs[node.name]
     n, k = wt.type.shape
     m = math.prod(x.type.shape[:-1])
-    rows, cols = PACKED_ROW_BLOCK, DYNAMIC_COL_BLOCK
+    rows = PACKED_ROW_BLOCK
+    col_blocks = min(-(-n // DYNAMIC_COL_BLOCK), -(-DYNAMIC_MIN_ITEMS // max(-(-m // rows), 1)))
+    cols = -(-n // max(col_blocks, 1) // 16) * 16 or 16
     open_block_loop(env, w, m, n, k, rows, cols)
-    w.line(f"rlx_igd_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {packed or '0'}, {wt.ptr}, "
+    w.line(f"rlx_igd_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {int(node.attr('a_qmax'))}, "
+           f"{packed or '0'}, {wt.ptr}, "
            f"{ws.ptr}, {bias}, {out.ptr});")
     w.close()
     return igemm_packed.DYNAMIC_IMPL

@@ -27,6 +27,13 @@ Micro-kernels, picked at run time from what the CPU reports (cpu/igemm.py's rlx_
   row-major AVX2 dot kernel (bytes widened to 16 bits: exact for every byte). The alternative, 7-bit
   activations, would cost every activation a bit of precision; the sign trick costs one
   ``vpsignb`` per product vector and keeps all 8 bits.
+- ``avx2`` with 7-bit weights (every byte in [-64, 63], flagged ``w7`` when packed): u8 x
+  times such a weight pairs to at most 2 * 255 * 64 = 32640, so ``vpmaddubsw`` runs without
+  the sign trick (tiles ``w7_s`` / ``w7_u``); with x also at most 127 (dynamic_int_linear's
+  7-bit codes, offset by 64) the ``w77`` tile adds the i16 pair sums of two groups of four
+  inputs before one ``vpmaddwd`` (4 * 127 * 64 = 32512 fits): three multiplier instructions per
+  64 multiply-adds instead of four. rlx.quant.ptq writes such codes by default on CPUs with
+  AVX2 and no VNNI (docs/quantization.md).
 - portable C over the same panels, any CPU (``RLX_IGEMM_ISA=c`` forces it).
 
 Every path is exact (integer arithmetic), so all of them equal the numpy reference bit for
@@ -53,7 +60,8 @@ SOURCE = r"""
 #ifndef RLX_IGEMM_PACKED_H
 #define RLX_IGEMM_PACKED_H
 /* needs RLX_IGEMM_H before it (rlx_igemm_isa, RLX_IG_X86) */
-typedef struct { int64_t n, k, k4, np; int32_t has_min, pad[7]; } rlx_igp_head; /* 64 bytes */
+/* has_min: a weight byte is -128; w7: every weight byte is in [-64, 63] (7 bits) */
+typedef struct { int64_t n, k, k4, np; int32_t has_min, w7, pad[6]; } rlx_igp_head; /* 64 B */
 
 /* w (n x k, signed bytes) -> header, np panels of k4 x 64 bytes, np * 16 column sums */
 static void rlx_igp_pack(int64_t n, int64_t k, const int8_t *w, void *dst) {
@@ -61,7 +69,7 @@ static void rlx_igp_pack(int64_t n, int64_t k, const int8_t *w, void *dst) {
     const int64_t np = (n + 15) / 16, k4 = (k + 3) / 4;
     int8_t *panels = (int8_t *)dst + 64;
     int32_t *colsum = (int32_t *)(panels + np * k4 * 64);
-    int has_min = 0;
+    int has_min = 0, w7 = 1;
     memset(panels, 0, (size_t)(np * k4 * 64));
     for (int64_t j = 0; j < np * 16; ++j) colsum[j] = 0;
     for (int64_t j = 0; j < n; ++j) {
@@ -72,10 +80,11 @@ static void rlx_igp_pack(int64_t n, int64_t k, const int8_t *w, void *dst) {
             pj[(p / 4) * 64 + (p % 4)] = wj[p];
             s += wj[p];
             has_min |= wj[p] == -128;
+            w7 &= wj[p] >= -64 && wj[p] <= 63;
         }
         colsum[j] = s;
     }
-    h->n = n; h->k = k; h->k4 = k4; h->np = np; h->has_min = has_min;
+    h->n = n; h->k = k; h->k4 = k4; h->np = np; h->has_min = has_min; h->w7 = w7;
 }
 
 /* a 4 x 16 tile of S_ab over all k: rows a[0..3] (bytes, XORed with FLIP first), one panel */
@@ -127,8 +136,8 @@ static void rlx_igp_tile_c(const uint8_t *const *a, int a_u8, const int8_t *bp, 
       c##R##1 = _mm256_add_epi32(c##R##1, _mm256_madd_epi16(                               \
           _mm256_maddubs_epi16(ua, _mm256_sign_epi8(b1, va)), ones)); }
 
+/* the k loop from p (declared by the caller) on, four inputs a step */
 #define RLX_IGP_STEPS(STEP)                                                                \
-    int64_t p = 0;                                                                         \
     for (; p + 4 <= k; p += 4, bp += 64) {                                                 \
         const __m256i b0 = _mm256_loadu_si256((const __m256i *)bp);                        \
         const __m256i b1 = _mm256_loadu_si256((const __m256i *)(bp + 32));                 \
@@ -153,11 +162,67 @@ static void NAME(const uint8_t *const *a, int flip, const int8_t *bp, int64_t k,
     const __m256i ones = _mm256_set1_epi16(1), fl = _mm256_set1_epi8((char)FLIP);          \
     (void)flip;                                                                            \
     RLX_IGP_ZERO8;                                                                         \
+    int64_t p = 0;                                                                         \
     RLX_IGP_STEPS(RLX_IGP_SIGN)                                                            \
     RLX_IGP_STORE8;                                                                        \
 }
 RLX_IGP_TILE_AVX2(rlx_igp_tile_avx2_s, 0)
 RLX_IGP_TILE_AVX2(rlx_igp_tile_avx2_u, 0x80)
+
+/* AVX2, 7-bit weights (w7): u8 x (w in [-64, 63]) pairs are at most 2 * 255 * 64 = 32640, so
+   vpmaddubsw cannot saturate and needs no sign trick (x offset to u8 by FLIP, as for VNNI) */
+#define RLX_IGP_W7(R, V)                                                                   \
+    { const __m256i va = _mm256_xor_si256(_mm256_set1_epi32(V), fl);                       \
+      c##R##0 = _mm256_add_epi32(c##R##0, _mm256_madd_epi16(                               \
+          _mm256_maddubs_epi16(va, b0), ones));                                            \
+      c##R##1 = _mm256_add_epi32(c##R##1, _mm256_madd_epi16(                               \
+          _mm256_maddubs_epi16(va, b1), ones)); }
+#define RLX_IGP_TILE_W7(NAME, FLIP)                                                        \
+__attribute__((target("avx2")))                                                            \
+static void NAME(const uint8_t *const *a, int flip, const int8_t *bp, int64_t k,           \
+                 int32_t *out) {                                                           \
+    const uint8_t *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];                          \
+    const __m256i ones = _mm256_set1_epi16(1), fl = _mm256_set1_epi8((char)FLIP);          \
+    (void)flip;                                                                            \
+    RLX_IGP_ZERO8;                                                                         \
+    int64_t p = 0;                                                                         \
+    RLX_IGP_STEPS(RLX_IGP_W7)                                                              \
+    RLX_IGP_STORE8;                                                                        \
+}
+RLX_IGP_TILE_W7(rlx_igp_tile_w7_s, 0x80)
+RLX_IGP_TILE_W7(rlx_igp_tile_w7_u, 0)
+
+/* AVX2, 7-bit weights and x in [0, 127] (dynamic_int_linear's 7-bit rows, offset by 64): four
+   products are at most 4 * 127 * 64 = 32512, so the i16 pair sums of two groups of four inputs
+   (k..k+3 and k+4..k+7, adjacent in the panel) add in i16 exactly before one vpmaddwd widens
+   them: three multiplier instructions per 64 multiply-adds instead of four (the multiplier
+   port is what bounds these tiles on AVX2 CPUs without VNNI) */
+#define RLX_IGP_W77(R, AR)                                                                 \
+    { int32_t v, u;                                                                        \
+      memcpy(&v, AR + p, 4); memcpy(&u, AR + p + 4, 4);                                    \
+      const __m256i va = _mm256_set1_epi32(v), vu = _mm256_set1_epi32(u);                  \
+      c##R##0 = _mm256_add_epi32(c##R##0, _mm256_madd_epi16(_mm256_add_epi16(              \
+          _mm256_maddubs_epi16(va, b0), _mm256_maddubs_epi16(vu, d0)), ones));             \
+      c##R##1 = _mm256_add_epi32(c##R##1, _mm256_madd_epi16(_mm256_add_epi16(              \
+          _mm256_maddubs_epi16(va, b1), _mm256_maddubs_epi16(vu, d1)), ones)); }
+__attribute__((target("avx2")))
+static void rlx_igp_tile_w77(const uint8_t *const *a, int flip, const int8_t *bp, int64_t k,
+                             int32_t *out) {
+    const uint8_t *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+    const __m256i ones = _mm256_set1_epi16(1), fl = _mm256_setzero_si256();
+    (void)flip;
+    RLX_IGP_ZERO8;
+    int64_t p = 0;
+    for (; p + 8 <= k; p += 8, bp += 128) {
+        const __m256i b0 = _mm256_loadu_si256((const __m256i *)bp);
+        const __m256i b1 = _mm256_loadu_si256((const __m256i *)(bp + 32));
+        const __m256i d0 = _mm256_loadu_si256((const __m256i *)(bp + 64));
+        const __m256i d1 = _mm256_loadu_si256((const __m256i *)(bp + 96));
+        RLX_IGP_W77(0, a0) RLX_IGP_W77(1, a1) RLX_IGP_W77(2, a2) RLX_IGP_W77(3, a3)
+    }
+    RLX_IGP_STEPS(RLX_IGP_W7)  /* the last (up to 7) inputs, a group of four at a time */
+    RLX_IGP_STORE8;
+}
 
 /* VNNI: vpdpbusd, unsigned a (a signed x XORed with 0x80) times signed w, exact in i32 */
 #define RLX_IGP_TILE_VNNI(NAME, TARGET)                                                    \
@@ -167,6 +232,7 @@ static void NAME(const uint8_t *const *a, int flip, const int8_t *bp, int64_t k,
     const uint8_t *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];                          \
     const __m256i fl = _mm256_set1_epi8(flip ? (char)0x80 : 0);                            \
     RLX_IGP_ZERO8;                                                                         \
+    int64_t p = 0;                                                                         \
     RLX_IGP_STEPS(NAME##_step)                                                             \
     RLX_IGP_STORE8;                                                                        \
 }
@@ -182,8 +248,10 @@ RLX_IGP_TILE_VNNI(rlx_igp_tile_avxvnni, "avx2,avxvnni")
 RLX_IGP_TILE_VNNI(rlx_igp_tile_vnni512, "avx2,avx512f,avx512vl,avx512vnni")
 #endif
 
-/* the micro-kernel for this CPU, how it offsets x (flip) and what that adds per S_b (corr) */
-static rlx_igp_tile_fn rlx_igp_pick(const rlx_igp_head *h, int a_u8, int *flip, int *corr) {
+/* the micro-kernel for this CPU, how it offsets x (flip) and what that adds per S_b (corr);
+   a_max: the largest byte of a u8 x (127 lets 7-bit weights take the w77 tile) */
+static rlx_igp_tile_fn rlx_igp_pick(const rlx_igp_head *h, int a_u8, int a_max, int *flip,
+                                    int *corr) {
     const int isa = rlx_igemm_isa();
     *flip = 0; *corr = 0;
 #ifdef RLX_IG_X86
@@ -191,12 +259,16 @@ static rlx_igp_tile_fn rlx_igp_pick(const rlx_igp_head *h, int a_u8, int *flip, 
         *flip = !a_u8; *corr = a_u8 ? 0 : -128;
         return isa == 2 ? rlx_igp_tile_vnni512 : rlx_igp_tile_avxvnni;
     }
+    if (isa == 3 && h->w7) {
+        *corr = a_u8 ? 0 : -128;
+        return !a_u8 ? rlx_igp_tile_w7_s : a_max <= 127 ? rlx_igp_tile_w77 : rlx_igp_tile_w7_u;
+    }
     if (isa == 3 && !h->has_min) {
         *flip = a_u8; *corr = a_u8 ? 128 : 0;
         return a_u8 ? rlx_igp_tile_avx2_u : rlx_igp_tile_avx2_s;
     }
 #endif
-    (void)isa; (void)h;
+    (void)isa; (void)h; (void)a_max;
     *flip = a_u8;  /* the portable tile reads u8 itself: flip carries a_u8 */
     return rlx_igp_tile_c;
 }
@@ -217,7 +289,7 @@ static void rlx_igp_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
     const int8_t *panels = (const int8_t *)packed + 64;
     const int32_t *colsum = (const int32_t *)(panels + h->np * h->k4 * 64);
     int flip, corr;
-    const rlx_igp_tile_fn tile = rlx_igp_pick(h, a_u8, &flip, &corr);
+    const rlx_igp_tile_fn tile = rlx_igp_pick(h, a_u8, 255, &flip, &corr);
     const uint8_t *a = (const uint8_t *)A;
     const uint32_t fixed = (uint32_t)k * (uint32_t)za * (uint32_t)zb;
     int32_t t[64];
@@ -247,10 +319,61 @@ static void rlx_igp_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
     }
 }
 
-/* dynamic_int_linear: one row of x (k floats) to i8 with its scale s = max(max|x|, 1e-30f) /
-   127 (a NaN propagates as the decomposition's max does; its row then quantizes to 0), the
-   quantize rule clamp(round_half_even(x / s)) with NaN -> 0; returns s */
-static float rlx_igd_quant_row(const float *x, int64_t k, int8_t *q) {
+/* dynamic_int_linear: one row of x (k floats) to codes with its scale s = max(max|x|,
+   1e-30f) / qmax (a NaN propagates as the decomposition's max does; its row then quantizes to
+   0), the quantize rule clamp(round_half_even(x / s)) with NaN -> 0, stored offset to
+   unsigned (code + qmax + 1: [1, 255] for qmax 127, [1, 127] for 63); returns s */
+#ifdef RLX_IG_X86
+/* the same in AVX2, eight floats at a time (the scalar loop's max and NaN test carry a
+   dependency from one element to the next and do not vectorise); the same f32 division,
+   rounding (to nearest even) and clamps, so the same bytes */
+__attribute__((target("avx2")))
+static float rlx_igd_quant_row_avx2(const float *x, int64_t k, float qmax, uint8_t *q) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 vm = _mm256_set1_ps(-INFINITY), vn = _mm256_setzero_ps();
+    int64_t p = 0;
+    for (; p + 8 <= k; p += 8) {
+        const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + p), absmask);
+        vm = _mm256_max_ps(vm, a);
+        vn = _mm256_or_ps(vn, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, vm);
+    float m = -INFINITY;
+    int nan = _mm256_movemask_ps(vn) != 0;
+    for (int l = 0; l < 8; ++l) m = lanes[l] > m ? lanes[l] : m;
+    for (; p < k; ++p) {
+        const float a = fabsf(x[p]);
+        m = a > m ? a : m;
+        nan |= a != a;
+    }
+    m = m > 1e-30f ? m : 1e-30f;
+    const float s = nan ? NAN : m / qmax, off = qmax + 1.0f;
+    const __m256 vs = _mm256_set1_ps(s), lo = _mm256_set1_ps(-128.0f),
+                 hi = _mm256_set1_ps(127.0f), vo = _mm256_set1_ps(off);
+    for (p = 0; p + 8 <= k; p += 8) {
+        __m256 t = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + p), vs),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        t = _mm256_and_ps(t, _mm256_cmp_ps(t, t, _CMP_ORD_Q));  /* NaN -> 0 */
+        t = _mm256_add_ps(_mm256_min_ps(_mm256_max_ps(t, lo), hi), vo);
+        const __m256i v = _mm256_cvtps_epi32(t);  /* exact: whole numbers in [0, 255] */
+        const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v),
+                                          _mm256_extracti128_si256(v, 1));
+        _mm_storel_epi64((__m128i *)(q + p), _mm_packus_epi16(w, w));
+    }
+    for (; p < k; ++p) {
+        const float t = rintf(x[p] / s);
+        q[p] = (uint8_t)((t != t ? 0.0f : t < -128.0f ? -128.0f : t > 127.0f ? 127.0f : t)
+                         + off);
+    }
+    return s;
+}
+#endif
+
+static float rlx_igd_quant_row(const float *x, int64_t k, float qmax, uint8_t *q) {
+#ifdef RLX_IG_X86
+    if (rlx_igemm_isa() != 0) return rlx_igd_quant_row_avx2(x, k, qmax, q);
+#endif
     float m = -INFINITY;
     int nan = 0;
     for (int64_t p = 0; p < k; ++p) {
@@ -259,29 +382,58 @@ static float rlx_igd_quant_row(const float *x, int64_t k, int8_t *q) {
         nan |= a != a;
     }
     m = m > 1e-30f ? m : 1e-30f;
-    const float s = nan ? NAN : m / 127.0f;
+    const float s = nan ? NAN : m / qmax, off = qmax + 1.0f;
     for (int64_t p = 0; p < k; ++p) {
         const float t = rintf(x[p] / s);
-        q[p] = (int8_t)(t != t ? 0.0f : t < -128.0f ? -128.0f : t > 127.0f ? 127.0f : t);
+        q[p] = (uint8_t)((t != t ? 0.0f : t < -128.0f ? -128.0f : t > 127.0f ? 127.0f : t)
+                         + off);
     }
     return s;
 }
 
+#ifdef RLX_IG_X86
+/* the epilogue of a tile with all 16 columns, in AVX2: y = ((float)(t + corr * S_b) * ws) * s
+   (+ bias), separate multiplies and add (no fused rounding), as the scalar loop below */
+__attribute__((target("avx2")))
+static void rlx_igd_store16(const int32_t *t, int mr, int32_t corr, const int32_t *colsum,
+                            const float *ws, const float *bias, const float *sx, float *y,
+                            int64_t n) {
+    const __m256i vc = _mm256_set1_epi32(corr);
+    for (int h = 0; h < 2; ++h) {
+        const __m256i cs = _mm256_mullo_epi32(
+            vc, _mm256_loadu_si256((const __m256i *)(colsum + 8 * h)));
+        const __m256 w = _mm256_loadu_ps(ws + 8 * h);
+        const __m256 b = bias ? _mm256_loadu_ps(bias + 8 * h) : _mm256_setzero_ps();
+        for (int r = 0; r < mr; ++r) {
+            const __m256i acc = _mm256_add_epi32(
+                _mm256_loadu_si256((const __m256i *)(t + r * 16 + 8 * h)), cs);
+            __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(acc), w),
+                                     _mm256_set1_ps(sx[r]));
+            if (bias) v = _mm256_add_ps(v, b);
+            _mm256_storeu_ps(y + r * n + 8 * h, v);
+        }
+    }
+}
+#endif
+
 /* rows [i0, i1) x columns [j0, j1) (j0 a multiple of 16) of Y (m x n, f32) from X (m x k,
    f32) and W packed by rlx_igp_pack: the rows quantized once into a buffer of this work
-   item, the packed tile, then y = ((float)acc * ws[j]) * s_i (+ bias[j]), the order of the
-   decomposition's dequantize, mul and add */
+   item (codes in [-qmax, qmax], offset by qmax + 1 to unsigned), the packed tile, then
+   y = ((float)acc * ws[j]) * s_i (+ bias[j]), the order of the decomposition's dequantize,
+   mul and add */
 static void rlx_igd_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t n,
-                          int64_t k, const float *X, const void *packed, const int8_t *W,
-                          const float *ws, const float *bias, float *Y) {
+                          int64_t k, const float *X, int qmax, const void *packed,
+                          const int8_t *W, const float *ws, const float *bias, float *Y) {
     const int64_t rows = i1 - i0;
-    int8_t *qa = (int8_t *)malloc((size_t)(rows * k + 4));
+    const int32_t off = qmax + 1;
+    uint8_t *qa = (uint8_t *)malloc((size_t)(rows * k + 4));
     float *sx = (float *)malloc((size_t)rows * sizeof(float));
     int32_t *tmp = packed ? 0 : (int32_t *)malloc((size_t)(rows * n) * sizeof(int32_t));
     if (!qa || !sx || (!packed && !tmp)) { free(qa); free(sx); free(tmp); return; }
-    for (int64_t r = 0; r < rows; ++r) sx[r] = rlx_igd_quant_row(X + (i0 + r) * k, k, qa + r * k);
+    for (int64_t r = 0; r < rows; ++r)
+        sx[r] = rlx_igd_quant_row(X + (i0 + r) * k, k, (float)qmax, qa + r * k);
     if (!packed) {  /* no packed weight (prepacking off): the row-major dot kernels */
-        rlx_igemm_block(0, rows, j0, j1, n, k, qa, 0, 0, W, 0, 0, 0, tmp);
+        rlx_igemm_block(0, rows, j0, j1, n, k, qa, 1, off, W, 0, 0, 0, tmp);
         for (int64_t r = 0; r < rows; ++r)
             for (int64_t j = j0; j < j1; ++j) {
                 const float v = ((float)tmp[r * n + j] * ws[j]) * sx[r];
@@ -295,7 +447,8 @@ static void rlx_igd_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
     const int32_t *colsum = (const int32_t *)(panels + h->np * h->k4 * 64);
     int flip, corr;
     /* a -128 weight on AVX2 takes the portable tile (exact; PTQ weights never hold one) */
-    const rlx_igp_tile_fn tile = rlx_igp_pick(h, 0, &flip, &corr);
+    const rlx_igp_tile_fn tile = rlx_igp_pick(h, 1, 2 * qmax + 1, &flip, &corr);
+    corr -= off;  /* the tile's sum is over the offset codes: take off * S_b away */
     int32_t t[64];
     for (int64_t j = j0; j < j1; j += 16) {
         const int8_t *bp = panels + (j / 16) * h->k4 * 64;
@@ -303,8 +456,15 @@ static void rlx_igd_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
         for (int64_t i = 0; i < rows; i += 4) {
             const int mr = rows - i < 4 ? (int)(rows - i) : 4;
             const uint8_t *a[4];
-            for (int r = 0; r < 4; ++r) a[r] = (const uint8_t *)qa + (i + (r < mr ? r : mr - 1)) * k;
+            for (int r = 0; r < 4; ++r) a[r] = qa + (i + (r < mr ? r : mr - 1)) * k;
             tile(a, flip, bp, k, t);
+#ifdef RLX_IG_X86
+            if (cols == 16 && rlx_igemm_isa() != 0) {  /* a whole panel: eight lanes at a time */
+                rlx_igd_store16(t, mr, corr, colsum + j, ws + j, bias ? bias + j : 0,
+                                sx + i, Y + (i0 + i) * n + j, n);
+                continue;
+            }
+#endif
             for (int r = 0; r < mr; ++r) {
                 float *yi = Y + (i0 + i + r) * n + j;
                 const float s = sx[i + r];

@@ -155,21 +155,22 @@ def int4_linear(a: dict[str, Any], args: list[Array]) -> Array:
     return args[0].astype(np.float64) @ w.astype(np.float64).T
 
 
-ROW_TINY, ROW_QMAX = np.float32(1e-30), np.float32(127.0)
+ROW_TINY = np.float32(1e-30)
 
 
-def row_scales(x2: Array) -> Array:
-    """One dynamic i8 scale per row of a (rows, k) f32 array: max(max_k |x_ik|, 1e-30) / 127."""
+def row_scales(x2: Array, qmax: float = 127.0) -> Array:
+    """One dynamic i8 scale per row of a (rows, k) f32 array: max(max_k |x_ik|, 1e-30) / qmax
+    (127; 63 for 7-bit codes)."""
     amax = np.abs(np.asarray(x2, np.float32)).max(axis=1, initial=np.float32(-np.inf))
-    return (np.maximum(amax, ROW_TINY) / ROW_QMAX).astype(np.float32)
+    return (np.maximum(amax, ROW_TINY) / np.float32(qmax)).astype(np.float32)
 
 
-def dynamic_int_linear(args: list[Array]) -> Array:
+def dynamic_int_linear(args: list[Array], a_qmax: int = 127) -> Array:
     """quantize per row, int_linear, ``(f32(acc) * w_scale) * s_row (+ bias)``, in f32."""
     x, w, ws = args[:3]
     k, n = w.shape[1], w.shape[0]
     x2 = np.asarray(x, np.float32).reshape(-1, k)
-    s = row_scales(x2)
+    s = row_scales(x2, a_qmax)
     q = quantize(x2, s, np.zeros(s.shape, np.int32), 0, "i8")
     acc = (q @ np.asarray(w).astype(np.int64).T).astype(np.int32)  # k * 127 * 127 fits i32
     y = (acc.astype(np.float32) * np.asarray(ws, np.float32)) * s[:, None]
@@ -202,7 +203,7 @@ def eval_quant(op: str, a: dict[str, Any], args: list[Array], t: TensorType) -> 
     if op == "int4_linear":
         return int4_linear(a, args)
     if op == "dynamic_int_linear":
-        return dynamic_int_linear(args)
+        return dynamic_int_linear(args, a["a_qmax"])
     assert op == "fake_quantize", op
     return fake_quantize(a, *args)
 
