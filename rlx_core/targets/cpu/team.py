@@ -30,8 +30,9 @@ static shares, and the threads meet at ``rlx_team_sync`` after it, a barrier tha
 0.1 ms and then sleeps on a futex.
 
 On a busy machine waits past the spin budget are counted as late arrivals (BARRIER_C), and so
-is a worker that ran no chunk in a whole call (it came when the work was done, and the call
-only waited for it to leave the region - the region's end still joins every thread); a program
+are a worker that ran no chunk in a whole call (it came when the work was done) and a wait
+past the spin budget at the region's end, which still joins every thread (a worker
+descheduled after its last chunk: the call waits for it to leave the region); a program
 that keeps seeing them runs its next calls on the calling thread alone, then tries the team
 again, so the team is never much slower than one thread whatever the load
 (benchmarks/bench_contention.py). ``<prefix>_team_chunks`` counts the chunks each thread ran.
@@ -215,8 +216,14 @@ static inline int rlx_team_begin(int want) {
     ++rlx_team_stat[0];
     return want;
 }
+/* when thread 0 finished the region's work; the region's end waits for every thread to leave
+   it, so a worker descheduled after its last chunk costs the call that wait: past the spin
+   budget it counts as a late arrival too */
+static long long rlx_team_body_end;
 static inline void rlx_team_end(int used) {
     if (used <= 1) return;
+    if (rlx_team_clock_ns() - rlx_team_body_end > RLX_TEAM_SPIN_NS)
+        atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);
     const int late = atomic_load_explicit(&rlx_team_late, memory_order_relaxed);
     rlx_team_stat[1] += late;
     if (late >= 2 || (late && rlx_team_prev_late)) {
@@ -468,6 +475,7 @@ def region(calls: list[str], timed: bool = False, prefix: str = "rlx",
             "        if (rlx_team_n > 1) rlx_team_maybe_delay(rlx_team_tid);",
             *clock,
             *idle,
+            "        if (rlx_team_tid == 0 && rlx_team_n > 1) rlx_team_body_end = rlx_team_clock_ns();",
             "    }",
             "    rlx_team_end(rlx_team_n);"]
 
