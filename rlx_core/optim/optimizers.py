@@ -12,6 +12,7 @@ forward + backward + update. ``init(params)`` makes the host-side state (zeros l
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +27,35 @@ class OptimizerError(RlxError):
 
 
 def _zeros_like_host(x: Any) -> Any:
-    import numpy as np  # host state lives in the host array layer
+    """Zeros of ``x``'s shape and dtype: a numpy array, or a HostArray where there is no numpy
+    (Pyodide: parameters given as memoryviews or HostArrays)."""
+    try:
+        import numpy as np  # host state lives in the host array layer
+    except ImportError:
+        from rlx_core.frontend.tracer import type_of_example
 
+        return _zeros_host(type_of_example(x, "a parameter"))
     arr = np.asarray(x)
     return np.zeros(arr.shape, dtype=arr.dtype)
+
+
+def _zeros_host(t: Any) -> Any:
+    from rlx_core.targets.gpu_common.host_arrays import HostArray
+
+    zero = 0.0 if t.dtype.is_float else 0
+    return HostArray(t.dtype.name, tuple(t.shape), (zero,) * math.prod(t.shape))
+
+
+def _scalar_zero() -> Any:
+    """The f32 step counter of Adam's state, numpy-free where numpy is missing."""
+    try:
+        import numpy as np
+    except ImportError:
+        from rlx_core.ir import dtypes as dt
+        from rlx_core.ir.graph import TensorType
+
+        return _zeros_host(TensorType(dt.f32, ()))
+    return np.zeros((), dtype=np.float32)
 
 
 def _check(name: str, value: float, lo: float, hi: float | None = None) -> None:
@@ -98,10 +124,8 @@ class Adam:
 
     def init(self, params: Any) -> Any:
         """Host state: first and second moments per parameter and the step count."""
-        import numpy as np
-
         return {"m": tree_map(_zeros_like_host, params), "v": tree_map(_zeros_like_host, params),
-                "t": np.zeros((), dtype=np.float32)}
+                "t": _scalar_zero()}
 
     def update(self, params: Any, grads: Any, state: Any) -> tuple[Any, Any]:
         """(new params, new state), traced."""

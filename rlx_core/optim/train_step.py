@@ -121,13 +121,24 @@ class CompiledStep:
         else:
             # every argument already is what check_args/_to_host would produce: skip both
             outs = self.executable.program.run(flat, self.executable.params)
+        return self._take(outs)
+
+    async def run_async(self, *batch: Any) -> float:
+        """``step(*batch)`` for code that can await: in a browser (Pyodide) the WebGPU target
+        reads its results back asynchronously (see ``Executable.run_async``)."""
+        return self._take(await self.executable.run_async(*self._p_leaves, *self._s_leaves,
+                                                          *batch))
+
+    def _take(self, outs: Any) -> float:
+        """Keep a step's new leaves; record and return its loss."""
         outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
         n, m = len(self._p_leaves), len(self._s_leaves)
         fresh = self._leaves_ok or self._outputs_keep_types(outs, n + m)
         self._p_leaves, self._s_leaves = outs[1:1 + n], outs[1 + n:1 + n + m]
         self._trees, self._leaves_ok = None, fresh
         self.steps += 1
-        loss = float(outs[0])
+        # a HostArray where there is no numpy (Pyodide): its one value
+        loss = float(outs[0].values[0] if hasattr(outs[0], "values") else outs[0])
         self.losses.append(loss)
         return loss
 
