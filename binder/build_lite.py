@@ -6,12 +6,14 @@ notebooks, with the Pyodide runtime from local files — the site and its test w
 Steps (each input is hashed; an unchanged build is skipped, wheels are cached):
 1. the Pyodide core (npm package ``pyodide`` 314.0.x) and the rlx wheel, from the webgpu
    helper's scripts/build_pyodide_dist.sh;
-2. the Python 3.14 wheels of ``micropip`` and ``packaging`` from PyPI put into that distribution,
+2. the notebooks' data files (binder/lite_data.py: an MNIST subset, the ONNX example as rlx IR
+   text — the page has neither numpy nor onnx);
+3. the Python 3.14 wheels of ``micropip`` and ``packaging`` from PyPI put into that distribution,
    their pyodide-lock.json entries (file name, sha256) rewritten with the ``pyodide-lock``
    package — the kernel's worker calls ``loadPackage(['micropip'])`` by name;
-3. the kernel's own Python dependencies (ipython, jedi, comm and theirs) as pure wheels for
+4. the kernel's own Python dependencies (ipython, jedi, comm and theirs) as pure wheels for
    piplite, with the PyPI fallback disabled;
-4. ``jupyter lite build`` with the distribution as ``static/pyodide`` of the lite dir, the rlx
+5. ``jupyter lite build`` with the distribution as ``static/pyodide`` of the lite dir, the rlx
    wheel both as a piplite wheel and as the federated extension it carries.
 """
 
@@ -26,6 +28,7 @@ import sys
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 LITE = ROOT / "binder" / "lite"
@@ -59,11 +62,23 @@ def _digest(paths: list[Path], extra: str) -> str:
     return h.hexdigest()
 
 
+def _lite_data() -> Any:
+    """binder/lite_data.py (binder/ is a folder of scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rlx_lite_data", ROOT / "binder" / "lite_data.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def input_hash() -> str:
     versions = " ".join(f"{d}={metadata.version(d)}" for d in
                         ("jupyterlite-core", "jupyterlite-pyodide-kernel", "pyodide-lock"))
     return _digest([ROOT / "rlx_core", ROOT / "rlx_explorer", ROOT / "extension" / "labextension",
                     LITE, ROOT / "pyproject.toml", Path(__file__),
+                    ROOT / "binder" / "lite_data.py",
                     ROOT / "scripts" / "build_pyodide_dist.sh"], versions)
 
 
@@ -164,13 +179,15 @@ def _build(out: Path, force: bool) -> Path:
     if not force and stamp.exists() and stamp.read_text() == key:
         print(f"lite: up to date ({out})")
         return out
-    step = _stages(4)
+    step = _stages(5)
     step("the rlx wheel and the Pyodide core")
     core_dist, rlx_wheel = pyodide_dist()
     core = ROOT / "build" / "pyodide-npm" / "node_modules" / "pyodide"
     work = CACHE / "lite-dir"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(LITE, work)
+    step("the notebooks' data files (MNIST subset, the ONNX model as rlx IR)")
+    _lite_data().write_all(work / "content")
     step("the Pyodide lock file")
     lock_wheels(core if core.exists() else core_dist, work / "static" / "pyodide")
     step("the kernel's wheels")

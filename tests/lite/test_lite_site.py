@@ -32,7 +32,7 @@ def site() -> Path:
     build_extension()
     import importlib.util
 
-    for mod in ("jupyterlite_core", "jupyterlite_pyodide_kernel", "pyodide_lock"):
+    for mod in ("jupyterlite_core", "jupyterlite_pyodide_kernel", "pyodide_lock", "onnx"):
         if importlib.util.find_spec(mod) is None:
             pytest.skip(f"{mod} is not installed (pip install 'rlx-explorer[lite]')")
     from binder.build_lite import build
@@ -106,14 +106,14 @@ def _tour_reference() -> np.ndarray:
 
 
 def _failure_causes() -> dict[str, str]:
-    """binder/lite/content/01_legalization_failures.ipynb's model (numpy arrays here): the root
-    causes and fix lines the explorer groups its webgpu failures under."""
-    from rlx_explorer import explore
-
+    """binder/lite/content/01_legalization_failures.ipynb's model (its table a memoryview, as
+    there): the root causes and fix lines the explorer groups its webgpu failures under."""
     import math
     from array import array
 
-    # a memoryview, as in the notebook: the fix hint is spelled for the kind of host array
+    from rlx_explorer import explore
+
+    # the fix hint is spelled for the kind of host array
     vals = array("d", [math.sin(0.7 * i) for i in range(100 * 8)])
     table = memoryview(vals).cast("B").cast("d", (100, 8))
 
@@ -162,3 +162,76 @@ def test_failures_notebook_groups_by_root_cause(url: str) -> None:
                                        ".rlx-poisoned > *")
         errors = [t for t in page.console_lines if "Traceback" in t]
         assert not errors, errors
+
+
+def _cells(notebook: str) -> list[str]:
+    nb = json.loads((ROOT / "binder" / "lite" / "content" / notebook).read_text())
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def _minilm_reference() -> np.ndarray:
+    """02's encoder, weights and tokens: the notebook's own cells, here on the numpy target."""
+    scope: dict[str, Any] = {}
+    exec("import json, math, random\nfrom array import array\nimport rlx_core as rlx", scope)
+    for src in _cells("02_minilm.ipynb")[1:3]:  # the model cell, the tokens cell
+        exec(src, scope)
+    specs = [rlx.spec((scope["B"], scope["S"]), "i32")] * 3
+    exe = rlx.compile(scope["encode"], *specs, target="numpy")
+    return exe(*(np.array(a, np.int32) for a in (scope["ids"], scope["mask"], scope["types"])))
+
+
+def _mnist_first_loss(site: Path) -> float:
+    """03's loss on its first batch before any update (the notebook's data and parameters)."""
+    scope: dict[str, Any] = {}
+    exec("import base64, json, math, random\nfrom array import array\nimport rlx_core as rlx",
+         scope)
+    data, init = _cells("03_mnist_training.ipynb")[1:3]
+    exec(data.replace("'data/mnist-small.json'", repr(str(site / "files" / "data" /
+                                                          "mnist-small.json"))), scope)
+    exec(init, scope)
+    from rlx_core.models.mlp import mlp_loss
+
+    b = scope["BATCH"]
+    x = np.array(scope["x_train"][:b], np.float32)
+    y = np.array(scope["y_train"][:b], np.int32)
+    params = scope["params"]
+    return float(rlx.compile(lambda x, y: mlp_loss(params, x, y), x, y, target="numpy")(x, y))
+
+
+def _onnx_reference(site: Path) -> np.ndarray:
+    """ONNX's reference evaluator on the site's tiny_cnn.onnx and 04's input, here."""
+    import base64
+
+    onnx = pytest.importorskip("onnx")
+    from onnx.reference import ReferenceEvaluator
+
+    doc = json.loads((site / "files" / "data" / "tiny_cnn.rlx.json").read_text())
+    x = np.frombuffer(base64.b64decode(doc["input"]["f32"]), np.float32)
+    model = onnx.load(str(site / "files" / "data" / "tiny_cnn.onnx"))
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x.reshape(doc["input"]["shape"])})
+    return want  # type: ignore[no-any-return]
+
+
+def test_example_notebooks_run_on_browser_webgpu(site: Path, url: str) -> None:
+    """02 (MiniLM's encoder, small and seeded), 03 (MNIST training on WebGPU, a subset bundled
+    with the site) and 04 (the ONNX example, imported at site-build time: the page has no
+    ``onnx``), each checked against the same computation here; every explorer renders."""
+    results = {}
+    for notebook in ("02_minilm.ipynb", "03_mnist_training.ipynb", "04_onnx.ipynb"):
+        with chromium_page() as page:  # a fresh profile each: no other notebook's tab restored
+            results[notebook] = _run_all(page, url, notebook)
+            page.wait_for_selector("[data-rlx-mime] .rlx-root[data-ready='1']",
+                                   timeout=180_000)
+            errors = [t for t in page.console_lines if "Traceback" in t]
+            assert not errors, (notebook, errors)
+    minilm = results["02_minilm.ipynb"]
+    got = np.array(minilm["values"], np.float32).reshape(minilm["shape"])
+    np.testing.assert_allclose(got, _minilm_reference(), rtol=1e-4, atol=2e-5)
+    mnist = results["03_mnist_training.ipynb"]
+    losses = mnist["losses"]
+    assert abs(losses[0] - _mnist_first_loss(site)) < 1e-4, losses[0]
+    assert np.mean(losses[-5:]) < 0.75 * np.mean(losses[:5]), losses
+    assert mnist["acc"] > max(0.5, mnist["acc0"] + 0.3), mnist
+    cnn = results["04_onnx.ipynb"]
+    np.testing.assert_allclose(np.array(cnn["values"], np.float32).reshape(2, 10),
+                               _onnx_reference(site), rtol=1e-5, atol=1e-6)
