@@ -298,14 +298,16 @@ static inline __attribute__((always_inline)) void rlx_cb_t8(
                  u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
                  u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
                  u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    *r0 = _mm256_permute2f128_ps(u0, u4, 0x20);
-    *r1 = _mm256_permute2f128_ps(u1, u5, 0x20);
-    *r2 = _mm256_permute2f128_ps(u2, u6, 0x20);
-    *r3 = _mm256_permute2f128_ps(u3, u7, 0x20);
-    *r4 = _mm256_permute2f128_ps(u0, u4, 0x31);
-    *r5 = _mm256_permute2f128_ps(u1, u5, 0x31);
-    *r6 = _mm256_permute2f128_ps(u2, u6, 0x31);
-    *r7 = _mm256_permute2f128_ps(u3, u7, 0x31);
+    /* the 128-bit halves recombined by insert / extract, not vperm2f128: Zen 1 runs that as
+       8 micro-ops, an insert as 2 */
+    *r0 = _mm256_insertf128_ps(u0, _mm256_castps256_ps128(u4), 1);
+    *r1 = _mm256_insertf128_ps(u1, _mm256_castps256_ps128(u5), 1);
+    *r2 = _mm256_insertf128_ps(u2, _mm256_castps256_ps128(u6), 1);
+    *r3 = _mm256_insertf128_ps(u3, _mm256_castps256_ps128(u7), 1);
+    *r4 = _mm256_insertf128_ps(u4, _mm256_extractf128_ps(u0, 1), 0);
+    *r5 = _mm256_insertf128_ps(u5, _mm256_extractf128_ps(u1, 1), 0);
+    *r6 = _mm256_insertf128_ps(u6, _mm256_extractf128_ps(u2, 1), 0);
+    *r7 = _mm256_insertf128_ps(u7, _mm256_extractf128_ps(u3, 1), 0);
 }
 #endif
 #endif
