@@ -63,7 +63,7 @@ SINGLE_PRAGMA = "#pragma omp single nowait"
 # arrival*; a call with two of them, or one in each of two calls in a row, means the machine is
 # oversubscribed, and the program's next calls run on the calling thread alone (no region):
 # first for 2 calls and 5 ms, both doubling while the next team call is late again (at most
-# 64 calls and 1 s), back to the first spell after a call on time. One late arrival alone is tolerated: after an idle spell the
+# 64 calls and 1 s), halving with each team call on time. One late arrival alone is tolerated: after an idle spell the
 # woken worker may share a CPU with thread 0 until the scheduler moves it (a millisecond).
 BARRIER_C = r"""
 #ifndef RLX_TEAM_SYNC_H
@@ -234,9 +234,10 @@ static inline void rlx_team_end(int used) {
         if (rlx_team_shrink_ns < RLX_TEAM_MAX_SHRINK_NS) rlx_team_shrink_ns *= 2;
         rlx_team_prev_late = 0;
     } else {
-        if (!late) {
-            rlx_team_shrink_next = 2;
-            rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;
+        if (!late) {  /* on time: the next spell halves (one lucky call on a busy machine
+                         must not bring back a probe of the team every few calls) */
+            if (rlx_team_shrink_next > 2) rlx_team_shrink_next /= 2;
+            if (rlx_team_shrink_ns > RLX_TEAM_MIN_SHRINK_NS) rlx_team_shrink_ns /= 2;
         }
         rlx_team_prev_late = late > 0;
     }
