@@ -132,7 +132,7 @@ def main() -> None:
                     f"rlx-int4-g{INT4_GROUP},rlx-f32,ort-f32",
                     help="the peers timed (comma-separated; rlx-int8, ort-int8 and rlx-f32 "
                          "always: the ratios are to them)")
-    ap.add_argument("--static-method", default="minmax",
+    ap.add_argument("--static-method", default="mse",
                     help="calibration of the static PTQ model (minmax, percentile, mse, entropy; "
                          "a model named rlx-int8-static-METHOD uses METHOD)")
     ap.add_argument("--calibration", type=int, default=200,
