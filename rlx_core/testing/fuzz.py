@@ -14,16 +14,13 @@ half way still leaves its figures.
 from __future__ import annotations
 
 import argparse
-import collections
-import json
+import os
 import re
-import subprocess
 import sys
 import time
 import warnings
-import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,21 +29,40 @@ from rlx_core.ir.printer import print_graph
 from rlx_core.targets.cpu.identity import cpu_model
 from rlx_core.targets.registry import get_target, target_names
 from rlx_core.testing import cases as saved
-from rlx_core.testing.deviations import KNOWN, input_policy
 from rlx_core.testing.generator import Case, generate
 from rlx_core.testing.profile import profile_for
+from rlx_core.testing.report import (
+    TargetStats,
+    case_tag,
+    commit,
+    generator_fingerprint,
+    isa,
+    load_report,
+    write_report,
+)
 from rlx_core.testing.runner import CRASH, MISMATCH, REJECTED, TIMEOUT, Outcome
 from rlx_core.testing.shrink import shrink
 from rlx_core.testing.watchdog import GuardedRunner
 
 RunOne = Callable[[str, Case], Outcome]
 FINDINGS = (MISMATCH, CRASH, TIMEOUT)
+__all__ = ["TargetStats", "executing_targets", "main", "write_report"]
+# Mesa's gallivm (llvmpipe under opengl, lavapipe under webgpu, vulkan and directx): skip LLVM's
+# optimisation passes, not NIR's, nor LLVM's code generation (``--driver-fast-compile``)
+FAST_DRIVER_ENV = {"GALLIVM_PERF": "nopt"}
 
 
 class FuzzOptionError(RlxError):
     """A fuzz run asked for something it cannot do (an unknown or non-executing target, no time)."""
 
     code = "RLX-Z002"
+
+
+class FuzzResumeError(RlxError):
+    """``--resume`` found a state written by a run with other settings (seed, start, count,
+    targets or generator size): continuing it would mix two runs in one range."""
+
+    code = "RLX-Z005"
 
 
 def executing_targets() -> list[str]:
@@ -72,21 +88,6 @@ def resolve_targets(spec: str) -> list[str]:
         raise FuzzOptionError(f"target(s) {', '.join(bad)} do not execute here",
                               hint=f"executing targets: {', '.join(sorted(ok)) or 'none'}")
     return names
-
-
-@dataclass
-class TargetStats:
-    graphs: int = 0
-    compiles: int = 0
-    seconds: float = 0.0
-    status: collections.Counter = field(default_factory=collections.Counter)
-    known: collections.Counter = field(default_factory=collections.Counter)
-    ops: collections.Counter = field(default_factory=collections.Counter)
-    dtypes: collections.Counter = field(default_factory=collections.Counter)
-    findings: list[dict[str, Any]] = field(default_factory=list)
-    rejections: dict[str, dict[str, Any]] = field(default_factory=dict)  # by message, shrunk
-    rejected_seen: int = 0
-    examples: list[dict[str, Any]] = field(default_factory=list)  # known/ambiguous samples
 
 
 def _same_failure(first: Outcome, run_one: RunOne) -> Any:
@@ -132,100 +133,21 @@ def investigate(target: str, o: Outcome, folder: Path | None, budget_s: float,
     return info
 
 
-def _isa() -> str:
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("flags")).split()
-    except (OSError, StopIteration):
-        return "unknown"
-    return " ".join(f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512_fp16") if f in flags)
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip()
-    except OSError:
-        return "unknown"
-
-
-def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, Any]) -> None:
-    data = {"header": header, "targets": {
-        t: {"graphs": s.graphs, "compiles": s.compiles, "seconds": round(s.seconds, 1),
-            "status": dict(s.status), "known": dict(s.known), "ops": dict(s.ops),
-            "dtypes": dict(s.dtypes), "findings": s.findings, "examples": s.examples,
-            "rejections": list(s.rejections.values())}
-        for t, s in stats.items()}}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    lines = [f"# Differential fuzzing report ({header['date']})", "",
-             f"Command: `{header['command']}`  ", f"Commit: {header['commit']}  ",
-             f"CPU: {header['cpu']} ({header['isa']}), {header['cores']} cores  ",
-             f"Wall time: {header['elapsed_min']:.1f} min of {header['minutes']} (seed "
-             f"{header['seed']}, {header['pack']} cases per pack, goal "
-             f"{header.get('count') or '-'} graphs per target, case deadline "
-             f"{header.get('case_timeout', '-')} s, worker restarts "
-             f"{header.get('restarts', 0)})", "",
-             "| target | graphs | compiles | graphs/s | ok | unexplained mismatches | crashes "
-             "| timeouts | rejected (typed) | known deviations | overflow-ambiguous "
-             "| reference refused |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for t, s in stats.items():
-        st = s.status
-        rate = s.graphs / s.seconds if s.seconds else 0.0
-        known = ", ".join(f"{k}: {v}" for k, v in sorted(s.known.items())) or "0"
-        lines.append(f"| {t} | {s.graphs} | {s.compiles} | {rate:.1f} | {st['ok']} | "
-                     f"{st['mismatch']} | {st['crash']} | {st['timeout']} | {st['rejected']} | "
-                     f"{known} | "
-                     f"{st['overflow-ambiguous']} | {st['reference-error']} |")
-    lines += ["", "## Known deviations (explained, owned, counted above)", "",
-              "| id | targets | owner | fed special values | why |", "|---|---|---|---|---|"]
-    for k in KNOWN:
-        lines.append(f"| {k.id} | {', '.join(k.targets)} | {k.owner} | "
-                     f"{'yes' if k.feeds_specials else 'no'} | {k.why} |")
-    lines += ["", "Special input values (NaN, +-inf, subnormals, dtype extremes) per target: "
-              + ", ".join(f"{t}: {'yes' if input_policy(t) else 'no'}" for t in stats), ""]
-    lines += ["## Coverage", ""]
-    for t, s in stats.items():
-        lines.append(f"- **{t}** ops: " + ", ".join(f"{k} {v}" for k, v in sorted(s.ops.items())))
-        lines.append("  dtypes (graph inputs): "
-                     + ", ".join(f"{k} {v}" for k, v in sorted(s.dtypes.items())))
-    lines += ["", "## Unexplained mismatches, crashes and timeouts (shrunk)", ""]
-    found = [f for s in stats.values() for f in s.findings]
-    if not found:
-        lines.append("None.")
-    for f in found:
-        lines += [f"### {f['target']}: {f['status']} (seed {f['seed']})", "",
-                  f"{f['detail']}  ", f"{f.get('alone', '')}  ",
-                  f"shrunk {f['nodes']} -> {f['shrunk_nodes']} nodes; saved: "
-                  f"`{f.get('case', '-')}`", "", "```", f["ir"].rstrip(), "```", ""]
-    lines += ["## Typed rejections of well-typed graphs (shrunk, one per message)", "",
-              "A well-typed graph refused with a typed error. `RLX-L` codes are the dispatch "
-              "contract refusing honestly at legalization (no route to the target's "
-              "primitives: not a defect); any other code (render, shader, C build) is a claim "
-              "of the capability table the target could not honour.", ""]
-    for t, s in stats.items():
-        for r in s.rejections.values():
-            lines += [f"### {t}: {r['detail']} ({r.get('count', 1)} graphs)", ""]
-            if r.get("refused"):
-                lines += [f"Not generated for {t} after this: `{r['refused'][0]}` on "
-                          f"`{r['refused'][1]}` (the claim the target refused).", ""]
-            lines += ["```", r["ir"].rstrip(), "```", ""]
-    lines += ["## Samples of known / overflow-ambiguous outputs", ""]
-    for t, s in stats.items():
-        for k, e in enumerate(s.examples[:4]):
-            lines.append(f"- {t} {e['status']} {e['known']} seed {e['seed']}: {e['detail']}")
-            if k < 2:
-                lines += ["", "  ```", *("  " + x for x in e["ir"].rstrip().splitlines()),
-                          "  ```"]
-    path.write_text("\n".join(lines) + "\n")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rlx_core.testing.fuzz", description=__doc__)
     ap.add_argument("--minutes", type=float, default=None,
-                    help="wall-clock limit (default 1, or none when --count is given)")
-    ap.add_argument("--count", type=int, default=0, help="stop a target after N graphs")
+                    help="wall-clock limit of this session (default 1, or none with --count)")
+    ap.add_argument("--count", type=int, default=0,
+                    help="graphs per target: case indices --start .. --start + N - 1")
+    ap.add_argument("--start", type=int, default=0,
+                    help="first case index (a shard of a long run: other shards take other "
+                         "ranges of the same seed)")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue the run whose state is the --report's .json twin (same "
+                         "seed, start, count and targets), if it exists")
+    ap.add_argument("--driver-fast-compile", action="store_true",
+                    help="Mesa's gallivm skips LLVM's optimisation passes (GALLIVM_PERF=nopt): "
+                         "about 2x faster on the Mesa GPU targets; recorded in the report")
     ap.add_argument("--case-timeout", type=float, default=60.0,
                     help="seconds one case may take alone; a pack of n gets (1 + n/10) times it")
     ap.add_argument("--targets", default="all", help="'all' (every executing target) or a,b")
@@ -241,42 +163,92 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore", RuntimeWarning)
     if args.minutes is None:
         args.minutes = float("inf") if args.count else 1.0
-    if args.minutes <= 0 or args.pack < 1 or args.count < 0 or args.case_timeout <= 0:
-        raise FuzzOptionError("--minutes, --pack and --case-timeout must be positive",
+    if (args.minutes <= 0 or args.pack < 1 or args.count < 0 or args.case_timeout <= 0
+            or args.start < 0):
+        raise FuzzOptionError("--minutes, --pack and --case-timeout must be positive, --start "
+                              "and --count not negative",
                               hint="e.g. --minutes 20 --pack 40 --case-timeout 60")
     targets = resolve_targets(args.targets)
+    if args.driver_fast_compile:  # before the worker starts: it inherits the environment
+        os.environ.update(FAST_DRIVER_ENV)
     profiles = {t: profile_for(t) for t in targets}
-    stats = {t: TargetStats() for t in targets}
-    start = time.monotonic()
-    end = start + args.minutes * 60
-    header = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "command": "python -m rlx_core.testing.fuzz " + " ".join(argv or sys.argv[1:]),
-              "commit": _commit(), "cpu": cpu_model(), "isa": _isa(),
-              "cores": __import__("os").cpu_count(), "minutes": args.minutes, "seed": args.seed,
-              "pack": args.pack, "count": args.count, "case_timeout": args.case_timeout,
-              "elapsed_min": 0.0}
+    command = "python -m rlx_core.testing.fuzz " + " ".join(argv or sys.argv[1:])
+    header, stats = _fresh_or_resumed(args, targets, command)
+    for t in targets:  # pairs a resumed run had stopped generating stay stopped
+        profiles[t] = replace(profiles[t], ops=profiles[t].ops - set(stats[t].excluded))
+        stats[t].generator = stats[t].generator or generator_fingerprint(profiles[t])
+    session = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit(),
+               "command": command, "graphs": 0, "minutes": 0.0,
+               "driver": header["driver"], "load": _load()}
+    header["sessions"].append(session)
+    first = {t: stats[t].next for t in targets}
     with GuardedRunner(args.case_timeout) as guard:
-        _loop(args, targets, profiles, stats, header, guard, start, end)
+        _loop(args, targets, profiles, stats, header, guard, session, first)
     bad = sum(s.status[MISMATCH] + s.status[CRASH] + s.status[TIMEOUT] for s in stats.values())
     print(f"[fuzz] report: {args.report}; unexplained mismatches + crashes + timeouts: {bad}")
     return 1 if bad else 0
 
 
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "-"
+
+
+def _fresh_or_resumed(args: argparse.Namespace, targets: list[str], command: str,
+                      ) -> tuple[dict[str, Any], dict[str, TargetStats]]:
+    """The header and stats to start from: the report's state under ``--resume`` (when the
+    report exists), else new ones at case index ``--start``."""
+    driver = " ".join(f"{k}={v}" for k, v in FAST_DRIVER_ENV.items()) \
+        if args.driver_fast_compile else ""
+    state = args.report.with_suffix(".json")
+    if args.resume and state.is_file():
+        try:
+            header, stats = load_report(args.report)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise FuzzResumeError(f"cannot read the fuzz state {state}: {err}",
+                                  hint="start the run again without --resume") from None
+        want = {"seed": args.seed, "start": args.start, "count": args.count,
+                "max_ops": args.max_ops, "targets": targets}
+        have = {k: header.get(k) for k in want}
+        if have != want:
+            diff = ", ".join(f"{k} {have[k]} (asked {want[k]})" for k in want
+                             if have[k] != want[k])
+            raise FuzzResumeError(f"{state} is the state of another run: {diff}",
+                                  hint="resume with the run's own options, or give this run "
+                                       "its own --report (a new shard: another --start)")
+        if header.get("driver", "") != driver:  # the sessions table says which ran how
+            header["driver"] = "mixed (see sessions)"
+        header["command"], header["minutes"], header["pack"] = command, args.minutes, args.pack
+        header.setdefault("sessions", [])
+        return header, stats
+    header = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": command,
+              "commit": commit(), "cpu": cpu_model(), "isa": isa(), "cores": os.cpu_count(),
+              "minutes": args.minutes, "seed": args.seed, "pack": args.pack,
+              "count": args.count, "start": args.start, "max_ops": args.max_ops,
+              "targets": targets, "case_timeout": args.case_timeout, "elapsed_min": 0.0,
+              "driver": driver, "sessions": []}
+    return header, {t: TargetStats(start=args.start, next=args.start) for t in targets}
+
+
 def _loop(args: argparse.Namespace, targets: list[str], profiles: dict[str, Any],
           stats: dict[str, TargetStats], header: dict[str, Any], guard: GuardedRunner,
-          start: float, end: float) -> None:
-    batch: collections.Counter[str] = collections.Counter()
+          session: dict[str, Any], first: dict[str, int]) -> None:
+    t_start = time.monotonic()
+    end = t_start + args.minutes * 60
+    elapsed0, restarts0 = header.get("elapsed_min", 0.0), header.get("restarts", 0)
+    seconds = dict.fromkeys(targets, 0.0)  # this session's: targets take turns by it
     while time.monotonic() < end:
         todo = [n for n in targets if not args.count or stats[n].graphs < args.count]
         if not todo:
             return
-        t = min(todo, key=lambda name: stats[name].seconds)
+        t = min(todo, key=lambda name: seconds[name])
         s = stats[t]
         n = args.pack if not args.count else min(args.pack, args.count - s.graphs)
-        tag = zlib.crc32(t.encode()) & 0xFFFF
-        cases = [generate(profiles[t], (args.seed, tag, batch[t], i), args.max_ops)
+        tag = case_tag(t)
+        cases = [generate(profiles[t], (args.seed, tag, s.next + i), args.max_ops)
                  for i in range(n)]
-        batch[t] += 1
         t0 = time.monotonic()
         compiles = guard.compiles
         outcomes = guard.batch(t, cases)
@@ -301,13 +273,21 @@ def _loop(args: argparse.Namespace, targets: list[str], profiles: dict[str, Any]
                     prev["count"] += 1
                     if refused:  # stop generating it: listed in the report, not silent
                         profiles[t] = replace(profiles[t], ops=profiles[t].ops - {refused})
+                        s.excluded.append(tuple(refused))
             elif o.status not in ("ok", *FINDINGS) and len(s.examples) < 12:
                 s.examples.append({"status": o.status, "known": o.known, "detail": o.detail,
                                    "seed": list(o.case.seed),
                                    "ir": print_graph(o.case.graph)[:3000]})
-        s.seconds += time.monotonic() - t0
-        header["elapsed_min"] = (time.monotonic() - start) / 60
-        header["restarts"] = guard.worker.restarts
+        s.next += n
+        spent = time.monotonic() - t0
+        s.seconds += spent
+        seconds[t] += spent
+        header["elapsed_min"] = elapsed0 + (time.monotonic() - t_start) / 60
+        header["restarts"] = restarts0 + guard.worker.restarts
+        session["graphs"] = sum(stats[x].next - first[x] for x in targets)
+        session["minutes"] = (time.monotonic() - t_start) / 60
+        session["range"] = ", ".join(f"{x} {first[x]:,}-{stats[x].next - 1:,}" for x in targets
+                                     if stats[x].next > first[x])
         write_report(args.report, stats, header)
         print(f"[fuzz] {t}: {s.graphs} graphs, {dict(s.status)}", flush=True)
 

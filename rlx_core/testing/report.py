@@ -1,0 +1,211 @@
+"""A fuzz run's figures per target, their JSON form (which is also the run's state) and the
+Markdown report.
+
+The JSON twin of a report holds, per target, the range of case indices run so far (case ``k`` of
+a run with seed ``S`` on target ``t`` is ``generate(profile, (S, tag(t), k))``), the (op, dtype)
+pairs the run stopped generating after the target refused them, and the generator's fingerprint.
+It is rewritten (atomically) after every pack, so a run can be resumed where it stopped
+(``--resume``) and the reports of several runs merged into one per target without counting a
+case twice (shards.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import os
+import subprocess
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlx_core.testing.deviations import KNOWN, input_policy
+
+
+@dataclass
+class TargetStats:
+    """One target's figures in a run: cases ``start`` .. ``next - 1`` (``graphs`` of them)."""
+
+    graphs: int = 0
+    compiles: int = 0
+    seconds: float = 0.0
+    status: collections.Counter = field(default_factory=collections.Counter)
+    known: collections.Counter = field(default_factory=collections.Counter)
+    ops: collections.Counter = field(default_factory=collections.Counter)
+    dtypes: collections.Counter = field(default_factory=collections.Counter)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    rejections: dict[str, dict[str, Any]] = field(default_factory=dict)  # by message, shrunk
+    rejected_seen: int = 0
+    examples: list[dict[str, Any]] = field(default_factory=list)  # known/ambiguous samples
+    start: int = 0  # first case index of the run
+    next: int = 0  # the case index the next pack starts at
+    excluded: list[tuple[str, str]] = field(default_factory=list)  # refused (op, dtype) pairs
+    generator: str = ""  # fingerprint of the generator and the target's profile
+    covered: list[list[int]] = field(default_factory=list)  # merged reports: [seed, a, b) ranges
+
+
+def case_tag(target: str) -> int:
+    """The target's part of a case seed: one seed gives each target different graphs."""
+    return zlib.crc32(target.encode()) & 0xFFFF
+
+
+def generator_fingerprint(profile: Any) -> str:
+    """What decides which graph a case index is: the generator's source and the target's
+    profile (its capability table). Runs with equal fingerprints generate the same cases."""
+    here = Path(__file__).parent
+    h = hashlib.sha256()
+    for name in ("generator.py", "values.py", "profile.py"):
+        h.update((here / name).read_bytes())
+    h.update(repr((profile.dtypes, sorted(profile.ops), profile.hir, profile.specials,
+                   profile.index_dtype)).encode())
+    return h.hexdigest()[:16]
+
+
+def stats_to_json(s: TargetStats) -> dict[str, Any]:
+    return {"graphs": s.graphs, "compiles": s.compiles, "seconds": round(s.seconds, 1),
+            "status": dict(s.status), "known": dict(s.known), "ops": dict(s.ops),
+            "dtypes": dict(s.dtypes), "findings": s.findings, "examples": s.examples,
+            "rejections": list(s.rejections.values()), "rejected_seen": s.rejected_seen,
+            "start": s.start, "next": s.next, "excluded": [list(p) for p in s.excluded],
+            "generator": s.generator, "covered": s.covered}
+
+
+def stats_from_json(d: dict[str, Any]) -> TargetStats:
+    C = collections.Counter
+    rej = {f"{r['detail']} | {r.get('refused')}": r for r in d.get("rejections", [])}
+    return TargetStats(
+        graphs=d["graphs"], compiles=d.get("compiles", 0), seconds=d.get("seconds", 0.0),
+        status=C(d.get("status", {})), known=C(d.get("known", {})), ops=C(d.get("ops", {})),
+        dtypes=C(d.get("dtypes", {})), findings=list(d.get("findings", [])),
+        rejections=rej, rejected_seen=d.get("rejected_seen", len(rej)),
+        examples=list(d.get("examples", [])), start=d.get("start", 0),
+        next=d.get("next", d.get("start", 0) + d["graphs"]),
+        excluded=[(a, b) for a, b in d.get("excluded", [])],
+        generator=d.get("generator", ""), covered=[list(c) for c in d.get("covered", [])])
+
+
+def isa() -> str:
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return "unknown"
+    return " ".join(f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512_fp16") if f in flags)
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10, cwd=Path(__file__).parent).stdout.strip()
+    except OSError:
+        return "unknown"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    # a run killed while writing must leave the previous state, not half a file
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def load_report(path: Path) -> tuple[dict[str, Any], dict[str, TargetStats]]:
+    """(header, stats per target) of a report's JSON twin."""
+    data = json.loads(path.with_suffix(".json").read_text())
+    return data["header"], {t: stats_from_json(d) for t, d in data["targets"].items()}
+
+
+def _range_text(s: TargetStats, seed: Any) -> str:
+    if s.covered:
+        return "; ".join(f"seed {a}: {b:,}-{c - 1:,}" for a, b, c in s.covered)
+    return f"seed {seed}: {s.start:,}-{s.next - 1:,}" if s.next > s.start else "none"
+
+
+def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, Any]) -> None:
+    data = {"header": header, "targets": {t: stats_to_json(s) for t, s in stats.items()}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(path.with_suffix(".json"), json.dumps(data, indent=1, sort_keys=True) + "\n")
+    lines = [f"# Differential fuzzing report ({header['date']})", "",
+             f"Command: `{header['command']}`  ", f"Commit: {header['commit']}  ",
+             f"CPU: {header['cpu']} ({header['isa']}), {header['cores']} cores  ",
+             f"Wall time: {header['elapsed_min']:.1f} min of {header['minutes']} (seed "
+             f"{header['seed']}, {header['pack']} cases per pack, goal "
+             f"{header.get('count') or '-'} graphs per target, case deadline "
+             f"{header.get('case_timeout', '-')} s, worker restarts "
+             f"{header.get('restarts', 0)})  ",
+             f"Driver compilers: {header.get('driver') or 'default settings (full optimisation)'}",
+             ""]
+    lines += ["Cases covered (case indices per seed; each case is run and counted once): "
+              + "; ".join(f"{t} {_range_text(s, header['seed'])}" for t, s in stats.items()),
+              ""]
+    if header.get("sessions"):
+        lines += ["| session | commit | case indices | graphs | minutes | load average at start "
+                  "| driver compilers |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {x['date']} | {x['commit']} | {x.get('range', '-')} | {x['graphs']:,} | "
+                  f"{x['minutes']:.1f} | {x.get('load', '-')} | {x.get('driver') or 'default'} |"
+                  for x in header["sessions"]]
+        lines.append("")
+    if header.get("shards"):
+        lines += ["Merged from:", "",
+                  "| shard | target | seed | case indices | graphs | commits | driver |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| `{x['file']}` | {x['target']} | {x['seed']} | {x['range']} | "
+                  f"{x['graphs']:,} | {x['commits']} | {x.get('driver') or 'default'} |"
+                  for x in header["shards"]]
+        lines.append("")
+    lines += ["| target | graphs | compiles | graphs/s | ok | unexplained mismatches | crashes "
+              "| timeouts | rejected (typed) | known deviations | overflow-ambiguous "
+              "| reference refused |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for t, s in stats.items():
+        st = s.status
+        rate = s.graphs / s.seconds if s.seconds else 0.0
+        known = ", ".join(f"{k}: {v}" for k, v in sorted(s.known.items())) or "0"
+        lines.append(f"| {t} | {s.graphs} | {s.compiles} | {rate:.1f} | {st['ok']} | "
+                     f"{st['mismatch']} | {st['crash']} | {st['timeout']} | {st['rejected']} | "
+                     f"{known} | "
+                     f"{st['overflow-ambiguous']} | {st['reference-error']} |")
+    lines += ["", "## Known deviations (explained, owned, counted above)", "",
+              "| id | targets | owner | fed special values | why |", "|---|---|---|---|---|"]
+    for k in KNOWN:
+        lines.append(f"| {k.id} | {', '.join(k.targets)} | {k.owner} | "
+                     f"{'yes' if k.feeds_specials else 'no'} | {k.why} |")
+    lines += ["", "Special input values (NaN, +-inf, subnormals, dtype extremes) per target: "
+              + ", ".join(f"{t}: {'yes' if input_policy(t) else 'no'}" for t in stats), ""]
+    lines += ["## Coverage", ""]
+    for t, s in stats.items():
+        lines.append(f"- **{t}** ops: " + ", ".join(f"{k} {v}" for k, v in sorted(s.ops.items())))
+        lines.append("  dtypes (graph inputs): "
+                     + ", ".join(f"{k} {v}" for k, v in sorted(s.dtypes.items())))
+    lines += ["", "## Unexplained mismatches, crashes and timeouts (shrunk)", ""]
+    found = [f for s in stats.values() for f in s.findings]
+    if not found:
+        lines.append("None.")
+    for f in found:
+        lines += [f"### {f['target']}: {f['status']} (seed {f['seed']})", "",
+                  f"{f['detail']}  ", f"{f.get('alone', '')}  ",
+                  f"shrunk {f['nodes']} -> {f['shrunk_nodes']} nodes; saved: "
+                  f"`{f.get('case', '-')}`", "", "```", f["ir"].rstrip(), "```", ""]
+    lines += ["## Typed rejections of well-typed graphs (shrunk, one per message)", "",
+              "A well-typed graph refused with a typed error. `RLX-L` codes are the dispatch "
+              "contract refusing honestly at legalization (no route to the target's "
+              "primitives: not a defect); any other code (render, shader, C build) is a claim "
+              "of the capability table the target could not honour.", ""]
+    for t, s in stats.items():
+        for r in s.rejections.values():
+            lines += [f"### {t}: {r['detail']} ({r.get('count', 1)} graphs)", ""]
+            if r.get("refused"):
+                lines += [f"Not generated for {t} after this: `{r['refused'][0]}` on "
+                          f"`{r['refused'][1]}` (the claim the target refused).", ""]
+            lines += ["```", r["ir"].rstrip(), "```", ""]
+    lines += ["## Samples of known / overflow-ambiguous outputs", ""]
+    for t, s in stats.items():
+        for k, e in enumerate(s.examples[:4]):
+            lines.append(f"- {t} {e['status']} {e['known']} seed {e['seed']}: {e['detail']}")
+            if k < 2:
+                lines += ["", "  ```", *("  " + x for x in e["ir"].rstrip().splitlines()),
+                          "  ```"]
+    _write_atomic(path, "\n".join(lines) + "\n")
+
+
