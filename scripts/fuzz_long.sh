@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
-# The long differential fuzz run of issue 31: one process per executing target (they finish
-# independently: cpu is ~20x cheaper per graph than vulkan), each stopping at COUNT graphs or
-# after MINUTES, at nice 19. Reports: benchmarks/results/fuzz_long_<target>_<cpu model>.md and
-# .json (rewritten after every pack); shrunk findings under fuzz-out/cases/<target>/.
-#   COUNT=10000 MINUTES=45 TARGETS="cpu webgpu" scripts/fuzz_long.sh
+# The long differential fuzz run of issue 31, as shards that accumulate across sessions: one
+# process per target, each covering case indices START .. START+COUNT-1 of SEED and resuming
+# its own state (the report's .json twin) when it was stopped before, for MINUTES this session.
+# Shard reports: benchmarks/results/fuzz_shards/fuzz_<target>_<cpu>_s<SEED>_<START>.md (+ .json,
+# rewritten after every pack); shrunk findings under fuzz-out/cases/<target>/. Then merge:
+#   python -m rlx_core.testing.shards --report 'benchmarks/results/fuzz_long_{target}_<cpu>.md' \
+#     benchmarks/results/fuzz_shards/fuzz_<target>_<cpu>_*.json
+#   TARGETS="opengl directx" MINUTES=90 FAST=1 scripts/fuzz_long.sh
+# FAST=1 adds --driver-fast-compile (Mesa's gallivm without LLVM's optimisation passes).
 set -u
 COUNT=${COUNT:-10000}
+START=${START:-0}
 MINUTES=${MINUTES:-45}
-SEED=${SEED:-20261207}
+SEED=${SEED:-20261220}
+NICE=${NICE:-10}
 PY=${PYTHON:-python}
-cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | xargs | tr 'A-Z ' 'a-z_' | tr -cd 'a-z0-9_')
-targets=${TARGETS:-$($PY -c 'from rlx_core.testing.fuzz import executing_targets as e; print(*e())')}
-mkdir -p fuzz-out benchmarks/results
+cpu=$("$PY" -c 'from benchmarks.common import cpu_slug; from rlx_core.targets.cpu.identity import cpu_model; print(cpu_slug(cpu_model()))')
+targets=${TARGETS:-$("$PY" -c 'from rlx_core.testing.fuzz import executing_targets as e; print(*e())')}
+fast=()
+[ "${FAST:-0}" = 1 ] && fast=(--driver-fast-compile)
+mkdir -p fuzz-out benchmarks/results/fuzz_shards
 for t in $targets; do
   pack=40
   [ "$t" = cpu ] && pack=100  # one C build per pack: larger packs are cheaper per graph there
-  nice -n 19 "$PY" -m rlx_core.testing.fuzz --targets "$t" --count "$COUNT" --minutes "$MINUTES" \
-    --seed "$SEED" --pack "$pack" --report "benchmarks/results/fuzz_long_${t}_${cpu}.md" \
+  nice -n "$NICE" "$PY" -m rlx_core.testing.fuzz --targets "$t" --count "$COUNT" --start "$START" \
+    --minutes "$MINUTES" --seed "$SEED" --pack "$pack" --resume "${fast[@]}" \
+    --report "benchmarks/results/fuzz_shards/fuzz_${t}_${cpu}_s${SEED}_${START}.md" \
     --max-findings 4 --cases-dir "fuzz-out/cases/$t" > "fuzz-out/$t.log" 2>&1 &
 done
 wait

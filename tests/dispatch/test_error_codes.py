@@ -757,6 +757,34 @@ def p_z002():
     main(["--targets", "tpu9", "--minutes", "0.01"])
 
 
+def _fuzz_state(path, seed: int, start: int, graphs: int) -> None:
+    """A fuzz report's JSON state as a run on numpy of ``graphs`` cases from ``start`` leaves it."""
+    from rlx_core.testing.report import TargetStats, write_report
+
+    header = {"date": "-", "command": "-", "commit": "-", "cpu": "-", "isa": "-", "cores": 2,
+              "minutes": 1, "seed": seed, "pack": 10, "count": graphs, "start": start,
+              "max_ops": 6, "targets": ["numpy"], "elapsed_min": 0.5, "driver": "",
+              "sessions": []}
+    write_report(path, {"numpy": TargetStats(graphs=graphs, start=start, next=start + graphs)},
+                 header)
+
+
+def p_z005(tmp_path):
+    from rlx_core.testing.fuzz import main
+
+    _fuzz_state(tmp_path / "run.md", seed=1, start=0, graphs=10)
+    main(["--targets", "numpy", "--seed", "2", "--count", "10", "--resume",
+          "--report", str(tmp_path / "run.md")])  # the state is seed 1's
+
+
+def p_z006(tmp_path):
+    from rlx_core.testing.shards import merge
+
+    _fuzz_state(tmp_path / "a.md", seed=1, start=0, graphs=20)
+    _fuzz_state(tmp_path / "b.md", seed=1, start=10, graphs=20)  # cases 10-19 in both
+    merge([tmp_path / "a.md", tmp_path / "b.md"])
+
+
 def _numpy_case() -> Any:
     from rlx_core.testing.generator import generate
     from rlx_core.testing.profile import profile_for
@@ -1199,6 +1227,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-B005": p_b005, "RLX-H001": p_h001, "RLX-H002": p_h002,
     "RLX-H003": p_h003, "RLX-H004": p_h004, "RLX-H005": p_h005,
     "RLX-Z001": p_z001, "RLX-Z002": p_z002, "RLX-Z003": p_z003, "RLX-Z004": p_z004,
+    "RLX-Z005": p_z005, "RLX-Z006": p_z006,
     "RLX-E000": p_e000, "RLX-E101": p_e101, "RLX-E102": p_e102, "RLX-E103": p_e103,
     "RLX-Q001": p_q001, "RLX-Q002": p_q002, "RLX-Q003": p_q003, "RLX-Q004": p_q004,
     "RLX-S001": p_s001, "RLX-S002": p_s002, "RLX-S003": p_s003, "RLX-S020": p_s020,
