@@ -77,7 +77,8 @@ def synthesize(project: Project, timeout: float = 900) -> SynthReport:
         ffs = _count(stat, r"SB_DFF\w*")
         dsps = _count(stat, "SB_MAC16")
         pnr = _run([nextpnr, f"--{DEVICE[0]}", "--package", DEVICE[1], "--json", "top.json",
-                    "--asc", "top.asc", "--freq", "12", "--timing-allow-fail"], work, "nextpnr-ice40", timeout)
+                    "--asc", "top.asc", "--freq", "12", "--timing-allow-fail",
+                    "--seed", "1"], work, "nextpnr-ice40", timeout)
         lc = re.search(r"ICESTORM_LC:\s+(\d+)/\s*(\d+)", pnr)
         ram = re.search(r"ICESTORM_RAM:\s+(\d+)/\s*(\d+)", pnr)
         fmax = re.findall(r"Max frequency for clock\s+'[^']*':\s+([\d.]+) MHz", pnr)

@@ -3,7 +3,7 @@
 ``build`` applies the int8 rules of cortex-m (the strict check and the boundary), extracts the
 layer chain (layers.py), writes the Verilog project (verilog.py: ``rlx_top.v``, the layer
 module, ROM init files, the testbench) with ``RLX_FPGA_PARALLELISM`` MAC lanes per layer
-(default 8; ``RLX_FPGA_PIPELINE=1`` pipelines the requantize units), and builds it with
+(default 8; ``RLX_FPGA_PIPELINE=1`` registers the MAC lanes' products), and builds it with
 Verilator. ``run`` simulates one image; the Simulation behind
 it (``runtime.Simulation.run_calls``) many per launch, with cycles per inference.
 ``synth.synthesize(project)`` gives the yosys / nextpnr-ice40 report.
@@ -60,13 +60,14 @@ class FpgaTarget(Int8EmbeddedTarget):
         self.require_available()
         from rlx_core.targets.fpga.runtime import Simulation
         from rlx_core.targets.fpga.toolchain import build_simulator
+        from rlx_core.targets.fpga.verilog import layer_cycles
 
         proj, dp, src = self.project(lir, parallelism, pipeline)
         folder, hit = build_simulator(proj)
         sim = Simulation(src, dp, folder, dict(lir.param_data))
         layers = [{"k": x.k, "n": x.n, "lanes": p, "requantize": x.requant,
                    "weight_bits": x.weight_bits,
-                   "cycles": -(-x.n // p) * (x.k + 3 + p) + 2 + 2 * proj.pipeline}
+                   "cycles": layer_cycles(x, p, proj.pipeline)}
                   for x, p in zip(dp.layers, proj.parallelism, strict=True)]
         info = {"project_dir": str(folder), "cache": "hit" if hit else "miss",
                 "parallelism": list(proj.parallelism), "pipeline": proj.pipeline,

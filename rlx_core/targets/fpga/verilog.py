@@ -25,11 +25,27 @@ class Project:
     in_bytes: int
     out_words: int
     parallelism: tuple[int, ...]
-    pipeline: bool = False  # the requantize unit in three register stages (PIPE = 1)
+    pipeline: bool = False  # the MAC lanes' products registered (PIPE = 1)
 
     @property
     def weight_bytes(self) -> int:
         return sum(len(t.split()) for n, t in self.files.items() if n.startswith("w"))
+
+
+RQ_CYCLES = 36  # the serial requantize unit per output: load, 32 multiply steps, 3 stages
+
+
+def layer_cycles(layer: Layer, p: int, pipeline: bool) -> int:
+    """Cycles from the layer's start to its done, as vsrc/rlx_fc_layer.v runs: one element a
+    cycle, a group's last element held until the requantize unit has emptied the previous
+    group (RQ_CYCLES an output, or one for logits), then the last group's outputs."""
+    lat = 3 + int(pipeline)  # issue -> read -> (product) -> sum -> hand-over
+    last = free = 0  # when the previous group's last element issued; when the unit is free
+    for g in range(-(-layer.n // p)):
+        outs = min(p, layer.n - g * p) * (RQ_CYCLES if layer.requant else 1)
+        last = max(last + layer.k, free)
+        free = last + lat + outs
+    return free + 3
 
 
 def _bits(n: int) -> int:
@@ -97,7 +113,7 @@ def _instance(i: int, layer: Layer, p: int, last: bool, pipeline: bool) -> str:
 
 def render(dp: Datapath, parallelism: int | tuple[int, ...], pipeline: bool = False) -> Project:
     """The project for ``dp`` with ``parallelism`` MAC lanes (one value, or one per layer),
-    its requantize units pipelined or not."""
+    its MAC lanes pipelined (products registered) or not."""
     n = len(dp.layers)
     ps = tuple(parallelism) if isinstance(parallelism, tuple) else (parallelism,) * n
     ps = tuple(max(1, min(p, layer.n)) for p, layer in zip(ps, dp.layers, strict=True))
