@@ -9,7 +9,7 @@ symmetric per output channel; each conv becomes ``int_conv2d`` + per-channel ``r
 + relu on the integers, the flatten reshapes u8 values, the linears ``int_linear``), as a
 graph at batch 1 returning (logits, argmax). The host int8 reference is the numpy target on
 the same integer graph at batch 1,000. The firmware (``rlx.compile(..., target="cortex-m")``,
-``mps2-an386``, Cortex-M4F with SMLAD) runs every image under ``qemu-system-arm -icount
+``--board``: ``mps2-an386``, Cortex-M4F, or ``mps2-an505``, Cortex-M33; both with SMLAD) runs every image under ``qemu-system-arm -icount
 shift=0``, ``--chunk`` images per QEMU launch over semihosting files.
 
 Reported: f32, host int8 and firmware accuracy, predictions and logits identical to the host
@@ -18,11 +18,14 @@ reference, flash / RAM from the ELF, arena and conv scratch, instructions per in
     python benchmarks/bench_embedded_cnn.py --c1 16  # results/embedded_cortex_m_cnn_<cpu>.*
     python benchmarks/bench_embedded_cnn.py         # conv 8->16: 97.49%, half the instructions
     python benchmarks/bench_embedded_cnn.py --images 500 --no-write
+    python benchmarks/bench_embedded_cnn.py --c1 16 --board mps2-an505 --images 1000
+                                    # Cortex-M33: results/embedded_cortex_m_cnn_mps2-an505_<cpu>.*
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -31,6 +34,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import cpu_slug, machine, markdown_table, say, write_results  # noqa: E402
+
+CORES = {"mps2-an386": "Cortex-M4F (an386)", "mps2-an505": "Cortex-M33 (an505)"}
 
 
 def _train(args: argparse.Namespace, x: Any, y: Any) -> dict[str, Any]:
@@ -124,6 +129,8 @@ def main() -> None:
     ap.add_argument("--calib", type=int, default=1000, help="training images calibrated on")
     ap.add_argument("--chunk", type=int, default=2000, help="images per QEMU launch")
     ap.add_argument("--params", help="an .npz of f32 weights to reuse (saved if absent)")
+    ap.add_argument("--board", default="mps2-an386", help="mps2-an386 (Cortex-M4F) or "
+                    "mps2-an505 (Cortex-M33)")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
 
@@ -144,6 +151,7 @@ def main() -> None:
     ref_p = np.concatenate([np.asarray(o[1]) for o in outs])
     say(f"f32 {100 * (f32_pred == yt).mean():.2f}%, host int8 {100 * (ref_p == yt).mean():.2f}%")
 
+    os.environ["RLX_CORTEX_M_BOARD"] = args.board  # read by the target's build
     exe = rlx.compile(q1, target="cortex-m")
     fw = firmware_of(exe)
     logits, preds, instr = [], [], []
@@ -162,20 +170,21 @@ def main() -> None:
     exact = int(sum(np.array_equal(a, b) for a, b in zip(lg, ref_l, strict=True)))
     mem = exe.program.info["memory"]
     c1, c2, hid = (int(v) for v in (p["c1"].shape[0], p["c2"].shape[0], p["fc"].shape[0]))
-    info["load_average_end"] = round(__import__("os").getloadavg()[0], 2)
+    info["load_average_end"] = round(os.getloadavg()[0], 2)
     f32_acc, host_acc = float((f32_pred == yt).mean()), float((ref_p == yt).mean())
     table = markdown_table(
         ["model", "images", "f32 accuracy %", "host int8 accuracy %", "firmware accuracy %",
          "predictions = host int8", "logits bit-identical", "flash B", "RAM B", "arena B",
          "conv scratch B", "instructions / inference", "host ms / image (QEMU)"],
-        [[f"CNN conv{c1}-conv{c2}-fc{hid}-fc10, Cortex-M4F (an386), SMLAD", n,
+        [[f"CNN conv{c1}-conv{c2}-fc{hid}-fc10, {CORES[args.board]}, SMLAD", n,
           f"{100 * f32_acc:.2f}",
           f"{100 * host_acc:.2f}", f"{100 * acc:.2f}", f"{same} / {n}", f"{exact} / {n}",
           mem["flash_bytes"], mem["ram_bytes"], mem["arena_bytes"], mem["scratch_bytes"],
           f"{ins.mean():,.0f}", f"{secs / n * 1e3:.1f}"]])
     flags = "".join(f" --{k} {v}" for k, v, d in (("images", args.images, 10000),
                                                  ("epochs", args.epochs, 4), ("c1", c1, 8),
-                                                 ("c2", c2, 16), ("hidden", hid, 32)) if v != d)
+                                                 ("c2", c2, 16), ("hidden", hid, 32),
+                                                 ("board", args.board, "mps2-an386")) if v != d)
     md = (f"# int8 MNIST CNN as Cortex-M firmware under QEMU\n\n"
           f"Command: `python benchmarks/bench_embedded_cnn.py{flags}`. Host: {info['cpu']}, "
           f"{info['cores']} cores, load average {info.get('load_average_1m')} at the start, "
@@ -194,14 +203,15 @@ def main() -> None:
           "buffers, the conv steps' NCHW<->NHWC scratch, 4 KiB stack).\n")
     print(md)
     if not args.no_write:
-        write_results(f"embedded_cortex_m_cnn_{cpu_slug(info['cpu'])}",
+        board = "" if args.board == "mps2-an386" else f"{args.board}_"
+        write_results(f"embedded_cortex_m_cnn_{board}{cpu_slug(info['cpu'])}",
                       {"machine": info, "images": n, "f32_accuracy": f32_acc,
                        "host_int8_accuracy": host_acc, "firmware_accuracy": acc,
                        "identical_predictions": same, "identical_logits": exact,
                        "memory": mem, "instructions_mean": float(ins.mean()),
                        "instructions_min": int(ins.min()), "instructions_max": int(ins.max()),
                        "host_seconds": secs, "epochs": args.epochs, "calib": args.calib,
-                       "channels": [c1, c2], "hidden": hid}, md)
+                       "channels": [c1, c2], "hidden": hid, "board": args.board}, md)
 
 
 if __name__ == "__main__":
