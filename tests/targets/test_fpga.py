@@ -47,9 +47,11 @@ def _sim(g, parallelism, pipeline=False):
 @pytest.mark.parametrize("lanes", [5])
 def test_mlp_logits_bit_exact(lanes):
     """u8 asymmetric activations, per-channel requantize, relu folded into the clamp; the
-    logits (i32 accumulators dequantized on the host) equal the numpy reference's. The
-    requantize units are pipelined (three stages, done two cycles later per layer); the
-    argmax test below runs them unpipelined."""
+    logits (i32 accumulators dequantized on the host) equal the numpy reference's. The MAC
+    lanes are pipelined (products registered, one cycle more a group); the argmax test below
+    runs them unpipelined. 5 lanes over 12 outputs: three groups, the last one partial, and
+    the serial requantize unit (36 cycles an output) longer than a group's 20 inputs, so the
+    MAC array waits for it: the cycle model (verilog.layer_cycles) counts that."""
     g, rng = _mlp_graph(argmax=False)
     prog, sim = _sim(g, lanes, pipeline=True)
     assert prog.info["pipeline"] and ".PIPE(1)" in prog.sources["rlx_top.v"]
@@ -99,6 +101,31 @@ def test_int8_argmax_in_the_datapath():
         assert np.array_equal(got[0], np.asarray(ref(x)))
 
 
+@needs_verilator
+def test_serial_requantize_at_the_edges():
+    """The serial requantize unit (magnitudes, shift-add multiply, TFLite's rounding) at the
+    extremes: multipliers up to 2^31 - 1, left shifts up to 30, right shifts up to 31, biases
+    of +-2^30 (the left shift wraps in 32 bits, as the reference's does)."""
+    rng = np.random.default_rng(7)
+    w = rng.integers(-127, 128, (7, 6)).astype(np.int8)
+    b = np.array([2**30, -2**30, 5, -7, 123456, -99999, 0], np.int32)
+    mult = [2**31 - 1, 2**30, 1518500250, 1, 2**30 + 1, 2**31 - 1, 1234567890]
+    shift = [3, 0, -1, -31, -30, 30, -12]
+
+    def model(x):
+        return qops.requantize(qops.int_linear(x, w, b, x_zero_point=5), mult, shift,
+                               zero_point=3, dtype="i8")
+
+    g = rlx.trace(model, np.zeros((1, 6), np.uint8))
+    prog, sim = _sim(g, 3)
+    ref = rlx.compile(g, target="numpy")
+    xs = [rng.integers(0, 256, (1, 6)).astype(np.uint8) for _ in range(24)]
+    res = sim.run_calls([[x] for x in xs])
+    for x, got in zip(xs, res.outputs, strict=True):
+        assert np.array_equal(got[0], np.asarray(ref(x)))
+    assert abs(res.instructions[0] - prog.info["cycles_estimate"]) <= 32
+
+
 def test_graph_outside_the_datapath_is_typed():
     def model(x, y):
         return qops.int_linear(x, np.ones((3, 4), np.int8)), qops.int_linear(
@@ -127,3 +154,26 @@ def test_verilog_project_renders_without_tools():
     top = proj.files["rlx_top.v"]
     assert "module rlx_top" in top and "rlx_fc_layer #(" in top and "s_ready" in top
     assert len(proj.files["w0.hex"].split()) == 3 * 20  # ceil(12 / 4) groups x K words
+
+
+def _synth_tools() -> str:
+    from rlx_core.targets.fpga.toolchain import find_tool
+
+    return "; ".join(why for path, why in (find_tool(t) for t in ("yosys", "nextpnr-ice40"))
+                     if path is None)
+
+
+@pytest.mark.skipif(bool(_synth_tools()), reason=f"cannot synthesize here: {_synth_tools()}")
+def test_smallest_design_synthesizes_and_places():
+    """yosys synth_ice40 + nextpnr-ice40 on the 20-12-5 MLP at 2 lanes: the weight ROMs become
+    block RAM (not LUTs), the serial requantize unit keeps the logic small, the design places
+    on the HX8K and reports an fmax."""
+    from rlx_core.targets.fpga.synth import synthesize
+
+    g, _ = _mlp_graph(argmax=False)
+    _, _, lir, _ = rlx.lower(g, target="fpga", record=False)
+    proj, _, _ = TARGET.project(lir, 2)
+    rep = synthesize(proj)
+    assert rep.brams >= 1 and rep.lc_total == 7680 and rep.bram_total == 32
+    assert 0 < rep.luts < 2000 and rep.ffs > 0 and rep.dsps == 0  # the HX8K has no DSP
+    assert 0 < rep.lc_used < rep.lc_total and rep.fmax_mhz > 0 and rep.generic_cells > 0
