@@ -20,7 +20,6 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m rlx_core.testing.fuzz " + " ".join(argv or sys.argv[1:])
     header, stats = _fresh_or_resumed(args, targets, command)
     for t in targets:  # pairs a resumed run had stopped generating stay stopped
-        profiles[t] = replace(profiles[t], ops=profiles[t].ops - set(stats[t].excluded))
+        profiles[t] = profiles[t].without(set(stats[t].excluded))
         stats[t].generator = stats[t].generator or generator_fingerprint(profiles[t])
     session = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit(),
                "command": command, "graphs": 0, "minutes": 0.0,
@@ -272,7 +271,7 @@ def _loop(args: argparse.Namespace, targets: list[str], profiles: dict[str, Any]
                     prev = s.rejections.setdefault(key, {**info, "count": 0})
                     prev["count"] += 1
                     if refused:  # stop generating it: listed in the report, not silent
-                        profiles[t] = replace(profiles[t], ops=profiles[t].ops - {refused})
+                        profiles[t] = profiles[t].without({tuple(refused)})
                         s.excluded.append(tuple(refused))
             elif o.status not in ("ok", *FINDINGS) and len(s.examples) < 12:
                 s.examples.append({"status": o.status, "known": o.known, "detail": o.detail,

@@ -341,6 +341,8 @@ class _Gen:
             return None
         x = self.pick(lambda v: v.type.dtype.is_float)
         d = x.type.dtype.name if x is not None else self.choice(floats)
+        if (op, d) in self.p.refused:  # the target refused this op at this dtype in this run
+            return None
         if x is None or (op in ("conv2d", "conv2d_fused", "max_pool2d", "avg_pool2d")
                          and x.type.rank != 4):
             x = self.fresh(d, (self.choice([1, 2]), self.choice([1, 2, 3]), self.choice([3, 4, 5]),
@@ -432,8 +434,8 @@ class _Gen:
             return None
         op = self.choice(["quantize", "dequantize", "requantize", "int_linear", "fake_quantize",
                           "int4_linear", "int_conv2d"])
-        if op not in self.p.hir:
-            return None
+        if op not in self.p.hir or any(r[0] == op for r in self.p.refused):
+            return None  # (their dtypes are fixed by the op: a refusal drops the op)
         if op == "int_conv2d":
             return self.int_conv2d()
         if op == "int4_linear":  # f32 x, u8 (out, in/2) packed nibbles, scale per group

@@ -3,7 +3,7 @@ and whether it is fed special values (decided by the known-deviations table, nev
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rlx_core.ir import dtypes as dt
@@ -28,11 +28,21 @@ class Profile:
     hir: tuple[str, ...]  # HIR ops (claimed natively or decomposed: both are exercised)
     specials: bool  # feed NaN / +-inf / subnormals / extremes
     index_dtype: str  # gather / embedding / argmax index type
+    # (op, dtype) pairs the target refused during this run: never drawn again, whether the op
+    # is drawn as a MIR primitive or as the HIR op of the same name (neg, requantize, ...)
+    refused: frozenset[tuple[str, str]] = frozenset()
 
     def claims(self, op: str, *dtypes: str) -> bool:
+        if any((op, d) in self.refused for d in dtypes):
+            return False
         if op in HIR_OPS:
             return op in self.hir and all(d in self.dtypes for d in dtypes)
         return all((op, d) in self.ops for d in dtypes)
+
+    def without(self, pairs: set[tuple[str, str]]) -> Profile:
+        """This profile with ``pairs`` refused: dropped from the claimed MIR pairs and never drawn
+        as an HIR op either."""
+        return replace(self, ops=self.ops - pairs, refused=self.refused | frozenset(pairs))
 
     @property
     def floats(self) -> tuple[str, ...]:

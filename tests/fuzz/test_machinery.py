@@ -42,15 +42,14 @@ def test_generator_covers_every_op_and_dtype() -> None:
         zero += any(0 in v.type.shape for v in c.graph.inputs)
         special += any(a.dtype.kind == "f" and not np.isfinite(a).all() for a in c.inputs)
     assert set(MIR_OPS) - ops == set()
-    # the quantization ops have their own exact tests (tests/quant, the decomposition and
-    # conformance cases); the generator does not build quantized graphs yet
-    # nor splatting graphs (tests/splat checks those ops against their oracle on each target)
-    from rlx_core.ir.ops.splat import SPLAT_OPS
-    from rlx_core.targets.numpy_ref.quant_semantics import QUANT_OPS
-
-    # nor dense linear algebra and sparse graphs (tests/linalg: numpy.linalg, scipy)
+    # not required here: the quantization ops (their own exact tests: tests/quant, the
+    # decomposition and conformance cases), splatting (tests/splat checks those ops against
+    # their oracle on each target), dense linear algebra and sparse graphs (tests/linalg:
+    # numpy.linalg, scipy)
     from rlx_core.ir.ops.linalg import LINALG_OPS
     from rlx_core.ir.ops.sparse import SPARSE_OPS
+    from rlx_core.ir.ops.splat import SPLAT_OPS
+    from rlx_core.targets.numpy_ref.quant_semantics import QUANT_OPS
 
     assert set(HIR_OPS) - ops - set(QUANT_OPS) - set(SPLAT_OPS) - set(LINALG_OPS) - \
         set(SPARSE_OPS) == set()
@@ -229,3 +228,20 @@ def test_attention_scores_past_the_working_dtype_are_order_dependent() -> None:
     small = np.full((1, 1, 2, 2), 2.0, np.float16)
     assert evaluate(g, [big, big, v]).stats[0].near_overflow
     assert not evaluate(g, [small, small, v]).stats[0].near_overflow
+
+
+def test_a_refused_pair_is_never_drawn_again_whatever_the_level_of_its_op() -> None:
+    """A target's refusal names an (op, dtype) pair; the run stops drawing it, whether the op is
+    a MIR primitive or an HIR op (gelu, requantize), which the claimed-pairs set alone missed."""
+    refused = {("exp", "f32"), ("gelu", "f64"), ("requantize", "i32")}
+    p = NUMPY.without(refused)  # unrefused, these 300 graphs draw all three (and gelu in f16)
+    assert not p.claims("exp", "f32") and p.claims("exp", "f64")
+    assert not p.claims("gelu", "f64") and p.claims("gelu", "f16")
+    drawn = set()
+    for i in range(300):
+        c = generate(p, (9, i))
+        drawn.update((n.op, n.inputs and c.graph.type_of(n.inputs[0]).dtype.name)
+                     for n in c.graph.nodes)
+    assert not drawn & {("exp", "f32"), ("gelu", "f64")}
+    assert not any(op == "requantize" for op, _ in drawn)
+    assert any(op == "exp" for op, _ in drawn)  # other dtypes of a refused op still come
