@@ -97,7 +97,8 @@ def test_openmp_flag_and_its_absence(tmp_path: Path, monkeypatch: pytest.MonkeyP
     exe = rlx.compile(lambda a: rlx.exp(a) * 2.0, x, target="cpu", record=False)
     assert exe.program.info["openmp"] is comp.openmp
     if comp.openmp:  # the kernel is big enough to be spread over the call's thread team
-        assert "#pragma omp for schedule(static) nowait" in "".join(exe.sources.values())
+        src = "".join(exe.sources.values())  # its chunks claimed from the call's counter
+        assert "rlx_team_claim(rlx_work)" in src and "rlx_team_done(" in src
         assert "#pragma omp parallel num_threads" in exe.program.info["source"]
     # a compiler without OpenMP: still builds, serial, and says so
     monkeypatch.setenv("RLX_CC", str(_wrapper(tmp_path, tmp_path / "log", reject_openmp=True)))
