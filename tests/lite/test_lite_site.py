@@ -73,18 +73,21 @@ def _run_all(page: Any, url: str, notebook: str) -> dict[str, Any]:
                            timeout=300_000)
     page.click(".lm-MenuBar-item:has-text('Run')", timeout=30_000)
     page.click(".lm-Menu-item[data-command='runmenu:run-all']", timeout=30_000)
+    # The line is matched and read in one step in the page: JupyterLab re-renders merged stream
+    # outputs and detaches the cells that scroll out of its windowed notebook, so an element
+    # found first may hold no text when read a moment later.
+    find = ("() => { for (const e of document.querySelectorAll('.jp-OutputArea-output')) {"
+            " const m = e.innerText.match(/RLX-RESULT (\\{.*\\})/); if (m) return m[1]; }"
+            " return null; }")
     try:
         # Pyodide installs and imports rlx in the page: minutes on a loaded 2-core machine
-        out = page.wait_for_selector(".jp-OutputArea-output:has-text('RLX-RESULT')",
-                                     timeout=900_000)
+        found = page.wait_for_function(find, timeout=900_000).json_value()
     except Exception as err:  # say what the notebook showed instead
         shown = page.evaluate("() => [...document.querySelectorAll('.jp-OutputArea-output')]"
                               ".map(e => e.innerText.slice(0, 600))")
         raise AssertionError(f"{notebook}: no RLX-RESULT line; outputs: {shown}; console: "
                              f"{page.console_lines[-20:]}") from err
-    found = re.search(r"RLX-RESULT (\{.*\})", out.inner_text())
-    assert found, out.inner_text()
-    return json.loads(found.group(1))  # type: ignore[no-any-return]
+    return json.loads(found)  # type: ignore[no-any-return]
 
 
 def _tour_reference() -> np.ndarray:
