@@ -44,13 +44,19 @@ def launch_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     oversubscribed; set here because it cannot know of other processes: a blocking MPI wait
     that spins without yielding starved the peer rank it waited for (a 1 MB all-reduce on 2
     ranks of a loaded 2-core machine: 24-66 ms spinning, 4 ms yielding). Each is a default:
-    a value already in the environment wins."""
+    a value already in the environment wins.
+
+    ``coll_libnbc_iallreduce_algorithm=1`` (ring): every rlx all-reduce is non-blocking (it has
+    a deadline), and libnbc's default below 4 ranks (binomial reduce + broadcast) made a 1 MB
+    all-reduce 1.2x the blocking ``Allreduce``; with the ring, on a quiet 2-rank run, it is
+    0.66x at 1 MB and 0.41-0.45x at 4-64 MB (benchmarks/results/distributed-*-libnbc1.md)."""
     env = dict(os.environ)
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     env.setdefault("OMPI_MCA_hwloc_base_binding_policy", "none")
     env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+    env.setdefault("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1")
     return {**env, **(extra or {})}
 
 
