@@ -8,6 +8,10 @@
 #     benchmarks/results/fuzz_shards/fuzz_<target>_<cpu>_*.json
 #   TARGETS="opengl directx" MINUTES=90 FAST=1 scripts/fuzz_long.sh
 # FAST=1 adds --driver-fast-compile (Mesa's gallivm without LLVM's optimisation passes).
+# SERIAL=1 runs the targets one after another (one process at a time: on a shared machine the
+# long run then takes one core's idle time, not one per target); a target may carry its own
+# minutes (TARGETS="opengl:30 vulkan:8"), and UNTIL=HH:MM (UTC) stops starting targets then
+# and cuts the last one's minutes to end by it.
 set -u
 COUNT=${COUNT:-10000}
 START=${START:-0}
@@ -20,12 +24,28 @@ targets=${TARGETS:-$("$PY" -c 'from rlx_core.testing.fuzz import executing_targe
 fast=()
 [ "${FAST:-0}" = 1 ] && fast=(--driver-fast-compile)
 mkdir -p fuzz-out benchmarks/results/fuzz_shards
-for t in $targets; do
-  pack=40
+run_one() {  # target minutes
+  local t=$1 pack=40
   [ "$t" = cpu ] && pack=100  # one C build per pack: larger packs are cheaper per graph there
   nice -n "$NICE" "$PY" -m rlx_core.testing.fuzz --targets "$t" --count "$COUNT" --start "$START" \
-    --minutes "$MINUTES" --seed "$SEED" --pack "$pack" --resume "${fast[@]}" \
+    --minutes "$2" --seed "$SEED" --pack "$pack" --resume "${fast[@]}" \
     --report "benchmarks/results/fuzz_shards/fuzz_${t}_${cpu}_s${SEED}_${START}.md" \
-    --max-findings 4 --cases-dir "fuzz-out/cases/$t" > "fuzz-out/$t.log" 2>&1 &
+    --max-findings 4 --cases-dir "fuzz-out/cases/$t" >> "fuzz-out/$t.log" 2>&1
+}
+for spec in $targets; do
+  t=${spec%%:*}
+  m=$MINUTES
+  [ "$spec" != "$t" ] && m=${spec#*:}
+  if [ "${SERIAL:-0}" = 1 ]; then
+    if [ -n "${UNTIL:-}" ]; then  # minutes left until UNTIL (UTC, today)
+      left=$(( ($(date -u -d "$UNTIL" +%s) - $(date -u +%s)) / 60 ))
+      [ "$left" -lt 2 ] && break
+      [ "$left" -lt "$m" ] && m=$left
+    fi
+    echo "[fuzz_long] $(date -u +%H:%M) $t for $m min" >> fuzz-out/fuzz_long.log
+    run_one "$t" "$m"
+  else
+    run_one "$t" "$m" &
+  fi
 done
 wait
