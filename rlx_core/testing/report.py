@@ -178,15 +178,25 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
         lines.append(f"- **{t}** ops: " + ", ".join(f"{k} {v}" for k, v in sorted(s.ops.items())))
         lines.append("  dtypes (graph inputs): "
                      + ", ".join(f"{k} {v}" for k, v in sorted(s.dtypes.items())))
-    lines += ["", "## Unexplained mismatches, crashes and timeouts (shrunk)", ""]
     found = [f for s in stats.values() for f in s.findings]
-    if not found:
-        lines.append("None.")
-    for f in found:
-        lines += [f"### {f['target']}: {f['status']} (seed {f['seed']})", "",
-                  f"{f['detail']}  ", f"{f.get('alone', '')}  ",
-                  f"shrunk {f['nodes']} -> {f['shrunk_nodes']} nodes; saved: "
-                  f"`{f.get('case', '-')}`", "", "```", f["ir"].rstrip(), "```", ""]
+    for title, group in (
+            ("Unexplained mismatches, crashes and timeouts (shrunk)",
+             [f for f in found if not f.get("reclassified")]),
+            ("Mismatches explained since the run (re-classified by the merger, counted as "
+             "known above)", [f for f in found if f.get("reclassified")])):
+        if not group and "since" in title:
+            continue
+        lines += ["", f"## {title}", ""]
+        if not group:
+            lines.append("None.")
+        for f in group:
+            lines += [f"### {f['target']}: {f['status']} (seed {f['seed']})", "",
+                      f"{f['detail']}  ", f"{f.get('alone', '')}  ",
+                      f"shrunk {f['nodes']} -> {f['shrunk_nodes']} nodes; saved: "
+                      f"`{f.get('case', '-')}`  "]
+            if f.get("triaged"):
+                lines.append(f"Re-checked by the merger: {f['triaged']}")
+            lines += ["", "```", f["ir"].rstrip(), "```", ""]
     lines += ["## Typed rejections of well-typed graphs (shrunk, one per message)", "",
               "A well-typed graph refused with a typed error. `RLX-L` codes are the dispatch "
               "contract refusing honestly at legalization (no route to the target's "

@@ -21,6 +21,7 @@ from typing import Any
 
 from rlx_core.errors import RlxError
 from rlx_core.testing.report import TargetStats, load_report, write_report
+from rlx_core.testing.triage import reclassify
 
 
 class FuzzShardError(RlxError):
@@ -66,8 +67,11 @@ def _add(total: TargetStats, s: TargetStats) -> None:
     total.excluded += [p for p in s.excluded if p not in total.excluded]
 
 
-def merge(paths: list[Path]) -> dict[str, tuple[dict[str, Any], TargetStats]]:
-    """Per target, the merged (header, stats) of the reports at ``paths``."""
+def merge(paths: list[Path], rerun: bool = True,
+          ) -> dict[str, tuple[dict[str, Any], TargetStats]]:
+    """Per target, the merged (header, stats) of the reports at ``paths``, its unexplained
+    mismatches re-classified against the current table (``rerun``: by running their saved
+    cases where the target executes)."""
     by_target: dict[str, list[tuple[Path, dict[str, Any], TargetStats]]] = \
         collections.defaultdict(list)
     for p in paths:
@@ -108,7 +112,9 @@ def merge(paths: list[Path]) -> dict[str, tuple[dict[str, Any], TargetStats]]:
         total.covered = _coalesce([(seed, a, b) for seed, a, b, _ in seen])
         gens = sorted({s.generator for _, _, s in parts if s.generator})
         total.generator = ", ".join(gens)
+        moved = reclassify(t, total, rerun)
         out[t] = (_header(t, parts, total), total)
+        out[t][0]["reclassified"] = moved
     return out
 
 
@@ -148,8 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("reports", nargs="+", type=Path, help="shard reports (.md or .json)")
     ap.add_argument("--report", required=True,
                     help="the merged report; {target} is replaced by each target's name")
+    ap.add_argument("--no-rerun", action="store_true",
+                    help="re-classify unexplained mismatches by their saved cases' triage "
+                         "records only, without running them on their targets")
     args = ap.parse_args(argv)
-    merged = merge(args.reports)
+    merged = merge(args.reports, rerun=not args.no_rerun)
     if len(merged) > 1 and "{target}" not in args.report:
         raise FuzzShardError(f"the shards hold {len(merged)} targets ({', '.join(merged)}) "
                              "and --report has no {target} to tell their reports apart",
@@ -162,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         bad += st["mismatch"] + st["crash"] + st["timeout"]
         print(f"[shards] {t}: {total.graphs:,} graphs from {len(header['shards'])} shard(s), "
               f"{st['mismatch']} unexplained mismatches, {st['crash']} crashes, "
-              f"{st['timeout']} timeouts -> {path}")
+              f"{st['timeout']} timeouts ({header['reclassified']} re-classified as known) "
+              f"-> {path}")
     return 1 if bad else 0
 
 

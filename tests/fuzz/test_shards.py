@@ -62,3 +62,50 @@ def test_shards_merge_into_the_figures_of_one_run_and_never_overlap(tmp_path) ->
     with pytest.raises(RlxError) as err:  # the whole run covers both shards' cases
         merge([tmp_path / "a.md", tmp_path / "whole.md"])
     assert err.value.code == "RLX-Z006" and "0-19" in str(err.value)
+
+
+def _with_finding(tmp_path: Path, name: str, case: str) -> Path:
+    """A numpy shard of 10 graphs, one of them a mismatch found before its triage: its finding
+    names a saved case (``case``: a file name, written by the run under fuzz-out/)."""
+    _run(tmp_path, name, "--count", "10")
+    state = tmp_path / f"{name}.json"
+    data = json.loads(state.read_text())
+    t = data["targets"]["numpy"]
+    t["status"]["ok"] -= 1
+    t["status"]["mismatch"] = 1
+    t["findings"] = [{"target": "numpy", "status": "mismatch", "seed": [11, 0, 3],
+                      "detail": "got nan, want inf", "nodes": 3, "shrunk_nodes": 1,
+                      "case": f"fuzz-out/cases/numpy/{case}", "ir": "hir @fuzz {}"}]
+    state.write_text(json.dumps(data))
+    return state
+
+
+@pytest.mark.parametrize("rerun", [True, False])
+def test_the_merger_reclassifies_a_mismatch_triaged_after_its_shard(tmp_path, rerun) -> None:
+    """The opengl shard of 2026-12-05 counted a mismatch triaged after it was written
+    (f64-composite-specials): the merged report counts it as known, by running its saved case
+    (moved to tests/fuzz/cases by the triage) or, without re-running, by its triage record."""
+    state = _with_finding(tmp_path, "a", "numpy-ccd602811f.rlx")  # known:f64-composite-specials
+    _, total = merge([state], rerun=rerun)["numpy"]
+    assert (total.status["mismatch"], total.status["known"]) == (0, 1)
+    assert dict(total.known) == {"f64-composite-specials": 1}
+    how = total.findings[0]["triaged"]
+    assert ("explained by f64-composite-specials" if rerun else "triage record") in how
+    out = tmp_path / "m_{target}.md"
+    assert merge_main([str(state), "--report", str(out)] + ([] if rerun else ["--no-rerun"])) == 0
+    text = (tmp_path / "m_numpy.md").read_text()
+    assert "## Mismatches explained since the run" in text and "Re-checked by the merger" in text
+
+
+def test_the_merger_keeps_a_mismatch_nothing_explains(tmp_path) -> None:
+    """A finding whose case is fixed-but-counted (``fixed``: passes now) or missing stays an
+    unexplained mismatch, with the reason."""
+    state = _with_finding(tmp_path, "b", "numpy-7de635db66.rlx")
+    meta = json.loads(Path(__file__).parent.joinpath("cases/numpy-7de635db66.json").read_text())
+    assert meta["status"] == "fixed"
+    _, total = merge([state])["numpy"]
+    assert total.status["mismatch"] == 1 and "passes now" in total.findings[0]["triaged"]
+    state = _with_finding(tmp_path, "c", "numpy-nosuchcase.rlx")
+    _, total = merge([state], rerun=False)["numpy"]
+    assert total.status["mismatch"] == 1 and "no saved case" in total.findings[0]["triaged"]
+    assert merge_main([str(state), "--report", str(tmp_path / "x_{target}.md")]) == 1

@@ -1,0 +1,92 @@
+"""Re-classify a report's unexplained mismatches against the current known-deviations table.
+
+A long run's shards are written over sessions; a mismatch found in one is triaged later (a new
+entry in ``deviations.py``, the shrunk case saved under ``tests/fuzz/cases`` as
+``known:<id>``), so a shard written before its triage still counts it as unexplained. The
+merger (``shards.py``) calls ``reclassify`` on every target's totals: each unexplained mismatch
+that has a saved case is run again on its target with the current code and moved to ``known``
+when an entry now explains it; where the target does not execute here, the saved case's triage
+record is used instead, provided its entry still covers the target (``tests/fuzz/test_cases.py``
+checks that record wherever the target runs). The finding keeps its text, with a line saying
+how it was re-classified. Mismatches past ``--max-findings`` were not shrunk or saved: they
+stay unexplained.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rlx_core.errors import RlxError
+from rlx_core.testing.report import TargetStats, commit
+
+# triaged cases live in the repository, beside the tests that replay them
+CASES = Path(__file__).resolve().parents[2] / "tests" / "fuzz" / "cases"
+
+
+def saved_case(finding: dict[str, Any]) -> Path | None:
+    """The finding's saved ``.rlx``: where the run wrote it, or moved into ``tests/fuzz/cases``
+    by its triage."""
+    where = finding.get("case")
+    if not where:
+        return None
+    for path in (Path(where), CASES / Path(where).name):
+        if path.is_file():
+            return path
+    return None
+
+
+def _executes(target: str) -> bool:
+    from rlx_core.testing.fuzz import executing_targets  # (imports every registry target)
+
+    return target in executing_targets()
+
+
+def _verdict(target: str, path: Path, rerun: bool) -> tuple[str, str]:
+    """(deviation id or '', how it was decided) for the saved case at ``path``."""
+    from rlx_core.testing.cases import load
+    from rlx_core.testing.deviations import entries_for
+    from rlx_core.testing.runner import KNOWN, OK, run_one
+
+    case, meta = load(path)
+    if rerun and _executes(target):
+        o = run_one(target, case)
+        when = f"re-run {time.strftime('%Y-%m-%d', time.gmtime())} at {commit() or '-'}"
+        if o.status == KNOWN:
+            return o.known, f"{when}: explained by {o.known}"
+        if o.status == OK:
+            return "", f"{when}: passes now (fixed since); still counted as found"
+        return "", f"{when}: still {o.status} ({o.detail})"
+    status = str(meta.get("status", ""))
+    entry = status.split(":", 1)[1] if status.startswith("known:") else ""
+    if entry and entry in {k.id for k in entries_for(target)}:
+        return entry, (f"triage record {path.name} ({status}); not re-run: {target} does not "
+                       "execute here")
+    return "", f"triage record {path.name}: {status or 'no status'}; not re-run"
+
+
+def reclassify(target: str, stats: TargetStats, rerun: bool = True) -> int:
+    """Move ``stats``' unexplained mismatches that the current table explains to ``known``
+    (per entry); returns how many moved. Each finding gets a ``triaged`` note either way."""
+    moved = 0
+    for f in stats.findings:
+        if f.get("status") != "mismatch" or f.get("target", target) != target \
+                or f.get("reclassified"):
+            continue
+        path = saved_case(f)
+        if path is None:
+            f["triaged"] = "no saved case found: not re-classified"
+            continue
+        try:
+            entry, how = _verdict(target, path, rerun)
+        except RlxError as err:  # an unreadable case stays unexplained, and says why
+            entry, how = "", f"cannot re-check: {err}"
+        f["triaged"] = how
+        if entry and stats.status["mismatch"] > 0:
+            stats.status["mismatch"] -= 1
+            stats.status["known"] += 1
+            stats.known[entry] += 1
+            f["reclassified"] = f"known:{entry}"
+            moved += 1
+    return moved
