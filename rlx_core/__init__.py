@@ -25,6 +25,7 @@ from rlx_core.errors import (
     TraceError,
     VerifyError,
 )
+from rlx_core.frontend import elementwise as _ew
 from rlx_core.frontend.ops import (
     arange,
     argmax,
@@ -64,7 +65,6 @@ from rlx_core.ir.dtypes import (
     u32,
 )
 from rlx_core.runtime.executable import Executable
-from rlx_core.frontend import elementwise as _ew
 
 exp, log, sqrt, rsqrt, tanh, erf, sin, cos, abs, floor, ceil, sign = (
     _ew.exp, _ew.log, _ew.sqrt, _ew.rsqrt, _ew.tanh, _ew.erf, _ew.sin, _ew.cos, _ew.abs,
@@ -106,6 +106,25 @@ _LAZY = {
     "linalg": ("rlx_core.linalg", None),
     "sparse": ("rlx_core.sparse", None),
 }
+
+
+# The public names: the eager re-exports above and the lazily resolved ones.
+__all__ = [
+    "nn", "JitFunction", "TargetInfo", "compile", "jit", "lower", "targets", "CompileTrace",
+    "ArgumentError", "AxisError", "DTypeError", "IRParseError", "RlxError", "ShapeError",
+    "TargetUnavailableError", "TraceError", "VerifyError",
+    "arange", "argmax", "asarray", "astype", "broadcast_to", "concat", "iota", "matmul", "mean",
+    "ones", "param", "reshape", "stack", "swapaxes", "take", "transpose", "where", "zeros",
+    "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sin", "cos", "abs", "floor", "ceil", "sign",
+    "maximum", "minimum", "sigmoid",
+    "Tensor", "TensorSpec", "block", "spec", "trace",
+    "DType", "bf16", "bool_", "c64", "f16", "f32", "f64", "i4", "i8", "i16", "i32", "i64", "u8",
+    "u32", "Executable", "__version__", *_LAZY,
+]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def __getattr__(name: str) -> Any:

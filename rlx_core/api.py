@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from rlx_core.compile_trace import CompileTrace
 from rlx_core.errors import RlxError, RlxWarning, TargetUnavailableError
@@ -200,7 +201,7 @@ class JitFunction:
         have = self._specializations[-1][0]
         if len(have) != len(key):
             return f"argument count {len(key)} != {len(have)}"
-        for i, (g, k) in enumerate(zip(have, key)):
+        for i, (g, k) in enumerate(zip(have, key, strict=False)):
             if g[0] != k[0]:
                 return f"arg {i} shape {list(k[0])} != {list(g[0])}"
             if g[1] != k[1]:

@@ -6,9 +6,10 @@ import argparse
 import importlib.util
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Sequence
+from typing import Any
 
 from rlx_core.errors import RlxError
 
@@ -193,7 +194,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     outs = out if isinstance(out, tuple) else (out,)
     wants = want if isinstance(want, tuple) else (want,)
     worst = max(float(np.max(np.abs(np.asarray(o, np.float64) - np.asarray(w, np.float64))))
-                if np.size(o) else 0.0 for o, w in zip(outs, wants))
+                if np.size(o) else 0.0 for o, w in zip(outs, wants, strict=False))
     same = " (the reference itself: pass --target cpu to compare)" if target == "numpy" else ""
     print(f"{args.file}: ran on {target}; max |difference| vs numpy reference = {worst:.3g}{same}")
     return 0

@@ -7,8 +7,9 @@ Recording is opt-in: passes receive ``trace=None`` when it is off and skip all r
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 SCHEMA_VERSION = 1
 
@@ -17,7 +18,8 @@ def code_location(fn: Callable[..., Any]) -> tuple[str, int]:
     """(file, first line) of a function: where a rule or pass is written."""
     code = getattr(fn, "__code__", None)
     if code is None:
-        code = getattr(getattr(fn, "__call__", None), "__code__", None)
+        # a callable object: its __call__ method carries the code (callable() says nothing of it)
+        code = getattr(getattr(fn, "__call__", None), "__code__", None)  # noqa: B004
     if code is None:
         return ("", 0)
     return (_relative(code.co_filename), code.co_firstlineno)
@@ -96,7 +98,7 @@ class CompileTrace:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "CompileTrace":
+    def from_json(cls, data: dict[str, Any]) -> CompileTrace:
         data = dict(data)
         data.pop("schema", None)
         steps = [PassStep(**{**s, "rules": [RuleApplication(**r) for r in s.get("rules", [])]})

@@ -1,5 +1,6 @@
 """Writes examples/02_minilm.ipynb and examples/03_mnist_training.ipynb (source kept here)."""
 from pathlib import Path
+
 import nbformat
 
 EX = Path(__file__).resolve().parent.parent / "examples"

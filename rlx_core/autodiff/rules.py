@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from rlx_core.autodiff.splat_rules import SPLAT_VJP_RULES
 from rlx_core.autodiff.linalg_rules import LINALG_VJP_RULES
+from rlx_core.autodiff.splat_rules import SPLAT_VJP_RULES
 from rlx_core.dispatch.decompositions import axis_of
 from rlx_core.ir.builder import Builder
 from rlx_core.ir.graph import Node, Value

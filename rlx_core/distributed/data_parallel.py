@@ -92,7 +92,8 @@ class DataParallelStep(CompiledStep):
         cut = len(names) - self._n_batch
         return RankProgram(self.graph, self.comm.rank, self.comm.size,
                            {name: (0 if i >= cut else None) for i, name in enumerate(names)},
-                           [(b.value, "all_reduce(mean)", b.nbytes) for b in self.buckets])
+                           [(b.value, "all_reduce(mean)", b.nbytes) for b in self.buckets],
+                           kind="data parallel")
 
     def __call__(self, *local_batch: Any) -> float:
         with use_communicator(self.comm):  # the step's collectives run on this group

@@ -127,6 +127,7 @@ class RankProgram:
     collectives: list[tuple[str, str, int]] = field(default_factory=list)
 
     source: str = ""  # "@name sha256:... (input types)" of the graph before partitioning
+    kind: str = "tensor parallel"  # or "data parallel": how the explorer's view names it
 
     def check_ranks(self, comm: Any = None) -> None:
         """RLX-N004 on every rank unless all ranks partitioned the same graph (its printed

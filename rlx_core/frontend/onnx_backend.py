@@ -104,12 +104,12 @@ class RlxBackendRep(BackendRep):
             feeds = {k: np.asarray(v) for k, v in inputs.items()}
         else:
             items = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
-            feeds = {name: np.asarray(v) for name, v in zip(self.input_names, items)}
+            feeds = {name: np.asarray(v) for name, v in zip(self.input_names, items, strict=False)}
         c = self._compile(feeds)
         outs = c.exe(*[feeds[n] for n in c.input_names])
         if len(c.exe.lir.outputs) == 1:
             outs = (outs,)
-        return tuple(_onnx_array(o, vi) for o, vi in zip(outs, self.model.graph.output))
+        return tuple(_onnx_array(o, vi) for o, vi in zip(outs, self.model.graph.output, strict=False))
 
 
 def _bucket(arr: Any) -> tuple[int, int] | None:
@@ -167,12 +167,12 @@ class RlxBackend(Backend):
         arrays = [np.asarray(x) for x in inputs]
         vis = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype),
                                              a.shape)
-               for name, a in zip(node.input, arrays) if name]
+               for name, a in zip(node.input, arrays, strict=False) if name]
         outs = [helper.make_tensor_value_info(o, 0, None) for o in node.output if o]
         graph = helper.make_graph([node], "run_node", vis, outs)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid(
             "", kwargs.pop("opset_version", onnx.defs.onnx_opset_version()))])
-        feeds = {name: a for name, a in zip(node.input, arrays) if name}
+        feeds = {name: a for name, a in zip(node.input, arrays, strict=False) if name}
         rep = cls.prepare(model, device, **kwargs)
         return rep.run(feeds)
 

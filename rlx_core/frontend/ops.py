@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rlx_core.errors import AxisError, DTypeError, ShapeError, TraceError
+from rlx_core.frontend.tracer import INLINE_CONSTANT_LIMIT, current, flatten_nested, type_of_example
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Value
 from rlx_core.ir.ops.base import broadcast_shapes, normalize_axis
-from rlx_core.frontend.tracer import INLINE_CONSTANT_LIMIT, current, flatten_nested, type_of_example
 
 
 def _tensor(v: Value) -> Any:

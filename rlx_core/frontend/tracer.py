@@ -8,8 +8,9 @@ import math
 import os
 import sys
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from rlx_core.errors import RlxError, TraceError
 from rlx_core.ir import dtypes as dt
@@ -228,7 +229,7 @@ def trace(fn: Callable[..., Any], *example_args: Any, name: str | None = None) -
     ctx = TraceContext(name or getattr(fn, "__name__", "fn"))
     with _active(ctx):
         args = []
-        for arg_name, arg in zip(_arg_names(fn, len(example_args)), example_args):
+        for arg_name, arg in zip(_arg_names(fn, len(example_args)), example_args, strict=False):
             args.append(Tensor(ctx.add_input(arg_name, type_of_example(arg))))
         try:
             result = fn(*args)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from rlx_core.errors import RlxError
 from rlx_core.ir.graph import UNKNOWN_LOC, Loc, Node, TensorType, Value, freeze_attrs

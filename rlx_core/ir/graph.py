@@ -11,8 +11,9 @@ import enum
 import math
 import operator
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator
+from typing import Any
 
 from rlx_core.ir.dtypes import DType
 
@@ -117,7 +118,7 @@ class Loc:
     def where(self) -> str:
         return f"{self.file}:{self.line}" if self.file else "<unknown>"
 
-    def with_origin(self, origin: str, origin_op: str) -> "Loc":
+    def with_origin(self, origin: str, origin_op: str) -> Loc:
         return replace(self, origin=origin, origin_op=origin_op)
 
 
@@ -294,7 +295,7 @@ class Graph:
 
     # -- building new graphs -------------------------------------------------------------------
     def with_nodes(self, nodes: tuple[Node, ...] | list[Node], outputs: tuple[str, ...] | None = None,
-                   level: Level | None = None) -> "Graph":
+                   level: Level | None = None) -> Graph:
         """A copy with other nodes (and optionally outputs / level); LIR structure is dropped."""
         return Graph(
             name=self.name,

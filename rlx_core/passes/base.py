@@ -7,8 +7,9 @@ is set, so tracing costs nothing when it is off.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from rlx_core.compile_trace import CompileTrace
 from rlx_core.ir.graph import Graph, Node

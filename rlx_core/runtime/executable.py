@@ -3,8 +3,9 @@ the parameters it is bound to, and the CompileTrace that explains it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from rlx_core.compile_trace import CompileTrace
 from rlx_core.errors import ArgumentError
@@ -72,7 +73,7 @@ class Executable:
         if len(args) != len(want):
             raise ArgumentError(f"{self.name} was compiled for {len(want)} argument(s), got "
                                 f"{len(args)}")
-        for i, (arg, ty) in enumerate(zip(args, want)):
+        for i, (arg, ty) in enumerate(zip(args, want, strict=False)):
             got = type_of_example(arg)
             if got.shape != ty.shape or (got.dtype != ty.dtype and not _compatible(got.dtype, ty.dtype)):
                 raise ArgumentError(
@@ -131,7 +132,7 @@ class Executable:
         host = self._as_is(args)
         if host is None:
             self.check_args(args)
-            host = [_to_host(a, t) for a, t in zip(args, self.input_types)]
+            host = [_to_host(a, t) for a, t in zip(args, self.input_types, strict=False)]
         self.check_memory()
         if self._narrowed is None:  # i64 inputs compiled as i32 (runtime/narrowed_io.py)
             self._narrowed = narrowed_inputs(self.hir, self.lir, self.input_ranges)

@@ -8,8 +8,9 @@ something runnable (``build``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from rlx_core.ir.graph import Graph
 

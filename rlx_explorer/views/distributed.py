@@ -1,4 +1,4 @@
-"""Distributed view: the per-rank programs of a tensor-parallel partition (one colour per
+"""Distributed view: the per-rank programs of a tensor- or data-parallel step (one colour per
 rank, each inserted collective with its bytes and position) and a pipeline schedule as a
 timeline with the bubble visible, as self-contained HTML (no ranks are launched).
 
@@ -32,7 +32,8 @@ def partition_view(progs: Sequence[Any]) -> dict[str, Any]:
                       "sharded_inputs": {k: a for k, a in p.input_axes.items() if a is not None},
                       "sharded_params": sorted(set(p.graph.param_data) & {
                           v.name for v in p.graph.params})})
-    return {"ranks": ranks, "size": len(progs)}
+    kind = getattr(progs[0], "kind", "tensor parallel") if progs else "tensor parallel"
+    return {"ranks": ranks, "size": len(progs), "kind": kind}
 
 
 def simulate_schedule(kind: str, stages: int, micro: int,
@@ -106,7 +107,7 @@ def distributed_html(view: dict[str, Any] | None = None,
     parts = [f"<div class='rlx-distributed' style='font:12px sans-serif'>"
              f"<h3 style='margin:4px 0'>{esc(title)}</h3>"]
     if view is not None:
-        parts.append(f"<p>tensor parallel over {view['size']} rank(s); collectives are bold, in "
+        parts.append(f"<p>{esc(view.get('kind', 'tensor parallel'))} over {view['size']} rank(s); collectives are bold, in "
                      "program order, with the bytes each rank sends into them</p>"
                      "<div style='display:flex;gap:12px;align-items:flex-start'>")
         for r in view["ranks"]:

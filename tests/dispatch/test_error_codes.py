@@ -794,7 +794,6 @@ def _numpy_case() -> Any:
 
 def p_z003():
     from rlx_core.testing.watchdog import Worker
-
     from tests.fuzz.test_watchdog import slow_case
 
     worker = Worker()

@@ -104,6 +104,7 @@ def test_a_one_rank_step_trains_as_compile_step_and_shows_its_buckets() -> None:
     assert prog.input_axes[step.graph.inputs[-1].name] == 0  # the batch is split
     assert prog.input_axes[step.graph.inputs[0].name] is None  # parameters are whole
     page = distributed_html(partition_view([prog]), title="DP step")
+    assert "data parallel over 1 rank(s)" in page and "tensor parallel" not in page
     for b in step.buckets:
         assert f"all_reduce(mean)</b> %{b.value} ({b.nbytes:,} B)" in page
     # the explorer's graph view boxes each bucket's concat / all_reduce / split as one scope

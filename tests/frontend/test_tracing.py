@@ -11,7 +11,7 @@ from tests.conftest import assert_close
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((3, 4, 5)).astype(np.float32)
 Y = RNG.standard_normal((4, 5)).astype(np.float32)
-I = RNG.integers(-5, 5, size=(3, 4)).astype(np.int32)
+IDX = RNG.integers(-5, 5, size=(3, 4)).astype(np.int32)
 
 CASES = {
     "broadcast_add": (lambda x, y: x + y, (X, Y)),
@@ -80,10 +80,10 @@ def test_gather_index_with_tensor():
 
 def test_int_arithmetic_keeps_int_semantics():
     fn = lambda a: (a * 3 + 1, a // 2, a % 3)  # noqa: E731
-    exe = rlx.compile(fn, I, target="numpy")
-    got = exe(I)
-    np.testing.assert_array_equal(got[0], I * 3 + 1)
-    np.testing.assert_array_equal(got[1], I // 2)  # floor division, as numpy
+    exe = rlx.compile(fn, IDX, target="numpy")
+    got = exe(IDX)
+    np.testing.assert_array_equal(got[0], IDX * 3 + 1)
+    np.testing.assert_array_equal(got[1], IDX // 2)  # floor division, as numpy
 
 
 def test_shape_error_names_op_shapes_and_line():

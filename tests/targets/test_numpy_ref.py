@@ -21,8 +21,8 @@ from rlx_core.ir.builder import Builder, infer_type
 from rlx_core.ir.graph import Graph, Level, TensorType, Value, ValueKind
 from rlx_core.ir.ops import HIR_OPS, MIR_OPS
 from rlx_core.ir.ops.linalg import LINALG_OPS
-from rlx_core.ir.ops.sparse import SPARSE_OPS
 from rlx_core.ir.ops.mir import BINARY, COMPARE, UNARY
+from rlx_core.ir.ops.sparse import SPARSE_OPS
 from rlx_core.ir.ops.splat import SPLAT_OPS
 from rlx_core.ir.verifier import verify
 from rlx_core.passes.base import PassContext

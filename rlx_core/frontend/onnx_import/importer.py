@@ -282,7 +282,7 @@ def _import_proto(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None,
             crashed.append(where)
             broken.update(o for o in node.output if o)
             continue
-        for oname, val in zip(node.output, outs):
+        for oname, val in zip(node.output, outs, strict=False):
             if oname and val is not None:
                 cx.env[oname] = val
 

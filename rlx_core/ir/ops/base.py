@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rlx_core.errors import AxisError, DTypeError, ShapeError
 from rlx_core.ir.dtypes import DType

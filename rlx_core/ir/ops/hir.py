@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from rlx_core.errors import DTypeError
-from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Level, TensorType
 from rlx_core.ir.ops.base import AttrSpec, OpDef, normalize_axis, require, require_same_dtype
 from rlx_core.ir.ops.linalg import linalg_defs
 from rlx_core.ir.ops.quant import quant_defs
-from rlx_core.ir.ops.splat import splat_defs
 from rlx_core.ir.ops.sparse import sparse_defs
+from rlx_core.ir.ops.splat import splat_defs
 
 T = TensorType
 

@@ -147,7 +147,7 @@ def _slice(ins: list[T], a: dict[str, Any]) -> T:
     require(len(start) == len(limit) == len(stride) == x.rank, "slice",
             f"start/limit/stride need one entry per axis of {x}")
     shape = []
-    for s, lim, st, d in zip(start, limit, stride, x.shape):
+    for s, lim, st, d in zip(start, limit, stride, x.shape, strict=False):
         require(0 <= s <= lim <= d and st >= 1, "slice",
                 f"bounds {s}:{lim}:{st} invalid for an axis of size {d}")
         shape.append(max(0, -(-(lim - s) // st)))
@@ -160,7 +160,7 @@ def _pad(ins: list[T], a: dict[str, Any]) -> T:
     require(len(low) == len(high) == x.rank, "pad", f"low/high need one entry per axis of {x}")
     require(all(v >= 0 for v in low + high), "pad", "negative padding is not supported",
             hint="use slice to crop")
-    return T(x.dtype, tuple(d + lo + hi for d, lo, hi in zip(x.shape, low, high)))
+    return T(x.dtype, tuple(d + lo + hi for d, lo, hi in zip(x.shape, low, high, strict=False)))
 
 
 def _concat(ins: list[T], a: dict[str, Any]) -> T:
@@ -170,7 +170,7 @@ def _concat(ins: list[T], a: dict[str, Any]) -> T:
     require_same_dtype("concat", ins)
     for t in ins[1:]:
         require(t.rank == first.rank and all(
-            d == e for i, (d, e) in enumerate(zip(t.shape, first.shape)) if i != ax),
+            d == e for i, (d, e) in enumerate(zip(t.shape, first.shape, strict=False)) if i != ax),
             "concat", f"shapes {t} and {first} differ off axis {ax}")
     return T(first.dtype, tuple(
         sum(t.shape[ax] for t in ins) if i == ax else d for i, d in enumerate(first.shape)))
@@ -201,7 +201,7 @@ def _dot_general(ins: list[T], a: dict[str, Any]) -> T:
     (lc, rc), (lb, rb) = a["contract"], a["batch"]
     require(len(lc) == len(rc) and len(lb) == len(rb), "dot_general",
             "contract/batch dims must pair up")
-    for i, j in zip(lc + lb, rc + rb):
+    for i, j in zip(lc + lb, rc + rb, strict=False):
         require(0 <= i < lhs.rank and 0 <= j < rhs.rank, "dot_general",
                 f"dimension out of range for {lhs} @ {rhs}")
         require(lhs.shape[i] == rhs.shape[j], "dot_general",

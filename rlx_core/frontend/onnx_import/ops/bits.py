@@ -40,7 +40,7 @@ def bit_shift(n: NodeCtx) -> Value:
     top = d.bits - 1 if signed and direction == "RIGHT" else d.bits
     valid = (shifts >= 0) & (shifts < top)
     powers = [_wrap(1 << int(s), d) if ok else (0 if direction == "LEFT" else 1)
-              for s, ok in zip(shifts.reshape(-1).tolist(), valid.reshape(-1).tolist())]
+              for s, ok in zip(shifts.reshape(-1).tolist(), valid.reshape(-1).tolist(), strict=False)]
     scale = n.array(np.asarray(powers, dtype=dt.to_numpy_name(d)).reshape(shape), d)
     if direction == "LEFT":
         return n.emit("mul", [x, scale])  # an out-of-range shift multiplies by 0

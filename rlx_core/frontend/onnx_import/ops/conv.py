@@ -33,10 +33,10 @@ def window_geometry(n: NodeCtx, spatial: tuple[int, ...], kernel: list[int],
     if min(strides + dil + kernel, default=1) < 1:
         raise Reject("strides, dilations and kernel sizes must be positive")
     auto = _text(n.attr("auto_pad"), "NOTSET")
-    eff = [(kk - 1) * d + 1 for kk, d in zip(kernel, dil)]
+    eff = [(kk - 1) * d + 1 for kk, d in zip(kernel, dil, strict=False)]
     begin, end, out = [], [], []
     if auto in ("SAME_UPPER", "SAME_LOWER"):
-        for size, s, e in zip(spatial, strides, eff):
+        for size, s, e in zip(spatial, strides, eff, strict=False):
             o = -(-size // s)
             total = max((o - 1) * s + e - size, 0)
             small = total // 2
@@ -53,7 +53,7 @@ def window_geometry(n: NodeCtx, spatial: tuple[int, ...], kernel: list[int],
             raise Reject(f"pads {pads} must be 2 non-negative entries per spatial axis")
     else:
         raise Reject(f"auto_pad={auto!r}")
-    for i, (size, s, e) in enumerate(zip(spatial, strides, eff)):
+    for i, (size, s, e) in enumerate(zip(spatial, strides, eff, strict=False)):
         pb, pe = pads[i], pads[i + k]
         span = size + pb + pe - e
         if span < 0:
@@ -141,7 +141,7 @@ def _pool_reduce(n: NodeCtx, xp: Value, kernel: list[int], strides: list[int],
     instead of prod(k) (a 3x3x3 window costs 9 slices, not 27).
     """
     y = xp
-    for i, (kk, s, d, o) in enumerate(zip(kernel, strides, dil, out)):
+    for i, (kk, s, d, o) in enumerate(zip(kernel, strides, dil, out, strict=False)):
         a = i + 2
         acc = None
         for t in range(kk):
@@ -193,7 +193,7 @@ def _counts(spatial: tuple[int, ...], kernel: list[int], strides: list[int], dil
             pb: list[int], pe_explicit: list[int], out: list[int], include_pad: bool) -> list:
     """How many taps of each output window fall inside the input (or its explicit padding)."""
     per_axis = []
-    for size, kk, s, d, b, e, o in zip(spatial, kernel, strides, dil, pb, pe_explicit, out):
+    for size, kk, s, d, b, e, o in zip(spatial, kernel, strides, dil, pb, pe_explicit, out, strict=False):
         lo, hi = (-b, size + e) if include_pad else (0, size)
         per_axis.append([sum(1 for t in range(kk) if lo <= i * s - b + t * d < hi)
                          for i in range(o)])
@@ -280,12 +280,12 @@ def conv_transpose(n: NodeCtx) -> Value:
     dil = [int(d) for d in n.attr("dilations", [1] * k)]
     outpad = [int(p) for p in n.attr("output_padding", [0] * k)]
     spatial = x.type.shape[2:]
-    eff = [(kk - 1) * d + 1 for kk, d in zip(kernel, dil)]
+    eff = [(kk - 1) * d + 1 for kk, d in zip(kernel, dil, strict=False)]
     auto = _text(n.attr("auto_pad"), "NOTSET")
     if n.has("output_shape"):
         want = [int(s) for s in n.attr("output_shape")][-k:]
         total = [s * (i - 1) + op + e - o
-                 for s, i, op, e, o in zip(strides, spatial, outpad, eff, want)]
+                 for s, i, op, e, o in zip(strides, spatial, outpad, eff, want, strict=False)]
         # a negative total (output_shape past the natural size) extends the end, as in ONNX's
         # reference (Python floor division)
         if auto == "SAME_UPPER":
@@ -294,7 +294,7 @@ def conv_transpose(n: NodeCtx) -> Value:
             pb, pe = [t - t // 2 for t in total], [t // 2 for t in total]
     elif auto in ("SAME_UPPER", "SAME_LOWER"):
         total = [s * (i - 1) + op + e - i * s
-                 for s, i, op, e in zip(strides, spatial, outpad, eff)]
+                 for s, i, op, e in zip(strides, spatial, outpad, eff, strict=False)]
         total = [max(t, 0) for t in total]
         if auto == "SAME_UPPER":
             pb, pe = [t // 2 for t in total], [t - t // 2 for t in total]
@@ -331,9 +331,9 @@ def conv_transpose(n: NodeCtx) -> Value:
         y = n.reshape(y, shp[:ax] + (shp[ax] * s,) + shp[ax + 1:])
         y = n.slice_axis(y, ax, 0, (sp[a] - 1) * s + 1)
     # 2. pad by extent - 1 - pads on each side (output_padding adds to the end); crop negatives
-    low = [e - 1 - p for e, p in zip(eff, pb)]
-    high = [e - 1 - p + op for e, p, op in zip(eff, pe, outpad)]
-    for ax, (lo, hi) in enumerate(zip(low, high)):
+    low = [e - 1 - p for e, p in zip(eff, pb, strict=False)]
+    high = [e - 1 - p + op for e, p, op in zip(eff, pe, outpad, strict=False)]
+    for ax, (lo, hi) in enumerate(zip(low, high, strict=False)):
         a = ax + 2
         lo_c, hi_c = max(-lo, 0), max(-hi, 0)
         if lo_c or hi_c:

@@ -28,7 +28,7 @@ def _parse(eq: str, ranks: list[int]) -> tuple[list[Labels], Labels]:
         raise Reject(f"equation {eq!r} has {len(terms)} operands; {len(ranks)} are given")
     ell_rank = 0
     parsed: list[Labels] = []
-    for term, rank in zip(terms, ranks):
+    for term, rank in zip(terms, ranks, strict=False):
         if term.count("...") > 1 or "." in term.replace("...", ""):
             raise Reject(f"bad ellipsis in {term!r}")
         letters = term.replace("...", "")
@@ -110,15 +110,15 @@ def einsum(n: NodeCtx) -> Value:
     work = dt.f32 if d == dt.bf16 else d  # the reference accumulates bf16 in f32
 
     sizes: dict[str, int] = {}
-    for o, t in zip(ops, terms):
-        for lab, s in zip(t, o.type.shape):
+    for o, t in zip(ops, terms, strict=False):
+        for lab, s in zip(t, o.type.shape, strict=False):
             have = sizes.get(lab, 1)
             if s != 1 and have not in (1, s):
                 raise Reject(f"label {lab!r} has sizes {have} and {s}")
             sizes[lab] = max(have, s) if s != 0 and have != 0 else 0
 
     vals: list[tuple[Value, Labels]] = []
-    for i, (o, t) in enumerate(zip(ops, terms)):
+    for i, (o, t) in enumerate(zip(ops, terms, strict=False)):
         v, labels = _diagonal(n, n.cast(o, work), list(t))
         later = set(out) | {lab for tt in terms[:i] + terms[i + 1:] for lab in tt}
         v, labels = _sum(n, v, labels, later)

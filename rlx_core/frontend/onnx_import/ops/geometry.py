@@ -27,7 +27,7 @@ def center_crop_pad(n: NodeCtx) -> Value:
     if len(axes) != len(sizes) or len(set(axes)) != len(axes):
         raise Reject(f"shape {sizes} does not pair with axes {axes}")
     low, high = [0] * rank, [0] * rank
-    for a, want in zip(axes, sizes):
+    for a, want in zip(axes, sizes, strict=False):
         dim = x.type.shape[a]
         if want < 0:
             raise Reject(f"negative target size {want}")

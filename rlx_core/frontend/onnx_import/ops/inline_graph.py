@@ -27,7 +27,7 @@ def inline_graph(n: NodeCtx, graph: Any, args: list[Value], what: str) -> list[V
         raise Reject(f"{what} takes {len(graph.input)} inputs; {len(args)} are given")
     saved = dict(cx.env)  # the subgraph's names are local to it
     try:
-        for vi, a in zip(graph.input, args):
+        for vi, a in zip(graph.input, args, strict=False):
             cx.env[vi.name] = a
         for t in graph.initializer:
             d = odt.to_rlx(t.data_type)
@@ -53,7 +53,7 @@ def inline_graph(n: NodeCtx, graph: Any, args: list[Value], what: str) -> list[V
                 raise Reject(f"{what}: {node.op_type}: {r.reason}") from None
             except RlxError as err:
                 raise Reject(f"{what}: {node.op_type}: {err.message.splitlines()[0]}") from None
-            for oname, val in zip(node.output, outs):
+            for oname, val in zip(node.output, outs, strict=False):
                 if oname and val is not None:
                     cx.env[oname] = val
         missing = [o.name for o in graph.output if o.name not in cx.env]

@@ -121,7 +121,7 @@ def max_unpool(n: NodeCtx) -> Value:
         (x.type.shape[2 + a] - 1) * strides[a] - (pads[a] + pads[k + a]) + kernel[a]
         for a in range(k)]
     target = inferred if shape_in is None else n.static_ints(shape_in, "output_shape")
-    if len(target) != len(inferred) or any(t < i for t, i in zip(target, inferred)):
+    if len(target) != len(inferred) or any(t < i for t, i in zip(target, inferred, strict=False)):
         raise Reject(f"output_shape {target} is smaller than the unpooled {inferred}")
     size = math.prod(inferred)
     flat = np.asarray(n.static(idx, "the indices")).astype(np.int64).reshape(-1)
@@ -137,7 +137,7 @@ def max_unpool(n: NodeCtx) -> Value:
     y = n.reshape(y, inferred)
     if target != inferred:
         y = n.emit("pad", [y], {"low": (0,) * len(target),
-                                "high": tuple(t - i for t, i in zip(target, inferred)),
+                                "high": tuple(t - i for t, i in zip(target, inferred, strict=False)),
                                 "value": 0.0})
     return y
 
@@ -159,8 +159,8 @@ def upsample(n: NodeCtx) -> Value:
     reps = [int(s) for s in scales]
     shape = x.type.shape
     big, dims = [], []
-    for i, (dd, r) in enumerate(zip(shape, reps)):
+    for i, (dd, r) in enumerate(zip(shape, reps, strict=False)):
         big += [dd, r]
         dims.append(2 * i)
     y = n.emit("broadcast_in_dim", [x], {"shape": tuple(big), "dims": tuple(dims)})
-    return n.reshape(y, [dd * r for dd, r in zip(shape, reps)])
+    return n.reshape(y, [dd * r for dd, r in zip(shape, reps, strict=False)])

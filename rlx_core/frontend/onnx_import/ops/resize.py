@@ -123,11 +123,11 @@ def axis_weights(n_in: int, n_out: int, scale: float, coeffs: Coeffs, mode: str,
             off = base if frac <= 0.5 else base + 1
         idx = [p + off + t - pad for t in range(k)]
         if exclude_outside:
-            c = [0.0 if (i < 0 or i >= n_in) else v for v, i in zip(c, idx)]
+            c = [0.0 if (i < 0 or i >= n_in) else v for v, i in zip(c, idx, strict=False)]
             total = sum(c) or 1.0
             c = [v / total for v in c]
         row = [0.0] * n_in
-        for v, i in zip(c, idx):
+        for v, i in zip(c, idx, strict=False):
             row[min(max(i, 0), n_in - 1)] += v  # edge padding: outside taps read the edge
         rows.append(row)
         extra.append(ext)

@@ -175,7 +175,7 @@ def tensor_scatter(n: NodeCtx) -> Value:
     if ax == 0:
         raise Reject("axis 0 (the batch axis)")
     if upd.type.rank != cache.type.rank or upd.type.dtype != cache.type.dtype or any(
-            a != b for i, (a, b) in enumerate(zip(shape, ushape)) if i != ax) \
+            a != b for i, (a, b) in enumerate(zip(shape, ushape, strict=False)) if i != ax) \
             or ushape[ax] > shape[ax]:
         raise Reject(f"update {upd.type} does not fit the cache {cache.type} along axis {ax}")
     if where is None:

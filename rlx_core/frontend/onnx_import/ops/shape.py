@@ -161,7 +161,7 @@ def slice_values(n: NodeCtx, x: Value, starts: list[int], ends: list[int], axes:
         raise Reject("starts, ends, axes and steps differ in length")
     out = x
     seen = set()
-    for s, e, a, st in zip(starts, ends, axes, steps):
+    for s, e, a, st in zip(starts, ends, axes, steps, strict=False):
         a = n.axis(a, rank)
         if a in seen:
             raise Reject(f"axis {a} repeated")
@@ -261,7 +261,7 @@ def expand(n: NodeCtx) -> Value:
     a = [1] * (rank - x.type.rank) + list(x.type.shape)
     b = [1] * (rank - len(shape)) + shape
     out = []
-    for da, db in zip(a, b):
+    for da, db in zip(a, b, strict=False):
         if da != db and 1 not in (da, db):
             raise Reject(f"cannot expand {x.type} to {shape}")
         out.append(db if da == 1 else da)
@@ -277,11 +277,11 @@ def tile(n: NodeCtx) -> Value:
     # (r0, d0, r1, d1, ...) broadcast, then merged: each axis repeated whole, as numpy.tile
     big = []
     dims = []
-    for i, (r, d) in enumerate(zip(reps, shape)):
+    for i, (r, d) in enumerate(zip(reps, shape, strict=False)):
         big += [r, d]
         dims.append(2 * i + 1)
     y = n.emit("broadcast_in_dim", [x], {"shape": tuple(big), "dims": tuple(dims)})
-    return n.reshape(y, [r * d for r, d in zip(reps, shape)])
+    return n.reshape(y, [r * d for r, d in zip(reps, shape, strict=False)])
 
 
 def shape(n: NodeCtx) -> Value:

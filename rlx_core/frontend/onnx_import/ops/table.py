@@ -16,9 +16,11 @@ from typing import Any
 
 from rlx_core.frontend.onnx_import.ops import (
     attention,
+    bits,
     causal_conv,
     control_flow,
     conv,
+    deform_conv,
     det_lrn,
     einsum,
     flex_attention,
@@ -30,21 +32,17 @@ from rlx_core.frontend.onnx_import.ops import (
     loss,
     nn,
     ort_quant,
+    pooling,
+    quant,
     recurrent,
     reduce,
     resize,
+    roi_align,
     rotary,
+    scatter,
     shape,
     signal,
     topk,
-)
-from rlx_core.frontend.onnx_import.ops import (
-    bits,
-    deform_conv,
-    pooling,
-    quant,
-    roi_align,
-    scatter,
     training,
 )
 from rlx_core.frontend.onnx_import.ops import elementwise as ew
