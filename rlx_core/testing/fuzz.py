@@ -30,6 +30,7 @@ from rlx_core.targets.registry import get_target, target_names
 from rlx_core.testing import cases as saved
 from rlx_core.testing.generator import Case, generate
 from rlx_core.testing.profile import profile_for
+from rlx_core.testing.refusals import learn
 from rlx_core.testing.report import (
     TargetStats,
     case_tag,
@@ -174,11 +175,14 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m rlx_core.testing.fuzz " + " ".join(argv or sys.argv[1:])
     header, stats = _fresh_or_resumed(args, targets, command)
     for t in targets:  # pairs a resumed run had stopped generating stay stopped
-        profiles[t] = profiles[t].without(set(stats[t].excluded))
+        profiles[t] = learn(profiles[t], list(dict.fromkeys(stats[t].excluded)))[0]
         stats[t].generator = stats[t].generator or generator_fingerprint(profiles[t])
     session = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit(),
                "command": command, "graphs": 0, "minutes": 0.0,
-               "driver": header["driver"], "load": _load()}
+               "driver": header["driver"], "load": _load(),
+               # a resumed range may continue with a newer generator: its cases are still
+               # distinct, but say which generator drew which session's cases
+               "generator": {t: generator_fingerprint(profile_for(t)) for t in targets}}
     header["sessions"].append(session)
     first = {t: stats[t].next for t in targets}
     with GuardedRunner(args.case_timeout) as guard:
@@ -264,15 +268,24 @@ def _loop(args: argparse.Namespace, targets: list[str], profiles: dict[str, Any]
                                               guard.one))
             elif o.status == REJECTED:
                 s.rejected_seen += 1
-                if s.rejected_seen <= 3 * args.max_findings:  # shrink it: which (op, dtype)?
+                named = [tuple(x) for x in o.extra.get("refused", ())]
+                if named:  # the typed error named what it refused: every rejection teaches
+                    info = {"target": t, "status": o.status, "seed": list(o.case.seed),
+                            "detail": o.detail, "nodes": len(o.case.graph.nodes),
+                            "shrunk_nodes": len(o.case.graph.nodes), "refused": list(named[0]),
+                            "named": [list(x) for x in named],
+                            "ir": print_graph(o.case.graph)[:3000]}
+                elif s.rejected_seen <= 3 * args.max_findings:  # shrink it: which (op, dtype)?
                     info = investigate(t, o, None, args.shrink_seconds / 3, guard.one)
-                    refused = info.get("refused")
-                    key = re.sub(r"\d+", "N", info["detail"])[:160] + f" | {refused}"
-                    prev = s.rejections.setdefault(key, {**info, "count": 0})
-                    prev["count"] += 1
-                    if refused:  # stop generating it: listed in the report, not silent
-                        profiles[t] = profiles[t].without({tuple(refused)})
-                        s.excluded.append(tuple(refused))
+                    named = [tuple(info["refused"])] if info.get("refused") else []
+                else:
+                    continue
+                key = re.sub(r"\d+", "N", info["detail"])[:160] + f" | {named[:1]}"
+                prev = s.rejections.setdefault(key, {**info, "count": 0})
+                prev["count"] += 1
+                # stop generating them, and the HIR ops lowering to them: listed, not silent
+                profiles[t], added = learn(profiles[t], named)
+                s.excluded += [p for p in added if p not in s.excluded]
             elif o.status not in ("ok", *FINDINGS) and len(s.examples) < 12:
                 s.examples.append({"status": o.status, "known": o.known, "detail": o.detail,
                                    "seed": list(o.case.seed),

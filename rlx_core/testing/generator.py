@@ -35,6 +35,14 @@ _REAL_ONLY = {"erf", "floor", "ceil"}
 _DOMAIN = {"log", "sqrt", "rsqrt", "reciprocal"}  # ops with a restricted real domain
 
 
+# the HIR ops the generator draws: float composites (at the operand's float dtype) and the
+# integer quantization ops (their dtypes are fixed by the op)
+FLOAT_HIR = ("linear", "layer_norm", "rms_norm", "softmax", "log_softmax", "gelu", "silu",
+             "attention", "embedding", "conv2d", "conv2d_fused", "max_pool2d", "avg_pool2d")
+QUANT_HIR = ("quantize", "dequantize", "requantize", "int_linear", "fake_quantize",
+             "int4_linear", "int_conv2d")
+
+
 @dataclass
 class Case:
     """One random graph and its inputs. ``seed`` regenerates it."""
@@ -59,7 +67,7 @@ class _Gen:
         self.arrays: list[np.ndarray] = []
         self.pool: list[Value] = []
         self.exact: dict[str, bool] = {}
-        self.zero_dims = rng.random() < 0.12
+        self.zero_dims = rng.random() < 0.12 and profile.zero_size
         self.specials = profile.specials and rng.random() < 0.6
 
     # ---- helpers --------------------------------------------------------------------------
@@ -238,8 +246,12 @@ class _Gen:
         if kind == "slice":
             start, limit, stride = [], [], []
             for n in t.shape:
-                s = int(self.rng.integers(n + 1))
-                e = int(self.rng.integers(s, n + 1))
+                if self.p.zero_size:
+                    s = int(self.rng.integers(n + 1))
+                    e = int(self.rng.integers(s, n + 1))
+                else:  # the target refuses empty tensors: a slice keeps at least one element
+                    s = int(self.rng.integers(n))
+                    e = int(self.rng.integers(s + 1, n + 1))
                 start.append(s)
                 limit.append(e)
                 stride.append(int(self.choice([1, 1, 2, 3])))
@@ -331,16 +343,16 @@ class _Gen:
         return self.const(d, self.shape(), v)
 
     def hir(self) -> Value | None:
-        floats = self.p.floats
-        if not floats:
+        if not self.p.floats:
             return None
-        op = self.choice(["linear", "layer_norm", "rms_norm", "softmax", "log_softmax", "gelu",
-                          "silu", "attention", "embedding", "conv2d", "conv2d_fused",
-                          "max_pool2d", "avg_pool2d"])
+        return self.hir_op(self.choice(FLOAT_HIR))
+
+    def hir_op(self, op: str, dtype: str | None = None) -> Value | None:
+        """Draw the float HIR op ``op`` (at ``dtype``: a probe's, else the operand's)."""
         if op not in self.p.hir:
             return None
-        x = self.pick(lambda v: v.type.dtype.is_float)
-        d = x.type.dtype.name if x is not None else self.choice(floats)
+        x = self.pick(lambda v: v.type.dtype.is_float and dtype in (None, v.type.dtype.name))
+        d = x.type.dtype.name if x is not None else dtype or self.choice(self.p.floats)
         if (op, d) in self.p.refused:  # the target refused this op at this dtype in this run
             return None
         if x is None or (op in ("conv2d", "conv2d_fused", "max_pool2d", "avg_pool2d")
@@ -432,8 +444,10 @@ class _Gen:
         """The integer quantization ops (HIR, rlx_core/ir/ops/quant.py)."""
         if not {"f32", "i32"} <= set(self.p.dtypes):
             return None
-        op = self.choice(["quantize", "dequantize", "requantize", "int_linear", "fake_quantize",
-                          "int4_linear", "int_conv2d"])
+        return self.quant_op(self.choice(QUANT_HIR))
+
+    def quant_op(self, op: str) -> Value | None:
+        """Draw the quantization op ``op``."""
         if op not in self.p.hir or any(r[0] == op for r in self.p.refused):
             return None  # (their dtypes are fixed by the op: a refusal drops the op)
         if op == "int_conv2d":
@@ -514,7 +528,11 @@ class _Gen:
                ("hir", 2.0), ("quant", 0.6))
 
     def run(self) -> tuple[Graph, list[np.ndarray]]:
-        d = self.choice(self.p.floats * 3 + self.p.dtypes if self.p.floats else self.p.dtypes)
+        start = self.p.floats * 3 + self.p.dtypes if self.p.floats else self.p.dtypes
+        # a dtype with no claimed arithmetic (f32 on the int8 firmware: argmax, broadcast and
+        # constants only) would leave only the fallback op below, which the target refuses
+        useful = [x for x in start if any(self.p.claims(op, x) for op in UNARY + BINARY)]
+        d = self.choice(useful or start)
         shape = self.shape()
         self.fresh(d, shape)
         if self.rng.random() < 0.5:
@@ -530,10 +548,18 @@ class _Gen:
                 getattr(self, action)()
             except RlxError:
                 continue  # a combination the op's rule rejects: try another
-        if not self.pool:
+        if not self.pool:  # nothing drawn: one op on the first input, one the target claims
             x = self.inputs[0]
             op = "neg" if x.type.dtype != dt.bool_ else "logical_not"
-            self.emit(op, [x])
+            if not self.p.claims(op, x.type.dtype.name):
+                op = next((o for o in ("neg", "abs", "logical_not", "reshape", "broadcast_in_dim")
+                           if self.p.claims(o, x.type.dtype.name)), op)
+            if op == "reshape":
+                self.emit(op, [x], shape=x.type.shape)
+            elif op == "broadcast_in_dim":
+                self.emit(op, [x], shape=x.type.shape, dims=tuple(range(x.type.rank)))
+            else:
+                self.emit(op, [x])
         outs = [self.pool[-1]]
         for v in self.pool[:-1]:
             if self.rng.random() < 0.25 and len(outs) < 3:
@@ -548,6 +574,19 @@ def generate(profile: Profile, seed: tuple[int, ...], max_ops: int = 6) -> Case:
     rng = np.random.default_rng(list(seed))
     g, arrays = _Gen(profile, rng, max_ops).run()
     return Case(g, arrays, tuple(seed))
+
+
+def hir_instance(profile: Profile, op: str, dtype: str | None, seed: int) -> Graph | None:
+    """One HIR node ``op`` (at float ``dtype``; quantization ops draw their own), as the
+    generator draws it, in a graph of its own: what a probe of its lowering legalizes."""
+    gen = _Gen(profile, np.random.default_rng([seed]), 1)
+    try:
+        out = gen.hir_op(op, dtype) if op in FLOAT_HIR else gen.quant_op(op)
+    except RlxError:
+        return None
+    if out is None:
+        return None
+    return Graph("probe", Level.HIR, tuple(gen.inputs), (), tuple(gen.b.nodes), (out.name,))
 
 
 def graph_size(g: Graph) -> int:

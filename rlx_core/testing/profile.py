@@ -16,6 +16,9 @@ from rlx_core.testing.deviations import input_policy
 # not "emulated": the oracle's tolerance is the dtype's own epsilon, and webgpu's double-float
 # f64 is 2^-47, not 2^-53 (tests/targets/test_webgpu_f64.py holds it to its own promise)
 _USABLE = ("native", "storage")
+# not an (op, dtype): a refusal of every tensor with no elements (RLX-U014 on the int8
+# firmware), learned like one and kept in the same list; the generator then draws no 0 axes
+ZERO_SIZE = ("zero-size tensors", "*")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,11 @@ class Profile:
         """This profile with ``pairs`` refused: dropped from the claimed MIR pairs and never drawn
         as an HIR op either."""
         return replace(self, ops=self.ops - pairs, refused=self.refused | frozenset(pairs))
+
+    @property
+    def zero_size(self) -> bool:
+        """May the generator draw axes of size 0 (no refusal of empty tensors so far)?"""
+        return ZERO_SIZE not in self.refused
 
     @property
     def floats(self) -> tuple[str, ...]:

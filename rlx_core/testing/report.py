@@ -203,11 +203,19 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
               "primitives: not a defect); any other code (render, shader, C build) is a claim "
               "of the capability table the target could not honour.", ""]
     for t, s in stats.items():
+        if s.excluded:
+            lines += [f"Not generated for {t} after its refusals ({len(s.excluded)} pairs, "
+                      "HIR ops whose lowering holds a refused pair included): "
+                      + ", ".join(f"`{a}` {b}" for a, b in s.excluded), ""]
         for r in s.rejections.values():
             lines += [f"### {t}: {r['detail']} ({r.get('count', 1)} graphs)", ""]
-            if r.get("refused"):
-                lines += [f"Not generated for {t} after this: `{r['refused'][0]}` on "
-                          f"`{r['refused'][1]}` (the claim the target refused).", ""]
+            named = r.get("named") or ([r["refused"]] if r.get("refused") else [])
+            if named:
+                how = ("read from the typed error; the graph as drawn" if r.get("named")
+                       else "shrunk to it")
+                lines += [f"Not generated for {t} after this: "
+                          + ", ".join(f"`{a}` on `{b}`" for a, b in named)
+                          + f" (the claim the target refused; {how}).", ""]
             lines += ["```", r["ir"].rstrip(), "```", ""]
     lines += ["## Samples of known / overflow-ambiguous outputs", ""]
     for t, s in stats.items():

@@ -69,8 +69,8 @@ def _ticks(pid: int) -> int | None:
     except (OSError, IndexError, ValueError):
         return None
 
-# (status, detail, output, known) per case, in the order sent
-Result = tuple[str, str, int, str]
+# (status, detail, output, known, extra) per case, in the order sent
+Result = tuple[str, str, int, str, dict[str, Any]]
 
 
 def _serve(conn: Any) -> None:
@@ -91,7 +91,7 @@ def _serve(conn: Any) -> None:
         where = {id(c): i for i, c in enumerate(cases)}
         results: list[Result | None] = [None] * len(cases)
         for o in run_batch(target, cases, count):
-            results[where[id(o.case)]] = (o.status, o.detail, o.output, o.known)
+            results[where[id(o.case)]] = (o.status, o.detail, o.output, o.known, o.extra)
         conn.send((compiles, results))
 
 
