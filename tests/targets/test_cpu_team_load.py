@@ -16,6 +16,7 @@ import pytest
 import rlx_core as rlx
 from rlx_core.targets.cpu.runtime import load_library
 from rlx_core.targets.cpu.target import CpuTarget
+from rlx_core.targets.cpu.team import REGION_MARKS
 from rlx_core.targets.cpu.threads import num_threads, set_num_threads
 
 cpu_ok, cpu_why = CpuTarget().available()
@@ -60,10 +61,10 @@ class Team:
 
 def _program():
     rng = np.random.default_rng(5)
-    a = rng.standard_normal((192, 128), np.float32)
-    w = rng.standard_normal((128, 160), np.float32)
+    a = rng.standard_normal((512, 256), np.float32)  # a call of a few ms: a worker that
+    w = rng.standard_normal((256, 384), np.float32)  # runs no chunk of it is late (> 1 ms)
 
-    def f(x, y):  # a team GEMM, a barrier, a team softmax over 192 x 160
+    def f(x, y):  # a team GEMM, a barrier, a team softmax over 512 x 384
         return rlx.nn.softmax(rlx.nn.relu(x @ y) * 0.25, axis=-1)
 
     exe = rlx.compile(f, a, w, target="cpu", record=False)
@@ -75,7 +76,7 @@ def _program():
 @pytest.mark.parametrize("sleeper", [1, 0])
 def test_a_team_with_a_descheduled_thread_finishes_correctly(two_threads, sleeper: int) -> None:
     exe, args, want = _program()
-    assert "#pragma omp parallel" in exe.program.info["source"]
+    assert any(m in exe.program.info["source"] for m in REGION_MARKS)
     team = Team(exe)
     np.testing.assert_allclose(exe(*args), want, rtol=1e-4, atol=1e-6)
     team.reset()
@@ -133,3 +134,31 @@ def test_a_descheduled_worker_leaves_its_chunks_to_the_calling_thread(two_thread
     assert np.array_equal(alone, both)
     mine, theirs = c1[0] - c0[0], c1[1] - c0[1]
     assert mine > 0 and mine > 4 * theirs, (mine, theirs)
+
+
+def test_a_worker_late_by_many_calls_claims_nothing_of_theirs(two_threads) -> None:
+    """The pool's caller never waits for its worker: here the worker sleeps 30 ms at the start
+    of one call while the caller makes the next calls, on other inputs, on the same arena.
+    When it wakes inside the old call it must claim nothing (the counters carry each call's
+    generation): every result stays exact, and the worker then joins the later calls."""
+    exe, args, want = _program()
+    src = exe.program.info["source"]
+    assert "/* the team's call */" in src  # every kernel claims: the pool, no OpenMP region
+    team = Team(exe)
+    a, w = args
+    inputs = [(a * s, w) for s in (1.0, -0.5, 2.0)]
+    wants = [exe(*x) for x in inputs]  # both threads, on time
+    team.reset()
+    team.delay(1, 30_000)
+    t0, k = time.perf_counter(), 0
+    while time.perf_counter() - t0 < 0.12 or k < 12:  # well past the worker's wake-up
+        x = inputs[k % 3]
+        assert np.array_equal(exe(*x), wants[k % 3]), k
+        team.reset()  # keep the team on whatever the late arrivals say
+        k += 1
+    c0, t0, k = team.chunks(), time.perf_counter(), 0
+    while team.chunks()[1] == c0[1] and time.perf_counter() - t0 < 5.0:
+        assert np.array_equal(exe(*inputs[k % 3]), wants[k % 3])  # the worker is back
+        team.reset()
+        k += 1
+    assert team.chunks()[1] > c0[1], "the worker never ran a chunk again"

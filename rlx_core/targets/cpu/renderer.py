@@ -216,11 +216,13 @@ class CpuRenderer(CLikeRenderer):
                 return (f"rlx_team_t0 = {prefix}_now();",
                         f"{{ {prefix}_prof_s[{i}] += {prefix}_now() - rlx_team_t0; "
                         f"++{prefix}_prof_n[{i}]; }}")
-        body = "\n".join(team.region(
-            team.team_calls(calls, self._team, timer, self._claims, prefix), bool(timer),
-            prefix, len(g.kernels),
-            all(c or not t for c, t in zip(self._claims, self._team, strict=True))))
-        return team.work_counters(prefix, len(g.kernels)) + text.replace("@CALLS@", body, 1)
+        inner = team.team_calls(calls, self._team, timer, self._claims, prefix)
+        # every kernel claims its work (or is serial): the team is the worker pool
+        pool = all(c or not t for c, t in zip(self._claims, self._team, strict=True))
+        body = "\n".join(team.region(inner, bool(timer), prefix, len(g.kernels), pool))
+        return (team.work_counters(prefix, len(g.kernels))
+                + (team.body_function(inner, prefix, bool(timer)) if pool else "")
+                + text.replace("@CALLS@", body, 1))
 
     def timed(self, prefix: str, idx: int, call: str) -> str:
         # in team mode every thread runs the call; entry() times it on thread 0 instead

@@ -126,10 +126,9 @@ static int rlx_sp_cut8(const int *ip, int n, int part, int parts) {
    alone without a team: work = 0): a thread the OS stalls holds up at most one chunk, and the
    others take the rest. Returns the first chunk this thread claimed (chunks: none was left). */
 static int rlx_sp_rows_@X@(int sd, int rows, int k, const int *ip, const int *ix,
-                          const @T@ *a, const @T@ *b, @T@ *y, int chunks, atomic_int *work) {
+                          const @T@ *a, const @T@ *b, @T@ *y, int chunks, atomic_llong *work) {
     int got = 0, first = chunks;
-    for (int c; (c = work ? atomic_fetch_add_explicit(work, 1, memory_order_relaxed) : got)
-                < chunks; ++got) {
+    for (int c; (c = work ? rlx_team_claim(work) : got) < chunks; ++got) {
         if (!got) first = c;
         const int r0 = rlx_sp_cut8(ip, rows, c, chunks), r1 = rlx_sp_cut8(ip, rows, c + 1, chunks);
         if (sd) rlx_sddmm_@X@(k, ip, ix, a, b, y, r0, r1);
@@ -691,7 +690,7 @@ def _claimed_rows(env: KernelEnv, w: Writer, node: Node, x: str, k: int, counter
     sd = int(node.op == "sddmm")
     env.preamble.append(source(("rows_claim",), x))
     claim = f"{out.ptr}_claim"  # the counter comes in as an argument, as blas.emit_gemm's
-    env.extra_args.append((f"atomic_int* {claim}", counter))
+    env.extra_args.append((f"atomic_llong* {claim}", counter))
     w.line(TEAM_BLOCK)
     w.line(f"    const int first = rlx_sp_rows_{x}({sd}, {rows}, {k}, {ip}, {ix}, {third.ptr}, "
            f"{fourth.ptr}, {out.ptr}, {chunks}, {claim});")

@@ -1,12 +1,11 @@
-"""Team mode: one OpenMP parallel region per program call; kernels hand their work out as
-chunks that the threads claim.
+"""Team mode: one team call per program call; kernels hand their work out as chunks that the
+threads claim.
 
 A parallel region per kernel (``#pragma omp parallel for`` in each loop nest) costs a wake-up
 of the sleeping workers every time: MiniLM runs ~170 kernels per call, an MLP training step
-~20, and with ``OMP_WAIT_POLICY=PASSIVE`` (idle workers must not spin on cores that other
-code needs; they spin only briefly first, see runtime.openmp_defaults) each wake-up is a futex
-round trip. In team mode the entry point opens one region; every thread runs every *team
-kernel*. Only the region's start sleeps and wakes, once per call.
+~20, and idle workers must not spin on cores that other code needs, so each wake-up is a futex
+round trip. In team mode the entry point starts the team once per call and every thread runs
+every *team kernel*.
 
 Dynamic hand-out (``claimed``). An emitter writes a team kernel's loops as orphaned
 worksharing loops (``#pragma omp for nowait``; ``#pragma omp single nowait`` when too small to
@@ -18,24 +17,30 @@ until all chunks are done. A barrier inside the kernel (a GEMM, then an epilogue
 whole result) becomes the end of a phase the same way. So a wait lasts only while some thread
 holds a claimed chunk; a thread the OS deschedules between chunks (another process took its
 core) simply claims fewer of them, and when it comes back it finds the chunks of the kernels
-it missed claimed and done and skips through them (one atomic add and one load each). A run
-of serial kernels is one chunk: whichever thread gets there first runs it (team_calls). The
-chunks compute every element as the static split did (GEMM row blocks are multiples of 16
+it missed claimed and done and skips through them (one atomic operation and one load each). A
+run of serial kernels is one chunk: whichever thread gets there first runs it (team_calls).
+The chunks compute every element as the static split did (GEMM row blocks are multiples of 16
 rows, the kernel's blocking and k order do not depend on them), so a result has the same bits
 whoever ran which chunk.
 
+The team. A program whose kernels all claim their work runs on the translation unit's own
+worker pool (``rlx_team_call``, BARRIER_C): the caller posts the call (a new *generation*,
+which the claim counters carry, so a worker still inside an earlier call claims nothing of
+this one), runs the body itself and returns as soon as every chunk is done. It never waits for
+a worker that has not come yet or has not left: OpenMP's region joins every thread at its
+end, and a worker woken but not yet scheduled cost a busy machine's MLP step 10-40 ms there.
+Workers spin briefly for the next call (back-to-back calls find them awake), then sleep.
 What has no claimed form (a TEAM_BLOCK kernel: the Krylov solvers, whose steps meet at their
 own barrier; a worksharing loop with clauses or bounds ``claimed`` does not parse) keeps its
-static shares, and the threads meet at ``rlx_team_sync`` after it, a barrier that spins up to
-0.1 ms and then sleeps on a futex.
+static shares in one OpenMP parallel region per call, and the threads meet at
+``rlx_team_sync`` after it.
 
-On a busy machine waits past the spin budget are counted as late arrivals (BARRIER_C), and so
-are a worker that ran no chunk in a whole call (it came when the work was done) and a wait
-past the spin budget at the region's end, which still joins every thread (a worker
-descheduled after its last chunk: the call waits for it to leave the region); a program
-that keeps seeing them runs its next calls on the calling thread alone, then tries the team
-again, so the team is never much slower than one thread whatever the load
-(benchmarks/bench_contention.py). ``<prefix>_team_chunks`` counts the chunks each thread ran.
+On a busy machine the waits of thread 0 that outlast what the work explains are counted as
+late arrivals (BARRIER_C), and so is a team call in which no worker ran a chunk (it came when
+the work was done); a program that keeps seeing them runs its next calls on the calling thread
+alone, then tries the team again, so the team is never much slower than one thread whatever
+the load (benchmarks/bench_contention.py). ``<prefix>_team_chunks`` counts the chunks each
+thread ran.
 
 A kernel whose rendered body has any other top-level statement (a serial loop, a memcpy, an
 index check) is not team-safe: it is rendered again without pragmas and runs as a serial
@@ -55,21 +60,39 @@ TEAM_BLOCK = "/* team block */ {"  # any block every thread runs (a Krylov solve
 FOR_PRAGMA = "#pragma omp for schedule(static) nowait"
 SINGLE_PRAGMA = "#pragma omp single nowait"
 
-# C for the barrier and the team's size. The barrier is a generation counter; the last thread to
-# arrive starts the next generation. A waiting thread spins with the CPU's pause hint for at
-# most RLX_TEAM_SPIN_NS (read from the clock every 256 pauses), then sleeps on a futex that the
-# last arrival wakes: a thread the OS descheduled (another process took its core) then costs
-# the waiting one no CPU time, and the core goes to whoever can use it. Such a wait is a *late
-# arrival*; a call with two of them, or one in each of two calls in a row, means the machine is
-# oversubscribed, and the program's next calls run on the calling thread alone (no region):
-# first for 2 calls and 5 ms, both doubling while the next team call is late again (at most
-# 64 calls and 1 s), halving with each team call on time. One late arrival alone is tolerated: after an idle spell the
-# woken worker may share a CPU with thread 0 until the scheduler moves it (a millisecond).
+# C for the team: the call's generation, the claim counters' waits, the barrier, the worker pool
+# and the shrink state. Every program call takes a new generation (rlx_team_gen); each kernel's
+# two counters (chunks claimed, chunks done; <prefix>_work) hold it in their high 32 bits, so a
+# thread still inside an earlier call (the pool's worker, descheduled) claims nothing of this
+# one (rlx_team_claim compares it with the generation the thread runs). All waits are one shape,
+# rlx_team_wait: spin with the CPU's pause hint, then sleep on a futex (the bell, an
+# eventcount every finishing counter rings when someone sleeps), so a thread the OS descheduled
+# costs the waiting one no CPU time, and the core goes to whoever can use it.
+#
+# Only thread 0's waits can make a call slower than one thread, so only they count as *late
+# arrivals*: thread 0 waits at a kernel's end only while another thread holds one of its
+# chunks, and the wait is late when it lasts more than twice thread 0's own time per chunk of
+# that phase (at least RLX_TEAM_SPIN_NS; RLX_TEAM_ALONE_NS when thread 0 ran none of them):
+# the holder was descheduled. (A fixed 0.1 ms budget counted MiniLM's 0.2-0.8 ms GEMM column
+# chunks late on a quiet machine, and shrank the team to one thread for 10 of 12 calls.) A
+# call with two late arrivals, or one in each of two calls in a row, means the machine is
+# oversubscribed, and the program's next calls run on the calling thread alone: first for 2
+# calls and 5 ms, both doubling while the next team call is late again (at most 64 calls and
+# 1 s), halving with each team call on time.
+#
+# The pool (rlx_team_call, for a program whose kernels all claim their work: region()): worker
+# threads of this translation unit wait for the next call's generation, spinning for
+# RLX_TEAM_POOL_SPIN_NS (back-to-back calls find them awake) and then sleeping. The calling
+# thread posts the call and runs the body itself; it returns when every chunk is done, never
+# waiting for a worker that has not come or has not left (OpenMP's region joins every thread
+# at its end: a worker woken but not yet scheduled cost a busy machine's MLP step 10-40 ms).
 BARRIER_C = r"""
 #ifndef RLX_TEAM_SYNC_H
 #define RLX_TEAM_SYNC_H
 #include <stdatomic.h>
+#include <stdint.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
@@ -84,121 +107,226 @@ BARRIER_C = r"""
 #else
 #define RLX_CPU_RELAX() ((void)0)
 #endif
-#define RLX_TEAM_SPIN_NS 100000LL    /* 0.1 ms: intra-call imbalance is microseconds */
+#define RLX_TEAM_SPIN_NS 100000LL      /* 0.1 ms: a wait spins at least this long, then sleeps */
+#define RLX_TEAM_PAUSE_NS 30000LL      /* a worker's spin pauses 30 us, then yields */
+#define RLX_TEAM_SPIN_MAX_NS 1000000LL /* thread 0 spins up to its late budget, at most 1 ms */
+#define RLX_TEAM_ALONE_NS 1000000LL    /* thread 0 waits for a phase it ran no chunk of */
+#define RLX_TEAM_POOL_SPIN_NS 300000LL /* a pool worker awaits the next call spinning 0.3 ms */
 #define RLX_TEAM_MAX_SHRINK 64       /* calls on one thread at most before the team is tried */
 #define RLX_TEAM_MIN_SHRINK_NS 5000000LL     /* and time: 5 ms first, */
 #define RLX_TEAM_MAX_SHRINK_NS 1000000000LL  /* 1 s at most */
-typedef struct { atomic_int count; atomic_int gen; atomic_int sleepers; } rlx_team_barrier;
-static rlx_team_barrier rlx_team_bar;  /* one program call runs at a time (the runtime's lock) */
-/* per program (translation unit): late arrivals in this call, the shrink state, counters */
-static atomic_int rlx_team_late;
+#define RLX_TEAM_MAXT 64
+#define RLX_TEAM_NONE (1 << 30)  /* a claim on another call's counters: past every loop's end */
+#define RLX_TEAM_LOW 0xffffffffLL
+/* one program call of this translation unit runs at a time (the runtime's lock) */
+static atomic_llong rlx_team_gen;  /* the latest call's generation */
+static atomic_int rlx_team_bell, rlx_team_sleepers;  /* the eventcount sleepers wait on */
+static __thread int rlx_team_me;  /* this thread's index in the team */
+static __thread long long rlx_team_my;  /* the generation of the call it runs, << 32 */
+static __thread long long rlx_team_phase;  /* thread 0: when its current phase began */
+static atomic_int rlx_team_late;  /* late arrivals in this call */
 static int rlx_team_prev_late, rlx_team_shrink_left, rlx_team_shrink_next = 2;
 static long long rlx_team_shrink_until, rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;
 static long long rlx_team_stat[4];  /* team calls, late arrivals, calls shrunk, shrink spells */
 static atomic_int rlx_team_delay_tid = -1, rlx_team_delay_us;  /* tests: a descheduled thread */
+static long long rlx_team_tchunks[RLX_TEAM_MAXT * 8];  /* chunks each thread ran (own line) */
 static inline long long rlx_team_clock_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
-/* the next chunk of a kernel whose chunks threads claim: each kernel call has two counters of
-   its own, work[0] (chunks claimed) and work[1] (chunks done), <prefix>_work + 2 * kernel,
-   zeroed by the entry point before the region starts */
-static inline int rlx_team_claim(atomic_int *work) {
-    return atomic_fetch_add_explicit(work, 1, memory_order_relaxed);
-}
-#define RLX_TEAM_MAXT 64
-static long long rlx_team_tchunks[RLX_TEAM_MAXT];  /* chunks each thread ran (own slot only) */
-static inline int rlx_team_tid_(void) {
-    const int t = omp_get_thread_num();
-    return t < RLX_TEAM_MAXT ? t : RLX_TEAM_MAXT - 1;
-}
-static inline void rlx_team_sleep(const int g) {
+/* after changing what a sleeper may wait for: wake the sleepers */
+static inline void rlx_team_ring(void) {
+    if (atomic_load_explicit(&rlx_team_sleepers, memory_order_seq_cst) > 0) {
+        atomic_fetch_add_explicit(&rlx_team_bell, 1, memory_order_seq_cst);
 #if defined(__linux__)
-    atomic_fetch_add_explicit(&rlx_team_bar.sleepers, 1, memory_order_seq_cst);
-    while (atomic_load_explicit(&rlx_team_bar.gen, memory_order_seq_cst) == g)
-        syscall(SYS_futex, (int*)&rlx_team_bar.gen, FUTEX_WAIT_PRIVATE, g, NULL, NULL, 0);
-    atomic_fetch_sub_explicit(&rlx_team_bar.sleepers, 1, memory_order_relaxed);
-#else
-    while (atomic_load_explicit(&rlx_team_bar.gen, memory_order_acquire) == g) sched_yield();
+        syscall(SYS_futex, (int*)&rlx_team_bell, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 #endif
-}
-static inline void rlx_team_sync(int team) {
-    if (team <= 1) return;
-    const int g = atomic_load_explicit(&rlx_team_bar.gen, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&rlx_team_bar.count, 1, memory_order_acq_rel) == team - 1) {
-        atomic_store_explicit(&rlx_team_bar.count, 0, memory_order_relaxed);
-        atomic_store_explicit(&rlx_team_bar.gen, g + 1, memory_order_seq_cst);
-#if defined(__linux__)
-        if (atomic_load_explicit(&rlx_team_bar.sleepers, memory_order_seq_cst) > 0)
-            syscall(SYS_futex, (int*)&rlx_team_bar.gen, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-#endif
-        return;
     }
-    long long t0 = 0;
-    for (unsigned spins = 1; atomic_load_explicit(&rlx_team_bar.gen, memory_order_acquire) == g;
-         ++spins) {
-        RLX_CPU_RELAX();
-        if ((spins & 255) == 0) {
-            const long long now = rlx_team_clock_ns();
-            if (t0 == 0) {
-                t0 = now;
-            } else if (now - t0 > RLX_TEAM_SPIN_NS) {
-                atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);
-                rlx_team_sleep(g);
-                return;
+}
+/* the one wait: until *a >= want, spinning for spin_ns, then sleeping on the bell (every
+   change a sleeper waits for is followed by rlx_team_ring). The spin pauses for its first
+   pause_ns, then yields the core between looks: a thread the OS queued behind it (a busy
+   machine) runs at once. Returns the nanoseconds waited. */
+static long long rlx_team_wait(atomic_llong *a, long long want, long long spin_ns,
+                               long long pause_ns) {
+    if (atomic_load_explicit(a, memory_order_acquire) >= want) return 0;
+    const long long t0 = rlx_team_clock_ns();
+    int yield = 0;
+    for (unsigned spins = 1; atomic_load_explicit(a, memory_order_acquire) < want; ++spins) {
+        if (yield) sched_yield(); else RLX_CPU_RELAX();
+        if ((spins & (yield ? 7 : 255)) != 0) continue;
+        const long long now = rlx_team_clock_ns() - t0;
+        yield = now > pause_ns;
+        if (now > spin_ns) {
+#if defined(__linux__)
+            atomic_fetch_add_explicit(&rlx_team_sleepers, 1, memory_order_seq_cst);
+            for (;;) {
+                const int bell = atomic_load_explicit(&rlx_team_bell, memory_order_seq_cst);
+                if (atomic_load_explicit(a, memory_order_seq_cst) >= want) break;
+                syscall(SYS_futex, (int*)&rlx_team_bell, FUTEX_WAIT_PRIVATE, bell, NULL, NULL, 0);
             }
+            atomic_fetch_sub_explicit(&rlx_team_sleepers, 1, memory_order_relaxed);
+#else
+            while (atomic_load_explicit(a, memory_order_acquire) < want) sched_yield();
+#endif
+            break;
         }
     }
+    return rlx_team_clock_ns() - t0;
+}
+/* thread 0 waits for the end of a phase in which it ran `ran` chunks (or a barrier, ran < 0:
+   its share): a wait past its budget is a late arrival. Other threads' waits cost the call
+   nothing (thread 0 works meanwhile) and are not timed. */
+static inline void rlx_team_await(atomic_llong *a, long long want, int ran) {
+    if (rlx_team_me != 0) {
+        rlx_team_wait(a, want, RLX_TEAM_SPIN_NS, RLX_TEAM_PAUSE_NS);
+        return;
+    }
+    if (atomic_load_explicit(a, memory_order_acquire) >= want) {
+        rlx_team_phase = rlx_team_clock_ns();
+        return;
+    }
+    const long long spent = rlx_team_clock_ns() - rlx_team_phase;
+    long long budget = ran > 0 ? 2 * spent / ran : ran < 0 ? spent / 2 : RLX_TEAM_ALONE_NS;
+    if (budget < RLX_TEAM_SPIN_NS) budget = RLX_TEAM_SPIN_NS;
+    const long long spin = budget < RLX_TEAM_SPIN_MAX_NS ? budget : RLX_TEAM_SPIN_MAX_NS;
+    if (rlx_team_wait(a, want, spin, spin) > budget)  /* thread 0 keeps its core */
+        atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);
+    rlx_team_phase = rlx_team_clock_ns();
+}
+/* the next chunk of a kernel whose chunks threads claim: each kernel has two counters of its
+   own, work[0] (chunks claimed) and work[1] (chunks done), <prefix>_work + 2 * kernel, set to
+   the call's generation (count 0) before the call starts. RLX_TEAM_NONE when they belong to
+   another call than this thread's (it is late: that call is over, or this one's has begun). */
+static inline int rlx_team_claim(atomic_llong *work) {
+    long long v = atomic_load_explicit(work, memory_order_relaxed);
+    while ((v & ~RLX_TEAM_LOW) == rlx_team_my)
+        if (atomic_compare_exchange_weak_explicit(work, &v, v + 1, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return (int)(v & RLX_TEAM_LOW);
+    return RLX_TEAM_NONE;
 }
 /* the end of a phase of claimed chunks: this thread reports the *got chunks it ran, then waits
    until chunks [0, end) are all done (work[1] >= end). It waits for a thread only while that
-   thread holds a claimed chunk: one that arrives late finds the chunks claimed and done, and
-   goes on without anyone having waited for it. Spins as rlx_team_sync, then sleeps on a futex
-   on work[1] (a late arrival: the chunk's holder was descheduled). */
-static inline void rlx_team_done(atomic_int *work, int *got, int end) {
-    if (*got) {
-        const int n = *got;
+   thread holds a claimed chunk: one that arrives late finds the chunks claimed and done (or
+   another call's counters), and goes on without anyone having waited for it. */
+static inline void rlx_team_done(atomic_llong *work, int *got, int end) {
+    const long long want = rlx_team_my | end;
+    const int ran = *got;
+    if (ran) {
         *got = 0;
-        rlx_team_tchunks[rlx_team_tid_()] += n;
-        const int was = atomic_fetch_add_explicit(work + 1, n, memory_order_seq_cst);
-#if defined(__linux__)
-        if (was < end && was + n >= end
-            && atomic_load_explicit(&rlx_team_bar.sleepers, memory_order_seq_cst) > 0)
-            syscall(SYS_futex, (int*)(work + 1), FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-#else
-        (void)was;
-#endif
+        rlx_team_tchunks[rlx_team_me * 8] += ran;
+        const long long was = atomic_fetch_add_explicit(work + 1, ran, memory_order_seq_cst);
+        if (was < want && was + ran >= want) rlx_team_ring();
     }
-    int v = atomic_load_explicit(work + 1, memory_order_acquire);
-    if (v >= end) return;
-    long long t0 = 0;
-    for (unsigned spins = 1; (v = atomic_load_explicit(work + 1, memory_order_acquire)) < end;
-         ++spins) {
-        RLX_CPU_RELAX();
-        if ((spins & 255) == 0) {
-            const long long now = rlx_team_clock_ns();
-            if (t0 == 0) {
-                t0 = now;
-            } else if (now - t0 > RLX_TEAM_SPIN_NS) {
-                atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);
-#if defined(__linux__)
-                atomic_fetch_add_explicit(&rlx_team_bar.sleepers, 1, memory_order_seq_cst);
-                while ((v = atomic_load_explicit(work + 1, memory_order_seq_cst)) < end)
-                    syscall(SYS_futex, (int*)(work + 1), FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
-                atomic_fetch_sub_explicit(&rlx_team_bar.sleepers, 1, memory_order_relaxed);
-#else
-                while (atomic_load_explicit(work + 1, memory_order_acquire) < end) sched_yield();
-#endif
-                return;
-            }
-        }
-    }
+    rlx_team_await(work + 1, want, ran);
 }
 /* a group of serial kernels: the first thread to get here runs them (rlx_team_serial), then
    reports its one chunk (rlx_team_done with end 1), which every thread waits for */
-static inline int rlx_team_serial(atomic_int *work) {
+static inline int rlx_team_serial(atomic_llong *work) {
     return rlx_team_claim(work) == 0;
+}
+/* the barrier after a kernel of static shares (OpenMP region only): a count, and a generation
+   the last thread to arrive starts */
+static atomic_int rlx_team_bar_count;
+static atomic_llong rlx_team_bar_gen;
+static inline void rlx_team_sync(int team) {
+    if (team <= 1) return;
+    const long long g = atomic_load_explicit(&rlx_team_bar_gen, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&rlx_team_bar_count, 1, memory_order_acq_rel) == team - 1) {
+        atomic_store_explicit(&rlx_team_bar_count, 0, memory_order_relaxed);
+        atomic_store_explicit(&rlx_team_bar_gen, g + 1, memory_order_seq_cst);
+        rlx_team_ring();
+        if (rlx_team_me == 0) rlx_team_phase = rlx_team_clock_ns();
+        return;
+    }
+    rlx_team_await(&rlx_team_bar_gen, g + 1, -1);
+}
+/* this thread joins call `gen` as thread `tid` */
+static inline void rlx_team_enter(int tid, long long gen) {
+    rlx_team_me = tid < RLX_TEAM_MAXT ? tid : RLX_TEAM_MAXT - 1;
+    rlx_team_my = gen << 32;
+    if (tid == 0) rlx_team_phase = rlx_team_clock_ns();
+}
+/* a new call: its generation, and its kernels' `counters` claim counters set to it */
+static inline long long rlx_team_next(atomic_llong *work, int counters) {
+    const long long g = atomic_load_explicit(&rlx_team_gen, memory_order_relaxed) + 1;
+    for (int i = 0; i < counters; ++i)  /* nothing is claimed yet */
+        atomic_store_explicit(&work[i], g << 32, memory_order_relaxed);
+    return g;
+}
+/* the chunks the other threads have run so far */
+static inline long long rlx_team_others(void) {
+    long long s = 0;
+    for (int t = 1; t < RLX_TEAM_MAXT; ++t) s += rlx_team_tchunks[t * 8];
+    return s;
+}
+/* ---- the pool ---- */
+typedef void (*rlx_team_body)(void* const* args, int tid, int team);
+static _Atomic(rlx_team_body) rlx_pool_fn;
+static _Atomic(void*) rlx_pool_args[4];
+static atomic_int rlx_pool_n, rlx_pool_quit;
+static int rlx_pool_started = 1;  /* threads of the pool, the caller counted */
+static pthread_t rlx_pool_threads[RLX_TEAM_MAXT];
+static void* rlx_pool_main(void* arg) {
+    const int tid = (int)(intptr_t)arg;
+    long long seen = atomic_load_explicit(&rlx_team_gen, memory_order_acquire);
+    for (;;) {
+        rlx_team_wait(&rlx_team_gen, seen + 1, RLX_TEAM_POOL_SPIN_NS, RLX_TEAM_PAUSE_NS);
+        if (atomic_load_explicit(&rlx_pool_quit, memory_order_acquire)) return NULL;
+        const long long g = atomic_load_explicit(&rlx_team_gen, memory_order_acquire);
+        const rlx_team_body fn = atomic_load_explicit(&rlx_pool_fn, memory_order_relaxed);
+        void* args[4];
+        for (int i = 0; i < 4; ++i)
+            args[i] = atomic_load_explicit(&rlx_pool_args[i], memory_order_relaxed);
+        const int n = atomic_load_explicit(&rlx_pool_n, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&rlx_team_gen, memory_order_relaxed) != g) continue;
+        seen = g;
+        if (tid < n && fn) {  /* a call of one thread (shrunk) only moves the generation on */
+            rlx_team_enter(tid, g);
+            fn(args, tid, n);
+        }
+    }
+}
+__attribute__((destructor)) static void rlx_pool_close(void) {
+    if (rlx_pool_started <= 1) return;
+    atomic_store_explicit(&rlx_pool_quit, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&rlx_team_gen, 1, memory_order_seq_cst);
+    rlx_team_ring();
+    for (int t = 1; t < rlx_pool_started; ++t) pthread_join(rlx_pool_threads[t], NULL);
+    rlx_pool_started = 1;
+}
+static void rlx_pool_forked(void) { rlx_pool_started = 1; }  /* the child has no workers */
+/* run `fn` as call `gen` on a team of n threads (1: the calling thread alone); returns when
+   every claimed chunk is done, whichever workers came. A call of more than RLX_TEAM_ALONE_NS
+   in which no worker ran a chunk is a late arrival (a shorter one may end before a sleeping
+   worker can wake, and the caller lost nothing) */
+static void rlx_team_call(rlx_team_body fn, void* const* args, int n, long long gen) {
+    if (n > RLX_TEAM_MAXT) n = RLX_TEAM_MAXT;
+    if (n > 1) {
+        if (rlx_pool_started == 1) pthread_atfork(NULL, NULL, rlx_pool_forked);
+        while (rlx_pool_started < n) {  /* a worker that cannot start leaves its chunks to us */
+            if (pthread_create(&rlx_pool_threads[rlx_pool_started], NULL, rlx_pool_main,
+                               (void*)(intptr_t)rlx_pool_started) != 0) {
+                n = rlx_pool_started;
+                break;
+            }
+            ++rlx_pool_started;
+        }
+        atomic_store_explicit(&rlx_pool_fn, fn, memory_order_relaxed);
+        for (int i = 0; i < 4; ++i)
+            atomic_store_explicit(&rlx_pool_args[i], args[i], memory_order_relaxed);
+    }
+    atomic_store_explicit(&rlx_pool_n, n, memory_order_relaxed);
+    atomic_store_explicit(&rlx_team_gen, gen, memory_order_seq_cst);
+    if (n > 1) rlx_team_ring();
+    rlx_team_enter(0, gen);
+    const long long others = rlx_team_others(), t0 = rlx_team_phase;
+    fn(args, 0, n);
+    if (n > 1 && rlx_team_others() == others && rlx_team_clock_ns() - t0 > RLX_TEAM_ALONE_NS)
+        atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);
 }
 /* the team size of this call: 1 (no region) while the program is shrunk: for a number of
    calls and a time, both doubling per spell in a row (a probe of the team on a busy machine
@@ -216,14 +344,9 @@ static inline int rlx_team_begin(int want) {
     ++rlx_team_stat[0];
     return want;
 }
-/* when thread 0 finished the region's work; the region's end waits for every thread to leave
-   it, so a worker descheduled after its last chunk costs the call that wait: past the spin
-   budget it counts as a late arrival too */
-static long long rlx_team_body_end;
+/* after a team call: its late arrivals decide whether the next calls shrink */
 static inline void rlx_team_end(int used) {
     if (used <= 1) return;
-    if (rlx_team_clock_ns() - rlx_team_body_end > RLX_TEAM_SPIN_NS)
-        atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);
     const int late = atomic_load_explicit(&rlx_team_late, memory_order_relaxed);
     rlx_team_stat[1] += late;
     if (late >= 2 || (late && rlx_team_prev_late)) {
@@ -415,22 +538,23 @@ def _claimed_calls(calls: list[str], team: list[bool], claims: list[bool], live:
 
 def work_counters(prefix: str, kernels: int) -> str:
     """The claim counters of a program's kernels (rlx_team_claim), two per kernel (chunks
-    claimed, chunks done), and the count of regions the program opened
-    (``<prefix>_regions``, see ``team_functions``)."""
-    return (f"static atomic_int {prefix}_work[{2 * max(kernels, 1)}];\n"
+    claimed, chunks done, each with the call's generation in its high half), and the count of
+    team calls the program made (``<prefix>_regions``, see ``team_functions``)."""
+    return (f"static atomic_llong {prefix}_work[{2 * max(kernels, 1)}];\n"
             f"static atomic_llong {prefix}_region_count;\n")
 
 
 def team_functions(prefix: str, team_mode: bool) -> str:
     """Exported helpers of a program, for tests and benchmarks.
 
-    ``long long <prefix>_regions(void)``: team regions (one per call) opened so far, always 0
-    for a program that runs on the calling thread alone. In team mode also
-    ``<prefix>_team_stats(long long out[4])`` (team calls, late arrivals, calls shrunk to one
-    thread, shrink spells), ``<prefix>_team_chunks(long long out[2])`` (claimed chunks run
-    by thread 0 and by the other threads, since the library loaded), ``<prefix>_team_reset()`` (forget the shrink state: the next call
-    is a team call) and ``<prefix>_team_delay(tid, us)`` (thread ``tid`` sleeps ``us``
-    microseconds at the start of the next team call: a descheduled thread, simulated).
+    ``long long <prefix>_regions(void)``: team calls (a region or a pool call of more than one
+    thread) made so far, always 0 for a program that runs on the calling thread alone. In
+    team mode also ``<prefix>_team_stats(long long out[4])`` (team calls, late arrivals, calls
+    shrunk to one thread, shrink spells), ``<prefix>_team_chunks(long long out[2])`` (claimed
+    chunks run by thread 0 and by the other threads, since the library loaded),
+    ``<prefix>_team_reset()`` (forget the shrink state: the next call is a team call) and
+    ``<prefix>_team_delay(tid, us)`` (thread ``tid`` sleeps ``us`` microseconds at the start
+    of the next team call: a descheduled thread, simulated).
     """
     if not team_mode:
         return f"long long {prefix}_regions(void) {{\n    return 0;\n}}\n"
@@ -442,42 +566,72 @@ def team_functions(prefix: str, team_mode: bool) -> str:
             "    rlx_team_shrink_left = 0; rlx_team_shrink_until = 0; rlx_team_prev_late = 0;\n"
             "    rlx_team_shrink_next = 2; rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;\n}\n"
             f"void {prefix}_team_chunks(long long* out) {{\n"
-            "    out[0] = rlx_team_tchunks[0]; out[1] = 0;\n"
-            "    for (int i = 1; i < RLX_TEAM_MAXT; ++i) out[1] += rlx_team_tchunks[i];\n}\n"
+            "    out[0] = rlx_team_tchunks[0]; out[1] = rlx_team_others();\n}\n"
             f"void {prefix}_team_delay(int tid, int us) {{\n"
             "    atomic_store_explicit(&rlx_team_delay_us, us, memory_order_relaxed);\n"
             "    atomic_store_explicit(&rlx_team_delay_tid, tid, memory_order_relaxed);\n}\n")
 
 
+ENTRY_PARAMS = ("const void* const* inputs", "const void* const* params", "void* const* outputs",
+                "unsigned char* arena")  # the entry point's (c_common renderer.entry)
+
+
+def body_function(calls: list[str], prefix: str, timed: bool = False) -> str:
+    """The pool's body of a program whose kernels all claim their work (``region`` with
+    ``pool``): the kernel calls as a function every thread of the team runs, taking the entry
+    point's arguments as an array (rlx_team_call)."""
+    names = [p.rsplit(" ", 1)[1] for p in ENTRY_PARAMS]
+    head = [f"static void {prefix}_body(void* const* rlx_a, int rlx_team_tid, int rlx_team_n) {{"]
+    head += [f"    {p} = ({p.rsplit(' ', 1)[0]})rlx_a[{i}];" for i, p in enumerate(ENTRY_PARAMS)]
+    head.append("    " + " ".join(f"(void){n};" for n in names) + " (void)rlx_team_n;")
+    head.append("    if (rlx_team_n > 1) rlx_team_maybe_delay(rlx_team_tid);")
+    if timed:
+        head += ["    double rlx_team_t0 = 0.0;", "    (void)rlx_team_t0;"]
+    return "\n".join([*head, *(c[4:] if c.startswith("    ") else c for c in calls), "}"]) + "\n"
+
+
+POOL_CALL = "/* the team's call */"
+REGION_MARKS = ("#pragma omp parallel num_threads", POOL_CALL)  # a team call, either form
+
+
 def region(calls: list[str], timed: bool = False, prefix: str = "rlx",
            kernels: int = 0, claimed_only: bool = False) -> list[str]:
-    """The entry point's body: the claim counters zeroed, then one parallel region around the
-    kernel calls, of the team size ``rlx_team_begin`` allows (1 while shrunk: no region).
+    """The entry point's body: a new generation on the claim counters, then the kernel calls
+    on a team of the size ``rlx_team_begin`` allows (1 while shrunk: the calling thread alone).
 
-    With ``claimed_only`` (every kernel's work is claimed, team_calls) a worker that ran no
-    chunk in the whole call counts as a late arrival: it came when the work was done, and the
-    call only waited for it to leave the region."""
-    clock = ["        double rlx_team_t0 = 0.0;", "        (void)rlx_team_t0;"] if timed else []
-    idle = ["        const long long rlx_team_c0 = rlx_team_tchunks[rlx_team_tid_()];",
-            *calls,
-            "        if (rlx_team_n > 1 && rlx_team_tid > 0 "
-            "&& rlx_team_tchunks[rlx_team_tid_()] == rlx_team_c0)",
-            "            atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);"
-            ] if claimed_only else calls
-    return [f"    for (int i = 0; i < {2 * max(kernels, 1)}; ++i)  /* nothing is claimed yet */",
-            f"        atomic_store_explicit(&{prefix}_work[i], 0, memory_order_relaxed);",
+    With ``claimed_only`` (every kernel's work is claimed, team_calls) the team is the pool
+    (``rlx_team_call`` runs ``body_function``, which the caller writes before the entry): the
+    call returns when every chunk is done, without waiting for a worker to come or leave, and
+    a call (of over 1 ms) in which no worker ran a chunk counts as a late arrival (the worker
+    came when the work was done). Otherwise one OpenMP parallel region, which joins every thread at its end:
+    a wait there past the spin budget is a late arrival too."""
+    counters = 2 * max(kernels, 1)
+    head = [f"    const long long rlx_team_g = rlx_team_next({prefix}_work, {counters});",
             "    const int rlx_team_n = rlx_team_begin(RLX_TEAM);",
             "    if (rlx_team_n > 1)",
-            f"        atomic_fetch_add_explicit(&{prefix}_region_count, 1, memory_order_relaxed);",
+            f"        atomic_fetch_add_explicit(&{prefix}_region_count, 1, memory_order_relaxed);"]
+    if claimed_only:
+        names = ", ".join(f"(void*){p.rsplit(' ', 1)[1]}" for p in ENTRY_PARAMS)
+        return [*head,
+                f"    {{ void* const rlx_a[4] = {{{names}}};",
+                f"      rlx_team_call({prefix}_body, rlx_a, rlx_team_n, rlx_team_g); }}  {POOL_CALL}",
+                "    rlx_team_end(rlx_team_n);"]
+    clock = ["        double rlx_team_t0 = 0.0;", "        (void)rlx_team_t0;"] if timed else []
+    return [*head,
+            "    atomic_store_explicit(&rlx_pool_n, 1, memory_order_relaxed);  /* not the pool's */",
+            "    atomic_store_explicit(&rlx_team_gen, rlx_team_g, memory_order_seq_cst);",
+            "    long long rlx_team_body_end = 0;",
             "    #pragma omp parallel num_threads(rlx_team_n) if (rlx_team_n > 1)",
             "    {",
             "        const int rlx_team_tid = omp_get_thread_num();",
-            "        (void)rlx_team_tid;",
+            "        rlx_team_enter(rlx_team_tid, rlx_team_g);",
             "        if (rlx_team_n > 1) rlx_team_maybe_delay(rlx_team_tid);",
             *clock,
-            *idle,
-            "        if (rlx_team_tid == 0 && rlx_team_n > 1) rlx_team_body_end = rlx_team_clock_ns();",
+            *calls,
+            "        if (rlx_team_tid == 0) rlx_team_body_end = rlx_team_clock_ns();",
             "    }",
+            "    if (rlx_team_n > 1 && rlx_team_clock_ns() - rlx_team_body_end > RLX_TEAM_SPIN_NS)",
+            "        atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);",
             "    rlx_team_end(rlx_team_n);"]
 
 
@@ -489,7 +643,7 @@ def region(calls: list[str], timed: bool = False, prefix: str = "rlx",
 # OS deschedules then claims fewer chunks and the others run the rest.
 CHUNKS = "/* team chunks */"
 LOOP_CHUNKS = 16  # chunks of a worksharing loop (at most; fewer when it has fewer iterations)
-CLAIM = "atomic_int* rlx_work"  # the counters' kernel parameter (blas.emit_gemm names it too)
+CLAIM = "atomic_llong* rlx_work"  # the counters' kernel parameter (blas.emit_gemm names it too)
 _CHUNK_FOR = re.compile(r"^( *)/\* team chunks \*/ for \(int64_t ch = 0; ch < (\d+); \+\+ch\) \{$")
 _FOR = re.compile(r"^for \(int64_t (\w+) = 0; \1 < (\d+); (?:\+\+\1|\1 \+= (\d+))\) \{$")
 
