@@ -200,7 +200,7 @@ module rlx_fc_layer #(
             rq_busy <= 1'b0;
         end else begin
             if (rq_busy && !acc_done) begin
-                case (rq)
+                case (REQ ? rq : RQ_LOAD)  // logits: the other states are unreachable
                 RQ_LOAD: if (!REQ) begin   // logits: the accumulators as they are
                     y_we <= 1'b1;
                     y_addr <= out_n;
