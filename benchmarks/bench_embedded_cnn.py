@@ -113,6 +113,53 @@ def quantized(p: dict[str, Any], calib: Any, batches: tuple[int, ...], example: 
     return [ptq.convert_static(gi, act).graph for gi in graphs]
 
 
+def qat_finetune(args: argparse.Namespace, p: dict[str, Any], x: Any, y: Any,
+                 calib: Any) -> dict[str, Any]:
+    """QAT (rlx_core.quant.qat: fake-quantized inputs and per-channel weights, LSQ step sizes)
+    from the f32 weights ``p`` for ``--qat-epochs`` epochs with rlx's autodiff and Adam on the
+    cpu target (batch 64, seed 1); the step sizes start at min-max PTQ's over ``calib``.
+    Loaded from ``--qat-params`` if that file exists (saved there otherwise)."""
+    import numpy as np
+
+    import rlx_core as rlx
+    from rlx_core.optim import Adam, compile_step
+    from rlx_core.quant import ptq, qat
+    from rlx_core.quant.observers import make_observer
+
+    names = ("weight", "bias", "x_log_scale", "w_log_scale")
+    if args.qat_params and Path(args.qat_params).exists():
+        z = np.load(args.qat_params)
+        return {k: {n: z[f"{k}.{n}"] for n in names} for k in ("conv1", "conv2", "fc1", "fc2")}
+    f32 = {"conv1": {"weight": p["c1"], "bias": p["b1"]},
+           "conv2": {"weight": p["c2"], "bias": p["b2"]},
+           "fc1": {"weight": p["fc"], "bias": p["bfc"]},
+           "fc2": {"weight": p["fc2"], "bias": p["bfc2"]}}
+    g = rlx.trace(cnn(p), calib[:250])
+    inputs = [n.inputs[0] for n in ptq.quantizable_layers(g)]
+    obs = {v: make_observer("minmax", dtype="u8", scheme="asymmetric") for v in inputs}
+    ptq.calibrate(g, inputs, obs, [calib[i:i + 250] for i in range(0, len(calib), 250)],
+                  "numpy")
+    amax = [float(np.max(obs[v].range()[1])) for v in inputs]
+    step = compile_step(qat.cnn_loss(), Adam(args.qat_lr), qat.init_qat(f32, amax), x[:64],
+                        y[:64], target="cpu")
+    order = np.random.default_rng(1).permutation(len(x))
+    steps = int(args.qat_epochs * (len(x) // 64))
+    t0 = time.perf_counter()
+    for i in range(steps):
+        idx = order[i * 64 % len(x):][:64]
+        if len(idx) < 64:
+            idx = order[:64]
+        loss = step(x[idx], y[idx])
+        if i % 100 == 0:
+            say(f"  QAT step {i} / {steps}: loss {float(loss):.4f}, "
+                f"{time.perf_counter() - t0:.0f} s")
+    out = {k: {n: np.asarray(v) for n, v in q.items()} for k, q in step.params.items()}
+    say(f"QAT: {steps} steps in {time.perf_counter() - t0:.0f} s")
+    if args.qat_params:
+        np.savez(args.qat_params, **{f"{k}.{n}": v for k, q in out.items() for n, v in q.items()})
+    return out
+
+
 def main() -> None:
     import numpy as np
 
@@ -131,6 +178,10 @@ def main() -> None:
     ap.add_argument("--params", help="an .npz of f32 weights to reuse (saved if absent)")
     ap.add_argument("--board", default="mps2-an386", help="mps2-an386 (Cortex-M4F) or "
                     "mps2-an505 (Cortex-M33)")
+    ap.add_argument("--qat-epochs", type=float, default=0.0,
+                    help="QAT fine-tuning epochs from the f32 weights (0: static PTQ)")
+    ap.add_argument("--qat-lr", type=float, default=1e-4)
+    ap.add_argument("--qat-params", help="an .npz of QAT weights to reuse (saved if absent)")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
 
@@ -144,7 +195,13 @@ def main() -> None:
     f32 = rlx.compile(cnn(p), xt[:bs], target="numpy")
     f32_pred = np.concatenate([np.asarray(f32(xt[s:s + bs])[1]) for s in range(0, len(xt), bs)])
     calib = x[:args.calib].reshape(-1, 1, 28, 28)
-    q1, qb = quantized(p, calib, (1, bs), xt[:bs])
+    if args.qat_epochs:
+        from rlx_core.quant import qat
+
+        qp = qat_finetune(args, p, x.reshape(-1, 1, 28, 28), y, calib)
+        q1, qb = (qat.convert_qat(qp, xt[:b], argmax=True).graph for b in (1, bs))
+    else:
+        q1, qb = quantized(p, calib, (1, bs), xt[:bs])
     ref = rlx.compile(qb, target="numpy")
     outs = [ref(xt[s:s + bs]) for s in range(0, len(xt), bs)]
     ref_l = np.concatenate([np.asarray(o[0]) for o in outs])

@@ -103,3 +103,34 @@ def test_qat_mlp_trains_and_converts_to_the_int8_chain():
     fq = np.asarray(rlx.compile(lambda v: qat.qat_mlp_logits(step.params, v), x)(x))
     got = np.asarray(rlx.compile(q.graph)(x))
     assert np.abs(got - fq).max() < 0.02 * np.abs(fq).max() + 1e-3
+
+
+def test_qat_cnn_trains_and_converts_to_int_conv2d():
+    """Two fake-quantized convolutions (per-channel weights along the filters) and a linear:
+    LSQ steps through compile_step lower the loss and move the conv scales; the converted
+    graph is int_conv2d -> requantize twice, a flatten of integers, int_linear, and its
+    logits follow the fake-quantized forward's."""
+    from rlx_core.optim import Adam, compile_step
+    from rlx_core.quant import qat
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, (8, 1, 8, 8)).astype(np.float32)
+    y = rng.integers(0, 3, 8).astype(np.int32)
+    f32 = {"conv1": {"weight": rng.normal(0, 0.5, (4, 1, 3, 3)), "bias": rng.normal(0, .1, 4)},
+           "conv2": {"weight": rng.normal(0, 0.3, (4, 4, 3, 3)), "bias": rng.normal(0, .1, 4)},
+           "fc1": {"weight": rng.normal(0, 0.3, (3, 16)), "bias": np.zeros(3)}}
+    f32 = {k: {n: v.astype(np.float32) for n, v in p.items()} for k, p in f32.items()}
+    qp = qat.init_qat(f32, [1.0, 2.0, 2.0])
+    assert qp["conv2"]["w_log_scale"].shape == (4,)  # one step size per filter
+    step = compile_step(qat.cnn_loss(), Adam(1e-2), qp, x, y, target="numpy")
+    losses = [float(step(x, y)) for _ in range(10)]
+    assert losses[-1] < losses[0]
+    assert not np.array_equal(np.asarray(step.params["conv1"]["w_log_scale"]),
+                              qp["conv1"]["w_log_scale"])
+    q = qat.convert_qat(step.params, x)
+    ops_ = q.graph.op_counts()
+    assert ops_["int_conv2d"] == 2 and ops_["int_linear"] == 1 and ops_["requantize"] == 2
+    assert "conv2d" not in ops_ and "linear" not in ops_
+    fq = np.asarray(rlx.compile(lambda v: qat.qat_logits(step.params, v), x)(x))
+    got = np.asarray(rlx.compile(q.graph)(x))
+    assert np.abs(got - fq).max() < 0.03 * np.abs(fq).max() + 1e-3
