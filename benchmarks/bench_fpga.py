@@ -127,7 +127,9 @@ def _big(args: argparse.Namespace, xt: Any, yt: Any, out: dict[str, Any]) -> Non
           f"reference {same} / {n}, logits bit-identical {exact} / {n}, "
           f"{big['cycles']:,} cycles per inference ({secs / n * 1e3:.1f} ms of simulation per "
           f"image). Not synthesized: its {big['weight_bytes']:,} bytes of weights fit no iCE40 "
-          f"(HX8K: 16 KB of block RAM).\n")
+          f"(HX8K: 16 KB of block RAM). Each layer's serial requantize unit (about 36 "
+          f"cycles an output, overlapped with the MAC array) adds cycles where 16 lanes x 36 "
+          f"exceed a layer's inputs (the second layer's 512) and after the last group.\n")
     print(md)
     if not args.no_write:
         write_results(f"embedded_fpga_mlp_{cpu_slug(info['cpu'])}", out, md)
