@@ -20,6 +20,8 @@ reference, flash / RAM from the ELF, arena and conv scratch, instructions per in
     python benchmarks/bench_embedded_cnn.py --images 500 --no-write
     python benchmarks/bench_embedded_cnn.py --c1 16 --board mps2-an505 --images 1000
                                     # Cortex-M33: results/embedded_cortex_m_cnn_mps2-an505_<cpu>.*
+    python benchmarks/bench_embedded_cnn.py --c1 16 --qat-epochs 1
+                                    # QAT: results/embedded_cortex_m_cnn_qat_<cpu>.*
 """
 
 from __future__ import annotations
@@ -241,7 +243,15 @@ def main() -> None:
     flags = "".join(f" --{k} {v}" for k, v, d in (("images", args.images, 10000),
                                                  ("epochs", args.epochs, 4), ("c1", c1, 8),
                                                  ("c2", c2, 16), ("hidden", hid, 32),
-                                                 ("board", args.board, "mps2-an386")) if v != d)
+                                                 ("board", args.board, "mps2-an386"),
+                                                 ("qat-epochs", args.qat_epochs, 0.0),
+                                                 ("qat-lr", args.qat_lr, 1e-4)) if v != d)
+    quant = (f"static PTQ by rlx (u8 activations min-max over {args.calib} training images, "
+             f"i8 weights per output channel)" if not args.qat_epochs else
+             f"QAT by rlx ({args.qat_epochs:g} epochs from the f32 weights with rlx's autodiff "
+             f"and Adam {args.qat_lr:g} on the cpu target, batch 64: fake-quantized u8 inputs "
+             f"and i8 weights per output channel, LSQ step sizes started at min-max over "
+             f"{args.calib} training images)")
     md = (f"# int8 MNIST CNN as Cortex-M firmware under QEMU\n\n"
           f"Command: `python benchmarks/bench_embedded_cnn.py{flags}`. Host: {info['cpu']}, "
           f"{info['cores']} cores, load average {info.get('load_average_1m')} at the start, "
@@ -249,8 +259,7 @@ def main() -> None:
           f"arm-none-eabi-gcc `-Os`. Model: conv 1->{c1} 3x3/2 + relu, conv {c1}->{c2} 3x3/2 + "
           f"relu, flatten, linear {c2 * 49}->{hid} + relu, linear {hid}->10; f32 {args.epochs} epochs (torch, "
           f"Adam 2e-3 x0.4 per epoch, batch 64, seed 0), "
-          f"static PTQ by rlx (u8 activations min-max over {args.calib} training images, i8 "
-          f"weights per output channel): `int_conv2d` -> `requantize` -> relu twice, a u8 "
+          f"{quant}: `int_conv2d` -> `requantize` -> relu twice, a u8 "
           f"flatten, `int_linear` -> `requantize` -> relu, `int_linear`, the logits dequantized on the device and their argmax. "
           f"The host int8 reference is the numpy target on the same integer graph.\n\n"
           f"{table}\n\n"
@@ -261,14 +270,16 @@ def main() -> None:
     print(md)
     if not args.no_write:
         board = "" if args.board == "mps2-an386" else f"{args.board}_"
-        write_results(f"embedded_cortex_m_cnn_{board}{cpu_slug(info['cpu'])}",
+        kind = "qat_" if args.qat_epochs else ""
+        write_results(f"embedded_cortex_m_cnn_{kind}{board}{cpu_slug(info['cpu'])}",
                       {"machine": info, "images": n, "f32_accuracy": f32_acc,
                        "host_int8_accuracy": host_acc, "firmware_accuracy": acc,
                        "identical_predictions": same, "identical_logits": exact,
                        "memory": mem, "instructions_mean": float(ins.mean()),
                        "instructions_min": int(ins.min()), "instructions_max": int(ins.max()),
                        "host_seconds": secs, "epochs": args.epochs, "calib": args.calib,
-                       "channels": [c1, c2], "hidden": hid, "board": args.board}, md)
+                       "channels": [c1, c2], "hidden": hid, "board": args.board,
+                       "qat_epochs": args.qat_epochs, "qat_lr": args.qat_lr}, md)
 
 
 if __name__ == "__main__":
