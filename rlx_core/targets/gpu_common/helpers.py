@@ -121,7 +121,7 @@ def _fmod(d: Dialect) -> list[str]:
 
 def _powf(d: Dialect) -> list[str]:
     # C99 pow (what numpy computes) on the bits: drivers' pow is exp2(b * log2(a)), which gets
-    # 0^-2, 1^inf, NaN^0 and the signs of negative bases wrong
+    # 0^-2, 1^inf, NaN^0, the signs of negative bases and subnormal bases wrong
     L, u = d.float_lit, d.bitcast
     inf, nan = d.nonfinite_lit(0x7F800000), d.nonfinite_lit(0x7FC00000)
     return [
@@ -145,6 +145,11 @@ def _powf(d: Dialect) -> list[str]:
         f"    if (b < {L(0.0)}) {{ m = {inf}; }}",
         "  } else if (ua == 0x7f800000u) {",
         f"    if (b > {L(0.0)}) {{ m = {inf}; }}",
+        "  } else if (ua < 0x00800000u) {",
+        # a subnormal base: Mesa's pow/log2 read its exponent field as -127 whatever its
+        # mantissa (pow(-1.4e-45, -1) gave -2^127, not -inf); its value is ua * 2^-149, and ua
+        # converts to f32 exactly, so no subnormal reaches the driver
+        f"    m = exp2(b * (log2({d.conv('f32', 'ua')}) - {L(149.0)}));",
         "  } else {",
         "    m = pow(x, b);",
         "  }",
