@@ -52,3 +52,14 @@ def dtype_rules(target: str) -> tuple[DTypeRule, ...]:
         DTypeRule("c64", "unsupported", hint="split into real and imaginary f32 parts"),
         DTypeRule("i4", "unsupported", hint="dequantize: cast the i4 tensor to f32 first"),
     )
+
+
+def int8_claims(path: str) -> tuple[OpClaim, ...]:
+    """``int_linear`` (i8/u8 operands, i32 accumulators) and ``requantize`` (i32 to i8, u8 or
+    i16) as gpu_common/int8.py renders them; ``path`` says how the dot products run."""
+    return (OpClaim(("int_linear",), ("i8", "u8", "i32"),
+                    note=f"16x16 tiles of packed int8 words staged in shared memory, {path} "
+                         "(gpu_common/int8.py)"),
+            OpClaim(("requantize",), ("i32", "i8", "u8", "i16"),
+                    note="TFLite's fixed-point rescale in 32-bit limbs (no i64 in shaders)"))
+

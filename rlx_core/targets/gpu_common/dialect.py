@@ -182,3 +182,23 @@ class Dialect:
     def enables(self, uses_f16: bool) -> list[str]:
         """Lines at the very top of the source (extensions)."""
         return []
+
+    # ---- int8 kernels (gpu_common/int8.py) ---------------------------------------------------
+
+    # the int8 path this dialect takes: "packed-dot" (a 4x8-bit dot product builtin) or "i32"
+    int8_path = "i32"
+
+    def dot4_i8(self, a: str, b: str) -> str | None:
+        """The i32 dot product of two u32 words of four signed bytes each, as one builtin
+        (WGSL ``dot4I8Packed``, SPIR-V ``OpSDot``), or None: the kernel unpacks with shifts."""
+        return None
+
+    def dot4_decl(self) -> list[str]:
+        """Module-scope lines the ``dot4_i8`` builtin needs (a declaration, a directive)."""
+        return []
+
+    def table(self, name: str, key: str, values: list[int]) -> str:
+        """A module-scope constant array of integers (per-channel requantize parameters)."""
+        ty = self.t(key)
+        vals = ", ".join(self.int_lit(v, key) for v in values)
+        return f"const {ty} {name}[{len(values)}] = {ty}[{len(values)}]({vals});"

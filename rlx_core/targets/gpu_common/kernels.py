@@ -527,9 +527,13 @@ def render_kernel(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> GpuKer
 def render_graph(d: Dialect, lir: Graph) -> tuple[GpuKernel, ...]:
     """Every kernel of a LIR graph in dialect ``d``, in execution order (a composite the
     dialect renders itself may be several dispatches)."""
+    from rlx_core.targets.gpu_common.int8 import render_int8  # it imports this module
+
     types = {name: v.type for name, v in lir.values().items()}
     out: list[GpuKernel] = []
     for k in lir.kernels:
         own = d.composite(k, types)
+        if own is None:
+            own = render_int8(d, k, types)
         out.extend(own if own is not None else (render_kernel(d, k, types),))
     return tuple(out)

@@ -17,10 +17,12 @@ from rlx_core.targets.gpu_common import caps as gpu
 
 DTYPES = tuple(d for d in gpu.DTYPES if d != "f16")
 
+_INT8_PATH = "unpacked by shifts (no cl_khr_integer_dot_product on PoCL here)"
+
 CAPS = Capabilities(
     target="opencl",
     verification="executes",
-    claims=gpu.claims(DTYPES),
+    claims=(*gpu.claims(DTYPES), *gpu.int8_claims(_INT8_PATH)),
     dtype_rules=(*(DTypeRule("f64", "unsupported", code="RLX-L002",
                              hint="this OpenCL device has no cl_khr_fp64: cast to f32")
                    if r.dtype == "f64" else r for r in gpu.dtype_rules("opencl")),
@@ -34,7 +36,7 @@ CAPS = Capabilities(
 
 def with_fp64(caps: Capabilities) -> Capabilities:
     """The table of a device that reports cl_khr_fp64: every claim also in f64, f64 native."""
-    return replace(caps, claims=gpu.claims((*DTYPES, "f64")),
+    return replace(caps, claims=(*gpu.claims((*DTYPES, "f64")), *gpu.int8_claims(_INT8_PATH)),
                    dtype_rules=tuple(DTypeRule("f64", "native") if r.dtype == "f64" else r
                                      for r in caps.dtype_rules),
                    note=caps.note + "; f64 as double (cl_khr_fp64)")

@@ -17,7 +17,8 @@ DTYPES = tuple(d for d in gpu.DTYPES if d != "f16")
 CAPS = Capabilities(
     target="opengl",
     verification="executes",
-    claims=gpu.claims(DTYPES),
+    claims=(*gpu.claims(DTYPES),
+            *gpu.int8_claims("unpacked by shifts (GLSL 4.30 has no integer dot product)")),
     dtype_rules=(*gpu.dtype_rules("opengl"),
                  DTypeRule("f16", "unsupported", code="RLX-L003",
                            hint="cast to f32 (the GLSL dialect computes in f32)")),

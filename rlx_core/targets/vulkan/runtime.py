@@ -25,6 +25,9 @@ from rlx_core.targets.vulkan.toolchain import to_spirv
 
 # AdapterInfo feature of a device with compute-stage subgroup shuffles (not an extension name)
 SUBGROUP_SHUFFLE = "subgroup-shuffle"
+# ... of a device with VK_KHR_shader_integer_dot_product enabled (int8 kernels use OpSDot)
+INTEGER_DOT = "shader-integer-dot-product"
+_DOT_EXT = "VK_KHR_shader_integer_dot_product"
 
 
 @dataclass
@@ -80,8 +83,16 @@ class VulkanDevice:
             raise TargetUnavailableError(f"{props.deviceName} has no compute queue")
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=family, queueCount=1,
                                                 pQueuePriorities=[1.0])
+        exts = vk.vkEnumerateDeviceExtensionProperties(self.physical, None)
+        features = sorted(e.extensionName for e in exts)
+        dot = self._integer_dot(props, features)
         self.device = vk.vkCreateDevice(self.physical, vk.VkDeviceCreateInfo(
-            queueCreateInfoCount=1, pQueueCreateInfos=[queue_info]), None)
+            queueCreateInfoCount=1, pQueueCreateInfos=[queue_info],
+            enabledExtensionCount=1 if dot else 0,
+            ppEnabledExtensionNames=[_DOT_EXT] if dot else None,
+            pNext=vk.VkPhysicalDeviceShaderIntegerDotProductFeatures(
+                sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
+                shaderIntegerDotProduct=vk.VK_TRUE) if dot else None), None)
         self.queue = vk.vkGetDeviceQueue(self.device, family, 0)
         self.pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
             queueFamilyIndex=family,
@@ -91,16 +102,29 @@ class VulkanDevice:
         self._new_descriptor_pool()
         self.memory_type = self._host_memory_type()
         lim = props.limits
-        exts = vk.vkEnumerateDeviceExtensionProperties(self.physical, None)
-        features = sorted(e.extensionName for e in exts)
         if self._subgroup_shuffle(props):
             features.append(SUBGROUP_SHUFFLE)
+        if dot:
+            features.append(INTEGER_DOT)
         self.info = AdapterInfo(
             name=str(props.deviceName), features=tuple(features),
             max_storage_buffers=int(lim.maxPerStageDescriptorStorageBuffers),
             max_buffer_bytes=int(lim.maxStorageBufferRange),
             max_workgroup_size=int(lim.maxComputeWorkGroupInvocations),
             backend=f"Vulkan {props.apiVersion >> 22}.{(props.apiVersion >> 12) & 0x3ff}")
+
+    def _integer_dot(self, props: Any, extensions: list[str]) -> bool:
+        """Does the device have 4x8-bit packed integer dot products (the extension and its
+        feature bit)? ``RLX_VULKAN_INTEGER_DOT=0`` leaves them off (int8 kernels unpack)."""
+        vk = self.vk
+        if _DOT_EXT not in extensions or props.apiVersion < vk.VK_MAKE_VERSION(1, 1, 0) or \
+                os.environ.get("RLX_VULKAN_INTEGER_DOT", "1") == "0":
+            return False
+        feat = vk.VkPhysicalDeviceShaderIntegerDotProductFeatures(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES)
+        vk.vkGetPhysicalDeviceFeatures2(self.physical, vk.VkPhysicalDeviceFeatures2(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=feat))
+        return bool(feat.shaderIntegerDotProduct)
 
     def _subgroup_shuffle(self, props: Any) -> bool:
         """Does the device shuffle across a subgroup in compute shaders (Vulkan 1.1 core)?"""

@@ -27,10 +27,10 @@ class VulkanTarget(GpuTarget):
         return VulkanDevice()
 
     def dialect_for(self, info: Any) -> Any:
-        from rlx_core.targets.vulkan.dialect import GLSL450_SUBGROUP
-        from rlx_core.targets.vulkan.runtime import SUBGROUP_SHUFFLE
+        from rlx_core.targets.vulkan.dialect import glsl450
+        from rlx_core.targets.vulkan.runtime import INTEGER_DOT, SUBGROUP_SHUFFLE
 
-        return GLSL450_SUBGROUP if SUBGROUP_SHUFFLE in info.features else self.dialect
+        return glsl450(SUBGROUP_SHUFFLE in info.features, INTEGER_DOT in info.features)
 
     def table(self) -> Any:
         from rlx_core.targets.vulkan.caps import CAPS

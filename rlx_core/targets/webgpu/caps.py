@@ -16,6 +16,10 @@ and runs on wgpu (lavapipe in CI) and in headless Chromium; the claims are exact
   of every GPU table and runs the bool ones against numpy;
 - i8/i16 are stored as i32 and u8 as u32 (no 8/16-bit integer types), computed in 32 bits and
   wrapped to their width after every op;
+- int8: ``int_linear`` and ``requantize`` run as kernels of their own (gpu_common/int8.py):
+  packed int8 words meet in ``dot4I8Packed`` where the WGSL compiler has the
+  packed_4x8_integer_dot_product extension (the native runtime probes it), else in an i32
+  loop over unpacked bytes; requantize's 64-bit products are formed from 32-bit limbs;
 - erf has no WGSL builtin: the renderer emits a Taylor series below 0.25 and Abramowitz-Stegun 7.1.26 above (|error| < 1.5e-7);
 - no float atomics: scatter_add runs one invocation per output element that sums its updates
   in index order (deterministic, O(output x indices));
@@ -70,7 +74,9 @@ CAPS = Capabilities(
                            why="the iterations are unrolled into one submission")),
                 note="CG, unrolled into one chain of dispatches (webgpu/krylov.py)"),
             OpClaim(LINALG_OPS, LINALG_DTYPES,
-                    note="cholesky, one workgroup per matrix (webgpu/linalg.py)")),
+                    note="cholesky, one workgroup per matrix (webgpu/linalg.py)"),
+            *gpu.int8_claims("dot4I8Packed where the WGSL compiler has "
+                             "packed_4x8_integer_dot_product, else unpacked by shifts")),
     dtype_rules=(
         *(DTypeRule("f64", "emulated", stored_as="f32 pair (double-float: 48-bit significand, "
                     "f32 exponent range)") if r.dtype == "f64" else r

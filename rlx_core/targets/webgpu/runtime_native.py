@@ -19,6 +19,7 @@ from rlx_core.errors import TargetUnavailableError
 from rlx_core.targets.gpu_common.plan import AdapterInfo, GpuPlan
 from rlx_core.targets.gpu_common.runtime import GpuProgram
 from rlx_core.targets.webgpu.device import WebGpuDevice, WgpuError
+from rlx_core.targets.webgpu.wgsl import PACKED_DOT
 
 __all__ = ["NativeApi", "NativeRuntime", "WgpuError"]
 
@@ -123,6 +124,8 @@ class NativeRuntime(WebGpuDevice):
         want = {k: lim[k] for k in _LIMITS if k in lim}
         required = ["shader-f16"] if "shader-f16" in feats else []
         device = adapter.request_device_sync(required_features=required, required_limits=want)
+        if _packed_dot(wgpu, device):
+            feats.append(PACKED_DOT)
         ainfo = adapter.info
         info = AdapterInfo(
             name=str(ainfo.get("device", "") or "unknown adapter"), features=tuple(feats),
@@ -136,6 +139,32 @@ class NativeRuntime(WebGpuDevice):
     def load(self, plan: GpuPlan, param_data: dict[str, Any]) -> GpuProgram:
         with self.lock:
             return GpuProgram(self, plan, param_data)
+
+
+_PACKED_PROBE = """requires packed_4x8_integer_dot_product;
+@group(0) @binding(0) var<storage, read_write> v: array<i32>;
+@compute @workgroup_size(1) fn main() { v[0] = dot4I8Packed(u32(v[1]), u32(v[2])); }
+"""
+
+
+def _packed_dot(wgpu: Any, device: Any) -> bool:
+    """Does this WGSL compiler have ``dot4I8Packed``? wgpu-py's ``wgsl_language_features``
+    answers where the implementation reports it (wgpu-native 0.32 reports an empty set
+    although its naga compiles the builtins), else a one-line module is compiled.
+    ``RLX_WEBGPU_PACKED_DOT=0`` turns the packed path off (the int8 kernels then unpack)."""
+    import os
+
+    if os.environ.get("RLX_WEBGPU_PACKED_DOT", "1") == "0":
+        return False
+    if "packed_4x8_integer_dot_product" in getattr(wgpu.gpu, "wgsl_language_features", ()):
+        return True
+    try:
+        module = device.create_shader_module(code=_PACKED_PROBE)
+        device.create_compute_pipeline(layout="auto",
+                                       compute={"module": module, "entry_point": "main"})
+    except Exception:  # noqa: BLE001 (any compile error means: no extension)
+        return False
+    return True
 
 
 def _quiet_headless_vulkan() -> None:

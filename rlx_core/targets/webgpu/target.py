@@ -23,7 +23,7 @@ from rlx_core.targets.gpu_common.plan import (  # noqa: F401 (the WebGPU runtime
     DeviceLimitError,
     GpuPlan,
 )
-from rlx_core.targets.webgpu.wgsl import WGSL
+from rlx_core.targets.webgpu.wgsl import PACKED_DOT, WGSL, WGSL_PACKED
 
 
 def _in_pyodide() -> bool:
@@ -31,8 +31,10 @@ def _in_pyodide() -> bool:
 
 
 def make_plan(lir: Graph, adapter: AdapterInfo | None = None) -> GpuPlan:
-    """Render ``lir`` in WGSL and lay out its buffers; check kernels against ``adapter``."""
-    return plan.make_plan(lir, WGSL, adapter, "webgpu")
+    """Render ``lir`` in WGSL and lay out its buffers; check kernels against ``adapter``
+    (whose WGSL compiler, where it has ``dot4I8Packed``, gets the packed int8 dialect)."""
+    dialect = WGSL_PACKED if adapter is not None and PACKED_DOT in adapter.features else WGSL
+    return plan.make_plan(lir, dialect, adapter, "webgpu")
 
 
 class WebGpuTarget:

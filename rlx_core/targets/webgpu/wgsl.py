@@ -94,10 +94,15 @@ class Wgsl(Dialect):
             return linalg.render_linalg(k, types)
         return None
 
+    def table(self, name: str, key: str, values: list[int]) -> str:
+        vals = ", ".join(self.int_lit(v, key) for v in values)
+        return f"const {name} = array<{self.t(key)}, {len(values)}>({vals});"
+
     def kernel(self, buffers: list[Buffer], shared: list[Shared], wg: tuple[int, int, int],
                prelude: list[str], body: list[str]) -> str:
-        enables = [p for p in prelude if p.startswith("enable ")]
-        helpers = [p for p in prelude if not p.startswith("enable ")]
+        directive = ("enable ", "requires ")  # before any declaration
+        enables = [p for p in prelude if p.startswith(directive)]
+        helpers = [p for p in prelude if not p.startswith(directive)]
         lines = [*enables]
         lines += [f"@group(0) @binding({b.slot}) var<storage, read_write> {b.var}: "
                   f"array<{'vec2<u32>' if b.type == 'f64' else self.t(b.type)}>;  // {b.note}"
@@ -126,3 +131,25 @@ class Wgsl(Dialect):
 
 
 WGSL = Wgsl()
+
+
+class WgslPacked(Wgsl):
+    """WGSL with the ``packed_4x8_integer_dot_product`` language extension: int_linear's
+    inner loop is ``dot4I8Packed`` (gpu_common/int8.py). Picked where the device compiles it
+    (webgpu/runtime_native.py probes; the browser reports ``wgslLanguageFeatures``)."""
+
+    name = "wgsl-packed"
+    int8_path = "packed-dot"
+
+    def dot4_i8(self, a: str, b: str) -> str | None:
+        return f"dot4I8Packed({a}, {b})"
+
+    def dot4_decl(self) -> list[str]:
+        return ["requires packed_4x8_integer_dot_product;"]
+
+
+WGSL_PACKED = WgslPacked()
+
+# the AdapterInfo feature of a device whose WGSL compiler has the extension
+PACKED_DOT = "wgsl-packed-4x8-integer-dot-product"
+

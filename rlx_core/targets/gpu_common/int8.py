@@ -1,0 +1,227 @@
+"""The int8 kernels of the GPU targets: ``int_linear`` on packed bytes and ``requantize`` in
+32-bit arithmetic, in any dialect that spells ``table`` (and, for the packed dot, ``dot4_i8``).
+
+Buffers hold i8 values as i32 and u8 as u32 (expr.py's STORAGE), so ``int_linear`` packs
+while it stages: each lane of a 16x16 workgroup reads four consecutive inputs of one row of
+``x`` and of ``w``, writes them as one u32 word of four signed bytes to shared memory, and
+the inner loop takes 16 words (64 multiply-adds) per K step. A u8 operand is offset to i8 on
+the way in (``v ^ 0x80`` is ``v - 128``), and every zero point is corrected afterwards:
+with ``x = x' + ox`` and ``w = w' + ow`` (x', w' the signed bytes),
+``sum (x - za)(w - zb) = sum x'w' + cb * sum x' + ca * sum w' + K * ca * cb`` with
+``ca = ox - za``, ``cb = ow - zb``, all wrapping i32 like the reference. ``sum x'w'`` is the
+dialect's 4x8-bit dot product builtin where it has one (the "packed-dot" path: WGSL
+``dot4I8Packed``, SPIR-V ``OpSDot``), else four sign-extending shifts and multiply-adds per
+word (the "i32" path); both exact.
+
+``requantize`` is TFLite's MultiplyByQuantizedMultiplier without 64-bit integers (WGSL and
+GLSL 4.50 have none; the common-IR decomposition needs i64): ``x * m`` is formed from 16-bit
+limbs as a (hi, lo) pair of u32 words, the nudge added with a carry, the high product shifted
+out, then RoundingDivideByPOT and the clamp. Per-channel multipliers and shifts are constant
+tables (``Dialect.table``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from rlx_core.ir import dtypes as dt
+from rlx_core.ir.graph import Kernel, TensorType
+from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared
+from rlx_core.targets.gpu_common.expr import STORAGE, GpuRenderError, bounds, safe
+from rlx_core.targets.gpu_common.kernels import WG, GpuKernel, _grid
+
+OPS: tuple[str, ...] = ("int_linear", "requantize")
+DTYPES: tuple[str, ...] = ("i8", "u8", "i16", "i32")
+TILE = 16  # a 16x16 workgroup computes 16x16 outputs; a K step is 16 words = 64 bytes
+
+
+def _wrap(v: int) -> int:
+    return (v + 2**31) % 2**32 - 2**31
+
+
+def _buffers(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> list[Buffer]:
+    out = []
+    for i, v in enumerate((*k.inputs, *k.outputs)):
+        role = "in" if i < len(k.inputs) else "out"
+        out.append(Buffer(i, f"b{i}", STORAGE[types[v].dtype.name],
+                          f"{role} %{safe(v)} : {types[v]}"))
+    return out
+
+
+def _dot4_helper(d: Dialect) -> list[str]:
+    """``rlx_dot4(a, b)``: the signed 4x8-bit dot product by shifts (the i32 path)."""
+    terms = " + ".join(f"(({d.conv('i32', f'a << {24 - 8 * t}u')} >> 24u) * "
+                       f"({d.conv('i32', f'b << {24 - 8 * t}u')} >> 24u))" for t in range(4))
+    return d.guard("rlx_dot4", [d.function("rlx_dot4", [("a", "u32"), ("b", "u32")], "i32"),
+                                f"  return {terms};", "}"])
+
+
+def _pack(d: Dialect, var: str, t: TensorType, base: str, k: int, total: int,
+          indent: str) -> list[str]:
+    """Statements setting u32 ``p`` to four signed bytes of ``var[base + 0..3]`` (0 past K)."""
+    lines = []
+    for j in range(4):
+        idx = f"min({base} + {j}u, {total - 1}u)"
+        byte = f"({d.conv('u32', f'{var}[{idx}]')} & 0xffu)"
+        if t.dtype == dt.u8:  # u8 -> i8 by -128: flip the top bit
+            byte = f"(({d.conv('u32', f'{var}[{idx}]')} ^ 0x80u) & 0xffu)"
+        shifted = f"({byte} << {8 * j}u)" if j else byte
+        if k % 4 and j >= k % 4:  # this byte of the last word is past K
+            shifted = d.select("0u", shifted, f"kw * 4u + {j}u < {k}u")
+        lines.append(f"{indent}p = p | {shifted};")
+    return lines
+
+
+def render_int_linear(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> GpuKernel:
+    node = k.nodes[0]
+    x_t, w_t = types[node.inputs[0]], types[node.inputs[1]]
+    kk = x_t.shape[-1]
+    m = math.prod(x_t.shape[:-1])
+    n = w_t.shape[0]
+    words = -(-kk // 4)
+    ca = (128 if x_t.dtype == dt.u8 else 0) - int(node.attr("a_zero_point"))
+    cb = (128 if w_t.dtype == dt.u8 else 0) - int(node.attr("b_zero_point"))
+    if m > 65535 * TILE or n > 65535 * TILE:
+        raise GpuRenderError(f"int_linear {m}x{n} exceeds the workgroup grid",
+                             hint="split the rows into several int_linear calls")
+    dot = d.dot4_i8("ta[ly][j]", "tb[lx][j]")
+    prelude = list(d.dot4_decl()) if dot is not None else _dot4_helper(d)
+
+    def dot4(a: str, b: str) -> str:
+        return d.dot4_i8(a, b) or f"rlx_dot4({a}, {b})"
+
+    def add(a: str, b: str) -> str:
+        return d.int_binary("+", a, b, "i32")
+
+    note = f"  {d.comment} %{safe(node.name)} = int_linear"
+    steps = [f"acc = {add('acc', dot4('ta[ly][j]', 'tb[lx][j]'))};"]
+    if cb:  # x's row sums
+        steps.append(f"sx = {add('sx', dot4('ta[ly][j]', '0x01010101u'))};")
+    if ca:  # w's row sums
+        steps.append(f"sw = {add('sw', dot4('tb[lx][j]', '0x01010101u'))};")
+    i32 = "i32"
+    wx, wy = d.builtin("wx"), d.builtin("wy")
+    lines = [f"  {d.let('lx', None, d.builtin('lx'))} {d.let('ly', None, d.builtin('ly'))}",
+             f"  {d.let('row', None, f'{wy} * {TILE}u + ly')}",
+             f"  {d.let('col', None, f'{wx} * {TILE}u + lx')}",
+             f"  {d.let('wrow', None, f'{wx} * {TILE}u + ly')}",
+             f"  {d.var('acc', i32, '0')} {d.var('sx', i32, '0')} {d.var('sw', i32, '0')}",
+             f"  {d.loop('k0', '0u', f'{words}u', f'{TILE}u')}",
+             f"    {d.let('kw', None, 'k0 + lx')}",
+             f"    {d.var('p', 'u32', '0u')}",
+             f"    if (row < {m}u && kw < {words}u) {{",
+             *_pack(d, "b0", x_t, f"row * {kk}u + kw * 4u", kk, x_t.size, "      "),
+             "    }", "    ta[ly][lx] = p;", "    p = 0u;",
+             f"    if (wrow < {n}u && kw < {words}u) {{",
+             *_pack(d, "b1", w_t, f"wrow * {kk}u + kw * 4u", kk, w_t.size, "      "),
+             "    }", "    tb[ly][lx] = p;",
+             f"    {d.barrier}",
+             f"    {d.loop('j', '0u', f'{TILE}u', '1u')}{note}",
+             *(f"      {s}" for s in steps), "    }",
+             f"    {d.barrier}", "  }",
+             f"  if (row >= {m}u || col >= {n}u) {{ return; }}"]
+    res = "acc"
+    if cb:
+        res = add(res, d.int_binary("*", "sx", d.int_lit(cb, i32), i32))
+    if ca:
+        res = add(res, d.int_binary("*", "sw", d.int_lit(ca, i32), i32))
+    if _wrap(kk * ca * cb):
+        res = add(res, d.int_lit(_wrap(kk * ca * cb), i32))
+    if len(node.inputs) == 3:
+        res = add(res, "b2[col]")
+    out = f"b{len(k.inputs)}"
+    lines.append(f"  {out}[row * {n}u + col] = {res};{note}")
+    shared = [Shared("ta", "u32", (TILE, TILE)), Shared("tb", "u32", (TILE, TILE))]
+    src = d.kernel(_buffers(d, k, types), shared, (TILE, TILE, 1),
+                   [*d.enables(False), *prelude], lines)
+    grid = (-(-n // TILE), -(-m // TILE), 1)
+    return GpuKernel(k.name, k.kind, src, k.inputs, k.outputs, grid, local=(TILE, TILE, 1))
+
+
+def _requant_params(mult: tuple[int, ...], shift: tuple[int, ...]) -> list[tuple[int, int, int]]:
+    """Per channel (multiplier, left shift, right shift); the IR keeps shifts in [-31, 30]."""
+    out = []
+    for mu, s in zip(mult, shift, strict=True):
+        if not 0 <= mu < 2**31 or not -31 <= s <= 30:
+            raise GpuRenderError(f"requantize ({mu}, {s}) is not a Q31 multiplier in [0, 2^31) "
+                                 "with a shift in [-31, 30]",
+                                 hint="use rlx.quant.quantize_multiplier")
+        out.append((mu, max(s, 0), max(-s, 0)))
+    return out
+
+
+def render_requantize(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> GpuKernel:
+    node = k.nodes[0]
+    t = node.type
+    x_t = types[node.inputs[0]]
+    mult, shift = tuple(node.attr("multiplier")), tuple(node.attr("shift"))
+    params = _requant_params(mult, shift)
+    total = t.size
+    grid = _grid(-(-total // WG))
+    i32, u32 = "i32", "u32"
+    gx, gy = d.builtin("gx"), d.builtin("gy")
+    lines = [f"  {d.let('i', None, f'{gx} + {gy} * {grid[0] * WG}u')}",
+             f"  if (i >= {total}u) {{ return; }}"]
+    prelude: list[str] = []
+    if len(set(params)) == 1:
+        mu, left, right = params[0]
+        m_e, l_e, r_e = d.int_lit(mu, i32), f"{left}u", f"{right}u"
+    else:
+        axis = node.attr("axis") % t.rank
+        inner = math.prod(t.shape[axis + 1:])
+        ch = len(params)
+        lines.append(f"  {d.let('c', None, f'(i / {inner}u) % {ch}u')}")
+        # named per kernel: a dialect may compile all kernels as one program (OpenCL)
+        tag = re.sub(r"\W", "_", k.name)
+        m_e, l_e, r_e = (f"rlx_q{x}_{tag}" for x in "mlr")
+        for name, col, key in ((m_e, 0, i32), (l_e, 1, u32), (r_e, 2, u32)):
+            prelude.append(d.table(name, key, [p[col] for p in params]))
+        m_e, l_e, r_e = (f"{x}[c]" for x in (m_e, l_e, r_e))
+    lo, hi = bounds(t.dtype)
+    zp = int(node.attr("zero_point"))
+    sel = d.select
+    note = f"  {d.comment} %{safe(node.name)} = requantize"
+    ux = d.conv(u32, "x")
+    xin = d.conv(i32, "b0[i]") if STORAGE[x_t.dtype.name] != i32 else "b0[i]"
+    lines += [
+        f"  {d.let('r', u32, r_e)}",
+        f"  {d.let('x', i32, d.int_binary('<<', xin, l_e, i32))}{note}",
+        # |x| * m as a 64-bit (hi, lo) pair from 16-bit limbs (m < 2^31, |x| <= 2^31)
+        f"  {d.let('neg', 'bool', 'x < 0')}",
+        f"  {d.let('ux', u32, sel(ux, '0u - ' + ux, 'neg'))}",
+        f"  {d.let('um', u32, d.conv(u32, m_e))}",
+        f"  {d.let('a0', u32, 'ux & 0xffffu')} {d.let('a1', u32, 'ux >> 16u')}",
+        f"  {d.let('c0', u32, 'um & 0xffffu')} {d.let('c1', u32, 'um >> 16u')}",
+        f"  {d.let('p00', u32, 'a0 * c0')} {d.let('p01', u32, 'a0 * c1')}",
+        f"  {d.let('p10', u32, 'a1 * c0')} {d.let('p11', u32, 'a1 * c1')}",
+        f"  {d.let('mid', u32, '(p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu)')}",
+        f"  {d.let('plo', u32, '(mid << 16u) | (p00 & 0xffffu)')}",
+        f"  {d.let('phi', u32, 'p11 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u)')}",
+        # SRDHM: trunc((x*m + nudge) / 2^31); on |x*m| that is (|x*m| + 2^30 [- 1]) >> 31
+        f"  {d.let('qlo', u32, 'plo + ' + sel('0x40000000u', '0x3fffffffu', 'neg'))}",
+        f"  {d.let('qhi', u32, 'phi + ' + sel('0u', '1u', 'qlo < plo'))}",
+        f"  {d.let('hm', u32, '(qhi << 1u) | (qlo >> 31u)')}",
+        f"  {d.let('h', i32, d.conv(i32, sel('hm', '0u - hm', 'neg')))}",
+        # RoundingDivideByPOT(h, r): ties away from zero
+        f"  {d.let('mask', i32, d.conv(i32, '(1u << r) - 1u'))}",
+        f"  {d.let('thr', i32, '(mask >> 1u) + ' + sel('0', '1', 'h < 0'))}",
+        f"  {d.let('y', i32, '(h >> r) + ' + sel('0', '1', '(h & mask) > thr'))}",
+        f"  {d.let('q', i32, f'clamp(y, {d.int_lit(lo - zp, i32)}, {d.int_lit(hi - zp, i32)})')}",
+    ]
+    val = f"q + {d.int_lit(zp, i32)}" if zp else "q"
+    if STORAGE[t.dtype.name] == u32:
+        val = d.conv(u32, val)
+    out = f"b{len(k.inputs)}"
+    lines.append(f"  {out}[i] = {val};{note}")
+    src = d.kernel(_buffers(d, k, types), [], (WG, 1, 1), [*d.enables(False), *prelude], lines)
+    return GpuKernel(k.name, k.kind, src, k.inputs, k.outputs, grid)
+
+
+def render_int8(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> tuple[GpuKernel] | None:
+    """The kernel of a one-node int8 kernel, or None when ``k`` is not one."""
+    if k.kind != "opaque" or len(k.nodes) != 1 or k.nodes[0].op not in OPS:
+        return None
+    if k.nodes[0].op == "int_linear":
+        return (render_int_linear(d, k, types),)
+    return (render_requantize(d, k, types),)
