@@ -17,7 +17,7 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec, Strides
-from rlx_core.targets.cpu import sgemm
+from rlx_core.targets.cpu import gemv, sgemm
 from rlx_core.targets.cpu.tile_epilogue import TileEpilogue
 
 BLAS_INT_MAX = 2**31 - 1  # the 32-bit blasint of scipy-openblas32
@@ -125,8 +125,9 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
         w.line(f"{fn}(CblasRowMajor, {ta}, {tb}, {rows}, {n}, {k}, {one}, {a}, {lda}, {b_b}, "
                f"{ldb}, {zero}, {c}, {n});")
 
+    one_row = own and gemv.takes(m, spec.batch, bool(packed))  # a GEMV over the panels
     if own:
-        label = sgemm.IMPL
+        label = gemv.IMPL if one_row else sgemm.IMPL
         # element (i, p) of op(A) is A[i*rm + p*rk]; (p, j) of op(B) is B[p*brk + j*brn]
         rm, rk = spec.sa.row, spec.sa.col
         brk, brn = spec.sb.row, spec.sb.col  # (p, j) of op(B) at B[p * brk + j * brn]
@@ -138,7 +139,7 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
             # with a tile epilogue (tile_at: the call's batch and first row of C) the kernel
             # finishes each tile itself
             epi = tile.args(w, *tile_at) if tile and tile_at else ""
-            fn = "rlx_sgemm_packed" if packed else "rlx_sgemm"
+            fn = "rlx_gemv_packed" if one_row else "rlx_sgemm_packed" if packed else "rlx_sgemm"
             b_args = f"{packed}" if packed else f"{b_b}, {brk}, {brn}"
             w.line(f"{fn}{'_epi' if epi else ''}({rows}, {n}, {k}, {a}, {rm}, {rk}, {b_args}, "
                    f"{c}, {n}, {n0}, {n1}{epi});")
@@ -153,6 +154,7 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
         # a claimed column chunk's block epilogue reads a 64-column chunk still in L1/L2:
         # tiles there gained nothing (MiniLM at batch 1: 8.09 vs 8.02 ms of GEMMs)
         if not _claims_columns(spec, epilogue, (own, bool(packed))) and own and \
+                not _gemv_columns(spec, epilogue, (own, bool(packed))) and \
                 (tile := TileEpilogue.make(env, spec, epilogue)):
             epilogue = _Tiled(epilogue, tile)
         _team_gemm(w, spec, call, a_b, c_b, epilogue, tiles=(own, bool(packed)))
@@ -285,6 +287,8 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
         epilogue.tile.declare(w)
     if _splits_columns(spec, epilogue, tiles):
         _column_chunks(w, spec, call, a_b, c_b, epilogue, _share_width(spec.n))
+    elif _gemv_columns(spec, epilogue, tiles):
+        _column_chunks(w, spec, call, a_b, c_b, epilogue, gemv.CHUNK)
     elif _alone(spec):
         w.open(f"{CHUNKS} for (int64_t ch = 0; ch < 1; ++ch)")
         w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
@@ -356,6 +360,16 @@ def _claims_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,
     return (own and packed and spec.batch == 1 and spec.m <= COLUMN_ROWS
             and spec.n >= 2 * COLUMN_CHUNK and (epilogue is None or epilogue.fits("cols"))
             and not _alone(spec))
+
+
+def _gemv_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,
+                  tiles: tuple[bool, bool]) -> bool:
+    """Is the team GEMM a GEMV (gemv.py) shared out as claimed chunks of gemv.CHUNK columns?
+    The row split leaves a GEMM of fewer than 16 rows to one thread (_alone); a decoding
+    step's linears have one row and up to 50,257 columns."""
+    own, packed = tiles
+    return (own and gemv.takes(spec.m, spec.batch, packed) and work_of(spec) >= TEAM_GEMM_MIN
+            and spec.n >= 2 * sgemm.NR and (epilogue is None or epilogue.fits("cols")))
 
 
 def _splits_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,

@@ -21,6 +21,7 @@ from rlx_core.targets.cpu import (
     attention,
     conv,
     conv_blocked,
+    gemv,
     i4gemm,
     igemm,
     igemm_packed,
@@ -129,7 +130,9 @@ class CpuRenderer(CLikeRenderer):
             unused.append(igemm.SOURCE)  # the packed GEMM uses its ISA pick
         if self.blas is not None and not any(i.startswith(lapack.IMPL) for i in impls):
             unused.append(lapack.source(self.blas.symbol_prefix))
-        if not impls & {sgemm.IMPL, attention.IMPL, *conv.IMPLS, conv_blocked.IMPL}:
+        if gemv.IMPL not in impls:
+            unused.append(gemv.SOURCE)
+        if not impls & {sgemm.IMPL, gemv.IMPL, attention.IMPL, *conv.IMPLS, conv_blocked.IMPL}:
             unused.append(sgemm.SOURCE)
         for text in unused:
             cut = text.count("\n")  # every kernel comes after the headers
@@ -307,7 +310,8 @@ class CpuRenderer(CLikeRenderer):
         # rlx's GEMM (its plain-C form where there is no AVX2), the attention kernel built
         # on it, the int8 GEMM and the int4 matmul; render_program drops them when unused
         # (its blocking from this machine's caches, isa.gemm_blocking)
-        threads += (isa.blocking().defines() + sgemm.SOURCE + attention.SOURCE + conv.SOURCE
+        threads += (isa.blocking().defines() + sgemm.SOURCE + gemv.SOURCE + attention.SOURCE
+                    + conv.SOURCE
                     + conv_blocked.SOURCE
                     + pool.SOURCE + igemm.SOURCE + igemm_packed.SOURCE + i4gemm.SOURCE
                     + splat.SOURCE)

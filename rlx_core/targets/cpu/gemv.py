@@ -1,0 +1,157 @@
+"""rlx's one-row GEMM (GEMV) over prepacked weight panels: token-by-token decoding's linears.
+
+A decoding step multiplies one row (batch 1) by every weight of the model: GPT-2 small streams
+its ~0.5 GB of f32 weights once per token, and 90% of the step was rlx's own GEMM
+(sgemm.py), run on the same panels prepack.py writes. That kernel's tile is MR rows x two
+vectors; with one row it keeps two accumulators, so each FMA waits for the one before it in
+the same register (latency 4-5 cycles against a throughput of 1-2 per cycle), and it reads
+one panel at a time: it read weights more slowly than OpenBLAS's sgemv.
+
+Here a call of at most MAX_ROWS rows walks the panels of its column range. Panel ``j / NR``
+is K rows of NR floats at ``P + j * k`` (sgemm.packed_bytes), so a column range is one
+contiguous block of memory, read once. STREAMS[m] panels are read side by side, each with an
+accumulator pair per row (one row: four panels, eight independent accumulators, each FMA
+taking its weights straight from memory), and the weights of a step are loaded once for
+every row. Four streams instead of one panel at a time unrolled four k steps deep took the
+LM head (1 x 768 x 50,257) from 14 to 19-21 GB/s of weights on the Zen 1 VM (C harness, one
+thread), where OpenBLAS's sgemv read 13-15 and the tiled kernel 12-13; a software prefetch
+gained nothing on top.
+
+``rlx_gemv_packed(m, n, k, A, rm, rk, P, C, ldc, n0, n1)`` has rlx_sgemm_packed's arguments
+and meaning (columns ``[n0, n1)``, ``n0`` a multiple of the panel width); ``_epi`` calls a
+tile epilogue (tile_epilogue.py) on each finished group of panels, while it is in L1. A call with more
+rows than MAX_ROWS goes to rlx_sgemm_core. The sum over K runs in one pass (the tiled
+kernel adds its KC slices), so a row's result may differ from it in the last bits; every
+column is computed the same way whichever thread, chunk or group of panels runs it.
+
+blas.emit_gemm calls it for a prepacked GEMM (one batch) of at most MAX_ROWS rows (``takes``);
+blas._team_gemm splits such a GEMM over the team by claimed column chunks (CHUNK columns).
+``RLX_NO_GEMV=1`` keeps those GEMMs on the tiled kernel (A/B timing).
+"""
+
+from __future__ import annotations
+
+import os
+
+IMPL = "rlx-gemv"
+MAX_ROWS = 4  # RLX_GV_MAX_ROWS: above it the tiled kernel reuses each weight more often
+STREAMS = {1: 4, 2: 2, 3: 1, 4: 1}  # panels read side by side per row count (RLX_GV_STREAMS)
+CHUNK = 256  # columns per claimed chunk in the team: 768 KB of a 768-deep weight, whole panels
+# of either ISA; a thread claims about 200 chunks of the 50,257-wide LM head
+
+
+def enabled() -> bool:
+    """False when ``RLX_NO_GEMV=1``."""
+    return os.environ.get("RLX_NO_GEMV", "") in ("", "0")
+
+
+def takes(m: int, batch: int, packed: bool) -> bool:
+    """Does a GEMM of ``m`` rows (``batch`` batches, op(B) prepacked or not) run here?"""
+    return packed and batch == 1 and 1 <= m <= MAX_ROWS and enabled()
+
+
+SOURCE = r"""
+#ifndef RLX_GEMV_H
+#define RLX_GEMV_H
+/* after sgemm.SOURCE: its vector macros (RLX_SG_*), panel layout and rlx_sgemm_core */
+#define RLX_GV_MAX_ROWS @MAX_ROWS@
+/* panels read side by side for M rows (gemv.STREAMS): M x S x 2 accumulators, M broadcasts
+   and two weight vectors fit the 16 ymm registers */
+#define RLX_GV_STREAMS(M) ((M) == 1 ? @S1@ : (M) == 2 ? @S2@ : 1)
+
+/* C[0:M, 0:(S - 1) NR + nlast) = op(A)[0:M, 0:k] . S packed panels from b (panel q at
+   b + q k NR, k rows of NR floats each); nlast <= NR columns of the last panel are stored.
+   M and S are constants at every call, so the accumulators unroll into registers. */
+static inline __attribute__((always_inline)) void rlx_gemv_block(
+        const int M, const int S, int64_t k, const float *restrict A, int64_t rm, int64_t rk,
+        const float *restrict b, float *restrict c, int64_t ldc, int64_t nlast) {
+    enum { NR = RLX_SG_NR, VW = RLX_SG_VW, MAXS = 4 };
+    float t[RLX_GV_MAX_ROWS * NR];
+#if RLX_SG_VEC
+    rlx_sg_v s0[MAXS][RLX_GV_MAX_ROWS], s1[MAXS][RLX_GV_MAX_ROWS];
+    for (int q = 0; q < S; ++q)
+        for (int i = 0; i < M; ++i) { s0[q][i] = RLX_SG_ZERO(); s1[q][i] = RLX_SG_ZERO(); }
+    for (int64_t p = 0; p < k; ++p) {
+        rlx_sg_v a[RLX_GV_MAX_ROWS];
+        for (int i = 0; i < M; ++i) a[i] = RLX_SG_SET1(A[i * rm + p * rk]);
+        for (int q = 0; q < S; ++q) {
+            const float *bq = b + q * k * NR + p * NR;
+            const rlx_sg_v b0 = RLX_SG_LOAD(bq), b1 = RLX_SG_LOAD(bq + VW);
+            for (int i = 0; i < M; ++i) {
+                s0[q][i] = RLX_SG_FMA(a[i], b0, s0[q][i]);
+                s1[q][i] = RLX_SG_FMA(a[i], b1, s1[q][i]);
+            }
+        }
+    }
+    for (int q = 0; q < S; ++q)
+        for (int i = 0; i < M; ++i) {
+            const int whole = q < S - 1 || nlast == NR;
+            float *d = whole ? c + i * ldc + q * NR : t + i * NR;
+            RLX_SG_STORE(d, s0[q][i]);
+            RLX_SG_STORE(d + VW, s1[q][i]);
+        }
+    if (nlast == NR) return;
+#else
+    for (int q = 0; q < S - 1; ++q)  /* whole panels straight into C */
+        for (int i = 0; i < M; ++i)
+            for (int j = 0; j < NR; ++j) {
+                float acc = 0.0f;
+                for (int64_t p = 0; p < k; ++p) acc += A[i * rm + p * rk] * b[q * k * NR + p * NR + j];
+                c[i * ldc + q * NR + j] = acc;
+            }
+    for (int i = 0; i < M; ++i)
+        for (int j = 0; j < NR; ++j) {
+            float acc = 0.0f;
+            for (int64_t p = 0; p < k; ++p) acc += A[i * rm + p * rk] * b[(S - 1) * k * NR + p * NR + j];
+            t[i * NR + j] = acc;
+        }
+#endif
+    for (int i = 0; i < M; ++i)  /* the last panel, through the buffer */
+        for (int64_t j = 0; j < nlast; ++j) c[i * ldc + (S - 1) * NR + j] = t[i * NR + j];
+}
+
+/* columns [j, n1) for M rows: groups of S panels, then the rest one panel at a time; epi
+   (or 0) finishes each group's columns while they are in L1 */
+static inline __attribute__((always_inline)) void rlx_gemv_rows(
+        const int M, int64_t k, const float *A, int64_t rm, int64_t rk, const float *P,
+        float *C, int64_t ldc, int64_t j, int64_t n1, rlx_sg_epi epi, const void *ectx) {
+    enum { NR = RLX_SG_NR };
+    const int S = RLX_GV_STREAMS(M);
+    for (; j < n1;) {
+        const int64_t panels = (n1 - j + NR - 1) / NR;
+        const int s = panels >= S ? S : 1;
+        const int64_t end = j + s * NR < n1 ? j + s * NR : n1;
+        const float *b = P + (j / NR) * k * NR;
+        if (s == S)
+            rlx_gemv_block(M, S, k, A, rm, rk, b, C + j, ldc, end - j - (S - 1) * NR);
+        else
+            rlx_gemv_block(M, 1, k, A, rm, rk, b, C + j, ldc, end - j);
+        if (epi) epi(ectx, 0, M, j, end);
+        j = end;
+    }
+}
+
+/* columns [n0, n1) of C = op(A) P for m <= RLX_GV_MAX_ROWS rows, P prepacked by
+   rlx_sgemm_pack_b (see gemv.py); epi (or 0) finishes the columns, with ectx */
+static void rlx_gemv_packed_epi(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm,
+                                int64_t rk, const float *P, float *C, int64_t ldc, int64_t n0,
+                                int64_t n1, rlx_sg_epi epi, const void *ectx) {
+    (void)n;
+    switch (m) {
+    case 1: rlx_gemv_rows(1, k, A, rm, rk, P, C, ldc, n0, n1, epi, ectx); break;
+    case 2: rlx_gemv_rows(2, k, A, rm, rk, P, C, ldc, n0, n1, epi, ectx); break;
+    case 3: rlx_gemv_rows(3, k, A, rm, rk, P, C, ldc, n0, n1, epi, ectx); break;
+    case 4: rlx_gemv_rows(4, k, A, rm, rk, P, C, ldc, n0, n1, epi, ectx); break;
+    default:
+        if (m > 0) rlx_sgemm_core(m, k, A, rm, rk, 0, 0, 0, P, C, ldc, n0, n1, epi, ectx);
+    }
+}
+
+static void rlx_gemv_packed(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm,
+                            int64_t rk, const float *P, float *C, int64_t ldc, int64_t n0,
+                            int64_t n1) {
+    rlx_gemv_packed_epi(m, n, k, A, rm, rk, P, C, ldc, n0, n1, 0, 0);
+}
+#endif
+""".replace("@MAX_ROWS@", str(MAX_ROWS)).replace("@S1@", str(STREAMS[1])) \
+    .replace("@S2@", str(STREAMS[2]))

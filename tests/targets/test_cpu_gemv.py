@@ -1,0 +1,179 @@
+"""rlx's one-row GEMM over prepacked panels (rlx_core/targets/cpu/gemv.py): odd shapes at 1 to
+4 rows, fused epilogues, the team's column chunks at 1 and 2 threads, and the C source by
+itself with and without vector units."""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core.targets.cpu import gemv, isa, sgemm
+from rlx_core.targets.cpu.target import CpuTarget
+from rlx_core.targets.cpu.threads import num_threads, set_num_threads
+from tests.targets.own_sgemm import skip_unless_own_sgemm
+
+cpu_ok, cpu_why = CpuTarget().available()
+pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
+
+
+def _impls(exe) -> set[str]:
+    return {v["impl"] for v in exe.program.info["kernels"].values()}
+
+
+def _rel(got, want) -> float:
+    return float(np.abs(np.asarray(got) - want).max() / max(np.abs(want).max(), 1e-30))
+
+
+# N not a multiple of either panel width (16 with AVX2, 32 with AVX-512) and under one panel
+# pair, K odd and K of one step, column groups of several panels and a partial last group
+SHAPES = [(1, 77, 50), (2, 385, 33), (3, 1, 40), (4, 129, 300), (1, 768, 1000), (2, 3, 97)]
+
+
+def test_prepacked_rows_match_numpy() -> None:
+    """x @ W^T + b, then ReLU, with W and b graph parameters, for each shape (one program):
+    the GEMV reads W's panels and the bias + ReLU epilogue stays fused into its kernel."""
+    skip_unless_own_sgemm()
+    rng = np.random.default_rng(11)
+    xs = [rng.standard_normal((m, k), np.float32) for m, k, _ in SHAPES]
+    ws = [rng.standard_normal((n, k), np.float32) for _, k, n in SHAPES]
+    bs = [rng.standard_normal(n).astype(np.float32) for _, _, n in SHAPES]
+
+    def f(*xs):
+        return tuple(rlx.nn.relu(rlx.nn.linear(x, w, b)) for x, w, b in zip(xs, ws, bs, strict=True))
+
+    exe = rlx.compile(f, *xs, target="cpu", record=False)
+    assert _impls(exe) == {gemv.IMPL}  # no kernel of its own for the bias or the ReLU
+    for got, x, w, b in zip(exe(*xs), xs, ws, bs, strict=True):
+        want = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + b, 0)
+        assert _rel(got, want) < 1e-5, x.shape
+
+
+def test_more_rows_and_operand_weights_stay_on_the_tiled_kernel(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five rows, a weight passed as an input (packed per call) and RLX_NO_GEMV=1 keep sgemm."""
+    skip_unless_own_sgemm()
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((gemv.MAX_ROWS + 1, 64), np.float32)
+    w = rng.standard_normal((96, 64), np.float32)
+    one = x[:1]
+    exe = rlx.compile(lambda a, o, b, w=w: (rlx.nn.linear(a, w), rlx.nn.linear(o, b)),
+                      x, one, w, target="cpu", record=False)
+    assert _impls(exe) == {sgemm.IMPL}
+    many, single = exe(x, one, w)
+    assert _rel(many, x @ w.T) < 1e-5 and _rel(single, one @ w.T) < 1e-5
+    monkeypatch.setenv("RLX_NO_GEMV", "1")
+    exe = rlx.compile(lambda a, w=w: rlx.nn.linear(a, w), one, target="cpu", record=False)
+    assert _impls(exe) == {sgemm.IMPL}
+    assert _rel(exe(one), one @ w.T) < 1e-5
+
+
+def test_team_column_chunks_agree_bit_for_bit() -> None:
+    """With a team, a one-row GEMM of >= 64K multiply-adds is shared out as claimed chunks of
+    gemv.CHUNK columns (the row split would leave it to one thread); every column is computed
+    the same way whoever claims it, so 1 and 2 threads give the same bits. A GELU epilogue
+    and a residual add ride along, narrowed to each chunk."""
+    skip_unless_own_sgemm()
+    rng = np.random.default_rng(7)
+    k, n = 257, 4 * gemv.CHUNK + 40  # a partial last chunk, and a partial last panel in it
+    x = rng.standard_normal((1, k), np.float32)
+    w1 = rng.standard_normal((n, k), np.float32) * 0.1
+    w2 = rng.standard_normal((k, n), np.float32) * 0.1
+    b1 = rng.standard_normal(n).astype(np.float32)
+
+    def f(a):
+        return a + rlx.nn.linear(rlx.nn.gelu(rlx.nn.linear(a, w1, b1)), w2)
+
+    exe = rlx.compile(f, x, target="cpu", record=False)
+    assert _impls(exe) >= {gemv.IMPL}
+    if exe.program.info["openmp"]:  # team mode: the chunks are in the program
+        src = "".join(exe.sources.values())
+        assert f"const int64_t j0 = ch * {gemv.CHUNK}" in src and "rlx_gemv_packed" in src
+    before = num_threads()
+    try:
+        got = {}
+        for threads in (1, 2):
+            set_num_threads(threads)
+            got[threads] = exe(x)
+    finally:
+        set_num_threads(before)
+    np.testing.assert_array_equal(got[1], got[2])
+    ref = rlx.compile(f, x, target="numpy", record=False)(x)
+    assert _rel(got[2], ref) < 1e-4
+
+
+_HARNESS = r"""
+typedef struct { float *c; int *seen; int64_t ldc; } epi_ctx;
+/* the test's tile epilogue: C = 2 C + 1, counting the visits of every element */
+static void twice_plus_one(const void *vc, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    const epi_ctx *e = (const epi_ctx *)vc;
+    for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = j0; j < j1; ++j) {
+            e->c[i * e->ldc + j] = 2.0f * e->c[i * e->ldc + j] + 1.0f;
+            e->seen[i * e->ldc + j] += 1;
+        }
+}
+void run(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm, int64_t rk,
+         const float *B, float *C, int *seen, int64_t n0, int64_t n1, int with_epi) {
+    epi_ctx e = {C, seen, n};
+    float *P = (float *)malloc((size_t)((n + 31) / 32 * 32 * k) * sizeof(float));
+    rlx_sgemm_pack_b(n, k, B, 1, k, P);  /* B = W^T, W n x k: a linear layer's weight */
+    if (with_epi)
+        rlx_gemv_packed_epi(m, n, k, A, rm, rk, P, C, n, n0, n1, twice_plus_one, &e);
+    else
+        rlx_gemv_packed(m, n, k, A, rm, rk, P, C, n, n0, n1);
+    free(P);
+}
+"""
+
+ISAS = {"c": ["-mno-avx"], "avx2": ["-mavx2", "-mfma", "-mno-avx512f"], "native": ["-march=native"]}
+
+
+def _harness(tmp_path, family: str) -> ctypes.CDLL:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    if family == "avx2" and isa.native_family(isa._cpu_flags()) not in ("avx2", "avx512"):
+        pytest.skip("this CPU has no AVX2 and FMA to run the AVX2 kernel on")
+    src, lib = tmp_path / "gv.c", tmp_path / f"gv-{family}.so"
+    src.write_text(sgemm.SOURCE + gemv.SOURCE + _HARNESS)
+    r = subprocess.run([cc, "-O2", *ISAS[family], "-std=gnu11", "-fPIC", "-shared", str(src),
+                        "-o", str(lib)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"{cc} {family} failed here: {r.stderr[-300:]}")
+    return ctypes.CDLL(str(lib))
+
+
+@pytest.mark.parametrize("family", sorted(ISAS))
+def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, family: str) -> None:
+    """Built by itself for plain C, AVX2 and this machine's best: 1 to MAX_ROWS + 1 rows (the
+    last goes to the tiled kernel), A as rows or transposed, column ranges split at 64 as the
+    team's chunks would be, and the epilogue called on every element exactly once."""
+    fn = _harness(tmp_path, family).run
+    fn.restype = None
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, ptr, ptr, i64, i64, ctypes.c_int]
+    rng = np.random.default_rng(3)
+    rows = range(1, gemv.MAX_ROWS + 2)
+    for m, (k, n), ta, epi in itertools.product(rows, [(7, 70), (400, 33), (1, 48)], [0, 1],
+                                                [0, 1]):
+        a = rng.standard_normal((k, m) if ta else (m, k), np.float32)
+        w = rng.standard_normal((n, k), np.float32)
+        want = (a.T if ta else a).astype(np.float64) @ w.T.astype(np.float64)
+        if epi:
+            want = 2 * want + 1
+        c = np.full((m, n), np.nan, np.float32)
+        seen = np.zeros((m, n), np.int32)
+        rm, rk = (1, m) if ta else (k, 1)
+        split = 64 if n > 64 else n
+        for n0, n1 in ((0, split), (split, n)):
+            if n1 > n0:
+                fn(m, n, k, a.ctypes.data, rm, rk, w.ctypes.data, c.ctypes.data,
+                   seen.ctypes.data, n0, n1, epi)
+        assert _rel(c, want) < 1e-5, (m, k, n, ta, epi)
+        assert (seen == epi).all(), (m, k, n, ta, epi)
