@@ -50,16 +50,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
     Stats,
-    isa,
-    limit_threads,
-    load_now,
-    machine,
-    machine_stem,
+    finish_run,
     markdown_table,
+    save_run,
     say,
     stamp,
-    torch_threads,
-    write_results,
+    start_run,
 )
 
 N_CTX = 128
@@ -383,22 +379,19 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--clock thread measures the calling thread only: use --threads 1")
     if args.quick:
         args.sizes, args.generations = "small", 2
-    limits = limit_threads(args.threads)
+    run = start_run(args.threads)
+    torch = run.torch
     import numpy as np
-    import torch
     import transformers
 
     from benchmarks.peak import bench_peaks
 
-    torch_threads(torch, args.threads)
     clock = time.thread_time if args.clock == "thread" else time.perf_counter
     peaks = bench_peaks(args.threads)
-    mach = machine()
-    mach["isa"] = isa()
-    say(f"{stamp(mach)}; {args.threads} thread(s), {args.clock} clock")
+    say(f"{stamp(run.machine)}; {args.threads} thread(s), {args.clock} clock")
     results = [run_size(SIZES[s], args, torch, clock, peaks) for s in args.sizes.split(",")]
-    mach["load_average_end"] = load_now()
-    data = {"benchmark": "decode", "machine": mach, "threads": limits, "clock": args.clock,
+    data = {"benchmark": "decode", "machine": finish_run(run), "threads": run.limits,
+            "clock": args.clock,
             "n_ctx": N_CTX, "new_tokens": NEW_TOKENS, "prompt": list(PROMPT),
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                          "numpy": np.__version__},
@@ -407,8 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     md = markdown(data, args)
     say(md)
     if not args.quick:
-        stem = machine_stem("decode") + ("-threadcpu" if args.clock == "thread" else "")
-        js, mdp = write_results(stem, data, md)
+        js, mdp = save_run("decode", args.clock, data, md)
         say(f"wrote {js} and {mdp}")
     return 0
 

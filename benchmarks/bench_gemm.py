@@ -5,9 +5,13 @@ is f32 GEMM. This times the same products through rlx (a compiled ``x @ W.T`` on
 rlx's own AVX-512 kernel where the machine has AVX-512, rlx_core/targets/cpu/sgemm.py), the
 BLAS rlx otherwise calls (scipy-openblas32, with the weight operand transposed as rlx passes
 it and not), numpy's OpenBLAS, PyTorch and ONNX Runtime's MLAS (a one-node MatMul model), all
-on one thread, and prints GFLOP/s.
+on one thread, and prints GFLOP/s. A second table times one-row products (GPT-2 small's
+decoding shapes), where rlx's prepacked form runs its GEMV (cpu/gemv.py) and OpenBLAS's
+sgemv on W as stored is a peer too.
 
-    python benchmarks/bench_gemm.py          # writes results/gemm.json and results/gemm.md
+    python benchmarks/bench_gemm.py                  # writes results/gemm-<cpu slug>.{json,md}
+    python benchmarks/bench_gemm.py --clock thread   # results/gemm-<cpu slug>-threadcpu.*
+    python benchmarks/bench_gemm.py --groups gemv    # the one-row table only
 """
 
 from __future__ import annotations
@@ -15,26 +19,29 @@ from __future__ import annotations
 import argparse
 import ctypes
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
+    finish_run,
     interleaved,
-    isa,
-    limit_threads,
-    load_now,
-    machine,
-    machine_stem,
     markdown_table,
+    save_run,
     say,
-    torch_threads,
-    write_results,
+    stamp,
+    start_run,
 )
 
 # (M, K, N): MiniLM seq 128 (FFN up, FFN down, attention projections), MLP forward / dW
 SHAPES = ((128, 384, 1536), (128, 1536, 384), (128, 384, 384), (128, 784, 128), (1024, 784, 128))
+# one row, GPT-2 small's decoding step (bench_decode.py): the tied LM head, the MLP's up and
+# down projections; rlx's prepacked form runs its GEMV (rlx_core/targets/cpu/gemv.py), and
+# OpenBLAS's sgemv on W as stored is a peer of its own
+GEMV_SHAPES = ((1, 768, 50257), (1, 768, 3072), (1, 3072, 768))
+GROUPS = {"gemm": SHAPES, "gemv": GEMV_SHAPES}
 
 
 def openblas32() -> Any:
@@ -57,9 +64,61 @@ def main(argv: list[str] | None = None) -> int:
                          "the p50 CPU time of this thread per call (every peer runs on it "
                          "alone: a loaded machine's time slices taken by others drop out); "
                          "both are in the JSON")
+    ap.add_argument("--groups", default="gemm,gemv",
+                    help="comma list: gemm (MiniLM/MLP shapes), gemv (one-row decoding shapes)")
     args = ap.parse_args(argv)
-    limit_threads(1)
-    load_start = load_now()
+    run = start_run(1)
+    runs = 10 if args.quick else max(20, args.runs)
+    tables, data = [], []
+    for group in args.groups.split(","):
+        rows, headers = [], []
+        for m, k, n in GROUPS[group]:
+            peers, flop = _peers(m, k, n)
+            cpu: dict[str, Any] = {}
+            # a call of the LM head streams 154 MB: fewer, longer calls
+            stats = interleaved(peers, runs if flop < 1e8 else max(20, runs // 3), 5, block=5,
+                                thread_cpu=cpu)
+            wall = {p: flop / s.p50 / 1e9 for p, s in stats.items()}
+            # every peer computes on this thread alone (one thread each): its CPU time is what
+            # a quiet machine would show, where time slices taken by others inflate the wall
+            gf = {p: flop / s.p50 / 1e9 for p, s in cpu.items()} if args.clock == "thread" \
+                else wall
+            say(f"{m}x{k}x{n}: " + "  ".join(f"{p} {v:.1f}" for p, v in gf.items()) +
+                f" GFLOP/s ({args.clock} clock)")
+            rlx_gf = max(v for p, v in gf.items() if p.startswith("rlx"))
+            best = max(v for p, v in gf.items() if not p.startswith("rlx"))
+            rows.append([f"{m}x{k}x{n}"] + [f"{gf[p]:.1f}" for p in peers]
+                        + [f"{rlx_gf / best:.2f}x"]
+                        + ([f"{4 * k * n / cpu['rlx (W prepacked)'].p50 / 1e9:.1f}"]
+                           if group == "gemv" else []))
+            headers = ["M x K x N"] + list(peers) + ["best rlx / best other"] + \
+                (["rlx prepacked weight GB/s"] if group == "gemv" else [])
+            data.append({"group": group, "shape": [m, k, n], "gflops": gf, "gflops_wall": wall,
+                         "gflops_thread_cpu": {p: flop / s.p50 / 1e9 for p, s in cpu.items()},
+                         "stats_wall_s": stats, "stats_thread_cpu_s": cpu})
+        title = {"gemm": "GEMM (MiniLM and MLP shapes)",
+                 "gemv": "One row (GPT-2 small decoding: LM head, MLP up, MLP down)"}[group]
+        tables.append(f"## {title}\n\n" + markdown_table(headers, rows))
+    mach = finish_run(run)
+    how = ("the p50 wall time per call" if args.clock == "wall" else
+           "the p50 CPU time of the calling thread per call (every peer runs on it alone; "
+           "other processes' time slices drop out, their cache pollution does not)")
+    cmd = "python benchmarks/bench_gemm.py" + (" --clock thread" if args.clock == "thread" else "")
+    if args.groups != "gemm,gemv":
+        cmd += f" --groups {args.groups}"
+    md = (f"# f32 GEMM, one thread, GFLOP/s\n\n{stamp(mach)}; GFLOP/s over {how}, p50 of "
+          f"{runs} calls in turns of 5 ({max(20, runs // 3)} for a call of >= 100 MFLOP) "
+          f"(`{cmd}`).\n\n" + "\n".join(tables))
+    if not args.quick:
+        js, mdp = save_run("gemm", args.clock, {"machine": mach, "clock": args.clock,
+                                                "results": data}, md)
+        say(f"wrote {js} and {mdp}")
+    return 0
+
+
+def _peers(m: int, k: int, n: int) -> tuple[dict[str, Callable[[], Any]], float]:
+    """The zero-argument calls of every peer computing ``x @ W^T`` (x: m x k, W: n x k), and
+    the FLOPs of one call."""
     import numpy as np
     import onnxruntime as ort
     import torch
@@ -67,81 +126,52 @@ def main(argv: list[str] | None = None) -> int:
 
     import rlx_core as rlx
 
-    torch_threads(torch, 1)
     lib = openblas32()
     vp, f32 = ctypes.c_void_p, ctypes.c_float
-    runs = 10 if args.quick else max(20, args.runs)
-    rows, data = [], []
-    for m, k, n in SHAPES:
-        rng = np.random.default_rng(0)
-        a = rng.random((m, k), dtype=np.float32)
-        wt = rng.random((n, k), dtype=np.float32)  # weights as torch/rlx store them: (out, in)
-        w = np.ascontiguousarray(wt.T)
-        c = np.empty((m, n), np.float32)
-        ta, tw = torch.from_numpy(a), torch.from_numpy(w)
-        g = helper.make_graph([helper.make_node("MatMul", ["A", "W"], ["C"])], "g",
-                              [helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k])],
-                              [helper.make_tensor_value_info("C", TensorProto.FLOAT, [m, n])],
-                              [numpy_helper.from_array(w, "W")])
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-        sess = ort.InferenceSession(
-            helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(),
-            opts, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    a = rng.random((m, k), dtype=np.float32)
+    wt = rng.random((n, k), dtype=np.float32)  # weights as torch/rlx store them: (out, in)
+    w = np.ascontiguousarray(wt.T)
+    c = np.empty((m, n), np.float32)
+    ta, tw = torch.from_numpy(a), torch.from_numpy(w)
+    g = helper.make_graph([helper.make_node("MatMul", ["A", "W"], ["C"])], "g",
+                          [helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k])],
+                          [helper.make_tensor_value_info("C", TensorProto.FLOAT, [m, n])],
+                          [numpy_helper.from_array(w, "W")])
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(
+        helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(),
+        opts, providers=["CPUExecutionProvider"])
 
-        def ob_t(a: Any = a, wt: Any = wt, c: Any = c, m: int = m, n: int = n, k: int = k):
-            lib.scipy_cblas_sgemm(101, 111, 112, m, n, k, f32(1), vp(a.ctypes.data), k,
-                                  vp(wt.ctypes.data), k, f32(0), vp(c.ctypes.data), n)
+    def ob_t() -> None:
+        lib.scipy_cblas_sgemm(101, 111, 112, m, n, k, f32(1), vp(a.ctypes.data), k,
+                              vp(wt.ctypes.data), k, f32(0), vp(c.ctypes.data), n)
 
-        def ob_n(a: Any = a, w: Any = w, c: Any = c, m: int = m, n: int = n, k: int = k):
-            lib.scipy_cblas_sgemm(101, 111, 111, m, n, k, f32(1), vp(a.ctypes.data), k,
-                                  vp(w.ctypes.data), n, f32(0), vp(c.ctypes.data), n)
+    def ob_n() -> None:
+        lib.scipy_cblas_sgemm(101, 111, 111, m, n, k, f32(1), vp(a.ctypes.data), k,
+                              vp(w.ctypes.data), n, f32(0), vp(c.ctypes.data), n)
 
-        exe = rlx.compile(lambda x, wt: rlx.nn.linear(x, wt), a, wt, target="cpu", record=False)
-        impl = "+".join(sorted({v["impl"] for v in exe.program.info["kernels"].values()}))
-        prog, par = exe.program, exe.params
-        # W closed over: a graph parameter, packed once per binding (prepack.py), as ORT's
-        # initializer is prepacked by MLAS; the input form packs W^T in every call
-        fixed = rlx.compile(lambda x, wt=wt: rlx.nn.linear(x, wt), a, target="cpu", record=False)
-        fprog, fpar = fixed.program, fixed.params
-        peers = {f"rlx ({impl})": lambda prog=prog, par=par, a=a, wt=wt: prog.run((a, wt), par),
-                 "rlx (W prepacked)": lambda fprog=fprog, fpar=fpar, a=a: fprog.run((a,), fpar),
-                 "openblas32 (W^T)": ob_t, "openblas32 (W)": ob_n,
-                 "numpy": lambda a=a, w=w, c=c: np.matmul(a, w, out=c),
-                 "torch": lambda ta=ta, tw=tw: ta @ tw,
-                 "onnxruntime (MLAS)": lambda sess=sess, a=a: sess.run(None, {"A": a})}
-        cpu: dict[str, Any] = {}
-        stats = interleaved(peers, runs, 5, block=5, thread_cpu=cpu)
-        flop = 2.0 * m * n * k
-        wall = {p: flop / s.p50 / 1e9 for p, s in stats.items()}
-        # every peer computes on this thread alone (one thread each): its CPU time is what a
-        # quiet machine would show, where time slices taken by other processes inflate the wall
-        gf = {p: flop / s.p50 / 1e9 for p, s in cpu.items()} if args.clock == "thread" else wall
-        say(f"{m}x{k}x{n}: " + "  ".join(f"{p} {v:.1f}" for p, v in gf.items()) +
-            f" GFLOP/s ({args.clock} clock)")
-        rows.append([f"{m}x{k}x{n}"] + [f"{gf[p]:.1f}" for p in peers])
-        data.append({"shape": [m, k, n], "gflops": gf, "gflops_wall": wall,
-                     "gflops_thread_cpu": {p: flop / s.p50 / 1e9 for p, s in cpu.items()},
-                     "stats_wall_s": stats, "stats_thread_cpu_s": cpu})
-    headers = ["M x K x N"] + list(peers) + ["best rlx / best other"]
-    for row, d in zip(rows, data, strict=True):
-        gf = d["gflops"]
-        rlx_gf = max(v for p, v in gf.items() if p.startswith("rlx"))
-        row.append(f"{rlx_gf / max(v for p, v in gf.items() if not p.startswith('rlx')):.2f}x")
-    mach = {**machine(), "load_average_start": load_start, "isa": isa()}
-    how = ("the p50 wall time per call" if args.clock == "wall" else
-           "the p50 CPU time of the calling thread per call (every peer runs on it alone; "
-           "other processes' time slices drop out, their cache pollution does not)")
-    md = (f"# f32 GEMM, one thread, GFLOP/s\n\n{mach['cpu']} (ISA: {mach['isa']}), load "
-          f"average {load_start} at the start and {mach['load_average_1m']} at the end, "
-          f"{mach['when']}; GFLOP/s over {how}, p50 of {runs} calls in turns of 5 "
-          f"(`python benchmarks/bench_gemm.py{' --clock thread' if args.clock == 'thread' else ''}`)."
-          f"\n\n" + markdown_table(headers, rows))
-    if not args.quick:
-        stem = machine_stem("gemm") + ("-threadcpu" if args.clock == "thread" else "")
-        js, mdp = write_results(stem, {"machine": mach, "clock": args.clock, "results": data}, md)
-        say(f"wrote {js} and {mdp}")
-    return 0
+    def ob_gemv() -> None:  # y = W x, W (n x k) row-major as stored
+        lib.scipy_cblas_sgemv(101, 111, n, k, f32(1), vp(wt.ctypes.data), k, vp(a.ctypes.data),
+                              1, f32(0), vp(c.ctypes.data), 1)
+
+    exe = rlx.compile(lambda x, wt: rlx.nn.linear(x, wt), a, wt, target="cpu", record=False)
+    impl = "+".join(sorted({v["impl"] for v in exe.program.info["kernels"].values()}))
+    prog, par = exe.program, exe.params
+    # W closed over: a graph parameter, packed once per binding (prepack.py), as ORT's
+    # initializer is prepacked by MLAS; the input form packs W^T in every call
+    fixed = rlx.compile(lambda x, wt=wt: rlx.nn.linear(x, wt), a, target="cpu", record=False)
+    fprog, fpar = fixed.program, fixed.params
+    peers: dict[str, Callable[[], Any]] = {
+        f"rlx ({impl})": lambda: prog.run((a, wt), par),
+        "rlx (W prepacked)": lambda: fprog.run((a,), fpar),
+        "openblas32 (W^T)": ob_t, "openblas32 (W)": ob_n}
+    if m == 1:
+        peers["openblas32 sgemv"] = ob_gemv
+    peers |= {"numpy": lambda: np.matmul(a, w, out=c), "torch": lambda: ta @ tw,
+              "onnxruntime (MLAS)": lambda: sess.run(None, {"A": a})}
+    return peers, 2.0 * m * n * k
 
 
 if __name__ == "__main__":

@@ -73,6 +73,39 @@ def torch_threads(torch: Any, n: int) -> None:
 
 
 @dataclass(frozen=True)
+class Run:
+    """A side-by-side run's set-up (``start_run``): the threads every peer got, PyTorch held
+    to them, and the machine stamp (CPU, ISA, load at the start; ``save_run`` adds the end)."""
+
+    limits: dict[str, str]
+    torch: Any
+    machine: dict[str, Any]
+
+
+def start_run(threads: int) -> Run:
+    """``limit_threads(threads)`` before any pool starts, then PyTorch on the same threads, and
+    ``machine()`` with the ISA: the set-up every torch-peer benchmark opens with."""
+    limits = limit_threads(threads)
+    import torch
+
+    torch_threads(torch, threads)
+    return Run(limits, torch, {**machine(), "isa": isa()})
+
+
+def save_run(base: str, clock: str, data: dict[str, Any], markdown: str) -> tuple[Path, Path]:
+    """``results/<base>-<cpu slug>[-threadcpu].{json,md}``: a ``--clock thread`` run is kept
+    beside the wall-clock one."""
+    stem = machine_stem(base) + ("-threadcpu" if clock == "thread" else "")
+    return write_results(stem, data, markdown)
+
+
+def finish_run(run: Run) -> dict[str, Any]:
+    """The machine stamp with the load average at the end set (for ``stamp``)."""
+    run.machine["load_average_end"] = load_now()
+    return run.machine
+
+
+@dataclass(frozen=True)
 class Stats:
     """Per-call seconds of one peer: median and spread over ``runs`` timed calls."""
 

@@ -78,6 +78,20 @@ def test_machine_stem_puts_the_cpu_slug_in_every_results_name(
     assert common.machine_stem("mnist_mlp", 1, 0.0) == "mnist_mlp-amd-epyc-zen-1-1thread-settle0s"
 
 
+def test_save_run_names_thread_clock_runs_apart_and_finish_run_stamps_the_end(
+        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from benchmarks import common
+    from rlx_core.targets.cpu import identity
+
+    monkeypatch.setattr(identity, "cpu_model", lambda: "AMD EPYC (Zen 1)")
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    js, md = common.save_run("decode", "thread", {"x": 1}, "# t\n")
+    assert js.name == "decode-amd-epyc-zen-1-threadcpu.json" and md.read_text() == "# t\n"
+    assert common.save_run("gemm", "wall", {}, "")[0].name == "gemm-amd-epyc-zen-1.json"
+    run = common.Run({"threads": "1"}, None, {"load_average_1m": 1.0})
+    assert "load_average_end" in common.finish_run(run)
+
+
 def test_floor_is_the_flops_at_the_peak_and_the_fraction_is_floor_over_time() -> None:
     from benchmarks.peak import caption, floor_fields
 
