@@ -99,6 +99,29 @@ static inline float rlx_conv_act(float v, int act, float lo, float hi) {
     return v;
 }
 
+/* the epilogue of one output, the decomposition's order: act((v + bias) + res[at]) (res 0:
+   none); every kernel that stores outputs one at a time calls it */
+static inline float rlx_conv_fin(float v, float bias, int has_bias, const float *res,
+                                 int64_t at, int act, float lo, float hi) {
+    if (has_bias) v = v + bias;
+    if (res) v = v + res[at];
+    return act ? rlx_conv_act(v, act, lo, hi) : v;
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+/* the same on 8 outputs in a register: b added when has_bias, res 8 floats (or 0); the
+   blends are rlx_max_f / rlx_min_f exactly: keep a where a > lo (a < hi) or a is NaN */
+static inline __attribute__((always_inline)) __m256 rlx_conv_fin8(
+        __m256 a, int has_bias, __m256 b, const float *res, int act, __m256 vlo, __m256 vhi) {
+    if (has_bias) a = _mm256_add_ps(a, b);
+    if (res) a = _mm256_add_ps(a, _mm256_loadu_ps(res));
+    if (act & 1) a = _mm256_blendv_ps(vlo, a, _mm256_cmp_ps(a, vlo, _CMP_NLE_UQ));
+    if (act & 2) a = _mm256_blendv_ps(vhi, a, _mm256_cmp_ps(a, vhi, _CMP_NGE_UQ));
+    return a;
+}
+#endif
+
 /* rows [i0, i1) x columns [j0, j1) of a finished tile (rlx_sg_epi) */
 static void rlx_conv_epi(const void *vc, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     const rlx_conv_epi_ctx *e = (const rlx_conv_epi_ctx *)vc;
@@ -328,14 +351,6 @@ static int rlx_conv_shifted(const rlx_conv_geo *g, const float *x, const float *
     return 1;
 }
 
-/* the epilogue of one depthwise output: act((acc + bias) + res) */
-static inline float rlx_conv_dw_fin(float v, float bias, int has_bias, const float *res,
-                                    int64_t at, int act, float lo, float hi) {
-    if (has_bias) v = v + bias;
-    if (res) v = v + res[at];
-    return act ? rlx_conv_act(v, act, lo, hi) : v;
-}
-
 /* output row oy of one depthwise channel with taps KH x KW at column stride SW (constants
    where the caller names them, so the tap loops unroll): every output of the row sums its
    taps in a register, vectorized over the columns whose taps all lie inside the input
@@ -382,12 +397,8 @@ static inline __attribute__((always_inline)) void rlx_conv_dw_row(
                 }
                 acc = _mm256_fmadd_ps(v, _mm256_set1_ps(wt[ki * KW + kj]), acc);
             }
-        if (has_bias) acc = _mm256_add_ps(acc, vb);
-        if (res) acc = _mm256_add_ps(acc, _mm256_loadu_ps(res + at + j));
-        /* rlx_max_f / rlx_min_f exactly: keep v where v > lo (v < hi) or v is NaN */
-        if (act & 1) acc = _mm256_blendv_ps(vlo, acc, _mm256_cmp_ps(acc, vlo, _CMP_NLE_UQ));
-        if (act & 2) acc = _mm256_blendv_ps(vhi, acc, _mm256_cmp_ps(acc, vhi, _CMP_NGE_UQ));
-        _mm256_storeu_ps(yr + j, acc);
+        _mm256_storeu_ps(yr + j, rlx_conv_fin8(acc, has_bias, vb, res ? res + at + j : 0, act,
+                                               vlo, vhi));
     }
 #endif
     const int64_t jmid = j;  /* columns [jlo, jmid) are done */
@@ -399,7 +410,7 @@ static inline __attribute__((always_inline)) void rlx_conv_dw_row(
                 const int64_t ix = j * SW + kj * dw - pw;
                 if (ix >= 0 && ix < w) acc += xb[ki * dh * w + ix] * wt[ki * KW + kj];
             }
-        yr[j] = rlx_conv_dw_fin(acc, bias, has_bias, res, at + j, act, lo, hi);
+        yr[j] = rlx_conv_fin(acc, bias, has_bias, res, at + j, act, lo, hi);
     }
 }
 
@@ -465,7 +476,7 @@ static int rlx_conv_dw_flat(const rlx_conv_geo *g, const float *x, const float *
     for (int64_t oy = 0; oy < g->oh; ++oy)
         for (int64_t ox = 0; ox < g->ow; ++ox) {
             const int64_t at = oy * g->ow + ox;
-            y[at] = rlx_conv_dw_fin(t[oy * w2 + ox], bias, has_bias, res, at, act, lo, hi);
+            y[at] = rlx_conv_fin(t[oy * w2 + ox], bias, has_bias, res, at, act, lo, hi);
         }
     return 1;
 }
@@ -500,10 +511,13 @@ def _ints(node: Node, name: str) -> tuple[int, int]:
     return a, b
 
 
-def emit_conv(env: KernelEnv, w: Writer, node: Node, packed: str | None = None) -> str:
+def emit_conv(env: KernelEnv, w: Writer, node: Node, packed: str | None = None,
+              lay: int = 0) -> str:
     """Write the kernel's loop over its work items; returns its impl label. ``packed``: the
     kernel parameter holding the filter packed for the blocked direct kernel
-    (conv_blocked.py, groups 1), or None."""
+    (conv_blocked.py, groups 1), or None. ``lay``: which sides are NCHW8c (layout.py's
+    plan): 1 the input, 2 the output and residual; those run on conv_blocked.py's kernels
+    (``packed`` given for groups 1, a channel multiplier of 1 for a depthwise conv)."""
     d = node.type.dtype
     if d.name not in DTYPES:
         raise RenderError(f"{node.op} on {d} has no CPU kernel",
@@ -530,6 +544,10 @@ def emit_conv(env: KernelEnv, w: Writer, node: Node, packed: str | None = None) 
     res_p = res.ptr if res else "0"
     tail = f"{act}, {ct.literal(lo, d)}, {ct.literal(hi, d)}"
     flops = n * o * p * cg * kh * kw
+    if cg == 1 and groups > 1 and lay:
+        return conv_blocked.emit_dw(env, w, geo, n, xb.ptr, wb.ptr, c, h * wd, o, p,
+                                    bias_p if bias else None, res_p if res else None, out.ptr,
+                                    tail, flops)
     if cg == 1:
         # depthwise (a channel multiplier og >= 1): items (image, output channel)
         items = n * o
@@ -556,7 +574,11 @@ def emit_conv(env: KernelEnv, w: Writer, node: Node, packed: str | None = None) 
     if packed is not None and groups == 1:
         return conv_blocked.emit_blocked(env, w, packed, geo, n, xb.ptr, wb.ptr, c, h * wd, o,
                                          oh, ow, bias_p if bias else None,
-                                         res_p if res else None, out.ptr, tail, flops)
+                                         res_p if res else None, out.ptr, tail, flops, lay)
+    if lay:
+        raise RenderError(f"{node.name}: a blocked layout (NCHW8c) reached a convolution "
+                          "without a blocked kernel",
+                          hint="layout.py's plan and the renderer's kernel choice disagree")
     shifted = use_shifted(cg, og, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
     wp = wd + 2 * pw
     span = oh * wp if shifted else p  # the column space: padded coordinates when shifted

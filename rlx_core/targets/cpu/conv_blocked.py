@@ -40,6 +40,8 @@ from rlx_core.targets.c_common.loops import Writer
 CB_C = 8  # input channels per block
 CB_O = 16  # output channels per filter panel (two ymm)
 IMPL = "rlx-conv-blocked"
+IMPL_DW = "rlx-conv-blocked-dw"  # a depthwise conv in NCHW8c (rlx_cb_dw)
+IMPLS = (IMPL, IMPL_DW)
 
 SOURCE = r"""
 #ifndef RLX_CONVB_H
@@ -178,7 +180,7 @@ static inline __attribute__((always_inline)) void rlx_cb_tile(
 }
 
 /* n <= RLX_CB_CHUNK pixels x 16 output channels (yb, pixel-major) to NCHW: rows [0, nv) of y
-   (rows p apart, from the first pixel) = act((yb + bias) + res) */
+   (rows p apart, from the first pixel) = act((yb + bias) + res), conv.py's epilogue */
 static void rlx_cb_store(const float *yb, int64_t n, int64_t nv, float *y, const float *bias,
                          const float *res, int64_t p, int act, float lo, float hi) {
     int64_t j = 0;
@@ -193,23 +195,59 @@ static void rlx_cb_store(const float *yb, int64_t n, int64_t nv, float *y, const
                            _mm256_loadu_ps(s + 96), _mm256_loadu_ps(s + 112)};
             rlx_cb_t8(&v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
             const int64_t m = nv - h < 8 ? nv - h : 8;
-            for (int64_t r = 0; r < m; ++r) {  /* v[r]: output channel h + r, pixels j.. */
-                __m256 a = v[r];
-                if (bias) a = _mm256_add_ps(a, _mm256_set1_ps(bias[h + r]));
-                if (res) a = _mm256_add_ps(a, _mm256_loadu_ps(res + (h + r) * p + j));
-                /* rlx_max_f / rlx_min_f exactly: keep a where a > lo (a < hi) or a is NaN */
-                if (act & 1) a = _mm256_blendv_ps(vlo, a, _mm256_cmp_ps(a, vlo, _CMP_NLE_UQ));
-                if (act & 2) a = _mm256_blendv_ps(vhi, a, _mm256_cmp_ps(a, vhi, _CMP_NGE_UQ));
-                _mm256_storeu_ps(y + (h + r) * p + j, a);
-            }
+            for (int64_t r = 0; r < m; ++r)  /* v[r]: output channel h + r, pixels j.. */
+                _mm256_storeu_ps(y + (h + r) * p + j,
+                                 rlx_conv_fin8(v[r], bias != 0,
+                                               _mm256_set1_ps(bias ? bias[h + r] : 0.0f),
+                                               res ? res + (h + r) * p + j : 0, act, vlo, vhi));
         }
 #endif
     for (int64_t r = 0; r < nv; ++r)
-        for (int64_t jj = j; jj < n; ++jj) {
-            float v = yb[jj * 16 + r];
-            if (bias) v = v + bias[r];
-            if (res) v = v + res[r * p + jj];
-            y[r * p + jj] = act ? rlx_conv_act(v, act, lo, hi) : v;
+        for (int64_t jj = j; jj < n; ++jj)
+            y[r * p + jj] = rlx_conv_fin(yb[jj * 16 + r], bias ? bias[r] : 0.0f, bias != 0,
+                                         res ? res + r * p : 0, jj, act, lo, hi);
+}
+
+/* the same tile to NCHW8c (rlx_cb_conv's lay & 2): y and res point at the first pixel in
+   the first of the nv / 8 channel blocks (nv 8 or 16), blocks p * 8 floats apart; each
+   pixel's 8 channels are one vector, stored as they are */
+static void rlx_cb_store_b(const float *yb, int64_t n, int64_t nv, float *y, const float *bias,
+                           const float *res, int64_t p, int act, float lo, float hi) {
+    for (int64_t h = 0; h < nv; h += 8) {
+        float *yd = y + h / 8 * p * 8;
+        const float *rd = res ? res + h / 8 * p * 8 : 0;
+        int64_t i = 0;
+#if RLX_CB_VEC
+        const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+        const __m256 vb = bias ? _mm256_loadu_ps(bias + h) : _mm256_setzero_ps();
+        for (; i < n; ++i)
+            _mm256_storeu_ps(yd + i * 8, rlx_conv_fin8(_mm256_loadu_ps(yb + i * 16 + h),
+                                                       bias != 0, vb, rd ? rd + i * 8 : 0, act,
+                                                       vlo, vhi));
+#endif
+        for (; i < n; ++i)
+            for (int64_t c8 = 0; c8 < 8; ++c8)
+                yd[i * 8 + c8] = rlx_conv_fin(yb[i * 16 + h + c8], bias ? bias[h + c8] : 0.0f,
+                                              bias != 0, rd, i * 8 + c8, act, lo, hi);
+    }
+}
+
+/* padded rows [ylo, yhi) of one image already in NCHW8c (c a multiple of 8) into xp, as
+   rlx_cb_fill lays them out: one copy of w * 8 floats per row */
+static void rlx_cb_fill_b(const rlx_conv_geo *g, const float *x, int64_t ylo, int64_t yhi,
+                          float *xp) {
+    const int64_t w = g->w, pw = g->pw, wp = w + 2 * pw, rows = yhi - ylo, cbn = g->c / 8;
+    for (int64_t cb = 0; cb < cbn; ++cb)
+        for (int64_t r = ylo; r < yhi; ++r) {
+            float *d = xp + ((cb * rows + (r - ylo)) * wp) * 8;
+            const int64_t iy = r - g->ph;
+            if (iy < 0 || iy >= g->h) {
+                memset(d, 0, (size_t)(wp * 8) * sizeof(float));
+                continue;
+            }
+            memset(d, 0, (size_t)(pw * 8) * sizeof(float));
+            memset(d + (pw + w) * 8, 0, (size_t)(pw * 8) * sizeof(float));
+            memcpy(d + pw * 8, x + ((cb * g->h + iy) * w) * 8, (size_t)(w * 8) * sizeof(float));
         }
 }
 
@@ -218,15 +256,24 @@ static void rlx_cb_store(const float *yb, int64_t n, int64_t nv, float *y, const
    0 when out of memory for the blocked copy (the caller then runs conv.py's kernel) */
 static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, int64_t o,
                        const float *bias, const float *res, float *y, int64_t oy0,
-                       int64_t oy1, int act, float lo, float hi) {
+                       int64_t oy1, int act, float lo, float hi, int lay) {
     enum { MR = RLX_CB_MR, CH = RLX_CB_CHUNK };
     const int64_t wp = g->w + 2 * g->pw, cbn = (g->c + 7) / 8, p = g->oh * g->ow;
     const int64_t ylo = oy0 * g->sh, yhi = (oy1 - 1) * g->sh + (g->kh - 1) * g->dh + 1;
-    const int64_t rows = yhi - ylo, cbs = rows * wp * 8, k = cbn * 8 * g->kh * g->kw;
-    float *buf = rlx_sgemm_scratch(cbn * cbs + CH * 16 + 16);
+    /* an unpadded blocked input is read where it is: no copy */
+    const int in_place = (lay & 1) && g->ph == 0 && g->pw == 0;
+    const int64_t rows = yhi - ylo, k = cbn * 8 * g->kh * g->kw;
+    const int64_t cbs = in_place ? g->h * g->w * 8 : rows * wp * 8;
+    float *buf = rlx_sgemm_scratch((in_place ? 0 : cbn * cbs) + CH * 16 + 16);
     if (buf == 0) return 0;
-    float *xp = buf, *yb = buf + cbn * cbs;
-    rlx_cb_fill(g, x, ylo, yhi, xp);
+    const float *xp = buf;
+    float *yb = buf + (in_place ? 0 : cbn * cbs);
+    if (in_place)
+        xp = x + ylo * g->w * 8;
+    else if (lay & 1)
+        rlx_cb_fill_b(g, x, ylo, yhi, buf);
+    else
+        rlx_cb_fill(g, x, ylo, yhi, buf);
     const int64_t pix0 = oy0 * g->ow, npix = (oy1 - oy0) * g->ow;
     const int64_t rs = g->dh * wp * 8, cs = g->dw * 8, khw = g->kh * g->kw;
     const int64_t cbk = RLX_CB_KSTEPS / (khw * 8) > 0 ? RLX_CB_KSTEPS / (khw * 8) : 1;
@@ -260,12 +307,137 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
 #undef RLX_CB_CALL
                 }
             }
-            const int64_t at = q * 16 * p + pix0 + c0;
-            rlx_cb_store(yb, n, nv, y + at, bias ? bias + q * 16 : 0, res ? res + at : 0, p,
-                         act, lo, hi);
+            if (lay & 2) {  /* NCHW8c: block 2q (and 2q + 1), from pixel pix0 + c0 */
+                const int64_t at = (q * 2 * p + pix0 + c0) * 8;
+                rlx_cb_store_b(yb, n, nv, y + at, bias ? bias + q * 16 : 0, res ? res + at : 0,
+                               p, act, lo, hi);
+            } else {
+                const int64_t at = q * 16 * p + pix0 + c0;
+                rlx_cb_store(yb, n, nv, y + at, bias ? bias + q * 16 : 0, res ? res + at : 0,
+                             p, act, lo, hi);
+            }
         }
     }
     return 1;
+}
+
+/* offset of (channel ch, pixel at) in one image of c channels and p pixels: NCHW, or NCHW8c
+   (c a multiple of 8) when blocked */
+static inline int64_t rlx_cb_at(int blocked, int64_t ch, int64_t at, int64_t p) {
+    return blocked ? ((ch >> 3) * p + at) * 8 + (ch & 7) : ch * p + at;
+}
+
+/* output rows [oy0, oy1) of one image, one output at a time in either layout (lay as
+   rlx_cb_conv's), with no scratch: what runs when the scratch cannot be had and a layout is
+   blocked (slow but right); the OIHW filter wt read in place */
+static void rlx_cb_direct(const rlx_conv_geo *g, const float *x, const float *wt, int64_t o,
+                          const float *bias, const float *res, float *y, int64_t oy0,
+                          int64_t oy1, int act, float lo, float hi, int lay) {
+    const int64_t p = g->oh * g->ow, hw = g->h * g->w, khw = g->kh * g->kw;
+    for (int64_t oc = 0; oc < o; ++oc)
+        for (int64_t oy = oy0; oy < oy1; ++oy)
+            for (int64_t ox = 0; ox < g->ow; ++ox) {
+                float s = 0.0f;
+                for (int64_t ci = 0; ci < g->c; ++ci)
+                    for (int64_t ki = 0; ki < g->kh; ++ki)
+                        for (int64_t kj = 0; kj < g->kw; ++kj) {
+                            const int64_t iy = oy * g->sh - g->ph + ki * g->dh;
+                            const int64_t ix = ox * g->sw - g->pw + kj * g->dw;
+                            if (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w)
+                                s += x[rlx_cb_at(lay & 1, ci, iy * g->w + ix, hw)]
+                                     * wt[(oc * g->c + ci) * khw + ki * g->kw + kj];
+                        }
+                const int64_t at = rlx_cb_at(lay & 2, oc, oy * g->ow + ox, p);
+                y[at] = rlx_conv_fin(s, bias ? bias[oc] : 0.0f, bias != 0, res, at, act, lo,
+                                     hi);
+            }
+}
+
+/* channel block cb (8 channels, a channel multiplier of 1) of one image of a depthwise
+   convolution in NCHW8c: x, y, res the image's input, output and residual; wt the OIHW
+   filter (o x 1 x kh x kw). Each tap of 8 output pixels is one vector FMA per pixel, the 8
+   channels along the vector, 8 pixels in flight (the FMA latency); the taps of an edge
+   pixel that leave the input are skipped. Windows of up to RLX_DW_FLAT_TAPS taps */
+static void rlx_cb_dw(const rlx_conv_geo *g, const float *x, const float *wt,
+                      const float *bias, const float *res, float *y, int64_t cb, int act,
+                      float lo, float hi) {
+    const int64_t w = g->w, ow = g->ow, p = g->oh * ow, khw = g->kh * g->kw;
+    const int64_t sw = g->sw, pw = g->pw, dw = g->dw, dh = g->dh;
+    const float *xc = x + cb * g->h * w * 8;
+    float *yc = y + cb * p * 8;
+    const float *rc = res ? res + cb * p * 8 : 0;
+    float wv[RLX_DW_FLAT_TAPS * 8];  /* tap t of channel c8 at wv[t * 8 + c8] */
+    for (int64_t t = 0; t < khw; ++t)
+        for (int64_t c8 = 0; c8 < 8; ++c8) wv[t * 8 + c8] = wt[(cb * 8 + c8) * khw + t];
+    const float *bv = bias ? bias + cb * 8 : 0;
+    /* columns [jlo, jhi) have every tap inside the input's columns */
+    int64_t jlo = pw > 0 ? (pw + sw - 1) / sw : 0;
+    const int64_t lim = w - 1 + pw - (g->kw - 1) * dw;
+    int64_t jhi = lim < 0 ? 0 : lim / sw + 1;
+    if (jhi > ow) jhi = ow;
+    if (jlo > jhi) jlo = jhi;
+#if RLX_CB_VEC
+    const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+    const __m256 vb = bv ? _mm256_loadu_ps(bv) : _mm256_setzero_ps();
+#endif
+    for (int64_t oy = 0; oy < g->oh; ++oy) {
+        const int64_t base = oy * g->sh - g->ph;  /* input row of tap row 0 */
+        int64_t ki0 = base < 0 ? (-base + dh - 1) / dh : 0;
+        int64_t ki1 = g->h - 1 - base < 0 ? 0 : (g->h - 1 - base) / dh + 1;
+        if (ki1 > g->kh) ki1 = g->kh;
+        if (ki0 > ki1) ki0 = ki1;
+        const float *xr = xc + base * w * 8;  /* may point before xc: rows [ki0, ki1) read */
+        float *yr = yc + oy * ow * 8;
+        const float *rr = rc ? rc + oy * ow * 8 : 0;
+        int64_t ox = jlo;
+#if RLX_CB_VEC
+        enum { P = 8 };
+        for (; ox + P <= jhi; ox += P) {
+            __m256 acc[P];
+            for (int i = 0; i < P; ++i) acc[i] = _mm256_setzero_ps();
+            for (int64_t ki = ki0; ki < ki1; ++ki) {
+                const float *s = xr + (ki * dh * w + ox * sw - pw) * 8;
+                for (int64_t kj = 0; kj < g->kw; ++kj) {
+                    const __m256 wk = _mm256_loadu_ps(wv + (ki * g->kw + kj) * 8);
+                    const float *sk = s + kj * dw * 8;
+                    for (int i = 0; i < P; ++i)
+                        acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(sk + i * sw * 8), wk, acc[i]);
+                }
+            }
+            for (int i = 0; i < P; ++i)
+                _mm256_storeu_ps(yr + (ox + i) * 8,
+                                 rlx_conv_fin8(acc[i], bv != 0, vb,
+                                               rr ? rr + (ox + i) * 8 : 0, act, vlo, vhi));
+        }
+#endif
+        for (int64_t j = 0; j < ow; ++j) {  /* the edges and what the vectors left */
+            if (j >= jlo && j < ox) continue;
+#if RLX_CB_VEC
+            __m256 acc = _mm256_setzero_ps();
+#else
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#endif
+            for (int64_t ki = ki0; ki < ki1; ++ki)
+                for (int64_t kj = 0; kj < g->kw; ++kj) {
+                    const int64_t ix = j * sw + kj * dw - pw;
+                    if (ix < 0 || ix >= w) continue;
+                    const float *s = xr + (ki * dh * w + ix) * 8, *wk = wv + (ki * g->kw + kj) * 8;
+#if RLX_CB_VEC
+                    acc = _mm256_fmadd_ps(_mm256_loadu_ps(s), _mm256_loadu_ps(wk), acc);
+#else
+                    for (int c8 = 0; c8 < 8; ++c8) acc[c8] += s[c8] * wk[c8];
+#endif
+                }
+#if RLX_CB_VEC
+            _mm256_storeu_ps(yr + j * 8, rlx_conv_fin8(acc, bv != 0, vb, rr ? rr + j * 8 : 0, act,
+                                                       vlo, vhi));
+#else
+            for (int c8 = 0; c8 < 8; ++c8)
+                yr[j * 8 + c8] = rlx_conv_fin(acc[c8], bv ? bv[c8] : 0.0f, bv != 0, rr,
+                                              j * 8 + c8, act, lo, hi);
+#endif
+        }
+    }
 }
 
 /* output positions [j0, j1) of one image on conv.py's implicit GEMM (any geometry) */
@@ -347,14 +519,29 @@ def use_blocked(c: int, o: int, groups: int, kh: int, kw: int, sh: int, sw: int,
     return mode() == "all" or (kh * kw > 1 and c >= MIN_CHANNELS and oh * ow >= MIN_PIXELS)
 
 
+def in_chain(c: int, groups: int) -> bool:
+    """May a groups-1 convolution run on the blocked kernel inside a chain of NCHW8c kernels
+    (layout.py), whatever its window? Where neither side ends up blocked, use_blocked still
+    decides. Not on under MIN_CHANNELS input channels: the stem (3 channels) is 0.33x of
+    ONNX Runtime blocked, 0.62x on the implicit GEMM."""
+    return groups == 1 and mode() != "0" and c >= MIN_CHANNELS
+
+
+def dw_in_chain(c: int, o: int, groups: int, kh: int, kw: int) -> bool:
+    """May a depthwise convolution run in NCHW8c (rlx_cb_dw): a channel multiplier of 1 and
+    windows of up to RLX_DW_FLAT_TAPS taps."""
+    return groups == c == o and groups > 1 and kh * kw <= 49 and mode() != "0"
+
+
 MIN_ITEMS = 8  # split an image's output rows when there are fewer images than this
 
 
 def emit_blocked(env: KernelEnv, w: Writer, packed: str, geo: str, n: int, x: str, wt: str,
                  c: int, hw: int, o: int, oh: int, ow: int, bias: str | None, res: str | None,
-                 out: str, tail: str, flops: int) -> str:
+                 out: str, tail: str, flops: int, lay: int = 0) -> str:
     """The kernel's loop over (image, block of output rows) calling rlx_cb_conv (x, wt, bias,
-    res, out: C pointers of the input, OIHW filter, bias, residual and output); returns IMPL."""
+    res, out: C pointers of the input, OIHW filter, bias, residual and output; lay: 1 the
+    input is NCHW8c, 2 the output and residual are); returns IMPL."""
     blocks = 1 if n >= MIN_ITEMS else min(oh, -(-MIN_ITEMS // n))
     step = -(-oh // blocks)
     blocks = -(-oh // step)
@@ -379,9 +566,32 @@ def emit_blocked(env: KernelEnv, w: Writer, packed: str, geo: str, n: int, x: st
     res_b = f"{res} + b * {o * p}" if res else "0"
     # out of memory for the blocked copy: the same rows by conv.py's implicit GEMM
     w.open(f"if (!rlx_cb_conv(&geo, xb, {packed}, {o}, {bias or '0'}, {res_b}, yb, oy0, oy1, "
-           f"{tail}))")
-    w.line(f"rlx_cb_fallback(&geo, xb, {wt}, {o}, {bias or '0'}, {res_b}, yb, oy0 * {ow}, "
-           f"oy1 * {ow}, {tail});")
+           f"{tail}, {lay}))")
+    if lay:  # out of memory, a blocked side: one output at a time
+        w.line(f"rlx_cb_direct(&geo, xb, {wt}, {o}, {bias or '0'}, {res_b}, yb, oy0, oy1, "
+               f"{tail}, {lay});")
+    else:
+        w.line(f"rlx_cb_fallback(&geo, xb, {wt}, {o}, {bias or '0'}, {res_b}, yb, oy0 * {ow}, "
+               f"oy1 * {ow}, {tail});")
     w.close()
     w.close()
     return IMPL
+
+
+def emit_dw(env: KernelEnv, w: Writer, geo: str, n: int, x: str, wt: str, c: int, hw: int,
+            o: int, p: int, bias: str | None, res: str | None, out: str, tail: str,
+            flops: int) -> str:
+    """The kernel's loop over (image, channel block) of a depthwise convolution in NCHW8c
+    (a channel multiplier of 1: o == c, a multiple of 8) calling rlx_cb_dw; returns IMPL_DW."""
+    cbn = c // CB_C
+    pragma = env.parallel(flops, 0)
+    if pragma:
+        w.line(pragma)
+    w.open(f"for (int64_t it = 0; it < {n * cbn}; ++it)")
+    w.line(f"const rlx_conv_geo geo = {geo};")
+    w.line(f"const int64_t b = it / {cbn}, cb = it % {cbn};")
+    res_b = f"{res} + b * {o * p}" if res else "0"
+    w.line(f"rlx_cb_dw(&geo, {x} + b * {c * hw}, {wt}, {bias or '0'}, {res_b}, "
+           f"{out} + b * {o * p}, cb, {tail});")
+    w.close()
+    return IMPL_DW

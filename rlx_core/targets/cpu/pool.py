@@ -152,12 +152,67 @@ static void rlx_pool_plane(const float *x, float *y, int64_t h, int64_t w, int64
         for (int64_t i = 0; i < oh * ow; ++i) y[i] = y[i] / count;
     }
 }
+
+/* channel block cb of one image of a pooling in NCHW8c (x: the image's h x w pixels of 8
+   channels per block, y: its oh x ow): each output's 8 channels are one vector, combined
+   over the window's taps inside the input (the padding never takes part, as above); an
+   average sums each window column's rows, then the columns, as rlx_pool_plane does */
+static void rlx_pool_b(const float *x, float *y, int64_t h, int64_t w, int64_t oh,
+                       int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                       int64_t ph, int64_t pw, int avg, int64_t cb) {
+    const float *xc = x + cb * h * w * 8;
+    float *yc = y + cb * oh * ow * 8;
+    for (int64_t oy = 0; oy < oh; ++oy) {
+        const int64_t y0 = oy * sh - ph;
+        const int64_t ky0 = y0 < 0 ? -y0 : 0, ky1 = h - y0 < kh ? h - y0 : kh;
+        for (int64_t ox = 0; ox < ow; ++ox) {
+            const int64_t x0 = ox * sw - pw;
+            const int64_t kx0 = x0 < 0 ? -x0 : 0, kx1 = w - x0 < kw ? w - x0 : kw;
+            float *d = yc + (oy * ow + ox) * 8;
+#if defined(__AVX2__)
+            __m256 a = _mm256_set1_ps(avg ? 0.0f : -INFINITY);
+            for (int64_t kx = kx0; kx < kx1; ++kx) {
+                const float *s = xc + ((y0 + ky0) * w + x0 + kx) * 8;
+                __m256 t = ky0 < ky1 ? _mm256_loadu_ps(s) : a;
+                for (int64_t ky = ky0 + 1; ky < ky1; ++ky) {
+                    const __m256 v = _mm256_loadu_ps(s + (ky - ky0) * w * 8);
+                    /* max_ps gives v where either is NaN; the blend keeps a NaN t */
+                    t = avg ? _mm256_add_ps(t, v)
+                            : _mm256_blendv_ps(_mm256_max_ps(t, v), t,
+                                               _mm256_cmp_ps(t, t, _CMP_UNORD_Q));
+                }
+                a = avg ? _mm256_add_ps(a, t)
+                        : _mm256_blendv_ps(_mm256_max_ps(a, t), a,
+                                           _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+            }
+            if (avg) a = _mm256_div_ps(a, _mm256_set1_ps((float)(kh * kw)));
+            _mm256_storeu_ps(d, a);
+#else
+            for (int c8 = 0; c8 < 8; ++c8) {
+                float a = avg ? 0.0f : -INFINITY;
+                for (int64_t kx = kx0; kx < kx1; ++kx) {
+                    const float *s = xc + ((y0 + ky0) * w + x0 + kx) * 8 + c8;
+                    float t = ky0 < ky1 ? s[0] : a;
+                    for (int64_t ky = ky0 + 1; ky < ky1; ++ky) {
+                        const float v = s[(ky - ky0) * w * 8];
+                        t = avg ? t + v : rlx_max_f(t, v);
+                    }
+                    a = avg ? a + t : rlx_max_f(a, t);
+                }
+                d[c8] = avg ? a / (float)(kh * kw) : a;
+            }
+#endif
+        }
+    }
+}
 #endif
 """
 
 
-def emit_pool(env: KernelEnv, w: Writer, node: Node) -> str:
-    """Write the kernel's loop over the (image, channel) planes; returns its impl label."""
+def emit_pool(env: KernelEnv, w: Writer, node: Node, blocked: bool = False) -> str:
+    """Write the kernel's loop over the (image, channel) planes; returns its impl label.
+    ``blocked``: input and output are NCHW8c (layout.py's plan): the loop runs over (image,
+    channel block) instead."""
     d = node.type.dtype
     if d.name not in DTYPES:
         raise RenderError(f"{node.op} on {d} has no CPU kernel",
@@ -172,6 +227,14 @@ def emit_pool(env: KernelEnv, w: Writer, node: Node) -> str:
     pragma = env.parallel(n * c * oh * ow * kh * kw, 0)
     if pragma:
         w.line(pragma)
+    if blocked:
+        cbn = c // 8
+        w.open(f"for (int64_t it = 0; it < {n * cbn}; ++it)")
+        w.line(f"rlx_pool_b({xb.ptr} + (it / {cbn}) * {c * h * wd}, "
+               f"{out.ptr} + (it / {cbn}) * {c * oh * ow}, {h}, {wd}, {oh}, {ow}, {kh}, {kw}, "
+               f"{sh}, {sw}, {ph}, {pw}, {avg}, it % {cbn});")
+        w.close()
+        return IMPL
     w.open(f"for (int64_t it = 0; it < {n * c}; ++it)")
     w.line(f"rlx_pool_plane({xb.ptr} + it * {h * wd}, {out.ptr} + it * {oh * ow}, {h}, {wd}, "
            f"{oh}, {ow}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {avg});")

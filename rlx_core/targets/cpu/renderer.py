@@ -27,6 +27,7 @@ from rlx_core.targets.cpu import (
     igemm_packed,
     isa,
     lapack,
+    layout,
     pool,
     sgemm,
     sparse,
@@ -66,6 +67,8 @@ class CpuRenderer(CLikeRenderer):
         self.prepack_conv = prepack and simd_conv
         self.packed = PackedWeights()
         self._params: dict[str, int] = {}  # graph parameter -> index in graph.params
+        self._blocked: set[str] = set()  # values kept in NCHW8c (layout.py)
+        self._graph: Graph | None = None  # the graph being rendered
         self._prefix = "rlx"
         self.openmp = openmp
         self.parallel_min_work = parallel_min_work
@@ -102,6 +105,11 @@ class CpuRenderer(CLikeRenderer):
         return cprog
 
     @property
+    def blocked_values(self) -> list[str]:
+        """The values the last rendered program keeps in NCHW8c (layout.py), sorted."""
+        return sorted(self._blocked)
+
+    @property
     def splits(self) -> bool:
         """Did the last rendered program share work out over a team (open a region)?"""
         return self.team_mode and self._splits
@@ -113,15 +121,19 @@ class CpuRenderer(CLikeRenderer):
         self.packed = PackedWeights()
         self._params = {v.name: i for i, v in enumerate(g.params)}
         self._prefix = c_ident(prefix, "p")  # as the base renderer spells it
+        # the activations kept in NCHW8c between blocked kernels (layout.py)
+        self._graph = g
+        self._blocked = (layout.plan(g, self._conv_kind)
+                         if self.prepack_conv and layout.enabled() else set())
         cprog = super().render_program(g, prefix)
         # the headers are written before the kernels: drop the GEMM and attention sources
         # when no kernel calls them (parsing immintrin.h costs every compile ~0.2 s)
         impls = set(cprog.kernel_impl.values())
         unused = [] if attention.IMPL in impls else [attention.SOURCE]
         unused += [m.SOURCE for m in (i4gemm, splat, pool) if m.IMPL not in impls]
-        if not impls & {*conv.IMPLS, conv_blocked.IMPL}:  # the blocked kernel uses conv.SOURCE
+        if not impls & {*conv.IMPLS, *conv_blocked.IMPLS}:  # the blocked ones use conv.SOURCE
             unused += [conv.SOURCE, conv_blocked.SOURCE]
-        elif conv_blocked.IMPL not in impls:
+        elif not impls & set(conv_blocked.IMPLS):
             unused.append(conv_blocked.SOURCE)
         int8 = {igemm.IMPL, igemm_packed.IMPL, igemm_packed.DYNAMIC_IMPL}
         if not impls & (int8 - {igemm.IMPL}):
@@ -132,7 +144,8 @@ class CpuRenderer(CLikeRenderer):
             unused.append(lapack.source(self.blas.symbol_prefix))
         if gemv.IMPL not in impls:
             unused.append(gemv.SOURCE)
-        if not impls & {sgemm.IMPL, gemv.IMPL, attention.IMPL, *conv.IMPLS, conv_blocked.IMPL}:
+        if not impls & {sgemm.IMPL, gemv.IMPL, attention.IMPL, *conv.IMPLS,
+                        *conv_blocked.IMPLS}:
             unused.append(sgemm.SOURCE)
         for text in unused:
             cut = text.count("\n")  # every kernel comes after the headers
@@ -145,9 +158,10 @@ class CpuRenderer(CLikeRenderer):
         if node.op == "attention":
             return attention.emit_attention(env, w, node)
         if node.op in conv.OPS:
-            return conv.emit_conv(env, w, node, self.packed_conv(env, node))
+            lay = layout.lay_of(node, self._blocked)
+            return conv.emit_conv(env, w, node, self.packed_conv(env, node, lay), lay)
         if node.op in pool.OPS:
-            return pool.emit_pool(env, w, node)
+            return pool.emit_pool(env, w, node, node.name in self._blocked)
         if node.op == "int_linear":
             return igemm.emit_int_linear(env, w, node, self.packed_int8(env, node))
         if node.op == "dynamic_int_linear":
@@ -263,10 +277,23 @@ class CpuRenderer(CLikeRenderer):
                                self.packed.pointer(self._prefix, pw)))
         return name
 
-    def packed_conv(self, env: KernelEnv, node: Node) -> str | None:
+    def _conv_kind(self, node: Node) -> str | None:
+        """How a convolution may run inside a chain of NCHW8c kernels (layout.ConvKind)."""
+        wname = node.inputs[1]
+        if node.type.dtype.name != "f32" or wname not in self._params:
+            return None
+        assert self._graph is not None
+        c = int(self._graph.type_of(node.inputs[0]).shape[1])
+        o, _, kh, kw = self._graph.type_of(wname).shape
+        groups = int(node.attr("groups"))
+        if conv_blocked.in_chain(c, groups):
+            return "direct"
+        return "dw" if conv_blocked.dw_in_chain(c, o, groups, kh, kw) else None
+
+    def packed_conv(self, env: KernelEnv, node: Node, lay: int = 0) -> str | None:
         """The kernel parameter holding a convolution's filter packed for the blocked direct
         kernel (conv_blocked.py), when the filter is a graph parameter and the kernel is
-        chosen for the shape (conv_blocked.use_blocked)."""
+        chosen for the shape (conv_blocked.use_blocked) or a side is NCHW8c (``lay``)."""
         wname = node.inputs[1]
         if not self.prepack_conv or wname not in self._params or node.type.dtype.name != "f32":
             return None
@@ -274,8 +301,9 @@ class CpuRenderer(CLikeRenderer):
         o, c, kh, kw = wt.type.shape
         sh, sw = (int(v) for v in node.attr("stride"))
         oh, ow = node.type.shape[2:]
-        if not conv_blocked.use_blocked(int(x.type.shape[1]), o, int(node.attr("groups")),
-                                        kh, kw, sh, sw, oh, ow):
+        groups = int(node.attr("groups"))
+        if groups != 1 or not (lay or conv_blocked.use_blocked(
+                int(x.type.shape[1]), o, groups, kh, kw, sh, sw, oh, ow)):
             return None
         pw = self.packed.add(self._params[wname], wname, o, c, 0, 0, "conv", kh, kw)
         name = f"{wt.ptr}_cbpacked"

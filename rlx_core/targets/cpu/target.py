@@ -102,6 +102,7 @@ class CpuTarget:
             "own_sgemm": own, "own_sgemm_reason": own_why,
             "own_sgemm_isa": sgemm.isa(comp) if own else None,
             "prepacked": renderer.packed.describe(),
+            "nchw8c": renderer.blocked_values,  # activations kept blocked (layout.py)
             "cache": "hit" if built.cache_hit else "miss", "so_path": str(built.path),
             "cache_key": built.key, "arena_bytes": cprog.arena_bytes, "kernels": kernels,
             "entry": cprog.entry, "notes": notes, "source": cprog.source,
