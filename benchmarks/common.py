@@ -220,7 +220,23 @@ def stamp(info: dict[str, Any]) -> str:
     load = f"load average {info['load_average_1m']} at the start" + \
         (f", {end} at the end" if end is not None else "")
     return (f"{info['cpu']} (ISA: {info.get('isa') or isa()}), {info['cores']} cores, {load}, "
-            f"{info['when']}")
+            f"{info['when']}{_policy()}")
+
+
+def _policy() -> str:
+    """How this process was scheduled, when not the default (a run under ``chrt -f 1`` on a
+    shared machine: real-time, so the other jobs' load could not preempt it)."""
+    try:
+        policy = os.sched_getscheduler(0)
+    except (AttributeError, OSError):
+        return ""
+    names = {getattr(os, n): n for n in ("SCHED_FIFO", "SCHED_RR", "SCHED_BATCH", "SCHED_IDLE")
+             if hasattr(os, n)}
+    if policy not in names:
+        return ""
+    rt = " (real-time: the machine's other jobs could not preempt it)" if \
+        names[policy] in ("SCHED_FIFO", "SCHED_RR") else ""
+    return f", run under {names[policy]}{rt}"
 
 
 def load_now() -> float:

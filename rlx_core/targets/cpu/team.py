@@ -37,8 +37,10 @@ static shares in one OpenMP parallel region per call, and the threads meet at
 
 On a busy machine the waits of thread 0 that outlast what the work explains are counted as
 late arrivals (BARRIER_C), and so is a team call in which no worker ran a chunk (it came when
-the work was done); a program that keeps seeing them runs its next calls on the calling thread
-alone, then tries the team again, so the team is never much slower than one thread whatever
+the work was done); a team call in which thread 0 itself ran under 80% of the wall time (its
+thread CPU clock: the machine has no core to spare) counts as two. A program that keeps seeing
+them runs its next calls on the calling thread alone (while those are starved too), then tries
+the team again, so the team is never much slower than one thread whatever
 the load (benchmarks/bench_contention.py). ``<prefix>_team_chunks`` counts the chunks each
 thread ran.
 
@@ -121,7 +123,7 @@ BARRIER_C = r"""
 /* one program call of this translation unit runs at a time (the runtime's lock) */
 static atomic_llong rlx_team_gen;  /* the latest call's generation */
 static atomic_int rlx_team_bell, rlx_team_sleepers;  /* the eventcount sleepers wait on */
-static __thread int rlx_team_me;  /* this thread's index in the team */
+static __thread int rlx_team_me, rlx_team_size;  /* this thread's index, the team's size */
 static __thread long long rlx_team_my;  /* the generation of the call it runs, << 32 */
 static __thread long long rlx_team_phase;  /* thread 0: when its current phase began */
 static atomic_int rlx_team_late;  /* late arrivals in this call */
@@ -129,7 +131,7 @@ static int rlx_team_prev_late, rlx_team_shrink_left, rlx_team_shrink_next = 2;
 static long long rlx_team_shrink_until, rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;
 static long long rlx_team_stat[4];  /* team calls, late arrivals, calls shrunk, shrink spells */
 static atomic_int rlx_team_delay_tid = -1, rlx_team_delay_us;  /* tests: a descheduled thread */
-static long long rlx_team_tchunks[RLX_TEAM_MAXT * 8];  /* chunks each thread ran (own line) */
+static long long rlx_team_tchunks[RLX_TEAM_MAXT * 8];  /* chunks each ran in team calls (own line) */
 static inline long long rlx_team_clock_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -216,7 +218,7 @@ static inline void rlx_team_done(atomic_llong *work, int *got, int end) {
     const int ran = *got;
     if (ran) {
         *got = 0;
-        rlx_team_tchunks[rlx_team_me * 8] += ran;
+        if (rlx_team_size > 1) rlx_team_tchunks[rlx_team_me * 8] += ran;
         const long long was = atomic_fetch_add_explicit(work + 1, ran, memory_order_seq_cst);
         if (was < want && was + ran >= want) rlx_team_ring();
     }
@@ -243,9 +245,10 @@ static inline void rlx_team_sync(int team) {
     }
     rlx_team_await(&rlx_team_bar_gen, g + 1, -1);
 }
-/* this thread joins call `gen` as thread `tid` */
-static inline void rlx_team_enter(int tid, long long gen) {
+/* this thread joins call `gen` as thread `tid` of `team` */
+static inline void rlx_team_enter(int tid, int team, long long gen) {
     rlx_team_me = tid < RLX_TEAM_MAXT ? tid : RLX_TEAM_MAXT - 1;
+    rlx_team_size = team;
     rlx_team_my = gen << 32;
     if (tid == 0) rlx_team_phase = rlx_team_clock_ns();
 }
@@ -271,9 +274,9 @@ static int rlx_pool_started = 1;  /* threads of the pool, the caller counted */
 static pthread_t rlx_pool_threads[RLX_TEAM_MAXT];
 static void* rlx_pool_main(void* arg) {
     const int tid = (int)(intptr_t)arg;
-    long long seen = atomic_load_explicit(&rlx_team_gen, memory_order_acquire);
+    long long seen = atomic_load_explicit(&rlx_team_gen, memory_order_acquire), spin = 0;
     for (;;) {
-        rlx_team_wait(&rlx_team_gen, seen + 1, RLX_TEAM_POOL_SPIN_NS, RLX_TEAM_PAUSE_NS);
+        rlx_team_wait(&rlx_team_gen, seen + 1, spin, RLX_TEAM_PAUSE_NS);
         if (atomic_load_explicit(&rlx_pool_quit, memory_order_acquire)) return NULL;
         const long long g = atomic_load_explicit(&rlx_team_gen, memory_order_acquire);
         const rlx_team_body fn = atomic_load_explicit(&rlx_pool_fn, memory_order_relaxed);
@@ -284,8 +287,11 @@ static void* rlx_pool_main(void* arg) {
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&rlx_team_gen, memory_order_relaxed) != g) continue;
         seen = g;
-        if (tid < n && fn) {  /* a call of one thread (shrunk) only moves the generation on */
-            rlx_team_enter(tid, g);
+        /* a call of one thread (shrunk) only moves the generation on, and the worker sleeps
+           at once: a shrunk program's calls must not keep it spinning */
+        spin = tid < n && fn ? RLX_TEAM_POOL_SPIN_NS : 0;
+        if (spin) {
+            rlx_team_enter(tid, n, g);
             fn(args, tid, n);
         }
     }
@@ -322,17 +328,28 @@ static void rlx_team_call(rlx_team_body fn, void* const* args, int n, long long 
     atomic_store_explicit(&rlx_pool_n, n, memory_order_relaxed);
     atomic_store_explicit(&rlx_team_gen, gen, memory_order_seq_cst);
     if (n > 1) rlx_team_ring();
-    rlx_team_enter(0, gen);
+    rlx_team_enter(0, n, gen);
     const long long others = rlx_team_others(), t0 = rlx_team_phase;
     fn(args, 0, n);
     if (n > 1 && rlx_team_others() == others && rlx_team_clock_ns() - t0 > RLX_TEAM_ALONE_NS)
         atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);
 }
+/* the calling thread's CPU time: against the wall time of a call, how much of it this thread
+   ran (a busy machine's scheduler gives it a share: the other jobs, and with autogroups this
+   process's own other threads) */
+static inline long long rlx_team_cpu_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+static long long rlx_team_w0, rlx_team_c0;  /* the call's start: wall and thread 0's CPU */
 /* the team size of this call: 1 (no region) while the program is shrunk: for a number of
    calls and a time, both doubling per spell in a row (a probe of the team on a busy machine
    cost 10x a one-thread call of the MLP step here: spells must grow long to amortise it) */
 static inline int rlx_team_begin(int want) {
     if (want <= 1) return 1;
+    rlx_team_w0 = rlx_team_clock_ns();
+    rlx_team_c0 = rlx_team_cpu_ns();
     if (rlx_team_shrink_left > 0
         || (rlx_team_shrink_until && rlx_team_clock_ns() < rlx_team_shrink_until)) {
         if (rlx_team_shrink_left > 0) --rlx_team_shrink_left;
@@ -344,9 +361,29 @@ static inline int rlx_team_begin(int want) {
     ++rlx_team_stat[0];
     return want;
 }
-/* after a team call: its late arrivals decide whether the next calls shrink */
+/* after a call of a program that wants a team: the share of the call's wall time the calling
+   thread ran (it spins while it waits, so on a free core that is all of it). A team call that
+   ran under RLX_TEAM_MIN_SHARE was starved: the machine has no core to spare, and its late
+   arrivals start a spell at once. A call on one thread (shrunk) that ran under
+   RLX_TEAM_FREE_SHARE keeps the spell on for twice its time (at least 5 ms): the team is tried
+   again only once the calling thread alone gets its core. Calls under 0.2 ms are not judged. */
+#define RLX_TEAM_MIN_SHARE 0.8
+#define RLX_TEAM_FREE_SHARE 0.9
 static inline void rlx_team_end(int used) {
-    if (used <= 1) return;
+    if (!rlx_team_w0) return;  /* the program wants one thread */
+    const long long wall = rlx_team_clock_ns() - rlx_team_w0;
+    const double share = wall > 200000 ? (double)(rlx_team_cpu_ns() - rlx_team_c0) / wall : 1.0;
+    rlx_team_w0 = 0;
+    if (used <= 1) {
+        if (share < RLX_TEAM_FREE_SHARE) {
+            const long long until = rlx_team_clock_ns()
+                + (2 * wall > RLX_TEAM_MIN_SHRINK_NS ? 2 * wall : RLX_TEAM_MIN_SHRINK_NS);
+            if (until > rlx_team_shrink_until) rlx_team_shrink_until = until;
+        }
+        return;
+    }
+    if (share < RLX_TEAM_MIN_SHARE)
+        atomic_fetch_add_explicit(&rlx_team_late, 2, memory_order_relaxed);
     const int late = atomic_load_explicit(&rlx_team_late, memory_order_relaxed);
     rlx_team_stat[1] += late;
     if (late >= 2 || (late && rlx_team_prev_late)) {
@@ -624,7 +661,7 @@ def region(calls: list[str], timed: bool = False, prefix: str = "rlx",
             "    #pragma omp parallel num_threads(rlx_team_n) if (rlx_team_n > 1)",
             "    {",
             "        const int rlx_team_tid = omp_get_thread_num();",
-            "        rlx_team_enter(rlx_team_tid, rlx_team_g);",
+            "        rlx_team_enter(rlx_team_tid, rlx_team_n, rlx_team_g);",
             "        if (rlx_team_n > 1) rlx_team_maybe_delay(rlx_team_tid);",
             *clock,
             *calls,
