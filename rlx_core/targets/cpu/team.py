@@ -37,8 +37,8 @@ static shares in one OpenMP parallel region per call, and the threads meet at
 
 On a busy machine the waits of thread 0 that outlast what the work explains are counted as
 late arrivals (BARRIER_C), and so is a team call in which no worker ran a chunk (it came when
-the work was done); a team call in which thread 0 itself ran under 80% of the wall time (its
-thread CPU clock: the machine has no core to spare) counts as two. A program that keeps seeing
+the work was done), and a team call in which thread 0 itself ran under 80% of the wall time
+(its thread CPU clock: the machine has no core to spare). A program that keeps seeing
 them runs its next calls on the calling thread alone (while those are starved too), then tries
 the team again, so the team is never much slower than one thread whatever
 the load (benchmarks/bench_contention.py). ``<prefix>_team_chunks`` counts the chunks each
@@ -363,8 +363,8 @@ static inline int rlx_team_begin(int want) {
 }
 /* after a call of a program that wants a team: the share of the call's wall time the calling
    thread ran (it spins while it waits, so on a free core that is all of it). A team call that
-   ran under RLX_TEAM_MIN_SHARE was starved: the machine has no core to spare, and its late
-   arrivals start a spell at once. A call on one thread (shrunk) that ran under
+   ran under RLX_TEAM_MIN_SHARE was starved: a late arrival (one alone, as after another
+   library's spinning pool ran, is tolerated; two calls in a row mean a busy machine). A call on one thread (shrunk) that ran under
    RLX_TEAM_FREE_SHARE keeps the spell on for twice its time (at least 5 ms): the team is tried
    again only once the calling thread alone gets its core. Calls under 0.2 ms are not judged. */
 #define RLX_TEAM_MIN_SHARE 0.8
@@ -383,7 +383,7 @@ static inline void rlx_team_end(int used) {
         return;
     }
     if (share < RLX_TEAM_MIN_SHARE)
-        atomic_fetch_add_explicit(&rlx_team_late, 2, memory_order_relaxed);
+        atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);
     const int late = atomic_load_explicit(&rlx_team_late, memory_order_relaxed);
     rlx_team_stat[1] += late;
     if (late >= 2 || (late && rlx_team_prev_late)) {
