@@ -171,6 +171,30 @@ def dynamic_int_linear(node: Node, ins: list[Value], b: Builder) -> Value:
     return b.emit("reshape", [y], {"shape": lead + (n,)})
 
 
+def static_int_linear(node: Node, ins: list[Value], b: Builder) -> Value:
+    """quantize_static's chain: quantize with the fixed parameters (the clamp to
+    ``[a_qmin, a_qmax]`` in f32, the cast's NaN -> 0, that 0 clamped again), ``int_linear``'s
+    contraction of the centred codes (+ the i32 bias), ``f32(acc) * acc_scale``."""
+    x, w, scale = ins[:3]
+    lo, hi, zp = node.attr("a_qmin"), node.attr("a_qmax"), node.attr("a_zero_point")
+    q = b.emit("round", [b.emit("div", [x, const(b, float(node.attr("a_scale")), x)])])
+    if zp:
+        q = b.emit("add", [q, const(b, float(zp), q)])
+    q = b.emit("max", [q, const(b, float(lo), q)])
+    q = b.emit("min", [q, const(b, float(hi), q)])
+    q = b.emit("cast", [q], {"dtype": dt.i32})
+    if not lo <= 0 <= hi:  # a NaN's 0 from the cast is clamped too
+        q = b.emit("min", [b.emit("max", [q, const(b, lo, q)]), const(b, hi, q)])
+    if zp:
+        q = b.emit("sub", [q, const(b, zp, q)])
+    y = b.emit("dot_general", [q, b.emit("cast", [w], {"dtype": dt.i32})],
+               {"contract": ((q.type.rank - 1,), (1,)), "batch": ((), ())})
+    if len(ins) == 4:
+        y = b.emit("add", [y, _along(b, ins[3], y, -1)])
+    f = b.emit("cast", [y], {"dtype": dt.f32})
+    return b.emit("mul", [f, _along(b, scale, f, -1)])
+
+
 def fake_quantize(node: Node, ins: list[Value], b: Builder) -> Value:
     x, scale, zp = ins
     axis = node.attr("axis")
@@ -190,4 +214,5 @@ QUANT_DECOMPOSITIONS: dict[str, Decomposition] = {
     "int4_linear": int4_linear,
     "fake_quantize": fake_quantize,
     "dynamic_int_linear": dynamic_int_linear,
+    "static_int_linear": static_int_linear,
 }

@@ -20,6 +20,7 @@ from rlx_core.passes.fuse import Fuse
 from rlx_core.passes.infer_types import InferTypes
 from rlx_core.passes.legalize import Legalize
 from rlx_core.passes.plan_arena import PlanArena
+from rlx_core.passes.static_int_linear import StaticIntLinear
 
 
 def default_pipeline() -> tuple[Any, ...]:
@@ -30,6 +31,8 @@ def default_pipeline() -> tuple[Any, ...]:
         # a dynamic int8 linear's explicit chain (rlx.quant.ptq) becomes one op where the
         # target runs it as one kernel, before quantize / dequantize are decomposed
         DynamicIntLinear(),
+        # and a static one's (quantize -> int_linear -> dequantize)
+        StaticIntLinear(),
         # dispatch: each HIR op becomes native / common-IR / rewritten for the target, or fails
         Legalize(),
         # the decompositions leave constants and identities behind; fold and simplify them

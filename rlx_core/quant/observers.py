@@ -35,11 +35,12 @@ class Observer:
     method = "minmax"
 
     def __init__(self, dtype: str = "i8", scheme: str = "symmetric", axis: int | None = None,
-                 narrow: bool = False, max_samples: int = 1 << 18):
+                 narrow: bool = False, max_samples: int = 1 << 18, bits: int | None = None):
         if scheme not in SCHEMES:
             raise QuantConfigError(f"unknown scheme {scheme!r}", hint=f"use one of {SCHEMES}")
-        qrange_of(dtype, narrow)  # validates the dtype
+        qrange_of(dtype, narrow, bits)  # validates the dtype and the code width
         self.dtype, self.scheme, self.axis, self.narrow = dtype, scheme, axis, narrow
+        self.bits = bits
         self.max_samples = max_samples
         self.batches = 0
         self._lo: Any = None
@@ -112,7 +113,8 @@ class Observer:
         lo, hi = self.range()
         if self.axis is None:
             lo, hi = np.asarray(lo).reshape(()), np.asarray(hi).reshape(())
-        return qparams_from_range(lo, hi, self.dtype, self.scheme, self.axis, self.narrow)
+        return qparams_from_range(lo, hi, self.dtype, self.scheme, self.axis, self.narrow,
+                                  self.bits)
 
 
 class MinMaxObserver(Observer):
@@ -141,13 +143,14 @@ class PercentileObserver(Observer):
                 np.percentile(s, self.percentile, axis=1))
 
 
-def roundtrip_mse(s: Any, lo: Any, hi: Any, dtype: str, scheme: str, narrow: bool) -> Any:
+def roundtrip_mse(s: Any, lo: Any, hi: Any, dtype: str, scheme: str, narrow: bool,
+                  bits: int | None = None) -> Any:
     """Mean squared quantize-dequantize error of each row of ``s`` (channels x values) under
     the per-channel range [lo, hi]."""
     import numpy as np
 
-    p = qparams_from_range(lo, hi, dtype, scheme, None, narrow)
-    qmin, qmax = qrange_of(dtype, narrow)
+    p = qparams_from_range(lo, hi, dtype, scheme, None, narrow, bits)
+    qmin, qmax = qrange_of(dtype, narrow, bits)
     scale = p.scale.astype(np.float32)[:, None]
     zp = p.zero_point.astype(np.float32)[:, None]
     q = np.clip(np.round(s / scale) + zp, qmin, qmax)
@@ -170,7 +173,8 @@ class MSEObserver(Observer):
         best_lo, best_hi = lo.copy(), hi.copy()
         for i in range(1, GRID + 1):  # the first (smallest) range wins ties
             f = i / GRID
-            err = roundtrip_mse(s, lo * f, hi * f, self.dtype, self.scheme, self.narrow)
+            err = roundtrip_mse(s, lo * f, hi * f, self.dtype, self.scheme, self.narrow,
+                                self.bits)
             better = err < best_err
             best_err = np.where(better, err, best_err)
             best_lo = np.where(better, lo * f, best_lo)
@@ -219,9 +223,9 @@ class EntropyObserver(Observer):
 
         self._need_data()
         s = np.abs(self.samples())
-        _, qmax = qrange_of(self.dtype, self.narrow)
-        levels = qmax + 1 if self.scheme == "symmetric" else (qmax - qrange_of(self.dtype)[0]
-                                                              + 1) // 2
+        _, qmax = qrange_of(self.dtype, self.narrow, self.bits)
+        levels = qmax + 1 if self.scheme == "symmetric" else (
+            qmax - qrange_of(self.dtype, False, self.bits)[0] + 1) // 2
         ts = []
         for row in s:
             top = float(row.max())

@@ -13,13 +13,21 @@ from rlx_core.quant.errors import QuantAxisError, QuantConfigError
 SCHEMES = ("symmetric", "asymmetric")
 
 
-def qrange_of(dtype: str, narrow: bool = False) -> tuple[int, int]:
+def qrange_of(dtype: str, narrow: bool = False, bits: int | None = None) -> tuple[int, int]:
     """(qmin, qmax) of ``dtype``; ``narrow`` drops the most negative code of a signed type
-    (i8 in [-127, 127], so that -x is representable, as TFLite's weights are)."""
+    (i8 in [-127, 127], so that -x is representable, as TFLite's weights are). ``bits``:
+    codes of that many bits stored in ``dtype`` (u8 with 7 bits: [0, 127]; i8: [-64, 63]),
+    the narrower codes the cpu's AVX2 int8 tiles add in 16 bits (docs/quantization.md)."""
     if dtype not in INT_BOUNDS or dtype == "i32":
         raise QuantConfigError(f"cannot quantize to {dtype!r}",
                                hint="use one of i8, u8, i4 (i16 for activations)")
     lo, hi = INT_BOUNDS[dtype]
+    if bits is not None:
+        width = (hi - lo + 1).bit_length() - 1
+        if not 2 <= bits <= width:
+            raise QuantConfigError(f"{bits}-bit codes do not fit {dtype}",
+                                   hint=f"use 2 to {width} bits (8 for int8)")
+        lo, hi = (0, 2**bits - 1) if lo == 0 else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
     return (lo + 1, hi) if narrow and lo < 0 else (lo, hi)
 
 
@@ -44,6 +52,12 @@ class QParams:
     zero_point: Any  # np.ndarray of i32, same shape
     dtype: str = "i8"
     axis: int | None = None
+    bits: int | None = None  # codes narrower than dtype (qrange_of), None: all of it
+
+    @property
+    def qrange(self) -> tuple[int, int]:
+        """(qmin, qmax) of the codes."""
+        return qrange_of(self.dtype, False, self.bits)
 
     @property
     def per_channel(self) -> bool:
@@ -51,7 +65,8 @@ class QParams:
 
 
 def qparams_from_range(lo: Any, hi: Any, dtype: str = "i8", scheme: str = "symmetric",
-                       axis: int | None = None, narrow: bool = False) -> QParams:
+                       axis: int | None = None, narrow: bool = False,
+                       bits: int | None = None) -> QParams:
     """Scale and zero point covering [lo, hi] (arrays per channel, or scalars).
 
     symmetric: ``scale = max(|lo|, |hi|) / qmax`` (zero point 0, or 128 for u8's middle);
@@ -62,7 +77,7 @@ def qparams_from_range(lo: Any, hi: Any, dtype: str = "i8", scheme: str = "symme
 
     if scheme not in SCHEMES:
         raise QuantConfigError(f"unknown scheme {scheme!r}", hint=f"use one of {SCHEMES}")
-    qmin, qmax = qrange_of(dtype, narrow)
+    qmin, qmax = qrange_of(dtype, narrow, bits)
     lo = np.minimum(np.asarray(lo, np.float64), 0.0)
     hi = np.maximum(np.asarray(hi, np.float64), 0.0)
     if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
@@ -78,7 +93,7 @@ def qparams_from_range(lo: Any, hi: Any, dtype: str = "i8", scheme: str = "symme
         safe = np.where(scale > 0, scale, 1.0)
         zp = np.clip(qmin - np.round(lo / safe), qmin, qmax)
     scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
-    return QParams(scale, zp.astype(np.int32), dtype, axis)
+    return QParams(scale, zp.astype(np.int32), dtype, axis, bits)
 
 
 def quantize_multiplier(real: float) -> tuple[int, int]:

@@ -35,7 +35,7 @@ from rlx_core.ir.builder import Builder, NameGen
 from rlx_core.ir.graph import Graph, Node, Value, ValueKind
 from rlx_core.quant.errors import CalibrationError, QuantConfigError
 from rlx_core.quant.observers import Observer, make_observer
-from rlx_core.quant.params import QParams, qparams_from_range, quantize_multiplier
+from rlx_core.quant.params import QParams, qparams_from_range, qrange_of, quantize_multiplier
 
 
 @dataclass
@@ -400,19 +400,29 @@ def quantize_static(fn: Callable[..., Any] | Graph, *example_args: Any, data: It
                     method: str = "minmax", per_channel: bool = True,
                     activation_dtype: str = "u8", activation_scheme: str = "asymmetric",
                     target: str = "cpu", observer_options: dict[str, Any] | None = None,
-                    ) -> QuantizedGraph:
+                    weight_bits: int = 8, activation_bits: int = 8) -> QuantizedGraph:
     """Static int8 PTQ: observe every quantized linear's input and output over ``data``
-    (an iterable of input batches shaped like ``example_args``), then rewrite to integers."""
+    (an iterable of input batches shaped like ``example_args``), then rewrite to integers.
+
+    ``weight_bits`` / ``activation_bits`` (8 or 7): 7 keeps the codes in 7 bits (weights in
+    [-63, 63]; u8 activations in [0, 127], i8 in [-64, 63]; the observers choose their ranges
+    for 128 levels), which the cpu's AVX2 tiles add in 16 bits (docs/quantization.md)."""
     from rlx_core.frontend.tracer import trace
 
+    for what, bits in (("weight_bits", weight_bits), ("activation_bits", activation_bits)):
+        if bits not in (7, 8):
+            raise QuantConfigError(f"{what}={bits!r}: int8 PTQ codes are 8 or 7 bits",
+                                   hint="pass 8 (exact int8) or 7 (the fast AVX2 tile)")
     g = fn if isinstance(fn, Graph) else trace(fn, *example_args)
     lins = quantizable_layers(g)
     watched = list(dict.fromkeys([n.inputs[0] for n in lins] + [post_value(g, n) for n in lins]))
     opts = observer_options or {}
-    obs = {v: make_observer(method, dtype=activation_dtype, scheme=activation_scheme, **opts)
+    obs = {v: make_observer(method, dtype=activation_dtype, scheme=activation_scheme,
+                            bits=None if activation_bits == 8 else activation_bits, **opts)
            for v in watched}
     calibrate(g, watched, obs, data, target)
-    return convert_static(g, {v: o.qparams() for v, o in obs.items()}, per_channel=per_channel)
+    return convert_static(g, {v: o.qparams() for v, o in obs.items()}, per_channel=per_channel,
+                          weight_bits=weight_bits)
 
 
 def post_value(g: Graph, lin: Node) -> str:
@@ -422,13 +432,15 @@ def post_value(g: Graph, lin: Node) -> str:
 
 
 def convert_static(g: Graph, act: dict[str, QParams], weights: dict[str, QParams] | None = None,
-                   per_channel: bool = True) -> QuantizedGraph:
+                   per_channel: bool = True, weight_bits: int = 8) -> QuantizedGraph:
     """Rewrite ``g``'s linears and convolutions to the integer chain with fixed activation
     parameters ``act`` (by value name: every layer's input, and its post value where its
     output stays an integer) and, optionally, fixed weight parameters (by weight value name;
     else symmetric min-max per channel). QAT converts with its learned scales through here.
     A ``conv2d`` becomes ``int_conv2d`` (per-channel weights and requantize along axis 1); a
-    ``reshape`` between two quantized layers (a flatten) reshapes the integers."""
+    ``reshape`` between two quantized layers (a flatten) reshapes the integers. An
+    activation whose QParams has narrower ``bits`` is clamped to them after its quantize (or
+    requantize): ``min`` / ``max`` on the integers; ``weight_bits`` narrows the weights."""
     import numpy as np
 
     lins = quantizable_layers(g)
@@ -464,11 +476,12 @@ def convert_static(g: Graph, act: dict[str, QParams], weights: dict[str, QParams
             xq, xp = ints[xname]
         else:
             xp = act[xname]
-            xq = b.emit("quantize", [rw.v(xname), rw.const(xp.scale, dt.f32),
-                                     rw.const(xp.zero_point, dt.i32)],
-                        {"dtype": dt.get(xp.dtype)})
+            xq = _narrow(rw, b.emit("quantize", [rw.v(xname), rw.const(xp.scale, dt.f32),
+                                                 rw.const(xp.zero_point, dt.i32)],
+                                    {"dtype": dt.get(xp.dtype)}), xp)
         w = host_value(g, n.inputs[1])
-        wp = (weights or {}).get(n.inputs[1]) or weight_qparams(w, per_channel)
+        wp = (weights or {}).get(n.inputs[1]) or weight_qparams(w, per_channel,
+                                                                bits=weight_bits)
         wq = rw.param(f"{n.inputs[1]}.q", quantize_array(w, wp))
         sx = float(xp.scale)
         acc_scale = (np.float64(sx) * np.broadcast_to(wp.scale, (w.shape[0],)).astype(
@@ -489,9 +502,9 @@ def convert_static(g: Graph, act: dict[str, QParams], weights: dict[str, QParams
             yp = act[post[n.name]]
             pairs = [quantize_multiplier(float(s) / float(yp.scale)) for s in acc_scale]
             mult, shift = zip(*pairs, strict=True)
-            yq = b.emit("requantize", [acc], {"multiplier": mult, "shift": shift,
-                                              "zero_point": int(yp.zero_point),
-                                              "dtype": dt.get(yp.dtype), "axis": axis})
+            yq = _narrow(rw, b.emit("requantize", [acc], {
+                "multiplier": mult, "shift": shift, "zero_point": int(yp.zero_point),
+                "dtype": dt.get(yp.dtype), "axis": axis}), yp)
             if relu[n.name] is not None:
                 yq = b.emit("max", [yq, rw.splat(int(yp.zero_point), yq.type.dtype,
                                                  yq.type.shape)])
@@ -508,3 +521,16 @@ def convert_static(g: Graph, act: dict[str, QParams], weights: dict[str, QParams
                                                                dt.i32)], {"axis": axis})
         reports.append(rep)
     return QuantizedGraph(rw.finish(), reports)
+
+
+def _narrow(rw: _Rewriter, q: Value, p: QParams) -> Value:
+    """``q`` clamped to ``p``'s codes where they are narrower than its dtype (7-bit codes)."""
+    if p.bits is None:
+        return q
+    qmin, qmax = p.qrange
+    lo, hi = qrange_of(p.dtype)
+    if qmax < hi:
+        q = rw.b.emit("min", [q, rw.splat(qmax, q.type.dtype, q.type.shape)])
+    if qmin > lo:
+        q = rw.b.emit("max", [q, rw.splat(qmin, q.type.dtype, q.type.shape)])
+    return q

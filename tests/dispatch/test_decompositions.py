@@ -89,6 +89,10 @@ CASES = [
     ("fake_quantize", [(F, (3, 5)), (F, ()), (F, ())], {}),
     ("dynamic_int_linear", [(F, (3, 5)), ("i8", (4, 5)), (F, (4,))], {}),
     ("dynamic_int_linear", [(F, (2, 3, 7)), ("i8", (6, 7)), (F, (6,)), (F, (6,))], {}),
+    ("static_int_linear", [(F, (3, 5)), ("i8", (4, 5)), (F, (4,))],
+     {"a_scale": 0.25, "a_zero_point": 3, "a_qmin": 0, "a_qmax": 127}),
+    ("static_int_linear", [(F, (2, 3, 7)), ("i8", (6, 7)), (F, (6,)), ("i32", (6,))],
+     {"a_scale": 0.125, "a_zero_point": 100, "a_qmin": 90, "a_qmax": 255}),
     ("fake_quantize", [(F, (3, 5)), (F, (3,)), (F, (3,))], {"axis": 0, "qmin": 0, "qmax": 15}),
 ]
 

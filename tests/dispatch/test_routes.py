@@ -229,6 +229,7 @@ def test_every_hir_op_legalizes_on_every_target_in_f32(target) -> None:
         # quantize + int8 GEMM + dequantize in one kernel) and the convolutions
         # (cpu/conv.py) and pooling (cpu/pool.py) whole; the rest decomposes
         native = (*ROW_OPS, "attention", "int_linear", "int4_linear", "dynamic_int_linear",
+                  "static_int_linear",
                   "conv2d", "conv2d_fused",
                   "max_pool2d", "avg_pool2d")
         want = "native" if target == "cpu" and op in native else "common-IR"

@@ -109,6 +109,7 @@ def hir_all_ops() -> Graph:
     w8 = inp("fc.weight_q", dt.i8, (4, 8), ValueKind.PARAM)
     p4 = inp("fc.weight_q4", dt.u8, (4, 4), ValueKind.PARAM)
     s4 = inp("fc.weight_q4_scale", dt.f32, (4, 2), ValueKind.PARAM)
+    bq = inp("fc.bias_q", dt.i32, (4,), ValueKind.PARAM)
     outs = [
         b.emit("linear", [x, w, bias], loc=Loc("net.py", 4, "fc")),
         b.emit("layer_norm", [x, g8, g8], {"eps": 1e-6}),
@@ -136,6 +137,8 @@ def hir_all_ops() -> Graph:
         b.emit("fake_quantize", [x, sc, sc], {"qmin": -8, "qmax": 7, "axis": 1}),
         b.emit("int4_linear", [x, p4, s4], {"group": 4}),
         b.emit("dynamic_int_linear", [x, w8, bias, bias]),
+        b.emit("static_int_linear", [x, w8, bias, bq], {"a_scale": 0.1, "a_zero_point": 130,
+                                                        "a_qmin": 0, "a_qmax": 255}),
         b.emit("int_conv2d", [b.emit("cast", [img], {"dtype": dt.i8}),
                               b.emit("cast", [k], {"dtype": dt.i8})],
                {"stride": (2, 2), "padding": (1, 1), "groups": 2, "a_zero_point": -3}),
@@ -177,7 +180,7 @@ def hir_all_ops() -> Graph:
         "all_hir",
         Level.HIR,
         (x, q, mask, ids, img, sc, zp, *gs, gimg, am, bm, ip, ix, vals),
-        (w, bias, g8, table, k, kb, w8, p4, s4),
+        (w, bias, g8, table, k, kb, w8, p4, s4, bq),
         tuple(b.nodes),
         tuple(o.name for o in outs),
     )

@@ -25,6 +25,12 @@ in docs/quantization.md:
   to i8, ``int_linear`` with the i8 weight, then ``(f32(acc) * w_scale[j]) * s_i (+ bias[j])``.
   rlx.quant.ptq writes that chain op by op; passes/dynamic_int_linear.py folds it into this
   op where a target runs it as one kernel (the CPU's packed int8 GEMM).
+- ``static_int_linear(x, w_q, acc_scale[, bias])``: static int8 ``linear`` with fixed
+  activation parameters (attributes ``a_scale``, ``a_zero_point`` and the codes' range
+  ``[a_qmin, a_qmax]``): ``q = clamp(round_half_even(x / a_scale) + a_zero_point)`` (NaN ->
+  ``clamp(0)``), ``acc = sum_k (q - a_zp) w + bias`` in i32, ``y = f32(acc) * acc_scale[j]``.
+  rlx.quant.ptq.quantize_static writes it as quantize [-> min/max] -> int_linear ->
+  dequantize; passes/static_int_linear.py folds that where a target runs it as one kernel.
 - ``fake_quantize(x, scale, zero_point)``: quantize then dequantize in f32, for QAT; its
   gradient is the straight-through estimator for ``x`` and LSQ's for ``scale``.
 """
@@ -195,6 +201,30 @@ def _dynamic_int_linear(ins: list[T], a: dict[str, Any]) -> T:
     return T(dt.f32, x.shape[:-1] + (w.shape[0],))
 
 
+def _static_int_linear(ins: list[T], a: dict[str, Any]) -> T:
+    x, w, scale = ins[:3]
+    op = "static_int_linear"
+    require(x.dtype == dt.f32, op, f"needs an f32 input, got {x}", exc=DTypeError)
+    require(w.dtype == dt.i8 and w.rank == 2, op, f"weight must be i8 (out, in), got {w}",
+            hint="rlx.quant.ptq.quantize_static quantizes the weight", exc=DTypeError)
+    require(x.rank >= 1 and x.shape[-1] == w.shape[1], op,
+            f"input {x} does not match weight {w}: last axis != in_features {w.shape[1]}",
+            hint="the weight is (out_features, in_features), as in torch.nn.Linear")
+    lo, hi, zp = a["a_qmin"], a["a_qmax"], a["a_zero_point"]
+    require((-128 <= lo < hi <= 127) or (0 <= lo < hi <= 255), op,
+            f"codes [{lo}, {hi}] must lie in i8's or u8's range",
+            hint="the activation codes are int8: [-128, 127] or [0, 255] or narrower")
+    require(lo <= zp <= hi, op, f"a_zero_point {zp} is outside the codes [{lo}, {hi}]")
+    sc = a["a_scale"]
+    require(sc > 0 and sc != float("inf"), op, f"a_scale must be finite and > 0, got {sc}")
+    require(scale.dtype == dt.f32 and scale.shape == (w.shape[0],), op,
+            f"acc_scale must be f32[{w.shape[0]}], got {scale}", exc=DTypeError)
+    if len(ins) == 4:
+        require(ins[3].dtype == dt.i32 and ins[3].shape == (w.shape[0],), op,
+                f"bias {ins[3]} must be i32[{w.shape[0]}]", exc=DTypeError)
+    return T(dt.f32, x.shape[:-1] + (w.shape[0],))
+
+
 def _fake_quantize(ins: list[T], a: dict[str, Any]) -> T:
     x, scale, zp = ins
     require(x.dtype == dt.f32 and scale.dtype == dt.f32 and zp.dtype == dt.f32, "fake_quantize",
@@ -242,6 +272,12 @@ def quant_defs() -> dict[str, OpDef]:
     add("dynamic_int_linear", (3, 4), {"a_qmax": AttrSpec("int", 127)}, _dynamic_int_linear,
         "x @ W.T in int8 with a per-row dynamic activation scale max|x_i| / a_qmax (127; 63: "
         "7-bit codes): quantize, int_linear, (f32(acc) * w_scale[j]) * s_i (+ bias[j])")
+    add("static_int_linear", (3, 4), {"a_scale": AttrSpec("float", 1.0),
+                                      "a_zero_point": AttrSpec("int", 0),
+                                      "a_qmin": AttrSpec("int", -128),
+                                      "a_qmax": AttrSpec("int", 127)}, _static_int_linear,
+        "x @ W.T in int8 with fixed activation parameters: q = clamp(round(x / a_scale) + "
+        "a_zp, a_qmin, a_qmax), acc = (q - a_zp) @ W.T (+ i32 bias), f32(acc) * acc_scale[j]")
     add("fake_quantize", (3, 3), {"qmin": AttrSpec("int", -128), "qmax": AttrSpec("int", 127),
                                   "axis": axis}, _fake_quantize,
         "(clamp(round(x / scale) + zp, qmin, qmax) - zp) * scale in f32 (QAT; STE/LSQ gradient)")

@@ -352,6 +352,28 @@ def emit_dynamic_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str |
     return igemm_packed.DYNAMIC_IMPL
 
 
+def emit_static_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str | None) -> str:
+    """``static_int_linear`` whole: the work items of ``dynamic_int_linear`` (each quantizes
+    its rows once, with the fixed scale and zero point, into its own buffer), the packed GEMM,
+    and the dequantize (``f32(acc) * acc_scale[j]``) in the store."""
+    x, wt, sc = (env.inputs[i] for i in node.inputs[:3])
+    bias = env.inputs[node.inputs[3]].ptr if len(node.inputs) == 4 else "0"
+    out = env.outputs[node.name]
+    n, k = wt.type.shape
+    m = math.prod(x.type.shape[:-1])
+    rows = PACKED_ROW_BLOCK
+    col_blocks = min(-(-n // DYNAMIC_COL_BLOCK), -(-DYNAMIC_MIN_ITEMS // max(-(-m // rows), 1)))
+    cols = -(-n // max(col_blocks, 1) // 16) * 16 or 16
+    open_block_loop(env, w, m, n, k, rows, cols)
+    scale = float(node.attr("a_scale"))
+    w.line(f"rlx_igs_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {scale!r}f, "
+           f"{int(node.attr('a_zero_point'))}, {int(node.attr('a_qmin'))}, "
+           f"{int(node.attr('a_qmax'))}, {packed or '0'}, {wt.ptr}, {sc.ptr}, {bias}, "
+           f"{out.ptr});")
+    w.close()
+    return igemm_packed.STATIC_IMPL
+
+
 def cpu_isa_flags() -> dict[str, bool]:
     """Which int8 dot-product ISAs this machine's CPU reports (/proc/cpuinfo; Linux x86)."""
     try:

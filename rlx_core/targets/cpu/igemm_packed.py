@@ -45,6 +45,7 @@ from __future__ import annotations
 
 IMPL = "rlx-igemm-packed"
 DYNAMIC_IMPL = "rlx-igemm-dynamic"  # dynamic_int_linear: rlx_igd_block below
+STATIC_IMPL = "rlx-igemm-static"  # static_int_linear: rlx_igs_block below
 NR = 16  # columns per panel (two vectors of eight i32)
 MR = 4  # rows per micro-tile
 HEADER = 64
@@ -258,6 +259,11 @@ static rlx_igp_tile_fn rlx_igp_pick(const rlx_igp_head *h, int a_u8, int a_max, 
     if (isa == 2 || isa == 1) {
         *flip = !a_u8; *corr = a_u8 ? 0 : -128;
         return isa == 2 ? rlx_igp_tile_vnni512 : rlx_igp_tile_avxvnni;
+    }
+    if (isa == 3 && a_u8 && a_max <= 127 && !h->w7) {
+        /* x in [0, 127] (7-bit codes) times any signed weight: a pair is at most
+           2 * 127 * 128 = 32512, so vpmaddubsw needs no sign trick either */
+        return rlx_igp_tile_w7_u;
     }
     if (isa == 3 && h->w7) {
         *corr = a_u8 ? 0 : -128;
@@ -479,6 +485,126 @@ static void rlx_igd_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
     }
     free(qa);
     free(sx);
+}
+
+/* static_int_linear: one row of x (k floats) to codes with the fixed scale s and zero point
+   zp, clamp(round_half_even(x / s) + zp, lo, hi) with NaN -> nanc (clamp(0)), the quantize
+   rule in f32 (an f32 division), stored offset to unsigned (code - lo: [0, hi - lo]) */
+static inline uint8_t rlx_igs_code(float x, float s, float zp, float lo, float hi, float nanc) {
+    float t = rintf(x / s) + zp;
+    t = t != t ? nanc : t < lo ? lo : t > hi ? hi : t;
+    return (uint8_t)(t - lo);
+}
+
+#ifdef RLX_IG_X86
+/* the same, eight floats at a time: the same division, rounding and clamps, so the same bytes
+   (the NaN test comes first: vmaxps would turn a NaN into the bound) */
+__attribute__((target("avx2")))
+static void rlx_igs_quant_row_avx2(const float *x, int64_t k, float s, float zp, float lo,
+                                   float hi, float nanc, uint8_t *q) {
+    const __m256 vs = _mm256_set1_ps(s), vz = _mm256_set1_ps(zp), vlo = _mm256_set1_ps(lo),
+                 vhi = _mm256_set1_ps(hi), vn = _mm256_set1_ps(nanc);
+    int64_t p = 0;
+    for (; p + 8 <= k; p += 8) {
+        __m256 t = _mm256_add_ps(_mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + p), vs),
+                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                                 vz);
+        const __m256 ord = _mm256_cmp_ps(t, t, _CMP_ORD_Q);
+        t = _mm256_blendv_ps(vn, _mm256_min_ps(_mm256_max_ps(t, vlo), vhi), ord);
+        const __m256i v = _mm256_cvtps_epi32(_mm256_sub_ps(t, vlo));  /* exact: [0, 255] */
+        const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v),
+                                          _mm256_extracti128_si256(v, 1));
+        _mm_storel_epi64((__m128i *)(q + p), _mm_packus_epi16(w, w));
+    }
+    for (; p < k; ++p) q[p] = rlx_igs_code(x[p], s, zp, lo, hi, nanc);
+}
+
+/* the epilogue of a tile with all 16 columns: y = (float)(t + corr * S_b + bias) * scale */
+__attribute__((target("avx2")))
+static void rlx_igs_store16(const int32_t *t, int mr, int32_t corr, const int32_t *colsum,
+                            const int32_t *bias, const float *scale, float *y, int64_t n) {
+    const __m256i vc = _mm256_set1_epi32(corr);
+    for (int h = 0; h < 2; ++h) {
+        __m256i cs = _mm256_mullo_epi32(vc, _mm256_loadu_si256((const __m256i *)(colsum + 8 * h)));
+        if (bias) cs = _mm256_add_epi32(cs, _mm256_loadu_si256((const __m256i *)(bias + 8 * h)));
+        const __m256 sc = _mm256_loadu_ps(scale + 8 * h);
+        for (int r = 0; r < mr; ++r) {
+            const __m256i acc = _mm256_add_epi32(
+                _mm256_loadu_si256((const __m256i *)(t + r * 16 + 8 * h)), cs);
+            _mm256_storeu_ps(y + r * n + 8 * h, _mm256_mul_ps(_mm256_cvtepi32_ps(acc), sc));
+        }
+    }
+}
+#endif
+
+/* rows [i0, i1) x columns [j0, j1) (j0 a multiple of 16) of Y (m x n, f32) from X (m x k,
+   f32) and W packed by rlx_igp_pack: the rows quantized once into a buffer of this work item
+   (codes in [lo, hi] with the fixed scale s and zero point zp, stored as code - lo), the
+   packed tile, then y = (float)(acc + bias[j]) * scale[j], the decomposition's dequantize */
+static void rlx_igs_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t n,
+                          int64_t k, const float *X, float s, int32_t zp, int32_t lo,
+                          int32_t hi, const void *packed, const int8_t *W, const float *scale,
+                          const int32_t *bias, float *Y) {
+    const int64_t rows = i1 - i0;
+    const int32_t za = zp - lo;  /* the zero point of the stored (offset) codes */
+    const float nanc = lo > 0 ? (float)lo : hi < 0 ? (float)hi : 0.0f;
+    uint8_t *qa = (uint8_t *)malloc((size_t)(rows * k + 4));
+    int32_t *tmp = packed ? 0 : (int32_t *)malloc((size_t)(rows * n) * sizeof(int32_t));
+    if (!qa || (!packed && !tmp)) { free(qa); free(tmp); return; }
+    for (int64_t r = 0; r < rows; ++r) {
+        const float *x = X + (i0 + r) * k;
+        uint8_t *q = qa + r * k;
+#ifdef RLX_IG_X86
+        if (rlx_igemm_isa() != 0) {
+            rlx_igs_quant_row_avx2(x, k, s, (float)zp, (float)lo, (float)hi, nanc, q);
+            continue;
+        }
+#endif
+        for (int64_t p = 0; p < k; ++p)
+            q[p] = rlx_igs_code(x[p], s, (float)zp, (float)lo, (float)hi, nanc);
+    }
+    if (!packed) {  /* no packed weight (prepacking off): the row-major dot kernels */
+        rlx_igemm_block(0, rows, j0, j1, n, k, qa, 1, za, W, 0, 0, bias, tmp);
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = j0; j < j1; ++j)
+                Y[(i0 + r) * n + j] = (float)tmp[r * n + j] * scale[j];
+        free(qa); free(tmp);
+        return;
+    }
+    const rlx_igp_head *h = (const rlx_igp_head *)packed;
+    const int8_t *panels = (const int8_t *)packed + 64;
+    const int32_t *colsum = (const int32_t *)(panels + h->np * h->k4 * 64);
+    int flip, corr;
+    const rlx_igp_tile_fn tile = rlx_igp_pick(h, 1, hi - lo, &flip, &corr);
+    corr -= za;
+    int32_t t[64];
+    for (int64_t j = j0; j < j1; j += 16) {
+        const int8_t *bp = panels + (j / 16) * h->k4 * 64;
+        const int cols = j1 - j < 16 ? (int)(j1 - j) : 16;
+        for (int64_t i = 0; i < rows; i += 4) {
+            const int mr = rows - i < 4 ? (int)(rows - i) : 4;
+            const uint8_t *a[4];
+            for (int r = 0; r < 4; ++r) a[r] = qa + (i + (r < mr ? r : mr - 1)) * k;
+            tile(a, flip, bp, k, t);
+#ifdef RLX_IG_X86
+            if (cols == 16 && rlx_igemm_isa() != 0) {
+                rlx_igs_store16(t, mr, corr, colsum + j, bias ? bias + j : 0, scale + j,
+                                Y + (i0 + i) * n + j, n);
+                continue;
+            }
+#endif
+            for (int r = 0; r < mr; ++r) {
+                float *yi = Y + (i0 + i + r) * n + j;
+                for (int c = 0; c < cols; ++c) {
+                    const int32_t acc = (int32_t)((uint32_t)t[r * 16 + c]
+                                                  + (uint32_t)corr * (uint32_t)colsum[j + c]
+                                                  + (bias ? (uint32_t)bias[j + c] : 0u));
+                    yi[c] = (float)acc * scale[j + c];
+                }
+            }
+        }
+    }
+    free(qa);
 }
 #endif
 """

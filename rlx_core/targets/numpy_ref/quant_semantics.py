@@ -23,6 +23,9 @@ The rules every target matches bit for bit:
 - ``dynamic_int_linear`` is the chain rlx.quant.ptq.quantize_dynamic(granularity="token")
   writes: ``s_i = max(max_k |x_ik|, 1e-30) / 127`` in f32, ``quantize`` to i8 with it (zero
   point 0), ``int_linear``, then ``(f32(acc) * w_scale[j]) * s_i``, then ``+ bias[j]``.
+- ``static_int_linear`` is quantize_static's chain: ``quantize`` with the fixed parameters
+  (NaN -> 0), the codes clamped to ``[a_qmin, a_qmax]``, ``int_linear`` with the i32 bias,
+  then ``f32(acc) * acc_scale[j]``.
 """
 
 from __future__ import annotations
@@ -179,6 +182,27 @@ def dynamic_int_linear(args: list[Array], a_qmax: int = 127) -> Array:
     return y.reshape(np.shape(x)[:-1] + (n,))
 
 
+def static_codes(x: Array, a: dict[str, Any]) -> Array:
+    """static_int_linear's activation codes: quantize with the fixed ``a_scale`` and
+    ``a_zero_point`` to i32 (NaN -> 0), then clamped to ``[a_qmin, a_qmax]``."""
+    q = quantize(x, np.float32(a["a_scale"]), np.int32(a["a_zero_point"]), -1, "i32")
+    return np.clip(q, a["a_qmin"], a["a_qmax"])
+
+
+def static_int_linear(args: list[Array], a: dict[str, Any]) -> Array:
+    """The codes, ``int_linear`` (+ the i32 bias, wrapped to i32), then ``f32(acc) *
+    acc_scale[j]``: the chain quantize -> int_linear -> dequantize of rlx.quant.ptq."""
+    x, w, scale = args[:3]
+    k, n = w.shape[1], w.shape[0]
+    q = static_codes(np.asarray(x, np.float32).reshape(-1, k), a) - a["a_zero_point"]
+    acc = q @ np.asarray(w).astype(np.int64).T
+    if len(args) == 4:
+        acc = acc + np.asarray(args[3]).astype(np.int64)
+    acc = ((acc + 2**31) % 2**32 - 2**31).astype(np.int32)
+    y = acc.astype(np.float32) * np.asarray(scale, np.float32)
+    return y.reshape(np.shape(x)[:-1] + (n,))
+
+
 def fake_quantize(a: dict[str, Any], x: Array, scale: Array, zp: Array) -> Array:
     r, axis = x.ndim, a["axis"]
     s = along(np.asarray(scale, np.float32), r, axis)
@@ -204,9 +228,11 @@ def eval_quant(op: str, a: dict[str, Any], args: list[Array], t: TensorType) -> 
         return int4_linear(a, args)
     if op == "dynamic_int_linear":
         return dynamic_int_linear(args, a["a_qmax"])
+    if op == "static_int_linear":
+        return static_int_linear(args, a)
     assert op == "fake_quantize", op
     return fake_quantize(a, *args)
 
 
 QUANT_OPS = ("quantize", "dequantize", "requantize", "int_linear", "int_conv2d", "int4_linear",
-             "fake_quantize", "dynamic_int_linear")
+             "fake_quantize", "dynamic_int_linear", "static_int_linear")
