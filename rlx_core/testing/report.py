@@ -162,8 +162,10 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
         st = s.status
         rate = s.graphs / s.seconds if s.seconds else 0.0
         known = ", ".join(f"{k}: {v}" for k, v in sorted(s.known.items())) or "0"
+        fixed = f" (+{st['fixed-since']} fixed since the run)" if st["fixed-since"] else ""
         lines.append(f"| {t} | {s.graphs} | {s.compiles} | {rate:.1f} | {st['ok']} | "
-                     f"{st['mismatch']} | {st['crash']} | {st['timeout']} | {st['rejected']} | "
+                     f"{st['mismatch']}{fixed} | {st['crash']} | {st['timeout']} | "
+                     f"{st['rejected']} | "
                      f"{known} | "
                      f"{st['overflow-ambiguous']} | {st['reference-error']} |")
     lines += ["", "## Known deviations (explained, owned, counted above)", "",
@@ -182,8 +184,8 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
     for title, group in (
             ("Unexplained mismatches, crashes and timeouts (shrunk)",
              [f for f in found if not f.get("reclassified")]),
-            ("Mismatches explained since the run (re-classified by the merger, counted as "
-             "known above)", [f for f in found if f.get("reclassified")])):
+            ("Mismatches explained or fixed since the run (re-classified by the merger, "
+             "counted as known or fixed above)", [f for f in found if f.get("reclassified")])):
         if not group and "since" in title:
             continue
         lines += ["", f"## {title}", ""]

@@ -171,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         bad += st["mismatch"] + st["crash"] + st["timeout"]
         print(f"[shards] {t}: {total.graphs:,} graphs from {len(header['shards'])} shard(s), "
               f"{st['mismatch']} unexplained mismatches, {st['crash']} crashes, "
-              f"{st['timeout']} timeouts ({header['reclassified']} re-classified as known) "
+              f"{st['timeout']} timeouts ({header['reclassified']} re-classified as known or "
+              f"fixed since) "
               f"-> {path}")
     return 1 if bad else 0
 

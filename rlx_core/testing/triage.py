@@ -7,8 +7,9 @@ merger (``shards.py``) calls ``reclassify`` on every target's totals: each unexp
 that has a saved case is run again on its target with the current code and moved to ``known``
 when an entry now explains it; where the target does not execute here, the saved case's triage
 record is used instead, provided its entry still covers the target (``tests/fuzz/test_cases.py``
-checks that record wherever the target runs). The finding keeps its text, with a line saying
-how it was re-classified. Mismatches past ``--max-findings`` were not shrunk or saved: they
+checks that record wherever the target runs). A mismatch whose case passes now and is triaged
+``fixed`` is counted as ``fixed-since`` (found, then fixed), not as unexplained. The finding
+keeps its text, with a line saying how it was re-classified. Mismatches past ``--max-findings`` were not shrunk or saved: they
 stay unexplained.
 """
 
@@ -22,6 +23,7 @@ from rlx_core.errors import RlxError
 from rlx_core.testing.report import TargetStats, commit
 
 # triaged cases live in the repository, beside the tests that replay them
+FIXED = "fixed-since"  # the status of a mismatch whose saved case is fixed and passes now
 CASES = Path(__file__).resolve().parents[2] / "tests" / "fuzz" / "cases"
 
 
@@ -55,8 +57,10 @@ def _verdict(target: str, path: Path, rerun: bool) -> tuple[str, str]:
         when = f"re-run {time.strftime('%Y-%m-%d', time.gmtime())} at {commit() or '-'}"
         if o.status == KNOWN:
             return o.known, f"{when}: explained by {o.known}"
+        if o.status == OK and meta.get("status") == "fixed":  # and its triage says so
+            return FIXED, f"{when}: passes now, fixed since ({path.name}: fixed)"
         if o.status == OK:
-            return "", f"{when}: passes now (fixed since); still counted as found"
+            return "", f"{when}: passes now, but its case is not triaged as fixed"
         return "", f"{when}: still {o.status} ({o.detail})"
     status = str(meta.get("status", ""))
     entry = status.split(":", 1)[1] if status.startswith("known:") else ""
@@ -68,7 +72,7 @@ def _verdict(target: str, path: Path, rerun: bool) -> tuple[str, str]:
 
 def reclassify(target: str, stats: TargetStats, rerun: bool = True) -> int:
     """Move ``stats``' unexplained mismatches that the current table explains to ``known``
-    (per entry); returns how many moved. Each finding gets a ``triaged`` note either way."""
+    (per entry), or that were fixed since to ``fixed-since``; returns how many moved. Each finding gets a ``triaged`` note either way."""
     moved = 0
     for f in stats.findings:
         if f.get("status") != "mismatch" or f.get("target", target) != target \
@@ -85,8 +89,12 @@ def reclassify(target: str, stats: TargetStats, rerun: bool = True) -> int:
         f["triaged"] = how
         if entry and stats.status["mismatch"] > 0:
             stats.status["mismatch"] -= 1
-            stats.status["known"] += 1
-            stats.known[entry] += 1
-            f["reclassified"] = f"known:{entry}"
+            if entry == FIXED:  # found, then fixed: counted on its own, not as unexplained
+                stats.status[FIXED] += 1
+                f["reclassified"] = FIXED
+            else:
+                stats.status["known"] += 1
+                stats.known[entry] += 1
+                f["reclassified"] = f"known:{entry}"
             moved += 1
     return moved

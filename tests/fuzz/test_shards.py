@@ -94,17 +94,23 @@ def test_the_merger_reclassifies_a_mismatch_triaged_after_its_shard(tmp_path, re
     out = tmp_path / "m_{target}.md"
     assert merge_main([str(state), "--report", str(out)] + ([] if rerun else ["--no-rerun"])) == 0
     text = (tmp_path / "m_numpy.md").read_text()
-    assert "## Mismatches explained since the run" in text and "Re-checked by the merger" in text
+    assert "## Mismatches explained or fixed since the run" in text
+    assert "Re-checked by the merger" in text
 
 
-def test_the_merger_keeps_a_mismatch_nothing_explains(tmp_path) -> None:
-    """A finding whose case is fixed-but-counted (``fixed``: passes now) or missing stays an
-    unexplained mismatch, with the reason."""
+def test_the_merger_counts_a_fixed_mismatch_apart_and_keeps_what_nothing_explains(
+        tmp_path) -> None:
+    """A finding whose case passes now and is triaged ``fixed`` is counted as fixed since the
+    run, not as unexplained; one whose case is missing stays an unexplained mismatch, with the
+    reason."""
     state = _with_finding(tmp_path, "b", "numpy-7de635db66.rlx")
     meta = json.loads(Path(__file__).parent.joinpath("cases/numpy-7de635db66.json").read_text())
     assert meta["status"] == "fixed"
     _, total = merge([state])["numpy"]
-    assert total.status["mismatch"] == 1 and "passes now" in total.findings[0]["triaged"]
+    assert (total.status["mismatch"], total.status["fixed-since"]) == (0, 1)
+    assert "passes now, fixed since" in total.findings[0]["triaged"]
+    assert merge_main([str(state), "--report", str(tmp_path / "f_{target}.md")]) == 0
+    assert "| 0 (+1 fixed since the run) |" in (tmp_path / "f_numpy.md").read_text()
     state = _with_finding(tmp_path, "c", "numpy-nosuchcase.rlx")
     _, total = merge([state], rerun=False)["numpy"]
     assert total.status["mismatch"] == 1 and "no saved case" in total.findings[0]["triaged"]
