@@ -114,3 +114,28 @@ def test_the_switch_turns_the_plan_off(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "rlx-conv-blocked-dw" not in {k["impl"] for k in exe.program.info["kernels"].values()}
     want = rlx.compile(f, x, target="numpy", record=False)(x)
     assert _rel(exe(x), want) < 1e-5
+
+
+def test_a_residual_in_the_other_layout() -> None:
+    """The blocked conv's residual has its own layout: an NCHW graph input added to a
+    blocked output, a blocked value added to the NCHW graph output (ResNet's last block)."""
+    _skip_unless_simd()
+    rng = np.random.default_rng(3)
+    w1 = (rng.standard_normal((16, 16, 3, 3)) * 0.2).astype(np.float32)
+    w2 = (rng.standard_normal((16, 16, 1, 1)) * 0.2).astype(np.float32)
+    w3 = (rng.standard_normal((16, 16, 3, 3)) * 0.2).astype(np.float32)
+    b3 = rng.standard_normal(16).astype(np.float32)
+
+    def f(a):
+        y = nn.conv2d(a, rlx.param(w1, "w1"), None, padding=1)
+        z = nn.relu(nn.conv2d(y, rlx.param(w2, "w2")) + a)
+        return nn.relu(nn.conv2d(z, rlx.param(w3, "w3"), rlx.param(b3, "b3"), padding=1) + y)
+
+    x = rng.standard_normal((2, 16, 7, 7)).astype(np.float32)
+    exe = rlx.compile(f, x, target="cpu", record=False)
+    fused = [n for n in exe.lir.nodes if n.op == "conv2d_fused"]
+    assert len(fused) == 2 and all(n.attr("residual") for n in fused)
+    convs = [n.name for n in exe.lir.nodes if n.op.startswith("conv2d")]
+    assert set(exe.program.info["nchw8c"]) == set(convs[:2])
+    want = rlx.compile(f, x, target="numpy", record=False)(x)
+    assert _rel(exe(x), want) < 1e-5

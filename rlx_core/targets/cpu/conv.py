@@ -516,8 +516,9 @@ def emit_conv(env: KernelEnv, w: Writer, node: Node, packed: str | None = None,
     """Write the kernel's loop over its work items; returns its impl label. ``packed``: the
     kernel parameter holding the filter packed for the blocked direct kernel
     (conv_blocked.py, groups 1), or None. ``lay``: which sides are NCHW8c (layout.py's
-    plan): 1 the input, 2 the output and residual; those run on conv_blocked.py's kernels
-    (``packed`` given for groups 1, a channel multiplier of 1 for a depthwise conv)."""
+    plan): 1 the input, 2 the output, 4 the residual (a depthwise conv's: all or none);
+    those run on conv_blocked.py's kernels (``packed`` given for groups 1, a channel
+    multiplier of 1 for a depthwise conv)."""
     d = node.type.dtype
     if d.name not in DTYPES:
         raise RenderError(f"{node.op} on {d} has no CPU kernel",

@@ -180,12 +180,15 @@ static inline __attribute__((always_inline)) void rlx_cb_tile(
 }
 
 /* n <= RLX_CB_CHUNK pixels x 16 output channels (yb, pixel-major) to NCHW: rows [0, nv) of y
-   (rows p apart, from the first pixel) = act((yb + bias) + res), conv.py's epilogue */
+   (rows p apart, from the first pixel) = act((yb + bias) + res), conv.py's epilogue. res:
+   NCHW as y, or with rb NCHW8c (its first pixel in the first block, blocks p * 8 apart),
+   turned to rows by the same 8 x 8 transposes */
 static void rlx_cb_store(const float *yb, int64_t n, int64_t nv, float *y, const float *bias,
-                         const float *res, int64_t p, int act, float lo, float hi) {
+                         const float *res, int64_t p, int act, float lo, float hi, int rb) {
     int64_t j = 0;
 #if RLX_CB_VEC
     const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+    float rt[64];  /* a blocked residual's 8 x 8 tile, channel-major */
     for (; j + 8 <= n; j += 8)
         for (int64_t h = 0; h < nv; h += 8) {
             const float *s = yb + j * 16 + h;
@@ -194,41 +197,53 @@ static void rlx_cb_store(const float *yb, int64_t n, int64_t nv, float *y, const
                            _mm256_loadu_ps(s + 64), _mm256_loadu_ps(s + 80),
                            _mm256_loadu_ps(s + 96), _mm256_loadu_ps(s + 112)};
             rlx_cb_t8(&v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+            if (res && rb) {
+                const float *r8 = res + (h / 8 * p + j) * 8;
+                __m256 u[8];
+                for (int i = 0; i < 8; ++i) u[i] = _mm256_loadu_ps(r8 + i * 8);
+                rlx_cb_t8(&u[0], &u[1], &u[2], &u[3], &u[4], &u[5], &u[6], &u[7]);
+                for (int i = 0; i < 8; ++i) _mm256_storeu_ps(rt + i * 8, u[i]);
+            }
             const int64_t m = nv - h < 8 ? nv - h : 8;
             for (int64_t r = 0; r < m; ++r)  /* v[r]: output channel h + r, pixels j.. */
                 _mm256_storeu_ps(y + (h + r) * p + j,
                                  rlx_conv_fin8(v[r], bias != 0,
                                                _mm256_set1_ps(bias ? bias[h + r] : 0.0f),
-                                               res ? res + (h + r) * p + j : 0, act, vlo, vhi));
+                                               !res ? 0 : rb ? rt + r * 8 : res + (h + r) * p + j,
+                                               act, vlo, vhi));
         }
 #endif
     for (int64_t r = 0; r < nv; ++r)
         for (int64_t jj = j; jj < n; ++jj)
-            y[r * p + jj] = rlx_conv_fin(yb[jj * 16 + r], bias ? bias[r] : 0.0f, bias != 0,
-                                         res ? res + r * p : 0, jj, act, lo, hi);
+            y[r * p + jj] = rlx_conv_fin(yb[jj * 16 + r], bias ? bias[r] : 0.0f, bias != 0, res,
+                                         rb ? ((r >> 3) * p + jj) * 8 + (r & 7) : r * p + jj,
+                                         act, lo, hi);
 }
 
-/* the same tile to NCHW8c (rlx_cb_conv's lay & 2): y and res point at the first pixel in
-   the first of the nv / 8 channel blocks (nv 8 or 16), blocks p * 8 floats apart; each
-   pixel's 8 channels are one vector, stored as they are */
+/* the same tile to NCHW8c (rlx_cb_conv's lay & 2): y points at the first pixel in the first
+   of the nv / 8 channel blocks (nv 8 or 16), blocks p * 8 floats apart; each pixel's 8
+   channels are one vector, stored as they are. res: laid out as y, or without rb NCHW (its
+   first pixel in its first channel, rows p apart; summed one float at a time) */
 static void rlx_cb_store_b(const float *yb, int64_t n, int64_t nv, float *y, const float *bias,
-                           const float *res, int64_t p, int act, float lo, float hi) {
+                           const float *res, int64_t p, int act, float lo, float hi, int rb) {
     for (int64_t h = 0; h < nv; h += 8) {
         float *yd = y + h / 8 * p * 8;
-        const float *rd = res ? res + h / 8 * p * 8 : 0;
+        const float *rd = res && rb ? res + h / 8 * p * 8 : 0;
         int64_t i = 0;
 #if RLX_CB_VEC
         const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
         const __m256 vb = bias ? _mm256_loadu_ps(bias + h) : _mm256_setzero_ps();
-        for (; i < n; ++i)
-            _mm256_storeu_ps(yd + i * 8, rlx_conv_fin8(_mm256_loadu_ps(yb + i * 16 + h),
-                                                       bias != 0, vb, rd ? rd + i * 8 : 0, act,
-                                                       vlo, vhi));
+        if (!res || rb)
+            for (; i < n; ++i)
+                _mm256_storeu_ps(yd + i * 8, rlx_conv_fin8(_mm256_loadu_ps(yb + i * 16 + h),
+                                                           bias != 0, vb, rd ? rd + i * 8 : 0,
+                                                           act, vlo, vhi));
 #endif
         for (; i < n; ++i)
             for (int64_t c8 = 0; c8 < 8; ++c8)
                 yd[i * 8 + c8] = rlx_conv_fin(yb[i * 16 + h + c8], bias ? bias[h + c8] : 0.0f,
-                                              bias != 0, rd, i * 8 + c8, act, lo, hi);
+                                              bias != 0, rb ? rd : res,
+                                              rb ? i * 8 + c8 : (h + c8) * p + i, act, lo, hi);
     }
 }
 
@@ -252,8 +267,9 @@ static void rlx_cb_fill_b(const rlx_conv_geo *g, const float *x, int64_t ylo, in
 }
 
 /* output rows [oy0, oy1) of one image of a groups-1 convolution with o output channels: pk
-   the filter packed by rlx_cb_pack, y / res the image's output (and residual) planes. Returns
-   0 when out of memory for the blocked copy (the caller then runs conv.py's kernel) */
+   the filter packed by rlx_cb_pack, y / res the image's output (and residual) planes; lay:
+   1 the input is NCHW8c, 2 the output is, 4 the residual is (else NCHW). Returns 0 when out
+   of memory for the blocked copy (the caller then runs rlx_cb_fallback or rlx_cb_direct) */
 static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, int64_t o,
                        const float *bias, const float *res, float *y, int64_t oy0,
                        int64_t oy1, int act, float lo, float hi, int lay) {
@@ -307,15 +323,16 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
 #undef RLX_CB_CALL
                 }
             }
-            if (lay & 2) {  /* NCHW8c: block 2q (and 2q + 1), from pixel pix0 + c0 */
-                const int64_t at = (q * 2 * p + pix0 + c0) * 8;
-                rlx_cb_store_b(yb, n, nv, y + at, bias ? bias + q * 16 : 0, res ? res + at : 0,
-                               p, act, lo, hi);
-            } else {
-                const int64_t at = q * 16 * p + pix0 + c0;
-                rlx_cb_store(yb, n, nv, y + at, bias ? bias + q * 16 : 0, res ? res + at : 0,
-                             p, act, lo, hi);
-            }
+            /* NCHW8c: block 2q (and 2q + 1) from pixel pix0 + c0; NCHW: row 16 q */
+            const int64_t atb = (q * 2 * p + pix0 + c0) * 8, atn = q * 16 * p + pix0 + c0;
+            const int rb = (lay & 4) != 0;  /* the residual is NCHW8c */
+            const float *rq = res ? res + (rb ? atb : atn) : 0;
+            if (lay & 2)
+                rlx_cb_store_b(yb, n, nv, y + atb, bias ? bias + q * 16 : 0, rq, p, act, lo, hi,
+                               rb);
+            else
+                rlx_cb_store(yb, n, nv, y + atn, bias ? bias + q * 16 : 0, rq, p, act, lo, hi,
+                             rb);
         }
     }
     return 1;
@@ -327,7 +344,7 @@ static inline int64_t rlx_cb_at(int blocked, int64_t ch, int64_t at, int64_t p) 
     return blocked ? ((ch >> 3) * p + at) * 8 + (ch & 7) : ch * p + at;
 }
 
-/* output rows [oy0, oy1) of one image, one output at a time in either layout (lay as
+/* output rows [oy0, oy1) of one image, one output at a time in any layouts (lay as
    rlx_cb_conv's), with no scratch: what runs when the scratch cannot be had and a layout is
    blocked (slow but right); the OIHW filter wt read in place */
 static void rlx_cb_direct(const rlx_conv_geo *g, const float *x, const float *wt, int64_t o,
@@ -348,8 +365,8 @@ static void rlx_cb_direct(const rlx_conv_geo *g, const float *x, const float *wt
                                      * wt[(oc * g->c + ci) * khw + ki * g->kw + kj];
                         }
                 const int64_t at = rlx_cb_at(lay & 2, oc, oy * g->ow + ox, p);
-                y[at] = rlx_conv_fin(s, bias ? bias[oc] : 0.0f, bias != 0, res, at, act, lo,
-                                     hi);
+                y[at] = rlx_conv_fin(s, bias ? bias[oc] : 0.0f, bias != 0, res,
+                                     rlx_cb_at(lay & 4, oc, oy * g->ow + ox, p), act, lo, hi);
             }
 }
 
@@ -541,7 +558,7 @@ def emit_blocked(env: KernelEnv, w: Writer, packed: str, geo: str, n: int, x: st
                  out: str, tail: str, flops: int, lay: int = 0) -> str:
     """The kernel's loop over (image, block of output rows) calling rlx_cb_conv (x, wt, bias,
     res, out: C pointers of the input, OIHW filter, bias, residual and output; lay: 1 the
-    input is NCHW8c, 2 the output and residual are); returns IMPL."""
+    input is NCHW8c, 2 the output is, 4 the residual is); returns IMPL."""
     blocks = 1 if n >= MIN_ITEMS else min(oh, -(-MIN_ITEMS // n))
     step = -(-oh // blocks)
     blocks = -(-oh // step)

@@ -7,10 +7,11 @@ kernels, every blocked conv copied its input into blocks and transposed its outp
 1x1 convs. Here a value stays NCHW8c from the kernel that writes it to every kernel that
 reads it, when all of them have a blocked form:
 
-- a convolution on the blocked direct kernel reads its input in either layout and writes its
-  output (and reads its residual) in either layout, the two chosen apart: it is where a
-  chain of blocked kernels starts and ends (the first conv after the image transposes its
-  input, the last before the classifier head writes NCHW);
+- a convolution on the blocked direct kernel reads its input, writes its output and reads
+  its residual each in either layout, chosen apart: it is where a chain of blocked kernels
+  starts and ends (the first conv after the image transposes its input, the last before the
+  classifier head writes NCHW, adding a blocked residual through the same transposes; were
+  the residual tied to the output, ResNet's last stage would be NCHW back to its start);
 - a depthwise conv (channel multiplier 1) and a max / average pooling: input, output and
   residual in one layout;
 - a concat on the channel axis of inputs whose channels are whole blocks: one image's
@@ -78,7 +79,7 @@ def _ties(k: Kernel, g: Graph, conv_kind: ConvKind) -> tuple[list[list[str]], li
         res = _residual(node)
         tied = [out] + ([res] if res else [])
         if kind == "direct":
-            return [tied], [node.inputs[0]]
+            return [[out]], [node.inputs[0]] + ([res] if res else [])
         if kind == "dw":
             return [[node.inputs[0], *tied]], []
         return None
@@ -118,8 +119,10 @@ def plan(g: Graph, conv_kind: ConvKind) -> set[str]:
 
 def lay_of(node: Node, blocked: set[str]) -> int:
     """The ``lay`` bits of a convolution (conv.emit_conv): 1 its input is NCHW8c, 2 its
-    output (and so its residual) is."""
-    return int(node.inputs[0] in blocked) | 2 * int(node.name in blocked)
+    output is, 4 its residual is."""
+    res = _residual(node)
+    return (int(node.inputs[0] in blocked) | 2 * int(node.name in blocked)
+            | 4 * int(res is not None and res in blocked))
 
 
 def enabled() -> bool:
