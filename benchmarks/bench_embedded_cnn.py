@@ -21,7 +21,7 @@ reference, flash / RAM from the ELF, arena and conv scratch, instructions per in
     python benchmarks/bench_embedded_cnn.py --c1 16 --board mps2-an505 --images 1000
                                     # Cortex-M33: results/embedded_cortex_m_cnn_mps2-an505_<cpu>.*
     python benchmarks/bench_embedded_cnn.py --c1 16 --qat-epochs 1
-                                    # QAT: results/embedded_cortex_m_cnn_qat_<cpu>.*
+                                    # QAT: results/embedded_cortex_m_cnn_qat_c16_<cpu>.*
 """
 
 from __future__ import annotations
@@ -209,6 +209,16 @@ def main() -> None:
     ref_l = np.concatenate([np.asarray(o[0]) for o in outs])
     ref_p = np.concatenate([np.asarray(o[1]) for o in outs])
     say(f"f32 {100 * (f32_pred == yt).mean():.2f}%, host int8 {100 * (ref_p == yt).mean():.2f}%")
+    vs_ptq, ptq_acc, differ = "", None, None
+    if args.qat_epochs:  # the static PTQ of the same f32 weights, on the host, for comparison
+        ptq_ref = rlx.compile(quantized(p, calib, (bs,), xt[:bs])[0], target="numpy")
+        ptq_p = np.concatenate([np.asarray(ptq_ref(xt[s:s + bs])[1])
+                                for s in range(0, len(xt), bs)])
+        ptq_acc, differ = float((ptq_p == yt).mean()), int((ptq_p != ref_p).sum())
+        vs_ptq = (f" Static PTQ of the same f32 weights (min-max over {args.calib} training "
+                  f"images), host int8 reference: {100 * ptq_acc:.2f}%; its predictions differ "
+                  f"from QAT's on {differ} of {len(xt)} images.")
+        say(f"PTQ host int8 {100 * ptq_acc:.2f}%, {differ} predictions differ")
 
     os.environ["RLX_CORTEX_M_BOARD"] = args.board  # read by the target's build
     exe = rlx.compile(q1, target="cortex-m")
@@ -261,7 +271,7 @@ def main() -> None:
           f"Adam 2e-3 x0.4 per epoch, batch 64, seed 0), "
           f"{quant}: `int_conv2d` -> `requantize` -> relu twice, a u8 "
           f"flatten, `int_linear` -> `requantize` -> relu, `int_linear`, the logits dequantized on the device and their argmax. "
-          f"The host int8 reference is the numpy target on the same integer graph.\n\n"
+          f"The host int8 reference is the numpy target on the same integer graph.{vs_ptq}\n\n"
           f"{table}\n\n"
           "Executes (emulated): QEMU runs the ELF instruction by instruction; instructions are "
           "SysTick ticks at 1 instruction per ns (resolution 40 instructions at 25 MHz), not "
@@ -270,7 +280,7 @@ def main() -> None:
     print(md)
     if not args.no_write:
         board = "" if args.board == "mps2-an386" else f"{args.board}_"
-        kind = "qat_" if args.qat_epochs else ""
+        kind = ("qat_" + (f"c{c1}_" if c1 != 8 else "")) if args.qat_epochs else ""
         write_results(f"embedded_cortex_m_cnn_{kind}{board}{cpu_slug(info['cpu'])}",
                       {"machine": info, "images": n, "f32_accuracy": f32_acc,
                        "host_int8_accuracy": host_acc, "firmware_accuracy": acc,
@@ -279,7 +289,9 @@ def main() -> None:
                        "instructions_min": int(ins.min()), "instructions_max": int(ins.max()),
                        "host_seconds": secs, "epochs": args.epochs, "calib": args.calib,
                        "channels": [c1, c2], "hidden": hid, "board": args.board,
-                       "qat_epochs": args.qat_epochs, "qat_lr": args.qat_lr}, md)
+                       "qat_epochs": args.qat_epochs, "qat_lr": args.qat_lr,
+                       "ptq_host_int8_accuracy": ptq_acc,
+                       "ptq_differing_predictions": differ}, md)
 
 
 if __name__ == "__main__":

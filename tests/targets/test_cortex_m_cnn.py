@@ -108,6 +108,31 @@ def test_static_ptq_cnn_is_an_integer_chain_and_the_firmware_matches():
     assert steps.count("conv") == 2 and "fc" in steps and "argmax" in steps
 
 
+@needs_tools
+def test_qat_cnn_converts_and_the_firmware_matches():
+    """A few LSQ steps on the CNN (quant/qat.py: fake-quantized convs and linear), converted
+    to int_conv2d / requantize / int_linear with the learned scales: the firmware's logits
+    and argmax equal the numpy int8 reference's on every call."""
+    from rlx_core.optim import Adam, compile_step
+    from rlx_core.quant import qat
+
+    rng = np.random.default_rng(3)
+    p = _cnn_params(rng)
+    f32 = {"conv1": {"weight": p["c1"], "bias": p["b1"]},
+           "conv2": {"weight": p["c2"], "bias": p["b2"]},
+           "fc1": {"weight": p["w"], "bias": p["b"]}}
+    x = rng.random((4, 1, 10, 10)).astype(np.float32)
+    y = rng.integers(0, 10, 4).astype(np.int32)
+    step = compile_step(qat.cnn_loss(), Adam(1e-2), qat.init_qat(f32, [1.0, 2.0, 2.0]), x, y,
+                        target="numpy")
+    for _ in range(3):
+        step(x, y)
+    g = qat.convert_qat(step.params, x[:1], argmax=True).graph
+    assert g.op_counts()["int_conv2d"] == 2
+    exe, _ = _run(g, [rng.random((1, 1, 10, 10)).astype(np.float32) for _ in range(3)])
+    assert [s.split()[0] for s in exe.program.info["steps"]].count("conv") == 2
+
+
 def test_convolutions_without_a_kernel_are_refused_with_a_fix():
     x = np.zeros((1, 4, 8, 8), np.int8)
 
