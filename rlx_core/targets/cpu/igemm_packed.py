@@ -154,8 +154,9 @@ static void rlx_igp_tile_c(const uint8_t *const *a, int a_u8, const int8_t *bp, 
         STEP(2, rlx_igp_quad(a2, p, k)) STEP(3, rlx_igp_quad(a3, p, k))                    \
     }
 
-/* two instantiations, so that x's offset (FLIP) is a constant and takes no register */
-#define RLX_IGP_TILE_AVX2(NAME, FLIP)                                                      \
+/* a 4 x 16 AVX2 tile whose k loop is STEP (the sign trick here, the w7 step below); one
+   instantiation per offset, so that x's offset (FLIP) is a constant and takes no register */
+#define RLX_IGP_TILE_AVX2(NAME, FLIP, STEP)                                                \
 __attribute__((target("avx2")))                                                            \
 static void NAME(const uint8_t *const *a, int flip, const int8_t *bp, int64_t k,           \
                  int32_t *out) {                                                           \
@@ -164,11 +165,11 @@ static void NAME(const uint8_t *const *a, int flip, const int8_t *bp, int64_t k,
     (void)flip;                                                                            \
     RLX_IGP_ZERO8;                                                                         \
     int64_t p = 0;                                                                         \
-    RLX_IGP_STEPS(RLX_IGP_SIGN)                                                            \
+    RLX_IGP_STEPS(STEP)                                                                    \
     RLX_IGP_STORE8;                                                                        \
 }
-RLX_IGP_TILE_AVX2(rlx_igp_tile_avx2_s, 0)
-RLX_IGP_TILE_AVX2(rlx_igp_tile_avx2_u, 0x80)
+RLX_IGP_TILE_AVX2(rlx_igp_tile_avx2_s, 0, RLX_IGP_SIGN)
+RLX_IGP_TILE_AVX2(rlx_igp_tile_avx2_u, 0x80, RLX_IGP_SIGN)
 
 /* AVX2, 7-bit weights (w7): u8 x (w in [-64, 63]) pairs are at most 2 * 255 * 64 = 32640, so
    vpmaddubsw cannot saturate and needs no sign trick (x offset to u8 by FLIP, as for VNNI) */
@@ -178,20 +179,8 @@ RLX_IGP_TILE_AVX2(rlx_igp_tile_avx2_u, 0x80)
           _mm256_maddubs_epi16(va, b0), ones));                                            \
       c##R##1 = _mm256_add_epi32(c##R##1, _mm256_madd_epi16(                               \
           _mm256_maddubs_epi16(va, b1), ones)); }
-#define RLX_IGP_TILE_W7(NAME, FLIP)                                                        \
-__attribute__((target("avx2")))                                                            \
-static void NAME(const uint8_t *const *a, int flip, const int8_t *bp, int64_t k,           \
-                 int32_t *out) {                                                           \
-    const uint8_t *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];                          \
-    const __m256i ones = _mm256_set1_epi16(1), fl = _mm256_set1_epi8((char)FLIP);          \
-    (void)flip;                                                                            \
-    RLX_IGP_ZERO8;                                                                         \
-    int64_t p = 0;                                                                         \
-    RLX_IGP_STEPS(RLX_IGP_W7)                                                              \
-    RLX_IGP_STORE8;                                                                        \
-}
-RLX_IGP_TILE_W7(rlx_igp_tile_w7_s, 0x80)
-RLX_IGP_TILE_W7(rlx_igp_tile_w7_u, 0)
+RLX_IGP_TILE_AVX2(rlx_igp_tile_w7_s, 0x80, RLX_IGP_W7)
+RLX_IGP_TILE_AVX2(rlx_igp_tile_w7_u, 0, RLX_IGP_W7)
 
 /* AVX2, 7-bit weights and x in [0, 127] (dynamic_int_linear's 7-bit rows, offset by 64): four
    products are at most 4 * 127 * 64 = 32512, so the i16 pair sums of two groups of four inputs
