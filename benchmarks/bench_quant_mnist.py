@@ -46,9 +46,7 @@ def main() -> None:
     from rlx_core.data.mnist import load_mnist
     from rlx_core.models.mlp import mlp_logits
     from rlx_core.models.train_mnist import train_mlp
-    from rlx_core.optim import Adam, compile_step
-    from rlx_core.quant import ptq, qat
-    from rlx_core.quant.observers import MinMaxObserver
+    from rlx_core.quant import ptq
     from rlx_core.targets.cpu.igemm import isa_here
 
     load0 = machine()["load_average_1m"]
@@ -56,7 +54,14 @@ def main() -> None:
     ap.add_argument("--params", help="an .npz of trained f32 weights to reuse (saved if absent)")
     ap.add_argument("--qat-epochs", type=float, default=0.5)
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--rows", default="",
+                    help="only these rows (comma-separated, e.g. ptq-dynamic-token; f32 always), "
+                         "written to results/quant_mnist-<cpu>-rows.* (default: all rows)")
     args = ap.parse_args()
+    only = {r for r in args.rows.split(",") if r}
+
+    def wanted(row: str) -> bool:
+        return not only or row in only or row == "f32"
 
     data = load_mnist()
     x, y = data.flat("train")
@@ -78,15 +83,37 @@ def main() -> None:
 
     g32 = rlx.trace(lambda v: mlp_logits(params, v), xt[:1000])
     calib = [x[i:i + 1000] for i in range(0, 5000, 1000)]
-    graphs: dict[str, Any] = {"f32": g32, "ptq-dynamic": ptq.quantize_dynamic(g32).graph,
-                              "ptq-dynamic-token": ptq.quantize_dynamic(
-                                  g32, granularity="token").graph}
+    graphs: dict[str, Any] = {"f32": g32}
+    if wanted("ptq-dynamic"):
+        graphs["ptq-dynamic"] = ptq.quantize_dynamic(g32).graph
+    if wanted("ptq-dynamic-token"):  # the code width ptq.fast_bits picks (7 on AVX2, no VNNI)
+        graphs["ptq-dynamic-token"] = ptq.quantize_dynamic(g32, granularity="token").graph
     for method in ("minmax", "percentile", "mse", "entropy"):
+        if not wanted(f"ptq-static-{method}"):
+            continue
         t = time.perf_counter()
         graphs[f"ptq-static-{method}"] = ptq.quantize_static(g32, data=calib, method=method).graph
         say(f"calibrated {method} in {time.perf_counter() - t:.0f} s")
 
-    # QAT: LSQ from the min-max scales of each layer input
+    if only and "ptq-static-mse-w7" in only:  # 7-bit weights (the w7 tiles on AVX2)
+        graphs["ptq-static-mse-w7"] = ptq.quantize_static(g32, data=calib, method="mse",
+                                                          weight_bits=7).graph
+    steps = 0
+    if wanted("qat"):
+        steps = _qat(graphs, g32, params, calib, x, y, xt, args.qat_epochs)
+    md_rows = _measure(graphs, xt, yt)
+    _report(md_rows, graphs, steps, load0, args, isa_here, ptq.fast_bits("token"))
+
+
+def _qat(graphs: dict[str, Any], g32: Any, params: Any, calib: Any, x: Any, y: Any, xt: Any,
+         epochs: float) -> int:
+    """QAT: LSQ from the min-max scales of each layer input; adds graphs["qat"]."""
+    import numpy as np
+
+    from rlx_core.optim import Adam, compile_step
+    from rlx_core.quant import ptq, qat
+    from rlx_core.quant.observers import MinMaxObserver
+
     lins = ptq.quantizable(g32)
     obs = {n.inputs[0]: MinMaxObserver("u8", "asymmetric") for n in lins}
     ptq.calibrate(g32, list(obs), obs, calib)
@@ -95,18 +122,30 @@ def main() -> None:
     step = compile_step(qat.qat_mlp_loss, Adam(1e-4), qparams, x[:128], y[:128], target="cpu")
     rng = np.random.default_rng(1)
     order = rng.permutation(len(x))
-    steps = int(args.qat_epochs * (len(x) // 128))
+    steps = int(epochs * (len(x) // 128))
     t = time.perf_counter()
     for i in range(steps):
         idx = order[i * 128:(i + 1) * 128]
         step(x[idx], y[idx])
     say(f"QAT {steps} steps in {time.perf_counter() - t:.0f} s")
     graphs["qat"] = qat.convert_qat_mlp(step.params, xt[:1000]).graph
+    return steps
+
+
+def _measure(graphs: dict[str, Any], xt: Any, yt: Any) -> tuple[Any, Any]:
+    """Each graph's test accuracy and its time per batch of 1,000 (interleaved)."""
+    import rlx_core as rlx
 
     exes = {k: rlx.compile(g, target="cpu") for k, g in graphs.items()}
     acc = {k: _accuracy(e, xt, yt) for k, e in exes.items()}
     batch = xt[:1000]
     stats = interleaved({k: (lambda e=e: e(batch)) for k, e in exes.items()}, runs=30, warmup=3)
+    return acc, stats
+
+
+def _report(measured: tuple[Any, Any], graphs: dict[str, Any], steps: int, load0: Any,
+            args: Any, isa_here: Any, token_bits: int) -> None:
+    acc, stats = measured
     base = acc["f32"]
     rows = [[k, f"{100 * acc[k]:.2f}", f"{100 * (acc[k] - base):+.2f}",
              f"{stats[k].p50 * 1e3:.2f}", f"{stats['f32'].p50 / stats[k].p50:.2f}x"]
@@ -115,25 +154,34 @@ def main() -> None:
                             "speed vs f32"], rows)
     info = {**machine(), "int8_dot_kernel": isa_here(), "load_average_1m_start": load0}
     md = (f"# MNIST MLP 784-512-512-10: int8 against f32 (full test set, 10,000 images)\n\n"
-          f"Command: `python benchmarks/bench_quant_mnist.py`. Machine: {info['cpu']}, "
+          f"Command: `python benchmarks/bench_quant_mnist.py {' '.join(sys.argv[1:])}`. "
+          f"Machine: {info['cpu']}, "
           f"{info['cores']} cores; int8 dot kernel here: {info['int8_dot_kernel']}.\n"
           f"f32 trained 1 epoch (Adam 1e-3, batch 128); PTQ calibrated on 5,000 training images;"
-          f" QAT {steps} steps of LSQ (Adam 1e-4) from min-max scales. Times: cpu target, "
+          + (f" QAT {steps} steps of LSQ (Adam 1e-4) from min-max scales." if steps else "")
+          + " Times: cpu target, "
           f"one batch of 1,000, median of 30 interleaved runs; 1-minute load average "
           f"{load0} at the start, {info.get('load_average_1m')} at the end, on this shared "
-          f"machine.\n\n{table}\n\n"
-          f"QAT fine-tunes the weights too ({steps} more Adam steps than the f32 model had), "
-          f"so part of its gain over f32 is training, not quantization. The int8 GEMM is "
-          f"cpu/igemm_packed.py: weights prepacked, 4 x 16 register tiles; on AVX2 "
-          f"(no VNNI) vpmaddubsw + vpmaddwd with the s8 x s8 sign trick, which does the same "
-          f"32 multiply-adds per two multiplier instructions as f32 FMA does per two, so int8 "
-          f"has no compute advantage over f32 on such a CPU (VNNI's vpdpbusd does 32 in one).\n")
+          f"machine. ptq-dynamic-token: {token_bits}-bit codes (ptq.fast_bits: 7 on AVX2 "
+          f"without VNNI); ptq-static-mse-w7: 7-bit weights.\n\n{table}\n\n"
+          + (f"QAT fine-tunes the weights too ({steps} more Adam steps than the f32 model had), "
+             f"so part of its gain over f32 is training, not quantization. " if steps else "")
+          + "The int8 GEMM is "
+          "cpu/igemm_packed.py: weights prepacked, 4 x 16 register tiles; on AVX2 "
+          "(no VNNI) vpmaddubsw + vpmaddwd with the s8 x s8 sign trick, which does the same "
+          "32 multiply-adds per two multiplier instructions as f32 FMA does per two, so int8 "
+          "has no compute advantage over f32 on such a CPU (VNNI's vpdpbusd does 32 in one).\n")
     print(md)
     if not args.no_write:
         data_out = {"machine": info, "accuracy": acc, "qat_steps": steps,
                     "ms_per_1000": {k: stats[k].p50 * 1e3 for k in graphs}}
         slug = re.sub(r"[^a-z0-9]+", "-", info["cpu"].lower()).strip("-") or "cpu"
-        write_results(f"quant_mnist-{slug}", data_out, md)
+        write_results(f"quant_mnist-{slug}" + ("-rows" if only_rows(args) else ""), data_out,
+                      md)
+
+
+def only_rows(args: Any) -> bool:
+    return bool([r for r in args.rows.split(",") if r])
 
 
 if __name__ == "__main__":
