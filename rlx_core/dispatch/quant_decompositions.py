@@ -144,10 +144,23 @@ def int4_linear(node: Node, ins: list[Value], b: Builder) -> Value:
                                            "batch": ((), ())})
 
 
+def _epilogue(node: Node, ins: list[Value]) -> tuple[list[Value], Value | None]:
+    """The inputs without the residual, and the residual (None without one)."""
+    return (ins[:-1], ins[-1]) if node.attr("residual") else (ins, None)
+
+
+def _act_residual(node: Node, y: Value, r: Value | None, b: Builder) -> Value:
+    """The store's epilogue: the HIR ``gelu`` (legalized in turn), then ``+ residual``."""
+    if node.attr("act") == "gelu":
+        y = b.emit("gelu", [y], {"approximate": "none"})
+    return b.emit("add", [y, r]) if r is not None else y
+
+
 def dynamic_int_linear(node: Node, ins: list[Value], b: Builder) -> Value:
     """The chain quantize_dynamic(granularity="token") writes (and this op was folded from):
     per-row scale, quantize, int_linear, dequantize by the weight scale, times the row scale,
     plus the bias; the quantize / int_linear / dequantize of this module, step for step."""
+    ins, res = _epilogue(node, ins)
     x, w, ws = ins[:3]
     n, k = w.type.shape
     lead = x.type.shape[:-1]
@@ -168,13 +181,14 @@ def dynamic_int_linear(node: Node, ins: list[Value], b: Builder) -> Value:
     y = b.emit("mul", [y, _along(b, s, y, 0)])
     if len(ins) == 4:
         y = b.emit("add", [y, _along(b, ins[3], y, -1)])
-    return b.emit("reshape", [y], {"shape": lead + (n,)})
+    return _act_residual(node, b.emit("reshape", [y], {"shape": lead + (n,)}), res, b)
 
 
 def static_int_linear(node: Node, ins: list[Value], b: Builder) -> Value:
     """quantize_static's chain: quantize with the fixed parameters (the clamp to
     ``[a_qmin, a_qmax]`` in f32, the cast's NaN -> 0, that 0 clamped again), ``int_linear``'s
     contraction of the centred codes (+ the i32 bias), ``f32(acc) * acc_scale``."""
+    ins, res = _epilogue(node, ins)
     x, w, scale = ins[:3]
     lo, hi, zp = node.attr("a_qmin"), node.attr("a_qmax"), node.attr("a_zero_point")
     q = b.emit("round", [b.emit("div", [x, const(b, float(node.attr("a_scale")), x)])])
@@ -192,7 +206,7 @@ def static_int_linear(node: Node, ins: list[Value], b: Builder) -> Value:
     if len(ins) == 4:
         y = b.emit("add", [y, _along(b, ins[3], y, -1)])
     f = b.emit("cast", [y], {"dtype": dt.f32})
-    return b.emit("mul", [f, _along(b, scale, f, -1)])
+    return _act_residual(node, b.emit("mul", [f, _along(b, scale, f, -1)]), res, b)
 
 
 def fake_quantize(node: Node, ins: list[Value], b: Builder) -> Value:

@@ -18,6 +18,7 @@ from rlx_core.passes.dce import DCE
 from rlx_core.passes.dynamic_int_linear import DynamicIntLinear
 from rlx_core.passes.fuse import Fuse
 from rlx_core.passes.infer_types import InferTypes
+from rlx_core.passes.int_linear_epilogue import IntLinearEpilogue
 from rlx_core.passes.legalize import Legalize
 from rlx_core.passes.plan_arena import PlanArena
 from rlx_core.passes.static_int_linear import StaticIntLinear
@@ -33,6 +34,8 @@ def default_pipeline() -> tuple[Any, ...]:
         DynamicIntLinear(),
         # and a static one's (quantize -> int_linear -> dequantize)
         StaticIntLinear(),
+        # and what reads those int8 linears (GELU, a residual add) goes into their store
+        IntLinearEpilogue(),
         # dispatch: each HIR op becomes native / common-IR / rewritten for the target, or fails
         Legalize(),
         # the decompositions leave constants and identities behind; fold and simplify them

@@ -93,6 +93,13 @@ CASES = [
      {"a_scale": 0.25, "a_zero_point": 3, "a_qmin": 0, "a_qmax": 127}),
     ("static_int_linear", [(F, (2, 3, 7)), ("i8", (6, 7)), (F, (6,)), ("i32", (6,))],
      {"a_scale": 0.125, "a_zero_point": 100, "a_qmin": 90, "a_qmax": 255}),
+    # the store's epilogue (passes/int_linear_epilogue.py): GELU, then + the residual
+    ("static_int_linear", [(F, (3, 5)), ("i8", (4, 5)), (F, (4,)), ("i32", (4,)), (F, (3, 4))],
+     {"a_scale": 0.25, "a_zero_point": 3, "a_qmin": 0, "a_qmax": 127, "act": "gelu",
+      "residual": True}),
+    ("dynamic_int_linear", [(F, (2, 3, 7)), ("i8", (6, 7)), (F, (6,)), (F, (2, 3, 6))],
+     {"act": "gelu", "residual": True}),
+    ("dynamic_int_linear", [(F, (3, 5)), ("i8", (4, 5)), (F, (4,))], {"act": "gelu"}),
     ("fake_quantize", [(F, (3, 5)), (F, (3,)), (F, (3,))], {"axis": 0, "qmin": 0, "qmax": 15}),
 ]
 

@@ -210,3 +210,27 @@ def test_bad_code_width_and_shapes_are_typed_errors():
         b.emit("static_int_linear", [x, w, s])
     with pytest.raises(ShapeError, match="codes"):
         b.emit("static_int_linear", [x, w8, s], {"a_qmin": -10, "a_qmax": 200})
+
+
+def test_gelu_and_residual_go_into_the_store(cpu):
+    """A transformer FFN's pattern, static and dynamic int8: gelu(linear) and linear +
+    residual fold into the int8 linears' store (passes/int_linear_epilogue.py), leaving no
+    elementwise kernel; the result is the numpy target's up to the GELU's f32 erf."""
+    rng = np.random.default_rng(4)
+    w1, w2 = (rng.standard_normal(s).astype(np.float32) for s in ((48, 16), (16, 48)))
+    b1, b2 = (rng.standard_normal(n).astype(np.float32) for n in (48, 16))
+
+    def ffn(x):
+        return rlx.nn.linear(rlx.nn.gelu(rlx.nn.linear(x, w1, b1)), w2, b2) + x
+
+    g = rlx.trace(ffn, spec((2, 9, 16), "f32"))
+    cal = [rng.standard_normal((2, 9, 16)).astype(np.float32) for _ in range(2)]
+    x = rng.standard_normal((2, 9, 16)).astype(np.float32)
+    for q, impl in ((ptq.quantize_static(g, data=cal, target="numpy", weight_bits=7),
+                     "rlx-igemm-static"),
+                    (ptq.quantize_dynamic(g, granularity="token"), "rlx-igemm-dynamic")):
+        exe = rlx.compile(q.graph, target="cpu")
+        impls = [k["impl"] for k in exe.program.info["kernels"].values()]
+        assert impls.count(impl) == 2 and "generated-elementwise" not in impls, impls
+        want = np.asarray(rlx.compile(q.graph, target="numpy")(x))
+        np.testing.assert_allclose(np.asarray(exe(x)), want, rtol=1e-5, atol=1e-5)

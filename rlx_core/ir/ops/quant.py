@@ -31,6 +31,9 @@ in docs/quantization.md:
   ``clamp(0)``), ``acc = sum_k (q - a_zp) w + bias`` in i32, ``y = f32(acc) * acc_scale[j]``.
   rlx.quant.ptq.quantize_static writes it as quantize [-> min/max] -> int_linear ->
   dequantize; passes/static_int_linear.py folds that where a target runs it as one kernel.
+  Both int8 linears take an epilogue into their store (passes/int_linear_epilogue.py):
+  ``act`` (``gelu``, exact) on the result, then ``+ residual`` (``residual=True``: the last
+  input, shaped like the output).
 - ``fake_quantize(x, scale, zero_point)``: quantize then dequantize in f32, for QAT; its
   gradient is the straight-through estimator for ``x`` and LSQ's for ``scale``.
 """
@@ -185,9 +188,26 @@ def _int4_linear(ins: list[T], a: dict[str, Any]) -> T:
     return T(dt.f32, x.shape[:-1] + (n,))
 
 
+LINEAR_ACTS = ("none", "gelu")  # the activations dynamic/static_int_linear apply in the store
+
+
+def _epilogue(op: str, ins: list[T], a: dict[str, Any]) -> list[T]:
+    """Check the store's epilogue attributes (``act``; ``residual``: the last input, added
+    after ``act``) and return the inputs without the residual."""
+    require(a["act"] in LINEAR_ACTS, op, f"act must be one of {LINEAR_ACTS}, got {a['act']!r}")
+    if not a["residual"]:
+        return ins
+    require(len(ins) >= 4, op, "residual=True needs the residual as the last input")
+    x, w, r = ins[0], ins[1], ins[-1]
+    out = T(dt.f32, x.shape[:-1] + (w.shape[0],)) if w.rank == 2 else None
+    require(r == out, op, f"residual {r} must be {out}", exc=DTypeError)
+    return ins[:-1]
+
+
 def _dynamic_int_linear(ins: list[T], a: dict[str, Any]) -> T:
-    x, w, scale = ins[:3]
     op = "dynamic_int_linear"
+    ins = _epilogue(op, ins, a)
+    x, w, scale = ins[:3]
     require(x.dtype == dt.f32, op, f"needs an f32 input, got {x}", exc=DTypeError)
     require(w.dtype == dt.i8 and w.rank == 2, op, f"weight must be i8 (out, in), got {w}",
             hint="rlx.quant.ptq.quantize_dynamic quantizes the weight", exc=DTypeError)
@@ -202,8 +222,9 @@ def _dynamic_int_linear(ins: list[T], a: dict[str, Any]) -> T:
 
 
 def _static_int_linear(ins: list[T], a: dict[str, Any]) -> T:
-    x, w, scale = ins[:3]
     op = "static_int_linear"
+    ins = _epilogue(op, ins, a)
+    x, w, scale = ins[:3]
     require(x.dtype == dt.f32, op, f"needs an f32 input, got {x}", exc=DTypeError)
     require(w.dtype == dt.i8 and w.rank == 2, op, f"weight must be i8 (out, in), got {w}",
             hint="rlx.quant.ptq.quantize_static quantizes the weight", exc=DTypeError)
@@ -269,15 +290,20 @@ def quant_defs() -> dict[str, OpDef]:
     add("int4_linear", (3, 4), {"group": AttrSpec("int", 32)}, _int4_linear,
         "x @ W.T with W unpacked from int4 codes (two a byte, low nibble first; signed "
         "[-8, 7], or unsigned [0, 15] minus a per-group zero) times per-group scales")
-    add("dynamic_int_linear", (3, 4), {"a_qmax": AttrSpec("int", 127)}, _dynamic_int_linear,
+    epi = {"act": AttrSpec("str", "none"), "residual": AttrSpec("bool", False)}
+    add("dynamic_int_linear", (3, 5), {"a_qmax": AttrSpec("int", 127), **epi},
+        _dynamic_int_linear,
         "x @ W.T in int8 with a per-row dynamic activation scale max|x_i| / a_qmax (127; 63: "
-        "7-bit codes): quantize, int_linear, (f32(acc) * w_scale[j]) * s_i (+ bias[j])")
-    add("static_int_linear", (3, 4), {"a_scale": AttrSpec("float", 1.0),
+        "7-bit codes): quantize, int_linear, (f32(acc) * w_scale[j]) * s_i (+ bias[j]); then "
+        "act (none, gelu) and + the residual (residual=True: the last input)")
+    add("static_int_linear", (3, 5), {"a_scale": AttrSpec("float", 1.0),
                                       "a_zero_point": AttrSpec("int", 0),
                                       "a_qmin": AttrSpec("int", -128),
-                                      "a_qmax": AttrSpec("int", 127)}, _static_int_linear,
+                                      "a_qmax": AttrSpec("int", 127), **epi},
+        _static_int_linear,
         "x @ W.T in int8 with fixed activation parameters: q = clamp(round(x / a_scale) + "
-        "a_zp, a_qmin, a_qmax), acc = (q - a_zp) @ W.T (+ i32 bias), f32(acc) * acc_scale[j]")
+        "a_zp, a_qmin, a_qmax), acc = (q - a_zp) @ W.T (+ i32 bias), f32(acc) * acc_scale[j]; "
+        "then act (none, gelu) and + the residual (residual=True: the last input)")
     add("fake_quantize", (3, 3), {"qmin": AttrSpec("int", -128), "qmax": AttrSpec("int", 127),
                                   "axis": axis}, _fake_quantize,
         "(clamp(round(x / scale) + zp, qmin, qmax) - zp) * scale in f32 (QAT; STE/LSQ gradient)")

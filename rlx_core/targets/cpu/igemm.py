@@ -336,8 +336,9 @@ def emit_dynamic_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str |
     """``dynamic_int_linear`` whole: work items of 32 rows x all columns (or a few column
     blocks, to make enough items), each quantizing its rows once into its own buffer, then the packed GEMM (``packed``: the prepacked weight's
     parameter; else the row-major dot kernels) with the dequantize and bias in the store."""
-    x, wt, ws = (env.inputs[i] for i in node.inputs[:3])
-    bias = env.inputs[node.inputs[3]].ptr if len(node.inputs) == 4 else "0"
+    ins, act, res = _epilogue(env, node)
+    x, wt, ws = (env.inputs[i] for i in ins[:3])
+    bias = env.inputs[ins[3]].ptr if len(ins) == 4 else "0"
     out = env.outputs[node.name]
     n, k = wt.type.shape
     m = math.prod(x.type.shape[:-1])
@@ -347,17 +348,28 @@ def emit_dynamic_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str |
     open_block_loop(env, w, m, n, k, rows, cols)
     w.line(f"rlx_igd_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {int(node.attr('a_qmax'))}, "
            f"{packed or '0'}, {wt.ptr}, "
-           f"{ws.ptr}, {bias}, {out.ptr});")
+           f"{ws.ptr}, {bias}, {out.ptr}, {act}, {res});")
     w.close()
     return igemm_packed.DYNAMIC_IMPL
+
+
+def _epilogue(env: KernelEnv, node: Node) -> tuple[tuple[str, ...], int, str]:
+    """The int8 linear's inputs without the residual, its act (1: GELU) and the residual's
+    pointer ('0' without one): what rlx_ig_epilogue applies in the store."""
+    ins = tuple(node.inputs)
+    res = "0"
+    if node.attr("residual"):
+        res, ins = env.inputs[ins[-1]].ptr, ins[:-1]
+    return ins, int(node.attr("act") == "gelu"), res
 
 
 def emit_static_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str | None) -> str:
     """``static_int_linear`` whole: the work items of ``dynamic_int_linear`` (each quantizes
     its rows once, with the fixed scale and zero point, into its own buffer), the packed GEMM,
     and the dequantize (``f32(acc) * acc_scale[j]``) in the store."""
-    x, wt, sc = (env.inputs[i] for i in node.inputs[:3])
-    bias = env.inputs[node.inputs[3]].ptr if len(node.inputs) == 4 else "0"
+    ins, act, res = _epilogue(env, node)
+    x, wt, sc = (env.inputs[i] for i in ins[:3])
+    bias = env.inputs[ins[3]].ptr if len(ins) == 4 else "0"
     out = env.outputs[node.name]
     n, k = wt.type.shape
     m = math.prod(x.type.shape[:-1])
@@ -369,7 +381,7 @@ def emit_static_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str | 
     w.line(f"rlx_igs_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {scale!r}f, "
            f"{int(node.attr('a_zero_point'))}, {int(node.attr('a_qmin'))}, "
            f"{int(node.attr('a_qmax'))}, {packed or '0'}, {wt.ptr}, {sc.ptr}, {bias}, "
-           f"{out.ptr});")
+           f"{out.ptr}, {act}, {res});")
     w.close()
     return igemm_packed.STATIC_IMPL
 

@@ -314,6 +314,31 @@ static void rlx_igp_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
     }
 }
 
+/* the store's epilogue of dynamic/static_int_linear on an mr x cols block of Y (row stride
+   n), in place while it is in L1: act 1 is the exact GELU in the decomposition's order,
+   ((y * (1 + erf(y * (1 / sqrt 2)))) * 0.5, on the program's erf (rlx_erf_f, as the unfused
+   kernel's), then + the residual R (same layout as Y) */
+#ifdef RLX_PRELUDE_H
+#define RLX_IG_ERF(x) rlx_erf_f(x)
+#else
+#define RLX_IG_ERF(x) erff(x)
+#endif
+static void rlx_ig_epilogue(float *y, const float *R, int mr, int cols, int64_t n, int act) {
+    for (int r = 0; r < mr; ++r) {
+        float *yr = y + r * n;
+        const float *rr = R ? R + r * n : 0;
+        if (act) {
+#pragma omp simd
+            for (int c = 0; c < cols; ++c)
+                yr[c] = (yr[c] * (1.0f + RLX_IG_ERF(yr[c] * 0.707106781186547524f))) * 0.5f;
+        }
+        if (rr) {
+#pragma omp simd
+            for (int c = 0; c < cols; ++c) yr[c] = yr[c] + rr[c];
+        }
+    }
+}
+
 /* dynamic_int_linear: one row of x (k floats) to codes with its scale s = max(max|x|,
    1e-30f) / qmax (a NaN propagates as the decomposition's max does; its row then quantizes to
    0), the quantize rule clamp(round_half_even(x / s)) with NaN -> 0, stored offset to
@@ -418,7 +443,9 @@ static void rlx_igd_store16(const int32_t *t, int mr, int32_t corr, const int32_
    mul and add */
 static void rlx_igd_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t n,
                           int64_t k, const float *X, int qmax, const void *packed,
-                          const int8_t *W, const float *ws, const float *bias, float *Y) {
+                          const int8_t *W, const float *ws, const float *bias, float *Y,
+                          int act, const float *R) {
+    const int epi = act || R;
     const int64_t rows = i1 - i0;
     const int32_t off = qmax + 1;
     uint8_t *qa = (uint8_t *)malloc((size_t)(rows * k + 4));
@@ -434,6 +461,8 @@ static void rlx_igd_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
                 const float v = ((float)tmp[r * n + j] * ws[j]) * sx[r];
                 Y[(i0 + r) * n + j] = bias ? v + bias[j] : v;
             }
+        if (epi) rlx_ig_epilogue(Y + i0 * n + j0, R ? R + i0 * n + j0 : 0, (int)rows,
+                                 (int)(j1 - j0), n, act);
         free(qa); free(sx); free(tmp);
         return;
     }
@@ -457,6 +486,8 @@ static void rlx_igd_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
             if (cols == 16 && rlx_igemm_isa() != 0) {  /* a whole panel: eight lanes at a time */
                 rlx_igd_store16(t, mr, corr, colsum + j, ws + j, bias ? bias + j : 0,
                                 sx + i, Y + (i0 + i) * n + j, n);
+                if (epi) rlx_ig_epilogue(Y + (i0 + i) * n + j, R ? R + (i0 + i) * n + j : 0,
+                                         mr, cols, n, act);
                 continue;
             }
 #endif
@@ -470,6 +501,8 @@ static void rlx_igd_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
                     yi[c] = bias ? v + bias[j + c] : v;
                 }
             }
+            if (epi) rlx_ig_epilogue(Y + (i0 + i) * n + j, R ? R + (i0 + i) * n + j : 0, mr,
+                                     cols, n, act);
         }
     }
     free(qa);
@@ -533,7 +566,8 @@ static void rlx_igs_store16(const int32_t *t, int mr, int32_t corr, const int32_
 static void rlx_igs_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t n,
                           int64_t k, const float *X, float s, int32_t zp, int32_t lo,
                           int32_t hi, const void *packed, const int8_t *W, const float *scale,
-                          const int32_t *bias, float *Y) {
+                          const int32_t *bias, float *Y, int act, const float *R) {
+    const int epi = act || R;
     const int64_t rows = i1 - i0;
     const int32_t za = zp - lo;  /* the zero point of the stored (offset) codes */
     const float nanc = lo > 0 ? (float)lo : hi < 0 ? (float)hi : 0.0f;
@@ -557,6 +591,8 @@ static void rlx_igs_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
         for (int64_t r = 0; r < rows; ++r)
             for (int64_t j = j0; j < j1; ++j)
                 Y[(i0 + r) * n + j] = (float)tmp[r * n + j] * scale[j];
+        if (epi) rlx_ig_epilogue(Y + i0 * n + j0, R ? R + i0 * n + j0 : 0, (int)rows,
+                                 (int)(j1 - j0), n, act);
         free(qa); free(tmp);
         return;
     }
@@ -579,6 +615,8 @@ static void rlx_igs_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
             if (cols == 16 && rlx_igemm_isa() != 0) {
                 rlx_igs_store16(t, mr, corr, colsum + j, bias ? bias + j : 0, scale + j,
                                 Y + (i0 + i) * n + j, n);
+                if (epi) rlx_ig_epilogue(Y + (i0 + i) * n + j, R ? R + (i0 + i) * n + j : 0,
+                                         mr, cols, n, act);
                 continue;
             }
 #endif
@@ -591,6 +629,8 @@ static void rlx_igs_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
                     yi[c] = (float)acc * scale[j + c];
                 }
             }
+            if (epi) rlx_ig_epilogue(Y + (i0 + i) * n + j, R ? R + (i0 + i) * n + j : 0, mr,
+                                     cols, n, act);
         }
     }
     free(qa);

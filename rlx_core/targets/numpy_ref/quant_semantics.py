@@ -168,6 +168,17 @@ def row_scales(x2: Array, qmax: float = 127.0) -> Array:
     return (np.maximum(amax, ROW_TINY) / np.float32(qmax)).astype(np.float32)
 
 
+def epilogue(y: Array, a: dict[str, Any], r: Array | None, t: TensorType | None) -> Array:
+    """dynamic/static_int_linear's store epilogue: the reference ``gelu`` (rounded to f32),
+    then ``+ residual`` in f32."""
+    if a.get("act", "none") == "gelu":
+        from rlx_core.targets.numpy_ref.semantics import COMPOSITES
+
+        y = np.asarray(COMPOSITES["gelu"]({"approximate": "none"}, [y], t), np.float64).astype(
+            np.float32)
+    return y + np.asarray(r, np.float32) if r is not None else y
+
+
 def dynamic_int_linear(args: list[Array], a_qmax: int = 127) -> Array:
     """quantize per row, int_linear, ``(f32(acc) * w_scale) * s_row (+ bias)``, in f32."""
     x, w, ws = args[:3]
@@ -226,10 +237,12 @@ def eval_quant(op: str, a: dict[str, Any], args: list[Array], t: TensorType) -> 
         return int_conv2d(a, args)
     if op == "int4_linear":
         return int4_linear(a, args)
-    if op == "dynamic_int_linear":
-        return dynamic_int_linear(args, a["a_qmax"])
-    if op == "static_int_linear":
-        return static_int_linear(args, a)
+    if op in ("dynamic_int_linear", "static_int_linear"):
+        r = args[-1] if a.get("residual") else None
+        args = args[:-1] if r is not None else args
+        y = (dynamic_int_linear(args, a["a_qmax"]) if op == "dynamic_int_linear"
+             else static_int_linear(args, a))
+        return epilogue(y, a, r, t)
     assert op == "fake_quantize", op
     return fake_quantize(a, *args)
 
