@@ -13,12 +13,15 @@ linear's store (cpu/igemm_packed.py), one at a time::
 for ``op`` ``dynamic_int_linear`` or ``static_int_linear``. The op computes ``act(y) +
 residual``, the order of the unfused graph, so the result is the one it computes (up to the
 f32 rounding of the target's GELU, the same function either way). A rule fires only when the
-linear's result has no other use and is no graph output.
+linear's result has no other use and is no graph output, and only where the target's claim
+of the op lists the attribute value (an ``attr_in`` constraint, cpu/caps.py): a target that
+claims the op without its epilogue keeps the GELU and the add as they are.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rlx_core.ir.graph import Graph, Node
 from rlx_core.passes.base import PassContext
@@ -34,6 +37,32 @@ def _linear(view: RewriteView, name: str) -> Node | None:
             or n.attr("residual")):
         return None
     return n
+
+
+def claimed(caps: Any, op: str, key: str, value: Any) -> bool:
+    """Does the target's claim of ``op`` list ``value`` for attribute ``key`` (an
+    ``attr_in`` constraint)? A claim without one says nothing of the epilogue: not folded."""
+    claim = caps.claim_for(op) if caps is not None else None
+    return claim is not None and any(c.kind == "attr_in" and c.key == key and value in c.values
+                                     for c in claim.constraints)
+
+
+def _rules(caps: Any) -> Rules:
+    """RULES narrowed to what the target's claims list (per op, per attribute)."""
+    def gelu(node: Node, view: RewriteView) -> Replacement:
+        lin = _linear(view, node.inputs[0])
+        return (fold_gelu(node, view) if lin is not None
+                and claimed(caps, lin.op, "act", "gelu") else None)
+
+    def residual(node: Node, view: RewriteView) -> Replacement:
+        if not any((lin := _linear(view, y)) is not None
+                   and claimed(caps, lin.op, "residual", True) for y in node.inputs):
+            return None
+        return fold_residual(node, view)
+
+    for fn, of in ((gelu, fold_gelu), (residual, fold_residual)):
+        fn.__name__, fn.__doc__ = of.__name__, of.__doc__
+    return (("gelu", gelu), ("add", residual))
 
 
 def fold_gelu(node: Node, view: RewriteView) -> Replacement:
@@ -63,7 +92,8 @@ RULES: Rules = (("gelu", fold_gelu), ("add", fold_residual))
 
 @dataclass(frozen=True)
 class IntLinearEpilogue:
-    """Apply ``RULES`` to the int8 linears the target claims."""
+    """Apply ``RULES`` to the int8 linears whose claim lists the epilogue (cpu/caps.py's
+    ``attr_in`` constraints on ``act`` and ``residual``)."""
 
     name: str = "int_linear_epilogue"
 
@@ -73,4 +103,4 @@ class IntLinearEpilogue:
         if caps is None or not any(n.op in OPS and caps.claim_for(n.op) is not None
                                    for n in g.nodes):
             return g
-        return rewrite(g, RULES, ctx)
+        return rewrite(g, _rules(caps), ctx)

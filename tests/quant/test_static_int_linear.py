@@ -234,3 +234,21 @@ def test_gelu_and_residual_go_into_the_store(cpu):
         assert impls.count(impl) == 2 and "generated-elementwise" not in impls, impls
         want = np.asarray(rlx.compile(q.graph, target="numpy")(x))
         np.testing.assert_allclose(np.asarray(exe(x)), want, rtol=1e-5, atol=1e-5)
+
+
+def test_epilogue_folds_only_what_the_claim_lists():
+    """A target that claims an int8 linear without the epilogue's attr_in constraints keeps
+    its GELU and residual add (its kernel would ignore them)."""
+    from rlx_core.dispatch.capabilities import OpClaim
+    from rlx_core.passes.int_linear_epilogue import claimed
+    from rlx_core.targets.cpu.caps import CAPS
+
+    for op in ("static_int_linear", "dynamic_int_linear"):
+        assert claimed(CAPS, op, "act", "gelu") and claimed(CAPS, op, "residual", True)
+
+    class Bare:
+        def claim_for(self, op):
+            return OpClaim((op,), ("f32", "i8"))
+
+    assert not claimed(Bare(), "static_int_linear", "act", "gelu")
+    assert not claimed(None, "static_int_linear", "residual", True)

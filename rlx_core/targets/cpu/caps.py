@@ -21,6 +21,7 @@ from __future__ import annotations
 from rlx_core.dispatch.capabilities import (
     MIR_PRIMITIVES,
     Capabilities,
+    Constraint,
     DTypeRule,
     OpClaim,
     native_dtypes,
@@ -52,6 +53,11 @@ C64_OPS: tuple[str, ...] = (
     "reduce_prod", "broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concat",
     "gather", "dot_general", "constant")
 
+# the store epilogues the cpu's int8 linears apply (passes/int_linear_epilogue.py folds only
+# what a claim lists)
+INT8_EPILOGUE = (Constraint("attr_in", "act", ("none", "gelu")),
+                 Constraint("attr_in", "residual", (False, True)))
+
 CAPS = Capabilities(
     target="cpu",
     verification="executes",
@@ -72,12 +78,13 @@ CAPS = Capabilities(
             OpClaim(("int_linear",), IGEMM_DTYPES,
                     note="int8 dot products: AVX512-VNNI / AVX-VNNI picked at run time, "
                          "else AVX2 or portable C (cpu/igemm.py)"),
-            OpClaim(("dynamic_int_linear",), ("f32", "i8"),
+            OpClaim(("dynamic_int_linear",), ("f32", "i8"), INT8_EPILOGUE,
                     note="rows quantized per work item, the packed int8 GEMM, dequantize and "
-                         "bias in its store (cpu/igemm_packed.py)"),
-            OpClaim(("static_int_linear",), ("f32", "i8", "i32"),
+                         "bias (and GELU, a residual) in its store (cpu/igemm_packed.py)"),
+            OpClaim(("static_int_linear",), ("f32", "i8", "i32"), INT8_EPILOGUE,
                     note="rows quantized with the fixed parameters per work item, the packed "
-                         "int8 GEMM, dequantize in its store (cpu/igemm_packed.py)"),
+                         "int8 GEMM, dequantize (GELU, a residual) in its store "
+                         "(cpu/igemm_packed.py)"),
             OpClaim(("int4_linear",), I4GEMM_DTYPES,
                     note="weight-only int4: one weight row unpacked at a time (cpu/i4gemm.py)"),
             OpClaim(SPLAT_OPS, SPLAT_DTYPES,
