@@ -79,7 +79,8 @@ def test_the_rule_table() -> None:
     assert use_blocked(256, 256, 1, 3, 3, 1, 1, 7, 7)
     assert not use_blocked(512, 512, 1, 3, 3, 1, 1, 4, 4)  # one implicit-GEMM tile
     assert not use_blocked(64, 256, 1, 1, 1, 1, 1, 28, 28)  # 1x1: the GEMM
-    assert not use_blocked(3, 64, 1, 7, 7, 2, 2, 56, 56)  # 3 channels of a block of 8
+    assert use_blocked(3, 64, 1, 7, 7, 2, 2, 56, 56)  # a stem: one block of 3 channels
+    assert not use_blocked(3, 64, 1, 3, 3, 1, 1, 56, 56)  # narrow, few taps: not measured
     assert not use_blocked(64, 64, 4, 3, 3, 1, 1, 28, 28)  # grouped
 
 

@@ -58,20 +58,24 @@ enum { RLX_CB_MR = 6, RLX_CB_CHUNK = 48, RLX_CB_KSTEPS = 192 };
 
 /* floats of an o x c x kh x kw filter packed by rlx_cb_pack */
 static inline int64_t rlx_cb_packed_floats(int64_t o, int64_t c, int64_t kh, int64_t kw) {
-    return (o + 15) / 16 * 16 * ((c + 7) / 8 * 8) * kh * kw;
+    return (o + 15) / 16 * 16 * (c < 8 ? c : (c + 7) / 8 * 8) * kh * kw;
 }
+
+/* channels per block: 8, or all c of them under 8 (a 3-channel stem: one block of 3, no
+   zeros multiplied) */
+static inline int64_t rlx_cb_bw(int64_t c) { return c < 8 ? c : 8; }
 
 /* the OIHW filter into panels of 16 output channels: panel q holds K = c8n kh kw rows of 16
    floats (c8n = c rounded up to 8), row ((cb kh + ki) kw + kj) 8 + ci % 8 for channel ci of
    block cb and tap (ki, kj); zeros for the channels and output channels past c and o */
 static void rlx_cb_pack(int64_t o, int64_t c, int64_t kh, int64_t kw, const float *w,
                         float *dst) {
-    const int64_t khw = kh * kw, cbn = (c + 7) / 8, k = cbn * 8 * khw;
+    const int64_t khw = kh * kw, cbn = (c + 7) / 8, bw = rlx_cb_bw(c), k = cbn * bw * khw;
     for (int64_t q = 0; q < (o + 15) / 16; ++q)
         for (int64_t cb = 0; cb < cbn; ++cb)
             for (int64_t t = 0; t < khw; ++t)
-                for (int64_t c8 = 0; c8 < 8; ++c8) {
-                    float *d = dst + (q * k + (cb * khw + t) * 8 + c8) * 16;
+                for (int64_t c8 = 0; c8 < bw; ++c8) {
+                    float *d = dst + (q * k + (cb * khw + t) * bw + c8) * 16;
                     const int64_t ci = cb * 8 + c8;
                     for (int64_t j = 0; j < 16; ++j) {
                         const int64_t oc = q * 16 + j;
@@ -86,20 +90,20 @@ static void rlx_cb_pack(int64_t o, int64_t c, int64_t kh, int64_t kw, const floa
 static void rlx_cb_fill(const rlx_conv_geo *g, const float *x, int64_t ylo, int64_t yhi,
                         float *xp) {
     const int64_t w = g->w, pw = g->pw, wp = w + 2 * pw, rows = yhi - ylo, hw = g->h * w;
-    const int64_t cbn = (g->c + 7) / 8;
+    const int64_t cbn = (g->c + 7) / 8, bw = rlx_cb_bw(g->c);  /* bw floats per pixel */
     for (int64_t cb = 0; cb < cbn; ++cb) {
         const int64_t nc = g->c - cb * 8 < 8 ? g->c - cb * 8 : 8;
         for (int64_t r = ylo; r < yhi; ++r) {
-            float *d = xp + ((cb * rows + (r - ylo)) * wp) * 8;
+            float *d = xp + ((cb * rows + (r - ylo)) * wp) * bw;
             const int64_t iy = r - g->ph;
             if (iy < 0 || iy >= g->h) {
-                memset(d, 0, (size_t)(wp * 8) * sizeof(float));
+                memset(d, 0, (size_t)(wp * bw) * sizeof(float));
                 continue;
             }
-            memset(d, 0, (size_t)(pw * 8) * sizeof(float));
-            memset(d + (pw + w) * 8, 0, (size_t)(pw * 8) * sizeof(float));
+            memset(d, 0, (size_t)(pw * bw) * sizeof(float));
+            memset(d + (pw + w) * bw, 0, (size_t)(pw * bw) * sizeof(float));
             const float *s = x + cb * 8 * hw + iy * w;
-            float *dr = d + pw * 8;
+            float *dr = d + pw * bw;
             int64_t ix = 0;
 #if RLX_CB_VEC
             if (nc == 8)  /* 8 pixels of 8 planes: one 8 x 8 register transpose */
@@ -120,8 +124,8 @@ static void rlx_cb_fill(const rlx_conv_geo *g, const float *x, int64_t ylo, int6
                 }
 #endif
             for (; ix < w; ++ix)
-                for (int64_t c8 = 0; c8 < 8; ++c8)
-                    dr[ix * 8 + c8] = c8 < nc ? s[c8 * hw + ix] : 0.0f;
+                for (int64_t c8 = 0; c8 < bw; ++c8)
+                    dr[ix * bw + c8] = c8 < nc ? s[c8 * hw + ix] : 0.0f;
         }
     }
 }
@@ -133,7 +137,7 @@ static void rlx_cb_fill(const rlx_conv_geo *g, const float *x, int64_t ylo, int6
 static inline __attribute__((always_inline)) void rlx_cb_tile(
         const float *const *a, const float *restrict pk, int64_t cbn, int64_t cbs,
         int64_t kh, int64_t kw, int64_t rs, int64_t cs, float *restrict out, int acc,
-        const int MR) {
+        const int bw, const int MR) {
 #if RLX_CB_VEC
     __m256 c0[RLX_CB_MR], c1[RLX_CB_MR];
     const float *ap[RLX_CB_MR];
@@ -149,7 +153,7 @@ static inline __attribute__((always_inline)) void rlx_cb_tile(
                 /* not unrolled: GCC then hoists the filter loads of later steps and spills
                    accumulators (12 + 2 + 1 of the 16 ymm registers are taken) */
 #pragma GCC unroll 1
-                for (int c8 = 0; c8 < 8; ++c8) {
+                for (int c8 = 0; c8 < bw; ++c8) {
                     const __m256 b0 = _mm256_loadu_ps(pk), b1 = _mm256_loadu_ps(pk + 8);
                     pk += 16;
                     for (int i = 0; i < MR; ++i) {
@@ -170,7 +174,7 @@ static inline __attribute__((always_inline)) void rlx_cb_tile(
         for (int64_t ki = 0; ki < kh; ++ki)
             for (int64_t kj = 0; kj < kw; ++kj) {
                 const int64_t off = cb * cbs + ki * rs + kj * cs;
-                for (int c8 = 0; c8 < 8; ++c8, pk += 16)
+                for (int c8 = 0; c8 < bw; ++c8, pk += 16)
                     for (int i = 0; i < MR; ++i) {
                         const float v = a[i][off + c8];
                         for (int j = 0; j < 16; ++j) out[i * 16 + j] += v * pk[j];
@@ -278,8 +282,8 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
     const int64_t ylo = oy0 * g->sh, yhi = (oy1 - 1) * g->sh + (g->kh - 1) * g->dh + 1;
     /* an unpadded blocked input is read where it is: no copy */
     const int in_place = (lay & 1) && g->ph == 0 && g->pw == 0;
-    const int64_t rows = yhi - ylo, k = cbn * 8 * g->kh * g->kw;
-    const int64_t cbs = in_place ? g->h * g->w * 8 : rows * wp * 8;
+    const int64_t bw = rlx_cb_bw(g->c), rows = yhi - ylo, k = cbn * bw * g->kh * g->kw;
+    const int64_t cbs = in_place ? g->h * g->w * 8 : rows * wp * bw;
     float *buf = rlx_sgemm_scratch((in_place ? 0 : cbn * cbs) + CH * 16 + 16);
     if (buf == 0) return 0;
     const float *xp = buf;
@@ -291,8 +295,8 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
     else
         rlx_cb_fill(g, x, ylo, yhi, buf);
     const int64_t pix0 = oy0 * g->ow, npix = (oy1 - oy0) * g->ow;
-    const int64_t rs = g->dh * wp * 8, cs = g->dw * 8, khw = g->kh * g->kw;
-    const int64_t cbk = RLX_CB_KSTEPS / (khw * 8) > 0 ? RLX_CB_KSTEPS / (khw * 8) : 1;
+    const int64_t rs = g->dh * wp * bw, cs = g->dw * bw, khw = g->kh * g->kw;
+    const int64_t cbk = RLX_CB_KSTEPS / (khw * bw) > 0 ? RLX_CB_KSTEPS / (khw * bw) : 1;
     for (int64_t q = 0; q < (o + 15) / 16; ++q) {
         const float *pq = pk + q * k * 16;
         const int64_t nv = o - q * 16 < 16 ? o - q * 16 : 16;
@@ -300,18 +304,18 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
             const int64_t n = npix - c0 < CH ? npix - c0 : CH;
             int64_t poff[CH];  /* each pixel's first input in the blocked copy */
             for (int64_t i = 0, oy = (pix0 + c0) / g->ow, ox = (pix0 + c0) % g->ow; i < n; ++i) {
-                poff[i] = ((oy * g->sh - ylo) * wp + ox * g->sw) * 8;
+                poff[i] = ((oy * g->sh - ylo) * wp + ox * g->sw) * bw;
                 if (++ox == g->ow) { ox = 0; ++oy; }
             }
             for (int64_t kb = 0; kb < cbn; kb += cbk) {
                 const int64_t nb = cbn - kb < cbk ? cbn - kb : cbk, acc = kb > 0;
-                const float *pb = pq + kb * khw * 8 * 16;
+                const float *pb = pq + kb * khw * bw * 16;
                 for (int64_t t = 0; t < n; t += MR) {
                     const int64_t mr = n - t < MR ? n - t : MR;
                     const float *a[MR];
                     for (int64_t i = 0; i < mr; ++i) a[i] = xp + kb * cbs + poff[t + i];
                     float *o16 = yb + t * 16;
-#define RLX_CB_CALL(M) rlx_cb_tile(a, pb, nb, cbs, g->kh, g->kw, rs, cs, o16, acc, M)
+#define RLX_CB_CALL(M) rlx_cb_tile(a, pb, nb, cbs, g->kh, g->kw, rs, cs, o16, acc, (int)bw, M)
                     switch (mr) {
                         case 6: RLX_CB_CALL(6); break;
                         case 5: RLX_CB_CALL(5); break;
@@ -507,7 +511,7 @@ SOURCE = TRANSPOSE + SOURCE
 
 def packed_bytes(o: int, c: int, kh: int, kw: int) -> int:
     """Bytes of an o x c x kh x kw filter in rlx_cb_pack's panels (rlx_cb_packed_floats)."""
-    return -(-o // CB_O) * CB_O * -(-c // CB_C) * CB_C * kh * kw * 4
+    return -(-o // CB_O) * CB_O * (c if c < CB_C else -(-c // CB_C) * CB_C) * kh * kw * 4
 
 
 def mode() -> str:
@@ -521,27 +525,36 @@ def mode() -> str:
 # ONNX Runtime's ratio in brackets, old -> blocked): 3x3 64->64 at 28x28 0.80x -> 0.90x,
 # 3x3 256->256 at 7x7 0.71x -> 0.88x, 3x3 stride 2 128->128 at 28x28 0.78x -> 0.90x; but
 # 3x3 512->512 at 4x4 1.07x -> 1.00x (16 pixels fill the implicit GEMM's one tile exactly),
-# every 1x1 conv 0.71-0.86x blocked against 0.72-1.2x, and the 7x7 stem on 3 channels 0.33x
-# (5 of its 8-channel block are zeros) against 0.62x
+# every 1x1 conv 0.71-0.86x blocked against 0.72-1.2x (before layout.py kept activations
+# blocked). The 7x7 stem on 3 channels: 0.33x blocked with 5 of its 8-channel block zeros,
+# 0.62x on the implicit GEMM; with blocks of c < 8 channels (rlx_cb_bw) 32.2 GFLOP/s blocked
+# against 22.8 on the implicit GEMM (3 -> 64, 7x7 stride 2 at 112x112)
 MIN_CHANNELS = 16
 MIN_PIXELS = 32
+NARROW_TAPS = 49  # under 8 input channels (one narrow block): windows of 7 x 7 or more
 
 
 def use_blocked(c: int, o: int, groups: int, kh: int, kw: int, sh: int, sw: int,
                 oh: int, ow: int) -> bool:
     """Run a convolution on the blocked direct kernel: groups 1, a window of several taps, at
-    least MIN_CHANNELS input channels and MIN_PIXELS output pixels (see the table above)."""
+    least MIN_CHANNELS input channels and MIN_PIXELS output pixels, or a stem (under 8
+    channels, a window of NARROW_TAPS or more; see the table above)."""
     if groups != 1 or mode() == "0":
         return False
-    return mode() == "all" or (kh * kw > 1 and c >= MIN_CHANNELS and oh * ow >= MIN_PIXELS)
+    return mode() == "all" or (kh * kw > 1 and c >= MIN_CHANNELS and oh * ow >= MIN_PIXELS) \
+        or _narrow(c, kh, kw)
 
 
-def in_chain(c: int, groups: int) -> bool:
+def _narrow(c: int, kh: int, kw: int) -> bool:
+    return c < CB_C and kh * kw >= NARROW_TAPS
+
+
+def in_chain(c: int, groups: int, kh: int = 1, kw: int = 1) -> bool:
     """May a groups-1 convolution run on the blocked kernel inside a chain of NCHW8c kernels
     (layout.py), whatever its window? Where neither side ends up blocked, use_blocked still
-    decides. Not on under MIN_CHANNELS input channels: the stem (3 channels) is 0.33x of
-    ONNX Runtime blocked, 0.62x on the implicit GEMM."""
-    return groups == 1 and mode() != "0" and c >= MIN_CHANNELS
+    decides. At least MIN_CHANNELS input channels, or a stem (_narrow: its output then goes
+    blocked to the pooling after it)."""
+    return groups == 1 and mode() != "0" and (c >= MIN_CHANNELS or _narrow(c, kh, kw))
 
 
 def dw_in_chain(c: int, o: int, groups: int, kh: int, kw: int) -> bool:

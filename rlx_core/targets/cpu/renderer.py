@@ -289,7 +289,7 @@ class CpuRenderer(CLikeRenderer):
         c = int(self._graph.type_of(node.inputs[0]).shape[1])
         o, _, kh, kw = self._graph.type_of(wname).shape
         groups = int(node.attr("groups"))
-        if conv_blocked.in_chain(c, groups):
+        if conv_blocked.in_chain(c, groups, kh, kw):
             return "direct"
         return "dw" if conv_blocked.dw_in_chain(c, o, groups, kh, kw) else None
 
