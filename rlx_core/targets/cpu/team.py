@@ -67,8 +67,9 @@ SINGLE_PRAGMA = "#pragma omp single nowait"
 # two counters (chunks claimed, chunks done; <prefix>_work) hold it in their high 32 bits, so a
 # thread still inside an earlier call (the pool's worker, descheduled) claims nothing of this
 # one (rlx_team_claim compares it with the generation the thread runs). All waits are one shape,
-# rlx_team_wait: spin with the CPU's pause hint, then sleep on a futex (the bell, an
-# eventcount every finishing counter rings when someone sleeps), so a thread the OS descheduled
+# rlx_team_wait: spin with the CPU's pause hint, then sleep on a futex (a bell, an
+# eventcount every finishing counter rings when someone sleeps; the pool's workers between
+# calls sleep on a bell of their own), so a thread the OS descheduled
 # costs the waiting one no CPU time, and the core goes to whoever can use it.
 #
 # Only thread 0's waits can make a call slower than one thread, so only they count as *late
@@ -122,7 +123,10 @@ BARRIER_C = r"""
 #define RLX_TEAM_LOW 0xffffffffLL
 /* one program call of this translation unit runs at a time (the runtime's lock) */
 static atomic_llong rlx_team_gen;  /* the latest call's generation */
-static atomic_int rlx_team_bell, rlx_team_sleepers;  /* the eventcount sleepers wait on */
+/* eventcounts sleepers wait on: [0] the claim counters and the barrier, [1] the pool's next
+   call (apart, so a call's counters do not wake a worker asleep between calls) */
+typedef struct { atomic_int bell, sleepers; } rlx_team_ec;
+static rlx_team_ec rlx_team_ecs[2];
 static __thread int rlx_team_me, rlx_team_size;  /* this thread's index, the team's size */
 static __thread long long rlx_team_my;  /* the generation of the call it runs, << 32 */
 static __thread long long rlx_team_phase;  /* thread 0: when its current phase began */
@@ -138,11 +142,11 @@ static inline long long rlx_team_clock_ns(void) {
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 /* after changing what a sleeper may wait for: wake the sleepers */
-static inline void rlx_team_ring(void) {
-    if (atomic_load_explicit(&rlx_team_sleepers, memory_order_seq_cst) > 0) {
-        atomic_fetch_add_explicit(&rlx_team_bell, 1, memory_order_seq_cst);
+static inline void rlx_team_ring(rlx_team_ec *ec) {
+    if (atomic_load_explicit(&ec->sleepers, memory_order_seq_cst) > 0) {
+        atomic_fetch_add_explicit(&ec->bell, 1, memory_order_seq_cst);
 #if defined(__linux__)
-        syscall(SYS_futex, (int*)&rlx_team_bell, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+        syscall(SYS_futex, (int*)&ec->bell, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 #endif
     }
 }
@@ -150,8 +154,8 @@ static inline void rlx_team_ring(void) {
    change a sleeper waits for is followed by rlx_team_ring). The spin pauses for its first
    pause_ns, then yields the core between looks: a thread the OS queued behind it (a busy
    machine) runs at once. Returns the nanoseconds waited. */
-static long long rlx_team_wait(atomic_llong *a, long long want, long long spin_ns,
-                               long long pause_ns) {
+static long long rlx_team_wait(rlx_team_ec *ec, atomic_llong *a, long long want,
+                               long long spin_ns, long long pause_ns) {
     if (atomic_load_explicit(a, memory_order_acquire) >= want) return 0;
     const long long t0 = rlx_team_clock_ns();
     int yield = 0;
@@ -162,13 +166,13 @@ static long long rlx_team_wait(atomic_llong *a, long long want, long long spin_n
         yield = now > pause_ns;
         if (now > spin_ns) {
 #if defined(__linux__)
-            atomic_fetch_add_explicit(&rlx_team_sleepers, 1, memory_order_seq_cst);
+            atomic_fetch_add_explicit(&ec->sleepers, 1, memory_order_seq_cst);
             for (;;) {
-                const int bell = atomic_load_explicit(&rlx_team_bell, memory_order_seq_cst);
+                const int bell = atomic_load_explicit(&ec->bell, memory_order_seq_cst);
                 if (atomic_load_explicit(a, memory_order_seq_cst) >= want) break;
-                syscall(SYS_futex, (int*)&rlx_team_bell, FUTEX_WAIT_PRIVATE, bell, NULL, NULL, 0);
+                syscall(SYS_futex, (int*)&ec->bell, FUTEX_WAIT_PRIVATE, bell, NULL, NULL, 0);
             }
-            atomic_fetch_sub_explicit(&rlx_team_sleepers, 1, memory_order_relaxed);
+            atomic_fetch_sub_explicit(&ec->sleepers, 1, memory_order_relaxed);
 #else
             while (atomic_load_explicit(a, memory_order_acquire) < want) sched_yield();
 #endif
@@ -182,7 +186,7 @@ static long long rlx_team_wait(atomic_llong *a, long long want, long long spin_n
    nothing (thread 0 works meanwhile) and are not timed. */
 static inline void rlx_team_await(atomic_llong *a, long long want, int ran) {
     if (rlx_team_me != 0) {
-        rlx_team_wait(a, want, RLX_TEAM_SPIN_NS, RLX_TEAM_PAUSE_NS);
+        rlx_team_wait(&rlx_team_ecs[0], a, want, RLX_TEAM_SPIN_NS, RLX_TEAM_PAUSE_NS);
         return;
     }
     if (atomic_load_explicit(a, memory_order_acquire) >= want) {
@@ -193,7 +197,7 @@ static inline void rlx_team_await(atomic_llong *a, long long want, int ran) {
     long long budget = ran > 0 ? 2 * spent / ran : ran < 0 ? spent / 2 : RLX_TEAM_ALONE_NS;
     if (budget < RLX_TEAM_SPIN_NS) budget = RLX_TEAM_SPIN_NS;
     const long long spin = budget < RLX_TEAM_SPIN_MAX_NS ? budget : RLX_TEAM_SPIN_MAX_NS;
-    if (rlx_team_wait(a, want, spin, spin) > budget)  /* thread 0 keeps its core */
+    if (rlx_team_wait(&rlx_team_ecs[0], a, want, spin, spin) > budget)  /* keeps its core */
         atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);
     rlx_team_phase = rlx_team_clock_ns();
 }
@@ -220,7 +224,7 @@ static inline void rlx_team_done(atomic_llong *work, int *got, int end) {
         *got = 0;
         if (rlx_team_size > 1) rlx_team_tchunks[rlx_team_me * 8] += ran;
         const long long was = atomic_fetch_add_explicit(work + 1, ran, memory_order_seq_cst);
-        if (was < want && was + ran >= want) rlx_team_ring();
+        if (was < want && was + ran >= want) rlx_team_ring(&rlx_team_ecs[0]);
     }
     rlx_team_await(work + 1, want, ran);
 }
@@ -239,7 +243,7 @@ static inline void rlx_team_sync(int team) {
     if (atomic_fetch_add_explicit(&rlx_team_bar_count, 1, memory_order_acq_rel) == team - 1) {
         atomic_store_explicit(&rlx_team_bar_count, 0, memory_order_relaxed);
         atomic_store_explicit(&rlx_team_bar_gen, g + 1, memory_order_seq_cst);
-        rlx_team_ring();
+        rlx_team_ring(&rlx_team_ecs[0]);
         if (rlx_team_me == 0) rlx_team_phase = rlx_team_clock_ns();
         return;
     }
@@ -276,7 +280,7 @@ static void* rlx_pool_main(void* arg) {
     const int tid = (int)(intptr_t)arg;
     long long seen = atomic_load_explicit(&rlx_team_gen, memory_order_acquire), spin = 0;
     for (;;) {
-        rlx_team_wait(&rlx_team_gen, seen + 1, spin, RLX_TEAM_PAUSE_NS);
+        rlx_team_wait(&rlx_team_ecs[1], &rlx_team_gen, seen + 1, spin, RLX_TEAM_PAUSE_NS);
         if (atomic_load_explicit(&rlx_pool_quit, memory_order_acquire)) return NULL;
         const long long g = atomic_load_explicit(&rlx_team_gen, memory_order_acquire);
         const rlx_team_body fn = atomic_load_explicit(&rlx_pool_fn, memory_order_relaxed);
@@ -300,7 +304,8 @@ __attribute__((destructor)) static void rlx_pool_close(void) {
     if (rlx_pool_started <= 1) return;
     atomic_store_explicit(&rlx_pool_quit, 1, memory_order_seq_cst);
     atomic_fetch_add_explicit(&rlx_team_gen, 1, memory_order_seq_cst);
-    rlx_team_ring();
+    rlx_team_ring(&rlx_team_ecs[0]);
+    rlx_team_ring(&rlx_team_ecs[1]);
     for (int t = 1; t < rlx_pool_started; ++t) pthread_join(rlx_pool_threads[t], NULL);
     rlx_pool_started = 1;
 }
@@ -327,7 +332,7 @@ static void rlx_team_call(rlx_team_body fn, void* const* args, int n, long long 
     }
     atomic_store_explicit(&rlx_pool_n, n, memory_order_relaxed);
     atomic_store_explicit(&rlx_team_gen, gen, memory_order_seq_cst);
-    if (n > 1) rlx_team_ring();
+    if (n > 1) rlx_team_ring(&rlx_team_ecs[1]);
     rlx_team_enter(0, n, gen);
     const long long others = rlx_team_others(), t0 = rlx_team_phase;
     fn(args, 0, n);
