@@ -24,6 +24,9 @@ load, and ahead of every peer under load. Results: ``results/contention-<cpu slu
 
     python benchmarks/bench_contention.py              # full run (about 5-10 minutes)
     python benchmarks/bench_contention.py --quick      # MLP only, few calls, nothing written
+    chrt -f 1 python benchmarks/bench_contention.py --conditions quiet --tag sched-fifo
+        # quiet for this process alone on a shared machine (real-time: never with busy loads,
+        # which would inherit it and hold the cores)
 """
 
 from __future__ import annotations
@@ -225,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds of untimed calls before each turn")
     ap.add_argument("--conditions", default=",".join(CONDITIONS))
     ap.add_argument("--quick", action="store_true", help="MLP only, few calls, write nothing")
+    ap.add_argument("--tag", default="",
+                    help="results file suffix, kept beside the default run's (e.g. sched-fifo "
+                         "for a run under chrt -f 1: a quiet machine for this process alone)")
     args = ap.parse_args(argv)
     threads = len(os.sched_getaffinity(0))
     limits = limit_threads(threads)
@@ -300,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
           + markdown_table(headers, rows))
     print(md)
     if not args.quick:
-        js, mdp = write_results(f"contention-{cpu_slug(data['machine']['cpu'])}", data, md)
+        tag = f"-{args.tag}" if args.tag else ""
+        js, mdp = write_results(f"contention-{cpu_slug(data['machine']['cpu'])}{tag}", data, md)
         say(f"wrote {js} and {mdp}")
     return 0
 
