@@ -22,7 +22,7 @@ from rlx_core.targets.cpu.threads import num_threads, set_num_threads
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
 
-SLEEP_US = 50_000  # 50 ms: 500 times the barrier's spin budget
+SLEEP_US = 200_000  # 200 ms: longer than a call of _program on a loaded machine
 
 
 @pytest.fixture
@@ -81,12 +81,14 @@ def test_a_team_with_a_descheduled_thread_finishes_correctly(two_threads, sleepe
     np.testing.assert_allclose(exe(*args), want, rtol=1e-4, atol=1e-6)
     team.reset()
     before, c0 = team.stats(), team.chunks()
-    team.delay(sleeper, SLEEP_US)  # that thread comes 50 ms late
+    team.delay(sleeper, SLEEP_US)  # that thread comes 200 ms late
     np.testing.assert_allclose(exe(*args), want, rtol=1e-4, atol=1e-6)
     after, c1 = team.stats(), team.chunks()
     assert after["team_calls"] == before["team_calls"] + 1
     ran = (c1[0] - c0[0], c1[1] - c0[1])  # chunks run by thread 0, by the worker
-    assert ran[sleeper] == 0 and ran[1 - sleeper] > 0, ran  # the other thread ran them all
+    assert ran[1 - sleeper] > 0, ran  # the other thread ran chunks meanwhile
+    if sleeper:  # the caller never waits for the worker: it ran every chunk before it woke
+        assert ran[1] == 0, ran
     if sleeper:  # a worker that ran no chunk in a call is a late arrival
         assert after["late"] >= before["late"] + 1
 
@@ -121,7 +123,7 @@ def test_late_arrivals_shrink_the_team_then_it_is_tried_again(two_threads) -> No
 
 
 def test_a_descheduled_worker_leaves_its_chunks_to_the_calling_thread(two_threads) -> None:
-    """The worker sleeps 50 ms at the start of the call: thread 0 claims and runs every chunk
+    """The worker sleeps 200 ms at the start of the call: thread 0 claims and runs every chunk
     meanwhile (it waits for no barrier the worker has not reached), and the result is the
     same bits as a call where both threads worked."""
     exe, args, want = _program()
