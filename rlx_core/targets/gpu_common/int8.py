@@ -8,7 +8,8 @@ the inner loop takes 16 words (64 multiply-adds) per K step. A u8 operand is off
 the way in (``v ^ 0x80`` is ``v - 128``), and every zero point is corrected afterwards:
 with ``x = x' + ox`` and ``w = w' + ow`` (x', w' the signed bytes),
 ``sum (x - za)(w - zb) = sum x'w' + cb * sum x' + ca * sum w' + K * ca * cb`` with
-``ca = ox - za``, ``cb = ow - zb``, all wrapping i32 like the reference. ``sum x'w'`` is the
+``ca = ox - za``, ``cb = ow - zb``, all wrapping i32 like the reference (the row sums: each
+lane sums the words it stages, and 16 partials a row are added after the K loop). ``sum x'w'`` is the
 dialect's 4x8-bit dot product builtin where it has one (the "packed-dot" path: WGSL
 ``dot4I8Packed``, SPIR-V ``OpSDot``), else four sign-extending shifts and multiply-adds per
 word (the "i32" path); both exact.
@@ -96,10 +97,11 @@ def render_int_linear(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> Gp
 
     note = f"  {d.comment} %{safe(node.name)} = int_linear"
     steps = [f"acc = {add('acc', dot4('ta[ly][j]', 'tb[lx][j]'))};"]
-    if cb:  # x's row sums
-        steps.append(f"sx = {add('sx', dot4('ta[ly][j]', '0x01010101u'))};")
-    if ca:  # w's row sums
-        steps.append(f"sw = {add('sw', dot4('tb[lx][j]', '0x01010101u'))};")
+    # the row sums the zero points need: each lane sums the words it stages (one dot with
+    # 0x01010101 per K step, not one per word of the inner loop), then 16 partials a row
+    ones = "0x01010101u"
+    sum_x = [f"      sx = {add('sx', dot4('p', ones))};"] if cb else []
+    sum_w = [f"      sw = {add('sw', dot4('p', ones))};"] if ca else []
     i32 = "i32"
     wx, wy = d.builtin("wx"), d.builtin("wy")
     lines = [f"  {d.let('lx', None, d.builtin('lx'))} {d.let('ly', None, d.builtin('ly'))}",
@@ -111,16 +113,23 @@ def render_int_linear(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> Gp
              f"    {d.let('kw', None, 'k0 + lx')}",
              f"    {d.var('p', 'u32', '0u')}",
              f"    if (row < {m}u && kw < {words}u) {{",
-             *_pack(d, "b0", x_t, f"row * {kk}u + kw * 4u", kk, x_t.size, "      "),
+             *_pack(d, "b0", x_t, f"row * {kk}u + kw * 4u", kk, x_t.size, "      "), *sum_x,
              "    }", "    ta[ly][lx] = p;", "    p = 0u;",
              f"    if (wrow < {n}u && kw < {words}u) {{",
-             *_pack(d, "b1", w_t, f"wrow * {kk}u + kw * 4u", kk, w_t.size, "      "),
+             *_pack(d, "b1", w_t, f"wrow * {kk}u + kw * 4u", kk, w_t.size, "      "), *sum_w,
              "    }", "    tb[ly][lx] = p;",
              f"    {d.barrier}",
              f"    {d.loop('j', '0u', f'{TILE}u', '1u')}{note}",
              *(f"      {s}" for s in steps), "    }",
-             f"    {d.barrier}", "  }",
-             f"  if (row >= {m}u || col >= {n}u) {{ return; }}"]
+             f"    {d.barrier}", "  }"]
+    shared = [Shared("ta", "u32", (TILE, TILE)), Shared("tb", "u32", (TILE, TILE))]
+    if cb or ca:  # lane (lx, ly) holds partial sums of x row ly and of w row lx's ... ly
+        shared += [Shared("rsx", i32, (TILE, TILE)), Shared("rsw", i32, (TILE, TILE))]
+        lines += ["  rsx[ly][lx] = sx; rsw[ly][lx] = sw;", f"  {d.barrier}",
+                  "  sx = 0; sw = 0;",
+                  f"  {d.loop('j', '0u', f'{TILE}u', '1u')}",
+                  f"    sx = {add('sx', 'rsx[ly][j]')}; sw = {add('sw', 'rsw[lx][j]')};", "  }"]
+    lines.append(f"  if (row >= {m}u || col >= {n}u) {{ return; }}")
     res = "acc"
     if cb:
         res = add(res, d.int_binary("*", "sx", d.int_lit(cb, i32), i32))
@@ -132,7 +141,6 @@ def render_int_linear(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> Gp
         res = add(res, "b2[col]")
     out = f"b{len(k.inputs)}"
     lines.append(f"  {out}[row * {n}u + col] = {res};{note}")
-    shared = [Shared("ta", "u32", (TILE, TILE)), Shared("tb", "u32", (TILE, TILE))]
     src = d.kernel(_buffers(d, k, types), shared, (TILE, TILE, 1),
                    [*d.enables(False), *prelude], lines)
     grid = (-(-n // TILE), -(-m // TILE), 1)
