@@ -196,9 +196,3 @@ class Dialect:
     def dot4_decl(self) -> list[str]:
         """Module-scope lines the ``dot4_i8`` builtin needs (a declaration, a directive)."""
         return []
-
-    def table(self, name: str, key: str, values: list[int]) -> str:
-        """A module-scope constant array of integers (per-channel requantize parameters)."""
-        ty = self.t(key)
-        vals = ", ".join(self.int_lit(v, key) for v in values)
-        return f"const {ty} {name}[{len(values)}] = {ty}[{len(values)}]({vals});"

@@ -1,5 +1,5 @@
 """The int8 kernels of the GPU targets: ``int_linear`` on packed bytes and ``requantize`` in
-32-bit arithmetic, in any dialect that spells ``table`` (and, for the packed dot, ``dot4_i8``).
+32-bit arithmetic, in any dialect (with a packed dot product where it has ``dot4_i8``).
 
 Buffers hold i8 values as i32 and u8 as u32 (expr.py's STORAGE), so ``int_linear`` packs
 while it stages: each lane of a 16x16 workgroup reads four consecutive inputs of one row of
@@ -9,22 +9,21 @@ the way in (``v ^ 0x80`` is ``v - 128``), and every zero point is corrected afte
 with ``x = x' + ox`` and ``w = w' + ow`` (x', w' the signed bytes),
 ``sum (x - za)(w - zb) = sum x'w' + cb * sum x' + ca * sum w' + K * ca * cb`` with
 ``ca = ox - za``, ``cb = ow - zb``, all wrapping i32 like the reference (the row sums: each
-lane sums the words it stages, and 16 partials a row are added after the K loop). ``sum x'w'`` is the
-dialect's 4x8-bit dot product builtin where it has one (the "packed-dot" path: WGSL
+lane sums the words it stages, and 16 partials a row are added after the K loop). ``sum x'w'``
+is the dialect's 4x8-bit dot product builtin where it has one (the "packed-dot" path: WGSL
 ``dot4I8Packed``, SPIR-V ``OpSDot``), else four sign-extending shifts and multiply-adds per
 word (the "i32" path); both exact.
 
 ``requantize`` is TFLite's MultiplyByQuantizedMultiplier without 64-bit integers (WGSL and
 GLSL 4.50 have none; the common-IR decomposition needs i64): ``x * m`` is formed from 16-bit
 limbs as a (hi, lo) pair of u32 words, the nudge added with a carry, the high product shifted
-out, then RoundingDivideByPOT and the clamp. Per-channel multipliers and shifts are constant
-tables (``Dialect.table``).
+out, then RoundingDivideByPOT and the clamp. Per-channel multipliers and shifts are one i32
+buffer the runtime uploads once (a constant kernel writing a scratch buffer).
 """
 
 from __future__ import annotations
 
 import math
-import re
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Kernel, TensorType
@@ -159,7 +158,8 @@ def _requant_params(mult: tuple[int, ...], shift: tuple[int, ...]) -> list[tuple
     return out
 
 
-def render_requantize(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> GpuKernel:
+def render_requantize(d: Dialect, k: Kernel,
+                      types: dict[str, TensorType]) -> tuple[GpuKernel, ...]:
     node = k.nodes[0]
     t = node.type
     x_t = types[node.inputs[0]]
@@ -171,21 +171,30 @@ def render_requantize(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> Gp
     gx, gy = d.builtin("gx"), d.builtin("gy")
     lines = [f"  {d.let('i', None, f'{gx} + {gy} * {grid[0] * WG}u')}",
              f"  if (i >= {total}u) {{ return; }}"]
-    prelude: list[str] = []
+    buffers = _buffers(d, k, types)
+    extra: list[GpuKernel] = []
+    table: tuple[tuple[str, TensorType], ...] = ()
     if len(set(params)) == 1:
         mu, left, right = params[0]
         m_e, l_e, r_e = d.int_lit(mu, i32), f"{left}u", f"{right}u"
     else:
+        # per channel: one i32 buffer [multipliers, left shifts, right shifts], uploaded once
+        # (a constant array in the shader is copied per invocation by lavapipe: a 512-channel
+        # requantize of 32x512 took 233 ms of CPU against 2 ms per tensor)
         axis = node.attr("axis") % t.rank
         inner = math.prod(t.shape[axis + 1:])
         ch = len(params)
+        name = f"{k.name}.rq"
+        table = ((name, TensorType(dt.i32, (3 * ch,))),)
+        extra.append(GpuKernel(name, "opaque", f"{d.comment} {k.name}: requantize table, "
+                               "uploaded once by the runtime\n", (), (name,), (0, 0, 0),
+                               tuple(p[col] for col in range(3) for p in params),
+                               scratch=table))
+        buffers = [buffers[0], Buffer(1, "b1", i32, f"in requantize table ({ch} channels)"),
+                   Buffer(2, "b2", buffers[1].type, buffers[1].note)]
         lines.append(f"  {d.let('c', None, f'(i / {inner}u) % {ch}u')}")
-        # named per kernel: a dialect may compile all kernels as one program (OpenCL)
-        tag = re.sub(r"\W", "_", k.name)
-        m_e, l_e, r_e = (f"rlx_q{x}_{tag}" for x in "mlr")
-        for name, col, key in ((m_e, 0, i32), (l_e, 1, u32), (r_e, 2, u32)):
-            prelude.append(d.table(name, key, [p[col] for p in params]))
-        m_e, l_e, r_e = (f"{x}[c]" for x in (m_e, l_e, r_e))
+        m_e, l_e, r_e = ("b1[c]", d.conv(u32, f"b1[{ch}u + c]"),
+                         d.conv(u32, f"b1[{2 * ch}u + c]"))
     lo, hi = bounds(t.dtype)
     zp = int(node.attr("zero_point"))
     sel = d.select
@@ -220,16 +229,17 @@ def render_requantize(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> Gp
     val = f"q + {d.int_lit(zp, i32)}" if zp else "q"
     if STORAGE[t.dtype.name] == u32:
         val = d.conv(u32, val)
-    out = f"b{len(k.inputs)}"
-    lines.append(f"  {out}[i] = {val};{note}")
-    src = d.kernel(_buffers(d, k, types), [], (WG, 1, 1), [*d.enables(False), *prelude], lines)
-    return GpuKernel(k.name, k.kind, src, k.inputs, k.outputs, grid)
+    lines.append(f"  {buffers[-1].var}[i] = {val};{note}")
+    src = d.kernel(buffers, [], (WG, 1, 1), d.enables(False), lines)
+    reads = (*k.inputs, *(n for n, _ in table))
+    return (*extra, GpuKernel(k.name, k.kind, src, reads, k.outputs, grid, scratch=table))
 
 
-def render_int8(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> tuple[GpuKernel] | None:
-    """The kernel of a one-node int8 kernel, or None when ``k`` is not one."""
+def render_int8(d: Dialect, k: Kernel,
+                types: dict[str, TensorType]) -> tuple[GpuKernel, ...] | None:
+    """The dispatches of a one-node int8 kernel, or None when ``k`` is not one."""
     if k.kind != "opaque" or len(k.nodes) != 1 or k.nodes[0].op not in OPS:
         return None
     if k.nodes[0].op == "int_linear":
         return (render_int_linear(d, k, types),)
-    return (render_requantize(d, k, types),)
+    return render_requantize(d, k, types)

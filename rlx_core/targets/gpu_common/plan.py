@@ -97,16 +97,17 @@ def make_plan(lir: Graph, dialect: Dialect, adapter: AdapterInfo | None = None,
     roles: dict[str, str] = {v.name: "input" for v in lir.inputs}
     roles.update({v.name: "param" for v in lir.params})
     constants: dict[str, bytes] = {}
+    scratch = {name: t for k in kernels for name, t in k.scratch}
     for k in kernels:
         for o in k.writes:
             roles.setdefault(o, "const" if k.constant is not None else "temp")
-            if k.constant is not None:
-                constants[o] = to_storage(list(k.constant), _flat(values[o].type))
+            if k.constant is not None:  # a graph constant, or a table a kernel reads
+                t = values[o].type if o in values else scratch[o]
+                constants[o] = to_storage(list(k.constant), _flat(t))
     for o in lir.outputs:
         if roles.get(o) == "temp":
             roles[o] = "output"
     used = dict.fromkeys([*roles, *lir.outputs])
-    scratch = {name: t for k in kernels for name, t in k.scratch}
     buffers = []
     for name in used:
         t = values[name].type if name in values else scratch[name]

@@ -41,10 +41,6 @@ class OpenCl(Dialect):
     def int_abs(self, a: str) -> str:
         return f"as_int(abs({a}))"
 
-    def table(self, name: str, key: str, values: list[int]) -> str:
-        vals = ", ".join(self.int_lit(v, key) for v in values)
-        return f"__constant {self.t(key)} {name}[{len(values)}] = {{{vals}}};"
-
     def kernel(self, buffers: list[Buffer], shared: list[Shared], wg: tuple[int, int, int],
                prelude: list[str], body: list[str]) -> str:
         args = [f"    __global {self.t(b.type)}* restrict {b.var}" for b in buffers]

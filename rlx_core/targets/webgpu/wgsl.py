@@ -94,10 +94,6 @@ class Wgsl(Dialect):
             return linalg.render_linalg(k, types)
         return None
 
-    def table(self, name: str, key: str, values: list[int]) -> str:
-        vals = ", ".join(self.int_lit(v, key) for v in values)
-        return f"const {name} = array<{self.t(key)}, {len(values)}>({vals});"
-
     def kernel(self, buffers: list[Buffer], shared: list[Shared], wg: tuple[int, int, int],
                prelude: list[str], body: list[str]) -> str:
         directive = ("enable ", "requires ")  # before any declaration
