@@ -386,9 +386,12 @@ def pool_taps(b: Builder, x: Value, kernel: tuple[int, int], stride: tuple[int, 
 
 
 def max_pool2d(node: Node, ins: list[Value], b: Builder) -> Value:
-    """Pad with -inf (padding never wins the max, as in torch), the max of the taps."""
+    """Pad with -inf (the dtype's least value for i8 / u8): padding never wins the max, as in
+    torch; then the max of the taps."""
     oh, ow = node.out.type.shape[2:]
-    xp = pad_hw(b, ins[0], tuple(node.attr("padding")), -math.inf)
+    d = ins[0].type.dtype
+    low = -math.inf if d.is_float else -(1 << (d.bits - 1)) if d.name == "i8" else 0
+    xp = pad_hw(b, ins[0], tuple(node.attr("padding")), low)
     return pool_taps(b, xp, tuple(node.attr("kernel")), tuple(node.attr("stride")), (oh, ow),
                      "max")
 

@@ -148,7 +148,10 @@ def _conv2d_fused(ins: list[T], a: dict[str, Any]) -> T:
 def _pool(op: str):
     def infer(ins: list[T], a: dict[str, Any]) -> T:
         x = ins[0]
-        _float_op(op, x)
+        if not (op == "max_pool2d" and x.dtype.name in ("i8", "u8")):
+            # max commutes with a monotone requantization: int8 values pool with their scale
+            # and zero point unchanged (the cortex-m firmware's kernel)
+            _float_op(op, x)
         require(x.rank == 4, op, f"needs (N,C,H,W), got {x}")
         (kh, kw), (sh, sw), (ph, pw) = a["kernel"], a["stride"], a["padding"]
         require(ph * 2 <= kh and pw * 2 <= kw, op, "padding must be at most half the window")
@@ -196,7 +199,9 @@ def _defs() -> dict[str, OpDef]:
         "or clip; residual=True: the last input is added before act")
     for op in ("max_pool2d", "avg_pool2d"):
         add(op, (1, 1), {"kernel": AttrSpec("ints"), "stride": AttrSpec("ints"),
-                         "padding": pair((0, 0))}, _pool(op), f"2-D {op[:3]} pooling, NCHW")
+                         "padding": pair((0, 0))}, _pool(op), f"2-D {op[:3]} pooling, NCHW"
+                         + (" (float, or i8 / u8: the max of quantized values)"
+                            if op == "max_pool2d" else ""))
     return t
 
 

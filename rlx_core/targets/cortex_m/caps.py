@@ -2,7 +2,7 @@
 
 It claims exactly what the firmware runs: the quantization ops whole (``int_linear`` as a
 fully connected layer, ``int_conv2d`` as a
-convolution (groups 1 or depthwise), ``requantize`` with TFLite's multiplier and shift, ``quantize`` /
+convolution (groups 1 or depthwise), ``max_pool2d`` on i8 / u8, ``requantize`` with TFLite's multiplier and shift, ``quantize`` /
 ``dequantize`` at the graph boundary, where the host applies the reference's rule), integer
 ``max`` (relu on quantized values), ``argmax`` and ``reshape``. Everything else fails before
 dispatch in the target's strict check (``check.py``), which lists every offending node with a
@@ -37,6 +37,10 @@ def caps(verification: str) -> Capabilities:
                         note="conv2d (groups 1) and depthwise conv as the NHWC kernels of "
                              "csrc/rlx_conv.h; OHWI weights transposed at compile time, the "
                              "NCHW activations through a scratch buffer"),
+                OpClaim(("max_pool2d",), ("i8", "u8"),
+                        note="max pooling on the quantized values (scale and zero point pass "
+                             "through) as rlx_maxpool_nhwc of csrc/rlx_conv.h, NCHW through the "
+                             "conv steps' scratch buffers"),
                 OpClaim(("max", "min", "neg", "reshape"), INTS,
                         note="one generated loop per kernel; relu on quantized values is max "
                              "with the zero point"),

@@ -21,6 +21,7 @@ from rlx_core.passes.base import PassContext
 from rlx_core.passes.plan_arena import PlanArena
 from rlx_core.targets.cortex_m.conv_step import SCRATCH_IN, SCRATCH_OUT, conv_code
 from rlx_core.targets.cortex_m.legalize import Step, splat_values
+from rlx_core.targets.cortex_m.pool_step import pool_code
 
 CTYPE = {"u8": "uint8_t", "i8": "int8_t", "i16": "int16_t", "i32": "int32_t",
          "i64": "int64_t", "f32": "float", "bool": "uint8_t"}
@@ -228,8 +229,9 @@ def emit(g: Graph, steps: list[Step]) -> FirmwareSource:
             xs = SUFFIX[types[x].type.dtype.name]
             body.append(f"    rlx_fc_{xs}({ref(x)}, {ref(w)}, {bname}, {zb}, {ref(n.name)}, "
                         f"{rows}, {k}, {nout});")
-        elif s.kind == "conv":
-            code = conv_code(n, types, host, ref, _ident(n.name), _c_array, SUFFIX)
+        elif s.kind in ("conv", "pool"):
+            code = (conv_code(n, types, host, ref, _ident(n.name), _c_array, SUFFIX)
+                    if s.kind == "conv" else pool_code(n, types, ref, SUFFIX))
             decls.extend(code.decls)
             body.extend(code.body)
             const_bytes += code.const_bytes

@@ -8,7 +8,8 @@ Steps, in LIR order:
 - ``out``: ``dequantize`` producing a graph output: the firmware writes the integer tensor and
   the host dequantizes it (the numpy reference's rule, so the result is identical);
 - ``fc`` (``int_linear`` with weights known at compile time), ``conv`` (``int_conv2d``, groups
-  1 or depthwise, weights known at compile time), ``requant``, ``ewise`` (a loop of
+  1 or depthwise, weights known at compile time), ``pool`` (``max_pool2d`` on u8 / i8),
+  ``requant``, ``ewise`` (a loop of
   integer max / min / neg and broadcasts: relu on quantized values is max with the zero point), ``argmax``, ``dequant`` (only when an argmax reads it:
   exact f32 arithmetic, one rounding per step), ``reshape``.
 
@@ -227,6 +228,9 @@ def legalize(g: Graph) -> Legalized:
             if n.op == "reshape":
                 out.steps.append(Step("reshape", k, n))
                 continue
+            if n.op == "max_pool2d" and dtype in ACT_DTYPES:
+                out.steps.append(Step("pool", k, n))
+                continue
         if k.kind == "elementwise":
             code, why = _elementwise(g, k)
             if code == "ewise":
@@ -262,4 +266,5 @@ def raise_problems(problems: list[Problem], name: str) -> None:
     raise cls(f"{len(lines)} node(s) of @{name} cannot run on a Cortex-M int8 firmware:\n    "
               + "\n    ".join(lines),
               hint="each line names the node and its fix; the firmware runs int_linear, "
-                   "int_conv2d, requantize, relu, argmax and reshape on int8 values", lines=lines)
+                   "int_conv2d, requantize, relu, max pooling, argmax and reshape on int8 "
+                   "values", lines=lines)

@@ -122,9 +122,13 @@ static inline void NAME(const T *x, T *y, int n, int c, int hw) {               
 RLX_TO_NHWC(rlx_nchw_to_nhwc_u8, uint8_t)
 RLX_TO_NHWC(rlx_nchw_to_nhwc_s8, int8_t)
 
-static inline void rlx_nhwc_to_nchw_s32(const int32_t *x, int32_t *y, int n, int c, int hw) {
-    for (int b = 0; b < n; b++)
-        for (int i = 0; i < c; i++)
-            for (int p = 0; p < hw; p++) y[(b * c + i) * hw + p] = x[(b * hw + p) * c + i];
+#define RLX_TO_NCHW(NAME, T)                                                                  \
+static inline void NAME(const T *x, T *y, int n, int c, int hw) {                             \
+    for (int b = 0; b < n; b++)                                                               \
+        for (int i = 0; i < c; i++)                                                           \
+            for (int p = 0; p < hw; p++) y[(b * c + i) * hw + p] = x[(b * hw + p) * c + i];  \
 }
+RLX_TO_NCHW(rlx_nhwc_to_nchw_s32, int32_t)
+RLX_TO_NCHW(rlx_nhwc_to_nchw_u8, uint8_t) /* after a pooling step (cortex_m/pool_step.py) */
+RLX_TO_NCHW(rlx_nhwc_to_nchw_s8, int8_t)
 #endif
