@@ -110,12 +110,17 @@ def quantizable_layers(g: Graph) -> list[Node]:
 
 def _stays_int(g: Graph, name: str, layers: set[str], users: dict[str, list[Node]]) -> bool:
     """Does every reader of ``name`` take it as an integer: a quantized layer's input, or a
-    ``reshape`` (a flatten between a conv and a linear) whose readers all do?"""
+    ``reshape`` (a flatten between a conv and a linear) or ``max_pool2d`` (a max commutes
+    with the monotone quantization: same scale and zero point) whose readers all do?"""
     readers = users.get(name)
     if not readers or name in g.outputs:
         return False
     return all((u.name in layers and u.inputs[0] == name) or (
-        u.op == "reshape" and _stays_int(g, u.name, layers, users)) for u in readers)
+        u.op in _INT_PASSTHROUGH and _stays_int(g, u.name, layers, users)) for u in readers)
+
+
+# ops that carry a quantized value unchanged in scale and zero point, run on the integers
+_INT_PASSTHROUGH = ("reshape", "max_pool2d")
 
 
 def fused_relu(g: Graph, lin: Node) -> Node | None:
@@ -438,7 +443,7 @@ def convert_static(g: Graph, act: dict[str, QParams], weights: dict[str, QParams
     output stays an integer) and, optionally, fixed weight parameters (by weight value name;
     else symmetric min-max per channel). QAT converts with its learned scales through here.
     A ``conv2d`` becomes ``int_conv2d`` (per-channel weights and requantize along axis 1); a
-    ``reshape`` between two quantized layers (a flatten) reshapes the integers. An
+    ``reshape`` (a flatten) or ``max_pool2d`` between two quantized layers runs on the integers. An
     activation whose QParams has narrower ``bits`` is clamped to them after its quantize (or
     requantize): ``min`` / ``max`` on the integers; ``weight_bits`` narrows the weights."""
     import numpy as np
@@ -460,9 +465,9 @@ def convert_static(g: Graph, act: dict[str, QParams], weights: dict[str, QParams
     for n in g.nodes:
         if n.name in skip:
             continue
-        if n.op == "reshape" and n.inputs[0] in ints:  # a flatten of integers: every reader
-            xq, xp = ints[n.inputs[0]]  # is a quantized layer (_stays_int), so no f32 copy
-            ints[n.name] = (rw.b.emit("reshape", [xq], n.a), xp)
+        if n.op in _INT_PASSTHROUGH and n.inputs[0] in ints:  # a flatten or max pool of
+            xq, xp = ints[n.inputs[0]]  # integers: every reader is a quantized layer
+            ints[n.name] = (rw.b.emit(n.op, [xq], n.a), xp)  # (_stays_int), so no f32 copy
             continue
         if n.name not in by_name:
             rw.copy(n)

@@ -108,6 +108,42 @@ def test_static_ptq_cnn_is_an_integer_chain_and_the_firmware_matches():
     assert steps.count("conv") == 2 and "fc" in steps and "argmax" in steps
 
 
+def test_static_ptq_keeps_a_max_pool_on_the_integers_and_the_firmware_matches():
+    """A max pool between two quantized convs stays on the u8 codes (no dequantize /
+    quantize around it: the max commutes with the quantization), and the firmware's pool
+    step equals the numpy int8 reference."""
+    rng = np.random.default_rng(1)
+    p = _cnn_params(rng)
+    p["w"] = rng.normal(size=(10, 24)).astype(np.float32) * 0.3
+
+    def logits(x):
+        h = rlx.nn.relu(rlx.nn.conv2d(x, p["c1"], p["b1"], stride=1, padding=1))
+        h = rlx.nn.max_pool2d(h, 2)
+        h = rlx.nn.relu(rlx.nn.conv2d(h, p["c2"], p["b2"], stride=2, padding=1))
+        lg = rlx.nn.linear(rlx.reshape(h, (h.shape[0], -1)), p["w"], p["b"])
+        return lg, rlx.argmax(lg, axis=-1)
+
+    x = rng.random((1, 1, 8, 8)).astype(np.float32)
+    g = rlx.trace(logits, x)
+    q = ptq.quantize_static(g, data=[rng.random((1, 1, 8, 8)).astype(np.float32)
+                                     for _ in range(16)], target="numpy")
+    live = [n.op for n in q.graph.nodes if n.op in ("int_conv2d", "int_linear", "requantize",
+                                                     "max_pool2d", "quantize")]
+    assert live[:5] == ["quantize", "int_conv2d", "requantize", "max_pool2d", "int_conv2d"]
+    pool = next(n for n in q.graph.nodes if n.op == "max_pool2d")
+    assert pool.type.dtype.name == "u8"
+    ref, f32 = rlx.compile(q.graph, target="numpy"), rlx.compile(g, target="numpy")
+    calls = [rng.random((1, 1, 8, 8)).astype(np.float32) for _ in range(4)]
+    for v in calls:
+        want, got = np.asarray(f32(v)[0]), np.asarray(ref(v)[0])
+        assert np.abs(got - want).max() < 0.1 * np.abs(want).max()
+    if not OK:
+        pytest.skip(f"cortex-m cannot run here: {WHY}")
+    exe, _ = _run(q.graph, calls)
+    steps = [s.split()[0] for s in exe.program.info["steps"]]
+    assert steps.count("conv") == 2 and "pool" in steps and "argmax" in steps
+
+
 @needs_tools
 def test_qat_cnn_converts_and_the_firmware_matches():
     """A few LSQ steps on the CNN (quant/qat.py: fake-quantized convs and linear), converted
