@@ -148,9 +148,13 @@ class DynamicIntLinear:
 
     def run(self, g: Graph, ctx: PassContext) -> Graph:
         require_level(g, self.name)
-        caps = getattr(ctx.target, "caps", None)
-        claim = caps.claim_for(OP) if caps is not None else None
-        if (claim is None or not {"f32", "i8"} <= set(claim.dtypes)
-                or not any(n.op == "int_linear" for n in g.nodes)):
-            return g
-        return rewrite(g, RULES, ctx)
+        return rewrite(g, RULES, ctx) if folds_into(g, ctx, OP) else g
+
+
+def folds_into(g: Graph, ctx: PassContext, op: str) -> bool:
+    """Does an int8-linear fold to ``op`` apply: the target claims ``op`` in f32 and i8 and
+    ``g`` holds an ``int_linear``? (passes/static_int_linear.py asks the same.)"""
+    caps = getattr(ctx.target, "caps", None)
+    claim = caps.claim_for(op) if caps is not None else None
+    return (claim is not None and {"f32", "i8"} <= set(claim.dtypes)
+            and any(n.op == "int_linear" for n in g.nodes))

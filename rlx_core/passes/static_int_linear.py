@@ -31,7 +31,7 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Graph, Node
 from rlx_core.ir.ops.quant import qrange
 from rlx_core.passes.base import PassContext
-from rlx_core.passes.dynamic_int_linear import _splat
+from rlx_core.passes.dynamic_int_linear import _splat, folds_into
 from rlx_core.passes.rewrite_engine import Replacement, RewriteView, Rules, require_level, rewrite
 
 OP = "static_int_linear"
@@ -99,9 +99,4 @@ class StaticIntLinear:
 
     def run(self, g: Graph, ctx: PassContext) -> Graph:
         require_level(g, self.name)
-        caps = getattr(ctx.target, "caps", None)
-        claim = caps.claim_for(OP) if caps is not None else None
-        if (claim is None or not {"f32", "i8"} <= set(claim.dtypes)
-                or not any(n.op == "int_linear" for n in g.nodes)):
-            return g
-        return rewrite(g, RULES, ctx)
+        return rewrite(g, RULES, ctx) if folds_into(g, ctx, OP) else g

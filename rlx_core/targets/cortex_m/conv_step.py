@@ -31,6 +31,24 @@ class ConvCode:
     scratch_out: int = 0
 
 
+def window_open(out: ConvCode, xt: Any, src: str, xs: str,
+                window: tuple[int, ...]) -> tuple[list[str], str]:
+    """The opening of a windowed step over an NCHW input of type ``xt``: the ``rlx_win_t``
+    geometry (``window``: oh, ow, kh, kw, sh, sw, ph, pw) and, with more than one channel,
+    the copy to NHWC in the input scratch (recorded in ``out``). Returns the body lines and
+    the C expression the NHWC kernel reads."""
+    bn, c, h, wd = xt.shape
+    ctype = "uint8_t" if xs == "u8" else "int8_t"
+    geometry = ", ".join(str(v) for v in (bn, h, wd, c, *window))
+    body = [f"    {{ static const rlx_win_t g = {{{geometry}}};"]
+    if c > 1:  # NCHW -> NHWC (one channel: the same bytes)
+        body.append(f"      rlx_nchw_to_nhwc_{xs}({src}, ({ctype} *){SCRATCH_IN}, {bn}, {c}, "
+                    f"{h * wd});")
+        src = f"({ctype} *){SCRATCH_IN}"
+        out.scratch_in = xt.nbytes
+    return body, src
+
+
 def conv_code(n: Node, types: dict[str, Any], host: dict[str, Any], ref: Callable[[str], str],
               ident: str, c_array: Callable[[str, str, Any], str],
               suffix: dict[str, str]) -> ConvCode:
@@ -56,16 +74,8 @@ def conv_code(n: Node, types: dict[str, Any], host: dict[str, Any], ref: Callabl
         out.const_bytes += 4 * o
         bias = bname
     xs = suffix[xt.dtype.name]
-    ctype = "uint8_t" if xs == "u8" else "int8_t"
     za, zb = int(n.attr("a_zero_point") or 0), int(n.attr("b_zero_point") or 0)
-    src = ref(x)
-    body = [f"    {{ static const rlx_win_t g = {{{bn}, {h}, {wd}, {c}, {oh}, {ow}, {kh}, {kw}, "
-            f"{sh}, {sw}, {ph}, {pw}}};"]
-    if c > 1:  # NCHW -> NHWC (one channel: the same bytes)
-        body.append(f"      rlx_nchw_to_nhwc_{xs}({src}, ({ctype} *){SCRATCH_IN}, {bn}, {c}, "
-                    f"{h * wd});")
-        src = f"({ctype} *){SCRATCH_IN}"
-        out.scratch_in = xt.nbytes
+    body, src = window_open(out, xt, ref(x), xs, (oh, ow, kh, kw, sh, sw, ph, pw))
     direct = o == 1 or oh * ow == 1  # NHWC is NCHW already
     dst = ref(n.name) if direct else f"(int32_t *){SCRATCH_OUT}"
     if depthwise:

@@ -15,7 +15,7 @@ from typing import Any
 
 from rlx_core.ir.graph import Node
 from rlx_core.ir.ops.quant import qrange
-from rlx_core.targets.cortex_m.conv_step import SCRATCH_IN, SCRATCH_OUT, ConvCode
+from rlx_core.targets.cortex_m.conv_step import SCRATCH_OUT, ConvCode, window_open
 
 
 def pool_code(n: Node, types: dict[str, Any], ref: Callable[[str], str],
@@ -23,20 +23,14 @@ def pool_code(n: Node, types: dict[str, Any], ref: Callable[[str], str],
     """The C for ``n`` (an i8 / u8 max_pool2d the legalization accepted)."""
     out = ConvCode()
     xt, yt = types[n.inputs[0]].type, types[n.name].type
-    bn, c, h, wd = xt.shape
+    bn, c, _, _ = xt.shape
     oh, ow = yt.shape[2:]
     (kh, kw), (sh, sw), (ph, pw) = (tuple(n.attr(a)) for a in ("kernel", "stride", "padding"))
     xs = suffix[xt.dtype.name]
     ctype = "uint8_t" if xs == "u8" else "int8_t"
     lo, hi = qrange(xt.dtype.name)  # no clamp: the full range of the dtype
-    src, dst = ref(n.inputs[0]), ref(n.name)
-    body = [f"    {{ static const rlx_win_t g = {{{bn}, {h}, {wd}, {c}, {oh}, {ow}, {kh}, {kw}, "
-            f"{sh}, {sw}, {ph}, {pw}}};"]
-    if c > 1:  # NCHW -> NHWC (one channel: the same bytes)
-        body.append(f"      rlx_nchw_to_nhwc_{xs}({src}, ({ctype} *){SCRATCH_IN}, {bn}, {c}, "
-                    f"{h * wd});")
-        src = f"({ctype} *){SCRATCH_IN}"
-        out.scratch_in = xt.nbytes
+    dst = ref(n.name)
+    body, src = window_open(out, xt, ref(n.inputs[0]), xs, (oh, ow, kh, kw, sh, sw, ph, pw))
     direct = c == 1 or oh * ow == 1  # NHWC is NCHW already
     kdst = dst if direct else f"({ctype} *){SCRATCH_OUT}"
     body.append(f"      rlx_maxpool_nhwc_{xs}({src}, {kdst}, &g, {lo}, {hi});")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Any
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Node
@@ -336,21 +337,29 @@ def emit_dynamic_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str |
     """``dynamic_int_linear`` whole: work items of 32 rows x all columns (or a few column
     blocks, to make enough items), each quantizing its rows once into its own buffer, then the packed GEMM (``packed``: the prepacked weight's
     parameter; else the row-major dot kernels) with the dequantize and bias in the store."""
+    x, wt, ws, bias, out, act, res = _open_row_items(env, w, node)
+    n, k = wt.type.shape
+    w.line(f"rlx_igd_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {int(node.attr('a_qmax'))}, "
+           f"{packed or '0'}, {wt.ptr}, "
+           f"{ws.ptr}, {bias}, {out.ptr}, {act}, {res});")
+    w.close()
+    return igemm_packed.DYNAMIC_IMPL
+
+
+def _open_row_items(env: KernelEnv, w: Writer, node: Node) -> tuple[Any, ...]:
+    """Open the work-item loop of a dynamic or static int8 linear: 32 rows x all columns (or
+    a few column blocks, to make enough items). Returns x, the weight, the per-column scale
+    buffer, the bias pointer ('0' without one), the output, the act and the residual."""
     ins, act, res = _epilogue(env, node)
-    x, wt, ws = (env.inputs[i] for i in ins[:3])
+    x, wt, scales = (env.inputs[i] for i in ins[:3])
     bias = env.inputs[ins[3]].ptr if len(ins) == 4 else "0"
-    out = env.outputs[node.name]
     n, k = wt.type.shape
     m = math.prod(x.type.shape[:-1])
     rows = PACKED_ROW_BLOCK
     col_blocks = min(-(-n // DYNAMIC_COL_BLOCK), -(-DYNAMIC_MIN_ITEMS // max(-(-m // rows), 1)))
     cols = -(-n // max(col_blocks, 1) // 16) * 16 or 16
     open_block_loop(env, w, m, n, k, rows, cols)
-    w.line(f"rlx_igd_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {int(node.attr('a_qmax'))}, "
-           f"{packed or '0'}, {wt.ptr}, "
-           f"{ws.ptr}, {bias}, {out.ptr}, {act}, {res});")
-    w.close()
-    return igemm_packed.DYNAMIC_IMPL
+    return x, wt, scales, bias, env.outputs[node.name], act, res
 
 
 def _epilogue(env: KernelEnv, node: Node) -> tuple[tuple[str, ...], int, str]:
@@ -367,16 +376,8 @@ def emit_static_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str | 
     """``static_int_linear`` whole: the work items of ``dynamic_int_linear`` (each quantizes
     its rows once, with the fixed scale and zero point, into its own buffer), the packed GEMM,
     and the dequantize (``f32(acc) * acc_scale[j]``) in the store."""
-    ins, act, res = _epilogue(env, node)
-    x, wt, sc = (env.inputs[i] for i in ins[:3])
-    bias = env.inputs[ins[3]].ptr if len(ins) == 4 else "0"
-    out = env.outputs[node.name]
+    x, wt, sc, bias, out, act, res = _open_row_items(env, w, node)
     n, k = wt.type.shape
-    m = math.prod(x.type.shape[:-1])
-    rows = PACKED_ROW_BLOCK
-    col_blocks = min(-(-n // DYNAMIC_COL_BLOCK), -(-DYNAMIC_MIN_ITEMS // max(-(-m // rows), 1)))
-    cols = -(-n // max(col_blocks, 1) // 16) * 16 or 16
-    open_block_loop(env, w, m, n, k, rows, cols)
     scale = float(node.attr("a_scale"))
     w.line(f"rlx_igs_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {scale!r}f, "
            f"{int(node.attr('a_zero_point'))}, {int(node.attr('a_qmin'))}, "
