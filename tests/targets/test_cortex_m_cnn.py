@@ -77,34 +77,50 @@ def _cnn(p):
     return logits
 
 
-def test_static_ptq_cnn_is_an_integer_chain_and_the_firmware_matches():
-    """PTQ (calibrated on the numpy target) rewrites both convs, the flatten and the linear
-    into one integer chain; its logits stay near the f32 model's; the firmware's logits and
-    argmax equal the numpy int8 reference's on every call."""
-    rng = np.random.default_rng(0)
-    p = _cnn_params(rng)
-    x = rng.random((1, 1, 10, 10)).astype(np.float32)
-    g = rlx.trace(_cnn(p), x)
-    q = ptq.quantize_static(g, data=[rng.random((1, 1, 10, 10)).astype(np.float32)
-                                     for _ in range(16)], target="numpy")
-    live = [n.op for n in q.graph.nodes if n.op in ("int_conv2d", "int_linear", "requantize",
-                                                     "reshape", "quantize")]
-    # one quantize at the input, the flatten on u8, requantize per channel between layers
-    assert live == ["quantize", "int_conv2d", "requantize", "int_conv2d", "requantize",
-                    "reshape", "int_linear"]
-    assert [len(r.weight_scale) for r in q.layers] == [4, 6, 10]
-    req = [n for n in q.graph.nodes if n.op == "requantize"]
-    assert all(n.attr("axis") == 1 and len(n.attr("multiplier")) == n.type.shape[1]
-               for n in req)
+def _static_ptq(logits, shape, rng):
+    """``logits`` traced at one input of ``shape`` and statically quantized (calibrated on the
+    numpy target over 16 random inputs): the f32 graph and the PTQ result."""
+    g = rlx.trace(logits, rng.random(shape).astype(np.float32))
+    q = ptq.quantize_static(g, data=[rng.random(shape).astype(np.float32) for _ in range(16)],
+                            target="numpy")
+    return g, q
+
+
+def _live(q, ops):
+    """The quantized graph's nodes among ``ops``, in order."""
+    return [n.op for n in q.graph.nodes if n.op in ops]
+
+
+def _near_f32_and_firmware_steps(g, q, shape, rng):
+    """On four random calls the numpy int8 reference's logits stay within 10% of the f32
+    model's; then (skipped where the firmware cannot run) the firmware's outputs equal the
+    int8 reference's on every call (``_run``): its step kinds, in order."""
     ref, f32 = rlx.compile(q.graph, target="numpy"), rlx.compile(g, target="numpy")
-    calls = [rng.random((1, 1, 10, 10)).astype(np.float32) for _ in range(4)]
+    calls = [rng.random(shape).astype(np.float32) for _ in range(4)]
     for v in calls:
         want, got = np.asarray(f32(v)[0]), np.asarray(ref(v)[0])
         assert np.abs(got - want).max() < 0.1 * np.abs(want).max()
     if not OK:
         pytest.skip(f"cortex-m cannot run here: {WHY}")
     exe, _ = _run(q.graph, calls)
-    steps = [s.split()[0] for s in exe.program.info["steps"]]
+    return [s.split()[0] for s in exe.program.info["steps"]]
+
+
+def test_static_ptq_cnn_is_an_integer_chain_and_the_firmware_matches():
+    """PTQ (calibrated on the numpy target) rewrites both convs, the flatten and the linear
+    into one integer chain; its logits stay near the f32 model's; the firmware's logits and
+    argmax equal the numpy int8 reference's on every call."""
+    rng = np.random.default_rng(0)
+    g, q = _static_ptq(_cnn(_cnn_params(rng)), (1, 1, 10, 10), rng)
+    # one quantize at the input, the flatten on u8, requantize per channel between layers
+    assert _live(q, ("int_conv2d", "int_linear", "requantize", "reshape", "quantize")) == [
+        "quantize", "int_conv2d", "requantize", "int_conv2d", "requantize", "reshape",
+        "int_linear"]
+    assert [len(r.weight_scale) for r in q.layers] == [4, 6, 10]
+    req = [n for n in q.graph.nodes if n.op == "requantize"]
+    assert all(n.attr("axis") == 1 and len(n.attr("multiplier")) == n.type.shape[1]
+               for n in req)
+    steps = _near_f32_and_firmware_steps(g, q, (1, 1, 10, 10), rng)
     assert steps.count("conv") == 2 and "fc" in steps and "argmax" in steps
 
 
@@ -123,24 +139,12 @@ def test_static_ptq_keeps_a_max_pool_on_the_integers_and_the_firmware_matches():
         lg = rlx.nn.linear(rlx.reshape(h, (h.shape[0], -1)), p["w"], p["b"])
         return lg, rlx.argmax(lg, axis=-1)
 
-    x = rng.random((1, 1, 8, 8)).astype(np.float32)
-    g = rlx.trace(logits, x)
-    q = ptq.quantize_static(g, data=[rng.random((1, 1, 8, 8)).astype(np.float32)
-                                     for _ in range(16)], target="numpy")
-    live = [n.op for n in q.graph.nodes if n.op in ("int_conv2d", "int_linear", "requantize",
-                                                     "max_pool2d", "quantize")]
+    g, q = _static_ptq(logits, (1, 1, 8, 8), rng)
+    live = _live(q, ("int_conv2d", "int_linear", "requantize", "max_pool2d", "quantize"))
     assert live[:5] == ["quantize", "int_conv2d", "requantize", "max_pool2d", "int_conv2d"]
     pool = next(n for n in q.graph.nodes if n.op == "max_pool2d")
     assert pool.type.dtype.name == "u8"
-    ref, f32 = rlx.compile(q.graph, target="numpy"), rlx.compile(g, target="numpy")
-    calls = [rng.random((1, 1, 8, 8)).astype(np.float32) for _ in range(4)]
-    for v in calls:
-        want, got = np.asarray(f32(v)[0]), np.asarray(ref(v)[0])
-        assert np.abs(got - want).max() < 0.1 * np.abs(want).max()
-    if not OK:
-        pytest.skip(f"cortex-m cannot run here: {WHY}")
-    exe, _ = _run(q.graph, calls)
-    steps = [s.split()[0] for s in exe.program.info["steps"]]
+    steps = _near_f32_and_firmware_steps(g, q, (1, 1, 8, 8), rng)
     assert steps.count("conv") == 2 and "pool" in steps and "argmax" in steps
 
 
