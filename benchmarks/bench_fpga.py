@@ -12,9 +12,9 @@ int8 reference, cycles per inference) and yosys synth_ice40 + nextpnr-ice40 (HX8
 images/s = fmax / cycles per inference (one image at a time, no overlap between images).
 
     python benchmarks/bench_fpga.py --images 10000 --knobs "" --params /tmp/qat.npz
-                                                # results/embedded_fpga_mlp_<cpu>.*
+                                                # results/embedded_fpga_mlp-<cpu>.*
     python benchmarks/bench_fpga.py --images 0 --knobs 4:4,4:4:p,8:4,4:8,8:4:p \
-        --small-images 200                      # results/embedded_fpga_knobs_<cpu>.*
+        --small-images 200                      # results/embedded_fpga_knobs-<cpu>.*
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
-    cpu_slug,
-    load_now,
-    machine,
+    Run,
+    finish_run,
     markdown_table,
+    save_run,
     say,
     stamp,
-    write_results,
+    start_run,
 )
 
 
@@ -56,13 +56,21 @@ def _simulate(g: Any, lanes: int, xt: Any, pipeline: bool = False,
     return prog, np.stack(logits), cycles
 
 
-def _reference(g_batch: Any, xt: Any) -> Any:
+def _reference(g_batch: Any, xt: Any, batch: int = 1000) -> Any:
+    """The host int8 reference's logits of ``xt``, ``batch`` images (``g_batch``'s batch) a
+    call; a last, shorter chunk is padded with zero images (each image's logits depend on that
+    image alone: static quantization) and the padding dropped."""
     import numpy as np
 
     import rlx_core as rlx
 
     ref = rlx.compile(g_batch, target="numpy")
-    return np.concatenate([np.asarray(ref(xt[s:s + 1000])) for s in range(0, len(xt), 1000)])
+    out = []
+    for s in range(0, len(xt), batch):
+        x = xt[s:s + batch]
+        pad = np.zeros((batch - len(x), *x.shape[1:]), x.dtype)
+        out.append(np.asarray(ref(np.concatenate([x, pad])))[:len(x)])
+    return np.concatenate(out)
 
 
 def main() -> None:
@@ -82,18 +90,20 @@ def main() -> None:
                          "for a machine too loaded for nextpnr's run time")
     args = ap.parse_args()
 
+    # no peers timed side by side: every pool at its default, no torch
+    run = start_run(None, with_torch=False)
     data = load_mnist()
     xt, yt = data.flat("test")
-    out: dict[str, Any] = {"machine": machine()}
+    out: dict[str, Any] = {"machine": run.machine}
 
     # the big MLP: simulated only
     if args.images:
-        _big(args, xt, yt, out)
+        _big(args, run, xt, yt, out)
     if args.knobs:
-        _knobs(args, data, out)
+        _knobs(args, run, data, out)
 
 
-def _big(args: argparse.Namespace, xt: Any, yt: Any, out: dict[str, Any]) -> None:
+def _big(args: argparse.Namespace, run: Run, xt: Any, yt: Any, out: dict[str, Any]) -> None:
     import numpy as np
 
     from benchmarks.bench_embedded import _train_qat
@@ -111,13 +121,12 @@ def _big(args: argparse.Namespace, xt: Any, yt: Any, out: dict[str, Any]) -> Non
     same = int((lg.argmax(-1) == ref.argmax(-1)).sum())
     exact = int(sum(np.array_equal(a, b) for a, b in zip(lg, ref, strict=True)))
     acc = float((lg.argmax(-1) == yt[:n]).mean())
-    out["machine"]["load_average_end"] = load_now()
+    info = finish_run(run)
     big = {"images": n, "lanes": 16, "accuracy": acc, "identical_predictions": same,
            "identical_logits": exact, "cycles": int(np.mean(cyc)), "sim_seconds": secs,
            "weight_bytes": prog.info["weight_bytes"]}
     say(f"784-512-512-10: {big}")
     out["mlp_784_512_512_10"] = big
-    info = out["machine"]
     md = (f"# int8 MNIST MLP 784-512-512-10 (QAT) as an FPGA datapath, simulated\n\n"
           f"Command: `python benchmarks/bench_fpga.py --images {n} --knobs \"\" --params "
           f"QAT.npz` (the QAT weights of bench_embedded.py, trained and saved there if absent). "
@@ -132,7 +141,7 @@ def _big(args: argparse.Namespace, xt: Any, yt: Any, out: dict[str, Any]) -> Non
           f"exceed a layer's inputs (the second layer's 512) and after the last group.\n")
     print(md)
     if not args.no_write:
-        write_results(f"embedded_fpga_mlp_{cpu_slug(info['cpu'])}", out, md)
+        save_run("embedded_fpga_mlp", "wall", out, md)
 
 
 def _quantized(small: dict[str, Any], example: Any, calib: list[Any], bits: int) -> Any:
@@ -160,7 +169,7 @@ def _quantized(small: dict[str, Any], example: Any, calib: list[Any], bits: int)
     return ptq.convert_static(g, {v: o.qparams() for v, o in obs.items()}, weights).graph
 
 
-def _knobs(args: argparse.Namespace, data: Any, out: dict[str, Any]) -> None:
+def _knobs(args: argparse.Namespace, run: Run, data: Any, out: dict[str, Any]) -> None:
     import numpy as np
 
     import rlx_core as rlx
@@ -197,7 +206,7 @@ def _knobs(args: argparse.Namespace, data: Any, out: dict[str, Any]) -> None:
                          "", "", ""])
             knobs.append({"weight_bits": bits, "lanes": lanes, "pipeline": pipe, "cycles": c,
                           "identical_logits": exact_s, "synth": None})
-            _write_knobs(args, out, rows, knobs, graphs)
+            _write_knobs(args, run, out, rows, knobs, graphs)
             continue
         try:
             rep = synthesize(proj)
@@ -211,7 +220,7 @@ def _knobs(args: argparse.Namespace, data: Any, out: dict[str, Any]) -> None:
             knobs.append({"weight_bits": bits, "lanes": lanes, "pipeline": pipe, "cycles": c,
                           "identical_logits": exact_s, "synth": None,
                           "synth_error": err.message})
-            _write_knobs(args, out, rows, knobs, graphs)
+            _write_knobs(args, run, out, rows, knobs, graphs)
             continue
         say(f"{bits}-bit, lanes {lanes}: synthesized in {time.perf_counter() - t:.0f} s: {rep}")
         ips = rep.fmax_mhz * 1e6 / c
@@ -221,10 +230,10 @@ def _knobs(args: argparse.Namespace, data: Any, out: dict[str, Any]) -> None:
                      f"{rep.fmax_mhz:.1f}", f"{ips:,.0f}", rep.generic_cells])
         knobs.append({"weight_bits": bits, "lanes": lanes, "pipeline": pipe, "cycles": c,
                       "identical_logits": exact_s, "synth": rep.to_json(), "images_per_s": ips})
-        _write_knobs(args, out, rows, knobs, graphs)  # after every row: a partial table
+        _write_knobs(args, run, out, rows, knobs, graphs)  # after every row: a partial table
 
 
-def _write_knobs(args: argparse.Namespace, out: dict[str, Any], rows: list[Any],
+def _write_knobs(args: argparse.Namespace, run: Run, out: dict[str, Any], rows: list[Any],
                  knobs: list[Any], graphs: dict[int, Any]) -> None:
     ns = args.small_images
     out["mlp_784_16_10"] = {"host_int8_accuracy": {str(b): v[2] for b, v in graphs.items()},
@@ -234,11 +243,11 @@ def _write_knobs(args: argparse.Namespace, out: dict[str, Any], rows: list[Any],
                             "logits bit-identical", "cycles / inference", "SB_LUT4",
                             "flip-flops", "BRAM", "DSP", "logic cells (P&R)", "fmax MHz",
                             "images / s", "generic synth cells"], rows)
-    info = out["machine"]
+    info = finish_run(run)
     md = (f"# int8 MNIST MLP 784-16-10 on an FPGA datapath: weight bits and MAC lanes\n\n"
           f"Command: `python benchmarks/bench_fpga.py --images 0 --knobs {args.knobs} "
-          f"--small-images {ns}{' --no-synth' if args.no_synth else ''}`. Host: {info['cpu']}, "
-          f"{info['cores']} cores, load average {info.get('load_average_1m')} (shared). f32 1 epoch, static PTQ (u8 activations "
+          f"--small-images {ns}{' --no-synth' if args.no_synth else ''}`. Host: {stamp(info)} "
+          f"(shared). f32 1 epoch, static PTQ (u8 activations "
           f"min-max over 200 training images; weights symmetric per channel, 8-bit in [-127, "
           f"127] or 4-bit in [-7, 7]); accuracy of the host int8 reference on all 10,000 test "
           f"images; each row simulated by Verilator on the first {ns} test images (logits "
@@ -261,7 +270,7 @@ def _write_knobs(args: argparse.Namespace, out: dict[str, Any], rows: list[Any],
           f"{len(args.knobs.split(','))} asked.\n")
     print(md)
     if not args.no_write:
-        write_results(f"embedded_fpga_knobs_{cpu_slug(info['cpu'])}", out, md)
+        save_run("embedded_fpga_knobs", "wall", out, md)
 
 
 if __name__ == "__main__":

@@ -30,16 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
     SETTLE_S,
-    cpu_slug,
+    finish_run,
     interleaved,
-    isa,
     limit_threads,
-    load_now,
-    machine,
     markdown_table,
+    save_run,
     say,
     stamp,
-    write_results,
+    start_run,
 )
 
 TOL = 1e-10  # CG stops here or at CG_MAXITER (Poisson: at the cap; random SPD: converged)
@@ -235,10 +233,11 @@ def main() -> None:
         mats_spec = {"poisson2d": ("2d", 400), "poisson3d": ("3d", 50),
                      "random_spd": ("rand", 100000)}
         sizes = (256, 512, 1024, 2048)
-    limit_threads(1)
+    run = start_run(1, with_torch=False)
     build = {"2d": poisson2d, "3d": poisson3d, "rand": lambda n: random_spd(n, 9)}
     mats = {name: build[kind](size) for name, (kind, size) in mats_spec.items()}
-    info = machine() | {"isa": isa(), "sparse_only": args.sparse_only}
+    info = run.machine
+    info["sparse_only"] = args.sparse_only
     say(f"{info['cpu']} ({info['isa']}), load {info['load_average_1m']}")
     rows: list[dict] = []
     dense: list[dict] = []
@@ -246,7 +245,7 @@ def main() -> None:
 
     def save() -> None:  # after every measurement: a run cut short keeps what it measured
         info["seconds"] = round(time.time() - t_start, 1)
-        info["load_average_end"] = load_now()
+        finish_run(run)
         write(rows, dense, info, args.quick)
 
     for threads in (1, 2):
@@ -320,10 +319,9 @@ def write(rows: list[dict], dense: list[dict], info: dict, quick: bool) -> None:
                            f"{r['cpu_ms']['cg_rlx']:.2f}", f"{r['cpu_ms']['cg_scipy']:.2f}",
                            f"{r['cpu_ms']['cg_scipy'] / max(r['cpu_ms']['cg_rlx'], 1e-9):.2f}"]
                           for r in rows if r["cpu_ms"]])]
-    stem = "linalg" + ("-quick" if quick else "") + ("-sparse" if info["sparse_only"] else "")
-    stem += f"-{cpu_slug(info['cpu'])}"
-    js, mdp = write_results(stem, {"machine": info, "sparse": rows, "dense": dense},
-                            "\n".join(md))
+    base = "linalg" + ("-quick" if quick else "") + ("-sparse" if info["sparse_only"] else "")
+    js, mdp = save_run(base, "wall", {"machine": info, "sparse": rows, "dense": dense},
+                       "\n".join(md))
     say(f"wrote {js} and {mdp}")
 
 

@@ -75,20 +75,28 @@ def torch_threads(torch: Any, n: int) -> None:
 @dataclass(frozen=True)
 class Run:
     """A side-by-side run's set-up (``start_run``): the threads every peer got, PyTorch held
-    to them, and the machine stamp (CPU, ISA, load at the start; ``save_run`` adds the end)."""
+    to them (None without a PyTorch peer), and the machine stamp (CPU, ISA, load at the
+    start; ``finish_run`` adds the end)."""
 
     limits: dict[str, str]
     torch: Any
     machine: dict[str, Any]
 
 
-def start_run(threads: int) -> Run:
+def start_run(threads: int | None, with_torch: bool = True) -> Run:
     """``limit_threads(threads)`` before any pool starts, then PyTorch on the same threads, and
-    ``machine()`` with the ISA: the set-up every torch-peer benchmark opens with."""
-    limits = limit_threads(threads)
-    import torch
+    ``machine()`` with the ISA: the set-up every torch-peer benchmark opens with.
 
-    torch_threads(torch, threads)
+    ``with_torch=False`` for a benchmark without a PyTorch peer (``Run.torch`` is None; torch
+    is not imported); ``threads=None`` leaves every pool at its default, for one whose figures
+    are not peers timed side by side (bench_fpga: cycles, synthesis reports)."""
+    limits = limit_threads(threads) if threads is not None else {"threads": "default"}
+    torch = None
+    if with_torch:
+        import torch
+
+        if threads is not None:
+            torch_threads(torch, threads)
     return Run(limits, torch, {**machine(), "isa": isa()})
 
 

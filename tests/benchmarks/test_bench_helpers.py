@@ -92,6 +92,15 @@ def test_save_run_names_thread_clock_runs_apart_and_finish_run_stamps_the_end(
     assert "load_average_end" in common.finish_run(run)
 
 
+def test_start_run_without_torch_or_a_thread_limit_only_stamps_the_machine() -> None:
+    """bench_fpga's set-up: no pools touched, no PyTorch, the CPU and ISA stamped."""
+    from benchmarks import common
+
+    run = common.start_run(None, with_torch=False)
+    assert run.torch is None and run.limits == {"threads": "default"}
+    assert run.machine["cpu"] and run.machine["isa"] == common.isa()
+
+
 def test_floor_is_the_flops_at_the_peak_and_the_fraction_is_floor_over_time() -> None:
     from benchmarks.peak import caption, floor_fields
 
