@@ -262,6 +262,9 @@ def jit(fn: Callable[..., Any] | None = None, *, target: str | None = None,
     """Decorator: compile ``fn`` on first call for each new argument signature.
 
     ``target`` defaults to ``default_jit_target()``: "cpu" where it runs here, else "numpy".
+    ``fn`` is traced again for each signature (as ``rlx.compile`` traces it again for each
+    target): weights it draws from an unseeded random generator differ between them; make
+    them outside ``fn`` or seed the generator (see ``rlx.param``).
     """
     if fn is None:
         return lambda f: JitFunction(f, target or "", options)

@@ -78,7 +78,14 @@ def asarray(x: Any, like: dt.DType | None = None) -> Any:
 
 
 def param(data: Any, name: str) -> Any:
-    """Declare ``data`` (an array) as a named parameter, e.g. ``param(w, "fc1.weight")``."""
+    """Declare ``data`` (an array) as a named parameter, e.g. ``param(w, "fc1.weight")``.
+
+    Make ``data`` outside the traced function (or from a seeded generator inside it): the
+    function is traced again for each target it is compiled for (``rlx run`` and the explorer
+    compile it per target, the numpy reference included) and for each new argument signature
+    of an ``@rlx.jit`` function, so ``param(np.random.default_rng().normal(size=s), "w")``
+    inside it gives every trace different weights, and the targets disagree.
+    """
     return _tensor(current().add_param(data, name))
 
 

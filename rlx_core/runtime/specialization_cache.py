@@ -190,7 +190,7 @@ def host_params(lir: Graph) -> tuple[Any, ...]:
         data = lir.param_data.get(p.name)
         if data is None:
             raise RlxError(f"parameter {p.name} of {lir.name} has no data",
-                           hint="bind weights with rlx.param(name, array) when tracing",
+                           hint="bind weights with rlx.param(array, name) when tracing",
                            code="RLX-R011")
         arr = np.asarray(data, dtype=dt.to_numpy_name(p.type.dtype)).reshape(p.type.shape)
         out.append(np.require(arr, requirements=("C", "A")))
