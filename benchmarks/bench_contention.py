@@ -191,27 +191,32 @@ def mlp_workload(torch: Any, threads: int) -> dict[str, Callable[[], Any]]:
 
 def team_stats(workloads: dict[str, dict[str, Callable[[], Any]]]) -> dict[str, Any]:
     """Sum of the team counters of every loaded CPU program (team.team_functions): calls,
-    late arrivals, shrunk calls, spells, and the claimed chunks thread 0 and the worker ran."""
+    late arrivals, shrunk calls, spells, the claimed chunks thread 0 and the worker ran, and
+    the judge's reasons (late waits, calls with no worker, starved calls, bad calls, sleeps
+    inside calls)."""
     import ctypes
 
     from rlx_core.targets.cpu import threads
 
-    total = [0] * 6
+    names = ("team_calls", "late_arrivals", "calls_shrunk", "shrink_spells", "chunks_thread0",
+             "chunks_worker", "late_waits", "calls_no_worker", "calls_starved", "bad_calls",
+             "sleeps_in_calls")
+    total = [0] * len(names)
     for lib, sym in threads._LOADED:
         prefix = sym.removesuffix("_threads")
         fn = getattr(lib, prefix + "_team_stats", None)
         if fn is None:
             continue
-        out = (ctypes.c_longlong * 6)()
+        out = (ctypes.c_longlong * len(names))()
         fn(out)
-        chunks = getattr(lib, prefix + "_team_chunks", None)
-        if chunks is not None:
-            part = (ctypes.c_longlong * 2)()
-            chunks(part)
-            out[4], out[5] = part[0], part[1]
+        for at, size, name in ((4, 2, "_team_chunks"), (6, 5, "_team_why")):
+            got = getattr(lib, prefix + name, None)
+            if got is not None:
+                part = (ctypes.c_longlong * size)()
+                got(part)
+                out[at:at + size] = list(part)
         total = [a + b for a, b in zip(total, out, strict=True)]
-    return dict(zip(("team_calls", "late_arrivals", "calls_shrunk", "shrink_spells",
-                     "chunks_thread0", "chunks_worker"), total, strict=True))
+    return dict(zip(names, total, strict=True))
 
 
 def _share(counters: dict[str, int]) -> str:
@@ -284,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             "torch": torch.__version__, "results": results}
     data["machine"]["load_average_end"] = load_now()
     headers = ["condition", "workload", *(f"{p} ms" for p in PEERS), "team / 1 thread",
-               "team / best peer", "late arrivals", "calls shrunk", "worker's chunks",
+               "team / best peer", "late arrivals", "bad calls", "calls shrunk", "worker's chunks",
                "load avg before"]
     rows = []
     for r in results:
@@ -295,14 +300,16 @@ def main(argv: list[str] | None = None) -> int:
                      + (" (goal <= 1.1x: met)" if r["team_over_1thread"] <= 1.1 else
                         " (goal <= 1.1x: NOT met)"),
                      f"{r['team_over_best_peer']:.2f}x",
-                     r["team_counters"]["late_arrivals"], r["team_counters"]["calls_shrunk"],
+                     r["team_counters"]["late_arrivals"], r["team_counters"]["bad_calls"],
+                     r["team_counters"]["calls_shrunk"],
                      _share(r["team_counters"]), r["load_average_before"]])
     md = (f"# Behaviour under competing load\n\n{stamp({**data['machine'], 'isa': data['isa']})}"
           f" (the machine is shared: 'quiet' means no load started by this script). p50 of "
           f"{runs} calls per peer in interleaved turns of {args.block} "
           f"(`python benchmarks/bench_contention.py {' '.join(argv or sys.argv[1:])}`). "
-          f"'late arrivals', 'calls shrunk' and the worker's share of the claimed chunks are "
-          f"the team's own counters over the rlx team peer's calls (team.py).\n\n"
+          f"'late arrivals', 'bad calls' (team.py's judge: over a quarter of the call lost "
+          f"to late waits, no worker, or thread 0 starved), 'calls shrunk' and the worker's "
+          f"share of the claimed chunks are the team's own counters over the rlx team peer's calls (team.py).\n\n"
           + markdown_table(headers, rows))
     print(md)
     if not args.quick:

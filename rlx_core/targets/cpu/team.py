@@ -36,13 +36,14 @@ static shares in one OpenMP parallel region per call, and the threads meet at
 ``rlx_team_sync`` after it.
 
 On a busy machine the waits of thread 0 that outlast what the work explains are counted as
-late arrivals (BARRIER_C), and so is a team call in which no worker ran a chunk (it came when
-the work was done), and a team call in which thread 0 itself ran under 80% of the wall time
-(its thread CPU clock: the machine has no core to spare). A program that keeps seeing
-them runs its next calls on the calling thread alone (while those are starved too), then tries
-the team again, so the team is never much slower than one thread whatever
-the load (benchmarks/bench_contention.py). ``<prefix>_team_chunks`` counts the chunks each
-thread ran.
+late arrivals (BARRIER_C), and what they cost past that is the call's lost time. A team call
+that lost over a quarter of its wall time, or in which no worker ran a chunk (it came when the
+work was done), or in which thread 0 itself ran under 80% of the time it was not asleep in a
+wait (its thread CPU clock: the machine has no core to spare) is *bad*. A program that keeps
+making bad calls runs its next calls on the calling thread alone (while those are starved
+too), then tries the team again, so the team is never much slower than one thread whatever
+the load (benchmarks/bench_contention.py); a late wait that costs little does not shrink it
+(rlx_team_judge). ``<prefix>_team_chunks`` counts the chunks each thread ran.
 
 A kernel whose rendered body has any other top-level statement (a serial loop, a memcpy, an
 index check) is not team-safe: it is rendered again without pragmas and runs as a serial
@@ -77,11 +78,17 @@ SINGLE_PRAGMA = "#pragma omp single nowait"
 # chunks, and the wait is late when it lasts more than twice thread 0's own time per chunk of
 # that phase (at least RLX_TEAM_SPIN_NS; RLX_TEAM_ALONE_NS when thread 0 ran none of them):
 # the holder was descheduled. (A fixed 0.1 ms budget counted MiniLM's 0.2-0.8 ms GEMM column
-# chunks late on a quiet machine, and shrank the team to one thread for 10 of 12 calls.) A
-# call with two late arrivals, or one in each of two calls in a row, means the machine is
-# oversubscribed, and the program's next calls run on the calling thread alone: first for 2
-# calls and 5 ms, both doubling while the next team call is late again (at most 64 calls and
-# 1 s), halving with each team call on time.
+# chunks late on a quiet machine, and shrank the team to one thread for 10 of 12 calls.) What
+# a late wait cost past its budget is the call's *lost* time; a call that lost over a quarter
+# of its wall time (or had no worker, or starved thread 0) is *bad*, and two bad calls among
+# the last three run the program's next calls on the calling thread alone: first for 2 calls
+# and 5 ms, both doubling while the next team call is bad again (at most 64 calls and 1 s),
+# back to the first spell after two good team calls (rlx_team_judge).
+#
+# Inside a call a worker waits spinning (pausing, then yielding the core) up to 1 ms before it
+# sleeps: a sleeping worker costs thread 0 a futex wake-up and comes back only after the
+# scheduler's (and an idle VM's) wake-up latency, on every kernel whose last chunk outlasts
+# the spin.
 #
 # The pool (rlx_team_call, for a program whose kernels all claim their work: region()): worker
 # threads of this translation unit wait for the next call's generation, spinning for
@@ -110,7 +117,8 @@ BARRIER_C = r"""
 #else
 #define RLX_CPU_RELAX() ((void)0)
 #endif
-#define RLX_TEAM_SPIN_NS 100000LL      /* 0.1 ms: a wait spins at least this long, then sleeps */
+#define RLX_TEAM_SPIN_NS 100000LL      /* 0.1 ms: thread 0's shortest late budget */
+#define RLX_TEAM_IN_CALL_NS 1000000LL  /* a worker waits inside a call spinning up to 1 ms */
 #define RLX_TEAM_PAUSE_NS 30000LL      /* a worker's spin pauses 30 us, then yields */
 #define RLX_TEAM_SPIN_MAX_NS 1000000LL /* thread 0 spins up to its late budget, at most 1 ms */
 #define RLX_TEAM_ALONE_NS 1000000LL    /* thread 0 waits for a phase it ran no chunk of */
@@ -131,9 +139,14 @@ static __thread int rlx_team_me, rlx_team_size;  /* this thread's index, the tea
 static __thread long long rlx_team_my;  /* the generation of the call it runs, << 32 */
 static __thread long long rlx_team_phase;  /* thread 0: when its current phase began */
 static atomic_int rlx_team_late;  /* late arrivals in this call */
-static int rlx_team_prev_late, rlx_team_shrink_left, rlx_team_shrink_next = 2;
+static long long rlx_team_lost;  /* thread 0, this call: its late waits past their budgets */
+static long long rlx_team_slept;   /* thread 0, this call: time asleep in its waits */
+static int rlx_team_idle;          /* this call: no worker ran a chunk of it */
+static int rlx_team_hist, rlx_team_shrink_left, rlx_team_shrink_next = 2, rlx_team_good;
 static long long rlx_team_shrink_until, rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;
-static long long rlx_team_stat[4];  /* team calls, late arrivals, calls shrunk, shrink spells */
+/* team calls, late arrivals, calls shrunk, shrink spells; then why: late waits, calls with no
+   worker, starved calls, bad calls (rlx_team_judge), sleeps in calls (any thread) */
+static long long rlx_team_stat[9];
 static atomic_int rlx_team_delay_tid = -1, rlx_team_delay_us;  /* tests: a descheduled thread */
 static long long rlx_team_tchunks[RLX_TEAM_MAXT * 8];  /* chunks each ran in team calls (own line) */
 static inline long long rlx_team_clock_ns(void) {
@@ -165,6 +178,7 @@ static long long rlx_team_wait(rlx_team_ec *ec, atomic_llong *a, long long want,
         const long long now = rlx_team_clock_ns() - t0;
         yield = now > pause_ns;
         if (now > spin_ns) {
+            if (ec == &rlx_team_ecs[0]) __atomic_fetch_add(&rlx_team_stat[8], 1, __ATOMIC_RELAXED);
 #if defined(__linux__)
             atomic_fetch_add_explicit(&ec->sleepers, 1, memory_order_seq_cst);
             for (;;) {
@@ -186,7 +200,7 @@ static long long rlx_team_wait(rlx_team_ec *ec, atomic_llong *a, long long want,
    nothing (thread 0 works meanwhile) and are not timed. */
 static inline void rlx_team_await(atomic_llong *a, long long want, int ran) {
     if (rlx_team_me != 0) {
-        rlx_team_wait(&rlx_team_ecs[0], a, want, RLX_TEAM_SPIN_NS, RLX_TEAM_PAUSE_NS);
+        rlx_team_wait(&rlx_team_ecs[0], a, want, RLX_TEAM_IN_CALL_NS, RLX_TEAM_PAUSE_NS);
         return;
     }
     if (atomic_load_explicit(a, memory_order_acquire) >= want) {
@@ -197,8 +211,13 @@ static inline void rlx_team_await(atomic_llong *a, long long want, int ran) {
     long long budget = ran > 0 ? 2 * spent / ran : ran < 0 ? spent / 2 : RLX_TEAM_ALONE_NS;
     if (budget < RLX_TEAM_SPIN_NS) budget = RLX_TEAM_SPIN_NS;
     const long long spin = budget < RLX_TEAM_SPIN_MAX_NS ? budget : RLX_TEAM_SPIN_MAX_NS;
-    if (rlx_team_wait(&rlx_team_ecs[0], a, want, spin, spin) > budget)  /* keeps its core */
+    const long long waited = rlx_team_wait(&rlx_team_ecs[0], a, want, spin, spin);
+    if (waited > budget) {  /* spinning, it kept its core */
         atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);
+        ++rlx_team_stat[4];
+        rlx_team_lost += waited - budget;
+        if (waited > spin) rlx_team_slept += waited - spin;
+    }
     rlx_team_phase = rlx_team_clock_ns();
 }
 /* the next chunk of a kernel whose chunks threads claim: each kernel has two counters of its
@@ -336,8 +355,11 @@ static void rlx_team_call(rlx_team_body fn, void* const* args, int n, long long 
     rlx_team_enter(0, n, gen);
     const long long others = rlx_team_others(), t0 = rlx_team_phase;
     fn(args, 0, n);
-    if (n > 1 && rlx_team_others() == others && rlx_team_clock_ns() - t0 > RLX_TEAM_ALONE_NS)
+    if (n > 1 && rlx_team_others() == others && rlx_team_clock_ns() - t0 > RLX_TEAM_ALONE_NS) {
         atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);
+        ++rlx_team_stat[5];
+        rlx_team_idle = 1;
+    }
 }
 /* the calling thread's CPU time: against the wall time of a call, how much of it this thread
    ran (a busy machine's scheduler gives it a share: the other jobs, and with autogroups this
@@ -348,64 +370,103 @@ static inline long long rlx_team_cpu_ns(void) {
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 static long long rlx_team_w0, rlx_team_c0;  /* the call's start: wall and thread 0's CPU */
-/* the team size of this call: 1 (no region) while the program is shrunk: for a number of
-   calls and a time, both doubling per spell in a row (a probe of the team on a busy machine
-   cost 10x a one-thread call of the MLP step here: spells must grow long to amortise it) */
+/* Is the program shrunk at `now` (a spell on the calling thread alone: a number of calls and
+   a time, rlx_team_judge)? Counts the call against the spell. */
+static inline int rlx_team_shrunk(long long now) {
+    if (rlx_team_shrink_left > 0 || (rlx_team_shrink_until && now < rlx_team_shrink_until)) {
+        if (rlx_team_shrink_left > 0) --rlx_team_shrink_left;
+        return 1;
+    }
+    rlx_team_shrink_until = 0;
+    return 0;
+}
+/* the team size of this call: 1 (no region, the calling thread alone) while shrunk */
 static inline int rlx_team_begin(int want) {
     if (want <= 1) return 1;
     rlx_team_w0 = rlx_team_clock_ns();
     rlx_team_c0 = rlx_team_cpu_ns();
-    if (rlx_team_shrink_left > 0
-        || (rlx_team_shrink_until && rlx_team_clock_ns() < rlx_team_shrink_until)) {
-        if (rlx_team_shrink_left > 0) --rlx_team_shrink_left;
+    if (rlx_team_shrunk(rlx_team_w0)) {
         ++rlx_team_stat[2];
         return 1;
     }
-    rlx_team_shrink_until = 0;
     atomic_store_explicit(&rlx_team_late, 0, memory_order_relaxed);
+    rlx_team_lost = rlx_team_slept = 0;
+    rlx_team_idle = 0;
     ++rlx_team_stat[0];
     return want;
 }
-/* after a call of a program that wants a team: the share of the call's wall time the calling
-   thread ran (it spins while it waits, so on a free core that is all of it). A team call that
-   ran under RLX_TEAM_MIN_SHARE was starved: a late arrival (one alone, as after another
-   library's spinning pool ran, is tolerated; two calls in a row mean a busy machine). A call on one thread (shrunk) that ran under
-   RLX_TEAM_FREE_SHARE keeps the spell on for twice its time (at least 5 ms): the team is tried
-   again only once the calling thread alone gets its core. Calls under 0.2 ms are not judged. */
+/* The judge, after each team call: was the call *bad*, did the team lose what one thread would
+   not have? Bad: thread 0 lost over 1/RLX_TEAM_LOST_PART of the call's wall time in waits past
+   their budgets (a worker descheduled while it held a chunk); or no worker ran a chunk of a
+   call over 1 ms (none could get a core); or thread 0 ran under RLX_TEAM_MIN_SHARE of the time
+   it was not asleep in a wait (starved: the machine has no core to spare). A late wait that
+   costs little is not bad: a background job's burst on a nearly quiet machine (1 ms of a 45 ms
+   call), or waits on 0.1-ms kernels just above their budgets (counting every late wait, the
+   team shrank on a machine at load 0.5-1 in 5-11 of MiniLM b2 s8's 30 calls and ran slower
+   than one thread). Two bad calls among the last three start a spell on the calling thread
+   alone (one bad call alone is tolerated, as right after another library's spinning pool):
+   first 2 calls and 5 ms, both doubling while the first team call after a spell, which starts
+   one strike down, is bad again (at most 64 calls and 1 s: a probe of the team on a busy
+   machine costs up to a time slice). A good call halves them, two good calls in a row reset
+   them: a machine that has gone quiet gets its team back at once. Pure: the caller passes the
+   measurements and the time (tests feed it numbers through <prefix>_team_judge). */
+#define RLX_TEAM_LOST_PART 4
 #define RLX_TEAM_MIN_SHARE 0.8
 #define RLX_TEAM_FREE_SHARE 0.9
+static int rlx_team_judge(long long wall, long long lost, long long cpu, long long slept,
+                          int idle, long long now) {
+    const long long awake = wall - slept;
+    const int starved = awake > 200000 && cpu < RLX_TEAM_MIN_SHARE * awake;
+    const int bad = idle || starved || RLX_TEAM_LOST_PART * lost > wall;
+    rlx_team_stat[6] += starved;
+    if (!bad) {
+        rlx_team_hist = (rlx_team_hist << 1) & 6;
+        if (++rlx_team_good >= 2) {
+            rlx_team_shrink_next = 2;
+            rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;
+        } else {
+            if (rlx_team_shrink_next > 2) rlx_team_shrink_next /= 2;
+            if (rlx_team_shrink_ns > RLX_TEAM_MIN_SHRINK_NS) rlx_team_shrink_ns /= 2;
+        }
+        return 0;
+    }
+    ++rlx_team_stat[7];
+    rlx_team_good = 0;
+    rlx_team_hist = ((rlx_team_hist << 1) | 1) & 7;
+    if (__builtin_popcount((unsigned)rlx_team_hist) >= 2) {
+        rlx_team_shrink_left = rlx_team_shrink_next;
+        rlx_team_shrink_until = now + rlx_team_shrink_ns;
+        ++rlx_team_stat[3];
+        if (rlx_team_shrink_next < RLX_TEAM_MAX_SHRINK) rlx_team_shrink_next *= 2;
+        rlx_team_shrink_ns = 2 * rlx_team_shrink_ns < RLX_TEAM_MAX_SHRINK_NS
+            ? 2 * rlx_team_shrink_ns : RLX_TEAM_MAX_SHRINK_NS;
+        rlx_team_hist = 1;
+        return 2;
+    }
+    return 1;
+}
+/* after a call of a program that wants a team: the judge's measurements (thread 0's CPU time
+   against the wall time: it spins while it waits, so on a free core that is all of it but its
+   sleeps). A call on one thread (shrunk) that ran under RLX_TEAM_FREE_SHARE keeps the spell on
+   for twice its time (at least 5 ms): the team is tried again only once the calling thread
+   alone gets its core. Calls under 0.2 ms are not judged by their share. */
 static inline void rlx_team_end(int used) {
     if (!rlx_team_w0) return;  /* the program wants one thread */
-    const long long wall = rlx_team_clock_ns() - rlx_team_w0;
-    const double share = wall > 200000 ? (double)(rlx_team_cpu_ns() - rlx_team_c0) / wall : 1.0;
+    const long long now = rlx_team_clock_ns(), wall = now - rlx_team_w0;
+    const long long cpu = rlx_team_cpu_ns() - rlx_team_c0;
     rlx_team_w0 = 0;
     if (used <= 1) {
-        if (share < RLX_TEAM_FREE_SHARE) {
-            const long long until = rlx_team_clock_ns()
+        if (wall > 200000 && cpu < RLX_TEAM_FREE_SHARE * wall) {
+            const long long until = now
                 + (2 * wall > RLX_TEAM_MIN_SHRINK_NS ? 2 * wall : RLX_TEAM_MIN_SHRINK_NS);
             if (until > rlx_team_shrink_until) rlx_team_shrink_until = until;
         }
         return;
     }
-    if (share < RLX_TEAM_MIN_SHARE)
-        atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);
-    const int late = atomic_load_explicit(&rlx_team_late, memory_order_relaxed);
-    rlx_team_stat[1] += late;
-    if (late >= 2 || (late && rlx_team_prev_late)) {
-        rlx_team_shrink_left = rlx_team_shrink_next;
-        rlx_team_shrink_until = rlx_team_clock_ns() + rlx_team_shrink_ns;
-        ++rlx_team_stat[3];
-        if (rlx_team_shrink_next < RLX_TEAM_MAX_SHRINK) rlx_team_shrink_next *= 2;
-        if (rlx_team_shrink_ns < RLX_TEAM_MAX_SHRINK_NS) rlx_team_shrink_ns *= 2;
-        rlx_team_prev_late = 0;
-    } else {
-        if (!late) {  /* on time: the next spell halves (one lucky call on a busy machine
-                         must not bring back a probe of the team every few calls) */
-            if (rlx_team_shrink_next > 2) rlx_team_shrink_next /= 2;
-            if (rlx_team_shrink_ns > RLX_TEAM_MIN_SHRINK_NS) rlx_team_shrink_ns /= 2;
-        }
-        rlx_team_prev_late = late > 0;
-    }
+    const long long starved_before = rlx_team_stat[6];
+    rlx_team_judge(wall, rlx_team_lost, cpu, rlx_team_slept, rlx_team_idle, now);
+    rlx_team_stat[1] += atomic_load_explicit(&rlx_team_late, memory_order_relaxed)
+        + (rlx_team_stat[6] - starved_before);
 }
 /* tests: thread `tid` sleeps `us` microseconds at the start of the next team call */
 static inline void rlx_team_maybe_delay(int tid) {
@@ -594,9 +655,14 @@ def team_functions(prefix: str, team_mode: bool) -> str:
     team mode also ``<prefix>_team_stats(long long out[4])`` (team calls, late arrivals, calls
     shrunk to one thread, shrink spells), ``<prefix>_team_chunks(long long out[2])`` (claimed
     chunks run by thread 0 and by the other threads, since the library loaded),
-    ``<prefix>_team_reset()`` (forget the shrink state: the next call is a team call) and
-    ``<prefix>_team_delay(tid, us)`` (thread ``tid`` sleeps ``us`` microseconds at the start
-    of the next team call: a descheduled thread, simulated).
+    ``<prefix>_team_why(long long out[5])`` (late waits, calls with no worker, starved calls,
+    bad calls, sleeps inside calls), ``<prefix>_team_reset()`` (forget the shrink state: the
+    next call is a team call), ``<prefix>_team_delay(tid, us)`` (thread ``tid`` sleeps ``us``
+    microseconds at the start of the next team call: a descheduled thread, simulated) and
+    ``int <prefix>_team_judge(const long long call[6], long long state[5])`` (the judge fed one
+    team call's measurements: wall, lost, thread 0's CPU and sleep ns, no worker, now; returns
+    0 good, 1 bad, 2 bad and a spell began; ``state``: calls left in the spell, its end,
+    the next spell's calls and ns, shrunk at ``now``): tests of the rule without a clock.
     """
     if not team_mode:
         return f"long long {prefix}_regions(void) {{\n    return 0;\n}}\n"
@@ -604,9 +670,19 @@ def team_functions(prefix: str, team_mode: bool) -> str:
             f"    return atomic_load_explicit(&{prefix}_region_count, memory_order_relaxed);\n}}\n"
             f"void {prefix}_team_stats(long long* out) {{\n"
             "    for (int i = 0; i < 4; ++i) out[i] = rlx_team_stat[i];\n}\n"
+            f"void {prefix}_team_why(long long* out) {{\n"
+            "    for (int i = 0; i < 5; ++i) out[i] = rlx_team_stat[4 + i];\n}\n"
             f"void {prefix}_team_reset(void) {{\n"
-            "    rlx_team_shrink_left = 0; rlx_team_shrink_until = 0; rlx_team_prev_late = 0;\n"
+            "    rlx_team_shrink_left = 0; rlx_team_shrink_until = 0; rlx_team_hist = 0;\n"
+            "    rlx_team_good = 0;\n"
             "    rlx_team_shrink_next = 2; rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;\n}\n"
+            f"int {prefix}_team_judge(const long long* call, long long* state) {{\n"
+            "    const int bad = rlx_team_judge(call[0], call[1], call[2], call[3], (int)call[4],\n"
+            "                                   call[5]);\n"
+            "    state[0] = rlx_team_shrink_left; state[1] = rlx_team_shrink_until;\n"
+            "    state[2] = rlx_team_shrink_next; state[3] = rlx_team_shrink_ns;\n"
+            "    state[4] = rlx_team_shrink_left > 0 || call[5] < rlx_team_shrink_until;\n"
+            "    return bad;\n}\n"
             f"void {prefix}_team_chunks(long long* out) {{\n"
             "    out[0] = rlx_team_tchunks[0]; out[1] = rlx_team_others();\n}\n"
             f"void {prefix}_team_delay(int tid, int us) {{\n"
@@ -672,8 +748,10 @@ def region(calls: list[str], timed: bool = False, prefix: str = "rlx",
             *calls,
             "        if (rlx_team_tid == 0) rlx_team_body_end = rlx_team_clock_ns();",
             "    }",
-            "    if (rlx_team_n > 1 && rlx_team_clock_ns() - rlx_team_body_end > RLX_TEAM_SPIN_NS)",
+            "    if (rlx_team_n > 1 && rlx_team_clock_ns() - rlx_team_body_end > RLX_TEAM_SPIN_NS) {",
             "        atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);",
+            "        rlx_team_lost += rlx_team_clock_ns() - rlx_team_body_end;",
+            "    }",
             "    rlx_team_end(rlx_team_n);"]
 
 

@@ -1,0 +1,141 @@
+"""The team's judge (rlx_core/targets/cpu/team.py, rlx_team_judge), fed measured calls as
+numbers through a compiled program's ``<prefix>_team_judge``: which team calls are bad, when a
+spell on one thread begins, how it grows and how fast the team comes back. No clock is read:
+every wall time, CPU time and "now" is given."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core.targets.cpu.runtime import load_library
+from rlx_core.targets.cpu.target import CpuTarget
+from rlx_core.targets.cpu.threads import num_threads, set_num_threads
+
+cpu_ok, cpu_why = CpuTarget().available()
+pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
+
+MS = 1_000_000  # ns
+
+
+class Judge:
+    """A fresh judge: the shrink state of one compiled team program, reset."""
+
+    def __init__(self) -> None:
+        before = num_threads()
+        set_num_threads(2)
+        try:
+            a = np.ones((1024, 1024), np.float32)  # large enough to share out
+            exe = rlx.compile(lambda x: rlx.nn.relu(x) * 0.5, a, target="cpu", record=False)
+        finally:
+            set_num_threads(before)
+        lib = load_library(exe.program.info["so_path"])
+        prefix = exe.program.info["entry"].removesuffix("_run")
+        self._judge = getattr(lib, f"{prefix}_team_judge")
+        self._judge.argtypes = [ctypes.POINTER(ctypes.c_longlong)] * 2
+        self._judge.restype = ctypes.c_int
+        self._reset = getattr(lib, f"{prefix}_team_reset")
+        self.now = 0
+
+    def reset(self) -> Judge:
+        """Forget the shrink state (and the last calls)."""
+        self._reset()
+        self.now = 1000 * MS
+        return self
+
+    def call(self, wall: float, lost: float = 0.0, cpu: float | None = None,
+             slept: float = 0.0, idle: bool = False) -> tuple[int, dict[str, int]]:
+        """One team call of ``wall`` ms: ``lost`` ms of thread 0's late waits past their
+        budgets, ``cpu`` ms of its CPU time (all of the wall time but ``slept``, when not
+        given), no worker ran a chunk (``idle``). Returns (0 good / 1 bad / 2 a spell began,
+        the state after it)."""
+        self.now += int(wall * MS)
+        if cpu is None:
+            cpu = wall - slept
+        rec = (ctypes.c_longlong * 6)(int(wall * MS), int(lost * MS), int(cpu * MS),
+                                      int(slept * MS), int(idle), self.now)
+        out = (ctypes.c_longlong * 5)()
+        verdict = self._judge(rec, out)
+        return verdict, dict(zip(("left", "until", "next_calls", "next_ns", "shrunk"), out,
+                                 strict=True))
+
+
+@pytest.fixture(scope="module")
+def compiled() -> Judge:
+    return Judge()  # compiled once; each test resets it
+
+
+@pytest.fixture
+def judge_factory(compiled: Judge):
+    return compiled.reset
+
+
+def test_late_waits_that_cost_little_never_shrink_the_team(judge_factory) -> None:
+    """A nearly quiet machine: every 0.1-ms kernel's wait a little past its budget, a
+    background burst of 1 ms in a 45 ms call; 200 calls stay team calls."""
+    j = judge_factory()
+    for i in range(200):
+        verdict, st = j.call(7.0, lost=0.3) if i % 2 else j.call(45.0, lost=1.0)
+        assert verdict == 0 and not st["shrunk"], (i, st)
+
+
+def test_two_bad_calls_among_three_start_a_spell(judge_factory) -> None:
+    j = judge_factory()
+    assert j.call(10.0, lost=3.0)[0] == 1  # over a quarter lost: bad, tolerated alone
+    assert j.call(10.0, lost=1.0)[0] == 0
+    verdict, st = j.call(10.0, lost=5.0)  # the second bad call of the last three
+    assert verdict == 2 and st["shrunk"] and st["left"] == 2
+    assert st["until"] == j.now + 5 * MS
+
+
+def test_bad_calls_far_apart_are_tolerated(judge_factory) -> None:
+    j = judge_factory()
+    for _ in range(20):
+        assert j.call(10.0, lost=6.0)[0] == 1
+        assert j.call(10.0)[0] == 0
+        assert j.call(10.0)[0] == 0
+
+
+@pytest.mark.parametrize("kind", ["idle", "starved"])
+def test_a_call_without_its_worker_or_its_core_is_bad(judge_factory, kind: str) -> None:
+    j = judge_factory()
+    bad = {"idle": {"idle": True}, "starved": {"cpu": 5.0}}[kind]  # 5 of 10 ms on its core
+    assert j.call(10.0, **bad)[0] == 1
+    assert j.call(10.0, **bad)[0] == 2
+
+
+def test_sleeping_in_a_wait_is_not_starvation(judge_factory) -> None:
+    """Thread 0 asleep on the futex for 4 of 10 ms (its CPU time 6 ms) was not starved; it
+    lost only what its late waits cost (here 1 ms: a good call)."""
+    j = judge_factory()
+    for _ in range(5):
+        assert j.call(10.0, lost=1.0, slept=4.0)[0] == 0
+
+
+def test_spells_double_while_the_probe_is_bad_and_reset_after_two_good_calls(
+        judge_factory) -> None:
+    j = judge_factory()
+    j.call(4.0, lost=2.0)
+    verdict, st = j.call(4.0, lost=2.0)
+    assert verdict == 2 and st["left"] == 2 and st["next_calls"] == 4
+    spells = [(st["left"], st["until"] - j.now)]
+    for _ in range(4):  # every first team call after a spell is bad again: the spell doubles
+        verdict, st = j.call(4.0, lost=2.0)
+        assert verdict == 2
+        spells.append((st["left"], st["until"] - j.now))
+    assert spells == [(2, 5 * MS), (4, 10 * MS), (8, 20 * MS), (16, 40 * MS), (32, 80 * MS)]
+    assert j.call(4.0)[0] == 0  # the machine went quiet: one good call halves the next spell
+    assert j.call(4.0)[1]["next_calls"] == 2  # two in a row: back to the first spell
+    j.call(4.0, lost=2.0)
+    verdict, st = j.call(4.0, lost=2.0)
+    assert verdict == 2 and (st["left"], st["until"] - j.now) == (2, 5 * MS)
+
+
+def test_spells_stop_growing_at_64_calls_and_one_second(judge_factory) -> None:
+    j = judge_factory()
+    for _ in range(12):
+        verdict, st = j.call(4.0, lost=2.0)
+    assert verdict == 2 and st["left"] == 64 and st["until"] - j.now == 1000 * MS
