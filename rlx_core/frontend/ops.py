@@ -90,6 +90,7 @@ def param(data: Any, name: str) -> Any:
 
 
 def astype(x: Any, dtype: object) -> Any:
+    """``x`` cast to ``dtype`` (a DType or its name, e.g. ``"f16"``); unchanged if already it."""
     d = dt.get(dtype)
     v = asarray(x).value
     if v.type.dtype == d:
@@ -98,6 +99,7 @@ def astype(x: Any, dtype: object) -> Any:
 
 
 def broadcast_to(x: Any, shape: Sequence[int]) -> Any:
+    """``x`` broadcast to ``shape`` by numpy's rules (size-1 and missing leading dims repeat)."""
     v = asarray(x).value
     shape = tuple(shape)
     if v.type.shape == shape:
@@ -198,6 +200,7 @@ def reduce(op: str, x: Any, axis: int | Sequence[int] | None = None, keepdims: b
 
 
 def mean(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:
+    """The mean over ``axis`` (all axes when None); integers are averaged as f32."""
     v = asarray(x).value
     axes = _axes("mean", axis, v.type.rank)
     n = math.prod(v.type.shape[a] for a in axes)
@@ -208,18 +211,21 @@ def mean(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False
 
 
 def var(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:
+    """The population variance (``ddof=0``) over ``axis`` (all axes when None)."""
     m = mean(x, axis, keepdims=True)
     d = asarray(x) - m
     return mean(d * d, axis, keepdims)
 
 
 def argmax(x: Any, axis: int = -1) -> Any:
+    """The i32 index of the largest value along ``axis`` (the first one on ties)."""
     v = asarray(x).value
     ax = normalize_axis("argmax", axis, v.type.rank)
     return _tensor(current().emit("argmax", [v], {"axis": ax, "index_dtype": dt.i32}))
 
 
 def reshape(x: Any, *shape: Any) -> Any:
+    """``x`` in a new shape (a tuple or separate ints; one ``-1`` is inferred), row-major."""
     v = asarray(x).value
     dims = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], tuple | list) else list(shape)
     if dims.count(-1) > 1:
@@ -235,6 +241,7 @@ def reshape(x: Any, *shape: Any) -> Any:
 
 
 def transpose(x: Any, *axes: Any) -> Any:
+    """``x`` with its axes permuted (a tuple or separate ints; none: reversed), as numpy."""
     v = asarray(x).value
     perm = list(axes[0]) if len(axes) == 1 and isinstance(axes[0], tuple | list) else list(axes)
     if not perm:
@@ -246,6 +253,7 @@ def transpose(x: Any, *axes: Any) -> Any:
 
 
 def swapaxes(x: Any, a: int, b: int) -> Any:
+    """``x`` with axes ``a`` and ``b`` exchanged."""
     rank = asarray(x).value.type.rank
     perm = list(range(rank))
     a, b = normalize_axis("swapaxes", a, rank), normalize_axis("swapaxes", b, rank)
@@ -267,6 +275,7 @@ def concat(xs: Sequence[Any], axis: int = 0) -> Any:
 
 
 def stack(xs: Sequence[Any], axis: int = 0) -> Any:
+    """Join same-shaped tensors along a new axis ``axis`` (dtypes promoted)."""
     ts = [asarray(x) for x in xs]
     rank = ts[0].value.type.rank + 1
     ax = normalize_axis("stack", axis, rank)
@@ -275,6 +284,7 @@ def stack(xs: Sequence[Any], axis: int = 0) -> Any:
 
 
 def take(x: Any, indices: Any, axis: int = 0) -> Any:
+    """The slices of ``x`` at integer ``indices`` along ``axis`` (numpy.take; a gather)."""
     v = asarray(x).value
     idx = asarray(indices).value
     ax = normalize_axis("take", axis, v.type.rank)
@@ -391,17 +401,21 @@ def getitem(x: Any, key: Any) -> Any:
 
 
 def iota(shape: Sequence[int], dim: int = 0, dtype: object = "i32") -> Any:
+    """A tensor of ``shape`` holding each element's index along ``dim``."""
     return _tensor(current().emit("iota", [], {"shape": tuple(shape), "dim": dim,
                                                "dtype": dt.get(dtype)}))
 
 
 def arange(n: int, dtype: object = "i32") -> Any:
+    """``0, 1, ..., n - 1`` (one argument only, unlike numpy.arange)."""
     return iota((n,), 0, dtype)
 
 
 def zeros(shape: Sequence[int], dtype: object = "f32") -> Any:
+    """A tensor of ``shape`` filled with 0."""
     return constant(0, dtype, tuple(shape))
 
 
 def ones(shape: Sequence[int], dtype: object = "f32") -> Any:
+    """A tensor of ``shape`` filled with 1."""
     return constant(1, dtype, tuple(shape))
