@@ -2,7 +2,8 @@
 # The cuda target on an NVIDIA GPU, in one command sized for a scarce machine (< 8 minutes):
 #   1. Python packages from the wheels carried in the working tree (.gpu_wheels/, made by
 #      scripts/gpu_wheels.sh on a machine with PyPI), installed only where an import is missing;
-#   2. the cuda runtime tests and the conformance suite on the GPU (pytest -k cuda);
+#   2. the cuda runtime tests, the int8 kernels (__dp4a, bit-exact vs numpy) and the
+#      conformance suite on the GPU (pytest -k cuda);
 #   3. MiniLM and an MLP Adam step against the numpy target, and their timings beside their
 #      peers (benchmarks/gpu_check.py).
 # Results: benchmarks/results/gpu_check-<gpu>.{md,json} and gpu_check-<gpu>-conformance.txt,
@@ -85,7 +86,8 @@ PYEOF
 CONF=$RES/gpu_check-$SLUG-conformance.txt
 say "conformance on the GPU -> ${CONF#$ROOT/}"
 JOBS=$("$PY" -c "import os; print(min(8, max(1, len(os.sched_getaffinity(0)) // 2)))")
-timeout 300 "$PY" -m pytest tests/targets/test_cuda_runtime.py tests/conformance -k cuda \
+timeout 300 "$PY" -m pytest tests/targets/test_cuda_runtime.py tests/targets/test_gpu_int8.py \
+    tests/conformance -k cuda \
     -q -rs -p no:cacheprovider -n "$JOBS" >"$CONF" 2>&1
 CONF_RC=$?
 tail -5 "$CONF"

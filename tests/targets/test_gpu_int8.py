@@ -1,6 +1,9 @@
 """int8 on the GPU targets (gpu_common/int8.py): ``int_linear`` on packed bytes and
 ``requantize`` in 32-bit limbs, bit for bit against the numpy reference, on each executing
-target's packed-dot path (WGSL ``dot4I8Packed``, SPIR-V ``OpSDot``) and on its i32 path."""
+target's packed-dot path (WGSL ``dot4I8Packed``, SPIR-V ``OpSDot``) and on its i32 path (and
+HLSL's, run through SPIR-V); on the checked targets, the kernels pass their toolchains and the
+packed dot reaches the machine code (PTX ``dp4a``, AMD ``v_dot4``), and on an NVIDIA GPU
+(scripts/gpu_check.sh runs ``-k cuda``) the CUDA kernels run bit-exact too."""
 
 from __future__ import annotations
 
@@ -16,7 +19,10 @@ from rlx_core import quant as Q
 from rlx_core.errors import RlxError
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-TARGETS = ("webgpu", "vulkan", "opengl", "opencl")
+TARGETS = ("webgpu", "vulkan", "opengl", "opencl", "directx")
+# compile-checked here: the builtin the int_linear source calls, and what the compiled code
+# must show for it (None: Metal has no packed int8 dot, the kernel unpacks)
+CHECKED = {"cuda": "__dp4a(", "rocm": "__builtin_amdgcn_sdot4(", "metal": "rlx_dot4("}
 
 
 def _info_holder(target: str) -> Any:
@@ -28,7 +34,7 @@ def _info_holder(target: str) -> Any:
 
 # the AdapterInfo feature that selects the packed-dot dialect, per target (None: no such path)
 PACKED = {"webgpu": "wgsl-packed-4x8-integer-dot-product", "vulkan": "shader-integer-dot-product",
-          "opengl": None, "opencl": None}
+          "opengl": None, "opencl": None, "directx": None}
 # what the packed path's source calls
 BUILTIN = {"webgpu": "dot4I8Packed(", "vulkan": "rlx_sdot4("}
 
@@ -39,13 +45,15 @@ def _paths(targets: tuple[str, ...]) -> list[tuple[str, str]]:
 
 # opengl and opencl take the i32 path webgpu and vulkan are also tested on (one renderer), and
 # PoCL builds a program in ~1-3 s on the shared CI cores: they run the MLP and requantize
-# (which cover int_linear's u8 operand and zero points), not every int_linear case
+# (which cover int_linear's u8 operand and zero points), not every int_linear case; directx
+# (HLSL: its own shifts and conversions) runs every case on its i32 path
 @pytest.fixture(params=_paths(TARGETS), ids=lambda tp: f"{tp[0]}-{tp[1]}")
 def gpu_all(request: Any) -> Iterator[str]:
     yield from _on_path(request)
 
 
-@pytest.fixture(params=_paths(TARGETS[:2]), ids=lambda tp: f"{tp[0]}-{tp[1]}")
+@pytest.fixture(params=_paths(("webgpu", "vulkan", "directx")),
+                ids=lambda tp: f"{tp[0]}-{tp[1]}")
 def gpu(request: Any) -> Iterator[str]:
     yield from _on_path(request)
 
@@ -141,9 +149,9 @@ def test_requantize_bit_exact(gpu_all: str) -> None:
         assert g.dtype == w.dtype and g.tolist() == w.tolist()
 
 
-def test_static_ptq_mlp_bit_exact(gpu_all: str) -> None:
+def _ptq_mlp() -> tuple[Any, Any, np.ndarray]:
     """A static PTQ MLP (quantize -> int_linear -> requantize (relu folded) -> int_linear ->
-    dequantize) on the GPU equals the numpy reference bit for bit."""
+    dequantize), its f32 graph and an input."""
     from rlx_core.models.mlp import init_mlp, mlp_logits
     from rlx_core.quant import ptq
 
@@ -155,26 +163,82 @@ def test_static_ptq_mlp_bit_exact(gpu_all: str) -> None:
                                      for _ in range(3)], target="numpy")
     ops = [n.op for n in q.graph.nodes]
     assert "int_linear" in ops and "requantize" in ops
-    got = rlx.compile(q.graph, target=gpu_all)(x)
-    want = rlx.compile(q.graph, target="numpy")(x)
+    return q.graph, g, x
+
+
+def test_static_ptq_mlp_bit_exact(gpu_all: str) -> None:
+    """The static PTQ MLP on the GPU equals the numpy reference bit for bit."""
+    qg, g, x = _ptq_mlp()
+    got = rlx.compile(qg, target=gpu_all)(x)
+    want = rlx.compile(qg, target="numpy")(x)
     assert np.array_equal(got, want)
     f32 = rlx.compile(g, target="numpy")(x)
     assert np.abs(got - f32).max() < 0.1 * np.abs(f32).max()  # and it is the MLP
 
 
+def _checked(target: str) -> Any:
+    ok, why = rlx.api.get_target(target).available()
+    if not ok:
+        pytest.skip(f"{target} unavailable: {why}")
+    return rlx.api.get_target(target)
+
+
+@pytest.mark.parametrize("target", sorted(CHECKED))
+def test_static_ptq_mlp_on_the_checked_targets(target: str) -> None:
+    """cuda, rocm and metal claim the int8 ops: the PTQ MLP's kernels (per-channel requantize,
+    zero points, u8 activations) pass nvcc + ptxas, hipcc, the MSL syntax pass; int_linear
+    calls the language's packed dot (Metal: the i32 unpacking). Where a GPU runs the cuda
+    target (scripts/gpu_check.sh), it also equals the numpy reference bit for bit."""
+    tgt = _checked(target)
+    qg, _, x = _ptq_mlp()
+    exe = rlx.compile(qg, target=target)
+    linears = [s for s in exe.program.sources.values() if "= int_linear" in s]
+    assert len(linears) == 3 and all(CHECKED[target] in s for s in linears)
+    if target == "cuda" and tgt.executes_here()[0]:
+        assert np.array_equal(exe(x), rlx.compile(qg, target="numpy")(x))
+    else:
+        assert exe.program.info["checked"]
+
+
+def _int_linear_unit(target: str) -> str:
+    """One int_linear kernel (both zero points, u8 activations) in ``target``'s language."""
+    from rlx_core.targets.gpu_common.checked_target import unit
+    from rlx_core.targets.gpu_common.kernels import render_graph
+
+    x, w = np.zeros((3, 40), np.uint8), np.zeros((5, 40), np.int8)
+    lir = rlx.api.lower(lambda a, b: Q.int_linear(a, b, None, 3, -2), x, w, target=target)[2]
+    tgt = rlx.api.get_target(target)
+    return unit(tgt.dialect, render_graph(tgt.dialect, lir))
+
+
+def test_the_packed_dot_is_in_the_cuda_ptx() -> None:
+    """``__dp4a`` becomes PTX ``dp4a.s32.s32`` (one instruction per four multiply-adds)."""
+    from rlx_core.targets.cuda.toolchain import find_tools, ptx
+
+    if find_tools()[0] is None:
+        pytest.skip(find_tools()[1])
+    assert "dp4a.s32.s32" in ptx(_int_linear_unit("cuda"))
+
+
+def test_the_packed_dot_is_in_the_amd_code_objects() -> None:
+    """``__builtin_amdgcn_sdot4`` becomes ``v_dot4`` (``v_dot4c_i32_i8``) in the gfx90a and
+    gfx940 code objects hipcc makes."""
+    from rlx_core.targets.rocm.toolchain import disassemble, find_llvm_tools
+
+    _checked("rocm")
+    if find_llvm_tools()[0] is None:
+        pytest.skip(find_llvm_tools()[1])
+    for arch, asm in disassemble(_int_linear_unit("rocm")).items():
+        assert "v_dot4" in asm and "_i32_i8" in asm, arch
+
+
 def test_claims_are_where_the_kernels_run() -> None:
-    """The GPU tables that claim the int8 ops are the ones tested above; the others keep the
-    legalization failure (requantize's i64 products) with a hint."""
-    for name in TARGETS:
+    """Every GPU table claims the int8 ops (tested above: executed or compile-checked); a
+    target without them (tpu: requantize's i64 products) keeps the legalization failure."""
+    for name in (*TARGETS, *CHECKED, "webgpu-browser"):
         caps = rlx.api.get_target(name).caps
         assert caps.claim_for("int_linear") and caps.claim_for("requantize"), name
-    for name in ("directx", "cuda", "rocm", "metal"):
-        caps = rlx.api.get_target(name).caps
-        assert caps.claim_for("requantize") is None, name
-    ok, why = rlx.api.get_target("directx").available()
-    if not ok:
-        pytest.skip(f"directx unavailable: {why}")
     acc = np.zeros((4, 3), np.int32)
     with pytest.raises(RlxError) as err:
-        rlx.compile(lambda a: Q.requantize(a, 1 << 30, -2), acc, target="directx")
+        rlx.compile(lambda a: Q.requantize(a, 1 << 30, -2), acc, target="tpu")
     assert err.value.code == "RLX-L000" and "requantize" in str(err.value) and err.value.hint

@@ -9,6 +9,7 @@ builtin in OpenCL, GLSL and MSL) is defined for int. Reductions combine a warp's
 with ``__shfl_xor_sync`` before shared memory. f16 is ``__half`` storage (``cuda_fp16.h``)
 computed in f32 and rounded to half after every op: for + - * / and sqrt that is exactly
 IEEE half arithmetic (f32 has more than 2 x 11 + 2 bits), and it is what the reference does.
+int8 dot products on packed words are ``__dp4a`` (HIP: ``__builtin_amdgcn_sdot4``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,16 @@ class Cuda(Dialect):
 
     def int_abs(self, a: str) -> str:
         return f"((int)(({a}) < 0 ? 0u - (uint)({a}) : (uint)({a})))"
+
+    # int8 (gpu_common/int8.py): __dp4a (sm_61+) multiplies four signed bytes of each word and
+    # adds them and the accumulator in one instruction (PTX dp4a.s32.s32), wrapping in 32 bits
+    int8_path = "packed-dot"
+
+    def dot4_i8(self, a: str, b: str) -> str | None:
+        return f"__dp4a((int)({a}), (int)({b}), 0)"
+
+    def dot4_i8_acc(self, a: str, b: str, acc: str) -> str | None:
+        return f"__dp4a((int)({a}), (int)({b}), {acc})"
 
     def enables(self, uses_f16: bool) -> list[str]:
         return [*([self.header] if self.header else []),

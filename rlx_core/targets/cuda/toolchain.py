@@ -35,6 +35,28 @@ def find_tools() -> tuple[tuple[str, str] | None, str]:
     return (nvcc, ptxas), ""
 
 
+def _ptx(nvcc: str, source: str, tmp: str) -> Path:
+    """nvcc's PTX for compute_80 of ``source``; KernelCheckError on failure."""
+    cu, ptx = Path(tmp) / "kernels.cu", Path(tmp) / "kernels.ptx"
+    cu.write_text(source)
+    p = subprocess.run([nvcc, "-arch=compute_80", "-ptx", "-diag-suppress", "177",
+                        str(cu), "-o", str(ptx)], capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        raise checker_error("nvcc -ptx", p.stdout + p.stderr, source, "CUDA C")
+    return ptx
+
+
+def ptx(source: str) -> str:
+    """The PTX text nvcc makes of ``source`` (what a test reads to see ``dp4a``)."""
+    tools, why = find_tools()
+    if tools is None:
+        from rlx_core.errors import TargetUnavailableError
+
+        raise TargetUnavailableError(f"target 'cuda' is not available: {why}")
+    with tempfile.TemporaryDirectory(prefix="rlx-cuda-") as tmp:
+        return _ptx(tools[0], source, tmp).read_text()
+
+
 def check(source: str) -> str:
     """PTX for compute_80, assembled for every arch in ARCHES; KernelCheckError on failure."""
     tools, why = find_tools()
@@ -44,13 +66,7 @@ def check(source: str) -> str:
         raise TargetUnavailableError(f"target 'cuda' is not available: {why}")
     nvcc, ptxas = tools
     with tempfile.TemporaryDirectory(prefix="rlx-cuda-") as tmp:
-        cu, ptx = Path(tmp) / "kernels.cu", Path(tmp) / "kernels.ptx"
-        cu.write_text(source)
-        p = subprocess.run([nvcc, "-arch=compute_80", "-ptx", "-diag-suppress", "177",
-                            str(cu), "-o", str(ptx)], capture_output=True, text=True,
-                           timeout=300)
-        if p.returncode != 0:
-            raise checker_error("nvcc -ptx", p.stdout + p.stderr, source, "CUDA C")
+        ptx = _ptx(nvcc, source, tmp)
         for arch in ARCHES:
             a = subprocess.run([ptxas, f"-arch={arch}", str(ptx), "-o",
                                 str(Path(tmp) / f"{arch}.cubin")], capture_output=True,

@@ -193,6 +193,12 @@ class Dialect:
         (WGSL ``dot4I8Packed``, SPIR-V ``OpSDot``), or None: the kernel unpacks with shifts."""
         return None
 
+    def dot4_i8_acc(self, a: str, b: str, acc: str) -> str | None:
+        """``acc`` plus that dot product as one builtin where the language accumulates in it
+        (CUDA ``__dp4a``, HIP ``__builtin_amdgcn_sdot4``; wrapping like the reference), or
+        None: ``acc + dot4_i8(a, b)``."""
+        return None
+
     def dot4_decl(self) -> list[str]:
         """Module-scope lines the ``dot4_i8`` builtin needs (a declaration, a directive)."""
         return []

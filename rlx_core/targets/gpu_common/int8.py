@@ -11,8 +11,9 @@ with ``x = x' + ox`` and ``w = w' + ow`` (x', w' the signed bytes),
 ``ca = ox - za``, ``cb = ow - zb``, all wrapping i32 like the reference (the row sums: each
 lane sums the words it stages, and 16 partials a row are added after the K loop). ``sum x'w'``
 is the dialect's 4x8-bit dot product builtin where it has one (the "packed-dot" path: WGSL
-``dot4I8Packed``, SPIR-V ``OpSDot``), else four sign-extending shifts and multiply-adds per
-word (the "i32" path); both exact.
+``dot4I8Packed``, SPIR-V ``OpSDot``, CUDA ``__dp4a``, HIP ``__builtin_amdgcn_sdot4``), else four
+sign-extending shifts and multiply-adds per word (the "i32" path: OpenGL, OpenCL, HLSL, MSL);
+both exact.
 
 ``requantize`` is TFLite's MultiplyByQuantizedMultiplier without 64-bit integers (WGSL and
 GLSL 4.50 have none; the common-IR decomposition needs i64): ``x * m`` is formed from 16-bit
@@ -95,7 +96,8 @@ def render_int_linear(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> Gp
         return d.int_binary("+", a, b, "i32")
 
     note = f"  {d.comment} %{safe(node.name)} = int_linear"
-    steps = [f"acc = {add('acc', dot4('ta[ly][j]', 'tb[lx][j]'))};"]
+    fused = d.dot4_i8_acc("ta[ly][j]", "tb[lx][j]", "acc")
+    steps = [f"acc = {fused or add('acc', dot4('ta[ly][j]', 'tb[lx][j]'))};"]
     # the row sums the zero points need: each lane sums the words it stages (one dot with
     # 0x01010101 per K step, not one per word of the inner loop), then 16 partials a row
     ones = "0x01010101u"

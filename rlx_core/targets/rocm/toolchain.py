@@ -1,4 +1,5 @@
-"""hipcc -> device code objects for gfx90a and gfx940: the HIP check.
+"""hipcc -> device code objects for gfx90a and gfx940: the HIP check; and their disassembly
+(``disassemble``), where LLVM's offload bundler and objdump are installed.
 
 gfx942 (MI300X) is what the issue names, but Debian's hipcc (LLVM 15) predates it; gfx940 is
 the same family's first target that this LLVM knows. ``RLX_HIPCC`` overrides the compiler.
@@ -6,6 +7,7 @@ the same family's first target that this LLVM knows. ``RLX_HIPCC`` overrides the
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
@@ -24,19 +26,65 @@ def find_hipcc() -> tuple[str | None, str]:
     return (path, "") if path else (None, "hipcc is not installed (Debian: hipcc)")
 
 
-def check(source: str) -> str:
+def _compile(hipcc: str, source: str, tmp: str) -> Path:
+    """The offload bundle of device code objects for ARCHES; KernelCheckError on failure."""
+    src, obj = Path(tmp) / "kernels.hip", Path(tmp) / "kernels.o"
+    src.write_text(source)
+    p = subprocess.run([hipcc, "-x", "hip", *(f"--offload-arch={a}" for a in ARCHES),
+                        "--cuda-device-only", "-O2", "-c", str(src), "-o", str(obj)],
+                       capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise checker_error("hipcc", p.stdout + p.stderr, source, "HIP")
+    return obj
+
+
+def _hipcc() -> str:
     hipcc, why = find_hipcc()
     if hipcc is None:
         from rlx_core.errors import TargetUnavailableError
 
         raise TargetUnavailableError(f"target 'rocm' is not available: {why}")
+    return hipcc
+
+
+def check(source: str) -> str:
     with tempfile.TemporaryDirectory(prefix="rlx-hip-") as tmp:
-        src = Path(tmp) / "kernels.hip"
-        src.write_text(source)
-        p = subprocess.run([hipcc, "-x", "hip", *(f"--offload-arch={a}" for a in ARCHES),
-                            "--cuda-device-only", "-O2", "-c", str(src), "-o",
-                            str(Path(tmp) / "kernels.o")], capture_output=True, text=True,
-                           timeout=600)
-        if p.returncode != 0:
-            raise checker_error("hipcc", p.stdout + p.stderr, source, "HIP")
+        _compile(_hipcc(), source, tmp)
     return "hipcc code objects for " + ", ".join(ARCHES)
+
+
+@cache
+def find_llvm_tools() -> tuple[tuple[str, str] | None, str]:
+    """(clang-offload-bundler, llvm-objdump) of the newest LLVM here (hipcc's own is Debian's
+    llvm-15; an older objdump does not know gfx940), or None and why. ``RLX_LLVM_BIN`` names
+    the folder."""
+    dirs = [os.environ["RLX_LLVM_BIN"]] if os.environ.get("RLX_LLVM_BIN") else sorted(
+        glob.glob("/usr/lib/llvm-*/bin"), key=lambda d: int(d.split("-")[-1].split("/")[0]),
+        reverse=True)
+    for d in dirs:
+        tools = (str(Path(d) / "clang-offload-bundler"), str(Path(d) / "llvm-objdump"))
+        if all(os.path.exists(t) for t in tools):
+            return tools, ""
+    return None, "no clang-offload-bundler and llvm-objdump (Debian: llvm-15, clang-15)"
+
+
+def disassemble(source: str) -> dict[str, str]:
+    """Each arch's device code, disassembled (``llvm-objdump -d`` of the unbundled code
+    object): what the test reads to see that a builtin became the instruction it names."""
+    tools, why = find_llvm_tools()
+    if tools is None:
+        from rlx_core.errors import TargetUnavailableError
+
+        raise TargetUnavailableError(f"cannot disassemble HIP code objects: {why}")
+    bundler, objdump = tools
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="rlx-hip-") as tmp:
+        obj = _compile(_hipcc(), source, tmp)
+        for arch in ARCHES:
+            co = Path(tmp) / f"{arch}.co"
+            subprocess.run([bundler, "--unbundle", "--type=o", f"--input={obj}",
+                            f"--targets=hipv4-amdgcn-amd-amdhsa--{arch}", f"--output={co}"],
+                           check=True, capture_output=True, timeout=120)
+            out[arch] = subprocess.run([objdump, "-d", str(co)], check=True, capture_output=True,
+                                       text=True, timeout=120).stdout
+    return out
