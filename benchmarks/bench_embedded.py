@@ -15,7 +15,7 @@ flash / RAM from the ELF, the arena from the LIR memory plan, instructions per i
 (SysTick ticks at 1 instruction per ns of virtual time, resolution 40 instructions at 25 MHz,
 50 at 20 MHz), and host seconds per image under QEMU.
 
-    python benchmarks/bench_embedded.py                 # writes results/embedded_cortex_m.*
+    python benchmarks/bench_embedded.py                 # writes results/embedded_cortex_m-<cpu>.*
     python benchmarks/bench_embedded.py --images 500 --no-write
 """
 
@@ -29,7 +29,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import machine, markdown_table, say, write_results  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    finish_run,
+    markdown_table,
+    save_run,
+    say,
+    stamp,
+    start_run,
+)
 
 
 def _train_qat(args: argparse.Namespace) -> dict:
@@ -106,6 +113,8 @@ def main() -> None:
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
 
+    # no peers timed side by side (instruction counts under QEMU): pools at their defaults
+    run = start_run(None, with_torch=False)
     data = load_mnist()
     xt, yt = data.flat("test")
     xt, yt = xt[:args.images], yt[:args.images]
@@ -146,10 +155,9 @@ def main() -> None:
     table = markdown_table(["firmware", "images", "accuracy %", "predictions = host int8",
                             "logits bit-identical", "flash B", "RAM B", "arena B",
                             "instructions / inference", "host ms / image (QEMU)"], rows)
-    info = machine()
+    info = finish_run(run)
     md = (f"# int8 MNIST MLP 784-512-512-10 as Cortex-M firmware under QEMU\n\n"
-          f"Command: `python benchmarks/bench_embedded.py`. Host: {info['cpu']}, "
-          f"{info['cores']} cores, load average {info.get('load_average_1m')} (shared). "
+          f"Command: `python benchmarks/bench_embedded.py`. Host: {stamp(info)} (shared). "
           f"qemu-system-arm 7.2 `-icount shift=0`; arm-none-eabi-gcc 12.2 `-Os`. Model: f32 1 epoch + QAT "
           f"({args.qat_epochs} epoch LSQ), int8 graph at batch 1 returning (logits, argmax); "
           f"the host int8 reference (numpy target, same graph) scores {100 * host_acc:.2f}% "
@@ -162,8 +170,8 @@ def main() -> None:
           "feeds the argmax) and compared bit for bit.\n")
     print(md)
     if not args.no_write:
-        write_results("embedded_cortex_m", {"machine": info, "host_int8_accuracy": host_acc,
-                                            "images": len(xt), "runs": data_out}, md)
+        save_run("embedded_cortex_m", "wall", {"machine": info, "host_int8_accuracy": host_acc,
+                                               "images": len(xt), "runs": data_out}, md)
 
 
 if __name__ == "__main__":
