@@ -47,9 +47,14 @@ from rlx_core.testing.watchdog import GuardedRunner
 RunOne = Callable[[str, Case], Outcome]
 FINDINGS = (MISMATCH, CRASH, TIMEOUT)
 __all__ = ["TargetStats", "executing_targets", "main", "write_report"]
-# Mesa's gallivm (llvmpipe under opengl, lavapipe under webgpu, vulkan and directx): skip LLVM's
-# optimisation passes, not NIR's, nor LLVM's code generation (``--driver-fast-compile``)
-FAST_DRIVER_ENV = {"GALLIVM_PERF": "nopt"}
+# ``--driver-fast-compile``: a driver's own LLVM skips its optimisation passes; our code, the
+# front ends and the executed semantics are the same. Mesa's gallivm (llvmpipe under opengl,
+# lavapipe under webgpu, vulkan and directx): not NIR's passes, nor LLVM's code generation.
+# PoCL (opencl): -cl-opt-disable on every program build, which also drops the -O3 pipeline its
+# kernel compiler runs on each work-group function at the first launch (2x less CPU per pack).
+FAST_DRIVER_ENV = {"GALLIVM_PERF": "nopt", "POCL_EXTRA_BUILD_FLAGS": "-cl-opt-disable"}
+FAST_DRIVER_TARGETS = {"GALLIVM_PERF": ("opengl", "webgpu", "vulkan", "directx"),
+                       "POCL_EXTRA_BUILD_FLAGS": ("opencl",)}
 
 
 class FuzzOptionError(RlxError):
@@ -76,6 +81,24 @@ def executing_targets() -> list[str]:
         if str(getattr(tgt, "verification", "")).startswith("executes") and tgt.available()[0]:
             out.append(name)
     return out
+
+
+def fast_driver_env(targets: list[str]) -> dict[str, str]:
+    """The ``--driver-fast-compile`` settings that reach a driver of ``targets``."""
+    return {k: v for k, v in FAST_DRIVER_ENV.items()
+            if set(FAST_DRIVER_TARGETS[k]) & set(targets)}
+
+
+def _driver_text(env: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in env.items())
+
+
+def _relevant(driver: str, targets: list[str]) -> str:
+    """A report's driver line without the settings no driver of ``targets`` reads (older runs
+    recorded GALLIVM_PERF for every target)."""
+    keep = [kv for kv in driver.split() if "=" not in kv
+            or set(FAST_DRIVER_TARGETS.get(kv.split("=")[0], targets)) & set(targets)]
+    return " ".join(keep)
 
 
 def resolve_targets(spec: str) -> list[str]:
@@ -146,8 +169,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="continue the run whose state is the --report's .json twin (same "
                          "seed, start, count and targets), if it exists")
     ap.add_argument("--driver-fast-compile", action="store_true",
-                    help="Mesa's gallivm skips LLVM's optimisation passes (GALLIVM_PERF=nopt): "
-                         "about 2x faster on the Mesa GPU targets; recorded in the report")
+                    help="the drivers' LLVM skips its optimisation passes (Mesa's gallivm: "
+                         "GALLIVM_PERF=nopt; PoCL: -cl-opt-disable): about 2x faster on the "
+                         "Mesa GPU targets and opencl; recorded in the report")
     ap.add_argument("--case-timeout", type=float, default=60.0,
                     help="seconds one case may take alone; a pack of n gets (1 + n/10) times it")
     ap.add_argument("--targets", default="all", help="'all' (every executing target) or a,b")
@@ -170,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                               hint="e.g. --minutes 20 --pack 40 --case-timeout 60")
     targets = resolve_targets(args.targets)
     if args.driver_fast_compile:  # before the worker starts: it inherits the environment
-        os.environ.update(FAST_DRIVER_ENV)
+        os.environ.update(fast_driver_env(targets))
     profiles = {t: profile_for(t) for t in targets}
     command = "python -m rlx_core.testing.fuzz " + " ".join(argv or sys.argv[1:])
     header, stats = _fresh_or_resumed(args, targets, command)
@@ -179,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         stats[t].generator = stats[t].generator or generator_fingerprint(profiles[t])
     session = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit(),
                "command": command, "graphs": 0, "minutes": 0.0,
-               "driver": header["driver"], "load": _load(),
+               "driver": _driver_text(fast_driver_env(targets) if args.driver_fast_compile
+                                      else {}),
+               "load": _load(),
                # a resumed range may continue with a newer generator: its cases are still
                # distinct, but say which generator drew which session's cases
                "generator": {t: generator_fingerprint(profile_for(t)) for t in targets}}
@@ -203,8 +229,7 @@ def _fresh_or_resumed(args: argparse.Namespace, targets: list[str], command: str
                       ) -> tuple[dict[str, Any], dict[str, TargetStats]]:
     """The header and stats to start from: the report's state under ``--resume`` (when the
     report exists), else new ones at case index ``--start``."""
-    driver = " ".join(f"{k}={v}" for k, v in FAST_DRIVER_ENV.items()) \
-        if args.driver_fast_compile else ""
+    driver = _driver_text(fast_driver_env(targets) if args.driver_fast_compile else {})
     state = args.report.with_suffix(".json")
     if args.resume and state.is_file():
         try:
@@ -221,8 +246,9 @@ def _fresh_or_resumed(args: argparse.Namespace, targets: list[str], command: str
             raise FuzzResumeError(f"{state} is the state of another run: {diff}",
                                   hint="resume with the run's own options, or give this run "
                                        "its own --report (a new shard: another --start)")
-        if header.get("driver", "") != driver:  # the sessions table says which ran how
-            header["driver"] = "mixed (see sessions)"
+        before = _relevant(header.get("driver", ""), targets)
+        # the sessions table says which ran how
+        header["driver"] = driver if before == driver else "mixed (see sessions)"
         header["command"], header["minutes"], header["pack"] = command, args.minutes, args.pack
         header.setdefault("sessions", [])
         return header, stats

@@ -115,3 +115,34 @@ def test_the_merger_counts_a_fixed_mismatch_apart_and_keeps_what_nothing_explain
     _, total = merge([state], rerun=False)["numpy"]
     assert total.status["mismatch"] == 1 and "no saved case" in total.findings[0]["triaged"]
     assert merge_main([str(state), "--report", str(tmp_path / "x_{target}.md")]) == 1
+
+
+def test_driver_fast_compile_reaches_only_the_drivers_of_the_run() -> None:
+    from rlx_core.testing.fuzz import _relevant, fast_driver_env
+
+    assert fast_driver_env(["vulkan"]) == {"GALLIVM_PERF": "nopt"}
+    assert fast_driver_env(["opencl"]) == {"POCL_EXTRA_BUILD_FLAGS": "-cl-opt-disable"}
+    assert fast_driver_env(["hexagon", "cortex-m"]) == {}
+    # an older shard recorded GALLIVM_PERF for every target: not a change of driver on hexagon
+    assert _relevant("GALLIVM_PERF=nopt", ["hexagon"]) == ""
+    assert _relevant("GALLIVM_PERF=nopt", ["webgpu"]) == "GALLIVM_PERF=nopt"
+    assert _relevant("mixed (see sessions)", ["opencl"]) == "mixed (see sessions)"
+
+
+def test_opencl_fuzzes_with_pocl_optimisation_off(tmp_path, monkeypatch) -> None:
+    """PoCL built with -cl-opt-disable (``--driver-fast-compile``) still agrees with the
+    reference on special values, and the report says which sessions ran so."""
+    from rlx_core.testing.fuzz import executing_targets
+
+    if "opencl" not in executing_targets():
+        pytest.skip("opencl (PoCL or another OpenCL device) does not execute here")
+    monkeypatch.delenv("POCL_EXTRA_BUILD_FLAGS", raising=False)  # main sets it for its worker
+    monkeypatch.delenv("GALLIVM_PERF", raising=False)
+    report = tmp_path / "ocl.md"
+    assert main(["--targets", "opencl", "--seed", "31", "--count", "12", "--pack", "12",
+                 "--driver-fast-compile", "--max-findings", "1", "--report", str(report),
+                 "--cases-dir", str(tmp_path / "cases")]) == 0
+    state = json.loads(report.with_suffix(".json").read_text())
+    assert state["targets"]["opencl"]["graphs"] == 12
+    assert state["header"]["driver"] == "POCL_EXTRA_BUILD_FLAGS=-cl-opt-disable"
+    assert state["header"]["sessions"][-1]["driver"] == state["header"]["driver"]
