@@ -35,6 +35,10 @@ CASES = [
     ((1, 3, 20, 18), (20, 3, 7, 7), (2, 2), (3, 3), (1, 1)),  # a stem conv
     ((1, 4, 9, 11), (6, 4, 3, 2), (1, 2), (2, 0), (2, 1)),  # dilation, uneven window
     ((3, 17, 6, 6), (9, 17, 3, 3), (1, 1), (0, 0), (1, 1)),  # no padding, 3 images
+    # 5 blocks of 8 at 3x3: K in 3 slices (partial sums kept between them), full 6-pixel
+    # tiles and a 4-pixel one on the flat tiles
+    ((1, 40, 8, 8), (24, 40, 3, 3), (1, 1), (1, 1), (1, 1)),
+    ((1, 16, 12, 12), (16, 16, 9, 9), (1, 1), (4, 4), (1, 1)),  # over RLX_CB_TAPS
 ]
 
 
