@@ -4,7 +4,9 @@ Two workloads, each as int8 and as f32 on the same target and device:
 
 - ``gemm``: a 128x384 by 384x384 linear (MiniLM's hidden size at 128 tokens): f32 ``x @ W.T``
   against ``int_linear`` (i8 x i8 -> i32), on the packed-dot path (WGSL ``dot4I8Packed`` /
-  SPIR-V ``OpSDot``) and the i32 path (unpacked bytes) where the target has both;
+  SPIR-V ``OpSDot``) and the i32 path (unpacked bytes) where the target has both; with the
+  weights a parameter (prepacked into words once, when uploaded) and a call input (packed
+  while staging, in every call: what every int8 weight cost before the prepack);
 - ``mlp``: the MNIST MLP 784-512-512-10 at batch 32 (random weights: speed only), f32
   against its static PTQ graph (quantize -> int_linear -> requantize -> ... -> dequantize).
 
@@ -74,7 +76,37 @@ def _compile(fn: Any, args: list[np.ndarray], target: str, packed: bool) -> Any:
         holder.info = saved
 
 
+def _paths(target: str) -> list[bool]:
+    """The int8 paths this device has: packed-dot (True) where it has the feature, and i32."""
+    return [True, False] if PACKED.get(target) in _holder(target).info.features else [False]
+
+
+def _peers(target: str, f32: tuple[str, Any, list[np.ndarray]],
+           int8: list[tuple[str, Any, list[np.ndarray]]], want: np.ndarray,
+           ) -> tuple[dict[str, Any], list[str]]:
+    """The f32 peer, then each int8 variant on each int8 path, every int8 output checked bit
+    for bit against ``want`` before it is timed."""
+    peers: dict[str, Any] = {}
+    notes = []
+    name, fn, fargs = f32
+    ef = _compile(fn, fargs, target, True)
+    peers[name] = lambda: ef(*fargs)
+    for packed in _paths(target):
+        for name, fn, args in int8:
+            e = _compile(fn, args, target, packed)
+            ok = bool(np.array_equal(e(*args), want))
+            label = f"{name} ({'packed-dot' if packed else 'i32'})"
+            notes.append(f"{label}: bit-exact {ok}")
+            if not ok:
+                raise SystemExit(f"{target} {label} differs from the reference")
+            peers[label] = (lambda e=e, args=args: e(*args))
+    return peers, notes
+
+
 def gemm_peers(target: str, rng: np.random.Generator) -> tuple[dict[str, Any], list[str]]:
+    """The linear: int8 with the weights a parameter (prepacked once, when uploaded) and with
+    the weights a call input (packed while staging, in every call)."""
+    import rlx_core as rlx
     from rlx_core import quant as Q
 
     m, k, n = 128, 384, 384
@@ -83,30 +115,10 @@ def gemm_peers(target: str, rng: np.random.Generator) -> tuple[dict[str, Any], l
     xq = rng.integers(-127, 127, (m, k), endpoint=True).astype(np.int8)
     wq = rng.integers(-127, 127, (n, k), endpoint=True).astype(np.int8)
     want = xq.astype(np.int64) @ wq.astype(np.int64).T
-
-    def f32(x: Any) -> Any:
-        import rlx_core as rlx
-
-        return rlx.nn.linear(x, wf)
-
-    def i8(x: Any) -> Any:
-        return Q.int_linear(x, wq)
-
-    peers: dict[str, Any] = {}
-    notes = []
-    exe = _compile(f32, [xf], target, True)
-    peers["f32 linear"] = lambda: exe(xf)
-    paths = [True, False] if PACKED.get(target) in _holder(target).info.features else [False]
-    for packed in paths:
-        e = _compile(i8, [xq], target, packed)
-        got = e(xq)
-        ok = got.tolist() == want.tolist()
-        label = f"int8 int_linear ({'packed-dot' if packed else 'i32'})"
-        notes.append(f"{label}: bit-exact {ok}")
-        if not ok:
-            raise SystemExit(f"{target} {label} differs from the reference")
-        peers[label] = (lambda e=e: e(xq))
-    return peers, notes
+    return _peers(target, ("f32 linear", lambda x: rlx.nn.linear(x, wf), [xf]),
+                  [("int8 int_linear", lambda x: Q.int_linear(x, wq), [xq]),
+                   ("int8 int_linear, weights packed per call",
+                    lambda x, w: Q.int_linear(x, w), [xq, wq])], want)
 
 
 def mlp_peers(target: str, rng: np.random.Generator) -> tuple[dict[str, Any], list[str]]:
@@ -120,20 +132,7 @@ def mlp_peers(target: str, rng: np.random.Generator) -> tuple[dict[str, Any], li
     q = ptq.quantize_static(g, data=[rng.uniform(0, 1, (32, 784)).astype(np.float32)],
                             target="numpy")
     want = rlx.compile(q.graph, target="numpy")(x)
-    peers: dict[str, Any] = {}
-    notes = []
-    ef = _compile(g, [x], target, True)
-    peers["f32 MLP"] = lambda: ef(x)
-    paths = [True, False] if PACKED.get(target) in _holder(target).info.features else [False]
-    for packed in paths:
-        e = _compile(q.graph, [x], target, packed)
-        ok = bool(np.array_equal(e(x), want))
-        label = f"int8 MLP ({'packed-dot' if packed else 'i32'})"
-        notes.append(f"{label}: bit-exact {ok}")
-        if not ok:
-            raise SystemExit(f"{target} {label} differs from the reference")
-        peers[label] = (lambda e=e: e(x))
-    return peers, notes
+    return _peers(target, ("f32 MLP", g, [x]), [("int8 MLP", q.graph, [x])], want)
 
 
 def timed(peers: dict[str, Any], runs: int, warmup: int) -> dict[str, dict[str, float]]:
@@ -192,7 +191,8 @@ def main() -> None:
     md = ["# int8 vs f32 on the GPU targets (software GPUs)", "",
           stamp(mach), "",
           "`python benchmarks/bench_gpu_int8.py " +
-          f"--targets {args.targets} --runs {args.runs}`; per call, p50 over interleaved "
+          f"--targets {args.targets} --runs {args.runs} --warmup {args.warmup}`; per call, "
+          "p50 over interleaved "
           "turns of the process CPU time (lavapipe's threads included) and the wall time. "
           "The devices are Mesa lavapipe (a Vulkan implementation on the CPU): the ratios say "
           "what the shaders cost there, not on a GPU. Every int8 output was bit-exact with "

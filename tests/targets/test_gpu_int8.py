@@ -120,6 +120,55 @@ def test_int_linear_bit_exact(gpu: str, xdt: str, xzp: int, wdt: str, wzp: int,
     _check_path(sources, gpu, request)
 
 
+@pytest.mark.parametrize("xdt,xzp,wdt,wzp,n,k", [
+    ("u8", 7, "u8", 200, 40, 70), ("i8", -5, "i8", 3, 18, 64), ("u8", 128, "i8", 0, 3, 5)])
+def test_prepacked_weights_bit_exact(gpu: str, xdt: str, xzp: int, wdt: str, wzp: int, n: int,
+                                     k: int) -> None:
+    """Weights the host has before a call (a parameter; a small array is a constant) are
+    packed once into words with their zero-point term (int8.pack_weights) and the kernel
+    stages those words; a new parameter array is packed again when it is uploaded."""
+    rng = np.random.default_rng(3)
+    info_x, info_w = (np.iinfo(np.dtype({"i8": "int8", "u8": "uint8"}[d])) for d in (xdt, wdt))
+    x = rng.integers(info_x.min, info_x.max, (9, k), endpoint=True).astype(info_x.dtype)
+    w = rng.integers(info_w.min, info_w.max, (n, k), endpoint=True).astype(info_w.dtype)
+    b = rng.integers(-(2**20), 2**20, n).astype(np.int32)
+
+    def f(a: Any) -> Any:
+        return Q.int_linear(a, w, b, xzp, wzp)
+
+    exe = rlx.compile(f, x, target=gpu)
+    plan = exe.program.info["plan"]
+    packed = [kn.name for kn in plan.kernels if kn.derived is not None]
+    assert len(packed) == 1 and packed[0] in plan.buffer(packed[0]).name
+    from_param = dict(plan.derived)
+    assert (packed[0] in from_param) == bool(plan.params)  # else a constant packed at plan time
+    want = rlx.compile(f, x, target="numpy")(x)
+    assert exe(x).tolist() == want.tolist()
+    if plan.params:  # swap the weights: the packed words follow
+        name = from_param[packed[0]].source
+        w2 = np.ascontiguousarray(w[::-1])
+        exe.params[name] = w2
+        ref = (x.astype(np.int64) - xzp) @ (w2.astype(np.int64) - wzp).T + b
+        assert exe(x).tolist() == ref.tolist()
+
+
+def test_pack_weights_layout() -> None:
+    """Rows of little-endian words of four signed bytes, zero past K, u8 offset by -128;
+    then ``ca * sum(w') + K * ca * cb`` a row, wrapped to i32."""
+    from rlx_core.targets.gpu_common.int8 import pack_weights
+
+    w = np.array([[1, -2, 3, -128, 127], [0, 5, -1, 2, 9]], np.int32)
+    got = np.frombuffer(pack_weights(w.astype("<i4").tobytes(), 2, 5, False, 3, -4), "<u4")
+    assert got[:4].tolist() == [0x8003_FE01, 0x7F, 0x02FF_0500, 0x09]
+    assert got[4:].view("<i4").tolist() == [3 * 1 + 5 * 3 * -4, 3 * 15 + 5 * 3 * -4]
+    u = np.array([[0, 255, 128, 129]], np.int32)  # u8 storage: -128, 127, 0, 1
+    got = np.frombuffer(pack_weights(u.astype("<i4").tobytes(), 1, 4, True, 0, 0), "<u4")
+    assert got.tolist() == [0x01007F80]
+    big = np.full((1, 4), -128, np.int32)  # 2^31 wraps
+    got = np.frombuffer(pack_weights(big.astype("<i4").tobytes(), 1, 4, False, 2**22, 0), "<i4")
+    assert got[1] == (-512 * 2**22 + 2**31) % 2**32 - 2**31
+
+
 def _accs(rng: np.random.Generator, n: int) -> np.ndarray:
     edge = np.array([0, 1, -1, 2, -2, 3, -3, INT32_MIN, INT32_MAX, INT32_MIN + 1, 1 << 30,
                      -(1 << 30), 12345, -12345], np.int64)

@@ -15,6 +15,12 @@ is the dialect's 4x8-bit dot product builtin where it has one (the "packed-dot" 
 sign-extending shifts and multiply-adds per word (the "i32" path: OpenGL, OpenCL, HLSL, MSL);
 both exact.
 
+Weights the host has before a call (a parameter or a constant: nearly always) are packed
+once instead, by ``pack_weights`` when they are uploaded (a ``Derived`` buffer: the plan packs
+a constant, the runtime a parameter whenever its data changes): rows of words, then each
+column's whole zero-point term ``ca * sum w' + K * ca * cb``, so staging a weight word is one
+load and the kernel sums only x's rows.
+
 ``requantize`` is TFLite's MultiplyByQuantizedMultiplier without 64-bit integers (WGSL and
 GLSL 4.50 have none; the common-IR decomposition needs i64): ``x * m`` is formed from 16-bit
 limbs as a (hi, lo) pair of u32 words, the nudge added with a carry, the high product shifted
@@ -24,13 +30,16 @@ buffer the runtime uploads once (a constant kernel writing a scratch buffer).
 
 from __future__ import annotations
 
+import array
+import functools
 import math
+import sys
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Kernel, TensorType
 from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared
 from rlx_core.targets.gpu_common.expr import STORAGE, GpuRenderError, bounds, safe
-from rlx_core.targets.gpu_common.kernels import WG, GpuKernel, _grid
+from rlx_core.targets.gpu_common.kernels import WG, Derived, GpuKernel, _grid
 
 OPS: tuple[str, ...] = ("int_linear", "requantize")
 DTYPES: tuple[str, ...] = ("i8", "u8", "i16", "i32")
@@ -74,7 +83,37 @@ def _pack(d: Dialect, var: str, t: TensorType, base: str, k: int, total: int,
     return lines
 
 
-def render_int_linear(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> GpuKernel:
+def pack_weights(raw: bytes, n: int, kk: int, u8: bool, ca: int, cb: int) -> bytes:
+    """The prepacked weights of ``int_linear`` from the storage bytes of an (n, kk) i8 (i32
+    words) or u8 (u32 words) tensor: each row as ``ceil(kk / 4)`` little-endian words of four
+    signed bytes (u8 offset by -128, zeros past K), then, where ``ca`` (x's correction) is not
+    0, one i32 a row: ``ca * sum(w') + kk * ca * cb`` (wrapped), the kernel's zero-point term
+    for that output column. Pure Python (rlx_core imports without numpy); it runs when the
+    weights are uploaded, not per call."""
+    vals = array.array("i")
+    vals.frombytes(raw[:4 * n * kk])
+    if sys.byteorder == "big":  # storage bytes are little-endian
+        vals.byteswap()
+    words = -(-kk // 4)
+    pad = bytes(4 * words - kk)
+    packed = bytearray()
+    terms = array.array("i")
+    cb_k = kk * ca * cb
+    for r in range(n):
+        row = vals[r * kk:(r + 1) * kk]
+        signed = [v - 128 for v in row] if u8 else list(row)
+        packed += bytes(v & 0xFF for v in signed) + pad
+        if ca:
+            terms.append(_wrap(ca * sum(signed) + cb_k))
+    if ca:
+        if sys.byteorder == "big":
+            terms.byteswap()
+        packed += terms.tobytes()
+    return bytes(packed)
+
+
+def render_int_linear(d: Dialect, k: Kernel, types: dict[str, TensorType],
+                      fixed: frozenset[str] = frozenset()) -> tuple[GpuKernel, ...]:
     node = k.nodes[0]
     x_t, w_t = types[node.inputs[0]], types[node.inputs[1]]
     kk = x_t.shape[-1]
@@ -86,6 +125,9 @@ def render_int_linear(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> Gp
     if m > 65535 * TILE or n > 65535 * TILE:
         raise GpuRenderError(f"int_linear {m}x{n} exceeds the workgroup grid",
                              hint="split the rows into several int_linear calls")
+    # weights the host has before any call (a parameter, a constant) are packed once, with
+    # their zero-point term, into one i32 buffer (pack_weights); others are packed in staging
+    prepacked = node.inputs[1] in fixed
     dot = d.dot4_i8("ta[ly][j]", "tb[lx][j]")
     prelude = list(d.dot4_decl()) if dot is not None else _dot4_helper(d)
 
@@ -102,7 +144,14 @@ def render_int_linear(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> Gp
     # 0x01010101 per K step, not one per word of the inner loop), then 16 partials a row
     ones = "0x01010101u"
     sum_x = [f"      sx = {add('sx', dot4('p', ones))};"] if cb else []
-    sum_w = [f"      sw = {add('sw', dot4('p', ones))};"] if ca else []
+    sum_w = [f"      sw = {add('sw', dot4('p', ones))};"] if ca and not prepacked else []
+    if prepacked:
+        stage_w = [f"    if (wrow < {n}u && kw < {words}u) {{",
+                   f"      p = {d.conv('u32', f'b1[wrow * {words}u + kw]')};", "    }"]
+    else:
+        stage_w = [f"    if (wrow < {n}u && kw < {words}u) {{",
+                   *_pack(d, "b1", w_t, f"wrow * {kk}u + kw * 4u", kk, w_t.size, "      "),
+                   *sum_w, "    }"]
     i32 = "i32"
     wx, wy = d.builtin("wx"), d.builtin("wy")
     lines = [f"  {d.let('lx', None, d.builtin('lx'))} {d.let('ly', None, d.builtin('ly'))}",
@@ -115,16 +164,13 @@ def render_int_linear(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> Gp
              f"    {d.var('p', 'u32', '0u')}",
              f"    if (row < {m}u && kw < {words}u) {{",
              *_pack(d, "b0", x_t, f"row * {kk}u + kw * 4u", kk, x_t.size, "      "), *sum_x,
-             "    }", "    ta[ly][lx] = p;", "    p = 0u;",
-             f"    if (wrow < {n}u && kw < {words}u) {{",
-             *_pack(d, "b1", w_t, f"wrow * {kk}u + kw * 4u", kk, w_t.size, "      "), *sum_w,
-             "    }", "    tb[ly][lx] = p;",
+             "    }", "    ta[ly][lx] = p;", "    p = 0u;", *stage_w, "    tb[ly][lx] = p;",
              f"    {d.barrier}",
              f"    {d.loop('j', '0u', f'{TILE}u', '1u')}{note}",
              *(f"      {s}" for s in steps), "    }",
              f"    {d.barrier}", "  }"]
     shared = [Shared("ta", "u32", (TILE, TILE)), Shared("tb", "u32", (TILE, TILE))]
-    if cb or ca:  # lane (lx, ly) holds partial sums of x row ly and of w row lx's ... ly
+    if cb or sum_w:  # lane (lx, ly) holds partial sums of x row ly and of w row lx's ... ly
         shared += [Shared("rsx", i32, (TILE, TILE)), Shared("rsw", i32, (TILE, TILE))]
         lines += ["  rsx[ly][lx] = sx; rsw[ly][lx] = sw;", f"  {d.barrier}",
                   "  sx = 0; sw = 0;",
@@ -134,18 +180,34 @@ def render_int_linear(d: Dialect, k: Kernel, types: dict[str, TensorType]) -> Gp
     res = "acc"
     if cb:
         res = add(res, d.int_binary("*", "sx", d.int_lit(cb, i32), i32))
-    if ca:
+    if prepacked and ca:  # ca * sum w' + K * ca * cb, per column, from the packed buffer
+        res = add(res, f"b1[{n * words}u + col]")
+    elif ca:
         res = add(res, d.int_binary("*", "sw", d.int_lit(ca, i32), i32))
-    if _wrap(kk * ca * cb):
+    if _wrap(kk * ca * cb) and not prepacked:
         res = add(res, d.int_lit(_wrap(kk * ca * cb), i32))
     if len(node.inputs) == 3:
         res = add(res, "b2[col]")
     out = f"b{len(k.inputs)}"
     lines.append(f"  {out}[row * {n}u + col] = {res};{note}")
-    src = d.kernel(_buffers(d, k, types), shared, (TILE, TILE, 1),
-                   [*d.enables(False), *prelude], lines)
+    buffers = _buffers(d, k, types)
+    reads = k.inputs
+    extra: tuple[GpuKernel, ...] = ()
+    if prepacked:
+        name = f"{k.name}.wp"
+        t = TensorType(dt.i32, (n * words + (n if ca else 0),))
+        buffers[1] = Buffer(1, "b1", i32, f"in %{safe(node.inputs[1])} prepacked: {n} rows of "
+                            f"{words} words" + (", then a zero-point term a row" if ca else ""))
+        reads = (k.inputs[0], name, *k.inputs[2:])
+        fn = functools.partial(pack_weights, n=n, kk=kk, u8=w_t.dtype == dt.u8, ca=ca, cb=cb)
+        extra = (GpuKernel(name, "opaque", f"{d.comment} {k.name}: int8 weights packed by the "
+                           "host when uploaded\n", (), (name,), (0, 0, 0), (),
+                           scratch=((name, t),), derived=Derived(node.inputs[1], fn)),)
+    src = d.kernel(buffers, shared, (TILE, TILE, 1), [*d.enables(False), *prelude], lines)
     grid = (-(-n // TILE), -(-m // TILE), 1)
-    return GpuKernel(k.name, k.kind, src, k.inputs, k.outputs, grid, local=(TILE, TILE, 1))
+    scratch = tuple(s for e in extra for s in e.scratch)
+    return (*extra, GpuKernel(k.name, k.kind, src, reads, k.outputs, grid, local=(TILE, TILE, 1),
+                              scratch=scratch))
 
 
 def _requant_params(mult: tuple[int, ...], shift: tuple[int, ...]) -> list[tuple[int, int, int]]:
@@ -237,11 +299,12 @@ def render_requantize(d: Dialect, k: Kernel,
     return (*extra, GpuKernel(k.name, k.kind, src, reads, k.outputs, grid, scratch=table))
 
 
-def render_int8(d: Dialect, k: Kernel,
-                types: dict[str, TensorType]) -> tuple[GpuKernel, ...] | None:
-    """The dispatches of a one-node int8 kernel, or None when ``k`` is not one."""
+def render_int8(d: Dialect, k: Kernel, types: dict[str, TensorType],
+                fixed: frozenset[str] = frozenset()) -> tuple[GpuKernel, ...] | None:
+    """The dispatches of a one-node int8 kernel, or None when ``k`` is not one; ``fixed``:
+    the values whose data the host has before a call (int_linear prepacks such weights)."""
     if k.kind != "opaque" or len(k.nodes) != 1 or k.nodes[0].op not in OPS:
         return None
     if k.nodes[0].op == "int_linear":
-        return (render_int_linear(d, k, types),)
+        return render_int_linear(d, k, types, fixed)
     return render_requantize(d, k, types)

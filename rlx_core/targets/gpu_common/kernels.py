@@ -78,6 +78,16 @@ class Guard:
 
 
 @dataclass(frozen=True)
+class Derived:
+    """A buffer the host computes from another's storage bytes whenever that one is written:
+    a graph constant at plan time, a parameter whenever its data is uploaded (gpu_common/int8.py's
+    prepacked int8 weights). ``fn`` maps the source's storage bytes to this buffer's."""
+
+    source: str
+    fn: Callable[[bytes], bytes]
+
+
+@dataclass(frozen=True)
 class GpuKernel:
     """One rendered kernel: source, bindings (inputs then outputs) and the dispatch grid.
 
@@ -85,7 +95,9 @@ class GpuKernel:
     dispatching (then ``source`` is a comment only). ``local`` is the workgroup size.
     ``scratch`` names device buffers a multi-dispatch kernel of a dialect's own uses beyond
     the graph's values (the plan allocates them; webgpu/splat.py's tile lists); ``guard``
-    one of them the runtime checks after every call.
+    one of them the runtime checks after every call. ``derived``: the host fills this
+    kernel's one scratch buffer from another buffer (``constant`` is then ``()``: it is not
+    dispatched either).
     """
 
     name: str
@@ -98,6 +110,7 @@ class GpuKernel:
     local: tuple[int, int, int] = (WG, 1, 1)
     scratch: tuple[tuple[str, TensorType], ...] = ()
     guard: Guard | None = None
+    derived: Derived | None = None
 
 
 class _Kernel:
@@ -530,10 +543,15 @@ def render_graph(d: Dialect, lir: Graph) -> tuple[GpuKernel, ...]:
     from rlx_core.targets.gpu_common.int8 import render_int8  # it imports this module
 
     types = {name: v.type for name, v in lir.values().items()}
+    # values whose data the host has before any call: parameters and tuple constants (the
+    # int8 kernels prepack such weights once instead of in every call)
+    fixed = frozenset([*(v.name for v in lir.params),
+                       *(k.outputs[0] for k in lir.kernels if k.kind == "opaque"
+                         and len(k.nodes) == 1 and k.nodes[0].op == "constant")])
     out: list[GpuKernel] = []
     for k in lir.kernels:
         own = d.composite(k, types)
         if own is None:
-            own = render_int8(d, k, types)
+            own = render_int8(d, k, types, fixed)
         out.extend(own if own is not None else (render_kernel(d, k, types),))
     return tuple(out)

@@ -16,7 +16,7 @@ from rlx_core.ir.graph import Graph, Level, TensorType
 from rlx_core.targets.gpu_common.dialect import Dialect
 from rlx_core.targets.gpu_common.expr import STORAGE
 from rlx_core.targets.gpu_common.host_arrays import buffer_bytes, check_indices, to_storage
-from rlx_core.targets.gpu_common.kernels import GpuKernel, Guard, render_graph
+from rlx_core.targets.gpu_common.kernels import Derived, GpuKernel, Guard, render_graph
 
 
 class DeviceLimitError(RlxError):
@@ -63,6 +63,14 @@ class GpuPlan:
     index_checks: tuple[tuple[str, int, str], ...] = ()
     # scratch buffers a kernel flags when its result is invalid: read back and checked per call
     guards: tuple[Guard, ...] = ()
+    # buffers the host computes from a parameter whenever that is uploaded (prepacked weights)
+    derived: tuple[tuple[str, Derived], ...] = ()
+
+    def derive(self, uploads: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+        """The derived buffers' bytes for the parameters in ``uploads`` (name, storage bytes):
+        what a runtime writes after them."""
+        got = dict(uploads)
+        return [(name, d.fn(got[d.source])) for name, d in self.derived if d.source in got]
 
     @property
     def readback(self) -> tuple[str, ...]:
@@ -97,8 +105,17 @@ def make_plan(lir: Graph, dialect: Dialect, adapter: AdapterInfo | None = None,
     roles: dict[str, str] = {v.name: "input" for v in lir.inputs}
     roles.update({v.name: "param" for v in lir.params})
     constants: dict[str, bytes] = {}
+    derived: list[tuple[str, Derived]] = []
     scratch = {name: t for k in kernels for name, t in k.scratch}
     for k in kernels:
+        if k.derived is not None:  # from a constant: now; from a parameter: when uploaded
+            o, src = k.writes[0], k.derived.source
+            roles[o] = "const"
+            if src in constants:
+                constants[o] = k.derived.fn(constants[src])
+            else:
+                derived.append((o, k.derived))
+            continue
         for o in k.writes:
             roles.setdefault(o, "const" if k.constant is not None else "temp")
             if k.constant is not None:  # a graph constant, or a table a kernel reads
@@ -125,7 +142,7 @@ def make_plan(lir: Graph, dialect: Dialect, adapter: AdapterInfo | None = None,
     return GpuPlan(lir.name, tuple(buffers), kernels, tuple(v.name for v in lir.inputs),
                    tuple(v.name for v in lir.params), tuple(lir.outputs), constants,
                    tuple(dict.fromkeys(checks)),
-                   tuple(k.guard for k in kernels if k.guard is not None))
+                   tuple(k.guard for k in kernels if k.guard is not None), tuple(derived))
 
 
 def _flat(t: TensorType) -> TensorType:

@@ -134,7 +134,8 @@ def changed_params(plan: GpuPlan, param_data: dict[str, Any], params: dict[str, 
                    ) -> tuple[tuple[Any, ...], list[tuple[str, bytes]]]:
     """Which parameters a call must upload: the call's ``params`` over the bound data, keyed by
     identity so a repeated call with the same arrays uploads nothing. Returns the new key and
-    (name, storage bytes) per parameter to write (empty when the key is unchanged)."""
+    (name, storage bytes) per parameter to write, then per buffer derived from them (the
+    prepacked int8 weights; empty when the key is unchanged)."""
     data = [params.get(p) if params and p in params else param_data.get(p)
             for p in plan.params]
     # the key holds the objects too: ids alone could match a later array that took a freed
@@ -148,4 +149,4 @@ def changed_params(plan: GpuPlan, param_data: dict[str, Any], params: dict[str, 
             raise ArgumentError(f"@{plan.graph}: no data for parameter %{name}",
                                 hint="pass it in the params dict under its name")
         uploads.append((name, to_storage(d, plan.buffer(name).type, f"parameter %{name}")))
-    return key, uploads
+    return key, [*uploads, *plan.derive(uploads)]

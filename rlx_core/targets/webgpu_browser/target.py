@@ -58,10 +58,11 @@ class RemoteProgram:
         if self._loaded_on == BrowserBridge.generation:
             return
         plan = self.plan
-        names = [*plan.constants, *plan.params]
-        bufs = [*plan.constants.values(),
-                *(to_storage(d, plan.buffer(n).type, f"parameter %{n}")
-                  for n, d in zip(plan.params, params, strict=False))]
+        pbufs = [(n, to_storage(d, plan.buffer(n).type, f"parameter %{n}"))
+                 for n, d in zip(plan.params, params, strict=False)]
+        pbufs += plan.derive(pbufs)  # prepacked int8 weights
+        names = [*plan.constants, *(n for n, _ in pbufs)]
+        bufs = [*plan.constants.values(), *(b for _, b in pbufs)]
         bridge.call("load", bufs, program=self.pid, plan=protocol.plan_json(plan), uploads=names)
         self._loaded_on = BrowserBridge.generation
         self._params_key = tuple(id(d) for d in params)
@@ -76,9 +77,11 @@ class RemoteProgram:
         bufs: list[bytes] = []
         key = tuple(id(d) for d in data)
         if key != self._params_key:  # another params object: upload it with this run
-            for n, d in zip(plan.params, data, strict=False):
+            pbufs = [(n, to_storage(d, plan.buffer(n).type, f"parameter %{n}"))
+                     for n, d in zip(plan.params, data, strict=False)]
+            for n, b in [*pbufs, *plan.derive(pbufs)]:
                 names.append(n)
-                bufs.append(to_storage(d, plan.buffer(n).type, f"parameter %{n}"))
+                bufs.append(b)
             self._params_key = key
         for n, arg in zip(plan.inputs, inputs, strict=False):
             names.append(n)
