@@ -193,14 +193,14 @@ def team_stats(workloads: dict[str, dict[str, Callable[[], Any]]]) -> dict[str, 
     """Sum of the team counters of every loaded CPU program (team.team_functions): calls,
     late arrivals, shrunk calls, spells, the claimed chunks thread 0 and the worker ran, and
     the judge's reasons (late waits, calls with no worker, starved calls, bad calls, sleeps
-    inside calls)."""
+    inside calls, ns thread 0 and the other threads waited at phases' ends)."""
     import ctypes
 
     from rlx_core.targets.cpu import threads
 
     names = ("team_calls", "late_arrivals", "calls_shrunk", "shrink_spells", "chunks_thread0",
              "chunks_worker", "late_waits", "calls_no_worker", "calls_starved", "bad_calls",
-             "sleeps_in_calls")
+             "sleeps_in_calls", "thread0_wait_ns", "workers_wait_ns")
     total = [0] * len(names)
     for lib, sym in threads._LOADED:
         prefix = sym.removesuffix("_threads")
@@ -209,7 +209,7 @@ def team_stats(workloads: dict[str, dict[str, Callable[[], Any]]]) -> dict[str, 
             continue
         out = (ctypes.c_longlong * len(names))()
         fn(out)
-        for at, size, name in ((4, 2, "_team_chunks"), (6, 5, "_team_why")):
+        for at, size, name in ((4, 2, "_team_chunks"), (6, 7, "_team_why")):
             got = getattr(lib, prefix + name, None)
             if got is not None:
                 part = (ctypes.c_longlong * size)()

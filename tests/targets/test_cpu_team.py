@@ -190,10 +190,60 @@ def test_large_gemm_epilogues_run_per_tile_of_the_own_kernel(weights: str, n: in
         exe = rlx.compile(f, a, w, bias, res, target="cpu", record=False)
         got = exe(a, w, bias, res)
     src = _matmul_kernel_source(exe)
-    assert f"jc += {blas.TILE_COLS}" in src, src
-    assert ("rb += " in src) == (weights == "param")  # row tiles only re-read packed panels
+    if weights == "param":  # claimed in blocks of rows x TILE_COLS columns (_block_chunks)
+        assert f"* {blas.TILE_COLS}, je = " in src and "rb += " in src, src
+    else:  # row tiles only re-read packed panels
+        assert f"jc += {blas.TILE_COLS}" in src and "rb += " not in src, src
     want = np.maximum(a.astype(np.float64) @ w.T + bias, 0.0) + res
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@needs_cpu
+def test_large_gemms_on_packed_weights_claim_blocks_with_the_same_bits(threads) -> None:
+    """A GEMM of more than COLUMN_ROWS rows on a prepacked weight wider than TILE_COLS is
+    claimed in (column block, row block) chunks (blas._block_chunks): here 8 x 40 rows in whole
+    40-row slices (the epilogue's (batch, seq) rows) and 600 columns (two blocks of 256 and
+    one of 88). The result has the same bits at 1, 2 and 3 threads, and when the worker comes
+    late and thread 0 runs most chunks."""
+    import ctypes
+
+    from rlx_core.targets.cpu import blas, sgemm
+    from rlx_core.targets.cpu.runtime import load_library
+    from rlx_core.targets.cpu.toolchain import find_compiler
+
+    if blas.find_blas()[0] is None or not sgemm.available(find_compiler())[0]:
+        pytest.skip("the own sgemm is not used here: block chunks are its feature")
+    rng = np.random.default_rng(29)
+    a = rng.standard_normal((8, 40, 64), np.float32)
+    w, bias = rng.standard_normal((600, 64), np.float32), rng.standard_normal(600, np.float32)
+
+    def f(x):
+        return rlx.nn.gelu(rlx.nn.linear(x, rlx.param(w, "w"), rlx.param(bias, "b")))
+
+    threads(2)
+    exe = rlx.compile(f, a, target="cpu", record=False)
+    src = _matmul_kernel_source(exe)
+    # 320 rows in 4 blocks of 80 (whole slices, a multiple of 16) x 3 column blocks
+    assert f"* {blas.TILE_COLS}, je = " in src and "rlx_c < 12;" in src, src
+    import math
+    gelu = np.vectorize(lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2))))
+    np.testing.assert_allclose(exe(a), gelu(a.astype(np.float64) @ w.T + bias),
+                               rtol=1e-4, atol=1e-4)
+    outs = {}
+    for n in (1, 2, 3):
+        threads(n)
+        outs[n] = exe(a)
+    lib = load_library(exe.program.info["so_path"])
+    prefix = exe.program.info["entry"].removesuffix("_run")
+    threads(2)
+    getattr(lib, f"{prefix}_team_reset")()
+    delay = getattr(lib, f"{prefix}_team_delay")
+    delay.argtypes = [ctypes.c_int, ctypes.c_int]
+    delay(1, 20_000)  # the worker comes 20 ms late
+    late = exe(a)
+    for n, got in outs.items():
+        assert np.array_equal(got, outs[1]), n
+    assert np.array_equal(late, outs[1])
 
 
 @needs_cpu

@@ -271,9 +271,10 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
     claiming chunks of the GEMM (a ``team.CHUNKS`` loop) until none is left.
 
     The chunks: column chunks for a GEMM of few rows (_column_chunks: on prepacked B, or when
-    B is packed in the call, so each chunk packs only its columns), else blocks of rows of C
-    (a multiple of 16 rows, the micro-kernels' tile) in every batch (_row_chunks); a small
-    GEMM is one chunk. The ``epilogue``, when it can be narrowed to a chunk, follows the GEMM
+    B is packed in the call, so each chunk packs only its columns); blocks of rows x TILE_COLS
+    columns for a larger one on prepacked B (_block_chunks); else blocks of rows of C (a
+    multiple of 16 rows, the micro-kernels' tile) in every batch (_row_chunks); a small GEMM
+    is one chunk. The ``epilogue``, when it can be narrowed to a chunk, follows the GEMM
     call inside the chunk, so no barrier separates them; the caller passes only an epilogue
     that fits batches and rows (emit_gemm; any other the kernel writes after a barrier). A
     chunk's rows or columns are computed as in the static split (same blocking and order per
@@ -299,6 +300,8 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
         w.close()
     elif _claims_columns(spec, epilogue, tiles):
         _column_chunks(w, spec, call, a_b, c_b, epilogue, COLUMN_CHUNK)
+    elif _claims_blocks(spec, epilogue, tiles):
+        _block_chunks(w, spec, call, a_b, c_b, epilogue, tiles)
     else:
         _row_chunks(w, spec, call, a_b, c_b, epilogue, tiles)
     w.close()
@@ -339,6 +342,54 @@ def _row_chunks(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
         w.open("")
         _row_block(w, spec, call, a_b, c_b, f"(ch % {parts})", epilogue, tiles, str(parts))
         w.close()
+    w.close()
+
+
+def _claims_blocks(spec: GemmSpec, epilogue: BlockEpilogue | None,
+                   tiles: tuple[bool, bool]) -> bool:
+    """Is the team GEMM claimed in blocks of rows x TILE_COLS columns (_block_chunks)?
+
+    For a large GEMM of the own kernel on prepacked B wider than one column block. Split by
+    rows alone its chunks were few and long: MiniLM at batch 8 x 128 (its (batch, seq, d)
+    epilogue takes whole sequences, 128 rows) got 8 chunks of 1024 x 1536 x 384, 4 ms each,
+    so a thread waited up to one chunk at every GEMM's end. The own kernel computes and packs
+    A per TILE_COLS block of columns anyway (the tiled loop of _row_block), so a block of
+    columns costs no extra packing, and its bits do not depend on the split."""
+    own, packed = tiles
+    return (own and packed and spec.batch == 1 and spec.n > TILE_COLS
+            and (epilogue is None or epilogue.fits("cols")) and not _alone(spec))
+
+
+def _block_chunks(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
+                  epilogue: BlockEpilogue | None, tiles: tuple[bool, bool]) -> None:
+    """Claimed chunks of (column block, row block): the row blocks as _row_chunks's (a
+    multiple of 16 rows and of the epilogue's row unit), the column blocks TILE_COLS wide
+    (the last one narrower), column block by column block, so the narrow last ones come
+    last and both threads read the same panels of B meanwhile. Each chunk's epilogue follows
+    it (in the kernel's tiles with a tile epilogue), row tiles of about TILE_ROWS rows."""
+    from rlx_core.targets.cpu.team import CHUNKS
+
+    m, n = spec.m, spec.n
+    unit = math.lcm(16, epilogue.row_unit) if epilogue else 16
+    parts = row_chunks(spec, True, unit)
+    per = -(-m // parts)
+    per = -(-per // unit) * unit
+    parts = -(-m // per)  # row blocks that hold rows
+    groups = -(-n // TILE_COLS)
+    tile = -(-TILE_ROWS // unit) * unit
+    w.line("const int64_t bb = 0;")
+    w.line("(void)bb;")
+    w.open(f"{CHUNKS} for (int64_t ch = 0; ch < {groups * parts}; ++ch)")
+    w.line(f"const int64_t jc = ch / {parts} * {TILE_COLS}, "
+           f"je = {n} - jc < {TILE_COLS} ? {n} : jc + {TILE_COLS};")
+    w.line(f"const int64_t r0 = ch % {parts} * {per}, rows = {m} - r0 < {per} ? {m} - r0 : {per};")
+    w.open(f"for (int64_t rb = r0; rb < r0 + rows; rb += {tile})")
+    w.line(f"const int64_t rn = r0 + rows - rb < {tile} ? r0 + rows - rb : {tile};")
+    call("(int)rn", f"{a_b} + rb * {spec.sa.row}", f"{c_b} + rb * {n}", ("jc", "je"),
+         tile_at=("bb", "rb"))
+    if epilogue:
+        epilogue.emit(w, {"rows": ("rb", "rb + rn"), "cols": ("jc", "je")})
+    w.close()
     w.close()
 
 

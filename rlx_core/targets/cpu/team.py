@@ -145,8 +145,10 @@ static int rlx_team_idle;          /* this call: no worker ran a chunk of it */
 static int rlx_team_hist, rlx_team_shrink_left, rlx_team_shrink_next = 2, rlx_team_good;
 static long long rlx_team_shrink_until, rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;
 /* team calls, late arrivals, calls shrunk, shrink spells; then why: late waits, calls with no
-   worker, starved calls, bad calls (rlx_team_judge), sleeps in calls (any thread) */
-static long long rlx_team_stat[9];
+   worker, starved calls, bad calls (rlx_team_judge), sleeps in calls (any thread), and the
+   ns thread 0 and the other threads waited at phases' ends (the chunks' imbalance, lateness
+   included) */
+static long long rlx_team_stat[11];
 static atomic_int rlx_team_delay_tid = -1, rlx_team_delay_us;  /* tests: a descheduled thread */
 static long long rlx_team_tchunks[RLX_TEAM_MAXT * 8];  /* chunks each ran in team calls (own line) */
 static inline long long rlx_team_clock_ns(void) {
@@ -200,7 +202,9 @@ static long long rlx_team_wait(rlx_team_ec *ec, atomic_llong *a, long long want,
    nothing (thread 0 works meanwhile) and are not timed. */
 static inline void rlx_team_await(atomic_llong *a, long long want, int ran) {
     if (rlx_team_me != 0) {
-        rlx_team_wait(&rlx_team_ecs[0], a, want, RLX_TEAM_IN_CALL_NS, RLX_TEAM_PAUSE_NS);
+        const long long waited = rlx_team_wait(&rlx_team_ecs[0], a, want, RLX_TEAM_IN_CALL_NS,
+                                               RLX_TEAM_PAUSE_NS);
+        if (waited) __atomic_fetch_add(&rlx_team_stat[10], waited, __ATOMIC_RELAXED);
         return;
     }
     if (atomic_load_explicit(a, memory_order_acquire) >= want) {
@@ -212,6 +216,7 @@ static inline void rlx_team_await(atomic_llong *a, long long want, int ran) {
     if (budget < RLX_TEAM_SPIN_NS) budget = RLX_TEAM_SPIN_NS;
     const long long spin = budget < RLX_TEAM_SPIN_MAX_NS ? budget : RLX_TEAM_SPIN_MAX_NS;
     const long long waited = rlx_team_wait(&rlx_team_ecs[0], a, want, spin, spin);
+    rlx_team_stat[9] += waited;
     if (waited > budget) {  /* spinning, it kept its core */
         atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);
         ++rlx_team_stat[4];
@@ -655,8 +660,8 @@ def team_functions(prefix: str, team_mode: bool) -> str:
     team mode also ``<prefix>_team_stats(long long out[4])`` (team calls, late arrivals, calls
     shrunk to one thread, shrink spells), ``<prefix>_team_chunks(long long out[2])`` (claimed
     chunks run by thread 0 and by the other threads, since the library loaded),
-    ``<prefix>_team_why(long long out[5])`` (late waits, calls with no worker, starved calls,
-    bad calls, sleeps inside calls), ``<prefix>_team_reset()`` (forget the shrink state: the
+    ``<prefix>_team_why(long long out[7])`` (late waits, calls with no worker, starved calls,
+    bad calls, sleeps inside calls, ns thread 0 and the others waited at phases' ends), ``<prefix>_team_reset()`` (forget the shrink state: the
     next call is a team call), ``<prefix>_team_delay(tid, us)`` (thread ``tid`` sleeps ``us``
     microseconds at the start of the next team call: a descheduled thread, simulated) and
     ``int <prefix>_team_judge(const long long call[6], long long state[5])`` (the judge fed one
@@ -671,7 +676,7 @@ def team_functions(prefix: str, team_mode: bool) -> str:
             f"void {prefix}_team_stats(long long* out) {{\n"
             "    for (int i = 0; i < 4; ++i) out[i] = rlx_team_stat[i];\n}\n"
             f"void {prefix}_team_why(long long* out) {{\n"
-            "    for (int i = 0; i < 5; ++i) out[i] = rlx_team_stat[4 + i];\n}\n"
+            "    for (int i = 0; i < 7; ++i) out[i] = rlx_team_stat[4 + i];\n}\n"
             f"void {prefix}_team_reset(void) {{\n"
             "    rlx_team_shrink_left = 0; rlx_team_shrink_until = 0; rlx_team_hist = 0;\n"
             "    rlx_team_good = 0;\n"
