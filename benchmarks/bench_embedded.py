@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
     finish_run,
+    in_fixed_batches,
     markdown_table,
     save_run,
     say,
@@ -120,13 +121,9 @@ def main() -> None:
     xt, yt = xt[:args.images], yt[:args.images]
     params = _train_qat(args)
     q1 = qat.convert_qat_mlp(params, xt[:1], argmax=True).graph
-    ref = rlx.compile(qat.convert_qat_mlp(params, xt[:1000], argmax=True).graph, target="numpy")
-    ref_logits, ref_pred = [], []
-    for s in range(0, len(xt), 1000):
-        lg, pr = ref(xt[s:s + 1000])
-        ref_logits.append(np.asarray(lg))
-        ref_pred.append(np.asarray(pr))
-    ref_l, ref_p = np.concatenate(ref_logits), np.concatenate(ref_pred)
+    batch = min(1000, len(xt))
+    ref = rlx.compile(qat.convert_qat_mlp(params, xt[:batch], argmax=True).graph, target="numpy")
+    ref_l, ref_p = in_fixed_batches(ref, xt, batch)  # static int8: rows independent
 
     tgt = get_target("cortex-m")
     _, _, lir, ctx = rlx.lower(q1, target="cortex-m", record=False)

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import (  # noqa: E402
     Run,
     finish_run,
+    in_fixed_batches,
     markdown_table,
     save_run,
     say,
@@ -58,19 +59,10 @@ def _simulate(g: Any, lanes: int, xt: Any, pipeline: bool = False,
 
 def _reference(g_batch: Any, xt: Any, batch: int = 1000) -> Any:
     """The host int8 reference's logits of ``xt``, ``batch`` images (``g_batch``'s batch) a
-    call; a last, shorter chunk is padded with zero images (each image's logits depend on that
-    image alone: static quantization) and the padding dropped."""
-    import numpy as np
-
+    call (static quantization: each image's logits depend on that image alone)."""
     import rlx_core as rlx
 
-    ref = rlx.compile(g_batch, target="numpy")
-    out = []
-    for s in range(0, len(xt), batch):
-        x = xt[s:s + batch]
-        pad = np.zeros((batch - len(x), *x.shape[1:]), x.dtype)
-        out.append(np.asarray(ref(np.concatenate([x, pad])))[:len(x)])
-    return np.concatenate(out)
+    return in_fixed_batches(rlx.compile(g_batch, target="numpy"), xt, batch)
 
 
 def main() -> None:

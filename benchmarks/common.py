@@ -188,6 +188,24 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
     return {n: Stats.of(ts) for n, ts in times.items()}
 
 
+def in_fixed_batches(fn: Callable[[Any], Any], x: Any, batch: int) -> Any:
+    """``fn`` (compiled for exactly ``batch`` rows) applied to all of ``x``, ``batch`` rows a
+    call: a last, shorter chunk is padded with zero rows and the padding dropped. Right only
+    where each row's result depends on that row alone (e.g. a statically quantized model).
+    Returns one array, or a tuple of arrays when ``fn`` returns several outputs."""
+    import numpy as np
+
+    parts: list[Any] = []
+    for s in range(0, len(x), batch):
+        chunk = x[s:s + batch]
+        pad = np.zeros((batch - len(chunk), *chunk.shape[1:]), chunk.dtype)
+        out = fn(np.concatenate([chunk, pad]))
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        parts.append([np.asarray(o)[:len(chunk)] for o in outs])
+    joined = tuple(np.concatenate(col) for col in zip(*parts, strict=True))
+    return joined if len(joined) > 1 else joined[0]
+
+
 def machine() -> dict[str, Any]:
     """What the numbers were measured on (the load average says how shared the machine was)."""
     from rlx_core.targets.cpu.identity import cpu_model

@@ -13,7 +13,7 @@ import pytest
 from benchmarks.bench_decode import N_CTX, SIZES, per_token_work
 from benchmarks.bench_minilm import encoder_flops
 from benchmarks.bench_mnist_mlp import Batches, step_flops
-from benchmarks.common import SETTLE_S, Stats, result_stem
+from benchmarks.common import SETTLE_S, Stats, in_fixed_batches, result_stem
 from rlx_core.models.minilm import BertConfig
 
 
@@ -99,6 +99,22 @@ def test_start_run_without_torch_or_a_thread_limit_only_stamps_the_machine() -> 
     run = common.start_run(None, with_torch=False)
     assert run.torch is None and run.limits == {"threads": "default"}
     assert run.machine["cpu"] and run.machine["isa"] == common.isa()
+
+
+def test_in_fixed_batches_pads_the_last_chunk_and_drops_the_padding() -> None:
+    np = pytest.importorskip("numpy")
+    x = np.arange(7 * 2, dtype=np.float32).reshape(7, 2)
+    seen: list[int] = []
+
+    def fn(b):  # two outputs, like a model returning logits and predictions
+        seen.append(len(b))
+        return b * 2, b.sum(-1)
+
+    doubled, sums = in_fixed_batches(fn, x, 3)
+    assert seen == [3, 3, 3]  # every call gets exactly the compiled batch
+    np.testing.assert_array_equal(doubled, x * 2)
+    np.testing.assert_array_equal(sums, x.sum(-1))
+    np.testing.assert_array_equal(in_fixed_batches(lambda b: b + 1, x, 4), x + 1)
 
 
 def test_floor_is_the_flops_at_the_peak_and_the_fraction_is_floor_over_time() -> None:
