@@ -21,7 +21,8 @@ produce the same graph after import, so the timing runs on the last opset given.
     python benchmarks/bench_cnn.py --nets resnet50 --batches 1
 
 Writes results/cnn-<cpu>.json and .md (one pair per CPU model, ``-<n>thread`` for an explicit
---threads run; CPU model and ISA inside).
+--threads run; CPU model and ISA inside). The .md's ``## Notes`` section is hand-written and
+kept when a run rewrites the file.
 Goal (issue 23): rlx >= 1.0x ONNX Runtime on every network at batch 1 and 8, >= 1.2x on
 ResNet-50.
 """
@@ -38,6 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
+    RESULTS,
     SETTLE_S,
     cpu_slug,
     interleaved,
@@ -55,6 +57,15 @@ from benchmarks.common import (  # noqa: E402
 NETS = ("resnet50", "mobilenet_v2", "vgg", "inception")
 OPSETS = (9, 13, 17)
 TOLERANCE = 1e-4  # max abs difference of the softmax outputs
+NOTES = "## Notes"  # the .md's hand-written section: a run rewrites the table, not this
+
+
+def kept_notes(md: Path) -> str:
+    """The ``## Notes`` section of an earlier results file, from its heading to the end (what
+    people wrote about earlier runs), or a fresh heading."""
+    old = md.read_text() if md.exists() else ""
+    at = old.find("\n" + NOTES)
+    return old[at + 1:] if at >= 0 else f"{NOTES}\n\n(kept when bench_cnn rewrites this file)\n"
 
 
 def softmax(a: Any) -> Any:
@@ -204,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         stem = result_stem(f"cnn-{cpu_slug(mach['cpu'])}", args.threads, args.settle)
         if args.clock == "thread":
             stem += "-threadcpu"
-        js, mdp = write_results(stem, data, md)
+        js, mdp = write_results(stem, data, md + "\n" + kept_notes(RESULTS / f"{stem}.md"))
         say(f"wrote {js} and {mdp}")
     return 0
 

@@ -191,3 +191,12 @@ def test_p10_p90_stay_within_the_observed_calls() -> None:
     """Three calls gave a negative p10 with statistics' default (exclusive) quantiles."""
     s = Stats.of([19.6, 95.1, 172.8])
     assert 19.6 <= s.p10 <= s.p50 <= s.p90 <= 172.8
+
+
+def test_bench_cnn_keeps_the_hand_written_notes_of_its_results_file(tmp_path) -> None:
+    from benchmarks.bench_cnn import NOTES, kept_notes
+
+    md = tmp_path / "cnn.md"
+    assert kept_notes(md).startswith(NOTES + "\n")  # no file yet: a fresh heading
+    md.write_text(f"# table\n\n| a |\n|---|\n| 1 |\n\n{NOTES}\n\n- a note\n- another\n")
+    assert kept_notes(md) == f"{NOTES}\n\n- a note\n- another\n"
