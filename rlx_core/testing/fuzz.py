@@ -295,11 +295,14 @@ def _loop(args: argparse.Namespace, targets: list[str], profiles: dict[str, Any]
             elif o.status == REJECTED:
                 s.rejected_seen += 1
                 named = [tuple(x) for x in o.extra.get("refused", ())]
-                if named:  # the typed error named what it refused: every rejection teaches
+                # the typed error named what it refused: every rejection teaches (a refusal of
+                # a fused kernel only, nothing: each of its ops runs alone)
+                if named or o.extra.get("fused"):
                     info = {"target": t, "status": o.status, "seed": list(o.case.seed),
                             "detail": o.detail, "nodes": len(o.case.graph.nodes),
-                            "shrunk_nodes": len(o.case.graph.nodes), "refused": list(named[0]),
-                            "named": [list(x) for x in named],
+                            "shrunk_nodes": len(o.case.graph.nodes),
+                            "refused": list(named[0]) if named else None,
+                            "named": [list(x) for x in named], "fused": not named,
                             "ir": print_graph(o.case.graph)[:3000]}
                 elif s.rejected_seen <= 3 * args.max_findings:  # shrink it: which (op, dtype)?
                     info = investigate(t, o, None, args.shrink_seconds / 3, guard.one)

@@ -6,7 +6,10 @@ firmware's errors have one line per node (``FirmwareLegalizationError.lines``), 
 names the value it cannot emit. ``refused_pairs`` turns that into ``(op, dtype)`` pairs (the
 dtype of the node's first operand, as ``Profile.claims`` keys them), so every rejection teaches
 the generator at the cost of reading a message: no shrinking (which took minutes per rejection,
-so only the first 12 per target were used).
+so only the first 12 per target were used). A refusal of a fused kernel (``FUSED_CODES``: the
+firmware runs each of its ops alone) teaches nothing: stopping its ops would over-refuse (the
+firmware's old ``no int8 kernel for reduce neg`` stopped ``neg`` and ``argmax`` on every int
+dtype).
 
 ``learn`` adds the pairs to a profile and maps a refused MIR pair back to the HIR ops that lower
 to it on the target: each HIR op the generator draws is probed once per dtype (a few instances
@@ -28,6 +31,9 @@ from rlx_core.testing.profile import ZERO_SIZE, Profile, profile_for
 Pair = tuple[str, str]
 # codes that refuse tensors with no elements, whatever their op (the int8 firmware)
 ZERO_SIZE_CODES = frozenset({"RLX-U014"})
+# codes that refuse how ops were fused into one kernel, not any op (the int8 firmware: a
+# ``neg`` feeding an ``argmax``): nothing to stop drawing, each op runs alone
+FUSED_CODES = frozenset({"RLX-U015"})
 _NAMED = re.compile(r"%([\w.]+)")
 _DTYPE = re.compile(r"([a-z]+\d*)\[")
 PROBES = 3  # instances drawn per (HIR op, dtype): attributes change the lowering (gelu's tanh)
@@ -69,6 +75,8 @@ def refused_pairs(err: BaseException, g: Graph) -> list[Pair]:
         if code in ZERO_SIZE_CODES:
             add(ZERO_SIZE)
             continue
+        if code in FUSED_CODES:
+            continue
         m = _NAMED.match(rest)
         if m and m.group(1) in prod:
             add(pair_of(g, prod[m.group(1)]))
@@ -77,6 +85,13 @@ def refused_pairs(err: BaseException, g: Graph) -> list[Pair]:
         if named is not None:
             add(pair_of(g, prod[named]))
     return out
+
+
+def fused_only(err: BaseException) -> bool:
+    """Does ``err`` refuse only fused kernels (every line a ``FUSED_CODES`` one)? Nothing to
+    learn and nothing to shrink: the error already says what it refused."""
+    codes = [str(line).split(" ", 1)[0] for line in getattr(err, "lines", None) or ()]
+    return bool(codes) and all(c in FUSED_CODES for c in codes)
 
 
 @functools.cache

@@ -218,6 +218,9 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
                 lines += [f"Not generated for {t} after this: "
                           + ", ".join(f"`{a}` on `{b}`" for a, b in named)
                           + f" (the claim the target refused; {how}).", ""]
+            elif r.get("fused"):
+                lines += ["A refusal of ops fused into one kernel (each runs alone): nothing "
+                          "stopped (the graph as drawn).", ""]
             lines += ["```", r["ir"].rstrip(), "```", ""]
     lines += ["## Samples of known / overflow-ambiguous outputs", ""]
     for t, s in stats.items():

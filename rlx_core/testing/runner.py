@@ -26,7 +26,7 @@ from rlx_core.testing.deviations import explain
 from rlx_core.testing.generator import Case
 from rlx_core.testing.pack import pack
 from rlx_core.testing.reference import Reference, evaluate
-from rlx_core.testing.refusals import refused_pairs
+from rlx_core.testing.refusals import fused_only, refused_pairs
 from rlx_core.testing.tolerance import verdict
 
 OK, MISMATCH, KNOWN, AMBIGUOUS, CRASH, REJECTED, REF_ERROR, TIMEOUT = (
@@ -96,7 +96,8 @@ def run_one(target: str, case: Case, ref: Reference | None = None) -> Outcome:
     except Exception as err:  # noqa: BLE001 - the point is to catch what the target raises
         kind, text = _failure(err)
         if kind == REJECTED:  # what it refused, read from the typed error (refusals.py)
-            return Outcome(case, kind, text, extra={"refused": refused_pairs(err, case.graph)})
+            return Outcome(case, kind, text, extra={"refused": refused_pairs(err, case.graph),
+                                                    "fused": fused_only(err)})
         return Outcome(case, kind, text)
     return classify(target, case, ref, got)
 

@@ -1149,6 +1149,16 @@ def p_u014():
               record=False)
 
 
+def p_u015():
+    import rlx_core as rlx
+    from rlx_core.ir.parser import parse
+
+    _cortex_m()
+    g = parse('hir @m {\n  input %x : i8[5]\n  %0 : i8[5] = neg(%x) {}\n'
+              '  %1 : i32[] = argmax(%0) {axis=0, index_dtype=i32}\n  return %1\n}\n')
+    rlx.compile(g, target="cortex-m", record=False)
+
+
 Producer = Callable[..., Any]
 def p_s020():
     m = GraphMaker()
@@ -1234,7 +1244,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-U001": p_u001, "RLX-U002": p_u002, "RLX-U003": p_u003, "RLX-U004": p_u004,
     "RLX-U005": p_u005, "RLX-U006": p_u006, "RLX-U007": p_u007, "RLX-U008": p_u008,
     "RLX-U010": p_u010, "RLX-U011": p_u011, "RLX-U012": p_u012, "RLX-U013": p_u013,
-    "RLX-U014": p_u014,
+    "RLX-U014": p_u014, "RLX-U015": p_u015,
 }
 # producers that import torch or open a WebGPU device: seconds, not milliseconds
 SLOW = ("RLX-I101", "RLX-J006", "RLX-K002", "RLX-G001", "RLX-G002", "RLX-Z003", "RLX-Z004", "RLX-S021")

@@ -89,3 +89,88 @@ def test_zero_size_refused_means_no_empty_axes_and_the_fallback_op_is_claimed() 
         assert all(0 not in n.type.shape for n in c.graph.nodes)
         assert not any(n.op == "neg" and c.graph.type_of(n.inputs[0]).dtype.name in ("f32", "f64")
                        for n in c.graph.nodes)
+
+
+NEG_ARGMAX = '''hir @fuzz {
+  input %in0 : i8[5]
+  %0 : i8[5] = neg(%in0) {} loc("fuzz.py":1)
+  %1 : i32[] = argmax(%0) {axis=0, index_dtype=i32} loc("fuzz.py":1)
+  return %1
+}
+'''
+BROADCAST_TWICE = '''hir @fuzz {
+  input %in0 : u8[4]
+  %0 : u8[3,4] = broadcast_in_dim(%in0) {dims=(1,), shape=(3, 4)} loc("fuzz.py":1)
+  %1 : u8[3,2,4] = broadcast_in_dim(%0) {dims=(0, 2), shape=(3, 2, 4)} loc("fuzz.py":1)
+  return %1
+}
+'''
+MUL_FUSED = '''hir @fuzz {
+  input %in0 : i8[5]
+  %0 : i8[5] = neg(%in0) {} loc("fuzz.py":1)
+  %1 : i8[5] = mul(%0, %in0) {} loc("fuzz.py":1)
+  return %1
+}
+'''
+
+
+@pytest.mark.parametrize("text", [NEG_ARGMAX, BROADCAST_TWICE], ids=["neg-argmax", "bcast2"])
+def test_a_fused_kernel_refusal_names_the_fusion_and_teaches_nothing(text: str) -> None:
+    """The firmware runs neg and argmax (each broadcast) alone; a kernel fusing them is refused
+    as a fusion (RLX-U015), and the learning stops drawing none of its ops (they stopped argmax
+    and broadcast_in_dim on every int dtype, neg on i8/u8/i32 and min on i32 before)."""
+    from rlx_core.targets.cortex_m.errors import FusedKernelError
+
+    executable_target("cortex-m")
+    g = parse(text)
+    ins = [np.arange(v.type.size).reshape(v.type.shape).astype(v.type.dtype.name)
+           for v in g.inputs]
+    o = run_one("cortex-m", Case(g, ins))
+    assert o.status == REJECTED and "RLX-U015" in o.detail, o.detail
+    assert o.extra["refused"] == [] and o.extra["fused"]  # the run neither learns nor shrinks
+    with pytest.raises(FusedKernelError) as err:
+        import rlx_core as rlx
+
+        rlx.compile(g, target="cortex-m", record=False)
+    assert err.value.codes == ["RLX-U015"] and "fused" in err.value.lines[0]
+    assert " -> " in err.value.lines[0]
+
+
+def test_a_fused_kernel_names_the_op_the_firmware_refuses_alone() -> None:
+    """neg -> mul: the mul has no int8 kernel on its own, so the line names the mul (RLX-U002),
+    not the neg at the head of the kernel."""
+    executable_target("cortex-m")
+    g = parse(MUL_FUSED)
+    o = run_one("cortex-m", Case(g, [np.arange(5, dtype=np.int8)]))
+    assert o.status == REJECTED and "RLX-U002" in o.detail
+    assert o.extra["refused"] == [("mul", "i8")] and not o.extra["fused"]
+
+
+def test_cortex_m_claims_no_op_its_firmware_does_not_run_alone() -> None:
+    """Every (op, dtype) the cortex-m table claims for the generated loops runs alone on the
+    firmware, bit-exact against the reference (one firmware build for all of them)."""
+    from rlx_core.ir.dtypes import get, to_numpy_name
+    from rlx_core.targets.cortex_m.caps import CAPS
+
+    executable_target("cortex-m")
+    lines, arrays, outs = [], [], []
+    for op in ("max", "min", "neg", "reshape", "broadcast_in_dim", "argmax"):
+        for d in CAPS.claim_for(op).dtypes:
+            if d not in profile_for("cortex-m").dtypes:
+                continue
+            i = len(arrays)
+            lines.append(f"  input %x{i} : {d}[2,3]")
+            arrays.append((np.arange(6).reshape(2, 3) * 37 - 100).astype(to_numpy_name(get(d))))
+            body = {"max": f"max(%x{i}, %x{i}) {{}}", "min": f"min(%x{i}, %x{i}) {{}}",
+                    "neg": f"neg(%x{i}) {{}}", "reshape": f"reshape(%x{i}) {{shape=(3, 2)}}",
+                    "broadcast_in_dim": f"broadcast_in_dim(%x{i}) {{dims=(1, 2), "
+                                        f"shape=(2, 2, 3)}}",
+                    "argmax": f"argmax(%x{i}) {{axis=1, index_dtype=i32}}"}[op]
+            shape = {"reshape": "[3,2]", "broadcast_in_dim": "[2,2,3]", "argmax": "[2]"}
+            res = "i32" if op == "argmax" else d
+            outs.append((f"  %r{i} : {res}{shape.get(op, '[2,3]')} = {body} "
+                         'loc("fuzz.py":1)', f"%r{i}"))
+    text = "hir @claims {\n" + "\n".join(lines) + "\n" + "\n".join(o for o, _ in outs) + \
+        "\n  return " + ", ".join(r for _, r in outs) + "\n}\n"
+    o = run_one("cortex-m", Case(parse(text), arrays))
+    assert o.status == "ok", f"{o.status}: {o.detail}"

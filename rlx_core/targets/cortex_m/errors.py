@@ -34,6 +34,14 @@ class NoInt8KernelError(FirmwareLegalizationError):
     code = "RLX-U002"
 
 
+class FusedKernelError(NoInt8KernelError):
+    """A kernel of several ops fused together has no int8 kernel, while each op alone has one
+    (a ``neg`` feeding an ``argmax``, a broadcast of a broadcast): a refusal of the fusion, not
+    of any op, so the fuzzer's refusal learning skips it (rlx_core/testing/refusals.py)."""
+
+    code = "RLX-U015"
+
+
 class ZeroSizeTensorError(FirmwareLegalizationError):
     """A tensor with no elements: nothing for a static firmware buffer to hold or compute."""
 

@@ -25,6 +25,7 @@ from typing import Any
 from rlx_core.ir.graph import Graph, Kernel, Node, ValueKind
 from rlx_core.targets.cortex_m.errors import (
     FloatOpError,
+    FusedKernelError,
     NoInt8KernelError,
     ZeroSizeTensorError,
 )
@@ -110,6 +111,45 @@ def _elementwise(g: Graph, k: Kernel) -> tuple[str, str]:
     if any(types[n.name].type.dtype.name in FLOATS for n in k.nodes):
         return "RLX-U001", "computes in floating point"
     return "RLX-U002", f"no int8 kernel for {', '.join(sorted({n.op for n in body}))}"
+
+
+def runs_alone(g: Graph, n: Node) -> bool:
+    """Does the firmware run ``n`` as a kernel of its own (what its capability table claims)?
+    The ops a fused kernel's refusal is checked against, one by one."""
+    types = g.values()
+    dtype = n.type.dtype.name
+    operands = [types[i].type.dtype.name for i in n.inputs]
+    if n.op in ("constant", "broadcast_in_dim", "reshape"):
+        return True
+    if n.op in INT_OPS:
+        return dtype in INT_DTYPES and all(d in INT_DTYPES for d in operands)
+    if n.op == "argmax":
+        return operands[0] in ("f32",) + INT_DTYPES and dtype in ("i32", "i64")
+    if n.op == "max_pool2d":
+        return dtype in ACT_DTYPES
+    return False
+
+
+def kernel_problem(g: Graph, k: Kernel, code: str, why: str, fix: str) -> Problem:
+    """The problem of a kernel the firmware refuses. A fused kernel (more than one node) names
+    the first op the firmware refuses alone (``code``, ``why``: a refusal of that op), or, when
+    it runs every op alone, the fusion itself (RLX-U015: no op is refused)."""
+    body = [n for n in k.nodes if n.op != "constant"] or list(k.nodes)
+    if len(k.nodes) > 1:
+        types = g.values()
+        bad = [n for n in body if not runs_alone(g, n)]
+        if bad:
+            n = bad[0]
+            if any(d in FLOATS for d in [types[i].type.dtype.name for i in n.inputs]
+                   + [n.type.dtype.name]):
+                return Problem("RLX-U001", n, "computes in floating point", float_fix(n))
+            return Problem("RLX-U002", n, f"no int8 kernel for {n.op} ({n.type.dtype})", fix)
+        ops = " -> ".join(n.op for n in k.nodes)
+        return Problem("RLX-U015", body[0], f"no int8 kernel for the fused {k.kind} kernel "
+                       f"{ops} (the firmware runs each op alone)",
+                       "compute the fused ops in separate steps (e.g. the argmax of a graph "
+                       "input or of an int_linear), or run the graph on the host")
+    return Problem(code, body[0], why, fix)
 
 
 def splat_values(k: Kernel) -> dict[str, Node]:
@@ -236,8 +276,9 @@ def legalize(g: Graph) -> Legalized:
             if code == "ewise":
                 out.steps.append(Step("ewise", k, n))
             else:
-                problem(code, n, why, float_fix(n) if code == "RLX-U001" else
-                        "express it with int_linear / requantize / relu, or run it on the host")
+                out.problems.append(kernel_problem(
+                    g, k, code, why, float_fix(n) if code == "RLX-U001" else
+                    "express it with int_linear / requantize / relu, or run it on the host"))
             continue
         if k.kind == "reduce" and len(k.nodes) == 1 and n.op == "argmax":
             src = types[n.inputs[0]].type.dtype.name
@@ -245,11 +286,13 @@ def legalize(g: Graph) -> Legalized:
                 out.steps.append(Step("argmax", k, n))
                 continue
         if any(types[m.name].type.dtype.name in FLOATS for m in k.nodes):
-            problem("RLX-U001", n, "computes in floating point", float_fix(n))
+            out.problems.append(kernel_problem(g, k, "RLX-U001", "computes in floating point",
+                                               float_fix(n)))
         else:
-            problem("RLX-U002", n, f"no int8 kernel for {k.kind} {n.op}",
-                    "express it with int_linear / requantize / relu / argmax, or run it on "
-                    "the host")
+            out.problems.append(kernel_problem(
+                g, k, "RLX-U002", f"no int8 kernel for {k.kind} {n.op}",
+                "express it with int_linear / requantize / relu / argmax, or run it on the "
+                "host"))
     return out
 
 
@@ -261,7 +304,8 @@ def raise_problems(problems: list[Problem], name: str) -> None:
     for p in problems:
         seen.setdefault((p.code, p.node.loc.origin or p.node.name), p)
     lines = [p.line() for p in seen.values()]
-    classes = {"RLX-U001": FloatOpError, "RLX-U014": ZeroSizeTensorError}
+    classes = {"RLX-U001": FloatOpError, "RLX-U014": ZeroSizeTensorError,
+               "RLX-U015": FusedKernelError}
     cls: Any = classes.get(problems[0].code, NoInt8KernelError)
     raise cls(f"{len(lines)} node(s) of @{name} cannot run on a Cortex-M int8 firmware:\n    "
               + "\n    ".join(lines),
