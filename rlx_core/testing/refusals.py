@@ -24,6 +24,7 @@ import functools
 import re
 from typing import Any
 
+from rlx_core.errors import RlxError
 from rlx_core.ir.graph import Graph, Node
 from rlx_core.testing.generator import FLOAT_HIR, QUANT_HIR, hir_instance
 from rlx_core.testing.profile import ZERO_SIZE, Profile, profile_for
@@ -157,3 +158,49 @@ def learn(p: Profile, pairs: list[Pair] | set[Pair]) -> tuple[Profile, list[Pair
         p = p.without(more)
         added += sorted(more)
     return p, added
+
+
+def recheck_fused(target: str, rejections: list[dict[str, Any]]) -> int:
+    """Mark each firmware rejection (``RLX-U`` codes) whose graph the current strict check
+    refuses only as fused kernels (``fused_now``): a shard written before RLX-U015 learned its
+    ops as refused pairs. Legalization only, nothing built. Returns how many were marked."""
+    import rlx_core as rlx
+    from rlx_core.ir.parser import parse
+    from rlx_core.targets.registry import get_target
+
+    try:
+        tgt = get_target(target)
+    except Exception:  # noqa: BLE001 - a target that cannot load has nothing to re-check
+        return 0
+    if not hasattr(tgt, "firmware_source"):
+        return 0
+    from rlx_core.targets.cortex_m.legalize import legalize
+
+    marked = 0
+    for r in rejections:
+        if "[RLX-U" not in r.get("detail", "") or r.get("fused") or not r.get("ir"):
+            continue
+        try:
+            lir = rlx.lower(parse(r["ir"]), target=target, record=False)[2]
+            codes = [p.code for p in legalize(lir).problems]
+        except RlxError as err:  # refused before the LIR: by the HIR check, not fused
+            codes = [str(line).split(" ", 1)[0] for line in getattr(err, "lines", ())] or [
+                err.code]
+        except Exception:  # noqa: BLE001 - a record that no longer parses stays as it ran
+            continue
+        if codes and all(c in FUSED_CODES for c in codes):
+            r["fused_now"] = True
+            marked += 1
+    return marked
+
+
+def overlearned(rejections: list[dict[str, Any]]) -> list[Pair]:
+    """Pairs named only by rejections marked ``fused_now``: stopped by the run, though the
+    firmware runs them alone."""
+    def pairs(r: dict[str, Any]) -> list[Pair]:
+        return [tuple(x) for x in (r.get("named") or ([r["refused"]] if r.get("refused")
+                                                       else []))]  # type: ignore[misc]
+
+    fused = {p for r in rejections if r.get("fused_now") for p in pairs(r)}
+    kept = {p for r in rejections if not r.get("fused_now") for p in pairs(r)}
+    return sorted(fused - kept)

@@ -209,6 +209,13 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
             lines += [f"Not generated for {t} after its refusals ({len(s.excluded)} pairs, "
                       "HIR ops whose lowering holds a refused pair included): "
                       + ", ".join(f"`{a}` {b}" for a, b in s.excluded), ""]
+        over = [p for p in _overlearned(list(s.rejections.values())) if p in s.excluded]
+        if over:
+            lines += [f"Over-refused by the run ({len(over)} of them): "
+                      + ", ".join(f"`{a}` {b}" for a, b in over) + ". The merger re-checked "
+                      "their rejections: the firmware refuses those graphs now only as fused "
+                      "kernels (RLX-U015), and runs each op alone; the run did not draw them "
+                      "after the refusal, so its graphs cover them less.", ""]
         for r in s.rejections.values():
             lines += [f"### {t}: {r['detail']} ({r.get('count', 1)} graphs)", ""]
             named = r.get("named") or ([r["refused"]] if r.get("refused") else [])
@@ -218,6 +225,9 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
                 lines += [f"Not generated for {t} after this: "
                           + ", ".join(f"`{a}` on `{b}`" for a, b in named)
                           + f" (the claim the target refused; {how}).", ""]
+            if r.get("fused_now"):
+                lines += ["Re-checked by the merger: refused now only as a fused kernel "
+                          "(RLX-U015): no op of it is refused alone.", ""]
             elif r.get("fused"):
                 lines += ["A refusal of ops fused into one kernel (each runs alone): nothing "
                           "stopped (the graph as drawn).", ""]
@@ -230,5 +240,11 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
                 lines += ["", "  ```", *("  " + x for x in e["ir"].rstrip().splitlines()),
                           "  ```"]
     _write_atomic(path, "\n".join(lines) + "\n")
+
+
+def _overlearned(rejections: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    from rlx_core.testing.refusals import overlearned  # refusals imports the generator
+
+    return overlearned(rejections)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rlx_core.errors import RlxError
+from rlx_core.testing.refusals import recheck_fused
 from rlx_core.testing.report import TargetStats, load_report, write_report
 from rlx_core.testing.triage import reclassify
 
@@ -113,6 +114,7 @@ def merge(paths: list[Path], rerun: bool = True,
         gens = sorted({s.generator for _, _, s in parts if s.generator})
         total.generator = ", ".join(gens)
         moved = reclassify(t, total, rerun)
+        recheck_fused(t, list(total.rejections.values()))
         out[t] = (_header(t, parts, total), total)
         out[t][0]["reclassified"] = moved
     return out

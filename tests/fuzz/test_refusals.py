@@ -174,3 +174,19 @@ def test_cortex_m_claims_no_op_its_firmware_does_not_run_alone() -> None:
         "\n  return " + ", ".join(r for _, r in outs) + "\n}\n"
     o = run_one("cortex-m", Case(parse(text), arrays))
     assert o.status == "ok", f"{o.status}: {o.detail}"
+
+
+def test_the_merger_marks_pairs_a_shard_learned_from_fused_kernels() -> None:
+    """A shard written before RLX-U015 keyed `neg` i8 to a neg -> argmax refusal: the merger's
+    re-check (legalization only) marks that rejection, and lists `neg` i8 as over-refused, not
+    `mul` i8 (refused alone)."""
+    from rlx_core.testing.refusals import overlearned, recheck_fused
+
+    recs = [{"detail": "NoInt8KernelError: [RLX-U002] 1 node(s)", "named": [["neg", "i8"]],
+             "ir": NEG_ARGMAX},
+            {"detail": "NoInt8KernelError: [RLX-U002] 1 node(s)", "named": [["mul", "i8"]],
+             "ir": MUL_FUSED}]
+    assert recheck_fused("cortex-m", recs) == 1
+    assert recs[0]["fused_now"] and "fused_now" not in recs[1]
+    assert overlearned(recs) == [("neg", "i8")]
+    assert recheck_fused("numpy", recs[1:]) == 0  # no firmware: nothing re-checked
