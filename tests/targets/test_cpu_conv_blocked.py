@@ -39,6 +39,8 @@ CASES = [
     # tiles and a 4-pixel one on the flat tiles
     ((1, 40, 8, 8), (24, 40, 3, 3), (1, 1), (1, 1), (1, 1)),
     ((1, 16, 12, 12), (16, 16, 9, 9), (1, 1), (4, 4), (1, 1)),  # over RLX_CB_TAPS
+    # a filter over RLX_CB_FILTER_L2 (663 KB): panel by panel over the 2 chunks
+    ((1, 128, 10, 10), (144, 128, 3, 3), (1, 1), (1, 1), (1, 1)),
 ]
 
 
