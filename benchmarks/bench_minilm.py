@@ -203,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
                          "thread pool spins into the next peer's timed calls (default "
                          f"{SETTLE_S:g})")
     ap.add_argument("--quick", action="store_true", help="batch 1, few runs, write nothing")
+    ap.add_argument("--tag", default="",
+                    help="results file suffix, kept beside the default run's (e.g. sched-fifo "
+                         "for a run under chrt -f 1: a quiet machine for this process alone)")
     args = ap.parse_args(argv)
     threads = args.threads or len(os.sched_getaffinity(0))
     limits = limit_threads(threads)
@@ -348,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
           f"thread(s) per peer, load average {data['machine']['load_average_1m']} at the end, "
           f"p50 of {runs} calls ({turns_text(args.block, args.settle)}) after {warmup} "
           f"warm-up calls "
-          f"(`python benchmarks/bench_minilm.py`). "
+          f"(`python benchmarks/bench_minilm.py {' '.join(argv or sys.argv[1:])}`). "
           f"{caption(peak, threads, counted, peaks)} Memory read bandwidth {bandwidth:.1f} GB/s "
           f"(`benchmarks/peak.py`): a row's floor is the larger of that and the "
           f"{weight_gb * 1e3:.0f} MB of f32 weights (the embedding tables aside) read once "
@@ -356,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
           + markdown_table(headers, rows))
     if not args.quick:
         # an explicit --threads run is kept beside the default one (the cores available)
-        stem = machine_stem("minilm", args.threads, args.settle)
+        stem = machine_stem("minilm", args.threads, args.settle) + (
+            f"-{args.tag}" if args.tag else "")
         js, mdp = write_results(stem, data, md)
         say(f"wrote {js} and {mdp}")
     return 0
