@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from rlx_core.targets.cpu import sgemm
@@ -17,3 +22,57 @@ def skip_unless_own_sgemm() -> None:
     ok, why = sgemm.available(find_compiler())
     if not ok:
         pytest.skip(f"own sgemm not used here: {why}")
+
+
+def calls_packed(exe) -> bool:
+    """Does a kernel read prepacked panels: the tiled GEMM's, or the one-row GEMV's (gemv.py)?"""
+    return any("rlx_sgemm_packed" in src or "rlx_gemv_packed" in src
+               for src in exe.program.sources.values())
+
+
+# the kernels' C source built by itself, per vector ISA: plain C, AVX2 + FMA, this machine's best
+ISAS = {"c": ["-mno-avx"], "avx2": ["-mavx2", "-mfma", "-mno-avx512f"], "native": ["-march=native"]}
+
+
+def _cpu_has(*flags: str) -> bool:
+    """Does /proc/cpuinfo list every one of ``flags`` (False where there is none to read)?"""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            line = next((ln for ln in f if ln.startswith("flags")), "")
+    except OSError:
+        return False
+    have = set(line.split(":", 1)[-1].split())
+    return all(fl in have for fl in flags)
+
+
+def build_harness(tmp_path: Path, isa: str, source: str) -> ctypes.CDLL:
+    """``source`` (the kernels' C and a test harness) built as a shared library for ``isa``
+    (a key of ISAS); skips where no compiler exists, where it fails, or where this CPU cannot
+    run AVX2 code."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    if isa == "avx2" and not _cpu_has("avx2", "fma"):
+        pytest.skip("this CPU has no AVX2 and FMA to run the AVX2 kernels on")
+    src, lib = tmp_path / f"h-{isa}.c", tmp_path / f"h-{isa}.so"
+    src.write_text(source)
+    r = subprocess.run([cc, "-O2", *ISAS[isa], "-std=gnu11", "-fPIC", "-shared", str(src), "-o",
+                        str(lib)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"{cc} {isa} failed here: {r.stderr[-300:]}")
+    return ctypes.CDLL(str(lib))
+
+
+# a tile epilogue for the C harnesses: C = 2 C + 1, counting the visits of every element (each
+# must be finished exactly once, after its last KC slice)
+TWICE_PLUS_ONE = r"""
+typedef struct { float *c; int *seen; int64_t ldc; } epi_ctx;
+static void twice_plus_one(const void *vc, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    const epi_ctx *e = (const epi_ctx *)vc;
+    for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = j0; j < j1; ++j) {
+            e->c[i * e->ldc + j] = 2.0f * e->c[i * e->ldc + j] + 1.0f;
+            e->seen[i * e->ldc + j] += 1;
+        }
+}
+"""

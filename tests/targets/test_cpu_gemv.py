@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 import rlx_core as rlx
-from rlx_core.targets.cpu import gemv, isa, sgemm
+from rlx_core.targets.cpu import gemv, sgemm
 from rlx_core.targets.cpu.target import CpuTarget
 from rlx_core.targets.cpu.threads import num_threads, set_num_threads
-from tests.targets.own_sgemm import skip_unless_own_sgemm
+from tests.targets.own_sgemm import ISAS, TWICE_PLUS_ONE, build_harness, skip_unless_own_sgemm
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
@@ -107,17 +105,7 @@ def test_team_column_chunks_agree_bit_for_bit() -> None:
     assert _rel(got[2], ref) < 1e-4
 
 
-_HARNESS = r"""
-typedef struct { float *c; int *seen; int64_t ldc; } epi_ctx;
-/* the test's tile epilogue: C = 2 C + 1, counting the visits of every element */
-static void twice_plus_one(const void *vc, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-    const epi_ctx *e = (const epi_ctx *)vc;
-    for (int64_t i = i0; i < i1; ++i)
-        for (int64_t j = j0; j < j1; ++j) {
-            e->c[i * e->ldc + j] = 2.0f * e->c[i * e->ldc + j] + 1.0f;
-            e->seen[i * e->ldc + j] += 1;
-        }
-}
+_HARNESS = TWICE_PLUS_ONE + r"""
 void run(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm, int64_t rk,
          const float *B, float *C, int *seen, int64_t n0, int64_t n1, int with_epi) {
     epi_ctx e = {C, seen, n};
@@ -131,22 +119,9 @@ void run(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm, int64_t rk
 }
 """
 
-ISAS = {"c": ["-mno-avx"], "avx2": ["-mavx2", "-mfma", "-mno-avx512f"], "native": ["-march=native"]}
-
 
 def _harness(tmp_path, family: str) -> ctypes.CDLL:
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler")
-    if family == "avx2" and isa.native_family(isa._cpu_flags()) not in ("avx2", "avx512"):
-        pytest.skip("this CPU has no AVX2 and FMA to run the AVX2 kernel on")
-    src, lib = tmp_path / "gv.c", tmp_path / f"gv-{family}.so"
-    src.write_text(sgemm.SOURCE + gemv.SOURCE + _HARNESS)
-    r = subprocess.run([cc, "-O2", *ISAS[family], "-std=gnu11", "-fPIC", "-shared", str(src),
-                        "-o", str(lib)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"{cc} {family} failed here: {r.stderr[-300:]}")
-    return ctypes.CDLL(str(lib))
+    return build_harness(tmp_path, family, sgemm.SOURCE + gemv.SOURCE + _HARNESS)
 
 
 @pytest.mark.parametrize("family", sorted(ISAS))

@@ -9,15 +9,10 @@ import pytest
 
 import rlx_core as rlx
 from rlx_core.targets.cpu.target import CpuTarget
-from tests.targets.own_sgemm import skip_unless_own_sgemm
+from tests.targets.own_sgemm import calls_packed, skip_unless_own_sgemm
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
-
-
-def _calls_packed(exe) -> bool:
-    """Does a kernel call the GEMM that reads prepacked panels?"""
-    return any("rlx_sgemm_packed(" in src for src in exe.program.sources.values())
 
 
 def _rel(got, want) -> float:
@@ -47,11 +42,25 @@ def test_parameter_weights_are_packed_and_match_numpy(m: int, k: int, n: int) ->
     assert set(packed) == {"w", "w2"}
     assert packed["w"]["transposed"] and not packed["w2"]["transposed"]
     assert packed["w"]["bytes"] == -(-n // 32) * 32 * k * 4
-    assert _calls_packed(exe)
+    assert calls_packed(exe)
     for _ in range(2):  # the second call reads the panels packed by the first
         y, z = exe(x)
         assert _rel(y, x @ w.T + bias) < 1e-5
         assert _rel(z, x @ w2) < 1e-5
+
+
+def test_a_one_row_gemm_reads_the_panels_through_the_gemv() -> None:
+    """calls_packed sees the one-row GEMV (gemv.py) as well as the tiled kernel."""
+    skip_unless_own_sgemm()
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, 96), np.float32)
+    w = rng.standard_normal((80, 96), np.float32)
+    exe = rlx.compile(lambda a: rlx.nn.linear(a, rlx.param(w, "w")), x, target="cpu",
+                      record=False)
+    src = "".join(exe.program.sources.values())
+    assert "rlx_gemv_packed" in src and "rlx_sgemm_packed(" not in src
+    assert calls_packed(exe)
+    assert _rel(exe(x), x @ w.T) < 1e-5
 
 
 def test_activations_and_batched_weights_are_not_packed() -> None:
@@ -61,7 +70,7 @@ def test_activations_and_batched_weights_are_not_packed() -> None:
     b = rng.standard_normal((48, 64), np.float32)
     exe = rlx.compile(lambda p, q: p @ q, a, b, target="cpu", record=False)
     assert exe.program.info["prepacked"] == []  # B is an input: it may change every call
-    assert not _calls_packed(exe)
+    assert not calls_packed(exe)
     wb = rng.standard_normal((3, 48, 64), np.float32)
     xb = rng.standard_normal((3, 16, 48), np.float32)
     exe = rlx.compile(lambda p: p @ rlx.param(wb, "wb"), xb, target="cpu", record=False)
@@ -131,5 +140,5 @@ def test_no_prepack_switch_keeps_per_call_packing(monkeypatch: pytest.MonkeyPatc
     exe = rlx.compile(lambda a: rlx.nn.linear(a, rlx.param(w, "w")), x, target="cpu",
                       record=False)
     assert exe.program.info["prepacked"] == []
-    assert not _calls_packed(exe)
+    assert not calls_packed(exe)
     assert _rel(exe(x), x @ w.T) < 1e-5

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -18,7 +16,7 @@ from rlx_core.targets.cpu import sgemm
 from rlx_core.targets.cpu.target import CpuTarget
 from rlx_core.targets.cpu.threads import num_threads, set_num_threads
 from rlx_core.targets.cpu.toolchain import find_compiler
-from tests.targets.own_sgemm import skip_unless_own_sgemm
+from tests.targets.own_sgemm import ISAS, TWICE_PLUS_ONE, build_harness, skip_unless_own_sgemm
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
@@ -138,35 +136,9 @@ void run(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm, int64_t rk
 """
 
 
-def _cpu_has(*flags: str) -> bool:
-    """Does /proc/cpuinfo list every one of ``flags`` (False where there is none to read)?"""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            line = next((ln for ln in f if ln.startswith("flags")), "")
-    except OSError:
-        return False
-    have = set(line.split(":", 1)[-1].split())
-    return all(fl in have for fl in flags)
-
-
-ISAS = {"c": ["-mno-avx"], "avx2": ["-mavx2", "-mfma", "-mno-avx512f"], "native": ["-march=native"]}
-
-
 def _harness(tmp_path, isa: str, harness: str) -> ctypes.CDLL:
-    """sgemm.SOURCE and ``harness`` built by themselves for ``isa`` (skips where no compiler
-    exists, or where this CPU cannot run AVX2 code)."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler")
-    if isa == "avx2" and not _cpu_has("avx2", "fma"):
-        pytest.skip("this CPU has no AVX2 and FMA to run the AVX2 tile on")
-    src, lib = tmp_path / "sg.c", tmp_path / f"sg-{isa}.so"
-    src.write_text(sgemm.SOURCE + harness)
-    r = subprocess.run([cc, "-O2", *ISAS[isa], "-std=gnu11", "-fPIC", "-shared", str(src), "-o",
-                        str(lib)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"{cc} {isa} failed here: {r.stderr[-300:]}")
-    return ctypes.CDLL(str(lib))
+    """sgemm.SOURCE and ``harness`` built by themselves for ``isa``."""
+    return build_harness(tmp_path, isa, sgemm.SOURCE + harness)
 
 
 @pytest.mark.parametrize("isa", sorted(ISAS))
@@ -179,7 +151,12 @@ def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, isa: str)
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64]
     rng = np.random.default_rng(3)
-    for (m, k, n), ta, tb in itertools.product([(9, 400, 70), (16, 8, 300)], [0, 1], [0, 1]):
+    # K = 784 and 433: two even KC slices (rlx_sgemm_kc); 64 rows: one block of A at K = 128
+    # (rlx_sgemm_mc); 5 and 11 rows: edge tiles of every row count of the AVX2 tile; n = 64
+    # and 48: B's rows an even and an odd number of cache lines apart (packed, read in place)
+    shapes = [(9, 400, 70), (16, 8, 300), (64, 784, 64), (11, 433, 48), (5, 130, 32),
+              (64, 128, 48)]
+    for (m, k, n), ta, tb in itertools.product(shapes, [0, 1], [0, 1]):
         a = rng.standard_normal((k, m) if ta else (m, k), np.float32)
         b = rng.standard_normal((n, k) if tb else (k, n), np.float32)
         want = (a.T if ta else a) @ (b.T if tb else b)
@@ -193,17 +170,7 @@ def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, isa: str)
         assert _rel(c, want) < 1e-5, (m, k, n, ta, tb)
 
 
-_EPI_HARNESS = r"""
-typedef struct { float *c; int *seen; int64_t ldc; } epi_ctx;
-/* the tile epilogue of the test: C = 2 C + 1, counting the visits of every element */
-static void twice_plus_one(const void *vc, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-    const epi_ctx *e = (const epi_ctx *)vc;
-    for (int64_t i = i0; i < i1; ++i)
-        for (int64_t j = j0; j < j1; ++j) {
-            e->c[i * e->ldc + j] = 2.0f * e->c[i * e->ldc + j] + 1.0f;
-            e->seen[i * e->ldc + j] += 1;
-        }
-}
+_EPI_HARNESS = TWICE_PLUS_ONE + r"""
 void run_epi(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm, int64_t rk,
              const float *B, int64_t brk, int64_t brn, float *C, int *seen, int64_t n0,
              int64_t n1, int packed) {
@@ -247,6 +214,18 @@ def test_tile_epilogues_see_each_final_element_once(tmp_path, isa: str) -> None:
                    seen.ctypes.data, n0, n1, packed)
         assert (seen == 1).all(), (m, k, n, ta, tb, packed)
         assert _rel(c, want) < 1e-5, (m, k, n, ta, tb, packed)
+
+
+def test_b_is_read_in_place_only_where_its_rows_spread_over_the_cache_sets() -> None:
+    """sgemm.spreads: rows an odd number of 64-byte lines apart, or not whole lines, spread
+    over the L1's sets; an even number of lines (512 or 768 floats) maps them onto a few."""
+    assert sgemm.spreads(784) and sgemm.spreads(48) and sgemm.spreads(100)
+    assert not sgemm.spreads(512) and not sgemm.spreads(768) and not sgemm.spreads(64)
+    from rlx_core.targets.c_common.matmul import Strides
+
+    assert sgemm.reads_b_in_place(Strides((), 784, 1), 128)
+    assert not sgemm.reads_b_in_place(Strides((), 512, 1), 128)
+    assert not sgemm.reads_b_in_place(Strides((), 784, 1), sgemm.DIRECT_ROWS + 1)
 
 
 def test_the_dispatch_record_names_the_tile() -> None:

@@ -30,7 +30,16 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
   22.8 ms with it against 25.5 ms on OpenBLAS, separate processes alternated twice.
 - Blocking: KC = 384, MC = 64 (60 with AVX2: whole 6-row tiles), NC = 256: a KC-deep slice
   of one panel (48 KB) is reused by the row tiles of MC, A's MC x KC block (96 KB) and the
-  KC x NC block of packed B stay in L2.
+  KC x NC block of packed B stay in L2. K is cut into even slices of at most 9/8 KC
+  (``rlx_sgemm_kc``: 784 = 2 x 392, not 384 + 384 + 16), rows into even blocks as large as
+  A's and B's blocks together allow (``rlx_sgemm_mc``: a narrow column chunk or a shallow
+  K takes more rows per block, so B is streamed fewer times), and edge tiles of fewer than
+  MR rows run a loop of their own row count, their accumulators in registers. On the Zen 1
+  VM (one thread, C harness, caches flushed before each call) that took the MLP's GEMMs
+  from 80-85% to 84-88% of the FMA peak.
+- B is read in place only where its rows spread over the L1's sets (``spreads``): an even
+  number of cache lines apart (a 512 x 512 weight: 2 KB rows), a panel's rows share a
+  few sets, and the 784-512-512-10 step's input gradient ran at 61-70% instead of 80-83%.
 
 ``rlx_sgemm(m, n, k, A, rm, rk, B, brk, brn, C, ldc, n0, n1)`` computes columns ``[n0, n1)``
 of ``C = op(A) op(B)``, where element (i, p) of op(A) is ``A[i*rm + p*rk]`` and element (p, j)
@@ -73,10 +82,17 @@ def takes(dtype: DType, n: int) -> bool:
 DIRECT_ROWS = 256  # RLX_SG_DIRECT_ROWS
 
 
+def spreads(row_stride: int) -> bool:
+    """Do rows of B ``row_stride`` floats apart spread over the L1's sets? Not when the stride
+    is an even number of 64-byte lines: a panel's rows then share half the sets or fewer (the
+    C side, rlx_sgemm_spread, says what that cost)."""
+    return row_stride % 16 != 0 or (row_stride // 16) % 2 == 1
+
+
 def reads_b_in_place(sb, m: int) -> bool:
     """Does a call of ``m`` rows read op(B) (strides ``sb``, a matmul.Strides) in place instead
     of packing it? The Python side of rlx_sgemm_core's ``direct`` (the splits depend on it)."""
-    return sb.col == 1 and m <= DIRECT_ROWS
+    return sb.col == 1 and m <= DIRECT_ROWS and spreads(sb.row)
 
 
 def packed_bytes(n: int, k: int) -> int:
@@ -194,6 +210,24 @@ static void rlx_sgemm_pack_rows(int64_t kc, int64_t mr, const float *A, int64_t 
     }
 }
 
+#if RLX_SG_VEC
+/* the accumulation of R rows (a constant at every call, so the 2 R accumulators unroll into
+   registers): c0/c1[i] += op(A)[i, 0:kc] . b[0:kc, 0:NR] */
+static inline __attribute__((always_inline)) void rlx_sgemm_acc(
+        const int R, int64_t kc, const float *restrict a, int64_t ra, int64_t rp,
+        const float *restrict b, int64_t ldb, rlx_sg_v *c0, rlx_sg_v *c1) {
+    enum { VW = RLX_SG_VW };
+    for (int64_t p = 0; p < kc; ++p) {
+        const rlx_sg_v b0 = RLX_SG_LOAD(b + p * ldb), b1 = RLX_SG_LOAD(b + p * ldb + VW);
+        for (int i = 0; i < R; ++i) {
+            const rlx_sg_v ai = RLX_SG_SET1(a[i * ra + p * rp]);
+            c0[i] = RLX_SG_FMA(ai, b0, c0[i]);
+            c1[i] = RLX_SG_FMA(ai, b1, c1[i]);
+        }
+    }
+}
+#endif
+
 /* C[0:mr, 0:nr] (+)= op(A)[0:8, 0:kc] . b[0:kc, 0:32]: element (i, p) of op(A) at
    a[i*ra + p*rp], row p of b at b + p*ldb (a packed panel: ldb = NR); acc: add to C. Rows past mr are read only when A is packed
    (zero padded): a direct A is read for its mr rows alone. */
@@ -207,29 +241,37 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile(
 #if RLX_SG_VEC
     rlx_sg_v c0[MR], c1[MR];
     for (int i = 0; i < MR; ++i) { c0[i] = RLX_SG_ZERO(); c1[i] = RLX_SG_ZERO(); }
-    /* two copies of the loop: with the constant trip count MR the compiler unrolls the rows
-       and keeps all 2 * MR accumulators in registers; the mr-row copy serves edge tiles */
-    if (padded || mr == MR) {
-        for (int64_t p = 0; p < kc; ++p) {
-            const rlx_sg_v b0 = RLX_SG_LOAD(b + p * ldb), b1 = RLX_SG_LOAD(b + p * ldb + VW);
-            for (int i = 0; i < MR; ++i) {
-                const rlx_sg_v ai = RLX_SG_SET1(a[i * ra + p * rp]);
-                c0[i] = RLX_SG_FMA(ai, b0, c0[i]);
-                c1[i] = RLX_SG_FMA(ai, b1, c1[i]);
-            }
-        }
-    } else {
-        for (int64_t p = 0; p < kc; ++p) {
-            const rlx_sg_v b0 = RLX_SG_LOAD(b + p * ldb), b1 = RLX_SG_LOAD(b + p * ldb + VW);
-            for (int i = 0; i < mr; ++i) {
-                const rlx_sg_v ai = RLX_SG_SET1(a[i * ra + p * rp]);
-                c0[i] = RLX_SG_FMA(ai, b0, c0[i]);
-                c1[i] = RLX_SG_FMA(ai, b1, c1[i]);
-            }
-        }
+    /* one copy of the loop per row count: with a constant trip count the compiler unrolls
+       the rows and keeps every accumulator in a register. An edge tile of a direct A (the
+       rows left below a multiple of MR) took 2-3x a full tile's time per row with one copy
+       for every row count, its accumulators on the stack */
+    switch (padded ? MR : mr) {
+    case 1: rlx_sgemm_acc(1, kc, a, ra, rp, b, ldb, c0, c1); break;
+    case 2: rlx_sgemm_acc(2, kc, a, ra, rp, b, ldb, c0, c1); break;
+    case 3: rlx_sgemm_acc(3, kc, a, ra, rp, b, ldb, c0, c1); break;
+    case 4: rlx_sgemm_acc(4, kc, a, ra, rp, b, ldb, c0, c1); break;
+    case 5: rlx_sgemm_acc(5, kc, a, ra, rp, b, ldb, c0, c1); break;
+#if RLX_SG_MR > 6
+    case 6: rlx_sgemm_acc(6, kc, a, ra, rp, b, ldb, c0, c1); break;
+    case 7: rlx_sgemm_acc(7, kc, a, ra, rp, b, ldb, c0, c1); break;
+#endif
+    default: rlx_sgemm_acc(MR, kc, a, ra, rp, b, ldb, c0, c1); break;
     }
     if (mr == MR && nr == NR) {
         for (int i = 0; i < MR; ++i) {
+            float *ci = c + i * ldc;
+            if (acc) {
+                c0[i] = RLX_SG_ADD(c0[i], RLX_SG_LOAD(ci));
+                c1[i] = RLX_SG_ADD(c1[i], RLX_SG_LOAD(ci + VW));
+            }
+            RLX_SG_STORE(ci, c0[i]);
+            RLX_SG_STORE(ci + VW, c1[i]);
+        }
+        return;
+    }
+    if (nr == NR) {  /* an edge tile of whole columns: its mr rows straight to C */
+        for (int i = 0; i < MR; ++i) {
+            if (i >= mr) break;
             float *ci = c + i * ldc;
             if (acc) {
                 c0[i] = RLX_SG_ADD(c0[i], RLX_SG_LOAD(ci));
@@ -272,6 +314,37 @@ static float *rlx_sgemm_scratch(int64_t floats) {
     return rlx_sgemm_buf;
 }
 
+/* do rows of B brk floats apart spread over the L1's sets (sgemm.spreads)? A row stride of
+   an even number of cache lines maps a panel's KC rows onto half the sets or fewer: read in
+   place, the 512 x 512 weight of 784-512-512-10 (2 KB rows, two sets of a 32 KB 8-way L1)
+   ran its input gradient at 70% of the FMA peak, packed at 85% */
+static inline int rlx_sgemm_spread(int64_t brk) {
+    return (brk % 16) != 0 || ((brk / 16) & 1) != 0;
+}
+
+/* the depth of k's KC slices: k split evenly into as few slices as keep each within 9/8 of
+   RLX_SG_KC (a panel's slice still fits L1). K = 784 (MNIST's images) ran as 384 + 384 + 16,
+   the last slice a whole extra pass that loads and stores every tile of C for 16 steps;
+   it runs as 2 x 392 */
+static inline int64_t rlx_sgemm_kc(int64_t k) {
+    const int64_t most = RLX_SG_KC + RLX_SG_KC / 8, slices = (k + most - 1) / most;
+    return slices <= 1 ? k : (k + slices - 1) / slices;
+}
+
+/* rows per block of A (whole tiles) for slices kcap deep and a column block of nc columns:
+   A's block and B's kcap x nc block share what MC x KC and KC x NC floats take of L2 (a
+   narrow column block, a claimed chunk of a few panels, leaves room for more rows: each
+   block of rows streams the panels once more), split evenly. A 64-row call of the MLP's
+   weight gradient (K = 128) ran as 60 + 4 rows, reading all of B twice */
+static inline int64_t rlx_sgemm_mc(int64_t m, int64_t kcap, int64_t nc) {
+    enum { MR = RLX_SG_MR, MOST = 4 * RLX_SG_MC / RLX_SG_MR * RLX_SG_MR };
+    const int64_t room = (int64_t)RLX_SG_MC * RLX_SG_KC + (int64_t)(RLX_SG_NC - nc) * RLX_SG_KC;
+    int64_t most = kcap > 0 ? room / kcap / MR * MR : MOST;
+    most = most > MOST ? MOST : most < MR ? MR : most;
+    const int64_t blocks = (m + most - 1) / most;
+    return ((m + blocks - 1) / blocks + MR - 1) / MR * MR;
+}
+
 /* a tile epilogue: called with rows [i0, i1) (counted from the call's C) and columns
    [j0, j1) of C once they hold their final values, while they are in L1 (sgemm.py) */
 typedef void (*rlx_sg_epi)(const void *ctx, int64_t i0, int64_t i1, int64_t j0, int64_t j1);
@@ -283,19 +356,20 @@ static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int
                            const float *B, int64_t brk, int64_t brn, const float *P,
                            float *C, int64_t ldc, int64_t n0, int64_t n1, rlx_sg_epi epi,
                            const void *ectx) {
-    enum { MR = RLX_SG_MR, NR = RLX_SG_NR, KC = RLX_SG_KC, NC = RLX_SG_NC,
-           MC = RLX_SG_MC };  /* whole row tiles: A's packed block is MC x KC */
+    enum { MR = RLX_SG_MR, NR = RLX_SG_NR, NC = RLX_SG_NC };
+    const int64_t KC = rlx_sgemm_kc(k);
     const int pack_a = rm < rk;
     /* op(B) with contiguous rows, for a few row tiles: the full panels of each KC slice
        are read in place (row p of a panel is 32 contiguous floats of B's row p), so nothing
        is copied; only a partial last panel is packed (a full-width load would run past B) */
-    const int direct = !P && brn == 1 && m <= RLX_SG_DIRECT_ROWS;
+    const int direct = !P && brn == 1 && m <= RLX_SG_DIRECT_ROWS && rlx_sgemm_spread(brk);
     for (int64_t jc = n0; jc < n1; jc += NC) {
         const int64_t nc = n1 - jc < NC ? n1 - jc : NC;
         const int64_t panels = (nc + NR - 1) / NR;
         const int64_t kcap = k < KC ? k : KC;
         const int64_t bfloats = P ? 0 : panels * NR * kcap;
-        float *bp = rlx_sgemm_scratch(bfloats + MC * KC);
+        const int64_t mc = rlx_sgemm_mc(m, kcap, panels * NR);
+        float *bp = rlx_sgemm_scratch(bfloats + mc * kcap);
         if (bp == 0) {  /* out of memory for the panels: the plain loop, slow but right */
             for (int64_t i = 0; i < m; ++i)
                 for (int64_t j = jc; j < jc + nc; ++j) {
@@ -319,15 +393,15 @@ static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int
                     rlx_sgemm_pack_panel(kc, nr, B + pc * brk + j * brn, brk, brn,
                                          bp + q * NR * kc);
                 }
-            for (int64_t ic = 0; ic < m; ic += MC) {  /* A's 64 x KC block stays in L2 */
-                const int64_t ie = m - ic < MC ? m : ic + MC;
+            for (int64_t ic = 0; ic < m; ic += mc) {  /* A's mc x kc block stays in L2 */
+                const int64_t ie = m - ic < mc ? m : ic + mc;
                 /* a transposed A is packed: its eight columns per step lie a row apart,
                    a cache line per step the tile would otherwise miss in L1 */
                 float *ap = bp + bfloats;
                 if (pack_a)
                     for (int64_t i = ic; i < ie; i += MR)
                         rlx_sgemm_pack_rows(kc, ie - i < MR ? ie - i : MR, A + i * rm + pc * rk,
-                                            rm, rk, ap + (i - ic) * KC);
+                                            rm, rk, ap + (i - ic) * kc);
                 for (int64_t q = 0; q < panels; ++q) {  /* the panel's KC slice stays in L1 */
                     const int64_t j = jc + q * NR, nr = jc + nc - j < NR ? jc + nc - j : NR;
                     const int in_place = direct && nr == NR;
@@ -336,9 +410,9 @@ static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int
                     const int64_t ldb = in_place ? brk : NR;
                     for (int64_t i = ic; i < ie; i += MR) {
                         const int64_t mr = ie - i < MR ? ie - i : MR;
-                        if (pack_a)
-                            rlx_sgemm_tile(kc, ap + (i - ic) * KC, 1, MR, pq, ldb, C + i * ldc + j,
-                                           ldc, pc > 0, mr, nr, 1);
+                        if (pack_a)  /* an edge tile multiplies its mr rows alone */
+                            rlx_sgemm_tile(kc, ap + (i - ic) * kc, 1, MR, pq, ldb, C + i * ldc + j,
+                                           ldc, pc > 0, mr, nr, mr == MR);
                         else
                             rlx_sgemm_tile(kc, A + i * rm + pc * rk, rm, rk, pq, ldb,
                                            C + i * ldc + j, ldc, pc > 0, mr, nr, 0);
