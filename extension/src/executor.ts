@@ -3,7 +3,7 @@
 // storage buffer per value, the kernels' dispatches in one compute pass, outputs copied into
 // mappable staging buffers in the same submission, then mapped back.
 
-import { BufferUsage, Gpu, GpuBuffer, GpuDevice, GpuPipeline, LIMITS, MapMode } from './gpu';
+import { BufferUsage, Gpu, GpuBuffer, GpuDevice, GpuPipeline, LIMITS, MapMode, PACKED_DOT } from './gpu';
 import {
   AdapterJSON,
   asBytes,
@@ -105,7 +105,11 @@ export class WebGpuExecutor {
     this.adapter = {
       name: info.description || [info.vendor, info.architecture, info.device].filter(Boolean).join(' ') || 'browser adapter',
       backend: 'webgpu',
-      features,
+      // a WGSL language extension is no adapter feature: reported as one, so the kernel picks
+      // the packed int8 dialect where the browser compiles dot4I8Packed
+      features: this.gpu.wgslLanguageFeatures?.has('packed_4x8_integer_dot_product')
+        ? [...features, PACKED_DOT]
+        : features,
       limits
     };
     // a lost device (driver reset, tab in background on some browsers) invalidates every

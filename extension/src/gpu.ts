@@ -73,4 +73,10 @@ export interface GpuAdapter {
 
 export interface Gpu {
   requestAdapter(): Promise<GpuAdapter | null>;
+  /** The WGSL language extensions the browser has (``packed_4x8_integer_dot_product``, ...). */
+  wgslLanguageFeatures?: { has(name: string): boolean };
 }
+
+/** The feature the kernel's AdapterInfo gets where the browser's WGSL has dot4I8Packed: the
+ * int8 kernels then take the packed-dot dialect (rlx_core/targets/webgpu/wgsl.py PACKED_DOT). */
+export const PACKED_DOT = 'wgsl-packed-4x8-integer-dot-product';

@@ -38,6 +38,13 @@ describe('WebGpuExecutor', () => {
     expect(gpu.requested[0]).toMatchObject({ requiredFeatures: ['shader-f16'] });
   });
 
+  it('reports the packed int8 dot product where the WGSL has it, so int8 kernels use it', async () => {
+    const packed = await new WebGpuExecutor(fakeGpu(kernels, ['shader-f16'], ['packed_4x8_integer_dot_product'])).handle({ rlx: 1, id: 'r1', op: 'hello' });
+    expect(packed!.reply.adapter!.features).toEqual(['shader-f16', 'wgsl-packed-4x8-integer-dot-product']);
+    const plain = await new WebGpuExecutor(fakeGpu(kernels, ['shader-f16'], ['pointer_composite_access'])).handle({ rlx: 1, id: 'r1', op: 'hello' });
+    expect(plain!.reply.adapter!.features).toEqual(['shader-f16']);
+  });
+
   it('loads a plan and runs it: outputs equal the oracle, params uploaded once', async () => {
     const gpu = fakeGpu(kernels);
     const ex = new WebGpuExecutor(gpu);

@@ -111,10 +111,11 @@ export class FakeDevice implements GpuDevice {
   };
 }
 
-export function fakeGpu(kernels: Record<string, Kernel>, features: string[] = []): Gpu & { device: FakeDevice | null; requested: unknown[] } {
+export function fakeGpu(kernels: Record<string, Kernel>, features: string[] = [], wgsl: string[] = []): Gpu & { device: FakeDevice | null; requested: unknown[] } {
   const gpu = {
     device: null as FakeDevice | null,
     requested: [] as unknown[],
+    wgslLanguageFeatures: new Set(wgsl),
     async requestAdapter(): Promise<GpuAdapter> {
       return {
         features,

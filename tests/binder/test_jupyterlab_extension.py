@@ -107,6 +107,8 @@ def test_kernel_runs_wgsl_on_the_browser_gpu_over_the_comm(lab: LabServer) -> No
                                timeout=120_000)
         if not page.evaluate("async () => !!(navigator.gpu && await navigator.gpu.requestAdapter())"):
             pytest.skip("this Chromium exposes no WebGPU adapter")
+        packed = page.evaluate("() => !!navigator.gpu.wgslLanguageFeatures?.has("
+                               "'packed_4x8_integer_dot_product')")
         kernel_id = _wait_for_kernel(lab, page)
         client = BlockingKernelClient(connection_file=str(lab.runtime / f"kernel-{kernel_id}.json"))
         client.load_connection_file()
@@ -122,13 +124,25 @@ def test_kernel_runs_wgsl_on_the_browser_gpu_over_the_comm(lab: LabServer) -> No
                 "exe = rlx.compile(model, x, target='webgpu-browser')\n"
                 "ys = [exe(x).tolist(), exe(x * 0.5).tolist()]\n"
                 "info = exe.program.info\n"
-                "print('RLX' + json.dumps({'y': ys, 'route': info['route'], "
+                # int8 over the comm: prepacked weights, the packed dot where the tab's WGSL
+                # has it (the extension reports it), bit-exact against the numpy reference
+                "from rlx_core import quant as Q\n"
+                "rng = np.random.default_rng(1)\n"
+                "xq = rng.integers(0, 255, (9, 70), endpoint=True).astype(np.uint8)\n"
+                "wq = rng.integers(-128, 127, (40, 70), endpoint=True).astype(np.int8)\n"
+                "f8 = lambda a: Q.int_linear(a, wq, None, 3, -2)\n"
+                "e8 = rlx.compile(f8, xq, target='webgpu-browser')\n"
+                "int8 = {'same': e8(xq).tolist() == rlx.compile(f8, xq, target='numpy')(xq)"
+                ".tolist(), 'packed': 'dot4I8Packed(' in '\\n'.join(e8.sources.values()), "
+                "'route': e8.program.info['route']}\n"
+                "print('RLX' + json.dumps({'y': ys, 'route': info['route'], 'int8': int8, "
                 "'adapter': info['adapter'], 'kernels': len(exe.sources)}))\n")
             out = _execute(client, code)
         finally:
             client.stop_channels()
         res = json.loads(out.split("RLX", 1)[1])
         assert res["route"] == "comm" and res["kernels"] >= 1
+        assert res["int8"] == {"same": True, "packed": packed, "route": "comm"}
         ref = rlx.compile(model, x, target="numpy")
         np.testing.assert_allclose(np.array(res["y"][0], np.float32), ref(x), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(np.array(res["y"][1], np.float32), ref(x * 0.5), rtol=1e-5,

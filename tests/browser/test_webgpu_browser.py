@@ -221,3 +221,86 @@ def test_splat_scene_rendered_in_browser_matches_the_oracle(page: Any) -> None:
     np.testing.assert_allclose(got_means, g_means, rtol=1e-3,
                                atol=1e-4 * np.abs(g_means).max())
     assert res["adapter"]
+
+
+# int8 in the page (gpu_common/int8.py): an int_linear with parameter weights (prepacked when
+# uploaded) and its requantize, and one with the weights a call input (packed while staging),
+# on the packed-dot path where the browser's WGSL has dot4I8Packed and on the i32 path, bit
+# for bit against numpy here
+INT8_SRC = '''
+import array
+import rlx_core as rlx
+from rlx_core import quant as Q
+from rlx_core.frontend.ops import asarray
+M, K, N = 20, 70, 40
+
+def model(w, b, mult, shift):
+    wm = memoryview(array.array("b", w)).cast("b", (N, K))
+    bm = array.array("i", b)
+    def f(x, wx):  # the bias lifted here: Q.int_linear's own lifting of it asks for numpy
+        acc = Q.int_linear(x, wm, asarray(bm), 3, -2)
+        return Q.requantize(acc, mult, shift, -1, "i8", axis=-1), Q.int_linear(x, wx, None, 3, 0)
+    return f
+'''
+
+INT8_PAGE = '''
+import dataclasses, json
+import rlx_core as rlx
+from rlx_core.targets.gpu_common.host_arrays import HostArray
+from rlx_core.targets.webgpu.runtime_browser import init
+from rlx_core.targets.webgpu.wgsl import PACKED_DOT
+rt = await init()
+ns = {}
+exec(INT8_SRC, ns)
+a = json.loads(ARGS)
+f = ns["model"](a["w"], a["b"], a["mult"], a["shift"])
+args = [HostArray("u8", (ns["M"], ns["K"]), tuple(a["x"])),
+        HostArray("i8", (ns["N"], ns["K"]), tuple(a["wx"]))]
+res = {"features": list(rt.info.features), "adapter": rt.info.name}
+saved = rt.info
+for path in ("packed-dot", "i32"):
+    if path == "i32":
+        rt.info = dataclasses.replace(saved, features=tuple(x for x in saved.features
+                                                              if x != PACKED_DOT))
+    elif PACKED_DOT not in saved.features:
+        continue
+    try:
+        exe = rlx.compile(f, *[rlx.spec(x.shape, x.dtype) for x in args], target="webgpu")
+        outs = await exe.program.info["runtime"].run_async(args)
+    finally:
+        rt.info = saved
+    res[path] = {"outs": [list(o.values) for o in outs], "source": "\\n".join(exe.sources.values()),
+                 "prepacked": len(exe.program.info["plan"].derived)}
+json.dumps(res)
+'''
+
+
+def test_int8_linear_in_browser_bit_exact(page: Any) -> None:
+    from rlx_core import quant as Q
+
+    rng = np.random.default_rng(8)
+    ns: dict[str, Any] = {}
+    exec(INT8_SRC, ns)
+    m, k, n = ns["M"], ns["K"], ns["N"]
+    x = rng.integers(0, 255, (m, k), endpoint=True).astype(np.uint8)
+    w = rng.integers(-128, 127, (n, k), endpoint=True).astype(np.int8)
+    wx = rng.integers(-128, 127, (n, k), endpoint=True).astype(np.int8)
+    b = rng.integers(-(2**16), 2**16, n).astype(np.int32)
+    mult, shift = zip(*(Q.quantize_multiplier(r) for r in rng.uniform(1e-3, 2.0, n)),
+                      strict=True)
+    f = ns["model"](w.ravel().tolist(), b.tolist(), mult, shift)
+    want = rlx.compile(f, x, wx, target="numpy")(x, wx)
+    payload = json.dumps({"x": x.ravel().tolist(), "wx": wx.ravel().tolist(),
+                          "w": w.ravel().tolist(), "b": b.tolist(), "mult": list(mult),
+                          "shift": list(shift)})
+    res = run_python(page, f"INT8_SRC = {INT8_SRC!r}\nARGS = {payload!r}\n" + INT8_PAGE)
+    # Chromium's WGSL has the extension (SwiftShader here): the packed path must be taken
+    packed = "packed_4x8_integer_dot_product" in page.evaluate(
+        "() => [...(navigator.gpu.wgslLanguageFeatures || [])]")
+    assert ("packed-dot" in res) == packed
+    for path in ("packed-dot", "i32") if packed else ("i32",):
+        got = res[path]
+        assert ("dot4I8Packed(" in got["source"]) == (path == "packed-dot")
+        assert got["prepacked"] == 1  # the parameter weights, packed when uploaded
+        for g, wnt in zip(got["outs"], want, strict=True):
+            assert g == wnt.ravel().tolist(), (path, "\n".join(CONSOLE[-30:]))

@@ -26,6 +26,7 @@ from rlx_core.errors import RlxError, TargetUnavailableError
 from rlx_core.targets.gpu_common.plan import AdapterInfo, GpuPlan
 from rlx_core.targets.gpu_common.runtime import GpuProgram
 from rlx_core.targets.webgpu.device import WebGpuDevice
+from rlx_core.targets.webgpu.wgsl import PACKED_DOT
 
 _LIMITS = ("maxStorageBuffersPerShaderStage", "maxBufferSize", "maxStorageBufferBindingSize",
            "maxComputeWorkgroupStorageSize", "maxComputeInvocationsPerWorkgroup")
@@ -132,6 +133,18 @@ class BrowserRuntime(WebGpuDevice):
         return BrowserProgram(self, plan, param_data)
 
 
+def packed_dot(gpu: Any) -> bool:
+    """Does the browser's WGSL have ``dot4I8Packed``? It says so in
+    ``navigator.gpu.wgslLanguageFeatures`` (then the int8 kernels take the packed-dot
+    dialect); ``RLX_WEBGPU_PACKED_DOT=0`` keeps them on the i32 path, as natively."""
+    import os
+
+    if os.environ.get("RLX_WEBGPU_PACKED_DOT", "1") == "0":
+        return False
+    feats = getattr(gpu, "wgslLanguageFeatures", None)
+    return bool(feats is not None and feats.has("packed_4x8_integer_dot_product"))
+
+
 async def init() -> BrowserRuntime:
     """Open the WebGPU device of this page (once); raise TargetUnavailableError without one."""
     if BrowserRuntime._shared is not None:
@@ -151,6 +164,8 @@ async def init() -> BrowserRuntime:
         BrowserRuntime._why = "navigator.gpu.requestAdapter() found no adapter"
         raise TargetUnavailableError(BrowserRuntime._why)
     feats = tuple(sorted(str(f) for f in js.Array.from_(adapter.features)))
+    if packed_dot(gpu):
+        feats = (*feats, PACKED_DOT)
     limits = {k: int(getattr(adapter.limits, k)) for k in _LIMITS}
     required = ["shader-f16"] if "shader-f16" in feats else []
     device = await adapter.requestDevice(_js({"requiredFeatures": required,
