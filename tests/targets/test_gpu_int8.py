@@ -126,7 +126,8 @@ def test_prepacked_weights_bit_exact(gpu: str, xdt: str, xzp: int, wdt: str, wzp
                                      k: int) -> None:
     """Weights the host has before a call (a parameter; a small array is a constant) are
     packed once into words with their zero-point term (int8.pack_weights) and the kernel
-    stages those words; a new parameter array is packed again when it is uploaded."""
+    stages those words; the unpacked parameter gets no device buffer; a new parameter array
+    is packed again when it is uploaded."""
     rng = np.random.default_rng(3)
     info_x, info_w = (np.iinfo(np.dtype({"i8": "int8", "u8": "uint8"}[d])) for d in (xdt, wdt))
     x = rng.integers(info_x.min, info_x.max, (9, k), endpoint=True).astype(info_x.dtype)
@@ -142,6 +143,9 @@ def test_prepacked_weights_bit_exact(gpu: str, xdt: str, xzp: int, wdt: str, wzp
     assert len(packed) == 1 and packed[0] in plan.buffer(packed[0]).name
     from_param = dict(plan.derived)
     assert (packed[0] in from_param) == bool(plan.params)  # else a constant packed at plan time
+    if plan.params:  # the unpacked weights stay on the host: only the packed words are on the GPU
+        assert plan.buffer(from_param[packed[0]].source).role == "host"
+        assert from_param[packed[0]].source not in {bs.name for bs in plan.device_buffers}
     want = rlx.compile(f, x, target="numpy")(x)
     assert exe(x).tolist() == want.tolist()
     if plan.params:  # swap the weights: the packed words follow

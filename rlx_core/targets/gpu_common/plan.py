@@ -43,7 +43,9 @@ class BufferSpec:
 
     name: str
     type: TensorType
-    role: str  # input | param | const | temp | output
+    # input | param | const | temp | output; host: a parameter only derived buffers are made
+    # from (prepacked int8 weights): its data stays on the host, no device buffer
+    role: str
     nbytes: int
 
 
@@ -66,11 +68,18 @@ class GpuPlan:
     # buffers the host computes from a parameter whenever that is uploaded (prepacked weights)
     derived: tuple[tuple[str, Derived], ...] = ()
 
+    @property
+    def device_buffers(self) -> tuple[BufferSpec, ...]:
+        """The buffers a runtime allocates on the device (all but host-only parameters)."""
+        return tuple(b for b in self.buffers if b.role != "host")
+
     def derive(self, uploads: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
-        """The derived buffers' bytes for the parameters in ``uploads`` (name, storage bytes):
-        what a runtime writes after them."""
+        """What a runtime writes for the parameters in ``uploads`` (name, storage bytes): the
+        device ones, then the buffers derived from them (host-only parameters dropped)."""
         got = dict(uploads)
-        return [(name, d.fn(got[d.source])) for name, d in self.derived if d.source in got]
+        host = {b.name for b in self.buffers if b.role == "host"}
+        return [*((n, b) for n, b in uploads if n not in host),
+                *((name, d.fn(got[d.source])) for name, d in self.derived if d.source in got)]
 
     @property
     def readback(self) -> tuple[str, ...]:
@@ -124,6 +133,12 @@ def make_plan(lir: Graph, dialect: Dialect, adapter: AdapterInfo | None = None,
     for o in lir.outputs:
         if roles.get(o) == "temp":
             roles[o] = "output"
+    # a parameter no dispatched kernel reads, only packed from: kept on the host
+    read = {v for k in kernels if k.constant is None for v in k.reads}
+    for _, d in derived:
+        if roles.get(d.source) == "param" and d.source not in read and \
+                d.source not in lir.outputs:
+            roles[d.source] = "host"
     used = dict.fromkeys([*roles, *lir.outputs])
     buffers = []
     for name in used:
@@ -134,7 +149,7 @@ def make_plan(lir: Graph, dialect: Dialect, adapter: AdapterInfo | None = None,
                            f"{target}", code="RLX-L002")
         buffers.append(BufferSpec(name, t, roles.get(name, "output"), buffer_bytes(t)))
     if adapter is not None:
-        check_limits(kernels, buffers, adapter)
+        check_limits(kernels, [b for b in buffers if b.role != "host"], adapter)
     inputs = {v.name for v in lir.inputs}
     checks = tuple((n.inputs[1], values[n.inputs[0]].type.shape[n.attr("axis")], n.op)
                    for n in lir.nodes if n.op in ("gather", "scatter_add") and

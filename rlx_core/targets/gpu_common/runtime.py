@@ -55,7 +55,7 @@ class GpuProgram:
 
     def __init__(self, dev: Device, plan: GpuPlan, param_data: dict[str, Any]) -> None:
         self.dev, self.plan, self.param_data = dev, plan, dict(param_data)
-        self.buffers = {b.name: dev.alloc(b.nbytes) for b in plan.buffers}
+        self.buffers = {b.name: dev.alloc(b.nbytes) for b in plan.device_buffers}
         free = getattr(dev, "free", None)
         if free is not None:  # an API that frees explicitly: when this program is released
             # (not at interpreter exit: the device may be gone by then, and the process frees)
@@ -149,4 +149,4 @@ def changed_params(plan: GpuPlan, param_data: dict[str, Any], params: dict[str, 
             raise ArgumentError(f"@{plan.graph}: no data for parameter %{name}",
                                 hint="pass it in the params dict under its name")
         uploads.append((name, to_storage(d, plan.buffer(name).type, f"parameter %{name}")))
-    return key, [*uploads, *plan.derive(uploads)]
+    return key, plan.derive(uploads)

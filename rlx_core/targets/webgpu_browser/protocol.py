@@ -52,7 +52,8 @@ def plan_json(plan: GpuPlan) -> dict[str, Any]:
     """What the browser needs to run ``plan``: no dtypes (it moves bytes), no constant kernels."""
     return {
         "graph": plan.graph,
-        "buffers": [{"name": b.name, "nbytes": b.nbytes, "role": b.role} for b in plan.buffers],
+        "buffers": [{"name": b.name, "nbytes": b.nbytes, "role": b.role}
+                    for b in plan.device_buffers],
         "kernels": [{"name": k.name, "source": k.source, "bindings": [*k.reads, *k.writes],
                      "workgroups": list(k.workgroups)}
                     for k in plan.kernels if k.constant is None],

@@ -60,7 +60,7 @@ class RemoteProgram:
         plan = self.plan
         pbufs = [(n, to_storage(d, plan.buffer(n).type, f"parameter %{n}"))
                  for n, d in zip(plan.params, params, strict=False)]
-        pbufs += plan.derive(pbufs)  # prepacked int8 weights
+        pbufs = plan.derive(pbufs)  # with the prepacked int8 weights
         names = [*plan.constants, *(n for n, _ in pbufs)]
         bufs = [*plan.constants.values(), *(b for _, b in pbufs)]
         bridge.call("load", bufs, program=self.pid, plan=protocol.plan_json(plan), uploads=names)
@@ -79,7 +79,7 @@ class RemoteProgram:
         if key != self._params_key:  # another params object: upload it with this run
             pbufs = [(n, to_storage(d, plan.buffer(n).type, f"parameter %{n}"))
                      for n, d in zip(plan.params, data, strict=False)]
-            for n, b in [*pbufs, *plan.derive(pbufs)]:
+            for n, b in plan.derive(pbufs):
                 names.append(n)
                 bufs.append(b)
             self._params_key = key
