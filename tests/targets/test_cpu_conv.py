@@ -121,7 +121,7 @@ def test_depthwise_phase_planes_and_rows_match_the_reference(
         flat: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The depthwise kernels, on the phase planes (rlx_conv_dw_flat) and per row
     (RLX_CONV_DW_FLAT=0), with bias, residual and ReLU6 on every other case."""
-    from rlx_core.targets.cpu.conv import use_dw_flat
+    from rlx_core.targets.cpu.depthwise import use_dw_flat
 
     monkeypatch.setenv("RLX_CONV_DW_FLAT", flat)
     assert use_dw_flat(1, 1, 3, 3) == (flat == "1") and not use_dw_flat(3, 3, 3, 3)

@@ -10,6 +10,7 @@ kernel needs (layout copies, f16 accumulators) sits past the plan's peak.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -266,11 +267,15 @@ class CLikeRenderer:
     def profile_block(self, prefix: str, count: int) -> str:
         """Per-kernel accumulated seconds and call counts, and the function that reads them."""
         n = max(1, count)
+        # RLX_CPU_PROFILE=thread: the calling thread's CPU time, not wall time (a loaded
+        # machine's preemptions left out; with a team only thread 0's share is timed)
+        clock = ("CLOCK_THREAD_CPUTIME_ID" if os.environ.get("RLX_CPU_PROFILE") == "thread"
+                 else "CLOCK_MONOTONIC")
         return (f"#include <time.h>\n"
                 f"static double {prefix}_prof_s[{n}];\n"
                 f"static int64_t {prefix}_prof_n[{n}];\n"
                 f"static double {prefix}_now(void) {{\n"
-                f"    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);\n"
+                f"    struct timespec ts; clock_gettime({clock}, &ts);\n"
                 f"    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;\n}}\n"
                 f"void {prefix}_profile(double* seconds, int64_t* calls) {{\n"
                 f"    for (int i = 0; i < {count}; ++i) {{ seconds[i] = {prefix}_prof_s[i]; "

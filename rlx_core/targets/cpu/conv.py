@@ -23,12 +23,7 @@ of each conv. Kept whole, a convolution is one kernel of two kinds:
   thread, Zen 1); with many output channels, or a 7x7 output, the packed path stays faster.
 - **blocked direct** (groups 1, a parameter filter, where conv_blocked.use_blocked says so):
   conv_blocked.py, on a channel-blocked copy of the input with the filter prepacked.
-- **depthwise** (one input channel per group): at stride 1 or 2, on the padded plane split
-  into its stride x stride phases, where every tap of every output is one flat offset, so
-  8 outputs sum all their taps in a register whatever the row width (``rlx_conv_dw_flat``,
-  ``use_dw_flat``); otherwise per output row, vectorized over the columns whose window lies
-  inside the input, with unrolled copies for 3x3 and 5x5 at stride 1 and 2
-  (``rlx_conv_dw_row``).
+- **depthwise** (one input channel per group): depthwise.py, in NCHW or NCHW8c.
 
 The epilogue runs where the result is stored: bias, the residual (``conv2d_fused``'s fourth
 input: ResNet's skip connection) and max / min / clip (ReLU, ReLU6), on every register tile
@@ -51,7 +46,7 @@ from rlx_core.targets.c_common import ctype_table as ct
 from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
-from rlx_core.targets.cpu import conv_blocked
+from rlx_core.targets.cpu import conv_blocked, depthwise
 
 IMPL = "rlx-conv"
 IMPL_SHIFTED = "rlx-conv-shifted"  # stride-1 windows on the shifted padded input
@@ -351,157 +346,6 @@ static int rlx_conv_shifted(const rlx_conv_geo *g, const float *x, const float *
     return 1;
 }
 
-/* output row oy of one depthwise channel with taps KH x KW at column stride SW (constants
-   where the caller names them, so the tap loops unroll): every output of the row sums its
-   taps in a register, vectorized over the columns whose taps all lie inside the input
-   (columns [jlo, jhi)); the few edge columns test each tap. Only the input rows
-   [ki0, ki1) of the window are inside the input */
-static inline __attribute__((always_inline)) void rlx_conv_dw_row(
-        const rlx_conv_geo *g, const float *x, const float *wt, float bias, int has_bias,
-        const float *res, float *y, int64_t oy, int act, float lo, float hi,
-        const int64_t KH, const int64_t KW, const int64_t SW) {
-    const int64_t ow = g->ow, w = g->w, dw = g->dw, pw = g->pw, dh = g->dh;
-    const int64_t base = oy * g->sh - g->ph;  /* input row of tap row 0 */
-    int64_t ki0 = base < 0 ? (-base + dh - 1) / dh : 0;
-    int64_t ki1 = g->h - 1 - base < 0 ? 0 : (g->h - 1 - base) / dh + 1;
-    if (ki1 > KH) ki1 = KH;
-    if (ki0 > ki1) ki0 = ki1;
-    int64_t jlo = pw > 0 ? (pw + SW - 1) / SW : 0;
-    const int64_t lim = w - 1 + pw - (KW - 1) * dw;
-    int64_t jhi = lim < 0 ? 0 : lim / SW + 1;
-    if (jhi > ow) jhi = ow;
-    if (jlo > jhi) jlo = jhi;
-    const float *xb = x + base * w;  /* may point before x: only rows [ki0, ki1) are read */
-    float *restrict yr = y + oy * ow;
-    const int64_t at = oy * ow;
-    /* eight columns at a time, their sums in one vector register */
-    int64_t j = jlo;
-#if defined(__AVX2__) && defined(__FMA__)
-    const __m256 vb = _mm256_set1_ps(bias), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-    for (; jhi - jlo >= 8 && j < jhi; j += 8) {
-        if (j + 8 > jhi) j = jhi - 8;  /* the last block overlaps the one before */
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t ki = ki0; ki < ki1; ++ki)
-            for (int64_t kj = 0; kj < KW; ++kj) {
-                const float *s = xb + ki * dh * w + j * SW + kj * dw - pw;
-                __m256 v;
-                if (SW == 1) {
-                    v = _mm256_loadu_ps(s);
-                } else if (SW == 2) {  /* the even floats of s[0..14] (s[15] may be past x) */
-                    const __m256 a = _mm256_loadu_ps(s), b = _mm256_loadu_ps(s + 7);
-                    v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(
-                            _mm256_shuffle_ps(a, b, 0xD8)), 0xD8));
-                } else {
-                    v = _mm256_set_ps(s[7 * SW], s[6 * SW], s[5 * SW], s[4 * SW], s[3 * SW],
-                                      s[2 * SW], s[SW], s[0]);
-                }
-                acc = _mm256_fmadd_ps(v, _mm256_set1_ps(wt[ki * KW + kj]), acc);
-            }
-        _mm256_storeu_ps(yr + j, rlx_conv_fin8(acc, has_bias, vb, res ? res + at + j : 0, act,
-                                               vlo, vhi));
-    }
-#endif
-    const int64_t jmid = j;  /* columns [jlo, jmid) are done */
-    for (j = 0; j < ow; ++j) {
-        if (j >= jlo && j < jmid) continue;
-        float acc = 0.0f;
-        for (int64_t ki = ki0; ki < ki1; ++ki)
-            for (int64_t kj = 0; kj < KW; ++kj) {
-                const int64_t ix = j * SW + kj * dw - pw;
-                if (ix >= 0 && ix < w) acc += xb[ki * dh * w + ix] * wt[ki * KW + kj];
-            }
-        yr[j] = rlx_conv_fin(acc, bias, has_bias, res, at + j, act, lo, hi);
-    }
-}
-
-/* one depthwise channel at stride s = sh = sw (1 or 2), vectorized over whole planes (the row
-   kernel's vectors need 8 columns whose taps lie inside the input: a 7x7 output has 5, all
-   of them scalar there):
-   the padded plane is split into its s x s phases (row r % s, column c % s), each a plane of
-   W2 = ceil(wp / s) columns, so every tap of output (oy, ox) reads its phase at the flat
-   index q + const, q = oy W2 + ox. One vector loop per tap over all q then covers every row
-   at once (q past ow in a row is computed and dropped), and the epilogue runs on the valid
-   outputs. Returns 0 when out of memory (the caller then runs rlx_conv_dw_rows) */
-enum { RLX_DW_FLAT_TAPS = 49 };  /* windows of up to 7 x 7 (conv.DW_FLAT_TAPS) */
-static int rlx_conv_dw_flat(const rlx_conv_geo *g, const float *x, const float *wt, float bias,
-                            int has_bias, const float *res, float *y, int act, float lo,
-                            float hi) {
-    const int64_t s = g->sh, hp = g->h + 2 * g->ph, wp = g->w + 2 * g->pw;
-    const int64_t h2 = (hp + s - 1) / s, w2 = (wp + s - 1) / s;
-    const int64_t ps = h2 * w2 + 8;  /* floats per phase plane; 8 zeros read past the end */
-    const int64_t nq = (g->oh - 1) * w2 + g->ow, nv = (nq + 7) / 8 * 8;
-    float *buf = rlx_sgemm_scratch(s * s * ps + nv);
-    if (buf == 0) return 0;
-    float *t = buf + s * s * ps;
-    memset(buf, 0, (size_t)(s * s * ps) * sizeof(float));
-    const int64_t sh1 = s - 1;  /* s is 1 or 2: c % s = c & sh1, c / s = c >> sh1 */
-    for (int64_t iy = 0; iy < g->h; ++iy) {
-        const int64_t r = iy + g->ph;
-        float *restrict d = buf + (r & sh1) * s * ps + (r >> sh1) * w2;
-        const float *restrict xr = x + iy * g->w - g->pw;  /* padded column c at xr[c] */
-        const int64_t c0 = g->pw, c1 = g->pw + g->w;
-        if (s == 1) {
-            memcpy(d + c0, xr + c0, (size_t)g->w * sizeof(float));
-            continue;
-        }
-        /* the even padded columns to phase 0, the odd ones to phase 1 (strided reads) */
-        float *restrict d1 = d + ps;
-        for (int64_t c = c0 + (c0 & 1); c < c1; c += 2) d[c >> 1] = xr[c];
-        for (int64_t c = c0 + 1 - (c0 & 1); c < c1; c += 2) d1[c >> 1] = xr[c];
-    }
-    /* each tap's phase plane and weight; all taps of 8 positions summed in one register */
-    const int64_t taps = g->kh * g->kw;
-    const float *src[RLX_DW_FLAT_TAPS];
-    float wv[RLX_DW_FLAT_TAPS];
-    for (int64_t ki = 0; ki < g->kh; ++ki)
-        for (int64_t kj = 0; kj < g->kw; ++kj) {
-            const int64_t dy = ki * g->dh, dx = kj * g->dw, k = ki * g->kw + kj;
-            src[k] = buf + ((dy & sh1) * s + (dx & sh1)) * ps + (dy >> sh1) * w2 + (dx >> sh1);
-            wv[k] = wt[k];
-        }
-    int64_t q0 = 0;
-#if defined(__AVX2__) && defined(__FMA__)
-    for (; q0 < nv; q0 += 8) {
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t k = 0; k < taps; ++k)
-            acc = _mm256_fmadd_ps(_mm256_loadu_ps(src[k] + q0), _mm256_set1_ps(wv[k]), acc);
-        _mm256_storeu_ps(t + q0, acc);
-    }
-#endif
-    for (int64_t q = q0; q < nv; ++q) {
-        float a = 0.0f;
-        for (int64_t k = 0; k < taps; ++k) a += src[k][q] * wv[k];
-        t[q] = a;
-    }
-    for (int64_t oy = 0; oy < g->oh; ++oy)
-        for (int64_t ox = 0; ox < g->ow; ++ox) {
-            const int64_t at = oy * g->ow + ox;
-            y[at] = rlx_conv_fin(t[oy * w2 + ox], bias, has_bias, res, at, act, lo, hi);
-        }
-    return 1;
-}
-
-/* rows [r0, r1) of one channel's depthwise output (y, res: the channel's output plane; x
-   its input plane; wt its kh x kw taps); 3x3 and 5x5 at stride 1 and 2 get their own
-   unrolled copies */
-static void rlx_conv_dw_rows(const rlx_conv_geo *g, const float *x, const float *wt, float bias,
-                             int has_bias, const float *res, float *y, int64_t r0, int64_t r1,
-                             int act, float lo, float hi) {
-#define RLX_DW_CASE(KH, KW, SW) \
-    if (g->kh == KH && g->kw == KW && g->sw == SW) { \
-        for (int64_t oy = r0; oy < r1; ++oy) \
-            rlx_conv_dw_row(g, x, wt, bias, has_bias, res, y, oy, act, lo, hi, KH, KW, SW); \
-        return; \
-    }
-    RLX_DW_CASE(3, 3, 1)
-    RLX_DW_CASE(3, 3, 2)
-    RLX_DW_CASE(5, 5, 1)
-    RLX_DW_CASE(5, 5, 2)
-#undef RLX_DW_CASE
-    for (int64_t oy = r0; oy < r1; ++oy)
-        rlx_conv_dw_row(g, x, wt, bias, has_bias, res, y, oy, act, lo, hi, g->kh, g->kw,
-                        g->sw);
-}
 #endif
 """
 
@@ -546,31 +390,13 @@ def emit_conv(env: KernelEnv, w: Writer, node: Node, packed: str | None = None,
     tail = f"{act}, {ct.literal(lo, d)}, {ct.literal(hi, d)}"
     flops = n * o * p * cg * kh * kw
     if cg == 1 and groups > 1 and lay:
-        return conv_blocked.emit_dw(env, w, geo, n, xb.ptr, wb.ptr, c, h * wd, o, p,
-                                    bias_p if bias else None, res_p if res else None, out.ptr,
-                                    tail, flops)
-    if cg == 1:
-        # depthwise (a channel multiplier og >= 1): items (image, output channel)
-        items = n * o
-        pragma = env.parallel(flops, 0)
-        if pragma:
-            w.line(pragma)
-        w.open(f"for (int64_t it = 0; it < {items}; ++it)")
-        w.line(f"const rlx_conv_geo geo = {geo};")
-        w.line(f"const int64_t b = it / {o}, oc = it % {o}, ic = oc / {og};")
-        w.line(f"const float* xc = {xb.ptr} + (b * {c} + ic) * {h * wd};")
-        off = f"(b * {o} + oc) * {p}"
-        res_c = f"{res_p} + {off}" if res else "0"
-        bv = f"{bias.ptr}[oc]" if bias else "0.0f"
-        dw_args = (f"&geo, xc, {wb.ptr} + oc * {kh * kw}, {bv}, {int(bias is not None)}, "
-                   f"{res_c}, {out.ptr} + {off}")
-        if use_dw_flat(sh, sw, kh, kw):
-            w.open(f"if (!rlx_conv_dw_flat({dw_args}, {tail}))")
-            w.line(f"rlx_conv_dw_rows({dw_args}, 0, {oh}, {tail});")
-            w.close()
-        else:
-            w.line(f"rlx_conv_dw_rows({dw_args}, 0, {oh}, {tail});")
-        w.close()
+        return depthwise.emit_blocked(env, w, geo, n, xb.ptr, wb.ptr, c, h * wd, o, p,
+                                      bias_p if bias else None, res_p if res else None,
+                                      out.ptr, tail, flops)
+    if cg == 1:  # depthwise (a channel multiplier og >= 1)
+        depthwise.emit_nchw(env, w, geo, n, xb.ptr, wb.ptr, c, h * wd, o, p, kh, kw, sh, sw,
+                            oh, bias.ptr if bias else None, res_p if res else None, out.ptr,
+                            tail, flops)
         return IMPL
     if packed is not None and groups == 1:
         return conv_blocked.emit_blocked(env, w, packed, geo, n, xb.ptr, wb.ptr, c, h * wd, o,
@@ -625,21 +451,6 @@ def emit_conv(env: KernelEnv, w: Writer, node: Node, packed: str | None = None,
         w.line(f"rlx_conv_block({args}, j0, j1, {tail});")
     w.close()
     return IMPL_SHIFTED if shifted else IMPL
-
-
-DW_FLAT_TAPS = 49  # RLX_DW_FLAT_TAPS
-
-
-def use_dw_flat(sh: int, sw: int, kh: int, kw: int) -> bool:
-    """Run a depthwise channel on its phase planes (rlx_conv_dw_flat) rather than per row
-    (rlx_conv_dw_row): at stride 1 or 2, the same both ways, windows up to 7 x 7. CPU time, 1
-    thread, Zen 1, 3x3 layers of MobileNetV2 against ONNX Runtime, rows -> phase planes:
-    96 ch at 56x56 0.35x -> 1.05x, 144 at 28x28 0.33x -> 1.02x, 192 at 14x14 0.46x -> 0.90x,
-    576 at 7x7 0.22x -> 0.85x, 960 at 4x4 0.31x -> 0.66x; stride 2, 144 at 28x28 0.65x ->
-    0.89x, 576 at 14x14 0.28x -> 0.72x (the row kernel's vectors need 8 columns whose taps all
-    lie inside the input, the rest was scalar). ``RLX_CONV_DW_FLAT=0``: rows (A/B timing)."""
-    return (sh == sw and sh in (1, 2) and kh * kw <= DW_FLAT_TAPS
-            and os.environ.get("RLX_CONV_DW_FLAT") != "0")
 
 
 def use_shifted(cg: int, og: int, h: int, w: int, kh: int, kw: int, sh: int, sw: int,

@@ -45,8 +45,7 @@ from rlx_core.targets.c_common.loops import Writer
 CB_C = 8  # input channels per block
 CB_O = 16  # output channels per filter panel (two ymm)
 IMPL = "rlx-conv-blocked"
-IMPL_DW = "rlx-conv-blocked-dw"  # a depthwise conv in NCHW8c (rlx_cb_dw)
-IMPLS = (IMPL, IMPL_DW)
+IMPLS = (IMPL,)
 
 SOURCE = r"""
 #ifndef RLX_CONVB_H
@@ -512,93 +511,6 @@ static void rlx_cb_direct(const rlx_conv_geo *g, const float *x, const float *wt
             }
 }
 
-/* channel block cb (8 channels, a channel multiplier of 1) of one image of a depthwise
-   convolution in NCHW8c: x, y, res the image's input, output and residual; wt the OIHW
-   filter (o x 1 x kh x kw). Each tap of 8 output pixels is one vector FMA per pixel, the 8
-   channels along the vector, 8 pixels in flight (the FMA latency); the taps of an edge
-   pixel that leave the input are skipped. Windows of up to RLX_DW_FLAT_TAPS taps */
-static void rlx_cb_dw(const rlx_conv_geo *g, const float *x, const float *wt,
-                      const float *bias, const float *res, float *y, int64_t cb, int act,
-                      float lo, float hi) {
-    const int64_t w = g->w, ow = g->ow, p = g->oh * ow, khw = g->kh * g->kw;
-    const int64_t sw = g->sw, pw = g->pw, dw = g->dw, dh = g->dh;
-    const float *xc = x + cb * g->h * w * 8;
-    float *yc = y + cb * p * 8;
-    const float *rc = res ? res + cb * p * 8 : 0;
-    float wv[RLX_DW_FLAT_TAPS * 8];  /* tap t of channel c8 at wv[t * 8 + c8] */
-    for (int64_t t = 0; t < khw; ++t)
-        for (int64_t c8 = 0; c8 < 8; ++c8) wv[t * 8 + c8] = wt[(cb * 8 + c8) * khw + t];
-    const float *bv = bias ? bias + cb * 8 : 0;
-    /* columns [jlo, jhi) have every tap inside the input's columns */
-    int64_t jlo = pw > 0 ? (pw + sw - 1) / sw : 0;
-    const int64_t lim = w - 1 + pw - (g->kw - 1) * dw;
-    int64_t jhi = lim < 0 ? 0 : lim / sw + 1;
-    if (jhi > ow) jhi = ow;
-    if (jlo > jhi) jlo = jhi;
-#if RLX_CB_VEC
-    const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-    const __m256 vb = bv ? _mm256_loadu_ps(bv) : _mm256_setzero_ps();
-#endif
-    for (int64_t oy = 0; oy < g->oh; ++oy) {
-        const int64_t base = oy * g->sh - g->ph;  /* input row of tap row 0 */
-        int64_t ki0 = base < 0 ? (-base + dh - 1) / dh : 0;
-        int64_t ki1 = g->h - 1 - base < 0 ? 0 : (g->h - 1 - base) / dh + 1;
-        if (ki1 > g->kh) ki1 = g->kh;
-        if (ki0 > ki1) ki0 = ki1;
-        const float *xr = xc + base * w * 8;  /* may point before xc: rows [ki0, ki1) read */
-        float *yr = yc + oy * ow * 8;
-        const float *rr = rc ? rc + oy * ow * 8 : 0;
-        int64_t ox = jlo;
-#if RLX_CB_VEC
-        enum { P = 8 };
-        for (; ox + P <= jhi; ox += P) {
-            __m256 acc[P];
-            for (int i = 0; i < P; ++i) acc[i] = _mm256_setzero_ps();
-            for (int64_t ki = ki0; ki < ki1; ++ki) {
-                const float *s = xr + (ki * dh * w + ox * sw - pw) * 8;
-                for (int64_t kj = 0; kj < g->kw; ++kj) {
-                    const __m256 wk = _mm256_loadu_ps(wv + (ki * g->kw + kj) * 8);
-                    const float *sk = s + kj * dw * 8;
-                    for (int i = 0; i < P; ++i)
-                        acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(sk + i * sw * 8), wk, acc[i]);
-                }
-            }
-            for (int i = 0; i < P; ++i)
-                _mm256_storeu_ps(yr + (ox + i) * 8,
-                                 rlx_conv_fin8(acc[i], bv != 0, vb,
-                                               rr ? rr + (ox + i) * 8 : 0, act, vlo, vhi));
-        }
-#endif
-        for (int64_t j = 0; j < ow; ++j) {  /* the edges and what the vectors left */
-            if (j >= jlo && j < ox) continue;
-#if RLX_CB_VEC
-            __m256 acc = _mm256_setzero_ps();
-#else
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-#endif
-            for (int64_t ki = ki0; ki < ki1; ++ki)
-                for (int64_t kj = 0; kj < g->kw; ++kj) {
-                    const int64_t ix = j * sw + kj * dw - pw;
-                    if (ix < 0 || ix >= w) continue;
-                    const float *s = xr + (ki * dh * w + ix) * 8, *wk = wv + (ki * g->kw + kj) * 8;
-#if RLX_CB_VEC
-                    acc = _mm256_fmadd_ps(_mm256_loadu_ps(s), _mm256_loadu_ps(wk), acc);
-#else
-                    for (int c8 = 0; c8 < 8; ++c8) acc[c8] += s[c8] * wk[c8];
-#endif
-                }
-#if RLX_CB_VEC
-            _mm256_storeu_ps(yr + j * 8, rlx_conv_fin8(acc, bv != 0, vb, rr ? rr + j * 8 : 0, act,
-                                                       vlo, vhi));
-#else
-            for (int c8 = 0; c8 < 8; ++c8)
-                yr[j * 8 + c8] = rlx_conv_fin(acc[c8], bv ? bv[c8] : 0.0f, bv != 0, rr,
-                                              j * 8 + c8, act, lo, hi);
-#endif
-        }
-    }
-}
-
 /* output positions [j0, j1) of one image on conv.py's implicit GEMM (any geometry) */
 static void rlx_cb_fallback(const rlx_conv_geo *g, const float *x, const float *wt, int64_t o,
                             const float *bias, const float *res, float *y, int64_t j0,
@@ -695,12 +607,6 @@ def in_chain(c: int, groups: int, kh: int = 1, kw: int = 1) -> bool:
     return groups == 1 and mode() != "0" and (c >= MIN_CHANNELS or _narrow(c, kh, kw))
 
 
-def dw_in_chain(c: int, o: int, groups: int, kh: int, kw: int) -> bool:
-    """May a depthwise convolution run in NCHW8c (rlx_cb_dw): a channel multiplier of 1 and
-    windows of up to RLX_DW_FLAT_TAPS taps."""
-    return groups == c == o and groups > 1 and kh * kw <= 49 and mode() != "0"
-
-
 MIN_ITEMS = 8  # split an image's output rows when there are fewer images than this
 
 
@@ -744,22 +650,3 @@ def emit_blocked(env: KernelEnv, w: Writer, packed: str, geo: str, n: int, x: st
     w.close()
     w.close()
     return IMPL
-
-
-def emit_dw(env: KernelEnv, w: Writer, geo: str, n: int, x: str, wt: str, c: int, hw: int,
-            o: int, p: int, bias: str | None, res: str | None, out: str, tail: str,
-            flops: int) -> str:
-    """The kernel's loop over (image, channel block) of a depthwise convolution in NCHW8c
-    (a channel multiplier of 1: o == c, a multiple of 8) calling rlx_cb_dw; returns IMPL_DW."""
-    cbn = c // CB_C
-    pragma = env.parallel(flops, 0)
-    if pragma:
-        w.line(pragma)
-    w.open(f"for (int64_t it = 0; it < {n * cbn}; ++it)")
-    w.line(f"const rlx_conv_geo geo = {geo};")
-    w.line(f"const int64_t b = it / {cbn}, cb = it % {cbn};")
-    res_b = f"{res} + b * {o * p}" if res else "0"
-    w.line(f"rlx_cb_dw(&geo, {x} + b * {c * hw}, {wt}, {bias or '0'}, {res_b}, "
-           f"{out} + b * {o * p}, cb, {tail});")
-    w.close()
-    return IMPL_DW

@@ -21,6 +21,7 @@ from rlx_core.targets.cpu import (
     attention,
     conv,
     conv_blocked,
+    depthwise,
     gemv,
     i4gemm,
     igemm,
@@ -131,8 +132,9 @@ class CpuRenderer(CLikeRenderer):
         impls = set(cprog.kernel_impl.values())
         unused = [] if attention.IMPL in impls else [attention.SOURCE]
         unused += [m.SOURCE for m in (i4gemm, splat, pool) if m.IMPL not in impls]
-        if not impls & {*conv.IMPLS, *conv_blocked.IMPLS}:  # the blocked ones use conv.SOURCE
-            unused += [conv.SOURCE, conv_blocked.SOURCE]
+        # the blocked and depthwise kernels use conv.SOURCE
+        if not impls & {*conv.IMPLS, *conv_blocked.IMPLS, *depthwise.IMPLS}:
+            unused += [conv.SOURCE, conv_blocked.SOURCE, depthwise.SOURCE]
         elif not impls & set(conv_blocked.IMPLS):
             unused.append(conv_blocked.SOURCE)
         int8 = {igemm.IMPL, igemm_packed.IMPL, igemm_packed.DYNAMIC_IMPL,
@@ -291,7 +293,7 @@ class CpuRenderer(CLikeRenderer):
         groups = int(node.attr("groups"))
         if conv_blocked.in_chain(c, groups, kh, kw):
             return "direct"
-        return "dw" if conv_blocked.dw_in_chain(c, o, groups, kh, kw) else None
+        return "dw" if depthwise.in_chain(c, o, groups, kh, kw) else None
 
     def packed_conv(self, env: KernelEnv, node: Node, lay: int = 0) -> str | None:
         """The kernel parameter holding a convolution's filter packed for the blocked direct
@@ -344,7 +346,7 @@ class CpuRenderer(CLikeRenderer):
         # (its blocking from this machine's caches, isa.gemm_blocking)
         threads += (isa.blocking().defines() + sgemm.SOURCE + gemv.SOURCE + attention.SOURCE
                     + conv.SOURCE
-                    + conv_blocked.SOURCE
+                    + conv_blocked.SOURCE + depthwise.SOURCE
                     + pool.SOURCE + igemm.SOURCE + igemm_packed.SOURCE + i4gemm.SOURCE
                     + splat.SOURCE)
         if self.blas is None:
