@@ -7,7 +7,9 @@ files are renamed into place with a size + sha256 record, and a damaged entry is
 Probe results (does ``-march=native`` work, is there OpenMP) are cached the same way.
 
 Environment: ``RLX_CC`` (compiler, default ``cc``), ``RLX_CACHE_DIR`` (default
-``~/.cache/rlx/cpu``).
+``~/.cache/rlx/cpu``), ``RLX_CPU_SANITIZE=1`` (every program also built with AddressSanitizer
+and UndefinedBehaviorSanitizer, stopping at the first report: a process must preload the
+ASan runtime to load such a program; tests/targets/test_cpu_sanitize.py does).
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ OPT_CHOICES: tuple[tuple[str, ...], ...] = (("-O3", "-march=native"), ("-O3",), 
 # no errno and no FP traps: both would keep loops over math calls and float selects scalar
 BASE_FLAGS: tuple[str, ...] = ("-std=gnu11", "-fPIC", "-shared", "-fno-math-errno",
                                "-fno-trapping-math")
+# RLX_CPU_SANITIZE=1: the optimisation stays (conv7's depthwise edge bug showed at -O3 only)
+SANITIZE_FLAGS: tuple[str, ...] = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+                                   "-fno-omit-frame-pointer", "-g")
 _PROBE_SOURCE = "#include <math.h>\nint rlx_probe(int x) { return (int)sqrt((double)x); }\n"
 _OMP_SOURCE = ("#include <omp.h>\nint rlx_probe(void) { int s = 0;\n"
                "#pragma omp parallel for reduction(+:s)\n"
@@ -71,7 +76,13 @@ class Compiler:
     @property
     def flags(self) -> tuple[str, ...]:
         return (self.opt_flags + self.isa_flags + BASE_FLAGS
-                + (("-fopenmp",) if self.openmp else ()))
+                + (("-fopenmp",) if self.openmp else ())
+                + (SANITIZE_FLAGS if sanitize() else ()))
+
+
+def sanitize() -> bool:
+    """``RLX_CPU_SANITIZE=1``: build programs with ASan + UBSan (SANITIZE_FLAGS)."""
+    return os.environ.get("RLX_CPU_SANITIZE", "") not in ("", "0")
 
 
 def _host() -> str:
