@@ -167,10 +167,15 @@ def _report(measured: tuple[Any, Any], graphs: dict[str, Any], steps: int, load0
           + (f"QAT fine-tunes the weights too ({steps} more Adam steps than the f32 model had), "
              f"so part of its gain over f32 is training, not quantization. " if steps else "")
           + "The int8 GEMM is "
-          "cpu/igemm_packed.py: weights prepacked, 4 x 16 register tiles; on AVX2 "
-          "(no VNNI) vpmaddubsw + vpmaddwd with the s8 x s8 sign trick, which does the same "
-          "32 multiply-adds per two multiplier instructions as f32 FMA does per two, so int8 "
-          "has no compute advantage over f32 on such a CPU (VNNI's vpdpbusd does 32 in one).\n")
+          "cpu/igemm_packed.py: weights prepacked, 4 x 16 register tiles. On AVX2 without "
+          "VNNI its multiplier instructions bound it: the 8-bit-activation tiles (the s8 x s8 "
+          "sign trick; u8 x 7-bit weights, w7) do 32 multiply-adds per two (vpmaddubsw + "
+          "vpmaddwd), what f32 FMA does per two, so they run near f32's speed; the w77 tile "
+          "(7-bit activations and weights: two groups added in i16 before one vpmaddwd) does "
+          "32 per 1.5, which is where int8 beats f32 here (ptq-dynamic-token's 7-bit codes); "
+          "VNNI's vpdpbusd does 32 in one. Static layers chained through the integers run as "
+          "requantized_int_linear: requantize in the GEMM's store, int8 codes out, no i32 "
+          "accumulator or elementwise requantize in between.\n")
     print(md)
     if not args.no_write:
         data_out = {"machine": info, "accuracy": acc, "qat_steps": steps,

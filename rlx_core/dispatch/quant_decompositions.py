@@ -209,6 +209,21 @@ def static_int_linear(node: Node, ins: list[Value], b: Builder) -> Value:
     return _act_residual(node, b.emit("mul", [f, _along(b, scale, f, -1)]), res, b)
 
 
+def requantized_int_linear(node: Node, ins: list[Value], b: Builder) -> Value:
+    """The chain it was folded from: ``int_linear`` -> ``requantize`` (along the last axis)
+    -> ``max(qmin)`` / ``min(qmax)`` where they narrow the dtype (HIR ops, legalized in turn)."""
+    acc = b.emit("int_linear", ins, {"a_zero_point": node.attr("a_zero_point"),
+                                     "b_zero_point": 0})
+    y = b.emit("requantize", [acc], {k: node.attr(k) for k in (
+        "multiplier", "shift", "zero_point", "dtype")} | {"axis": -1})
+    lo, hi = qrange(node.attr("dtype"))
+    if node.attr("qmin") > lo:
+        y = b.emit("max", [y, const(b, node.attr("qmin"), y)])
+    if node.attr("qmax") < hi:
+        y = b.emit("min", [y, const(b, node.attr("qmax"), y)])
+    return y
+
+
 def fake_quantize(node: Node, ins: list[Value], b: Builder) -> Value:
     x, scale, zp = ins
     axis = node.attr("axis")
@@ -229,4 +244,5 @@ QUANT_DECOMPOSITIONS: dict[str, Decomposition] = {
     "fake_quantize": fake_quantize,
     "dynamic_int_linear": dynamic_int_linear,
     "static_int_linear": static_int_linear,
+    "requantized_int_linear": requantized_int_linear,
 }

@@ -21,6 +21,7 @@ from rlx_core.passes.infer_types import InferTypes
 from rlx_core.passes.int_linear_epilogue import IntLinearEpilogue
 from rlx_core.passes.legalize import Legalize
 from rlx_core.passes.plan_arena import PlanArena
+from rlx_core.passes.requantized_int_linear import RequantizedIntLinear
 from rlx_core.passes.static_int_linear import StaticIntLinear
 
 
@@ -34,6 +35,8 @@ def default_pipeline() -> tuple[Any, ...]:
         DynamicIntLinear(),
         # and a static one's (quantize -> int_linear -> dequantize)
         StaticIntLinear(),
+        # and a static one whose int8 output feeds the next (int_linear -> requantize [-> clamps])
+        RequantizedIntLinear(),
         # and what reads those int8 linears (GELU, a residual add) goes into their store
         IntLinearEpilogue(),
         # dispatch: each HIR op becomes native / common-IR / rewritten for the target, or fails

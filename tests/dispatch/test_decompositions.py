@@ -65,6 +65,10 @@ CASES = [
      {"stride": (2, 2), "act": "min", "hi": 0.25, "residual": True}),
     ("max_pool2d", [(F, (2, 3, 6, 6))], {"kernel": (2, 2), "stride": (2, 2)}),
     ("max_pool2d", [(F, (1, 2, 5, 7))], {"kernel": (3, 3), "stride": (2, 1), "padding": (1, 1)}),
+    # int8 codes pooled on the integers (static PTQ carries a max_pool2d between quantized
+    # layers): a target without an integer pool rejects it with a typed error
+    ("max_pool2d", [("u8", (2, 3, 6, 6))], {"kernel": (2, 2), "stride": (2, 2)}),
+    ("max_pool2d", [("i8", (1, 2, 5, 7))], {"kernel": (3, 3), "stride": (2, 1), "padding": (1, 1)}),
     ("avg_pool2d", [(F, (2, 3, 6, 6))], {"kernel": (2, 2), "stride": (2, 2)}),
     ("avg_pool2d", [(F, (1, 2, 5, 5))], {"kernel": (3, 3), "stride": (1, 1), "padding": (1, 1)}),
     # quantization (rlx_core/ir/ops/quant.py)
@@ -101,6 +105,13 @@ CASES = [
      {"act": "gelu", "residual": True}),
     ("dynamic_int_linear", [(F, (3, 5)), ("i8", (4, 5)), (F, (4,))], {"act": "gelu"}),
     ("fake_quantize", [(F, (3, 5)), (F, (3,)), (F, (3,))], {"axis": 0, "qmin": 0, "qmax": 15}),
+    # a static layer chained through the integers (int_linear -> requantize -> clamp)
+    ("requantized_int_linear", [("u8", (3, 5)), ("i8", (4, 5)), ("i32", (4,))],
+     {"a_zero_point": 7, "multiplier": (1 << 30, 1500000000, 1234567890, 5),
+      "shift": (-1, 0, 2, -31), "zero_point": 5, "dtype": dt.u8, "qmin": 5, "qmax": 127}),
+    ("requantized_int_linear", [("i8", (2, 3, 7)), ("i8", (6, 7))],
+     {"multiplier": (1 << 30,), "shift": (-4,), "zero_point": -3, "dtype": dt.i8,
+      "qmin": -128, "qmax": 127}),
 ]
 
 

@@ -227,10 +227,12 @@ def test_every_hir_op_legalizes_on_every_target_in_f32(target) -> None:
         # the CPU keeps its row ops (c_common/row_ops.py), attention (cpu/attention.py) and
         # the int8 and int4 matmuls (cpu/igemm.py, i4gemm.py; dynamic_int_linear's per-token
         # quantize + int8 GEMM + dequantize in one kernel) and the convolutions
-        # (cpu/conv.py) and pooling (cpu/pool.py) whole; the rest decomposes
+        # (cpu/conv.py) and pooling (cpu/pool.py, f32: an int8 max pool decomposes) whole;
+        # the rest decomposes
         native = (*ROW_OPS, "attention", "int_linear", "int4_linear", "dynamic_int_linear",
-                  "static_int_linear",
+                  "static_int_linear", "requantized_int_linear",
                   "conv2d", "conv2d_fused",
                   "max_pool2d", "avg_pool2d")
-        want = "native" if target == "cpu" and op in native else "common-IR"
+        int_pool = op.endswith("pool2d") and specs[0][0] != "f32"
+        want = "native" if target == "cpu" and op in native and not int_pool else "common-IR"
         assert r.ok and r.decisions[0].route == want, (op, target)

@@ -139,6 +139,9 @@ def hir_all_ops() -> Graph:
         b.emit("dynamic_int_linear", [x, w8, bias, bias]),
         b.emit("static_int_linear", [x, w8, bias, bq], {"a_scale": 0.1, "a_zero_point": 130,
                                                         "a_qmin": 0, "a_qmax": 255}),
+        b.emit("requantized_int_linear", [x8, w8, bq], {
+            "a_zero_point": 128, "multiplier": (1 << 30, 5, 7, 9), "shift": (-3, 0, 1, -31),
+            "zero_point": 3, "dtype": dt.u8, "qmin": 3, "qmax": 127}),
         b.emit("int_conv2d", [b.emit("cast", [img], {"dtype": dt.i8}),
                               b.emit("cast", [k], {"dtype": dt.i8})],
                {"stride": (2, 2), "padding": (1, 1), "groups": 2, "a_zero_point": -3}),

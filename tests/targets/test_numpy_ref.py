@@ -565,6 +565,7 @@ TESTED_ONE_BY_ONE = {
     "quantize", "dequantize", "requantize", "int_linear", "int_conv2d", "int4_linear",
     "dynamic_int_linear",  # tests/quant/test_dynamic_int_linear.py (against the explicit chain)
     "static_int_linear",  # tests/quant/test_static_int_linear.py (against the explicit chain)
+    "requantized_int_linear",  # tests/quant/test_requantized_int_linear.py (likewise)
     "fake_quantize",
     # dense linear algebra and sparse ops: tests/linalg (against numpy.linalg and scipy)
     *LINALG_OPS, *SPARSE_OPS,

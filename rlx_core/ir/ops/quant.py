@@ -1,5 +1,5 @@
 """Integer quantization ops (HIR): quantize, dequantize, requantize, int_linear, int_conv2d,
-fake_quantize.
+the fused int8 linears, fake_quantize.
 
 Each has a common-IR decomposition (rlx_core/dispatch/quant_decompositions.py), so every target
 that runs the MIR primitives runs them; a target may claim one whole (the CPU's int8 GEMM).
@@ -34,6 +34,11 @@ in docs/quantization.md:
   Both int8 linears take an epilogue into their store (passes/int_linear_epilogue.py):
   ``act`` (``gelu``, exact) on the result, then ``+ residual`` (``residual=True``: the last
   input, shaped like the output).
+- ``requantized_int_linear(a, w[, bias])``: ``int_linear`` (``b_zero_point`` 0) then
+  ``requantize`` along the last axis to i8 / u8, clamped to ``[qmin, qmax]`` (a folded ReLU,
+  7-bit codes): the static chain between two quantized layers, which
+  passes/requantized_int_linear.py folds where a target runs it as one kernel (the CPU's
+  packed GEMM writes the codes from its store: chained layers never leave the integers).
 - ``fake_quantize(x, scale, zero_point)``: quantize then dequantize in f32, for QAT; its
   gradient is the straight-through estimator for ``x`` and LSQ's for ``scale``.
 """
@@ -97,24 +102,34 @@ def _requantize(ins: list[T], a: dict[str, Any]) -> T:
     acc = ins[0]
     require(acc.dtype == dt.i32, "requantize", f"needs an i32 accumulator, got {acc}",
             exc=DTypeError)
-    mult, shift = tuple(a["multiplier"]), tuple(a["shift"])
-    require(len(mult) == len(shift) >= 1, "requantize",
-            f"multiplier ({len(mult)}) and shift ({len(shift)}) need one entry each per channel")
-    require(all(0 <= m < 2**31 for m in mult), "requantize",
-            "multipliers must lie in [0, 2^31)",
-            hint="rlx.quant.quantize_multiplier(real_scale) gives (multiplier, shift)")
-    require(all(-31 <= s <= 30 for s in shift), "requantize", "shifts must lie in [-31, 30]")
+    mult = _multipliers("requantize", a)
     if len(mult) > 1:
         ax = normalize_axis("requantize", a["axis"], acc.rank)
         require(acc.shape[ax] == len(mult), "requantize",
                 f"{len(mult)} per-channel multipliers for axis {a['axis']} of {acc}")
+    return T(_requant_dtype("requantize", a, ("i8", "u8", "i16", "i4")), acc.shape)
+
+
+def _multipliers(op: str, a: dict[str, Any]) -> tuple[int, ...]:
+    """requantize's (multiplier, shift) attributes checked; returns the multipliers."""
+    mult, shift = tuple(a["multiplier"]), tuple(a["shift"])
+    require(len(mult) == len(shift) >= 1, op,
+            f"multiplier ({len(mult)}) and shift ({len(shift)}) need one entry each per channel")
+    require(all(0 <= m < 2**31 for m in mult), op, "multipliers must lie in [0, 2^31)",
+            hint="rlx.quant.quantize_multiplier(real_scale) gives (multiplier, shift)")
+    require(all(-31 <= s <= 30 for s in shift), op, "shifts must lie in [-31, 30]")
+    return mult
+
+
+def _requant_dtype(op: str, a: dict[str, Any], allowed: tuple[str, ...]) -> dt.DType:
+    """requantize's output dtype (one of ``allowed``), its zero point in the dtype's range."""
     out = dt.get(a["dtype"])
-    require(out.name in ("i8", "u8", "i16", "i4"), "requantize",
-            f"dtype must be i8, u8, i16 or i4, got {out}", exc=DTypeError)
+    require(out.name in allowed, op, f"dtype must be {' or '.join(allowed)}, got {out}",
+            exc=DTypeError)
     lo, hi = qrange(out)
-    require(lo <= a["zero_point"] <= hi, "requantize",
+    require(lo <= a["zero_point"] <= hi, op,
             f"zero_point {a['zero_point']} is outside {out}'s range [{lo}, {hi}]")
-    return T(out, acc.shape)
+    return out
 
 
 def _int_linear(ins: list[T], a: dict[str, Any]) -> T:
@@ -204,16 +219,24 @@ def _epilogue(op: str, ins: list[T], a: dict[str, Any]) -> list[T]:
     return ins[:-1]
 
 
+def _int8_weight(op: str, x: T, w: T, x_dtype: dt.DType, ptq_fn: str) -> None:
+    """The int8 linears' shared rule: ``x`` of ``x_dtype`` with last axis ``in``, an i8
+    weight ``(out, in)`` (written by ``rlx.quant.ptq.<ptq_fn>``)."""
+    ok = x.dtype == x_dtype if x_dtype != dt.i8 else x.dtype in (dt.i8, dt.u8)
+    want = "i8 or u8" if x_dtype == dt.i8 else str(x_dtype)
+    require(ok, op, f"needs an {want} input, got {x}", exc=DTypeError)
+    require(w.dtype == dt.i8 and w.rank == 2, op, f"weight must be i8 (out, in), got {w}",
+            hint=f"rlx.quant.ptq.{ptq_fn} quantizes the weight", exc=DTypeError)
+    require(x.rank >= 1 and x.shape[-1] == w.shape[1], op,
+            f"input {x} does not match weight {w}: last axis != in_features {w.shape[1]}",
+            hint="the weight is (out_features, in_features), as in torch.nn.Linear")
+
+
 def _dynamic_int_linear(ins: list[T], a: dict[str, Any]) -> T:
     op = "dynamic_int_linear"
     ins = _epilogue(op, ins, a)
     x, w, scale = ins[:3]
-    require(x.dtype == dt.f32, op, f"needs an f32 input, got {x}", exc=DTypeError)
-    require(w.dtype == dt.i8 and w.rank == 2, op, f"weight must be i8 (out, in), got {w}",
-            hint="rlx.quant.ptq.quantize_dynamic quantizes the weight", exc=DTypeError)
-    require(x.rank >= 1 and x.shape[-1] == w.shape[1], op,
-            f"input {x} does not match weight {w}: last axis != in_features {w.shape[1]}",
-            hint="the weight is (out_features, in_features), as in torch.nn.Linear")
+    _int8_weight(op, x, w, dt.f32, "quantize_dynamic")
     require(1 <= a["a_qmax"] <= 127, op, f"a_qmax must be in [1, 127], got {a['a_qmax']}")
     for t, what in zip(ins[2:], ("w_scale", "bias"), strict=False):
         require(t.dtype == dt.f32 and t.shape == (w.shape[0],), op,
@@ -225,12 +248,7 @@ def _static_int_linear(ins: list[T], a: dict[str, Any]) -> T:
     op = "static_int_linear"
     ins = _epilogue(op, ins, a)
     x, w, scale = ins[:3]
-    require(x.dtype == dt.f32, op, f"needs an f32 input, got {x}", exc=DTypeError)
-    require(w.dtype == dt.i8 and w.rank == 2, op, f"weight must be i8 (out, in), got {w}",
-            hint="rlx.quant.ptq.quantize_static quantizes the weight", exc=DTypeError)
-    require(x.rank >= 1 and x.shape[-1] == w.shape[1], op,
-            f"input {x} does not match weight {w}: last axis != in_features {w.shape[1]}",
-            hint="the weight is (out_features, in_features), as in torch.nn.Linear")
+    _int8_weight(op, x, w, dt.f32, "quantize_static")
     lo, hi, zp = a["a_qmin"], a["a_qmax"], a["a_zero_point"]
     require((-128 <= lo < hi <= 127) or (0 <= lo < hi <= 255), op,
             f"codes [{lo}, {hi}] must lie in i8's or u8's range",
@@ -244,6 +262,28 @@ def _static_int_linear(ins: list[T], a: dict[str, Any]) -> T:
         require(ins[3].dtype == dt.i32 and ins[3].shape == (w.shape[0],), op,
                 f"bias {ins[3]} must be i32[{w.shape[0]}]", exc=DTypeError)
     return T(dt.f32, x.shape[:-1] + (w.shape[0],))
+
+
+def _requantized_int_linear(ins: list[T], a: dict[str, Any]) -> T:
+    op = "requantized_int_linear"
+    x, w = ins[0], ins[1]
+    _int8_weight(op, x, w, dt.i8, "quantize_static")
+    n = w.shape[0]
+    if len(ins) == 3:
+        require(ins[2].dtype == dt.i32 and ins[2].shape == (n,), op,
+                f"bias {ins[2]} must be i32[{n}]", exc=DTypeError)
+    lo, hi = qrange(x.dtype)
+    require(lo <= a["a_zero_point"] <= hi, op,
+            f"a_zero_point {a['a_zero_point']} is outside {x.dtype}'s range")
+    mult = _multipliers(op, a)
+    require(len(mult) in (1, n), op,
+            f"{len(mult)} multipliers for {n} output channels: one, or one per channel")
+    out = _requant_dtype(op, a, ("i8", "u8"))
+    lo, hi = qrange(out)
+    require(lo <= a["qmin"] < a["qmax"] <= hi, op,
+            f"the output codes [{a['qmin']}, {a['qmax']}] must lie in {out}'s range "
+            f"[{lo}, {hi}]", hint="qmin/qmax narrow the requantized codes (a ReLU, 7 bits)")
+    return T(out, x.shape[:-1] + (n,))
 
 
 def _fake_quantize(ins: list[T], a: dict[str, Any]) -> T:
@@ -304,6 +344,14 @@ def quant_defs() -> dict[str, OpDef]:
         "x @ W.T in int8 with fixed activation parameters: q = clamp(round(x / a_scale) + "
         "a_zp, a_qmin, a_qmax), acc = (q - a_zp) @ W.T (+ i32 bias), f32(acc) * acc_scale[j]; "
         "then act (none, gelu) and + the residual (residual=True: the last input)")
+    add("requantized_int_linear", (2, 3), {
+        "a_zero_point": AttrSpec("int", 0), "multiplier": AttrSpec("ints"),
+        "shift": AttrSpec("ints"), "zero_point": AttrSpec("int", 0),
+        "dtype": AttrSpec("dtype", dt.i8), "qmin": AttrSpec("int", -128),
+        "qmax": AttrSpec("int", 127)}, _requantized_int_linear,
+        "int_linear (w i8 (out, in), b_zero_point 0) then requantize along the last axis "
+        "(one (multiplier, shift) or one per output channel) to dtype, clamped to [qmin, "
+        "qmax]: a static int8 layer whose int8 output feeds the next one")
     add("fake_quantize", (3, 3), {"qmin": AttrSpec("int", -128), "qmax": AttrSpec("int", 127),
                                   "axis": axis}, _fake_quantize,
         "(clamp(round(x / scale) + zp, qmin, qmax) - zp) * scale in f32 (QAT; STE/LSQ gradient)")

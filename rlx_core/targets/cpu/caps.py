@@ -8,7 +8,8 @@ attention in f32 (cpu/attention.py), conv2d and conv2d_fused in f32 (cpu/conv.py
 avg_pool2d in f32 (cpu/pool.py), int_linear
 (the int8 GEMM, cpu/igemm.py), dynamic_int_linear (that GEMM with per-row activation
 quantization and the dequantize fused, cpu/igemm_packed.py), static_int_linear (the same with
-fixed activation parameters), int4_linear (cpu/i4gemm.py), the splatting ops (cpu/splat.py), the dense linear algebra ops
+fixed activation parameters), requantized_int_linear (that GEMM on int8 codes, requantize
+in its store), int4_linear (cpu/i4gemm.py), the splatting ops (cpu/splat.py), the dense linear algebra ops
 (LAPACK, cpu/lapack.py) and the sparse ops (CSR loops and Krylov solvers, cpu/sparse.py);
 every other HIR op, and those in other dtypes, goes common-IR. c64 runs in C99's
 ``float _Complex`` (its arithmetic, the complex libm functions, sums and products accumulated in
@@ -84,6 +85,10 @@ CAPS = Capabilities(
             OpClaim(("static_int_linear",), ("f32", "i8", "i32"), INT8_EPILOGUE,
                     note="rows quantized with the fixed parameters per work item, the packed "
                          "int8 GEMM, dequantize (GELU, a residual) in its store "
+                         "(cpu/igemm_packed.py)"),
+            OpClaim(("requantized_int_linear",), IGEMM_DTYPES,
+                    note="the packed int8 GEMM on the codes in place, the bias and "
+                         "requantize (TFLite's rule) in its store, int8 codes out "
                          "(cpu/igemm_packed.py)"),
             OpClaim(("int4_linear",), I4GEMM_DTYPES,
                     note="weight-only int4: one weight row unpacked at a time (cpu/i4gemm.py)"),

@@ -387,6 +387,31 @@ def emit_static_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str | 
     return igemm_packed.STATIC_IMPL
 
 
+def emit_requantized_int_linear(env: KernelEnv, w: Writer, node: Node,
+                                packed: str | None) -> str:
+    """``requantized_int_linear`` whole: int_linear's work items on the packed GEMM (the
+    codes read in place), the bias and requantize in the store, the int8 codes written; the
+    multipliers and shifts as file-scope arrays before the kernel."""
+    x, wt = env.inputs[node.inputs[0]], env.inputs[node.inputs[1]]
+    bias = env.inputs[node.inputs[2]].ptr if len(node.inputs) == 3 else "0"
+    out = env.outputs[node.name]
+    n, k = wt.type.shape
+    m = math.prod(x.type.shape[:-1])
+    mult, shift = node.attr("multiplier"), node.attr("shift")
+    arrays = f"{env.fn or 'rlx_igr'}_rq"
+    env.preamble.append(
+        f"static const int32_t {arrays}_m[{len(mult)}] = {{{', '.join(map(str, mult))}}};\n"
+        f"static const int32_t {arrays}_s[{len(shift)}] = {{{', '.join(map(str, shift))}}};\n")
+    open_block_loop(env, w, m, n, k, PACKED_ROW_BLOCK, PACKED_COL_BLOCK)
+    w.line(f"rlx_igr_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {int(x.type.dtype == dt.u8)}, "
+           f"{int(node.attr('a_zero_point'))}, {packed or '0'}, {wt.ptr}, {bias}, "
+           f"{arrays}_m, {arrays}_s, {int(len(mult) > 1)}, {int(node.attr('zero_point'))}, "
+           f"{int(node.attr('qmin'))}, {int(node.attr('qmax'))}, "
+           f"{int(out.type.dtype == dt.u8)}, {out.ptr});")
+    w.close()
+    return igemm_packed.REQUANT_IMPL
+
+
 def cpu_isa_flags() -> dict[str, bool]:
     """Which int8 dot-product ISAs this machine's CPU reports (/proc/cpuinfo; Linux x86)."""
     try:

@@ -46,6 +46,7 @@ from __future__ import annotations
 IMPL = "rlx-igemm-packed"
 DYNAMIC_IMPL = "rlx-igemm-dynamic"  # dynamic_int_linear: rlx_igd_block below
 STATIC_IMPL = "rlx-igemm-static"  # static_int_linear: rlx_igs_block below
+REQUANT_IMPL = "rlx-igemm-requant"  # requantized_int_linear: rlx_igr_block below
 NR = 16  # columns per panel (two vectors of eight i32)
 MR = 4  # rows per micro-tile
 HEADER = 64
@@ -436,6 +437,167 @@ static void rlx_igd_store16(const int32_t *t, int mr, int32_t corr, const int32_
 }
 #endif
 
+#ifdef RLX_IG_X86
+__attribute__((target("avx2")))
+static void rlx_igs_store16(const int32_t *t, int mr, int32_t corr, const int32_t *colsum,
+                            const int32_t *bias, const float *scale, float *y, int64_t n);
+#endif
+
+/* what a finished tile's store writes: kind 0 dynamic_int_linear (f32, per-row scale), 1
+   static_int_linear (f32, acc_scale), 2 requantized_int_linear (int8 codes); every kind adds
+   corr * S_b[j] (the tile's offset of x, minus its zero point) first */
+typedef struct {
+    int kind, act;
+    int32_t corr;
+    int64_t n;                  /* the row stride of Y / Q / R */
+    const int32_t *colsum;
+    const float *ws, *fbias, *sx;                /* dynamic: w_scale, f32 bias, row scales */
+    const int32_t *ibias;                        /* static, requantized: the i32 bias */
+    const float *scale;                          /* static: acc_scale */
+    const int32_t *mult, *shift;                 /* requantized: one entry, or one a column */
+    int per_channel, out_u8;
+    int32_t zp, qmin, qmax;
+    float *Y;                   /* f32 output (dynamic, static), at the work item's first row */
+    void *Q;                    /* int8 output (requantized), likewise */
+    const float *R;             /* the residual (dynamic, static), likewise; or 0 */
+} rlx_ig_store;
+
+/* requantize's rule on one i32 (TFLite's MultiplyByQuantizedMultiplier, as the decomposition
+   and numpy_ref: x * 2^left wraps in i32, trunc((x * m + nudge) / 2^31), then the rounding
+   divide by 2^right, ties away from zero) */
+static inline int64_t rlx_ig_rq(int32_t x, int32_t m, int32_t s) {
+    const int64_t v = s > 0 ? (int64_t)(int32_t)((uint32_t)x << s) : (int64_t)x;
+    const int64_t ab = v * (int64_t)m;
+    int64_t h = (ab + (ab >= 0 ? ((int64_t)1 << 30) : 1 - ((int64_t)1 << 30))) / ((int64_t)1 << 31);
+    if (s < 0) {
+        const int64_t mask = ((int64_t)1 << -s) - 1, rem = h & mask;
+        h = (h - rem) / ((int64_t)1 << -s) + (rem > (mask >> 1) + (h < 0));
+    }
+    return h;
+}
+
+#ifdef RLX_IG_X86
+/* rlx_ig_rq on the 16 columns of a tile, eight lanes at a time, then + zp, the clamp and the
+   codes packed to bytes: x * 2^left wraps (vpsllvd); x * m in i64 on the even and the odd
+   lanes (vpmuldq); trunc((x * m + nudge) / 2^31) is floor((x * m + 2^30) / 2^31) for either
+   sign, whose low 32 bits a logical shift gives; the rounding divide by 2^right in i32 */
+__attribute__((target("avx2")))
+static void rlx_igr_store16(const int32_t *t, int mr, const rlx_ig_store *st, int64_t i,
+                            int64_t j) {
+    const __m256i one = _mm256_set1_epi32(1), zero = _mm256_setzero_si256();
+    const __m256i half30 = _mm256_set1_epi64x((int64_t)1 << 30);
+    const __m256i zp = _mm256_set1_epi32(st->zp), lo = _mm256_set1_epi32(st->qmin),
+                  hi = _mm256_set1_epi32(st->qmax), vc = _mm256_set1_epi32(st->corr);
+    for (int h = 0; h < 2; ++h) {
+        const int64_t j8 = j + 8 * h;
+        __m256i add = _mm256_mullo_epi32(vc, _mm256_loadu_si256((const __m256i *)(st->colsum + j8)));
+        if (st->ibias) add = _mm256_add_epi32(add, _mm256_loadu_si256((const __m256i *)(st->ibias + j8)));
+        const __m256i m = st->per_channel ? _mm256_loadu_si256((const __m256i *)(st->mult + j8))
+                                          : _mm256_set1_epi32(st->mult[0]);
+        const __m256i s = st->per_channel ? _mm256_loadu_si256((const __m256i *)(st->shift + j8))
+                                          : _mm256_set1_epi32(st->shift[0]);
+        const __m256i left = _mm256_max_epi32(s, zero), right = _mm256_max_epi32(_mm256_sub_epi32(zero, s), zero);
+        const __m256i mask = _mm256_sub_epi32(_mm256_sllv_epi32(one, right), one);
+        const __m256i half = _mm256_srli_epi32(mask, 1), m_odd = _mm256_srli_epi64(m, 32);
+        for (int r = 0; r < mr; ++r) {
+            __m256i x = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(t + r * 16 + 8 * h)), add);
+            x = _mm256_sllv_epi32(x, left);
+            __m256i ev = _mm256_add_epi64(_mm256_mul_epi32(x, m), half30);
+            __m256i od = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), m_odd), half30);
+            ev = _mm256_srli_epi64(ev, 31);
+            od = _mm256_slli_epi64(_mm256_srli_epi64(od, 31), 32);
+            __m256i q = _mm256_blend_epi32(ev, od, 0xAA);
+            const __m256i rem = _mm256_and_si256(q, mask);
+            const __m256i thr = _mm256_add_epi32(half, _mm256_srli_epi32(q, 31));
+            q = _mm256_sub_epi32(_mm256_srav_epi32(q, right), _mm256_cmpgt_epi32(rem, thr));
+            q = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(q, zp), lo), hi);
+            const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+            const __m128i b = st->out_u8 ? _mm_packus_epi16(w, w) : _mm_packs_epi16(w, w);
+            _mm_storel_epi64((__m128i *)((uint8_t *)st->Q + (i + r) * st->n + j8), b);
+        }
+    }
+}
+#endif
+
+/* the store of one finished mr x cols tile t (rows i.. of the work item, columns j..) */
+static void rlx_ig_store_tile(const rlx_ig_store *st, const int32_t *t, int64_t i, int64_t j,
+                              int mr, int cols) {
+    const int64_t n = st->n;
+    if (st->kind == 2) {
+#ifdef RLX_IG_X86
+        if (cols == 16 && rlx_igemm_isa() != 0) {
+            rlx_igr_store16(t, mr, st, i, j);
+            return;
+        }
+#endif
+        for (int r = 0; r < mr; ++r)
+            for (int c = 0; c < cols; ++c) {
+                const int64_t jc = j + c, p = st->per_channel ? jc : 0;
+                const uint32_t u = (uint32_t)t[r * 16 + c]
+                                   + (uint32_t)st->corr * (uint32_t)st->colsum[jc]
+                                   + (st->ibias ? (uint32_t)st->ibias[jc] : 0u);
+                int64_t y = rlx_ig_rq((int32_t)u, st->mult[p], st->shift[p]) + st->zp;
+                y = y < st->qmin ? st->qmin : y > st->qmax ? st->qmax : y;
+                if (st->out_u8) ((uint8_t *)st->Q)[(i + r) * n + jc] = (uint8_t)y;
+                else ((int8_t *)st->Q)[(i + r) * n + jc] = (int8_t)y;
+            }
+        return;
+    }
+    float *y = st->Y + i * n + j;
+#ifdef RLX_IG_X86
+    if (cols == 16 && rlx_igemm_isa() != 0) {  /* a whole panel: eight lanes at a time */
+        if (st->kind == 0)
+            rlx_igd_store16(t, mr, st->corr, st->colsum + j, st->ws + j,
+                            st->fbias ? st->fbias + j : 0, st->sx + i, y, n);
+        else
+            rlx_igs_store16(t, mr, st->corr, st->colsum + j, st->ibias ? st->ibias + j : 0,
+                            st->scale + j, y, n);
+    } else
+#endif
+    for (int r = 0; r < mr; ++r)
+        for (int c = 0; c < cols; ++c) {
+            const int64_t jc = j + c;
+            const uint32_t u = (uint32_t)t[r * 16 + c] + (uint32_t)st->corr * (uint32_t)st->colsum[jc];
+            if (st->kind == 0) {
+                const float v = ((float)(int32_t)u * st->ws[jc]) * st->sx[i + r];
+                y[r * n + c] = st->fbias ? v + st->fbias[jc] : v;
+            } else {
+                const int32_t acc = (int32_t)(u + (st->ibias ? (uint32_t)st->ibias[jc] : 0u));
+                y[r * n + c] = (float)acc * st->scale[jc];
+            }
+        }
+    if (st->act || st->R)
+        rlx_ig_epilogue(y, st->R ? st->R + i * n + j : 0, mr, cols, n, st->act);
+}
+
+/* the panel walk of the dynamic, static and requantized linears: columns [j0, j1) (j0 a
+   multiple of 16) of `rows` rows of codes qa (row stride lda), each 4 x 16 tile computed by
+   the micro-kernel, then stored while it is in L1 */
+static void rlx_ig_walk(const void *packed, const uint8_t *qa, int64_t lda, int64_t rows,
+                        int64_t k, int64_t j0, int64_t j1, rlx_igp_tile_fn tile, int flip,
+                        const rlx_ig_store *st) {
+    const rlx_igp_head *h = (const rlx_igp_head *)packed;
+    const int8_t *panels = (const int8_t *)packed + 64;
+    int32_t t[64];
+    for (int64_t j = j0; j < j1; j += 16) {
+        const int8_t *bp = panels + (j / 16) * h->k4 * 64;
+        const int cols = j1 - j < 16 ? (int)(j1 - j) : 16;
+        for (int64_t i = 0; i < rows; i += 4) {
+            const int mr = rows - i < 4 ? (int)(rows - i) : 4;
+            const uint8_t *a[4];
+            for (int r = 0; r < 4; ++r) a[r] = qa + (i + (r < mr ? r : mr - 1)) * lda;
+            tile(a, flip, bp, k, t);
+            rlx_ig_store_tile(st, t, i, j, mr, cols);
+        }
+    }
+}
+
+/* the column sums that follow the packed panels */
+static const int32_t *rlx_igp_colsum(const void *packed) {
+    const rlx_igp_head *h = (const rlx_igp_head *)packed;
+    return (const int32_t *)((const int8_t *)packed + 64 + h->np * h->k4 * 64);
+}
+
 /* rows [i0, i1) x columns [j0, j1) (j0 a multiple of 16) of Y (m x n, f32) from X (m x k,
    f32) and W packed by rlx_igp_pack: the rows quantized once into a buffer of this work
    item (codes in [-qmax, qmax], offset by qmax + 1 to unsigned), the packed tile, then
@@ -466,45 +628,15 @@ static void rlx_igd_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
         free(qa); free(sx); free(tmp);
         return;
     }
-    const rlx_igp_head *h = (const rlx_igp_head *)packed;
-    const int8_t *panels = (const int8_t *)packed + 64;
-    const int32_t *colsum = (const int32_t *)(panels + h->np * h->k4 * 64);
     int flip, corr;
     /* a -128 weight on AVX2 takes the portable tile (exact; PTQ weights never hold one) */
-    const rlx_igp_tile_fn tile = rlx_igp_pick(h, 1, 2 * qmax + 1, &flip, &corr);
-    corr -= off;  /* the tile's sum is over the offset codes: take off * S_b away */
-    int32_t t[64];
-    for (int64_t j = j0; j < j1; j += 16) {
-        const int8_t *bp = panels + (j / 16) * h->k4 * 64;
-        const int cols = j1 - j < 16 ? (int)(j1 - j) : 16;
-        for (int64_t i = 0; i < rows; i += 4) {
-            const int mr = rows - i < 4 ? (int)(rows - i) : 4;
-            const uint8_t *a[4];
-            for (int r = 0; r < 4; ++r) a[r] = qa + (i + (r < mr ? r : mr - 1)) * k;
-            tile(a, flip, bp, k, t);
-#ifdef RLX_IG_X86
-            if (cols == 16 && rlx_igemm_isa() != 0) {  /* a whole panel: eight lanes at a time */
-                rlx_igd_store16(t, mr, corr, colsum + j, ws + j, bias ? bias + j : 0,
-                                sx + i, Y + (i0 + i) * n + j, n);
-                if (epi) rlx_ig_epilogue(Y + (i0 + i) * n + j, R ? R + (i0 + i) * n + j : 0,
-                                         mr, cols, n, act);
-                continue;
-            }
-#endif
-            for (int r = 0; r < mr; ++r) {
-                float *yi = Y + (i0 + i + r) * n + j;
-                const float s = sx[i + r];
-                for (int c = 0; c < cols; ++c) {
-                    const int32_t acc = (int32_t)((uint32_t)t[r * 16 + c]
-                                                  + (uint32_t)corr * (uint32_t)colsum[j + c]);
-                    const float v = ((float)acc * ws[j + c]) * s;
-                    yi[c] = bias ? v + bias[j + c] : v;
-                }
-            }
-            if (epi) rlx_ig_epilogue(Y + (i0 + i) * n + j, R ? R + (i0 + i) * n + j : 0, mr,
-                                     cols, n, act);
-        }
-    }
+    const rlx_igp_tile_fn tile = rlx_igp_pick((const rlx_igp_head *)packed, 1, 2 * qmax + 1,
+                                              &flip, &corr);
+    rlx_ig_store st = {0};
+    st.kind = 0; st.act = act; st.n = n; st.colsum = rlx_igp_colsum(packed);
+    st.corr = corr - off;  /* the tile's sum is over the offset codes: take off * S_b away */
+    st.ws = ws; st.fbias = bias; st.sx = sx; st.Y = Y + i0 * n; st.R = R ? R + i0 * n : 0;
+    rlx_ig_walk(packed, qa, k, rows, k, j0, j1, tile, flip, &st);
     free(qa);
     free(sx);
 }
@@ -596,44 +728,55 @@ static void rlx_igs_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
         free(qa); free(tmp);
         return;
     }
-    const rlx_igp_head *h = (const rlx_igp_head *)packed;
-    const int8_t *panels = (const int8_t *)packed + 64;
-    const int32_t *colsum = (const int32_t *)(panels + h->np * h->k4 * 64);
     int flip, corr;
-    const rlx_igp_tile_fn tile = rlx_igp_pick(h, 1, hi - lo, &flip, &corr);
-    corr -= za;
-    int32_t t[64];
-    for (int64_t j = j0; j < j1; j += 16) {
-        const int8_t *bp = panels + (j / 16) * h->k4 * 64;
-        const int cols = j1 - j < 16 ? (int)(j1 - j) : 16;
-        for (int64_t i = 0; i < rows; i += 4) {
-            const int mr = rows - i < 4 ? (int)(rows - i) : 4;
-            const uint8_t *a[4];
-            for (int r = 0; r < 4; ++r) a[r] = qa + (i + (r < mr ? r : mr - 1)) * k;
-            tile(a, flip, bp, k, t);
-#ifdef RLX_IG_X86
-            if (cols == 16 && rlx_igemm_isa() != 0) {
-                rlx_igs_store16(t, mr, corr, colsum + j, bias ? bias + j : 0, scale + j,
-                                Y + (i0 + i) * n + j, n);
-                if (epi) rlx_ig_epilogue(Y + (i0 + i) * n + j, R ? R + (i0 + i) * n + j : 0,
-                                         mr, cols, n, act);
-                continue;
-            }
-#endif
-            for (int r = 0; r < mr; ++r) {
-                float *yi = Y + (i0 + i + r) * n + j;
-                for (int c = 0; c < cols; ++c) {
-                    const int32_t acc = (int32_t)((uint32_t)t[r * 16 + c]
-                                                  + (uint32_t)corr * (uint32_t)colsum[j + c]
-                                                  + (bias ? (uint32_t)bias[j + c] : 0u));
-                    yi[c] = (float)acc * scale[j + c];
-                }
-            }
-            if (epi) rlx_ig_epilogue(Y + (i0 + i) * n + j, R ? R + (i0 + i) * n + j : 0, mr,
-                                     cols, n, act);
-        }
-    }
+    const rlx_igp_tile_fn tile = rlx_igp_pick((const rlx_igp_head *)packed, 1, hi - lo, &flip,
+                                              &corr);
+    rlx_ig_store st = {0};
+    st.kind = 1; st.act = act; st.n = n; st.colsum = rlx_igp_colsum(packed);
+    st.corr = corr - za; st.ibias = bias; st.scale = scale;
+    st.Y = Y + i0 * n; st.R = R ? R + i0 * n : 0;
+    rlx_ig_walk(packed, qa, k, rows, k, j0, j1, tile, flip, &st);
     free(qa);
+}
+
+/* requantized_int_linear: rows [i0, i1) x columns [j0, j1) (j0 a multiple of 16) of Q (m x n
+   codes) from A (m x k codes, u8 or i8, zero point za) and W packed by rlx_igp_pack: the
+   packed tile reads A's rows in place, the store adds the bias and requantizes (TFLite's
+   rule, one (mult, shift) or one per column), + zp, clamped to [qmin, qmax] */
+static void rlx_igr_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t n,
+                          int64_t k, const void *A, int a_u8, int32_t za, const void *packed,
+                          const int8_t *W, const int32_t *bias, const int32_t *mult,
+                          const int32_t *shift, int per_channel, int32_t zp, int32_t qmin,
+                          int32_t qmax, int out_u8, void *Q) {
+    const uint8_t *a = (const uint8_t *)A + i0 * k;
+    const int64_t rows = i1 - i0;
+    rlx_ig_store st = {0};
+    st.kind = 2; st.n = n; st.ibias = bias; st.mult = mult; st.shift = shift;
+    st.per_channel = per_channel; st.out_u8 = out_u8; st.zp = zp; st.qmin = qmin;
+    st.qmax = qmax; st.Q = (uint8_t *)Q + i0 * n;
+    const rlx_igp_head *h = (const rlx_igp_head *)packed;
+    if (!packed || (h->has_min && rlx_igemm_isa() == 3)) {
+        /* no packed weight (prepacking off), or a -128 weight on AVX2: the row-major dot
+           kernels (exact for every byte), then the store's rule on their sums */
+        int32_t *tmp = (int32_t *)malloc((size_t)(rows * n) * sizeof(int32_t));
+        if (!tmp) return;
+        rlx_igemm_block(0, rows, j0, j1, n, k, a, a_u8, za, W, 0, 0, bias, tmp);
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = j0; j < j1; ++j) {
+                const int64_t p = per_channel ? j : 0;
+                int64_t y = rlx_ig_rq(tmp[r * n + j], mult[p], shift[p]) + zp;
+                y = y < qmin ? qmin : y > qmax ? qmax : y;
+                if (out_u8) ((uint8_t *)st.Q)[r * n + j] = (uint8_t)y;
+                else ((int8_t *)st.Q)[r * n + j] = (int8_t)y;
+            }
+        free(tmp);
+        return;
+    }
+    int flip, corr;
+    const rlx_igp_tile_fn tile = rlx_igp_pick(h, a_u8, 255, &flip, &corr);
+    st.corr = corr - za;
+    st.colsum = rlx_igp_colsum(packed);
+    rlx_ig_walk(packed, a, k, rows, k, j0, j1, tile, flip, &st);
 }
 #endif
 """

@@ -138,7 +138,7 @@ class CpuRenderer(CLikeRenderer):
         elif not impls & set(conv_blocked.IMPLS):
             unused.append(conv_blocked.SOURCE)
         int8 = {igemm.IMPL, igemm_packed.IMPL, igemm_packed.DYNAMIC_IMPL,
-                igemm_packed.STATIC_IMPL}
+                igemm_packed.STATIC_IMPL, igemm_packed.REQUANT_IMPL}
         if not impls & (int8 - {igemm.IMPL}):
             unused.append(igemm_packed.SOURCE)
         if not impls & int8:
@@ -171,6 +171,8 @@ class CpuRenderer(CLikeRenderer):
             return igemm.emit_dynamic_int_linear(env, w, node, self.packed_int8(env, node))
         if node.op == "static_int_linear":
             return igemm.emit_static_int_linear(env, w, node, self.packed_int8(env, node))
+        if node.op == "requantized_int_linear":
+            return igemm.emit_requantized_int_linear(env, w, node, self.packed_int8(env, node))
         if node.op == "int4_linear":
             return i4gemm.emit_int4_linear(env, w, node)
         if node.op in splat.OPS:
@@ -317,8 +319,8 @@ class CpuRenderer(CLikeRenderer):
         return name
 
     def packed_int8(self, env: KernelEnv, node: Node) -> str | None:
-        """The kernel parameter holding ``int_linear``'s (or ``dynamic_int_linear``'s or
-        ``static_int_linear``'s) weight
+        """The kernel parameter holding ``int_linear``'s (or ``dynamic_int_linear``'s,
+        ``static_int_linear``'s or ``requantized_int_linear``'s) weight
         packed for the register-tiled int8 GEMM (igemm_packed.py), when the weight is a graph
         parameter of signed bytes."""
         wt = env.inputs[node.inputs[1]]

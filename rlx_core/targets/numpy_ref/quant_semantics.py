@@ -26,6 +26,8 @@ The rules every target matches bit for bit:
 - ``static_int_linear`` is quantize_static's chain: ``quantize`` with the fixed parameters
   (NaN -> 0), the codes clamped to ``[a_qmin, a_qmax]``, ``int_linear`` with the i32 bias,
   then ``f32(acc) * acc_scale[j]``.
+- ``requantized_int_linear`` is ``int_linear`` (wrapped to i32), ``requantize`` along the last
+  axis, then the clamp to ``[qmin, qmax]``.
 """
 
 from __future__ import annotations
@@ -214,6 +216,15 @@ def static_int_linear(args: list[Array], a: dict[str, Any]) -> Array:
     return y.reshape(np.shape(x)[:-1] + (n,))
 
 
+def requantized_int_linear(a: dict[str, Any], args: list[Array]) -> Array:
+    """``int_linear`` wrapped to i32, ``requantize`` along the last axis, then the clamp to
+    ``[qmin, qmax]``."""
+    acc = int_linear({"a_zero_point": a["a_zero_point"], "b_zero_point": 0}, args)
+    acc = (acc + 2**31) % 2**32 - 2**31
+    y = requantize(acc, {**a, "axis": -1})
+    return np.clip(y, a["qmin"], a["qmax"])
+
+
 def fake_quantize(a: dict[str, Any], x: Array, scale: Array, zp: Array) -> Array:
     r, axis = x.ndim, a["axis"]
     s = along(np.asarray(scale, np.float32), r, axis)
@@ -237,6 +248,8 @@ def eval_quant(op: str, a: dict[str, Any], args: list[Array], t: TensorType) -> 
         return int_conv2d(a, args)
     if op == "int4_linear":
         return int4_linear(a, args)
+    if op == "requantized_int_linear":
+        return requantized_int_linear(a, args)
     if op in ("dynamic_int_linear", "static_int_linear"):
         r = args[-1] if a.get("residual") else None
         args = args[:-1] if r is not None else args
@@ -248,4 +261,5 @@ def eval_quant(op: str, a: dict[str, Any], args: list[Array], t: TensorType) -> 
 
 
 QUANT_OPS = ("quantize", "dequantize", "requantize", "int_linear", "int_conv2d", "int4_linear",
-             "fake_quantize", "dynamic_int_linear", "static_int_linear")
+             "fake_quantize", "dynamic_int_linear", "static_int_linear",
+             "requantized_int_linear")
