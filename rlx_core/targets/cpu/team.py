@@ -217,11 +217,11 @@ static inline void rlx_team_await(atomic_llong *a, long long want, int ran) {
     const long long spin = budget < RLX_TEAM_SPIN_MAX_NS ? budget : RLX_TEAM_SPIN_MAX_NS;
     const long long waited = rlx_team_wait(&rlx_team_ecs[0], a, want, spin, spin);
     rlx_team_stat[9] += waited;
+    if (waited > spin) rlx_team_slept += waited - spin;  /* off its core, not starved */
     if (waited > budget) {  /* spinning, it kept its core */
         atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);
         ++rlx_team_stat[4];
         rlx_team_lost += waited - budget;
-        if (waited > spin) rlx_team_slept += waited - spin;
     }
     rlx_team_phase = rlx_team_clock_ns();
 }
