@@ -86,7 +86,8 @@ def test_the_rule_table() -> None:
     assert not use_blocked(512, 512, 1, 3, 3, 1, 1, 4, 4)  # one implicit-GEMM tile
     assert not use_blocked(64, 256, 1, 1, 1, 1, 1, 28, 28)  # 1x1: the GEMM
     assert use_blocked(3, 64, 1, 7, 7, 2, 2, 56, 56)  # a stem: one block of 3 channels
-    assert not use_blocked(3, 64, 1, 3, 3, 1, 1, 56, 56)  # narrow, few taps: not measured
+    assert use_blocked(3, 32, 1, 3, 3, 2, 2, 56, 56)  # a 3x3 stem too
+    assert not use_blocked(3, 64, 1, 2, 2, 1, 1, 56, 56)  # narrow, few taps: not measured
     assert not use_blocked(64, 64, 4, 3, 3, 1, 1, 28, 28)  # grouped
 
 

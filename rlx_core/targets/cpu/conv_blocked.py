@@ -578,10 +578,14 @@ def mode() -> str:
 # every 1x1 conv 0.71-0.86x blocked against 0.72-1.2x (before layout.py kept activations
 # blocked). The 7x7 stem on 3 channels: 0.33x blocked with 5 of its 8-channel block zeros,
 # 0.62x on the implicit GEMM; with blocks of c < 8 channels (rlx_cb_bw) 32.2 GFLOP/s blocked
-# against 22.8 on the implicit GEMM (3 -> 64, 7x7 stride 2 at 112x112)
+# against 22.8 on the implicit GEMM (3 -> 64, 7x7 stride 2 at 112x112). 3x3 stems on 3
+# channels too (one layer, NCHW in and out, ONNX Runtime's ratio, implicit GEMM -> blocked):
+# MobileNetV2's 3 -> 32 stride 2 at 112x112 0.59x -> 0.94x (batch 1), 0.59x -> 1.18x (8);
+# VGG's 3 -> 64 stride 1 0.73x -> 1.01x (1), 0.74x -> 1.07x (8); in a chain its output then
+# stays blocked for the depthwise conv after it
 MIN_CHANNELS = 16
 MIN_PIXELS = 32
-NARROW_TAPS = 49  # under 8 input channels (one narrow block): windows of 7 x 7 or more
+NARROW_TAPS = 9  # under 8 input channels (one narrow block): windows of 3 x 3 or more
 
 
 def use_blocked(c: int, o: int, groups: int, kh: int, kw: int, sh: int, sw: int,
