@@ -72,23 +72,45 @@ static inline int64_t rlx_cb_packed_floats(int64_t o, int64_t c, int64_t kh, int
    zeros multiplied) */
 static inline int64_t rlx_cb_bw(int64_t c) { return c < 8 ? c : 8; }
 
+/* channel blocks per K slice (RLX_CB_KSTEPS steps, at least one block) */
+static inline int64_t rlx_cb_kblocks(int64_t c, int64_t khw) {
+    const int64_t bw = rlx_cb_bw(c);
+    return RLX_CB_KSTEPS / (khw * bw) > 0 ? RLX_CB_KSTEPS / (khw * bw) : 1;
+}
+
+/* do the flat tiles (rlx_cb_tile8 / rlx_cb_tile6) run this filter: whole blocks of 8
+   channels, a slice's (block, tap) pairs within RLX_CB_TAPS */
+static inline int rlx_cb_flat(int64_t c, int64_t kh, int64_t kw) {
+    return RLX_CB_VEC && c >= 8 && rlx_cb_kblocks(c, kh * kw) * kh * kw <= RLX_CB_TAPS;
+}
+
+/* does the last filter panel hold 8 or fewer output channels on the flat tiles, which then
+   take it 8 wide (o = 24: a third of a 16-wide panel's FMAs were on zeros)? */
+static inline int rlx_cb_tail8(int64_t o, int64_t c, int64_t kh, int64_t kw) {
+    return rlx_cb_flat(c, kh, kw) && o % 16 != 0 && o % 16 <= 8;
+}
+
 /* the OIHW filter into panels of 16 output channels: panel q holds K = c8n kh kw rows of 16
    floats (c8n = c rounded up to 8), row ((cb kh + ki) kw + kj) 8 + ci % 8 for channel ci of
-   block cb and tap (ki, kj); zeros for the channels and output channels past c and o */
+   block cb and tap (ki, kj); zeros for the channels and output channels past c and o. A
+   last panel of 8 or fewer output channels on the flat tiles (rlx_cb_tail8) has rows of 8 */
 static void rlx_cb_pack(int64_t o, int64_t c, int64_t kh, int64_t kw, const float *w,
                         float *dst) {
     const int64_t khw = kh * kw, cbn = (c + 7) / 8, bw = rlx_cb_bw(c), k = cbn * bw * khw;
-    for (int64_t q = 0; q < (o + 15) / 16; ++q)
+    const int64_t nq = (o + 15) / 16;
+    for (int64_t q = 0; q < nq; ++q) {
+        const int64_t pw = q == nq - 1 && rlx_cb_tail8(o, c, kh, kw) ? 8 : 16;
         for (int64_t cb = 0; cb < cbn; ++cb)
             for (int64_t t = 0; t < khw; ++t)
                 for (int64_t c8 = 0; c8 < bw; ++c8) {
-                    float *d = dst + (q * k + (cb * khw + t) * bw + c8) * 16;
+                    float *d = dst + q * k * 16 + ((cb * khw + t) * bw + c8) * pw;
                     const int64_t ci = cb * 8 + c8;
-                    for (int64_t j = 0; j < 16; ++j) {
+                    for (int64_t j = 0; j < pw; ++j) {
                         const int64_t oc = q * 16 + j;
                         d[j] = oc < o && ci < c ? w[(oc * c + ci) * khw + t] : 0.0f;
                     }
                 }
+    }
 }
 
 /* padded input rows [ylo, yhi) of one image (x: c planes of h x w) into xp: c8n / 8 blocks of
@@ -192,36 +214,37 @@ static inline __attribute__((always_inline)) void rlx_cb_tile(
 
 /* the tile on whole blocks of 8 channels (bw 8), its K loop flattened: ntap (channel
    block, tap) pairs, pair t read at offset offs[t] from each pixel's pointer, 8 K steps per
-   pair unrolled. GCC keeps 12 + 2 + 1 ymm registers only while nothing moves a load of a
+   pair unrolled; NV filter vectors per step (2: a panel of 16, 1: a last panel of 8). GCC keeps 12 + 2 + 1 ymm registers only while nothing moves a load of a
    later step above an earlier one: the empty asm with a memory clobber between steps stops
    that (it emits nothing); the arrays of accumulators stay registers while every loop over
    the pixels is unrolled (GCC's size limits would leave one rolled, and the arrays then live
    on the stack) */
 #define RLX_CB_STEP8(J) { \
-    const __m256 b0 = _mm256_loadu_ps(pk + 16 * (J)), b1 = _mm256_loadu_ps(pk + 16 * (J) + 8); \
+    const __m256 b0 = _mm256_loadu_ps(pk + 8 * NV * (J)); \
+    const __m256 b1 = NV == 2 ? _mm256_loadu_ps(pk + 16 * (J) + 8) : b0; \
     _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) { \
         const __m256 v = _mm256_broadcast_ss(a[i] + off + (J)); \
         c0[i] = _mm256_fmadd_ps(v, b0, c0[i]); \
-        c1[i] = _mm256_fmadd_ps(v, b1, c1[i]); \
+        if (NV == 2) c1[i] = _mm256_fmadd_ps(v, b1, c1[i]); \
     } \
     __asm__ volatile("" ::: "memory"); }
 #if RLX_CB_VEC
 static inline __attribute__((always_inline)) void rlx_cb_tile8(
         const float *const *a, const float *restrict pk, int64_t ntap, const int64_t *offs,
-        float *restrict out, int acc, const int MR) {
+        float *restrict out, int acc, const int MR, const int NV) {
     __m256 c0[RLX_CB_MR], c1[RLX_CB_MR];
     _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) {
         c0[i] = acc ? _mm256_loadu_ps(out + i * 16) : _mm256_setzero_ps();
-        c1[i] = acc ? _mm256_loadu_ps(out + i * 16 + 8) : _mm256_setzero_ps();
+        c1[i] = acc && NV == 2 ? _mm256_loadu_ps(out + i * 16 + 8) : _mm256_setzero_ps();
     }
-    for (int64_t t = 0; t < ntap; ++t, pk += 128) {
+    for (int64_t t = 0; t < ntap; ++t, pk += 64 * NV) {
         const int64_t off = offs[t];
         RLX_CB_STEP8(0) RLX_CB_STEP8(1) RLX_CB_STEP8(2) RLX_CB_STEP8(3)
         RLX_CB_STEP8(4) RLX_CB_STEP8(5) RLX_CB_STEP8(6) RLX_CB_STEP8(7)
     }
     _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) {
         _mm256_storeu_ps(out + i * 16, c0[i]);
-        _mm256_storeu_ps(out + i * 16 + 8, c1[i]);
+        if (NV == 2) _mm256_storeu_ps(out + i * 16 + 8, c1[i]);
     }
 }
 #endif
@@ -396,11 +419,11 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
         rlx_cb_fill(g, x, ylo, yhi, buf);
     const int64_t pix0 = oy0 * g->ow, npix = (oy1 - oy0) * g->ow;
     const int64_t rs = g->dh * wp * bw, cs = g->dw * bw, khw = g->kh * g->kw;
-    const int64_t cbk = RLX_CB_KSTEPS / (khw * bw) > 0 ? RLX_CB_KSTEPS / (khw * bw) : 1;
+    const int64_t cbk = rlx_cb_kblocks(g->c, khw);
     /* whole blocks of 8 channels: the (block, tap) pairs of a K slice as one list of offsets
        from a pixel's pointer (rlx_cb_tile8 / rlx_cb_tile6); windows of up to RLX_CB_TAPS */
     int64_t offs[RLX_CB_TAPS];
-    const int flat = RLX_CB_VEC && bw == 8 && cbk * khw <= RLX_CB_TAPS;
+    const int flat = rlx_cb_flat(g->c, g->kh, g->kw);
     if (flat)
         for (int64_t cb = 0, t = 0; cb < cbk; ++cb)
             for (int64_t ki = 0; ki < g->kh; ++ki)
@@ -417,6 +440,7 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
         const int64_t c0 = (by_chunk ? it / nq : it % nch) * CH;
         const float *pq = pk + q * k * 16;
         const int64_t nv = o - q * 16 < 16 ? o - q * 16 : 16;
+        const int narrow = q == nq - 1 && rlx_cb_tail8(o, g->c, g->kh, g->kw);
         const int64_t n = npix - c0 < CH ? npix - c0 : CH;
         if (c0 != at)
             for (int64_t i = 0, oy = (pix0 + c0) / g->ow, ox = (pix0 + c0) % g->ow; i < n;
@@ -427,7 +451,7 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
         at = c0;
         for (int64_t kb = 0; kb < cbn; kb += cbk) {
             const int64_t nb = cbn - kb < cbk ? cbn - kb : cbk, acc = kb > 0;
-            const float *pb = pq + kb * khw * bw * 16;
+            const float *pb = pq + kb * khw * bw * (narrow ? 8 : 16);
             for (int64_t t = 0; t < n; t += MR) {
                 const int64_t mr = n - t < MR ? n - t : MR;
                 const float *a[MR];
@@ -435,8 +459,21 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
                 for (int64_t i = mr; i < MR; ++i) a[i] = a[0];
                 float *o16 = yb + t * 16;
 #if RLX_CB_VEC
+                if (flat && narrow) {  /* the last panel, 8 wide */
+#define RLX_CB_CALL(M) rlx_cb_tile8(a, pb, nb * khw, offs, o16, acc, M, 1)
+                    switch (mr) {
+                        case 6: RLX_CB_CALL(6); break;
+                        case 5: RLX_CB_CALL(5); break;
+                        case 4: RLX_CB_CALL(4); break;
+                        case 3: RLX_CB_CALL(3); break;
+                        case 2: RLX_CB_CALL(2); break;
+                        default: RLX_CB_CALL(1); break;
+                    }
+#undef RLX_CB_CALL
+                    continue;
+                }
                 if (flat) {
-#define RLX_CB_CALL(M) rlx_cb_tile8(a, pb, nb * khw, offs, o16, acc, M)
+#define RLX_CB_CALL(M) rlx_cb_tile8(a, pb, nb * khw, offs, o16, acc, M, 2)
                     switch (mr) {
 #if RLX_CB_ASM6
                         case 6: rlx_cb_tile6(a, pb, nb * khw, offs, o16, acc); break;
