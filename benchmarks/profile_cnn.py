@@ -11,13 +11,16 @@ leaves most of a loaded machine's preemptions out.
     python benchmarks/profile_cnn.py --net mobilenet_v2 --batch 8 --size 112
     python benchmarks/profile_cnn.py --net inception --batch 1 --top 25
 
-Prints only (a diagnostic, nothing written): the totals, the groups, and the top kernels with
-their shapes.
+Prints the totals, the groups, the top kernels with their shapes and the convolutions paired
+with ONNX Runtime's; ``--write`` also writes them to results/profile-cnn-<net>-b<batch>-<cpu>
+(.md and .json, CPU model and ISA inside).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import sys
@@ -141,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=112)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--top", type=int, default=20)
+    ap.add_argument("--write", action="store_true",
+                    help="also write results/profile-cnn-<net>-b<batch>-<cpu>.md/.json")
     args = ap.parse_args(argv)
     from benchmarks.common import limit_threads
 
@@ -154,9 +159,28 @@ def main(argv: list[str] | None = None) -> int:
         (args.batch, 3, args.size, args.size)).astype(np.float32)
     what = f"{args.net}, batch {args.batch}, {args.size}x{args.size}"
     mine, theirs = _rlx(net, x, args.runs), _ort(net, x, args.runs)
-    _show("rlx", mine, args.top, what)
-    _show("onnxruntime", theirs, args.top, what)
-    _pair(mine, theirs, args.top)
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        _show("rlx", mine, args.top, what)
+        _show("onnxruntime", theirs, args.top, what)
+        _pair(mine, theirs, args.top)
+    print(text.getvalue(), end="")
+    if args.write:
+        from benchmarks.common import isa, machine, machine_stem, write_results
+
+        mach = machine()
+        mach["isa"] = isa()
+        cmd = " ".join(argv if argv is not None else sys.argv[1:])
+        md = (f"# Profile: {what}, rlx kernels vs ONNX Runtime nodes\n\n{mach['cpu']} (ISA: "
+              f"{mach['isa']}), 1 thread, load average {mach['load_average_1m']} at the end; "
+              f"rlx: each kernel's thread CPU time, ONNX Runtime: each node's wall time, the "
+              f"fastest of {args.runs} calls (`python benchmarks/profile_cnn.py {cmd}`)\n\n"
+              f"```\n{text.getvalue()}```\n")
+        stem = machine_stem(f"profile-cnn-{args.net}-b{args.batch}")
+        data = {"benchmark": "profile_cnn", "machine": mach, "net": args.net,
+                "batch": args.batch, "size": args.size, "runs": args.runs,
+                "rlx": [r[:4] for r in mine], "onnxruntime": [r[:4] for r in theirs]}
+        print("wrote", *write_results(stem, data, md))
     return 0
 
 
