@@ -210,8 +210,25 @@ def static_int_linear(node: Node, ins: list[Value], b: Builder) -> Value:
 
 
 def requantized_int_linear(node: Node, ins: list[Value], b: Builder) -> Value:
-    """The chain it was folded from: ``int_linear`` -> ``requantize`` (along the last axis)
+    """The chain it was folded from: [``quantize`` -> clamps, for an f32 input]
+    ``int_linear`` -> ``requantize`` (along the last axis)
     -> ``max(qmin)`` / ``min(qmax)`` where they narrow the dtype (HIR ops, legalized in turn)."""
+    if ins[0].type.dtype == dt.f32:  # quantize_static's codes: quantize, then the clamps
+        lo, hi = node.attr("a_qmin"), node.attr("a_qmax")
+        code = dt.u8 if lo >= 0 else dt.i8
+
+        def scalar(v: float | int, dtype: dt.DType) -> Value:
+            return b.emit("constant", [], {"value": v, "shape": (), "dtype": dtype})
+
+        q = b.emit("quantize", [ins[0], scalar(float(node.attr("a_scale")), dt.f32),
+                                scalar(int(node.attr("a_zero_point")), dt.i32)],
+                   {"dtype": code})
+        dlo, dhi = qrange(code)
+        if lo > dlo:
+            q = b.emit("max", [q, const(b, lo, q)])
+        if hi < dhi:
+            q = b.emit("min", [q, const(b, hi, q)])
+        ins = [q, *ins[1:]]
     acc = b.emit("int_linear", ins, {"a_zero_point": node.attr("a_zero_point"),
                                      "b_zero_point": 0})
     y = b.emit("requantize", [acc], {k: node.attr(k) for k in (

@@ -13,6 +13,8 @@ the codes, cpu/igemm_packed.py), the rules here replace the chain::
 
     requantize(int_linear(q, w_q[, bias])) -> requantized_int_linear(q, w_q[, bias])
         {a_zero_point, multiplier, shift, zero_point, dtype, qmin, qmax = the dtype's range}
+        (q = clamp(quantize(x, s, zp)), the first layer's: -> requantized_int_linear(x, ..)
+         {a_scale s, a_qmin, a_qmax}, x quantized in the kernel as static_int_linear's)
     max(requantized_int_linear(..) {qmin}, c) -> the same with qmin = max(qmin, c)
     min(requantized_int_linear(..) {qmax}, c) -> the same with qmax = min(qmax, c)
 
@@ -30,10 +32,13 @@ from rlx_core.ir.graph import Graph, Node
 from rlx_core.ir.ops.quant import qrange
 from rlx_core.passes.base import PassContext
 from rlx_core.passes.dce import DCE
+from rlx_core.passes.dynamic_int_linear import _splat
 from rlx_core.passes.rewrite_engine import Replacement, RewriteView, Rules, require_level, rewrite
+from rlx_core.passes.static_int_linear import _codes, _int_splat
 
 OP = "requantized_int_linear"
-ATTRS = ("a_zero_point", "multiplier", "shift", "zero_point", "dtype", "qmin", "qmax")
+ATTRS = ("a_zero_point", "multiplier", "shift", "zero_point", "dtype", "qmin", "qmax",
+         "a_scale", "a_qmin", "a_qmax")
 
 
 def fold_requantize(node: Node, view: RewriteView) -> Replacement:
@@ -49,10 +54,19 @@ def fold_requantize(node: Node, view: RewriteView) -> Replacement:
             or (per_channel and node.attr("axis") % out.rank != out.rank - 1)):
         return None
     lo, hi = qrange(out.dtype)
-    return [view.emit(OP, lin.inputs, {
-        "a_zero_point": lin.attr("a_zero_point"), "multiplier": node.attr("multiplier"),
-        "shift": node.attr("shift"), "zero_point": node.attr("zero_point"),
-        "dtype": out.dtype, "qmin": lo, "qmax": hi})]
+    attrs = {"a_zero_point": lin.attr("a_zero_point"), "multiplier": node.attr("multiplier"),
+             "shift": node.attr("shift"), "zero_point": node.attr("zero_point"),
+             "dtype": out.dtype, "qmin": lo, "qmax": hi}
+    x = lin.inputs[0]
+    found = _codes(view, x)  # the first layer: its f32 input's quantize goes in too
+    if found is not None:
+        q, qlo, qhi = found
+        s, zp = _splat(view, q.inputs[1]), _int_splat(view, q.inputs[2])
+        if (s is not None and zp == lin.attr("a_zero_point") and qlo <= zp <= qhi
+                and 0 < s < float("inf")):
+            x = q.inputs[0]
+            attrs.update(a_scale=s, a_qmin=qlo, a_qmax=qhi)
+    return [view.emit(OP, [x, *lin.inputs[1:]], attrs)]
 
 
 def fold_clamp(node: Node, view: RewriteView) -> Replacement:

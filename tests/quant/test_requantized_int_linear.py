@@ -1,7 +1,8 @@
 """``requantized_int_linear``: a static int8 layer whose int8 output feeds the next one.
 
 quantize_static chains two quantized linears through ``int_linear -> requantize [-> max(zp):
-a ReLU] [-> min / max: 7-bit codes]``; passes/requantized_int_linear.py folds that chain where
+a ReLU] [-> min / max: 7-bit codes]`` (the first layer's f32 input quantized before it);
+passes/requantized_int_linear.py folds that chain (and that quantize) where
 the CPU claims the op, and the CPU's kernel (cpu/igemm_packed.py: the packed GEMM on the codes
 in place, requantize in its store, int8 codes out) equals the unfused chain and the numpy
 reference bit for bit: on the tile this CPU picks, on the portable one, without prepacking,
@@ -69,7 +70,9 @@ def cases(bits_list=BITS, per_channel=True) -> None:
         exe = rlx.compile(q.graph, target="cpu")
         impls = [k["impl"] for k in exe.program.info["kernels"].values()]
         assert impls.count("rlx-igemm-requant") == 2, impls
-        assert not any(n.op == "requantize" for n in exe.mir.nodes)
+        assert not any(n.op in ("requantize", "quantize") for n in exe.mir.nodes)
+        first = next(n for n in exe.mir.nodes if n.op == OP)  # its f32 input quantized inside
+        assert exe.mir.values()[first.inputs[0]].type.dtype == dt.f32
         want = np.asarray(rlx.compile(q.graph, target="numpy")(x))
         assert np.array_equal(np.asarray(exe(x)), want), bits
 
@@ -155,11 +158,14 @@ def test_decomposition_is_the_chain():
 def test_bad_attributes_are_typed_errors():
     b = Builder(NameGen({}))
     x = Value("x", TensorType(dt.u8, (2, 4)), ValueKind.INPUT)
+    xi = Value("xi", TensorType(dt.i32, (2, 4)), ValueKind.INPUT)
     xf = Value("xf", TensorType(dt.f32, (2, 4)), ValueKind.INPUT)
     w = Value("w", TensorType(dt.i8, (3, 4)), ValueKind.PARAM)
     ok = {"multiplier": (1 << 30,), "shift": (0,), "dtype": dt.u8, "qmin": 0, "qmax": 255}
     with pytest.raises(DTypeError, match="i8 or u8 input"):
-        b.emit(OP, [xf, w], ok)
+        b.emit(OP, [xi, w], ok)
+    with pytest.raises(RlxError, match="a_scale must be finite"):  # an f32 x's codes
+        b.emit(OP, [xf, w], {**ok, "a_scale": 0.0})
     with pytest.raises(RlxError, match="multipliers for 3 output channels"):
         b.emit(OP, [x, w], {**ok, "multiplier": (1, 2), "shift": (0, 0)})
     with pytest.raises(RlxError, match="output codes"):

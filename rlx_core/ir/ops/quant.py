@@ -34,7 +34,8 @@ in docs/quantization.md:
   Both int8 linears take an epilogue into their store (passes/int_linear_epilogue.py):
   ``act`` (``gelu``, exact) on the result, then ``+ residual`` (``residual=True``: the last
   input, shaped like the output).
-- ``requantized_int_linear(a, w[, bias])``: ``int_linear`` (``b_zero_point`` 0) then
+- ``requantized_int_linear(a, w[, bias])``: (an f32 ``a`` quantized first, as
+  ``static_int_linear``'s input) ``int_linear`` (``b_zero_point`` 0) then
   ``requantize`` along the last axis to i8 / u8, clamped to ``[qmin, qmax]`` (a folded ReLU,
   7-bit codes): the static chain between two quantized layers, which
   passes/requantized_int_linear.py folds where a target runs it as one kernel (the CPU's
@@ -244,11 +245,9 @@ def _dynamic_int_linear(ins: list[T], a: dict[str, Any]) -> T:
     return T(dt.f32, x.shape[:-1] + (w.shape[0],))
 
 
-def _static_int_linear(ins: list[T], a: dict[str, Any]) -> T:
-    op = "static_int_linear"
-    ins = _epilogue(op, ins, a)
-    x, w, scale = ins[:3]
-    _int8_weight(op, x, w, dt.f32, "quantize_static")
+def _static_codes(op: str, a: dict[str, Any]) -> None:
+    """The fixed activation parameters of an f32 input quantized in the op: ``a_scale``,
+    ``a_zero_point`` and the codes' range ``[a_qmin, a_qmax]``."""
     lo, hi, zp = a["a_qmin"], a["a_qmax"], a["a_zero_point"]
     require((-128 <= lo < hi <= 127) or (0 <= lo < hi <= 255), op,
             f"codes [{lo}, {hi}] must lie in i8's or u8's range",
@@ -256,6 +255,14 @@ def _static_int_linear(ins: list[T], a: dict[str, Any]) -> T:
     require(lo <= zp <= hi, op, f"a_zero_point {zp} is outside the codes [{lo}, {hi}]")
     sc = a["a_scale"]
     require(sc > 0 and sc != float("inf"), op, f"a_scale must be finite and > 0, got {sc}")
+
+
+def _static_int_linear(ins: list[T], a: dict[str, Any]) -> T:
+    op = "static_int_linear"
+    ins = _epilogue(op, ins, a)
+    x, w, scale = ins[:3]
+    _int8_weight(op, x, w, dt.f32, "quantize_static")
+    _static_codes(op, a)
     require(scale.dtype == dt.f32 and scale.shape == (w.shape[0],), op,
             f"acc_scale must be f32[{w.shape[0]}], got {scale}", exc=DTypeError)
     if len(ins) == 4:
@@ -267,14 +274,17 @@ def _static_int_linear(ins: list[T], a: dict[str, Any]) -> T:
 def _requantized_int_linear(ins: list[T], a: dict[str, Any]) -> T:
     op = "requantized_int_linear"
     x, w = ins[0], ins[1]
-    _int8_weight(op, x, w, dt.i8, "quantize_static")
+    _int8_weight(op, x, w, dt.f32 if x.dtype == dt.f32 else dt.i8, "quantize_static")
     n = w.shape[0]
     if len(ins) == 3:
         require(ins[2].dtype == dt.i32 and ins[2].shape == (n,), op,
                 f"bias {ins[2]} must be i32[{n}]", exc=DTypeError)
-    lo, hi = qrange(x.dtype)
-    require(lo <= a["a_zero_point"] <= hi, op,
-            f"a_zero_point {a['a_zero_point']} is outside {x.dtype}'s range")
+    if x.dtype == dt.f32:  # quantized first, as static_int_linear's input
+        _static_codes(op, a)
+    else:
+        lo, hi = qrange(x.dtype)
+        require(lo <= a["a_zero_point"] <= hi, op,
+                f"a_zero_point {a['a_zero_point']} is outside {x.dtype}'s range")
     mult = _multipliers(op, a)
     require(len(mult) in (1, n), op,
             f"{len(mult)} multipliers for {n} output channels: one, or one per channel")
@@ -348,10 +358,13 @@ def quant_defs() -> dict[str, OpDef]:
         "a_zero_point": AttrSpec("int", 0), "multiplier": AttrSpec("ints"),
         "shift": AttrSpec("ints"), "zero_point": AttrSpec("int", 0),
         "dtype": AttrSpec("dtype", dt.i8), "qmin": AttrSpec("int", -128),
-        "qmax": AttrSpec("int", 127)}, _requantized_int_linear,
+        "qmax": AttrSpec("int", 127), "a_scale": AttrSpec("float", 1.0),
+        "a_qmin": AttrSpec("int", -128), "a_qmax": AttrSpec("int", 127)},
+        _requantized_int_linear,
         "int_linear (w i8 (out, in), b_zero_point 0) then requantize along the last axis "
         "(one (multiplier, shift) or one per output channel) to dtype, clamped to [qmin, "
-        "qmax]: a static int8 layer whose int8 output feeds the next one")
+        "qmax]: a static int8 layer whose int8 output feeds the next one; an f32 x is "
+        "quantized first as static_int_linear's (a_scale, a_zero_point, [a_qmin, a_qmax])")
     add("fake_quantize", (3, 3), {"qmin": AttrSpec("int", -128), "qmax": AttrSpec("int", 127),
                                   "axis": axis}, _fake_quantize,
         "(clamp(round(x / scale) + zp, qmin, qmax) - zp) * scale in f32 (QAT; STE/LSQ gradient)")

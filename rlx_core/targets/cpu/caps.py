@@ -86,8 +86,9 @@ CAPS = Capabilities(
                     note="rows quantized with the fixed parameters per work item, the packed "
                          "int8 GEMM, dequantize (GELU, a residual) in its store "
                          "(cpu/igemm_packed.py)"),
-            OpClaim(("requantized_int_linear",), IGEMM_DTYPES,
-                    note="the packed int8 GEMM on the codes in place, the bias and "
+            OpClaim(("requantized_int_linear",), IGEMM_DTYPES + ("f32",),
+                    note="the packed int8 GEMM on the codes in place (an f32 input "
+                         "quantized per work item), the bias and "
                          "requantize (TFLite's rule) in its store, int8 codes out "
                          "(cpu/igemm_packed.py)"),
             OpClaim(("int4_linear",), I4GEMM_DTYPES,

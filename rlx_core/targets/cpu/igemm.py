@@ -355,11 +355,17 @@ def _open_row_items(env: KernelEnv, w: Writer, node: Node) -> tuple[Any, ...]:
     bias = env.inputs[ins[3]].ptr if len(ins) == 4 else "0"
     n, k = wt.type.shape
     m = math.prod(x.type.shape[:-1])
+    open_block_loop(env, w, m, n, k, *_row_items(m, n))
+    return x, wt, scales, bias, env.outputs[node.name], act, res
+
+
+def _row_items(m: int, n: int) -> tuple[int, int]:
+    """(rows, columns) of the work items of a linear that quantizes its rows itself: 32 rows
+    x all columns, or a few column blocks of >= 128 where the row blocks alone make fewer
+    than DYNAMIC_MIN_ITEMS items (each item quantizes its rows once more)."""
     rows = PACKED_ROW_BLOCK
     col_blocks = min(-(-n // DYNAMIC_COL_BLOCK), -(-DYNAMIC_MIN_ITEMS // max(-(-m // rows), 1)))
-    cols = -(-n // max(col_blocks, 1) // 16) * 16 or 16
-    open_block_loop(env, w, m, n, k, rows, cols)
-    return x, wt, scales, bias, env.outputs[node.name], act, res
+    return rows, -(-n // max(col_blocks, 1) // 16) * 16 or 16
 
 
 def _epilogue(env: KernelEnv, node: Node) -> tuple[tuple[str, ...], int, str]:
@@ -390,7 +396,8 @@ def emit_static_int_linear(env: KernelEnv, w: Writer, node: Node, packed: str | 
 def emit_requantized_int_linear(env: KernelEnv, w: Writer, node: Node,
                                 packed: str | None) -> str:
     """``requantized_int_linear`` whole: int_linear's work items on the packed GEMM (the
-    codes read in place), the bias and requantize in the store, the int8 codes written; the
+    codes read in place; an f32 input quantized per work item, as static_int_linear's), the
+    bias and requantize in the store, the int8 codes written; the
     multipliers and shifts as file-scope arrays before the kernel."""
     x, wt = env.inputs[node.inputs[0]], env.inputs[node.inputs[1]]
     bias = env.inputs[node.inputs[2]].ptr if len(node.inputs) == 3 else "0"
@@ -402,9 +409,14 @@ def emit_requantized_int_linear(env: KernelEnv, w: Writer, node: Node,
     env.preamble.append(
         f"static const int32_t {arrays}_m[{len(mult)}] = {{{', '.join(map(str, mult))}}};\n"
         f"static const int32_t {arrays}_s[{len(shift)}] = {{{', '.join(map(str, shift))}}};\n")
-    open_block_loop(env, w, m, n, k, PACKED_ROW_BLOCK, PACKED_COL_BLOCK)
-    w.line(f"rlx_igr_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {int(x.type.dtype == dt.u8)}, "
-           f"{int(node.attr('a_zero_point'))}, {packed or '0'}, {wt.ptr}, {bias}, "
+    kind = 2 if x.type.dtype == dt.f32 else int(x.type.dtype == dt.u8)
+    # codes are read in place (int_linear's items); f32 rows are quantized per item
+    items = _row_items(m, n) if kind == 2 else (PACKED_ROW_BLOCK, PACKED_COL_BLOCK)
+    open_block_loop(env, w, m, n, k, *items)
+    w.line(f"rlx_igr_block(i0, i1, j0, j1, {n}, {k}, {x.ptr}, {kind}, "
+           f"{int(node.attr('a_zero_point'))}, {float(node.attr('a_scale'))!r}f, "
+           f"{int(node.attr('a_qmin'))}, {int(node.attr('a_qmax'))}, {packed or '0'}, "
+           f"{wt.ptr}, {bias}, "
            f"{arrays}_m, {arrays}_s, {int(len(mult) > 1)}, {int(node.attr('zero_point'))}, "
            f"{int(node.attr('qmin'))}, {int(node.attr('qmax'))}, "
            f"{int(out.type.dtype == dt.u8)}, {out.ptr});")

@@ -691,6 +691,24 @@ static void rlx_igs_store16(const int32_t *t, int mr, int32_t corr, const int32_
 }
 #endif
 
+/* `rows` rows of x (k floats each) to codes in [lo, hi] stored as code - lo (rlx_igs_code) */
+static void rlx_igs_quant_rows(const float *X, int64_t rows, int64_t k, float s, int32_t zp,
+                               int32_t lo, int32_t hi, uint8_t *qa) {
+    const float nanc = lo > 0 ? (float)lo : hi < 0 ? (float)hi : 0.0f;
+    for (int64_t r = 0; r < rows; ++r) {
+        const float *x = X + r * k;
+        uint8_t *q = qa + r * k;
+#ifdef RLX_IG_X86
+        if (rlx_igemm_isa() != 0) {
+            rlx_igs_quant_row_avx2(x, k, s, (float)zp, (float)lo, (float)hi, nanc, q);
+            continue;
+        }
+#endif
+        for (int64_t p = 0; p < k; ++p)
+            q[p] = rlx_igs_code(x[p], s, (float)zp, (float)lo, (float)hi, nanc);
+    }
+}
+
 /* rows [i0, i1) x columns [j0, j1) (j0 a multiple of 16) of Y (m x n, f32) from X (m x k,
    f32) and W packed by rlx_igp_pack: the rows quantized once into a buffer of this work item
    (codes in [lo, hi] with the fixed scale s and zero point zp, stored as code - lo), the
@@ -702,22 +720,10 @@ static void rlx_igs_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
     const int epi = act || R;
     const int64_t rows = i1 - i0;
     const int32_t za = zp - lo;  /* the zero point of the stored (offset) codes */
-    const float nanc = lo > 0 ? (float)lo : hi < 0 ? (float)hi : 0.0f;
     uint8_t *qa = (uint8_t *)malloc((size_t)(rows * k + 4));
     int32_t *tmp = packed ? 0 : (int32_t *)malloc((size_t)(rows * n) * sizeof(int32_t));
     if (!qa || (!packed && !tmp)) { free(qa); free(tmp); return; }
-    for (int64_t r = 0; r < rows; ++r) {
-        const float *x = X + (i0 + r) * k;
-        uint8_t *q = qa + r * k;
-#ifdef RLX_IG_X86
-        if (rlx_igemm_isa() != 0) {
-            rlx_igs_quant_row_avx2(x, k, s, (float)zp, (float)lo, (float)hi, nanc, q);
-            continue;
-        }
-#endif
-        for (int64_t p = 0; p < k; ++p)
-            q[p] = rlx_igs_code(x[p], s, (float)zp, (float)lo, (float)hi, nanc);
-    }
+    rlx_igs_quant_rows(X + i0 * k, rows, k, s, zp, lo, hi, qa);
     if (!packed) {  /* no packed weight (prepacking off): the row-major dot kernels */
         rlx_igemm_block(0, rows, j0, j1, n, k, qa, 1, za, W, 0, 0, bias, tmp);
         for (int64_t r = 0; r < rows; ++r)
@@ -740,16 +746,27 @@ static void rlx_igs_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
 }
 
 /* requantized_int_linear: rows [i0, i1) x columns [j0, j1) (j0 a multiple of 16) of Q (m x n
-   codes) from A (m x k codes, u8 or i8, zero point za) and W packed by rlx_igp_pack: the
-   packed tile reads A's rows in place, the store adds the bias and requantizes (TFLite's
-   rule, one (mult, shift) or one per column), + zp, clamped to [qmin, qmax] */
+   codes) from A (m x k; a_kind 0: i8 codes, 1: u8 codes, read in place; 2: f32, quantized
+   into a buffer of this work item as static_int_linear's, scale s, codes [lo, hi]; zero point
+   za) and W packed by rlx_igp_pack: the packed tile, then the store adds the bias and
+   requantizes (TFLite's rule, one (mult, shift) or one per column), + zp, clamped to
+   [qmin, qmax] */
 static void rlx_igr_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t n,
-                          int64_t k, const void *A, int a_u8, int32_t za, const void *packed,
-                          const int8_t *W, const int32_t *bias, const int32_t *mult,
-                          const int32_t *shift, int per_channel, int32_t zp, int32_t qmin,
-                          int32_t qmax, int out_u8, void *Q) {
-    const uint8_t *a = (const uint8_t *)A + i0 * k;
+                          int64_t k, const void *A, int a_kind, int32_t za, float s,
+                          int32_t lo, int32_t hi, const void *packed, const int8_t *W,
+                          const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                          int per_channel, int32_t zp, int32_t qmin, int32_t qmax, int out_u8,
+                          void *Q) {
     const int64_t rows = i1 - i0;
+    const uint8_t *a = (const uint8_t *)A + i0 * k;
+    uint8_t *qa = 0;
+    int a_u8 = a_kind == 1, a_max = 255;
+    if (a_kind == 2) {
+        qa = (uint8_t *)malloc((size_t)(rows * k + 4));
+        if (!qa) return;
+        rlx_igs_quant_rows((const float *)A + i0 * k, rows, k, s, za, lo, hi, qa);
+        a = qa; a_u8 = 1; a_max = hi - lo; za -= lo;  /* codes stored as code - lo */
+    }
     rlx_ig_store st = {0};
     st.kind = 2; st.n = n; st.ibias = bias; st.mult = mult; st.shift = shift;
     st.per_channel = per_channel; st.out_u8 = out_u8; st.zp = zp; st.qmin = qmin;
@@ -759,7 +776,7 @@ static void rlx_igr_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
         /* no packed weight (prepacking off), or a -128 weight on AVX2: the row-major dot
            kernels (exact for every byte), then the store's rule on their sums */
         int32_t *tmp = (int32_t *)malloc((size_t)(rows * n) * sizeof(int32_t));
-        if (!tmp) return;
+        if (!tmp) { free(qa); return; }
         rlx_igemm_block(0, rows, j0, j1, n, k, a, a_u8, za, W, 0, 0, bias, tmp);
         for (int64_t r = 0; r < rows; ++r)
             for (int64_t j = j0; j < j1; ++j) {
@@ -770,13 +787,15 @@ static void rlx_igr_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_
                 else ((int8_t *)st.Q)[r * n + j] = (int8_t)y;
             }
         free(tmp);
+        free(qa);
         return;
     }
     int flip, corr;
-    const rlx_igp_tile_fn tile = rlx_igp_pick(h, a_u8, 255, &flip, &corr);
+    const rlx_igp_tile_fn tile = rlx_igp_pick(h, a_u8, a_max, &flip, &corr);
     st.corr = corr - za;
     st.colsum = rlx_igp_colsum(packed);
     rlx_ig_walk(packed, a, k, rows, k, j0, j1, tile, flip, &st);
+    free(qa);
 }
 #endif
 """

@@ -217,8 +217,10 @@ def static_int_linear(args: list[Array], a: dict[str, Any]) -> Array:
 
 
 def requantized_int_linear(a: dict[str, Any], args: list[Array]) -> Array:
-    """``int_linear`` wrapped to i32, ``requantize`` along the last axis, then the clamp to
-    ``[qmin, qmax]``."""
+    """(An f32 input's static codes,) ``int_linear`` wrapped to i32, ``requantize`` along the
+    last axis, then the clamp to ``[qmin, qmax]``."""
+    if np.asarray(args[0]).dtype == np.float32:  # the codes of static_int_linear's input
+        args = [static_codes(args[0], a), *args[1:]]
     acc = int_linear({"a_zero_point": a["a_zero_point"], "b_zero_point": 0}, args)
     acc = (acc + 2**31) % 2**32 - 2**31
     y = requantize(acc, {**a, "axis": -1})
