@@ -5,6 +5,7 @@ target whose figures are the sum, and the same cases are never counted twice."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,33 @@ def test_opencl_fuzzes_with_pocl_optimisation_off(tmp_path, monkeypatch) -> None
     assert state["targets"]["opencl"]["graphs"] == 12
     assert state["header"]["driver"] == "POCL_EXTRA_BUILD_FLAGS=-cl-opt-disable"
     assert state["header"]["sessions"][-1]["driver"] == state["header"]["driver"]
+
+
+EMPTY_BATCH_DOT = '''hir @fuzz {
+  input %in0 : bf16[5,0]
+  input %in1 : bf16[0,5,5]
+  %1 : bf16[0,5] = dot_general(%in0, %in1) {batch=((1,), (0,)), contract=((0,), (1,))} loc("fuzz.py":1)
+  return %1
+}
+'''
+
+
+def test_opencl_runs_the_case_pocl_crashes_on_without_optimisation() -> None:
+    """The crash of opencl's shard (2026-12-06, case opencl-2d39a12c3a, docs/reliability.md):
+    PoCL 3.1 dies (SIGSEGV) on this empty-batch dot_general only when programs are built with
+    -cl-opt-disable (``--driver-fast-compile``); rlx's own build runs it and agrees with the
+    reference (an empty result)."""
+    import numpy as np
+
+    from rlx_core.ir.parser import parse
+    from rlx_core.testing.fuzz import executing_targets
+    from rlx_core.testing.generator import Case
+    from rlx_core.testing.runner import run_one
+
+    if "opencl" not in executing_targets():
+        pytest.skip("opencl (PoCL or another OpenCL device) does not execute here")
+    if "-cl-opt-disable" in os.environ.get("POCL_EXTRA_BUILD_FLAGS", ""):
+        pytest.skip("PoCL's -O0 build crashes on this case (the fuzz-only fast setting)")
+    g = parse(EMPTY_BATCH_DOT)
+    o = run_one("opencl", Case(g, [np.zeros((5, 0), np.float32), np.zeros((0, 5, 5), np.float32)]))
+    assert o.status == "ok", o.detail
