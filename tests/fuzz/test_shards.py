@@ -137,8 +137,9 @@ def test_opencl_fuzzes_with_pocl_optimisation_off(tmp_path, monkeypatch) -> None
 
     if "opencl" not in executing_targets():
         pytest.skip("opencl (PoCL or another OpenCL device) does not execute here")
-    monkeypatch.delenv("POCL_EXTRA_BUILD_FLAGS", raising=False)  # main sets it for its worker
-    monkeypatch.delenv("GALLIVM_PERF", raising=False)
+    for key in ("POCL_EXTRA_BUILD_FLAGS", "GALLIVM_PERF"):  # main sets them for its worker:
+        monkeypatch.setenv(key, "")  # recorded, so they are restored (unset) after the test
+        monkeypatch.delenv(key)
     report = tmp_path / "ocl.md"
     assert main(["--targets", "opencl", "--seed", "31", "--count", "12", "--pack", "12",
                  "--driver-fast-compile", "--max-findings", "1", "--report", str(report),
