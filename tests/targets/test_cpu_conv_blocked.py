@@ -163,3 +163,26 @@ def test_the_switch_turns_the_blocked_kernel_off(monkeypatch: pytest.MonkeyPatch
                       target="cpu", record=False)
     assert "rlx-conv-blocked" not in {k["impl"] for k in exe.program.info["kernels"].values()}
     assert exe.program.info["prepacked"] == []
+
+
+@pytest.mark.parametrize(("o", "pool"), [(4, False), (16, True)])
+def test_a_one_channel_stem_runs_blocked_not_as_a_depthwise_conv(o: int, pool: bool) -> None:
+    """A groups-1 conv on one input channel has one filter channel, like a depthwise conv
+    with a channel multiplier; under the rule table's stem rule (3x3 windows and up) its
+    filter is packed, so it must run on the blocked kernel (before the fix the program called
+    rlx_cb_pack without its source: a load error; and a 16-channel output planned NCHW8c for
+    the pool after it would have been written as NCHW)."""
+    _skip_unless_simd()
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 1, 8, 8)).astype(np.float32)
+    w = rng.standard_normal((o, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+
+    def f(x):
+        y = nn.relu(nn.conv2d(x, rlx.param(w, "w"), rlx.param(b, "b"), padding=1))
+        return nn.max_pool2d(y, 2, 2) if pool else y
+
+    want = rlx.compile(f, x, target="numpy", record=False)(x)
+    exe = rlx.compile(f, x, target="cpu", record=False)
+    assert "rlx-conv-blocked" in {k["impl"] for k in exe.program.info["kernels"].values()}
+    assert _rel(exe(x), want) < 1e-5
