@@ -10,7 +10,7 @@ from typing import Any
 
 from rlx_core.frontend import ops
 from rlx_core.frontend.tensor import Tensor
-from rlx_core.frontend.tracer import current
+from rlx_core.frontend.tracer import current, flatten_nested
 from rlx_core.ir import dtypes as dt
 
 
@@ -21,6 +21,9 @@ def _emit(op: str, args: list[Any], attrs: dict[str, Any]) -> Tensor:
 def _param(v: Any, dtype: str) -> Tensor:
     if isinstance(v, Tensor):
         return ops.astype(v, dtype)
+    if not hasattr(v, "shape"):  # Python numbers or nested lists: no numpy (Pyodide has none)
+        flat, shape = flatten_nested(v)
+        return ops.constant(tuple(flat) if shape else flat[0], dtype, shape)
     import numpy as np
 
     return ops.asarray(np.asarray(v, dtype=dt.to_numpy_name(dt.get(dtype))))

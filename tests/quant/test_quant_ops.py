@@ -202,3 +202,27 @@ def test_bad_quant_op_inputs_are_typed():
         rlx.compile(lambda v: Q.int_linear(v, np.zeros((4, 3), np.float32)), x)
     with pytest.raises(rlx.ShapeError):  # a multiplier out of Q31
         rlx.compile(lambda v: Q.requantize(v, 2**31, 0), np.zeros(3, np.int32))
+
+
+def test_plain_python_scales_zero_points_and_biases_trace_without_numpy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pyodide has no numpy: a Python scale, zero point or bias list becomes a constant of the
+    op's dtype without importing it (was a raw ImportError from quant/ops.py's _param)."""
+    import sys
+
+    def f(x, w):
+        q = Q.quantize(x, 0.05, 3, dtype="u8")
+        acc = Q.int_linear(q, w, [1, -2], x_zero_point=3)
+        return Q.dequantize(acc, [0.01, 0.02], 0, axis=1)
+
+    monkeypatch.setitem(sys.modules, "numpy", None)  # any `import numpy` now raises
+    hir = rlx.trace(f, rlx.spec((4, 3)), rlx.spec((2, 3), "i8"))
+    monkeypatch.undo()
+    consts = {n.out.type.shape: n for n in hir.nodes if n.op == "constant"}
+    assert consts[(2,)].attr("dtype").name in ("i32", "f32")
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+    w = np.array([[1, -2, 3], [-4, 5, -6]], np.int8)
+    got = rlx.compile(hir, x, w, target="numpy")(x, w)
+    qx = np.clip(np.round(x / 0.05) + 3, 0, 255).astype(np.int32)
+    acc = (qx - 3) @ w.astype(np.int32).T + np.array([1, -2])
+    np.testing.assert_allclose(got, acc * np.array([0.01, 0.02], np.float32), rtol=1e-6)
