@@ -10,6 +10,27 @@ conformance suite's f32 tolerance (2e-5) asks; it is not a general-purpose libm.
 
 from __future__ import annotations
 
+
+def _two_over_pi_words(bits: int = 1184) -> str:
+    """2/pi to ``bits`` bits (Machin's formula in integers), as C words after 64 zero bits."""
+    prec = bits + 64
+
+    def arctan_inv(x: int) -> int:  # arctan(1/x) * 2^prec
+        total = term = (1 << prec) // x
+        n, sign = 1, -1
+        while term:
+            term //= x * x
+            n += 2
+            total += sign * (term // n)
+            sign = -sign
+        return total
+
+    pi = 4 * (4 * arctan_inv(5) - arctan_inv(239))  # pi * 2^prec
+    frac = ((2 << (2 * prec)) // pi) >> (prec - bits)  # 2/pi * 2^bits
+    words = [0, 0] + [(frac >> (bits - 32 * (i + 1))) & 0xFFFFFFFF for i in range(bits // 32)]
+    return ", ".join(f"0x{w:08x}u" for w in words)
+
+
 SOURCE = r"""
 #include <stdint.h>
 #include <stddef.h>
@@ -254,8 +275,49 @@ static double rlx_cos_poly(double r) {
     for (int i = 2; i < 26; i += 2) { term = -term * r2 / ((i - 1) * i); sum += term; }
     return sum;
 }
-/* x = k pi/2 + r (Cody-Waite, three parts of pi/2): fine for the |x| < 1e6 it is used on */
+/* 2/pi in bits, 32 a word, most significant first, after 64 zero bits (rlx_ph_bit): enough
+   for every finite double (the top exponent needs bits up to ~1100) */
+static const uint32_t rlx_2_over_pi[] = {@TWO_OVER_PI@};
+/* the 32 bits of the table from bit t on */
+static uint32_t rlx_ph_word(int t) {
+    int w = t >> 5, sh = t & 31;
+    return sh ? (rlx_2_over_pi[w] << sh) | (rlx_2_over_pi[w + 1] >> (32 - sh)) : rlx_2_over_pi[w];
+}
+/* |x| = k pi/2 + r for |x| >= 2^20 (Payne-Hanek): x = m 2^e exactly (m of 53 bits), and
+   x 2/pi mod 4 needs only the 128 bits of 2/pi from weight 2^(1-e) down (higher bits give
+   multiples of 4, lower ones under 2^-74): P = m * those bits mod 2^128, whose top 2 bits are
+   k mod 4 and the rest the fraction of a quadrant */
+static double rlx_reduce_large(double ax, int* q) {
+    union { double d; uint64_t u; } b = {ax};
+    int e = (int)((b.u >> 52) & 0x7ff) - 1075;          /* ax = m 2^e */
+    uint64_t m = (b.u & 0xfffffffffffffull) | (1ull << 52);
+    uint32_t u[2] = {(uint32_t)m, (uint32_t)(m >> 32)}, v[4], p[6] = {0, 0, 0, 0, 0, 0};
+    int t0 = e + 62;                                    /* table bit of weight 2^(1-e) */
+    for (int j = 0; j < 4; ++j) v[3 - j] = rlx_ph_word(t0 + 32 * j);
+    for (int i = 0; i < 2; ++i) {
+        uint64_t carry = 0;
+        for (int j = 0; j < 4; ++j) {
+            uint64_t t = (uint64_t)u[i] * v[j] + p[i + j] + carry;
+            p[i + j] = (uint32_t)t;
+            carry = t >> 32;
+        }
+        p[i + 4] = (uint32_t)carry;
+    }
+    int k = (int)(p[3] >> 30);
+    double f = ((double)((((uint64_t)(p[3] & 0x3fffffffu)) << 32) | p[2])
+                + (double)p[1] * 2.3283064365386963e-10) * 2.1684043449710089e-19;  /* 2^-62 */
+    if (f >= 0.5) { f -= 1.0; k += 1; }                 /* |r| <= pi/4 */
+    *q = k & 3;
+    return f * 1.5707963267948966;
+}
+/* x = k pi/2 + r: Cody-Waite with three parts of pi/2 (33 bits each, so k * part is exact)
+   below 2^20, Payne-Hanek above */
 static double rlx_reduce(double x, int* q) {
+    if (fabs(x) >= 1048576.0) {
+        double r = rlx_reduce_large(fabs(x), q);
+        if (x < 0) { *q = (4 - *q) & 3; r = -r; }       /* -x = (-k) pi/2 + (-r) */
+        return r;
+    }
     double k = rint(x * 0.63661977236758134);
     *q = (int)((int64_t)k & 3);
     return ((x - k * 1.57079632673412561417e+00) - k * 6.07710050650619224932e-11)
@@ -309,3 +371,4 @@ float fminf(float a, float b) { return (float)fmin(a, b); }
 double round(double x) { double t = trunc(x); return fabs(x - t) >= 0.5 ? t + copysign(1.0, x) : t; }
 float roundf(float x) { return (float)round(x); }
 """
+SOURCE = SOURCE.replace("@TWO_OVER_PI@", _two_over_pi_words())
