@@ -89,9 +89,10 @@ def test_trace_records_every_pass(model_file):
     fn, inputs, _ = model_file("mlp")
     exe = rlx.compile(fn, *inputs, target="numpy")
     names = [s.name for s in exe.trace.steps]
-    # (dynamic_int_linear, static_int_linear and int_linear_epilogue, folds before
-    # legalization, run between the two: no-ops here)
-    folds = ("dynamic_int_linear", "static_int_linear", "int_linear_epilogue")
+    # (dynamic_int_linear, static_int_linear, requantized_int_linear and int_linear_epilogue,
+    # folds before legalization, run between the two: no-ops here)
+    folds = ("dynamic_int_linear", "static_int_linear", "requantized_int_linear",
+             "int_linear_epilogue")
     assert [n for n in names if n not in folds][:2] == ["infer_types", "legalize"]
     assert names[-2:] == ["fuse", "plan_arena"]
     assert set(exe.trace.snapshots) == {"hir", "mir", "lir"}
