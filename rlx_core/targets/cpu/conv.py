@@ -420,11 +420,7 @@ def emit_conv(env: KernelEnv, w: Writer, node: Node, packed: str | None = None,
     rstep = -(-rstep // 24) * 24  # whole 6- and 8-row tiles
     rows = -(-og // rstep)
     items = n * groups * rows * cols
-    pragma = env.parallel(flops, 0)
-    if pragma:
-        w.line(pragma)
-    w.open(f"for (int64_t it = 0; it < {items}; ++it)")
-    w.line(f"const rlx_conv_geo geo = {geo};")
+    conv_blocked.open_items(env, w, flops, items, geo)
     w.line(f"const int64_t cb = it % {cols}, rb = (it / {cols}) % {rows}, "
            f"gi = (it / {cols * rows}) % {groups}, b = it / {cols * rows * groups};")
     if rows > 1:

@@ -651,6 +651,16 @@ def in_chain(c: int, groups: int, kh: int = 1, kw: int = 1) -> bool:
 MIN_ITEMS = 8  # split an image's output rows when there are fewer images than this
 
 
+def open_items(env: KernelEnv, w: Writer, flops: int, items: int, geo: str) -> None:
+    """Open a conv kernel's loop over its ``items`` work items (shared out by the team
+    when ``flops`` pays for it) and declare its geometry ``geo`` inside; the caller closes it."""
+    pragma = env.parallel(flops, 0)
+    if pragma:
+        w.line(pragma)
+    w.open(f"for (int64_t it = 0; it < {items}; ++it)")
+    w.line(f"const rlx_conv_geo geo = {geo};")
+
+
 def emit_blocked(env: KernelEnv, w: Writer, packed: str, geo: str, n: int, x: str, wt: str,
                  c: int, hw: int, o: int, oh: int, ow: int, bias: str | None, res: str | None,
                  out: str, tail: str, flops: int, lay: int = 0) -> str:
@@ -661,11 +671,7 @@ def emit_blocked(env: KernelEnv, w: Writer, packed: str, geo: str, n: int, x: st
     step = -(-oh // blocks)
     blocks = -(-oh // step)
     p = oh * ow
-    pragma = env.parallel(flops, 0)
-    if pragma:
-        w.line(pragma)
-    w.open(f"for (int64_t it = 0; it < {n * blocks}; ++it)")
-    w.line(f"const rlx_conv_geo geo = {geo};")
+    open_items(env, w, flops, n * blocks, geo)
     w.line(f"const int64_t b = it / {blocks}, rb = it % {blocks};")
     if blocks > 1:
         # row blocks only share work out: alone, a thread takes every row of the image, so

@@ -350,11 +350,7 @@ def emit_nchw(env: KernelEnv, w: Writer, geo: str, n: int, x: str, wt: str, c: i
     """The kernel's loop over (image, output channel) of a depthwise convolution in NCHW (a
     channel multiplier og = o / c >= 1)."""
     og = o // c
-    pragma = env.parallel(flops, 0)
-    if pragma:
-        w.line(pragma)
-    w.open(f"for (int64_t it = 0; it < {n * o}; ++it)")
-    w.line(f"const rlx_conv_geo geo = {geo};")
+    conv_blocked.open_items(env, w, flops, n * o, geo)
     w.line(f"const int64_t b = it / {o}, oc = it % {o}, ic = oc / {og};")
     w.line(f"const float* xc = {x} + (b * {c} + ic) * {hw};")
     off = f"(b * {o} + oc) * {p}"
@@ -377,11 +373,7 @@ def emit_blocked(env: KernelEnv, w: Writer, geo: str, n: int, x: str, wt: str, c
     """The kernel's loop over (image, channel block) of a depthwise convolution in NCHW8c
     (a channel multiplier of 1: o == c, a multiple of 8) calling rlx_dw_b; returns IMPL_B."""
     cbn = c // BLOCK
-    pragma = env.parallel(flops, 0)
-    if pragma:
-        w.line(pragma)
-    w.open(f"for (int64_t it = 0; it < {n * cbn}; ++it)")
-    w.line(f"const rlx_conv_geo geo = {geo};")
+    conv_blocked.open_items(env, w, flops, n * cbn, geo)
     w.line(f"const int64_t b = it / {cbn}, cb = it % {cbn};")
     res_b = f"{res} + b * {o * p}" if res else "0"
     w.line(f"rlx_dw_b(&geo, {x} + b * {c * hw}, {wt}, {bias or '0'}, {res_b}, "
