@@ -9,11 +9,6 @@ and with 7-bit codes (``weight_bits`` / ``activation_bits``: the AVX2 w77 tile).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -22,6 +17,7 @@ from rlx_core.errors import DTypeError
 from rlx_core.frontend.tracer import spec
 from rlx_core.quant import ptq
 from rlx_core.targets.numpy_ref.quant_semantics import dynamic_int_linear
+from tests.quant.portable_tile import assert_passes_on_portable_tile
 
 # (input shape, out features, bias): rows around the 4-row tile and the 32-row work item,
 # K around the 4-byte group, N around the 16-column panel and the 128-column work item
@@ -122,14 +118,8 @@ def test_cpu_without_prepacking_matches(cpu, monkeypatch):
 
 def test_cpu_portable_tile_matches(cpu):
     """RLX_IGEMM_ISA=c in a process of its own (the kernel reads it once per program)."""
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "RLX_IGEMM_ISA": "c",
-           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    res = subprocess.run([sys.executable, "-c", "import tests.quant.test_dynamic_int_linear "
-                          "as t; t.cases(t.SHAPES[2:4], t.BITS); print('ok')"], cwd=root,
-                         env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
+    assert_passes_on_portable_tile("import tests.quant.test_dynamic_int_linear as t; "
+                                   "t.cases(t.SHAPES[2:4], t.BITS)")
 
 
 def test_nan_row_gives_nan_outputs_on_cpu(cpu):

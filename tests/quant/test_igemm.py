@@ -13,6 +13,7 @@ import pytest
 import rlx_core as rlx
 from rlx_core import quant as Q
 from rlx_core.targets.cpu import igemm, igemm_packed
+from tests.quant.portable_tile import assert_passes_on_portable_tile
 
 
 @pytest.fixture
@@ -93,17 +94,7 @@ def test_packed_int8_gemm_is_exact(cpu):
 def test_packed_int8_gemm_portable_is_exact(cpu):
     """The portable tile forced (RLX_IGEMM_ISA=c), in a process of its own: the kernel reads
     the variable once per loaded program, and this process has loaded the same programs."""
-    import os
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "RLX_IGEMM_ISA": "c",
-           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    res = subprocess.run([sys.executable, "-c", "import tests.quant.test_igemm as t; "
-                          "t.packed_cases(); print('ok')"], cwd=root, env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
+    assert_passes_on_portable_tile("import tests.quant.test_igemm as t; t.packed_cases()")
 
 
 def test_vnni_variants_compile_here(tmp_path):

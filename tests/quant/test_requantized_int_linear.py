@@ -10,11 +10,6 @@ for u8 and i8 codes, per-tensor and per-channel multipliers, every shift."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -25,6 +20,7 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.ir.builder import Builder, NameGen
 from rlx_core.ir.graph import Graph, Level, TensorType, Value, ValueKind
 from rlx_core.quant import ptq
+from tests.quant.portable_tile import assert_passes_on_portable_tile
 
 OP = "requantized_int_linear"
 # (weight bits, activation bits, activation dtype, scheme)
@@ -89,14 +85,7 @@ def test_per_tensor_multiplier_without_prepacking_matches(cpu, monkeypatch):
 def test_cpu_portable_tile_matches(cpu):
     """RLX_IGEMM_ISA=c in a process of its own (the kernel reads it once per program): the
     portable tile and the scalar requantize."""
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "RLX_IGEMM_ISA": "c",
-           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    res = subprocess.run([sys.executable, "-c", "import tests.quant.test_requantized_int_linear"
-                          " as t; t.cases(t.BITS[1:2]); t.extremes(); "
-                          "print('ok')"], cwd=root, env=env, capture_output=True, text=True,
-                         timeout=600)
-    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
+    assert_passes_on_portable_tile("import tests.quant.test_requantized_int_linear as t; t.cases(t.BITS[1:2]); t.extremes()")
 
 
 def _op_graph(rows, k, n, a_dtype, attrs, bias=True, seed=0):

@@ -10,11 +10,6 @@ u8 asymmetric and i8 symmetric activations."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -23,6 +18,7 @@ from rlx_core.errors import DTypeError, ShapeError
 from rlx_core.frontend.tracer import spec
 from rlx_core.quant import ptq
 from rlx_core.targets.numpy_ref.quant_semantics import static_int_linear
+from tests.quant.portable_tile import assert_passes_on_portable_tile
 
 # (input shape, out features, bias): rows around the 4-row tile and the 32-row work item,
 # K around the 4-byte group and the 8-float quantize step, N around the 16-column panel
@@ -133,14 +129,8 @@ def test_cpu_without_prepacking_matches(cpu, monkeypatch):
 
 def test_cpu_portable_tile_matches(cpu):
     """RLX_IGEMM_ISA=c in a process of its own (the kernel reads it once per program)."""
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "RLX_IGEMM_ISA": "c",
-           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    res = subprocess.run([sys.executable, "-c", "import tests.quant.test_static_int_linear "
-                          "as t; t.cases(t.SHAPES[2:4], t.BITS[1:2] + t.BITS[4:5]); "
-                          "print('ok')"], cwd=root, env=env, capture_output=True, text=True,
-                         timeout=600)
-    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
+    assert_passes_on_portable_tile("import tests.quant.test_static_int_linear as t; "
+                                   "t.cases(t.SHAPES[2:4], t.BITS[1:2] + t.BITS[4:5])")
 
 
 def test_nan_input_takes_the_code_of_zero(cpu):
