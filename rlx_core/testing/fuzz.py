@@ -6,7 +6,9 @@ until the time is up or every target has run ``--count`` graphs. Cases run in a 
 under a deadline (``watchdog.py``, ``--case-timeout``): a case that hangs a target is a
 ``timeout`` finding (RLX-Z003) and one that kills it a ``crash`` (RLX-Z004), and the run goes
 on. Every unexplained mismatch, crash and timeout is confirmed on its own, shrunk (timeouts are
-saved as they are: each try would cost a deadline) and saved (``--cases-dir``); the report
+saved as they are: each try would cost a deadline) and saved (``--cases-dir``); under
+``--driver-fast-compile`` each is also run with the drivers' defaults, and one that passes there
+is counted apart as the driver's fast setting's (``driver_setting.py``); the report
 (``--report``, Markdown, with a ``.json`` twin) is rewritten after every pack, so a run killed
 half way still leaves its figures.
 """
@@ -28,6 +30,16 @@ from rlx_core.ir.printer import print_graph
 from rlx_core.targets.cpu.identity import cpu_model
 from rlx_core.targets.registry import get_target, target_names
 from rlx_core.testing import cases as saved
+from rlx_core.testing.driver_setting import (
+    FAST_ONLY,
+    FAST_ONLY_OF,
+    GuardedRunner,
+    default_env,
+    driver_text,
+    fast_driver_env,
+    relevant,
+    with_defaults,
+)
 from rlx_core.testing.generator import Case, generate
 from rlx_core.testing.profile import profile_for
 from rlx_core.testing.refusals import learn
@@ -42,19 +54,10 @@ from rlx_core.testing.report import (
 )
 from rlx_core.testing.runner import CRASH, MISMATCH, REJECTED, TIMEOUT, Outcome
 from rlx_core.testing.shrink import shrink
-from rlx_core.testing.watchdog import GuardedRunner
 
 RunOne = Callable[[str, Case], Outcome]
 FINDINGS = (MISMATCH, CRASH, TIMEOUT)
 __all__ = ["TargetStats", "executing_targets", "main", "write_report"]
-# ``--driver-fast-compile``: a driver's own LLVM skips its optimisation passes; our code, the
-# front ends and the executed semantics are the same. Mesa's gallivm (llvmpipe under opengl,
-# lavapipe under webgpu, vulkan and directx): not NIR's passes, nor LLVM's code generation.
-# PoCL (opencl): -cl-opt-disable on every program build, which also drops the -O3 pipeline its
-# kernel compiler runs on each work-group function at the first launch (2x less CPU per pack).
-FAST_DRIVER_ENV = {"GALLIVM_PERF": "nopt", "POCL_EXTRA_BUILD_FLAGS": "-cl-opt-disable"}
-FAST_DRIVER_TARGETS = {"GALLIVM_PERF": ("opengl", "webgpu", "vulkan", "directx"),
-                       "POCL_EXTRA_BUILD_FLAGS": ("opencl",)}
 
 
 class FuzzOptionError(RlxError):
@@ -83,24 +86,6 @@ def executing_targets() -> list[str]:
     return out
 
 
-def fast_driver_env(targets: list[str]) -> dict[str, str]:
-    """The ``--driver-fast-compile`` settings that reach a driver of ``targets``."""
-    return {k: v for k, v in FAST_DRIVER_ENV.items()
-            if set(FAST_DRIVER_TARGETS[k]) & set(targets)}
-
-
-def _driver_text(env: dict[str, str]) -> str:
-    return " ".join(f"{k}={v}" for k, v in env.items())
-
-
-def _relevant(driver: str, targets: list[str]) -> str:
-    """A report's driver line without the settings no driver of ``targets`` reads (older runs
-    recorded GALLIVM_PERF for every target)."""
-    keep = [kv for kv in driver.split() if "=" not in kv
-            or set(FAST_DRIVER_TARGETS.get(kv.split("=")[0], targets)) & set(targets)]
-    return " ".join(keep)
-
-
 def resolve_targets(spec: str) -> list[str]:
     if spec == "all":
         return executing_targets()
@@ -126,9 +111,9 @@ def _same_failure(first: Outcome, run_one: RunOne) -> Any:
 
 
 def investigate(target: str, o: Outcome, folder: Path | None, budget_s: float,
-                run_one: RunOne) -> dict[str, Any]:
-    """Confirm ``o`` on its own, shrink it, save it; a dict for the report. ``run_one`` runs
-    one case (in the fuzz worker, under its deadline)."""
+                run_one: RunOne, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Confirm ``o`` on its own, shrink it, save it (``meta``: more of its triage record); a
+    dict for the report. ``run_one`` runs one case (in the fuzz worker, under its deadline)."""
     info: dict[str, Any] = {"target": target, "status": o.status, "seed": list(o.case.seed),
                             "detail": o.detail, "nodes": len(o.case.graph.nodes)}
     alone = o if o.status == TIMEOUT else run_one(target, o.case)
@@ -151,7 +136,7 @@ def investigate(target: str, o: Outcome, folder: Path | None, budget_s: float,
     info["ir"] = print_graph(small.graph)
     if folder is not None:
         path = saved.save(small, folder, target, {"detail": info["detail"],
-                                                  "kind": o.status})
+                                                  "kind": o.status, **(meta or {})})
         info["case"] = str(path)
     return info
 
@@ -193,8 +178,9 @@ def main(argv: list[str] | None = None) -> int:
                               "and --count not negative",
                               hint="e.g. --minutes 20 --pack 40 --case-timeout 60")
     targets = resolve_targets(args.targets)
-    if args.driver_fast_compile:  # before the worker starts: it inherits the environment
-        os.environ.update(fast_driver_env(targets))
+    # the fast settings reach the fuzz worker only; a second worker, with the drivers'
+    # defaults, re-runs what fails under them
+    fast = fast_driver_env(targets) if args.driver_fast_compile else {}
     profiles = {t: profile_for(t) for t in targets}
     command = "python -m rlx_core.testing.fuzz " + " ".join(argv or sys.argv[1:])
     header, stats = _fresh_or_resumed(args, targets, command)
@@ -203,16 +189,16 @@ def main(argv: list[str] | None = None) -> int:
         stats[t].generator = stats[t].generator or generator_fingerprint(profiles[t])
     session = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit(),
                "command": command, "graphs": 0, "minutes": 0.0,
-               "driver": _driver_text(fast_driver_env(targets) if args.driver_fast_compile
-                                      else {}),
+               "driver": driver_text(fast),
                "load": _load(),
                # a resumed range may continue with a newer generator: its cases are still
                # distinct, but say which generator drew which session's cases
                "generator": {t: generator_fingerprint(profile_for(t)) for t in targets}}
     header["sessions"].append(session)
     first = {t: stats[t].next for t in targets}
-    with GuardedRunner(args.case_timeout) as guard:
-        _loop(args, targets, profiles, stats, header, guard, session, first)
+    with GuardedRunner(args.case_timeout, env=dict(fast)) as guard, \
+            GuardedRunner(args.case_timeout, env=default_env(fast)) as defaults:
+        _loop(args, targets, profiles, stats, header, (guard, defaults, fast), session, first)
     bad = sum(s.status[MISMATCH] + s.status[CRASH] + s.status[TIMEOUT] for s in stats.values())
     print(f"[fuzz] report: {args.report}; unexplained mismatches + crashes + timeouts: {bad}")
     return 1 if bad else 0
@@ -229,7 +215,7 @@ def _fresh_or_resumed(args: argparse.Namespace, targets: list[str], command: str
                       ) -> tuple[dict[str, Any], dict[str, TargetStats]]:
     """The header and stats to start from: the report's state under ``--resume`` (when the
     report exists), else new ones at case index ``--start``."""
-    driver = _driver_text(fast_driver_env(targets) if args.driver_fast_compile else {})
+    driver = driver_text(fast_driver_env(targets) if args.driver_fast_compile else {})
     state = args.report.with_suffix(".json")
     if args.resume and state.is_file():
         try:
@@ -246,7 +232,7 @@ def _fresh_or_resumed(args: argparse.Namespace, targets: list[str], command: str
             raise FuzzResumeError(f"{state} is the state of another run: {diff}",
                                   hint="resume with the run's own options, or give this run "
                                        "its own --report (a new shard: another --start)")
-        before = _relevant(header.get("driver", ""), targets)
+        before = relevant(header.get("driver", ""), targets)
         # the sessions table says which ran how
         header["driver"] = driver if before == driver else "mixed (see sessions)"
         header["command"], header["minutes"], header["pack"] = command, args.minutes, args.pack
@@ -262,8 +248,10 @@ def _fresh_or_resumed(args: argparse.Namespace, targets: list[str], command: str
 
 
 def _loop(args: argparse.Namespace, targets: list[str], profiles: dict[str, Any],
-          stats: dict[str, TargetStats], header: dict[str, Any], guard: GuardedRunner,
+          stats: dict[str, TargetStats], header: dict[str, Any],
+          runners: tuple[GuardedRunner, GuardedRunner, dict[str, str]],
           session: dict[str, Any], first: dict[str, int]) -> None:
+    guard, defaults, fast = runners
     t_start = time.monotonic()
     end = t_start + args.minutes * 60
     elapsed0, restarts0 = header.get("elapsed_min", 0.0), header.get("restarts", 0)
@@ -289,9 +277,9 @@ def _loop(args: argparse.Namespace, targets: list[str], profiles: dict[str, Any]
             s.dtypes.update(v.type.dtype.name for v in o.case.graph.inputs)
             if o.known:
                 s.known[o.known] += 1
-            if o.status in FINDINGS and len(s.findings) < args.max_findings:
-                s.findings.append(investigate(t, o, args.cases_dir, args.shrink_seconds,
-                                              guard.one))
+            if o.status in FINDINGS:
+                mine = {k: v for k, v in fast.items() if k in fast_driver_env([t])}
+                _finding(args, t, s, o, guard, defaults, mine)
             elif o.status == REJECTED:
                 s.rejected_seen += 1
                 named = [tuple(x) for x in o.extra.get("refused", ())]
@@ -331,6 +319,25 @@ def _loop(args: argparse.Namespace, targets: list[str], profiles: dict[str, Any]
                                      if stats[x].next > first[x])
         write_report(args.report, stats, header)
         print(f"[fuzz] {t}: {s.graphs} graphs, {dict(s.status)}", flush=True)
+
+
+def _finding(args: argparse.Namespace, t: str, s: TargetStats, o: Outcome,
+             guard: GuardedRunner, defaults: GuardedRunner, fast: dict[str, str]) -> None:
+    """Count, and within ``--max-findings`` shrink and save, a crash, mismatch or timeout;
+    under a fast setting of ``t``'s driver (``fast``), one that passes with the driver's
+    defaults is counted apart (and saved as ``driver-fast-only``)."""
+    how = with_defaults(t, o.case, defaults.one) if fast else ""
+    if how:
+        s.status[o.status] -= 1
+        s.status[FAST_ONLY_OF[o.status]] += 1
+    if len(s.findings) >= args.max_findings:
+        return
+    meta = {"status": FAST_ONLY, "driver": driver_text(fast)} if how else {}
+    info = investigate(t, o, args.cases_dir, args.shrink_seconds, guard.one, meta)
+    if how:
+        info["reclassified"] = FAST_ONLY
+        info["fast_only"] = f"{o.status} under {driver_text(fast)}, {how}"
+    s.findings.append(info)
 
 
 if __name__ == "__main__":

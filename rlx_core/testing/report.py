@@ -23,6 +23,9 @@ from typing import Any
 
 from rlx_core.testing.deviations import KNOWN, input_policy
 
+# a finding re-classified as failing only under a driver's fast setting (driver_setting.py)
+FAST_ONLY = "driver-fast-only"
+
 
 @dataclass
 class TargetStats:
@@ -154,6 +157,11 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
                   f"{x['graphs']:,} | {x['commits']} | {x.get('driver') or 'default'} |"
                   for x in header["shards"]]
         lines.append("")
+        runs = dict.fromkeys(f"`{x['command']}` ({x.get('date') or '-'})"
+                             for x in header["shards"] if x.get("command"))
+        if runs:
+            lines += ["Runs merged (each shard's latest command, and the date it started):", ""]
+            lines += [f"- {r}" for r in runs] + [""]
     lines += ["| target | graphs | compiles | graphs/s | ok | unexplained mismatches | crashes "
               "| timeouts | rejected (typed) | known deviations | overflow-ambiguous "
               "| reference refused |",
@@ -162,10 +170,9 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
         st = s.status
         rate = s.graphs / s.seconds if s.seconds else 0.0
         known = ", ".join(f"{k}: {v}" for k, v in sorted(s.known.items())) or "0"
-        fixed = f" (+{st['fixed-since']} fixed since the run)" if st["fixed-since"] else ""
         lines.append(f"| {t} | {s.graphs} | {s.compiles} | {rate:.1f} | {st['ok']} | "
-                     f"{st['mismatch']}{fixed} | {st['crash']} | {st['timeout']} | "
-                     f"{st['rejected']} | "
+                     f"{_count(s, 'mismatch')} | {_count(s, 'crash')} | "
+                     f"{_count(s, 'timeout')} | {st['rejected']} | "
                      f"{known} | "
                      f"{st['overflow-ambiguous']} | {st['reference-error']} |")
     lines += ["", "## Known deviations (explained, owned, counted above)", "",
@@ -185,8 +192,13 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
             ("Unexplained mismatches, crashes and timeouts (shrunk)",
              [f for f in found if not f.get("reclassified")]),
             ("Mismatches explained or fixed since the run (re-classified by the merger, "
-             "counted as known or fixed above)", [f for f in found if f.get("reclassified")])):
-        if not group and "since" in title:
+             "counted as known, overflow-ambiguous or fixed above)",
+             [f for f in found if f.get("reclassified") not in (None, FAST_ONLY)]),
+            ("Failures under the driver's fast setting only (they pass with the driver's "
+             "default settings, which rlx builds with: counted apart above, as driver "
+             "fast-setting only, not as failures of rlx)",
+             [f for f in found if f.get("reclassified") == FAST_ONLY])):
+        if not group and not title.startswith("Unexplained"):
             continue
         lines += ["", f"## {title}", ""]
         if not group:
@@ -196,6 +208,8 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
                       f"{f['detail']}  ", f"{f.get('alone', '')}  ",
                       f"shrunk {f['nodes']} -> {f['shrunk_nodes']} nodes; saved: "
                       f"`{f.get('case', '-')}`  "]
+            if f.get("fast_only"):
+                lines.append(f"Driver fast setting only: {f['fast_only']}  ")
             if f.get("triaged"):
                 lines.append(f"Re-checked by the merger: {f['triaged']}")
             lines += ["", "```", f["ir"].rstrip(), "```", ""]
@@ -240,6 +254,21 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
                 lines += ["", "  ```", *("  " + x for x in e["ir"].rstrip().splitlines()),
                           "  ```"]
     _write_atomic(path, "\n".join(lines) + "\n")
+
+
+def _count(s: TargetStats, status: str) -> str:
+    """A report cell: the unexplained ``status`` count, then what was counted apart."""
+    notes = []
+    if status == "mismatch":
+        moved = [str(f.get("reclassified")) for f in s.findings]
+        explained = sum(m.startswith("known:") or m == "overflow-ambiguous" for m in moved)
+        if explained:
+            notes.append(f"+{explained} explained since the run")
+        if s.status["fixed-since"]:
+            notes.append(f"+{s.status['fixed-since']} fixed since the run")
+    if s.status[f"{status}-fast-only"]:
+        notes.append(f"+{s.status[f'{status}-fast-only']} driver fast-setting only")
+    return f"{s.status[status]}" + (f" ({', '.join(notes)})" if notes else "")
 
 
 def _overlearned(rejections: list[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -8,6 +8,16 @@ graph count is the number of distinct cases run::
 
     python -m rlx_core.testing.shards --report benchmarks/results/fuzz_long_{target}_CPU.md \\
         benchmarks/results/fuzz_shards/*.json
+
+Merging also re-checks what the runs found, with the current code: findings made under a
+driver's fast setting (``driver_setting.recheck``: failures only there are counted apart) and
+unexplained mismatches triaged since (``triage.reclassify``). A single report goes through the
+same re-check when it is "merged" alone, including one written before shards existed (a run
+from case 0; it cannot be merged with others, its case indices are not comparable) and a merged
+report itself (its shards are listed again, not the merged file)::
+
+    python -m rlx_core.testing.shards --report benchmarks/results/fuzz_long_tpu_CPU.md \\
+        benchmarks/results/fuzz_long_tpu_CPU.json
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rlx_core.errors import RlxError
+from rlx_core.testing.driver_setting import fast_env_of, recheck
 from rlx_core.testing.refusals import recheck_fused
 from rlx_core.testing.report import TargetStats, load_report, write_report
 from rlx_core.testing.triage import reclassify
@@ -70,9 +81,10 @@ def _add(total: TargetStats, s: TargetStats) -> None:
 
 def merge(paths: list[Path], rerun: bool = True,
           ) -> dict[str, tuple[dict[str, Any], TargetStats]]:
-    """Per target, the merged (header, stats) of the reports at ``paths``, its unexplained
-    mismatches re-classified against the current table (``rerun``: by running their saved
-    cases where the target executes)."""
+    """Per target, the merged (header, stats) of the reports at ``paths``: findings made under
+    a driver's fast setting re-checked with the driver's defaults, unexplained mismatches
+    re-classified against the current table (``rerun``: by running their saved cases where the
+    target executes, else by their triage records)."""
     by_target: dict[str, list[tuple[Path, dict[str, Any], TargetStats]]] = \
         collections.defaultdict(list)
     for p in paths:
@@ -82,12 +94,14 @@ def merge(paths: list[Path], rerun: bool = True,
             raise FuzzShardError(f"cannot read the fuzz report {p.with_suffix('.json')}: {err}",
                                  hint="pass the .json twins the fuzz runs wrote") from None
         for t, s in stats.items():
-            if "start" not in header and not s.covered:
-                raise FuzzShardError(f"{p}: no case range for {t} (written before shards)",
-                                     hint="merge only reports of runs with --start/--resume")
             by_target[t].append((p, header, s))
     out = {}
     for t, parts in by_target.items():
+        for p, header, s in parts:  # a run before shards began at case 0: alone, re-checked
+            if "start" not in header and not s.covered and len(parts) > 1:
+                raise FuzzShardError(f"{p}: no case range for {t} (written before shards)",
+                                     hint="merge only reports of runs with --start/--resume; "
+                                          "re-check an older report alone")
         seen: list[tuple[int, int, int, Path]] = []
         for p, header, s in parts:
             for seed, a, b in _ranges(s, header):
@@ -107,6 +121,11 @@ def merge(paths: list[Path], rerun: bool = True,
         if len(ops) > 1:
             raise FuzzShardError(f"{t}: shards with different --max-ops {sorted(map(str, ops))}",
                                  hint="merge shards of one kind of run")
+        fast_moved = 0
+        for _, header, s in parts:  # which shard ran under a fast setting decides: before adding
+            fast = fast_env_of(header, t)
+            if fast:
+                fast_moved += recheck(t, s, fast, rerun, float(header.get("case_timeout", 60)))
         total = TargetStats()
         for _, _, s in parts:
             _add(total, s)
@@ -116,7 +135,7 @@ def merge(paths: list[Path], rerun: bool = True,
         moved = reclassify(t, total, rerun)
         recheck_fused(t, list(total.rejections.values()))
         out[t] = (_header(t, parts, total), total)
-        out[t][0]["reclassified"] = moved
+        out[t][0]["reclassified"] = moved + fast_moved
     return out
 
 
@@ -129,12 +148,17 @@ def _header(target: str, parts: list[tuple[Path, dict[str, Any], TargetStats]],
 
     shards = []
     for p, h, s in parts:
+        if h.get("shards"):  # a merged report merged again: its shards, not itself
+            shards += [x for x in h["shards"] if x.get("target", target) == target]
+            continue
         sessions = h.get("sessions") or [{"commit": h.get("commit", "-")}]
         shards.append({"file": str(p.with_suffix(".json")), "target": target,
                        "seed": h.get("seed"),
-                       "range": ", ".join(f"{a:,}-{b - 1:,}" for _, a, b in _ranges(s, h)),
+                       "range": ", ".join(f"{a:,}-{b - 1:,}" for _, a, b in _ranges(s, h))
+                       + ("" if "start" in h or s.covered else " (one run, before shards)"),
                        "graphs": s.graphs, "driver": h.get("driver", ""),
-                       "commits": ", ".join(dict.fromkeys(x["commit"] for x in sessions))})
+                       "commits": ", ".join(dict.fromkeys(x["commit"] for x in sessions)),
+                       "command": h.get("command", ""), "date": h.get("date", "")})
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "command": "python -m rlx_core.testing.shards " + " ".join(sys.argv[1:]),
             "commit": joined("commit"), "cpu": joined("cpu"), "isa": joined("isa"),
@@ -173,8 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         bad += st["mismatch"] + st["crash"] + st["timeout"]
         print(f"[shards] {t}: {total.graphs:,} graphs from {len(header['shards'])} shard(s), "
               f"{st['mismatch']} unexplained mismatches, {st['crash']} crashes, "
-              f"{st['timeout']} timeouts ({header['reclassified']} re-classified as known or "
-              f"fixed since) "
+              f"{st['timeout']} timeouts ({header['reclassified']} re-classified as known, "
+              f"overflow-ambiguous, fixed since or driver fast-setting only) "
               f"-> {path}")
     return 1 if bad else 0
 

@@ -8,9 +8,13 @@ that has a saved case is run again on its target with the current code and moved
 when an entry now explains it; where the target does not execute here, the saved case's triage
 record is used instead, provided its entry still covers the target (``tests/fuzz/test_cases.py``
 checks that record wherever the target runs). A mismatch whose case passes now and is triaged
-``fixed`` is counted as ``fixed-since`` (found, then fixed), not as unexplained. The finding
-keeps its text, with a line saying how it was re-classified. Mismatches past ``--max-findings`` were not shrunk or saved: they
-stay unexplained.
+``fixed`` is counted as ``fixed-since`` (found, then fixed), not as unexplained; one the current
+reference calls overflow-ambiguous (evaluation order decides: the reference learnt to flag it
+after the run), or triaged ``ambiguous`` where the target does not run, is counted as
+``overflow-ambiguous``. The finding keeps its text, with a line saying how it was
+re-classified. Mismatches past ``--max-findings`` were not shrunk or saved: they stay
+unexplained. (Findings made under a driver's fast setting are re-checked first, by
+``driver_setting.recheck``.)
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from rlx_core.testing.report import TargetStats, commit
 
 # triaged cases live in the repository, beside the tests that replay them
 FIXED = "fixed-since"  # the status of a mismatch whose saved case is fixed and passes now
+AMBIGUOUS = "overflow-ambiguous"  # the runner's status for a result evaluation order decides
 CASES = Path(__file__).resolve().parents[2] / "tests" / "fuzz" / "cases"
 
 
@@ -39,7 +44,8 @@ def saved_case(finding: dict[str, Any]) -> Path | None:
     return None
 
 
-def _executes(target: str) -> bool:
+def executes(target: str) -> bool:
+    """True where ``target`` executes here (its saved cases can be re-run)."""
     from rlx_core.testing.fuzz import executing_targets  # (imports every registry target)
 
     return target in executing_targets()
@@ -49,14 +55,17 @@ def _verdict(target: str, path: Path, rerun: bool) -> tuple[str, str]:
     """(deviation id or '', how it was decided) for the saved case at ``path``."""
     from rlx_core.testing.cases import load
     from rlx_core.testing.deviations import entries_for
+    from rlx_core.testing.runner import AMBIGUOUS as AMBIGUOUS_NOW
     from rlx_core.testing.runner import KNOWN, OK, run_one
 
     case, meta = load(path)
-    if rerun and _executes(target):
+    if rerun and executes(target):
         o = run_one(target, case)
         when = f"re-run {time.strftime('%Y-%m-%d', time.gmtime())} at {commit() or '-'}"
         if o.status == KNOWN:
             return o.known, f"{when}: explained by {o.known}"
+        if o.status == AMBIGUOUS_NOW:
+            return AMBIGUOUS, f"{when}: overflow-ambiguous (the reference flags it now)"
         if o.status == OK and meta.get("status") == "fixed":  # and its triage says so
             return FIXED, f"{when}: passes now, fixed since ({path.name}: fixed)"
         if o.status == OK:
@@ -64,15 +73,19 @@ def _verdict(target: str, path: Path, rerun: bool) -> tuple[str, str]:
         return "", f"{when}: still {o.status} ({o.detail})"
     status = str(meta.get("status", ""))
     entry = status.split(":", 1)[1] if status.startswith("known:") else ""
+    why = f"{target} does not execute here" if rerun else "the merger ran with --no-rerun"
+    if status == "ambiguous":
+        return AMBIGUOUS, f"triage record {path.name} (ambiguous); not re-run: {why}"
     if entry and entry in {k.id for k in entries_for(target)}:
-        return entry, (f"triage record {path.name} ({status}); not re-run: {target} does not "
-                       "execute here")
+        return entry, f"triage record {path.name} ({status}); not re-run: {why}"
     return "", f"triage record {path.name}: {status or 'no status'}; not re-run"
 
 
 def reclassify(target: str, stats: TargetStats, rerun: bool = True) -> int:
     """Move ``stats``' unexplained mismatches that the current table explains to ``known``
-    (per entry), or that were fixed since to ``fixed-since``; returns how many moved. Each finding gets a ``triaged`` note either way."""
+    (per entry), that were fixed since to ``fixed-since``, or that evaluation order decides to
+    ``overflow-ambiguous``; returns how many moved. Each finding gets a ``triaged`` note either
+    way."""
     moved = 0
     for f in stats.findings:
         if f.get("status") != "mismatch" or f.get("target", target) != target \
@@ -89,9 +102,9 @@ def reclassify(target: str, stats: TargetStats, rerun: bool = True) -> int:
         f["triaged"] = how
         if entry and stats.status["mismatch"] > 0:
             stats.status["mismatch"] -= 1
-            if entry == FIXED:  # found, then fixed: counted on its own, not as unexplained
-                stats.status[FIXED] += 1
-                f["reclassified"] = FIXED
+            if entry in (FIXED, AMBIGUOUS):  # fixed since, or order decides: counted apart
+                stats.status[entry] += 1
+                f["reclassified"] = entry
             else:
                 stats.status["known"] += 1
                 stats.known[entry] += 1

@@ -13,6 +13,10 @@ and its live ones, such as a compiler it waits for): on a machine shared with ot
 under ``nice -n 19``, a pack can wait minutes for a core without hanging. A case that burns no
 CPU at all (a deadlock on a fence) is caught by wall time, ``WALL_FACTOR`` times the deadline. A worker that dies is bisected the same way; the
 case that kills it alone is a ``crash`` (RLX-Z004, with the signal).
+
+A runner may give its worker environment variables of its own (``env``: a value of None unsets
+one): a driver's setting such as ``--driver-fast-compile``'s reaches only the worker that runs
+under it, so a second runner in the same process can run a case with the driver's defaults.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import os
 import signal
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -100,21 +106,44 @@ def pack_deadline(case_timeout: float, n: int) -> float:
     return case_timeout * (1 + n / 10)
 
 
+@contextmanager
+def environment(env: dict[str, str | None]) -> Iterator[None]:
+    """``os.environ`` with ``env`` applied (None unsets a variable), restored afterwards: what a
+    worker started inside it inherits."""
+    before = {k: os.environ.get(k) for k in env}
+    try:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 class Worker:
     """One worker process; ``call`` raises FuzzTimeoutError / FuzzWorkerDiedError (and the
-    worker is gone: the next call starts a new one)."""
+    worker is gone: the next call starts a new one). ``env``: variables of its own (None
+    unsets one), given to every worker it starts."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: dict[str, str | None] | None = None) -> None:
         self._proc: Any = None
         self._conn: Any = None
         self.restarts = 0
+        self.env = dict(env or {})
 
     def _start(self) -> None:
         ctx = mp.get_context("spawn")  # never fork a process that holds GPU devices
         parent, child = ctx.Pipe()
         self._proc = ctx.Process(target=_serve, args=(child,), daemon=True,
                                  name="rlx-fuzz-worker")
-        self._proc.start()
+        with environment(self.env):  # a spawned process inherits the environment at its start
+            self._proc.start()
         child.close()
         self._conn = parent
         try:
@@ -191,11 +220,13 @@ class Worker:
 
 
 class GuardedRunner:
-    """``run_batch`` and ``run_one`` of the runner, in a worker, under deadlines."""
+    """``run_batch`` and ``run_one`` of the runner, in a worker, under deadlines; ``env``: the
+    worker's own environment variables (None unsets one)."""
 
-    def __init__(self, case_timeout: float = 60.0) -> None:
+    def __init__(self, case_timeout: float = 60.0,
+                 env: dict[str, str | None] | None = None) -> None:
         self.case_timeout = case_timeout
-        self.worker = Worker()
+        self.worker = Worker(env)
         self.compiles = 0
 
     def batch(self, target: str, cases: list[Case]) -> list[Outcome]:

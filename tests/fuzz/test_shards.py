@@ -119,7 +119,8 @@ def test_the_merger_counts_a_fixed_mismatch_apart_and_keeps_what_nothing_explain
 
 
 def test_driver_fast_compile_reaches_only_the_drivers_of_the_run() -> None:
-    from rlx_core.testing.fuzz import _relevant, fast_driver_env
+    from rlx_core.testing.driver_setting import fast_driver_env
+    from rlx_core.testing.driver_setting import relevant as _relevant
 
     assert fast_driver_env(["vulkan"]) == {"GALLIVM_PERF": "nopt"}
     assert fast_driver_env(["opencl"]) == {"POCL_EXTRA_BUILD_FLAGS": "-cl-opt-disable"}
