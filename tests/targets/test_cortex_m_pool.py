@@ -101,3 +101,18 @@ def test_fpga_refuses_int8_max_pool_with_a_code():
     g = rlx.trace(lambda x: rlx.nn.max_pool2d(x, (2, 2), (2, 2)), np.zeros((1, 2, 4, 4), np.int8))
     with pytest.raises(NoInt8KernelError, match="RLX-U002 %0 max_pool2d"):
         rlx.compile(g, target="fpga")
+
+
+def test_a_float_max_pool_is_refused_for_its_operand_not_for_float_arithmetic():
+    """The firmware has a max pool, on i8 / u8 values: a float one is refused as such (the
+    operand's dtype is what is missing), with the fix that gets it there (quantize the model:
+    static PTQ pools the int8 codes), not as generic float computation."""
+    from rlx_core.targets.cortex_m.errors import FloatOpError
+
+    g = rlx.trace(lambda x: rlx.nn.max_pool2d(x, (2, 2), (2, 2)),
+                  np.zeros((1, 2, 4, 4), np.float32))
+    with pytest.raises(FloatOpError) as err:
+        rlx.compile(g, target="cortex-m")
+    text = str(err.value)
+    assert "RLX-U001" in text and "max pooling of f32 values: the firmware pools only i8 / u8" in text
+    assert "quantize_static" in text and "computes in floating point" not in text

@@ -19,6 +19,7 @@ from rlx_core.targets.cortex_m.legalize import (
     Problem,
     conv_problem,
     float_fix,
+    float_why,
     raise_problems,
 )
 from rlx_core.targets.cortex_m.sizes import zero_size_problems
@@ -80,7 +81,7 @@ def check_hir(g: Graph, caps: Any = None) -> None:
         elif n.op in RUNS or (n.op in INT_OPS and not any(d in FLOATS for d in touched)):
             continue
         elif any(d in FLOATS for d in touched):
-            problems.append(Problem("RLX-U001", n, "computes in floating point", float_fix(n)))
+            problems.append(Problem("RLX-U001", n, float_why(n), float_fix(n)))
         else:
             problems.append(Problem("RLX-U002", n, f"no int8 kernel for {n.op}",
                                     "express it with int_linear / requantize / relu / argmax, "

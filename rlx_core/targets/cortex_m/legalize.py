@@ -81,8 +81,20 @@ def float_fix(node: Node) -> str:
                 "the logits gives the same class)")
     if origin in ("linear", "matmul", "dot_general", "conv2d"):
         return QUANTIZE_HINT
+    if origin == "max_pool2d":
+        return ("quantize the model first: rlx_core.quant.ptq.quantize_static(graph, data=...) "
+                "pools the int8 codes (max commutes with quantization), or pool on the host")
     return ("keep the model integer from its first quantize to its last dequantize; do this "
             "float step on the host, or express it on the int8 values")
+
+
+def float_why(node: Node) -> str:
+    """What the firmware lacks for a float node: float arithmetic, or (a max pool, which it has
+    on int8 values) the integer operand."""
+    if (node.loc.origin_op or node.op) == "max_pool2d":
+        return (f"max pooling of {node.type.dtype} values: the firmware pools only i8 / u8 "
+                "values")
+    return "computes in floating point"
 
 
 INT_OPS = ("max", "min", "neg")  # integer elementwise ops of the generated loop
@@ -108,8 +120,9 @@ def _elementwise(g: Graph, k: Kernel) -> tuple[str, str]:
 
     if body and all(fits(n) for n in body):
         return "ewise", ""
-    if any(types[n.name].type.dtype.name in FLOATS for n in k.nodes):
-        return "RLX-U001", "computes in floating point"
+    floats = [n for n in k.nodes if types[n.name].type.dtype.name in FLOATS]
+    if floats:
+        return "RLX-U001", float_why(floats[0])
     return "RLX-U002", f"no int8 kernel for {', '.join(sorted({n.op for n in body}))}"
 
 
@@ -142,7 +155,7 @@ def kernel_problem(g: Graph, k: Kernel, code: str, why: str, fix: str) -> Proble
             n = bad[0]
             if any(d in FLOATS for d in [types[i].type.dtype.name for i in n.inputs]
                    + [n.type.dtype.name]):
-                return Problem("RLX-U001", n, "computes in floating point", float_fix(n))
+                return Problem("RLX-U001", n, float_why(n), float_fix(n))
             return Problem("RLX-U002", n, f"no int8 kernel for {n.op} ({n.type.dtype})", fix)
         ops = " -> ".join(n.op for n in k.nodes)
         return Problem("RLX-U015", body[0], f"no int8 kernel for the fused {k.kind} kernel "
@@ -286,8 +299,7 @@ def legalize(g: Graph) -> Legalized:
                 out.steps.append(Step("argmax", k, n))
                 continue
         if any(types[m.name].type.dtype.name in FLOATS for m in k.nodes):
-            out.problems.append(kernel_problem(g, k, "RLX-U001", "computes in floating point",
-                                               float_fix(n)))
+            out.problems.append(kernel_problem(g, k, "RLX-U001", float_why(n), float_fix(n)))
         else:
             out.problems.append(kernel_problem(
                 g, k, "RLX-U002", f"no int8 kernel for {k.kind} {n.op}",
