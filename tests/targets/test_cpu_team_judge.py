@@ -139,3 +139,30 @@ def test_spells_stop_growing_at_64_calls_and_one_second(judge_factory) -> None:
     for _ in range(12):
         verdict, st = j.call(4.0, lost=2.0)
     assert verdict == 2 and st["left"] == 64 and st["until"] - j.now == 1000 * MS
+
+
+def test_spells_after_calls_no_worker_joined_stay_short(judge_factory) -> None:
+    """Another library's pool spinning on the worker's core: no worker joins call after call.
+    Thread 0 waited for nobody, so each spell is 2 ms of calls on one thread and never
+    doubles: the team is back within 2 ms of the spinner going quiet."""
+    j = judge_factory()
+    assert j.call(10.0, idle=True)[0] == 1
+    for _ in range(10):  # every probe after a spell finds no worker again
+        verdict, st = j.call(10.0, idle=True)
+        assert verdict == 2 and st["left"] == 0 and st["until"] - j.now == 2 * MS
+        assert st["next_calls"] == 2 and st["next_ns"] == 5 * MS
+    assert j.call(10.0)[0] == 0  # the spinner went quiet: a good team call
+
+
+def test_calls_no_worker_joined_leave_the_doubling_as_it_was(judge_factory) -> None:
+    """Spells that lost time doubled to 8 calls; short spells of idle calls between them
+    neither reset that (the load may still be there) nor grow it."""
+    j = judge_factory()
+    j.call(4.0, lost=2.0)
+    for _ in range(3):
+        verdict, st = j.call(4.0, lost=2.0)
+    assert verdict == 2 and st["left"] == 8 and st["next_calls"] == 16
+    verdict, st = j.call(4.0, idle=True)  # the probe: no worker came
+    assert verdict == 2 and st["left"] == 0 and st["next_calls"] == 16
+    verdict, st = j.call(4.0, lost=2.0)  # the next probe lost time again: the doubling goes on
+    assert verdict == 2 and st["left"] == 16 and st["until"] - j.now == 40 * MS

@@ -83,7 +83,8 @@ SINGLE_PRAGMA = "#pragma omp single nowait"
 # of its wall time (or had no worker, or starved thread 0) is *bad*, and two bad calls among
 # the last three run the program's next calls on the calling thread alone: first for 2 calls
 # and 5 ms, both doubling while the next team call is bad again (at most 64 calls and 1 s),
-# back to the first spell after two good team calls (rlx_team_judge).
+# back to the first spell after two good team calls; 2 ms and no doubling when the bad call
+# had no worker (thread 0 waited for nobody: a probe costs nothing) (rlx_team_judge).
 #
 # Inside a call a worker waits spinning (pausing, then yielding the core) up to 1 ms before it
 # sleeps: a sleeping worker costs thread 0 a futex wake-up and comes back only after the
@@ -413,16 +414,27 @@ static inline int rlx_team_begin(int want) {
    first 2 calls and 5 ms, both doubling while the first team call after a spell, which starts
    one strike down, is bad again (at most 64 calls and 1 s: a probe of the team on a busy
    machine costs up to a time slice). A good call halves them, two good calls in a row reset
-   them: a machine that has gone quiet gets its team back at once. Pure: the caller passes the
-   measurements and the time (tests feed it numbers through <prefix>_team_judge). */
+   them: a machine that has gone quiet gets its team back at once.
+   A spell that a call no worker joined starts (idle: its worker never got a core, as while
+   another library's pool spins on it after its own call) lasts RLX_TEAM_IDLE_SHRINK_NS and
+   neither doubles nor moves the doubling on: thread 0 ran such a call alone and waited for
+   nobody, so a probe of the team costs what one thread does and needs no backing off. A
+   doubling spell could outlast the spinner by as long as it spun (ONNX Runtime's pool spins
+   ~50 ms of CPU after its run), up to a second; not shrinking at all woke a worker that could
+   not come on every call (MNIST 784-128-10/128 beside a real-time process holding the other
+   core: 1.69 ms a step against 1.66 shrunk).
+   Pure: the caller passes the measurements and the time (tests feed it numbers through
+   <prefix>_team_judge). */
 #define RLX_TEAM_LOST_PART 4
 #define RLX_TEAM_MIN_SHARE 0.8
 #define RLX_TEAM_FREE_SHARE 0.9
+#define RLX_TEAM_IDLE_SHRINK_NS 2000000LL  /* a spell after calls no worker joined: 2 ms */
 static int rlx_team_judge(long long wall, long long lost, long long cpu, long long slept,
                           int idle, long long now) {
     const long long awake = wall - slept;
     const int starved = awake > 200000 && cpu < RLX_TEAM_MIN_SHARE * awake;
-    const int bad = idle || starved || RLX_TEAM_LOST_PART * lost > wall;
+    const int hard = starved || RLX_TEAM_LOST_PART * lost > wall;  /* cost thread 0 time */
+    const int bad = idle || hard;
     rlx_team_stat[6] += starved;
     if (!bad) {
         rlx_team_hist = (rlx_team_hist << 1) & 6;
@@ -436,8 +448,16 @@ static int rlx_team_judge(long long wall, long long lost, long long cpu, long lo
         return 0;
     }
     ++rlx_team_stat[7];
-    rlx_team_good = 0;
     rlx_team_hist = ((rlx_team_hist << 1) | 1) & 7;
+    if (!hard) {  /* idle: a short spell, the doubling state left as it was */
+        if (__builtin_popcount((unsigned)rlx_team_hist) < 2) return 1;
+        rlx_team_shrink_left = 0;
+        rlx_team_shrink_until = now + RLX_TEAM_IDLE_SHRINK_NS;
+        ++rlx_team_stat[3];
+        rlx_team_hist = 1;
+        return 2;
+    }
+    rlx_team_good = 0;
     if (__builtin_popcount((unsigned)rlx_team_hist) >= 2) {
         rlx_team_shrink_left = rlx_team_shrink_next;
         rlx_team_shrink_until = now + rlx_team_shrink_ns;
