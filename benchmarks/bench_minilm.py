@@ -14,7 +14,11 @@ of ``--small``, default batch 2 x 8 tokens, a short sentence):
 - ``numpy``: a plain numpy implementation of the same model (``NumpyMiniLM`` below).
 
 Every peer's embeddings are checked against sentence-transformers' own forward pass (max abs
-difference <= 1e-4) before timing.
+difference <= 1e-4) before timing. Turns (common.interleaved) start with a 0.1 s pause, so the
+previous peer's spinning threads are asleep (onnxruntime's spin ~50 ms of CPU after its last
+run: it shared a core with the next peer's first calls), then 0.3 s of untimed calls; odd turns
+run the peers in reverse order, so no peer always follows the same one. Each peer keeps its
+deployed wait policy (onnxruntime spinning and not, both timed).
 
     python benchmarks/bench_minilm.py            # full run, writes results/minilm.*
     python benchmarks/bench_minilm.py --quick    # batch 1 only, few runs, nothing written
@@ -49,6 +53,7 @@ from benchmarks.common import (  # noqa: E402
 )
 
 SEQ = 128
+GAP_S = 0.1  # pause before each turn (interleaved's gap_s); onnxruntime's pool spins ~50 ms
 BATCHES = (1, 8, 32)
 TOLERANCE = 1e-4
 TEXTS = (
@@ -185,6 +190,28 @@ def encoder_flops(cfg: Any, batch: int, seq: int) -> int:
     return 2 * batch * cfg.num_hidden_layers * per_layer
 
 
+TEAM_KEYS = ("team_calls", "calls_shrunk", "bad_calls", "calls_no_worker", "calls_starved",
+             "late_waits")
+
+
+def rlx_turn(name: str, previous: str, timed: list[float] | None,
+             log: list[dict[str, Any]]) -> None:
+    """on_turn for interleaved: rlx's team counters (team.py's judge) over each of its turns'
+    timed calls, with the peer that ran before it and the calls' times, so a slow rlx turn
+    says whether its calls ran shrunk to one thread and after whom."""
+    if name != "rlx":
+        return
+    from benchmarks.bench_contention import team_stats
+
+    now = team_stats({})
+    if timed is None:
+        log.append({"before": now})
+        return
+    before = log[-1].pop("before")
+    log[-1].update({"after": previous, "ms": [round(t * 1e3, 2) for t in timed],
+                    **{k: now[k] - before[k] for k in TEAM_KEYS}})
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20, help="timed calls per peer (>= 20)")
@@ -202,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds of untimed calls before each turn, so no peer's idle "
                          "thread pool spins into the next peer's timed calls (default "
                          f"{SETTLE_S:g})")
+    ap.add_argument("--gap", type=float, default=GAP_S,
+                    help="seconds of pause before each turn's untimed calls: every peer's "
+                         "spinning threads (onnxruntime's spin ~50 ms after its last run) "
+                         f"sleep before the next peer starts (default {GAP_S:g}; 0: none)")
     ap.add_argument("--quick", action="store_true", help="batch 1, few runs, write nothing")
     ap.add_argument("--tag", default="",
                     help="results file suffix, kept beside the default run's (e.g. sched-fifo "
@@ -301,7 +332,10 @@ def main(argv: list[str] | None = None) -> int:
                 say(f"{name} does not run batch {batch} x {seq}: {str(err).splitlines()[0][:120]}")
                 del peers[name]
         bad = {n: e for n, e in errors.items() if not e <= TOLERANCE}
-        stats = interleaved(peers, runs, warmup, block=args.block, settle_s=args.settle)
+        turns: list[dict[str, Any]] = []
+        stats = interleaved(peers, runs, warmup, block=args.block, settle_s=args.settle,
+                            gap_s=args.gap, vary_order=True,
+                            on_turn=lambda name, prev, ts, log=turns: rlx_turn(name, prev, ts, log))
         ort_best = min((k for k in sessions if k in stats), key=lambda k: stats[k].p50,
                        default=None)
         p50 = {n: s.p50 for n, s in stats.items()}
@@ -313,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         row = {"batch": batch, "seq": seq, "rlx_compile_s": round(compile_s, 2),
                "max_abs_diff_vs_sentence_transformers": errors, "over_tolerance": bad,
                "stats_s": stats, "onnxruntime_exporter": ort_best,
-               "fastest_peer": fastest,
+               "fastest_peer": fastest, "rlx_turns": turns,
+               "rlx_team": {k: sum(t[k] for t in turns) for k in TEAM_KEYS},
                "speedup_vs_fastest_peer": round(rivals[fastest] / p50["rlx"], 3),
                "speedup": {n: round(v / p50["rlx"], 3) for n, v in rivals.items()},
                "gflop": encoder_flops(model.config, batch, seq) * 1e-9,
@@ -324,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
             f"  | rlx vs fastest peer ({fastest}) {row['speedup_vs_fastest_peer']:.2f}x" +
             f"  | floor {floor_text(row)} ms (rlx {row['rlx_over_floor']:.2f}x)" +
             (f"  | OVER TOLERANCE {bad}" if bad else "  | all within 1e-4"))
+        say("  rlx turns: " + "; ".join(
+            f"after {t['after'] or '-'}: {' '.join(f'{m:.1f}' for m in t['ms'])} ms"
+            f" ({t['calls_shrunk']} on 1 thread, {t['bad_calls']} bad)" for t in turns))
 
     data = {"benchmark": "minilm", "machine": machine(), "threads": limits, "runs": runs,
             "warmup": warmup, "seq": SEQ, "onnx_export": export_notes,
@@ -333,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             "results": results}
     headers = ["batch x seq", "rlx ms", "torch ms", "torch.compile ms", "onnxruntime ms", "numpy ms",
                "rlx vs fastest peer", "floor ms", "rlx / floor", "rlx of peak",
-               "max |diff| vs s-t"]
+               "rlx calls on 1 thread", "max |diff| vs s-t"]
     rows = []
     for r in results:
         s = r["stats_s"]
@@ -345,17 +383,20 @@ def main(argv: list[str] | None = None) -> int:
                      f"{r['speedup_vs_fastest_peer']:.2f}x ({r['fastest_peer']})",
                      floor_text(r), f"{r['rlx_over_floor']:.2f}x",
                      f"{r['rlx_fraction_of_peak']:.0%}",
+                     f"{r['rlx_team']['calls_shrunk']} of {r['stats_s']['rlx'].runs}",
                      f"{max(r['max_abs_diff_vs_sentence_transformers'].values()):.1e}"])
     counted = "the call's matmul FLOPs"
     md = (f"# all-MiniLM-L6-v2, sequence length {SEQ}\n\n{data['machine']['cpu']}, {threads} "
           f"thread(s) per peer, load average {data['machine']['load_average_1m']} at the end, "
-          f"p50 of {runs} calls ({turns_text(args.block, args.settle)}) after {warmup} "
+          f"p50 of {runs} calls ({turns_text(args.block, args.settle, args.gap)}) after {warmup} "
           f"warm-up calls "
           f"(`python benchmarks/bench_minilm.py {' '.join(argv or sys.argv[1:])}`). "
           f"{caption(peak, threads, counted, peaks)} Memory read bandwidth {bandwidth:.1f} GB/s "
           f"(`benchmarks/peak.py`): a row's floor is the larger of that and the "
           f"{weight_gb * 1e3:.0f} MB of f32 weights (the embedding tables aside) read once "
-          f"at it (small shapes).\n\n"
+          f"at it (small shapes). *rlx calls on 1 thread*: rlx's timed calls that its team's "
+          f"judge ran on the calling thread alone (rlx_core/targets/cpu/team.py; each turn's "
+          f"calls, counters and previous peer are in the JSON's `rlx_turns`).\n\n"
           + markdown_table(headers, rows))
     if not args.quick:
         # an explicit --threads run is kept beside the default one (the cores available)

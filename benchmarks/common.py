@@ -138,7 +138,10 @@ SETTLE_S = 0.3
 def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
                 budget_s: float | None = None, block: int = 1,
                 settle_s: float = 0.0,
-                thread_cpu: dict[str, Stats] | None = None) -> dict[str, Stats]:
+                thread_cpu: dict[str, Stats] | None = None, gap_s: float = 0.0,
+                vary_order: bool = False,
+                on_turn: Callable[[str, str, list[float] | None], None] | None = None
+                ) -> dict[str, Stats]:
     """Time each zero-argument callable ``runs`` times, ``block`` calls per peer per turn.
 
     ``warmup`` calls of each peer come first (compilation, caches, allocator). Turns rotate
@@ -157,6 +160,16 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
     too and its Stats put there: for peers that compute on the calling thread alone (one
     thread), a figure that time slices taken by other processes do not inflate, so a loaded
     machine still compares the kernels (cache pollution by those processes remains).
+
+    ``gap_s``: a pause before each turn's settle calls, so the previous peer's idle threads
+    stop spinning before this peer starts (onnxruntime's spinning pool burns ~50 ms of CPU
+    after its last run: settle calls alone shared a core with it for their first ~50 ms, and
+    a peer's own load balancing, such as rlx's team judge, reacted to it); the settle calls
+    then wake the idle vCPUs again. ``vary_order``: odd turns run the rotation backwards, so
+    a peer does not always follow the same one (a rotation keeps the cyclic order: with
+    bench_minilm's peers rlx always came right after numpy). ``on_turn(name, previous peer,
+    None)`` is called right before a turn's timed calls and ``on_turn(name, previous peer,
+    their seconds)`` right after (a peer's own counters over its timed calls).
     """
     names = list(peers)
     for name in names:
@@ -168,18 +181,30 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
     start = clock()
     block = max(1, block)
     turns = -(-runs // block)
+    previous = ""
     for r in range(turns):
         order = names[r % len(names):] + names[:r % len(names)]
+        if vary_order and r % 2:
+            order.reverse()
         for name in order:
             fn = peers[name]
+            if gap_s > 0:
+                time.sleep(gap_s)  # the previous peer's spinning threads go to sleep
             t_in = clock()
             while clock() - t_in < settle_s:  # untimed calls until the cores are this peer's
                 fn()
+            if on_turn is not None:
+                on_turn(name, previous, None)
+            turn: list[float] = []
             for _ in range(min(block, runs - r * block)):
                 c0, t0 = tclock(), clock()
                 fn()
-                times[name].append(clock() - t0)
+                turn.append(clock() - t0)
                 cpu_times[name].append(tclock() - c0)
+            times[name] += turn
+            if on_turn is not None:
+                on_turn(name, previous, turn)
+            previous = name
         done = (r + 1) * block
         if budget_s is not None and done >= min(runs, 20) and clock() - start > budget_s:
             break
@@ -293,11 +318,14 @@ def machine_stem(base: str, threads: int | None = None, settle_s: float = -1.0) 
                        SETTLE_S if settle_s < 0 else settle_s)
 
 
-def turns_text(block: int, settle_s: float) -> str:
+def turns_text(block: int, settle_s: float, gap_s: float = 0.0) -> str:
     """How the calls were timed, for a results table's caption."""
     text = f"turns of {block} per peer, interleaved"
+    if gap_s > 0:
+        text += f", each turn after a {gap_s:g} s pause"
     if settle_s > 0:
-        text += f", each turn after {settle_s:g} s of untimed calls"
+        text += (" and" if gap_s > 0 else ", each turn after") + \
+            f" {settle_s:g} s of untimed calls"
     return text
 
 

@@ -200,3 +200,23 @@ def test_bench_cnn_keeps_the_hand_written_notes_of_its_results_file(tmp_path) ->
     assert kept_notes(md).startswith(NOTES + "\n")  # no file yet: a fresh heading
     md.write_text(f"# table\n\n| a |\n|---|\n| 1 |\n\n{NOTES}\n\n- a note\n- another\n")
     assert kept_notes(md) == f"{NOTES}\n\n- a note\n- another\n"
+
+
+def test_interleaved_varies_who_comes_before_each_peer_and_reports_each_turn() -> None:
+    """vary_order: odd turns run the rotation backwards, so a peer does not always follow the
+    same one (a rotation alone keeps the cyclic order); on_turn sees each turn's previous peer,
+    once before its timed calls (None) and once after (their times)."""
+    from benchmarks.common import interleaved
+
+    seen: list[tuple[str, str, int | None]] = []
+    stats = interleaved({n: (lambda: None) for n in "abc"}, runs=4, warmup=0, block=2,
+                        gap_s=0.001, vary_order=True,
+                        on_turn=lambda n, prev, ts: seen.append((n, prev, None if ts is None
+                                                                 else len(ts))))
+    assert all(s.runs == 4 for s in stats.values())
+    assert seen[0::2] == [(n, p, None) for n, p, _ in seen[1::2]]  # before, then after
+    after = [(n, p) for n, p, k in seen if k is not None]
+    assert all(k == 2 for *_, k in seen[1::2])
+    assert after == [("a", ""), ("b", "a"), ("c", "b"), ("a", "c"), ("c", "a"), ("b", "c")]
+    assert {p for n, p in after if n == "a"} == {"", "c"} and {p for n, p in after
+                                                               if n == "b"} == {"a", "c"}
