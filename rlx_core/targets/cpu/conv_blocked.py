@@ -26,7 +26,11 @@ K = (input channel block, tap, channel in the block):
   39.7), the asm 35-38, ONNX Runtime's MLAS 38-39;
 - the tiles of 48 pixels are written to NCHW through 8 x 8 register transposes with the
   epilogue (bias, residual, max / min / clip) on the way: ``act((acc + bias) + res)``, the
-  decomposition's order, as conv.py's.
+  decomposition's order, as conv.py's. To NCHW8c (layout.py) the flat tiles apply the same
+  epilogue to their accumulators and store them in place on the last K slice
+  (``rlx_cb_epi``): MobileNetV2's 1x1 convs of K = 16-24 spent ~19% of their time on a
+  separate pass over the chunk (1 thread, Zen 1, batch 8: 16->96 at 56x56 3.92 -> 3.23 ms,
+  24->144 at 28x28 1.45 -> 1.32, 144->24 1.40 -> 1.28).
 
 Work items are (image, block of output rows); a thread alone takes every row block of an image
 at once (the copy is then made once). The kernel needs AVX2 + FMA for speed; without them the
@@ -212,6 +216,25 @@ static inline __attribute__((always_inline)) void rlx_cb_tile(
 #endif
 }
 
+/* the epilogue a flat tile applies on its way out when it ends the K loop and the output is
+   NCHW8c (rlx_cb_conv's lay & 2, a residual laid out as the output): y = act((acc + bias) +
+   res) straight from the accumulators, the tile's pixels i at y + 8 i (the panel's second
+   block bs bytes further), instead of a pass over the chunk after it (rlx_cb_store_b). With K
+   = 16-24 (MobileNetV2's 1x1 convs) that pass took ~19% of the conv's time. rlx_cb_tile6's asm
+   reads the fields at the offsets checked below */
+typedef struct {
+    float *y;           /* the tile's first pixel in the panel's first block */
+    const float *res;   /* the residual there, or 0 */
+    const float *bias;  /* the panel's 16 (or 8) biases, or 0 */
+    int64_t bs;         /* bytes between the panel's two blocks of y (and res) */
+    int64_t act;        /* rlx_conv_epi_ctx's: 1 max(., lo), 2 min(., hi) */
+    float lo, hi;
+} rlx_cb_epi;
+_Static_assert(offsetof(rlx_cb_epi, res) == 8 && offsetof(rlx_cb_epi, bias) == 16
+               && offsetof(rlx_cb_epi, bs) == 24 && offsetof(rlx_cb_epi, act) == 32
+               && offsetof(rlx_cb_epi, lo) == 40 && offsetof(rlx_cb_epi, hi) == 44,
+               "rlx_cb_tile6 reads rlx_cb_epi at these offsets");
+
 /* the tile on whole blocks of 8 channels (bw 8), its K loop flattened: ntap (channel
    block, tap) pairs, pair t read at offset offs[t] from each pixel's pointer, 8 K steps per
    pair unrolled; NV filter vectors per step (2: a panel of 16, 1: a last panel of 8). GCC keeps 12 + 2 + 1 ymm registers only while nothing moves a load of a
@@ -231,7 +254,7 @@ static inline __attribute__((always_inline)) void rlx_cb_tile(
 #if RLX_CB_VEC
 static inline __attribute__((always_inline)) void rlx_cb_tile8(
         const float *const *a, const float *restrict pk, int64_t ntap, const int64_t *offs,
-        float *restrict out, int acc, const int MR, const int NV) {
+        float *restrict out, int acc, const rlx_cb_epi *e, const int MR, const int NV) {
     __m256 c0[RLX_CB_MR], c1[RLX_CB_MR];
     _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) {
         c0[i] = acc ? _mm256_loadu_ps(out + i * 16) : _mm256_setzero_ps();
@@ -241,6 +264,23 @@ static inline __attribute__((always_inline)) void rlx_cb_tile8(
         const int64_t off = offs[t];
         RLX_CB_STEP8(0) RLX_CB_STEP8(1) RLX_CB_STEP8(2) RLX_CB_STEP8(3)
         RLX_CB_STEP8(4) RLX_CB_STEP8(5) RLX_CB_STEP8(6) RLX_CB_STEP8(7)
+    }
+    if (e) {  /* rlx_cb_epi: to the output */
+        const __m256 vlo = _mm256_set1_ps(e->lo), vhi = _mm256_set1_ps(e->hi);
+        const __m256 b0 = e->bias ? _mm256_loadu_ps(e->bias) : _mm256_setzero_ps();
+        const __m256 b1 = e->bias && NV == 2 ? _mm256_loadu_ps(e->bias + 8) : b0;
+        const int64_t bs = e->bs / (int64_t)sizeof(float);
+        _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) {
+            _mm256_storeu_ps(e->y + i * 8,
+                             rlx_conv_fin8(c0[i], e->bias != 0, b0, e->res ? e->res + i * 8 : 0,
+                                           (int)e->act, vlo, vhi));
+            if (NV == 2)
+                _mm256_storeu_ps(e->y + bs + i * 8,
+                                 rlx_conv_fin8(c1[i], e->bias != 0, b1,
+                                               e->res ? e->res + bs + i * 8 : 0, (int)e->act,
+                                               vlo, vhi));
+        }
+        return;
     }
     _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) {
         _mm256_storeu_ps(out + i * 16, c0[i]);
@@ -277,12 +317,29 @@ static inline __attribute__((always_inline)) void rlx_cb_tile8(
 #define RLX_CB_LD(R, B) "vmovups " #B "(%[out]), %%ymm" #R "\n\t"
 #define RLX_CB_Z(R, B) "vxorps %%ymm" #R ", %%ymm" #R ", %%ymm" #R "\n\t"
 #define RLX_CB_ST(R, B) "vmovups %%ymm" #R ", " #B "(%[out])\n\t"
+/* rlx_cb_epi on the accumulators: (even, odd) register of pixel i, 32 i. The address
+   registers are the loop's, free by then: pk the output, offs the residual, n bs, off the
+   bias and act; ymm12-13 bias, lo or hi, ymm14-15 the compare masks */
+#define RLX_CB_PIX6(OP) \
+    OP(0, 1, 0) OP(2, 3, 32) OP(4, 5, 64) OP(6, 7, 96) OP(8, 9, 128) OP(10, 11, 160)
+#define RLX_CB_EB(R0, R1, B) "vaddps %%ymm12, %%ymm" #R0 ", %%ymm" #R0 "\n\t" \
+                             "vaddps %%ymm13, %%ymm" #R1 ", %%ymm" #R1 "\n\t"
+#define RLX_CB_ER(R0, R1, B) "vaddps " #B "(%[offs]), %%ymm" #R0 ", %%ymm" #R0 "\n\t" \
+                             "vaddps " #B "(%[offs],%[n]), %%ymm" #R1 ", %%ymm" #R1 "\n\t"
+/* rlx_conv_fin8's blends: keep the accumulator where it is > lo (< hi) or NaN */
+#define RLX_CB_EC(R, V, M, P) "vcmpps $" #P ", %%ymm" #V ", %%ymm" #R ", %%ymm" #M "\n\t" \
+                              "vblendvps %%ymm" #M ", %%ymm" #R ", %%ymm" #V ", %%ymm" #R "\n\t"
+#define RLX_CB_ELO(R0, R1, B) RLX_CB_EC(R0, 12, 14, 0x16) RLX_CB_EC(R1, 12, 15, 0x16)
+#define RLX_CB_EHI(R0, R1, B) RLX_CB_EC(R0, 13, 14, 0x19) RLX_CB_EC(R1, 13, 15, 0x19)
+#define RLX_CB_EY(R0, R1, B) "vmovups %%ymm" #R0 ", " #B "(%[pk])\n\t" \
+                             "vmovups %%ymm" #R1 ", " #B "(%[pk],%[n])\n\t"
 static inline void rlx_cb_tile6(const float *const *a, const float *pk, int64_t ntap,
-                                const int64_t *offs, float *out, int acc) {
+                                const int64_t *offs, float *out, int acc,
+                                const rlx_cb_epi *e) {
     int64_t off;
     __asm__ volatile(
-        "test %[acc], %[acc]\n\t"
-        "jz 1f\n\t"
+        "cmpq $0, %[acc]\n\t"
+        "je 1f\n\t"
         RLX_CB_ROW6(RLX_CB_LD)
         "jmp 2f\n"
         "1:\n\t"
@@ -295,10 +352,41 @@ static inline void rlx_cb_tile6(const float *const *a, const float *pk, int64_t 
         "add $512, %[pk]\n\t"
         "dec %[n]\n\t"
         "jnz 2b\n\t"
+        "test %[e], %[e]\n\t"
+        "jnz 3f\n\t"
         RLX_CB_ROW6(RLX_CB_ST)
+        "jmp 8f\n"
+        "3:\n\t"
+        "mov 16(%[e]), %[off]\n\t"
+        "test %[off], %[off]\n\t"
+        "jz 4f\n\t"
+        "vmovups (%[off]), %%ymm12\n\t"
+        "vmovups 32(%[off]), %%ymm13\n\t"
+        RLX_CB_PIX6(RLX_CB_EB)
+        "4:\n\t"
+        "mov (%[e]), %[pk]\n\t"
+        "mov 8(%[e]), %[offs]\n\t"
+        "mov 24(%[e]), %[n]\n\t"
+        "test %[offs], %[offs]\n\t"
+        "jz 5f\n\t"
+        RLX_CB_PIX6(RLX_CB_ER)
+        "5:\n\t"
+        "mov 32(%[e]), %[off]\n\t"
+        "test $1, %[off]\n\t"
+        "jz 6f\n\t"
+        "vbroadcastss 40(%[e]), %%ymm12\n\t"
+        RLX_CB_PIX6(RLX_CB_ELO)
+        "6:\n\t"
+        "test $2, %[off]\n\t"
+        "jz 7f\n\t"
+        "vbroadcastss 44(%[e]), %%ymm13\n\t"
+        RLX_CB_PIX6(RLX_CB_EHI)
+        "7:\n\t"
+        RLX_CB_PIX6(RLX_CB_EY)
+        "8:\n\t"
         : [pk] "+r"(pk), [offs] "+r"(offs), [n] "+r"(ntap), [off] "=&r"(off)
         : [a0] "r"(a[0]), [a1] "r"(a[1]), [a2] "r"(a[2]), [a3] "r"(a[3]), [a4] "r"(a[4]),
-          [a5] "r"(a[5]), [out] "r"(out), [acc] "r"((int64_t)acc)
+          [a5] "r"(a[5]), [out] "r"(out), [acc] "rm"((int64_t)acc), [e] "r"(e)
         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
           "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");
 }
@@ -393,6 +481,22 @@ static void rlx_cb_fill_b(const rlx_conv_geo *g, const float *x, int64_t ylo, in
         }
 }
 
+/* CALL(M) with the tile's pixel count mr (1..6) as the constant M, so a tile's
+   accumulators stay in registers */
+#define RLX_CB_BY_MR(mr, CALL) \
+    switch (mr) { \
+        case 6: CALL(6); break; \
+        case 5: CALL(5); break; \
+        case 4: CALL(4); break; \
+        case 3: CALL(3); break; \
+        case 2: CALL(2); break; \
+        default: CALL(1); break; \
+    }
+/* RLX_CB_FUSE=0 at compile time: every tile through the scratch and the store pass (A/B) */
+#ifndef RLX_CB_FUSE
+#define RLX_CB_FUSE 1
+#endif
+
 /* output rows [oy0, oy1) of one image of a groups-1 convolution with o output channels: pk
    the filter packed by rlx_cb_pack, y / res the image's output (and residual) planes; lay:
    1 the input is NCHW8c, 2 the output is, 4 the residual is (else NCHW). Returns 0 when out
@@ -449,69 +553,54 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
                 if (++ox == g->ow) { ox = 0; ++oy; }
             }
         at = c0;
+        /* NCHW8c: block 2q (and 2q + 1) from pixel pix0 + c0; NCHW: row 16 q */
+        const int64_t atb = (q * 2 * p + pix0 + c0) * 8, atn = q * 16 * p + pix0 + c0;
+        const int rb = (lay & 4) != 0;  /* the residual is NCHW8c */
+        const float *rq = res ? res + (rb ? atb : atn) : 0;
+        const float *bq = bias ? bias + q * 16 : 0;
+        /* the flat tiles store an NCHW8c output themselves on the last K slice */
+        const int fuse = RLX_CB_FUSE && flat && (lay & 2) && (!res || rb);
+        rlx_cb_epi ep = {y + atb, rq, bq, p * 8 * (int64_t)sizeof(float), act, lo, hi};
         for (int64_t kb = 0; kb < cbn; kb += cbk) {
             const int64_t nb = cbn - kb < cbk ? cbn - kb : cbk, acc = kb > 0;
             const float *pb = pq + kb * khw * bw * (narrow ? 8 : 16);
+            const rlx_cb_epi *e = fuse && kb + nb == cbn ? &ep : 0;
             for (int64_t t = 0; t < n; t += MR) {
                 const int64_t mr = n - t < MR ? n - t : MR;
                 const float *a[MR];
                 for (int64_t i = 0; i < mr; ++i) a[i] = xp + kb * cbs + poff[t + i];
                 for (int64_t i = mr; i < MR; ++i) a[i] = a[0];
                 float *o16 = yb + t * 16;
+                ep.y = y + atb + t * 8;
+                ep.res = rq ? rq + t * 8 : 0;
 #if RLX_CB_VEC
                 if (flat && narrow) {  /* the last panel, 8 wide */
-#define RLX_CB_CALL(M) rlx_cb_tile8(a, pb, nb * khw, offs, o16, acc, M, 1)
-                    switch (mr) {
-                        case 6: RLX_CB_CALL(6); break;
-                        case 5: RLX_CB_CALL(5); break;
-                        case 4: RLX_CB_CALL(4); break;
-                        case 3: RLX_CB_CALL(3); break;
-                        case 2: RLX_CB_CALL(2); break;
-                        default: RLX_CB_CALL(1); break;
-                    }
+#define RLX_CB_CALL(M) rlx_cb_tile8(a, pb, nb * khw, offs, o16, acc, e, M, 1)
+                    RLX_CB_BY_MR(mr, RLX_CB_CALL)
 #undef RLX_CB_CALL
-                    continue;
-                }
-                if (flat) {
-#define RLX_CB_CALL(M) rlx_cb_tile8(a, pb, nb * khw, offs, o16, acc, M, 2)
-                    switch (mr) {
 #if RLX_CB_ASM6
-                        case 6: rlx_cb_tile6(a, pb, nb * khw, offs, o16, acc); break;
-#else
-                        case 6: RLX_CB_CALL(6); break;
+                } else if (flat && mr == MR) {
+                    rlx_cb_tile6(a, pb, nb * khw, offs, o16, acc, e);
 #endif
-                        case 5: RLX_CB_CALL(5); break;
-                        case 4: RLX_CB_CALL(4); break;
-                        case 3: RLX_CB_CALL(3); break;
-                        case 2: RLX_CB_CALL(2); break;
-                        default: RLX_CB_CALL(1); break;
-                    }
+                } else if (flat) {
+#define RLX_CB_CALL(M) rlx_cb_tile8(a, pb, nb * khw, offs, o16, acc, e, M, 2)
+                    RLX_CB_BY_MR(mr, RLX_CB_CALL)
 #undef RLX_CB_CALL
-                    continue;
-                }
+                } else
 #endif
+                {
 #define RLX_CB_CALL(M) rlx_cb_tile(a, pb, nb, cbs, g->kh, g->kw, rs, cs, o16, acc, (int)bw, M)
-                switch (mr) {
-                    case 6: RLX_CB_CALL(6); break;
-                    case 5: RLX_CB_CALL(5); break;
-                    case 4: RLX_CB_CALL(4); break;
-                    case 3: RLX_CB_CALL(3); break;
-                    case 2: RLX_CB_CALL(2); break;
-                    default: RLX_CB_CALL(1); break;
-                }
+                    RLX_CB_BY_MR(mr, RLX_CB_CALL)
 #undef RLX_CB_CALL
+                }
             }
         }
-        /* NCHW8c: block 2q (and 2q + 1) from pixel pix0 + c0; NCHW: row 16 q */
-        const int64_t atb = (q * 2 * p + pix0 + c0) * 8, atn = q * 16 * p + pix0 + c0;
-        const int rb = (lay & 4) != 0;  /* the residual is NCHW8c */
-        const float *rq = res ? res + (rb ? atb : atn) : 0;
+        if (fuse)
+            continue;
         if (lay & 2)
-            rlx_cb_store_b(yb, n, nv, y + atb, bias ? bias + q * 16 : 0, rq, p, act, lo, hi,
-                           rb);
+            rlx_cb_store_b(yb, n, nv, y + atb, bq, rq, p, act, lo, hi, rb);
         else
-            rlx_cb_store(yb, n, nv, y + atn, bias ? bias + q * 16 : 0, rq, p, act, lo, hi,
-                         rb);
+            rlx_cb_store(yb, n, nv, y + atn, bq, rq, p, act, lo, hi, rb);
     }
     return 1;
 }
