@@ -12,8 +12,10 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -93,8 +95,10 @@ def dist() -> Path:
     if not (ROOT / "build" / "pyodide-npm" / "node_modules" / "pyodide").exists() and \
             shutil.which("npm") is None:
         pytest.skip("npm is absent and the pyodide package is not installed")
+    # the wheel is built by this interpreter: a worktree has no .venv of its own
     done = subprocess.run(["bash", str(ROOT / "scripts" / "build_pyodide_dist.sh"), str(DIST)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+                          cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHON": sys.executable})
     assert done.returncode == 0, done.stderr
     for f in (ROOT / "tests" / "browser" / "page").iterdir():
         shutil.copy(f, DIST / f.name)
