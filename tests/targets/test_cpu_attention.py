@@ -225,3 +225,38 @@ def test_queries_and_keys_of_different_lengths_and_value_width(mask: str, layout
     assert _impls(exe) == ["rlx-attention"]
     want = np.asarray(rlx.compile(f, q, k, v, keep, target="numpy", record=False)(q, k, v, keep))
     np.testing.assert_allclose(np.asarray(exe(q, k, v, keep)), want, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_keys_hidden_at_either_end_are_left_out_unless_v_is_not_finite(layout: str) -> None:
+    """Padding hides a run of keys at the end (or, left-padded, at the start): an item reads
+    only the keys from its first to its last visible one, which is exact (hidden keys weigh
+    an exact 0). NaN or inf in a hidden key's row of V makes the product NaN, as in the
+    decomposition, so such rows are read; NaN in a hidden key's row of K changes nothing."""
+    rng = np.random.default_rng(9)
+    b, h, s, d = 3, 2, 40, 8
+
+    def arr() -> np.ndarray:
+        dims = (b, h, s, d) if layout == "bhsd" else (b, s, h, d)
+        return rng.standard_normal(dims).astype(np.float32)
+
+    q, k, v = arr(), arr(), arr()
+    keep = np.zeros((b, s), bool)
+    keep[0, :9] = True  # right-padded
+    keep[1, 30:] = True  # left-padded
+    keep[2, 5:33] = True  # both, with a hole
+    keep[2, 12] = False
+    at = (lambda bb, j: (bb, slice(None), j)) if layout == "bhsd" else (lambda bb, j: (bb, j))
+    k[at(0, 20)] = np.nan
+    k[at(1, 3)] = np.inf
+    f = _fn("padding", layout)
+    exe = rlx.compile(f, q, k, v, keep, target="cpu", record=False)
+    got = np.asarray(exe(q, k, v, keep))
+    np.testing.assert_allclose(got, _ref(q, k, v, "padding", keep, layout), rtol=2e-5,
+                               atol=2e-6)
+    common = rlx.compile(f, q, k, v, keep, target="cpu", policy="force-common", record=False)
+    v[at(0, 30)] = np.nan  # hidden, after the last visible key of batch 0
+    v[at(1, 0)] = np.inf  # hidden, before the first visible key of batch 1
+    got, want = np.asarray(exe(q, k, v, keep)), np.asarray(common(q, k, v, keep))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(got[0]).any() and np.isnan(got[1]).any() and not np.isnan(got[2]).any()

@@ -7,10 +7,11 @@ each thread takes (batch, head, block of query rows) items and does everything f
 while its block of scores is in L2::
 
     for item in (batch, head, query rows r0..r1):        # shared out over the team
-        S = Q[r0:r1] @ K^T                               # rlx_sgemm, into a per-thread buffer
+        keys j0..j1: first to last visible (padding)     # hidden ends left out: see below
+        S = Q[r0:r1] @ K[j0:j1]^T                        # rlx_sgemm, into a per-thread buffer
         S = where(keep, S * scale, lowest); m = max(S)   # the padding / causal mask, one pass
-        S = exp(S - m); t = sum(S)                       # double sum, the same pass
-        O[r0:r1] = (S @ V) / t                           # rlx_sgemm, into the output; then
+        S = exp(S - m); t = sum(S)                       # f32 lane sums, the same pass
+        O[r0:r1] = (S @ V[j0:j1]) / t                    # rlx_sgemm, into the output; then
                                                          # dv divisions a row instead of sk
 
 The arithmetic is the decomposition's (dispatch/decompositions.attention): the same GEMM
@@ -19,7 +20,19 @@ the division by each row's sum follows the second GEMM instead of preceding it, 
 and a common-IR compile agree to rounding. Both changes against the decomposition's four
 passes over the scores (scale and mask, max, exp and sum, divide) leave two: MiniLM's
 attention, one thread, 12 heads of 128 x 128 x 32, took 377-381 instead of 385-394 us a layer
-(C harness; the two GEMMs alone take 238 us). Operands are read in place through their strides
+(C harness; the two GEMMs alone take 238 us).
+
+Padded keys: a hidden key's weight is an exact 0, so the keys before a batch row's first and
+after its last visible one (a padded sentence's tail, or a left-padded one's head) are left out
+of both GEMMs and the softmax: exact, except that 0 * inf and 0 * NaN in the product with V
+are NaN, so the ends are kept when a row of V there is not finite (and, under a causal mask,
+the head is kept when a query row precedes the first visible key: it sees none and averages
+all of V). MiniLM at batch 1 pads a 13-token sentence to 128. The softmax's exp is
+``rlx_attn_exp``: x - max <= 0, so rlx_exp_f's overflow and subnormal cases go, and its sum is
+an f32 vector of lane sums instead of a double (the double conversion halved the vector
+width). Zen 1 (AVX2 on 128-bit halves), one thread, MiniLM's 12 heads of 128 x 128 x 32 with
+a quarter of the keys hidden: 1.47 ms a layer before, 1.01 after; the whole model at batch 1
+88.4 -> 81.0 ms, batch 8 718 -> 652-692 ms (benchmarks/profile_minilm.py has the split). Operands are read in place through their strides
 in either layout, bhsd or bshd (the projections' own (batch, seq, heads, dim): the head split
 and merge transposes then never run; see algebraic_simplify.attention_in_place).
 """
@@ -69,6 +82,38 @@ static inline float rlx_attn_score(int64_t i, int64_t j, const float *q, int64_t
     float s = 0.0f;
     for (int64_t p = 0; p < d; ++p) s += q[i * ldq + p] * k[j * ldk + p];
     return s * scale;
+}
+
+/* exp(x) for a softmax's x = score - row max <= 0 (or NaN): rlx_exp_f's Cephes steps without
+   its overflow and subnormal cases, and 0 below -87 (exp there is under 1.7e-38, beside the
+   row's sum >= 1 nothing). Masked keys (the lowest float less the max) land there */
+static inline float rlx_attn_exp(float x) {
+    const float xc = x < -87.0f ? -87.0f : x;
+    const float n = __builtin_floorf(xc * 1.44269504088896341f + 0.5f);
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const float y = p * rlx_pow2i_f((int32_t)n);  /* n >= -126: a normal power of two */
+    return x < -87.0f ? 0.0f : y;  /* NaN stays NaN: it compares false and p is NaN */
+}
+
+/* are rows [j0, j1) of v (dv values each, ldv apart) free of NaN and infinities? A hidden
+   key's weight is an exact 0, but 0 * inf or 0 * NaN in the product with V is NaN, as in
+   the decomposition: such rows are not left out */
+static int rlx_attn_finite(const float *v, int64_t ldv, int64_t dv, int64_t j0, int64_t j1) {
+    float z = 0.0f;
+    for (int64_t j = j0; j < j1; ++j) {
+        const float *restrict row = v + j * ldv;
+        #pragma omp simd reduction(+:z)
+        for (int64_t c = 0; c < dv; ++c) z += row[c] * 0.0f;  /* NaN iff one is not finite */
+    }
+    return z == 0.0f;
 }
 
 /* query rows [r0, r1) of one (batch, head): q, k, v, o point at its row 0, rows ld* apart;
@@ -121,13 +166,32 @@ static void rlx_attention_rows(int64_t r0, int64_t r1, int64_t sk, int64_t d, in
     }
     int32_t *keep = (int32_t *)(s + rows * sk);
     float *tot = s + rows * sk + sk;  /* each row's sum of exps */
-    if (mask)
-        for (int64_t j = 0; j < sk; ++j) keep[j] = rlx_attn_keep(mask, j, mwidth, mfloat);
+    int64_t j0 = 0;  /* the item reads keys [j0, j0 + sk) of the head's: see the docstring */
+    if (mask) {
+        int64_t first = -1, last = -1;
+        for (int64_t j = 0; j < sk; ++j) {
+            keep[j] = rlx_attn_keep(mask, j, mwidth, mfloat);
+            if (keep[j]) {
+                first = first < 0 ? j : first;
+                last = j;
+            }
+        }
+        /* causal: a row before the first visible key sees none and averages all of V */
+        first = causal && first > r0 ? 0 : first;
+        if (last >= 0 && (first > 0 || last < sk - 1) && rlx_attn_finite(v, ldv, dv, 0, first)
+            && rlx_attn_finite(v, ldv, dv, last + 1, sk)) {
+            j0 = first;
+            sk = last + 1 - first;
+            k += j0 * ldk;
+            v += j0 * ldv;
+            keep += j0;
+        }
+    }
     /* S = Q[r0:r1] K^T: element (p, j) of op(B) = K^T is k[j * ldk + p] */
     rlx_sgemm(rows, sk, d, q + r0 * ldq, ldq, 1, k, 1, ldk, s, sk, 0, sk);
     for (int64_t r = 0; r < rows; ++r) {
         float *restrict x = s + r * sk;
-        const int64_t i = r0 + r;
+        const int64_t i = r0 + r - j0;  /* causal: key j (counted from j0) visible if j <= i */
         /* scale, then the lowest finite value where a key is hidden (select, not add), and
            the row's max in the same pass */
         float mx = -INFINITY;
@@ -156,14 +220,14 @@ static void rlx_attention_rows(int64_t r0, int64_t r1, int64_t sk, int64_t d, in
                 mx = x[j] > mx ? x[j] : mx;
             }
         }
-        double t = 0.0;
+        float t = 0.0f;
         #pragma omp simd reduction(+:t)
         for (int64_t j = 0; j < sk; ++j) {
-            const float e = rlx_exp_f(x[j] - mx);
+            const float e = rlx_attn_exp(x[j] - mx);
             x[j] = e;
-            t += (double)e;
+            t += e;
         }
-        tot[r] = (float)t;
+        tot[r] = t;
     }
     /* O[r0:r1] = exp(S) V, then each row divided by its sum: the softmax's division moved
        past the product (dv values a row instead of sk; equal up to rounding). Element (p, c)
