@@ -260,3 +260,43 @@ def test_keys_hidden_at_either_end_are_left_out_unless_v_is_not_finite(layout: s
     got, want = np.asarray(exe(q, k, v, keep)), np.asarray(common(q, k, v, keep))
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     assert np.isnan(got[0]).any() and np.isnan(got[1]).any() and not np.isnan(got[2]).any()
+
+
+_EXP_HARNESS = r"""
+#include <stdio.h>
+int main(void) {
+    long bad = 0, n = 0;
+    for (uint32_t b = 0x80000000u; b <= 0xff800000u && b >= 0x80000000u; b += 61) {
+        float x, a, c;
+        memcpy(&x, &b, 4);
+        a = rlx_attn_exp(x);
+        c = rlx_exp_f(x);
+        bad += memcmp(&a, &c, 4) != 0;
+        ++n;
+    }
+    const float nan = __builtin_nanf("");
+    printf("%ld %ld %d\n", n, bad, rlx_attn_exp(nan) != rlx_attn_exp(nan));
+    return 0;
+}
+"""
+
+
+def test_the_softmax_exp_equals_the_prelude_exp_on_every_negative_float(tmp_path) -> None:
+    """rlx_attn_exp (x - max <= 0 only) gives rlx_exp_f's bits on every 61st float from -0
+    to -inf, the subnormal results included, and keeps NaN."""
+    import subprocess
+
+    from rlx_core.targets.c_common.prelude import prelude
+    from rlx_core.targets.cpu import attention, sgemm
+    from rlx_core.targets.cpu.toolchain import find_compiler
+
+    cc = find_compiler()
+    src = tmp_path / "exp.c"
+    src.write_text(prelude() + sgemm.SOURCE + attention.SOURCE + _EXP_HARNESS)
+    exe = tmp_path / "exp"
+    subprocess.run([cc.path, *cc.opt_flags, "-std=gnu11", "-fno-math-errno",
+                    "-fno-trapping-math", str(src), "-o", str(exe), "-lm"], check=True,
+                   capture_output=True)
+    n, bad, nan = (int(t) for t in subprocess.run([str(exe)], check=True, capture_output=True,
+                                                  text=True).stdout.split())
+    assert n > 30_000_000 and bad == 0 and nan == 1
