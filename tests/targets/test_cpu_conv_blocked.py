@@ -189,19 +189,21 @@ def test_a_one_channel_stem_runs_blocked_not_as_a_depthwise_conv(o: int, pool: b
 
 
 def test_the_tiles_store_a_blocked_output_with_its_epilogue() -> None:
-    """Where a conv's output is NCHW8c the flat tiles apply act((acc + bias) + res) and store
-    it themselves on the last K slice (rlx_cb_epi): full 6-pixel tiles (asm) and partial ones,
+    """Where a conv's output is NCHW8c the tiles apply act((acc + bias) + res) and store it
+    themselves on the last K slice (rlx_cb_epi): full 6-pixel tiles (asm) and partial ones,
     16-wide and a last 8-wide panel, two K slices (208 channels, 1x1), a blocked residual,
-    bias or none, ReLU, clip and no activation; a NaN in the input stays NaN through ReLU as in
-    the reference (rlx_max_f), wherever it spreads."""
+    bias or none, ReLU, clip and no activation, and a 3-channel stem (rlx_cb_tile: its full
+    panel fused, its last 8 channels through the store pass); a NaN in the input stays NaN
+    through ReLU as in the reference (rlx_max_f), wherever it spreads."""
     _skip_unless_simd()
     rng = np.random.default_rng(5)
     shapes = {"w0": (32, 16, 1, 1), "w1": (40, 32, 3, 3), "w2": (208, 40, 1, 1),
-              "w3": (40, 208, 1, 1), "w4": (8, 40, 1, 1)}
+              "w3": (40, 208, 1, 1), "w4": (8, 40, 1, 1), "s0": (24, 3, 3, 3),
+              "s1": (8, 24, 1, 1)}
     ws = {k: (rng.standard_normal(s) * 0.3).astype(np.float32) for k, s in shapes.items()}
     bs = {k: rng.standard_normal(s[0]).astype(np.float32) for k, s in shapes.items()}
 
-    def f(a):
+    def f(a, b):
         def conv(v, k, bias=True, **kw):
             return nn.conv2d(v, rlx.param(ws[k], k), rlx.param(bs[k], "b" + k) if bias else None,
                              **kw)
@@ -210,17 +212,21 @@ def test_the_tiles_store_a_blocked_output_with_its_epilogue() -> None:
         y1 = rlx.minimum(rlx.maximum(conv(y0, "w1", stride=2, padding=1), 0.0), 6.0)
         y2 = conv(y1, "w2", bias=False)  # no epilogue at all
         y3 = nn.relu(conv(y2, "w3") + y1)  # 2 K slices, a last panel of 8, residual
-        return conv(y3, "w4")  # the graph output: NCHW
+        s0 = rlx.minimum(rlx.maximum(conv(b, "s0", stride=2, padding=1), 0.0), 6.0)
+        return conv(y3, "w4"), conv(s0, "s1")  # the graph outputs: NCHW
 
     x = rng.standard_normal((2, 16, 7, 9)).astype(np.float32)
-    exe = rlx.compile(f, x, target="cpu", record=False)
+    x2 = rng.standard_normal((2, 3, 13, 11)).astype(np.float32)  # 7 x 6: 42 pixels
+    exe = rlx.compile(f, x, x2, target="cpu", record=False)
     assert {k["impl"] for k in exe.program.info["kernels"].values()} == {"rlx-conv-blocked"}
     convs = [n.name for n in exe.lir.nodes if n.op.startswith("conv2d")]
-    assert len(convs) == 5 and set(exe.program.info["nchw8c"]) == set(convs[:4])
-    ref = rlx.compile(f, x, target="numpy", record=False)
-    assert _rel(exe(x), ref(x)) < 1e-5
+    assert len(convs) == 7 and set(exe.program.info["nchw8c"]) == set(convs) - set(
+        exe.lir.outputs)
+    ref = rlx.compile(f, x, x2, target="numpy", record=False)
+    for g_, w_ in zip(exe(x, x2), ref(x, x2), strict=True):
+        assert _rel(g_, w_) < 1e-5
     x[1, 3, 2, 4] = np.nan
-    got, want = np.asarray(exe(x)), np.asarray(ref(x))
+    got, want = np.asarray(exe(x, x2)[0]), np.asarray(ref(x, x2)[0])
     assert np.isnan(want).any() and not np.isnan(want).all()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     keep = ~np.isnan(want)

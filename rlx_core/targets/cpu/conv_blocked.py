@@ -163,6 +163,45 @@ static void rlx_cb_fill(const rlx_conv_geo *g, const float *x, int64_t ylo, int6
     }
 }
 
+/* the epilogue a tile applies on its way out when it ends the K loop and the output is
+   NCHW8c (rlx_cb_conv's lay & 2, a residual laid out as the output): y = act((acc + bias) +
+   res) straight from the accumulators, the tile's pixels i at y + 8 i (the panel's second
+   block bs bytes further), instead of a pass over the chunk after it (rlx_cb_store_b). With K
+   = 16-27 (MobileNetV2's 1x1 convs, 3-channel stems) that pass took ~19% of the conv's time.
+   rlx_cb_tile6's asm reads the fields at the offsets checked below */
+typedef struct {
+    float *y;           /* the tile's first pixel in the panel's first block */
+    const float *res;   /* the residual there, or 0 */
+    const float *bias;  /* the panel's 16 (or 8) biases, or 0 */
+    int64_t bs;         /* bytes between the panel's two blocks of y (and res) */
+    int64_t act;        /* rlx_conv_epi_ctx's: 1 max(., lo), 2 min(., hi) */
+    float lo, hi;
+} rlx_cb_epi;
+_Static_assert(offsetof(rlx_cb_epi, res) == 8 && offsetof(rlx_cb_epi, bias) == 16
+               && offsetof(rlx_cb_epi, bs) == 24 && offsetof(rlx_cb_epi, act) == 32
+               && offsetof(rlx_cb_epi, lo) == 40 && offsetof(rlx_cb_epi, hi) == 44,
+               "rlx_cb_tile6 reads rlx_cb_epi at these offsets");
+
+#if RLX_CB_VEC
+/* rlx_cb_epi e applied to the MR x (8 NV) accumulators c0 (c1) of a tile and stored */
+#define RLX_CB_EPI_STORE(e, c0, c1, MR, NV) { \
+    const __m256 vlo = _mm256_set1_ps((e)->lo), vhi = _mm256_set1_ps((e)->hi); \
+    const __m256 eb0 = (e)->bias ? _mm256_loadu_ps((e)->bias) : _mm256_setzero_ps(); \
+    const __m256 eb1 = (e)->bias && (NV) == 2 ? _mm256_loadu_ps((e)->bias + 8) : eb0; \
+    const int64_t ebs = (e)->bs / (int64_t)sizeof(float); \
+    _Pragma("GCC unroll 8") for (int i = 0; i < (MR); ++i) { \
+        _mm256_storeu_ps((e)->y + i * 8, \
+                         rlx_conv_fin8(c0[i], (e)->bias != 0, eb0, \
+                                       (e)->res ? (e)->res + i * 8 : 0, (int)(e)->act, vlo, \
+                                       vhi)); \
+        if ((NV) == 2) \
+            _mm256_storeu_ps((e)->y + ebs + i * 8, \
+                             rlx_conv_fin8(c1[i], (e)->bias != 0, eb1, \
+                                           (e)->res ? (e)->res + ebs + i * 8 : 0, \
+                                           (int)(e)->act, vlo, vhi)); \
+    } }
+#endif
+
 /* out[i * 16 + j] (+)= the sum over cbn channel blocks of pixel i's input times panel column
    j, for MR pixels whose blocked inputs start at a[i] (the first block, tap (0, 0)); cbs, rs,
    cs: floats between channel blocks, tap rows and tap columns of the blocked copy; acc: add
@@ -170,7 +209,7 @@ static void rlx_cb_fill(const rlx_conv_geo *g, const float *x, int64_t ylo, int6
 static inline __attribute__((always_inline)) void rlx_cb_tile(
         const float *const *a, const float *restrict pk, int64_t cbn, int64_t cbs,
         int64_t kh, int64_t kw, int64_t rs, int64_t cs, float *restrict out, int acc,
-        const int bw, const int MR) {
+        const rlx_cb_epi *e, const int bw, const int MR) {
 #if RLX_CB_VEC
     __m256 c0[RLX_CB_MR], c1[RLX_CB_MR];
     const float *ap[RLX_CB_MR];
@@ -196,11 +235,16 @@ static inline __attribute__((always_inline)) void rlx_cb_tile(
                     }
                 }
             }
+    if (e) {  /* rlx_cb_epi: to the output (a panel of 16 output channels) */
+        RLX_CB_EPI_STORE(e, c0, c1, MR, 2)
+        return;
+    }
     for (int i = 0; i < MR; ++i) {
         _mm256_storeu_ps(out + i * 16, c0[i]);
         _mm256_storeu_ps(out + i * 16 + 8, c1[i]);
     }
 #else
+    (void)e;  /* rlx_cb_conv fuses only on the vector tiles */
     if (!acc)
         for (int i = 0; i < MR * 16; ++i) out[i] = 0.0f;
     for (int64_t cb = 0; cb < cbn; ++cb)
@@ -215,25 +259,6 @@ static inline __attribute__((always_inline)) void rlx_cb_tile(
             }
 #endif
 }
-
-/* the epilogue a flat tile applies on its way out when it ends the K loop and the output is
-   NCHW8c (rlx_cb_conv's lay & 2, a residual laid out as the output): y = act((acc + bias) +
-   res) straight from the accumulators, the tile's pixels i at y + 8 i (the panel's second
-   block bs bytes further), instead of a pass over the chunk after it (rlx_cb_store_b). With K
-   = 16-24 (MobileNetV2's 1x1 convs) that pass took ~19% of the conv's time. rlx_cb_tile6's asm
-   reads the fields at the offsets checked below */
-typedef struct {
-    float *y;           /* the tile's first pixel in the panel's first block */
-    const float *res;   /* the residual there, or 0 */
-    const float *bias;  /* the panel's 16 (or 8) biases, or 0 */
-    int64_t bs;         /* bytes between the panel's two blocks of y (and res) */
-    int64_t act;        /* rlx_conv_epi_ctx's: 1 max(., lo), 2 min(., hi) */
-    float lo, hi;
-} rlx_cb_epi;
-_Static_assert(offsetof(rlx_cb_epi, res) == 8 && offsetof(rlx_cb_epi, bias) == 16
-               && offsetof(rlx_cb_epi, bs) == 24 && offsetof(rlx_cb_epi, act) == 32
-               && offsetof(rlx_cb_epi, lo) == 40 && offsetof(rlx_cb_epi, hi) == 44,
-               "rlx_cb_tile6 reads rlx_cb_epi at these offsets");
 
 /* the tile on whole blocks of 8 channels (bw 8), its K loop flattened: ntap (channel
    block, tap) pairs, pair t read at offset offs[t] from each pixel's pointer, 8 K steps per
@@ -266,20 +291,7 @@ static inline __attribute__((always_inline)) void rlx_cb_tile8(
         RLX_CB_STEP8(4) RLX_CB_STEP8(5) RLX_CB_STEP8(6) RLX_CB_STEP8(7)
     }
     if (e) {  /* rlx_cb_epi: to the output */
-        const __m256 vlo = _mm256_set1_ps(e->lo), vhi = _mm256_set1_ps(e->hi);
-        const __m256 b0 = e->bias ? _mm256_loadu_ps(e->bias) : _mm256_setzero_ps();
-        const __m256 b1 = e->bias && NV == 2 ? _mm256_loadu_ps(e->bias + 8) : b0;
-        const int64_t bs = e->bs / (int64_t)sizeof(float);
-        _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) {
-            _mm256_storeu_ps(e->y + i * 8,
-                             rlx_conv_fin8(c0[i], e->bias != 0, b0, e->res ? e->res + i * 8 : 0,
-                                           (int)e->act, vlo, vhi));
-            if (NV == 2)
-                _mm256_storeu_ps(e->y + bs + i * 8,
-                                 rlx_conv_fin8(c1[i], e->bias != 0, b1,
-                                               e->res ? e->res + bs + i * 8 : 0, (int)e->act,
-                                               vlo, vhi));
-        }
+        RLX_CB_EPI_STORE(e, c0, c1, MR, NV)
         return;
     }
     _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) {
@@ -558,8 +570,10 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
         const int rb = (lay & 4) != 0;  /* the residual is NCHW8c */
         const float *rq = res ? res + (rb ? atb : atn) : 0;
         const float *bq = bias ? bias + q * 16 : 0;
-        /* the flat tiles store an NCHW8c output themselves on the last K slice */
-        const int fuse = RLX_CB_FUSE && flat && (lay & 2) && (!res || rb);
+        /* the vector tiles store an NCHW8c output themselves on the last K slice (rlx_cb_tile
+           a panel of 16 channels only: it computes 16) */
+        const int fuse = RLX_CB_FUSE && RLX_CB_VEC && (flat || nv == 16) && (lay & 2)
+                         && (!res || rb);
         rlx_cb_epi ep = {y + atb, rq, bq, p * 8 * (int64_t)sizeof(float), act, lo, hi};
         for (int64_t kb = 0; kb < cbn; kb += cbk) {
             const int64_t nb = cbn - kb < cbk ? cbn - kb : cbk, acc = kb > 0;
@@ -589,7 +603,7 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
                 } else
 #endif
                 {
-#define RLX_CB_CALL(M) rlx_cb_tile(a, pb, nb, cbs, g->kh, g->kw, rs, cs, o16, acc, (int)bw, M)
+#define RLX_CB_CALL(M) rlx_cb_tile(a, pb, nb, cbs, g->kh, g->kw, rs, cs, o16, acc, e, (int)bw, M)
                     RLX_CB_BY_MR(mr, RLX_CB_CALL)
 #undef RLX_CB_CALL
                 }
