@@ -16,7 +16,9 @@ Loads, each started as separate processes (ended by this script when the conditi
 two ``while True: pass`` processes), ``bursty2`` (two processes alternating 4 ms of spinning
 with 4 ms of sleep), and ``after-torch``: no other process, but every timed call comes right
 after a PyTorch matmul on its own thread pool in this process (a notebook mixing libraries),
-so torch's workers are still spinning when the peer starts.
+so torch's workers are still spinning when the peer starts; ``after-ort``: the same after an
+ONNX Runtime run (its default, spinning intra-op pool: its worker spins ~50 ms of CPU after
+each run, so it holds a core through the whole timed call).
 
 Goal (issue 22): the team is never slower than 1.1x rlx's own one-thread time under the same
 load, and ahead of every peer under load. Results: ``results/contention-<cpu slug>.json`` and
@@ -61,7 +63,7 @@ BURSTY = ("import time\nwhile True:\n    t = time.perf_counter()\n"
           "    while time.perf_counter() - t < 0.004:\n        pass\n    time.sleep(0.004)\n")
 CONDITIONS: dict[str, tuple[str, int]] = {  # name -> (load program, processes)
     "quiet": ("", 0), "busy1": (BUSY, 1), "busy2": (BUSY, 2), "bursty2": (BURSTY, 2),
-    "after-torch": ("", 0),
+    "after-torch": ("", 0), "after-ort": ("", 0),
 }
 PEERS = ("rlx team", "rlx 1 thread", "torch", "onnxruntime")
 
@@ -189,6 +191,22 @@ def mlp_workload(torch: Any, threads: int) -> dict[str, Callable[[], Any]]:
             "torch": torch_peer(torch, params, b, compiled=False)}
 
 
+def ort_pool(torch: Any, threads: int, tmp: str) -> Callable[[], Any]:
+    """A call that runs ONNX Runtime's default intra-op pool (spinning, ``threads`` threads)
+    on a 64 x 384 x 384 matmul, then returns while that pool's worker spins on."""
+    import onnxruntime as ort
+
+    path = os.path.join(tmp, "matmul.onnx")
+    x = torch.randn(64, 384)
+    torch.onnx.export(torch.nn.Linear(384, 384), (x,), path, input_names=["x"],
+                      output_names=["y"], dynamo=False, opset_version=17)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    feed = {"x": x.numpy()}
+    return lambda: sess.run(None, feed)
+
+
 def team_stats(workloads: dict[str, dict[str, Callable[[], Any]]]) -> dict[str, Any]:
     """Sum of the team counters of every loaded CPU program (team.team_functions): calls,
     late arrivals, shrunk calls, spells, the claimed chunks thread 0 and the worker ran, and
@@ -255,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     def torch_pool() -> None:  # torch's intra-op pool runs, then this process moves on
         torch.mm(a, a)
 
+    pres: dict[str, Callable[[], Any]] = {"after-torch": torch_pool}
+    if "after-ort" in args.conditions.split(","):
+        pres["after-ort"] = ort_pool(torch, threads, tmp)
     say(f"{machine()['cpu']} ({detect().describe()}), {threads} cores; rlx team = "
         f"{threads} threads")
     results: list[dict[str, Any]] = []
@@ -265,8 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for wl, peers in workloads.items():
                 before = team_stats(workloads)
-                stats = timed(peers, runs, args.block, args.settle,
-                              torch_pool if cond == "after-torch" else None)
+                stats = timed(peers, runs, args.block, args.settle, pres.get(cond))
                 after = team_stats(workloads)
                 p50 = {n: s.p50 for n, s in stats.items()}
                 others = {n: v for n, v in p50.items() if not n.startswith("rlx")}
