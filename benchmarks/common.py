@@ -183,9 +183,8 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
     turns = -(-runs // block)
     previous = ""
     for r in range(turns):
-        order = names[r % len(names):] + names[:r % len(names)]
-        if vary_order and r % 2:
-            order.reverse()
+        ring = names[::-1] if vary_order and r % 2 else names
+        order = ring[r % len(ring):] + ring[:r % len(ring)]
         for name in order:
             fn = peers[name]
             if gap_s > 0:

@@ -203,7 +203,7 @@ def test_bench_cnn_keeps_the_hand_written_notes_of_its_results_file(tmp_path) ->
 
 
 def test_interleaved_varies_who_comes_before_each_peer_and_reports_each_turn() -> None:
-    """vary_order: odd turns run the rotation backwards, so a peer does not always follow the
+    """vary_order: odd turns rotate the reversed order, so a peer does not always follow the
     same one (a rotation alone keeps the cyclic order); on_turn sees each turn's previous peer,
     once before its timed calls (None) and once after (their times)."""
     from benchmarks.common import interleaved
@@ -217,6 +217,6 @@ def test_interleaved_varies_who_comes_before_each_peer_and_reports_each_turn() -
     assert seen[0::2] == [(n, p, None) for n, p, _ in seen[1::2]]  # before, then after
     after = [(n, p) for n, p, k in seen if k is not None]
     assert all(k == 2 for *_, k in seen[1::2])
-    assert after == [("a", ""), ("b", "a"), ("c", "b"), ("a", "c"), ("c", "a"), ("b", "c")]
-    assert {p for n, p in after if n == "a"} == {"", "c"} and {p for n, p in after
+    assert after == [("a", ""), ("b", "a"), ("c", "b"), ("b", "c"), ("a", "b"), ("c", "a")]
+    assert {p for n, p in after if n == "a"} == {"", "b"} and {p for n, p in after
                                                                if n == "b"} == {"a", "c"}
