@@ -23,6 +23,8 @@ of each conv. Kept whole, a convolution is one kernel of two kinds:
   thread, Zen 1); with many output channels, or a 7x7 output, the packed path stays faster.
 - **blocked direct** (groups 1, a parameter filter, where conv_blocked.use_blocked says so):
   conv_blocked.py, on a channel-blocked copy of the input with the filter prepacked.
+- **Winograd** (3x3, stride 1, groups 1, a parameter filter, where winograd_tile says so):
+  winograd.py's F(4x4, 3x3) or F(2x2, 3x3), its GEMMs on the blocked direct kernel's tile.
 - **depthwise** (one input channel per group): depthwise.py, in NCHW or NCHW8c.
 
 The epilogue runs where the result is stored: bias, the residual (``conv2d_fused``'s fourth
@@ -46,7 +48,7 @@ from rlx_core.targets.c_common import ctype_table as ct
 from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
-from rlx_core.targets.cpu import conv_blocked, depthwise
+from rlx_core.targets.cpu import conv_blocked, depthwise, winograd
 
 IMPL = "rlx-conv"
 IMPL_SHIFTED = "rlx-conv-shifted"  # stride-1 windows on the shifted padded input
@@ -401,6 +403,11 @@ def emit_conv(env: KernelEnv, w: Writer, node: Node, packed: str | None = None,
                             oh, bias.ptr if bias else None, res_p if res else None, out.ptr,
                             tail, flops)
         return IMPL
+    m = winograd_tile(n, c, o, groups, kh, kw, sh, sw, dh, dw, oh, ow)
+    if packed is not None and m:
+        return winograd.emit_winograd(env, w, m, packed, geo, n, xb.ptr, wb.ptr, c, o, oh, ow,
+                                      bias_p if bias else None, res_p if res else None,
+                                      out.ptr, tail, flops, lay)
     if packed is not None and groups == 1:
         return conv_blocked.emit_blocked(env, w, packed, geo, n, xb.ptr, wb.ptr, c, h * wd, o,
                                          oh, ow, bias_p if bias else None,
@@ -473,3 +480,35 @@ def use_shifted(cg: int, og: int, h: int, w: int, kh: int, kw: int, sh: int, sw:
     # under 8 tiles of columns (a 7x7 output) the filter is packed for too few tiles
     return (window <= SHIFT_WINDOW_BYTES and tiles_shifted >= 8
             and tiles_shifted <= SHIFT_WASTE * tiles_packed)
+
+
+def winograd_tile(n: int, c: int, o: int, groups: int, kh: int, kw: int, sh: int, sw: int,
+                  dh: int, dw: int, oh: int, ow: int) -> int:
+    """The m of the Winograd F(m x m, 3 x 3) a convolution with a parameter filter runs on
+    (winograd.py), or 0 for the direct kernels. Only 3x3, stride 1, undilated, groups 1, whole
+    blocks of 8 input and output channels, where the blocked kernel could run (mode not "0").
+    ``RLX_WINOGRAD``: "0" never, "2" / "4" that tile for every such shape (A/B timing,
+    tests)."""
+    env = os.environ.get("RLX_WINOGRAD", "")
+    if (env == "0" or conv_blocked.mode() == "0" or groups != 1 or (kh, kw) != (3, 3)
+            or (sh, sw) != (1, 1) or (dh, dw) != (1, 1) or c % 8 or o % 8):
+        return 0
+    if env in ("2", "4"):
+        return int(env)
+    if (conv_blocked.mode() == "all" or c < WINO_MIN_CHANNELS
+            or oh * ow < conv_blocked.MIN_PIXELS):
+        return 0
+    for m in (4, 2):  # the larger tile while the batch has tiles enough for the GEMMs
+        if n * -(-oh // m) * -(-ow // m) >= WINO_MIN_TILES:
+            return m
+    return 0
+
+
+# the rule, from single layers (bench_winograd.py: 3x3 + bias + ReLU, CPU time, 1 thread, Zen 1,
+# ONNX Runtime's ratio, direct -> F(2, 3) -> F(4, 3)): 64->64 at 28x28 1.04x -> 1.21x ->
+# 1.68x (batch 1), 0.97x -> 0.98x -> 1.56x (8); 128->128 at 14x14 1.00x -> 1.46x -> 1.59x,
+# 0.95x -> 1.29x -> 1.46x; 256->256 at 7x7 1.04x -> 1.36x -> 1.18x (batch 1: 4 tiles of
+# F(4, 3) for the GEMMs' 6-pixel tile), 0.94x -> 1.28x -> 1.88x (8); 64->64 at 56x56 0.97x
+# -> 1.01x -> 1.61x. Outputs under MIN_PIXELS (4x4) stay direct, as in use_blocked.
+WINO_MIN_CHANNELS = 16
+WINO_MIN_TILES = 12  # tiles over the batch: fewer leave the GEMMs' 6-pixel tile idle

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from rlx_core.targets.cpu import conv_blocked, igemm_packed, sgemm
+from rlx_core.targets.cpu import conv_blocked, igemm_packed, sgemm, winograd
 
 
 def prepack_enabled() -> bool:
@@ -51,7 +51,8 @@ class PackedWeight:
     brn: int
     offset: int  # from the start of the packed data (past the header)
     kind: str = "f32"  # "f32": rlx_sgemm_pack_b's panels; "i8": rlx_igp_pack's (int8 GEMM);
-    # "conv": rlx_cb_pack's panels of an n x k x kh x kw filter (n output channels, k input)
+    # "conv": rlx_cb_pack's panels of an n x k x kh x kw filter (n output channels, k input);
+    # "wino4" / "wino2": a 3x3 filter transformed and packed by rlx_wg4_pack / rlx_wg2_pack
     kh: int = 1
     kw: int = 1
 
@@ -59,6 +60,8 @@ class PackedWeight:
     def nbytes(self) -> int:
         if self.kind == "conv":
             return conv_blocked.packed_bytes(self.n, self.k, self.kh, self.kw)
+        if self.kind.startswith("wino"):
+            return winograd.packed_bytes(self.n, self.k, int(self.kind[4:]))
         if self.kind == "i8":
             return igemm_packed.packed_bytes(self.n, self.k)
         return sgemm.packed_bytes(self.n, self.k)
@@ -116,6 +119,10 @@ class PackedWeights:
                 call = (f"rlx_cb_pack({pw.n}, {pw.k}, {pw.kh}, {pw.kw}, "
                         f"(const float*)params[{pw.param}], "
                         f"(float*)(arena + {prefix}_PACKED_DATA + {pw.offset}));")
+            elif pw.kind.startswith("wino"):
+                call = (f"rlx_wg{pw.kind[4:]}_pack({pw.n}, {pw.k}, "
+                        f"(const float*)params[{pw.param}], "
+                        f"(float*)(arena + {prefix}_PACKED_DATA + {pw.offset}));")
             elif pw.kind == "i8":
                 call = (f"rlx_igp_pack({pw.n}, {pw.k}, (const int8_t*)params[{pw.param}], "
                         f"(void*)(arena + {prefix}_PACKED_DATA + {pw.offset}));")
@@ -131,7 +138,8 @@ class PackedWeights:
     def describe(self) -> list[dict[str, object]]:
         """For Program.info: which parameters are packed, in what shape, how many bytes."""
         return [{"param": pw.name, "k": pw.k, "n": pw.n,
-                 "transposed": pw.kind != "conv" and pw.brn != 1,
+                 "transposed": pw.kind == "f32" and pw.brn != 1,
                  "bytes": pw.nbytes, "kind": pw.kind}
-                | ({"kh": pw.kh, "kw": pw.kw} if pw.kind == "conv" else {})
+                | ({"kh": pw.kh, "kw": pw.kw} if pw.kind == "conv" or pw.kind.startswith("wino")
+                   else {})
                 for pw in self.weights]

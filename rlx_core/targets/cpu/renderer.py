@@ -34,6 +34,7 @@ from rlx_core.targets.cpu import (
     sparse,
     splat,
     team,
+    winograd,
 )
 from rlx_core.targets.cpu.blas import (
     TEAM_GEMM_MIN,
@@ -133,10 +134,12 @@ class CpuRenderer(CLikeRenderer):
         unused = [] if attention.IMPL in impls else [attention.SOURCE]
         unused += [m.SOURCE for m in (i4gemm, splat, pool) if m.IMPL not in impls]
         # the blocked and depthwise kernels use conv.SOURCE
-        if not impls & {*conv.IMPLS, *conv_blocked.IMPLS, *depthwise.IMPLS}:
+        if not impls & {*conv.IMPLS, *conv_blocked.IMPLS, *depthwise.IMPLS, *winograd.IMPLS}:
             unused += [conv.SOURCE, conv_blocked.SOURCE, depthwise.SOURCE]
-        elif not impls & set(conv_blocked.IMPLS):
+        elif not impls & {*conv_blocked.IMPLS, *winograd.IMPLS}:
             unused.append(conv_blocked.SOURCE)
+        if not impls & set(winograd.IMPLS):
+            unused.append(winograd.SOURCE)
         int8 = {igemm.IMPL, igemm_packed.IMPL, igemm_packed.DYNAMIC_IMPL,
                 igemm_packed.STATIC_IMPL, igemm_packed.REQUANT_IMPL}
         if not impls & (int8 - {igemm.IMPL}):
@@ -148,7 +151,7 @@ class CpuRenderer(CLikeRenderer):
         if gemv.IMPL not in impls:
             unused.append(gemv.SOURCE)
         if not impls & {sgemm.IMPL, gemv.IMPL, attention.IMPL, *conv.IMPLS,
-                        *conv_blocked.IMPLS}:
+                        *conv_blocked.IMPLS, *winograd.IMPLS}:
             unused.append(sgemm.SOURCE)
         for text in unused:
             cut = text.count("\n")  # every kernel comes after the headers
@@ -312,7 +315,12 @@ class CpuRenderer(CLikeRenderer):
         if groups != 1 or not (lay or conv_blocked.use_blocked(
                 int(x.type.shape[1]), o, groups, kh, kw, sh, sw, oh, ow)):
             return None
-        pw = self.packed.add(self._params[wname], wname, o, c, 0, 0, "conv", kh, kw)
+        dh, dw = (int(v) for v in node.attr("dilation"))
+        # a Winograd conv's filter transformed and packed per position (winograd.py)
+        m = conv.winograd_tile(int(x.type.shape[0]), c, o, groups, kh, kw, sh, sw, dh, dw,
+                               oh, ow)
+        pw = self.packed.add(self._params[wname], wname, o, c, 0, 0,
+                             f"wino{m}" if m else "conv", kh, kw)
         name = f"{wt.ptr}_cbpacked"
         env.extra_args.append((f"const float* restrict {name}",
                                self.packed.pointer(self._prefix, pw)))
@@ -348,7 +356,7 @@ class CpuRenderer(CLikeRenderer):
         # (its blocking from this machine's caches, isa.gemm_blocking)
         threads += (isa.blocking().defines() + sgemm.SOURCE + gemv.SOURCE + attention.SOURCE
                     + conv.SOURCE
-                    + conv_blocked.SOURCE + depthwise.SOURCE
+                    + conv_blocked.SOURCE + winograd.SOURCE + depthwise.SOURCE
                     + pool.SOURCE + igemm.SOURCE + igemm_packed.SOURCE + i4gemm.SOURCE
                     + splat.SOURCE)
         if self.blas is None:

@@ -1,0 +1,317 @@
+"""The CPU's Winograd convolution: 3x3, stride 1, groups 1, on F(m x m, 3 x 3) tiles.
+
+A direct 3x3 convolution spends 9 multiplies per output, input channel and output channel;
+the blocked direct tile (conv_blocked.py) already runs them at the FMA ceiling, as ONNX
+Runtime's MLAS does. Winograd's minimal filtering (Lavin & Gray 2016) computes an m x m tile
+of outputs from a (m + 2) x (m + 2) tile of inputs with (m + 2)^2 multiplies per channel
+pair: F(4x4, 3x3) 36 for 16 outputs (4x fewer), F(2x2, 3x3) 16 for 4 (2.25x fewer). Each
+output block is ``Y = A^T [ sum_c (G g G^T) . (B^T d B) ] A``:
+
+- **filter transform** ``U = G g G^T`` once per binding (prepack.py, kind ``wino4`` /
+  ``wino2``), in double, each of the (m + 2)^2 positions then packed as the blocked tile's
+  filter of a 1x1 convolution (``rlx_cb_pack``: panels of 16 output channels);
+- **input transform** ``V = B^T d B`` of every tile and block of 8 channels, 8 channels per
+  vector (the NCHW8c layout's pixel), written position-major: position xi's V is an NCHW8c
+  image of c channels and one row of ``nt`` pixels, the tiles;
+- **the GEMMs**: per position xi, ``M_xi = U_xi V_xi``, a 1x1 convolution of that image on
+  the blocked conv's own kernel (``rlx_cb_conv``: its 6 x 16 asm tile, chunking and filter
+  prefetch), output NCHW8c;
+- **output transform** ``Y = A^T M A`` of every tile and block of 8 output channels, with the
+  epilogue on the way (bias, residual, max / min / clip, conv.py's order) and partial tiles
+  clipped at the right and bottom edges, to NCHW or NCHW8c.
+
+Work items are chunks of tiles over the whole batch (a 7x7 output is 4 tiles of F(4, 3); at
+batch 8 the GEMMs see 32). The transforms' error grows with the channel count and with m:
+F(4, 3)'s points (0, +-1, +-2) amplify rounding about 10x over a direct sum, F(6, 3)'s far
+more (not built). conv.py's ``winograd_tile`` is the rule; ``RLX_WINOGRAD``: "0" off, "2" /
+"4" that tile on every eligible convolution (A/B timing, tests).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction as F
+
+from rlx_core.targets.c_common.kernels import KernelEnv
+from rlx_core.targets.c_common.loops import Writer
+from rlx_core.targets.cpu import conv_blocked
+
+IMPL = "rlx-conv-winograd"
+IMPLS = (IMPL,)
+TILES = (2, 4)  # the m of F(m x m, 3 x 3) built
+
+Matrix = list[list[F]]
+
+# Lavin & Gray's matrices; points 0, -1, 1 (F(2, 3)) and 0, +-1, +-2 (F(4, 3)), and infinity
+_BT: dict[int, Matrix] = {
+    2: [[F(1), F(0), F(-1), F(0)], [F(0), F(1), F(1), F(0)], [F(0), F(-1), F(1), F(0)],
+        [F(0), F(1), F(0), F(-1)]],
+    4: [[F(v) for v in r] for r in ((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0),
+                                    (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0),
+                                    (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1))],
+}
+_G: dict[int, Matrix] = {
+    2: [[F(1), F(0), F(0)], [F(1, 2), F(1, 2), F(1, 2)], [F(1, 2), F(-1, 2), F(1, 2)],
+        [F(0), F(0), F(1)]],
+    4: [[F(1, 4), F(0), F(0)], [F(-1, 6), F(-1, 6), F(-1, 6)], [F(-1, 6), F(1, 6), F(-1, 6)],
+        [F(1, 24), F(1, 12), F(1, 6)], [F(1, 24), F(-1, 12), F(1, 6)], [F(0), F(0), F(1)]],
+}
+_AT: dict[int, Matrix] = {
+    2: [[F(1), F(1), F(1), F(0)], [F(0), F(1), F(-1), F(-1)]],
+    4: [[F(v) for v in r] for r in ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0),
+                                    (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))],
+}
+
+
+def matrices(m: int) -> tuple[Matrix, Matrix, Matrix]:
+    """B^T, G and A^T of F(m x m, 3 x 3) (exact fractions)."""
+    return _BT[m], _G[m], _AT[m]
+
+
+def _lin(row: list[F], names: list[str]) -> str:
+    """The C expression sum_k row[k] * names[k], zeros skipped, +-1 without a multiply."""
+    out = ""
+    for coef, name in zip(row, names, strict=True):
+        if coef == 0:
+            continue
+        mag = abs(coef)
+        term = name if mag == 1 else f"{float(mag)!r}f * {name}"
+        out += (" - " if coef < 0 else " + ") + term if out else ("-" if coef < 0 else "") + term
+    return out or "0.0f"
+
+
+def _sandwich(mat: Matrix, src: list[list[str]], pre: str) -> tuple[list[str], list[list[str]]]:
+    """C statements of ``mat . src . mat^T`` on scalars named in ``src`` (a square grid):
+    returns the statements and the names of the result's grid (prefix ``pre``)."""
+    rows, k = len(mat), len(mat[0])
+    lines: list[str] = []
+    t = [[f"{pre}t{i}_{j}" for j in range(k)] for i in range(rows)]
+    for i in range(rows):
+        for j in range(k):
+            lines.append(f"const float {t[i][j]} = {_lin(mat[i], [src[q][j] for q in range(k)])};")
+    r = [[f"{pre}r{i}_{j}" for j in range(rows)] for i in range(rows)]
+    for i in range(rows):
+        for j in range(rows):
+            lines.append(f"const float {r[i][j]} = {_lin(mat[j], t[i])};")
+    return lines, r
+
+
+def _source(m: int) -> str:
+    """The transforms and the convolution of F(m x m, 3 x 3) as C (names rlx_wg{m}_*)."""
+    bt, g, at = matrices(m)
+    ti = m + 2
+    tt = ti * ti
+    d = [[f"d[{(i * ti + j) * 8} + l]" for j in range(ti)] for i in range(ti)]
+    in_lines, v = _sandwich(bt, d, "")
+    in_body = "\n        ".join(in_lines + [f"v[{i * ti + j} * vs + l] = {v[i][j]};"
+                                           for i in range(ti) for j in range(ti)])
+    mm = [[f"s[{i * ti + j} * ss + l]" for j in range(ti)] for i in range(ti)]
+    out_lines, y = _sandwich(at, mm, "")
+    out_body = "\n        ".join(out_lines + [f"y[{(i * m + j) * 8} + l] = {y[i][j]};"
+                                             for i in range(m) for j in range(m)])
+    gd = ", ".join("{" + ", ".join(repr(float(c)) for c in row) + "}" for row in g)
+    return rf"""
+/* F({m}x{m}, 3x3): the input transform B^T d B of one tile of {ti} x {ti} pixels of 8 channels
+   (d, pixel-major) into {tt} positions of 8 floats, vs floats apart */
+static inline void rlx_wg{m}_in(const float *restrict d, float *restrict v, int64_t vs) {{
+    #pragma omp simd
+    for (int l = 0; l < 8; ++l) {{
+        {in_body}
+    }}
+}}
+
+/* the output transform A^T s A of one tile's {tt} positions of 8 floats (ss apart) into
+   {m} x {m} pixels of 8 channels (y, pixel-major) */
+static inline void rlx_wg{m}_out(const float *restrict s, int64_t ss, float *restrict y) {{
+    #pragma omp simd
+    for (int l = 0; l < 8; ++l) {{
+        {out_body}
+    }}
+}}
+
+/* the OIHW 3x3 filter w (o x c, c a multiple of 8) transformed, U = G g G^T in double, each
+   of the {tt} positions packed by rlx_cb_pack as a 1x1 filter (rlx_cb_packed_floats(o, c,
+   1, 1) floats apart). Out of memory for the transformed copy: NaNs, so no output is
+   silently wrong */
+static void rlx_wg{m}_pack(int64_t o, int64_t c, const float *w, float *dst) {{
+    static const double G[{ti}][3] = {{{gd}}};
+    const int64_t stride = rlx_cb_packed_floats(o, c, 1, 1);
+    float *u = (float *)malloc((size_t)(o * c * {tt}) * sizeof(float));
+    if (u == 0) {{
+        for (int64_t i = 0; i < {tt} * stride; ++i) dst[i] = NAN;
+        return;
+    }}
+    for (int64_t k = 0; k < o * c; ++k) {{
+        const float *f = w + k * 9;
+        double t[{ti}][3];
+        for (int i = 0; i < {ti}; ++i)
+            for (int j = 0; j < 3; ++j)
+                t[i][j] = G[i][0] * f[j] + G[i][1] * f[3 + j] + G[i][2] * f[6 + j];
+        for (int i = 0; i < {ti}; ++i)
+            for (int j = 0; j < {ti}; ++j)
+                u[(i * {ti} + j) * o * c + k] =
+                    (float)(t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2]);
+    }}
+    for (int xi = 0; xi < {tt}; ++xi) rlx_cb_pack(o, c, 1, 1, u + xi * o * c, dst + xi * stride);
+    free(u);
+}}
+
+/* tiles [t0, t1) of a batch (tile q: image q / (th tw), row of tiles q / tw % th, column
+   q % tw) of a 3x3 stride-1 convolution of c input and o output channels (both multiples of
+   8), u packed by rlx_wg{m}_pack; x, y, res the whole batch (lay as rlx_cb_conv's: 1 the
+   input is NCHW8c, 2 the output is, 4 the residual is). Returns 0 when out of memory */
+static int rlx_wg{m}_conv(const rlx_conv_geo *g, const float *x, const float *u, int64_t o,
+                         const float *bias, const float *res, float *y, int64_t t0,
+                         int64_t t1, int act, float lo, float hi, int lay) {{
+    enum {{ M = {m}, TI = {ti}, TT = {tt} }};
+    const int64_t c = g->c, h = g->h, w = g->w, hw = h * w, oh = g->oh, ow = g->ow;
+    const int64_t p = oh * ow, th = (oh + M - 1) / M, tw = (ow + M - 1) / M, nt = t1 - t0;
+    const int64_t cbn = c / 8, obn = o / 8;
+    float *v = rlx_wg_scratch((c + o) * TT * nt);
+    if (v == 0) return 0;
+    float *mo = v + c * TT * nt;  /* the GEMMs' outputs: position xi at mo + xi o nt */
+    float d[TI * TI * 8];
+    for (int64_t q = t0; q < t1; ++q) {{
+        const int64_t b = q / (th * tw), ty = q / tw % th, tx = q % tw;
+        const int64_t y0 = ty * M - g->ph, x0 = tx * M - g->pw;
+        const float *xb = x + b * c * hw;
+        for (int64_t cb = 0; cb < cbn; ++cb) {{
+            for (int64_t i = 0; i < TI; ++i)
+                for (int64_t j = 0; j < TI; ++j) {{
+                    float *dd = d + (i * TI + j) * 8;
+                    const int64_t iy = y0 + i, ix = x0 + j;
+                    if (iy < 0 || iy >= h || ix < 0 || ix >= w) {{
+                        for (int l = 0; l < 8; ++l) dd[l] = 0.0f;
+                    }} else if (lay & 1) {{
+                        memcpy(dd, xb + ((cb * h + iy) * w + ix) * 8, 8 * sizeof(float));
+                    }} else {{
+                        const float *s = xb + cb * 8 * hw + iy * w + ix;
+                        for (int l = 0; l < 8; ++l) dd[l] = s[l * hw];
+                    }}
+                }}
+            rlx_wg{m}_in(d, v + (cb * nt + (q - t0)) * 8, c * nt);
+        }}
+    }}
+    /* position xi: an NCHW8c image of c channels, one row of nt pixels, in place */
+    const rlx_conv_geo g1 = {{c, 1, nt, 1, 1, 1, 1, 0, 0, 1, 1, 1, nt}};
+    const int64_t us = rlx_cb_packed_floats(o, c, 1, 1);
+    for (int64_t xi = 0; xi < TT; ++xi)
+        if (!rlx_cb_conv(&g1, v + xi * c * nt, u + xi * us, o, 0, 0, mo + xi * o * nt, 0, 1,
+                         0, 0.0f, 0.0f, 3))
+            return 0;
+    float yt[M * M * 8];
+    for (int64_t q = t0; q < t1; ++q) {{
+        const int64_t b = q / (th * tw), ty = q / tw % th, tx = q % tw;
+        const int64_t my = oh - ty * M < M ? oh - ty * M : M, mx = ow - tx * M < M ? ow - tx * M : M;
+        for (int64_t ob = 0; ob < obn; ++ob) {{
+            rlx_wg{m}_out(mo + (ob * nt + (q - t0)) * 8, o * nt, yt);
+            const float *bb = bias ? bias + ob * 8 : 0;
+            for (int64_t i = 0; i < my; ++i)
+                for (int64_t j = 0; j < mx; ++j) {{
+                    const int64_t at = (ty * M + i) * ow + tx * M + j;
+                    const float *s = yt + (i * M + j) * 8;
+                    /* NCHW8c: 8 channels of a pixel contiguous; NCHW: planes p apart */
+                    float *yy = y + b * o * p + ((lay & 2) ? (ob * p + at) * 8 : ob * 8 * p + at);
+                    const int64_t ys = (lay & 2) ? 1 : p;
+                    const float *rr = !res ? 0 : res + b * o * p
+                        + ((lay & 4) ? (ob * p + at) * 8 : ob * 8 * p + at);
+                    const int64_t rs = (lay & 4) ? 1 : p;
+                    for (int l = 0; l < 8; ++l)
+                        yy[l * ys] = rlx_conv_fin(s[l], bb ? bb[l] : 0.0f, bb != 0, rr,
+                                                  l * rs, act, lo, hi);
+                }}
+        }}
+    }}
+    return 1;
+}}
+"""
+
+
+SOURCE = r"""
+#ifndef RLX_WG_H
+#define RLX_WG_H
+#include <math.h>
+/* this thread's transform buffer (the tiles' V and M of one item), grown on demand and kept;
+   apart from rlx_sgemm_scratch, which the GEMMs (rlx_cb_conv) take while it is in use */
+static _Thread_local float *rlx_wg_buf = 0;
+static _Thread_local int64_t rlx_wg_cap = 0;
+
+static float *rlx_wg_scratch(int64_t floats) {
+    if (floats > rlx_wg_cap) {
+        void *p = 0;
+        if (posix_memalign(&p, 64, (size_t)floats * sizeof(float)) != 0) return 0;
+        free(rlx_wg_buf);
+        rlx_wg_buf = (float *)p;
+        rlx_wg_cap = floats;
+    }
+    return rlx_wg_buf;
+}
+
+/* tiles [t0, t1) of m x m outputs (as rlx_wg{m}_conv's) one output at a time, the OIHW 3x3
+   filter wt read in place: what runs when the transform buffer cannot be had (slow but
+   right) */
+static void rlx_wg_direct(const rlx_conv_geo *g, const float *x, const float *wt, int64_t o,
+                          const float *bias, const float *res, float *y, int64_t m,
+                          int64_t t0, int64_t t1, int act, float lo, float hi, int lay) {
+    const int64_t c = g->c, hw = g->h * g->w, p = g->oh * g->ow;
+    const int64_t th = (g->oh + m - 1) / m, tw = (g->ow + m - 1) / m;
+    for (int64_t q = t0; q < t1; ++q) {
+        const int64_t b = q / (th * tw), ty = q / tw % th, tx = q % tw;
+        const float *xb = x + b * c * hw;
+        for (int64_t oc = 0; oc < o; ++oc)
+            for (int64_t oy = ty * m; oy < ty * m + m && oy < g->oh; ++oy)
+                for (int64_t ox = tx * m; ox < tx * m + m && ox < g->ow; ++ox) {
+                    float s = 0.0f;
+                    for (int64_t ci = 0; ci < c; ++ci)
+                        for (int64_t ki = 0; ki < 3; ++ki)
+                            for (int64_t kj = 0; kj < 3; ++kj) {
+                                const int64_t iy = oy - g->ph + ki, ix = ox - g->pw + kj;
+                                if (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w)
+                                    s += xb[rlx_cb_at(lay & 1, ci, iy * g->w + ix, hw)]
+                                         * wt[(oc * c + ci) * 9 + ki * 3 + kj];
+                            }
+                    const int64_t at = oy * g->ow + ox;
+                    y[b * o * p + rlx_cb_at(lay & 2, oc, at, p)] = rlx_conv_fin(
+                        s, bias ? bias[oc] : 0.0f, bias != 0, res ? res + b * o * p : 0,
+                        rlx_cb_at(lay & 4, oc, at, p), act, lo, hi);
+                }
+    }
+}
+""" + "".join(_source(m) for m in TILES) + "#endif\n"
+
+
+def packed_bytes(o: int, c: int, m: int) -> int:
+    """Bytes of an o x c 3x3 filter transformed and packed by rlx_wg{m}_pack."""
+    return (m + 2) ** 2 * conv_blocked.packed_bytes(o, c, 1, 1)
+
+
+# the transform buffer of one item, at most (V and M of its tiles): chunks of tiles beyond it
+ITEM_BYTES = 2 * 1024 * 1024
+MIN_ITEMS = 2  # items at least, where there are tiles enough (two threads share them)
+MIN_CHUNK = 48  # tiles per item, at least (the blocked tile's chunk of pixels)
+
+
+def emit_winograd(env: KernelEnv, w: Writer, m: int, packed: str, geo: str, n: int, x: str,
+                  wt: str, c: int, o: int, oh: int, ow: int, bias: str | None,
+                  res: str | None, out: str, tail: str, flops: int, lay: int = 0) -> str:
+    """The kernel's loop over chunks of tiles calling rlx_wg{m}_conv (x, wt, bias, res, out:
+    C pointers of the input, OIHW filter, bias, residual and output of the whole batch;
+    ``packed`` the filter packed by rlx_wg{m}_pack; lay as conv_blocked.emit_blocked's);
+    returns IMPL. Out of memory: the blocked direct kernel's one-output-at-a-time path."""
+    tiles = n * -(-oh // m) * -(-ow // m)
+    per = (m + 2) ** 2 * (c + o) * 4  # bytes of one tile's V and M
+    chunk = max(MIN_CHUNK, ITEM_BYTES // per)
+    if tiles >= MIN_ITEMS * MIN_CHUNK:
+        chunk = min(chunk, -(-tiles // MIN_ITEMS))
+    chunk = min(chunk, tiles)
+    items = -(-tiles // chunk)
+    conv_blocked.open_items(env, w, flops, items, geo)
+    w.line(f"const int64_t t0 = it * {chunk}, t1 = t0 + {chunk} < {tiles} ? t0 + {chunk} : "
+           f"{tiles};")
+    w.open(f"if (!rlx_wg{m}_conv(&geo, {x}, {packed}, {o}, {bias or '0'}, {res or '0'}, "
+           f"{out}, t0, t1, {tail}, {lay}))")
+    w.line(f"rlx_wg_direct(&geo, {x}, {wt}, {o}, {bias or '0'}, {res or '0'}, {out}, {m}, "
+           f"t0, t1, {tail}, {lay});")
+    w.close()
+    w.close()
+    return IMPL
+

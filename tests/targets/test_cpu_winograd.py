@@ -1,0 +1,193 @@
+"""The Winograd convolution (rlx_core/targets/cpu/winograd.py): 3x3 stride-1 groups-1 convs with
+a parameter filter on F(4x4, 3x3) and F(2x2, 3x3), against the numpy reference: odd sizes
+(partial tiles at the right and bottom), padding 0 and 1, batch > 1 (tiles of several images in
+one item), every epilogue (bias, residual, ReLU, clip), NCHW8c sides in a chain, a filter bound
+again; what stays direct (stride 2, 1x1, 5x5, dilation, groups, channels not whole blocks);
+the rule (conv.winograd_tile)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core import nn
+from rlx_core.targets.cpu import conv, winograd
+from rlx_core.targets.cpu.target import CpuTarget
+from rlx_core.targets.cpu.toolchain import find_compiler
+
+cpu_ok, cpu_why = CpuTarget().available()
+pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
+WINO = "rlx-conv-winograd"
+
+
+def _skip_unless_simd() -> None:
+    comp = find_compiler()
+    if not (comp.avx2_fma or comp.avx512):
+        pytest.skip("Winograd runs on the blocked tile, picked only with AVX2 + FMA")
+
+
+def _rel(got, want) -> float:
+    want = np.asarray(want)
+    return float(np.abs(np.asarray(got) - want).max() / max(np.abs(want).max(), 1e-30))
+
+
+def _impls(exe) -> list[str]:
+    return [k["impl"] for k in exe.program.info["kernels"].values()]
+
+
+# (x shape, output channels, padding, epilogue)
+CASES = [
+    ((1, 16, 8, 8), 16, 1, "bias"),  # whole tiles
+    ((2, 24, 9, 7), 32, 1, "relu"),  # odd sizes: partial tiles, 2 images, no bias
+    ((3, 16, 10, 13), 8, 0, "clip"),  # unpadded, 3 images, one block of outputs
+    ((1, 32, 11, 6), 24, 1, "residual"),  # bias + residual + ReLU (conv2d_fused)
+]
+
+
+@pytest.mark.parametrize("m", [4, 2])
+def test_winograd_matches_the_reference(m: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every case in one program (one C compile), forced onto F(m, 3)."""
+    _skip_unless_simd()
+    monkeypatch.setenv("RLX_WINOGRAD", str(m))
+    rng = np.random.default_rng(m)
+    xs = [rng.standard_normal(c[0]).astype(np.float32) for c in CASES]
+    ws = [(rng.standard_normal((o, s[1], 3, 3)) / np.sqrt(9 * s[1])).astype(np.float32)
+          for s, o, _, _ in CASES]
+    bs = [rng.standard_normal(o).astype(np.float32) for _, o, _, _ in CASES]
+    rs = [rng.standard_normal((s[0], o, s[2] + 2 * p - 2, s[3] + 2 * p - 2)).astype(np.float32)
+          for s, o, p, _ in CASES]
+
+    def f(*a):
+        outs = []
+        for k, (x, (_, _, pad, epi)) in enumerate(zip(a[:len(CASES)], CASES, strict=True)):
+            y = nn.conv2d(x, rlx.param(ws[k], f"w{k}"),
+                          None if epi == "relu" else rlx.param(bs[k], f"b{k}"), padding=pad)
+            if epi == "relu":
+                y = nn.relu(y)
+            elif epi == "clip":
+                y = rlx.minimum(rlx.maximum(y, 0.0), 6.0)
+            elif epi == "residual":
+                y = nn.relu(y + a[len(CASES)])
+            outs.append(y)
+        return tuple(outs)
+
+    args = [*xs, rs[3]]
+    exe = rlx.compile(f, *args, target="cpu", record=False)
+    assert _impls(exe) == [WINO] * len(CASES)
+    fused = [n for n in exe.lir.nodes if n.op == "conv2d_fused"]
+    assert any(n.attr("residual") for n in fused)
+    packed = {p["param"]: p for p in exe.program.info["prepacked"]}
+    assert {p["kind"] for p in packed.values()} == {f"wino{m}"}
+    assert packed["w1"]["bytes"] == winograd.packed_bytes(32, 24, m)
+    want = rlx.compile(f, *args, target="numpy", record=False)(*args)
+    for _ in range(2):  # the second call reads the filters packed by the first
+        for case, g_, w_ in zip(CASES, exe(*args), want, strict=True):
+            assert _rel(g_, w_) < 1e-5, case
+
+
+def test_blocked_sides_in_a_chain() -> None:
+    """Two Winograd convs and a 1x1 between them: NCHW8c inputs, outputs and a residual
+    (layout.py), by the rule's own choice (F(4, 3) at 16 x 16, F(2, 3) on 7 x 7)."""
+    _skip_unless_simd()
+    rng = np.random.default_rng(5)
+    w1 = (rng.standard_normal((32, 16, 3, 3)) * 0.1).astype(np.float32)
+    w2 = (rng.standard_normal((32, 32, 1, 1)) * 0.2).astype(np.float32)
+    w3 = (rng.standard_normal((32, 32, 3, 3)) * 0.1).astype(np.float32)
+    b3 = rng.standard_normal(32).astype(np.float32)
+
+    def f(a):
+        y = nn.relu(nn.conv2d(a, rlx.param(w1, "w1"), None, padding=1))
+        z = nn.conv2d(y, rlx.param(w2, "w2"))
+        return nn.relu(nn.conv2d(z, rlx.param(w3, "w3"), rlx.param(b3, "b3"), padding=1) + y)
+
+    for shape, kind in (((1, 16, 16, 16), "wino4"), ((1, 16, 7, 7), "wino2")):
+        x = rng.standard_normal(shape).astype(np.float32)
+        exe = rlx.compile(f, x, target="cpu", record=False)
+        assert _impls(exe).count(WINO) == 2
+        assert {p["kind"] for p in exe.program.info["prepacked"]} == {kind, "conv"}
+        assert len(exe.program.info["nchw8c"]) >= 2  # y and z stay blocked
+        want = rlx.compile(f, x, target="numpy", record=False)(x)
+        assert _rel(exe(x), want) < 1e-5
+
+
+def test_what_stays_direct(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Even forced, only 3x3 stride-1 undilated groups-1 convs on whole blocks of 8 channels
+    run on Winograd."""
+    _skip_unless_simd()
+    monkeypatch.setenv("RLX_WINOGRAD", "4")
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    x12 = rng.standard_normal((1, 12, 12, 12)).astype(np.float32)
+
+    arrays: dict[str, np.ndarray] = {}  # drawn once: f is traced once per target
+
+    def p(shape, name):
+        if name not in arrays:
+            arrays[name] = (rng.standard_normal(shape) * 0.2).astype(np.float32)
+        return rlx.param(arrays[name], name)
+
+    def f(a, a12):
+        return (nn.conv2d(a, p((16, 16, 3, 3), "s2"), None, stride=2, padding=1),
+                nn.conv2d(a, p((16, 16, 1, 1), "k1")),
+                nn.conv2d(a, p((16, 16, 5, 5), "k5"), None, padding=2),
+                nn.conv2d(a, p((16, 16, 3, 3), "dil"), None, padding=2, dilation=2),
+                nn.conv2d(a, p((16, 8, 3, 3), "grp"), None, padding=1, groups=2),
+                nn.conv2d(a12, p((16, 12, 3, 3), "c12"), None, padding=1),
+                nn.conv2d(a, p((12, 16, 3, 3), "o12"), None, padding=1))
+
+    exe = rlx.compile(f, x, x12, target="cpu", record=False)
+    assert WINO not in _impls(exe)
+    assert not any(p["kind"].startswith("wino") for p in exe.program.info["prepacked"])
+    want = rlx.compile(f, x, x12, target="numpy", record=False)(x, x12)
+    for g_, w_ in zip(exe(x, x12), want, strict=True):
+        assert _rel(g_, w_) < 1e-5
+
+
+def test_binding_another_filter_transforms_it_again() -> None:
+    _skip_unless_simd()
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    exe = rlx.compile(lambda a: nn.conv2d(a, rlx.param(w, "w"), None, padding=1), x,
+                      target="cpu", record=False)
+    assert _impls(exe) == [WINO]
+    ref = rlx.compile(lambda a, wi: nn.conv2d(a, wi, None, padding=1), x, w, target="numpy",
+                      record=False)
+    assert _rel(exe(x), ref(x, w)) < 1e-5
+    w_new = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    exe.params["w"] = w_new
+    assert _rel(exe(x), ref(x, w_new)) < 1e-5
+
+
+def test_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """F(4, 3) while the batch has WINO_MIN_TILES of its tiles, else F(2, 3), else direct;
+    the switch turns it off."""
+    monkeypatch.delenv("RLX_WINOGRAD", raising=False)
+    monkeypatch.delenv("RLX_CONV_BLOCKED", raising=False)
+
+    def tile(n: int, c: int, o: int, hw: int, s: int = 1, k: int = 3, groups: int = 1) -> int:
+        return conv.winograd_tile(n, c, o, groups, k, k, s, s, 1, 1, hw, hw)
+
+    assert tile(1, 64, 64, 28) == 4  # ResNet-50's first stage at 112 x 112
+    assert tile(1, 256, 256, 7) == 2  # 4 tiles of F(4, 3), 16 of F(2, 3)
+    assert tile(8, 256, 256, 7) == 4
+    assert tile(1, 512, 512, 4) == tile(8, 512, 512, 4) == 0  # under MIN_PIXELS
+    assert tile(1, 8, 64, 28) == 0  # too few input channels
+    assert tile(1, 64, 64, 28, s=2) == tile(1, 64, 64, 28, k=1) == 0
+    assert tile(1, 64, 64, 28, groups=2) == tile(1, 60, 64, 28) == 0
+    monkeypatch.setenv("RLX_WINOGRAD", "0")
+    assert tile(1, 64, 64, 28) == 0
+    monkeypatch.setenv("RLX_WINOGRAD", "2")
+    assert tile(1, 64, 64, 28) == 2
+
+
+def test_the_transform_matrices_compute_a_correlation() -> None:
+    """A^T [(G g G^T) * (B^T d B)] A is the 3x3 correlation of d by g (exact fractions)."""
+    for m in winograd.TILES:
+        bt, g, at = (np.array(a, dtype=np.float64) for a in winograd.matrices(m))
+        rng = np.random.default_rng(m)
+        d, f = rng.standard_normal((m + 2, m + 2)), rng.standard_normal((3, 3))
+        y = at @ ((g @ f @ g.T) * (bt @ d @ bt.T)) @ at.T
+        ref = [[(d[i:i + 3, j:j + 3] * f).sum() for j in range(m)] for i in range(m)]
+        assert np.abs(y - ref).max() < 1e-12
