@@ -161,7 +161,7 @@ def test_binding_another_filter_transforms_it_again() -> None:
 
 
 def test_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
-    """F(4, 3) while the batch has WINO_MIN_TILES of its tiles, else F(2, 3), else direct;
+    """F(m, 3) while the batch has WINO_MIN_TILES[m] of its tiles, larger m first, else direct;
     the switch turns it off."""
     monkeypatch.delenv("RLX_WINOGRAD", raising=False)
     monkeypatch.delenv("RLX_CONV_BLOCKED", raising=False)
@@ -172,7 +172,8 @@ def test_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     assert tile(1, 64, 64, 28) == 4  # ResNet-50's first stage at 112 x 112
     assert tile(1, 256, 256, 7) == 2  # 4 tiles of F(4, 3), 16 of F(2, 3)
     assert tile(8, 256, 256, 7) == 4
-    assert tile(1, 512, 512, 4) == tile(8, 512, 512, 4) == 0  # under MIN_PIXELS
+    assert tile(1, 512, 512, 4) == 0  # 1 tile of F(4, 3), 4 of F(2, 3): direct
+    assert tile(8, 512, 512, 4) == 4
     assert tile(1, 8, 64, 28) == 0  # too few input channels
     assert tile(1, 64, 64, 28, s=2) == tile(1, 64, 64, 28, k=1) == 0
     assert tile(1, 64, 64, 28, groups=2) == tile(1, 60, 64, 28) == 0

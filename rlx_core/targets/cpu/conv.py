@@ -495,11 +495,10 @@ def winograd_tile(n: int, c: int, o: int, groups: int, kh: int, kw: int, sh: int
         return 0
     if env in ("2", "4"):
         return int(env)
-    if (conv_blocked.mode() == "all" or c < WINO_MIN_CHANNELS
-            or oh * ow < conv_blocked.MIN_PIXELS):
+    if conv_blocked.mode() == "all" or c < WINO_MIN_CHANNELS:
         return 0
     for m in (4, 2):  # the larger tile while the batch has tiles enough for the GEMMs
-        if n * -(-oh // m) * -(-ow // m) >= WINO_MIN_TILES:
+        if n * -(-oh // m) * -(-ow // m) >= WINO_MIN_TILES[m]:
             return m
     return 0
 
@@ -507,8 +506,10 @@ def winograd_tile(n: int, c: int, o: int, groups: int, kh: int, kw: int, sh: int
 # the rule, from single layers (bench_winograd.py: 3x3 + bias + ReLU, CPU time, 1 thread, Zen 1,
 # ONNX Runtime's ratio, direct -> F(2, 3) -> F(4, 3)): 64->64 at 28x28 1.04x -> 1.21x ->
 # 1.68x (batch 1), 0.97x -> 0.98x -> 1.56x (8); 128->128 at 14x14 1.00x -> 1.46x -> 1.59x,
-# 0.95x -> 1.29x -> 1.46x; 256->256 at 7x7 1.04x -> 1.36x -> 1.18x (batch 1: 4 tiles of
-# F(4, 3) for the GEMMs' 6-pixel tile), 0.94x -> 1.28x -> 1.88x (8); 64->64 at 56x56 0.97x
-# -> 1.01x -> 1.61x. Outputs under MIN_PIXELS (4x4) stay direct, as in use_blocked.
+# 0.95x -> 1.29x -> 1.46x; 64->64 at 56x56 0.97x -> 1.01x -> 1.61x. Few tiles leave the
+# GEMMs' 6-pixel tile idle and stream the transformed filter (36 or 16 copies) for them:
+# 256->256 at 7x7 1.04x -> 1.25x -> 0.83x (batch 1: 4 tiles of F(4, 3), 16 of F(2, 3)),
+# 0.94x -> 1.28x -> 1.88x (8); 512->512 at 7x7 1.02x -> 1.47x -> 1.16x (1); 512->512 at 4x4
+# 1.24x -> 1.09x -> 0.84x (1: 1 and 4 tiles), 1.24x -> 2.51x -> 3.40x (8: 8 and 32 tiles)
 WINO_MIN_CHANNELS = 16
-WINO_MIN_TILES = 12  # tiles over the batch: fewer leave the GEMMs' 6-pixel tile idle
+WINO_MIN_TILES = {4: 8, 2: 12}  # tiles of F(m, 3) over the batch, at least

@@ -302,8 +302,9 @@ class CpuRenderer(CLikeRenderer):
 
     def packed_conv(self, env: KernelEnv, node: Node, lay: int = 0) -> str | None:
         """The kernel parameter holding a convolution's filter packed for the blocked direct
-        kernel (conv_blocked.py), when the filter is a graph parameter and the kernel is
-        chosen for the shape (conv_blocked.use_blocked) or a side is NCHW8c (``lay``)."""
+        kernel (conv_blocked.py) or transformed for Winograd (winograd.py), when the filter is a
+        graph parameter and the kernel is chosen for the shape (conv_blocked.use_blocked,
+        conv.winograd_tile) or a side is NCHW8c (``lay``)."""
         wname = node.inputs[1]
         if not self.prepack_conv or wname not in self._params or node.type.dtype.name != "f32":
             return None
@@ -312,13 +313,13 @@ class CpuRenderer(CLikeRenderer):
         sh, sw = (int(v) for v in node.attr("stride"))
         oh, ow = node.type.shape[2:]
         groups = int(node.attr("groups"))
-        if groups != 1 or not (lay or conv_blocked.use_blocked(
-                int(x.type.shape[1]), o, groups, kh, kw, sh, sw, oh, ow)):
-            return None
         dh, dw = (int(v) for v in node.attr("dilation"))
         # a Winograd conv's filter transformed and packed per position (winograd.py)
         m = conv.winograd_tile(int(x.type.shape[0]), c, o, groups, kh, kw, sh, sw, dh, dw,
                                oh, ow)
+        if groups != 1 or not (lay or m or conv_blocked.use_blocked(
+                int(x.type.shape[1]), o, groups, kh, kw, sh, sw, oh, ow)):
+            return None
         pw = self.packed.add(self._params[wname], wname, o, c, 0, 0,
                              f"wino{m}" if m else "conv", kh, kw)
         name = f"{wt.ptr}_cbpacked"

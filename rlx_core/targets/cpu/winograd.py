@@ -199,12 +199,18 @@ static int rlx_wg{m}_conv(const rlx_conv_geo *g, const float *x, const float *u,
                          0, 0.0f, 0.0f, 3))
             return 0;
     float yt[M * M * 8];
+#if RLX_CB_VEC
+    const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+#endif
     for (int64_t q = t0; q < t1; ++q) {{
         const int64_t b = q / (th * tw), ty = q / tw % th, tx = q % tw;
         const int64_t my = oh - ty * M < M ? oh - ty * M : M, mx = ow - tx * M < M ? ow - tx * M : M;
         for (int64_t ob = 0; ob < obn; ++ob) {{
             rlx_wg{m}_out(mo + (ob * nt + (q - t0)) * 8, o * nt, yt);
             const float *bb = bias ? bias + ob * 8 : 0;
+#if RLX_CB_VEC
+            const __m256 vb = bb ? _mm256_loadu_ps(bb) : _mm256_setzero_ps();
+#endif
             for (int64_t i = 0; i < my; ++i)
                 for (int64_t j = 0; j < mx; ++j) {{
                     const int64_t at = (ty * M + i) * ow + tx * M + j;
@@ -215,6 +221,13 @@ static int rlx_wg{m}_conv(const rlx_conv_geo *g, const float *x, const float *u,
                     const float *rr = !res ? 0 : res + b * o * p
                         + ((lay & 4) ? (ob * p + at) * 8 : ob * 8 * p + at);
                     const int64_t rs = (lay & 4) ? 1 : p;
+#if RLX_CB_VEC
+                    if (ys == 1 && (!rr || rs == 1)) {{  /* NCHW8c sides: one vector */
+                        _mm256_storeu_ps(yy, rlx_conv_fin8(_mm256_loadu_ps(s), bb != 0, vb, rr,
+                                                           act, vlo, vhi));
+                        continue;
+                    }}
+#endif
                     for (int l = 0; l < 8; ++l)
                         yy[l * ys] = rlx_conv_fin(s[l], bb ? bb[l] : 0.0f, bb != 0, rr,
                                                   l * rs, act, lo, hi);
@@ -286,8 +299,9 @@ def packed_bytes(o: int, c: int, m: int) -> int:
 
 # the transform buffer of one item, at most (V and M of its tiles): chunks of tiles beyond it
 ITEM_BYTES = 2 * 1024 * 1024
-MIN_ITEMS = 2  # items at least, where there are tiles enough (two threads share them)
-MIN_CHUNK = 48  # tiles per item, at least (the blocked tile's chunk of pixels)
+MIN_CHUNK = 48  # tiles per item, at least, where the buffer limits them (the tile's chunk)
+MIN_ITEMS = 2  # items where one would do, for a team (a thread alone takes them all)
+MIN_SPLIT = 12  # tiles per item, at least, when split for the team
 
 
 def emit_winograd(env: KernelEnv, w: Writer, m: int, packed: str, geo: str, n: int, x: str,
@@ -296,17 +310,20 @@ def emit_winograd(env: KernelEnv, w: Writer, m: int, packed: str, geo: str, n: i
     """The kernel's loop over chunks of tiles calling rlx_wg{m}_conv (x, wt, bias, res, out:
     C pointers of the input, OIHW filter, bias, residual and output of the whole batch;
     ``packed`` the filter packed by rlx_wg{m}_pack; lay as conv_blocked.emit_blocked's);
-    returns IMPL. Out of memory: the blocked direct kernel's one-output-at-a-time path."""
+    returns IMPL. Out of memory: rlx_wg_direct, one output at a time."""
     tiles = n * -(-oh // m) * -(-ow // m)
     per = (m + 2) ** 2 * (c + o) * 4  # bytes of one tile's V and M
-    chunk = max(MIN_CHUNK, ITEM_BYTES // per)
-    if tiles >= MIN_ITEMS * MIN_CHUNK:
-        chunk = min(chunk, -(-tiles // MIN_ITEMS))
-    chunk = min(chunk, tiles)
+    chunk = min(tiles, max(MIN_CHUNK, ITEM_BYTES // per))
+    split = chunk == tiles and tiles >= MIN_ITEMS * MIN_SPLIT
+    if split:  # one chunk would do: items for the team, taken all at once by a thread alone
+        chunk = -(-tiles // MIN_ITEMS)
     items = -(-tiles // chunk)
     conv_blocked.open_items(env, w, flops, items, geo)
-    w.line(f"const int64_t t0 = it * {chunk}, t1 = t0 + {chunk} < {tiles} ? t0 + {chunk} : "
-           f"{tiles};")
+    if split:
+        w.line("const int solo = rlx_conv_team() == 1;")
+        w.line("if (solo && it > 0) continue;")
+    w.line(f"const int64_t t0 = it * {chunk}, t1 = {'solo || ' if split else ''}"
+           f"t0 + {chunk} >= {tiles} ? {tiles} : t0 + {chunk};")
     w.open(f"if (!rlx_wg{m}_conv(&geo, {x}, {packed}, {o}, {bias or '0'}, {res or '0'}, "
            f"{out}, t0, t1, {tail}, {lay}))")
     w.line(f"rlx_wg_direct(&geo, {x}, {wt}, {o}, {bias or '0'}, {res or '0'}, {out}, {m}, "
