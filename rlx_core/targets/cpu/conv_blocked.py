@@ -754,13 +754,19 @@ def in_chain(c: int, groups: int, kh: int = 1, kw: int = 1) -> bool:
 MIN_ITEMS = 8  # split an image's output rows when there are fewer images than this
 
 
-def open_items(env: KernelEnv, w: Writer, flops: int, items: int, geo: str) -> None:
+def open_items(env: KernelEnv, w: Writer, flops: int, items: int, geo: str,
+               backward: bool = False) -> None:
     """Open a conv kernel's loop over its ``items`` work items (shared out by the team
-    when ``flops`` pays for it) and declare its geometry ``geo`` inside; the caller closes it."""
+    when ``flops`` pays for it) and declare its geometry ``geo`` inside; the caller closes it.
+    ``backward``: item ``it`` runs from the last to the first (depthwise.emit_blocked)."""
     pragma = env.parallel(flops, 0)
     if pragma:
         w.line(pragma)
-    w.open(f"for (int64_t it = 0; it < {items}; ++it)")
+    if backward:
+        w.open(f"for (int64_t ir = 0; ir < {items}; ++ir)")
+        w.line(f"const int64_t it = {items - 1} - ir;")
+    else:
+        w.open(f"for (int64_t it = 0; it < {items}; ++it)")
     w.line(f"const rlx_conv_geo geo = {geo};")
 
 
