@@ -52,19 +52,26 @@ def test_prepacked_rows_match_numpy() -> None:
         assert _rel(got, want) < 1e-5, x.shape
 
 
-def test_more_rows_and_operand_weights_stay_on_the_tiled_kernel(
+def test_more_rows_and_no_gemv_stay_on_the_tiled_kernel(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Five rows, a weight passed as an input (packed per call) and RLX_NO_GEMV=1 keep sgemm."""
+    """Five rows and RLX_NO_GEMV=1 keep sgemm; one row times a weight passed as an input (W
+    and W^T) runs the per-call GEMV, which packs nothing."""
     skip_unless_own_sgemm()
     rng = np.random.default_rng(1)
     x = rng.standard_normal((gemv.MAX_ROWS + 1, 64), np.float32)
     w = rng.standard_normal((96, 64), np.float32)
     one = x[:1]
-    exe = rlx.compile(lambda a, o, b, w=w: (rlx.nn.linear(a, w), rlx.nn.linear(o, b)),
-                      x, one, w, target="cpu", record=False)
+    exe = rlx.compile(lambda a, w=w: rlx.nn.linear(a, w), x, target="cpu", record=False)
     assert _impls(exe) == {sgemm.IMPL}
-    many, single = exe(x, one, w)
-    assert _rel(many, x @ w.T) < 1e-5 and _rel(single, one @ w.T) < 1e-5
+    assert _rel(exe(x), x @ w.T) < 1e-5
+    wt = np.ascontiguousarray(w.T)
+    exe = rlx.compile(lambda o, b, bt: (rlx.nn.linear(o, b), o @ bt), one, w, wt,
+                      target="cpu", record=False)
+    assert _impls(exe) == {gemv.IMPL}
+    src = "".join(exe.sources.values())
+    assert "rlx_gemv(" in src or "rlx_gemv_epi(" in src
+    for got in exe(one, w, wt):
+        assert _rel(got, one @ w.T) < 1e-5
     monkeypatch.setenv("RLX_NO_GEMV", "1")
     exe = rlx.compile(lambda a, w=w: rlx.nn.linear(a, w), one, target="cpu", record=False)
     assert _impls(exe) == {sgemm.IMPL}
@@ -106,16 +113,28 @@ def test_team_column_chunks_agree_bit_for_bit() -> None:
 
 
 _HARNESS = TWICE_PLUS_ONE + r"""
+/* op(B) = W^T, W n x k (a linear layer's weight); Wt: the same as a k x n array. form 0:
+   prepacked panels; 1: W passed as it is (dot products); 2: Wt passed (rows read in place) */
 void run(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm, int64_t rk,
-         const float *B, float *C, int *seen, int64_t n0, int64_t n1, int with_epi) {
+         const float *W, const float *Wt, float *C, int *seen, int64_t n0, int64_t n1,
+         int with_epi, int form) {
     epi_ctx e = {C, seen, n};
-    float *P = (float *)malloc((size_t)((n + 31) / 32 * 32 * k) * sizeof(float));
-    rlx_sgemm_pack_b(n, k, B, 1, k, P);  /* B = W^T, W n x k: a linear layer's weight */
-    if (with_epi)
-        rlx_gemv_packed_epi(m, n, k, A, rm, rk, P, C, n, n0, n1, twice_plus_one, &e);
-    else
-        rlx_gemv_packed(m, n, k, A, rm, rk, P, C, n, n0, n1);
-    free(P);
+    rlx_sg_epi epi = with_epi ? twice_plus_one : 0;
+    const float *B = form == 2 ? Wt : W;
+    const int64_t brk = form == 2 ? n : 1, brn = form == 2 ? 1 : k;
+    if (form == 0) {
+        float *P = (float *)malloc((size_t)((n + 31) / 32 * 32 * k) * sizeof(float));
+        rlx_sgemm_pack_b(n, k, W, 1, k, P);
+        if (with_epi)
+            rlx_gemv_packed_epi(m, n, k, A, rm, rk, P, C, n, n0, n1, epi, &e);
+        else
+            rlx_gemv_packed(m, n, k, A, rm, rk, P, C, n, n0, n1);
+        free(P);
+    } else if (with_epi) {
+        rlx_gemv_epi(m, n, k, A, rm, rk, B, brk, brn, C, n, n0, n1, epi, &e);
+    } else {
+        rlx_gemv(m, n, k, A, rm, rk, B, brk, brn, C, n, n0, n1);
+    }
 }
 """
 
@@ -128,17 +147,20 @@ def _harness(tmp_path, family: str) -> ctypes.CDLL:
 def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, family: str) -> None:
     """Built by itself for plain C, AVX2 and this machine's best: 1 to MAX_ROWS + 1 rows (the
     last goes to the tiled kernel), A as rows or transposed, column ranges split at 64 as the
-    team's chunks would be, and the epilogue called on every element exactly once."""
+    team's chunks would be, and the epilogue called on every element exactly once; on
+    prepacked panels, on W passed as it is (x @ W^T: dot products; a transposed A goes to the
+    tiled kernel) and on W^T passed with contiguous rows (read in place)."""
     fn = _harness(tmp_path, family).run
     fn.restype = None
-    i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, ptr, ptr, i64, i64, ctypes.c_int]
+    i64, ptr, i32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+    fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, ptr, ptr, ptr, i64, i64, i32, i32]
     rng = np.random.default_rng(3)
     rows = range(1, gemv.MAX_ROWS + 2)
-    for m, (k, n), ta, epi in itertools.product(rows, [(7, 70), (400, 33), (1, 48)], [0, 1],
-                                                [0, 1]):
+    for m, (k, n), ta, epi, form in itertools.product(
+            rows, [(7, 70), (400, 33), (1, 48), (19, 13)], [0, 1], [0, 1], [0, 1, 2]):
         a = rng.standard_normal((k, m) if ta else (m, k), np.float32)
         w = rng.standard_normal((n, k), np.float32)
+        wt = np.ascontiguousarray(w.T)
         want = (a.T if ta else a).astype(np.float64) @ w.T.astype(np.float64)
         if epi:
             want = 2 * want + 1
@@ -148,7 +170,7 @@ def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, family: s
         split = 64 if n > 64 else n
         for n0, n1 in ((0, split), (split, n)):
             if n1 > n0:
-                fn(m, n, k, a.ctypes.data, rm, rk, w.ctypes.data, c.ctypes.data,
-                   seen.ctypes.data, n0, n1, epi)
-        assert _rel(c, want) < 1e-5, (m, k, n, ta, epi)
-        assert (seen == epi).all(), (m, k, n, ta, epi)
+                fn(m, n, k, a.ctypes.data, rm, rk, w.ctypes.data, wt.ctypes.data,
+                   c.ctypes.data, seen.ctypes.data, n0, n1, epi, form)
+        assert _rel(c, want) < 1e-5, (m, k, n, ta, epi, form)
+        assert (seen == epi).all(), (m, k, n, ta, epi, form)

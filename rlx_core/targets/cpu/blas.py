@@ -125,7 +125,7 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
         w.line(f"{fn}(CblasRowMajor, {ta}, {tb}, {rows}, {n}, {k}, {one}, {a}, {lda}, {b_b}, "
                f"{ldb}, {zero}, {c}, {n});")
 
-    one_row = own and gemv.takes(m, spec.batch, bool(packed))  # a GEMV over the panels
+    one_row = own and gemv.takes(m, spec.batch, bool(packed))  # a GEMV (gemv.py)
     if own:
         label = gemv.IMPL if one_row else sgemm.IMPL
         # element (i, p) of op(A) is A[i*rm + p*rk]; (p, j) of op(B) is B[p*brk + j*brn]
@@ -139,7 +139,7 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
             # with a tile epilogue (tile_at: the call's batch and first row of C) the kernel
             # finishes each tile itself
             epi = tile.args(w, *tile_at) if tile and tile_at else ""
-            fn = "rlx_gemv_packed" if one_row else "rlx_sgemm_packed" if packed else "rlx_sgemm"
+            fn = ("rlx_gemv" if one_row else "rlx_sgemm") + ("_packed" if packed else "")
             b_args = f"{packed}" if packed else f"{b_b}, {brk}, {brn}"
             w.line(f"{fn}{'_epi' if epi else ''}({rows}, {n}, {k}, {a}, {rm}, {rk}, {b_args}, "
                    f"{c}, {n}, {n0}, {n1}{epi});")

@@ -24,7 +24,15 @@ rows than MAX_ROWS goes to rlx_sgemm_core. The sum over K runs in one pass (the 
 kernel adds its KC slices), so a row's result may differ from it in the last bits; every
 column is computed the same way whichever thread, chunk or group of panels runs it.
 
-blas.emit_gemm calls it for a prepacked GEMM (one batch) of at most MAX_ROWS rows (``takes``);
+``rlx_gemv(m, n, k, A, rm, rk, B, brk, brn, C, ldc, n0, n1)`` (and ``_epi``) is the form for an
+op(B) passed in each call (rlx_sgemm's arguments): the tiled kernel packs all of W^T for the
+one row, reading and writing every weight once more than it multiplies them (2.6-3.2 GFLOP/s on
+GPT-2's decoding shapes, Zen 1 VM, C harness). Here x @ W^T (W's rows contiguous, the linear
+layer) runs as dot products along k, eight rows of W side by side for one row of x (5-7.5
+GFLOP/s, 10-15 GB/s of W), and a B with contiguous rows as groups of whole panels read in
+place; any other op(B) goes to the tiled kernel.
+
+blas.emit_gemm calls them for a GEMM (one batch) of at most MAX_ROWS rows (``takes``);
 blas._team_gemm splits such a GEMM over the team by claimed column chunks (CHUNK columns).
 ``RLX_NO_GEMV=1`` keeps those GEMMs on the tiled kernel (A/B timing).
 """
@@ -46,8 +54,11 @@ def enabled() -> bool:
 
 
 def takes(m: int, batch: int, packed: bool) -> bool:
-    """Does a GEMM of ``m`` rows (``batch`` batches, op(B) prepacked or not) run here?"""
-    return packed and batch == 1 and 1 <= m <= MAX_ROWS and enabled()
+    """Does a GEMM of ``m`` rows (``batch`` batches, op(B) prepacked or not) run here?
+    Prepacked: ``rlx_gemv_packed``; op(B) as passed: ``rlx_gemv`` (``packed`` only picks
+    which, both take the GEMM)."""
+    del packed
+    return batch == 1 and 1 <= m <= MAX_ROWS and enabled()
 
 
 SOURCE = r"""
@@ -64,7 +75,8 @@ SOURCE = r"""
    M and S are constants at every call, so the accumulators unroll into registers. */
 static inline __attribute__((always_inline)) void rlx_gemv_block(
         const int M, const int S, int64_t k, const float *restrict A, int64_t rm, int64_t rk,
-        const float *restrict b, float *restrict c, int64_t ldc, int64_t nlast) {
+        const float *restrict b, int64_t qs, int64_t ldb, float *restrict c, int64_t ldc,
+        int64_t nlast) {
     enum { NR = RLX_SG_NR, VW = RLX_SG_VW, MAXS = 4 };
     float t[RLX_GV_MAX_ROWS * NR];
 #if RLX_SG_VEC
@@ -75,7 +87,7 @@ static inline __attribute__((always_inline)) void rlx_gemv_block(
         rlx_sg_v a[RLX_GV_MAX_ROWS];
         for (int i = 0; i < M; ++i) a[i] = RLX_SG_SET1(A[i * rm + p * rk]);
         for (int q = 0; q < S; ++q) {
-            const float *bq = b + q * k * NR + p * NR;
+            const float *bq = b + q * qs + p * ldb;
             const rlx_sg_v b0 = RLX_SG_LOAD(bq), b1 = RLX_SG_LOAD(bq + VW);
             for (int i = 0; i < M; ++i) {
                 s0[q][i] = RLX_SG_FMA(a[i], b0, s0[q][i]);
@@ -96,13 +108,13 @@ static inline __attribute__((always_inline)) void rlx_gemv_block(
         for (int i = 0; i < M; ++i)
             for (int j = 0; j < NR; ++j) {
                 float acc = 0.0f;
-                for (int64_t p = 0; p < k; ++p) acc += A[i * rm + p * rk] * b[q * k * NR + p * NR + j];
+                for (int64_t p = 0; p < k; ++p) acc += A[i * rm + p * rk] * b[q * qs + p * ldb + j];
                 c[i * ldc + q * NR + j] = acc;
             }
     for (int i = 0; i < M; ++i)
         for (int j = 0; j < NR; ++j) {
             float acc = 0.0f;
-            for (int64_t p = 0; p < k; ++p) acc += A[i * rm + p * rk] * b[(S - 1) * k * NR + p * NR + j];
+            for (int64_t p = 0; p < k; ++p) acc += A[i * rm + p * rk] * b[(S - 1) * qs + p * ldb + j];
             t[i * NR + j] = acc;
         }
 #endif
@@ -123,9 +135,9 @@ static inline __attribute__((always_inline)) void rlx_gemv_rows(
         const int64_t end = j + s * NR < n1 ? j + s * NR : n1;
         const float *b = P + (j / NR) * k * NR;
         if (s == S)
-            rlx_gemv_block(M, S, k, A, rm, rk, b, C + j, ldc, end - j - (S - 1) * NR);
+            rlx_gemv_block(M, S, k, A, rm, rk, b, k * NR, NR, C + j, ldc, end - j - (S - 1) * NR);
         else
-            rlx_gemv_block(M, 1, k, A, rm, rk, b, C + j, ldc, end - j);
+            rlx_gemv_block(M, 1, k, A, rm, rk, b, k * NR, NR, C + j, ldc, end - j);
         if (epi) epi(ectx, 0, M, j, end);
         j = end;
     }
@@ -151,6 +163,119 @@ static void rlx_gemv_packed(int64_t m, int64_t n, int64_t k, const float *A, int
                             int64_t rk, const float *P, float *C, int64_t ldc, int64_t n0,
                             int64_t n1) {
     rlx_gemv_packed_epi(m, n, k, A, rm, rk, P, C, ldc, n0, n1, 0, 0);
+}
+
+/* C[0:M, j:j + J) = op(A)[0:M, 0:k] . W[j:j + J, 0:k]^T with W's rows w + j*ldw contiguous:
+   M x J dot products along k, each a vector accumulator (M and J constants at every call) */
+static inline __attribute__((always_inline)) void rlx_gemv_dots(
+        const int M, const int J, int64_t k, const float *restrict A, int64_t rm,
+        const float *restrict w, int64_t ldw, float *restrict c, int64_t ldc) {
+    float s[RLX_GV_MAX_ROWS][8];
+    int64_t p = 0;
+#if RLX_SG_VEC
+    enum { VW = RLX_SG_VW };
+    rlx_sg_v acc[RLX_GV_MAX_ROWS][8];
+    for (int i = 0; i < M; ++i)
+        for (int q = 0; q < J; ++q) acc[i][q] = RLX_SG_ZERO();
+    for (; p + VW <= k; p += VW) {
+        rlx_sg_v a[RLX_GV_MAX_ROWS];
+        for (int i = 0; i < M; ++i) a[i] = RLX_SG_LOAD(A + i * rm + p);
+        for (int q = 0; q < J; ++q) {
+            const rlx_sg_v wq = RLX_SG_LOAD(w + q * ldw + p);
+            for (int i = 0; i < M; ++i) acc[i][q] = RLX_SG_FMA(a[i], wq, acc[i][q]);
+        }
+    }
+    for (int i = 0; i < M; ++i)
+        for (int q = 0; q < J; ++q) {
+            float v[VW];
+            RLX_SG_STORE(v, acc[i][q]);
+            float t = 0.0f;
+            for (int l = 0; l < VW; ++l) t += v[l];
+            s[i][q] = t;
+        }
+#else
+    for (int i = 0; i < M; ++i)
+        for (int q = 0; q < J; ++q) s[i][q] = 0.0f;
+#endif
+    for (; p < k; ++p)
+        for (int i = 0; i < M; ++i)
+            for (int q = 0; q < J; ++q) s[i][q] += A[i * rm + p] * w[q * ldw + p];
+    for (int i = 0; i < M; ++i)
+        for (int q = 0; q < J; ++q) c[i * ldc + q] = s[i][q];
+}
+
+/* columns [j, n1) for M rows of C = op(A) op(B), op(B) as the caller passes it (not packed):
+   W^T with W's rows contiguous (x @ W.T, the linear layer: dot products along k), or B with
+   contiguous rows (groups of S whole panels read in place, as rlx_gemv_rows reads packed
+   ones; the columns past the last whole panel one at a time). A row-contiguous op(A) is
+   needed for the dot products; anything else goes to the tiled kernel, which packs. */
+static inline __attribute__((always_inline)) void rlx_gemv_rows_direct(
+        const int M, int64_t k, const float *A, int64_t rm, int64_t rk, const float *B,
+        int64_t brk, int64_t brn, float *C, int64_t ldc, int64_t j, int64_t n1,
+        rlx_sg_epi epi, const void *ectx) {
+    enum { NR = RLX_SG_NR };
+    if (brk == 1 && rk == 1) {
+        /* M x J accumulators within the 16 ymm registers; one row reads 8 rows of W side by
+           side (the C harness, Zen 1: 1 x 3072 x 768 at 14-15 GB/s of W against 12-13 with 4) */
+        const int J = M == 1 ? 8 : M == 2 ? 4 : 2;
+        for (; j < n1;) {
+            const int64_t end = j + 64 < n1 ? j + 64 : n1;
+            int64_t q = j;
+            for (; q + J <= end; q += J)
+                rlx_gemv_dots(M, J, k, A, rm, B + q * brn, brn, C + q, ldc);
+            for (; q < end; ++q) rlx_gemv_dots(M, 1, k, A, rm, B + q * brn, brn, C + q, ldc);
+            if (epi) epi(ectx, 0, M, j, end);
+            j = end;
+        }
+        return;
+    }
+    if (brn == 1) {
+        const int S = RLX_GV_STREAMS(M);
+        for (; j < n1;) {
+            const int64_t whole = (n1 - j) / NR;
+            const int s = whole >= S ? S : 1;
+            if (whole == 0) {  /* the last partial panel: a full-width load would run past B */
+                for (int i = 0; i < M; ++i)
+                    for (int64_t q = j; q < n1; ++q) {
+                        float t = 0.0f;
+                        for (int64_t p = 0; p < k; ++p) t += A[i * rm + p * rk] * B[p * brk + q];
+                        C[i * ldc + q] = t;
+                    }
+                if (epi) epi(ectx, 0, M, j, n1);
+                return;
+            }
+            if (s == S)
+                rlx_gemv_block(M, S, k, A, rm, rk, B + j, NR, brk, C + j, ldc, NR);
+            else
+                rlx_gemv_block(M, 1, k, A, rm, rk, B + j, NR, brk, C + j, ldc, NR);
+            if (epi) epi(ectx, 0, M, j, j + s * NR);
+            j += s * NR;
+        }
+        return;
+    }
+    rlx_sgemm_core(M, k, A, rm, rk, B, brk, brn, 0, C, ldc, j, n1, epi, ectx);
+}
+
+/* columns [n0, n1) of C = op(A) op(B) for m <= RLX_GV_MAX_ROWS rows, op(B) not packed:
+   rlx_sgemm's arguments and meaning (see gemv.py); epi (or 0) finishes the columns */
+static void rlx_gemv_epi(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm, int64_t rk,
+                         const float *B, int64_t brk, int64_t brn, float *C, int64_t ldc,
+                         int64_t n0, int64_t n1, rlx_sg_epi epi, const void *ectx) {
+    (void)n;
+    switch (m) {
+    case 1: rlx_gemv_rows_direct(1, k, A, rm, rk, B, brk, brn, C, ldc, n0, n1, epi, ectx); break;
+    case 2: rlx_gemv_rows_direct(2, k, A, rm, rk, B, brk, brn, C, ldc, n0, n1, epi, ectx); break;
+    case 3: rlx_gemv_rows_direct(3, k, A, rm, rk, B, brk, brn, C, ldc, n0, n1, epi, ectx); break;
+    case 4: rlx_gemv_rows_direct(4, k, A, rm, rk, B, brk, brn, C, ldc, n0, n1, epi, ectx); break;
+    default:
+        if (m > 0) rlx_sgemm_core(m, k, A, rm, rk, B, brk, brn, 0, C, ldc, n0, n1, epi, ectx);
+    }
+}
+
+static void rlx_gemv(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm, int64_t rk,
+                     const float *B, int64_t brk, int64_t brn, float *C, int64_t ldc, int64_t n0,
+                     int64_t n1) {
+    rlx_gemv_epi(m, n, k, A, rm, rk, B, brk, brn, C, ldc, n0, n1, 0, 0);
 }
 #endif
 """.replace("@MAX_ROWS@", str(MAX_ROWS)).replace("@S1@", str(STREAMS[1])) \
