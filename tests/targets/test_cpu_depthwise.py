@@ -80,16 +80,16 @@ def test_blocked_depthwise_matches_the_reference() -> None:
 
 def test_blocked_depthwise_runs_backward_over_a_large_batch(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """An input above depthwise.L3_BYTES (0 here) is read from the last (image, block) item
+    """An input above conv_blocked.L3_BYTES (0 here) is read from the last (image, block) item
     to the first, where the conv before it left it in the cache; same results, residual and
     epilogue included, 3 images."""
     comp = find_compiler()
     if not (comp.avx2_fma or comp.avx512):
         pytest.skip("the blocked kernels are picked only where the compiler targets AVX2 + FMA")
-    from rlx_core.targets.cpu import depthwise
+    from rlx_core.targets.cpu import conv_blocked
     from rlx_core.targets.cpu.renderer import render_program
 
-    monkeypatch.setattr(depthwise, "L3_BYTES", 0)
+    monkeypatch.setattr(conv_blocked, "L3_BYTES", 0)
     rng = np.random.default_rng(4)
     e, d, s = (rng.standard_normal(sh).astype(np.float32) * 0.3
                for sh in ((C, C, 1, 1), (C, 1, 3, 3), (C, C, 1, 1)))

@@ -87,3 +87,35 @@ def test_onnx_pools_import_as_hir_pooling() -> None:
             assert "rlx-pool" in {k["impl"] for k in exe.program.info["kernels"].values()}
         np.testing.assert_allclose(np.asarray(exe(x)), want, rtol=1e-5, atol=1e-6,
                                    err_msg=f"{op} {attrs}")
+
+
+def test_blocked_pools_run_backward_over_a_large_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NCHW8c pooling of an input above conv_blocked.L3_BYTES (0 here) reads its (image,
+    block) items from the last to the first, where the conv before it left them cached;
+    same results (a max and an average, 3 images)."""
+    comp = find_compiler()
+    if not (comp.avx2_fma or comp.avx512):
+        pytest.skip("the blocked kernels are picked only where the compiler targets AVX2 + FMA")
+    from rlx_core.targets.cpu import conv_blocked
+    from rlx_core.targets.cpu.renderer import render_program
+
+    monkeypatch.setattr(conv_blocked, "L3_BYTES", 0)
+    rng = np.random.default_rng(2)
+    w1, w2 = ((rng.standard_normal(s) * 0.3).astype(np.float32)
+              for s in ((16, 16, 3, 3), (16, 32, 1, 1)))
+
+    def f(x):
+        y = nn.relu(nn.conv2d(x, rlx.param(w1, "w1"), None, padding=1))
+        m = nn.max_pool2d(y, (3, 3), (2, 2), (1, 1))
+        a = nn.avg_pool2d(y, (2, 2), (2, 2), (0, 0))
+        return nn.conv2d(rlx.concat([m, a], axis=1), rlx.param(w2, "w2"))
+
+    x = rng.standard_normal((3, 16, 10, 10)).astype(np.float32)
+    exe = rlx.compile(f, x, target="cpu", record=False)
+    info = exe.program.info
+    pools = [n.name for n in exe.lir.nodes if n.op in ("max_pool2d", "avg_pool2d")]
+    assert len(pools) == 2 and set(pools) <= set(info["nchw8c"])
+    assert render_program(exe.lir).source.count(f"const int64_t it = {3 * 2 - 1} - ir;") == 2
+    want = rlx.compile(f, x, target="numpy", record=False)(x)
+    got = exe(x)
+    assert float(np.abs(got - want).max() / np.abs(want).max()) < 1e-5

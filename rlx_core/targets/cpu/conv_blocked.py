@@ -754,11 +754,22 @@ def in_chain(c: int, groups: int, kh: int = 1, kw: int = 1) -> bool:
 MIN_ITEMS = 8  # split an image's output rows when there are fewer images than this
 
 
+L3_BYTES = 4 << 20  # a blocked input above this is read backward over the batch (backward)
+
+
+def backward(n: int, in_bytes: int) -> bool:
+    """Should a kernel of ``n`` images read its blocked input of ``in_bytes`` from the last
+    image to the first? Where the input outgrows the L3 (L3_BYTES) and the kernel before
+    wrote it forward, its last images are the ones still cached; forward, every read misses
+    (LRU's cyclic worst case). ``RLX_CPU_BACKWARD=0``: never (A/B timing)."""
+    return os.environ.get("RLX_CPU_BACKWARD", "1") != "0" and n > 1 and in_bytes > L3_BYTES
+
+
 def open_items(env: KernelEnv, w: Writer, flops: int, items: int, geo: str,
                backward: bool = False) -> None:
     """Open a conv kernel's loop over its ``items`` work items (shared out by the team
     when ``flops`` pays for it) and declare its geometry ``geo`` inside; the caller closes it.
-    ``backward``: item ``it`` runs from the last to the first (depthwise.emit_blocked)."""
+    ``backward``: item ``it`` runs from the last to the first (see backward)."""
     pragma = env.parallel(flops, 0)
     if pragma:
         w.line(pragma)

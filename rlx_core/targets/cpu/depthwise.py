@@ -17,10 +17,11 @@ conv.py's ``emit_conv`` hands every convolution with one input channel per group
   Against the kernel before (8 pixels in flight, edges tested per tap, the window rows
   found by division each row), CPU time of one image, Zen 1: 576 channels at 7x7 71-92 ->
   45-55 us, 192 at 14x14 64-98 -> 42-56 us, 144 at 28x28 stride 2 52-54 -> 33-46 us; the
-  11 MobileNetV2-like shapes together 754-920 -> 567-580 us. An input above L3_BYTES (a
-  batch of 8 of MobileNetV2's 96 x 56 x 56 expansion, 9.6 MB) runs backward over the items,
-  reading first what the conv before it wrote last: 1.95-1.99 -> 1.52-1.67 ms there
-  (144 x 56 x 56: 2.99 -> 2.60; 1 thread, Zen 1, loaded; ``RLX_DW_BACKWARD=0`` for A/B).
+  11 MobileNetV2-like shapes together 754-920 -> 567-580 us. An input above
+  conv_blocked.L3_BYTES (a batch of 8 of MobileNetV2's 96 x 56 x 56 expansion, 9.6 MB)
+  runs backward over the items, reading first what the conv before it wrote last:
+  1.95-1.99 -> 1.52-1.67 ms there (144 x 56 x 56: 2.99 -> 2.60; 1 thread, Zen 1, loaded;
+  ``RLX_CPU_BACKWARD=0`` for A/B).
 
 The epilogue (bias, residual, max / min / clip) is conv.py's ``rlx_conv_fin`` / ``_fin8``,
 on each output as it is finished, in the decomposition's order. No pointer is formed outside
@@ -40,7 +41,6 @@ IMPL_B = "rlx-conv-blocked-dw"  # NCHW8c (rlx_dw_b); NCHW depthwise convs keep c
 IMPLS = (IMPL_B,)
 BLOCK = 8  # channels per vector in NCHW8c
 FLAT_TAPS = 49  # RLX_DW_FLAT_TAPS: windows of up to 7 x 7 on the phase planes and blocked
-L3_BYTES = 4 << 20  # an input above this runs backward over the batch (emit_dw_b)
 
 # after conv.SOURCE (rlx_conv_geo, the epilogue) and sgemm.SOURCE (its scratch buffer)
 SOURCE = r"""
@@ -377,11 +377,9 @@ def emit_blocked(env: KernelEnv, w: Writer, geo: str, n: int, x: str, wt: str, c
     """The kernel's loop over (image, channel block) of a depthwise convolution in NCHW8c
     (a channel multiplier of 1: o == c, a multiple of 8) calling rlx_dw_b; returns IMPL_B."""
     cbn = c // BLOCK
-    # backward over the batch where the input outgrows the L3: the conv before it (a 1x1
-    # expansion) wrote it forward, so its last images are the ones still cached (forward, the
-    # first image read is the one evicted first and every read misses, LRU's cyclic worst case)
-    back = os.environ.get("RLX_DW_BACKWARD", "1") != "0" and n > 1 and n * c * hw * 4 > L3_BYTES
-    conv_blocked.open_items(env, w, flops, n * cbn, geo, backward=back)
+    # the conv before it (a 1x1 expansion) wrote the input forward
+    conv_blocked.open_items(env, w, flops, n * cbn, geo,
+                            backward=conv_blocked.backward(n, n * c * hw * 4))
     w.line(f"const int64_t b = it / {cbn}, cb = it % {cbn};")
     res_b = f"{res} + b * {o * p}" if res else "0"
     w.line(f"rlx_dw_b(&geo, {x} + b * {c * hw}, {wt}, {bias or '0'}, {res_b}, "

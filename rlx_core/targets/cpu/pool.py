@@ -21,6 +21,7 @@ from rlx_core.ir.graph import Node
 from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
+from rlx_core.targets.cpu import conv_blocked
 
 IMPL = "rlx-pool"
 DTYPES: tuple[str, ...] = ("f32",)
@@ -212,7 +213,7 @@ static void rlx_pool_b(const float *x, float *y, int64_t h, int64_t w, int64_t o
 def emit_pool(env: KernelEnv, w: Writer, node: Node, blocked: bool = False) -> str:
     """Write the kernel's loop over the (image, channel) planes; returns its impl label.
     ``blocked``: input and output are NCHW8c (layout.py's plan): the loop runs over (image,
-    channel block) instead."""
+    channel block) instead, backward over a large batch (conv_blocked.backward)."""
     d = node.type.dtype
     if d.name not in DTYPES:
         raise RenderError(f"{node.op} on {d} has no CPU kernel",
@@ -229,7 +230,11 @@ def emit_pool(env: KernelEnv, w: Writer, node: Node, blocked: bool = False) -> s
         w.line(pragma)
     if blocked:
         cbn = c // 8
-        w.open(f"for (int64_t it = 0; it < {n * cbn}; ++it)")
+        if conv_blocked.backward(n, n * c * h * wd * 4):  # the conv before wrote it forward
+            w.open(f"for (int64_t ir = 0; ir < {n * cbn}; ++ir)")
+            w.line(f"const int64_t it = {n * cbn - 1} - ir;")
+        else:
+            w.open(f"for (int64_t it = 0; it < {n * cbn}; ++it)")
         w.line(f"rlx_pool_b({xb.ptr} + (it / {cbn}) * {c * h * wd}, "
                f"{out.ptr} + (it / {cbn}) * {c * oh * ow}, {h}, {wd}, {oh}, {ow}, {kh}, {kw}, "
                f"{sh}, {sw}, {ph}, {pw}, {avg}, it % {cbn});")
