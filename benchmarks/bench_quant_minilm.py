@@ -53,6 +53,13 @@ from benchmarks.common import (  # noqa: E402
 SEQ_SPEED = 128
 INT4_GROUP = 32
 # the ablation: each kind of linear quantized alone (weight-name substrings)
+# per-layer code widths (ptq.layer_bits: {weight-name substring: bits}, first match wins) of
+# the -mixed models: (weight bits, activation bits)
+QKV, ATT_OUT, FFN_IN, FFN_OUT = "attention.self.", "attention.output.", "intermediate.", "output."
+# (6-bit FFN-out weights: the w77 pairing with static's 8-bit activations, w66 with dynamic's
+# 7-bit ones; the largest linears (k = 1536) and, with 6 bits, the cheapest in cosine)
+MIXED_STATIC = ({ATT_OUT: 7, FFN_OUT: 6, "*": 7}, 8)
+MIXED_DYNAMIC = ({ATT_OUT: 7, FFN_OUT: 6, "*": 7}, 7)
 KINDS = {"q, k, v": ("attention.self.",), "attention output": ("attention.output.dense",),
          "FFN in (before GELU)": ("intermediate.dense",),
          "FFN out (after GELU)": tuple(f"layer.{i}.output.dense" for i in range(12))}
@@ -189,9 +196,11 @@ def main() -> None:
         """``cal``: the batches (shaped like ``g``'s inputs) static PTQ observes."""
         if kind == "rlx-f32":
             return g
-        if kind.startswith("rlx-int8-static"):  # rlx-int8-static[-METHOD][-wWaA]
+        if kind.startswith("rlx-int8-static"):  # rlx-int8-static[-METHOD][-wWaA|-mixed]
             parts = kind[len("rlx-int8-static"):].strip("-").split("-")
-            bits = static_bits
+            bits: tuple[Any, Any] = static_bits
+            if parts[-1] == "mixed":
+                bits, parts = MIXED_STATIC, parts[:-1]
             if parts and len(parts[-1]) == 4 and parts[-1][0] == "w" and parts[-1][2] == "a":
                 bits = (int(parts[-1][1]), int(parts[-1][3]))
                 parts = parts[:-1]
@@ -200,6 +209,12 @@ def main() -> None:
                                        activation_bits=bits[1]).graph
         if kind == "rlx-int8":  # the default code width here (ptq.fast_bits)
             return ptq.quantize_dynamic(g, granularity="token").graph
+        if kind == "rlx-int8-mixed":
+            return ptq.quantize_dynamic(g, granularity="token", weight_bits=MIXED_DYNAMIC[0],
+                                        activation_bits=MIXED_DYNAMIC[1]).graph
+        if kind.startswith("rlx-int8-w") and len(kind) == len("rlx-int8-wWaA"):
+            return ptq.quantize_dynamic(g, granularity="token", weight_bits=int(kind[-3]),
+                                        activation_bits=int(kind[-1])).graph
         if kind == "rlx-int8-8bit":  # exact 8-bit codes whatever the CPU
             return ptq.quantize_dynamic(g, granularity="token", weight_bits=8,
                                         activation_bits=8).graph
@@ -314,7 +329,10 @@ def main() -> None:
               f"with fixed per-tensor parameters from {args.static_method} calibration over "
               f"{args.calibration} other sentences, folded into static_int_linear (one kernel "
               "a linear) (rlx-int8-static-METHOD: the same with METHOD "
-              "calibration; -wWaA: W-bit weights, A-bit activations); "
+              "calibration; -wWaA: W-bit weights, A-bit activations; -mixed: widths per "
+              f"layer, weights {MIXED_STATIC[0]}, activations {MIXED_STATIC[1]}); "
+              f"rlx-int8-mixed: dynamic with weights {MIXED_DYNAMIC[0]}, activations "
+              f"{MIXED_DYNAMIC[1]} bits (ptq.layer_bits: the first key in the weight's name); "
               "rlx-int8-tensor: one activation scale per call (as ONNX Runtime's "
               f"DynamicQuantizeLinear); rlx-int4-g{INT4_GROUP}: weight-only int4, groups of "
               f"{INT4_GROUP} with zero points, searched ranges.\n\n"
@@ -345,7 +363,8 @@ def main() -> None:
         # static PTQ observes the timed batch itself here (its speed, not its accuracy)
         timed = set(args.speed_peers.split(",")) | {"rlx-int8", "ort-int8", "rlx-f32"}
         exe = {k: rlx.compile(quantized(g, k, [(ids, mask, types)]), target="cpu")
-               for k in ("rlx-int8", "rlx-int8-8bit", "rlx-int8-static", f"rlx-int4-g{INT4_GROUP}", "rlx-f32")
+               for k in ("rlx-int8", "rlx-int8-8bit", "rlx-int8-static", f"rlx-int4-g{INT4_GROUP}",
+                         "rlx-f32", *sorted(t for t in timed if t.endswith("mixed")))
                if k in timed}
         feed = {"ids": ids.astype(np.int64), "mask": mask.astype(np.int64),
                 "types": types.astype(np.int64)}

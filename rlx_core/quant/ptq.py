@@ -26,7 +26,7 @@ and ``q.layers`` lists every layer's parameters.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,8 +221,8 @@ GRANULARITIES = ("tensor", "token")
 
 def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
                      per_channel: bool = True, granularity: str = "tensor",
-                     keep_f32: Iterable[str] = (), weight_bits: int | None = None,
-                     activation_bits: int | None = None, target: str = "cpu",
+                     keep_f32: Iterable[str] = (), weight_bits: Bits | None = None,
+                     activation_bits: Bits | None = None, target: str = "cpu",
                      ) -> QuantizedGraph:
     """Dynamic int8 PTQ: weights quantized now, activations per call (no calibration).
 
@@ -234,7 +234,9 @@ def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
     7 keeps the codes in [-63, 63] (scale ``max / 63``), which lets the cpu's AVX2 tile add
     two groups of products in 16 bits exactly (docs/quantization.md); the default
     (``None``) is ``fast_bits(granularity, target)``: 7 for per-token graphs on a CPU with
-    AVX2 but no VNNI, else 8."""
+    AVX2 but no VNNI, else 8. Weights may also be 6 bits (the faster w66 / w77 tiles). Either
+    may be a mapping ``{weight-name substring: bits, "*": default}`` (first match wins), a
+    width per layer (``layer_bits``)."""
     import numpy as np
 
     from rlx_core.frontend.tracer import trace
@@ -245,16 +247,12 @@ def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
     auto = fast_bits(granularity, target)
     weight_bits = auto if weight_bits is None else weight_bits
     activation_bits = auto if activation_bits is None else activation_bits
-    for what, bits in (("weight_bits", weight_bits), ("activation_bits", activation_bits)):
-        if bits not in (7, 8):
-            raise QuantConfigError(f"{what}={bits!r}: int8 PTQ codes are 8 or 7 bits",
-                                   hint="pass 8 (exact int8) or 7 (the fast AVX2 tile)")
     g = fn if isinstance(fn, Graph) else trace(fn, *example_args)
     keep = tuple(keep_f32)
     lins = {n.name: n for n in quantizable(g) if not any(k in n.inputs[1] for k in keep)}
     rw = _Rewriter(g)
     reports: list[LayerReport] = []
-    tiny, q127 = np.float32(1e-30), np.float32(2 ** (activation_bits - 1) - 1)
+    tiny = np.float32(1e-30)
     for n in g.nodes:
         if n.name not in lins:
             rw.copy(n)
@@ -263,7 +261,10 @@ def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
         b.loc = n.loc
         x = rw.v(n.inputs[0])
         w = host_value(g, n.inputs[1])
-        wp = weight_qparams(w, per_channel, bits=weight_bits)
+        wb, ab = (layer_bits(weight_bits, n.inputs[1]), layer_bits(activation_bits, n.inputs[1]))
+        check_bits(wb, ab)
+        q127 = np.float32(2 ** (ab - 1) - 1)
+        wp = weight_qparams(w, per_channel, bits=wb)
         wq = rw.param(f"{n.inputs[1]}.q", quantize_array(w, wp))
         out_n, k = w.shape
         # the weight scales (and the bias below) as parameters, not constants: a broadcast
@@ -307,6 +308,34 @@ def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
         rw.map[n.name] = y
         reports.append(LayerReport(n.name, n.inputs[1], f"dynamic-{granularity}", wp.scale))
     return QuantizedGraph(rw.finish(), reports)
+
+
+Bits = int | Mapping[str, int]
+
+
+def layer_bits(bits: Bits, weight: str) -> int:
+    """The code width ``bits`` gives the layer of weight ``weight``: an int for every layer,
+    or the first ``{substring: bits}`` entry whose key is in the weight's name (``"*"``: the
+    default, else 8)."""
+    if isinstance(bits, int):
+        return bits
+    for key, v in bits.items():
+        if key != "*" and key in weight:
+            return int(v)
+    return int(bits.get("*", 8))
+
+
+def check_bits(weight_bits: int, activation_bits: int) -> None:
+    """Code widths PTQ writes: weights 8, 7 or 6 bits, activations 8 or 7 (a typed error
+    otherwise)."""
+    if weight_bits not in (6, 7, 8):
+        raise QuantConfigError(f"weight_bits={weight_bits!r}: int8 PTQ weights are 8, 7 or 6 "
+                               "bits", hint="pass 8 (exact int8), 7 or 6 (the faster AVX2 "
+                               "tiles, docs/quantization.md)")
+    if activation_bits not in (7, 8):
+        raise QuantConfigError(f"activation_bits={activation_bits!r}: int8 PTQ activations "
+                               "are 8 or 7 bits",
+                               hint="pass 8 (exact int8) or 7 (the fast AVX2 tile)")
 
 
 def fast_bits(granularity: str, target: str = "cpu") -> int:
@@ -405,25 +434,32 @@ def quantize_static(fn: Callable[..., Any] | Graph, *example_args: Any, data: It
                     method: str = "minmax", per_channel: bool = True,
                     activation_dtype: str = "u8", activation_scheme: str = "asymmetric",
                     target: str = "cpu", observer_options: dict[str, Any] | None = None,
-                    weight_bits: int = 8, activation_bits: int = 8) -> QuantizedGraph:
+                    weight_bits: Bits = 8, activation_bits: Bits = 8) -> QuantizedGraph:
     """Static int8 PTQ: observe every quantized linear's input and output over ``data``
     (an iterable of input batches shaped like ``example_args``), then rewrite to integers.
 
     ``weight_bits`` / ``activation_bits`` (8 or 7): 7 keeps the codes in 7 bits (weights in
     [-63, 63]; u8 activations in [0, 127], i8 in [-64, 63]; the observers choose their ranges
-    for 128 levels), which the cpu's AVX2 tiles add in 16 bits (docs/quantization.md)."""
+    for 128 levels), which the cpu's AVX2 tiles add in 16 bits (docs/quantization.md); weights
+    may also be 6 bits (the w77 pairing for 8-bit activations, w66 for 7-bit). Either may be
+    a mapping ``{weight-name substring: bits, "*": default}`` (``layer_bits``): an activation
+    read by several layers (q, k and v's input) keeps the widest width they ask for."""
     from rlx_core.frontend.tracer import trace
 
-    for what, bits in (("weight_bits", weight_bits), ("activation_bits", activation_bits)):
-        if bits not in (7, 8):
-            raise QuantConfigError(f"{what}={bits!r}: int8 PTQ codes are 8 or 7 bits",
-                                   hint="pass 8 (exact int8) or 7 (the fast AVX2 tile)")
     g = fn if isinstance(fn, Graph) else trace(fn, *example_args)
     lins = quantizable_layers(g)
-    watched = list(dict.fromkeys([n.inputs[0] for n in lins] + [post_value(g, n) for n in lins]))
+    width: dict[str, int] = {}  # watched value -> its activation code width
+    for n in lins:
+        wb, ab = (layer_bits(weight_bits, n.inputs[1]), layer_bits(activation_bits, n.inputs[1]))
+        check_bits(wb, ab)
+        for v in (n.inputs[0], post_value(g, n)):
+            width[v] = max(width.get(v, 0), ab)
+    if not lins:
+        check_bits(layer_bits(weight_bits, ""), layer_bits(activation_bits, ""))
+    watched = list(width)
     opts = observer_options or {}
     obs = {v: make_observer(method, dtype=activation_dtype, scheme=activation_scheme,
-                            bits=None if activation_bits == 8 else activation_bits, **opts)
+                            bits=None if width[v] == 8 else width[v], **opts)
            for v in watched}
     calibrate(g, watched, obs, data, target)
     return convert_static(g, {v: o.qparams() for v, o in obs.items()}, per_channel=per_channel,
@@ -437,7 +473,7 @@ def post_value(g: Graph, lin: Node) -> str:
 
 
 def convert_static(g: Graph, act: dict[str, QParams], weights: dict[str, QParams] | None = None,
-                   per_channel: bool = True, weight_bits: int = 8) -> QuantizedGraph:
+                   per_channel: bool = True, weight_bits: Bits = 8) -> QuantizedGraph:
     """Rewrite ``g``'s linears and convolutions to the integer chain with fixed activation
     parameters ``act`` (by value name: every layer's input, and its post value where its
     output stays an integer) and, optionally, fixed weight parameters (by weight value name;
@@ -485,8 +521,8 @@ def convert_static(g: Graph, act: dict[str, QParams], weights: dict[str, QParams
                                                  rw.const(xp.zero_point, dt.i32)],
                                     {"dtype": dt.get(xp.dtype)}), xp)
         w = host_value(g, n.inputs[1])
-        wp = (weights or {}).get(n.inputs[1]) or weight_qparams(w, per_channel,
-                                                                bits=weight_bits)
+        wp = (weights or {}).get(n.inputs[1]) or weight_qparams(
+            w, per_channel, bits=layer_bits(weight_bits, n.inputs[1]))
         wq = rw.param(f"{n.inputs[1]}.q", quantize_array(w, wp))
         sx = float(xp.scale)
         acc_scale = (np.float64(sx) * np.broadcast_to(wp.scale, (w.shape[0],)).astype(

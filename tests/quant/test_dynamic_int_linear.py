@@ -34,7 +34,7 @@ def cpu():
 
 # (weight bits, activation bits): exact int8, 7-bit codes (the w77 tile on AVX2), 7-bit
 # weights with 8-bit activations (the w7 tile)
-BITS = ((8, 8), (7, 7), (7, 8))
+BITS = ((8, 8), (7, 7), (7, 8), (6, 7), (6, 8))  # 6-bit weights: the w66 / w77 tiles
 
 
 def _model(shape, n, bias, seed=0, bits=(8, 8)):
@@ -102,8 +102,10 @@ def test_default_code_width_follows_the_cpu(monkeypatch):
     monkeypatch.setenv("RLX_INT8_BITS", "8")
     assert ptq.fast_bits("token") == 8
     g = rlx.trace(lambda x: rlx.nn.linear(x, np.ones((2, 3), np.float32)), spec((1, 3), "f32"))
+    with pytest.raises(RlxError, match="8, 7 or 6 bits"):
+        ptq.quantize_dynamic(g, granularity="token", weight_bits=5)
     with pytest.raises(RlxError, match="8 or 7 bits"):
-        ptq.quantize_dynamic(g, granularity="token", weight_bits=6)
+        ptq.quantize_dynamic(g, granularity="token", activation_bits=6)
 
 
 def test_cpu_without_prepacking_matches(cpu, monkeypatch):

@@ -57,8 +57,9 @@ def packed_cases() -> None:
     """A parameter weight is prepacked and multiplied by the register-tiled kernel: row counts
     around the 4-row tile and the 32-row work item, columns around the 16-column panel,
     K around the 4-byte group, i8 and u8 x with zero points, a bias, a weight holding
-    -128 (the AVX2 sign trick cannot negate it: that weight takes the dot kernels) and 7-bit
-    weights in [-64, 63] (AVX2: the w7 tiles, no sign trick)."""
+    -128 (the AVX2 sign trick cannot negate it: that weight takes the dot kernels), 7-bit
+    weights in [-64, 63] (AVX2: the w7 tiles, no sign trick) and 6-bit weights in [-32, 31]
+    (AVX2: u8 x pairs two groups in i16, w77; the extreme sums 4 * 255 * -32 included)."""
     from rlx_core.frontend import ops
 
     rng = np.random.default_rng(9)
@@ -69,10 +70,15 @@ def packed_cases() -> None:
                                          ((33, 384, 48), "int8", 0, 0, -127),
                                          ((6, 66, 20), "int8", 5, 0, -128),
                                          ((35, 31, 70), "int8", -3, 2, -64),
-                                         ((9, 101, 20), "uint8", 131, 0, -64)):
+                                         ((9, 101, 20), "uint8", 131, 0, -64),
+                                         ((9, 101, 20), "uint8", 131, 0, -32),
+                                         ((6, 70, 18), "int8", 0, 0, -32)):
         x, w, b = _case(rng, m, k, n, xdt)
-        w = np.clip(w, wmin, 63 if wmin == -64 else 127).astype(np.int8)
-        w[0, 0], w[-1, -1] = wmin, 63
+        w = np.clip(w, wmin, -wmin - 1 if wmin in (-64, -32) else 127).astype(np.int8)
+        w[0, 0], w[-1, -1] = wmin, -wmin - 1 if wmin == -32 else 63
+        if wmin == -32:  # 6-bit weights (the w77 pairing for any u8 x): the extreme sums
+            x[0] = np.iinfo(x.dtype).max
+            w[1], w[2] = -32, 31
 
         def f(a, w=w, b=b, zx=zx, zw=zw):
             return Q.int_linear(a, ops.asarray(w), ops.asarray(b), zx, zw)

@@ -25,8 +25,10 @@ from tests.quant.portable_tile import assert_passes_on_portable_tile
 SHAPES = (((1, 8), 16, True), ((5, 7), 3, False), ((2, 19, 33), 130, True),
           ((37, 64), 17, True), ((3, 1), 5, True))
 # (weight bits, activation bits, activation dtype): u8 asymmetric (quantize_static's
-# default), i8 symmetric; 7-bit codes take the w77 / w7 tiles on AVX2
-BITS = ((8, 8, "u8"), (7, 7, "u8"), (7, 8, "u8"), (8, 7, "u8"), (8, 8, "i8"), (7, 7, "i8"))
+# default), i8 symmetric; 7-bit codes take the w77 / w7 tiles on AVX2, 6-bit weights the
+# w77 pairing with 8-bit activations and w66 with 7-bit ones
+BITS = ((8, 8, "u8"), (7, 7, "u8"), (7, 8, "u8"), (8, 7, "u8"), (8, 8, "i8"), (7, 7, "i8"),
+        (6, 8, "u8"), (6, 7, "u8"))
 
 
 @pytest.fixture
@@ -116,7 +118,8 @@ def cases(shapes=SHAPES, bits_list=BITS) -> None:
 
 
 def test_cpu_folds_the_chain_and_matches(cpu):
-    cases(bits_list=BITS[:2] + BITS[3:4] + BITS[5:])  # the tiles: sign trick, w77, w7, w77
+    # the tiles: sign trick, w77, w7, w7_s, w77 (6-bit weights, 8-bit x), w66
+    cases(bits_list=BITS[:2] + BITS[3:4] + BITS[5:])
 
 
 def test_cpu_without_prepacking_matches(cpu, monkeypatch):
@@ -242,3 +245,36 @@ def test_epilogue_folds_only_what_the_claim_lists():
 
     assert not claimed(Bare(), "static_int_linear", "act", "gelu")
     assert not claimed(None, "static_int_linear", "residual", True)
+
+
+def test_code_widths_per_layer(cpu):
+    """weight_bits / activation_bits as {weight-name substring: bits, "*": default}: each
+    layer gets its own widths (6-bit weights here: the w77 / w66 tiles), an input shared by
+    two layers keeps the widest asked for, and the CPU equals numpy bit for bit."""
+    assert ptq.layer_bits(7, "any") == 7
+    assert ptq.layer_bits({"dense": 6, "*": 7}, "l.0.dense.weight") == 6
+    assert ptq.layer_bits({"dense": 6}, "l.0.query.weight") == 8
+    rng = np.random.default_rng(4)
+    ws = [rng.standard_normal(s).astype(np.float32) for s in ((16, 40), (24, 40), (8, 33))]
+
+    def f(x, y):
+        return rlx.nn.linear(x, ws[0]), rlx.nn.linear(x, ws[1]), rlx.nn.linear(y, ws[2])
+
+    g = rlx.trace(f, spec((5, 40), "f32"), spec((6, 33), "f32"))
+    names = [n.inputs[1] for n in ptq.quantizable(g)]
+    cal = [(rng.standard_normal((5, 40)).astype(np.float32),
+            rng.standard_normal((6, 33)).astype(np.float32)) for _ in range(2)]
+    # first match wins: the names are param, param_1, param_2 here (the longest first)
+    order = sorted(range(3), key=lambda i: -len(names[i]))
+    q = ptq.quantize_static(g, data=cal, target="numpy",
+                            weight_bits={names[i]: 8 if i == 1 else 6 for i in order},
+                            activation_bits={names[i]: 8 if i == 1 else 7 for i in order})
+    wmax = [int(np.abs(q.graph.param_data[f"{n}.q"].astype(np.int32)).max()) for n in names]
+    assert wmax[0] <= 31 and wmax[2] <= 31 and wmax[1] > 63, wmax
+    bits = {r.weight: r.input.bits for r in q.layers}
+    assert bits[names[0]] is None and bits[names[1]] is None  # x: 8 bits (names[1] asks 8)
+    assert bits[names[2]] == 7
+    x, y = (rng.standard_normal(s).astype(np.float32) * 2 for s in ((5, 40), (6, 33)))
+    got = rlx.compile(q.graph, target="cpu")(x, y)
+    for a, b in zip(got, rlx.compile(q.graph, target="numpy")(x, y), strict=True):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
