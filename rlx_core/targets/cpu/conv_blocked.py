@@ -338,7 +338,11 @@ static inline __attribute__((always_inline)) void rlx_cb_tile8(
                              "vaddps %%ymm13, %%ymm" #R1 ", %%ymm" #R1 "\n\t"
 #define RLX_CB_ER(R0, R1, B) "vaddps " #B "(%[offs]), %%ymm" #R0 ", %%ymm" #R0 "\n\t" \
                              "vaddps " #B "(%[offs],%[n]), %%ymm" #R1 ", %%ymm" #R1 "\n\t"
-/* rlx_conv_fin8's blends: keep the accumulator where it is > lo (< hi) or NaN */
+/* rlx_conv_fin8's blends: keep the accumulator where it is > lo (< hi) or NaN. Not vmaxps /
+   vminps alone (half the micro-ops): either operand order departs from the reference's
+   max(x, 0) (rlx_max_f, numpy): lo first keeps a NaN but gives -0.0 for max(-0.0, 0) where
+   the reference gives +0.0; the accumulator first gives +0.0 but turns a NaN into lo (ONNX
+   Runtime keeps NaNs through ReLU too) */
 #define RLX_CB_EC(R, V, M, P) "vcmpps $" #P ", %%ymm" #V ", %%ymm" #R ", %%ymm" #M "\n\t" \
                               "vblendvps %%ymm" #M ", %%ymm" #R ", %%ymm" #V ", %%ymm" #R "\n\t"
 #define RLX_CB_ELO(R0, R1, B) RLX_CB_EC(R0, 12, 14, 0x16) RLX_CB_EC(R1, 12, 15, 0x16)
