@@ -12,6 +12,9 @@ reference, mismatches shrunk to minimal cases and saved as regression tests.
 - ``shrink``: delta debugging of a mismatch down to a minimal graph;
 - ``cases``: a case as IR text + input arrays (tests/fuzz/cases/);
 - ``fuzz``: the long-run command ``python -m rlx_core.testing.fuzz --minutes N --targets all``.
+- ``driver_setting``: ``--driver-fast-compile``'s settings, and the re-run with the drivers'
+  defaults of what fails under them (counted apart as "driver fast-setting only");
+- ``shards`` / ``triage``: merge runs' reports, re-checking their findings with the current code.
 
 numpy is required here (imported at module level): this package is for tests and the long run.
 """
