@@ -21,10 +21,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
 import sys
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -42,20 +40,12 @@ def _rlx(net: Any, x: Any, runs: int) -> list[Row]:
 
     import rlx_core as rlx
     from benchmarks.cnn_nets import export
+    from benchmarks.kernel_profile import rlx_kernel_times
 
     os.environ["RLX_CPU_PROFILE"] = "thread"  # CPU time per kernel
     graph = rlx.from_onnx(export(net, torch.from_numpy(x), 17))
     exe = rlx.compile(graph, x, target="cpu", record=False)
-    exe(x)
-    prof = exe.program.info["profile"]
-    best: dict[str, float] = {}
-    impl: dict[str, str] = {}
-    for _ in range(runs):  # each kernel's fastest call: the load's preemptions left out
-        before = prof()
-        exe(x)
-        for k, v in prof().items():
-            best[k] = min(best.get(k, 1e9), v["seconds"] - before[k]["seconds"])
-            impl[k] = v["impl"]
+    best, impl = rlx_kernel_times(exe, (x,), runs)
     lir = exe.lir
     blocked = set(exe.program.info.get("nchw8c") or ())
     rows: list[Row] = []
@@ -74,33 +64,17 @@ def _rlx(net: Any, x: Any, runs: int) -> list[Row]:
 
 def _ort(net: Any, x: Any, runs: int) -> list[Row]:
     """ONNX Runtime's nodes in execution order."""
-    import onnxruntime as ort
     import torch
 
     from benchmarks.cnn_nets import export
+    from benchmarks.kernel_profile import event_shape, ort_node_times
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.enable_profiling = True
-    opts.profile_file_prefix = str(Path(tempfile.mkdtemp()) / "ort")
-    sess = ort.InferenceSession(export(net, torch.from_numpy(x), 17), opts,
-                                providers=["CPUExecutionProvider"])
-    for _ in range(runs + 1):
-        sess.run(None, {"x": x})
-    events = json.loads(Path(sess.end_profiling()).read_text())
-    nodes = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
-    per: dict[str, Row] = {}
-    for e in nodes[len(nodes) // (runs + 1):]:  # each node's fastest call after the first run
-        args = e.get("args", {})
-        name, op = e["name"][:-len("_kernel_time")], args.get("op_name", "?")
-        ms = float(e["dur"]) / 1e3
-        if name not in per or ms < per[name][2]:
-            shape, src = (next(iter(v[0].values()), []) if v else []
-                          for v in (args.get("output_type_shape"), args.get("input_type_shape")))
-            per[name] = (name, op, ms, f"{op}{shape} {name}", f"{src} -> {shape}")
-    return list(per.values())
+    per = ort_node_times(export(net, torch.from_numpy(x), 17), {"x": x}, runs)
+    rows: list[Row] = []
+    for name, (op, ms, args) in per.items():
+        shape, src = event_shape(args), event_shape(args, "input_type_shape")
+        rows.append((name, op, ms, f"{op}{shape} {name}", f"{src} -> {shape}"))
+    return rows
 
 
 def _show(side: str, rows: list[Row], top: int, what: str) -> None:
@@ -166,21 +140,13 @@ def main(argv: list[str] | None = None) -> int:
         _pair(mine, theirs, args.top)
     print(text.getvalue(), end="")
     if args.write:
-        from benchmarks.common import isa, machine, machine_stem, write_results
+        from benchmarks.kernel_profile import write_profile
 
-        mach = machine()
-        mach["isa"] = isa()
-        cmd = " ".join(argv if argv is not None else sys.argv[1:])
-        md = (f"# Profile: {what}, rlx kernels vs ONNX Runtime nodes\n\n{mach['cpu']} (ISA: "
-              f"{mach['isa']}), 1 thread, load average {mach['load_average_1m']} at the end; "
-              f"rlx: each kernel's thread CPU time, ONNX Runtime: each node's wall time, the "
-              f"fastest of {args.runs} calls (`python benchmarks/profile_cnn.py {cmd}`)\n\n"
-              f"```\n{text.getvalue()}```\n")
-        stem = machine_stem(f"profile-cnn-{args.net}-b{args.batch}")
-        data = {"benchmark": "profile_cnn", "machine": mach, "net": args.net,
-                "batch": args.batch, "size": args.size, "runs": args.runs,
-                "rlx": [r[:4] for r in mine], "onnxruntime": [r[:4] for r in theirs]}
-        print("wrote", *write_results(stem, data, md))
+        write_profile("profile_cnn", f"profile-cnn-{args.net}-b{args.batch}", what,
+                      "1 thread", args.runs, text.getvalue(),
+                      {"net": args.net, "batch": args.batch, "size": args.size,
+                       "runs": args.runs, "rlx": [r[:4] for r in mine],
+                       "onnxruntime": [r[:4] for r in theirs]}, argv)
     return 0
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
 import sys
 import tempfile
@@ -46,19 +45,12 @@ def _is_gemm_rlx(group: str) -> bool:
 
 def _rlx(model: Any, inputs: tuple[Any, ...], runs: int) -> list[Row]:
     """rlx's kernels in execution order."""
+    from benchmarks.kernel_profile import rlx_kernel_times
+
     os.environ["RLX_CPU_PROFILE"] = "thread"  # CPU time per kernel
     b, s = inputs[0].shape
     exe = model.compiled(b, s, "cpu")
-    exe(*inputs)
-    prof = exe.program.info["profile"]
-    best: dict[str, float] = {}
-    impl: dict[str, str] = {}
-    for _ in range(runs):  # each kernel's fastest call: the load's preemptions left out
-        before = prof()
-        exe(*inputs)
-        for k, v in prof().items():
-            best[k] = min(best.get(k, 1e9), v["seconds"] - before[k]["seconds"])
-            impl[k] = v["impl"]
+    best, impl = rlx_kernel_times(exe, inputs, runs)
     lir = exe.lir
     rows: list[Row] = []
     for k in lir.kernels:
@@ -71,28 +63,10 @@ def _rlx(model: Any, inputs: tuple[Any, ...], runs: int) -> list[Row]:
 
 def _ort(path: str, feeds: dict[str, Any], runs: int, threads: int) -> list[Row]:
     """ONNX Runtime's nodes in execution order."""
-    import onnxruntime as ort
+    from benchmarks.kernel_profile import event_shape, ort_node_times
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.enable_profiling = True
-    opts.profile_file_prefix = str(Path(tempfile.mkdtemp()) / "ort")
-    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-    for _ in range(runs + 1):
-        sess.run(None, feeds)
-    events = json.loads(Path(sess.end_profiling()).read_text())
-    nodes = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
-    per: dict[str, Row] = {}
-    for e in nodes[len(nodes) // (runs + 1):]:  # each node's fastest call after the first run
-        args = e.get("args", {})
-        name, op = e["name"][:-len("_kernel_time")], args.get("op_name", "?")
-        ms = float(e["dur"]) / 1e3
-        if name not in per or ms < per[name][2]:
-            shape = next(iter(args.get("output_type_shape", [{}])[0].values()), [])
-            per[name] = (name, op, ms, f"{op}{shape}")
-    return list(per.values())
+    return [(name, op, ms, f"{op}{event_shape(args)}")
+            for name, (op, ms, args) in ort_node_times(path, feeds, runs, threads).items()]
 
 
 def _show(side: str, rows: list[Row], top: int, what: str, gemm: Any) -> None:
@@ -149,22 +123,13 @@ def main(argv: list[str] | None = None) -> int:
         _show("onnxruntime", theirs, args.top, what, lambda k: k in ORT_GEMMS)
     print(text.getvalue(), end="")
     if args.write:
-        from benchmarks.common import isa, machine, machine_stem, write_results
+        from benchmarks.kernel_profile import write_profile
 
-        mach = machine()
-        mach["isa"] = isa()
-        cmd = " ".join(argv if argv is not None else sys.argv[1:])
-        md = (f"# Profile: all-MiniLM-L6-v2, {what}, rlx kernels vs ONNX Runtime nodes\n\n"
-              f"{mach['cpu']} (ISA: {mach['isa']}), load average {mach['load_average_1m']} "
-              f"at the end; rlx: each kernel's thread CPU time, ONNX Runtime: each node's wall "
-              f"time, the fastest of {args.runs} calls; G marks the GEMM groups "
-              f"(`python benchmarks/profile_minilm.py {cmd}`)\n\n```\n{text.getvalue()}```\n")
-        stem = machine_stem(f"profile-minilm-b{args.batch}-s{args.seq}" + (
-            f"-t{args.threads}" if args.threads != 1 else ""))
-        data = {"benchmark": "profile_minilm", "machine": mach, "batch": args.batch,
-                "seq": args.seq, "threads": args.threads, "runs": args.runs,
-                "rlx": list(mine), "onnxruntime": list(theirs)}
-        print("wrote", *write_results(stem, data, md))
+        write_profile("profile_minilm", f"profile-minilm-b{args.batch}-s{args.seq}" + (
+            f"-t{args.threads}" if args.threads != 1 else ""), f"all-MiniLM-L6-v2, {what}",
+            "G marks the GEMM groups", args.runs, text.getvalue(),
+            {"batch": args.batch, "seq": args.seq, "threads": args.threads, "runs": args.runs,
+             "rlx": list(mine), "onnxruntime": list(theirs)}, argv)
     return 0
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
 import sys
 import tempfile
@@ -75,16 +74,9 @@ def ort_class(op: str) -> str:
 
 def rlx_rows(exe: Any, args: tuple[Any, ...], runs: int) -> list[Row]:
     """rlx's kernels in execution order, each with its fastest call."""
-    exe(*args)
-    prof = exe.program.info["profile"]
-    best: dict[str, float] = {}
-    impl: dict[str, str] = {}
-    for _ in range(runs):
-        before = prof()
-        exe(*args)
-        for k, v in prof().items():
-            best[k] = min(best.get(k, 1e9), v["seconds"] - before[k]["seconds"])
-            impl[k] = v["impl"]
+    from benchmarks.kernel_profile import rlx_kernel_times
+
+    best, impl = rlx_kernel_times(exe, args, runs)
     rows: list[Row] = []
     for k in exe.lir.kernels:
         ops = [n.op for n in k.nodes]
@@ -97,28 +89,10 @@ def rlx_rows(exe: Any, args: tuple[Any, ...], runs: int) -> list[Row]:
 
 def ort_rows(path: str, feed: dict[str, Any], runs: int) -> list[Row]:
     """ONNX Runtime's nodes, each with its fastest call after the first run."""
-    import onnxruntime as ort
+    from benchmarks.kernel_profile import event_shape, ort_node_times
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    opts.enable_profiling = True
-    opts.profile_file_prefix = str(Path(tempfile.mkdtemp()) / "ort")
-    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-    for _ in range(runs + 1):
-        sess.run(None, feed)
-    events = json.loads(Path(sess.end_profiling()).read_text())
-    nodes = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
-    per: dict[str, Row] = {}
-    for e in nodes[len(nodes) // (runs + 1):]:
-        a = e.get("args", {})
-        name, op = e["name"][:-len("_kernel_time")], a.get("op_name", "?")
-        ms = float(e["dur"]) / 1e3
-        if name not in per or ms < per[name][2]:
-            shape = next(iter(a["output_type_shape"][0].values()), []) if a.get(
-                "output_type_shape") else []
-            per[name] = (name, ort_class(op), ms, f"{op} -> {shape}")
-    return list(per.values())
+    return [(name, ort_class(op), ms, f"{op} -> {event_shape(a)}")
+            for name, (op, ms, a) in ort_node_times(path, feed, runs).items()]
 
 
 def show(side: str, rows: list[Row], top: int) -> None:
@@ -206,21 +180,13 @@ def main(argv: list[str] | None = None) -> int:
             show("onnxruntime int8 (quantize_dynamic)", rows, args.top)
     print(text.getvalue(), end="")
     if args.write:
-        from benchmarks.common import isa, machine, machine_stem, write_results
+        from benchmarks.kernel_profile import write_profile
 
-        mach = machine()
-        mach["isa"] = isa()
-        cmd = " ".join(argv if argv is not None else sys.argv[1:])
-        md = (f"# Profile: int8 MiniLM, batch {args.batch}, seq {SEQ}: rlx kernels vs ONNX "
-              f"Runtime nodes\n\n{mach['cpu']} (ISA: {mach['isa']}), 1 thread, 1-minute load "
-              f"average {mach['load_average_1m']} at the end (a shared machine); rlx: each "
-              f"kernel's thread CPU time, ONNX Runtime: each node's wall time, the fastest of "
-              f"{args.runs} calls (`python benchmarks/profile_quant_minilm.py {cmd}`)\n\n"
-              f"```\n{text.getvalue()}```\n")
-        stem = machine_stem(f"profile-quant-minilm-b{args.batch}")
-        out = {"benchmark": "profile_quant_minilm", "machine": mach, "batch": args.batch,
-               "seq": SEQ, "runs": args.runs, "kernels": data}
-        print("wrote", *write_results(stem, out, md))
+        write_profile("profile_quant_minilm", f"profile-quant-minilm-b{args.batch}",
+                      f"int8 MiniLM, batch {args.batch}, seq {SEQ}",
+                      "1 thread (a shared machine: the 1-minute load is given)", args.runs,
+                      text.getvalue(), {"batch": args.batch, "seq": SEQ, "runs": args.runs,
+                                        "kernels": data}, argv)
     return 0
 
 
