@@ -97,12 +97,11 @@ static inline float rlx_pow2i_f(int32_t n) {
     memcpy(&f, &bits, 4);
     return f;
 }
-static inline float rlx_exp_f(float x) {
-    /* Cephes expf: x = n ln2 + r with |r| <= ln2/2, exp(r) by a degree-6 polynomial (about
-       1 ulp); 2^n as two normal factors so results in the subnormal range stay correct */
-    const float xc = x < -103.5f ? -103.5f : (x > 88.72283935546875f ? 88.72283935546875f : x);
-    const float n = __builtin_floorf(xc * 1.44269504088896341f + 0.5f);
-    float r = xc - n * 0.693359375f;
+/* exp(r) for r = x - n ln2 (|r| <= ln2/2; ln2 split in two for an exact product): Cephes
+   expf's degree-6 polynomial, about 1 ulp. Shared by rlx_exp_f and the cpu attention's
+   softmax exp, which must agree bit for bit */
+static inline float rlx_exp_rem_f(float x, float n) {
+    float r = x - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
@@ -110,7 +109,14 @@ static inline float rlx_exp_f(float x) {
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
+    return p * r * r + r + 1.0f;
+}
+static inline float rlx_exp_f(float x) {
+    /* Cephes expf: x = n ln2 + r with |r| <= ln2/2, exp(r) by rlx_exp_rem_f; 2^n as two
+       normal factors so results in the subnormal range stay correct */
+    const float xc = x < -103.5f ? -103.5f : (x > 88.72283935546875f ? 88.72283935546875f : x);
+    const float n = __builtin_floorf(xc * 1.44269504088896341f + 0.5f);
+    const float p = rlx_exp_rem_f(xc, n);
     const int32_t ni = (int32_t)n, n1 = ni >> 1;
     float y = p * rlx_pow2i_f(n1) * rlx_pow2i_f(ni - n1);
     y = x > 88.72283935546875f ? INFINITY : y;
