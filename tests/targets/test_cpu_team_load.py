@@ -93,21 +93,25 @@ def test_a_team_with_a_descheduled_thread_finishes_correctly(two_threads, sleepe
         assert after["late"] >= before["late"] + 1
 
 
-def test_late_arrivals_shrink_the_team_then_it_is_tried_again(two_threads) -> None:
+def test_a_starved_call_shrinks_the_team_then_it_is_tried_again(two_threads) -> None:
+    """Thread 0 descheduled inside a call (it sleeps 200 ms: its CPU time is far below the
+    call's wall time) makes the call bad the hard way, so two of them start a spell of 2 calls
+    and 5 ms on one thread. (A worker that never joins makes *idle* calls, whose spell lasts
+    only 2 ms with no call count: test_cpu_team_judge.py checks that rule with made-up
+    timings, as the time a real call takes decides whether a 2-ms spell still holds.)"""
     exe, args, want = _program()
     team = Team(exe)
     exe(*args)
     team.reset()
     s0 = team.stats()
-    for _ in range(2):  # late calls: two in a row start a spell (a busy machine: maybe one)
-        team.delay(1, SLEEP_US)
+    for _ in range(2):  # starved calls: two in a row start a spell (a busy machine: maybe one)
+        team.delay(0, SLEEP_US)
         np.testing.assert_allclose(exe(*args), want, rtol=1e-4, atol=1e-6)
         if team.stats()["spells"] > s0["spells"]:
             break
     team.delay(-1, 0)  # a delay left pending by a call that ran shrunk
     s2 = team.stats()
     assert s2["spells"] == s0["spells"] + 1
-    assert s2["late"] >= s0["late"] + 1
     for _ in range(2):  # the next two calls run on the calling thread alone, correctly
         t0 = time.perf_counter()
         np.testing.assert_allclose(exe(*args), want, rtol=1e-4, atol=1e-6)
