@@ -112,18 +112,19 @@ def environment(env: dict[str, str | None]) -> Iterator[None]:
     worker started inside it inherits."""
     before = {k: os.environ.get(k) for k in env}
     try:
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _apply(env)
         yield
     finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _apply(before)
+
+
+def _apply(env: dict[str, str | None]) -> None:
+    """Set each variable of ``env`` in ``os.environ``, unsetting those that are None."""
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 class Worker:
