@@ -20,7 +20,6 @@ Goals (issue 26): PTQ within 0.3 points of f32, QAT within 0.2.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import interleaved, machine, markdown_table, say, write_results  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    cpu_slug, interleaved, machine, markdown_table, say, write_results)
 
 
 def _accuracy(exe: Any, xt: Any, yt: Any) -> float:
@@ -180,7 +180,7 @@ def _report(measured: tuple[Any, Any], graphs: dict[str, Any], steps: int, load0
     if not args.no_write:
         data_out = {"machine": info, "accuracy": acc, "qat_steps": steps,
                     "ms_per_1000": {k: stats[k].p50 * 1e3 for k in graphs}}
-        slug = re.sub(r"[^a-z0-9]+", "-", info["cpu"].lower()).strip("-") or "cpu"
+        slug = cpu_slug(info["cpu"])
         write_results(f"quant_mnist-{slug}" + ("-rows" if only_rows(args) else ""), data_out,
                       md)
 

@@ -259,8 +259,11 @@ def isa() -> str:
 def cpu_slug(cpu: str) -> str:
     """The CPU model as a file-name part (``AMD EPYC 7B13`` -> ``amd-epyc-7b13``, ``AMD EPYC
     (Zen 1)`` -> ``amd-epyc-zen-1``: see rlx_core/targets/cpu/identity.py), so results
-    measured on different machines sit side by side instead of overwriting each other."""
-    return re.sub(r"[^a-z0-9]+", "-", cpu.lower()).strip("-") or "cpu"
+    measured on different machines sit side by side instead of overwriting each other.
+    Trademark marks and the words "Processor" / "CPU" carry nothing and are dropped
+    (``Intel(R) Xeon(R) Processor (Emerald Rapids)`` -> ``intel-xeon-emerald-rapids``)."""
+    name = re.sub(r"\((r|tm)\)|\b(processor|cpu)\b", " ", cpu.lower())
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "cpu"
 
 
 def stamp(info: dict[str, Any]) -> str:

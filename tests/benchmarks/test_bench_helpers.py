@@ -78,6 +78,15 @@ def test_machine_stem_puts_the_cpu_slug_in_every_results_name(
     assert common.machine_stem("mnist_mlp", 1, 0.0) == "mnist_mlp-amd-epyc-zen-1-1thread-settle0s"
 
 
+def test_cpu_slug_drops_trademarks_and_filler_words() -> None:
+    from benchmarks.common import cpu_slug
+
+    assert cpu_slug("Intel(R) Xeon(R) Processor (Emerald Rapids)") == "intel-xeon-emerald-rapids"
+    assert cpu_slug("Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz") \
+        == "intel-xeon-platinum-8481c-2-70ghz"
+    assert cpu_slug("AMD EPYC 7B13") == "amd-epyc-7b13" and cpu_slug("") == "cpu"
+
+
 def test_save_run_names_thread_clock_runs_apart_and_finish_run_stamps_the_end(
         monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     from benchmarks import common

@@ -29,9 +29,20 @@ def test_specific_names_are_kept_as_they_are():
 
 
 def test_unknown_generations_name_family_and_model():
-    assert microarchitecture("GenuineIntel", 6, 143) == "family 6 model 143"
-    generic = "vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 85\nmodel name\t: Intel Xeon Processor\n"
-    assert describe(generic) == "Intel Xeon Processor (family 6 model 85)"
+    assert microarchitecture("GenuineIntel", 6, 1) == "family 6 model 1"
+    generic = "vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 86\nmodel name\t: Intel Xeon Processor\n"
+    assert describe(generic) == "Intel Xeon Processor (family 6 model 86)"
+
+
+def test_generic_intel_name_gets_its_server_generation():
+    emr = ("vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\n"
+           "model name\t: Intel(R) Xeon(R) Processor\nstepping\t: 2\n")
+    assert describe(emr) == "Intel(R) Xeon(R) Processor (Emerald Rapids)"
+    assert microarchitecture("GenuineIntel", 6, 143) == "Sapphire Rapids"
+    # model 0x55 is three generations, told apart by the stepping
+    assert microarchitecture("GenuineIntel", 6, 85, 4) == "Skylake-SP"
+    assert microarchitecture("GenuineIntel", 6, 85, 7) == "Cascade Lake"
+    assert microarchitecture("GenuineIntel", 6, 85, 11) == "Cooper Lake"
 
 
 def test_missing_fields_fall_back():

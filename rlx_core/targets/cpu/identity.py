@@ -25,6 +25,20 @@ _AMD: tuple[tuple[int, range, str], ...] = (
     (0x1A, range(0x00, 0x100), "Zen 5"),  # Turin, Granite Ridge
 )
 
+# Intel family 6 server models (the ones clouds rent with a bare "Intel Xeon Processor") ->
+# generation; model 0x55 is told apart by its stepping (Intel's published CPUID tables)
+_INTEL: dict[int, str] = {
+    0x6A: "Ice Lake-SP", 0x6C: "Ice Lake-SP",
+    0x8F: "Sapphire Rapids", 0xCF: "Emerald Rapids",
+    0xAD: "Granite Rapids", 0xAE: "Granite Rapids", 0xAF: "Sierra Forest",
+}
+
+
+def _intel_0x55(stepping: int) -> str:
+    if stepping >= 10:
+        return "Cooper Lake"
+    return "Cascade Lake" if stepping >= 5 else "Skylake-SP"
+
 
 def _fields(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
@@ -36,12 +50,18 @@ def _fields(text: str) -> dict[str, str]:
     return out
 
 
-def microarchitecture(vendor: str, family: int, model: int) -> str:
-    """A short name for the core generation ("Zen 1"), or ``family F model M`` if unknown."""
+def microarchitecture(vendor: str, family: int, model: int, stepping: int = -1) -> str:
+    """A short name for the core generation ("Zen 1", "Emerald Rapids"), or
+    ``family F model M`` if unknown."""
     if vendor == "AuthenticAMD":
         for fam, models, name in _AMD:
             if family == fam and model in models:
                 return name
+    if vendor == "GenuineIntel" and family == 6:
+        if model == 0x55:
+            return _intel_0x55(stepping)
+        if model in _INTEL:
+            return _INTEL[model]
     return f"family {family} model {model}"
 
 
@@ -54,7 +74,7 @@ def describe(cpuinfo: str, fallback: str = "") -> str:
         return name
     try:
         arch = microarchitecture(f.get("vendor_id", ""), int(f["cpu family"]),
-                                 int(f.get("model", "0")))
+                                 int(f.get("model", "0")), int(f.get("stepping", "-1")))
     except ValueError:
         return name
     return f"{name} ({arch})".strip()
