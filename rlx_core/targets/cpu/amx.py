@@ -1,0 +1,114 @@
+"""AMX tiles on Linux: the one-time permission request, and the C every AMX kernel shares.
+
+Linux keeps the AMX tile data state (XTILEDATA, 8 KB per thread) off until a process asks for
+it: ``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``, once per process, before any
+thread executes a tile instruction (one that does without it gets SIGILL). The permission is
+the process's, so threads started before or after the request may use tiles. Each thread must
+still load its own tile configuration (``_tile_loadconfig``): the configuration is per thread.
+
+Two ways in, for two callers:
+
+* ``request()``: Python asks for the permission (ctypes ``syscall``), once per process, and says
+  whether tiles may be used; the renderer calls it before it picks an AMX path.
+* ``SOURCE``: C for generated code. ``rlx_amx_ready()`` does the same request on its first call
+  in a process (so a cached library loaded without rendering is safe) and returns 1 when the
+  tiles are usable; ``rlx_amx_tilecfg`` is the 64-byte ``LDTILECFG`` operand (palette 1).
+  Kernels that use tiles call ``rlx_amx_ready()`` and fall back to another path on 0.
+
+``RLX_NO_AMX=1`` makes ``request()`` report no tiles (so every AMX kernel's fallback can be
+tested on an AMX machine).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+from dataclasses import dataclass
+
+from rlx_core.targets.cpu import isa
+
+ARCH_GET_XCOMP_PERM = 0x1022
+ARCH_REQ_XCOMP_PERM = 0x1023
+XFEATURE_XTILEDATA = 18
+SYS_ARCH_PRCTL = 158  # x86-64 syscall number
+
+
+@dataclass(frozen=True)
+class AmxStatus:
+    """Whether this process may execute tile instructions, and why not when it may not."""
+
+    usable: bool
+    why: str = ""
+
+
+def disabled() -> bool:
+    """True when ``RLX_NO_AMX=1`` (tests force the non-AMX paths on an AMX machine)."""
+    return os.environ.get("RLX_NO_AMX", "") not in ("", "0")
+
+
+@functools.cache
+def _request() -> AmxStatus:
+    if platform.system() != "Linux" or platform.machine().lower() not in ("x86_64", "amd64"):
+        return AmxStatus(False, f"AMX permission is requested on x86-64 Linux only "
+                                f"({platform.system()} {platform.machine()})")
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        rc = libc.syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)
+    except (OSError, AttributeError) as e:
+        return AmxStatus(False, f"arch_prctl could not be called: {e}")
+    if rc != 0:
+        err = ctypes.get_errno()
+        return AmxStatus(False, f"arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) failed: "
+                                f"{os.strerror(err)} (errno {err}; a kernel before 5.16, or "
+                                f"tiles disabled)")
+    return AmxStatus(True)
+
+
+def request(feature: str = "amx_bf16") -> AmxStatus:
+    """Ask Linux for the tile data state (once per process) and say whether ``feature``
+    (``amx_bf16`` or ``amx_int8``) can run here: the CPU reports it, the ISA path keeps it
+    (``RLX_CPU_ISA``), ``RLX_NO_AMX`` is unset and the kernel granted the permission."""
+    if disabled():
+        return AmxStatus(False, "disabled by RLX_NO_AMX")
+    ext = isa.detect().extensions
+    if "amx_tile" not in ext or feature not in ext:
+        return AmxStatus(False, f"this ISA path has no {feature} ({isa.detect().describe()})")
+    return _request()
+
+
+# The permission request and the tile configuration layout, for C kernels (guarded, so that
+# several sources may include it). GCC and clang define __AMX_TILE__ when -march=native (or
+# -mamx-tile) allows tile instructions.
+SOURCE = r"""
+#ifndef RLX_AMX_H
+#define RLX_AMX_H
+#if defined(__AMX_TILE__) && defined(__linux__) && defined(__x86_64__)
+#include <unistd.h>
+#include <sys/syscall.h>
+#define RLX_AMX_COMPILED 1
+/* the 64-byte operand of LDTILECFG, palette 1: bytes per row and rows of each tile */
+typedef struct {
+    uint8_t palette, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} __attribute__((aligned(64))) rlx_amx_tilecfg;
+/* 1 when this process may run tile instructions: asks Linux once (arch_prctl
+   ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 18); 0 when it refused */
+static int rlx_amx_ready(void) {
+    static volatile int state = 0;  /* 0: not asked, 1: granted, -1: refused */
+    if (state == 0)
+        state = syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 1 : -1;
+    return state == 1;
+}
+#else
+#define RLX_AMX_COMPILED 0
+static inline int rlx_amx_ready(void) { return 0; }
+#endif
+#endif
+"""
+
+__all__ = ["SOURCE", "AmxStatus", "disabled", "request"]
