@@ -28,6 +28,7 @@ from rlx_core.targets.cpu.peaks import (  # noqa: E402,F401
     SOURCE,
     Peaks,
     fma_peak,
+    fma_ports,
     measure_peaks,
     read_bandwidth,
 )
@@ -86,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         p = bench_peaks(n)
         print(f"{n} thread(s): f32 FMA peak {p.gflops:.1f} GFLOP/s, memory read bandwidth "
               f"{p.gbps:.1f} GB/s; kept: {p.describe()}")
+    # the peak's sanity check: ports x lanes x 2 FLOP x clock is what one core can issue
+    print(f"per core: {fma_ports().describe()}")
     return 0
 
 

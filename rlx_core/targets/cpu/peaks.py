@@ -3,7 +3,10 @@ bandwidth (GB/s), measured by two small generated C probes, and remembered per m
 
 ``fma_peak(threads)`` runs independent fused multiply-adds on register-resident vectors (no
 loads, no stores) on ``threads`` OpenMP threads; ``read_bandwidth(threads)`` streams a buffer
-far larger than the caches. A kernel's FLOPs over the first and its bytes over the second are
+far larger than the caches; ``fma_ports()`` divides one thread's FMA throughput by the core
+clock (a chain of dependent integer adds) and the vector width: the FMA port count, measured
+rather than guessed (2 on this Emerald Rapids VM: 62.4 FLOP per cycle at 3.97 GHz with
+16-float zmm vectors). A kernel's FLOPs over the first and its bytes over the second are
 the least time any code can take for it here (the roofline the explorer's cost overlay draws).
 ``machine_peaks()`` returns the peaks measured earlier on this CPU (a small JSON file in the
 build cache folder), or None: nothing is measured unless ``measure_peaks()`` is called
@@ -80,6 +83,26 @@ double rlx_fma_peak(int threads, int64_t steps, float *sink) {
     }
     return total;
 }
+/* floats per vector of the ISA compiled for (what one FMA instruction multiplies) */
+int rlx_fma_lanes(void) { return RLX_W; }
+/* the core clock in GHz: a chain of dependent register-register integer adds (one cycle each
+   on every x86 core; an add of a register, unlike one of an immediate, is not folded away at
+   rename), 64 per loop trip so the loop's own counter runs beside them; 0 off x86 */
+double rlx_core_ghz(int64_t steps) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned long x = 0, one = 1;
+    __asm__ volatile("" : "+r"(one));
+    const double t0 = rlx_peak_now();
+    for (int64_t n = 0; n < steps; ++n)
+        __asm__ volatile(".rept 64\n\tadd %1, %0\n\t.endr" : "+r"(x) : "r"(one));
+    const double dt = rlx_peak_now() - t0;
+    __asm__ volatile("" : : "r"(x));
+    return (double)steps * 64 / dt * 1e-9;
+#else
+    (void)steps;
+    return 0.0;
+#endif
+}
 """
 
 
@@ -95,11 +118,7 @@ def fma_peak(threads: int, rounds: int = 5, steps: int = 20_000_000 // 16,
     worth, and printed floors twice too long."""
     import time
 
-    from rlx_core.targets.cpu.runtime import load_library
-    from rlx_core.targets.cpu.toolchain import build_shared
-
-    lib = load_library(str(build_shared(SOURCE).path))
-    fn = lib.rlx_fma_peak
+    fn = _probe_library().rlx_fma_peak
     fn.restype = ctypes.c_double
     fn.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_float))
     sink = (ctypes.c_float * 64)()
@@ -108,6 +127,58 @@ def fma_peak(threads: int, rounds: int = 5, steps: int = 20_000_000 // 16,
         best = max(best, fn(threads, steps, sink))
         done += 1
     return best
+
+
+def _probe_library():
+    from rlx_core.targets.cpu.runtime import load_library
+    from rlx_core.targets.cpu.toolchain import build_shared
+
+    return load_library(str(build_shared(SOURCE).path))
+
+
+@dataclass(frozen=True)
+class FmaPorts:
+    """How many vector FMAs a core issues per cycle, from measured throughput and clock."""
+
+    ports: int  # 0 where the clock could not be measured (not x86)
+    ghz: float  # the core clock the integer-add chain ran at
+    lanes: int  # floats per vector of the ISA path compiled for
+    gflops: float  # one thread's FMA peak (fma_peak(1))
+
+    @property
+    def per_cycle(self) -> float:
+        """Measured FLOP per cycle per core (2 x lanes x ports on an ideal core)."""
+        return self.gflops / self.ghz if self.ghz > 0 else 0.0
+
+    def describe(self) -> str:
+        if not self.ports:
+            return "FMA ports not measured (no cycle clock off x86)"
+        return (f"{self.ports} FMA port(s) x {self.lanes} lanes x 2 FLOP at {self.ghz:.2f} GHz "
+                f"(measured {self.per_cycle:.1f} FLOP/cycle/core)")
+
+
+def fma_ports(gflops: float | None = None, rounds: int = 5, steps: int = 60_000) -> FmaPorts:
+    """The FMA port count: one thread's FMA throughput (``gflops``, else ``fma_peak(1)``) over
+    the core clock (a dependent integer-add chain: one add per cycle) and the vector width.
+
+    A core running wide vectors may clock a little below scalar code (AVX-512 licences), so
+    the ratio is rounded: 2 ports of 16 lanes measure 64 FLOP per cycle, one port 32 (or
+    somewhat less), never near 48."""
+    lib = _probe_library()
+    lib.rlx_core_ghz.restype = ctypes.c_double
+    lib.rlx_core_ghz.argtypes = (ctypes.c_int64,)
+    lanes = int(lib.rlx_fma_lanes())
+    flops = gflops if gflops is not None else fma_peak(1)
+    ghz = max(lib.rlx_core_ghz(steps) for _ in range(max(1, rounds)))
+    return FmaPorts(count_ports(flops, ghz, lanes), round(ghz, 2), lanes, flops)
+
+
+def count_ports(gflops: float, ghz: float, lanes: int) -> int:
+    """FMA ports from one core's GFLOP/s at ``ghz`` with ``lanes``-float vectors (each FMA 2
+    FLOP per lane), rounded, at least 1; 0 when the clock is unknown."""
+    if ghz <= 0 or lanes <= 0:
+        return 0
+    return max(1, round(gflops / (ghz * lanes * 2)))
 
 
 # streaming reads: each thread sums its share of a buffer far larger than the last-level
@@ -192,6 +263,8 @@ class Peaks:
     others: float = -1.0  # CPUs' worth of other processes' work while measuring (-1: unknown)
     quiet: bool = False  # others (or, without /proc/stat, the load) left the probes the CPUs
     probe: int = PROBE_VERSION
+    fma_ports: int = 0  # vector FMAs per cycle per core (fma_ports; 0: not measured)
+    ghz: float = 0.0  # the core clock it was measured at
 
     @property
     def ridge(self) -> float:
@@ -204,8 +277,10 @@ class Peaks:
     def describe(self) -> str:
         """How the ceilings were measured, for a results file: load and whether it was quiet."""
         busy = f", other processes {self.others:.2f} CPUs" if self.others >= 0 else ""
+        ports = f"; {self.fma_ports} FMA port(s) per core at {self.ghz:.2f} GHz" \
+            if self.fma_ports else ""
         return (f"{'quiet' if self.quiet else 'LOADED'} (load average {self.load:.1f}{busy}; "
-                f"{self.measured})")
+                f"{self.measured}{ports})")
 
 
 def default_threads() -> int:
@@ -226,6 +301,7 @@ def _key(threads: int) -> str:
 
 
 _FIELDS = ("gflops", "gbps", "threads", "cpu", "measured", "load", "others", "quiet", "probe")
+_LATER = ("fma_ports", "ghz")  # added without a probe change: rows stored before lack them
 
 
 def _row(data: object) -> Peaks | None:
@@ -233,7 +309,7 @@ def _row(data: object) -> Peaks | None:
     if not isinstance(data, dict) or data.get("probe") != PROBE_VERSION:
         return None
     try:
-        return Peaks(**{k: data[k] for k in _FIELDS})
+        return Peaks(**{k: data[k] for k in _FIELDS}, **{k: data[k] for k in _LATER if k in data})
     except (KeyError, TypeError):
         return None
 
@@ -297,7 +373,8 @@ def merge(before: Peaks | None, new: Peaks) -> Peaks:
         return before
     best = before if before.gflops >= new.gflops else new
     return Peaks(max(before.gflops, new.gflops), max(before.gbps, new.gbps), new.threads, new.cpu,
-                 best.measured, best.load, best.others, new.quiet)
+                 best.measured, best.load, best.others, new.quiet,
+                 fma_ports=new.fma_ports or before.fma_ports, ghz=new.ghz or before.ghz)
 
 
 def measure(threads: int | None = None) -> Peaks:
@@ -306,13 +383,15 @@ def measure(threads: int | None = None) -> Peaks:
     load, start = load_average(), _cpu_seconds()
     t0 = time.perf_counter()
     gflops, gbps = fma_peak(n), read_bandwidth(n)
+    ports = fma_ports(gflops / n)
     wall, end = time.perf_counter() - t0, _cpu_seconds()
     others = -1.0
     if start is not None and end is not None and wall > 0:
         others = max(0.0, ((end[0] - start[0]) - (end[1] - start[1])) / wall)
     cpus = os.cpu_count() or n
     return Peaks(round(gflops, 1), round(gbps, 1), n, cpu_model(), time.strftime("%Y-%m-%d %H:%M:%S"),
-                 round(load, 2), round(others, 2), is_quiet(others, load, cpus, n))
+                 round(load, 2), round(others, 2), is_quiet(others, load, cpus, n),
+                 fma_ports=ports.ports, ghz=ports.ghz)
 
 
 def measure_peaks(threads: int | None = None, save: bool = True) -> Peaks:
