@@ -265,17 +265,35 @@ def test_keys_hidden_at_either_end_are_left_out_unless_v_is_not_finite(layout: s
 _EXP_HARNESS = r"""
 #include <stdio.h>
 int main(void) {
-    long bad = 0, n = 0;
+    long bad = 0, n = 0, vbad = 0, vn = 0;
+    float xs[16], cs[16];
     for (uint32_t b = 0x80000000u; b <= 0xff800000u && b >= 0x80000000u; b += 61) {
         float x, a, c;
         memcpy(&x, &b, 4);
         a = rlx_attn_exp(x);
         c = rlx_exp_f(x);
         bad += memcmp(&a, &c, 4) != 0;
+        xs[n % 16] = x;
+        cs[n % 16] = c;
         ++n;
+#if defined(__AVX512F__)
+        if (n % 16 == 0) {  /* the AVX-512 softmax's 16-lane form, on the same floats */
+            float v[16];
+            _mm512_storeu_ps(v, rlx_attn_exp16(_mm512_loadu_ps(xs)));
+            for (int l = 0; l < 16; ++l) vbad += memcmp(&v[l], &cs[l], 4) != 0;
+            vn += 16;
+        }
+#endif
     }
     const float nan = __builtin_nanf("");
-    printf("%ld %ld %d\n", n, bad, rlx_attn_exp(nan) != rlx_attn_exp(nan));
+    int vnan = 1;
+#if defined(__AVX512F__)
+    float v[16];
+    _mm512_storeu_ps(v, rlx_attn_exp16(_mm512_set1_ps(nan)));
+    vnan = v[3] != v[3];
+#endif
+    printf("%ld %ld %d %ld %ld %d\n", n, bad, rlx_attn_exp(nan) != rlx_attn_exp(nan), vn, vbad,
+           vnan);
     return 0;
 }
 """
@@ -283,7 +301,8 @@ int main(void) {
 
 def test_the_softmax_exp_equals_the_prelude_exp_on_every_negative_float(tmp_path) -> None:
     """rlx_attn_exp (x - max <= 0 only) gives rlx_exp_f's bits on every 61st float from -0
-    to -inf, the subnormal results included, and keeps NaN."""
+    to -inf, the subnormal results included, and keeps NaN; so does its AVX-512 form
+    (rlx_attn_exp16) where the compiler targets AVX-512."""
     import subprocess
 
     from rlx_core.targets.c_common.prelude import prelude
@@ -297,6 +316,9 @@ def test_the_softmax_exp_equals_the_prelude_exp_on_every_negative_float(tmp_path
     subprocess.run([cc.path, *cc.opt_flags, "-std=gnu11", "-fno-math-errno",
                     "-fno-trapping-math", str(src), "-o", str(exe), "-lm"], check=True,
                    capture_output=True)
-    n, bad, nan = (int(t) for t in subprocess.run([str(exe)], check=True, capture_output=True,
-                                                  text=True).stdout.split())
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    n, bad, nan, vn, vbad, vnan = (int(t) for t in out.split())
     assert n > 30_000_000 and bad == 0 and nan == 1
+    assert vbad == 0 and vnan == 1
+    if cc.avx512:  # the compiler emits AVX-512 here: the 16-lane form ran on every float
+        assert vn == n - n % 16
