@@ -50,6 +50,8 @@ class CLikeRenderer:
 
     name = "c"
     restrict = "restrict"
+    # impl labels of kernels with nothing to run: no call is written for them
+    no_call_impls: tuple[str, ...] = ("alias",)
     kernel_decl = "static void"
     # profiling mode: the entry point times every kernel call (wall clock, accumulated) and
     # the program exports ``<prefix>_profile(double* seconds, int64_t* calls)``; off by default
@@ -153,7 +155,7 @@ class CLikeRenderer:
             kinds[k.name] = k.kind
             scratch_needed = max(scratch_needed, scratch)
             # an aliased reshape has no call: its bytes are already in place
-            calls.append("" if impl == "alias" else
+            calls.append("" if impl in self.no_call_impls else
                          self.call(k, idx, prefix, types, where, arena_end, scratch > 0))
         arena_bytes = align(arena_end + scratch_needed)
         bound_bytes, bound_text = self.bound_region(prefix, arena_bytes)

@@ -11,7 +11,9 @@ quantization and the dequantize fused, cpu/igemm_packed.py), static_int_linear (
 fixed activation parameters), requantized_int_linear (that GEMM on int8 codes, requantize
 in its store), int4_linear (cpu/i4gemm.py), the splatting ops (cpu/splat.py), the dense linear algebra ops
 (LAPACK, cpu/lapack.py) and the sparse ops (CSR loops and Krylov solvers, cpu/sparse.py);
-every other HIR op, and those in other dtypes, goes common-IR. c64 runs in C99's
+every other HIR op, and those in other dtypes, goes common-IR. A bf16 dot_general runs
+bf16gemm.py's kernel (AMX-BF16 tiles or AVX512-BF16 ``vdpbf16ps``, f32 sums) where the CPU
+has one, else the generated loop in float. c64 runs in C99's
 ``float _Complex`` (its arithmetic, the complex libm functions, sums and products accumulated in
 complex128, dot_general, casts and data movement: ``C64_OPS``); a c64 op outside that list (an
 ordering, erf, rounding) and packed i4 report how to get to a supported dtype.
@@ -65,7 +67,9 @@ CAPS = Capabilities(
     claims=(OpClaim(C64_OPS, DTYPES + ("c64",),
                     note="one C loop nest per kernel; c64 as C99 float _Complex"),
             OpClaim(tuple(op for op in MIR_PRIMITIVES if op not in C64_OPS), DTYPES,
-                    note="one C loop nest per kernel"),
+                    note="one C loop nest per kernel; a bf16 dot_general on AMX-BF16 tiles or "
+                         "AVX512-BF16 vdpbf16ps where the CPU has them, picked at run time "
+                         "(cpu/bf16gemm.py), else in float"),
             OpClaim(ROW_OPS, ROW_DTYPES, note="one loop over rows, each row's passes in L1"),
             OpClaim(("attention",), ATTENTION_DTYPES + MASK_DTYPES,
                     note="per (batch, head, query rows): scores, softmax and @v in L2"),
@@ -106,5 +110,7 @@ CAPS = Capabilities(
                                         "other ops into real and imaginary f32 parts"),
         DTypeRule("i4", "unsupported", hint="dequantize: cast the i4 tensor to i8 or f32 first"),
     ),
-    note="generated C (rlx_core/targets/c_common + cpu/renderer.py); f16/bf16 compute in float",
+    note="generated C (rlx_core/targets/c_common + cpu/renderer.py); f16/bf16 elementwise and "
+         "reductions compute in float; bf16 dot_general takes native bf16 dot products "
+         "(AMX-BF16, else AVX512-BF16) with f32 sums where the CPU has them (cpu/bf16gemm.py)",
 )

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from rlx_core.targets.cpu import conv_blocked, igemm_packed, sgemm, winograd
+from rlx_core.targets.cpu import bf16gemm, conv_blocked, igemm_packed, sgemm, winograd
 
 
 def prepack_enabled() -> bool:
@@ -51,6 +51,8 @@ class PackedWeight:
     brn: int
     offset: int  # from the start of the packed data (past the header)
     kind: str = "f32"  # "f32": rlx_sgemm_pack_b's panels; "i8": rlx_igp_pack's (int8 GEMM);
+    # "bf16": rlx_bf16_pack_b's 16-column panels of bf16 (k, k+1) pairs (bf16gemm.py);
+    # "bf16f32": the same panels packed from an f32 weight, rounded to bf16 on the way;
     # "conv": rlx_cb_pack's panels of an n x k x kh x kw filter (n output channels, k input);
     # "wino4" / "wino2": a 3x3 filter transformed and packed by rlx_wg4_pack / rlx_wg2_pack
     kh: int = 1
@@ -64,6 +66,8 @@ class PackedWeight:
             return winograd.packed_bytes(self.n, self.k, int(self.kind[4:]))
         if self.kind == "i8":
             return igemm_packed.packed_bytes(self.n, self.k)
+        if self.kind in ("bf16", "bf16f32"):
+            return bf16gemm.packed_bytes(self.n, self.k)
         return sgemm.packed_bytes(self.n, self.k)
 
 
@@ -101,7 +105,8 @@ class PackedWeights:
     def pointer(self, prefix: str, pw: PackedWeight) -> str:
         """The C expression (in the entry point) of ``pw``'s packed panels. (Symbolic: the
         region's place and header size are known once every kernel is rendered.)"""
-        ctype = "const void*" if pw.kind == "i8" else "const float*"
+        ctype = {"i8": "const void*", "bf16": "const uint16_t*",
+                 "bf16f32": "const uint16_t*"}.get(pw.kind, "const float*")
         return f"({ctype})(arena + {prefix}_PACKED_DATA + {pw.offset})"
 
     def defines(self, prefix: str, base: int) -> str:
@@ -126,6 +131,14 @@ class PackedWeights:
             elif pw.kind == "i8":
                 call = (f"rlx_igp_pack({pw.n}, {pw.k}, (const int8_t*)params[{pw.param}], "
                         f"(void*)(arena + {prefix}_PACKED_DATA + {pw.offset}));")
+            elif pw.kind == "bf16":
+                call = (f"rlx_bf16_pack_b({pw.n}, {pw.k}, (const uint16_t*)params[{pw.param}], "
+                        f"{pw.brk}, {pw.brn}, (uint16_t*)(arena + {prefix}_PACKED_DATA + "
+                        f"{pw.offset}), 0, {pw.n});")
+            elif pw.kind == "bf16f32":
+                call = (f"rlx_bf16_pack_b_f32({pw.n}, {pw.k}, (const float*)params[{pw.param}], "
+                        f"{pw.brk}, {pw.brn}, (uint16_t*)(arena + {prefix}_PACKED_DATA + "
+                        f"{pw.offset}));")
             else:
                 dst = f"(float*)(arena + {prefix}_PACKED_DATA + {pw.offset})"
                 call = (f"rlx_sgemm_pack_b({pw.n}, {pw.k}, (const float*)params[{pw.param}], "

@@ -14,11 +14,12 @@ from rlx_core.ir.graph import Graph, Kernel, Node, TensorType
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
-from rlx_core.targets.c_common.names import c_ident
+from rlx_core.targets.c_common.names import c_comment, c_ident
 from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.c_common.renderer import CLikeRenderer
 from rlx_core.targets.cpu import (
     attention,
+    bf16gemm,
     conv,
     conv_blocked,
     depthwise,
@@ -54,6 +55,7 @@ class CpuRenderer(CLikeRenderer):
     """C11 (GNU dialect for _Float16) with ``#pragma omp`` and CBLAS calls."""
 
     name = "cpu"
+    no_call_impls = ("alias", bf16gemm.FOLDED)
 
     def __init__(self, blas: BlasInfo | None, openmp: bool = True,
                  parallel_min_work: int = PARALLEL_MIN_WORK, profile: bool = False,
@@ -63,6 +65,7 @@ class CpuRenderer(CLikeRenderer):
         self.own_sgemm = own_sgemm  # f32 GEMMs on rlx's AVX-512 or AVX2 kernel (sgemm.py)
         # parameters the own kernel takes as B are packed once per binding (prepack.py)
         self.prepack = prepack and own_sgemm
+        self.prepack_bf16 = prepack  # bf16 weights for the bf16 GEMM (bf16gemm.py)
         self.prepack_int8 = prepack  # int8 weights for the packed int8 GEMM (igemm_packed.py)
         # parameter filters for the blocked direct conv, where the compiler targets AVX2 + FMA
         # (or AVX-512): it needs no BLAS (conv_blocked.py)
@@ -81,6 +84,7 @@ class CpuRenderer(CLikeRenderer):
         self._team: list[bool] = []  # per kernel, in order: runs on the whole team?
         self._claims: list[bool] = []  # per kernel: is its work claimed (team.claimed)?
         self._splits = False  # does any kernel share its work out over the team?
+        self._folded: dict[str, str] = {}  # cast output -> f32 weight (bf16gemm.foldable_casts)
 
     def parallel_pragma(self, work: int, collapse: int) -> str | None:
         if self._mode == "team":
@@ -125,6 +129,8 @@ class CpuRenderer(CLikeRenderer):
         self._prefix = c_ident(prefix, "p")  # as the base renderer spells it
         # the activations kept in NCHW8c between blocked kernels (layout.py)
         self._graph = g
+        # bf16 casts of f32 weights whose GEMMs pack the weight themselves (bf16gemm.py)
+        self._folded = bf16gemm.foldable_casts(g) if self.prepack_bf16 else {}
         self._blocked = (layout.plan(g, self._conv_kind)
                          if self.prepack_conv and layout.enabled() else set())
         cprog = super().render_program(g, prefix)
@@ -133,6 +139,8 @@ class CpuRenderer(CLikeRenderer):
         impls = set(cprog.kernel_impl.values())
         unused = [] if attention.IMPL in impls else [attention.SOURCE]
         unused += [m.SOURCE for m in (i4gemm, splat, pool) if m.IMPL not in impls]
+        if not impls & set(bf16gemm.IMPLS.values()):
+            unused.append(bf16gemm.SOURCE)
         # the blocked and depthwise kernels use conv.SOURCE
         if not impls & {*conv.IMPLS, *conv_blocked.IMPLS, *depthwise.IMPLS, *winograd.IMPLS}:
             unused += [conv.SOURCE, conv_blocked.SOURCE, depthwise.SOURCE]
@@ -201,6 +209,16 @@ class CpuRenderer(CLikeRenderer):
 
     def render_kernel(self, g: Graph, k: Kernel, idx: int, prefix: str,
                       types: dict[str, TensorType], fail: str) -> tuple[str, str, int]:
+        if k.outputs and k.outputs[0] in self._folded:
+            self._team.append(False)
+            self._claims.append(False)
+            self._extra_args[k.name] = []
+            return (f"/* kernel {c_comment(k.name)} ({k.kind}, {bf16gemm.FOLDED}): cast -> "
+                    f"{c_comment(k.outputs[0])} is not run: the bf16 GEMMs reading it pack "
+                    f"{c_comment(self._folded[k.outputs[0]])} from f32 once per binding "
+                    f"(bf16gemm.py) */\n"
+                    f"{self.kernel_decl} {self.kernel_fn(prefix, k)}(unsigned char* scratch) "
+                    f"{{\n    (void)scratch;\n}}\n", bf16gemm.FOLDED, 0)
         if not self.team_mode:
             return super().render_kernel(g, k, idx, prefix, types, fail)
         self._mode = "team"
@@ -257,6 +275,11 @@ class CpuRenderer(CLikeRenderer):
 
     def gemm(self, w: Writer, env: KernelEnv, spec: GemmSpec,
              epilogue: BlockEpilogue | None = None) -> str | None:
+        if bf16gemm.takes(spec):  # bf16 dot products on AMX or AVX512-BF16 (bf16gemm.py)
+            if self._mode == "team" and work_of(spec) >= TEAM_GEMM_MIN:
+                self._splits = True
+            return bf16gemm.emit(w, env, spec, epilogue, self.packed_bf16(env, spec),
+                                 self._counter(env))
         if self.blas is None or not blas_takes(spec):
             return None
         counter = self._counter(env)
@@ -284,6 +307,24 @@ class CpuRenderer(CLikeRenderer):
         pw = self.packed.add(self._params[value], value, spec.n, spec.k, brk, brn)
         name = f"{spec.b}_packed"
         env.extra_args.append((f"const float* restrict {name}",
+                               self.packed.pointer(self._prefix, pw)))
+        return name
+
+    def packed_bf16(self, env: KernelEnv, spec: GemmSpec) -> str | None:
+        """The kernel parameter holding a bf16 GEMM's op(B) in bf16gemm's panels, when B is a
+        graph parameter (one batch); added to the kernel's parameters here."""
+        if not (self.prepack_bf16 and spec.batch == 1):
+            return None
+        value = next((v for v, buf in env.inputs.items() if buf.ptr == spec.b), None)
+        kind = "bf16"
+        if value in self._folded:  # a weight's cast the GEMM takes over: pack from f32
+            value, kind = self._folded[value], "bf16f32"
+        if value not in self._params:
+            return None
+        pw = self.packed.add(self._params[value], value, spec.n, spec.k, spec.sb.row,
+                             spec.sb.col, kind)
+        name = f"{spec.b}_bfpacked"
+        env.extra_args.append((f"const uint16_t* restrict {name}",
                                self.packed.pointer(self._prefix, pw)))
         return name
 
@@ -358,7 +399,7 @@ class CpuRenderer(CLikeRenderer):
         threads += (isa.blocking().defines() + sgemm.SOURCE + gemv.SOURCE + attention.SOURCE
                     + conv.SOURCE
                     + conv_blocked.SOURCE + winograd.SOURCE + depthwise.SOURCE
-                    + pool.SOURCE + igemm.SOURCE + igemm_packed.SOURCE + i4gemm.SOURCE
+                    + pool.SOURCE + bf16gemm.SOURCE + igemm.SOURCE + igemm_packed.SOURCE + i4gemm.SOURCE
                     + splat.SOURCE)
         if self.blas is None:
             return [threads, "/* BLAS unavailable: matmul kernels are generated loop nests */\n"]
