@@ -978,6 +978,13 @@ def p_q004():
     from rlx_core.quant.observers import make_observer
 
     make_observer("kl")
+def p_q005(monkeypatch):
+    from rlx_core.targets.cpu import igemm
+
+    monkeypatch.setenv("RLX_IGEMM_ISA", "sse9")
+    igemm.isa_here()
+
+
 def p_q010(monkeypatch):
     from rlx_core.targets.cpu import bf16gemm
 
@@ -1246,7 +1253,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-Z005": p_z005, "RLX-Z006": p_z006,
     "RLX-E000": p_e000, "RLX-E101": p_e101, "RLX-E102": p_e102, "RLX-E103": p_e103,
     "RLX-Q001": p_q001, "RLX-Q002": p_q002, "RLX-Q003": p_q003, "RLX-Q004": p_q004,
-    "RLX-Q010": p_q010,
+    "RLX-Q005": p_q005, "RLX-Q010": p_q010,
     "RLX-S001": p_s001, "RLX-S002": p_s002, "RLX-S003": p_s003, "RLX-S020": p_s020,
     "RLX-S021": p_s021,
     "RLX-U001": p_u001, "RLX-U002": p_u002, "RLX-U003": p_u003, "RLX-U004": p_u004,

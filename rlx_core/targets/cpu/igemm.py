@@ -31,6 +31,7 @@ import math
 import os
 from typing import Any
 
+from rlx_core.errors import RlxError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Node
 from rlx_core.targets.c_common.expr import RenderError
@@ -60,6 +61,7 @@ SOURCE = r"""
 #if defined(__x86_64__) && defined(__GNUC__)
 #define RLX_IG_X86 1
 #include <immintrin.h>
+#include <cpuid.h>
 #endif
 
 /* (S_ab, S_b) for one row a against four rows b, b + ldb, ...: portable C, any byte types */
@@ -219,22 +221,48 @@ RLX_IDOT4_AVX2(rlx_idot4_avx2_s, _mm256_cvtepi8_epi16, 1)
 RLX_IDOT4_AVX2(rlx_idot4_avx2_u, _mm256_cvtepu8_epi16, 0)
 #endif
 
-/* the ISA the dot kernels use here: 2 avx512vnni, 1 avxvnni, 3 avx2, 0 portable C;
-   RLX_IGEMM_ISA=c forces the portable kernel */
+/* RLX_IGEMM_ISA caps the int8 kernels at one path (each lower path is testable on one
+   machine): c, avx2, avxvnni, avx512vnni or amx, ranked 0..4; unset: no cap. Code compiled
+   for a forced lower family (RLX_CPU_ISA=avx2: -mno-avx512f, -mno-avxvnni) caps them too. */
+static int rlx_igemm_cap(void) {
+    const char *force = getenv("RLX_IGEMM_ISA");
+    int cap = 4;
+    if (force && force[0]) {
+        cap = !strcmp(force, "avx2") ? 1 : !strcmp(force, "avxvnni") ? 2
+              : !strcmp(force, "avx512vnni") ? 3 : !strcmp(force, "amx") ? 4 : 0;
+    }
+#ifdef RLX_IG_X86
+    {   /* the family the code is compiled for: no AVX2 (RLX_CPU_ISA=sse) 0; AVX2 without
+           AVX-512 (RLX_CPU_ISA=avx2) 1, or 2 with AVX-VNNI; AVX-512 4 */
+#if !defined(__AVX2__)
+        const int family = 0;
+#elif !defined(__AVX512F__) && defined(__AVXVNNI__)
+        const int family = 2;
+#elif !defined(__AVX512F__)
+        const int family = 1;
+#else
+        const int family = 4;
+#endif
+        cap = cap < family ? cap : family;
+    }
+#endif
+    return cap;
+}
+
+/* the ISA the dot kernels use here: 2 avx512vnni, 1 avxvnni, 3 avx2, 0 portable C (the
+   highest the CPU has within rlx_igemm_cap) */
 static int rlx_igemm_isa(void) {
     static int isa = -1;
     if (isa < 0) {
-        const char *force = getenv("RLX_IGEMM_ISA");
         int v = 0;
 #ifdef RLX_IG_X86
-        if (!(force && force[0] == 'c')) {
-            __builtin_cpu_init();
-            if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw")) v = 2;
-            else if (__builtin_cpu_supports("avxvnni")) v = 1;
-            else if (__builtin_cpu_supports("avx2")) v = 3;
-        }
+        const int cap = rlx_igemm_cap();
+        __builtin_cpu_init();
+        if (cap >= 3 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw")
+            && __builtin_cpu_supports("avx512vl")) v = 2;
+        else if (cap >= 2 && __builtin_cpu_supports("avxvnni")) v = 1;
+        else if (cap >= 1 && __builtin_cpu_supports("avx2")) v = 3;
 #endif
-        (void)force;
         isa = v;
     }
     return isa;
@@ -424,6 +452,16 @@ def emit_requantized_int_linear(env: KernelEnv, w: Writer, node: Node,
     return igemm_packed.REQUANT_IMPL
 
 
+class IgemmIsaError(RlxError):
+    """``RLX_IGEMM_ISA`` names no int8 kernel path (c, avx2, avxvnni, avx512vnni, amx)."""
+
+    code = "RLX-Q005"
+
+
+# the int8 kernel paths, lowest first (rlx_igemm_cap's ranks 0..4)
+PATHS: tuple[str, ...] = ("c", "avx2", "avxvnni", "avx512vnni", "amx")
+
+
 def cpu_isa_flags() -> dict[str, bool]:
     """Which int8 dot-product ISAs this machine's CPU reports (/proc/cpuinfo; Linux x86)."""
     try:
@@ -432,14 +470,33 @@ def cpu_isa_flags() -> dict[str, bool]:
                           if line.startswith("flags")), [])
     except OSError:
         flags = []
-    return {"avx512vnni": "avx512_vnni" in flags, "avxvnni": "avx_vnni" in flags,
-            "avx2": "avx2" in flags}
+    return {"avx512vnni": "avx512_vnni" in flags and "avx512vl" in flags,
+            "avxvnni": "avx_vnni" in flags, "avx2": "avx2" in flags,
+            "amx": "amx_int8" in flags and "amx_tile" in flags}
+
+
+def paths_here() -> tuple[str, ...]:
+    """Every int8 kernel path this machine runs in this ISA family (RLX_CPU_ISA), lowest
+    first: what ``RLX_IGEMM_ISA`` can pick (tests run each)."""
+    from rlx_core.targets.cpu import amx, isa
+
+    family, f = isa.detect().family, cpu_isa_flags()
+    if family not in ("avx2", "avx512"):
+        return ("c",)  # code compiled without AVX2 takes the portable kernels
+    # a forced avx2 family compiles with -mno-avxvnni: no VNNI (rlx_igemm_cap)
+    have = {"c": True, "avx2": f["avx2"], "avxvnni": f["avxvnni"] and family == "avx512",
+            "avx512vnni": f["avx512vnni"] and family == "avx512",
+            "amx": f["amx"] and f["avx512vnni"] and family == "avx512"
+                   and not amx.disabled() and amx.request("amx_int8").usable}
+    return tuple(p for p in PATHS if have[p])
 
 
 def isa_here() -> str:
-    """The dot kernel the compiled code picks on this machine (as rlx_igemm_isa decides)."""
-    if os.environ.get("RLX_IGEMM_ISA", "").startswith("c"):
-        return "c"
-    f = cpu_isa_flags()
-    return ("avx512vnni" if f["avx512vnni"] else "avxvnni" if f["avxvnni"] else
-            "avx2" if f["avx2"] else "c")
+    """The int8 kernel path the compiled code picks on this machine (as rlx_igemm_isa and
+    rlx_igemm_amx decide): the highest of ``paths_here()`` within ``RLX_IGEMM_ISA``."""
+    want = os.environ.get("RLX_IGEMM_ISA", "")
+    if want and want not in PATHS:
+        raise IgemmIsaError(f"RLX_IGEMM_ISA={want!r} is not an int8 kernel path",
+                            hint=f"use one of {', '.join(PATHS)}, or unset it")
+    cap = PATHS.index(want) if want else len(PATHS) - 1
+    return [p for p in paths_here() if PATHS.index(p) <= cap][-1]

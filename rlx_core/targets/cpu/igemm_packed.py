@@ -50,6 +50,8 @@ the VNNI ones (``target`` attributes) on any x86-64 machine.
 
 from __future__ import annotations
 
+from rlx_core.targets.cpu import amx
+
 IMPL = "rlx-igemm-packed"
 DYNAMIC_IMPL = "rlx-igemm-dynamic"  # dynamic_int_linear: rlx_igd_block below
 STATIC_IMPL = "rlx-igemm-static"  # static_int_linear: rlx_igs_block below
@@ -65,7 +67,7 @@ def packed_bytes(n: int, k: int) -> int:
     return HEADER + panels * (-(-k // 4)) * 64 + panels * NR * 4
 
 
-SOURCE = r"""
+SOURCE = amx.SOURCE + r"""
 #ifndef RLX_IGEMM_PACKED_H
 #define RLX_IGEMM_PACKED_H
 /* needs RLX_IGEMM_H before it (rlx_igemm_isa, RLX_IG_X86) */
@@ -621,6 +623,98 @@ static void rlx_ig_store_tile(const rlx_ig_store *st, const int32_t *t, int64_t 
         rlx_ig_epilogue(y, st->R ? st->R + i * n + j : 0, mr, cols, n, st->act);
 }
 
+/* AMX-INT8 (Sapphire Rapids and later): 1 when the int8 walk runs on tiles here (the CPU has
+   AMX-INT8, Linux granted the tile state, RLX_IGEMM_ISA allows amx, RLX_NO_AMX is unset) */
+static int rlx_igemm_amx(void) {
+    static int amx = -1;
+    if (amx < 0) {
+        int v = 0;
+#if RLX_AMX_COMPILED && defined(__AMX_INT8__)
+        const char *no = getenv("RLX_NO_AMX");
+        unsigned int a, b, c, d;
+        if (rlx_igemm_cap() >= 4 && rlx_igemm_isa() == 2 && !(no && no[0] && strcmp(no, "0"))
+            && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1) && (d >> 25 & 1))
+            v = rlx_amx_ready();
+#endif
+        amx = v;
+    }
+    return amx;
+}
+
+#if RLX_AMX_COMPILED && defined(__AMX_INT8__)
+/* the panel walk on AMX tiles (k a multiple of 64): 32 x 32 blocks of S_ab in four 16 x 16
+   i32 tiles (tmm0-3), x's rows as two 16 x 64-byte tiles (tmm4, 5), two panels in tmm6, 7.
+   A panel's 16 groups of four inputs are 16 rows of 64 bytes, the four bytes of each of its
+   16 columns: exactly the B operand of TDPBUSD (u8 x) / TDPBSSD (i8 x), so the packed
+   weight is read as it is. Each 16 x 16 tile goes to the store (rlx_ig_store_tile) as the
+   4 x 16 ones do. Rows past the last are read from zero-padded copies. Returns 0 (nothing
+   done) when that copy's buffer cannot be allocated. */
+#define RLX_AMX_DP(C, A, B) do { if (a_signed) _tile_dpbssd(C, A, B);                      \
+                                  else _tile_dpbusd(C, A, B); } while (0)
+__attribute__((target("amx-tile,amx-int8")))
+static int rlx_igp_amx_walk(const void *packed, const uint8_t *qa, int64_t lda, int64_t rows,
+                            int64_t k, int64_t j0, int64_t j1, int a_signed,
+                            const rlx_ig_store *st) {
+    const rlx_igp_head *h = (const rlx_igp_head *)packed;
+    const int8_t *panels = (const int8_t *)packed + 64;
+    const int64_t pstride = h->k4 * 64;
+    uint8_t *pad = 0;
+    if (rows % 16) {
+        pad = (uint8_t *)calloc((size_t)(16 * k), 1);
+        if (!pad) return 0;
+        memcpy(pad, qa + (rows - rows % 16) * lda, (size_t)(rows % 16 * k));
+        if (lda != k)
+            for (int64_t r = 0; r < rows % 16; ++r)
+                memcpy(pad + r * k, qa + (rows - rows % 16 + r) * lda, (size_t)k);
+    }
+    rlx_ig_store s2 = *st;
+    if (a_signed) s2.corr += 128;  /* TDPBSSD reads x signed: no offset of x to undo */
+    rlx_amx_tilecfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; ++t) { cfg.colsb[t] = 64; cfg.rows[t] = 16; }
+    _tile_loadconfig(&cfg);
+    int32_t c[4][256] __attribute__((aligned(64)));
+    for (int64_t i = 0; i < rows; i += 32) {
+        const int m0 = rows - i < 16 ? (int)(rows - i) : 16;
+        const int m1 = rows - i <= 16 ? 0 : rows - i - 16 < 16 ? (int)(rows - i - 16) : 16;
+        const uint8_t *a0 = m0 < 16 ? pad : qa + i * lda;
+        const uint8_t *a1 = m1 < 16 ? pad : qa + (i + 16) * lda;
+        const int64_t l0 = m0 < 16 ? k : lda, l1 = m1 < 16 ? k : lda;
+        for (int64_t j = j0; j < j1; j += 32) {
+            const int two = j + 16 < j1;
+            const int8_t *b0 = panels + (j / 16) * pstride, *b1 = b0 + pstride;
+            _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+            for (int64_t p = 0; p < k; p += 64) {
+                _tile_loadd(4, a0 + p, l0);
+                _tile_loadd(6, b0 + p * 16, 64);
+                if (two) _tile_loadd(7, b1 + p * 16, 64);
+                if (m1) _tile_loadd(5, a1 + p, l1);
+                RLX_AMX_DP(0, 4, 6);
+                if (two) RLX_AMX_DP(1, 4, 7);
+                if (m1) { RLX_AMX_DP(2, 5, 6); if (two) RLX_AMX_DP(3, 5, 7); }
+            }
+            const int c0 = j1 - j < 16 ? (int)(j1 - j) : 16;
+            const int c1 = two ? (j1 - j - 16 < 16 ? (int)(j1 - j - 16) : 16) : 0;
+            _tile_stored(0, c[0], 64);
+            rlx_ig_store_tile(&s2, c[0], i, j, m0, c0);
+            if (two) { _tile_stored(1, c[1], 64); rlx_ig_store_tile(&s2, c[1], i, j + 16, m0, c1); }
+            if (m1) {
+                _tile_stored(2, c[2], 64);
+                rlx_ig_store_tile(&s2, c[2], i + 16, j, m1, c0);
+                if (two) {
+                    _tile_stored(3, c[3], 64);
+                    rlx_ig_store_tile(&s2, c[3], i + 16, j + 16, m1, c1);
+                }
+            }
+        }
+    }
+    _tile_release();
+    free(pad);
+    return 1;
+}
+#endif
+
 /* the panel walk of the dynamic, static and requantized linears: columns [j0, j1) (j0 a
    multiple of 16) of `rows` rows of codes qa (row stride lda), each 4 x 16 tile computed by
    the micro-kernel, then stored while it is in L1 */
@@ -629,6 +723,12 @@ static void rlx_ig_walk(const void *packed, const uint8_t *qa, int64_t lda, int6
                         const rlx_ig_store *st) {
     const rlx_igp_head *h = (const rlx_igp_head *)packed;
     const int8_t *panels = (const int8_t *)packed + 64;
+#if RLX_AMX_COMPILED && defined(__AMX_INT8__)
+    /* the AMX pick implies the avx512vnni tile's: flip says x is signed */
+    if (k % 64 == 0 && rlx_igemm_amx()
+        && rlx_igp_amx_walk(packed, qa, lda, rows, k, j0, j1, flip, st))
+        return;
+#endif
     int32_t t[64];
     for (int64_t j = j0; j < j1; j += 16) {
         const int8_t *bp = panels + (j / 16) * h->k4 * 64;
