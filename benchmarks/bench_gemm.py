@@ -12,6 +12,8 @@ sgemv on W as stored is a peer too.
     python benchmarks/bench_gemm.py                  # writes results/gemm-<cpu slug>.{json,md}
     python benchmarks/bench_gemm.py --clock thread   # results/gemm-<cpu slug>-threadcpu.*
     python benchmarks/bench_gemm.py --groups gemv    # the one-row table only
+    python benchmarks/bench_gemm.py --threads 2      # every peer on 2 threads (wall clock):
+                                                     # results/gemm-<cpu slug>-2thread.*
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import (  # noqa: E402
     finish_run,
     interleaved,
+    machine_stem,
     markdown_table,
     save_run,
     say,
     stamp,
     start_run,
+    write_results,
 )
 
 # (M, K, N): MiniLM seq 128 (FFN up, FFN down, attention projections), MLP forward / dW
@@ -47,13 +51,13 @@ MLAS_PER_CALL = "onnxruntime (MLAS, W per call)"
 PAIR_HEADERS = ["prepacked: rlx / MLAS", "per call: rlx / MLAS"]
 
 
-def openblas32() -> Any:
+def openblas32(threads: int = 1) -> Any:
     import scipy_openblas32 as sob
 
     lib_dir = Path(sob.get_lib_dir())
     path = next(p for p in lib_dir.iterdir() if p.name.startswith(f"lib{sob.get_library()}"))
     lib = ctypes.CDLL(str(path))
-    lib.scipy_openblas_set_num_threads(1)
+    lib.scipy_openblas_set_num_threads(threads)
     lib.scipy_cblas_sgemm.restype = None
     return lib
 
@@ -67,20 +71,32 @@ def main(argv: list[str] | None = None) -> int:
                          "the p50 CPU time of this thread per call (every peer runs on it "
                          "alone: a loaded machine's time slices taken by others drop out); "
                          "both are in the JSON")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads for every peer (rlx's team, MLAS, OpenBLAS, torch); above 1 "
+                         "only the wall clock means anything (the others' threads leave the "
+                         "calling thread's CPU time out)")
     ap.add_argument("--groups", default="gemm,gemv",
                     help="comma list: gemm (MiniLM/MLP shapes), gemv (one-row decoding shapes)")
     args = ap.parse_args(argv)
-    run = start_run(1)
+    if args.threads > 1 and args.clock == "thread":
+        ap.error("--clock thread times the calling thread alone: use the wall clock with "
+                 "--threads above 1")
+    run = start_run(args.threads)
     runs = 10 if args.quick else max(20, args.runs)
     tables, data = [], []
     for group in args.groups.split(","):
         rows, headers = [], []
         for m, k, n in GROUPS[group]:
-            peers, flop = _peers(m, k, n)
+            peers, flop = _peers(m, k, n, args.threads)
             cpu: dict[str, Any] = {}
             # a call of the LM head streams 154 MB: fewer, longer calls
+            # on several threads a turn starts after the previous peer's idle pool stopped
+            # spinning (onnxruntime's spins ~50 ms; under SCHED_FIFO it held rlx's worker's
+            # core, and rlx's team ran its calls on one thread): a pause, then settle calls
+            pools = {"gap_s": 0.1, "settle_s": 0.05, "vary_order": True} \
+                if args.threads > 1 else {}
             stats = interleaved(peers, runs if flop < 1e8 else max(20, runs // 3), 5, block=5,
-                                thread_cpu=cpu)
+                                thread_cpu=cpu, **pools)
             wall = {p: flop / s.p50 / 1e9 for p, s in stats.items()}
             # every peer computes on this thread alone (one thread each): its CPU time is what
             # a quiet machine would show, where time slices taken by others inflate the wall
@@ -111,21 +127,29 @@ def main(argv: list[str] | None = None) -> int:
            "the p50 CPU time of the calling thread per call (every peer runs on it alone; "
            "other processes' time slices drop out, their cache pollution does not)")
     cmd = "python benchmarks/bench_gemm.py" + (" --clock thread" if args.clock == "thread" else "")
+    if args.threads != 1:
+        cmd += f" --threads {args.threads}"
     if args.groups != "gemm,gemv":
         cmd += f" --groups {args.groups}"
-    md = (f"# f32 GEMM, one thread, GFLOP/s\n\n{stamp(mach)}; GFLOP/s over {how}, p50 of "
+    md = (f"# f32 GEMM, {_threads_text(args.threads)}, GFLOP/s\n\n{stamp(mach)}; GFLOP/s over {how}, p50 of "
           f"{runs} calls in turns of 5 ({max(20, runs // 3)} for a call of >= 100 MFLOP) "
           f"(`{cmd}`).\n\n" + "\n".join(tables))
     if not args.quick:
-        js, mdp = save_run("gemm", args.clock, {"machine": mach, "clock": args.clock,
-                                                "results": data}, md)
+        out = {"machine": mach, "clock": args.clock, "threads": args.threads, "results": data}
+        js, mdp = (save_run("gemm", args.clock, out, md) if args.threads == 1 else
+                   write_results(machine_stem("gemm", args.threads), out, md))
         say(f"wrote {js} and {mdp}")
     return 0
 
 
-def _peers(m: int, k: int, n: int) -> tuple[dict[str, Callable[[], Any]], float]:
-    """The zero-argument calls of every peer computing ``x @ W^T`` (x: m x k, W: n x k), and
-    the FLOPs of one call."""
+def _threads_text(threads: int) -> str:
+    return "one thread" if threads == 1 else f"{threads} threads per peer"
+
+
+def _peers(m: int, k: int, n: int, threads: int = 1,
+           ) -> tuple[dict[str, Callable[[], Any]], float]:
+    """The zero-argument calls of every peer computing ``x @ W^T`` (x: m x k, W: n x k) on
+    ``threads`` threads, and the FLOPs of one call."""
     import numpy as np
     import onnxruntime as ort
     import torch
@@ -133,7 +157,7 @@ def _peers(m: int, k: int, n: int) -> tuple[dict[str, Callable[[], Any]], float]
 
     import rlx_core as rlx
 
-    lib = openblas32()
+    lib = openblas32(threads)
     vp, f32 = ctypes.c_void_p, ctypes.c_float
     rng = np.random.default_rng(0)
     a = rng.random((m, k), dtype=np.float32)
@@ -151,7 +175,7 @@ def _peers(m: int, k: int, n: int) -> tuple[dict[str, Callable[[], Any]], float]
                               helper.make_tensor_value_info("W", TensorProto.FLOAT, [k, n])],
                              [helper.make_tensor_value_info("C", TensorProto.FLOAT, [m, n])])
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
     sess, sess_in = (ort.InferenceSession(
         helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(),
         opts, providers=["CPUExecutionProvider"]) for gr in (g, g_in))
