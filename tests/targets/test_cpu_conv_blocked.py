@@ -232,3 +232,35 @@ def test_the_tiles_store_a_blocked_output_with_its_epilogue() -> None:
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     keep = ~np.isnan(want)
     assert _rel(got[keep], want[keep]) < 1e-5
+
+
+def test_blocked_outputs_of_a_last_panel_of_8_write_only_their_blocks(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Convs of 24, 40 and 56 output channels writing NCHW8c (a last filter panel of 8; on
+    AVX-512 the last unit of two panels, or a lone panel, half empty): each stores its blocks
+    and no more. All six outputs stay live until the 1x1 convs that read them at the end, so a
+    block written past one output's end would change a neighbour in the arena: each of the
+    three sizes twice, in both orders, so some neighbour was written before. Every conv on
+    the direct blocked kernel (no Winograd, the 1x1 heads too)."""
+    _skip_unless_simd()
+    monkeypatch.setenv("RLX_CONV_BLOCKED", "all")
+    monkeypatch.setenv("RLX_WINOGRAD", "0")
+    rng = np.random.default_rng(7)
+    outs = (24, 40, 56, 56, 40, 24)
+    ws = [(rng.standard_normal((o, 16, 3, 3)) * 0.2).astype(np.float32) for o in outs]
+    bs = [rng.standard_normal(o).astype(np.float32) for o in outs]
+    heads = [(rng.standard_normal((16, o, 1, 1)) * 0.2).astype(np.float32) for o in outs]
+
+    def f(a):
+        mids = [nn.relu(nn.conv2d(a, rlx.param(w, f"w{k}"), rlx.param(b, f"b{k}"), padding=1))
+                for k, (w, b) in enumerate(zip(ws, bs, strict=True))]
+        return tuple(nn.conv2d(m, rlx.param(h, f"h{k}"))
+                     for k, (m, h) in enumerate(zip(mids, heads, strict=True)))
+
+    x = rng.standard_normal((2, 16, 9, 7)).astype(np.float32)
+    exe = rlx.compile(f, x, target="cpu", record=False)
+    assert {k["impl"] for k in exe.program.info["kernels"].values()} == {"rlx-conv-blocked"}
+    assert len(exe.program.info["nchw8c"]) == len(outs)
+    want = rlx.compile(f, x, target="numpy", record=False)(x)
+    for g_, w_ in zip(exe(x), want, strict=True):
+        assert _rel(g_, w_) < 1e-5

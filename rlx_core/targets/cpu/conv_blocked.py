@@ -24,6 +24,12 @@ K = (input channel block, tap, channel in the block):
   (``rlx_cb_tile6``): the accumulators stay in ymm0-11 over the whole K slice. The same loop
   as intrinsics reached 31-36 GFLOP/s on ResNet-50's layers (Zen 1, 1 thread, FMA ceiling
   39.7), the asm 35-38, ONNX Runtime's MLAS 38-39;
+- on AVX-512 (``RLX_CB_512``) the flat tile is ``rlx_cb_tilez``: 8 pixels x two panels (32
+  output channels, two zmm a pixel, 16 accumulators of the 32 registers), the two panels read
+  as two streams of the same packing, so the layout stays NCHW8c and Winograd's GEMMs take it
+  too; a zmm's 16 channels are two NCHW8c blocks (two ymm stores). Emerald Rapids, 1 thread,
+  single 3x3 layers (NCHW in and out, thread CPU time): 64->64 at 28x28 114 -> 218 GF/s
+  (ONNX Runtime 229), 128->128 stride 2 at 28x28 batch 8 111 -> 206 (ORT 194);
 - the tiles of 48 pixels are written to NCHW through 8 x 8 register transposes with the
   epilogue (bias, residual, max / min / clip) on the way: ``act((acc + bias) + res)``, the
   decomposition's order, as conv.py's. To NCHW8c (layout.py) the flat tiles apply the same
@@ -60,11 +66,18 @@ SOURCE = r"""
 #else
 #define RLX_CB_VEC 0
 #endif
+/* AVX-512: the flat tiles take two panels (32 output channels, two zmm) for RLX_CB_MRZ
+   pixels (rlx_cb_tilez) instead of one panel for RLX_CB_MR (the ymm tiles) */
+#if RLX_CB_VEC && defined(__AVX512F__)
+#define RLX_CB_512 1
+#else
+#define RLX_CB_512 0
+#endif
 /* pixels per tile; pixels per transposed store; K steps of filter per pass over a chunk (a
    12 KB slice of the panel, read from L1 by every tile of the chunk); (channel block, tap)
    pairs of one pass the flat tiles take (a window of up to 8 x 8); the largest packed filter
    run chunk by chunk (rlx_cb_conv) */
-enum { RLX_CB_MR = 6, RLX_CB_CHUNK = 48, RLX_CB_KSTEPS = 192, RLX_CB_TAPS = 64,
+enum { RLX_CB_MR = 6, RLX_CB_MRZ = 8, RLX_CB_CHUNK = 48, RLX_CB_KSTEPS = 192, RLX_CB_TAPS = 64,
        RLX_CB_FILTER_L2 = 256 * 1024 };
 
 /* floats of an o x c x kh x kw filter packed by rlx_cb_pack */
@@ -89,9 +102,10 @@ static inline int rlx_cb_flat(int64_t c, int64_t kh, int64_t kw) {
 }
 
 /* does the last filter panel hold 8 or fewer output channels on the flat tiles, which then
-   take it 8 wide (o = 24: a third of a 16-wide panel's FMAs were on zeros)? */
+   take it 8 wide (o = 24: a third of a 16-wide panel's FMAs were on zeros)? Not on AVX-512:
+   an 8-wide FMA there takes the issue slot of a 16-wide one */
 static inline int rlx_cb_tail8(int64_t o, int64_t c, int64_t kh, int64_t kw) {
-    return rlx_cb_flat(c, kh, kw) && o % 16 != 0 && o % 16 <= 8;
+    return !RLX_CB_512 && rlx_cb_flat(c, kh, kw) && o % 16 != 0 && o % 16 <= 8;
 }
 
 /* the OIHW filter into panels of 16 output channels: panel q holds K = c8n kh kw rows of 16
@@ -297,6 +311,84 @@ static inline __attribute__((always_inline)) void rlx_cb_tile8(
     _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) {
         _mm256_storeu_ps(out + i * 16, c0[i]);
         if (NV == 2) _mm256_storeu_ps(out + i * 16 + 8, c1[i]);
+    }
+}
+#endif
+
+#if RLX_CB_512
+/* a pixel's 16 channels of an NCHW8c tensor from its two blocks, p and p + bs floats;
+   without the second block (two 0) its upper half zero */
+static inline __attribute__((always_inline)) __m512 rlx_cb_ld16(const float *p, int64_t bs,
+                                                               int two) {
+    const __m512 lo = _mm512_castps256_ps512(_mm256_loadu_ps(p));
+    if (!two) return _mm512_maskz_mov_ps(0x00ff, lo);
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(lo),
+                                               _mm256_castps_pd(_mm256_loadu_ps(p + bs)), 1));
+}
+
+/* rlx_conv_fin8 on a pixel's 16 channels (a), stored to its two NCHW8c blocks y and y + bs
+   (floats), the second only when two; res laid out as y, or 0 */
+static inline __attribute__((always_inline)) void rlx_cb_fin16(
+        __m512 a, int has_bias, __m512 b, float *y, const float *res, int64_t bs, int two,
+        int act, __m512 vlo, __m512 vhi) {
+    if (has_bias) a = _mm512_add_ps(a, b);
+    if (res) a = _mm512_add_ps(a, rlx_cb_ld16(res, bs, two));
+    if (act & 1) a = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, vlo, _CMP_NLE_UQ), vlo, a);
+    if (act & 2) a = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, vhi, _CMP_NGE_UQ), vhi, a);
+    _mm256_storeu_ps(y, _mm512_castps512_ps256(a));
+    if (two)
+        _mm256_storeu_ps(y + bs, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+}
+
+/* the flat tile on AVX-512: MR pixels x NV panels of 16 output channels, one zmm each (MR NV
+   <= 16 accumulators of the 32 registers, so the broadcast of a pixel's input feeds two
+   FMAs), otherwise as rlx_cb_tile8: ntap (block, tap) pairs at offs[t], 8 K steps of a pair
+   unrolled. The second panel is pks floats after the first in the filter and os floats after
+   it in out (16 floats a pixel). e: the epilogue to NCHW8c, the unit's blocks e->bs bytes
+   apart, of which its last panel has two (two16) or one (a last panel of 8 channels) */
+#define RLX_CB_STEPZ(J) { \
+    const __m512 b0 = _mm512_loadu_ps(pk + 16 * (J)); \
+    const __m512 b1 = NV == 2 ? _mm512_loadu_ps(pk + pks + 16 * (J)) : b0; \
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; ++i) { \
+        const __m512 v = _mm512_set1_ps(a[i][off + (J)]); \
+        c0[i] = _mm512_fmadd_ps(v, b0, c0[i]); \
+        if (NV == 2) c1[i] = _mm512_fmadd_ps(v, b1, c1[i]); \
+    } }
+static inline __attribute__((always_inline)) void rlx_cb_tilez(
+        const float *const *a, const float *restrict pk, int64_t pks, int64_t ntap,
+        const int64_t *offs, float *restrict out, int64_t os, int acc, const rlx_cb_epi *e,
+        int two16, const int MR, const int NV) {
+    __m512 c0[RLX_CB_MRZ], c1[RLX_CB_MRZ];
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; ++i) {
+        c0[i] = acc ? _mm512_loadu_ps(out + i * 16) : _mm512_setzero_ps();
+        c1[i] = acc && NV == 2 ? _mm512_loadu_ps(out + os + i * 16) : _mm512_setzero_ps();
+    }
+    for (int64_t t = 0; t < ntap; ++t, pk += 128) {
+        const int64_t off = offs[t];
+        RLX_CB_STEPZ(0) RLX_CB_STEPZ(1) RLX_CB_STEPZ(2) RLX_CB_STEPZ(3)
+        RLX_CB_STEPZ(4) RLX_CB_STEPZ(5) RLX_CB_STEPZ(6) RLX_CB_STEPZ(7)
+    }
+    if (e) {  /* rlx_cb_epi: to the output */
+        const __m512 vlo = _mm512_set1_ps(e->lo), vhi = _mm512_set1_ps(e->hi);
+        /* the unit's last panel holds two blocks (two16) or one */
+        const int two0 = NV == 2 || two16;
+        const __mmask16 m0 = two0 ? 0xffff : 0x00ff, m1 = two16 ? 0xffff : 0x00ff;
+        const __m512 eb0 = e->bias ? _mm512_maskz_loadu_ps(m0, e->bias) : _mm512_setzero_ps();
+        const __m512 eb1 = e->bias && NV == 2 ? _mm512_maskz_loadu_ps(m1, e->bias + 16) : eb0;
+        const int64_t bs = e->bs / (int64_t)sizeof(float);
+        _Pragma("GCC unroll 16") for (int i = 0; i < MR; ++i) {
+            rlx_cb_fin16(c0[i], e->bias != 0, eb0, e->y + i * 8, e->res ? e->res + i * 8 : 0,
+                         bs, two0, (int)e->act, vlo, vhi);
+            if (NV == 2)
+                rlx_cb_fin16(c1[i], e->bias != 0, eb1, e->y + 2 * bs + i * 8,
+                             e->res ? e->res + 2 * bs + i * 8 : 0, bs, two16, (int)e->act,
+                             vlo, vhi);
+        }
+        return;
+    }
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; ++i) {
+        _mm512_storeu_ps(out + i * 16, c0[i]);
+        if (NV == 2) _mm512_storeu_ps(out + os + i * 16, c1[i]);
     }
 }
 #endif
@@ -508,6 +600,18 @@ static void rlx_cb_fill_b(const rlx_conv_geo *g, const float *x, int64_t ylo, in
         case 2: CALL(2); break; \
         default: CALL(1); break; \
     }
+/* the same for rlx_cb_tilez's pixel counts 1..RLX_CB_MRZ */
+#define RLX_CB_BY_MRZ(mr, CALL) \
+    switch (mr) { \
+        case 8: CALL(8); break; \
+        case 7: CALL(7); break; \
+        case 6: CALL(6); break; \
+        case 5: CALL(5); break; \
+        case 4: CALL(4); break; \
+        case 3: CALL(3); break; \
+        case 2: CALL(2); break; \
+        default: CALL(1); break; \
+    }
 /* RLX_CB_FUSE=0 at compile time: every tile through the scratch and the store pass (A/B) */
 #ifndef RLX_CB_FUSE
 #define RLX_CB_FUSE 1
@@ -527,7 +631,8 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
     const int in_place = (lay & 1) && g->ph == 0 && g->pw == 0;
     const int64_t bw = rlx_cb_bw(g->c), rows = yhi - ylo, k = cbn * bw * g->kh * g->kw;
     const int64_t cbs = in_place ? g->h * g->w * 8 : rows * wp * bw;
-    float *buf = rlx_sgemm_scratch((in_place ? 0 : cbn * cbs) + CH * 16 + 16);
+    float *buf = rlx_sgemm_scratch((in_place ? 0 : cbn * cbs) + (RLX_CB_512 ? 2 : 1) * CH * 16
+                                   + 16);
     if (buf == 0) return 0;
     const float *xp = buf;
     float *yb = buf + (in_place ? 0 : cbn * cbs);
@@ -548,19 +653,24 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
         for (int64_t cb = 0, t = 0; cb < cbk; ++cb)
             for (int64_t ki = 0; ki < g->kh; ++ki)
                 for (int64_t kj = 0; kj < g->kw; ++kj) offs[t++] = cb * cbs + ki * rs + kj * cs;
-    /* (panel, chunk) pairs: chunk by chunk, every panel, while the packed filter stays in
-       L2 (the chunk's input then stays in L1 across the panels and its offsets are computed
-       once: 1x1 convs of 16-32 channels spent 7% of their time on the offsets); panel by
-       panel over every chunk where the filter is larger */
-    const int64_t nq = (o + 15) / 16, nch = (npix + CH - 1) / CH;
+    /* (unit, chunk) pairs, a unit PU panels (two on AVX-512, where the flat tile takes 32
+       output channels): chunk by chunk, every unit, while the packed filter stays in L2 (the
+       chunk's input then stays in L1 across the units and its offsets are computed once:
+       1x1 convs of 16-32 channels spent 7% of their time on the offsets); unit by unit over
+       every chunk where the filter is larger */
+    enum { PU = RLX_CB_512 ? 2 : 1 };
+    const int64_t nq = (o + 15) / 16, nu = (nq + PU - 1) / PU, nch = (npix + CH - 1) / CH;
     const int by_chunk = nq * k * 16 * (int64_t)sizeof(float) <= RLX_CB_FILTER_L2;
+    /* pixels a tile takes */
+    const int64_t step = RLX_CB_512 && flat ? RLX_CB_MRZ : MR;
     int64_t poff[CH], at = -1;  /* each pixel's first input in the blocked copy; its chunk */
-    for (int64_t it = 0; it < nq * nch; ++it) {
-        const int64_t q = by_chunk ? it % nq : it / nch;
-        const int64_t c0 = (by_chunk ? it / nq : it % nch) * CH;
+    for (int64_t it = 0; it < nu * nch; ++it) {
+        const int64_t q = (by_chunk ? it % nu : it / nch) * PU;  /* the unit's first panel */
+        const int64_t np = nq - q < PU ? nq - q : PU;           /* and its panels */
+        const int64_t c0 = (by_chunk ? it / nu : it % nch) * CH;
         const float *pq = pk + q * k * 16;
-        const int64_t nv = o - q * 16 < 16 ? o - q * 16 : 16;
-        const int narrow = q == nq - 1 && rlx_cb_tail8(o, g->c, g->kh, g->kw);
+        const int64_t nv = o - q * 16 < 16 * np ? o - q * 16 : 16 * np;  /* its channels */
+        const int narrow = q + np == nq && rlx_cb_tail8(o, g->c, g->kh, g->kw);
         const int64_t n = npix - c0 < CH ? npix - c0 : CH;
         if (c0 != at)
             for (int64_t i = 0, oy = (pix0 + c0) / g->ow, ox = (pix0 + c0) % g->ow; i < n;
@@ -569,56 +679,87 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
                 if (++ox == g->ow) { ox = 0; ++oy; }
             }
         at = c0;
-        /* NCHW8c: block 2q (and 2q + 1) from pixel pix0 + c0; NCHW: row 16 q */
+        /* NCHW8c: block 2q (2q + 1, ...) from pixel pix0 + c0; NCHW: row 16 q. Panel q + 1
+           is 16 p floats further in either layout */
         const int64_t atb = (q * 2 * p + pix0 + c0) * 8, atn = q * 16 * p + pix0 + c0;
         const int rb = (lay & 4) != 0;  /* the residual is NCHW8c */
         const float *rq = res ? res + (rb ? atb : atn) : 0;
         const float *bq = bias ? bias + q * 16 : 0;
         /* the vector tiles store an NCHW8c output themselves on the last K slice (rlx_cb_tile
-           a panel of 16 channels only: it computes 16) */
-        const int fuse = RLX_CB_FUSE && RLX_CB_VEC && (flat || nv == 16) && (lay & 2)
+           whole panels of 16 channels only: it computes 16) */
+        const int fuse = RLX_CB_FUSE && RLX_CB_VEC && (flat || nv == 16 * np) && (lay & 2)
                          && (!res || rb);
         rlx_cb_epi ep = {y + atb, rq, bq, p * 8 * (int64_t)sizeof(float), act, lo, hi};
         for (int64_t kb = 0; kb < cbn; kb += cbk) {
             const int64_t nb = cbn - kb < cbk ? cbn - kb : cbk, acc = kb > 0;
-            const float *pb = pq + kb * khw * bw * (narrow ? 8 : 16);
+            const int64_t ks = kb * khw * bw;  /* the slice's first row of a panel */
             const rlx_cb_epi *e = fuse && kb + nb == cbn ? &ep : 0;
-            for (int64_t t = 0; t < n; t += MR) {
-                const int64_t mr = n - t < MR ? n - t : MR;
-                const float *a[MR];
+            for (int64_t t = 0; t < n; t += step) {
+                const int64_t mr = n - t < step ? n - t : step;
+                const float *a[RLX_CB_MR > RLX_CB_MRZ ? RLX_CB_MR : RLX_CB_MRZ];
                 for (int64_t i = 0; i < mr; ++i) a[i] = xp + kb * cbs + poff[t + i];
-                for (int64_t i = mr; i < MR; ++i) a[i] = a[0];
-                float *o16 = yb + t * 16;
-                ep.y = y + atb + t * 8;
-                ep.res = rq ? rq + t * 8 : 0;
+                for (int64_t i = mr; i < step; ++i) a[i] = a[0];
+#if RLX_CB_512
+                if (flat) {
+                    ep.y = y + atb + t * 8;
+                    ep.res = rq ? rq + t * 8 : 0;
+                    const int two16 = nv - 16 * (np - 1) > 8;
+                    if (np == 2) {
+#define RLX_CB_CALL(M) rlx_cb_tilez(a, pq + ks * 16, k * 16, nb * khw, offs, yb + t * 16, CH * 16, \
+                                    acc, e, two16, M, 2)
+                        RLX_CB_BY_MRZ(mr, RLX_CB_CALL)
+#undef RLX_CB_CALL
+                    } else {
+#define RLX_CB_CALL(M) rlx_cb_tilez(a, pq + ks * 16, k * 16, nb * khw, offs, yb + t * 16, CH * 16, \
+                                    acc, e, two16, M, 1)
+                        RLX_CB_BY_MRZ(mr, RLX_CB_CALL)
+#undef RLX_CB_CALL
+                    }
+                    continue;
+                }
+#endif
+                for (int64_t pp = 0; pp < np; ++pp) {  /* one panel a call */
+                    const int nar = narrow && pp == np - 1;
+                    const float *pb = pq + pp * k * 16 + ks * (nar ? 8 : 16);
+                    float *o16 = yb + pp * CH * 16 + t * 16;
+                    ep.y = y + atb + pp * 16 * p + t * 8;
+                    ep.res = rq ? rq + pp * 16 * p + t * 8 : 0;
+                    ep.bias = bq ? bq + pp * 16 : 0;
 #if RLX_CB_VEC
-                if (flat && narrow) {  /* the last panel, 8 wide */
+                    if (flat && nar) {  /* the last panel, 8 wide */
 #define RLX_CB_CALL(M) rlx_cb_tile8(a, pb, nb * khw, offs, o16, acc, e, M, 1)
-                    RLX_CB_BY_MR(mr, RLX_CB_CALL)
+                        RLX_CB_BY_MR(mr, RLX_CB_CALL)
 #undef RLX_CB_CALL
 #if RLX_CB_ASM6
-                } else if (flat && mr == MR) {
-                    rlx_cb_tile6(a, pb, nb * khw, offs, o16, acc, e);
+                    } else if (flat && mr == MR) {
+                        rlx_cb_tile6(a, pb, nb * khw, offs, o16, acc, e);
 #endif
-                } else if (flat) {
+                    } else if (flat) {
 #define RLX_CB_CALL(M) rlx_cb_tile8(a, pb, nb * khw, offs, o16, acc, e, M, 2)
-                    RLX_CB_BY_MR(mr, RLX_CB_CALL)
+                        RLX_CB_BY_MR(mr, RLX_CB_CALL)
 #undef RLX_CB_CALL
-                } else
+                    } else
 #endif
-                {
+                    {
 #define RLX_CB_CALL(M) rlx_cb_tile(a, pb, nb, cbs, g->kh, g->kw, rs, cs, o16, acc, e, (int)bw, M)
-                    RLX_CB_BY_MR(mr, RLX_CB_CALL)
+                        RLX_CB_BY_MR(mr, RLX_CB_CALL)
 #undef RLX_CB_CALL
+                    }
                 }
             }
         }
         if (fuse)
             continue;
-        if (lay & 2)
-            rlx_cb_store_b(yb, n, nv, y + atb, bq, rq, p, act, lo, hi, rb);
-        else
-            rlx_cb_store(yb, n, nv, y + atn, bq, rq, p, act, lo, hi, rb);
+        for (int64_t pp = 0; pp < np; ++pp) {
+            const int64_t nvp = nv - pp * 16 < 16 ? nv - pp * 16 : 16;
+            const float *rp = rq ? rq + pp * 16 * p : 0, *bp = bq ? bq + pp * 16 : 0;
+            if (lay & 2)
+                rlx_cb_store_b(yb + pp * CH * 16, n, nvp, y + atb + pp * 16 * p, bp, rp, p, act,
+                               lo, hi, rb);
+            else
+                rlx_cb_store(yb + pp * CH * 16, n, nvp, y + atn + pp * 16 * p, bp, rp, p, act,
+                             lo, hi, rb);
+        }
     }
     return 1;
 }
