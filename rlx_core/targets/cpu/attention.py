@@ -40,8 +40,12 @@ AVX-512 (``rlx_attn_softmax_row``): the scale/mask/max and exp/sum passes run 16
 masked tail (``rlx_attn_exp16``, rlx_attn_exp's bits), where the compiler's vectorised loop ran
 a short row's remainder as scalar code: 13 visible keys at MiniLM's batch 1 were all remainder.
 Emerald Rapids, one thread, thread CPU time, the whole model's attention kernels: batch 1
-1.37 -> 0.68 ms, batch 8 10.9 -> 7.0 ms, batch 2 x 8 tokens 0.19 -> 0.13 ms. Other ISAs keep
-the compiler-vectorised loops.
+1.37 -> 0.68 ms, batch 8 10.9 -> 7.0 ms, batch 2 x 8 tokens 0.19 -> 0.13 ms. The two GEMMs
+read K^T and V as rlx_sgemm_packed's panels, packed once per item (``rlx_attn_pack_kt``: 16
+keys a gather), and S's rows are whole panels wide, so no tile is copied out one scalar at a
+time; the check that hidden rows of V are finite is one integer max a vector. Together
+(A/B in alternating processes, same conditions): batch 1 0.69-0.71 -> 0.54 ms, batch 8
+7.04-7.07 -> 5.85-5.90 ms. Other ISAs keep the compiler-vectorised loops and rlx_sgemm.
 """
 
 from __future__ import annotations
@@ -108,6 +112,21 @@ static inline float rlx_attn_exp(float x) {
    key's weight is an exact 0, but 0 * inf or 0 * NaN in the product with V is NaN, as in
    the decomposition: such rows are not left out */
 static int rlx_attn_finite(const float *v, int64_t ldv, int64_t dv, int64_t j0, int64_t j1) {
+#if defined(__AVX512F__)
+    /* the largest |value| as bits: not finite iff its exponent is all ones. One max a vector,
+       where the sum below is a chain of dependent adds (14% of the attention's time at
+       MiniLM's batch 8, whose padded tails are most of V) */
+    __m512i big = _mm512_setzero_si512();
+    const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
+    for (int64_t j = j0; j < j1; ++j)
+        for (int64_t c = 0; c < dv; c += 16) {
+            const __mmask16 m = dv - c >= 16 ? (__mmask16)0xFFFF
+                                             : (__mmask16)((1u << (dv - c)) - 1u);
+            const __m512i x = _mm512_maskz_loadu_epi32(m, v + j * ldv + c);
+            big = _mm512_max_epu32(big, _mm512_and_si512(x, magnitude));
+        }
+    return _mm512_reduce_max_epu32(big) < 0x7F800000u;
+#else
     float z = 0.0f;
     for (int64_t j = j0; j < j1; ++j) {
         const float *restrict row = v + j * ldv;
@@ -115,6 +134,7 @@ static int rlx_attn_finite(const float *v, int64_t ldv, int64_t dv, int64_t j0, 
         for (int64_t c = 0; c < dv; ++c) z += row[c] * 0.0f;  /* NaN iff one is not finite */
     }
     return z == 0.0f;
+#endif
 }
 
 #if defined(__AVX512F__)
@@ -141,6 +161,54 @@ static inline __m512 rlx_attn_exp16(__m512 x) {
                                    _mm512_set1_ps(5.9604644775390625e-8f));
     return _mm512_maskz_mov_ps(~_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), y);
 }
+#endif
+
+#if defined(__AVX512F__)
+/* AVX-512: the two GEMMs read K^T and V as rlx_sgemm_packed's panels, packed here once per
+   item (the generic rlx_sgemm packed a partial panel of K^T, the keys past the last multiple
+   of 32, one scalar at a time, and copied a partial tile of S out the same way: 13 keys at
+   MiniLM's batch 1 were all partial), and S's rows are whole panels wide */
+#define RLX_ATTN_PANELS 1
+#define RLX_ATTN_PAD(x) (((x) + RLX_SG_NR - 1) / RLX_SG_NR * RLX_SG_NR)
+
+/* K^T (d x sk, element (p, j) at k[j * ldk + p]) as panels of RLX_SG_NR keys, d rows each,
+   zero past sk: 16 keys' p-th values per gather */
+static void rlx_attn_pack_kt(const float *k, int64_t ldk, int64_t sk, int64_t d, float *kt) {
+    enum { NR = RLX_SG_NR };
+    if (ldk > INT32_MAX / 16) {  /* the gather's 32-bit offsets: one value at a time */
+        for (int64_t j = 0; j < RLX_ATTN_PAD(sk); ++j)
+            for (int64_t p = 0; p < d; ++p)
+                kt[(j / NR) * d * NR + p * NR + j % NR] = j < sk ? k[j * ldk + p] : 0.0f;
+        return;
+    }
+    const __m512i at = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32((int)ldk));
+    for (int64_t j = 0; j < RLX_ATTN_PAD(sk); j += 16) {
+        const __mmask16 m = j >= sk ? (__mmask16)0 : sk - j >= 16 ? (__mmask16)0xFFFF
+                                                   : (__mmask16)((1u << (sk - j)) - 1u);
+        float *dst = kt + (j / NR) * d * NR + j % NR;
+        const float *src = k + (j < sk ? j : 0) * ldk;
+        for (int64_t p = 0; p < d; ++p)
+            _mm512_storeu_ps(dst + p * NR,
+                             _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, at, src + p, 4));
+    }
+}
+
+/* V (sk x dv, rows ldv apart) as panels of RLX_SG_NR columns, sk rows each, zero past dv */
+static void rlx_attn_pack_v(const float *v, int64_t ldv, int64_t sk, int64_t dv, float *vp) {
+    enum { NR = RLX_SG_NR };
+    for (int64_t c = 0; c < RLX_ATTN_PAD(dv); c += 16) {
+        const __mmask16 m = c >= dv ? (__mmask16)0 : dv - c >= 16 ? (__mmask16)0xFFFF
+                                                   : (__mmask16)((1u << (dv - c)) - 1u);
+        float *dst = vp + (c / NR) * sk * NR + c % NR;
+        for (int64_t p = 0; p < sk; ++p)
+            _mm512_storeu_ps(dst + p * NR, _mm512_maskz_loadu_ps(m, v + p * ldv + c));
+    }
+}
+#else
+#define RLX_ATTN_PANELS 0
+#define RLX_ATTN_PAD(x) (x)
 #endif
 
 /* one row of sk scores x, in place: scaled, the lowest value where a key is hidden (keep[j]
@@ -232,8 +300,10 @@ static void rlx_attention_rows(int64_t r0, int64_t r1, int64_t sk, int64_t d, in
         for (int64_t i = r0; i < r1; ++i) memset(o + i * ldo, 0, (size_t)dv * sizeof(float));
         return;
     }
-    /* the scores, the mask row as int32 flags, each row's sum */
-    const int64_t need = rows * sk + sk + rows;
+    /* the scores (rows of ls floats: RLX_ATTN_PAD), the mask row as int32 flags, each row's
+       sum; with AVX-512, K^T and V as GEMM panels (rlx_attn_pack_kt, rlx_attn_pack_v) */
+    const int64_t sk0 = RLX_ATTN_PAD(sk), dv0 = RLX_ATTN_PAD(dv);
+    const int64_t need = rows * sk0 + sk0 + rows + RLX_ATTN_PANELS * (d * sk0 + sk * dv0);
     if (need > rlx_attn_cap) {
         void *p = 0;
         if (posix_memalign(&p, 64, (size_t)need * sizeof(float)) == 0) {
@@ -267,8 +337,8 @@ static void rlx_attention_rows(int64_t r0, int64_t r1, int64_t sk, int64_t d, in
 #undef RLX_ATTN_SCORE
         return;
     }
-    int32_t *keep = (int32_t *)(s + rows * sk);
-    float *tot = s + rows * sk + sk;  /* each row's sum of exps */
+    int32_t *keep = (int32_t *)(s + rows * sk0);
+    float *tot = s + rows * sk0 + sk0;  /* each row's sum of exps */
     int64_t j0 = 0;  /* the item reads keys [j0, j0 + sk) of the head's: see the docstring */
     if (mask) {
         int64_t first = -1, last = -1;
@@ -290,15 +360,29 @@ static void rlx_attention_rows(int64_t r0, int64_t r1, int64_t sk, int64_t d, in
             keep += j0;
         }
     }
+    const int64_t ls = RLX_ATTN_PAD(sk);  /* S's row stride */
+#if RLX_ATTN_PANELS
+    /* S = Q[r0:r1] K^T over whole panels of keys (the padding keys are zeros, their scores
+       never read), so every tile stores straight to S; then exp(S) V on V's panel */
+    float *kt = tot + rows, *vp = kt + d * sk0;
+    rlx_attn_pack_kt(k, ldk, sk, d, kt);
+    rlx_attn_pack_v(v, ldv, sk, dv, vp);
+    rlx_sgemm_packed(rows, ls, d, q + r0 * ldq, ldq, 1, kt, s, ls, 0, ls);
+#else
     /* S = Q[r0:r1] K^T: element (p, j) of op(B) = K^T is k[j * ldk + p] */
-    rlx_sgemm(rows, sk, d, q + r0 * ldq, ldq, 1, k, 1, ldk, s, sk, 0, sk);
+    rlx_sgemm(rows, sk, d, q + r0 * ldq, ldq, 1, k, 1, ldk, s, ls, 0, sk);
+#endif
     for (int64_t r = 0; r < rows; ++r)  /* causal: key j (counted from j0) visible if j <= i */
-        tot[r] = rlx_attn_softmax_row(s + r * sk, sk, mask ? keep : 0, causal, r0 + r - j0,
+        tot[r] = rlx_attn_softmax_row(s + r * ls, sk, mask ? keep : 0, causal, r0 + r - j0,
                                       scale, low);
     /* O[r0:r1] = exp(S) V, then each row divided by its sum: the softmax's division moved
        past the product (dv values a row instead of sk; equal up to rounding). Element (p, c)
        of op(B) = V is v[p * ldv + c] */
-    rlx_sgemm(rows, dv, sk, s, sk, 1, v, ldv, 1, o + r0 * ldo, ldo, 0, dv);
+#if RLX_ATTN_PANELS
+    rlx_sgemm_packed(rows, dv, sk, s, ls, 1, vp, o + r0 * ldo, ldo, 0, dv);
+#else
+    rlx_sgemm(rows, dv, sk, s, ls, 1, v, ldv, 1, o + r0 * ldo, ldo, 0, dv);
+#endif
     for (int64_t r = 0; r < rows; ++r) {
         float *restrict y = o + (r0 + r) * ldo;
         const float t = tot[r];
