@@ -8,8 +8,9 @@ weights (nothing is downloaded), at two sizes:
 - ``gpt2``: GPT-2 small, 12 layers, 768 wide, 12 heads, 50,257 tokens (124 M parameters).
 
 Every peer decodes with the SAME fixed-size KV cache scheme: one key and one value array per
-layer, passed in and returned by every step, each holding ``N_CTX`` = 128 positions; the new key/value row is written at the step's position by a one-hot blend and
-attention masks the positions after it, so every step has identical shapes. Peers, in one
+layer, passed in and returned by every step, each holding ``N_CTX`` = 128 positions; the new
+key/value row is written at the step's position by a select (``where(slot == pos, new, cache)``)
+and attention masks the positions after it, so every step has identical shapes. Peers, in one
 process on the same weights:
 
 - ``rlx``: ``rlx_core.models.gpt2.GPT2Decoder``, each step one ``@rlx.jit`` call that hits
@@ -104,15 +105,14 @@ def torch_step(torch: Any, model: Any, n_ctx: int) -> Any:
 
         def forward(self, tok: Any, pos: Any, *caches: Any) -> tuple[Any, ...]:
             x = self.tr.wte(tok) + self.tr.wpe(pos)  # (1, C)
-            here = (self.slots == pos.view(1, 1)).to(x.dtype).view(1, 1, n_ctx, 1)
-            keep = 1.0 - here
+            here = (self.slots == pos.view(1, 1)).view(1, 1, n_ctx, 1)
             visible = (self.slots <= pos.view(1, 1)).view(1, 1, 1, n_ctx)
             new = []
             for i, blk in enumerate(self.tr.h):
                 q, k, v = blk.attn.c_attn(blk.ln_1(x)).split(c, dim=-1)
                 q, k, v = (t.view(1, nh, 1, dh) for t in (q, k, v))
-                kn = caches[2 * i] * keep + k * here
-                vn = caches[2 * i + 1] * keep + v * here
+                kn = torch.where(here, k, caches[2 * i])
+                vn = torch.where(here, v, caches[2 * i + 1])
                 new += [kn, vn]
                 ctx = fn.scaled_dot_product_attention(q, kn, vn, attn_mask=visible)
                 x = x + blk.attn.c_proj(ctx.reshape(1, c))
@@ -347,8 +347,8 @@ def markdown(data: dict[str, Any], args: Any) -> str:
             f"{NEW_TOKENS} steps per peer: {gens}; in rotating turns of {args.block}, each "
             f"turn on the small model after one untimed generation; input tensors and the "
             f"greedy argmax included) (`{cmd}`). "
-            f"Peers: torch and torch.compile run the same fixed-cache step as rlx (one-hot "
-            f"write, masked attention over all {N_CTX} slots); hf-dynamic is HuggingFace's own "
+            f"Peers: torch and torch.compile run the same fixed-cache step as rlx (a select "
+            f"writes the new row, masked attention over all {N_CTX} slots); hf-dynamic is HuggingFace's own "
             f"forward with its growing past_key_values, for reference. *floor*: the larger of "
             f"a step's matmul FLOPs at the measured FMA peak ({data['fma_peak_gflops']} "
             f"GFLOP/s) and its f32 weights + KV caches read once at the measured bandwidth "

@@ -3,8 +3,8 @@
 One call of ``decode_step`` is one token of greedy decoding: the token at position ``pos`` goes
 in with every layer's key and value cache, its logits and the updated caches come out. The caches
 always hold ``n_ctx`` positions, so every step has the same shapes and a jitted step compiles
-once: the new key/value row is written at ``pos`` by a one-hot blend
-(``cache * (1 - onehot) + new * onehot``) and attention sees every position with a mask that
+once: the new key/value row is written at ``pos`` by a select
+(``where(slot == pos, new, cache)``) and attention sees every position with a mask that
 hides those after ``pos``. The weights are a HuggingFace ``GPT2LMHeadModel``'s (``from_torch``
 below), so the logits can be checked against HuggingFace's own forward pass.
 
@@ -138,9 +138,8 @@ def decode_step(weights: Mapping[str, Any], cfg: DecoderConfig, tok: Any, pos: A
             nn.embedding(pos, _w(weights, "wpe.weight"))  # (1, C)
         slots = ops.iota((1, t), 1, "i32")
         at = ops.broadcast_to(ops.reshape(pos, (1, 1)), (1, t))
-        # (1, 1, T, 1): 1.0 at the row this step writes; keys after pos are masked out
-        onehot = ops.reshape(ops.astype(slots == at, "f32"), (1, 1, t, 1))
-        keep = 1.0 - onehot
+        # (1, 1, T, 1): true at the row this step writes; keys after pos are masked out
+        here = ops.reshape(slots == at, (1, 1, t, 1))
         visible = slots <= at  # (1, T)
     new: list[Any] = []
     for i in range(cfg.n_layer):
@@ -149,8 +148,11 @@ def decode_step(weights: Mapping[str, Any], cfg: DecoderConfig, tok: Any, pos: A
             with block("attention"):
                 qkv = _lin(weights, _ln(weights, x, p + "ln_1", eps), p + "attn.c_attn")
                 q, k, v = (qkv[:, j * c:(j + 1) * c].reshape(1, nh, 1, dh) for j in range(3))
-                kc = caches[2 * i] * keep + ops.broadcast_to(k, (1, nh, t, dh)) * onehot
-                vc = caches[2 * i + 1] * keep + ops.broadcast_to(v, (1, nh, t, dh)) * onehot
+                # a select, not the blend cache * (1 - onehot) + new * onehot: one loop
+                # that reads the cache once and writes it once (the blend's two products
+                # fused into two kernels and a (1, H, T, dh) temporary), and exact
+                kc = ops.where(here, ops.broadcast_to(k, (1, nh, t, dh)), caches[2 * i])
+                vc = ops.where(here, ops.broadcast_to(v, (1, nh, t, dh)), caches[2 * i + 1])
                 new += [kc, vc]
                 ctx = nn.attention(q, kc, vc, mask="padding", padding_mask=visible,
                                    scale=1.0 / math.sqrt(dh))  # (1, H, 1, dh)
