@@ -1,4 +1,4 @@
-"""CPU fast paths against numpy: GEMMs split over the OpenMP team, vectorised exp/erf, kernels
+"""CPU fast paths against numpy: GEMMs split over the OpenMP team, vectorised exp/erf/tanh, kernels
 sharing one function, and the training step's direct call."""
 
 from __future__ import annotations
@@ -76,6 +76,23 @@ def test_erf_rational_is_accurate_across_its_range_and_relative_near_zero() -> N
     np.testing.assert_allclose(got[small], want[small], rtol=5e-7, atol=0)
     assert np.abs(got).max() <= 1.0
     np.testing.assert_array_equal(np.signbit(got), np.signbit(x))
+
+
+def test_tanh_vectorised_form_is_accurate_across_its_range() -> None:
+    # dense over both halves (the polynomial below |x| = 0.625), the switch and the clamp,
+    # tiny arguments (relative error), and the specials
+    x = np.concatenate([np.linspace(-12, 12, 240_001, dtype=np.float32),
+                        np.float32(0.625) + np.arange(-4, 5, dtype=np.float32) * 6e-8,
+                        np.geomspace(1e-38, 1.0, 2001, dtype=np.float32),
+                        np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 9.0, 10.0, 89.0],
+                                 np.float32)])
+    exe = rlx.compile(rlx.tanh, x, target="cpu", record=False)
+    got = exe(x)
+    want = np.tanh(x.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=3e-7, atol=0, equal_nan=True)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(x))
+    assert np.nanmax(np.abs(got)) <= 1.0
+    assert "rlx_tanh_f(" in "".join(exe.sources.values())
 
 
 def test_repeated_blocks_share_one_kernel_function() -> None:

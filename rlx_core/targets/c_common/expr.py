@@ -29,7 +29,7 @@ _FLOAT_UNARY: dict[str, tuple[str, str]] = {
     "log": ("logf({x})", "log({x})"),
     "sqrt": ("sqrtf({x})", "sqrt({x})"),
     "rsqrt": ("(1.0f / sqrtf({x}))", "(1.0 / sqrt({x}))"),
-    "tanh": ("tanhf({x})", "tanh({x})"),
+    "tanh": ("rlx_tanh_f({x})", "tanh({x})"),  # prelude: vectorisable
     "erf": ("rlx_erf_f({x})", "erf({x})"),
     "logistic": ("rlx_logistic_f({x})", "rlx_logistic_d({x})"),
     "sin": ("sinf({x})", "sin({x})"),
