@@ -309,10 +309,23 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
 
 # row chunks per batch of a team GEMM split by rows: about ROW_CHUNKS on prepacked B (no
 # packing per chunk) while chunks keep >= 16 rows; a GEMM that packs B in the call packs all
-# of B in every chunk, so it gets one chunk per ROWS_PER_PACK rows (2 at least, ROW_CHUNKS at
-# most: packing B costs ~1/ROWS_PER_PACK of the multiply per chunk)
+# of B in every chunk, so it gets one chunk per rows_per_pack() rows (2 at least, ROW_CHUNKS
+# at most: packing B costs ~1/rows_per_pack() of the multiply per chunk)
 ROW_CHUNKS = 16
 ROWS_PER_PACK = 256
+# AVX-512 multiplies twice as fast per packed float, so packing costs twice the share: twice
+# the rows per chunk. The 784-512-512-10 step at batch 1024 on 2 threads (Emerald Rapids,
+# RLX_CPU_PROFILE, FIFO, two runs each): its forward GEMMs (1024 rows, W^T packed per call)
+# 2056-2058 instead of 2108-2181 us and 1325-1332 instead of 1368-1394, the step 9458-9463
+# instead of 9556-9762 us; 784-128-10/1024's forward 504-506 instead of 518-521 us
+ROWS_PER_PACK_AVX512 = 512
+
+
+def rows_per_pack() -> int:
+    """Rows per claimed chunk of a team GEMM that packs B in the call, for this ISA path."""
+    from rlx_core.targets.cpu.isa import detect
+
+    return ROWS_PER_PACK_AVX512 if detect().family == "avx512" else ROWS_PER_PACK
 
 
 def row_chunks(spec: GemmSpec, packed: bool, unit: int = 16) -> int:
@@ -320,7 +333,7 @@ def row_chunks(spec: GemmSpec, packed: bool, unit: int = 16) -> int:
     if packed:
         want = ROW_CHUNKS // spec.batch
     else:
-        want = min(ROW_CHUNKS, spec.m // ROWS_PER_PACK, ROW_CHUNKS // spec.batch)
+        want = min(ROW_CHUNKS, spec.m // rows_per_pack(), ROW_CHUNKS // spec.batch)
         want = max(want, 2 if spec.batch == 1 else 1)
     return max(1, min(want, -(-spec.m // unit)))
 
