@@ -154,3 +154,36 @@ def test_a_forced_avx2_path_computes_bf16_in_float(monkeypatch) -> None:
     exe = rlx.compile(_dot_graph((20, 32), (24, 32), ((1,), (1,)), ((), ())), target="cpu",
                       record=False)
     assert [v["impl"] for v in exe.program.info["kernels"].values()] == ["generated-matmul"]
+
+
+# rlx_bf_store's two ways to round f32 sums to bf16 (vcvtne2ps2bf16 for whole 32-column rows,
+# integer round-to-nearest-even elsewhere), called directly
+STORE_HARNESS = bf16gemm.SOURCE + r"""
+void store_rows(const float *t, int64_t mr, int64_t nr, uint16_t *c) {
+    rlx_bf_store(t, 32, mr, nr, c, 32);
+}
+"""
+
+
+def test_rounding_to_bf16_matches_the_reference_bit_for_bit(tmp_path) -> None:
+    import ctypes
+
+    from tests.targets.own_sgemm import build_harness
+
+    lib = build_harness(tmp_path, "native", STORE_HARNESS)
+    rng = np.random.default_rng(9)
+    bits = rng.integers(0, 2**32, 64 * 32, dtype=np.uint64).astype(np.uint32)
+    exp = (bits >> 23) & 0xFF
+    bits = np.where(exp == 0, bits | (1 << 23), bits)  # no subnormals (flushed by the dots)
+    t = bits.view(np.float32).reshape(64, 32).copy()
+    t[0, :6] = [np.inf, -np.inf, 0.0, -0.0, np.nan, 1.0 + 2.0**-8]  # a tie rounds to even
+    t[1, :2] = [1.0 + 3 * 2.0**-8, -(1.0 + 2.0**-8)]
+    want = (round_bf16(t).view(np.uint32) >> 16).astype(np.uint16)
+    for nr in (32, 17):
+        c = np.zeros((64, 32), np.uint16)
+        lib.store_rows(t.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(64),
+                       ctypes.c_int64(nr), c.ctypes.data_as(ctypes.c_void_p))
+        nan = np.isnan(t[:, :nr])
+        got = c[:, :nr]
+        assert (got[~nan] == want[:, :nr][~nan]).all(), nr
+        assert ((got[nan] & 0x7F80) == 0x7F80).all() and ((got[nan] & 0x7F) != 0).all()

@@ -85,6 +85,7 @@ def request(feature: str = "amx_bf16") -> AmxStatus:
 SOURCE = r"""
 #ifndef RLX_AMX_H
 #define RLX_AMX_H
+#include <stdint.h>
 #if defined(__AMX_TILE__) && defined(__linux__) && defined(__x86_64__)
 #include <unistd.h>
 #include <sys/syscall.h>

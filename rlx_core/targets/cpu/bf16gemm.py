@@ -168,9 +168,21 @@ static void rlx_bf16_pack_b_f32(int64_t N, int64_t K, const float *B, int64_t br
     rlx_bf16_pack_any(N, K, B, 1, brk, brn, dst, 0, N);
 }
 
-/* C[i, j] = bf16(t[i*ldt + j]) for i < mr, j < nr */
+/* C[i, j] = bf16(t[i*ldt + j]) for i < mr, j < nr. Whole 32-column rows take vcvtne2ps2bf16
+   (round to nearest even, NaN kept quiet: the bits of rlx_bf16_st for every value but a
+   subnormal, which the dot instructions have already flushed to zero) */
 static void rlx_bf_store(const float *t, int64_t ldt, int64_t mr, int64_t nr, uint16_t *C,
                          int64_t ldc) {
+#if defined(__AVX512BF16__)
+    if (nr == 32) {
+        for (int64_t i = 0; i < mr; ++i) {
+            const __m512bh r = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(t + i * ldt + 16),
+                                                   _mm512_loadu_ps(t + i * ldt));
+            _mm512_storeu_si512(C + i * ldc, (__m512i)r);
+        }
+        return;
+    }
+#endif
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
     const __m512i bias = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1);
     const __m512i quiet = _mm512_set1_epi32(0x40);
