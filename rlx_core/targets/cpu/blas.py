@@ -413,6 +413,13 @@ def _block_chunks(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
 # 128 x 384 x 1536 and 128 x 1536 x 384) the median call was 5-18% faster. Larger GEMMs keep
 # the row split (and its tiled epilogues), as do unpacked B (a training step's weights: a
 # column split packs B per chunk, and ran 5% slower inside the MLP step)
+# What claiming costs (Emerald Rapids, 2 threads, C harness, prepacked 64-column chunks):
+# when the same chunks go to the same thread every call, each core's L2 keeps its share of
+# B between calls: 128 x 384 x 1536 ran at 444-465 GFLOP/s, 128 x 1536 x 384 at 440-446;
+# with chunks handed to either thread at random, 383-386 and 332. Claims from one counter
+# fall between those, and MLAS's static split sits near the top (bench_gemm --threads 2:
+# rlx prepacked 0.90-0.96x MLAS at 128 rows); a claim order that starts each thread on its
+# own chunks (team.py) is what would close it.
 COLUMN_ROWS = 256
 COLUMN_CHUNK = 64  # a multiple of both kernels' panels (16 and 32 columns)
 
