@@ -36,7 +36,7 @@ Zen 1 (AVX2 on 128-bit halves), one thread, MiniLM's 12 heads of 128 x 128 x 32 
 quarter of the keys hidden: 1.47 ms a layer before, 1.01 after; the whole model at batch 1
 88.4 -> 81.0 ms, batch 8 718 -> 652-692 ms (benchmarks/profile_minilm.py has the split).
 
-AVX-512 (``rlx_attn_softmax_row``): the scale/mask/max and exp/sum passes run 16 lanes with a
+AVX-512 (``rlx_attn_softmax_rows``): the scale/mask/max and exp/sum passes run 16 lanes with a
 masked tail (``rlx_attn_exp16``, rlx_attn_exp's bits), where the compiler's vectorised loop ran
 a short row's remainder as scalar code: 13 visible keys at MiniLM's batch 1 were all remainder.
 Emerald Rapids, one thread, thread CPU time, the whole model's attention kernels: batch 1
@@ -45,7 +45,10 @@ read K^T and V as rlx_sgemm_packed's panels, packed once per item (``rlx_attn_pa
 keys a gather), and S's rows are whole panels wide, so no tile is copied out one scalar at a
 time; the check that hidden rows of V are finite is one integer max a vector. Together
 (A/B in alternating processes, same conditions): batch 1 0.69-0.71 -> 0.54 ms, batch 8
-7.04-7.07 -> 5.85-5.90 ms. Other ISAs keep the compiler-vectorised loops and rlx_sgemm.
+7.04-7.07 -> 5.85-5.90 ms. Four rows' exps then run interleaved (one row's chain of dependent
+FMAs left the core idle on short rows): batch 1 0.53 -> 0.33 ms, batch 8 5.83 -> 4.67 ms,
+batch 2 x 8 tokens 0.079 -> 0.056 ms. Other ISAs keep the compiler-vectorised loops and
+rlx_sgemm.
 """
 
 from __future__ import annotations
@@ -108,6 +111,14 @@ static inline float rlx_attn_exp(float x) {
     return x < -103.5f ? 0.0f : y;
 }
 
+#if defined(__AVX512F__)
+/* the first `left` of 16 lanes (none when left <= 0) */
+static inline __mmask16 rlx_attn_tail(int64_t left) {
+    return left >= 16 ? (__mmask16)0xFFFF
+                      : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1u);
+}
+#endif
+
 /* are rows [j0, j1) of v (dv values each, ldv apart) free of NaN and infinities? A hidden
    key's weight is an exact 0, but 0 * inf or 0 * NaN in the product with V is NaN, as in
    the decomposition: such rows are not left out */
@@ -120,8 +131,7 @@ static int rlx_attn_finite(const float *v, int64_t ldv, int64_t dv, int64_t j0, 
     const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
     for (int64_t j = j0; j < j1; ++j)
         for (int64_t c = 0; c < dv; c += 16) {
-            const __mmask16 m = dv - c >= 16 ? (__mmask16)0xFFFF
-                                             : (__mmask16)((1u << (dv - c)) - 1u);
+            const __mmask16 m = rlx_attn_tail(dv - c);
             const __m512i x = _mm512_maskz_loadu_epi32(m, v + j * ldv + c);
             big = _mm512_max_epu32(big, _mm512_and_si512(x, magnitude));
         }
@@ -185,8 +195,7 @@ static void rlx_attn_pack_kt(const float *k, int64_t ldk, int64_t sk, int64_t d,
         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
         _mm512_set1_epi32((int)ldk));
     for (int64_t j = 0; j < RLX_ATTN_PAD(sk); j += 16) {
-        const __mmask16 m = j >= sk ? (__mmask16)0 : sk - j >= 16 ? (__mmask16)0xFFFF
-                                                   : (__mmask16)((1u << (sk - j)) - 1u);
+        const __mmask16 m = rlx_attn_tail(sk - j);
         float *dst = kt + (j / NR) * d * NR + j % NR;
         const float *src = k + (j < sk ? j : 0) * ldk;
         for (int64_t p = 0; p < d; ++p)
@@ -199,8 +208,7 @@ static void rlx_attn_pack_kt(const float *k, int64_t ldk, int64_t sk, int64_t d,
 static void rlx_attn_pack_v(const float *v, int64_t ldv, int64_t sk, int64_t dv, float *vp) {
     enum { NR = RLX_SG_NR };
     for (int64_t c = 0; c < RLX_ATTN_PAD(dv); c += 16) {
-        const __mmask16 m = c >= dv ? (__mmask16)0 : dv - c >= 16 ? (__mmask16)0xFFFF
-                                                   : (__mmask16)((1u << (dv - c)) - 1u);
+        const __mmask16 m = rlx_attn_tail(dv - c);
         float *dst = vp + (c / NR) * sk * NR + c % NR;
         for (int64_t p = 0; p < sk; ++p)
             _mm512_storeu_ps(dst + p * NR, _mm512_maskz_loadu_ps(m, v + p * ldv + c));
@@ -211,79 +219,118 @@ static void rlx_attn_pack_v(const float *v, int64_t ldv, int64_t sk, int64_t dv,
 #define RLX_ATTN_PAD(x) (x)
 #endif
 
-/* one row of sk scores x, in place: scaled, the lowest value where a key is hidden (keep[j]
-   zero, or causal and j > i; select, not add), then exp(x - max); returns the sum of the exps
-   (f32 lane sums). AVX-512: 16 lanes with a masked tail, so a short row (13 visible keys at
-   MiniLM's batch 1) is not one scalar remainder loop; elsewhere the compiler vectorises */
-static float rlx_attn_softmax_row(float *restrict x, int64_t sk, const int32_t *keep,
-                                  int causal, int64_t i, float scale, float low) {
 #if defined(__AVX512F__)
+#define RLX_ATTN_ROWS 4  /* rows whose exps run interleaved */
+
+/* one row of sk scores x in place: scaled, the lowest value where a key is hidden (keep[j]
+   zero, or causal and j > i; select, not add); returns the row's max. 16 lanes, a masked
+   tail: a short row (13 visible keys at MiniLM's batch 1) is not one scalar remainder */
+static inline float rlx_attn_scale_row(float *restrict x, int64_t sk, const int32_t *keep,
+                                       int causal, int64_t i, float scale, float low) {
     const __m512 vs = _mm512_set1_ps(scale), vl = _mm512_set1_ps(low);
-    __m512 vmx = _mm512_set1_ps(-INFINITY), vt = _mm512_setzero_ps();
+    __m512 vmx = _mm512_set1_ps(-INFINITY);
     for (int64_t j = 0; j < sk; j += 16) {
-        const __mmask16 m = sk - j >= 16 ? (__mmask16)0xFFFF
-                                         : (__mmask16)((1u << (sk - j)) - 1u);
+        const __mmask16 m = rlx_attn_tail(sk - j);
         __mmask16 vis = m;
         if (keep) {
             const __m512i kj = _mm512_maskz_loadu_epi32(m, keep + j);
             vis &= _mm512_test_epi32_mask(kj, kj);
         }
-        if (causal) {  /* keys j..j+15 visible up to i */
-            const int64_t c = i - j + 1;
-            vis &= c >= 16 ? (__mmask16)0xFFFF : c <= 0 ? (__mmask16)0
-                                                        : (__mmask16)((1u << c) - 1u);
-        }
+        if (causal) vis &= rlx_attn_tail(i - j + 1);  /* keys j..j+15 visible up to i */
         __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), vs);
         v = _mm512_mask_blend_ps(vis, vl, v);
         _mm512_mask_storeu_ps(x + j, m, v);
-        vmx = _mm512_mask_max_ps(vmx, m, v, vmx);  /* v > max ? v : max, as below */
+        vmx = _mm512_mask_max_ps(vmx, m, v, vmx);  /* v > max ? v : max, as the loops below */
     }
-    const __m512 vm = _mm512_set1_ps(_mm512_reduce_max_ps(vmx));
+    return _mm512_reduce_max_ps(vmx);
+}
+
+/* R rows (ls apart) of sk values: x = exp(x - mx[q]) and tot[q] = their sum (f32 lanes).
+   The rows' exps interleave: one row's chain of a dozen dependent FMAs a vector left the
+   core idle on short rows */
+static inline __attribute__((always_inline)) void rlx_attn_exp_rows(
+        const int R, float *restrict x, int64_t ls, int64_t sk, const float *mx, float *tot) {
+    __m512 vm[RLX_ATTN_ROWS], vt[RLX_ATTN_ROWS];
+    for (int q = 0; q < R; ++q) {
+        vm[q] = _mm512_set1_ps(mx[q]);
+        vt[q] = _mm512_setzero_ps();
+    }
     for (int64_t j = 0; j < sk; j += 16) {
-        const __mmask16 m = sk - j >= 16 ? (__mmask16)0xFFFF
-                                         : (__mmask16)((1u << (sk - j)) - 1u);
-        const __m512 e = rlx_attn_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vm));
-        _mm512_mask_storeu_ps(x + j, m, e);
-        vt = _mm512_mask_add_ps(vt, m, vt, e);
+        const __mmask16 m = rlx_attn_tail(sk - j);
+        for (int q = 0; q < R; ++q) {
+            float *xq = x + q * ls + j;
+            const __m512 e = rlx_attn_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xq), vm[q]));
+            _mm512_mask_storeu_ps(xq, m, e);
+            vt[q] = _mm512_mask_add_ps(vt[q], m, vt[q], e);
+        }
     }
-    return _mm512_reduce_add_ps(vt);
+    for (int q = 0; q < R; ++q) tot[q] = _mm512_reduce_add_ps(vt[q]);
+}
+#endif
+
+/* the softmax of rows [0, rows) of S (ls apart, sk scores each), all but its division: row r
+   scaled, the lowest value where a key is hidden (keep[j] zero, or causal and j > i0 + r;
+   select, not add), x = exp(x - max) and tot[r] = the row's sum of exps (f32 lane sums).
+   AVX-512: rlx_attn_scale_row and RLX_ATTN_ROWS rows' exps at once; elsewhere the compiler
+   vectorises */
+static void rlx_attn_softmax_rows(float *restrict s, int64_t ls, int64_t rows, int64_t sk,
+                                  const int32_t *keep, int causal, int64_t i0, float scale,
+                                  float low, float *tot) {
+#if defined(__AVX512F__)
+    enum { R = RLX_ATTN_ROWS };
+    float mx[R];
+    int64_t r = 0;
+    for (; r + R <= rows; r += R) {
+        for (int q = 0; q < R; ++q)
+            mx[q] = rlx_attn_scale_row(s + (r + q) * ls, sk, keep, causal, i0 + r + q, scale,
+                                       low);
+        rlx_attn_exp_rows(R, s + r * ls, ls, sk, mx, tot + r);
+    }
+    for (; r < rows; ++r) {
+        mx[0] = rlx_attn_scale_row(s + r * ls, sk, keep, causal, i0 + r, scale, low);
+        rlx_attn_exp_rows(1, s + r * ls, ls, sk, mx, tot + r);
+    }
 #else
-    /* a loop per case, so each vectorises without the others' selects; the max in the
-       same pass */
-    float mx = -INFINITY;
-    if (keep && causal) {
-        #pragma omp simd reduction(max:mx)
-        for (int64_t j = 0; j < sk; ++j) {
-            x[j] = keep[j] && j <= i ? x[j] * scale : low;
-            mx = x[j] > mx ? x[j] : mx;
+    for (int64_t r = 0; r < rows; ++r) {
+        float *restrict x = s + r * ls;
+        const int64_t i = i0 + r;
+        /* a loop per case, so each vectorises without the others' selects; the max in the
+           same pass */
+        float mx = -INFINITY;
+        if (keep && causal) {
+            #pragma omp simd reduction(max:mx)
+            for (int64_t j = 0; j < sk; ++j) {
+                x[j] = keep[j] && j <= i ? x[j] * scale : low;
+                mx = x[j] > mx ? x[j] : mx;
+            }
+        } else if (keep) {
+            #pragma omp simd reduction(max:mx)
+            for (int64_t j = 0; j < sk; ++j) {
+                x[j] = keep[j] ? x[j] * scale : low;
+                mx = x[j] > mx ? x[j] : mx;
+            }
+        } else if (causal) {
+            #pragma omp simd reduction(max:mx)
+            for (int64_t j = 0; j < sk; ++j) {
+                x[j] = j <= i ? x[j] * scale : low;
+                mx = x[j] > mx ? x[j] : mx;
+            }
+        } else {
+            #pragma omp simd reduction(max:mx)
+            for (int64_t j = 0; j < sk; ++j) {
+                x[j] = x[j] * scale;
+                mx = x[j] > mx ? x[j] : mx;
+            }
         }
-    } else if (keep) {
-        #pragma omp simd reduction(max:mx)
+        float t = 0.0f;
+        #pragma omp simd reduction(+:t)
         for (int64_t j = 0; j < sk; ++j) {
-            x[j] = keep[j] ? x[j] * scale : low;
-            mx = x[j] > mx ? x[j] : mx;
+            const float e = rlx_attn_exp(x[j] - mx);
+            x[j] = e;
+            t += e;
         }
-    } else if (causal) {
-        #pragma omp simd reduction(max:mx)
-        for (int64_t j = 0; j < sk; ++j) {
-            x[j] = j <= i ? x[j] * scale : low;
-            mx = x[j] > mx ? x[j] : mx;
-        }
-    } else {
-        #pragma omp simd reduction(max:mx)
-        for (int64_t j = 0; j < sk; ++j) {
-            x[j] = x[j] * scale;
-            mx = x[j] > mx ? x[j] : mx;
-        }
+        tot[r] = t;
     }
-    float t = 0.0f;
-    #pragma omp simd reduction(+:t)
-    for (int64_t j = 0; j < sk; ++j) {
-        const float e = rlx_attn_exp(x[j] - mx);
-        x[j] = e;
-        t += e;
-    }
-    return t;
 #endif
 }
 
@@ -372,9 +419,8 @@ static void rlx_attention_rows(int64_t r0, int64_t r1, int64_t sk, int64_t d, in
     /* S = Q[r0:r1] K^T: element (p, j) of op(B) = K^T is k[j * ldk + p] */
     rlx_sgemm(rows, sk, d, q + r0 * ldq, ldq, 1, k, 1, ldk, s, ls, 0, sk);
 #endif
-    for (int64_t r = 0; r < rows; ++r)  /* causal: key j (counted from j0) visible if j <= i */
-        tot[r] = rlx_attn_softmax_row(s + r * ls, sk, mask ? keep : 0, causal, r0 + r - j0,
-                                      scale, low);
+    /* causal: key j (counted from j0) visible to query row i if j <= i - j0 */
+    rlx_attn_softmax_rows(s, ls, rows, sk, mask ? keep : 0, causal, r0 - j0, scale, low, tot);
     /* O[r0:r1] = exp(S) V, then each row divided by its sum: the softmax's division moved
        past the product (dv values a row instead of sk; equal up to rounding). Element (p, c)
        of op(B) = V is v[p * ldv + c] */
