@@ -117,6 +117,12 @@ static uint16_t *rlx_bf_scratch(int which, int64_t elems) {
 static void rlx_bf_pack_a(int64_t mr, int64_t rows, int64_t K, const uint16_t *A, int64_t rm,
                           int64_t rk, uint16_t *dst) {
     const int64_t KP = rlx_bf_kp(K);
+    if (rm == 1 && rk != 1) {  /* op(A) = A^T: read A's rows (contiguous in i), write columns */
+        for (int64_t i = 0; i < rows; ++i) memset(dst + i * KP, 0, (size_t)KP * 2);
+        for (int64_t p = 0; p < K; ++p)
+            for (int64_t i = 0; i < mr; ++i) dst[i * KP + p] = A[p * rk + i];
+        return;
+    }
     for (int64_t i = 0; i < rows; ++i) {
         uint16_t *d = dst + i * KP;
         int64_t p = 0;
@@ -145,6 +151,22 @@ static void rlx_bf16_pack_any(int64_t N, int64_t K, const void *B, int f32, int6
     const int64_t KP = rlx_bf_kp(K);
     for (int64_t q = 0; j0 + q * 16 < j1; ++q) {
         uint16_t *pan = dst + q * KP * 16;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+        if (!f32 && brn == 1 && j0 + q * 16 + 16 <= N) {
+            /* rows of B hold the panel's 16 columns side by side: two rows widened to
+               32 bits and interleaved make one panel row of 16 (k, k+1) pairs */
+            const uint16_t *b = (const uint16_t *)B + j0 + q * 16;
+            for (int64_t p = 0; p < KP; p += 2) {
+                const __m512i lo = p < K ? _mm512_cvtepu16_epi32(
+                    _mm256_loadu_si256((const __m256i *)(b + p * brk))) : _mm512_setzero_si512();
+                const __m512i hi = p + 1 < K ? _mm512_cvtepu16_epi32(
+                    _mm256_loadu_si256((const __m256i *)(b + (p + 1) * brk)))
+                    : _mm512_setzero_si512();
+                _mm512_storeu_si512(pan + p * 16, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+            }
+            continue;
+        }
+#endif
         for (int64_t c = 0; c < 16; ++c) {
             const int64_t j = j0 + q * 16 + c;
             int64_t p = 0;
@@ -153,6 +175,8 @@ static void rlx_bf16_pack_any(int64_t N, int64_t K, const void *B, int f32, int6
                 for (; p < K; ++p) pan[(p >> 1) * 32 + 2 * c + (p & 1)] = rlx_bf_round(col[p * brk]);
             } else if (j < N) {
                 const uint16_t *col = (const uint16_t *)B + j * brn;
+                if (brk == 1)  /* a column's (k, k+1) pairs are adjacent: copy them whole */
+                    for (; p + 1 < K; p += 2) memcpy(pan + p * 16 + 2 * c, col + p, 4);
                 for (; p < K; ++p) pan[(p >> 1) * 32 + 2 * c + (p & 1)] = col[p * brk];
             }
             for (; p < KP; ++p) pan[(p >> 1) * 32 + 2 * c + (p & 1)] = 0;
