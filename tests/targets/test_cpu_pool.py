@@ -119,3 +119,45 @@ def test_blocked_pools_run_backward_over_a_large_batch(monkeypatch: pytest.Monke
     want = rlx.compile(f, x, target="numpy", record=False)(x)
     got = exe(x)
     assert float(np.abs(got - want).max() / np.abs(want).max()) < 1e-5
+
+
+@pytest.mark.parametrize("family", ["native", "avx2"])
+def test_blocked_pools_match_the_reference(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every case of CASES in NCHW8c (between two blocked 3x3 convs), on this
+    CPU's own ISA path and on the AVX2 one (AVX-512 puts two pixels in a vector, the last
+    one masked on an odd row): NaNs stay where the window holds one."""
+    from rlx_core.targets.cpu import isa
+
+    if family != "native" and family not in isa.forced_paths():
+        pytest.skip(f"this CPU does not run the {family} path")
+    monkeypatch.setenv("RLX_CPU_ISA", family)
+    monkeypatch.setenv("RLX_WINOGRAD", "0")  # its tiles would spread a NaN over 6 x 6 pixels
+    comp = find_compiler()
+    if not (comp.avx2_fma or comp.avx512):
+        pytest.skip("the blocked kernels are picked only where the compiler targets AVX2 + FMA")
+    rng = np.random.default_rng(3)
+    w1, w2 = ((rng.standard_normal(s) * 0.3).astype(np.float32)
+              for s in ((16, 16, 3, 3), (16, 16, 3, 3)))
+    args = []
+    for _, xs, *_ in CASES:
+        x = rng.standard_normal((xs[0], 16, *xs[2:])).astype(np.float32)
+        x.flat[rng.choice(x.size, 2, replace=False)] = np.nan
+        args.append(x)
+
+    def f(*xs):
+        outs = []
+        for x, (op, _, k, s, p) in zip(xs, CASES, strict=True):
+            y = nn.conv2d(x, rlx.param(w1, "w1"), None, padding=1)
+            y = (nn.max_pool2d if op == "max" else nn.avg_pool2d)(y, k, s, p)
+            outs.append(nn.conv2d(y, rlx.param(w2, "w2"), None, padding=1))
+        return tuple(outs)
+
+    exe = rlx.compile(f, *args, target="cpu", record=False)
+    pools = [n.name for n in exe.lir.nodes if n.op in ("max_pool2d", "avg_pool2d")]
+    assert len(pools) == len(CASES) and set(pools) <= set(exe.program.info["nchw8c"])
+    got = exe(*args)
+    want = rlx.compile(f, *args, target="numpy", record=False)(*args)
+    for case, g_, w_ in zip(CASES, got, want, strict=True):
+        g_, w_ = np.asarray(g_), np.asarray(w_)
+        np.testing.assert_array_equal(np.isnan(g_), np.isnan(w_), err_msg=str(case))
+        np.testing.assert_allclose(g_, w_, rtol=1e-5, atol=1e-4, err_msg=str(case))
