@@ -24,6 +24,7 @@ CASES = [
     (7, 7, (3, 3), (1, 1), (1, 1), (1, 1), True, True, False),  # MobileNetV2's 7x7 layers
     (4, 4, (3, 3), (1, 1), (1, 1), (1, 1), True, True, True),  # 4x4: 2 of 4 columns edges
     (14, 13, (3, 3), (1, 1), (1, 1), (1, 1), False, False, True),  # inner groups + the rest
+    (5, 16, (3, 3), (1, 1), (1, 1), (1, 1), True, True, True),  # 14 inner: groups 8, 4, 2
     (9, 11, (3, 3), (2, 2), (1, 1), (1, 1), True, True, False),  # stride 2, odd sizes
     (3, 2, (3, 3), (1, 1), (1, 1), (1, 1), True, False, False),  # every column an edge
     (1, 1, (3, 3), (1, 1), (1, 1), (1, 1), True, True, False),  # one pixel, one tap
@@ -61,7 +62,16 @@ def _program(rng: np.random.Generator):
     return f
 
 
-def test_blocked_depthwise_matches_the_reference() -> None:
+@pytest.mark.parametrize("family", ["native", "avx2"])
+def test_blocked_depthwise_matches_the_reference(family: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """On this CPU's own ISA path and on the AVX2 one (AVX-512 runs stride-1 interiors two
+    pixels a vector, in groups of 8 and 2 pixels, the rest as AVX2 does)."""
+    from rlx_core.targets.cpu import isa
+
+    if family != "native" and family not in isa.forced_paths():
+        pytest.skip(f"this CPU does not run the {family} path")
+    monkeypatch.setenv("RLX_CPU_ISA", family)
     comp = find_compiler()
     if not (comp.avx2_fma or comp.avx512):
         pytest.skip("the blocked kernels are picked only where the compiler targets AVX2 + FMA")

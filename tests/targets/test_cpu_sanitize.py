@@ -34,11 +34,12 @@ pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cp
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-TESTS = [  # NCHW direct + depthwise (phase planes and rows), NCHW8c depthwise, pooling
+TESTS = [  # NCHW direct + depthwise (phase planes and rows), NCHW8c depthwise, pooling (both)
     "test_cpu_conv.py::test_conv_kernels_match_the_reference",
     "test_cpu_conv.py::test_depthwise_phase_planes_and_rows_match_the_reference",
     "test_cpu_depthwise.py",
     "test_cpu_pool.py::test_pool_kernels_match_the_reference",
+    "test_cpu_pool.py::test_blocked_pools_match_the_reference",
 ]
 def _runtime(cc: str) -> str | None:
     """The compiler's ASan runtime library, or None (gcc: libasan.so; clang: its compiler-rt

@@ -118,6 +118,17 @@ static inline __attribute__((always_inline)) __m256 rlx_conv_fin8(
     return a;
 }
 #endif
+#if defined(__AVX512F__)
+/* the same on 16 outputs (two NCHW8c pixels: b holds the 8 channels' bias twice) */
+static inline __attribute__((always_inline)) __m512 rlx_conv_fin16(
+        __m512 a, int has_bias, __m512 b, const float *res, int act, __m512 vlo, __m512 vhi) {
+    if (has_bias) a = _mm512_add_ps(a, b);
+    if (res) a = _mm512_add_ps(a, _mm512_loadu_ps(res));
+    if (act & 1) a = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, vlo, _CMP_NLE_UQ), vlo, a);
+    if (act & 2) a = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, vhi, _CMP_NGE_UQ), vhi, a);
+    return a;
+}
+#endif
 
 /* rows [i0, i1) x columns [j0, j1) of a finished tile (rlx_sg_epi) */
 static void rlx_conv_epi(const void *vc, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
