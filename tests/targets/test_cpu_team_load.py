@@ -61,10 +61,13 @@ class Team:
 
 def _program():
     rng = np.random.default_rng(5)
-    a = rng.standard_normal((512, 256), np.float32)  # a call of a few ms: a worker that
-    w = rng.standard_normal((256, 384), np.float32)  # runs no chunk of it is late (> 1 ms)
+    # a call of a few ms on one thread even with AVX-512 (1,024 x 512 x 512: 0.54 GFLOP, ~2.7
+    # ms on an Emerald Rapids core; 512 x 256 x 384 took under the 1 ms past which a call no
+    # worker joined is late, and the late-arrival check failed 2 runs in 8 there)
+    a = rng.standard_normal((1024, 512), np.float32)
+    w = rng.standard_normal((512, 512), np.float32)
 
-    def f(x, y):  # a team GEMM, a barrier, a team softmax over 512 x 384
+    def f(x, y):  # a team GEMM, a barrier, a team softmax over 1024 x 512
         return rlx.nn.softmax(rlx.nn.relu(x @ y) * 0.25, axis=-1)
 
     exe = rlx.compile(f, a, w, target="cpu", record=False)
