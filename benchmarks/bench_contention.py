@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import (  # noqa: E402
     Stats,
     cpu_slug,
+    interleaved,
     limit_threads,
     load_now,
     machine,
@@ -86,27 +87,16 @@ def stop_load(procs: list[subprocess.Popen]) -> None:
 
 
 def timed(peers: dict[str, Callable[[], Any]], runs: int, block: int, settle_s: float,
-          pre: Callable[[], Any] | None) -> dict[str, Stats]:
-    """Interleaved turns as common.interleaved, with an optional untimed ``pre`` call before
-    every timed call (the after-torch condition). A peer with a ``setup`` attribute (the rlx
+          gap_s: float, pre: Callable[[], Any] | None) -> dict[str, Stats]:
+    """common.interleaved's fair turns (a pause, then settle calls, before each turn; odd
+    turns in reverse order), with an optional untimed ``pre`` call before every timed call
+    (the after-torch / after-ort conditions). A peer with a ``setup`` attribute (the rlx
     thread count) runs it at the start of each of its turns."""
-    names = list(peers)
-    times: dict[str, list[float]] = {n: [] for n in names}
-    clock = time.perf_counter
-    for r in range(-(-runs // block)):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            fn = peers[name]
-            getattr(fn, "setup", lambda: None)()
-            t_in = clock()
-            while clock() - t_in < settle_s:
-                fn()
-            for _ in range(block):
-                if pre is not None:
-                    pre()
-                t0 = clock()
-                fn()
-                times[name].append(clock() - t0)
-    return {n: Stats.of(ts) for n, ts in times.items()}
+    def setup(name: str) -> None:
+        getattr(peers[name], "setup", lambda: None)()
+
+    return interleaved(peers, runs, 0, block=block, settle_s=settle_s, gap_s=gap_s,
+                       vary_order=True, setup=setup, pre=pre)
 
 
 def with_threads(set_threads: Callable[[int], None], n: int,
@@ -249,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--block", type=int, default=3)
     ap.add_argument("--settle", type=float, default=0.05,
                     help="seconds of untimed calls before each turn")
+    ap.add_argument("--gap", type=float, default=0.1,
+                    help="seconds of pause before each turn (common.interleaved's gap_s): "
+                         "ONNX Runtime's and torch's pools stop spinning before the next peer")
     ap.add_argument("--conditions", default=",".join(CONDITIONS))
     ap.add_argument("--quick", action="store_true", help="MLP only, few calls, write nothing")
     ap.add_argument("--tag", default="",
@@ -286,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for wl, peers in workloads.items():
                 before = team_stats(workloads)
-                stats = timed(peers, runs, args.block, args.settle, pres.get(cond))
+                stats = timed(peers, runs, args.block, args.settle, args.gap, pres.get(cond))
                 after = team_stats(workloads)
                 p50 = {n: s.p50 for n, s in stats.items()}
                 others = {n: v for n, v in p50.items() if not n.startswith("rlx")}
@@ -306,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
             stop_load(procs)
     data = {"benchmark": "contention", "machine": machine(), "isa": detect().describe(),
             "threads": limits, "runs": runs, "block": args.block, "settle_s": args.settle,
+            "gap_s": args.gap,
             "torch": torch.__version__, "results": results}
     data["machine"]["load_average_end"] = load_now()
     headers = ["condition", "workload", *(f"{p} ms" for p in PEERS), "team / 1 thread",
@@ -325,7 +319,9 @@ def main(argv: list[str] | None = None) -> int:
                      _share(r["team_counters"]), r["load_average_before"]])
     md = (f"# Behaviour under competing load\n\n{stamp({**data['machine'], 'isa': data['isa']})}"
           f" (the machine is shared: 'quiet' means no load started by this script). p50 of "
-          f"{runs} calls per peer in interleaved turns of {args.block} "
+          f"{runs} calls per peer in interleaved turns of {args.block} (each after a "
+          f"{args.gap:g} s pause and {args.settle:g} s of untimed calls; odd rounds in reverse "
+          f"order, so the rlx peers do not always follow the same peer) "
           f"(`python benchmarks/bench_contention.py {' '.join(argv or sys.argv[1:])}`). "
           f"'late arrivals', 'bad calls' (team.py's judge: over a quarter of the call lost "
           f"to late waits, no worker, or thread 0 starved), 'calls shrunk' and the worker's "

@@ -140,7 +140,9 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
                 settle_s: float = 0.0,
                 thread_cpu: dict[str, Stats] | None = None, gap_s: float = 0.0,
                 vary_order: bool = False,
-                on_turn: Callable[[str, str, list[float] | None], None] | None = None
+                on_turn: Callable[[str, str, list[float] | None], None] | None = None,
+                setup: Callable[[str], None] | None = None,
+                pre: Callable[[], Any] | None = None,
                 ) -> dict[str, Stats]:
     """Time each zero-argument callable ``runs`` times, ``block`` calls per peer per turn.
 
@@ -169,7 +171,10 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
     a peer does not always follow the same one (a rotation keeps the cyclic order: with
     bench_minilm's peers rlx always came right after numpy). ``on_turn(name, previous peer,
     None)`` is called right before a turn's timed calls and ``on_turn(name, previous peer,
-    their seconds)`` right after (a peer's own counters over its timed calls).
+    their seconds)`` right after (a peer's own counters over its timed calls). ``setup(name)``
+    runs before a turn's settle calls (bench_contention: the rlx peer's thread count), and
+    ``pre()``, untimed, before every timed call (bench_contention: another library's pool
+    runs right before each call).
     """
     names = list(peers)
     for name in names:
@@ -189,6 +194,8 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
             fn = peers[name]
             if gap_s > 0:
                 time.sleep(gap_s)  # the previous peer's spinning threads go to sleep
+            if setup is not None:
+                setup(name)
             t_in = clock()
             while clock() - t_in < settle_s:  # untimed calls until the cores are this peer's
                 fn()
@@ -196,6 +203,8 @@ def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
                 on_turn(name, previous, None)
             turn: list[float] = []
             for _ in range(min(block, runs - r * block)):
+                if pre is not None:
+                    pre()
                 c0, t0 = tclock(), clock()
                 fn()
                 turn.append(clock() - t0)
