@@ -141,6 +141,10 @@ def test_env_errors_are_typed(monkeypatch) -> None:
     with pytest.raises(bf16gemm.Bf16PathError) as e:
         bf16gemm.path()
     assert e.value.code == "RLX-Q010"
+    # a graph with no bf16 GEMM never reads the setting
+    x = np.ones((4, 8), np.float32)
+    np.testing.assert_array_equal(rlx.compile(lambda a: a @ a.T, x, target="cpu",
+                                              record=False)(x), np.full((4, 4), 8.0, np.float32))
     monkeypatch.setenv("RLX_NO_AMX", "1")
     monkeypatch.setenv("RLX_BF16_GEMM", "amx")
     with pytest.raises(bf16gemm.Bf16PathError, match="RLX_NO_AMX"):

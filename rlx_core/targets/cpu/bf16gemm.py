@@ -392,8 +392,6 @@ def foldable_casts(g: Graph) -> dict[str, str]:
     rounding as the cast does, and the cast kernel is not run (renderer: ``folded-cast``)."""
     from rlx_core.targets.c_common.matmul import operand_strides
 
-    if path() == "float":
-        return {}
     params = {v.name: v.type for v in g.params}
     readers: dict[str, list] = {}
     for k in g.kernels:
@@ -421,7 +419,8 @@ def foldable_casts(g: Graph) -> dict[str, str]:
                 and node.name not in g.outputs and readers.get(node.name)
                 and all(reads_packed(r, node.name) for r in readers[node.name])):
             out[node.name] = src
-    return out
+    # (the path last: a graph without bf16 GEMMs never reads RLX_BF16_GEMM)
+    return out if out and path() != "float" else {}
 
 
 def emit(w: Writer, env: KernelEnv, spec: GemmSpec, epilogue: BlockEpilogue | None,
