@@ -242,3 +242,17 @@ def test_the_dispatch_record_names_the_tile() -> None:
     assert info["own_sgemm"] and info["own_sgemm_isa"] == sgemm.isa(comp)
     assert info["own_sgemm_isa"] == ("avx512" if comp.avx512 else "avx2")
     assert _rel(exe(x, w), x @ w.T) < 1e-5
+
+
+def test_a_b_deeper_than_one_slice_is_packed_on_the_avx512_path() -> None:
+    """sgemm.direct_depth: with AVX-512 a B read in place is at most one KC slice deep (the
+    C side's RLX_SG_DIRECT_DEPTH); AVX2 reads any depth in place."""
+    from rlx_core.targets.c_common.matmul import Strides
+
+    sb, depth = Strides((), 784, 1), sgemm.direct_depth()
+    assert sgemm.reads_b_in_place(sb, 128, 128)
+    if depth is None:
+        assert sgemm.reads_b_in_place(sb, 128, 1024)
+    else:
+        assert sgemm.reads_b_in_place(sb, 128, depth)
+        assert not sgemm.reads_b_in_place(sb, 128, depth + 1)

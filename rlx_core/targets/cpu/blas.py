@@ -462,7 +462,7 @@ def _splits_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,
         return False
     if spec.m < 16:
         return True  # too few rows to split (a 10-class weight gradient): columns, not alone
-    return spec.m <= COLUMN_ROWS and not sgemm.reads_b_in_place(spec.sb, spec.m)
+    return spec.m <= COLUMN_ROWS and not sgemm.reads_b_in_place(spec.sb, spec.m, spec.k)
 
 
 def _share_width(n: int) -> int:

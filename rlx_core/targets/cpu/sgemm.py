@@ -22,7 +22,11 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
   (``reads_b_in_place``; a partial last panel is still packed, since a full-width load would
   run past B). In the MLP step the weight gradient g^T x (128 x 128 x 784) took 207 instead
   of 224 us per call that way (RLX_CPU_PROFILE, both builds in one process), and at batch
-  1024 (K = 1024, three KC slices) a C harness ran it in 1420 instead of 1554 us.
+  1024 (K = 1024, three KC slices) a C harness ran it in 1420 instead of 1554 us. With
+  AVX-512 only a B one KC slice deep is read in place (``direct_depth``): on Emerald Rapids
+  packing the deeper one made the 784-128-10/1024 step 2593 -> 2301 us on one thread and
+  1412 -> 1305 on two, 784-512-512-10/1024 19.4 -> 18.7 and 9.36 -> 8.87 ms (both builds
+  in one process, alternating turns, SCHED_FIFO).
 - The tile is MR x NR = 8 x 32: sixteen zmm accumulators, two B loads and eight broadcasts
   per k step. 8 rows divide the row blocks the team hands out (multiples of 16). On an
   Emerald Rapids VM (two 512-bit FMA ports, 48 KB L1d, 2 MB L2) it ran warm at 227-240
@@ -96,10 +100,26 @@ def spreads(row_stride: int) -> bool:
     return row_stride % 16 != 0 or (row_stride // 16) % 2 == 1
 
 
-def reads_b_in_place(sb, m: int) -> bool:
-    """Does a call of ``m`` rows read op(B) (strides ``sb``, a matmul.Strides) in place instead
-    of packing it? The Python side of rlx_sgemm_core's ``direct`` (the splits depend on it)."""
-    return sb.col == 1 and m <= DIRECT_ROWS and spreads(sb.row)
+def direct_depth() -> int | None:
+    """The deepest K read in place on this ISA path (RLX_SG_DIRECT_DEPTH), None: any. With
+    AVX-512, one KC slice (rlx_sgemm_kc's 9/8 KC): a deeper B's panel slices are KC rows a
+    row of B apart, most of a 48 KB L1, and the rows of one streamed from L2 at that stride;
+    packed, they are contiguous. 128 x 784 x 1024 (the MLP's weight gradient at batch 1024),
+    one thread, C harness, Emerald Rapids: packed 188 GFLOP/s, in place 178; at K = 128 in
+    place stays ahead (213 against 197-208)."""
+    from rlx_core.targets.cpu.isa import blocking
+
+    b = blocking()
+    return b.kc + b.kc // 8 if b.nr == 32 else None
+
+
+def reads_b_in_place(sb, m: int, k: int = 0) -> bool:
+    """Does a call of ``m`` rows and depth ``k`` read op(B) (strides ``sb``, a matmul.Strides)
+    in place instead of packing it? The Python side of rlx_sgemm_core's ``direct`` (the
+    splits depend on it)."""
+    depth = direct_depth()
+    return (sb.col == 1 and m <= DIRECT_ROWS and spreads(sb.row)
+            and (depth is None or k <= depth))
 
 
 def packed_bytes(n: int, k: int) -> int:
@@ -157,6 +177,11 @@ typedef __m256 rlx_sg_v;
 #define RLX_SG_NC 256
 #endif
 #define RLX_SG_DIRECT_ROWS 256  /* sgemm.DIRECT_ROWS; see rlx_sgemm_core's direct */
+#if RLX_SG_VW == 16  /* sgemm.direct_depth: with AVX-512, B is read in place one slice deep */
+#define RLX_SG_DIRECT_DEPTH (RLX_SG_KC + RLX_SG_KC / 8)
+#else
+#define RLX_SG_DIRECT_DEPTH INT64_MAX
+#endif
 
 /* op(B) columns [j0, j0 + nr) into one panel: K rows of 32 floats, zero padded on the right */
 static void rlx_sgemm_pack_panel(int64_t K, int64_t nr, const float *B, int64_t rk, int64_t rn,
@@ -391,7 +416,8 @@ static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int
     /* op(B) with contiguous rows, for a few row tiles: the full panels of each KC slice
        are read in place (row p of a panel is 32 contiguous floats of B's row p), so nothing
        is copied; only a partial last panel is packed (a full-width load would run past B) */
-    const int direct = !P && brn == 1 && m <= RLX_SG_DIRECT_ROWS && rlx_sgemm_spread(brk);
+    const int direct = !P && brn == 1 && m <= RLX_SG_DIRECT_ROWS && rlx_sgemm_spread(brk)
+                       && k <= RLX_SG_DIRECT_DEPTH;
     for (int64_t jc = n0; jc < n1; jc += NC) {
         const int64_t nc = n1 - jc < NC ? n1 - jc : NC;
         const int64_t panels = (nc + NR - 1) / NR;
