@@ -42,12 +42,20 @@ CASES = [
     ((2, 24, 9, 7), 32, 1, "relu"),  # odd sizes: partial tiles, 2 images, no bias
     ((3, 16, 10, 13), 8, 0, "clip"),  # unpadded, 3 images, one block of outputs
     ((1, 32, 11, 6), 24, 1, "residual"),  # bias + residual + ReLU (conv2d_fused)
+    ((1, 16, 9, 9), 16, 1, "bias"),  # odd tile counts (9, 25): AVX-512's pairs get a zero tile
 ]
 
 
-@pytest.mark.parametrize("m", [4, 2])
-def test_winograd_matches_the_reference(m: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every case in one program (one C compile), forced onto F(m, 3)."""
+@pytest.mark.parametrize(("m", "family"), [(4, "native"), (2, "native"), (4, "avx2")])
+def test_winograd_matches_the_reference(m: int, family: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every case in one program (one C compile), forced onto F(m, 3), on this CPU's own ISA
+    path and on the AVX2 one (AVX-512 transforms two tiles a vector)."""
+    from rlx_core.targets.cpu import isa
+
+    if family != "native" and family not in isa.forced_paths():
+        pytest.skip(f"this CPU does not run the {family} path")
+    monkeypatch.setenv("RLX_CPU_ISA", family)
     _skip_unless_simd()
     monkeypatch.setenv("RLX_WINOGRAD", str(m))
     rng = np.random.default_rng(m)

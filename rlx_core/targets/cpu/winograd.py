@@ -20,6 +20,10 @@ output block is ``Y = A^T [ sum_c (G g G^T) . (B^T d B) ] A``:
   epilogue on the way (bias, residual, max / min / clip, conv.py's order) and partial tiles
   clipped at the right and bottom edges, to NCHW or NCHW8c.
 
+On AVX-512 both transforms run two tiles a vector (``rlx_wg{m}_in2`` / ``_out2``: tiles q and
+q + 1 of a block are next to each other in V and M, so a pair's 16 floats are one zmm), an odd
+chunk padded with a zero tile so every pair sits on a 64-byte boundary.
+
 Work items are chunks of tiles over the whole batch (a 7x7 output is 4 tiles of F(4, 3); at
 batch 8 the GEMMs see 32). The transforms' error grows with the channel count and with m:
 F(4, 3)'s points (0, +-1, +-2) amplify rounding about 10x over a direct sum, F(6, 3)'s far
@@ -95,39 +99,51 @@ def _sandwich(mat: Matrix, src: list[list[str]], pre: str) -> tuple[list[str], l
     return lines, r
 
 
-def _source(m: int) -> str:
-    """The transforms and the convolution of F(m x m, 3 x 3) as C (names rlx_wg{m}_*)."""
-    bt, g, at = matrices(m)
+def _transforms(m: int, lanes: int) -> str:
+    """C of F(m x m, 3 x 3)'s input and output transforms on ``lanes`` floats a pixel: 8, one
+    tile's block of 8 channels (rlx_wg{m}_in / _out), or 16, two tiles' side by side
+    (rlx_wg{m}_in2 / _out2: a zmm on AVX-512; their V and M are next to each other, tiles q
+    and q + 1 of one block 8 floats apart)."""
+    bt, _, at = matrices(m)
     ti = m + 2
     tt = ti * ti
-    d = [[f"d[{(i * ti + j) * 8} + l]" for j in range(ti)] for i in range(ti)]
+    d = [[f"d[{(i * ti + j) * lanes} + l]" for j in range(ti)] for i in range(ti)]
     in_lines, v = _sandwich(bt, d, "")
     in_body = "\n        ".join(in_lines + [f"v[{i * ti + j} * vs + l] = {v[i][j]};"
                                            for i in range(ti) for j in range(ti)])
     mm = [[f"s[{i * ti + j} * ss + l]" for j in range(ti)] for i in range(ti)]
     out_lines, y = _sandwich(at, mm, "")
-    out_body = "\n        ".join(out_lines + [f"y[{(i * m + j) * 8} + l] = {y[i][j]};"
+    out_body = "\n        ".join(out_lines + [f"y[{(i * m + j) * lanes} + l] = {y[i][j]};"
                                              for i in range(m) for j in range(m)])
-    gd = ", ".join("{" + ", ".join(repr(float(c)) for c in row) + "}" for row in g)
+    sfx = "" if lanes == 8 else "2"
     return rf"""
-/* F({m}x{m}, 3x3): the input transform B^T d B of one tile of {ti} x {ti} pixels of 8 channels
-   (d, pixel-major) into {tt} positions of 8 floats, vs floats apart */
-static inline void rlx_wg{m}_in(const float *restrict d, float *restrict v, int64_t vs) {{
+/* F({m}x{m}, 3x3): the input transform B^T d B of {ti} x {ti} pixels of {lanes} floats (d,
+   pixel-major) into {tt} positions of {lanes} floats, vs floats apart */
+static inline void rlx_wg{m}_in{sfx}(const float *restrict d, float *restrict v, int64_t vs) {{
     #pragma omp simd
-    for (int l = 0; l < 8; ++l) {{
+    for (int l = 0; l < {lanes}; ++l) {{
         {in_body}
     }}
 }}
 
-/* the output transform A^T s A of one tile's {tt} positions of 8 floats (ss apart) into
-   {m} x {m} pixels of 8 channels (y, pixel-major) */
-static inline void rlx_wg{m}_out(const float *restrict s, int64_t ss, float *restrict y) {{
+/* the output transform A^T s A of {tt} positions of {lanes} floats (ss apart) into {m} x {m}
+   pixels of {lanes} floats (y, pixel-major) */
+static inline void rlx_wg{m}_out{sfx}(const float *restrict s, int64_t ss, float *restrict y) {{
     #pragma omp simd
-    for (int l = 0; l < 8; ++l) {{
+    for (int l = 0; l < {lanes}; ++l) {{
         {out_body}
     }}
 }}
+"""
 
+
+def _source(m: int) -> str:
+    """The transforms and the convolution of F(m x m, 3 x 3) as C (names rlx_wg{m}_*)."""
+    _, g, _ = matrices(m)
+    ti = m + 2
+    tt = ti * ti
+    gd = ", ".join("{" + ", ".join(repr(float(c)) for c in row) + "}" for row in g)
+    return _transforms(m, 8) + _transforms(m, 16) + rf"""
 /* the OIHW 3x3 filter w (o x c, c a multiple of 8) transformed, U = G g G^T in double, each
    of the {tt} positions packed by rlx_cb_pack as a 1x1 filter (rlx_cb_packed_floats(o, c,
    1, 1) floats apart). Out of memory for the transformed copy: NaNs, so no output is
@@ -155,6 +171,69 @@ static void rlx_wg{m}_pack(int64_t o, int64_t c, const float *w, float *dst) {{
     free(u);
 }}
 
+/* tile q's {ti} x {ti} input pixels (zeros outside the input) of channel block cb into d,
+   ps floats a pixel (8, or 16 with another tile's beside them); x the whole batch */
+static inline void rlx_wg{m}_gather(const rlx_conv_geo *g, const float *x, int64_t q,
+                                   int64_t cb, int lay, float *d, int64_t ps) {{
+    const int64_t h = g->h, w = g->w, hw = h * w;
+    const int64_t th = (g->oh + {m} - 1) / {m}, tw = (g->ow + {m} - 1) / {m};
+    const int64_t b = q / (th * tw), ty = q / tw % th, tx = q % tw;
+    const int64_t y0 = ty * {m} - g->ph, x0 = tx * {m} - g->pw;
+    const float *xb = x + b * g->c * hw;
+    for (int64_t i = 0; i < {ti}; ++i)
+        for (int64_t j = 0; j < {ti}; ++j) {{
+            float *dd = d + (i * {ti} + j) * ps;
+            const int64_t iy = y0 + i, ix = x0 + j;
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) {{
+                for (int l = 0; l < 8; ++l) dd[l] = 0.0f;
+            }} else if (lay & 1) {{
+                memcpy(dd, xb + ((cb * h + iy) * w + ix) * 8, 8 * sizeof(float));
+            }} else {{
+                const float *s = xb + cb * 8 * hw + iy * w + ix;
+                for (int l = 0; l < 8; ++l) dd[l] = s[l * hw];
+            }}
+        }}
+}}
+
+/* tile q's {m} x {m} outputs of output block ob (yt: pixel-major, ps floats a pixel) with the
+   epilogue, clipped at the right and bottom edges, into y (lay as rlx_wg{m}_conv's) */
+static inline void rlx_wg{m}_put(const rlx_conv_geo *g, int64_t q, int64_t o, int64_t ob,
+                                const float *yt, int64_t ps, const float *bias,
+                                const float *res, float *y, int act, float lo, float hi,
+                                int lay) {{
+    const int64_t oh = g->oh, ow = g->ow, p = oh * ow;
+    const int64_t th = (oh + {m} - 1) / {m}, tw = (ow + {m} - 1) / {m};
+    const int64_t b = q / (th * tw), ty = q / tw % th, tx = q % tw;
+    const int64_t my = oh - ty * {m} < {m} ? oh - ty * {m} : {m};
+    const int64_t mx = ow - tx * {m} < {m} ? ow - tx * {m} : {m};
+    const float *bb = bias ? bias + ob * 8 : 0;
+#if RLX_CB_VEC
+    const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+    const __m256 vb = bb ? _mm256_loadu_ps(bb) : _mm256_setzero_ps();
+#endif
+    for (int64_t i = 0; i < my; ++i)
+        for (int64_t j = 0; j < mx; ++j) {{
+            const int64_t at = (ty * {m} + i) * ow + tx * {m} + j;
+            const float *s = yt + (i * {m} + j) * ps;
+            /* NCHW8c: 8 channels of a pixel contiguous; NCHW: planes p apart */
+            float *yy = y + b * o * p + ((lay & 2) ? (ob * p + at) * 8 : ob * 8 * p + at);
+            const int64_t ys = (lay & 2) ? 1 : p;
+            const float *rr = !res ? 0 : res + b * o * p
+                + ((lay & 4) ? (ob * p + at) * 8 : ob * 8 * p + at);
+            const int64_t rs = (lay & 4) ? 1 : p;
+#if RLX_CB_VEC
+            if (ys == 1 && (!rr || rs == 1)) {{  /* NCHW8c sides: one vector */
+                _mm256_storeu_ps(yy, rlx_conv_fin8(_mm256_loadu_ps(s), bb != 0, vb, rr, act,
+                                                   vlo, vhi));
+                continue;
+            }}
+#endif
+            for (int l = 0; l < 8; ++l)
+                yy[l * ys] = rlx_conv_fin(s[l], bb ? bb[l] : 0.0f, bb != 0, rr, l * rs, act,
+                                          lo, hi);
+        }}
+}}
+
 /* tiles [t0, t1) of a batch (tile q: image q / (th tw), row of tiles q / tw % th, column
    q % tw) of a 3x3 stride-1 convolution of c input and o output channels (both multiples of
    8), u packed by rlx_wg{m}_pack; x, y, res the whole batch (lay as rlx_cb_conv's: 1 the
@@ -163,32 +242,29 @@ static int rlx_wg{m}_conv(const rlx_conv_geo *g, const float *x, const float *u,
                          const float *bias, const float *res, float *y, int64_t t0,
                          int64_t t1, int act, float lo, float hi, int lay) {{
     enum {{ M = {m}, TI = {ti}, TT = {tt} }};
-    const int64_t c = g->c, h = g->h, w = g->w, hw = h * w, oh = g->oh, ow = g->ow;
-    const int64_t p = oh * ow, th = (oh + M - 1) / M, tw = (ow + M - 1) / M, nt = t1 - t0;
+    /* with pairs, an odd count of tiles gets a zero tile: every pair's 16 floats at a
+       64-byte boundary (an odd count split half the vectors over two cache lines: 64 channels
+       at 28 x 28, 49 tiles, ran 13% slower paired than not) */
+    const int64_t c = g->c, nt = RLX_WG_PAIRS ? (t1 - t0 + 1) & ~(int64_t)1 : t1 - t0;
     const int64_t cbn = c / 8, obn = o / 8;
     float *v = rlx_wg_scratch((c + o) * TT * nt);
     if (v == 0) return 0;
     float *mo = v + c * TT * nt;  /* the GEMMs' outputs: position xi at mo + xi o nt */
-    float d[TI * TI * 8];
-    for (int64_t q = t0; q < t1; ++q) {{
-        const int64_t b = q / (th * tw), ty = q / tw % th, tx = q % tw;
-        const int64_t y0 = ty * M - g->ph, x0 = tx * M - g->pw;
-        const float *xb = x + b * c * hw;
+    float d[TI * TI * 16];
+    for (int64_t q = t0; q < t1; q += 1 + RLX_WG_PAIRS) {{
         for (int64_t cb = 0; cb < cbn; ++cb) {{
-            for (int64_t i = 0; i < TI; ++i)
-                for (int64_t j = 0; j < TI; ++j) {{
-                    float *dd = d + (i * TI + j) * 8;
-                    const int64_t iy = y0 + i, ix = x0 + j;
-                    if (iy < 0 || iy >= h || ix < 0 || ix >= w) {{
-                        for (int l = 0; l < 8; ++l) dd[l] = 0.0f;
-                    }} else if (lay & 1) {{
-                        memcpy(dd, xb + ((cb * h + iy) * w + ix) * 8, 8 * sizeof(float));
-                    }} else {{
-                        const float *s = xb + cb * 8 * hw + iy * w + ix;
-                        for (int l = 0; l < 8; ++l) dd[l] = s[l * hw];
-                    }}
-                }}
-            rlx_wg{m}_in(d, v + (cb * nt + (q - t0)) * 8, c * nt);
+            float *vq = v + (cb * nt + (q - t0)) * 8;
+            if (RLX_WG_PAIRS) {{  /* tiles q and q + 1 in one vector */
+                rlx_wg{m}_gather(g, x, q, cb, lay, d, 16);
+                if (q + 1 < t1)
+                    rlx_wg{m}_gather(g, x, q + 1, cb, lay, d + 8, 16);
+                else
+                    for (int64_t i = 0; i < TI * TI; ++i) memset(d + i * 16 + 8, 0, 32);
+                rlx_wg{m}_in2(d, vq, c * nt);
+            }} else {{
+                rlx_wg{m}_gather(g, x, q, cb, lay, d, 8);
+                rlx_wg{m}_in(d, vq, c * nt);
+            }}
         }}
     }}
     /* position xi: an NCHW8c image of c channels, one row of nt pixels, in place */
@@ -198,40 +274,20 @@ static int rlx_wg{m}_conv(const rlx_conv_geo *g, const float *x, const float *u,
         if (!rlx_cb_conv(&g1, v + xi * c * nt, u + xi * us, o, 0, 0, mo + xi * o * nt, 0, 1,
                          0, 0.0f, 0.0f, 3))
             return 0;
-    float yt[M * M * 8];
-#if RLX_CB_VEC
-    const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-#endif
-    for (int64_t q = t0; q < t1; ++q) {{
-        const int64_t b = q / (th * tw), ty = q / tw % th, tx = q % tw;
-        const int64_t my = oh - ty * M < M ? oh - ty * M : M, mx = ow - tx * M < M ? ow - tx * M : M;
+    float yt[M * M * 16];
+    for (int64_t q = t0; q < t1; q += 1 + RLX_WG_PAIRS) {{
         for (int64_t ob = 0; ob < obn; ++ob) {{
-            rlx_wg{m}_out(mo + (ob * nt + (q - t0)) * 8, o * nt, yt);
-            const float *bb = bias ? bias + ob * 8 : 0;
-#if RLX_CB_VEC
-            const __m256 vb = bb ? _mm256_loadu_ps(bb) : _mm256_setzero_ps();
-#endif
-            for (int64_t i = 0; i < my; ++i)
-                for (int64_t j = 0; j < mx; ++j) {{
-                    const int64_t at = (ty * M + i) * ow + tx * M + j;
-                    const float *s = yt + (i * M + j) * 8;
-                    /* NCHW8c: 8 channels of a pixel contiguous; NCHW: planes p apart */
-                    float *yy = y + b * o * p + ((lay & 2) ? (ob * p + at) * 8 : ob * 8 * p + at);
-                    const int64_t ys = (lay & 2) ? 1 : p;
-                    const float *rr = !res ? 0 : res + b * o * p
-                        + ((lay & 4) ? (ob * p + at) * 8 : ob * 8 * p + at);
-                    const int64_t rs = (lay & 4) ? 1 : p;
-#if RLX_CB_VEC
-                    if (ys == 1 && (!rr || rs == 1)) {{  /* NCHW8c sides: one vector */
-                        _mm256_storeu_ps(yy, rlx_conv_fin8(_mm256_loadu_ps(s), bb != 0, vb, rr,
-                                                           act, vlo, vhi));
-                        continue;
-                    }}
-#endif
-                    for (int l = 0; l < 8; ++l)
-                        yy[l * ys] = rlx_conv_fin(s[l], bb ? bb[l] : 0.0f, bb != 0, rr,
-                                                  l * rs, act, lo, hi);
-                }}
+            const float *mq = mo + (ob * nt + (q - t0)) * 8;
+            if (RLX_WG_PAIRS) {{
+                rlx_wg{m}_out2(mq, o * nt, yt);
+                rlx_wg{m}_put(g, q, o, ob, yt, 16, bias, res, y, act, lo, hi, lay);
+                if (q + 1 < t1)
+                    rlx_wg{m}_put(g, q + 1, o, ob, yt + 8, 16, bias, res, y, act, lo, hi,
+                                 lay);
+            }} else {{
+                rlx_wg{m}_out(mq, o * nt, yt);
+                rlx_wg{m}_put(g, q, o, ob, yt, 8, bias, res, y, act, lo, hi, lay);
+            }}
         }}
     }}
     return 1;
@@ -243,6 +299,12 @@ SOURCE = r"""
 #ifndef RLX_WG_H
 #define RLX_WG_H
 #include <math.h>
+/* AVX-512: the transforms run two tiles a vector (rlx_wg{m}_in2 / _out2) */
+#if defined(__AVX512F__)
+#define RLX_WG_PAIRS 1
+#else
+#define RLX_WG_PAIRS 0
+#endif
 /* this thread's transform buffer (the tiles' V and M of one item), grown on demand and kept;
    apart from rlx_sgemm_scratch, which the GEMMs (rlx_cb_conv) take while it is in use */
 static _Thread_local float *rlx_wg_buf = 0;
