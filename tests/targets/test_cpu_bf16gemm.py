@@ -192,3 +192,21 @@ def test_rounding_to_bf16_matches_the_reference_bit_for_bit(tmp_path) -> None:
         got = c[:, :nr]
         assert (got[~nan] == want[:, :nr][~nan]).all(), nr
         assert ((got[nan] & 0x7F80) == 0x7F80).all() and ((got[nan] & 0x7F) != 0).all()
+
+
+def test_autocast_conv2d_runs_its_im2col_gemm_on_the_path(bf16_path: str) -> None:
+    from rlx_core.frontend.nn import conv2d
+    from rlx_core.quant import amp
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 16, 10, 10)).astype(np.float32)
+    w = (rng.standard_normal((24, 16, 3, 3)) * 0.2).astype(np.float32)
+    b = rng.standard_normal(24).astype(np.float32)
+    g = amp.autocast(rlx.trace(lambda x: conv2d(x, w, b, padding=1), x), "bf16")
+    exe = rlx.compile(g, target="cpu", record=False)
+    assert IMPL[bf16_path] in [v["impl"] for v in exe.program.info["kernels"].values()]
+    want = np.asarray(rlx.compile(g, target="numpy", record=False)(x))
+    got = np.asarray(exe(x))
+    # two bf16 roundings (the conv, its bias add), each within a step of the larger magnitude
+    scale = np.abs(want).max()
+    np.testing.assert_allclose(got, want, rtol=2.0**-7, atol=2.0**-7 * scale)
