@@ -261,16 +261,12 @@ static void rlx_pool_b(const float *x, float *y, int64_t h, int64_t w, int64_t o
                 _mm512_storeu_ps(yr + i, a);
             }
 #endif
-        for (; i < ow * 8; i += 8) {  /* one output pixel, any stride */
+        for (; i < ow * 8; i += 8) {  /* one output pixel, any stride (AVX-512: masked) */
             const float *s = r + i / 8 * sw * 8;
-            __m256 a = _mm256_loadu_ps(s);
-            for (int64_t kx = 1; kx < kw; ++kx) {
-                const __m256 v = _mm256_loadu_ps(s + kx * 8);
-                a = avg ? _mm256_add_ps(a, v)
-                        : _mm256_blendv_ps(_mm256_max_ps(a, v), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
-            }
-            if (avg) a = _mm256_div_ps(a, _mm256_set1_ps(count));
-            _mm256_storeu_ps(yr + i, a);
+            rlx_pv a = RLX_PV_LOAD(s, 8);
+            for (int64_t kx = 1; kx < kw; ++kx) a = RLX_PV_OP(a, RLX_PV_LOAD(s + kx * 8, 8), avg);
+            if (avg) a = RLX_PV_DIV(a, count);
+            RLX_PV_STORE(yr + i, a, 8);
         }
 #else
         for (; i < w * 8; ++i) {
