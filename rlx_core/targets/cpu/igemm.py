@@ -50,6 +50,11 @@ PACKED_ROW_BLOCK, PACKED_COL_BLOCK = 32, 64
 # row block has, the less that work repeats: all columns in one item where the row blocks
 # alone make DYNAMIC_MIN_ITEMS items, else as many blocks of >= 128 columns as it takes
 DYNAMIC_COL_BLOCK, DYNAMIC_MIN_ITEMS = 128, 8
+# on AMX the tiles take about as long as quantizing the rows (an f32 division an element), so
+# the rows are quantized once: column blocks only where the row blocks make fewer than 2
+# items (one per thread of a 2-core team). Emerald Rapids, 1 thread, 128 x 1536 x 384:
+# dynamic 0.223 -> 0.154 ms, static 0.153 -> 0.107
+AMX_MIN_ITEMS = 2
 
 SOURCE = r"""
 #ifndef RLX_IGEMM_H
@@ -392,7 +397,8 @@ def _row_items(m: int, n: int) -> tuple[int, int]:
     x all columns, or a few column blocks of >= 128 where the row blocks alone make fewer
     than DYNAMIC_MIN_ITEMS items (each item quantizes its rows once more)."""
     rows = PACKED_ROW_BLOCK
-    col_blocks = min(-(-n // DYNAMIC_COL_BLOCK), -(-DYNAMIC_MIN_ITEMS // max(-(-m // rows), 1)))
+    least = AMX_MIN_ITEMS if isa_here() == "amx" else DYNAMIC_MIN_ITEMS
+    col_blocks = min(-(-n // DYNAMIC_COL_BLOCK), -(-least // max(-(-m // rows), 1)))
     return rows, -(-n // max(col_blocks, 1) // 16) * 16 or 16
 
 
