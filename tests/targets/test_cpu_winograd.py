@@ -96,7 +96,7 @@ def test_winograd_matches_the_reference(m: int, family: str,
 
 def test_blocked_sides_in_a_chain() -> None:
     """Two Winograd convs and a 1x1 between them: NCHW8c inputs, outputs and a residual
-    (layout.py), by the rule's own choice (F(4, 3) at 16 x 16, F(2, 3) on 7 x 7)."""
+    (layout.py), by the rule's own choice (F(4, 3) at 16 x 16 and 9 x 9, F(2, 3) on 7 x 7)."""
     _skip_unless_simd()
     rng = np.random.default_rng(5)
     w1 = (rng.standard_normal((32, 16, 3, 3)) * 0.1).astype(np.float32)
@@ -109,7 +109,9 @@ def test_blocked_sides_in_a_chain() -> None:
         z = nn.conv2d(y, rlx.param(w2, "w2"))
         return nn.relu(nn.conv2d(z, rlx.param(w3, "w3"), rlx.param(b3, "b3"), padding=1) + y)
 
-    for shape, kind in (((1, 16, 16, 16), "wino4"), ((1, 16, 7, 7), "wino2")):
+    # 3 images of 9 x 9: 27 tiles, pairs across images and a lone last one (AVX-512)
+    for shape, kind in (((1, 16, 16, 16), "wino4"), ((1, 16, 7, 7), "wino2"),
+                        ((3, 16, 9, 9), "wino4")):
         x = rng.standard_normal(shape).astype(np.float32)
         exe = rlx.compile(f, x, target="cpu", record=False)
         assert _impls(exe).count(WINO) == 2

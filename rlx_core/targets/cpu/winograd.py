@@ -195,6 +195,40 @@ static inline void rlx_wg{m}_gather(const rlx_conv_geo *g, const float *x, int64
         }}
 }}
 
+#if RLX_WG_PAIRS
+/* NCHW8c input: tiles q and q2 (q2 < 0: none, zeros) of channel block cb side by side into d,
+   16 floats a pixel, each pixel one zmm store (two 8-float stores there made every load of
+   the transform that follows miss store forwarding) */
+static inline void rlx_wg{m}_gather2(const rlx_conv_geo *g, const float *x, int64_t q,
+                                    int64_t q2, int64_t cb, float *d) {{
+    const int64_t h = g->h, w = g->w, hw = h * w;
+    const int64_t th = (g->oh + {m} - 1) / {m}, tw = (g->ow + {m} - 1) / {m};
+    const float *src[2];
+    int64_t y0[2], x0[2];
+    for (int k = 0; k < 2; ++k) {{
+        const int64_t t = k ? q2 : q;
+        src[k] = 0;
+        y0[k] = x0[k] = 0;
+        if (t < 0) continue;
+        const int64_t b = t / (th * tw), ty = t / tw % th, tx = t % tw;
+        y0[k] = ty * {m} - g->ph;
+        x0[k] = tx * {m} - g->pw;
+        src[k] = x + (b * g->c + cb * 8) * hw;  /* image b's block cb */
+    }}
+    for (int64_t i = 0; i < {ti}; ++i)
+        for (int64_t j = 0; j < {ti}; ++j) {{
+            __m256 half[2];
+            for (int k = 0; k < 2; ++k) {{
+                const int64_t iy = y0[k] + i, ix = x0[k] + j;
+                half[k] = src[k] && iy >= 0 && iy < h && ix >= 0 && ix < w
+                          ? _mm256_loadu_ps(src[k] + (iy * w + ix) * 8) : _mm256_setzero_ps();
+            }}
+            _mm512_storeu_ps(d + (i * {ti} + j) * 16,
+                             _mm512_insertf32x8(_mm512_castps256_ps512(half[0]), half[1], 1));
+        }}
+}}
+#endif
+
 /* tile q's {m} x {m} outputs of output block ob (yt: pixel-major, ps floats a pixel) with the
    epilogue, clipped at the right and bottom edges, into y (lay as rlx_wg{m}_conv's) */
 static inline void rlx_wg{m}_put(const rlx_conv_geo *g, int64_t q, int64_t o, int64_t ob,
@@ -255,6 +289,13 @@ static int rlx_wg{m}_conv(const rlx_conv_geo *g, const float *x, const float *u,
         for (int64_t cb = 0; cb < cbn; ++cb) {{
             float *vq = v + (cb * nt + (q - t0)) * 8;
             if (RLX_WG_PAIRS) {{  /* tiles q and q + 1 in one vector */
+#if RLX_WG_PAIRS
+                if (RLX_WG_GATHER2 && (lay & 1)) {{
+                    rlx_wg{m}_gather2(g, x, q, q + 1 < t1 ? q + 1 : -1, cb, d);
+                    rlx_wg{m}_in2(d, vq, c * nt);
+                    continue;
+                }}
+#endif
                 rlx_wg{m}_gather(g, x, q, cb, lay, d, 16);
                 if (q + 1 < t1)
                     rlx_wg{m}_gather(g, x, q + 1, cb, lay, d + 8, 16);
@@ -302,6 +343,7 @@ SOURCE = r"""
 /* AVX-512: the transforms run two tiles a vector (rlx_wg{m}_in2 / _out2) */
 #if defined(__AVX512F__)
 #define RLX_WG_PAIRS 1
+#define RLX_WG_GATHER2 1
 #else
 #define RLX_WG_PAIRS 0
 #endif
