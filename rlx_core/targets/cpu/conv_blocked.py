@@ -340,37 +340,15 @@ static inline __attribute__((always_inline)) void rlx_cb_fin16(
         _mm256_storeu_ps(y + bs, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
 }
 
-/* the flat tile on AVX-512: MR pixels x NV panels of 16 output channels, one zmm each (MR NV
-   <= 16 accumulators of the 32 registers, so the broadcast of a pixel's input feeds two
-   FMAs), otherwise as rlx_cb_tile8: ntap (block, tap) pairs at offs[t], 8 K steps of a pair
-   unrolled. The second panel is pks floats after the first in the filter and os floats after
-   it in out (16 floats a pixel). e: the epilogue to NCHW8c, the unit's blocks e->bs bytes
-   apart, of which its last panel has two (two16) or one (a last panel of 8 channels) */
-#define RLX_CB_STEPZ(J) { \
-    const __m512 b0 = _mm512_loadu_ps(pk + 16 * (J)); \
-    const __m512 b1 = NV == 2 ? _mm512_loadu_ps(pk + pks + 16 * (J)) : b0; \
-    _Pragma("GCC unroll 16") for (int i = 0; i < MR; ++i) { \
-        const __m512 v = _mm512_set1_ps(a[i][off + (J)]); \
-        c0[i] = _mm512_fmadd_ps(v, b0, c0[i]); \
-        if (NV == 2) c1[i] = _mm512_fmadd_ps(v, b1, c1[i]); \
-    } }
-static inline __attribute__((always_inline)) void rlx_cb_tilez(
-        const float *const *a, const float *restrict pk, int64_t pks, int64_t ntap,
-        const int64_t *offs, float *restrict out, int64_t os, int acc, const rlx_cb_epi *e,
-        int two16, const int MR, const int NV) {
-    __m512 c0[RLX_CB_MRZ], c1[RLX_CB_MRZ];
-    _Pragma("GCC unroll 16") for (int i = 0; i < MR; ++i) {
-        c0[i] = acc ? _mm512_loadu_ps(out + i * 16) : _mm512_setzero_ps();
-        c1[i] = acc && NV == 2 ? _mm512_loadu_ps(out + os + i * 16) : _mm512_setzero_ps();
-    }
-    for (int64_t t = 0; t < ntap; ++t, pk += 128) {
-        const int64_t off = offs[t];
-        RLX_CB_STEPZ(0) RLX_CB_STEPZ(1) RLX_CB_STEPZ(2) RLX_CB_STEPZ(3)
-        RLX_CB_STEPZ(4) RLX_CB_STEPZ(5) RLX_CB_STEPZ(6) RLX_CB_STEPZ(7)
-    }
-    if (e) {  /* rlx_cb_epi: to the output */
+/* a finished AVX-512 tile: its MR x NV accumulators c0 (c1) through the epilogue e to an
+   NCHW8c output, the unit's blocks e->bs bytes apart, of which its last panel has two
+   (two16) or one (a last panel of 8 channels); without e stored to out (16 floats a pixel,
+   the second panel os floats further) */
+static inline __attribute__((always_inline)) void rlx_cb_endz(
+        const __m512 *c0, const __m512 *c1, float *restrict out, int64_t os,
+        const rlx_cb_epi *e, int two16, const int MR, const int NV) {
+    if (e) {
         const __m512 vlo = _mm512_set1_ps(e->lo), vhi = _mm512_set1_ps(e->hi);
-        /* the unit's last panel holds two blocks (two16) or one */
         const int two0 = NV == 2 || two16;
         const __mmask16 m0 = two0 ? 0xffff : 0x00ff, m1 = two16 ? 0xffff : 0x00ff;
         const __m512 eb0 = e->bias ? _mm512_maskz_loadu_ps(m0, e->bias) : _mm512_setzero_ps();
@@ -390,6 +368,66 @@ static inline __attribute__((always_inline)) void rlx_cb_tilez(
         _mm512_storeu_ps(out + i * 16, c0[i]);
         if (NV == 2) _mm512_storeu_ps(out + os + i * 16, c1[i]);
     }
+}
+
+/* the accumulators of an AVX-512 tile: zero, or (acc) the partial sums in out */
+#define RLX_CB_STARTZ(MR, NV) \
+    __m512 c0[RLX_CB_MRZ], c1[RLX_CB_MRZ]; \
+    _Pragma("GCC unroll 16") for (int i = 0; i < (MR); ++i) { \
+        c0[i] = acc ? _mm512_loadu_ps(out + i * 16) : _mm512_setzero_ps(); \
+        c1[i] = acc && (NV) == 2 ? _mm512_loadu_ps(out + os + i * 16) : _mm512_setzero_ps(); \
+    }
+
+/* the flat tile on AVX-512: MR pixels x NV panels of 16 output channels, one zmm each (MR NV
+   <= 16 accumulators of the 32 registers, so the broadcast of a pixel's input feeds two
+   FMAs), otherwise as rlx_cb_tile8: ntap (block, tap) pairs at offs[t], 8 K steps of a pair
+   unrolled. The second panel is pks floats after the first in the filter; out, os, e and
+   two16 as rlx_cb_endz's */
+#define RLX_CB_STEPZ(J) { \
+    const __m512 b0 = _mm512_loadu_ps(pk + 16 * (J)); \
+    const __m512 b1 = NV == 2 ? _mm512_loadu_ps(pk + pks + 16 * (J)) : b0; \
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; ++i) { \
+        const __m512 v = _mm512_set1_ps(a[i][off + (J)]); \
+        c0[i] = _mm512_fmadd_ps(v, b0, c0[i]); \
+        if (NV == 2) c1[i] = _mm512_fmadd_ps(v, b1, c1[i]); \
+    } }
+static inline __attribute__((always_inline)) void rlx_cb_tilez(
+        const float *const *a, const float *restrict pk, int64_t pks, int64_t ntap,
+        const int64_t *offs, float *restrict out, int64_t os, int acc, const rlx_cb_epi *e,
+        int two16, const int MR, const int NV) {
+    RLX_CB_STARTZ(MR, NV)
+    for (int64_t t = 0; t < ntap; ++t, pk += 128) {
+        const int64_t off = offs[t];
+        RLX_CB_STEPZ(0) RLX_CB_STEPZ(1) RLX_CB_STEPZ(2) RLX_CB_STEPZ(3)
+        RLX_CB_STEPZ(4) RLX_CB_STEPZ(5) RLX_CB_STEPZ(6) RLX_CB_STEPZ(7)
+    }
+    rlx_cb_endz(c0, c1, out, os, e, two16, MR, NV);
+}
+
+/* rlx_cb_tile's loop (any channels per block bw, cbn blocks of kh x kw taps) on the
+   AVX-512 tile: a stem of 3 channels (K = 3 x 49 at 7x7) ran on rlx_cb_tile at 0.46x ONNX
+   Runtime */
+static inline __attribute__((always_inline)) void rlx_cb_tilezg(
+        const float *const *a, const float *restrict pk, int64_t pks, int64_t cbn,
+        int64_t cbs, int64_t kh, int64_t kw, int64_t rs, int64_t cs, float *restrict out,
+        int64_t os, int acc, const rlx_cb_epi *e, int two16, const int bw, const int MR,
+        const int NV) {
+    RLX_CB_STARTZ(MR, NV)
+    for (int64_t cb = 0; cb < cbn; ++cb)
+        for (int64_t ki = 0; ki < kh; ++ki)
+            for (int64_t kj = 0; kj < kw; ++kj) {
+                const int64_t off = cb * cbs + ki * rs + kj * cs;
+                for (int c8 = 0; c8 < bw; ++c8, pk += 16) {
+                    const __m512 b0 = _mm512_loadu_ps(pk);
+                    const __m512 b1 = NV == 2 ? _mm512_loadu_ps(pk + pks) : b0;
+                    _Pragma("GCC unroll 16") for (int i = 0; i < MR; ++i) {
+                        const __m512 v = _mm512_set1_ps(a[i][off + c8]);
+                        c0[i] = _mm512_fmadd_ps(v, b0, c0[i]);
+                        if (NV == 2) c1[i] = _mm512_fmadd_ps(v, b1, c1[i]);
+                    }
+                }
+            }
+    rlx_cb_endz(c0, c1, out, os, e, two16, MR, NV);
 }
 #endif
 
@@ -662,7 +700,7 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
     const int64_t nq = (o + 15) / 16, nu = (nq + PU - 1) / PU, nch = (npix + CH - 1) / CH;
     const int by_chunk = nq * k * 16 * (int64_t)sizeof(float) <= RLX_CB_FILTER_L2;
     /* pixels a tile takes */
-    const int64_t step = RLX_CB_512 && flat ? RLX_CB_MRZ : MR;
+    const int64_t step = RLX_CB_512 ? RLX_CB_MRZ : MR;
     int64_t poff[CH], at = -1;  /* each pixel's first input in the blocked copy; its chunk */
     for (int64_t it = 0; it < nu * nch; ++it) {
         const int64_t q = (by_chunk ? it % nu : it / nch) * PU;  /* the unit's first panel */
@@ -686,9 +724,9 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
         const float *rq = res ? res + (rb ? atb : atn) : 0;
         const float *bq = bias ? bias + q * 16 : 0;
         /* the vector tiles store an NCHW8c output themselves on the last K slice (rlx_cb_tile
-           whole panels of 16 channels only: it computes 16) */
-        const int fuse = RLX_CB_FUSE && RLX_CB_VEC && (flat || nv == 16 * np) && (lay & 2)
-                         && (!res || rb);
+           whole panels of 16 channels only: it computes 16; the AVX-512 tiles any) */
+        const int fuse = RLX_CB_FUSE && RLX_CB_VEC && (flat || RLX_CB_512 || nv == 16 * np)
+                         && (lay & 2) && (!res || rb);
         rlx_cb_epi ep = {y + atb, rq, bq, p * 8 * (int64_t)sizeof(float), act, lo, hi};
         for (int64_t kb = 0; kb < cbn; kb += cbk) {
             const int64_t nb = cbn - kb < cbk ? cbn - kb : cbk, acc = kb > 0;
@@ -700,21 +738,30 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
                 for (int64_t i = 0; i < mr; ++i) a[i] = xp + kb * cbs + poff[t + i];
                 for (int64_t i = mr; i < step; ++i) a[i] = a[0];
 #if RLX_CB_512
-                if (flat) {
+                {
                     ep.y = y + atb + t * 8;
                     ep.res = rq ? rq + t * 8 : 0;
                     const int two16 = nv - 16 * (np - 1) > 8;
-                    if (np == 2) {
-#define RLX_CB_CALL(M) rlx_cb_tilez(a, pq + ks * 16, k * 16, nb * khw, offs, yb + t * 16, CH * 16, \
-                                    acc, e, two16, M, 2)
-                        RLX_CB_BY_MRZ(mr, RLX_CB_CALL)
-#undef RLX_CB_CALL
-                    } else {
-#define RLX_CB_CALL(M) rlx_cb_tilez(a, pq + ks * 16, k * 16, nb * khw, offs, yb + t * 16, CH * 16, \
-                                    acc, e, two16, M, 1)
-                        RLX_CB_BY_MRZ(mr, RLX_CB_CALL)
-#undef RLX_CB_CALL
-                    }
+                    const float *pb = pq + ks * 16;
+                    float *o16 = yb + t * 16;
+#define RLX_CB_FZ(M, NV) rlx_cb_tilez(a, pb, k * 16, nb * khw, offs, o16, CH * 16, acc, e, \
+                                      two16, M, NV)
+#define RLX_CB_GZ(M, NV) rlx_cb_tilezg(a, pb, k * 16, nb, cbs, g->kh, g->kw, rs, cs, o16, \
+                                       CH * 16, acc, e, two16, (int)bw, M, NV)
+#define RLX_CB_F2(M) RLX_CB_FZ(M, 2)
+#define RLX_CB_F1(M) RLX_CB_FZ(M, 1)
+#define RLX_CB_G2(M) RLX_CB_GZ(M, 2)
+#define RLX_CB_G1(M) RLX_CB_GZ(M, 1)
+                    if (flat && np == 2) RLX_CB_BY_MRZ(mr, RLX_CB_F2)
+                    else if (flat) RLX_CB_BY_MRZ(mr, RLX_CB_F1)
+                    else if (np == 2) RLX_CB_BY_MRZ(mr, RLX_CB_G2)
+                    else RLX_CB_BY_MRZ(mr, RLX_CB_G1)
+#undef RLX_CB_FZ
+#undef RLX_CB_GZ
+#undef RLX_CB_F2
+#undef RLX_CB_F1
+#undef RLX_CB_G2
+#undef RLX_CB_G1
                     continue;
                 }
 #endif
