@@ -698,18 +698,23 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
        every chunk where the filter is larger */
     enum { PU = RLX_CB_512 ? 2 : 1 };
     const int64_t nq = (o + 15) / 16, nu = (nq + PU - 1) / PU, nch = (npix + CH - 1) / CH;
+    const int64_t cl = RLX_CB_512 ? (npix + nch - 1) / nch : CH;
     const int by_chunk = nq * k * 16 * (int64_t)sizeof(float) <= RLX_CB_FILTER_L2;
-    /* pixels a tile takes */
+    /* pixels a tile takes, at most; on AVX-512 the chunks (cl pixels) and a chunk's tiles
+       are of even sizes: a 7x7 output was 6 tiles of 8 and one of a pixel, which costs half
+       a full tile (its two accumulators wait on the FMA latency), 49 pixels as 7 tiles of 7
+       instead */
     const int64_t step = RLX_CB_512 ? RLX_CB_MRZ : MR;
     int64_t poff[CH], at = -1;  /* each pixel's first input in the blocked copy; its chunk */
     for (int64_t it = 0; it < nu * nch; ++it) {
         const int64_t q = (by_chunk ? it % nu : it / nch) * PU;  /* the unit's first panel */
         const int64_t np = nq - q < PU ? nq - q : PU;           /* and its panels */
-        const int64_t c0 = (by_chunk ? it / nu : it % nch) * CH;
+        const int64_t c0 = (by_chunk ? it / nu : it % nch) * cl;
         const float *pq = pk + q * k * 16;
         const int64_t nv = o - q * 16 < 16 * np ? o - q * 16 : 16 * np;  /* its channels */
         const int narrow = q + np == nq && rlx_cb_tail8(o, g->c, g->kh, g->kw);
-        const int64_t n = npix - c0 < CH ? npix - c0 : CH;
+        const int64_t n = npix - c0 < cl ? npix - c0 : cl;
+        const int64_t ntl = (n + step - 1) / step;  /* its tiles */
         if (c0 != at)
             for (int64_t i = 0, oy = (pix0 + c0) / g->ow, ox = (pix0 + c0) % g->ow; i < n;
                  ++i) {
@@ -732,8 +737,8 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
             const int64_t nb = cbn - kb < cbk ? cbn - kb : cbk, acc = kb > 0;
             const int64_t ks = kb * khw * bw;  /* the slice's first row of a panel */
             const rlx_cb_epi *e = fuse && kb + nb == cbn ? &ep : 0;
-            for (int64_t t = 0; t < n; t += step) {
-                const int64_t mr = n - t < step ? n - t : step;
+            for (int64_t t = 0, j = 0, mr; t < n; t += mr, ++j) {
+                mr = RLX_CB_512 ? n / ntl + (j < n % ntl) : n - t < step ? n - t : step;
                 const float *a[RLX_CB_MR > RLX_CB_MRZ ? RLX_CB_MR : RLX_CB_MRZ];
                 for (int64_t i = 0; i < mr; ++i) a[i] = xp + kb * cbs + poff[t + i];
                 for (int64_t i = mr; i < step; ++i) a[i] = a[0];
