@@ -134,6 +134,18 @@ static void rlx_bf_pack_a(int64_t mr, int64_t rows, int64_t K, const uint16_t *A
     }
 }
 
+/* op(A)'s rows from a (mr of them) as a block of `rows`, the way the kernels read it: in
+   place (*lda = rm) when the block is whole and its rows contiguous with K as the kernel
+   steps it (in_place), else packed into this thread's scratch (*lda = KP) */
+static const uint16_t *rlx_bf_rows(int64_t mr, int64_t rows, int64_t K, const uint16_t *a,
+                                   int64_t rm, int64_t rk, int in_place, int64_t *lda) {
+    if (in_place && mr == rows) { *lda = rm; return a; }
+    uint16_t *buf = rlx_bf_scratch(1, rows * rlx_bf_kp(K));
+    rlx_bf_pack_a(mr, rows, K, a, rm, rk, buf);
+    *lda = rlx_bf_kp(K);
+    return buf;
+}
+
 /* scalar bf16 rounding, as the prelude's rlx_bf16_st (round to nearest even, NaN kept) */
 static inline uint16_t rlx_bf_round(float f) {
     uint32_t u; memcpy(&u, &f, 4);
@@ -244,13 +256,8 @@ static void rlx_bf_amx(int64_t M, int64_t K, const uint16_t *A, int64_t rm, int6
     const int in_place = rk == 1 && K % 32 == 0;
     for (int64_t i = 0; i < M; i += 32) {
         const int64_t mr = M - i < 32 ? M - i : 32;
-        const uint16_t *a = A + i * rm;
-        int64_t lda = rm;
-        if (!(in_place && mr == 32)) {
-            uint16_t *buf = rlx_bf_scratch(1, 32 * KP);
-            rlx_bf_pack_a(mr, 32, K, a, rm, rk, buf);
-            a = buf, lda = KP;
-        }
+        int64_t lda;
+        const uint16_t *a = rlx_bf_rows(mr, 32, K, A + i * rm, rm, rk, in_place, &lda);
         const int two_r = mr > 16;
         for (int64_t j = n0; j < n1; j += 32) {
             const int64_t nr = n1 - j < 32 ? n1 - j : 32;
@@ -303,13 +310,8 @@ static void rlx_bf_dp(int64_t M, int64_t K, const uint16_t *A, int64_t rm, int64
     const int in_place = rk == 1 && K % 2 == 0;
     for (int64_t i = 0; i < M; i += 8) {
         const int64_t mr = M - i < 8 ? M - i : 8;
-        const uint16_t *a = A + i * rm;
-        int64_t lda = rm;
-        if (!(in_place && mr == 8)) {
-            uint16_t *buf = rlx_bf_scratch(1, 8 * KP);
-            rlx_bf_pack_a(mr, 8, K, a, rm, rk, buf);
-            a = buf, lda = KP;
-        }
+        int64_t lda;
+        const uint16_t *a = rlx_bf_rows(mr, 8, K, A + i * rm, rm, rk, in_place, &lda);
         const int64_t pairs = (K + 1) / 2;
         for (int64_t j = n0; j < n1; j += 32) {
             const int64_t nr = n1 - j < 32 ? n1 - j : 32;
