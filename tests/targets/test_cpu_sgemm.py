@@ -226,9 +226,9 @@ def test_b_is_read_in_place_only_where_its_rows_spread_over_the_cache_sets() -> 
     assert not sgemm.spreads(512) and not sgemm.spreads(768) and not sgemm.spreads(64)
     from rlx_core.targets.c_common.matmul import Strides
 
-    assert sgemm.reads_b_in_place(Strides((), 784, 1), 128)
-    assert not sgemm.reads_b_in_place(Strides((), 512, 1), 128)
-    assert not sgemm.reads_b_in_place(Strides((), 784, 1), sgemm.DIRECT_ROWS + 1)
+    assert sgemm.reads_b_in_place(Strides((), 784, 1), 128, 128)
+    assert not sgemm.reads_b_in_place(Strides((), 512, 1), 128, 128)
+    assert not sgemm.reads_b_in_place(Strides((), 784, 1), sgemm.DIRECT_ROWS + 1, 128)
 
 
 def test_the_dispatch_record_names_the_tile() -> None:

@@ -113,7 +113,7 @@ def direct_depth() -> int | None:
     return b.kc + b.kc // 8 if b.nr == 32 else None
 
 
-def reads_b_in_place(sb, m: int, k: int = 0) -> bool:
+def reads_b_in_place(sb, m: int, k: int) -> bool:
     """Does a call of ``m`` rows and depth ``k`` read op(B) (strides ``sb``, a matmul.Strides)
     in place instead of packing it? The Python side of rlx_sgemm_core's ``direct`` (the
     splits depend on it)."""
