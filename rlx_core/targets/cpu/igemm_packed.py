@@ -17,10 +17,11 @@ Micro-kernels, picked at run time from what the CPU reports (cpu/igemm.py's rlx_
 - ``avx512vnni`` (with AVX512-VL) and ``avxvnni``: ``vpdpbusd`` multiplies *unsigned* x
   bytes by the signed weight bytes and adds groups of four into i32, exactly. A signed x is
   offset to unsigned (``a ^ 0x80 = a + 128``); ``corr = -128`` takes ``128 * S_b`` off.
-  On AVX-512 the panel walk (dynamic, static, requantized linears) takes an 8 x 16 tile on
-  zmm instead: one 64-byte panel step per vector, eight accumulators. Emerald Rapids, one
-  thread, MiniLM's 128 x 384 x 1536 and 128 x 1536 x 384 (thread CPU time, SCHED_FIFO, load
-  ~24): 0.56-0.64 ms on the 4 x 16 ymm tile -> 0.38-0.45 ms (1.4-1.7x), 168-197 GMAC/s.
+  On AVX-512 the panel walk (every linear here: int, dynamic, static, requantized) takes
+  an 8 x 16 tile on zmm instead: one 64-byte panel step per vector, eight accumulators.
+  Emerald Rapids, one thread, MiniLM's 128 x 384 x 1536 and 128 x 1536 x 384 (thread CPU
+  time, SCHED_FIFO, load ~24): 0.56-0.64 ms on the 4 x 16 ymm tile -> 0.38-0.45 ms
+  (1.4-1.7x), 168-197 GMAC/s.
 - ``amx`` (AMX-INT8, K a multiple of 64): the panel walk on tiles (``rlx_igp_amx_walk``,
   below); a 16-group slice of a panel is TDPBUSD's B operand as it is packed.
 - ``avx2``: ``vpmaddubsw`` + ``vpmaddwd``. ``vpmaddubsw`` adds two u8 x s8 products in a
@@ -366,52 +367,6 @@ static rlx_igp_tile_fn rlx_igp_pick(const rlx_igp_head *h, int a_u8, int a_max, 
     return rlx_igp_tile_c;
 }
 
-/* rows [i0, i1) x columns [j0, j1) (j0 a multiple of 16) of C (m x n, i32) =
-   (A - za)(W - zb)^T (+ bias), A (m x k) bytes (u8 or i8), W (n x k, i8) packed by
-   rlx_igp_pack; W itself is read only when the packed tile cannot take it */
-static void rlx_igp_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t n,
-                          int64_t k, const void *A, int a_u8, int32_t za, const void *packed,
-                          const void *W, int32_t zb, const int32_t *bias, int32_t *C) {
-    const rlx_igp_head *h = (const rlx_igp_head *)packed;
-    if (h->has_min && rlx_igemm_isa() == 3) {
-        /* a -128 weight on AVX2 (QAT's full-range weights): the sign trick cannot negate it,
-           and the portable tile is slow; the row-major dot kernels widen to 16 bits, exact */
-        rlx_igemm_block(i0, i1, j0, j1, n, k, A, a_u8, za, W, 0, zb, bias, C);
-        return;
-    }
-    const int8_t *panels = (const int8_t *)packed + 64;
-    const int32_t *colsum = (const int32_t *)(panels + h->np * h->k4 * 64);
-    int flip, corr;
-    const rlx_igp_tile_fn tile = rlx_igp_pick(h, a_u8, 255, &flip, &corr);
-    const uint8_t *a = (const uint8_t *)A;
-    const uint32_t fixed = (uint32_t)k * (uint32_t)za * (uint32_t)zb;
-    int32_t t[64];
-    for (int64_t j = j0; j < j1; j += 16) {
-        const int8_t *bp = panels + (j / 16) * h->k4 * 64;
-        const int cols = j1 - j < 16 ? (int)(j1 - j) : 16;
-        for (int64_t i = i0; i < i1; i += 4) {
-            const int mr = i1 - i < 4 ? (int)(i1 - i) : 4;
-            const uint8_t *rows[4];
-            for (int r = 0; r < 4; ++r) rows[r] = a + (i + (r < mr ? r : mr - 1)) * k;
-            tile(rows, flip, bp, k, t);
-            for (int r = 0; r < mr; ++r) {
-                uint32_t rowfix = fixed;
-                if (zb) {
-                    int32_t sa = 0;
-                    if (a_u8) for (int64_t p = 0; p < k; ++p) sa += rows[r][p];
-                    else for (int64_t p = 0; p < k; ++p) sa += (int8_t)rows[r][p];
-                    rowfix -= (uint32_t)zb * (uint32_t)sa;
-                }
-                int32_t *ci = C + (i + r) * n + j;
-                for (int c = 0; c < cols; ++c)
-                    ci[c] = (int32_t)((uint32_t)t[r * 16 + c] + rowfix
-                                      + (uint32_t)(corr - za) * (uint32_t)colsum[j + c]
-                                      + (bias ? (uint32_t)bias[j + c] : 0u));
-            }
-        }
-    }
-}
-
 /* the store's epilogue of dynamic/static_int_linear on an mr x cols block of Y (row stride
    n), in place while it is in L1: act 1 is the exact GELU in the decomposition's order,
    ((y * (1 + erf(y * (1 / sqrt 2)))) * 0.5, on the program's erf (rlx_erf_f, as the unfused
@@ -541,7 +496,8 @@ static void rlx_igs_store16(const int32_t *t, int mr, int32_t corr, const int32_
 #endif
 
 /* what a finished tile's store writes: kind 0 dynamic_int_linear (f32, per-row scale), 1
-   static_int_linear (f32, acc_scale), 2 requantized_int_linear (int8 codes); every kind adds
+   static_int_linear (f32, acc_scale), 2 requantized_int_linear (int8 codes), 3 int_linear
+   (i32, + the row's zero-point term and the bias, wrapping); every kind adds
    corr * S_b[j] (the tile's offset of x, minus its zero point) first */
 typedef struct {
     int kind, act;
@@ -557,6 +513,8 @@ typedef struct {
     float *Y;                   /* f32 output (dynamic, static), at the work item's first row */
     void *Q;                    /* int8 output (requantized), likewise */
     const float *R;             /* the residual (dynamic, static), likewise; or 0 */
+    int32_t *C;                 /* int_linear's i32 output (kind 3), likewise */
+    const int32_t *rowfix;      /* int_linear: K za zb - zb S_a[i] per row of the item */
 } rlx_ig_store;
 
 /* requantize's rule on one i32 (TFLite's MultiplyByQuantizedMultiplier, as the decomposition
@@ -620,6 +578,17 @@ static void rlx_igr_store16(const int32_t *t, int mr, const rlx_ig_store *st, in
 static void rlx_ig_store_tile(const rlx_ig_store *st, const int32_t *t, int64_t i, int64_t j,
                               int mr, int cols) {
     const int64_t n = st->n;
+    if (st->kind == 3) {
+        for (int r = 0; r < mr; ++r) {
+            int32_t *ci = st->C + (i + r) * n + j;
+            const uint32_t rf = (uint32_t)st->rowfix[i + r];
+            for (int c = 0; c < cols; ++c)
+                ci[c] = (int32_t)((uint32_t)t[r * 16 + c] + rf
+                                  + (uint32_t)st->corr * (uint32_t)st->colsum[j + c]
+                                  + (st->ibias ? (uint32_t)st->ibias[j + c] : 0u));
+        }
+        return;
+    }
     if (st->kind == 2) {
 #ifdef RLX_IG_X86
         if (cols == 16 && rlx_igemm_isa() != 0) {
@@ -809,6 +778,44 @@ static void rlx_ig_walk(const void *packed, const uint8_t *qa, int64_t lda, int6
 static const int32_t *rlx_igp_colsum(const void *packed) {
     const rlx_igp_head *h = (const rlx_igp_head *)packed;
     return (const int32_t *)((const int8_t *)packed + 64 + h->np * h->k4 * 64);
+}
+
+/* rows [i0, i1) x columns [j0, j1) (j0 a multiple of 16) of C (m x n, i32) =
+   (A - za)(W - zb)^T (+ bias), A (m x k) bytes (u8 or i8), W (n x k, i8) packed by
+   rlx_igp_pack: the panel walk (so AVX-512's zmm tile and AMX tiles take it too) with the
+   zero-point terms and the bias in the store; W itself is read only when the packed tile
+   cannot take it */
+static void rlx_igp_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t n,
+                          int64_t k, const void *A, int a_u8, int32_t za, const void *packed,
+                          const void *W, int32_t zb, const int32_t *bias, int32_t *C) {
+    const rlx_igp_head *h = (const rlx_igp_head *)packed;
+    if (h->has_min && rlx_igemm_isa() == 3) {
+        /* a -128 weight on AVX2 (QAT's full-range weights): the sign trick cannot negate it,
+           and the portable tile is slow; the row-major dot kernels widen to 16 bits, exact */
+        rlx_igemm_block(i0, i1, j0, j1, n, k, A, a_u8, za, W, 0, zb, bias, C);
+        return;
+    }
+    const int64_t rows = i1 - i0;
+    const uint8_t *a = (const uint8_t *)A + i0 * k;
+    int32_t *rowfix = (int32_t *)malloc((size_t)(rows > 0 ? rows : 1) * sizeof(int32_t));
+    if (!rowfix) return;
+    const uint32_t fixed = (uint32_t)k * (uint32_t)za * (uint32_t)zb;
+    for (int64_t r = 0; r < rows; ++r) {
+        int32_t sa = 0;
+        if (zb) {
+            const uint8_t *ar = a + r * k;
+            if (a_u8) for (int64_t p = 0; p < k; ++p) sa += ar[p];
+            else for (int64_t p = 0; p < k; ++p) sa += (int8_t)ar[p];
+        }
+        rowfix[r] = (int32_t)(fixed - (uint32_t)zb * (uint32_t)sa);
+    }
+    int flip, corr;
+    const rlx_igp_tile_fn tile = rlx_igp_pick(h, a_u8, 255, &flip, &corr);
+    rlx_ig_store st = {0};
+    st.kind = 3; st.n = n; st.colsum = rlx_igp_colsum(packed);
+    st.corr = corr - za; st.ibias = bias; st.rowfix = rowfix; st.C = C + i0 * n;
+    rlx_ig_walk(packed, a, k, rows, k, j0, j1, tile, flip, &st);
+    free(rowfix);
 }
 
 /* rows [i0, i1) x columns [j0, j1) (j0 a multiple of 16) of Y (m x n, f32) from X (m x k,
