@@ -253,28 +253,12 @@ def machine() -> dict[str, Any]:
             "when": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
-# the vector-ISA flags a results file names (Linux /proc/cpuinfo spellings): the AVX-512
-# subsets the generated C uses, its dot-product extensions (VNNI, BF16, FP16), the AMX tiles,
-# then AVX-VNNI and the AVX2 / SSE / Arm baselines
-ISA_FLAGS = ("avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
-             "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16", "avx_vnni", "avx2", "fma",
-             "sse4_2", "neon", "asimd")
-
-
-def isa_of(flags: list[str] | set[str]) -> str:
-    """The ISA_FLAGS among a CPU's ``flags``, in ISA_FLAGS order, as one line."""
-    have = set(flags)
-    return " ".join(f for f in ISA_FLAGS if f in have) or "none of avx2/avx512"
-
-
 def isa() -> str:
-    """The vector ISA flags the CPU reports (what the generated C and the peers' kernels use)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
-    except OSError:
-        return "unknown"
-    return isa_of(flags)
+    """The vector ISA flags the CPU reports (what the generated C and the peers' kernels use):
+    rlx_core.targets.cpu.isa.vector_isa, AVX-512 subsets, VNNI / BF16 / FP16 and AMX included."""
+    from rlx_core.targets.cpu.isa import vector_isa
+
+    return vector_isa()
 
 
 def cpu_slug(cpu: str) -> str:

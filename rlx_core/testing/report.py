@@ -90,12 +90,10 @@ def stats_from_json(d: dict[str, Any]) -> TargetStats:
 
 
 def isa() -> str:
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("flags")).split()
-    except (OSError, StopIteration):
-        return "unknown"
-    return " ".join(f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512_fp16") if f in flags)
+    """The CPU's vector ISA flags, as the benchmarks' results files name them."""
+    from rlx_core.targets.cpu.isa import vector_isa
+
+    return vector_isa()
 
 
 def commit() -> str:

@@ -36,13 +36,9 @@ ISAS = {"c": ["-mno-avx"], "avx2": ["-mavx2", "-mfma", "-mno-avx512f"], "native"
 
 def _cpu_has(*flags: str) -> bool:
     """Does /proc/cpuinfo list every one of ``flags`` (False where there is none to read)?"""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            line = next((ln for ln in f if ln.startswith("flags")), "")
-    except OSError:
-        return False
-    have = set(line.split(":", 1)[-1].split())
-    return all(fl in have for fl in flags)
+    from rlx_core.targets.cpu.isa import cpu_flags
+
+    return set(flags) <= cpu_flags()
 
 
 def build_harness(tmp_path: Path, isa: str, source: str) -> ctypes.CDLL:

@@ -87,7 +87,8 @@ class Isa:
         return f"{self.family}{how}; {ext}"
 
 
-def _cpu_flags() -> set[str]:
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags as /proc/cpuinfo spells them (empty where there is none)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -96,6 +97,23 @@ def _cpu_flags() -> set[str]:
     except OSError:
         pass
     return set()
+
+
+# the vector-ISA flags a results file or a test report names: the AVX-512 subsets the
+# generated C uses, its dot-product extensions (VNNI, BF16, FP16), the AMX tiles, then AVX-VNNI
+# and the AVX2 / SSE / Arm baselines
+VECTOR_FLAGS = ("avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+                "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16", "avx_vnni", "avx2", "fma",
+                "sse4_2", "neon", "asimd")
+
+
+def vector_isa(flags: set[str] | list[str] | None = None) -> str:
+    """The VECTOR_FLAGS among ``flags`` (default: this CPU's), in VECTOR_FLAGS order, as one
+    line; "unknown" where the CPU's flags cannot be read."""
+    have = set(cpu_flags() if flags is None else flags)
+    if flags is None and not have:
+        return "unknown"
+    return " ".join(f for f in VECTOR_FLAGS if f in have) or "none of avx2/avx512"
 
 
 def native_family(flags: set[str], machine: str | None = None) -> str:
@@ -167,7 +185,7 @@ def make(cpu_flags: set[str], wanted: str = "", machine: str | None = None,
 
 @functools.cache
 def _detect(wanted: str) -> Isa:
-    return make(_cpu_flags(), wanted, caches=read_caches())
+    return make(cpu_flags(), wanted, caches=read_caches())
 
 
 def detect() -> Isa:
