@@ -470,12 +470,9 @@ PATHS: tuple[str, ...] = ("c", "avx2", "avxvnni", "avx512vnni", "amx")
 
 def cpu_isa_flags() -> dict[str, bool]:
     """Which int8 dot-product ISAs this machine's CPU reports (/proc/cpuinfo; Linux x86)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f
-                          if line.startswith("flags")), [])
-    except OSError:
-        flags = []
+    from rlx_core.targets.cpu.isa import cpu_flags
+
+    flags = cpu_flags()
     return {"avx512vnni": "avx512_vnni" in flags and "avx512vl" in flags,
             "avxvnni": "avx_vnni" in flags, "avx2": "avx2" in flags,
             "amx": "amx_int8" in flags and "amx_tile" in flags}
