@@ -210,3 +210,43 @@ def test_autocast_conv2d_runs_its_im2col_gemm_on_the_path(bf16_path: str) -> Non
     # two bf16 roundings (the conv, its bias add), each within a step of the larger magnitude
     scale = np.abs(want).max()
     np.testing.assert_allclose(got, want, rtol=2.0**-7, atol=2.0**-7 * scale)
+
+
+# rlx_bf_plain, the out-of-memory fallback of rlx_bf16gemm (no packing scratch), called
+# directly: op(B) read where it is, and read from prepacked panels
+PLAIN_HARNESS = bf16gemm.SOURCE + r"""
+void plain(int64_t M, int64_t N, int64_t K, const uint16_t *A, const uint16_t *B, int packed,
+           uint16_t *C) {
+    const uint16_t *P = 0;
+    if (packed) {
+        uint16_t *buf = rlx_bf_scratch(0, (N + 15) / 16 * 16 * rlx_bf_kp(K));
+        rlx_bf16_pack_b(N, K, B, 1, K, buf, 0, N);  /* op(B) = B^T: W as [N, K] */
+        P = buf;
+    }
+    rlx_bf_plain(M, K, A, K, 1, B, 1, K, P, C, N, 0, N);
+}
+"""
+
+
+def test_out_of_memory_fallback_matches_the_reference(tmp_path) -> None:
+    import ctypes
+
+    from tests.targets.own_sgemm import build_harness
+
+    lib = build_harness(tmp_path, "native", PLAIN_HARNESS)
+    rng = np.random.default_rng(11)
+    m, n, k = 9, 37, 45  # off every tile and panel, odd K
+    a = round_bf16(rng.standard_normal((m, k)).astype(np.float32))
+    w = round_bf16(rng.standard_normal((n, k)).astype(np.float32))
+    exact = a.astype(np.float64) @ w.astype(np.float64).T
+    bits = {name: (x.view(np.uint32) >> 16).astype(np.uint16) for name, x in (("a", a), ("w", w))}
+    for packed in (0, 1):
+        c = np.zeros((m, n), np.uint16)
+        lib.plain(ctypes.c_int64(m), ctypes.c_int64(n), ctypes.c_int64(k),
+                  bits["a"].ctypes.data_as(ctypes.c_void_p),
+                  bits["w"].ctypes.data_as(ctypes.c_void_p), ctypes.c_int(packed),
+                  c.ctypes.data_as(ctypes.c_void_p))
+        got = (c.astype(np.uint32) << 16).view(np.float32)
+        # one bf16 rounding of an f32 sum: a step of the result plus the f32 summation error
+        tol = 2.0**-8 * np.abs(exact) + k * 2.0**-24 * (np.abs(a) @ np.abs(w).T)
+        assert (np.abs(got - exact) <= tol).all(), packed

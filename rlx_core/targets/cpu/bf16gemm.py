@@ -146,6 +146,14 @@ static const uint16_t *rlx_bf_rows(int64_t mr, int64_t rows, int64_t K, const ui
     return buf;
 }
 
+/* a bf16's bits as the f32 it is */
+static inline float rlx_bf_widen(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 /* scalar bf16 rounding, as the prelude's rlx_bf16_st (round to nearest even, NaN kept) */
 static inline uint16_t rlx_bf_round(float f) {
     uint32_t u; memcpy(&u, &f, 4);
@@ -340,20 +348,34 @@ static void rlx_bf_dp(int64_t M, int64_t K, const uint16_t *A, int64_t rm, int64
                 for (int64_t cc = 0; cc < 32; ++cc) {
                     const uint16_t *pan = cc < 16 ? b0 : b1;
                     float s = 0.0f;
-                    for (int64_t p = 0; p < 2 * pairs; ++p) {
-                        uint32_t x = (uint32_t)a[r * lda + p] << 16;
-                        uint32_t y = (uint32_t)pan[(p >> 1) * 32 + 2 * (cc % 16) + (p & 1)] << 16;
-                        float fx, fy;
-                        memcpy(&fx, &x, 4);
-                        memcpy(&fy, &y, 4);
-                        s += fx * fy;
-                    }
+                    for (int64_t p = 0; p < 2 * pairs; ++p)
+                        s += rlx_bf_widen(a[r * lda + p])
+                             * rlx_bf_widen(pan[(p >> 1) * 32 + 2 * (cc % 16) + (p & 1)]);
                     t[r * 32 + cc] = s;
                 }
 #endif
             rlx_bf_store(t, 32, mr, nr, C + i * ldc + j, ldc);
         }
     }
+}
+
+/* each element of C[0:M, n0:n1] alone, op(A) and op(B) read where they are (op(B) from P's
+   panels when it is prepacked whole): where the packing scratch could not be had (out of
+   memory), slow but right */
+static void rlx_bf_plain(int64_t M, int64_t K, const uint16_t *A, int64_t rm, int64_t rk,
+                         const uint16_t *B, int64_t brk, int64_t brn, const uint16_t *P,
+                         uint16_t *C, int64_t ldc, int64_t n0, int64_t n1) {
+    const int64_t KP = rlx_bf_kp(K);
+    for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = n0; j < n1; ++j) {
+            float s = 0.0f;
+            for (int64_t p = 0; p < K; ++p) {
+                const uint16_t b = P ? P[j / 16 * KP * 16 + p / 2 * 32 + 2 * (j % 16) + p % 2]
+                                     : B[p * brk + j * brn];
+                s += rlx_bf_widen(A[i * rm + p * rk]) * rlx_bf_widen(b);
+            }
+            C[i * ldc + j] = rlx_bf_round(s);
+        }
 }
 
 /* C[0:M, n0:n1] = bf16(op(A) op(B)) with f32 sums: op(A)[i, p] = A[i*rm + p*rk], op(B)[p, j] =
@@ -365,9 +387,17 @@ static void rlx_bf16gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int
                          int path) {
     if (M <= 0 || n1 <= n0) return;
     int64_t jbase = 0;
+    /* the scratch for A's rows (32 at most) reserved first, so the kernels' rlx_bf_rows
+       never fails; out of memory for it or for B's columns: each element alone */
+    uint16_t *buf = 0;
+    if (!rlx_bf_scratch(1, 32 * rlx_bf_kp(K))
+        || (!P && !(buf = rlx_bf_scratch(0, (n1 - (n0 & ~(int64_t)15) + 15) / 16 * 16
+                                                * rlx_bf_kp(K))))) {
+        rlx_bf_plain(M, K, A, rm, rk, B, brk, brn, P, C, ldc, n0, n1);
+        return;
+    }
     if (!P) {
         jbase = n0 & ~(int64_t)15;
-        uint16_t *buf = rlx_bf_scratch(0, (n1 - jbase + 15) / 16 * 16 * rlx_bf_kp(K));
         rlx_bf16_pack_b(N, K, B, brk, brn, buf, jbase, n1);
         P = buf;
     }
