@@ -40,7 +40,7 @@ def test_forced_lower_path_drops_amx(monkeypatch) -> None:
 
 # a tile holding ones (bf16 1.0 = 0x3f80) times itself: every f32 element is 32 (one tile row
 # of 32 bf16 values dotted with a column of 32); run only after rlx_amx_ready() granted tiles
-HARNESS = amx.SOURCE.join(["#include <stdint.h>\n#include <string.h>\n#include <immintrin.h>\n", r"""
+HARNESS = "#include <string.h>\n#include <immintrin.h>\n" + amx.SOURCE + r"""
 int amx_ones(float *out) {
     if (!rlx_amx_ready()) return 0;
 #if RLX_AMX_COMPILED
@@ -62,7 +62,7 @@ int amx_ones(float *out) {
     return 0;
 #endif
 }
-"""])
+"""
 
 
 def test_c_request_runs_a_tile_instruction(tmp_path) -> None:
