@@ -226,7 +226,7 @@ def test_large_gemms_on_packed_weights_claim_blocks_with_the_same_bits(threads) 
     exe = rlx.compile(f, a, target="cpu", record=False)
     src = _matmul_kernel_source(exe)
     # 320 rows in 4 blocks of 80 (whole slices, a multiple of 16) x 3 column blocks
-    assert f"* {blas.TILE_COLS}, je = " in src and "rlx_c < 12;" in src, src
+    assert f"* {blas.TILE_COLS}, je = " in src and "rlx_team_take(rlx_work, 1, 6, 12)" in src, src
     import math
     gelu = np.vectorize(lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2))))
     np.testing.assert_allclose(exe(a), gelu(a.astype(np.float64) @ w.T + bias),
@@ -254,7 +254,7 @@ def test_large_gemms_on_packed_weights_claim_blocks_with_the_same_bits(threads) 
 def test_small_gemms_on_packed_weights_share_out_column_chunks(batch: int, n: int,
                                                                threads) -> None:
     """A GEMM of at most COLUMN_ROWS rows on a prepacked weight: threads claim column chunks
-    (team.rlx_team_claim) and each chunk's epilogue follows it; 200 columns is three whole
+    (team.rlx_team_take) and each chunk's epilogue follows it; 200 columns is three whole
     chunks and a part. Two such GEMMs in a row claim from counters of their own, and every
     call starts them from zero again."""
     from rlx_core.targets.cpu import blas, sgemm
@@ -274,7 +274,7 @@ def test_small_gemms_on_packed_weights_share_out_column_chunks(batch: int, n: in
 
     exe = rlx.compile(f, x, target="cpu", record=False)
     mm = [exe.program.sources[k.name] for k in exe.lir.kernels if k.kind == "matmul"]
-    assert len(mm) == 2 and all("rlx_team_claim(rlx_work)" in s for s in mm), mm
+    assert len(mm) == 2 and all("rlx_team_take(rlx_work, 1, " in s for s in mm), mm
     import math
     gelu = np.vectorize(lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2))))
     want = gelu(x.astype(np.float64) @ w1.T + b1) @ w2.T + 1.0
@@ -295,10 +295,11 @@ def test_claimed_turns_worksharing_loops_and_barriers_into_claimed_chunks() -> N
     assert out is not None
     text = "\n".join(out)
     # 40 iterations of (i, j): 14 chunks of 3 (the last one short), then one chunk
-    assert "rlx_c < 14;" in text and "rlx_i0 = ch * 3" in text
+    # loop 1 (thread 0 starts on chunks 0-6, thread 1 on 7-13), loop 2 of one chunk
+    assert "rlx_team_take(rlx_work, 1, 7, 14)" in text and "rlx_i0 = ch * 3" in text
     assert "i = rlx_it / 10, j = rlx_it % 10;" in text
     assert "rlx_team_done(rlx_work, &rlx_got, 14);" in text  # the barrier: a phase's end
-    assert "rlx_c < 15;" in text and text.endswith("rlx_team_done(rlx_work, &rlx_got, 15);")
+    assert "rlx_team_take(rlx_work, 2, 1, 1)" in text and text.endswith("rlx_team_done(rlx_work, &rlx_got, 15);")
     assert team.SYNC not in text and "#pragma omp" not in text
     assert text.count("{") == text.count("}")
 
@@ -339,4 +340,4 @@ def test_claimed_chunks_give_the_same_bits_at_any_thread_count(threads) -> None:
 def test_claimed_loops_keep_a_literal_step() -> None:
     body = _body(team.FOR_PRAGMA, "for (int64_t c = 0; c < 384; c += 96) {", "    f(c);", "}")
     text = "\n".join(team.claimed(body) or [])
-    assert "rlx_c < 4;" in text and "const int64_t c = (rlx_it) * 96;" in text
+    assert "rlx_team_take(rlx_work, 1, 2, 4)" in text and "const int64_t c = (rlx_it) * 96;" in text

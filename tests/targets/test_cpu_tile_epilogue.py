@@ -91,7 +91,7 @@ def test_claimed_column_chunks_keep_the_block_epilogue() -> None:
 
     exe = rlx.compile(f, x, target="cpu", record=False)
     src = _matmul_source(exe)
-    assert "rlx_team_claim" in src and not _tiled(exe), src
+    assert "rlx_team_take(rlx_work, " in src and not _tiled(exe), src
     np.testing.assert_allclose(exe(x), np.maximum(x.astype(np.float64) @ w.T + bias, 0.0),
                                rtol=1e-4, atol=1e-4)
 

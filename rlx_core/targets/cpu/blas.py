@@ -407,7 +407,7 @@ def _block_chunks(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
 
 
 # a GEMM of at most COLUMN_ROWS rows with prepacked B is shared out as chunks of COLUMN_CHUNK
-# columns that threads claim one at a time (team.rlx_team_claim), not as one block of rows
+# columns that threads claim one at a time (team.rlx_team_take), not as one block of rows
 # each: a thread the VM stalls then holds up one chunk instead of half the GEMM. Side by side
 # in one process (2 threads, 3000 calls each, MiniLM's batch-1 shapes 128 x 384 x 384,
 # 128 x 384 x 1536 and 128 x 1536 x 384) the median call was 5-18% faster. Larger GEMMs keep
@@ -418,8 +418,15 @@ def _block_chunks(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
 # B between calls: 128 x 384 x 1536 ran at 444-465 GFLOP/s, 128 x 1536 x 384 at 440-446;
 # with chunks handed to either thread at random, 383-386 and 332. Claims from one counter
 # fall between those, and MLAS's static split sits near the top (bench_gemm --threads 2:
-# rlx prepacked 0.90-0.96x MLAS at 128 rows); a claim order that starts each thread on its
-# own chunks (team.py) is what would close it.
+# rlx prepacked 0.90-0.96x MLAS at 128 rows). The claims now start each thread on its own
+# half of the chunks, the same every call (team.rlx_team_take); in bench_gemm --threads 2
+# (FIFO, load 7-12) that measured level with the one counter, both within noise of MLAS
+# (prepacked 128-row shapes 434-446 against 436-442 GFLOP/s; MLAS 406-452): the benchmark's
+# back-to-back calls of one GEMM did not show the harness's gap.
+# TEAM_GEMM_MIN re-measured on Emerald Rapids (2 threads, RLX_CPU_PROFILE, FIFO): raised to
+# 1 << 18, so the MLP step's GEMMs of 164K multiply-adds ran on thread 0 alone, the forward
+# 128 x 128 x 10 took 6.7-8.5 us instead of 2.6 and the step's kernels 146-148 instead of
+# 142 us: split, they stay faster.
 COLUMN_ROWS = 256
 COLUMN_CHUNK = 64  # a multiple of both kernels' panels (16 and 32 columns)
 
