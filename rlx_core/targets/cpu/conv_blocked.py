@@ -36,7 +36,10 @@ K = (input channel block, tap, channel in the block):
   epilogue to their accumulators and store them in place on the last K slice
   (``rlx_cb_epi``): MobileNetV2's 1x1 convs of K = 16-24 spent ~19% of their time on a
   separate pass over the chunk (1 thread, Zen 1, batch 8: 16->96 at 56x56 3.92 -> 3.23 ms,
-  24->144 at 28x28 1.45 -> 1.32, 144->24 1.40 -> 1.28).
+  24->144 at 28x28 1.45 -> 1.32, 144->24 1.40 -> 1.28). The AVX-512 tile, where its one K
+  slice is the last (most 1x1 convs), starts its sums at the bias instead (``rlx_cb_biasz``:
+  an add less per zmm; the rounding then follows the bias-first order): ResNet-50's 64->256
+  at 28x28 with residual and ReLU 2-3% faster on Emerald Rapids;
 
 Work items are (image, block of output rows); a thread alone takes every row block of an image
 at once (the copy is then made once). The kernel needs AVX2 + FMA for speed; without them the
@@ -76,7 +79,10 @@ SOURCE = r"""
 /* pixels per tile; pixels per transposed store; K steps of filter per pass over a chunk (a
    12 KB slice of the panel, read from L1 by every tile of the chunk); (channel block, tap)
    pairs of one pass the flat tiles take (a window of up to 8 x 8); the largest packed filter
-   run chunk by chunk (rlx_cb_conv) */
+   run chunk by chunk (rlx_cb_conv). Tuned on Zen 1 (32 KB L1d, 512 KB L2) and kept fixed:
+   on Emerald Rapids (48 KB L1d, 2 MB L2) KSTEPS 384 (convs 10.43 -> 10.49 ms) and a 1 MB
+   filter limit (10.15 -> 10.39) sped up no ResNet-50 conv by over 4% (profile_cnn, b1, each
+   kernel's fastest of 3 x 20 calls) */
 enum { RLX_CB_MR = 6, RLX_CB_MRZ = 8, RLX_CB_CHUNK = 48, RLX_CB_KSTEPS = 192, RLX_CB_TAPS = 64,
        RLX_CB_FILTER_L2 = 256 * 1024 };
 
@@ -344,21 +350,27 @@ static inline __attribute__((always_inline)) void rlx_cb_fin16(
    NCHW8c output, the unit's blocks e->bs bytes apart, of which its last panel has two
    (two16) or one (a last panel of 8 channels); without e stored to out (16 floats a pixel,
    the second panel os floats further) */
+/* the epilogue's bias for a tile's panel 0 or 1 (its 16 channels, or 8 where the panel is
+   the last one of 8) */
+static inline __attribute__((always_inline)) __m512 rlx_cb_biasz(const rlx_cb_epi *e,
+                                                                int panel, int two) {
+    return _mm512_maskz_loadu_ps(two ? 0xffff : 0x00ff, e->bias + 16 * panel);
+}
+
 static inline __attribute__((always_inline)) void rlx_cb_endz(
         const __m512 *c0, const __m512 *c1, float *restrict out, int64_t os,
-        const rlx_cb_epi *e, int two16, const int MR, const int NV) {
+        const rlx_cb_epi *e, int two16, int pre, const int MR, const int NV) {
     if (e) {
         const __m512 vlo = _mm512_set1_ps(e->lo), vhi = _mm512_set1_ps(e->hi);
-        const int two0 = NV == 2 || two16;
-        const __mmask16 m0 = two0 ? 0xffff : 0x00ff, m1 = two16 ? 0xffff : 0x00ff;
-        const __m512 eb0 = e->bias ? _mm512_maskz_loadu_ps(m0, e->bias) : _mm512_setzero_ps();
-        const __m512 eb1 = e->bias && NV == 2 ? _mm512_maskz_loadu_ps(m1, e->bias + 16) : eb0;
+        const int two0 = NV == 2 || two16, add = e->bias && !pre;
+        const __m512 eb0 = add ? rlx_cb_biasz(e, 0, two0) : _mm512_setzero_ps();
+        const __m512 eb1 = add && NV == 2 ? rlx_cb_biasz(e, 1, two16) : eb0;
         const int64_t bs = e->bs / (int64_t)sizeof(float);
         _Pragma("GCC unroll 16") for (int i = 0; i < MR; ++i) {
-            rlx_cb_fin16(c0[i], e->bias != 0, eb0, e->y + i * 8, e->res ? e->res + i * 8 : 0,
+            rlx_cb_fin16(c0[i], add, eb0, e->y + i * 8, e->res ? e->res + i * 8 : 0,
                          bs, two0, (int)e->act, vlo, vhi);
             if (NV == 2)
-                rlx_cb_fin16(c1[i], e->bias != 0, eb1, e->y + 2 * bs + i * 8,
+                rlx_cb_fin16(c1[i], add, eb1, e->y + 2 * bs + i * 8,
                              e->res ? e->res + 2 * bs + i * 8 : 0, bs, two16, (int)e->act,
                              vlo, vhi);
         }
@@ -370,12 +382,17 @@ static inline __attribute__((always_inline)) void rlx_cb_endz(
     }
 }
 
-/* the accumulators of an AVX-512 tile: zero, or (acc) the partial sums in out */
+/* the accumulators of an AVX-512 tile: zero, (acc) the partial sums in out, or (pre: the
+   tile's one K slice with an epilogue that has a bias) the bias, which then saves the
+   epilogue an add per accumulator */
 #define RLX_CB_STARTZ(MR, NV) \
     __m512 c0[RLX_CB_MRZ], c1[RLX_CB_MRZ]; \
+    const int pre = !acc && e && e->bias; \
+    const __m512 s0 = pre ? rlx_cb_biasz(e, 0, (NV) == 2 || two16) : _mm512_setzero_ps(); \
+    const __m512 s1 = pre && (NV) == 2 ? rlx_cb_biasz(e, 1, two16) : _mm512_setzero_ps(); \
     _Pragma("GCC unroll 16") for (int i = 0; i < (MR); ++i) { \
-        c0[i] = acc ? _mm512_loadu_ps(out + i * 16) : _mm512_setzero_ps(); \
-        c1[i] = acc && (NV) == 2 ? _mm512_loadu_ps(out + os + i * 16) : _mm512_setzero_ps(); \
+        c0[i] = acc ? _mm512_loadu_ps(out + i * 16) : s0; \
+        c1[i] = acc && (NV) == 2 ? _mm512_loadu_ps(out + os + i * 16) : s1; \
     }
 
 /* the flat tile on AVX-512: MR pixels x NV panels of 16 output channels, one zmm each (MR NV
@@ -401,7 +418,7 @@ static inline __attribute__((always_inline)) void rlx_cb_tilez(
         RLX_CB_STEPZ(0) RLX_CB_STEPZ(1) RLX_CB_STEPZ(2) RLX_CB_STEPZ(3)
         RLX_CB_STEPZ(4) RLX_CB_STEPZ(5) RLX_CB_STEPZ(6) RLX_CB_STEPZ(7)
     }
-    rlx_cb_endz(c0, c1, out, os, e, two16, MR, NV);
+    rlx_cb_endz(c0, c1, out, os, e, two16, pre, MR, NV);
 }
 
 /* rlx_cb_tile's loop (any channels per block bw, cbn blocks of kh x kw taps) on the
@@ -427,7 +444,7 @@ static inline __attribute__((always_inline)) void rlx_cb_tilezg(
                     }
                 }
             }
-    rlx_cb_endz(c0, c1, out, os, e, two16, MR, NV);
+    rlx_cb_endz(c0, c1, out, os, e, two16, pre, MR, NV);
 }
 #endif
 
