@@ -655,17 +655,12 @@ static void rlx_cb_fill_b(const rlx_conv_geo *g, const float *x, int64_t ylo, in
         case 2: CALL(2); break; \
         default: CALL(1); break; \
     }
-/* the same for rlx_cb_tilez's pixel counts 1..RLX_CB_MRZ */
+/* the same for rlx_cb_tilez's pixel counts 1..RLX_CB_MRZ (8): 8 and 7, then RLX_CB_BY_MR */
 #define RLX_CB_BY_MRZ(mr, CALL) \
     switch (mr) { \
         case 8: CALL(8); break; \
         case 7: CALL(7); break; \
-        case 6: CALL(6); break; \
-        case 5: CALL(5); break; \
-        case 4: CALL(4); break; \
-        case 3: CALL(3); break; \
-        case 2: CALL(2); break; \
-        default: CALL(1); break; \
+        default: RLX_CB_BY_MR(mr, CALL) break; \
     }
 /* RLX_CB_FUSE=0 at compile time: every tile through the scratch and the store pass (A/B) */
 #ifndef RLX_CB_FUSE
