@@ -42,6 +42,14 @@ OPT_CHOICES: tuple[tuple[str, ...], ...] = (("-O3", "-march=native"), ("-O3",), 
 # no errno and no FP traps: both would keep loops over math calls and float selects scalar
 BASE_FLAGS: tuple[str, ...] = ("-std=gnu11", "-fPIC", "-shared", "-fno-math-errno",
                                "-fno-trapping-math")
+# GCC 12 (Debian 12's) miscompiles a loop whose branch loads bf16 storage (a masked 16-bit
+# load widened to f32) when if-conversion vectorises it with AVX-512BW: a bf16 pad wrote 0 for
+# 30 of 100 elements (fuzz seed [20261206, 20526, 17337]; tests/targets/test_cpu_gcc_workaround.py
+# has the kernel). -fno-tree-loop-if-convert is the narrowest switch found that avoids it
+# (-O2, -mno-avx512bw and clang are right too). It goes only to sources that load bf16
+# storage, on AVX-512 code: for every program it cost MiniLM b1 7.8 -> 9.3 ms
+GCC_AVX512_WORKAROUND: tuple[str, ...] = ("-fno-tree-loop-if-convert",)
+_BF16_LOAD = "rlx_bf16_ld("
 # RLX_CPU_SANITIZE=1: the optimisation stays (conv7's depthwise edge bug showed at -O3 only)
 SANITIZE_FLAGS: tuple[str, ...] = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                                    "-fno-omit-frame-pointer", "-g")
@@ -73,11 +81,38 @@ class Compiler:
     # what keeps -march=native code within a forced lower ISA family (isa.py, RLX_CPU_ISA)
     isa_flags: tuple[str, ...] = ()
 
+    def workarounds(self, source: str) -> tuple[str, ...]:
+        """Flags that avoid known miscompiles of this compiler on this ISA path for ``source``
+        (GCC_AVX512_WORKAROUND: AVX-512 code that loads bf16 storage)."""
+        avx512_here = self.avx512 and "-mno-avx512f" not in self.isa_flags
+        bug = avx512_here and is_gcc(self.version) and loads_bf16(source)
+        return GCC_AVX512_WORKAROUND if bug else ()
+
+    def flags_for(self, source: str) -> tuple[str, ...]:
+        """``flags`` with the workarounds ``source`` needs."""
+        return self.flags + self.workarounds(source)
+
     @property
     def flags(self) -> tuple[str, ...]:
         return (self.opt_flags + self.isa_flags + BASE_FLAGS
                 + (("-fopenmp",) if self.openmp else ())
                 + (SANITIZE_FLAGS if sanitize() else ()))
+
+
+def loads_bf16(source: str) -> bool:
+    """Whether ``source`` calls rlx_bf16_ld beyond the C prelude's own definition and use
+    (every program carries the prelude)."""
+    from rlx_core.targets.c_common.prelude import prelude
+
+    text = prelude()
+    base = text.count(_BF16_LOAD) if text in source else 0
+    return source.count(_BF16_LOAD) > base
+
+
+def is_gcc(version: str) -> bool:
+    """Whether ``--version`` text is GCC's (clang says "clang version")."""
+    first = version.splitlines()[0].lower() if version else ""
+    return "clang" not in first and ("gcc" in first or "free software foundation" in version.lower())
 
 
 def sanitize() -> bool:
@@ -271,7 +306,8 @@ def build_shared(source: str, *, include_dirs: tuple[str, ...] = (),
     incs = tuple(f"-I{d}" for d in include_dirs)
     links = link_args(library_dirs, libraries)
     key = hashlib.sha256("\0".join(
-        [source, " ".join(comp.flags + incs + links), comp.version, _host()]).encode()
+        [source, " ".join(comp.flags_for(source) + incs + links), comp.version,
+         _host()]).encode()
     ).hexdigest()
     root = cache_dir()
     so = root / f"{key}.so"
@@ -281,7 +317,7 @@ def build_shared(source: str, *, include_dirs: tuple[str, ...] = (),
     src = root / f"{key}.c"
     write_atomic(src, source.encode())
     tmp = temp_path(so, ".so.tmp")
-    cmd = (comp.path, *comp.flags, *incs, str(src), "-o", str(tmp), *links)
+    cmd = (comp.path, *comp.flags_for(source), *incs, str(src), "-o", str(tmp), *links)
     try:
         _run_cc(cmd, source, src, so)
         publish(tmp, so)
@@ -342,7 +378,8 @@ def compile_object(source: str, *, include_dirs: tuple[str, ...] = (),
     after one of its units changed recompiles only that unit.
     """
     comp = compiler or find_compiler()
-    flags = tuple(f for f in comp.flags if f != "-shared") + tuple(f"-I{d}" for d in include_dirs)
+    flags = tuple(f for f in comp.flags_for(source) if f != "-shared") + tuple(
+        f"-I{d}" for d in include_dirs)
     key = hashlib.sha256("\0".join(["object", source, " ".join(flags), comp.version,
                                     _host()]).encode()).hexdigest()
     root = cache_dir()
