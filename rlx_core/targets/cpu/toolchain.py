@@ -46,10 +46,12 @@ BASE_FLAGS: tuple[str, ...] = ("-std=gnu11", "-fPIC", "-shared", "-fno-math-errn
 # load widened to f32) when if-conversion vectorises it with AVX-512BW: a bf16 pad wrote 0 for
 # 30 of 100 elements (fuzz seed [20261206, 20526, 17337]; tests/targets/test_cpu_gcc_workaround.py
 # has the kernel). -fno-tree-loop-if-convert is the narrowest switch found that avoids it
-# (-O2, -mno-avx512bw and clang are right too). It goes only to sources that load bf16
-# storage, on AVX-512 code: for every program it cost MiniLM b1 7.8 -> 9.3 ms
+# (-O2, -mno-avx512bw and clang are right too). It goes only to sources with a conditional
+# bf16 load (the shape miscompiled), on AVX-512 code: on every program it cost MiniLM b1
+# 7.8 -> 9.3 ms, and on every source that loads bf16 autocast MiniLM 2.8 -> 8.4 ms (the
+# prelude's exp and erf loops are vectorised through if-conversion)
 GCC_AVX512_WORKAROUND: tuple[str, ...] = ("-fno-tree-loop-if-convert",)
-_BF16_LOAD = "rlx_bf16_ld("
+_BF16_LOAD = "? rlx_bf16_ld("
 # RLX_CPU_SANITIZE=1: the optimisation stays (conv7's depthwise edge bug showed at -O3 only)
 SANITIZE_FLAGS: tuple[str, ...] = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                                    "-fno-omit-frame-pointer", "-g")
@@ -100,13 +102,9 @@ class Compiler:
 
 
 def loads_bf16(source: str) -> bool:
-    """Whether ``source`` calls rlx_bf16_ld beyond the C prelude's own definition and use
-    (every program carries the prelude)."""
-    from rlx_core.targets.c_common.prelude import prelude
-
-    text = prelude()
-    base = text.count(_BF16_LOAD) if text in source else 0
-    return source.count(_BF16_LOAD) > base
+    """Whether ``source`` has a conditional bf16 load (``cond ? rlx_bf16_ld(..) : ..``, the
+    shape GCC miscompiled)."""
+    return _BF16_LOAD in source
 
 
 def is_gcc(version: str) -> bool:
