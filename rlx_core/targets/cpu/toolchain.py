@@ -51,7 +51,7 @@ BASE_FLAGS: tuple[str, ...] = ("-std=gnu11", "-fPIC", "-shared", "-fno-math-errn
 # 7.8 -> 9.3 ms, and on every source that loads bf16 autocast MiniLM 2.8 -> 8.4 ms (the
 # prelude's exp and erf loops are vectorised through if-conversion)
 GCC_AVX512_WORKAROUND: tuple[str, ...] = ("-fno-tree-loop-if-convert",)
-_BF16_LOAD = "? rlx_bf16_ld("
+_BF16_COND_LOAD = "? rlx_bf16_ld("  # the miscompiled shape: cond ? rlx_bf16_ld(..) : ..
 # RLX_CPU_SANITIZE=1: the optimisation stays (conv7's depthwise edge bug showed at -O3 only)
 SANITIZE_FLAGS: tuple[str, ...] = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                                    "-fno-omit-frame-pointer", "-g")
@@ -85,9 +85,9 @@ class Compiler:
 
     def workarounds(self, source: str) -> tuple[str, ...]:
         """Flags that avoid known miscompiles of this compiler on this ISA path for ``source``
-        (GCC_AVX512_WORKAROUND: AVX-512 code that loads bf16 storage)."""
+        (GCC_AVX512_WORKAROUND: AVX-512 code with a conditional bf16 load)."""
         avx512_here = self.avx512 and "-mno-avx512f" not in self.isa_flags
-        bug = avx512_here and is_gcc(self.version) and loads_bf16(source)
+        bug = avx512_here and is_gcc(self.version) and _BF16_COND_LOAD in source
         return GCC_AVX512_WORKAROUND if bug else ()
 
     def flags_for(self, source: str) -> tuple[str, ...]:
@@ -101,16 +101,11 @@ class Compiler:
                 + (SANITIZE_FLAGS if sanitize() else ()))
 
 
-def loads_bf16(source: str) -> bool:
-    """Whether ``source`` has a conditional bf16 load (``cond ? rlx_bf16_ld(..) : ..``, the
-    shape GCC miscompiled)."""
-    return _BF16_LOAD in source
-
-
 def is_gcc(version: str) -> bool:
     """Whether ``--version`` text is GCC's (clang says "clang version")."""
     first = version.splitlines()[0].lower() if version else ""
-    return "clang" not in first and ("gcc" in first or "free software foundation" in version.lower())
+    return "clang" not in first and ("gcc" in first
+                                     or "free software foundation" in version.lower())
 
 
 def sanitize() -> bool:
@@ -303,9 +298,9 @@ def build_shared(source: str, *, include_dirs: tuple[str, ...] = (),
     comp = compiler or find_compiler()
     incs = tuple(f"-I{d}" for d in include_dirs)
     links = link_args(library_dirs, libraries)
+    flags = comp.flags_for(source)
     key = hashlib.sha256("\0".join(
-        [source, " ".join(comp.flags_for(source) + incs + links), comp.version,
-         _host()]).encode()
+        [source, " ".join(flags + incs + links), comp.version, _host()]).encode()
     ).hexdigest()
     root = cache_dir()
     so = root / f"{key}.so"
@@ -315,7 +310,7 @@ def build_shared(source: str, *, include_dirs: tuple[str, ...] = (),
     src = root / f"{key}.c"
     write_atomic(src, source.encode())
     tmp = temp_path(so, ".so.tmp")
-    cmd = (comp.path, *comp.flags_for(source), *incs, str(src), "-o", str(tmp), *links)
+    cmd = (comp.path, *flags, *incs, str(src), "-o", str(tmp), *links)
     try:
         _run_cc(cmd, source, src, so)
         publish(tmp, so)
