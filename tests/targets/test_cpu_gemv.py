@@ -78,9 +78,20 @@ def test_more_rows_and_no_gemv_stay_on_the_tiled_kernel(
     assert _rel(exe(one), one @ w.T) < 1e-5
 
 
+def test_chunk_width_gives_both_threads_work() -> None:
+    """A narrow GEMV is cut into about MIN_CHUNKS chunks of whole panels of either ISA (the
+    small decoder's 256-wide outputs were one chunk, one thread's); a wide one keeps CHUNK."""
+    for n in (64, 256, 257, 768, 1024, 1064, 3072, 50257):
+        width = gemv.chunk_width(n)
+        assert width % gemv.CHUNK_UNIT == 0 and width % 16 == 0 and width <= gemv.CHUNK
+        assert width == gemv.CHUNK or width - gemv.CHUNK_UNIT < n / gemv.MIN_CHUNKS <= width
+        assert -(-n // width) >= 2  # every one of these has two panels at least
+    assert gemv.chunk_width(256) == 32 and gemv.chunk_width(50257) == gemv.CHUNK
+
+
 def test_team_column_chunks_agree_bit_for_bit() -> None:
     """With a team, a one-row GEMM of >= 64K multiply-adds is shared out as claimed chunks of
-    gemv.CHUNK columns (the row split would leave it to one thread); every column is computed
+    gemv.chunk_width columns (the row split would leave it to one thread); every column is computed
     the same way whoever claims it, so 1 and 2 threads give the same bits. A GELU epilogue
     and a residual add ride along, narrowed to each chunk."""
     skip_unless_own_sgemm()
@@ -98,7 +109,7 @@ def test_team_column_chunks_agree_bit_for_bit() -> None:
     assert _impls(exe) >= {gemv.IMPL}
     if exe.program.info["openmp"]:  # team mode: the chunks are in the program
         src = "".join(exe.sources.values())
-        assert f"const int64_t j0 = ch * {gemv.CHUNK}" in src and "rlx_gemv_packed" in src
+        assert f"const int64_t j0 = ch * {gemv.chunk_width(n)}" in src and "rlx_gemv_packed" in src
     before = num_threads()
     try:
         got = {}

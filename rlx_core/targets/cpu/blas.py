@@ -289,7 +289,7 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
     if _splits_columns(spec, epilogue, tiles):
         _column_chunks(w, spec, call, a_b, c_b, epilogue, _share_width(spec.n))
     elif _gemv_columns(spec, epilogue, tiles):
-        _column_chunks(w, spec, call, a_b, c_b, epilogue, gemv.CHUNK)
+        _column_chunks(w, spec, call, a_b, c_b, epilogue, gemv.chunk_width(spec.n))
     elif _alone(spec):
         w.open(f"{CHUNKS} for (int64_t ch = 0; ch < 1; ++ch)")
         w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
