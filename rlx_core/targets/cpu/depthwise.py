@@ -30,9 +30,15 @@ conv.py's ``emit_conv`` hands every convolution with one input channel per group
   15): its depthwise convs 2.04 -> 1.92 ms; 144 @28 0.302 -> 0.234, 192 @14 0.105 -> 0.092.
 
 The epilogue (bias, residual, max / min / clip) is conv.py's ``rlx_conv_fin`` / ``_fin8``,
-on each output as it is finished, in the decomposition's order. No pointer is formed outside
-its array (a row pointer before the plane's first row was undefined behaviour: the row's
-pointer is taken only for the window rows inside the input).
+on each output as it is finished, in the decomposition's order. The row kernels leave out the
+taps over the padding, where a weight of inf or NaN would make the output NaN (0 * inf, as
+the phase planes' zeros do; a cpu fuzz finding): a padded conv checks its whole filter once a
+call (``rlx_dw_nonfinite``) and, only where a weight is not finite, ``rlx_dw_pad_nan`` sets
+those outputs after each item. Checked per item instead, 960 channels at 7x7 (batch 8,
+NCHW8c) took 0.153 -> 0.180 ms; once a call, the four MobileNetV2-like shapes of the A/B
+(NCHW8c and rows, Emerald Rapids, thread CPU, FIFO, load 8) are within their noise. No
+pointer is formed outside its array (a row pointer before the plane's first row was
+undefined behaviour: the row's pointer is taken only for the window rows inside the input).
 """
 
 from __future__ import annotations
@@ -77,6 +83,33 @@ static inline void rlx_dw_span(const rlx_conv_geo *g, int64_t oy, int64_t kh, in
     if (lo > hi) lo = hi;
     *jlo = lo;
     *jhi = hi;
+}
+
+/* is any of w[0..n) inf or NaN (inf - inf is NaN)? */
+static int rlx_dw_nonfinite(const float *w, int64_t n) {
+    int bad = 0;
+    for (int64_t i = 0; i < n; ++i) bad |= w[i] - w[i] != 0.0f;
+    return bad;
+}
+
+/* 0 * inf and 0 * NaN are NaN: an output whose window reaches the padding through a tap
+   whose weight is not finite is NaN, as with the zeros of an explicit pad (the definition:
+   the reference's np.pad, the decomposition's pad_hw, the phase planes here). The row kernels
+   skip the taps outside the input, so those outputs are set here, after them: one channel,
+   its kh x kw taps at wt, its outputs ys floats apart from y */
+static void rlx_dw_pad_nan(const rlx_conv_geo *g, const float *wt, float *y, int64_t ys) {
+    const int64_t taps = g->kh * g->kw;
+    if (!rlx_dw_nonfinite(wt, taps)) return;
+    for (int64_t oy = 0; oy < g->oh; ++oy)
+        for (int64_t ox = 0; ox < g->ow; ++ox)
+            for (int64_t t = 0; t < taps; ++t) {
+                const int64_t iy = oy * g->sh - g->ph + (t / g->kw) * g->dh;
+                const int64_t ix = ox * g->sw - g->pw + (t % g->kw) * g->dw;
+                if ((iy < 0 || iy >= g->h || ix < 0 || ix >= g->w) && wt[t] - wt[t] != 0.0f) {
+                    y[(oy * g->ow + ox) * ys] = 0.0f * wt[t];
+                    break;
+                }
+            }
 }
 
 /* output row oy of one depthwise channel with taps KH x KW at column stride SW (constants
@@ -421,10 +454,11 @@ def use_dw_flat(sh: int, sw: int, kh: int, kw: int) -> bool:
 
 def emit_nchw(env: KernelEnv, w: Writer, geo: str, n: int, x: str, wt: str, c: int, hw: int,
               o: int, p: int, kh: int, kw: int, sh: int, sw: int, oh: int, bias: str | None,
-              res: str | None, out: str, tail: str, flops: int) -> None:
+              res: str | None, out: str, tail: str, flops: int, padded: bool) -> None:
     """The kernel's loop over (image, output channel) of a depthwise convolution in NCHW (a
-    channel multiplier og = o / c >= 1)."""
+    channel multiplier og = o / c >= 1; ``padded``: a padding of more than 0)."""
     og = o // c
+    _pad_nan_flag(w, padded, wt, o * kh * kw)
     conv_blocked.open_items(env, w, flops, n * o, geo)
     w.line(f"const int64_t b = it / {o}, oc = it % {o}, ic = oc / {og};")
     w.line(f"const float* xc = {x} + (b * {c} + ic) * {hw};")
@@ -436,18 +470,22 @@ def emit_nchw(env: KernelEnv, w: Writer, geo: str, n: int, x: str, wt: str, c: i
     if use_dw_flat(sh, sw, kh, kw):
         w.open(f"if (!rlx_conv_dw_flat({args}, {tail}))")
         w.line(f"rlx_conv_dw_rows({args}, 0, {oh}, {tail});")
+        w.line(f"if (pad_nan) rlx_dw_pad_nan(&geo, {wt} + oc * {kh * kw}, {out} + {off}, 1);")
         w.close()
     else:
         w.line(f"rlx_conv_dw_rows({args}, 0, {oh}, {tail});")
+        w.line(f"if (pad_nan) rlx_dw_pad_nan(&geo, {wt} + oc * {kh * kw}, {out} + {off}, 1);")
     w.close()
 
 
 def emit_blocked(env: KernelEnv, w: Writer, geo: str, n: int, x: str, wt: str, c: int,
                  hw: int, o: int, p: int, bias: str | None, res: str | None, out: str,
-                 tail: str, flops: int) -> str:
+                 tail: str, flops: int, taps: int, padded: bool) -> str:
     """The kernel's loop over (image, channel block) of a depthwise convolution in NCHW8c
-    (a channel multiplier of 1: o == c, a multiple of 8) calling rlx_dw_b; returns IMPL_B."""
+    (a channel multiplier of 1: o == c, a multiple of 8; ``taps`` = kh * kw a channel,
+    ``padded``: a padding of more than 0) calling rlx_dw_b; returns IMPL_B."""
     cbn = c // BLOCK
+    _pad_nan_flag(w, padded, wt, c * taps)
     # the conv before it (a 1x1 expansion) wrote the input forward
     conv_blocked.open_items(env, w, flops, n * cbn, geo,
                             backward=conv_blocked.backward(n, n * c * hw * 4))
@@ -455,5 +493,16 @@ def emit_blocked(env: KernelEnv, w: Writer, geo: str, n: int, x: str, wt: str, c
     res_b = f"{res} + b * {o * p}" if res else "0"
     w.line(f"rlx_dw_b(&geo, {x} + b * {c * hw}, {wt}, {bias or '0'}, {res_b}, "
            f"{out} + b * {o * p}, cb, {tail});")
+    w.open("if (pad_nan)")  # the block's 8 channels, each output 8 floats apart
+    w.line(f"for (int64_t c8 = 0; c8 < 8; ++c8) rlx_dw_pad_nan(&geo, {wt} + (cb * 8 + c8) * "
+           f"{taps}, {out} + b * {o * p} + cb * {p * BLOCK} + c8, 8);")
+    w.close()
     w.close()
     return IMPL_B
+
+
+def _pad_nan_flag(w: Writer, padded: bool, wt: str, count: int) -> None:
+    """Declare ``pad_nan`` before the item loop: does the filter (``count`` floats at ``wt``)
+    hold an inf or NaN that a tap over the padding turns into a NaN output (0 when the conv
+    is not ``padded``)? One pass over the filter a call, not one per item."""
+    w.line(f"const int pad_nan = {f'rlx_dw_nonfinite({wt}, {count})' if padded else '0'};")
