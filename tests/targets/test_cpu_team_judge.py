@@ -141,6 +141,20 @@ def test_spells_stop_growing_at_64_calls_and_one_second(judge_factory) -> None:
     assert verdict == 2 and st["left"] == 64 and st["until"] - j.now == 1000 * MS
 
 
+def test_a_spells_call_count_lapses_a_second_past_its_time(judge_factory) -> None:
+    """A spell's call count holds up to a second past its time (a 64-call spell of 1 s: 2 s):
+    a program called again only later gets its team back, whatever calls are left."""
+    j = judge_factory()
+    for _ in range(12):
+        verdict, st = j.call(4.0, lost=2.0)
+    assert verdict == 2 and st["left"] == 64
+    assert j.call(0.0)[1]["shrunk"]  # within the spell's second: shrunk
+    j.now += 1500 * MS
+    assert j.call(0.0)[1]["shrunk"]  # past its time, within a second of it: its calls hold
+    j.now += 600 * MS
+    assert not j.call(0.0)[1]["shrunk"]  # a second past its time: the team is back
+
+
 def test_spells_after_calls_no_worker_joined_stay_short(judge_factory) -> None:
     """Another library's pool spinning on the worker's core: no worker joins call after call.
     Thread 0 waited for nobody, so each spell is 2 ms of calls on one thread and never

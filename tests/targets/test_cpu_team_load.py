@@ -180,3 +180,37 @@ def test_a_worker_late_by_many_calls_claims_nothing_of_theirs(two_threads) -> No
         team.reset()
         k += 1
     assert team.chunks()[1] > c0[1], "the worker never ran a chunk again"
+
+
+_ONE_CORE = """
+import os, sys
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # before the pool's worker starts
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import rlx_core as rlx
+from rlx_core.targets.cpu.threads import set_num_threads
+set_num_threads(2)
+rng = np.random.default_rng(5)
+a = rng.standard_normal((256, 512), np.float32)
+w = rng.standard_normal((512, 512), np.float32)
+exe = rlx.compile(lambda x, y: rlx.nn.relu(x @ y), a, w, target="cpu", record=False)
+want = np.maximum(a.astype(np.float64) @ w, 0.0)
+for _ in range(20):
+    np.testing.assert_allclose(exe(a, w), want, rtol=1e-4, atol=1e-4)
+print("ok")
+"""
+
+
+def test_a_team_on_one_allowed_core_finishes_correctly() -> None:
+    """A 2-thread team in a process allowed one core (taskset, a cpuset): the pool's worker
+    always wakes on thread 0's core and has nowhere to step aside to (team.py,
+    rlx_pool_step_aside leaves it be); every call is still right."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    got = subprocess.run([sys.executable, "-c", _ONE_CORE, root], capture_output=True,
+                         text=True, timeout=600, env={**os.environ, "RLX_NUM_THREADS": "2"})
+    assert got.returncode == 0 and got.stdout.strip() == "ok", got.stderr[-2000:]
