@@ -9,14 +9,16 @@ weights (nothing is downloaded), at two sizes:
 
 Every peer decodes with the SAME fixed-size KV cache scheme: one key and one value array per
 layer, passed in and returned by every step, each holding ``N_CTX`` = 128 positions; the new
-key/value row is written at the step's position by a select (``where(slot == pos, new, cache)``)
-and attention masks the positions after it, so every step has identical shapes. Peers, in one
-process on the same weights:
+key/value row is written IN PLACE at the step's position and attention masks the positions
+after it, so every step has identical shapes. Peers, in one process on the same weights:
 
 - ``rlx``: ``rlx_core.models.gpt2.GPT2Decoder``, each step one ``@rlx.jit`` call that hits
-  the specialization cache (the run checks: one compile for all steps);
+  the specialization cache (the run checks: one compile for all steps); the step writes the
+  row with a select (``where(slot == pos, new, cache)``) into the donated cache arrays
+  (``jit(donate=...)``: each is returned as the same array);
 - ``torch``: the same step written in PyTorch (``TorchStep`` below: HuggingFace's own layer
-  modules, ``F.scaled_dot_product_attention`` with the mask), eager, under inference_mode;
+  modules, the row written by ``index_copy_`` as HuggingFace's StaticCache does,
+  ``F.scaled_dot_product_attention`` with the mask), eager, under inference_mode;
 - ``torch.compile``: that step through ``torch.compile`` (inductor, default mode);
 - ``hf-dynamic`` (for reference, not a goal peer): HuggingFace's own forward with its growing
   ``past_key_values`` cache (DynamicCache), the way ``model.generate`` decodes.
@@ -105,20 +107,18 @@ def torch_step(torch: Any, model: Any, n_ctx: int) -> Any:
 
         def forward(self, tok: Any, pos: Any, *caches: Any) -> tuple[Any, ...]:
             x = self.tr.wte(tok) + self.tr.wpe(pos)  # (1, C)
-            here = (self.slots == pos.view(1, 1)).view(1, 1, n_ctx, 1)
             visible = (self.slots <= pos.view(1, 1)).view(1, 1, 1, n_ctx)
-            new = []
             for i, blk in enumerate(self.tr.h):
                 q, k, v = blk.attn.c_attn(blk.ln_1(x)).split(c, dim=-1)
                 q, k, v = (t.view(1, nh, 1, dh) for t in (q, k, v))
-                kn = torch.where(here, k, caches[2 * i])
-                vn = torch.where(here, v, caches[2 * i + 1])
-                new += [kn, vn]
-                ctx = fn.scaled_dot_product_attention(q, kn, vn, attn_mask=visible)
+                # the row written in place, as HuggingFace's StaticCache does (index_copy_)
+                kc = caches[2 * i].index_copy_(2, pos, k)
+                vc = caches[2 * i + 1].index_copy_(2, pos, v)
+                ctx = fn.scaled_dot_product_attention(q, kc, vc, attn_mask=visible)
                 x = x + blk.attn.c_proj(ctx.reshape(1, c))
                 x = x + blk.mlp(blk.ln_2(x))
             logits = fn.linear(self.tr.ln_f(x), self.tr.wte.weight)
-            return (logits, *new)
+            return (logits, *caches)
 
     return TorchStep().eval()
 
@@ -365,8 +365,9 @@ def markdown(data: dict[str, Any], args: Any) -> str:
             f"{NEW_TOKENS} steps per peer: {gens}; in rotating turns of {args.block}, each "
             f"turn on the small model after one untimed generation; input tensors and the "
             f"greedy argmax included) (`{cmd}`). "
-            f"Peers: torch and torch.compile run the same fixed-cache step as rlx (a select "
-            f"writes the new row, masked attention over all {N_CTX} slots); hf-dynamic is HuggingFace's own "
+            f"Peers: torch and torch.compile run the same fixed-cache step as rlx (the new "
+            f"row written in place: rlx's select into the donated cache, torch's index_copy_; "
+            f"masked attention over all {N_CTX} slots); hf-dynamic is HuggingFace's own "
             f"forward with its growing past_key_values, for reference. *floor*: the larger of "
             f"a step's matmul FLOPs at the measured FMA peak ({data['fma_peak_gflops']} "
             f"GFLOP/s) and its f32 weights + KV caches read once at the read bandwidth "

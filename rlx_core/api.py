@@ -164,6 +164,13 @@ class JitFunction:
         self._events: list[CacheEvent] = []
         self._lock = threading.Lock()  # one compile per miss when several threads miss at once
         self._scm: SpecializationCache | None = None
+        if "donate" in self.options:  # checked now; only the CPU module writes in place
+            from rlx_core.runtime.donation import donated_positions
+
+            self.options = dict(self.options)
+            self.options["donate"] = donated_positions(self.options["donate"])
+            if self.target not in SCM_TARGETS:
+                del self.options["donate"]
         if self.target in SCM_TARGETS:
             # a per-instance class, so that installing the module's entry as __call__ affects
             # this function only
@@ -262,6 +269,11 @@ def jit(fn: Callable[..., Any] | None = None, *, target: str | None = None,
     """Decorator: compile ``fn`` on first call for each new argument signature.
 
     ``target`` defaults to ``default_jit_target()``: "cpu" where it runs here, else "numpy".
+    ``donate=(i, ...)`` hands those arguments over to the call: on the CPU target an output
+    computed elementwise from a donated argument alone is written into that array and the
+    array itself is returned (a decoder's KV cache updated in place, not copied; see
+    ``rlx_core.runtime.donation``); the caller must not rely on its old contents. Other
+    targets return new arrays as usual.
     ``fn`` is traced again for each signature (as ``rlx.compile`` traces it again for each
     target): weights it draws from an unseeded random generator differ between them; make
     them outside ``fn`` or seed the generator (see ``rlx.param``).

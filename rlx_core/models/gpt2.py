@@ -5,7 +5,8 @@ in with every layer's key and value cache, its logits and the updated caches com
 always hold ``n_ctx`` positions, so every step has the same shapes and a jitted step compiles
 once: the new key/value row is written at ``pos`` by a select
 (``where(slot == pos, new, cache)``) and attention sees every position with a mask that
-hides those after ``pos``. The weights are a HuggingFace ``GPT2LMHeadModel``'s (``from_torch``
+hides those after ``pos``. ``GPT2Decoder`` donates the caches to its jitted step, so on the
+CPU target the select writes into the arrays passed in (runtime/donation.py). The weights are a HuggingFace ``GPT2LMHeadModel``'s (``from_torch``
 below), so the logits can be checked against HuggingFace's own forward pass.
 
     cfg = DecoderConfig.from_hf(hf_model.config, n_ctx=128)
@@ -168,7 +169,9 @@ def decode_step(weights: Mapping[str, Any], cfg: DecoderConfig, tok: Any, pos: A
 
 
 class GPT2Decoder:
-    """Greedy decoding with one ``@rlx.jit`` step per token (compiled once: fixed shapes)."""
+    """Greedy decoding with one ``@rlx.jit`` step per token (compiled once: fixed shapes).
+    ``step`` donates its cache arguments (``jit(donate=...)``): on the CPU target the caches
+    it returns are the arrays passed in, updated in place."""
 
     def __init__(self, cfg: DecoderConfig, weights: Mapping[str, Any], target: str | None = None):
         from rlx_core.api import jit
@@ -179,7 +182,9 @@ class GPT2Decoder:
         def gpt2_step(tok: Any, pos: Any, *caches: Any) -> Any:
             return decode_step(self.weights, cfg, tok, pos, *caches)
 
-        self.step = jit(gpt2_step, target=target)
+        # the caches are donated: on the CPU target each comes back as the same array with
+        # its row written in place (runtime/donation.py), not as a fresh copy
+        self.step = jit(gpt2_step, target=target, donate=tuple(range(2, 2 + 2 * cfg.n_layer)))
 
     def empty_cache(self) -> list[Any]:
         """Zeroed caches: layer 0's keys, layer 0's values, layer 1's keys, ..."""

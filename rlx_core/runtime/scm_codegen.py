@@ -32,7 +32,7 @@ from rlx_core.ir.graph import TensorType
 
 # Bump when ABI_HEADER or the runtime's expectations of the table change: the runtime refuses a
 # table with another number (a stale object file in the disk cache must not be linked against).
-SCM_ABI = 1
+SCM_ABI = 2
 
 # rlx dtype -> the code the C side uses. Only dtypes whose host array layout is the dtype itself
 # can cross the module boundary; bf16 and packed i4 have no numpy dtype (see dtypes.to_numpy_name).
@@ -74,6 +74,8 @@ typedef struct {
     int32_t any_layout;      /* 1: copies non-dense inputs to contiguous before the call */
     int64_t arena_bytes;
     const rlx_scm_tensor* outputs;
+    const int32_t* alias_of; /* 0, or per output: the donated argument it may be written into
+                                (-1: none; runtime/donation.py) */
 } rlx_scm_spec;
 typedef struct {
     int32_t abi;
@@ -97,6 +99,7 @@ class SpecEntry:
     n_params: int
     arena_bytes: int
     any_layout: bool  # False: guards require dense inputs; True: non-dense inputs are copied
+    aliases: tuple[int, ...] = ()  # per output: a donated argument to write it into, or -1
 
 
 def dtype_code(dtype: dt.DType, what: str) -> str:
@@ -178,12 +181,16 @@ def render_table(entries: tuple[SpecEntry, ...], arity: int = -1) -> str:
             f"{{{dtype_code(ty.dtype, f'output {j}')}, {ty.rank}, s{k}_out{j}_dims}}"
             for j, ty in enumerate(e.outputs))
         lines.append(f"static const rlx_scm_tensor s{k}_outs[] = {{{outs}}};")
+        if max(e.aliases, default=-1) >= 0:
+            lines.append(f"static const int32_t s{k}_alias[] = "
+                         f"{{{', '.join(str(i) for i in e.aliases)}}};")
     lines.append("")
     lines.append("static const rlx_scm_spec rlx_scm_specs[] = {")
     for k, e in enumerate(entries):
         lines.append(f"    {{{e.prefix}_run, {e.error_fn}, {len(e.inputs)}, {e.n_params}, "
                      f"{len(e.outputs)}, "
-                     f"{int(e.any_layout)}, {int(e.arena_bytes)}, s{k}_outs}},")
+                     f"{int(e.any_layout)}, {int(e.arena_bytes)}, s{k}_outs, "
+                     f"{f's{k}_alias' if max(e.aliases, default=-1) >= 0 else '0'}}},")
     lines.append("};")
     lines.append("")
     lines.append(f"const rlx_scm_table_t rlx_scm_module_table = {{RLX_SCM_ABI, {len(entries)}, "
@@ -419,6 +426,56 @@ static void raise_argument_error(ScmState* st, const char* hint, const char* fmt
 static const char* BUFFER_HINT =
     "pass numpy arrays (or objects with the buffer protocol), e.g. np.asarray(x, np.float32)";
 
+/* [lo, hi): the bytes an array or buffer argument spans (strides may be negative); lo == hi
+   when it holds no element */
+static void span_of(int ndim, const Py_ssize_t* dims, const Py_ssize_t* strides,
+                    Py_ssize_t itemsize, char* base, char** lo, char** hi) {
+    char *l = base, *h = base + itemsize;
+    for (int d = 0; d < ndim; d++) {
+        if (dims[d] == 0) { *lo = *hi = base; return; }
+        Py_ssize_t reach = strides[d] * (dims[d] - 1);
+        if (reach < 0) l += reach; else h += reach;
+    }
+    *lo = l; *hi = h;
+}
+
+static void arg_span(PyObject* o, Py_buffer* view, int held, char** lo, char** hi) {
+    if (held) {
+        if (!view->strides) { *lo = (char*)view->buf; *hi = (char*)view->buf + view->len; return; }
+        span_of(view->ndim, view->shape, view->strides, view->itemsize, (char*)view->buf, lo, hi);
+        return;
+    }
+    PyArrayObject* a = (PyArrayObject*)o;
+    span_of(PyArray_NDIM(a), PyArray_DIMS(a), PyArray_STRIDES(a), PyArray_ITEMSIZE(a),
+            PyArray_BYTES(a), lo, hi);
+}
+
+/* May an output be written into donated argument i (runtime/donation.py)? Only a writeable,
+   dense numpy array sharing no byte with another argument or a weight of specialization k;
+   anything else gets a fresh output, which the kernel fills the same way. */
+static int donatable(ScmState* st, int32_t k, PyObject* const* args, Py_buffer* views,
+                     unsigned long long held, Py_ssize_t nargs, Py_ssize_t i) {
+    if (!PyArray_Check(args[i]) || (held & (1ULL << i))) return 0;
+    PyArrayObject* arr = (PyArrayObject*)args[i];
+    if (!(PyArray_IS_C_CONTIGUOUS(arr) && PyArray_ISALIGNED(arr) && PyArray_ISNOTSWAPPED(arr)
+          && PyArray_ISWRITEABLE(arr)))
+        return 0;
+    char *lo, *hi, *l2, *h2;
+    arg_span(args[i], NULL, 0, &lo, &hi);
+    if (lo == hi) return 0;
+    for (Py_ssize_t j = 0; j < nargs; j++) {
+        if (j == i) continue;
+        arg_span(args[j], &views[j], (int)((held >> j) & 1ULL), &l2, &h2);
+        if (l2 < hi && lo < h2) return 0;
+    }
+    PyObject* ps = PyTuple_GET_ITEM(st->params, k);
+    for (Py_ssize_t p = 0; p < PyTuple_GET_SIZE(ps); p++) {
+        arg_span(PyTuple_GET_ITEM(ps, p), NULL, 0, &l2, &h2);
+        if (l2 < hi && lo < h2) return 0;
+    }
+    return 1;
+}
+
 static PyObject* dispatch(ScmState* st, PyObject* const* args, Py_ssize_t nargs, int count) {
     const rlx_scm_table_t* t = st->table;
     if (t->arity >= 0 && nargs != t->arity) {
@@ -498,6 +555,13 @@ static PyObject* dispatch(ScmState* st, PyObject* const* args, Py_ssize_t nargs,
     }
     for (n_outs = 0; n_outs < s->n_outputs; n_outs++) {
         const rlx_scm_tensor* o = &s->outputs[n_outs];
+        const int32_t donor = s->alias_of ? s->alias_of[n_outs] : -1;
+        if (donor >= 0 && donor < nargs && donatable(st, k, args, views, held, nargs, donor)) {
+            Py_INCREF(args[donor]);  /* written in place and returned (donation.py) */
+            outs[n_outs] = args[donor];
+            out_ptrs[n_outs] = (void*)data[donor];
+            continue;
+        }
         PyObject* arr = PyArray_SimpleNew(o->ndim, (npy_intp*)o->dims, npy_of(o->dtype));
         if (!arr) goto done;
         outs[n_outs] = arr;

@@ -134,6 +134,8 @@ class KernelProgram:
     outputs: tuple[TensorType, ...]
     arena_bytes: int
     params: tuple[Any, ...]  # host arrays in graph.params order, bound at module build time
+    # per output: the donated argument it may be written into, or -1 (runtime/donation.py)
+    aliases: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -393,7 +395,7 @@ class SpecializationCache:
                 prefix=s.program.prefix, error_fn=s.program.error_fn,
                 inputs=tuple(a.type for a in s.guard.args), outputs=s.program.outputs,
                 n_params=len(s.program.params), arena_bytes=s.program.arena_bytes,
-                any_layout=not all(a.dense for a in s.guard.args))
+                any_layout=not all(a.dense for a in s.guard.args), aliases=s.program.aliases)
             for s in specs)
         kernels = {s.program.prefix: s.program for s in specs}
         path = build_extension(scm_codegen.runtime_source(scm_codegen.MODULE_NAME),
@@ -464,24 +466,34 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
 
     from rlx_core.api import lower
     from rlx_core.ir.printer import print_graph
+    from rlx_core.runtime.donation import (
+        donated_positions,
+        inplace_outputs,
+        unrestricted_values,
+    )
     from rlx_core.runtime.executable import Executable
     from rlx_core.runtime.memory_budget import check_budget, resolve_limit
     from rlx_core.targets.base import Program
     from rlx_core.targets.cpu.renderer import render_program
     from rlx_core.targets.registry import get_target
 
+    options = dict(options)
+    donate = donated_positions(options.pop("donate", ()), len(args))
     examples = [np.asarray(a) for a in args]
     hir, mir, lir, ctx = lower(fn, *examples, target=TARGET, **options)
     # the module's hits never enter Python: the budget is checked once, for the specialization
     check_budget(lir, resolve_limit(options.get("memory_limit")), target=TARGET)
-    prefix = program_prefix(print_graph(lir))
-    cprog = render_program(lir, prefix)
+    aliases = inplace_outputs(lir, donate)
+    # the in-place pairs change the kernels' declarations: part of the program's name
+    prefix = program_prefix(print_graph(lir) + (f"\ninplace {aliases}" if max(aliases, default=-1)
+                                                 >= 0 else ""))
+    cprog = render_program(lir, prefix, may_alias=unrestricted_values(lir, aliases))
     program = KernelProgram(
         prefix=cprog.prefix, error_fn=cprog.error_fn, source=cprog.source,
         include_dirs=tuple(cprog.include_dirs), library_dirs=tuple(cprog.library_dirs),
         libraries=tuple(cprog.libraries), kernel_names=tuple(k.name for k in lir.kernels),
         outputs=tuple(cprog.output_types), arena_bytes=int(cprog.arena_bytes),
-        params=host_params(lir))
+        params=host_params(lir), aliases=aliases)
     built: list[Program] = []
 
     def run(inputs: Sequence[Any], params: dict[str, Any]) -> list[Any]:

@@ -642,6 +642,15 @@ def p_r016(monkeypatch, tmp_path):
     return [w.message.code for w in got if hasattr(w.message, "code")]
 
 
+def p_r024():
+    import numpy as np
+
+    import rlx_core as rlx
+
+    f = rlx.jit(lambda x, c: rlx.where(x > 0, x, c), target="cpu", donate=(5,))
+    f(np.ones(4, np.float32), np.zeros(4, np.float32))
+
+
 def p_r017(monkeypatch, tmp_path):
     import warnings
 
@@ -1241,7 +1250,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-R001": p_r001, "RLX-R002": p_r002, "RLX-R003": p_r003, "RLX-R004": p_r004,
     "RLX-R010": p_r010, "RLX-R011": p_r011, "RLX-R012": p_r012,
     "RLX-R013": p_r013, "RLX-R014": p_r014, "RLX-R015": p_r015,
-    "RLX-R016": p_r016, "RLX-R017": p_r017,
+    "RLX-R016": p_r016, "RLX-R017": p_r017, "RLX-R024": p_r024,
     "RLX-V003": p_v003, "RLX-T004": p_t004, "RLX-R030": p_r030, "RLX-R031": p_r031,
     "RLX-X001": p_x001, "RLX-X002": p_x002, "RLX-X003": p_x003, "RLX-X004": p_x004,
     "RLX-J001": p_j001,

@@ -54,6 +54,25 @@ def test_steps_match_huggingface_and_compile_once(hf_model) -> None:
     assert len(dec.step.specializations) == 1
 
 
+def test_cpu_step_updates_the_donated_caches_in_place(hf_model) -> None:
+    """On the CPU target the step's caches come back as the arrays passed in (donated, one row
+    written), with the values of the numpy reference, which returns new arrays."""
+    cfg = DecoderConfig.from_hf(hf_model.config, n_ctx=16)
+    weights = weights_from_torch(hf_model)
+    dec = GPT2Decoder(cfg, weights, target=target_or_skip("cpu"))
+    ref = GPT2Decoder(cfg, weights, target="numpy")
+    caches, ref_caches = dec.empty_cache(), ref.empty_cache()
+    for pos, tok in enumerate([5, 17, 3, 9]):
+        args = (np.array([tok], np.int32), np.array([pos], np.int32))
+        logits, *new = dec.step(*args, *caches)
+        want, *ref_caches = ref.step(*args, *ref_caches)
+        assert all(a is b for a, b in zip(new, caches, strict=True))
+        for got, exp in zip(new, ref_caches, strict=True):
+            np.testing.assert_allclose(got, exp, atol=1e-5)
+        np.testing.assert_allclose(logits, want, atol=1e-4)
+        caches = new
+
+
 def test_cache_too_short_is_a_typed_error(hf_model) -> None:
     dec = GPT2Decoder(DecoderConfig.from_hf(hf_model.config, n_ctx=4),
                       weights_from_torch(hf_model), target="numpy")

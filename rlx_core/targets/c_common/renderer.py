@@ -50,6 +50,8 @@ class CLikeRenderer:
 
     name = "c"
     restrict = "restrict"
+    # values whose kernel pointers may alias each other (a donated input and its output)
+    may_alias: frozenset[str] = frozenset()
     # impl labels of kernels with nothing to run: no call is written for them
     no_call_impls: tuple[str, ...] = ("alias",)
     kernel_decl = "static void"
@@ -225,9 +227,12 @@ class CLikeRenderer:
         r = self.restrict
         ins = {v: Buffer(f"in{j}", types[v]) for j, v in enumerate(k.inputs)}
         outs = {v: Buffer(f"out{j}", types[v]) for j, v in enumerate(k.outputs)}
-        params = [f"const {ct.storage(types[v].dtype)}* {r} in{j}"
+        # a donated input and the output written over it (runtime/donation.py) may arrive as
+        # one pointer: neither is restrict
+        params = [f"const {ct.storage(types[v].dtype)}* {'' if v in self.may_alias else r} in{j}"
                   for j, v in enumerate(k.inputs)]
-        params += [f"{ct.storage(types[v].dtype)}* {r} out{j}" for j, v in enumerate(k.outputs)]
+        params += [f"{ct.storage(types[v].dtype)}* {'' if v in self.may_alias else r} out{j}"
+                   for j, v in enumerate(k.outputs)]
         fn = self.kernel_fn(prefix, k)
         env = KernelEnv(k, idx, {n.name: n for n in k.nodes}, ins, outs,
                         self.parallel_pragma, fail, sync=self.kernel_sync(), fn=fn)

@@ -431,9 +431,10 @@ class CpuRenderer(CLikeRenderer):
 
 
 def render_program(lir: Graph, prefix: str = "rlx", *, use_blas: bool | None = None,
-                   openmp: bool = True) -> CProgram:
+                   openmp: bool = True, may_alias: frozenset[str] = frozenset()) -> CProgram:
     """Render ``lir`` to one C translation unit. ``use_blas`` None: use BLAS if it is found
-    (and rlx's own f32 GEMM where the compiler targets AVX-512 or AVX2 + FMA, sgemm.available)."""
+    (and rlx's own f32 GEMM where the compiler targets AVX-512 or AVX2 + FMA, sgemm.available).
+    ``may_alias``: values whose kernel pointers are not restrict (runtime/donation.py)."""
     from rlx_core.targets.cpu.toolchain import find_compiler
 
     blas = None
@@ -441,5 +442,7 @@ def render_program(lir: Graph, prefix: str = "rlx", *, use_blas: bool | None = N
         blas, _why = find_blas()
     comp = find_compiler()
     own = sgemm.available(comp, blas is not None)[0]
-    return CpuRenderer(blas, openmp=openmp, own_sgemm=own, prepack=prepack_enabled(),
-                       simd_conv=comp.avx2_fma or comp.avx512).render_program(lir, prefix)
+    renderer = CpuRenderer(blas, openmp=openmp, own_sgemm=own, prepack=prepack_enabled(),
+                           simd_conv=comp.avx2_fma or comp.avx512)
+    renderer.may_alias = may_alias
+    return renderer.render_program(lir, prefix)
