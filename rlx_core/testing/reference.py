@@ -76,6 +76,8 @@ class ConeStats:
     nonfinite: bool = False  # a NaN or infinity somewhere in the cone
     subnormal: bool = False  # a subnormal float somewhere in the cone
     near_overflow: bool = False  # a value within 2^6 of its dtype's overflow threshold
+    # "op:dtype" of each node (its result's dtype): a target's rule for one op in one dtype
+    typed_ops: frozenset[str] = field(default_factory=frozenset)
 
     def merge(self, other: ConeStats) -> ConeStats:
         return ConeStats(
@@ -83,7 +85,7 @@ class ConeStats:
             max(self.scale, other.scale), max(self.eps, other.eps),
             max(self.tiny, other.tiny), self.ops | other.ops,
             self.nonfinite or other.nonfinite, self.subnormal or other.subnormal,
-            self.near_overflow or other.near_overflow)
+            self.near_overflow or other.near_overflow, self.typed_ops | other.typed_ops)
 
 
 def _value_stats(x: np.ndarray, d: dt.DType) -> ConeStats:
@@ -249,7 +251,7 @@ def evaluate(g: Graph, inputs: list[Any]) -> Reference:
             y = n.inputs[_DIVIDES[n.op]]
             cond *= _divisor_cond(env[y], cone[y])
         own = replace(own, exact=exact_op(n.op, in_types, n.type), ulps=ulps, cond=cond,
-                      ops=frozenset({n.op}))
+                      ops=frozenset({n.op}), typed_ops=frozenset({f"{n.op}:{n.type.dtype.name}"}))
         for i in n.inputs:
             own = own.merge(cone[i])
         cone[n.name] = own

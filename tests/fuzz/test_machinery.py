@@ -164,6 +164,23 @@ def test_every_known_deviation_is_owned_and_explained() -> None:
     assert deviations.explain("cpu", composite, z, inf) is None  # 0 for inf stays a mismatch
 
 
+def test_bf16_dot_flush_is_explained_for_bf16_contractions_only() -> None:
+    # the cpu's AMX-BF16 / AVX512-BF16 dot products flush subnormals (docs/dtypes.md): a
+    # subnormal in the cone of a bf16 attention is explained; the same cone in f32, or a bf16
+    # cone without a contraction, or one without a subnormal, is not
+    z, tiny = np.zeros(1, np.float32), np.array([-9.18e-41], np.float32)
+    bf16 = ConeStats(exact=False, subnormal=True, ops=frozenset({"attention", "log"}),
+                     typed_ops=frozenset({"attention:bf16", "log:bf16"}))
+    assert deviations.explain("cpu", bf16, z, tiny).id == "cpu-bf16-dot-ftz"
+    assert deviations.explain("numpy", bf16, z, tiny) is None
+    f32 = ConeStats(exact=False, subnormal=True, typed_ops=frozenset({"attention:f32", "log:bf16"}))
+    assert deviations.explain("cpu", f32, z, tiny) is None
+    no_dot = ConeStats(exact=False, subnormal=True, typed_ops=frozenset({"exp:bf16"}))
+    assert deviations.explain("cpu", no_dot, z, tiny) is None
+    normal = ConeStats(exact=False, typed_ops=frozenset({"dot_general:bf16"}))
+    assert deviations.explain("cpu", normal, z, tiny) is None
+
+
 def test_the_issue_overflow_row_is_explained_not_hidden() -> None:
     # issue 31, Found 3: layer_norm of [1e38, 3e38, -3e38, 0] is NaN on the numpy target (its
     # f32 decomposition overflows) but finite in the f64 reference: owned by helper rel-crash
