@@ -11,7 +11,9 @@ The compiler allows it only where it is safe whatever the kernels' order (``inpl
 the output has the donated input's type, one elementwise kernel produces it, that kernel is the
 only reader of the input, and it reads the input at the output element's own index only. So
 each element is read before it is overwritten and nothing reads the input after. The kernel is
-rendered without ``restrict`` on that pair (the same pointer may arrive twice). At call time
+rendered without ``restrict`` on that pair (the same pointer may arrive twice); when that kernel
+ends in ``select(mask, new, input)`` it stores only where the mask is on whenever the two
+pointers are equal (a KV cache: one row written, not the whole cache). At call time
 the runtime donates only a writeable, contiguous numpy array that shares no memory with any
 other argument or with a weight of the function (scm_codegen's dispatch); any other argument
 gets a fresh output, as without ``donate``, and the kernel computes the same values either way.
@@ -85,11 +87,8 @@ def inplace_outputs(lir: Graph, donate: Sequence[int]) -> tuple[int, ...]:
     return tuple(aliases)
 
 
-def unrestricted_values(lir: Graph, aliases: Sequence[int]) -> frozenset[str]:
-    """The value names of every in-place pair (input and output), whose kernel pointers must
-    not be declared ``restrict``."""
-    names = set()
-    for j, i in enumerate(aliases):
-        if i >= 0:
-            names.update((lir.inputs[i].name, lir.outputs[j]))
-    return frozenset(names)
+def inplace_pairs(lir: Graph, aliases: Sequence[int]) -> dict[str, str]:
+    """Output value -> the donated input value it may be written over, for the renderer: the
+    pair's kernel pointers are not ``restrict``, and a select keeping that input where its
+    mask is off stores only where it is on when the two are one buffer."""
+    return {lir.outputs[j]: lir.inputs[i].name for j, i in enumerate(aliases) if i >= 0}

@@ -469,7 +469,7 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
     from rlx_core.runtime.donation import (
         donated_positions,
         inplace_outputs,
-        unrestricted_values,
+        inplace_pairs,
     )
     from rlx_core.runtime.executable import Executable
     from rlx_core.runtime.memory_budget import check_budget, resolve_limit
@@ -487,7 +487,7 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
     # the in-place pairs change the kernels' declarations: part of the program's name
     prefix = program_prefix(print_graph(lir) + (f"\ninplace {aliases}" if max(aliases, default=-1)
                                                  >= 0 else ""))
-    cprog = render_program(lir, prefix, may_alias=unrestricted_values(lir, aliases))
+    cprog = render_program(lir, prefix, in_place=inplace_pairs(lir, aliases))
     program = KernelProgram(
         prefix=cprog.prefix, error_fn=cprog.error_fn, source=cprog.source,
         include_dirs=tuple(cprog.include_dirs), library_dirs=tuple(cprog.library_dirs),

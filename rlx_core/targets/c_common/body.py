@@ -149,5 +149,19 @@ class Body:
                       f"{node_comment(name)}")
 
 
+    def store_select_in_place(self, buf: Buffer, name: str, amap: AxisMap, mask: str,
+                              kept: Buffer) -> None:
+        """Store ``name`` = select(mask, new, kept) where ``kept`` (a donated input) and the
+        output may be one buffer (runtime/donation.py): then only where the mask is on, as
+        the element is already there where it is off. The pointer test is loop-invariant,
+        so the compiler splits the loop in two: the copy, and the sparse store."""
+        off = offset(amap, buf.type.shape, self.nvars)
+        val = self.value(name, amap)
+        on = self.value(mask, amap)
+        self.out.line(f"if ({on} || (const void*){buf.ptr} != (const void*){kept.ptr}) "
+                      f"{buf.ptr}[{self.fmt(off)}] = {ct.store(buf.type.dtype, val)};  "
+                      f"{node_comment(name)}")
+
+
 def same_shape(shape: Shape, other: Shape) -> bool:
     return tuple(shape) == tuple(other)

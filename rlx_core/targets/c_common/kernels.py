@@ -52,6 +52,8 @@ class KernelEnv:
     # tile epilogue function, cpu/tile_epilogue.py)
     fn: str = ""
     preamble: list[str] = field(default_factory=list)
+    # output value -> the donated input value it may be written over (runtime/donation.py)
+    in_place: dict[str, str] = field(default_factory=dict)
 
     @property
     def buffers(self) -> dict[str, Buffer]:
@@ -134,7 +136,12 @@ def emit_elementwise(env: KernelEnv, w: Writer,
                 continue  # read through index maps by whoever needs it
             b.compute(node, amap)
         for o in k.outputs:
-            b.store(env.outputs[o], o, amap)
+            node = env.nodes.get(o)
+            src = env.in_place.get(o)
+            if src and node is not None and node.op == "select" and node.inputs[2] == src:
+                b.store_select_in_place(env.outputs[o], o, amap, node.inputs[0], env.inputs[src])
+            else:
+                b.store(env.outputs[o], o, amap)
         close_loops(b.out, depth)
 
     # a narrowed variable keeps a loop of its own (merging would change what lo, hi count)

@@ -50,8 +50,8 @@ class CLikeRenderer:
 
     name = "c"
     restrict = "restrict"
-    # values whose kernel pointers may alias each other (a donated input and its output)
-    may_alias: frozenset[str] = frozenset()
+    # output value -> the donated input value it may be written over (runtime/donation.py)
+    in_place: dict[str, str] = {}  # noqa: RUF012 - replaced per renderer, never mutated
     # impl labels of kernels with nothing to run: no call is written for them
     no_call_impls: tuple[str, ...] = ("alias",)
     kernel_decl = "static void"
@@ -229,13 +229,15 @@ class CLikeRenderer:
         outs = {v: Buffer(f"out{j}", types[v]) for j, v in enumerate(k.outputs)}
         # a donated input and the output written over it (runtime/donation.py) may arrive as
         # one pointer: neither is restrict
-        params = [f"const {ct.storage(types[v].dtype)}* {'' if v in self.may_alias else r} in{j}"
+        aliasing = {*self.in_place, *self.in_place.values()}
+        params = [f"const {ct.storage(types[v].dtype)}* {'' if v in aliasing else r} in{j}"
                   for j, v in enumerate(k.inputs)]
-        params += [f"{ct.storage(types[v].dtype)}* {'' if v in self.may_alias else r} out{j}"
+        params += [f"{ct.storage(types[v].dtype)}* {'' if v in aliasing else r} out{j}"
                    for j, v in enumerate(k.outputs)]
         fn = self.kernel_fn(prefix, k)
         env = KernelEnv(k, idx, {n.name: n for n in k.nodes}, ins, outs,
-                        self.parallel_pragma, fail, sync=self.kernel_sync(), fn=fn)
+                        self.parallel_pragma, fail, sync=self.kernel_sync(), fn=fn,
+                        in_place={o: i for o, i in self.in_place.items() if o in outs})
         w = Writer(1)
         scratch = 0
         if k.kind == "elementwise":

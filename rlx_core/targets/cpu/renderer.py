@@ -431,10 +431,11 @@ class CpuRenderer(CLikeRenderer):
 
 
 def render_program(lir: Graph, prefix: str = "rlx", *, use_blas: bool | None = None,
-                   openmp: bool = True, may_alias: frozenset[str] = frozenset()) -> CProgram:
+                   openmp: bool = True, in_place: dict[str, str] | None = None) -> CProgram:
     """Render ``lir`` to one C translation unit. ``use_blas`` None: use BLAS if it is found
     (and rlx's own f32 GEMM where the compiler targets AVX-512 or AVX2 + FMA, sgemm.available).
-    ``may_alias``: values whose kernel pointers are not restrict (runtime/donation.py)."""
+    ``in_place``: output value -> the donated input it may be written over
+    (runtime/donation.py)."""
     from rlx_core.targets.cpu.toolchain import find_compiler
 
     blas = None
@@ -444,5 +445,5 @@ def render_program(lir: Graph, prefix: str = "rlx", *, use_blas: bool | None = N
     own = sgemm.available(comp, blas is not None)[0]
     renderer = CpuRenderer(blas, openmp=openmp, own_sgemm=own, prepack=prepack_enabled(),
                            simd_conv=comp.avx2_fma or comp.avx512)
-    renderer.may_alias = may_alias
+    renderer.in_place = dict(in_place or {})
     return renderer.render_program(lir, prefix)
