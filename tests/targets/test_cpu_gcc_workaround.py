@@ -46,3 +46,58 @@ def test_the_workaround_goes_to_gcc_on_avx512_code_only():
     assert Compiler("cc", gcc, ("-O3",), True, avx512=False).workarounds(bf16) == ()
     forced = Compiler("cc", gcc, ("-O3",), True, avx512=True, isa_flags=("-mno-avx512f",))
     assert forced.workarounds(bf16) == ()
+
+
+# the forms of a conditional load a standalone reproducer tried, in the pad's loop nest (GCC 12
+# on AVX-512BW: the bf16 ones miscompiled without the workaround, the f16 one did not); each
+# is built alone as build_shared builds a kernel, so each must carry the workaround itself
+_COND = "((i0 >= 2 && i0 < 9) && (i1 >= 1 && i1 < 2))"
+_LD, _F16 = "rlx_bf16_ld(in0[i0 * 5 + i1 * 5 + i2 + -15])", "rlx_f16_ld(in0[i0 * 5 + i1 * 5 + i2 + -15])"
+_FORMS = {
+    "load first": ("bf16", f"rlx_bf16_st(({_COND} ? {_LD} : -2.5f))"),
+    "load second": ("bf16", f"rlx_bf16_st((!{_COND} ? -2.5f : {_LD}))"),
+    "load in parentheses": ("bf16", f"rlx_bf16_st(({_COND} ? ({_LD}) : -2.5f))"),
+    "arithmetic on the load": ("bf16", f"rlx_bf16_st(({_COND} ? {_LD} * 2.0f + 1.0f : -2.5f))"),
+    "f16 load": ("f16", f"rlx_f16_st(({_COND} ? {_F16} : -2.5f))"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(_FORMS))
+def test_each_conditional_load_form_builds_right(form: str) -> None:
+    import ctypes
+
+    from rlx_core.targets.cpu.toolchain import build_shared
+
+    available, why = toolchain.compiler_status()
+    if not available:
+        pytest.skip(why)
+    dtype, expr = _FORMS[form]
+    ctype = "uint16_t" if dtype == "bf16" else "rlx_f16"
+    source = prelude() + (
+        f"void rlx_form(const {ctype}* restrict in0, {ctype}* restrict out0) {{\n"
+        "    for (int64_t i0 = 0; i0 < 10; ++i0)\n"
+        "        for (int64_t i1 = 0; i1 < 2; ++i1)\n"
+        "            for (int64_t i2 = 0; i2 < 5; ++i2)\n"
+        f"                out0[i0 * 10 + i1 * 5 + i2] = {expr};\n}}\n")
+    if dtype == "f16" and "RLX_HAVE_FLOAT16 1" not in source:
+        pytest.skip("the f16 form is about _Float16 loads")
+    lib = ctypes.CDLL(str(build_shared(source).path))
+    x = np.arange(1, 36, dtype=np.float32)
+    bits = ((x.view(np.uint32) >> 16).astype(np.uint16) if dtype == "bf16"
+            else x.astype(np.float16).view(np.uint16))
+    out = np.zeros(100, np.uint16)
+    lib.rlx_form(bits.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.c_void_p))
+    got = ((out.astype(np.uint32) << 16).view(np.float32) if dtype == "bf16"
+           else out.view(np.float16).astype(np.float32)).reshape(10, 2, 5)
+    scale = 2.0 if "arithmetic" in form else 1.0
+    want = np.full((10, 2, 5), -2.5, np.float32)
+    want[2:9, 1, :] = x.reshape(7, 5) * scale + (1.0 if scale == 2.0 else 0.0)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_the_marker_finds_each_bf16_form_and_not_f16():
+    gcc = "cc (Debian 12.2.0-14+deb12u1) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc."
+    on = Compiler("cc", gcc, ("-O3", "-march=native"), True, avx512=True)
+    for dtype, expr in _FORMS.values():
+        assert bool(on.workarounds(expr)) == (dtype == "bf16"), expr
+    assert on.workarounds("const float t2 = rlx_bf16_ld(in1[i]);") == ()  # a select's operand

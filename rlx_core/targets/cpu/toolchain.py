@@ -49,9 +49,14 @@ BASE_FLAGS: tuple[str, ...] = ("-std=gnu11", "-fPIC", "-shared", "-fno-math-errn
 # (-O2, -mno-avx512bw and clang are right too). It goes only to sources with a conditional
 # bf16 load (the shape miscompiled), on AVX-512 code: on every program it cost MiniLM b1
 # 7.8 -> 9.3 ms, and on every source that loads bf16 autocast MiniLM 2.8 -> 8.4 ms (the
-# prelude's exp and erf loops are vectorised through if-conversion)
+# prelude's exp and erf loops are vectorised through if-conversion). The shape, as a standalone
+# reproducer showed (tests/targets/test_cpu_gcc_workaround.py builds each form): a bf16 load as
+# either arm of a ternary, bare or in parentheses (cond ? rlx_bf16_ld(..) : c, cond ? c :
+# rlx_bf16_ld(..), cond ? (rlx_bf16_ld(..)) : c) inside nested loops whose condition is on the
+# indices (a pad); the same with f16, a bf16 load stored as f32, or a flat loop is right. The
+# renderer emits the first form only (pad); elementwise selects load into temporaries first
 GCC_AVX512_WORKAROUND: tuple[str, ...] = ("-fno-tree-loop-if-convert",)
-_BF16_COND_LOAD = "? rlx_bf16_ld("  # the miscompiled shape: cond ? rlx_bf16_ld(..) : ..
+_BF16_COND_LOAD = re.compile(r"[?:][\s(]*rlx_bf16_ld\(")  # a bf16 load as a ternary's arm
 # RLX_CPU_SANITIZE=1: the optimisation stays (conv7's depthwise edge bug showed at -O3 only)
 SANITIZE_FLAGS: tuple[str, ...] = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                                    "-fno-omit-frame-pointer", "-g")
@@ -87,7 +92,7 @@ class Compiler:
         """Flags that avoid known miscompiles of this compiler on this ISA path for ``source``
         (GCC_AVX512_WORKAROUND: AVX-512 code with a conditional bf16 load)."""
         avx512_here = self.avx512 and "-mno-avx512f" not in self.isa_flags
-        bug = avx512_here and is_gcc(self.version) and _BF16_COND_LOAD in source
+        bug = avx512_here and is_gcc(self.version) and _BF16_COND_LOAD.search(source) is not None
         return GCC_AVX512_WORKAROUND if bug else ()
 
     def flags_for(self, source: str) -> tuple[str, ...]:
