@@ -394,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="per-step wall time, or the calling thread's CPU time (with one "
                          "thread: time slices other processes take do not count)")
     ap.add_argument("--quick", action="store_true", help="small only, 2 generations, no files")
+    ap.add_argument("--no-write", action="store_true", help="print only, write no results files")
     args = ap.parse_args(argv)
     if args.clock == "thread" and args.threads != 1:
         ap.error("--clock thread measures the calling thread only: use --threads 1")
@@ -419,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
             "read_bandwidth_gbs": round(peaks.gbps, 1), "results": results}
     md = markdown(data, args)
     say(md)
-    if not args.quick:
+    if not (args.quick or args.no_write):
         js, mdp = save_run("decode", args.clock, data, md)
         say(f"wrote {js} and {mdp}")
     return 0
