@@ -341,3 +341,43 @@ def test_claimed_loops_keep_a_literal_step() -> None:
     body = _body(team.FOR_PRAGMA, "for (int64_t c = 0; c < 384; c += 96) {", "    f(c);", "}")
     text = "\n".join(team.claimed(body) or [])
     assert "rlx_team_take(rlx_work, 1, 2, 4)" in text and "const int64_t c = (rlx_it) * 96;" in text
+
+
+def test_one_chunk_is_a_claimed_body_of_one_chunk_in_all() -> None:
+    single = _body(team.SINGLE_PRAGMA, "for (int64_t j = 0; j < 2; ++j) {", "    y[j] = x[j];", "}")
+    assert team.one_chunk(team.claimed(single))
+    split = _body(team.FOR_PRAGMA, "for (int64_t i = 0; i < 64; ++i) {", "    x[i] = 0;", "}")
+    assert not team.one_chunk(team.claimed(split))  # 16 chunks
+    # two one-chunk loops are two chunks: either thread may run each, so it stays a team kernel
+    assert not team.one_chunk(team.claimed(single + [team.SYNC] + single))
+    assert not team.one_chunk(None) and not team.one_chunk([])
+
+
+@needs_cpu
+@pytest.mark.parametrize("n", [1, 2])
+def test_one_chunk_kernels_join_one_serial_chunk(n: int, threads) -> None:
+    """Small kernels after a team GEMM (a 128 x 10 softmax cross-entropy's, each one chunk of
+    work) run back to back as one claimed chunk, not one phase each; the results match."""
+    threads(n)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((128, 256), np.float32)
+    w = rng.standard_normal((256, 128), np.float32)
+    v = rng.standard_normal((128, 10), np.float32)
+
+    def f(a, b, c):
+        h = rlx.nn.relu(a @ b)                  # team: a GEMM split over the threads
+        z = h @ c                               # 128 x 10: one chunk each from here on
+        e = rlx.exp(z - z.max(axis=-1, keepdims=True))
+        p = e / e.sum(axis=-1, keepdims=True)
+        return (p * 2.0 - 1.0).sum(axis=0)
+
+    exe = rlx.compile(f, x, w, v, target="cpu", record=False)
+    src = exe.program.info["source"]
+    assert sum(src.count(m) for m in team.REGION_MARKS) == 1
+    # no kernel of one chunk is a phase of its own: every claim loop of one chunk is gone
+    assert ", 1, 1)) >= 0" not in src and "rlx_team_serial(" in src
+    got = exe(x, w, v)
+    z = np.maximum(x.astype(np.float64) @ w, 0.0) @ v
+    e = np.exp(z - z.max(-1, keepdims=True))
+    want = (e / e.sum(-1, keepdims=True) * 2.0 - 1.0).sum(0)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -227,10 +227,14 @@ class CpuRenderer(CLikeRenderer):
         head = f"{self.kernel_decl} {self.kernel_fn(prefix, k)}("
         body = lines[next(i for i, t in enumerate(lines) if t.startswith(head)) + 1:-1]
         claimed = None
-        if not team.team_safe(body):
-            self._mode = "serial"  # one thread runs it, so it must hold no worksharing pragma
+        if not team.team_safe(body) or team.one_chunk(claimed := team.claimed(body)):
+            # one thread runs it, so it must hold no worksharing pragma; a kernel whose work
+            # is one claimed chunk runs serial too, so that it joins its serial neighbours'
+            # one chunk (team_calls) instead of ending a phase of its own
+            self._mode = "serial"
+            claimed = None
             out = super().render_kernel(g, k, idx, prefix, types, fail)
-        elif (claimed := team.claimed(body)) is not None:
+        elif claimed is not None:
             out = (self._claiming(lines, len(lines) - len(body) - 1, claimed, k.name, idx),
                    *out[1:])
         self._team.append(self._mode == "team")

@@ -987,6 +987,24 @@ def _claimed_for(lines: list[str], i: int, collapse: int, loop: int
     return out, end, chunks
 
 
+_DONE = re.compile(r"^ *rlx_team_done\(rlx_work, &rlx_got, (\d+)\);$")
+
+
+def one_chunk(body: list[str] | None) -> bool:
+    """Is ``body`` (claimed()'s form of a kernel) one claimed chunk in all, so one thread runs
+    it whole while the others wait? Such a kernel is rendered serial instead (CpuRenderer):
+    consecutive serial kernels are claimed as ONE chunk (team_calls), where each would end a
+    phase of its own. In the MLP step (784-128-10/128, 2 threads, Emerald Rapids) the nine
+    small kernels of the softmax cross-entropy and its gradient (128 x 10 each) ran as nine
+    phases, each on whichever thread came first, reading the other's cache; as one chunk the
+    step's team region took 169.0 / 168.1 instead of 171.3 / 171.0 us (both builds in one
+    process, in turns, SCHED_FIFO, per-call medians)."""
+    if not body:
+        return False
+    m = _DONE.match(body[-1])
+    return m is not None and int(m.group(1)) <= 1
+
+
 def claimed(lines: list[str]) -> list[str] | None:
     """A team-safe kernel body (lines at depth 1) with its work handed out as claimed chunks,
     or None when some part of it has no claimed form (a TEAM_BLOCK, a GEMM block without
