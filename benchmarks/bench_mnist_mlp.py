@@ -14,6 +14,7 @@ Before timing, rlx's parameters after a few steps are checked against the numpy 
 
     python benchmarks/bench_mnist_mlp.py            # full run, writes results/mnist_mlp.*
     python benchmarks/bench_mnist_mlp.py --quick    # fewer runs, no files written
+    python benchmarks/bench_mnist_mlp.py --only 784-128-10/128 --no-write   # one size, printed
 
 Targets (issue 4): >= 1.6x numpy and >= 3x PyTorch eager at 784-128-10 batch 128, ahead of
 both at every other size.
@@ -235,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
                          "thread pool spins into the next peer's timed calls (default "
                          f"{SETTLE_S:g})")
     ap.add_argument("--quick", action="store_true", help="few runs, do not write results")
+    ap.add_argument("--no-write", action="store_true",
+                    help="print only, write no results files (an --only run would otherwise "
+                         "replace the file's other sizes)")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch peers")
     ap.add_argument("--only", default="", help="comma-separated config labels, e.g. 784-128-10/128")
     args = ap.parse_args(argv)
@@ -314,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
           f"(`python benchmarks/bench_mnist_mlp.py`). "
           f"{caption(peak, threads, counted, peaks)}\n\n"
           + markdown_table(headers, rows))
-    if not args.quick:
+    if not (args.quick or args.no_write):
         # an explicit --threads run is kept beside the default one (the cores available)
         stem = machine_stem("mnist_mlp", args.threads, args.settle)
         js, mdp = write_results(stem, data_out, md)
