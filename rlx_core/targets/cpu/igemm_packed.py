@@ -107,7 +107,8 @@ static void rlx_igp_pack(int64_t n, int64_t k, const int8_t *w, void *dst) {
     h->n = n; h->k = k; h->k4 = k4; h->np = np; h->has_min = has_min; h->w7 = w7; h->w6 = w6;
 }
 
-/* a 4 x 16 tile of S_ab over all k: rows a[0..3] (bytes, XORed with FLIP first), one panel */
+/* a 4 x 16 tile of S_ab over all k (8 x 16 for the zmm tile): rows a[0..3] (bytes, XORed
+   with FLIP first), one panel */
 typedef void (*rlx_igp_tile_fn)(const uint8_t *const *, int, const int8_t *, int64_t,
                                 int32_t *);
 
@@ -214,24 +215,33 @@ RLX_IGP_TILE_AVX2(rlx_igp_tile_w7_u, 0, RLX_IGP_W7)
           _mm256_maddubs_epi16(va, b0), _mm256_maddubs_epi16(vu, d0)), ones));             \
       c##R##1 = _mm256_add_epi32(c##R##1, _mm256_madd_epi16(_mm256_add_epi16(              \
           _mm256_maddubs_epi16(va, b1), _mm256_maddubs_epi16(vu, d1)), ones)); }
-__attribute__((target("avx2")))
-static void rlx_igp_tile_w77(const uint8_t *const *a, int flip, const int8_t *bp, int64_t k,
-                             int32_t *out) {
-    const uint8_t *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
-    const __m256i ones = _mm256_set1_epi16(1), fl = _mm256_setzero_si256();
-    (void)flip;
-    RLX_IGP_ZERO8;
-    int64_t p = 0;
-    for (; p + 8 <= k; p += 8, bp += 128) {
-        const __m256i b0 = _mm256_loadu_si256((const __m256i *)bp);
-        const __m256i b1 = _mm256_loadu_si256((const __m256i *)(bp + 32));
-        const __m256i d0 = _mm256_loadu_si256((const __m256i *)(bp + 64));
-        const __m256i d1 = _mm256_loadu_si256((const __m256i *)(bp + 96));
-        RLX_IGP_W77(0, a0) RLX_IGP_W77(1, a1) RLX_IGP_W77(2, a2) RLX_IGP_W77(3, a3)
-    }
-    RLX_IGP_STEPS(RLX_IGP_W7)  /* the last (up to 7) inputs, a group of four at a time */
-    RLX_IGP_STORE8;
+/* the four panel vectors of a w77 step: two groups of four inputs, 16 columns each */
+#define RLX_IGP_W77_LOADS                                                                  \
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)bp);                            \
+    const __m256i b1 = _mm256_loadu_si256((const __m256i *)(bp + 32));                     \
+    const __m256i d0 = _mm256_loadu_si256((const __m256i *)(bp + 64));                     \
+    const __m256i d1 = _mm256_loadu_si256((const __m256i *)(bp + 96));
+
+/* a 4 x 16 AVX2 tile that adds G inputs (G / 4 groups) in i16 per STEP (w77: 8, w66: 16),
+   LOADS at the top of each step, then the last (up to G - 1) inputs a group of four at a time
+   on the w7 step */
+#define RLX_IGP_TILE_GROUPS(NAME, G, LOADS, STEP)                                          \
+__attribute__((target("avx2")))                                                            \
+static void NAME(const uint8_t *const *a, int flip, const int8_t *bp, int64_t k,           \
+                 int32_t *out) {                                                           \
+    const uint8_t *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];                          \
+    const __m256i ones = _mm256_set1_epi16(1), fl = _mm256_setzero_si256();                \
+    (void)flip;                                                                            \
+    RLX_IGP_ZERO8;                                                                         \
+    int64_t p = 0;                                                                         \
+    for (; p + (G) <= k; p += (G), bp += 16 * (G)) {                                       \
+        LOADS                                                                              \
+        STEP(0, a0) STEP(1, a1) STEP(2, a2) STEP(3, a3)                                    \
+    }                                                                                      \
+    RLX_IGP_STEPS(RLX_IGP_W7)                                                              \
+    RLX_IGP_STORE8;                                                                        \
 }
+RLX_IGP_TILE_GROUPS(rlx_igp_tile_w77, 8, RLX_IGP_W77_LOADS, RLX_IGP_W77)
 
 /* AVX2, 6-bit weights (w6: every byte in [-32, 31]) and x in [0, 127]: eight products are at
    most 8 * 127 * 32 = 32512, so the i16 pair sums of four groups of four inputs (k..k+15,
@@ -255,20 +265,7 @@ static void rlx_igp_tile_w77(const uint8_t *const *a, int flip, const int8_t *bp
                            _mm256_maddubs_epi16(x1, RLX_IGP_L(96))),                       \
           _mm256_add_epi16(_mm256_maddubs_epi16(x2, RLX_IGP_L(160)),                       \
                            _mm256_maddubs_epi16(x3, RLX_IGP_L(224)))), ones)); }
-__attribute__((target("avx2")))
-static void rlx_igp_tile_w66(const uint8_t *const *a, int flip, const int8_t *bp, int64_t k,
-                             int32_t *out) {
-    const uint8_t *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
-    const __m256i ones = _mm256_set1_epi16(1), fl = _mm256_setzero_si256();
-    (void)flip;
-    RLX_IGP_ZERO8;
-    int64_t p = 0;
-    for (; p + 16 <= k; p += 16, bp += 256) {
-        RLX_IGP_W66(0, a0) RLX_IGP_W66(1, a1) RLX_IGP_W66(2, a2) RLX_IGP_W66(3, a3)
-    }
-    RLX_IGP_STEPS(RLX_IGP_W7)  /* the last (up to 15) inputs, a group of four at a time */
-    RLX_IGP_STORE8;
-}
+RLX_IGP_TILE_GROUPS(rlx_igp_tile_w66, 16, , RLX_IGP_W66)
 
 /* VNNI: vpdpbusd, unsigned a (a signed x XORed with 0x80) times signed w, exact in i32 */
 #define RLX_IGP_TILE_VNNI(NAME, TARGET)                                                    \
@@ -728,9 +725,29 @@ static int rlx_igp_amx_walk(const void *packed, const uint8_t *qa, int64_t lda, 
 }
 #endif
 
-/* the panel walk of the dynamic, static and requantized linears: columns [j0, j1) (j0 a
-   multiple of 16) of `rows` rows of codes qa (row stride lda), each 4 x 16 tile computed by
-   the micro-kernel, then stored while it is in L1 */
+/* the panel walk's loop: columns [j0, j1) (j0 a multiple of 16) by rows of mr_max (4 for
+   the ymm tiles, 8 for the zmm one), each tile computed by `tile` into t (mr_max x 16 i32),
+   then stored while it is in L1; a last short tile repeats its last row (the store drops it) */
+static inline void rlx_ig_walk_tiles(const int8_t *panels, int64_t k4, const uint8_t *qa,
+                                     int64_t lda, int64_t rows, int64_t k, int64_t j0,
+                                     int64_t j1, rlx_igp_tile_fn tile, int mr_max, int flip,
+                                     int32_t *t, const rlx_ig_store *st) {
+    for (int64_t j = j0; j < j1; j += 16) {
+        const int8_t *bp = panels + (j / 16) * k4 * 64;
+        const int cols = j1 - j < 16 ? (int)(j1 - j) : 16;
+        for (int64_t i = 0; i < rows; i += mr_max) {
+            const int mr = rows - i < mr_max ? (int)(rows - i) : mr_max;
+            const uint8_t *a[8];
+            for (int r = 0; r < mr_max; ++r) a[r] = qa + (i + (r < mr ? r : mr - 1)) * lda;
+            tile(a, flip, bp, k, t);
+            rlx_ig_store_tile(st, t, i, j, mr, cols);
+        }
+    }
+}
+
+/* the panel walk of every linear on a packed weight: columns [j0, j1) (j0 a multiple of 16)
+   of `rows` rows of codes qa (row stride lda), on AMX tiles, the 8 x 16 zmm tile or the
+   picked 4 x 16 tile (rlx_ig_walk_tiles) */
 static void rlx_ig_walk(const void *packed, const uint8_t *qa, int64_t lda, int64_t rows,
                         int64_t k, int64_t j0, int64_t j1, rlx_igp_tile_fn tile, int flip,
                         const rlx_ig_store *st) {
@@ -744,34 +761,15 @@ static void rlx_ig_walk(const void *packed, const uint8_t *qa, int64_t lda, int6
 #endif
 #ifdef RLX_IG_X86
     if (tile == rlx_igp_tile_vnni512) {  /* AVX512-VNNI: the 8 x 16 zmm tiles */
-        int32_t t8[128];
-        const rlx_igp_tile_fn tile8 = flip ? rlx_igp_tile8_vnni512_s : rlx_igp_tile8_vnni512_u;
-        for (int64_t j = j0; j < j1; j += 16) {
-            const int8_t *bp = panels + (j / 16) * h->k4 * 64;
-            const int cols = j1 - j < 16 ? (int)(j1 - j) : 16;
-            for (int64_t i = 0; i < rows; i += 8) {
-                const int mr = rows - i < 8 ? (int)(rows - i) : 8;
-                const uint8_t *a[8];
-                for (int r = 0; r < 8; ++r) a[r] = qa + (i + (r < mr ? r : mr - 1)) * lda;
-                tile8(a, flip, bp, k, t8);
-                rlx_ig_store_tile(st, t8, i, j, mr, cols);
-            }
-        }
+        int32_t t8[8 * 16];
+        rlx_ig_walk_tiles(panels, h->k4, qa, lda, rows, k, j0, j1,
+                          flip ? rlx_igp_tile8_vnni512_s : rlx_igp_tile8_vnni512_u, 8, flip,
+                          t8, st);
         return;
     }
 #endif
-    int32_t t[64];
-    for (int64_t j = j0; j < j1; j += 16) {
-        const int8_t *bp = panels + (j / 16) * h->k4 * 64;
-        const int cols = j1 - j < 16 ? (int)(j1 - j) : 16;
-        for (int64_t i = 0; i < rows; i += 4) {
-            const int mr = rows - i < 4 ? (int)(rows - i) : 4;
-            const uint8_t *a[4];
-            for (int r = 0; r < 4; ++r) a[r] = qa + (i + (r < mr ? r : mr - 1)) * lda;
-            tile(a, flip, bp, k, t);
-            rlx_ig_store_tile(st, t, i, j, mr, cols);
-        }
-    }
+    int32_t t[4 * 16];
+    rlx_ig_walk_tiles(panels, h->k4, qa, lda, rows, k, j0, j1, tile, 4, flip, t, st);
 }
 
 /* the column sums that follow the packed panels */
