@@ -5,6 +5,9 @@ not (a skip with that reason, never a silent pass)."""
 from __future__ import annotations
 
 import ctypes
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -71,3 +74,20 @@ def test_c_request_runs_a_tile_instruction(tmp_path) -> None:
     out = (ctypes.c_float * 256)()
     assert lib.amx_ones(out) == 1, "rlx_amx_ready() refused tiles where Python was granted them"
     assert list(out) == [32.0] * 256
+
+
+@pytest.mark.parametrize("value, tiles", [("1", 0), ("yes", 0), ("0", 1), ("", 1)])
+def test_c_gate_reads_rlx_no_amx_as_python_does(tmp_path, monkeypatch, value, tiles) -> None:
+    """rlx_amx_ready() (every AMX kernel's gate, bf16's and int8's) reads RLX_NO_AMX when the
+    program runs, by amx.disabled()'s rule: set to anything but "" and "0", no tile runs."""
+    _need_amx()
+    build_harness(tmp_path, "native", HARNESS)
+    code = ("import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); "
+            "print(lib.amx_ones((ctypes.c_float * 256)()))")
+    env = {**os.environ, "RLX_NO_AMX": value}
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path / "h-native.so")], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert int(res.stdout.strip()) == tiles
+    monkeypatch.setenv("RLX_NO_AMX", value)
+    assert amx.disabled() == (tiles == 0)

@@ -15,8 +15,13 @@ Two ways in, for two callers:
   tiles are usable; ``rlx_amx_tilecfg`` is the 64-byte ``LDTILECFG`` operand (palette 1).
   Kernels that use tiles call ``rlx_amx_ready()`` and fall back to another path on 0.
 
-``RLX_NO_AMX=1`` makes ``request()`` report no tiles (so every AMX kernel's fallback can be
-tested on an AMX machine).
+``RLX_NO_AMX`` (any value but empty and ``0``) keeps the tiles off, by one rule read here
+twice, in the same words: ``disabled()`` for Python (``request()`` reports no tiles, so the
+renderer picks no AMX path) and ``rlx_amx_disabled()`` in ``SOURCE``, which
+``rlx_amx_ready()`` checks before it asks Linux, so a kernel built with an AMX path (bf16's,
+picked when the program was rendered; int8's, picked when it runs) takes its fallback when
+the variable is set in the process that runs it. Both read it once per process (per loaded
+program in C); every AMX kernel's fallback can so be tested on an AMX machine.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ class AmxStatus:
 
 
 def disabled() -> bool:
-    """True when ``RLX_NO_AMX=1`` (tests force the non-AMX paths on an AMX machine)."""
+    """True when ``RLX_NO_AMX`` is set to anything but ``0`` (tests force the non-AMX paths on
+    an AMX machine); the C kernels' ``rlx_amx_disabled()`` is the same rule."""
     return os.environ.get("RLX_NO_AMX", "") not in ("", "0")
 
 
@@ -86,6 +92,8 @@ SOURCE = r"""
 #ifndef RLX_AMX_H
 #define RLX_AMX_H
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #if defined(__AMX_TILE__) && defined(__linux__) && defined(__x86_64__)
 #include <unistd.h>
 #include <sys/syscall.h>
@@ -97,12 +105,17 @@ typedef struct {
     uint16_t colsb[16];
     uint8_t rows[16];
 } __attribute__((aligned(64))) rlx_amx_tilecfg;
-/* 1 when this process may run tile instructions: asks Linux once (arch_prctl
-   ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 18); 0 when it refused */
+/* 1 when RLX_NO_AMX is set to anything but "" and "0" (amx.disabled()'s rule) */
+static int rlx_amx_disabled(void) {
+    const char *no = getenv("RLX_NO_AMX");
+    return no && no[0] && strcmp(no, "0") != 0;
+}
+/* 1 when this process may run tile instructions: RLX_NO_AMX unset, and Linux granted the
+   tile state (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 18, asked once); else 0 */
 static int rlx_amx_ready(void) {
-    static volatile int state = 0;  /* 0: not asked, 1: granted, -1: refused */
+    static volatile int state = 0;  /* 0: not asked, 1: granted, -1: off or refused */
     if (state == 0)
-        state = syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 1 : -1;
+        state = !rlx_amx_disabled() && syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 1 : -1;
     return state == 1;
 }
 #else

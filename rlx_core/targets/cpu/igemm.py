@@ -490,7 +490,7 @@ def paths_here() -> tuple[str, ...]:
     have = {"c": True, "avx2": f["avx2"], "avxvnni": f["avxvnni"] and family == "avx512",
             "avx512vnni": f["avx512vnni"] and family == "avx512",
             "amx": f["amx"] and f["avx512vnni"] and family == "avx512"
-                   and not amx.disabled() and amx.request("amx_int8").usable}
+                   and amx.request("amx_int8").usable}
     return tuple(p for p in PATHS if have[p])
 
 

@@ -634,15 +634,15 @@ static void rlx_ig_store_tile(const rlx_ig_store *st, const int32_t *t, int64_t 
 }
 
 /* AMX-INT8 (Sapphire Rapids and later): 1 when the int8 walk runs on tiles here (the CPU has
-   AMX-INT8, Linux granted the tile state, RLX_IGEMM_ISA allows amx, RLX_NO_AMX is unset) */
+   AMX-INT8, RLX_IGEMM_ISA allows amx, and rlx_amx_ready: RLX_NO_AMX is unset and Linux
+   granted the tile state) */
 static int rlx_igemm_amx(void) {
     static int amx = -1;
     if (amx < 0) {
         int v = 0;
 #if RLX_AMX_COMPILED && defined(__AMX_INT8__)
-        const char *no = getenv("RLX_NO_AMX");
         unsigned int a, b, c, d;
-        if (rlx_igemm_cap() >= 4 && rlx_igemm_isa() == 2 && !(no && no[0] && strcmp(no, "0"))
+        if (rlx_igemm_cap() >= 4 && rlx_igemm_isa() == 2
             && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1) && (d >> 25 & 1))
             v = rlx_amx_ready();
 #endif
