@@ -17,4 +17,7 @@ reference, mismatches shrunk to minimal cases and saved as regression tests.
 - ``shards`` / ``triage``: merge runs' reports, re-checking their findings with the current code.
 
 numpy is required here (imported at module level): this package is for tests and the long run.
+``report`` (and ``deviations``, which it reads) imports without it: a run's figures load where
+numpy is absent; what compares arrays, or checks refusals against the generator, imports it
+when called.
 """

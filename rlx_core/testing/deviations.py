@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 if TYPE_CHECKING:
+    import numpy as np
+
     from rlx_core.testing.reference import ConeStats
 
 
@@ -44,6 +44,8 @@ _BF16_DOTS = frozenset(f"{op}:bf16" for op in ("dot_general", "linear", "attenti
 
 def _nan_for_inf(got: np.ndarray, want: np.ndarray) -> bool:
     """Every element that differs is NaN in ``got`` where ``want`` is an infinity."""
+    import numpy as np  # here, not at the top: report.py reads KNOWN without numpy
+
     g, w = np.asarray(got, np.complex128), np.asarray(want, np.complex128)
     with np.errstate(invalid="ignore"):
         differ = ~((g == w) | (np.isnan(g) & np.isnan(w)) | (np.isfinite(g) & np.isfinite(w)))
@@ -51,6 +53,8 @@ def _nan_for_inf(got: np.ndarray, want: np.ndarray) -> bool:
 
 
 def _within(got: np.ndarray, want: np.ndarray, tol: float) -> bool:
+    import numpy as np
+
     g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
     with np.errstate(invalid="ignore"):
         return bool((np.isfinite(g) & np.isfinite(w) & (np.abs(g - w) <= tol)

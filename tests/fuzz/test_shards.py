@@ -179,3 +179,21 @@ def test_opencl_runs_the_case_pocl_crashes_on_without_optimisation() -> None:
     g = parse(EMPTY_BATCH_DOT)
     o = run_one("opencl", Case(g, [np.zeros((5, 0), np.float32), np.zeros((0, 5, 5), np.float32)]))
     assert o.status == "ok", o.detail
+
+
+def test_report_imports_and_round_trips_figures_without_numpy() -> None:
+    """rlx_core.testing.report (and the deviations table it reads) import without numpy: a
+    run's figures load and round-trip through their JSON form where numpy is absent."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['numpy'] = None\n"
+            "from rlx_core.testing import report as r\n"
+            "s = r.TargetStats(graphs=3, next=3); s.status['pass'] = 3\n"
+            "assert r.stats_to_json(r.stats_from_json(r.stats_to_json(s))) == r.stats_to_json(s)\n"
+            "assert r.input_policy('numpy')\n"
+            "print('ok')")
+    root = Path(__file__).resolve().parents[2]
+    res = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]
