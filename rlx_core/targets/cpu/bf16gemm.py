@@ -36,7 +36,7 @@ from rlx_core.ir.graph import Graph
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
-from rlx_core.targets.cpu import amx, isa
+from rlx_core.targets.cpu import amx, isa, scratch
 
 PATHS: tuple[str, ...] = ("amx", "avx512bf16", "float")
 IMPLS: dict[str, str] = {"amx": "bf16-amx", "avx512bf16": "bf16-avx512bf16"}
@@ -89,7 +89,7 @@ def takes(spec: GemmSpec) -> bool:
 
 
 # the kernels; an AMX kernel falls back to the vdpbf16ps one when Linux refuses the tiles
-SOURCE = amx.SOURCE + r"""
+SOURCE = amx.SOURCE + scratch.SOURCE + r"""
 #ifndef RLX_BF16GEMM_H
 #define RLX_BF16GEMM_H
 #include <stdint.h>
@@ -99,18 +99,11 @@ SOURCE = amx.SOURCE + r"""
 
 static inline int64_t rlx_bf_kp(int64_t k) { return (k + 31) & ~(int64_t)31; }
 
-/* one thread's scratch: packed columns of B, packed rows of A (grown, never shrunk) */
-static __thread uint16_t *rlx_bf_buf[2];
-static __thread int64_t rlx_bf_cap[2];
+/* one thread's scratch: packed columns of B (0), packed rows of A (1) */
+RLX_SCRATCH(rlx_bf_scratch_b, uint16_t)
+RLX_SCRATCH(rlx_bf_scratch_a, uint16_t)
 static uint16_t *rlx_bf_scratch(int which, int64_t elems) {
-    if (elems > rlx_bf_cap[which]) {
-        void *p = 0;
-        if (posix_memalign(&p, 64, (size_t)elems * 2) != 0) return 0;
-        free(rlx_bf_buf[which]);
-        rlx_bf_buf[which] = (uint16_t *)p;
-        rlx_bf_cap[which] = elems;
-    }
-    return rlx_bf_buf[which];
+    return which ? rlx_bf_scratch_a(elems) : rlx_bf_scratch_b(elems);
 }
 
 /* rows [0, mr) of op(A) into a rows x KP block (lda KP), zeros past mr and K */

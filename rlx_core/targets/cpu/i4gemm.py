@@ -15,6 +15,7 @@ import math
 from rlx_core.ir.graph import Node
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
+from rlx_core.targets.cpu import scratch
 from rlx_core.targets.cpu.igemm import open_block_loop
 
 IMPL = "rlx-i4gemm"
@@ -22,13 +23,12 @@ DTYPES: tuple[str, ...] = ("f32", "u8", "i8")
 ROW_BLOCK = 64
 COL_BLOCK = 16
 
-SOURCE = r"""
+SOURCE = scratch.SOURCE + r"""
 #ifndef RLX_I4GEMM_H
 #define RLX_I4GEMM_H
 #include <stdint.h>
 #include <stdlib.h>
-static _Thread_local float *rlx_i4_buf = 0;
-static _Thread_local int64_t rlx_i4_cap = 0;
+RLX_SCRATCH(rlx_i4_scratch, float)  /* one row of W unpacked */
 
 /* weight element p of row j: its code (low nibble first; signed, or minus the group's zero)
    times the group's scale */
@@ -44,16 +44,8 @@ static inline float rlx_i4_w(const uint8_t *pj, int64_t p, int64_t g, const floa
 static void rlx_i4gemm_block(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t n,
                              int64_t k, int64_t g, const float *x, const uint8_t *packed,
                              const float *scale, const int8_t *zero, float *y) {
-    if (rlx_i4_cap < k) {
-        void *p = 0;
-        if (posix_memalign(&p, 64, (size_t)k * sizeof(float)) == 0) {
-            free(rlx_i4_buf);
-            rlx_i4_buf = (float *)p;
-            rlx_i4_cap = k;
-        }
-    }
     const int64_t nb = k / g;
-    float *restrict w = rlx_i4_cap >= k ? rlx_i4_buf : 0;
+    float *restrict w = rlx_i4_scratch(k);
     for (int64_t j = j0; j < j1; ++j) {
         const uint8_t *pj = packed + j * (k / 2);
         const float *sj = scale + j * nb;

@@ -28,13 +28,13 @@ from rlx_core.ir.graph import Node
 from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
-from rlx_core.targets.cpu import conv_blocked
+from rlx_core.targets.cpu import conv_blocked, scratch
 
 IMPL = "rlx-pool"
 DTYPES: tuple[str, ...] = ("f32",)
 OPS: tuple[str, ...] = ("max_pool2d", "avg_pool2d")
 
-SOURCE = r"""
+SOURCE = scratch.SOURCE + r"""
 #ifndef RLX_POOL_H
 #define RLX_POOL_H
 #if defined(__AVX2__)
@@ -77,20 +77,8 @@ static inline void rlx_pool_acc(float *restrict acc, const float *restrict x, in
     for (; i < n; ++i) acc[i] = rlx_max_f(acc[i], x[i * sw]);
 }
 
-/* this thread's scratch floats, grown on demand and kept (0: out of memory) */
-static _Thread_local float *rlx_pool_buf = 0;
-static _Thread_local int64_t rlx_pool_cap = 0;
-
-static float *rlx_pool_scratch(int64_t floats) {
-    if (floats > rlx_pool_cap) {
-        void *p = 0;
-        if (posix_memalign(&p, 64, (size_t)floats * sizeof(float)) != 0) return 0;
-        free(rlx_pool_buf);
-        rlx_pool_buf = (float *)p;
-        rlx_pool_cap = floats;
-    }
-    return rlx_pool_buf;
-}
+/* this thread's scratch floats (cpu/scratch.py; 0: out of memory) */
+RLX_SCRATCH(rlx_pool_scratch, float)
 
 /* each output alone, the window's taps in order (x, y: a plane's values es floats apart, es 1
    in NCHW, 8 for one channel of an NCHW8c block): what runs without scratch, slow but right */
