@@ -62,6 +62,7 @@ from rlx_core.targets.c_common import ctype_table as ct
 from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
+from rlx_core.targets.cpu import scratch
 
 IMPL = "rlx-attention"
 DTYPES: tuple[str, ...] = ("f32",)
@@ -72,11 +73,10 @@ MASK_DTYPES: tuple[str, ...] = ("bool", "u8", "i8", "i16", "i32", "u32", "i64")
 ROW_BLOCK = 48  # a multiple of both micro-kernels' row tiles (6 and 8)
 
 # the per-item work, written once per translation unit (after sgemm.SOURCE, which it calls)
-SOURCE = r"""
+SOURCE = scratch.SOURCE + r"""
 #ifndef RLX_ATTENTION_H
 #define RLX_ATTENTION_H
-static _Thread_local float *rlx_attn_buf = 0;
-static _Thread_local int64_t rlx_attn_cap = 0;
+RLX_SCRATCH(rlx_attn_scratch, float)  /* one item's scores, flags, sums and panels */
 
 /* is key j of a padding-mask row visible? any nonzero value (the sign bit of a float zero
    ignored); width in bytes */
@@ -351,16 +351,8 @@ static void rlx_attention_rows(int64_t r0, int64_t r1, int64_t sk, int64_t d, in
        sum; with AVX-512, K^T and V as GEMM panels (rlx_attn_pack_kt, rlx_attn_pack_v) */
     const int64_t sk0 = RLX_ATTN_PAD(sk), dv0 = RLX_ATTN_PAD(dv);
     const int64_t need = rows * sk0 + sk0 + rows + RLX_ATTN_PANELS * (d * sk0 + sk * dv0);
-    if (need > rlx_attn_cap) {
-        void *p = 0;
-        if (posix_memalign(&p, 64, (size_t)need * sizeof(float)) == 0) {
-            free(rlx_attn_buf);
-            rlx_attn_buf = (float *)p;
-            rlx_attn_cap = need;
-        }
-    }
 #ifndef RLX_ATTN_NO_SCRATCH  /* defined only by the test of the path below */
-    float *s = need <= rlx_attn_cap ? rlx_attn_buf : 0;
+    float *s = rlx_attn_scratch(need);
 #else
     float *s = 0;
 #endif

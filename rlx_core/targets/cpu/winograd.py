@@ -37,7 +37,7 @@ from fractions import Fraction as F
 
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
-from rlx_core.targets.cpu import conv_blocked
+from rlx_core.targets.cpu import conv_blocked, scratch
 
 IMPL = "rlx-conv-winograd"
 IMPLS = (IMPL,)
@@ -336,7 +336,7 @@ static int rlx_wg{m}_conv(const rlx_conv_geo *g, const float *x, const float *u,
 """
 
 
-SOURCE = r"""
+SOURCE = scratch.SOURCE + r"""
 #ifndef RLX_WG_H
 #define RLX_WG_H
 #include <math.h>
@@ -347,21 +347,9 @@ SOURCE = r"""
 #else
 #define RLX_WG_PAIRS 0
 #endif
-/* this thread's transform buffer (the tiles' V and M of one item), grown on demand and kept;
-   apart from rlx_sgemm_scratch, which the GEMMs (rlx_cb_conv) take while it is in use */
-static _Thread_local float *rlx_wg_buf = 0;
-static _Thread_local int64_t rlx_wg_cap = 0;
-
-static float *rlx_wg_scratch(int64_t floats) {
-    if (floats > rlx_wg_cap) {
-        void *p = 0;
-        if (posix_memalign(&p, 64, (size_t)floats * sizeof(float)) != 0) return 0;
-        free(rlx_wg_buf);
-        rlx_wg_buf = (float *)p;
-        rlx_wg_cap = floats;
-    }
-    return rlx_wg_buf;
-}
+/* this thread's transform buffer (the tiles' V and M of one item; cpu/scratch.py), apart
+   from rlx_sgemm_scratch, which the GEMMs (rlx_cb_conv) take while it is in use */
+RLX_SCRATCH(rlx_wg_scratch, float)
 
 /* tiles [t0, t1) of m x m outputs (as rlx_wg{m}_conv's) one output at a time, the OIHW 3x3
    filter wt read in place: what runs when the transform buffer cannot be had (slow but
