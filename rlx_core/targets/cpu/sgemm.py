@@ -32,7 +32,8 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
   Emerald Rapids VM (two 512-bit FMA ports, 48 KB L1d, 2 MB L2) it ran warm at 227-240
   GFLOP/s of the 248 peak on MiniLM's and the MLP's shapes (C harness, one thread, prepacked
   B), and 12 x 32 / 14 x 32 tiles (24 / 28 accumulators) no faster (209-227 / 199-227): it
-  is not latency-bound with sixteen accumulators on two ports. With AVX2
+  is not latency-bound with sixteen accumulators on two ports. Its k loop is unrolled by four
+  (rlx_sgemm_acc: MiniLM's GEMMs 3-4.5% faster on one thread, b8/b32 3%/2% on two). With AVX2
   (16 ymm registers) it is 6 x 16: twelve accumulators, two B loads and a broadcast (the
   same C, other vector macros); on the 2-core Zen 3 VM (no AVX-512) MiniLM at batch 1 ran
   22.8 ms with it against 25.5 ms on OpenBLAS, separate processes alternated twice.
