@@ -252,3 +252,20 @@ def test_isa_names_the_dot_product_and_amx_extensions() -> None:
         from rlx_core.testing.report import isa as report_isa
 
         assert report_isa() == common.isa()
+
+
+def test_mlp_profile_lists_every_kernel_of_the_step_and_the_rest(capsys) -> None:
+    from rlx_core.targets.cpu.toolchain import compiler_status
+
+    ok, why = compiler_status()
+    if not ok:
+        pytest.skip(f"no C compiler: {why}")
+    from benchmarks.profile_mnist_mlp import main
+
+    assert main(["--sizes", "784,32,10", "--batch", "32", "--runs", "40", "--no-write"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if ln.startswith("| k")]
+    # 784-32-10: the forward and weight-gradient GEMMs and the loss's small kernels, each once
+    assert len(rows) >= 10 and len({r.split("|")[1] for r in rows}) == len(rows)
+    assert "rlx-sgemm" in out and "the step outside these" in out
+    assert "img/s" in out and "of the " in out and "GFLOP/s FMA peak" in out
