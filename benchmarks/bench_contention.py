@@ -29,6 +29,12 @@ load, and ahead of every peer under load. Results: ``results/contention-<cpu slu
     chrt -f 1 python benchmarks/bench_contention.py --conditions quiet --tag sched-fifo
         # quiet for this process alone on a shared machine (real-time: never with busy loads,
         # which would inherit it and hold the cores)
+    flock /tmp/fifo.lock setsid sh -c 'echo -20 > /proc/self/autogroup;
+        exec python benchmarks/bench_contention.py --tag autogroup-nice-20'
+        # every condition on a shared machine: with autogroups (Linux's default for desktop
+        # sessions) the new session's group, the busy loads it starts included, weighs 87
+        # times another session's, so the loads compete with the benchmark as on an idle
+        # machine while other jobs get ~1% each (the results say the group's nice value)
 """
 
 from __future__ import annotations
@@ -67,6 +73,15 @@ CONDITIONS: dict[str, tuple[str, int]] = {  # name -> (load program, processes)
     "after-torch": ("", 0), "after-ort": ("", 0),
 }
 PEERS = ("rlx team", "rlx 1 thread", "torch", "onnxruntime")
+
+
+def autogroup() -> str:
+    """This process's scheduling autogroup and its nice value (``/proc/self/autogroup``:
+    ``/autogroup-12 nice -20``), or "" where there is none."""
+    try:
+        return Path("/proc/self/autogroup").read_text().strip()
+    except OSError:
+        return ""
 
 
 def start_load(program: str, count: int) -> list[subprocess.Popen]:
@@ -302,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             "gap_s": args.gap,
             "torch": torch.__version__, "results": results}
     data["machine"]["load_average_end"] = load_now()
+    data["autogroup"] = autogroup()
     headers = ["condition", "workload", *(f"{p} ms" for p in PEERS), "team / 1 thread",
                "team / best peer", "late arrivals", "bad calls", "calls shrunk", "worker's chunks",
                "load avg before"]
@@ -318,7 +334,10 @@ def main(argv: list[str] | None = None) -> int:
                      r["team_counters"]["calls_shrunk"],
                      _share(r["team_counters"]), r["load_average_before"]])
     md = (f"# Behaviour under competing load\n\n{stamp({**data['machine'], 'isa': data['isa']})}"
-          f" (the machine is shared: 'quiet' means no load started by this script). p50 of "
+          f" (the machine is shared: 'quiet' means no load started by this script"
+          + (f"; scheduling autogroup {data['autogroup']!r}, the loads it starts in it too"
+             if data["autogroup"] else "")
+          + "). p50 of "
           f"{runs} calls per peer in interleaved turns of {args.block} (each after a "
           f"{args.gap:g} s pause and {args.settle:g} s of untimed calls; odd rounds in reverse "
           f"order, so the rlx peers do not always follow the same peer) "
