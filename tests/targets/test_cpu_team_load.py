@@ -203,8 +203,7 @@ print("ok")
 
 def test_a_team_on_one_allowed_core_finishes_correctly() -> None:
     """A 2-thread team in a process allowed one core (taskset, a cpuset): the pool's worker
-    always wakes on thread 0's core and has nowhere to step aside to (team.py,
-    rlx_pool_step_aside leaves it be); every call is still right."""
+    always shares thread 0's core, and every call is still right."""
     import os
     import subprocess
     import sys

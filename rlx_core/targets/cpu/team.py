@@ -105,7 +105,6 @@ BARRIER_C = r"""
 #define RLX_TEAM_SYNC_H
 #include <stdatomic.h>
 #include <stdint.h>
-#include <string.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -345,31 +344,6 @@ static _Atomic(void*) rlx_pool_args[4];
 static atomic_int rlx_pool_n, rlx_pool_quit;
 static int rlx_pool_started = 1;  /* threads of the pool, the caller counted */
 static pthread_t rlx_pool_threads[RLX_TEAM_MAXT];
-/* A worker woken onto the core of the thread that posted the call (its other cores taken:
-   another library's pool spinning there after its own call) steps aside: it moves itself off
-   that core for the call (its affinity without it; back after the call), so it waits for a
-   core of its own instead of taking thread 0's. Once there it preempted thread 0 and ran the
-   whole call while thread 0 waited (MiniLM b2 s8 right after a torch matmul: thread 0 ran
-   0.07 ms of a 2.3-ms call, the worker every chunk), or, not preempting it, waited on that
-   core until the call was over; a worker on the other core runs as soon as the spinner
-   sleeps (its spin is ~0.3 ms). The core numbers: sched_getcpu (rseq / vDSO, no system
-   call); the move is two system calls, only when the worker landed on thread 0's core. */
-#if defined(__linux__)
-int sched_getcpu(void);  /* glibc and musl; declared here, as <sched.h> wants _GNU_SOURCE */
-#define RLX_POOL_MASK_WORDS 16  /* an affinity mask of up to 1024 cores */
-static atomic_int rlx_pool_cpu0 = -1;  /* the core thread 0 posted the latest call from */
-static int rlx_pool_step_aside(unsigned long *saved) {
-    const int c0 = atomic_load_explicit(&rlx_pool_cpu0, memory_order_relaxed);
-    if (c0 < 0 || c0 >= 64 * RLX_POOL_MASK_WORDS || sched_getcpu() != c0) return 0;
-    unsigned long mask[RLX_POOL_MASK_WORDS] = {0};
-    if (syscall(SYS_sched_getaffinity, 0, sizeof mask, mask) <= 0) return 0;
-    memcpy(saved, mask, sizeof mask);
-    mask[c0 / 64] &= ~(1UL << (c0 % 64));
-    int left = 0;
-    for (int w = 0; w < RLX_POOL_MASK_WORDS; ++w) left |= mask[w] != 0;
-    return left && syscall(SYS_sched_setaffinity, 0, sizeof mask, mask) == 0;
-}
-#endif
 static void* rlx_pool_main(void* arg) {
     const int tid = (int)(intptr_t)arg;
     long long seen = atomic_load_explicit(&rlx_team_gen, memory_order_acquire), spin = 0;
@@ -390,14 +364,7 @@ static void* rlx_pool_main(void* arg) {
         spin = tid < n && fn ? RLX_TEAM_POOL_SPIN_NS : 0;
         if (spin) {
             rlx_team_enter(tid, n, g);
-#if defined(__linux__)
-            unsigned long all[RLX_POOL_MASK_WORDS];
-            const int moved = rlx_pool_step_aside(all);
             fn(args, tid, n);
-            if (moved) syscall(SYS_sched_setaffinity, 0, sizeof all, all);
-#else
-            fn(args, tid, n);
-#endif
         }
     }
 }
@@ -432,9 +399,6 @@ static void rlx_team_call(rlx_team_body fn, void* const* args, int n, long long 
             atomic_store_explicit(&rlx_pool_args[i], args[i], memory_order_relaxed);
     }
     atomic_store_explicit(&rlx_pool_n, n, memory_order_relaxed);
-#if defined(__linux__)
-    if (n > 1) atomic_store_explicit(&rlx_pool_cpu0, sched_getcpu(), memory_order_relaxed);
-#endif
     atomic_store_explicit(&rlx_team_gen, gen, memory_order_seq_cst);
     if (n > 1) rlx_team_ring(&rlx_team_ecs[1]);
     rlx_team_enter(0, n, gen);
