@@ -46,19 +46,21 @@ MAX_ROWS = 4  # RLX_GV_MAX_ROWS: above it the tiled kernel reuses each weight mo
 STREAMS = {1: 4, 2: 2, 3: 1, 4: 1}  # panels read side by side per row count (RLX_GV_STREAMS)
 CHUNK = 256  # columns per claimed chunk in the team: 768 KB of a 768-deep weight, whole panels
 # of either ISA; a thread claims about 200 chunks of the 50,257-wide LM head
-# a narrower GEMV is cut into about MIN_CHUNKS chunks of whole panels (CHUNK_UNIT columns, a
-# panel of either ISA), so both threads get work: with 256-column chunks the small decoder's
-# 1 x 1024 x 256 (MLP out) and 1 x 256 x 256 were one chunk, run by one thread, and its
-# 1 x 256 x 768 three (two on one thread). Emerald Rapids, 2 threads, RLX_CPU_PROFILE, FIFO:
-# those took 30.0 / 7.4 / 14.9 us, now 15.4 / 4.2 / 11.2; the step's kernels 377 -> 293 us.
-# 4 chunks of 64-column multiples measured the same, at 1 thread as well.
+# a narrower GEMV is cut into about MIN_CHUNKS chunks (never under CHUNK_UNIT columns), so
+# both threads get work: with 256-column chunks the small decoder's 1 x 1024 x 256 (MLP out)
+# and 1 x 256 x 256 were one chunk, run by one thread, and its 1 x 256 x 768 three (two on one
+# thread). Emerald Rapids, 2 threads, RLX_CPU_PROFILE, FIFO: those took 30.0 / 7.4 / 14.9 us,
+# now 15.4 / 4.2 / 11.2; the step's kernels 377 -> 293 us. CHUNK_UNIT is one row's group of
+# STREAMS[1] AVX-512 panels (8 AVX2 ones): 32-column units left GPT-2 small's 768-wide GEMVs
+# in 96-column chunks read one panel at a time, and its step on one thread took 30.0-30.3 ms
+# against 28.8-29.3 with 128 (A/B in turns, FIFO); the small decoder measured level.
 MIN_CHUNKS = 8
-CHUNK_UNIT = 32
+CHUNK_UNIT = 128
 
 
 def chunk_width(n: int) -> int:
-    """Columns per claimed chunk of an ``n``-wide GEMV in the team: CHUNK, or fewer so that
-    it has about MIN_CHUNKS chunks of whole panels."""
+    """Columns per claimed chunk of an ``n``-wide GEMV in the team: CHUNK, or fewer (a
+    multiple of CHUNK_UNIT, whole panels of either ISA) so that it has about MIN_CHUNKS."""
     per = -(-n // MIN_CHUNKS)
     return min(CHUNK, max(CHUNK_UNIT, -(-per // CHUNK_UNIT) * CHUNK_UNIT))
 
