@@ -164,21 +164,34 @@ def test_every_known_deviation_is_owned_and_explained() -> None:
     assert deviations.explain("cpu", composite, z, inf) is None  # 0 for inf stays a mismatch
 
 
-def test_bf16_dot_flush_is_explained_for_bf16_contractions_only() -> None:
+def test_bf16_dot_flush_is_explained_for_bf16_contractions_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     # the cpu's AMX-BF16 / AVX512-BF16 dot products flush subnormals (docs/dtypes.md): a
-    # subnormal in the cone of a bf16 attention is explained; the same cone in f32, or a bf16
-    # cone without a contraction, or one without a subnormal, is not
+    # subnormal in the cone of a bf16 attention is explained while the bf16 GEMMs run natively;
+    # the same cone in f32, a bf16 cone without a contraction or without a subnormal, and any
+    # cone on the float path are not; a narrower entry explains first (NaN for inf)
+    from rlx_core.targets.cpu import bf16gemm
+
     z, tiny = np.zeros(1, np.float32), np.array([-9.18e-41], np.float32)
     bf16 = ConeStats(exact=False, subnormal=True, ops=frozenset({"attention", "log"}),
                      typed_ops=frozenset({"attention:bf16", "log:bf16"}))
+    f32 = ConeStats(exact=False, subnormal=True, typed_ops=frozenset({"attention:f32", "log:bf16"}))
+    no_dot = ConeStats(exact=False, subnormal=True, typed_ops=frozenset({"exp:bf16"}))
+    normal = ConeStats(exact=False, typed_ops=frozenset({"dot_general:bf16"}))
+    monkeypatch.setenv("RLX_BF16_GEMM", "float")
+    assert deviations.explain("cpu", bf16, z, tiny) is None
+    native = [p for p in bf16gemm.native_paths() if p != "float"]
+    if not native:
+        pytest.skip("this CPU has no native bf16 GEMM path")
+    monkeypatch.setenv("RLX_BF16_GEMM", native[0])
     assert deviations.explain("cpu", bf16, z, tiny).id == "cpu-bf16-dot-ftz"
     assert deviations.explain("numpy", bf16, z, tiny) is None
-    f32 = ConeStats(exact=False, subnormal=True, typed_ops=frozenset({"attention:f32", "log:bf16"}))
-    assert deviations.explain("cpu", f32, z, tiny) is None
-    no_dot = ConeStats(exact=False, subnormal=True, typed_ops=frozenset({"exp:bf16"}))
-    assert deviations.explain("cpu", no_dot, z, tiny) is None
-    normal = ConeStats(exact=False, typed_ops=frozenset({"dot_general:bf16"}))
-    assert deviations.explain("cpu", normal, z, tiny) is None
+    for cone in (f32, no_dot, normal):
+        assert deviations.explain("cpu", cone, z, tiny) is None
+    both = ConeStats(exact=False, subnormal=True, nonfinite=True, ops=frozenset({"attention"}),
+                     typed_ops=frozenset({"attention:bf16"}))
+    nan, inf = np.array([np.nan], np.float32), np.array([-np.inf], np.float32)
+    assert deviations.explain("cpu", both, nan, inf).id == "f64-composite-specials"
 
 
 def test_the_issue_overflow_row_is_explained_not_hidden() -> None:
