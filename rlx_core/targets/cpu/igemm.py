@@ -98,6 +98,20 @@ typedef void (*rlx_idot4_fn)(const void *, const void *, int64_t, int64_t, int32
                              int32_t *);
 
 #ifdef RLX_IG_X86
+/* the end of a VNNI kernel's four dot products: s[q] (a . b_q) and t[q] (128 * S_b) summed
+   across the vector (HSUM), a flipped a's 128 * S_b taken off, the last k % width inputs in
+   scalar; ab[q] = a . b_q and sb[q] = S_b */
+#define RLX_IDOT4_END(HSUM, FLIP)                                                          \
+    for (int q = 0; q < 4; ++q) {                                                          \
+        const int32_t tb = HSUM(t[q]);                                                     \
+        int32_t acc = HSUM(s[q]) - (FLIP ? tb : 0), sum = tb / 128;                        \
+        const int8_t *bq = b + q * ldb;                                                    \
+        for (int64_t r = p; r < k; ++r) {                                                  \
+            acc += (int32_t)(FLIP ? (int8_t)a[r] : (int32_t)a[r]) * bq[r]; sum += bq[r];   \
+        }                                                                                  \
+        ab[q] = acc; if (sb) sb[q] = sum;                                                  \
+    }
+
 /* the VNNI kernels: FLIP is 0x80 for a signed a (a ^ 0x80 = a + 128 as unsigned), else 0 */
 #define RLX_IDOT4_512(NAME, FLIP)                                                          \
 __attribute__((target("avx512f,avx512bw,avx512vnni")))                                     \
@@ -121,15 +135,7 @@ static void NAME(const void *av, const void *bv, int64_t ldb, int64_t k, int32_t
     }                                                                                      \
     /* t = 128 * S_b over the vector part; with a flipped, S_ab = S_(a+128)b - 128 S_b */  \
     const __m512i s[4] = {s0, s1, s2, s3}, t[4] = {t0, t1, t2, t3};                        \
-    for (int q = 0; q < 4; ++q) {                                                          \
-        const int32_t tb = _mm512_reduce_add_epi32(t[q]);                                  \
-        int32_t acc = _mm512_reduce_add_epi32(s[q]) - (FLIP ? tb : 0), sum = tb / 128;     \
-        const int8_t *bq = b + q * ldb;                                                    \
-        for (int64_t r = p; r < k; ++r) {                                                  \
-            acc += (int32_t)(FLIP ? (int8_t)a[r] : (int32_t)a[r]) * bq[r]; sum += bq[r];   \
-        }                                                                                  \
-        ab[q] = acc; if (sb) sb[q] = sum;                                                  \
-    }                                                                                      \
+    RLX_IDOT4_END(_mm512_reduce_add_epi32, FLIP)                                           \
 }
 RLX_IDOT4_512(rlx_idot4_vnni512_s, 0x80)
 RLX_IDOT4_512(rlx_idot4_vnni512_u, 0x00)
@@ -165,15 +171,7 @@ static void NAME(const void *av, const void *bv, int64_t ldb, int64_t k, int32_t
         s3 = _mm256_dpbusd_avx_epi32(s3, x, b3); t3 = _mm256_dpbusd_avx_epi32(t3, hi, b3); \
     }                                                                                      \
     const __m256i s[4] = {s0, s1, s2, s3}, t[4] = {t0, t1, t2, t3};                        \
-    for (int q = 0; q < 4; ++q) {                                                          \
-        const int32_t tb = rlx_ig_hsum256(t[q]);                                           \
-        int32_t acc = rlx_ig_hsum256(s[q]) - (FLIP ? tb : 0), sum = tb / 128;              \
-        const int8_t *bq = b + q * ldb;                                                    \
-        for (int64_t r = p; r < k; ++r) {                                                  \
-            acc += (int32_t)(FLIP ? (int8_t)a[r] : (int32_t)a[r]) * bq[r]; sum += bq[r];   \
-        }                                                                                  \
-        ab[q] = acc; if (sb) sb[q] = sum;                                                  \
-    }                                                                                      \
+    RLX_IDOT4_END(rlx_ig_hsum256, FLIP)                                                    \
 }
 RLX_IDOT4_256(rlx_idot4_avxvnni_s, 0x80)
 RLX_IDOT4_256(rlx_idot4_avxvnni_u, 0x00)
