@@ -37,6 +37,7 @@ from benchmarks.common import (  # noqa: E402
     machine,
     machine_stem,
     markdown_table,
+    policy,
     say,
     torch_threads,
     turns_text,
@@ -236,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
                          "thread pool spins into the next peer's timed calls (default "
                          f"{SETTLE_S:g})")
     ap.add_argument("--quick", action="store_true", help="few runs, do not write results")
+    ap.add_argument("--tag", default="",
+                    help="suffix of the results files' names, e.g. sched-fifo for a run under "
+                         "chrt -f 1 (kept beside the default run's files)")
     ap.add_argument("--no-write", action="store_true",
                     help="print only, write no results files (an --only run would otherwise "
                          "replace the file's other sizes)")
@@ -311,16 +315,18 @@ def main(argv: list[str] | None = None) -> int:
                     [f"{ratio[p]:.2f}x" if p in ratio else "-" for p in peers_order[1:]] +
                     [floor_text(r, digits=3), f"{r['rlx_fraction_of_peak']:.0%}"])
     counted = "the step's GEMM FLOPs"
+    command = " ".join(["python benchmarks/bench_mnist_mlp.py",
+                        *(argv if argv is not None else sys.argv[1:])])
     md = (f"# MNIST MLP training throughput\n\n{machine()['cpu']}, {threads} thread(s) per "
-          f"peer, load average {data_out['machine']['load_average_1m']} at the end, p50 of "
-          f"{runs} steps ({turns_text(args.block, args.settle)}) after {warmup} warm-up "
-          f"steps "
-          f"(`python benchmarks/bench_mnist_mlp.py`). "
+          f"peer, load average {data_out['machine']['load_average_1m']} at the end"
+          f"{policy()}, p50 of {runs} steps ({turns_text(args.block, args.settle)}) after "
+          f"{warmup} warm-up steps (`{command}`). "
           f"{caption(peak, threads, counted, peaks)}\n\n"
           + markdown_table(headers, rows))
     if not (args.quick or args.no_write):
         # an explicit --threads run is kept beside the default one (the cores available)
-        stem = machine_stem("mnist_mlp", args.threads, args.settle)
+        stem = machine_stem("mnist_mlp", args.threads, args.settle) + \
+            (f"-{args.tag}" if args.tag else "")
         js, mdp = write_results(stem, data_out, md)
         say(f"wrote {js} and {mdp}")
     return 0

@@ -278,10 +278,10 @@ def stamp(info: dict[str, Any]) -> str:
     load = f"load average {info['load_average_1m']} at the start" + \
         (f", {end} at the end" if end is not None else "")
     return (f"{info['cpu']} (ISA: {info.get('isa') or isa()}), {info['cores']} cores, {load}, "
-            f"{info['when']}{_policy()}")
+            f"{info['when']}{policy()}")
 
 
-def _policy() -> str:
+def policy() -> str:
     """How this process was scheduled, when not the default (a run under ``chrt -f 1`` on a
     shared machine: real-time, so the other jobs' load could not preempt it)."""
     try:
