@@ -77,6 +77,7 @@ import os
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.dtypes import DType
 
+from . import scratch
 from .toolchain import Compiler
 
 NR = 32  # columns per packed panel with AVX-512 (two zmm); AVX2's are 16 (two ymm), so sizes
@@ -128,7 +129,7 @@ def packed_bytes(n: int, k: int) -> int:
     least the size with AVX2's 16-column ones; panel j / NR starts at float j * k either way)."""
     return -(-n // NR) * NR * k * 4
 
-SOURCE = r"""
+SOURCE = scratch.SOURCE + r"""
 #ifndef RLX_SGEMM_H
 #define RLX_SGEMM_H
 #include <stdint.h>
@@ -360,20 +361,8 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile(
             c[i * ldc + j] = acc ? c[i * ldc + j] + t[i * NR + j] : t[i * NR + j];
 }
 
-/* this thread's packing buffer, grown on demand and kept (one per thread, never shared) */
-static _Thread_local float *rlx_sgemm_buf = 0;
-static _Thread_local int64_t rlx_sgemm_cap = 0;
-
-static float *rlx_sgemm_scratch(int64_t floats) {
-    if (floats > rlx_sgemm_cap) {
-        void *p = 0;
-        if (posix_memalign(&p, 64, (size_t)floats * sizeof(float)) != 0) return 0;
-        free(rlx_sgemm_buf);
-        rlx_sgemm_buf = (float *)p;
-        rlx_sgemm_cap = floats;
-    }
-    return rlx_sgemm_buf;
-}
+/* this thread's packing buffer (cpu/scratch.py; one per thread, never shared) */
+RLX_SCRATCH(rlx_sgemm_scratch, float)
 
 /* do rows of B brk floats apart spread over the L1's sets (sgemm.spreads)? A row stride of
    an even number of cache lines maps a panel's KC rows onto half the sets or fewer: read in
