@@ -29,7 +29,11 @@ K = (input channel block, tap, channel in the block):
   as two streams of the same packing, so the layout stays NCHW8c and Winograd's GEMMs take it
   too; a zmm's 16 channels are two NCHW8c blocks (two ymm stores). Emerald Rapids, 1 thread,
   single 3x3 layers (NCHW in and out, thread CPU time): 64->64 at 28x28 114 -> 218 GF/s
-  (ONNX Runtime 229), 128->128 stride 2 at 28x28 batch 8 111 -> 206 (ORT 194);
+  (ONNX Runtime 229), 128->128 stride 2 at 28x28 batch 8 111 -> 206 (ORT 194). Its K loop
+  on 8 (7) pixels is x86-64 asm (``rlx_cb_loopz``: GCC's intrinsics added a register copy
+  per 8 FMAs) that prefetches the filter 8 KB ahead (a batch of 1 streams the 7x7 and 4x4
+  layers' filters from memory), and a tile that ends with the epilogue prefetches its
+  output and residual lines when it starts (``rlx_cb_pfz``);
 - the tiles of 48 pixels are written to NCHW through 8 x 8 register transposes with the
   epilogue (bias, residual, max / min / clip) on the way: ``act((acc + bias) + res)``, the
   decomposition's order, as conv.py's. To NCHW8c (layout.py) the flat tiles apply the same
@@ -382,6 +386,24 @@ static inline __attribute__((always_inline)) void rlx_cb_endz(
     }
 }
 
+/* RLX_CB_PF=0 at compile time: no prefetch of a finishing tile's output and residual (A/B) */
+#ifndef RLX_CB_PF
+#define RLX_CB_PF 1
+#endif
+/* a tile that ends with the epilogue e first asks for its output lines (for writing) and
+   its residual's: with K = 64 (ResNet-50's 64->256 1x1 convs) a tile computes for ~500
+   cycles and then stored 16 lines that missed L1 and read 16 more; ResNet-50 batch 8 (net,
+   thread CPU time) 105.6 -> 100.8 ms. Past the output's last block only a hint (never faults) */
+static inline __attribute__((always_inline)) void rlx_cb_pfz(const rlx_cb_epi *e, const int MR,
+                                                            const int NV) {
+    const int64_t bs = e->bs / (int64_t)sizeof(float);
+    _Pragma("GCC unroll 16") for (int b = 0; b < 2 * NV; ++b)
+        _Pragma("GCC unroll 16") for (int l = 0; l < (MR * 8 + 15) / 16; ++l) {
+            _mm_prefetch((const char *)(e->y + b * bs + l * 16), _MM_HINT_ET0);
+            if (e->res) _mm_prefetch((const char *)(e->res + b * bs + l * 16), _MM_HINT_T0);
+        }
+}
+
 /* the accumulators of an AVX-512 tile: zero, (acc) the partial sums in out, or (pre: the
    tile's one K slice with an epilogue that has a bias) the bias, which then saves the
    epilogue an add per accumulator */
@@ -393,7 +415,8 @@ static inline __attribute__((always_inline)) void rlx_cb_endz(
     _Pragma("GCC unroll 16") for (int i = 0; i < (MR); ++i) { \
         c0[i] = acc ? _mm512_loadu_ps(out + i * 16) : s0; \
         c1[i] = acc && (NV) == 2 ? _mm512_loadu_ps(out + os + i * 16) : s1; \
-    }
+    } \
+    if (RLX_CB_PF && e) rlx_cb_pfz(e, (MR), (NV));
 
 /* the flat tile on AVX-512: MR pixels x NV panels of 16 output channels, one zmm each (MR NV
    <= 16 accumulators of the 32 registers, so the broadcast of a pixel's input feeds two
@@ -408,11 +431,105 @@ static inline __attribute__((always_inline)) void rlx_cb_endz(
         c0[i] = _mm512_fmadd_ps(v, b0, c0[i]); \
         if (NV == 2) c1[i] = _mm512_fmadd_ps(v, b1, c1[i]); \
     } }
+#ifndef RLX_CB_ASMZ
+#define RLX_CB_ASMZ 1
+#endif
+#if RLX_CB_ASMZ && defined(__x86_64__) && defined(__GNUC__)
+#define RLX_CB_ZP(J, I, H, R) "vbroadcastss " #J "*4(%[a" #I "],%[off],4), %%zmm" #R "\n\t" \
+    "vfmadd231ps %%zmm16, %%zmm" #R ", %%zmm" #I "\n\t" \
+    "vfmadd231ps %%zmm17, %%zmm" #R ", %%zmm" #H "\n\t"
+/* RLX_CB_PFK: bytes ahead each K step prefetches both panels of the filter (0: none; A/B).
+   At a batch of 1 the 7x7 and 4x4 layers stream 0.5-8 MB filters from memory for 16-49
+   pixels, which the hardware prefetcher alone left waiting: ResNet-50 b1 (net, thread CPU
+   time, in turns, loaded) 16.0 -> 13.9 ms at 4 KB, 13.5 at 8 KB (b8 89.9 -> 84-85) */
+#ifndef RLX_CB_PFK
+#define RLX_CB_PFK 8192
+#endif
+#if RLX_CB_PFK
+#define RLX_CB_ZPF(J) "prefetcht0 " #J "*64+%c[pfk](%[pk])\n\t" \
+                      "prefetcht0 " #J "*64+%c[pfk](%[pk],%[pks])\n\t"
+#else
+#define RLX_CB_ZPF(J)
+#endif
+#define RLX_CB_ZF(J) RLX_CB_ZPF(J) "vmovups " #J "*64(%[pk]), %%zmm16\n\t" \
+                     "vmovups " #J "*64(%[pk],%[pks]), %%zmm17\n\t"
+#define RLX_CB_Z7(J) RLX_CB_ZF(J) RLX_CB_ZP(J, 0, 8, 18) RLX_CB_ZP(J, 1, 9, 19) \
+    RLX_CB_ZP(J, 2, 10, 20) RLX_CB_ZP(J, 3, 11, 21) RLX_CB_ZP(J, 4, 12, 22) \
+    RLX_CB_ZP(J, 5, 13, 23) RLX_CB_ZP(J, 6, 14, 24)
+#define RLX_CB_Z8(J) RLX_CB_Z7(J) RLX_CB_ZP(J, 7, 15, 25)
+/* the accumulators of 7 (8) pixels: pixel i's two panels in zmm i and zmm i + 8, at
+   acc + 64 i and acc + 512 + 64 i */
+#define RLX_CB_ZACC7(OP) OP(0, 0) OP(1, 64) OP(2, 128) OP(3, 192) OP(4, 256) OP(5, 320) \
+    OP(6, 384) OP(8, 512) OP(9, 576) OP(10, 640) OP(11, 704) OP(12, 768) OP(13, 832) \
+    OP(14, 896)
+#define RLX_CB_ZACC8(OP) RLX_CB_ZACC7(OP) OP(7, 448) OP(15, 960)
+#define RLX_CB_ZLD(R, B) "vmovaps " #B "(%[off]), %%zmm" #R "\n\t"
+#define RLX_CB_ZST(R, B) "vmovaps %%zmm" #R ", " #B "(%[off])\n\t"
+/* the accumulators' address (acc, in memory: one register less, 13 with the 8 pixels') goes
+   through off before and after the loop */
+#define RLX_CB_ZLOOP(S, ACC) \
+    "mov %[acc], %[off]\n\t" \
+    ACC(RLX_CB_ZLD) \
+    "1:\n\t" \
+    "mov (%[offs]), %[off]\n\t" \
+    "add $8, %[offs]\n\t" \
+    S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7) \
+    "add $512, %[pk]\n\t" \
+    "dec %[n]\n\t" \
+    "jnz 1b\n\t" \
+    "mov %[acc], %[off]\n\t" \
+    ACC(RLX_CB_ZST)
+#define RLX_CB_ZCLOB "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", \
+    "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", \
+    "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "memory", "cc"
+/* rlx_cb_tilez's K loop for 8 (7) pixels x 2 panels in asm (RLX_CB_ASMZ=0: the intrinsics,
+   A/B): GCC's allocation of the intrinsics added 17 register copies of accumulators and 5
+   moves of the second panel's pointer out of xmm registers to every 8 K steps (128 FMAs).
+   zmm0-15 hold the accumulators over the whole slice, zmm16-17 the filter row, zmm18-25 the
+   broadcasts. acc: the 16 accumulators in and out (pixel i's panel 0 at i, panel 1 at 8 + i):
+   an asm statement takes at most 30 operands, too few for 16 in-out vectors. Single layers
+   (thread CPU time, best of 4 in turns): 1x1 128->512 at 14x14 207 -> 214 GFLOP/s, 1024->256
+   at 7x7 216 -> 222, 3x3 64->64 at 28x28 214 -> 217 */
+static inline __attribute__((always_inline)) void rlx_cb_loopz(
+        const float *const *a, const float *pk, int64_t pks, int64_t ntap, const int64_t *offs,
+        __m512 *acc, const int MR) {
+    int64_t off, pkb = pks * (int64_t)sizeof(float);
+    if (MR == 8)
+        __asm__ volatile(RLX_CB_ZLOOP(RLX_CB_Z8, RLX_CB_ZACC8)
+            : [pk] "+r"(pk), [offs] "+r"(offs), [n] "+r"(ntap), [off] "=&r"(off)
+            : [a0] "r"(a[0]), [a1] "r"(a[1]), [a2] "r"(a[2]), [a3] "r"(a[3]), [a4] "r"(a[4]),
+              [a5] "r"(a[5]), [a6] "r"(a[6]), [a7] "r"(a[7]), [pks] "r"(pkb), [acc] "m"(acc),
+              [pfk] "i"(RLX_CB_PFK)
+            : RLX_CB_ZCLOB);
+    else
+        __asm__ volatile(RLX_CB_ZLOOP(RLX_CB_Z7, RLX_CB_ZACC7)
+            : [pk] "+r"(pk), [offs] "+r"(offs), [n] "+r"(ntap), [off] "=&r"(off)
+            : [a0] "r"(a[0]), [a1] "r"(a[1]), [a2] "r"(a[2]), [a3] "r"(a[3]), [a4] "r"(a[4]),
+              [a5] "r"(a[5]), [a6] "r"(a[6]), [pks] "r"(pkb), [acc] "m"(acc),
+              [pfk] "i"(RLX_CB_PFK)
+            : RLX_CB_ZCLOB);
+}
+#define RLX_CB_ASMZ_ON 1
+#else
+#define RLX_CB_ASMZ_ON 0
+#endif
 static inline __attribute__((always_inline)) void rlx_cb_tilez(
         const float *const *a, const float *restrict pk, int64_t pks, int64_t ntap,
         const int64_t *offs, float *restrict out, int64_t os, int acc, const rlx_cb_epi *e,
         int two16, const int MR, const int NV) {
     RLX_CB_STARTZ(MR, NV)
+#if RLX_CB_ASMZ_ON
+    if (NV == 2 && (MR == 8 || MR == 7) && ntap > 0) {
+        __m512 accs[16] __attribute__((aligned(64)));
+        _Pragma("GCC unroll 16") for (int i = 0; i < MR; ++i) {
+            accs[i] = c0[i];
+            accs[8 + i] = c1[i];
+        }
+        rlx_cb_loopz(a, pk, pks, ntap, offs, accs, MR);
+        rlx_cb_endz(accs, accs + 8, out, os, e, two16, pre, MR, NV);
+        return;
+    }
+#endif
     for (int64_t t = 0; t < ntap; ++t, pk += 128) {
         const int64_t off = offs[t];
         RLX_CB_STEPZ(0) RLX_CB_STEPZ(1) RLX_CB_STEPZ(2) RLX_CB_STEPZ(3)
@@ -1026,3 +1143,4 @@ def emit_blocked(env: KernelEnv, w: Writer, packed: str, geo: str, n: int, x: st
     w.close()
     w.close()
     return IMPL
+
