@@ -1,8 +1,9 @@
 """The CPU's depthwise convolution in NCHW8c (rlx_core/targets/cpu/depthwise.py: rlx_dw_b)
 against the numpy reference: windows 3x3 and 5x5 at stride 1 and 2 (the unrolled copies) and
 the generic path (7x7, uneven, dilated, stride 3), outputs from 1x1 to 9x8 so a row is all
-edges, all inner groups of pixels, or both; bias, ReLU6 and a residual. Each depthwise conv
-sits between two 1x1 convs so layout.py keeps it blocked; every case is one output of one
+edges, all inner groups of pixels, or both (AVX-512: 3x3 maps up to 16 wide through the
+padded small-map copy, odd widths with a last ymm pixel); bias, ReLU6 and a residual. Each
+depthwise conv sits between two 1x1 convs so layout.py keeps it blocked; every case is one output of one
 program (one C compile)."""
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ CASES = [
     (9, 10, (2, 3), (1, 2), (1, 0), (2, 1), True, False, False),  # uneven, dilated
     (11, 10, (3, 3), (3, 3), (0, 1), (1, 1), False, True, False),  # stride 3, no row pad
     (6, 6, (3, 3), (1, 1), (0, 0), (1, 1), True, False, False),  # no padding: no edges
+    (3, 16, (3, 3), (1, 1), (1, 1), (1, 1), True, True, True),  # small map, 8 pixel pairs
 ]
 
 

@@ -28,6 +28,12 @@ conv.py's ``emit_conv`` hands every convolution with one input channel per group
   stride 2 (a pair's inputs two pixels apart: one shuffle per FMA, no gain) stay on ymm.
   MobileNetV2 b8, 1 thread, Emerald Rapids, thread CPU, A/B in one process (chrt -f 1, load
   15): its depthwise convs 2.04 -> 1.92 ms; 144 @28 0.302 -> 0.234, 192 @14 0.105 -> 0.092.
+  3x3 maps of up to 16 output columns at stride 1 or 2 (``rlx_dw_b_small``, AVX-512): the
+  block's input window is first copied into a zero-padded buffer on the stack (at stride 2
+  split into its two column phases), then every row runs without edge tests, pixel pairs
+  per zmm, an odd last pixel in a ymm. Same A/B (chrt -f 1, load 5): 384 @7 0.073 -> 0.038,
+  576 @7 0.110 -> 0.060, 960 @4 0.073 -> 0.044, 192 @14 0.092 -> 0.060, stride 2 576 @7->4
+  0.054 -> 0.036; all 17 depthwise convs 1.95 -> 1.49 ms.
 
 The epilogue (bias, residual, max / min / clip) is conv.py's ``rlx_conv_fin`` / ``_fin8``,
 on each output as it is finished, in the decomposition's order. The row kernels leave out the
@@ -295,6 +301,116 @@ static inline __attribute__((always_inline)) void rlx_dw_b16(
                          rlx_conv_fin16(acc[i], has_bias, vb, rr ? rr + (j + 2 * i) * 8 : 0,
                                         act, vlo, vhi));
 }
+
+/* AVX-512, stride SW = 1 or 2, maps of up to RLX_DW_SMALL_W output columns (MobileNetV2's
+   7x7 and 4x4, whose rows are mostly edge pixels): the block's input window is copied once
+   into a zero-padded buffer (bh rows of SW column phases, bwp pixels of 8 channels each:
+   padded column c at phase c % SW, index c / SW, so a pixel pair's inputs are contiguous at
+   stride 2 too), then every output row runs with no edge test, P pixel pairs a zmm and an
+   odd last pixel in a ymm, the taps' weights held in registers. The copy costs one load and
+   store a pixel; the rows then need no per-pixel window bounds (the row kernel ran every edge
+   pixel alone, its taps in a loop) */
+enum { RLX_DW_SMALL_W = 16, RLX_DW_SMALL_FLOATS = 16 * 16 * 8 };
+
+/* does one channel block's padded window fit the small-map buffer (3x3 windows: a copy per
+   map width and stride is compiled, and other windows' copies made the sanitized build of
+   the depthwise tests take over 10 minutes)? */
+static inline int rlx_dw_small(const rlx_conv_geo *g) {
+    const int64_t s = g->sh;
+    return s == g->sw && (s == 1 || s == 2) && g->dh == 1 && g->dw == 1 && g->kh == 3
+           && g->kw == 3 && g->ow <= RLX_DW_SMALL_W
+           && ((g->oh - 1) * s + 3) * s * (g->ow + 2 / s) * 8 <= RLX_DW_SMALL_FLOATS;
+}
+
+static inline __attribute__((always_inline)) void rlx_dw_b_small(
+        const rlx_conv_geo *g, const float *x, const float *wt, const float *bias,
+        const float *res, float *y, int64_t cb, int act, float lo, float hi,
+        const int64_t KH, const int64_t KW, const int64_t SW, const int P, const int ODD) {
+    const int64_t h = g->h, w = g->w, oh = g->oh, ow = g->ow, ph = g->ph, pw = g->pw;
+    /* padded rows read; pixels per column phase; padded columns */
+    const int64_t bh = (oh - 1) * SW + KH, bwp = ow + (KW - 1) / SW, bw = SW * bwp;
+    float buf[RLX_DW_SMALL_FLOATS] __attribute__((aligned(64)));
+    const float *xc = x + cb * h * w * 8;
+    float *yc = y + cb * oh * ow * 8;
+    const float *rc = res ? res + cb * oh * ow * 8 : 0;
+    const __m256 z = _mm256_setzero_ps();
+    for (int64_t r = 0; r < bh; ++r) {
+        float *d = buf + r * bw * 8;  /* column c at d + ((c % SW) bwp + c / SW) 8 */
+        const int64_t iy = r - ph;
+        if (iy < 0 || iy >= h) {
+            for (int64_t c = 0; c < bw; ++c) _mm256_store_ps(d + c * 8, z);
+            continue;
+        }
+        const float *s = xc + iy * w * 8;
+        for (int64_t c = 0; c < bw; ++c) {
+            const int64_t ix = c - pw;
+            _mm256_store_ps(d + ((c % SW) * bwp + c / SW) * 8,
+                            ix >= 0 && ix < w ? _mm256_loadu_ps(s + ix * 8) : z);
+        }
+    }
+    __m512 wk[9];  /* tap t's 8 channel weights, twice */
+    for (int64_t t = 0; t < KH * KW; ++t) {
+        float v[8];
+        for (int64_t c8 = 0; c8 < 8; ++c8) v[c8] = wt[(cb * 8 + c8) * KH * KW + t];
+        wk[t] = _mm512_broadcast_f32x8(_mm256_loadu_ps(v));
+    }
+    const __m256 bv = bias ? _mm256_loadu_ps(bias + cb * 8) : z;
+    const __m512 vb = _mm512_broadcast_f32x8(bv), vlo = _mm512_set1_ps(lo),
+                 vhi = _mm512_set1_ps(hi);
+    const __m256 vlo8 = _mm256_set1_ps(lo), vhi8 = _mm256_set1_ps(hi);
+    for (int64_t oy = 0; oy < oh; ++oy) {
+        __m512 acc[RLX_DW_SMALL_W / 2];
+        __m256 acc1 = z;
+        for (int i = 0; i < P; ++i) acc[i] = _mm512_setzero_ps();
+        for (int64_t ki = 0; ki < KH; ++ki)
+            for (int64_t kj = 0; kj < KW; ++kj) {
+                const float *s = buf + ((oy * SW + ki) * bw + (kj % SW) * bwp + kj / SW) * 8;
+                const __m512 wt2 = wk[ki * KW + kj];
+                for (int i = 0; i < P; ++i)
+                    acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(s + 16 * i), wt2, acc[i]);
+                if (ODD)
+                    acc1 = _mm256_fmadd_ps(_mm256_load_ps(s + 16 * P),
+                                           _mm512_castps512_ps256(wt2), acc1);
+            }
+        float *yr = yc + oy * ow * 8;
+        const float *rr = rc ? rc + oy * ow * 8 : 0;
+        for (int i = 0; i < P; ++i)
+            _mm512_storeu_ps(yr + 16 * i, rlx_conv_fin16(acc[i], bias != 0, vb,
+                                                         rr ? rr + 16 * i : 0, act, vlo, vhi));
+        if (ODD)
+            _mm256_storeu_ps(yr + 16 * P, rlx_conv_fin8(acc1, bias != 0, bv,
+                                                        rr ? rr + 16 * P : 0, act, vlo8, vhi8));
+    }
+}
+
+/* rlx_dw_b_small with the pairs per row and the odd pixel as constants */
+static inline __attribute__((always_inline)) void rlx_dw_b_small_ow(
+        const rlx_conv_geo *g, const float *x, const float *wt, const float *bias,
+        const float *res, float *y, int64_t cb, int act, float lo, float hi,
+        const int64_t KH, const int64_t KW, const int64_t SW) {
+#define RLX_DW_SMALL_CASE(OW) \
+    case OW: \
+        rlx_dw_b_small(g, x, wt, bias, res, y, cb, act, lo, hi, KH, KW, SW, OW / 2, OW % 2); \
+        return;
+    switch (g->ow) {
+        RLX_DW_SMALL_CASE(1) RLX_DW_SMALL_CASE(2) RLX_DW_SMALL_CASE(3) RLX_DW_SMALL_CASE(4)
+        RLX_DW_SMALL_CASE(5) RLX_DW_SMALL_CASE(6) RLX_DW_SMALL_CASE(7) RLX_DW_SMALL_CASE(8)
+        RLX_DW_SMALL_CASE(9) RLX_DW_SMALL_CASE(10) RLX_DW_SMALL_CASE(11) RLX_DW_SMALL_CASE(12)
+        RLX_DW_SMALL_CASE(13) RLX_DW_SMALL_CASE(14) RLX_DW_SMALL_CASE(15) RLX_DW_SMALL_CASE(16)
+    }
+#undef RLX_DW_SMALL_CASE
+}
+
+/* the small-map path of rlx_dw_b, out of line: rlx_dw_b's own code stays as it was (inlined
+   there, it made the large stride-2 maps' rows 4-6% slower, A/B) */
+static __attribute__((noinline)) void rlx_dw_b_small_map(
+        const rlx_conv_geo *g, const float *x, const float *wt, const float *bias,
+        const float *res, float *y, int64_t cb, int act, float lo, float hi) {
+    if (g->sw == 1)
+        rlx_dw_b_small_ow(g, x, wt, bias, res, y, cb, act, lo, hi, 3, 3, 1);
+    else
+        rlx_dw_b_small_ow(g, x, wt, bias, res, y, cb, act, lo, hi, 3, 3, 2);
+}
 #else
 #define RLX_DW_WIDE 0
 enum { RLX_DW_P16 = 4 };
@@ -412,6 +528,12 @@ static void rlx_dw_b(const rlx_conv_geo *g, const float *x, const float *wt,
     const int64_t jhi = g->w + g->pw - (g->kw - 1) * g->dw;
     const int wide = RLX_DW_WIDE && g->sw == 1
                      && (jhi < g->ow ? jhi : g->ow) - g->pw >= 2 * RLX_DW_P16;
+#if defined(__AVX512F__)
+    if (rlx_dw_small(g)) {
+        rlx_dw_b_small_map(g, x, wt, bias, res, y, cb, act, lo, hi);
+        return;
+    }
+#endif
 #define RLX_DW_B_CASE(KH, KW, SW) \
     if (g->kh == KH && g->kw == KW && g->sw == SW) { \
         if (SW == 1 && wide) \
