@@ -33,6 +33,8 @@ CASES = [
     ((1, 64, 5, 4), (70, 64, 1, 1), (1, 1), (0, 0), (1, 1)),  # 1x1
     ((1, 24, 9, 9), (20, 24, 1, 1), (2, 2), (0, 0), (1, 1)),  # strided 1x1
     ((1, 3, 20, 18), (20, 3, 7, 7), (2, 2), (3, 3), (1, 1)),  # a stem conv
+    # a 3x3 stem, rows of 35: two 16-pixel register interleaves (AVX-512) and 3 pixels
+    ((2, 3, 6, 35), (32, 3, 3, 3), (2, 2), (1, 1), (1, 1)),
     ((1, 4, 9, 11), (6, 4, 3, 2), (1, 2), (2, 0), (2, 1)),  # dilation, uneven window
     ((3, 17, 6, 6), (9, 17, 3, 3), (1, 1), (0, 0), (1, 1)),  # no padding, 3 images
     # 5 blocks of 8 at 3x3: K in 3 slices (partial sums kept between them), full 6-pixel
