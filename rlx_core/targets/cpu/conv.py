@@ -405,7 +405,8 @@ def emit_conv(env: KernelEnv, w: Writer, node: Node, packed: str | None = None,
     if cg == 1 and groups > 1 and lay:
         return depthwise.emit_blocked(env, w, geo, n, xb.ptr, wb.ptr, c, h * wd, o, p,
                                       bias_p if bias else None, res_p if res else None,
-                                      out.ptr, tail, flops, kh * kw, bool(ph or pw))
+                                      out.ptr, tail, flops, kh * kw, bool(ph or pw),
+                                      depthwise.small_map(kh, kw, sh, sw, dh, dw, oh, ow))
     # depthwise (a channel multiplier og >= 1); a one-channel groups-1 conv with a packed
     # filter is a stem for the blocked kernel (its filter is already in the prepack list,
     # and layout.py may have planned its output NCHW8c)

@@ -28,10 +28,11 @@ conv.py's ``emit_conv`` hands every convolution with one input channel per group
   stride 2 (a pair's inputs two pixels apart: one shuffle per FMA, no gain) stay on ymm.
   MobileNetV2 b8, 1 thread, Emerald Rapids, thread CPU, A/B in one process (chrt -f 1, load
   15): its depthwise convs 2.04 -> 1.92 ms; 144 @28 0.302 -> 0.234, 192 @14 0.105 -> 0.092.
-  3x3 maps of up to 16 output columns at stride 1 or 2 (``rlx_dw_b_small``, AVX-512): the
-  block's input window is first copied into a zero-padded buffer on the stack (at stride 2
-  split into its two column phases), then every row runs without edge tests, pixel pairs
-  per zmm, an odd last pixel in a ymm. Same A/B (chrt -f 1, load 5): 384 @7 0.073 -> 0.038,
+  3x3 maps of up to 16 output columns at stride 1 or 2 (``rlx_dw_b_small``, AVX-512; one
+  function per stride and width, named by ``small_map`` into the kernel; ``RLX_DW_SMALL=0``
+  for A/B): the block's input window is first copied into a zero-padded buffer on the stack
+  (at stride 2 split into its two column phases), then every row runs without edge tests,
+  pixel pairs per zmm, an odd last pixel in a ymm. Same A/B (chrt -f 1, load 5): 384 @7 0.073 -> 0.038,
   576 @7 0.110 -> 0.060, 960 @4 0.073 -> 0.044, 192 @14 0.092 -> 0.060, stride 2 576 @7->4
   0.054 -> 0.036; all 17 depthwise convs 1.95 -> 1.49 ms.
 
@@ -310,17 +311,7 @@ static inline __attribute__((always_inline)) void rlx_dw_b16(
    odd last pixel in a ymm, the taps' weights held in registers. The copy costs one load and
    store a pixel; the rows then need no per-pixel window bounds (the row kernel ran every edge
    pixel alone, its taps in a loop) */
-enum { RLX_DW_SMALL_W = 16, RLX_DW_SMALL_FLOATS = 16 * 16 * 8 };
-
-/* does one channel block's padded window fit the small-map buffer (3x3 windows: a copy per
-   map width and stride is compiled, and other windows' copies made the sanitized build of
-   the depthwise tests take over 10 minutes)? */
-static inline int rlx_dw_small(const rlx_conv_geo *g) {
-    const int64_t s = g->sh;
-    return s == g->sw && (s == 1 || s == 2) && g->dh == 1 && g->dw == 1 && g->kh == 3
-           && g->kw == 3 && g->ow <= RLX_DW_SMALL_W
-           && ((g->oh - 1) * s + 3) * s * (g->ow + 2 / s) * 8 <= RLX_DW_SMALL_FLOATS;
-}
+enum { RLX_DW_SMALL_W = 16, RLX_DW_SMALL_FLOATS = 16 * 16 * 8 };  /* SMALL_W, SMALL_FLOATS */
 
 static inline __attribute__((always_inline)) void rlx_dw_b_small(
         const rlx_conv_geo *g, const float *x, const float *wt, const float *bias,
@@ -383,34 +374,28 @@ static inline __attribute__((always_inline)) void rlx_dw_b_small(
     }
 }
 
-/* rlx_dw_b_small with the pairs per row and the odd pixel as constants */
-static inline __attribute__((always_inline)) void rlx_dw_b_small_ow(
-        const rlx_conv_geo *g, const float *x, const float *wt, const float *bias,
-        const float *res, float *y, int64_t cb, int act, float lo, float hi,
-        const int64_t KH, const int64_t KW, const int64_t SW) {
-#define RLX_DW_SMALL_CASE(OW) \
-    case OW: \
-        rlx_dw_b_small(g, x, wt, bias, res, y, cb, act, lo, hi, KH, KW, SW, OW / 2, OW % 2); \
-        return;
-    switch (g->ow) {
-        RLX_DW_SMALL_CASE(1) RLX_DW_SMALL_CASE(2) RLX_DW_SMALL_CASE(3) RLX_DW_SMALL_CASE(4)
-        RLX_DW_SMALL_CASE(5) RLX_DW_SMALL_CASE(6) RLX_DW_SMALL_CASE(7) RLX_DW_SMALL_CASE(8)
-        RLX_DW_SMALL_CASE(9) RLX_DW_SMALL_CASE(10) RLX_DW_SMALL_CASE(11) RLX_DW_SMALL_CASE(12)
-        RLX_DW_SMALL_CASE(13) RLX_DW_SMALL_CASE(14) RLX_DW_SMALL_CASE(15) RLX_DW_SMALL_CASE(16)
+/* rlx_dw_b_small for 3x3 windows with the stride, the pairs per row and the odd pixel as
+   constants, a function each (rlx_dw_bs_<stride>_<width>), called by name from the kernel
+   (emit_blocked, small_map), so only the ones a program uses are compiled, each where the
+   kernel's geometry is constant: one function switching over all 32 took the sanitized
+   build of the depthwise tests (RLX_CPU_SANITIZE) over 10 minutes, and as a function of a
+   runtime geometry (its copy loop not specialised) its 7x7 maps ran 1.5x slower */
+#define RLX_DW_SMALL_FN(SW, OW) \
+    static void rlx_dw_bs_##SW##_##OW( \
+            const rlx_conv_geo *g, const float *x, const float *wt, const float *bias, \
+            const float *res, float *y, int64_t cb, int act, float lo, float hi) { \
+        rlx_dw_b_small(g, x, wt, bias, res, y, cb, act, lo, hi, 3, 3, SW, OW / 2, OW % 2); \
     }
-#undef RLX_DW_SMALL_CASE
-}
-
-/* the small-map path of rlx_dw_b, out of line: rlx_dw_b's own code stays as it was (inlined
-   there, it made the large stride-2 maps' rows 4-6% slower, A/B) */
-static __attribute__((noinline)) void rlx_dw_b_small_map(
-        const rlx_conv_geo *g, const float *x, const float *wt, const float *bias,
-        const float *res, float *y, int64_t cb, int act, float lo, float hi) {
-    if (g->sw == 1)
-        rlx_dw_b_small_ow(g, x, wt, bias, res, y, cb, act, lo, hi, 3, 3, 1);
-    else
-        rlx_dw_b_small_ow(g, x, wt, bias, res, y, cb, act, lo, hi, 3, 3, 2);
-}
+#define RLX_DW_SMALL_FNS(SW) \
+    RLX_DW_SMALL_FN(SW, 1) RLX_DW_SMALL_FN(SW, 2) RLX_DW_SMALL_FN(SW, 3) RLX_DW_SMALL_FN(SW, 4) \
+    RLX_DW_SMALL_FN(SW, 5) RLX_DW_SMALL_FN(SW, 6) RLX_DW_SMALL_FN(SW, 7) RLX_DW_SMALL_FN(SW, 8) \
+    RLX_DW_SMALL_FN(SW, 9) RLX_DW_SMALL_FN(SW, 10) RLX_DW_SMALL_FN(SW, 11) \
+    RLX_DW_SMALL_FN(SW, 12) RLX_DW_SMALL_FN(SW, 13) RLX_DW_SMALL_FN(SW, 14) \
+    RLX_DW_SMALL_FN(SW, 15) RLX_DW_SMALL_FN(SW, 16)
+RLX_DW_SMALL_FNS(1)
+RLX_DW_SMALL_FNS(2)
+#undef RLX_DW_SMALL_FNS
+#undef RLX_DW_SMALL_FN
 #else
 #define RLX_DW_WIDE 0
 enum { RLX_DW_P16 = 4 };
@@ -528,12 +513,6 @@ static void rlx_dw_b(const rlx_conv_geo *g, const float *x, const float *wt,
     const int64_t jhi = g->w + g->pw - (g->kw - 1) * g->dw;
     const int wide = RLX_DW_WIDE && g->sw == 1
                      && (jhi < g->ow ? jhi : g->ow) - g->pw >= 2 * RLX_DW_P16;
-#if defined(__AVX512F__)
-    if (rlx_dw_small(g)) {
-        rlx_dw_b_small_map(g, x, wt, bias, res, y, cb, act, lo, hi);
-        return;
-    }
-#endif
 #define RLX_DW_B_CASE(KH, KW, SW) \
     if (g->kh == KH && g->kw == KW && g->sw == SW) { \
         if (SW == 1 && wide) \
@@ -551,6 +530,24 @@ static void rlx_dw_b(const rlx_conv_geo *g, const float *x, const float *wt,
 }
 #endif
 """
+
+
+SMALL_W = 16  # RLX_DW_SMALL_W: output columns of the widest map rlx_dw_bs_* takes
+SMALL_FLOATS = 16 * 16 * 8  # RLX_DW_SMALL_FLOATS: its padded copy of a block's window
+
+
+def small_map(kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int,
+              ow: int) -> str | None:
+    """The AVX-512 small-map function (``rlx_dw_bs_<stride>_<width>``, rlx_dw_b_small) that
+    runs this NCHW8c depthwise conv, or None for rlx_dw_b: 3x3 windows at stride 1 or 2,
+    undilated, at most SMALL_W output columns, the padded window within SMALL_FLOATS.
+    ``RLX_DW_SMALL=0`` turns it off (A/B timing)."""
+    s = sh
+    if (os.environ.get("RLX_DW_SMALL") == "0" or (kh, kw, sw, dh, dw) != (3, 3, s, 1, 1)
+            or s not in (1, 2) or not 1 <= ow <= SMALL_W):
+        return None
+    fits = ((oh - 1) * s + kh) * s * (ow + (kw - 1) // s) * BLOCK <= SMALL_FLOATS
+    return f"rlx_dw_bs_{s}_{ow}" if fits else None
 
 
 def in_chain(c: int, o: int, groups: int, kh: int, kw: int) -> bool:
@@ -602,10 +599,12 @@ def emit_nchw(env: KernelEnv, w: Writer, geo: str, n: int, x: str, wt: str, c: i
 
 def emit_blocked(env: KernelEnv, w: Writer, geo: str, n: int, x: str, wt: str, c: int,
                  hw: int, o: int, p: int, bias: str | None, res: str | None, out: str,
-                 tail: str, flops: int, taps: int, padded: bool) -> str:
+                 tail: str, flops: int, taps: int, padded: bool,
+                 small: str | None = None) -> str:
     """The kernel's loop over (image, channel block) of a depthwise convolution in NCHW8c
     (a channel multiplier of 1: o == c, a multiple of 8; ``taps`` = kh * kw a channel,
-    ``padded``: a padding of more than 0) calling rlx_dw_b; returns IMPL_B."""
+    ``padded``: a padding of more than 0) calling rlx_dw_b, or on AVX-512 the small-map
+    function ``small`` (small_map) where there is one; returns IMPL_B."""
     cbn = c // BLOCK
     _pad_nan_flag(w, padded, wt, c * taps)
     # the conv before it (a 1x1 expansion) wrote the input forward
@@ -613,8 +612,15 @@ def emit_blocked(env: KernelEnv, w: Writer, geo: str, n: int, x: str, wt: str, c
                             backward=conv_blocked.backward(n, n * c * hw * 4))
     w.line(f"const int64_t b = it / {cbn}, cb = it % {cbn};")
     res_b = f"{res} + b * {o * p}" if res else "0"
-    w.line(f"rlx_dw_b(&geo, {x} + b * {c * hw}, {wt}, {bias or '0'}, {res_b}, "
-           f"{out} + b * {o * p}, cb, {tail});")
+    args = (f"(&geo, {x} + b * {c * hw}, {wt}, {bias or '0'}, {res_b}, {out} + b * {o * p}, "
+            f"cb, {tail});")
+    if small:
+        w.line("#if defined(__AVX512F__)")
+        w.line(small + args)
+        w.line("#else")
+    w.line("rlx_dw_b" + args)
+    if small:
+        w.line("#endif")
     w.open("if (pad_nan)")  # the block's 8 channels, each output 8 floats apart
     w.line(f"for (int64_t c8 = 0; c8 < 8; ++c8) rlx_dw_pad_nan(&geo, {wt} + (cb * 8 + c8) * "
            f"{taps}, {out} + b * {o * p} + cb * {p * BLOCK} + c8, 8);")
