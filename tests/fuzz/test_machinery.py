@@ -178,6 +178,8 @@ def test_bf16_dot_flush_is_explained_for_bf16_contractions_only(
     f32 = ConeStats(exact=False, subnormal=True, typed_ops=frozenset({"attention:f32", "log:bf16"}))
     no_dot = ConeStats(exact=False, subnormal=True, typed_ops=frozenset({"exp:bf16"}))
     normal = ConeStats(exact=False, typed_ops=frozenset({"dot_general:bf16"}))
+    big = ConeStats(exact=False, subnormal=True, near_overflow=True,  # overflow-ambiguous
+                    typed_ops=frozenset({"conv2d_fused:bf16"}))
     monkeypatch.setenv("RLX_BF16_GEMM", "float")
     assert deviations.explain("cpu", bf16, z, tiny) is None
     native = [p for p in bf16gemm.native_paths() if p != "float"]
@@ -186,7 +188,7 @@ def test_bf16_dot_flush_is_explained_for_bf16_contractions_only(
     monkeypatch.setenv("RLX_BF16_GEMM", native[0])
     assert deviations.explain("cpu", bf16, z, tiny).id == "cpu-bf16-dot-ftz"
     assert deviations.explain("numpy", bf16, z, tiny) is None
-    for cone in (f32, no_dot, normal):
+    for cone in (f32, no_dot, normal, big):
         assert deviations.explain("cpu", cone, z, tiny) is None
     both = ConeStats(exact=False, subnormal=True, nonfinite=True, ops=frozenset({"attention"}),
                      typed_ops=frozenset({"attention:bf16"}))
