@@ -76,6 +76,12 @@ def test_erf_rational_is_accurate_across_its_range_and_relative_near_zero() -> N
     np.testing.assert_allclose(got[small], want[small], rtol=5e-7, atol=0)
     assert np.abs(got).max() <= 1.0
     np.testing.assert_array_equal(np.signbit(got), np.signbit(x))
+    # the specials: the clamps let a NaN through (no select on x != x), infinities clamp
+    special = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e30] * 4,
+                       np.float32)
+    got = rlx.compile(rlx.erf, special, target="cpu", record=False)(special)
+    np.testing.assert_array_equal(got, erf(special.astype(np.float64)).astype(np.float32))
+    np.testing.assert_array_equal(np.signbit(got[2:8]), np.signbit(special[2:8]))
 
 
 def test_tanh_vectorised_form_is_accurate_across_its_range() -> None:
