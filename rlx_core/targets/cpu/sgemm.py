@@ -40,7 +40,8 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
 - Blocking: KC = 384, MC = 64 (60 with AVX2: whole 6-row tiles), NC = 256: a KC-deep slice
   of one panel (48 KB) is reused by the row tiles of MC, A's MC x KC block (96 KB) and the
   KC x NC block of packed B stay in L2. K is cut into even slices of at most 9/8 KC
-  (``rlx_sgemm_kc``: 784 = 2 x 392, not 384 + 384 + 16), rows into even blocks as large as
+  (``rlx_sgemm_kc``: 784 = 2 x 392, not 384 + 384 + 16; a prepacked B deeper than that,
+  each panel read in order, in slices of at most 9/4 KC, ``rlx_sgemm_deep``), rows into even blocks as large as
   A's and B's blocks together allow (``rlx_sgemm_mc``: a narrow column chunk or a shallow
   K takes more rows per block, so B is streamed fewer times), and edge tiles of fewer than
   MR rows run a loop of their own row count, their accumulators in registers. On the Zen 1
@@ -384,9 +385,10 @@ static inline int64_t rlx_sgemm_kc(int64_t k, int deep) {
 
 /* slice a prepacked B (each panel k contiguous rows of 32 floats, read in order, so the
    tile streams it from L2 at the prefetchers' pace) twice as deep once k needs more than one
-   slice: fewer passes that load and store every tile of C. A/B in one process, both builds
-   alternating: MiniLM's FFN2 (K = 1536: 2 x 768 instead of 4 x 384) 0.7-1.7% faster, the
-   MLP's prepacked K = 784 (one slice instead of 2 x 392) 1-3% (C harness, Emerald Rapids).
+   slice: fewer passes that load and store every tile of C. C harness, Emerald Rapids, KC
+   768: MiniLM's FFN2 (K = 1536: 2 x 768 instead of 4 x 384) 0.7-1.7% faster, the MLP's
+   prepacked K = 784 (one slice instead of 2 x 392) 1-3%; MiniLM b8 on 2 threads, both
+   builds alternating in one process: 0.4-0.6% off the call.
    B packed per call or read in place keeps its KC (its slice must stay in L1 / L2 packed) */
 static inline int rlx_sgemm_deep(int64_t k, const float *P) {
     return P != 0 && k > RLX_SG_KC + RLX_SG_KC / 8;
