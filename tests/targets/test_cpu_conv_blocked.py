@@ -43,6 +43,8 @@ CASES = [
     ((1, 16, 12, 12), (16, 16, 9, 9), (1, 1), (4, 4), (1, 1)),  # over RLX_CB_TAPS
     # a filter over RLX_CB_FILTER_L2 (663 KB): panel by panel over the 2 chunks
     ((1, 128, 10, 10), (144, 128, 3, 3), (1, 1), (1, 1), (1, 1)),
+    # a 3-channel stem of 64 outputs: on AVX-512 8-pixel tiles of the 3-step asm K loop
+    ((1, 3, 24, 24), (64, 3, 7, 7), (2, 2), (3, 3), (1, 1)),
 ]
 
 

@@ -449,8 +449,8 @@ static inline __attribute__((always_inline)) void rlx_cb_pfz(const rlx_cb_epi *e
 
 /* the flat tile on AVX-512: MR pixels x NV panels of 16 output channels, one zmm each (MR NV
    <= 16 accumulators of the 32 registers, so the broadcast of a pixel's input feeds two
-   FMAs), otherwise as rlx_cb_tile8: ntap (block, tap) pairs at offs[t], 8 K steps of a pair
-   unrolled. The second panel is pks floats after the first in the filter; out, os, e and
+   FMAs), otherwise as rlx_cb_tile8: ntap (block, tap) pairs at offs[t], BW K steps of a pair
+   unrolled (8; 3 for a 3-channel stem's taps). The second panel is pks floats after the first in the filter; out, os, e and
    two16 as rlx_cb_endz's */
 #define RLX_CB_STEPZ(J) { \
     const __m512 b0 = _mm512_loadu_ps(pk + 16 * (J)); \
@@ -496,14 +496,17 @@ static inline __attribute__((always_inline)) void rlx_cb_pfz(const rlx_cb_epi *e
 #define RLX_CB_ZST(R, B) "vmovaps %%zmm" #R ", " #B "(%[off])\n\t"
 /* the accumulators' address (acc, in memory: one register less, 13 with the 8 pixels') goes
    through off before and after the loop */
-#define RLX_CB_ZLOOP(S, ACC) \
+/* the K steps of one offset: 8 (a block of 8 channels, one tap) or 3 (a 3-channel stem's
+   tap), then the filter's next rows */
+#define RLX_CB_ZK8(S) S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7) "add $512, %[pk]\n\t"
+#define RLX_CB_ZK3(S) S(0) S(1) S(2) "add $192, %[pk]\n\t"
+#define RLX_CB_ZLOOP(S, ACC, K) \
     "mov %[acc], %[off]\n\t" \
     ACC(RLX_CB_ZLD) \
     "1:\n\t" \
     "mov (%[offs]), %[off]\n\t" \
     "add $8, %[offs]\n\t" \
-    S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7) \
-    "add $512, %[pk]\n\t" \
+    K(S) \
     "dec %[n]\n\t" \
     "jnz 1b\n\t" \
     "mov %[acc], %[off]\n\t" \
@@ -519,24 +522,27 @@ static inline __attribute__((always_inline)) void rlx_cb_pfz(const rlx_cb_epi *e
    an asm statement takes at most 30 operands, too few for 16 in-out vectors. Single layers
    (thread CPU time, best of 4 in turns): 1x1 128->512 at 14x14 207 -> 214 GFLOP/s, 1024->256
    at 7x7 216 -> 222, 3x3 64->64 at 28x28 214 -> 217 */
+#define RLX_CB_ZIO [pk] "+r"(pk), [offs] "+r"(offs), [n] "+r"(ntap), [off] "=&r"(off)
+#define RLX_CB_ZIN7 [a0] "r"(a[0]), [a1] "r"(a[1]), [a2] "r"(a[2]), [a3] "r"(a[3]), \
+    [a4] "r"(a[4]), [a5] "r"(a[5]), [a6] "r"(a[6]), [pks] "r"(pkb), [acc] "m"(acc), \
+    [pfk] "i"(RLX_CB_PFK)
+#define RLX_CB_ZIN8 RLX_CB_ZIN7, [a7] "r"(a[7])
 static inline __attribute__((always_inline)) void rlx_cb_loopz(
         const float *const *a, const float *pk, int64_t pks, int64_t ntap, const int64_t *offs,
-        __m512 *acc, const int MR) {
+        __m512 *acc, const int BW, const int MR) {
     int64_t off, pkb = pks * (int64_t)sizeof(float);
-    if (MR == 8)
-        __asm__ volatile(RLX_CB_ZLOOP(RLX_CB_Z8, RLX_CB_ZACC8)
-            : [pk] "+r"(pk), [offs] "+r"(offs), [n] "+r"(ntap), [off] "=&r"(off)
-            : [a0] "r"(a[0]), [a1] "r"(a[1]), [a2] "r"(a[2]), [a3] "r"(a[3]), [a4] "r"(a[4]),
-              [a5] "r"(a[5]), [a6] "r"(a[6]), [a7] "r"(a[7]), [pks] "r"(pkb), [acc] "m"(acc),
-              [pfk] "i"(RLX_CB_PFK)
-            : RLX_CB_ZCLOB);
+    if (MR == 8 && BW == 8)
+        __asm__ volatile(RLX_CB_ZLOOP(RLX_CB_Z8, RLX_CB_ZACC8, RLX_CB_ZK8)
+                         : RLX_CB_ZIO : RLX_CB_ZIN8 : RLX_CB_ZCLOB);
+    else if (BW == 8)
+        __asm__ volatile(RLX_CB_ZLOOP(RLX_CB_Z7, RLX_CB_ZACC7, RLX_CB_ZK8)
+                         : RLX_CB_ZIO : RLX_CB_ZIN7 : RLX_CB_ZCLOB);
+    else if (MR == 8)
+        __asm__ volatile(RLX_CB_ZLOOP(RLX_CB_Z8, RLX_CB_ZACC8, RLX_CB_ZK3)
+                         : RLX_CB_ZIO : RLX_CB_ZIN8 : RLX_CB_ZCLOB);
     else
-        __asm__ volatile(RLX_CB_ZLOOP(RLX_CB_Z7, RLX_CB_ZACC7)
-            : [pk] "+r"(pk), [offs] "+r"(offs), [n] "+r"(ntap), [off] "=&r"(off)
-            : [a0] "r"(a[0]), [a1] "r"(a[1]), [a2] "r"(a[2]), [a3] "r"(a[3]), [a4] "r"(a[4]),
-              [a5] "r"(a[5]), [a6] "r"(a[6]), [pks] "r"(pkb), [acc] "m"(acc),
-              [pfk] "i"(RLX_CB_PFK)
-            : RLX_CB_ZCLOB);
+        __asm__ volatile(RLX_CB_ZLOOP(RLX_CB_Z7, RLX_CB_ZACC7, RLX_CB_ZK3)
+                         : RLX_CB_ZIO : RLX_CB_ZIN7 : RLX_CB_ZCLOB);
 }
 #define RLX_CB_ASMZ_ON 1
 #else
@@ -545,7 +551,7 @@ static inline __attribute__((always_inline)) void rlx_cb_loopz(
 static inline __attribute__((always_inline)) void rlx_cb_tilez(
         const float *const *a, const float *restrict pk, int64_t pks, int64_t ntap,
         const int64_t *offs, float *restrict out, int64_t os, int acc, const rlx_cb_epi *e,
-        int two16, const int MR, const int NV) {
+        int two16, const int BW, const int MR, const int NV) {
     RLX_CB_STARTZ(MR, NV)
 #if RLX_CB_ASMZ_ON
     if (NV == 2 && (MR == 8 || MR == 7) && ntap > 0) {
@@ -554,13 +560,17 @@ static inline __attribute__((always_inline)) void rlx_cb_tilez(
             accs[i] = c0[i];
             accs[8 + i] = c1[i];
         }
-        rlx_cb_loopz(a, pk, pks, ntap, offs, accs, MR);
+        rlx_cb_loopz(a, pk, pks, ntap, offs, accs, BW, MR);
         rlx_cb_endz(accs, accs + 8, out, os, e, two16, pre, MR, NV);
         return;
     }
 #endif
-    for (int64_t t = 0; t < ntap; ++t, pk += 128) {
+    for (int64_t t = 0; t < ntap; ++t, pk += 16 * BW) {
         const int64_t off = offs[t];
+        if (BW == 3) {
+            RLX_CB_STEPZ(0) RLX_CB_STEPZ(1) RLX_CB_STEPZ(2)
+            continue;
+        }
         RLX_CB_STEPZ(0) RLX_CB_STEPZ(1) RLX_CB_STEPZ(2) RLX_CB_STEPZ(3)
         RLX_CB_STEPZ(4) RLX_CB_STEPZ(5) RLX_CB_STEPZ(6) RLX_CB_STEPZ(7)
     }
@@ -569,7 +579,10 @@ static inline __attribute__((always_inline)) void rlx_cb_tilez(
 
 /* rlx_cb_tile's loop (any channels per block bw, cbn blocks of kh x kw taps) on the
    AVX-512 tile: a stem of 3 channels (K = 3 x 49 at 7x7) ran on rlx_cb_tile at 0.46x ONNX
-   Runtime */
+   Runtime. Where it has 32 output channels or more, a 3-channel stem runs on rlx_cb_tilez
+   with BW 3 instead (the asm loop): single layers, NCHW in, NCHW8c out, 1 thread, thread
+   CPU time, best of 4 in turns: 3->64 7x7 stride 2 at 56x56 0.310 -> 0.281 ms, 3->32 3x3
+   stride 2 0.057 -> 0.050 ms, 3->64 3x3 at 112x112 0.296 -> 0.283 ms */
 static inline __attribute__((always_inline)) void rlx_cb_tilezg(
         const float *const *a, const float *restrict pk, int64_t pks, int64_t cbn,
         int64_t cbs, int64_t kh, int64_t kw, int64_t rs, int64_t cs, float *restrict out,
@@ -845,8 +858,11 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
        from a pixel's pointer (rlx_cb_tile8 / rlx_cb_tile6); windows of up to RLX_CB_TAPS */
     int64_t offs[RLX_CB_TAPS];
     const int flat = rlx_cb_flat(g->c, g->kh, g->kw);
-    if (flat)
-        for (int64_t cb = 0, t = 0; cb < cbk; ++cb)
+    /* a 3-channel stem on AVX-512: its taps as that list too, 3 K steps each (rlx_cb_tilez's
+       BW 3), for the asm loop */
+    const int flat3 = RLX_CB_512 && g->c == 3 && khw <= RLX_CB_TAPS;
+    if (flat || flat3)
+        for (int64_t cb = 0, t = 0; cb < (flat ? cbk : 1); ++cb)
             for (int64_t ki = 0; ki < g->kh; ++ki)
                 for (int64_t kj = 0; kj < g->kw; ++kj) offs[t++] = cb * cbs + ki * rs + kj * cs;
     /* (unit, chunk) pairs, a unit PU panels (two on AVX-512, where the flat tile takes 32
@@ -908,7 +924,8 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
                     const float *pb = pq + ks * 16;
                     float *o16 = yb + t * 16;
 #define RLX_CB_FZ(M, NV) rlx_cb_tilez(a, pb, k * 16, nb * khw, offs, o16, CH * 16, acc, e, \
-                                      two16, M, NV)
+                                      two16, 8, M, NV)
+#define RLX_CB_T2(M) rlx_cb_tilez(a, pb, k * 16, khw, offs, o16, CH * 16, acc, e, two16, 3, M, 2)
 #define RLX_CB_GZ(M, NV) rlx_cb_tilezg(a, pb, k * 16, nb, cbs, g->kh, g->kw, rs, cs, o16, \
                                        CH * 16, acc, e, two16, (int)bw, M, NV)
 #define RLX_CB_F2(M) RLX_CB_FZ(M, 2)
@@ -917,6 +934,7 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
 #define RLX_CB_G1(M) RLX_CB_GZ(M, 1)
                     if (flat && np == 2) RLX_CB_BY_MRZ(mr, RLX_CB_F2)
                     else if (flat) RLX_CB_BY_MRZ(mr, RLX_CB_F1)
+                    else if (flat3 && np == 2) RLX_CB_BY_MRZ(mr, RLX_CB_T2)
                     else if (np == 2) RLX_CB_BY_MRZ(mr, RLX_CB_G2)
                     else RLX_CB_BY_MRZ(mr, RLX_CB_G1)
 #undef RLX_CB_FZ
@@ -925,6 +943,7 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
 #undef RLX_CB_F1
 #undef RLX_CB_G2
 #undef RLX_CB_G1
+#undef RLX_CB_T2
                     continue;
                 }
 #endif
