@@ -203,6 +203,15 @@ def _int_div(a: Array, b: Array) -> Array:
     return np.where(fix, q + 1, q).astype(q.dtype)
 
 
+def _float_pow(a: Array, b: Array) -> Array:
+    """np.power through its array loop whatever the rank: on 0-d operands numpy takes its
+    scalar path, where pow(-inf, 0.5) is NaN, while the array loop (and C99/IEEE 754 pow, as
+    the compiled targets call it) gives +inf (numpy 2.4; a cpu fuzz finding, seed [20261212,
+    20526, 953])."""
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    return np.power(np.atleast_1d(a), np.atleast_1d(b)).reshape(shape)
+
+
 def _int_pow(a: Array, b: Array) -> Array:
     neg = b < 0
     base = np.power(a, np.where(neg, 0, b).astype(b.dtype))
@@ -233,7 +242,7 @@ def _binary(op: str, a: Array, b: Array) -> Array:
     if op == "rem":
         return np.fmod(a, b)
     if op == "pow":
-        return _int_pow(a, b) if ints else np.power(a, b)
+        return _int_pow(a, b) if ints else _float_pow(a, b)
     if op == "max":
         return np.maximum(a, b)
     if op == "min":
