@@ -7,6 +7,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -132,3 +133,37 @@ def test_cache_files_are_written_atomically(tmp_path: Path, monkeypatch: pytest.
     import ctypes
 
     assert ctypes.CDLL(str(res.path)).rlx_answer() == 42
+
+
+def _hanging_compiler(tmp_path: Path) -> tuple[toolchain.Compiler, Path]:
+    """A 'compiler' whose driver starts a child that outlives it, like gcc's cc1, and hangs."""
+    pidfile = tmp_path / "child.pid"
+    script = tmp_path / "slowcc"
+    script.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {pidfile}\nwait\n")
+    script.chmod(0o755)
+    return toolchain.Compiler(str(script), "slowcc 1", (), False), pidfile
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie waiting for its reaper runs nothing
+
+
+def test_compiler_timeout_is_typed_and_stops_every_compiler_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(toolchain, "CC_TIMEOUT_S", 1.0)
+    comp, pidfile = _hanging_compiler(tmp_path)
+    with pytest.raises(toolchain.CCompileTimeoutError) as info:
+        toolchain.build_shared("int rlx_slow(void) { return 1; }\n", compiler=comp)
+    assert info.value.code == "RLX-X005" and "1 s" in str(info.value)
+    child = int(pidfile.read_text())
+    for _ in range(50):  # the kill is synchronous; the reaper may take a moment
+        if not _alive(child):
+            break
+        time.sleep(0.05)
+    assert not _alive(child), "the compiler's child process outlived the timeout"
+    assert not list((tmp_path / "cache").rglob("*.so")), "a timed-out build left an object"

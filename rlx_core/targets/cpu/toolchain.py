@@ -72,6 +72,17 @@ class CCompileError(RlxError):
     code = "RLX-X003"
 
 
+class CCompileTimeoutError(RlxError):
+    """The C compiler ran past CC_TIMEOUT_S; it and every process it started were stopped."""
+
+    code = "RLX-X005"
+
+
+# seconds one compiler run may take (the sanitized builds of the largest test programs take
+# minutes on a loaded 2-core machine)
+CC_TIMEOUT_S = 600.0
+
+
 @dataclass(frozen=True)
 class Compiler:
     """A usable compiler and the flags probed for it."""
@@ -353,8 +364,36 @@ RUN_COUNTS: dict[str, int] = {"compile": 0, "link": 0}
 _WRITE_FAILURES = ("No space left on device", "Read-only file system", "Disk quota exceeded")
 
 
+def _stop_group(proc: subprocess.Popen) -> None:
+    """Kill the compiler's whole process group and reap the driver.
+
+    Killing only the driver (what ``subprocess.run``'s timeout does) leaves ``cc1`` running
+    on a core after the error: the driver's children are in its group, so the group goes.
+    """
+    try:
+        os.killpg(proc.pid, 9)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.communicate()
+
+
 def _run_cc(cmd: tuple[str, ...], source: str, kept: Path, out: Path) -> None:
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    # its own session: a timeout or an interrupt stops cc1/as/ld too, not only the driver
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=CC_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        _stop_group(proc)
+        raise CCompileTimeoutError(
+            f"the C compiler ran past {CC_TIMEOUT_S:g} s building {out.name}; it and every "
+            "process it started were stopped",
+            hint="the machine may be oversubscribed (check the load) or the program very "
+                 f"large: retry when it is quieter; the source is kept at {kept}") from None
+    except BaseException:
+        _stop_group(proc)  # KeyboardInterrupt: leave no compiler behind either
+        raise
+    res = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     if res.returncode != 0:
         text = res.stderr or res.stdout
         for why in _WRITE_FAILURES:
