@@ -128,11 +128,9 @@ static inline float rlx_erf_f(float x) {
        (Lawson iteration) with float coefficients: within 4.1 ulp below |x| = 1 and 4e-7 absolute
        above, checked against libm's double erf on every third float of [0, 4.5]. Beyond 4,
        erf rounds to +-1 in f32. No exp and no branch: about twice the speed of the
-       series + Abramowitz-Stegun pair it replaces, which ran both halves and an exp.
-       The clamps are written so a NaN passes through them (a compare with NaN is false),
-       which saves the select on x != x: 4% off an erf-GELU loop, the same bits */
+       series + Abramowitz-Stegun pair it replaces, which ran both halves and an exp. */
     float a = fabsf(x);
-    a = a > 4.0f ? 4.0f : a;
+    a = a < 4.0f ? a : 4.0f;
     const float z = a * a;
     float p = 1.91103435e-08f;
     p = p * z - 1.9422514e-06f;
@@ -147,8 +145,9 @@ static inline float rlx_erf_f(float x) {
     q = q * z + 0.51688838f;
     q = q * z + 1.0f;
     float r = a * p / q;
-    r = r > 1.0f ? 1.0f : r;
-    return copysignf(r, x);
+    r = r < 1.0f ? r : 1.0f;
+    r = copysignf(r, x);
+    return x != x ? x : r;
 }
 static inline float rlx_tanh_f(float x) {
     /* Cephes tanhf with both halves computed and a select, so a loop of it vectorises
