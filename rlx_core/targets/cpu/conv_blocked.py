@@ -1191,4 +1191,3 @@ def emit_blocked(env: KernelEnv, w: Writer, packed: str, geo: str, n: int, x: st
     w.close()
     w.close()
     return IMPL
-

@@ -21,6 +21,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -371,7 +372,7 @@ def _stop_group(proc: subprocess.Popen) -> None:
     on a core after the error: the driver's children are in its group, so the group goes.
     """
     try:
-        os.killpg(proc.pid, 9)
+        os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     proc.communicate()
@@ -393,16 +394,15 @@ def _run_cc(cmd: tuple[str, ...], source: str, kept: Path, out: Path) -> None:
     except BaseException:
         _stop_group(proc)  # KeyboardInterrupt: leave no compiler behind either
         raise
-    res = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
-    if res.returncode != 0:
-        text = res.stderr or res.stdout
+    if proc.returncode != 0:
+        text = stderr or stdout
         for why in _WRITE_FAILURES:
             if why in text:
                 raise CacheWriteError(f"the C compiler cannot write {out.name} into the cache "
                                       f"folder {out.parent}: {why}",
                                       hint="free disk space, or set RLX_CACHE_DIR to a writable "
                                            "folder with room")
-        raise CCompileError(_explain(res.stderr or res.stdout, source),
+        raise CCompileError(_explain(text, source),
                             hint="this is a renderer bug: report it with the LIR text "
                                  f"(the source is kept at {kept})")
 
