@@ -60,6 +60,8 @@ IMPL_B = "rlx-conv-blocked-dw"  # NCHW8c (rlx_dw_b); NCHW depthwise convs keep c
 IMPLS = (IMPL_B,)
 BLOCK = 8  # channels per vector in NCHW8c
 FLAT_TAPS = 49  # RLX_DW_FLAT_TAPS: windows of up to 7 x 7 on the phase planes and blocked
+SMALL_W = 16  # RLX_DW_SMALL_W: output columns of the widest map rlx_dw_bs_* takes
+SMALL_FLOATS = 16 * 16 * BLOCK  # RLX_DW_SMALL_FLOATS: its padded copy of a block's window
 
 # after conv.SOURCE (rlx_conv_geo, the epilogue) and sgemm.SOURCE (its scratch buffer)
 SOURCE = r"""
@@ -183,7 +185,7 @@ static inline __attribute__((always_inline)) void rlx_conv_dw_row(
    index q + const, q = oy W2 + ox. One vector loop per tap over all q then covers every row
    at once (q past ow in a row is computed and dropped), and the epilogue runs on the valid
    outputs. Returns 0 when out of memory (the caller then runs rlx_conv_dw_rows) */
-enum { RLX_DW_FLAT_TAPS = 49 };  /* windows of up to 7 x 7 (depthwise.FLAT_TAPS) */
+enum { RLX_DW_FLAT_TAPS = @FLAT_TAPS@ };  /* windows of up to 7 x 7 (depthwise.FLAT_TAPS) */
 static int rlx_conv_dw_flat(const rlx_conv_geo *g, const float *x, const float *wt, float bias,
                             int has_bias, const float *res, float *y, int act, float lo,
                             float hi) {
@@ -311,7 +313,8 @@ static inline __attribute__((always_inline)) void rlx_dw_b16(
    odd last pixel in a ymm, the taps' weights held in registers. The copy costs one load and
    store a pixel; the rows then need no per-pixel window bounds (the row kernel ran every edge
    pixel alone, its taps in a loop) */
-enum { RLX_DW_SMALL_W = 16, RLX_DW_SMALL_FLOATS = 16 * 16 * 8 };  /* SMALL_W, SMALL_FLOATS */
+/* depthwise.SMALL_W, SMALL_FLOATS */
+enum { RLX_DW_SMALL_W = @SMALL_W@, RLX_DW_SMALL_FLOATS = @SMALL_FLOATS@ };
 
 static inline __attribute__((always_inline)) void rlx_dw_b_small(
         const rlx_conv_geo *g, const float *x, const float *wt, const float *bias,
@@ -386,12 +389,8 @@ static inline __attribute__((always_inline)) void rlx_dw_b_small(
             const float *res, float *y, int64_t cb, int act, float lo, float hi) { \
         rlx_dw_b_small(g, x, wt, bias, res, y, cb, act, lo, hi, 3, 3, SW, OW / 2, OW % 2); \
     }
-#define RLX_DW_SMALL_FNS(SW) \
-    RLX_DW_SMALL_FN(SW, 1) RLX_DW_SMALL_FN(SW, 2) RLX_DW_SMALL_FN(SW, 3) RLX_DW_SMALL_FN(SW, 4) \
-    RLX_DW_SMALL_FN(SW, 5) RLX_DW_SMALL_FN(SW, 6) RLX_DW_SMALL_FN(SW, 7) RLX_DW_SMALL_FN(SW, 8) \
-    RLX_DW_SMALL_FN(SW, 9) RLX_DW_SMALL_FN(SW, 10) RLX_DW_SMALL_FN(SW, 11) \
-    RLX_DW_SMALL_FN(SW, 12) RLX_DW_SMALL_FN(SW, 13) RLX_DW_SMALL_FN(SW, 14) \
-    RLX_DW_SMALL_FN(SW, 15) RLX_DW_SMALL_FN(SW, 16)
+/* one for each width 1 .. RLX_DW_SMALL_W */
+#define RLX_DW_SMALL_FNS(SW) @SMALL_FNS@
 RLX_DW_SMALL_FNS(1)
 RLX_DW_SMALL_FNS(2)
 #undef RLX_DW_SMALL_FNS
@@ -529,11 +528,9 @@ static void rlx_dw_b(const rlx_conv_geo *g, const float *x, const float *wt,
     rlx_dw_b_rows(g, x, wt, bias, res, y, cb, act, lo, hi, g->kh, g->kw, g->sw, wide);
 }
 #endif
-"""
-
-
-SMALL_W = 16  # RLX_DW_SMALL_W: output columns of the widest map rlx_dw_bs_* takes
-SMALL_FLOATS = 16 * 16 * 8  # RLX_DW_SMALL_FLOATS: its padded copy of a block's window
+""".replace("@FLAT_TAPS@", str(FLAT_TAPS)).replace("@SMALL_W@", str(SMALL_W)) \
+    .replace("@SMALL_FLOATS@", str(SMALL_FLOATS)) \
+    .replace("@SMALL_FNS@", " ".join(f"RLX_DW_SMALL_FN(SW, {ow})" for ow in range(1, SMALL_W + 1)))
 
 
 def small_map(kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int,
