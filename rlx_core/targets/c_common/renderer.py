@@ -50,8 +50,6 @@ class CLikeRenderer:
 
     name = "c"
     restrict = "restrict"
-    # output value -> the donated input value it may be written over (runtime/donation.py)
-    in_place: dict[str, str] = {}  # noqa: RUF012 - replaced per renderer, never mutated
     # impl labels of kernels with nothing to run: no call is written for them
     no_call_impls: tuple[str, ...] = ("alias",)
     kernel_decl = "static void"
@@ -59,6 +57,10 @@ class CLikeRenderer:
     # the program exports ``<prefix>_profile(double* seconds, int64_t* calls)``; off by default
     # so normal programs carry no timer calls
     profile = False
+
+    def __init__(self, in_place: dict[str, str] | None = None):
+        # output value -> the donated input value it may be written over (runtime/donation.py)
+        self.in_place = dict(in_place or {})
 
     # ---- hooks ------------------------------------------------------------------------------
     def parallel_pragma(self, work: int, collapse: int) -> str | None:

@@ -60,7 +60,8 @@ class CpuRenderer(CLikeRenderer):
     def __init__(self, blas: BlasInfo | None, openmp: bool = True,
                  parallel_min_work: int = PARALLEL_MIN_WORK, profile: bool = False,
                  team_mode: bool = True, own_sgemm: bool = False, prepack: bool = True,
-                 simd_conv: bool = False):
+                 simd_conv: bool = False, in_place: dict[str, str] | None = None):
+        super().__init__(in_place)
         self.blas = blas
         self.own_sgemm = own_sgemm  # f32 GEMMs on rlx's AVX-512 or AVX2 kernel (sgemm.py)
         # parameters the own kernel takes as B are packed once per binding (prepack.py)
@@ -448,6 +449,5 @@ def render_program(lir: Graph, prefix: str = "rlx", *, use_blas: bool | None = N
     comp = find_compiler()
     own = sgemm.available(comp, blas is not None)[0]
     renderer = CpuRenderer(blas, openmp=openmp, own_sgemm=own, prepack=prepack_enabled(),
-                           simd_conv=comp.avx2_fma or comp.avx512)
-    renderer.in_place = dict(in_place or {})
+                           simd_conv=comp.avx2_fma or comp.avx512, in_place=in_place)
     return renderer.render_program(lir, prefix)
