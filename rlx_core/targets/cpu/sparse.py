@@ -178,12 +178,17 @@ static void rlx_kr_dinv_@X@(const int *ip, const int *ix, const @T@ *v, @T@ *din
 }
 
 /*@ kr_alloc @*/
-/* the team's shared block: part (2 x team x 8 doubles), then nvec vectors of n */
-static int rlx_kr_alloc_@X@(int tid, int team, int n, int nvec) {
+/* the team's shared block (rlx_kr_mem): part (2 x team x 8 doubles), then nvec vectors of n,
+   the first of which is returned. When it is out of memory or this thread's own state is
+   not (ok = 0), thread 0 sets x (n values, then the iteration count and the residual) to NaN
+   and 0 is returned */
+static @T@ *rlx_kr_alloc_@X@(int tid, int team, int n, int nvec, int ok, @T@ *x) {
     if (tid == 0)
         rlx_kr_mem = malloc(sizeof(double) * 16 * (size_t)team + sizeof(@T@) * (size_t)n * nvec + 64);
     rlx_work_sync(team);
-    return rlx_kr_mem != 0;
+    if (rlx_kr_mem && ok) return (@T@ *)((double *)rlx_kr_mem + 16 * team);
+    if (tid == 0) for (int i = 0; i < n + 2; ++i) x[i] = (@T@)NAN;
+    return 0;
 }
 
 /*@ kr_done @*/
@@ -201,12 +206,10 @@ static void rlx_kr_done_@X@(int tid, int team, int n, @T@ *out, int it, double r
 static void rlx_cg_@X@(int n, const int *ip, const int *ix, const @T@ *v, const @T@ *b,
                        @T@ *x, int jacobi, double tol, int maxiter) {
     const int tid = rlx_work_tid(), team = rlx_work_team();
-    if (!rlx_kr_alloc_@X@(tid, team, n, 4)) {
-        if (tid == 0) for (int i = 0; i < n + 2; ++i) x[i] = (@T@)NAN;
-        return;
-    }
+    @T@ *r = rlx_kr_alloc_@X@(tid, team, n, 4, 1, x);
+    if (!r) return;
     double *part = (double *)rlx_kr_mem;
-    @T@ *r = (@T@ *)(part + 16 * team), *p = r + n, *q = p + n, *dinv = q + n;
+    @T@ *p = r + n, *q = p + n, *dinv = q + n;
     const int r0 = rlx_kr_cut(ip, n, tid, team), r1 = rlx_kr_cut(ip, n, tid + 1, team);
     int gen = 0, it = 0;
     double s[2] = {0, 0};
@@ -329,12 +332,10 @@ static void rlx_cg_ic0_@X@(int n, const int *ip, const int *ix, const @T@ *v, co
     const int tid = rlx_work_tid(), team = rlx_work_team();
     static int *lp, *lj;
     static double *lx;
-    if (!rlx_kr_alloc_@X@(tid, team, n, 4)) {
-        if (tid == 0) for (int i = 0; i < n + 2; ++i) x[i] = (@T@)NAN;
-        return;
-    }
+    @T@ *r = rlx_kr_alloc_@X@(tid, team, n, 4, 1, x);
+    if (!r) return;
     double *part = (double *)rlx_kr_mem;
-    @T@ *r = (@T@ *)(part + 16 * team), *p = r + n, *q = p + n, *z = q + n;
+    @T@ *p = r + n, *q = p + n, *z = q + n;
     const int r0 = rlx_kr_cut(ip, n, tid, team), r1 = rlx_kr_cut(ip, n, tid + 1, team);
     int gen = 0, it = 0;
     double s[2] = {0, 0};
@@ -392,13 +393,11 @@ done:
 static void rlx_bicgstab_@X@(int n, const int *ip, const int *ix, const @T@ *v, const @T@ *b,
                              @T@ *x, int jacobi, double tol, int maxiter) {
     const int tid = rlx_work_tid(), team = rlx_work_team();
-    if (!rlx_kr_alloc_@X@(tid, team, n, 9)) {
-        if (tid == 0) for (int i = 0; i < n + 2; ++i) x[i] = (@T@)NAN;
-        return;
-    }
+    @T@ *r = rlx_kr_alloc_@X@(tid, team, n, 9, 1, x);
+    if (!r) return;
     double *part = (double *)rlx_kr_mem;
-    @T@ *r = (@T@ *)(part + 16 * team), *rh = r + n, *p = rh + n, *vv = p + n, *ph = vv + n,
-        *s = ph + n, *sh = s + n, *t = sh + n, *dinv = t + n;
+    @T@ *rh = r + n, *p = rh + n, *vv = p + n, *ph = vv + n, *s = ph + n, *sh = s + n,
+        *t = sh + n, *dinv = t + n;
     const int r0 = rlx_kr_cut(ip, n, tid, team), r1 = rlx_kr_cut(ip, n, tid + 1, team);
     int gen = 0, it = 0;
     double acc2[2] = {0, 0};
@@ -469,17 +468,14 @@ static void rlx_gmres_@X@(int n, const int *ip, const int *ix, const @T@ *v, con
     const int m = restart;
     /* per thread, the same small dense state (every thread computes identical values) */
     double *h = (double *)calloc((size_t)(m + 1) * m + 4 * (size_t)(m + 1), sizeof(double));
-    int ok = rlx_kr_alloc_@X@(tid, team, n, m + 5);
-    if (!ok || !h) {
-        rlx_work_sync(team);
-        if (tid == 0) for (int i = 0; i < n + 2; ++i) x[i] = (@T@)NAN;
+    @T@ *vs = rlx_kr_alloc_@X@(tid, team, n, m + 5, h != 0, x);
+    if (!vs) {
         free(h);
         return;
     }
     double *cs = h + (size_t)(m + 1) * m, *sn = cs + m + 1, *g = sn + m + 1, *y = g + m + 1;
     double *part = (double *)rlx_kr_mem;
-    @T@ *vs = (@T@ *)(part + 16 * team), *w = vs + (int64_t)(m + 1) * n, *u = w + n,
-        *tmp = u + n, *dinv = tmp + n;
+    @T@ *w = vs + (int64_t)(m + 1) * n, *u = w + n, *tmp = u + n, *dinv = tmp + n;
     const int r0 = rlx_kr_cut(ip, n, tid, team), r1 = rlx_kr_cut(ip, n, tid + 1, team);
     int gen = 0, total = 0;
     double bb = 0;
