@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -319,22 +320,37 @@ def build_shared(source: str, *, include_dirs: tuple[str, ...] = (),
     key = hashlib.sha256("\0".join(
         [source, " ".join(flags + incs + links), comp.version, _host()]).encode()
     ).hexdigest()
+    return _cached_build(key, ".so", source, lambda src, tmp: (
+        comp.path, *flags, *incs, str(src), "-o", str(tmp), *links))
+
+
+def _cached_build(key: str, suffix: str, source: str,
+                  command: Callable[[Path, Path], tuple[str, ...]],
+                  counter: str | None = None) -> BuildResult:
+    """The cache's ``<key><suffix>``, found there or built by the compiler run
+    ``command(src, tmp)`` into a temporary and published. ``source`` (C, or "" for a link) is
+    first kept as ``<key>.c`` (src) for the compiler and for its error messages; ``counter``
+    names the RUN_COUNTS entry a real run adds to."""
     root = cache_dir()
-    so = root / f"{key}.so"
-    hit = find(so.name)  # (also in a read-only cache folder this one stands in for)
+    out = root / f"{key}{suffix}"
+    hit = find(out.name)  # (also in a read-only cache folder this one stands in for)
     if hit is not None:
         return BuildResult(hit, key, True, ())
-    src = root / f"{key}.c"
-    write_atomic(src, source.encode())
-    tmp = temp_path(so, ".so.tmp")
-    cmd = (comp.path, *flags, *incs, str(src), "-o", str(tmp), *links)
+    src = out
+    if source:
+        src = root / f"{key}.c"
+        write_atomic(src, source.encode())
+    tmp = temp_path(out, ".o.tmp" if suffix == ".o" else ".so.tmp")
+    cmd = command(src, tmp)
     try:
-        _run_cc(cmd, source, src, so)
-        publish(tmp, so)
+        if counter:
+            RUN_COUNTS[counter] += 1
+        _run_cc(cmd, source, src, out)
+        publish(tmp, out)
     finally:
         if tmp.exists():
             tmp.unlink()
-    return BuildResult(so, key, False, cmd)
+    return BuildResult(out, key, False, cmd)
 
 
 _WHERE = re.compile(r":(\d+):(?:\d+:)? (?:fatal )?error")
@@ -419,23 +435,8 @@ def compile_object(source: str, *, include_dirs: tuple[str, ...] = (),
         f"-I{d}" for d in include_dirs)
     key = hashlib.sha256("\0".join(["object", source, " ".join(flags), comp.version,
                                     _host()]).encode()).hexdigest()
-    root = cache_dir()
-    obj = root / f"{key}.o"
-    hit = find(obj.name)  # (also in a read-only cache folder this one stands in for)
-    if hit is not None:
-        return BuildResult(hit, key, True, ())
-    src = root / f"{key}.c"
-    write_atomic(src, source.encode())
-    tmp = temp_path(obj, ".o.tmp")
-    cmd = (comp.path, *flags, "-c", str(src), "-o", str(tmp))
-    try:
-        RUN_COUNTS["compile"] += 1
-        _run_cc(cmd, source, src, obj)
-        publish(tmp, obj)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return BuildResult(obj, key, False, cmd)
+    return _cached_build(key, ".o", source, lambda src, tmp: (
+        comp.path, *flags, "-c", str(src), "-o", str(tmp)), counter="compile")
 
 
 def link_shared(objects: tuple[BuildResult, ...], *, library_dirs: tuple[str, ...] = (),
@@ -447,18 +448,6 @@ def link_shared(objects: tuple[BuildResult, ...], *, library_dirs: tuple[str, ..
     flags = comp.opt_flags + comp.isa_flags + ("-shared",) + (("-fopenmp",) if comp.openmp else ())
     key = hashlib.sha256("\0".join(["link", *(o.key for o in objects), " ".join(flags + links),
                                     comp.version, suffix]).encode()).hexdigest()
-    root = cache_dir()
-    out = root / f"{key}{suffix}"
-    hit = find(out.name)  # (also in a read-only cache folder this one stands in for)
-    if hit is not None:
-        return BuildResult(hit, key, True, ())
-    tmp = temp_path(out, ".so.tmp")
-    cmd = (comp.path, *flags, *(str(o.path) for o in objects), "-o", str(tmp), *links)
-    try:
-        RUN_COUNTS["link"] += 1
-        _run_cc(cmd, "", out, out)
-        publish(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return BuildResult(out, key, False, cmd)
+    return _cached_build(key, suffix, "", lambda _src, tmp: (
+        comp.path, *flags, *(str(o.path) for o in objects), "-o", str(tmp), *links),
+        counter="link")
