@@ -442,15 +442,7 @@ def emit_conv(env: KernelEnv, w: Writer, node: Node, packed: str | None = None,
     conv_blocked.open_items(env, w, flops, items, geo)
     w.line(f"const int64_t cb = it % {cols}, rb = (it / {cols}) % {rows}, "
            f"gi = (it / {cols * rows}) % {groups}, b = it / {cols * rows * groups};")
-    if rows > 1:
-        # row blocks only share work out: alone, a thread takes every row at once, so the
-        # im2col panels are packed once, not once per block
-        w.line("const int solo = rlx_conv_team() == 1;")
-        w.line("if (solo && rb > 0) continue;")
-        w.line(f"const int64_t r0 = rb * {rstep}, r1 = solo ? {og} : "
-               f"r0 + {rstep} < {og} ? r0 + {rstep} : {og};")
-    else:
-        w.line(f"const int64_t r0 = 0, r1 = {og};")
+    conv_blocked.item_rows(w, rows, rstep, og, "r0", "r1")  # the im2col panels: once alone
     w.line(f"const int64_t j0 = cb * {COL_BLOCK}, j1 = j0 + {COL_BLOCK} < {span} ? "
            f"j0 + {COL_BLOCK} : {span};")
     w.line(f"const int64_t yo = (b * {o} + gi * {og}) * {p};")

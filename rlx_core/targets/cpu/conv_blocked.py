@@ -1155,6 +1155,19 @@ def open_items(env: KernelEnv, w: Writer, flops: int, items: int, geo: str,
     w.line(f"const rlx_conv_geo geo = {geo};")
 
 
+def item_rows(w: Writer, blocks: int, step: int, total: int, lo: str, hi: str) -> None:
+    """Declare the item's rows [``lo``, ``hi``) of ``total``: block ``rb`` of ``blocks``
+    blocks of ``step``. Row blocks only share work out: a thread alone takes every row in its
+    first item and skips the rest, so what an item packs or copies is done once."""
+    if blocks > 1:
+        w.line("const int solo = rlx_conv_team() == 1;")
+        w.line("if (solo && rb > 0) continue;")
+        w.line(f"const int64_t {lo} = rb * {step}, {hi} = solo ? {total} : "
+               f"{lo} + {step} < {total} ? {lo} + {step} : {total};")
+    else:
+        w.line(f"const int64_t {lo} = 0, {hi} = {total};")
+
+
 def emit_blocked(env: KernelEnv, w: Writer, packed: str, geo: str, n: int, x: str, wt: str,
                  c: int, hw: int, o: int, oh: int, ow: int, bias: str | None, res: str | None,
                  out: str, tail: str, flops: int, lay: int = 0) -> str:
@@ -1167,15 +1180,7 @@ def emit_blocked(env: KernelEnv, w: Writer, packed: str, geo: str, n: int, x: st
     p = oh * ow
     open_items(env, w, flops, n * blocks, geo)
     w.line(f"const int64_t b = it / {blocks}, rb = it % {blocks};")
-    if blocks > 1:
-        # row blocks only share work out: alone, a thread takes every row of the image, so
-        # the blocked copy of the input is made once
-        w.line("const int solo = rlx_conv_team() == 1;")
-        w.line("if (solo && rb > 0) continue;")
-        w.line(f"const int64_t oy0 = rb * {step}, oy1 = solo ? {oh} : "
-               f"oy0 + {step} < {oh} ? oy0 + {step} : {oh};")
-    else:
-        w.line(f"const int64_t oy0 = 0, oy1 = {oh};")
+    item_rows(w, blocks, step, oh, "oy0", "oy1")  # the blocked copy of the input: once alone
     w.line(f"const float* xb = {x} + b * {c * hw};")
     w.line(f"float* yb = {out} + b * {o * p};")
     res_b = f"{res} + b * {o * p}" if res else "0"
