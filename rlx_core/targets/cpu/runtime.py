@@ -17,6 +17,7 @@ from rlx_core.errors import ArgumentError, RlxError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import TensorType
 from rlx_core.targets.c_common.program import CProgram
+from rlx_core.targets.host_args import cast_host, checked_shape
 
 _LIBS: dict[str, ctypes.CDLL] = {}
 # one lock per loaded library: a program's statics (its team barrier, error slot) are shared
@@ -72,24 +73,13 @@ def to_storage(arr: Any, t: TensorType, what: str) -> Any:
     """Host array -> contiguous storage-form array of ``t`` (bf16: rounded top 16 bits)."""
     import numpy as np
 
-    a = np.asarray(arr)
-    if a.shape != t.shape:
-        raise ArgumentError(f"{what} has shape {list(a.shape)}, expected {t}",
-                            hint="pass an array of the compiled shape")
+    a = checked_shape(arr, t, what)
     if t.dtype == dt.bf16:
         from rlx_core.targets.numpy_ref.semantics import round_bf16
 
         bits = np.ascontiguousarray(round_bf16(a)).view(np.uint32) >> 16
         return bits.astype(np.uint16)
-    want = _storage_dtype(t)
-    if a.dtype != want:
-        if t.dtype.is_int and a.dtype.kind == "f":
-            from rlx_core.targets.numpy_ref.semantics import convert
-
-            a = convert(a, t.dtype)
-        else:
-            a = a.astype(want)
-    return np.ascontiguousarray(a)
+    return np.ascontiguousarray(cast_host(a, t.dtype, _storage_dtype(t)))
 
 
 def from_storage(arr: Any, t: TensorType) -> Any:

@@ -24,6 +24,7 @@ from rlx_core.errors import ArgumentError, RlxError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import TensorType
 from rlx_core.targets.c_common.program import CProgram
+from rlx_core.targets.host_args import cast_host, checked_shape
 
 EMULATED_ARCH = "v67"
 ALIGN = 128
@@ -148,15 +149,8 @@ def build_elf(cprog: CProgram) -> tuple[Path, bool]:
 def _host(arr: Any, t: TensorType, what: str) -> bytes:
     import numpy as np
 
-    from rlx_core.targets.numpy_ref.semantics import convert
-
-    a = np.asarray(arr)
-    if a.shape != t.shape:
-        raise ArgumentError(f"{what} has shape {list(a.shape)}, expected {t}",
-                            hint="pass an array of the compiled shape")
     want = np.dtype(dt.to_numpy_name(t.dtype))
-    if a.dtype != want:
-        a = convert(a, t.dtype) if t.dtype.is_int and a.dtype.kind == "f" else a.astype(want)
+    a = cast_host(checked_shape(arr, t, what), t.dtype, want)
     return np.ascontiguousarray(a).astype(want.newbyteorder("<")).tobytes()
 
 

@@ -20,6 +20,7 @@ from rlx_core.ir.graph import Graph, Level, TensorType, Value
 from rlx_core.ir.ops import COLLECTIVE_OPS
 from rlx_core.passes.plan_arena import deferred_waits
 from rlx_core.targets.base import Program
+from rlx_core.targets.host_args import checked_shape
 from rlx_core.targets.numpy_ref.semantics import convert, eval_op, finish, host_dtype
 
 # ---- storage form of a value inside the arena -------------------------------------------------
@@ -58,11 +59,8 @@ def load(buf: np.ndarray, offset: int, t: TensorType) -> np.ndarray:
 
 def to_host(arg: Any, v: Value, what: str) -> np.ndarray:
     """One argument in the host form of ``v``'s type, or ArgumentError."""
-    arr = np.asarray(arg)
     t = v.type
-    if arr.shape != t.shape:
-        raise ArgumentError(f"{what} %{v.name} has shape {list(arr.shape)}, expected {t}",
-                            hint="pass an array of the compiled shape")
+    arr = checked_shape(arg, t, f"{what} %{v.name}")
     if t.dtype == dt.i4 and arr.size and (arr.min() < -8 or arr.max() > 7):
         raise ArgumentError(f"{what} %{v.name} is i4 but holds values outside [-8, 7]",
                             hint="quantize to 4 bits before passing it")

@@ -16,6 +16,7 @@ from typing import Any
 from rlx_core.errors import ArgumentError, RlxError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import TensorType
+from rlx_core.targets.host_args import cast_host, checked_shape
 from rlx_core.targets.tpu.renderer import HloModule
 
 _CACHE: dict[tuple[str, str], Any] = {}  # (platform, module text) -> loaded executable
@@ -84,25 +85,14 @@ def _to_device_host(arr: Any, t: TensorType, what: str) -> Any:
     """A host array in the XLA element type of ``t`` (bf16 as ml_dtypes.bfloat16)."""
     import numpy as np
 
-    a = np.asarray(arr)
-    if a.shape != t.shape:
-        raise ArgumentError(f"{what} has shape {list(a.shape)}, expected {t}",
-                            hint="pass an array of the compiled shape")
+    a = checked_shape(arr, t, what)
     if t.dtype == dt.bf16:
         import ml_dtypes
 
         from rlx_core.targets.numpy_ref.semantics import round_bf16
 
         return np.ascontiguousarray(round_bf16(a)).astype(ml_dtypes.bfloat16)
-    want = np.dtype(dt.to_numpy_name(t.dtype))
-    if a.dtype != want:
-        if t.dtype.is_int and a.dtype.kind == "f":
-            from rlx_core.targets.numpy_ref.semantics import convert
-
-            a = convert(a, t.dtype)
-        else:
-            a = a.astype(want)
-    return np.ascontiguousarray(a)
+    return np.ascontiguousarray(cast_host(a, t.dtype, np.dtype(dt.to_numpy_name(t.dtype))))
 
 
 class XlaProgram:
