@@ -63,7 +63,7 @@ def _rlx_child(reps: int) -> dict[str, float]:
                         ("static", ptq.quantize_static(g, data=[x], target="numpy",
                                                        method="minmax"))):
             exe = rlx.compile(q.graph, target="cpu")
-            out[f"{kind} {m}x{k}x{n}"] = _time(lambda exe=exe: exe(x), reps)
+            out[f"{kind} {m}x{k}x{n}"] = _time(lambda exe=exe, x=x: exe(x), reps)
     return out
 
 

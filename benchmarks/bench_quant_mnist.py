@@ -28,7 +28,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
-    cpu_slug, interleaved, machine, markdown_table, say, write_results)
+    cpu_slug,
+    interleaved,
+    machine,
+    markdown_table,
+    say,
+    write_results,
+)
 
 
 def _accuracy(exe: Any, xt: Any, yt: Any) -> float:
