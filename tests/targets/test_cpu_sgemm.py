@@ -156,9 +156,11 @@ def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, isa: str)
     # K = 784 and 433: two even KC slices (rlx_sgemm_kc); 64 rows: one block of A at K = 128
     # (rlx_sgemm_mc); 5 and 11 rows: edge tiles of every row count of the AVX2 tile; n = 64
     # and 48: B's rows an even and an odd number of cache lines apart (packed, read in place);
-    # 300 rows: two blocks of A (a transposed A packed block by block, rlx_sgemm_pack_cols)
+    # 300 rows: two blocks of A (a transposed A packed block by block, rlx_sgemm_pack_cols);
+    # 64 x 128 x 784: the MLP's weight gradient, B read in place as one block of columns
+    # wider than NC with a partial last panel
     shapes = [(9, 400, 70), (16, 8, 300), (64, 784, 64), (11, 433, 48), (5, 130, 32),
-              (64, 128, 48), (300, 40, 33)]
+              (64, 128, 48), (300, 40, 33), (64, 128, 784)]
     for (m, k, n), ta, tb in itertools.product(shapes, [0, 1], [0, 1]):
         a = rng.standard_normal((k, m) if ta else (m, k), np.float32)
         b = rng.standard_normal((n, k) if tb else (k, n), np.float32)
