@@ -208,6 +208,17 @@ def _finish(op: str, d: dt.DType, acc: str) -> str:
     return f"({ct.value(d)}){acc}"
 
 
+def _after_reduce(env: KernelEnv, b: Body, red: Node, before: set[str], rmap: AxisMap) -> None:
+    """The kernel's nodes after its reduction ``red`` (all but ``before``, its ancestors), at
+    the reduced index ``rmap``, then the kernel's outputs stored."""
+    for node in env.kernel.nodes:
+        if node.name in before or node is red or is_virtual(node):
+            continue
+        b.compute(node, rmap)
+    for o in env.kernel.outputs:
+        b.store(env.outputs[o], o, rmap)
+
+
 def emit_reduce(env: KernelEnv, w: Writer) -> str:
     """for o in kept: acc = init; for r in reduced: producers; combine; consumers; store."""
     k = env.kernel
@@ -260,12 +271,7 @@ def emit_reduce(env: KernelEnv, w: Writer) -> str:
             _finish(red.op, d, acc)
         b.out.line(f"const {ct.value(red.type.dtype)} {t} = {res};")
         b.temps[red.name] = (t, rmap)
-        for node in k.nodes:
-            if node.name in before or node is red or is_virtual(node):
-                continue
-            b.compute(node, rmap)
-        for o in k.outputs:
-            b.store(env.outputs[o], o, rmap)
+        _after_reduce(env, b, red, before, rmap)
         close_loops(b.out, outer)
 
     body = two_phase(env, extents, groups, emit, merge=red.op != "argmax")
@@ -330,12 +336,7 @@ def _emit_column_reduce(env: KernelEnv, w: Writer, red: Node, xname: str, xshape
         b.out.line(f"const {ct.value(red.type.dtype)} {t} = "
                    f"{_finish(red.op, d, f'{acc}[{col} - {c0}]')};")
         b.temps[red.name] = (t, rmap)
-        for node in k.nodes:
-            if node.name in before or node is red or is_virtual(node):
-                continue
-            b.compute(node, rmap)
-        for o in k.outputs:
-            b.store(env.outputs[o], o, rmap)
+        _after_reduce(env, b, red, before, rmap)
         close_loops(b.out, inner)
         b.out.close()
         close_loops(b.out, depth)
