@@ -135,11 +135,13 @@ def test_cache_files_are_written_atomically(tmp_path: Path, monkeypatch: pytest.
     assert ctypes.CDLL(str(res.path)).rlx_answer() == 42
 
 
-def _hanging_compiler(tmp_path: Path) -> tuple[toolchain.Compiler, Path]:
-    """A 'compiler' whose driver starts a child that outlives it, like gcc's cc1, and hangs."""
+def _hanging_compiler(tmp_path: Path, version: bool = False) -> tuple[toolchain.Compiler, Path]:
+    """A 'compiler' whose driver starts a child that outlives it, like gcc's cc1, and hangs
+    (``version``: except for ``--version``)."""
     pidfile = tmp_path / "child.pid"
     script = tmp_path / "slowcc"
-    script.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {pidfile}\nwait\n")
+    answer = 'if [ "$1" = --version ]; then echo "slowcc 1"; exit 0; fi\n' if version else ""
+    script.write_text(f"#!/bin/sh\n{answer}sleep 60 &\necho $! > {pidfile}\nwait\n")
     script.chmod(0o755)
     return toolchain.Compiler(str(script), "slowcc 1", (), False), pidfile
 
@@ -160,10 +162,45 @@ def test_compiler_timeout_is_typed_and_stops_every_compiler_process(
     with pytest.raises(toolchain.CCompileTimeoutError) as info:
         toolchain.build_shared("int rlx_slow(void) { return 1; }\n", compiler=comp)
     assert info.value.code == "RLX-X005" and "1 s" in str(info.value)
+    _assert_stopped(pidfile)
+    assert not list((tmp_path / "cache").rglob("*.so")), "a timed-out build left an object"
+
+
+def _assert_stopped(pidfile: Path) -> None:
     child = int(pidfile.read_text())
     for _ in range(50):  # the kill is synchronous; the reaper may take a moment
         if not _alive(child):
             break
         time.sleep(0.05)
     assert not _alive(child), "the compiler's child process outlived the timeout"
-    assert not list((tmp_path / "cache").rglob("*.so")), "a timed-out build left an object"
+
+
+@pytest.mark.parametrize("probe", ["version", "flags", "defines"])
+def test_probe_timeout_is_typed_and_stops_every_compiler_process(
+        probe: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe past PROBE_TIMEOUT_S stops the compiler's whole group, as a build does, and is an
+    error: a test build that timed out said nothing about the flag, and a 'rejected' answer
+    would be cached in the probe record (no -march=native, no OpenMP, for good)."""
+    monkeypatch.setattr(toolchain, "PROBE_TIMEOUT_S", 1.0)
+    comp, pidfile = _hanging_compiler(tmp_path)
+    run = {"version": lambda: toolchain._version(comp.path),
+           "flags": lambda: toolchain._try(comp.path, ("-O2",), "int x;\n"),
+           "defines": lambda: toolchain._defines(comp.path, ())}[probe]
+    with pytest.raises(toolchain.CCompileTimeoutError) as info:
+        run()
+    assert info.value.code == "RLX-X005" and "1 s probing" in str(info.value)
+    _assert_stopped(pidfile)
+
+
+def test_probe_timeout_caches_no_probe_record(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """find_compiler on a compiler whose test builds hang: the error, and no record in the
+    cache."""
+    comp, pidfile = _hanging_compiler(tmp_path, version=True)
+    monkeypatch.setattr(toolchain, "PROBE_TIMEOUT_S", 1.0)
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("RLX_CC", comp.path)
+    with pytest.raises(toolchain.CCompileTimeoutError):
+        toolchain.find_compiler()
+    _assert_stopped(pidfile)
+    assert not list((tmp_path / "cache").rglob("probe-*")), "a timed-out probe was cached"

@@ -75,7 +75,8 @@ class CCompileError(RlxError):
 
 
 class CCompileTimeoutError(RlxError):
-    """The C compiler ran past CC_TIMEOUT_S; it and every process it started were stopped."""
+    """The C compiler ran past its deadline (CC_TIMEOUT_S for a build, PROBE_TIMEOUT_S for a
+    probe); it and every process it started were stopped."""
 
     code = "RLX-X005"
 
@@ -83,6 +84,9 @@ class CCompileTimeoutError(RlxError):
 # seconds one compiler run may take (the sanitized builds of the largest test programs take
 # minutes on a loaded 2-core machine)
 CC_TIMEOUT_S = 600.0
+# seconds one probe may take (``--version``, a test build, the predefined macros): one that
+# runs past it is an error, not a rejected flag, so no wrong probe record is cached
+PROBE_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -167,14 +171,14 @@ def _version(path: str) -> str:
     key = (path, os.stat(path).st_mtime)
     if key not in _VERSIONS:
         try:
-            res = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.SubprocessError) as err:
+            code, out, err_text = _probe_run([path, "--version"])
+        except OSError as err:
             raise TargetUnavailableError(f"the C compiler {path} does not run: {err}",
                                          hint="set RLX_CC to a working compiler") from err
-        if res.returncode != 0:
-            raise TargetUnavailableError(f"`{path} --version` failed: {res.stderr.strip()[:200]}",
+        if code != 0:
+            raise TargetUnavailableError(f"`{path} --version` failed: {err_text.strip()[:200]}",
                                          hint="set RLX_CC to a working compiler")
-        _VERSIONS[key] = res.stdout.strip() or res.stderr.strip()
+        _VERSIONS[key] = out.strip() or err_text.strip()
     return _VERSIONS[key]
 
 
@@ -184,10 +188,22 @@ def _try(path: str, flags: tuple[str, ...], source: str) -> bool:
         src.write_text(source)
         cmd = [path, *flags, *BASE_FLAGS, str(src), "-o", str(Path(tmp) / "probe.so")]
         try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.SubprocessError):
+            return _probe_run(cmd)[0] == 0
+        except OSError:
             return False
-        return res.returncode == 0
+
+
+def _probe_run(cmd: list[str], stdin: str | None = None) -> tuple[int, str, str]:
+    """``_run_group`` for a probe: CCompileTimeoutError past PROBE_TIMEOUT_S (then the probe
+    says nothing about the compiler, and find_compiler caches no record)."""
+    try:
+        return _run_group(cmd, PROBE_TIMEOUT_S, stdin)
+    except subprocess.TimeoutExpired:
+        raise CCompileTimeoutError(
+            f"the C compiler ran past {PROBE_TIMEOUT_S:g} s probing it ({' '.join(cmd[:3])} "
+            "...); it and every process it started were stopped",
+            hint="the machine may be oversubscribed (check the load): retry when it is "
+                 "quieter") from None
 
 
 _COMPILERS: dict[str, Compiler] = {}
@@ -273,13 +289,12 @@ def _defines(path: str, flags: tuple[str, ...]) -> set[str]:
     """The macros the compiler with ``flags`` defines to 1 (``__AVX512F__``: it emits AVX-512
     code here); empty when it cannot say."""
     try:
-        out = subprocess.run([path, *flags, "-dM", "-E", "-x", "c", "-"], input="",
-                             capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
+        code, out, _ = _probe_run([path, *flags, "-dM", "-E", "-x", "c", "-"], stdin="")
+    except OSError:
         return set()
-    if out.returncode != 0:
+    if code != 0:
         return set()
-    return {ln.split()[1] for ln in out.stdout.splitlines()
+    return {ln.split()[1] for ln in out.splitlines()
             if ln.startswith("#define ") and ln.endswith(" 1") and len(ln.split()) == 3}
 
 
@@ -394,23 +409,32 @@ def _stop_group(proc: subprocess.Popen) -> None:
     proc.communicate()
 
 
-def _run_cc(cmd: tuple[str, ...], source: str, kept: Path, out: Path) -> None:
-    # its own session: a timeout or an interrupt stops cc1/as/ld too, not only the driver
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+def _run_group(cmd: tuple[str, ...] | list[str], timeout: float,
+               stdin: str | None = None) -> tuple[int, str, str]:
+    """Run a compiler command in its own session: (exit status, stdout, stderr). Past
+    ``timeout`` seconds (subprocess.TimeoutExpired) or on an interrupt its whole process group
+    is stopped first, so cc1/as/ld go too, not only the driver."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        stdout, stderr = proc.communicate(timeout=CC_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
+        stdout, stderr = proc.communicate(stdin, timeout=timeout)
+    except BaseException:  # TimeoutExpired, KeyboardInterrupt: leave no compiler behind
         _stop_group(proc)
+        raise
+    return proc.returncode, stdout, stderr
+
+
+def _run_cc(cmd: tuple[str, ...], source: str, kept: Path, out: Path) -> None:
+    try:
+        code, stdout, stderr = _run_group(cmd, CC_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
         raise CCompileTimeoutError(
             f"the C compiler ran past {CC_TIMEOUT_S:g} s building {out.name}; it and every "
             "process it started were stopped",
             hint="the machine may be oversubscribed (check the load) or the program very "
                  f"large: retry when it is quieter; the source is kept at {kept}") from None
-    except BaseException:
-        _stop_group(proc)  # KeyboardInterrupt: leave no compiler behind either
-        raise
-    if proc.returncode != 0:
+    if code != 0:
         text = stderr or stdout
         for why in _WRITE_FAILURES:
             if why in text:
