@@ -47,16 +47,17 @@ class Judge:
         return self
 
     def call(self, wall: float, lost: float = 0.0, cpu: float | None = None,
-             slept: float = 0.0, idle: bool = False) -> tuple[int, dict[str, int]]:
+             slept: float = 0.0, idle: bool = False, one: float = 0.0
+             ) -> tuple[int, dict[str, int]]:
         """One team call of ``wall`` ms: ``lost`` ms of thread 0's late waits past their
         budgets, ``cpu`` ms of its CPU time (all of the wall time but ``slept``, when not
-        given), no worker ran a chunk (``idle``). Returns (0 good / 1 bad / 2 a spell began,
-        the state after it)."""
+        given), no worker ran a chunk (``idle``), ``one`` ms a call on one thread just before
+        (0: none measured). Returns (0 good / 1 bad / 2 a spell began, the state after it)."""
         self.now += int(wall * MS)
         if cpu is None:
             cpu = wall - slept
-        rec = (ctypes.c_longlong * 6)(int(wall * MS), int(lost * MS), int(cpu * MS),
-                                      int(slept * MS), int(idle), self.now)
+        rec = (ctypes.c_longlong * 7)(int(wall * MS), int(lost * MS), int(cpu * MS),
+                                      int(slept * MS), int(idle), int(one * MS), self.now)
         out = (ctypes.c_longlong * 5)()
         verdict = self._judge(rec, out)
         return verdict, dict(zip(("left", "until", "next_calls", "next_ns", "shrunk"), out,
@@ -105,6 +106,20 @@ def test_a_call_without_its_worker_or_its_core_is_bad(judge_factory, kind: str) 
     bad = {"idle": {"idle": True}, "starved": {"cpu": 5.0}}[kind]  # 5 of 10 ms on its core
     assert j.call(10.0, **bad)[0] == 1
     assert j.call(10.0, **bad)[0] == 2
+
+
+@pytest.mark.parametrize("kind", ["starved", "lost"])
+def test_a_team_call_no_slower_than_one_thread_just_was_is_good(judge_factory,
+                                                                 kind: str) -> None:
+    """Two busy processes, one on each core: thread 0 gets half its core in every team call,
+    but one thread sharing a core took longer still. Such calls are good; the same calls
+    slower than one thread was are bad, and two of them start a spell."""
+    j = judge_factory()
+    bad = {"starved": {"cpu": 17.0}, "lost": {"lost": 10.0}}[kind]  # of a 35 ms call
+    for _ in range(10):
+        assert j.call(35.0, one=41.0, **bad)[0] == 0
+    assert j.call(35.0, one=30.0, **bad)[0] == 1
+    assert j.call(35.0, one=30.0, **bad)[0] == 2
 
 
 def test_sleeping_in_a_wait_is_not_starvation(judge_factory) -> None:
