@@ -221,6 +221,45 @@ def test_tile_epilogues_see_each_final_element_once(tmp_path, isa: str) -> None:
         assert _rel(c, want) < 1e-5, (m, k, n, ta, tb, packed)
 
 
+_PACKED_HARNESS = r"""
+void run_packed(int64_t m, int64_t n, int64_t k, const float *A, const float *W, float *C,
+                int64_t chunk) {
+    float *P = (float *)malloc((size_t)((n + 31) / 32 * 32 * k) * sizeof(float));
+    rlx_sgemm_pack_b(n, k, W, 1, k, P);  /* op(B) = W^T, W n x k as a linear layer holds it */
+    for (int64_t j = 0; j < n; j += chunk)
+        rlx_sgemm_packed(m, n, k, A, k, 1, P, C, n, j, j + chunk < n ? j + chunk : n);
+    free(P);
+}
+"""
+
+
+@pytest.mark.parametrize("isa", sorted(ISAS))
+def test_fetching_a_large_prepacked_b_ahead_keeps_the_bits(tmp_path, isa: str) -> None:
+    """rlx_sgemm_streams: a prepacked B larger than half of L2 has its next panels fetched
+    ahead (here forced with a 4 KB RLX_SG_L2): the same bits as without, in claimed column
+    chunks (the next chunk's first panel is fetched too), one or two KC slices, several
+    blocks of rows and edge tiles."""
+    built = {}
+    for name, head in (("ahead", "#define RLX_SG_L2 4096\n"), ("plain", "")):
+        (tmp_path / name).mkdir()
+        built[name] = build_harness(tmp_path / name, isa,
+                                    head + sgemm.SOURCE + _PACKED_HARNESS).run_packed
+    rng = np.random.default_rng(6)
+    for m, k, n in [(37, 200, 300), (300, 1000, 97), (8, 64, 64)]:
+        a = rng.standard_normal((m, k), np.float32)
+        w = rng.standard_normal((n, k), np.float32)
+        out = {}
+        for name, fn in built.items():
+            fn.restype = None
+            i64, ptr = ctypes.c_int64, ctypes.c_void_p
+            fn.argtypes = [i64, i64, i64, ptr, ptr, ptr, i64]
+            c = np.full((m, n), np.nan, np.float32)
+            fn(m, n, k, a.ctypes.data, w.ctypes.data, c.ctypes.data, 64)
+            out[name] = c
+        assert np.array_equal(out["ahead"], out["plain"]), (m, k, n)
+        assert _rel(out["ahead"], a @ w.T) < 1e-5, (m, k, n)
+
+
 def test_b_is_read_in_place_only_where_its_rows_spread_over_the_cache_sets() -> None:
     """sgemm.spreads: rows an odd number of 64-byte lines apart, or not whole lines, spread
     over the L1's sets; an even number of lines (512 or 768 floats) maps them onto a few."""

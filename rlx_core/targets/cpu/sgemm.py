@@ -179,6 +179,9 @@ typedef __m256 rlx_sg_v;
 #ifndef RLX_SG_NC
 #define RLX_SG_NC 256
 #endif
+#ifndef RLX_SG_L2  /* bytes of L2 per core (isa.gemm_blocking, from the OS) */
+#define RLX_SG_L2 (1 << 20)
+#endif
 #define RLX_SG_DIRECT_ROWS 256  /* sgemm.DIRECT_ROWS; see rlx_sgemm_core's direct */
 #if RLX_SG_VW == 16  /* sgemm.direct_depth: with AVX-512, B is read in place one slice deep */
 #define RLX_SG_DIRECT_DEPTH (RLX_SG_KC + RLX_SG_KC / 8)
@@ -301,34 +304,51 @@ static void rlx_sgemm_pack_cols(int64_t kc, int64_t rows, const float *A, int64_
 #if RLX_SG_VEC
 /* the accumulation of R rows (a constant at every call, so the 2 R accumulators unroll into
    registers): c0/c1[i] += op(A)[i, 0:kc] . b[0:kc, 0:NR] */
-static inline __attribute__((always_inline)) void rlx_sgemm_acc(
-        const int R, int64_t kc, const float *restrict a, int64_t ra, int64_t rp,
+static inline __attribute__((always_inline)) void rlx_sgemm_step(
+        const int R, int64_t p, const float *restrict a, int64_t ra, int64_t rp,
         const float *restrict b, int64_t ldb, rlx_sg_v *c0, rlx_sg_v *c1) {
     enum { VW = RLX_SG_VW };
+    const rlx_sg_v b0 = RLX_SG_LOAD(b + p * ldb), b1 = RLX_SG_LOAD(b + p * ldb + VW);
+    for (int i = 0; i < R; ++i) {
+        const rlx_sg_v ai = RLX_SG_SET1(a[i * ra + p * rp]);
+        c0[i] = RLX_SG_FMA(ai, b0, c0[i]);
+        c1[i] = RLX_SG_FMA(ai, b1, c1[i]);
+    }
+}
+
+static inline __attribute__((always_inline)) void rlx_sgemm_acc(
+        const int R, int64_t kc, const float *restrict a, int64_t ra, int64_t rp,
+        const float *restrict b, int64_t ldb, rlx_sg_v *c0, rlx_sg_v *c1, const float *pf,
+        int64_t npf) {
     /* four k steps per iteration: one loop count, compare and branch for 64 FMAs instead of
        16, so the loads run further ahead. Emerald Rapids, one thread, MiniLM's b8 GEMMs in
        the team's 128 x 256 chunks (C harness, both builds in one process, turns alternating,
        SCHED_FIFO): +2.9-4.5% (AVX2 tile: +3.6-5%), 128-row chunks +0.7-2.7%; 8 steps were no
-       faster than 4. Same k order, same bits */
-#pragma GCC unroll 4
-    for (int64_t p = 0; p < kc; ++p) {
-        const rlx_sg_v b0 = RLX_SG_LOAD(b + p * ldb), b1 = RLX_SG_LOAD(b + p * ldb + VW);
-        for (int i = 0; i < R; ++i) {
-            const rlx_sg_v ai = RLX_SG_SET1(a[i * ra + p * rp]);
-            c0[i] = RLX_SG_FMA(ai, b0, c0[i]);
-            c1[i] = RLX_SG_FMA(ai, b1, c1[i]);
+       faster than 4. Same k order, same bits. Each iteration also fetches one cache line of
+       pf into L2 while npf lasts (rlx_sgemm_core: the next panel of a prepacked B) */
+    int64_t p = 0;
+    for (; p + 4 <= kc; p += 4) {
+        if (npf > 0) {
+            __builtin_prefetch(pf, 0, 2);
+            pf += 16;
+            --npf;
         }
+        rlx_sgemm_step(R, p, a, ra, rp, b, ldb, c0, c1);
+        rlx_sgemm_step(R, p + 1, a, ra, rp, b, ldb, c0, c1);
+        rlx_sgemm_step(R, p + 2, a, ra, rp, b, ldb, c0, c1);
+        rlx_sgemm_step(R, p + 3, a, ra, rp, b, ldb, c0, c1);
     }
+    for (; p < kc; ++p) rlx_sgemm_step(R, p, a, ra, rp, b, ldb, c0, c1);
 }
 #endif
 
 /* C[0:mr, 0:nr] (+)= op(A)[0:8, 0:kc] . b[0:kc, 0:32]: element (i, p) of op(A) at
    a[i*ra + p*rp], row p of b at b + p*ldb (a packed panel: ldb = NR); acc: add to C. Rows past mr are read only when A is packed
    (zero padded): a direct A is read for its mr rows alone. */
-static inline __attribute__((always_inline)) void rlx_sgemm_tile(
+static inline __attribute__((always_inline)) void rlx_sgemm_tile_pf(
         int64_t kc, const float *restrict a, int64_t ra, int64_t rp, const float *restrict b,
         int64_t ldb, float *restrict c, int64_t ldc, int acc, int64_t mr, int64_t nr,
-        int padded) {
+        int padded, const float *pf, int64_t npf) {
     enum { MR = RLX_SG_MR, NR = RLX_SG_NR };
     enum { VW = RLX_SG_VW };
     float t[MR * NR];
@@ -349,16 +369,16 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile(
        rows left below a multiple of MR) took 2-3x a full tile's time per row with one copy
        for every row count, its accumulators on the stack */
     switch (padded ? MR : mr) {
-    case 1: rlx_sgemm_acc(1, kc, a, ra, rp, b, ldb, c0, c1); break;
-    case 2: rlx_sgemm_acc(2, kc, a, ra, rp, b, ldb, c0, c1); break;
-    case 3: rlx_sgemm_acc(3, kc, a, ra, rp, b, ldb, c0, c1); break;
-    case 4: rlx_sgemm_acc(4, kc, a, ra, rp, b, ldb, c0, c1); break;
-    case 5: rlx_sgemm_acc(5, kc, a, ra, rp, b, ldb, c0, c1); break;
+    case 1: rlx_sgemm_acc(1, kc, a, ra, rp, b, ldb, c0, c1, pf, npf); break;
+    case 2: rlx_sgemm_acc(2, kc, a, ra, rp, b, ldb, c0, c1, pf, npf); break;
+    case 3: rlx_sgemm_acc(3, kc, a, ra, rp, b, ldb, c0, c1, pf, npf); break;
+    case 4: rlx_sgemm_acc(4, kc, a, ra, rp, b, ldb, c0, c1, pf, npf); break;
+    case 5: rlx_sgemm_acc(5, kc, a, ra, rp, b, ldb, c0, c1, pf, npf); break;
 #if RLX_SG_MR > 6
-    case 6: rlx_sgemm_acc(6, kc, a, ra, rp, b, ldb, c0, c1); break;
-    case 7: rlx_sgemm_acc(7, kc, a, ra, rp, b, ldb, c0, c1); break;
+    case 6: rlx_sgemm_acc(6, kc, a, ra, rp, b, ldb, c0, c1, pf, npf); break;
+    case 7: rlx_sgemm_acc(7, kc, a, ra, rp, b, ldb, c0, c1, pf, npf); break;
 #endif
-    default: rlx_sgemm_acc(MR, kc, a, ra, rp, b, ldb, c0, c1); break;
+    default: rlx_sgemm_acc(MR, kc, a, ra, rp, b, ldb, c0, c1, pf, npf); break;
     }
     if (nr == NR) {  /* a full tile, or an edge tile of whole columns: its mr rows to C */
         for (int i = 0; i < MR; ++i) {
@@ -378,6 +398,8 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile(
         RLX_SG_STORE(t + i * NR + VW, c1[i]);
     }
 #else
+    (void)pf;
+    (void)npf;
     for (int i = 0; i < MR * NR; ++i) t[i] = 0.0f;
     for (int64_t p = 0; p < kc; ++p)
         for (int64_t i = 0; i < (padded ? MR : mr); ++i) {
@@ -388,6 +410,14 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile(
     for (int64_t i = 0; i < mr; ++i)
         for (int64_t j = 0; j < nr; ++j)
             c[i * ldc + j] = acc ? c[i * ldc + j] + t[i * NR + j] : t[i * NR + j];
+}
+
+/* the tile without prefetching (conv.py's callers) */
+static inline __attribute__((always_inline)) void rlx_sgemm_tile(
+        int64_t kc, const float *restrict a, int64_t ra, int64_t rp, const float *restrict b,
+        int64_t ldb, float *restrict c, int64_t ldc, int acc, int64_t mr, int64_t nr,
+        int padded) {
+    rlx_sgemm_tile_pf(kc, a, ra, rp, b, ldb, c, ldc, acc, mr, nr, padded, 0, 0);
 }
 
 /* this thread's packing buffer (cpu/scratch.py; one per thread, never shared) */
@@ -444,10 +474,10 @@ typedef void (*rlx_sg_epi)(const void *ctx, int64_t i0, int64_t i1, int64_t j0, 
 /* columns [n0, n1) of C = op(A) op(B), m x n x k; n0 a multiple of 32 (see sgemm.py).
    P: op(B) prepacked by rlx_sgemm_pack_b (panel j / 32 at P + (j / 32) * k * 32), or 0 to pack
    each KC x NC block of op(B) here. epi (or 0): run on every finished tile, with ectx */
-static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int64_t rk,
-                           const float *B, int64_t brk, int64_t brn, const float *P,
-                           float *C, int64_t ldc, int64_t n0, int64_t n1, rlx_sg_epi epi,
-                           const void *ectx) {
+static void rlx_sgemm_core_pf(int64_t m, int64_t k, const float *A, int64_t rm, int64_t rk,
+                              const float *B, int64_t brk, int64_t brn, const float *P,
+                              float *C, int64_t ldc, int64_t n0, int64_t n1, rlx_sg_epi epi,
+                              const void *ectx, int64_t pf_n) {
     enum { MR = RLX_SG_MR, NR = RLX_SG_NR, NC = RLX_SG_NC };
     const int deep = rlx_sgemm_deep(k, P);
     const int64_t KC = rlx_sgemm_kc(k, deep);
@@ -518,6 +548,12 @@ static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int
                        harness, Zen 1, caches flushed): 128 x 128 x 784 27-28 -> 31.7 GFLOP/s,
                        at batch 1024 (K = 1024) 28-29 -> 30-31, warm 30 -> 32-33 */
                     const int next = in_place && q + 1 < panels && jc + nc - (j + NR) >= NR;
+                    /* a prepacked B larger than L2 (pf_n > 0: its columns), first block of
+                       rows: the next panel's slice, on to the next claimed chunk's, into L2
+                       while this panel's tiles run (rlx_sgemm_streams) */
+                    const float *pnext = pf_n && ic == 0 && j + NR < pf_n ? pq + k * NR : 0;
+                    const int64_t ptiles = (ie - ic + MR - 1) / MR, plines = kc * NR / 16;
+                    const int64_t pper = (plines + ptiles - 1) / ptiles;
                     const int64_t per = (kc + (ie - ic + MR - 1) / MR - 1) / ((ie - ic + MR - 1) / MR);
                     for (int64_t i = ic; i < ie; i += MR) {
                         const int64_t mr = ie - i < MR ? ie - i : MR;
@@ -527,18 +563,40 @@ static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int
                             for (int64_t r = r0; r < r1; ++r)
                                 __builtin_prefetch(pq + r * ldb + NR, 0, 3);
                         }
+                        const int64_t l0 = (i - ic) / MR * pper;
+                        const float *pf = pnext ? pnext + l0 * 16 : 0;
+                        const int64_t npf = !pnext ? 0 : l0 + pper < plines ? pper : plines - l0;
                         if (pack_a)  /* an edge tile multiplies its mr rows alone */
-                            rlx_sgemm_tile(kc, ap + (i - ic) * kc, 1, MR, pq, ldb, C + i * ldc + j,
-                                           ldc, pc > 0, mr, nr, mr == MR);
+                            rlx_sgemm_tile_pf(kc, ap + (i - ic) * kc, 1, MR, pq, ldb,
+                                              C + i * ldc + j, ldc, pc > 0, mr, nr, mr == MR, pf,
+                                              npf);
                         else
-                            rlx_sgemm_tile(kc, A + i * rm + pc * rk, rm, rk, pq, ldb,
-                                           C + i * ldc + j, ldc, pc > 0, mr, nr, 0);
+                            rlx_sgemm_tile_pf(kc, A + i * rm + pc * rk, rm, rk, pq, ldb,
+                                              C + i * ldc + j, ldc, pc > 0, mr, nr, 0, pf, npf);
                         if (epi && last) epi(ectx, i, i + mr, j, j + nr);
                     }
                 }
             }
         }
     }
+}
+
+/* rlx_sgemm_core_pf without prefetching panels ahead (B packed in the call, conv, gemv) */
+static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int64_t rk,
+                           const float *B, int64_t brk, int64_t brn, const float *P,
+                           float *C, int64_t ldc, int64_t n0, int64_t n1, rlx_sg_epi epi,
+                           const void *ectx) {
+    rlx_sgemm_core_pf(m, k, A, rm, rk, B, brk, brn, P, C, ldc, n0, n1, epi, ectx, 0);
+}
+
+/* the columns of a prepacked op(B) (k x n) whose next panels rlx_sgemm_core_pf fetches ahead
+   into L2, or 0: only a B larger than half of L2, which the hardware prefetchers leave to
+   stream from L3 as each panel's first tile reads it (they stop at every 4 KB page).
+   One thread, Emerald Rapids (2 MB L2), rlx prepacked / MLAS in one process
+   (bench_gemm's shapes, thread clock, FIFO): 128 x 384 x 1536 0.97 -> 1.08, 128 x 1536 x 384
+   1.00 -> 1.08; B within L2 (128 x 384 x 384) it gained nothing */
+static inline int64_t rlx_sgemm_streams(int64_t n, int64_t k) {
+    return 2 * n * k * (int64_t)sizeof(float) > RLX_SG_L2 ? n : 0;
 }
 
 /* columns [n0, n1) of C = op(A) op(B), op(B) packed here (see sgemm.py) */
@@ -553,8 +611,8 @@ static void rlx_sgemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t r
 static void rlx_sgemm_packed(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm,
                              int64_t rk, const float *P, float *C, int64_t ldc, int64_t n0,
                              int64_t n1) {
-    (void)n;
-    rlx_sgemm_core(m, k, A, rm, rk, 0, 0, 0, P, C, ldc, n0, n1, 0, 0);
+    rlx_sgemm_core_pf(m, k, A, rm, rk, 0, 0, 0, P, C, ldc, n0, n1, 0, 0,
+                      rlx_sgemm_streams(n, k));
 }
 
 /* rlx_sgemm and rlx_sgemm_packed with a tile epilogue: epi(ectx, ...) finishes each tile */
@@ -568,8 +626,8 @@ static void rlx_sgemm_epi(int64_t m, int64_t n, int64_t k, const float *A, int64
 static void rlx_sgemm_packed_epi(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm,
                                  int64_t rk, const float *P, float *C, int64_t ldc, int64_t n0,
                                  int64_t n1, rlx_sg_epi epi, const void *ectx) {
-    (void)n;
-    rlx_sgemm_core(m, k, A, rm, rk, 0, 0, 0, P, C, ldc, n0, n1, epi, ectx);
+    rlx_sgemm_core_pf(m, k, A, rm, rk, 0, 0, 0, P, C, ldc, n0, n1, epi, ectx,
+                      rlx_sgemm_streams(n, k));
 }
 
 /* all of op(B) (k x n) as panels of 32 columns, each k deep: rlx_sgemm_packed's layout,
