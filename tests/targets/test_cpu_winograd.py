@@ -170,6 +170,54 @@ def test_binding_another_filter_transforms_it_again() -> None:
     assert _rel(exe(x), ref(x, w_new)) < 1e-5
 
 
+@pytest.mark.parametrize(("m", "family"), [(4, "native"), (2, "native"), (4, "avx2")])
+def test_a_nonfinite_filter_matches_the_reference(m: int, family: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """An inf, a -inf and a NaN in a parameter filter: Winograd's transforms would make every
+    output of those channels NaN (inf - inf), where the convolution gives +-inf, and NaN only
+    where an inf weight meets a zero (of the padding too). Such a filter runs rlx_wg_direct;
+    bound again finite, the same program is Winograd's again. One conv on NCHW sides, one
+    with an NCHW8c input and residual (layout.py, between a 1x1 and a residual)."""
+    from rlx_core.targets.cpu import isa
+
+    if family != "native" and family not in isa.forced_paths():
+        pytest.skip(f"this CPU does not run the {family} path")
+    monkeypatch.setenv("RLX_CPU_ISA", family)
+    _skip_unless_simd()
+    monkeypatch.setenv("RLX_WINOGRAD", str(m))
+    rng = np.random.default_rng(20 + m)
+    wa = (rng.standard_normal((24, 16, 3, 3)) * 0.1).astype(np.float32)
+    w1 = (rng.standard_normal((16, 16, 1, 1)) * 0.2).astype(np.float32)
+    wb = (rng.standard_normal((16, 16, 3, 3)) * 0.1).astype(np.float32)
+    ba, bb = (rng.standard_normal(n).astype(np.float32) for n in (24, 16))
+    finite = {"wa": wa.copy(), "wb": wb.copy()}
+    wa[3, 5, 0, 0], wa[10, 2, 1, 1], wa[17, 0, 2, 2] = np.inf, -np.inf, np.nan
+    wb[6, 9, 2, 0] = -np.inf
+
+    def f(x):
+        y = nn.conv2d(x, rlx.param(wa, "wa"), rlx.param(ba, "ba"), padding=1)
+        z = nn.conv2d(x, rlx.param(w1, "w1"))
+        return y, nn.conv2d(z, rlx.param(wb, "wb"), rlx.param(bb, "bb"), padding=1) + x
+
+    x = rng.standard_normal((2, 16, 9, 7)).astype(np.float32)
+    exe = rlx.compile(f, x, target="cpu", record=False)
+    assert _impls(exe).count(WINO) == 2
+    assert exe.program.info["nchw8c"], "the second conv's sides are not blocked"
+    ref = rlx.compile(lambda a, p, q: (nn.conv2d(a, p, ba, padding=1),
+                                       nn.conv2d(nn.conv2d(a, w1), q, bb, padding=1) + a),
+                      x, wa, wb, target="numpy", record=False)
+    want = ref(x, wa, wb)
+    for w_ in want:
+        w_ = np.asarray(w_)
+        assert np.isinf(w_).any() and np.isnan(w_).any() and np.isfinite(w_).any()
+    for _ in range(2):  # the second call reads the packed filters and their flags
+        for g_, w_ in zip(exe(x), want, strict=True):
+            np.testing.assert_allclose(np.asarray(g_), np.asarray(w_), rtol=1e-5, atol=1e-5)
+    exe.params["wa"], exe.params["wb"] = finite["wa"], finite["wb"]
+    for g_, w_ in zip(exe(x), ref(x, finite["wa"], finite["wb"]), strict=True):
+        assert _rel(g_, w_) < 1e-5
+
+
 def test_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     """F(m, 3) while the batch has WINO_MIN_TILES[m] of its tiles, larger m first, else direct;
     the switch turns it off."""

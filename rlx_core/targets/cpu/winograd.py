@@ -9,7 +9,10 @@ output block is ``Y = A^T [ sum_c (G g G^T) . (B^T d B) ] A``:
 
 - **filter transform** ``U = G g G^T`` once per binding (prepack.py, kind ``wino4`` /
   ``wino2``), in double, each of the (m + 2)^2 positions then packed as the blocked tile's
-  filter of a 1x1 convolution (``rlx_cb_pack``: panels of 16 output channels);
+  filter of a 1x1 convolution (``rlx_cb_pack``: panels of 16 output channels), and a flag
+  after them: U holds an inf or NaN. Then every call runs ``rlx_wg_direct`` instead (the
+  transforms would make a whole output channel NaN, inf - inf, where the convolution gives
+  +-inf);
 - **input transform** ``V = B^T d B`` of every tile and block of 8 channels, 8 channels per
   vector (the NCHW8c layout's pixel), written position-major: position xi's V is an NCHW8c
   image of c channels and one row of ``nt`` pixels, the tiles;
@@ -146,16 +149,18 @@ def _source(m: int) -> str:
     return _transforms(m, 8) + _transforms(m, 16) + rf"""
 /* the OIHW 3x3 filter w (o x c, c a multiple of 8) transformed, U = G g G^T in double, each
    of the {tt} positions packed by rlx_cb_pack as a 1x1 filter (rlx_cb_packed_floats(o, c,
-   1, 1) floats apart). Out of memory for the transformed copy: NaNs, so no output is
-   silently wrong */
+   1, 1) floats apart), then the float rlx_wg_direct_only reads: 1 when U holds an inf or a
+   NaN (an inf or NaN weight, or a weight whose transform overflows) or could not be made
+   (out of memory), else 0 */
 static void rlx_wg{m}_pack(int64_t o, int64_t c, const float *w, float *dst) {{
     static const double G[{ti}][3] = {{{gd}}};
     const int64_t stride = rlx_cb_packed_floats(o, c, 1, 1);
     float *u = (float *)malloc((size_t)(o * c * {tt}) * sizeof(float));
     if (u == 0) {{
-        for (int64_t i = 0; i < {tt} * stride; ++i) dst[i] = NAN;
+        dst[{tt} * stride] = 1.0f;
         return;
     }}
+    int bad = 0;
     for (int64_t k = 0; k < o * c; ++k) {{
         const float *f = w + k * 9;
         double t[{ti}][3];
@@ -163,11 +168,15 @@ static void rlx_wg{m}_pack(int64_t o, int64_t c, const float *w, float *dst) {{
             for (int j = 0; j < 3; ++j)
                 t[i][j] = G[i][0] * f[j] + G[i][1] * f[3 + j] + G[i][2] * f[6 + j];
         for (int i = 0; i < {ti}; ++i)
-            for (int j = 0; j < {ti}; ++j)
-                u[(i * {ti} + j) * o * c + k] =
-                    (float)(t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2]);
+            for (int j = 0; j < {ti}; ++j) {{
+                const float v = (float)(t[i][0] * G[j][0] + t[i][1] * G[j][1]
+                                        + t[i][2] * G[j][2]);
+                bad |= v - v != 0.0f;  /* inf - inf and NaN - NaN are NaN */
+                u[(i * {ti} + j) * o * c + k] = v;
+            }}
     }}
     for (int xi = 0; xi < {tt}; ++xi) rlx_cb_pack(o, c, 1, 1, u + xi * o * c, dst + xi * stride);
+    dst[{tt} * stride] = bad ? 1.0f : 0.0f;
     free(u);
 }}
 
@@ -351,9 +360,18 @@ SOURCE = scratch.SOURCE + r"""
    from rlx_sgemm_scratch, which the GEMMs (rlx_cb_conv) take while it is in use */
 RLX_SCRATCH(rlx_wg_scratch, float)
 
+/* does the filter packed by rlx_wg{m}_pack (u; o x c, (m + 2)^2 = tt positions) need
+   rlx_wg_direct? Where U holds an inf or NaN, Winograd's transforms would mix it into every
+   output of its channel as NaN (inf - inf), where the convolution gives +-inf, and NaN only
+   where an inf weight meets a zero (of the padding, too) */
+static inline int rlx_wg_direct_only(const float *u, int64_t o, int64_t c, int64_t tt) {
+    return u[tt * rlx_cb_packed_floats(o, c, 1, 1)] != 0.0f;
+}
+
 /* tiles [t0, t1) of m x m outputs (as rlx_wg{m}_conv's) one output at a time, the OIHW 3x3
-   filter wt read in place: what runs when the transform buffer cannot be had (slow but
-   right) */
+   filter wt read in place: what runs when the transform buffer cannot be had, or the
+   transformed filter is not finite (slow but right). Taps over the padding multiply its
+   zeros too: 0 * inf is NaN there, as in the reference's padded input */
 static void rlx_wg_direct(const rlx_conv_geo *g, const float *x, const float *wt, int64_t o,
                           const float *bias, const float *res, float *y, int64_t m,
                           int64_t t0, int64_t t1, int act, float lo, float hi, int lay) {
@@ -370,9 +388,9 @@ static void rlx_wg_direct(const rlx_conv_geo *g, const float *x, const float *wt
                         for (int64_t ki = 0; ki < 3; ++ki)
                             for (int64_t kj = 0; kj < 3; ++kj) {
                                 const int64_t iy = oy - g->ph + ki, ix = ox - g->pw + kj;
-                                if (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w)
-                                    s += xb[rlx_cb_at(lay & 1, ci, iy * g->w + ix, hw)]
-                                         * wt[(oc * c + ci) * 9 + ki * 3 + kj];
+                                const float xv = iy >= 0 && iy < g->h && ix >= 0 && ix < g->w
+                                    ? xb[rlx_cb_at(lay & 1, ci, iy * g->w + ix, hw)] : 0.0f;
+                                s += xv * wt[(oc * c + ci) * 9 + ki * 3 + kj];
                             }
                     const int64_t at = oy * g->ow + ox;
                     y[b * o * p + rlx_cb_at(lay & 2, oc, at, p)] = rlx_conv_fin(
@@ -384,9 +402,14 @@ static void rlx_wg_direct(const rlx_conv_geo *g, const float *x, const float *wt
 """ + "".join(_source(m) for m in TILES) + "#endif\n"
 
 
+# after the positions, rlx_wg{m}_pack's float saying whether only rlx_wg_direct may run (a
+# cache line, so what follows keeps its alignment)
+FLAG_BYTES = 64
+
+
 def packed_bytes(o: int, c: int, m: int) -> int:
     """Bytes of an o x c 3x3 filter transformed and packed by rlx_wg{m}_pack."""
-    return (m + 2) ** 2 * conv_blocked.packed_bytes(o, c, 1, 1)
+    return (m + 2) ** 2 * conv_blocked.packed_bytes(o, c, 1, 1) + FLAG_BYTES
 
 
 # the transform buffer of one item, at most (V and M of its tiles): chunks of tiles beyond it
@@ -402,7 +425,8 @@ def emit_winograd(env: KernelEnv, w: Writer, m: int, packed: str, geo: str, n: i
     """The kernel's loop over chunks of tiles calling rlx_wg{m}_conv (x, wt, bias, res, out:
     C pointers of the input, OIHW filter, bias, residual and output of the whole batch;
     ``packed`` the filter packed by rlx_wg{m}_pack; lay as conv_blocked.emit_blocked's);
-    returns IMPL. Out of memory: rlx_wg_direct, one output at a time."""
+    returns IMPL. Out of memory, or a filter whose transform is not finite: rlx_wg_direct,
+    one output at a time."""
     tiles = n * -(-oh // m) * -(-ow // m)
     per = (m + 2) ** 2 * (c + o) * 4  # bytes of one tile's V and M
     chunk = min(tiles, max(MIN_CHUNK, ITEM_BYTES // per))
@@ -416,7 +440,8 @@ def emit_winograd(env: KernelEnv, w: Writer, m: int, packed: str, geo: str, n: i
         w.line("if (solo && it > 0) continue;")
     w.line(f"const int64_t t0 = it * {chunk}, t1 = {'solo || ' if split else ''}"
            f"t0 + {chunk} >= {tiles} ? {tiles} : t0 + {chunk};")
-    w.open(f"if (!rlx_wg{m}_conv(&geo, {x}, {packed}, {o}, {bias or '0'}, {res or '0'}, "
+    w.open(f"if (rlx_wg_direct_only({packed}, {o}, {c}, {(m + 2) ** 2}) || "
+           f"!rlx_wg{m}_conv(&geo, {x}, {packed}, {o}, {bias or '0'}, {res or '0'}, "
            f"{out}, t0, t1, {tail}, {lay}))")
     w.line(f"rlx_wg_direct(&geo, {x}, {wt}, {o}, {bias or '0'}, {res or '0'}, {out}, {m}, "
            f"t0, t1, {tail}, {lay});")
