@@ -16,9 +16,14 @@ The kinds of kernel and the loop nest each stands for (``out`` is the kernel's l
     matmul        for b, m, n in ndindex(batch, lhs free, rhs free):
                       acc = sum_k lhs[b, m, k] * rhs[b, k, n]  # dot_general
                       y[b, m, n] = epi(acc, bias[bcast(n)])    # elementwise epilogue (bias, relu)
+                  [y = layer_norm(y) over n]                   # a row norm the target lists
 
     opaque        one op with its own access pattern: transpose, reshape, slice, pad, concat,
                   gather, scatter_add, iota, tuple constants, HIR composites a target kept
+
+A target whose ``matmul_norms()`` names a row normalisation (the cpu: layer_norm, rms_norm) also
+gets it appended to the matmul group whose result it normalises (``place_norm``), so the kernel
+can normalise whole rows of C while they are in cache (c_common/matmul.py).
 
 Grouping is greedy, deterministic and topological. Each node, in graph order, joins the group of
 one of its direct producers when that group's rule accepts it (first input first), or starts a
@@ -73,7 +78,7 @@ def fuse_reduce(grp: _Group, value: str, n: Node) -> bool:
 
 def fuse_matmul(grp: _Group, value: str, n: Node) -> bool:
     """An elementwise epilogue on a dot_general result runs where the accumulator is stored."""
-    return grp.kind == "matmul" and n.type.shape == grp.shape
+    return grp.kind == "matmul" and not grp.closed and n.type.shape == grp.shape
 
 
 def fuse_opaque(grp: _Group, value: str, n: Node) -> bool:
@@ -108,8 +113,9 @@ def _fusing(n: Node) -> bool:
 class _Grouper:
     """Phase 1: assign every non-virtual node to a group, in graph order."""
 
-    def __init__(self, g: Graph):
+    def __init__(self, g: Graph, norms: frozenset[str] = frozenset()):
         self.g = g
+        self.norms = norms  # row normalisations the target runs in a matmul's epilogue
         self.order = {n.name: i for i, n in enumerate(g.nodes)}
         self.prod = g.producers()
         self.users = g.users()
@@ -162,6 +168,8 @@ class _Grouper:
                 self.place_elementwise(n)
             elif _category(n.op) == "reduce":
                 self.place_reduction(n)
+            elif n.op in self.norms and self.place_norm(n):
+                pass
             else:
                 kind = "matmul" if n.op == "dot_general" else "opaque"
                 deps = set().union(*(self.deps_of(i, False) for i in n.inputs))
@@ -186,6 +194,31 @@ class _Grouper:
             self.group_of[n.name] = grp.gid
             return
         self.new_group("elementwise", n, n.type.shape, deps)
+
+    def place_norm(self, n: Node) -> bool:
+        """Put the row normalisation ``n`` (layer_norm, rms_norm) at the end of the matmul
+        group whose last value it normalises, when nothing else reads that group's values
+        and its other operands (weight, bias) are buffers: the kernel then normalises each
+        block of whole rows of C where the GEMM leaves it (in cache), instead of a kernel of
+        its own reading C back from memory. Nothing joins the group after it."""
+        x = n.inputs[0]
+        if x not in self.prod or x in self.virtual:
+            return False
+        grp = self.groups[self.group_of[x]]
+        if grp.kind != "matmul" or grp.closed or n.type.shape != grp.shape or \
+                self.prod[grp.members[0]].type.dtype != n.type.dtype or \
+                not self.single_use(grp, n):
+            return False  # C (the dot's dtype) holds the normalised value's input
+        if any(i in self.virtual for i in n.inputs[1:]):
+            return False  # the row loop reads its weight and bias from buffers
+        others = set().union(*(self.deps_of(i, False) for i in n.inputs[1:])) - {grp.gid}
+        if any(self.reaches(h, grp.gid) for h in others):
+            return False
+        grp.members.append(n.name)
+        grp.deps |= others
+        grp.closed = True
+        self.group_of[n.name] = grp.gid
+        return True
 
     def single_use(self, grp: _Group, reduction: Node) -> bool:
         inside = set(grp.members) | {reduction.name}
@@ -252,7 +285,7 @@ class Fuse:
         if g.level is not Level.MIR:
             raise VerifyError(f"fuse expects a MIR graph, got {g.level.value} @{g.name}",
                               hint="lower HIR to MIR first (Legalize); fuse runs once")
-        grouper = _Grouper(g)
+        grouper = _Grouper(g, frozenset(getattr(ctx.target, "matmul_norms", lambda: ())()))
         groups = _kernel_order(grouper.run(), grouper.order)
         prod, virtual, order = grouper.prod, grouper.virtual, grouper.order
         names = NameGen(g.values())

@@ -42,6 +42,7 @@ from rlx_core.targets.c_common.kernels import (
     two_phase,
 )
 from rlx_core.targets.c_common.loops import LoopPlan, Writer, identity, offset
+from rlx_core.targets.c_common.row_ops import NORMS, emit_norm_rows
 
 NB = 256  # accumulator block along N in the generated kernel (fits in L1 with its row of rhs)
 
@@ -243,18 +244,40 @@ def generated_gemm(w: Writer, env: KernelEnv, g: GemmSpec) -> str:
     return "generated-matmul"
 
 
+def row_norm(k) -> Node | None:
+    """The row normalisation a matmul kernel ends with (passes/fuse.py's place_norm), or None."""
+    last = k.nodes[-1]
+    return last if last.op in NORMS and k.kind == "matmul" else None
+
+
 def _emit_epilogue(env: KernelEnv, w: Writer, dot: Node, c_ptr: str,
                    bounds: dict[int, tuple[str, str]] | None) -> None:
-    """The epilogue reads the dot result from C; it is an elementwise kernel over it."""
+    """The epilogue reads the dot result from C; it is an elementwise kernel over it. With a
+    row norm at the kernel's end, the value the norm reads is stored into C (in place: each
+    element reads C at its own index first), and _norm_rows normalises it from there."""
     k = env.kernel
+    norm = row_norm(k)
     inputs = {**env.inputs, dot.name: Buffer(c_ptr, dot.type)}
     outs = {o: b for o, b in env.outputs.items() if o != dot.name}
-    rest = [x for x in k.nodes if x is not dot]
-    sub_kernel = type(k)(k.name, "elementwise", tuple(rest), k.inputs,
-                         tuple(o for o in k.outputs if o != dot.name))
+    rest = [x for x in k.nodes if x is not dot and x is not norm]
+    names = tuple(o for o in k.outputs if o != dot.name)
+    if norm is not None:
+        if norm.inputs[0] == dot.name:
+            return  # C holds what the norm reads
+        outs = {norm.inputs[0]: Buffer(c_ptr, norm.type)}
+        names = (norm.inputs[0],)
+    sub_kernel = type(k)(k.name, "elementwise", tuple(rest), k.inputs, names)
     sub = KernelEnv(sub_kernel, env.index, {x.name: x for x in rest}, inputs, outs,
                     env.parallel, env.fail, env.scratch, env.sync)
     emit_elementwise(sub, w, bounds)
+
+
+def _norm_rows(env: KernelEnv, w: Writer, c_ptr: str, rows: tuple[str, str] | None) -> None:
+    """The kernel's row norm (if any) of flattened rows ``rows`` of C into its output (all
+    rows, spread over the team, when None)."""
+    norm = row_norm(env.kernel)
+    if norm is not None:
+        emit_norm_rows(env, w, norm, c_ptr, rows)
 
 
 class BlockEpilogue:
@@ -271,13 +294,16 @@ class BlockEpilogue:
     ``row_unit``. A batch or column axis spread that way is missing, since its blocks are no
     single range, and the hook then leaves the epilogue to the kernel (after a barrier, over
     the whole result: one more pass through memory, 25 MB per FFN layer of MiniLM at batch 32).
+    A kernel ending with a row norm (``row_norm``) is never narrowed by columns: each block of
+    whole rows is normalised right after its epilogue (``_norm_rows``).
     """
 
     def __init__(self, env: KernelEnv, dot: Node, c_ptr: str, axes: dict[str, int | None],
-                 row_unit: int = 1):
+                 row_unit: int = 1, rows: int = 1):
         self.env, self.dot, self.c_ptr, self.axes = env, dot, c_ptr, axes
-        self.row_unit = row_unit
+        self.row_unit, self.rows = row_unit, rows  # rows: of C per batch
         self.emitted = False
+        self.norm = row_norm(env.kernel)  # it needs whole rows: no block narrowed by columns
 
     @staticmethod
     def of(env: KernelEnv, dot: Node, c_ptr: str, lb: tuple[int, ...]) -> BlockEpilogue | None:
@@ -300,22 +326,39 @@ class BlockEpilogue:
             elif name == "rows":
                 axes[name] = wide[0]
                 unit = math.prod(shape[d] for d in dims if d > wide[0])
-        return BlockEpilogue(env, dot, c_ptr, axes, unit)
+        if row_norm(k) is not None and len(groups["cols"]) != 1:
+            return None  # the norm's rows (its last axis) are no whole rows of C
+        return BlockEpilogue(env, dot, c_ptr, axes, unit,
+                             math.prod(shape[d] for d in groups["rows"]))
 
     def fits(self, *axes: str) -> bool:
-        """Can a block narrowed along each of ``axes`` be written as one range?"""
-        return all(a in self.axes for a in axes)
+        """Can a block narrowed along each of ``axes`` be written as one range? (Not along
+        the columns when the kernel ends with a row norm, which needs whole rows.)"""
+        return all(a in self.axes and not (a == "cols" and self.norm) for a in axes)
 
     def emit(self, w: Writer, narrow: dict[str, tuple[str, str]]) -> None:
         """Write the epilogue for this thread's block: {axis: (lo, hi)}, C expressions; a
         "rows" range counts flattened rows (multiples of ``row_unit``)."""
+        flat = self._flat_rows(narrow)
         if "rows" in narrow and self.row_unit > 1:
             lo, hi = narrow["rows"]
             narrow = {**narrow, "rows": (f"({lo}) / {self.row_unit}",
                                          f"({hi}) / {self.row_unit}")}
         bounds = {self.axes[a]: r for a, r in narrow.items() if self.axes[a] is not None}
         _emit_epilogue(self.env, w, self.dot, self.c_ptr, bounds)
+        _norm_rows(self.env, w, self.c_ptr, flat)
         self.emitted = True
+
+    def _flat_rows(self, narrow: dict[str, tuple[str, str]]) -> tuple[str, str]:
+        """The block's rows of C counted over all batches (the row norm's rows)."""
+        if "batch" not in narrow:  # one batch, or all of them
+            total = math.prod(self.dot.type.shape) // self.dot.type.shape[-1]
+            return narrow.get("rows", ("0", str(total)))
+        b0, b1 = narrow["batch"]
+        if "rows" in narrow:
+            r0, r1 = narrow["rows"]
+            return (f"({b0}) * {self.rows} + ({r0})", f"({b0}) * {self.rows} + ({r1})")
+        return (f"({b0}) * {self.rows}", f"({b1}) * {self.rows}")
 
 
 def emit_matmul(env: KernelEnv, w: Writer, gemm_hook=None) -> tuple[str, int]:
@@ -361,6 +404,7 @@ def emit_matmul(env: KernelEnv, w: Writer, gemm_hook=None) -> tuple[str, int]:
         if env.sync:
             w.line(env.sync)
 
+    norm = row_norm(k)
     epilogue = [x for x in k.nodes if x is not dot and not is_virtual(x)]
     if dot.name in env.outputs:
         c_ptr = env.outputs[dot.name].ptr
@@ -385,6 +429,10 @@ def emit_matmul(env: KernelEnv, w: Writer, gemm_hook=None) -> tuple[str, int]:
         if env.sync and impl not in ("empty",):
             w.line(env.sync)  # the epilogue's rows need not be the rows this thread computed
         _emit_epilogue(env, w, dot, c_ptr, None)
+        if norm is not None:
+            if env.sync:
+                w.line(env.sync)  # a row's columns came from several threads
+            _norm_rows(env, w, c_ptr, None)
     return impl, scratch
 
 

@@ -30,6 +30,16 @@ class CpuTarget:
 
         return compiler_status()
 
+    def matmul_norms(self) -> tuple[str, ...]:
+        """Row normalisations fused into the matmul kernel before them (passes/fuse.py): the
+        residual add + layer norm after MiniLM's 384-column GEMMs normalise each block of
+        whole rows while it is in cache. ``RLX_NO_NORM_EPILOGUE=1`` keeps them apart."""
+        if os.environ.get("RLX_NO_NORM_EPILOGUE", "") not in ("", "0"):
+            return ()
+        from rlx_core.targets.c_common.row_ops import NORMS
+
+        return NORMS
+
     @property
     def caps(self) -> Any:
         from rlx_core.targets.cpu.caps import CAPS
