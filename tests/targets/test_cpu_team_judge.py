@@ -58,10 +58,10 @@ class Judge:
             cpu = wall - slept
         rec = (ctypes.c_longlong * 7)(int(wall * MS), int(lost * MS), int(cpu * MS),
                                       int(slept * MS), int(idle), int(one * MS), self.now)
-        out = (ctypes.c_longlong * 5)()
+        out = (ctypes.c_longlong * 6)()
         verdict = self._judge(rec, out)
-        return verdict, dict(zip(("left", "until", "next_calls", "next_ns", "shrunk"), out,
-                                 strict=True))
+        return verdict, dict(zip(("left", "until", "next_calls", "next_ns", "shrunk", "worse"),
+                                 out, strict=True))
 
 
 @pytest.fixture(scope="module")
@@ -113,13 +113,17 @@ def test_a_team_call_no_slower_than_one_thread_just_was_is_good(judge_factory,
                                                                  kind: str) -> None:
     """Two busy processes, one on each core: thread 0 gets half its core in every team call,
     but one thread sharing a core took longer still. Such calls are good; the same calls
-    slower than one thread was are bad, and two of them start a spell."""
+    slower than one thread was are bad, and two of them start a spell. Only after such a
+    call does a starved call on one thread hold a spell on (``worse``)."""
     j = judge_factory()
     bad = {"starved": {"cpu": 17.0}, "lost": {"lost": 10.0}}[kind]  # of a 35 ms call
     for _ in range(10):
-        assert j.call(35.0, one=41.0, **bad)[0] == 0
+        verdict, st = j.call(35.0, one=41.0, **bad)
+        assert verdict == 0 and not st["worse"]
     assert j.call(35.0, one=30.0, **bad)[0] == 1
-    assert j.call(35.0, one=30.0, **bad)[0] == 2
+    verdict, st = j.call(35.0, one=30.0, **bad)
+    assert verdict == 2 and st["worse"]  # now a starved shrunk call holds the spell on
+    assert j.call(35.0, **bad)[1]["worse"]  # no one-thread time to compare: left as it was
 
 
 def test_sleeping_in_a_wait_is_not_starvation(judge_factory) -> None:

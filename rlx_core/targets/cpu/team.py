@@ -457,10 +457,13 @@ static pthread_t rlx_team_pend_by;
    (a quarter of each new call), and when the last of them ended (rlx_team_judge's `one`) */
 #define RLX_TEAM_ONE_FRESH_NS 1000000000LL
 static long long rlx_team_one_ns, rlx_team_one_at;
-/* the last team call that cost thread 0 time (starved, or lost to late waits) was faster than
-   one thread all the same (rlx_team_judge): a shrunk call starved of its core then does not
-   hold the spell on (rlx_team_settle), the team is tried when the spell ends */
-static int rlx_team_beats;
+/* the last team call that cost thread 0 time (starved, or lost to late waits) and could be
+   compared with one thread was slower than it (rlx_team_judge): only then does a shrunk call
+   starved of its core hold the spell on (rlx_team_settle); until such a probe the spell runs
+   its course and the team is tried. Under two bursty processes MiniLM b2 s8's shrunk calls
+   that met a burst (6.5 ms against 2.5) held every spell on, so the team (1.65 ms a call,
+   forced) was almost never tried: 2.69 ms a call against 2.88 on one thread. */
+static int rlx_team_worse;
 /* Is the program shrunk at `now` (a spell on the calling thread alone: a number of calls and
    a time, rlx_team_judge)? Counts the call against the spell. */
 static inline int rlx_team_in_spell(long long now) {
@@ -536,7 +539,7 @@ static int rlx_team_judge(long long wall, long long lost, long long cpu, long lo
     const int beat = one > 0 && wall <= one;  /* no slower than one thread just was */
     const int cost = starved || RLX_TEAM_LOST_PART * lost > wall;  /* cost thread 0 time */
     const int hard = cost && !beat;
-    if (cost && one > 0) rlx_team_beats = beat;  /* unknown: as it was */
+    if (cost && one > 0) rlx_team_worse = !beat;  /* unknown: as it was */
     const int bad = idle || hard;
     rlx_team_stat[6] += starved;
     if (!bad) {
@@ -610,7 +613,7 @@ static inline void rlx_team_settle(long long now, long long cpu_now) {
         rlx_team_one_ns = rlx_team_one_at && end - rlx_team_one_at < RLX_TEAM_ONE_FRESH_NS
             ? (3 * rlx_team_one_ns + wall) / 4 : wall;
         rlx_team_one_at = end;
-        if (wall > 200000 && cpu < RLX_TEAM_FREE_SHARE * wall && !rlx_team_beats) {
+        if (wall > 200000 && cpu < RLX_TEAM_FREE_SHARE * wall && rlx_team_worse) {
             const long long until = end
                 + (2 * wall > RLX_TEAM_MIN_SHRINK_NS ? 2 * wall : RLX_TEAM_MIN_SHRINK_NS);
             if (until > rlx_team_shrink_until) rlx_team_shrink_until = until;
@@ -815,11 +818,13 @@ def team_functions(prefix: str, team_mode: bool) -> str:
     bad calls, sleeps inside calls, ns thread 0 and the others waited at phases' ends), ``<prefix>_team_reset()`` (forget the shrink state: the
     next call is a team call), ``<prefix>_team_delay(tid, us)`` (thread ``tid`` sleeps ``us``
     microseconds at the start of the next team call: a descheduled thread, simulated) and
-    ``int <prefix>_team_judge(const long long call[7], long long state[5])`` (the judge fed one
+    ``int <prefix>_team_judge(const long long call[7], long long state[6])`` (the judge fed one
     team call's measurements: wall, lost, thread 0's CPU and sleep ns, no worker, one thread's
     recent wall ns (0: unknown), now; returns
     0 good, 1 bad, 2 bad and a spell began; ``state``: calls left in the spell, its end,
-    the next spell's calls and ns, shrunk at ``now``): tests of the rule without a clock.
+    the next spell's calls and ns, shrunk at ``now``, whether the last team call that cost time
+    and could be compared with one thread was slower: then a starved shrunk call holds the spell
+    on): tests of the rule without a clock.
     """
     if not team_mode:
         return f"long long {prefix}_regions(void) {{\n    return 0;\n}}\n"
@@ -832,14 +837,14 @@ def team_functions(prefix: str, team_mode: bool) -> str:
             f"void {prefix}_team_reset(void) {{\n"
             "    rlx_team_shrink_left = 0; rlx_team_shrink_until = 0; rlx_team_hist = 0;\n"
             "    rlx_team_shrink_calls_until = 0;\n"
-            "    rlx_team_good = 0; rlx_team_pend = 0; rlx_team_one_at = 0; rlx_team_beats = 0;\n"
+            "    rlx_team_good = 0; rlx_team_pend = 0; rlx_team_one_at = 0; rlx_team_worse = 0;\n"
             "    rlx_team_shrink_next = 2; rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;\n}\n"
             f"int {prefix}_team_judge(const long long* call, long long* state) {{\n"
             "    const int bad = rlx_team_judge(call[0], call[1], call[2], call[3], (int)call[4],\n"
             "                                   call[5], call[6]);\n"
             "    state[0] = rlx_team_shrink_left; state[1] = rlx_team_shrink_until;\n"
             "    state[2] = rlx_team_shrink_next; state[3] = rlx_team_shrink_ns;\n"
-            "    state[4] = rlx_team_in_spell(call[6]);\n"
+            "    state[4] = rlx_team_in_spell(call[6]); state[5] = rlx_team_worse;\n"
             "    return bad;\n}\n"
             f"void {prefix}_team_chunks(long long* out) {{\n"
             "    out[0] = rlx_team_tchunks[0]; out[1] = rlx_team_others();\n}\n"
