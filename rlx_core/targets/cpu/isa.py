@@ -202,14 +202,12 @@ class Blocking:
     kc: int
     mc: int
     nc: int
-    l2: int = 0  # bytes of L2 per core, 0: not reported (the C side assumes 1 MB)
 
     def defines(self) -> str:
         """C macros the sgemm source reads (sgemm.SOURCE keeps its tile from the compiler's
         macros; these set the blocking)."""
         return (f"#define RLX_SG_KC {self.kc}\n#define RLX_SG_MC {self.mc}\n"
-                f"#define RLX_SG_NC {self.nc}\n"
-                + (f"#define RLX_SG_L2 {self.l2}\n" if self.l2 else ""))
+                f"#define RLX_SG_NC {self.nc}\n")
 
 
 # the tuned blocking (sgemm.py: a 2-core Zen 4 VM with 32 KB L1d and 1 MB L2, and its AVX2
@@ -246,7 +244,7 @@ def gemm_blocking(family: str, caches: Caches) -> Blocking:
             raise CpuIsaError(f"RLX_SGEMM_BLOCKING={env}: kc must be positive, mc a multiple "
                               f"of {mr} and nc of {nr} (the {family} tile)",
                               hint="e.g. RLX_SGEMM_BLOCKING=384,60,256, or unset it")
-    return Blocking(mr, nr, kc, mc, nc, caches.l2)
+    return Blocking(mr, nr, kc, mc, nc)
 
 
 def blocking() -> Blocking:

@@ -50,6 +50,9 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
 - Software prefetches where the hardware's miss: each tile's rows of C before its k loop (a
   cold C stalled the stores at the tile's end), and, with B read in place, the next panel's
   rows a share per tile (they lie a row of B apart, a stride the prefetchers do not follow).
+  A prepacked B has the next panel fetched into L2 during the current one's first block of
+  rows (``rlx_sgemm_core_pf``): a model's weights stream from L3 or memory at every call, and
+  each panel's first tile read them from there (MiniLM 2.3-5% faster on 2 threads).
 - B is read in place only where its rows spread over the L1's sets (``spreads``): an even
   number of cache lines apart (a 512 x 512 weight: 2 KB rows), a panel's rows share a
   few sets, and the 784-512-512-10 step's input gradient ran at 61-70% instead of 80-83%.
@@ -178,9 +181,6 @@ typedef __m256 rlx_sg_v;
 #endif
 #ifndef RLX_SG_NC
 #define RLX_SG_NC 256
-#endif
-#ifndef RLX_SG_L2  /* bytes of L2 per core (isa.gemm_blocking, from the OS) */
-#define RLX_SG_L2 (1 << 20)
 #endif
 #define RLX_SG_DIRECT_ROWS 256  /* sgemm.DIRECT_ROWS; see rlx_sgemm_core's direct */
 #if RLX_SG_VW == 16  /* sgemm.direct_depth: with AVX-512, B is read in place one slice deep */
@@ -473,7 +473,16 @@ typedef void (*rlx_sg_epi)(const void *ctx, int64_t i0, int64_t i1, int64_t j0, 
 
 /* columns [n0, n1) of C = op(A) op(B), m x n x k; n0 a multiple of 32 (see sgemm.py).
    P: op(B) prepacked by rlx_sgemm_pack_b (panel j / 32 at P + (j / 32) * k * 32), or 0 to pack
-   each KC x NC block of op(B) here. epi (or 0): run on every finished tile, with ectx */
+   each KC x NC block of op(B) here. epi (or 0): run on every finished tile, with ectx.
+   pf_n: P's columns, whose next panel each panel's first block of rows fetches into L2 (a
+   line per four k steps of its tiles), or 0. A weight of a model streams from L3 or memory
+   at every call, and the hardware prefetchers stop at each 4 KB page, so each panel's first
+   tile waited on it. Emerald Rapids, all three builds in one process in turns (FIFO, load
+   9-14): MiniLM on 2 threads b1 7.46-8.10 ms -> 7.09-7.52 (fetched ahead only past half of
+   L2: 7.20-7.74), b8 57.6 -> 56.2, b32 236.3 -> 230.3; b1 on one thread 14.50 -> 13.05.
+   bench_gemm, one thread, thread clock, in one process with MLAS: 128 x 384 x 1536 (B past
+   L2) 0.97x -> 1.08x MLAS, 128 x 1536 x 384 1.01x -> 1.08x; where B stays in L2 between
+   the benchmark's calls (128 x 384 x 384, 128 x 784 x 128) within noise */
 static void rlx_sgemm_core_pf(int64_t m, int64_t k, const float *A, int64_t rm, int64_t rk,
                               const float *B, int64_t brk, int64_t brn, const float *P,
                               float *C, int64_t ldc, int64_t n0, int64_t n1, rlx_sg_epi epi,
@@ -548,9 +557,9 @@ static void rlx_sgemm_core_pf(int64_t m, int64_t k, const float *A, int64_t rm, 
                        harness, Zen 1, caches flushed): 128 x 128 x 784 27-28 -> 31.7 GFLOP/s,
                        at batch 1024 (K = 1024) 28-29 -> 30-31, warm 30 -> 32-33 */
                     const int next = in_place && q + 1 < panels && jc + nc - (j + NR) >= NR;
-                    /* a prepacked B larger than L2 (pf_n > 0: its columns), first block of
-                       rows: the next panel's slice, on to the next claimed chunk's, into L2
-                       while this panel's tiles run (rlx_sgemm_streams) */
+                    /* a prepacked B (pf_n > 0: its columns), first block of rows: the next
+                       panel's slice, on into the next claimed chunk's, is fetched into L2
+                       while this panel's tiles run (see rlx_sgemm_core_pf) */
                     const float *pnext = pf_n && ic == 0 && j + NR < pf_n ? pq + k * NR : 0;
                     const int64_t ptiles = (ie - ic + MR - 1) / MR, plines = kc * NR / 16;
                     const int64_t pper = (plines + ptiles - 1) / ptiles;
@@ -581,22 +590,12 @@ static void rlx_sgemm_core_pf(int64_t m, int64_t k, const float *A, int64_t rm, 
     }
 }
 
-/* rlx_sgemm_core_pf without prefetching panels ahead (B packed in the call, conv, gemv) */
+/* rlx_sgemm_core_pf without fetching panels ahead (B packed in the call, conv, gemv) */
 static void rlx_sgemm_core(int64_t m, int64_t k, const float *A, int64_t rm, int64_t rk,
                            const float *B, int64_t brk, int64_t brn, const float *P,
                            float *C, int64_t ldc, int64_t n0, int64_t n1, rlx_sg_epi epi,
                            const void *ectx) {
     rlx_sgemm_core_pf(m, k, A, rm, rk, B, brk, brn, P, C, ldc, n0, n1, epi, ectx, 0);
-}
-
-/* the columns of a prepacked op(B) (k x n) whose next panels rlx_sgemm_core_pf fetches ahead
-   into L2, or 0: only a B larger than half of L2, which the hardware prefetchers leave to
-   stream from L3 as each panel's first tile reads it (they stop at every 4 KB page).
-   One thread, Emerald Rapids (2 MB L2), rlx prepacked / MLAS in one process
-   (bench_gemm's shapes, thread clock, FIFO): 128 x 384 x 1536 0.97 -> 1.08, 128 x 1536 x 384
-   1.00 -> 1.08; B within L2 (128 x 384 x 384) it gained nothing */
-static inline int64_t rlx_sgemm_streams(int64_t n, int64_t k) {
-    return 2 * n * k * (int64_t)sizeof(float) > RLX_SG_L2 ? n : 0;
 }
 
 /* columns [n0, n1) of C = op(A) op(B), op(B) packed here (see sgemm.py) */
@@ -611,8 +610,7 @@ static void rlx_sgemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t r
 static void rlx_sgemm_packed(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm,
                              int64_t rk, const float *P, float *C, int64_t ldc, int64_t n0,
                              int64_t n1) {
-    rlx_sgemm_core_pf(m, k, A, rm, rk, 0, 0, 0, P, C, ldc, n0, n1, 0, 0,
-                      rlx_sgemm_streams(n, k));
+    rlx_sgemm_core_pf(m, k, A, rm, rk, 0, 0, 0, P, C, ldc, n0, n1, 0, 0, n);
 }
 
 /* rlx_sgemm and rlx_sgemm_packed with a tile epilogue: epi(ectx, ...) finishes each tile */
@@ -626,8 +624,7 @@ static void rlx_sgemm_epi(int64_t m, int64_t n, int64_t k, const float *A, int64
 static void rlx_sgemm_packed_epi(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm,
                                  int64_t rk, const float *P, float *C, int64_t ldc, int64_t n0,
                                  int64_t n1, rlx_sg_epi epi, const void *ectx) {
-    rlx_sgemm_core_pf(m, k, A, rm, rk, 0, 0, 0, P, C, ldc, n0, n1, epi, ectx,
-                      rlx_sgemm_streams(n, k));
+    rlx_sgemm_core_pf(m, k, A, rm, rk, 0, 0, 0, P, C, ldc, n0, n1, epi, ectx, n);
 }
 
 /* all of op(B) (k x n) as panels of 32 columns, each k deep: rlx_sgemm_packed's layout,
