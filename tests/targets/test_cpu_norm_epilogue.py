@@ -38,7 +38,8 @@ def _ref(op: str, h: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np
 # attention output and FFN2 do, "bias" a bias, "none" normalises the dot itself
 CASES = [
     ("layer_norm", (8, 128, 64), (64, 384), "res"),  # row chunks of whole sequences
-    ("layer_norm", (100, 96), (96, 384), "res"),  # few rows (no column chunks: whole rows)
+    ("layer_norm", (100, 96), (96, 384), "res"),  # few rows: column chunks, then the norm
+    ("layer_norm", (1, 128, 96), (96, 384), "res"),  # one sequence (MiniLM at batch 1)
     ("rms_norm", (1001, 48), (48, 40), "none"),  # rows not a multiple of 4 or 16
     ("layer_norm", (3, 70, 32), (3, 32, 48), "bias"),  # a batched GEMM
     ("layer_norm", (2, 5, 40), (40, 100), "res"),  # small: one thread's chunk

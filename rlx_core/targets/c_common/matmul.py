@@ -280,6 +280,13 @@ def _norm_rows(env: KernelEnv, w: Writer, c_ptr: str, rows: tuple[str, str] | No
         emit_norm_rows(env, w, norm, c_ptr, rows)
 
 
+# a kernel's row norm runs in its GEMM's chunks only when the rows make at least this many
+# chunks of whole rows (16 rows, or whole sequences of a (batch, seq, d) activation), so the
+# team has chunks to share; with fewer, the GEMM keeps its column chunks (a GEMM hook may
+# also set ``norm`` to None: cpu/blas.py for GEMMs of few rows) and the norm follows a barrier
+NORM_CHUNKS = 4
+
+
 class BlockEpilogue:
     """A matmul's epilogue, written inside a team GEMM for the block of C one thread computed.
 
@@ -328,8 +335,12 @@ class BlockEpilogue:
                 unit = math.prod(shape[d] for d in dims if d > wide[0])
         if row_norm(k) is not None and len(groups["cols"]) != 1:
             return None  # the norm's rows (its last axis) are no whole rows of C
-        return BlockEpilogue(env, dot, c_ptr, axes, unit,
-                             math.prod(shape[d] for d in groups["rows"]))
+        epi = BlockEpilogue(env, dot, c_ptr, axes, unit,
+                            math.prod(shape[d] for d in groups["rows"]))
+        if epi.norm is not None and \
+                math.prod(shape[:-1]) < NORM_CHUNKS * math.lcm(16, unit):
+            epi.norm = None  # too few whole-row chunks: emit_matmul normalises after a barrier
+        return epi
 
     def fits(self, *axes: str) -> bool:
         """Can a block narrowed along each of ``axes`` be written as one range? (Not along
@@ -346,7 +357,8 @@ class BlockEpilogue:
                                          f"({hi}) / {self.row_unit}")}
         bounds = {self.axes[a]: r for a, r in narrow.items() if self.axes[a] is not None}
         _emit_epilogue(self.env, w, self.dot, self.c_ptr, bounds)
-        _norm_rows(self.env, w, self.c_ptr, flat)
+        if self.norm is not None:
+            _norm_rows(self.env, w, self.c_ptr, flat)
         self.emitted = True
 
     def _flat_rows(self, narrow: dict[str, tuple[str, str]]) -> tuple[str, str]:
@@ -425,7 +437,10 @@ def emit_matmul(env: KernelEnv, w: Writer, gemm_hook=None) -> tuple[str, int]:
         impl = (gemm_hook(w, env, spec, block) if gemm_hook else None) or \
             generated_gemm(w, env, spec)
 
-    if epilogue and not (block and block.emitted):
+    if norm is not None and block is not None and block.emitted and block.norm is None:
+        w.line(env.sync)  # the block epilogues are done; a row's columns came from any thread
+        _norm_rows(env, w, c_ptr, None)
+    elif epilogue and not (block and block.emitted):
         if env.sync and impl not in ("empty",):
             w.line(env.sync)  # the epilogue's rows need not be the rows this thread computed
         _emit_epilogue(env, w, dot, c_ptr, None)

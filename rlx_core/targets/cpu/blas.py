@@ -145,6 +145,16 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
                    f"{c}, {n}, {n0}, {n1}{epi});")
 
     if env.sync:
+        tiles = (own, bool(packed))
+        if epilogue and epilogue.norm is not None and (
+                _claims_columns(spec, None, tiles) or _splits_columns(spec, None, tiles)):
+            # a GEMM of few rows is shared out in column chunks (COLUMN_ROWS), so the
+            # kernel's row norm follows a barrier there (matmul.emit_matmul): in whole-row
+            # chunks (16 rows each, every one streaming all of B) MiniLM took 8.3 ms at
+            # batch 1 and 1.7 ms at 2 x 8 tokens in bench_minilm (FIFO, load ~12; 7.0 and 1.3
+            # in the file before); with this, b1 is level with the norm in a kernel of its
+            # own (7.92 vs 7.88 ms p50, both builds in one process, alternating, FIFO)
+            epilogue.norm = None
         if epilogue and not epilogue.fits("batch", "rows"):
             epilogue = None  # the kernel writes it after a barrier
         from rlx_core.targets.cpu.team import CLAIM
