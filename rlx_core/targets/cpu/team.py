@@ -453,10 +453,26 @@ static int rlx_team_pend, rlx_team_pend_idle;
 static long long rlx_team_pend_wall, rlx_team_pend_end, rlx_team_pend_lost, rlx_team_pend_slept;
 static long long rlx_team_pend_c0;
 static pthread_t rlx_team_pend_by;
-/* one thread's wall time per call under the present load: the shrunk calls' moving average
-   (a quarter of each new call), and when the last of them ended (rlx_team_judge's `one`) */
+/* one thread's wall time per call under the present load: the median of the last
+   RLX_TEAM_ONE_CALLS shrunk calls (rlx_team_judge's `one`), the last of which ended at
+   rlx_team_one_at. A median, not a mean: under two busy processes a one-thread MiniLM b2 s8
+   call takes 2.3 ms, or 6.3 when a busy process's 4-ms tick lands in it (a third of them);
+   their mean let team calls of 3-4 ms pass as faster than one thread. */
 #define RLX_TEAM_ONE_FRESH_NS 1000000000LL
-static long long rlx_team_one_ns, rlx_team_one_at;
+#define RLX_TEAM_ONE_CALLS 5
+static long long rlx_team_one_walls[RLX_TEAM_ONE_CALLS], rlx_team_one_at;
+static int rlx_team_one_n;  /* of them, since the last was fresh */
+static inline long long rlx_team_one_ns(void) {
+    long long v[RLX_TEAM_ONE_CALLS];
+    const int n = rlx_team_one_n < RLX_TEAM_ONE_CALLS ? rlx_team_one_n : RLX_TEAM_ONE_CALLS;
+    for (int i = 0; i < n; ++i) {  /* insertion sort of at most 5 */
+        long long x = rlx_team_one_walls[i];
+        int j = i;
+        for (; j > 0 && v[j - 1] > x; --j) v[j] = v[j - 1];
+        v[j] = x;
+    }
+    return n ? v[n / 2] : 0;
+}
 /* the last team call that cost thread 0 time (starved, or lost to late waits) and could be
    compared with one thread was slower than it (rlx_team_judge): only then does a shrunk call
    starved of its core hold the spell on (rlx_team_settle); until such a probe the spell runs
@@ -520,8 +536,8 @@ static inline int rlx_team_begin(int want) {
    not come on every call (MNIST 784-128-10/128 beside a real-time process holding the other
    core: 1.69 ms a step against 1.66 shrunk).
    A starved call, or one that lost time, is good all the same when it took no longer than
-   one thread did just before (`one`: the program's shrunk calls' recent wall time, 0 when
-   none ran in the last RLX_TEAM_ONE_FRESH_NS): under two busy processes each of the team's
+   one thread did just before (`one`: the median wall time of the program's last shrunk calls,
+   0 when none ran in the last RLX_TEAM_ONE_FRESH_NS): under two busy processes each of the team's
    threads shares a core, thread 0 is starved in every call, and yet the team can be faster
    than one thread sharing its core (MiniLM b1 with a busy process on each core: 35 ms a
    call against 41 on one thread). Starvation only says the machine has no core to spare;
@@ -610,8 +626,10 @@ static inline void rlx_team_settle(long long now, long long cpu_now) {
     const long long cpu = pthread_equal(rlx_team_pend_by, pthread_self())
         ? cpu_now - rlx_team_pend_c0 : wall;  /* unknown: a full share */
     if (used <= 1) {
-        rlx_team_one_ns = rlx_team_one_at && end - rlx_team_one_at < RLX_TEAM_ONE_FRESH_NS
-            ? (3 * rlx_team_one_ns + wall) / 4 : wall;
+        if (!rlx_team_one_at || end - rlx_team_one_at >= RLX_TEAM_ONE_FRESH_NS)
+            rlx_team_one_n = 0;  /* stale: measure afresh */
+        rlx_team_one_walls[rlx_team_one_n % RLX_TEAM_ONE_CALLS] = wall;
+        if (++rlx_team_one_n == 2 * RLX_TEAM_ONE_CALLS) rlx_team_one_n = RLX_TEAM_ONE_CALLS;
         rlx_team_one_at = end;
         if (wall > 200000 && cpu < RLX_TEAM_FREE_SHARE * wall && rlx_team_worse) {
             const long long until = end
@@ -622,7 +640,7 @@ static inline void rlx_team_settle(long long now, long long cpu_now) {
     }
     const long long starved_before = rlx_team_stat[6];
     const long long one = rlx_team_one_at && now - rlx_team_one_at < RLX_TEAM_ONE_FRESH_NS
-        ? rlx_team_one_ns : 0;
+        ? rlx_team_one_ns() : 0;
     rlx_team_judge(wall, rlx_team_pend_lost, cpu, rlx_team_pend_slept, rlx_team_pend_idle, one,
                    now);
     rlx_team_stat[1] += rlx_team_stat[6] - starved_before;
