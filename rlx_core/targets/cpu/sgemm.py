@@ -39,7 +39,8 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
   22.8 ms with it against 25.5 ms on OpenBLAS, separate processes alternated twice.
 - Blocking: KC = 384, MC = 64 (60 with AVX2: whole 6-row tiles), NC = 256: a KC-deep slice
   of one panel (48 KB) is reused by the row tiles of MC, A's MC x KC block (96 KB) and the
-  KC x NC block of packed B stay in L2. K is cut into even slices of at most 9/8 KC
+  KC x NC block of packed B stay in L2 (a B read in place has no such block: its columns are
+  one block, so A is packed once per KC slice). K is cut into even slices of at most 9/8 KC
   (``rlx_sgemm_kc``: 784 = 2 x 392, not 384 + 384 + 16; a prepacked B deeper than that,
   each panel read in order, in slices of at most 9/4 KC, ``rlx_sgemm_deep``), rows into even blocks as large as
   A's and B's blocks together allow (``rlx_sgemm_mc``: a narrow column chunk or a shallow
