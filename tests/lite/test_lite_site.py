@@ -21,6 +21,7 @@ import pytest
 
 import rlx_core as rlx
 from tests.binder.harness import ROOT, build_extension, chromium_page, require_browser
+from tests.lite.notebook_run import run_all
 
 pytestmark = pytest.mark.slow
 SITE = ROOT / "build" / "lite-site"
@@ -58,36 +59,6 @@ def url(site: Path) -> Iterator[str]:
     yield f"http://127.0.0.1:{srv.server_port}"
     srv.shutdown()
     srv.server_close()
-
-
-def _run_all(page: Any, url: str, notebook: str) -> dict[str, Any]:
-    """Open ``notebook`` in the site, Run All Cells, and return its ``RLX-RESULT {json}`` line."""
-    page.goto(f"{url}/lab/index.html?path={notebook}")
-    page.wait_for_function("() => document.body.dataset.rlxExtension === 'active'",
-                           timeout=180_000)
-    if not page.evaluate("async () => !!(navigator.gpu && await navigator.gpu.requestAdapter())"):
-        pytest.skip("this Chromium exposes no WebGPU adapter")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
-    # wait until the Pyodide kernel is idle, then Run > Run All Cells
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
-                           timeout=300_000)
-    page.click(".lm-MenuBar-item:has-text('Run')", timeout=30_000)
-    page.click(".lm-Menu-item[data-command='runmenu:run-all']", timeout=30_000)
-    # The line is matched and read in one step in the page: JupyterLab re-renders merged stream
-    # outputs and detaches the cells that scroll out of its windowed notebook, so an element
-    # found first may hold no text when read a moment later.
-    find = ("() => { for (const e of document.querySelectorAll('.jp-OutputArea-output')) {"
-            " const m = e.innerText.match(/RLX-RESULT (\\{.*\\})/); if (m) return m[1]; }"
-            " return null; }")
-    try:
-        # Pyodide installs and imports rlx in the page: minutes on a loaded 2-core machine
-        found = page.wait_for_function(find, timeout=900_000).json_value()
-    except Exception as err:  # say what the notebook showed instead
-        shown = page.evaluate("() => [...document.querySelectorAll('.jp-OutputArea-output')]"
-                              ".map(e => e.innerText.slice(0, 600))")
-        raise AssertionError(f"{notebook}: no RLX-RESULT line; outputs: {shown}; console: "
-                             f"{page.console_lines[-20:]}") from err
-    return json.loads(found)  # type: ignore[no-any-return]
 
 
 def _tour_reference() -> np.ndarray:
@@ -134,7 +105,7 @@ def _failure_causes() -> dict[str, str]:
 def test_tour_notebook_runs_on_browser_webgpu(url: str) -> None:
     """The site ships the examples in small, numpy-free versions that run with the public API."""
     with chromium_page() as page:
-        res = _run_all(page, url, "00_tour.ipynb")
+        res = run_all(page, url, "00_tour.ipynb")
         got = np.array(res["values"], np.float32).reshape(4, 5)
         np.testing.assert_allclose(got, _tour_reference(), rtol=1e-4, atol=1e-5)
         assert res["max_abs_err"] < 1e-5 and res["adapter"]
@@ -149,7 +120,7 @@ def test_tour_notebook_runs_on_browser_webgpu(url: str) -> None:
 
 def test_failures_notebook_groups_by_root_cause(url: str) -> None:
     with chromium_page() as page:  # its own profile: one would restore the other's tab too
-        res = _run_all(page, url, "01_legalization_failures.ipynb")
+        res = run_all(page, url, "01_legalization_failures.ipynb")
         # three nodes, one per cause: f64 tanh (webgpu emulates f64 arithmetic, not tanh) on
         # `a` and on `table`, and the i64 `ids` of the gather
         assert res["count"] == 3 and res["codes"] == ["RLX-L002", "RLX-L004"]
@@ -222,7 +193,7 @@ def test_example_notebooks_run_on_browser_webgpu(site: Path, url: str) -> None:
     results = {}
     for notebook in ("02_minilm.ipynb", "03_mnist_training.ipynb", "04_onnx.ipynb"):
         with chromium_page() as page:  # a fresh profile each: no other notebook's tab restored
-            results[notebook] = _run_all(page, url, notebook)
+            results[notebook] = run_all(page, url, notebook)
             page.wait_for_selector("[data-rlx-mime] .rlx-root[data-ready='1']",
                                    timeout=180_000)
             errors = [t for t in page.console_lines if "Traceback" in t]

@@ -6,8 +6,6 @@ oracle computed here from the same lists, and the PNG it displays must not be bl
 from __future__ import annotations
 
 import base64
-import json
-import re
 
 import numpy as np
 import pytest
@@ -15,6 +13,7 @@ import pytest
 from rlx_core.splat import reference as ref
 from rlx_core.splat import scene
 from tests.binder.harness import chromium_page
+from tests.lite.notebook_run import run_all
 from tests.lite.test_lite_site import site, url  # noqa: F401 (the site build and its server)
 
 pytestmark = pytest.mark.slow
@@ -53,19 +52,7 @@ def _oracle(res: dict) -> np.ndarray:
 
 def test_splat_demo_renders_on_browser_webgpu(url: str) -> None:  # noqa: F811
     with chromium_page() as page:
-        page.goto(f"{url}/lab/index.html?path={NOTEBOOK}")
-        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=180_000)
-        if not page.evaluate("async () => !!(navigator.gpu && await navigator.gpu.requestAdapter())"):
-            pytest.skip("this Chromium exposes no WebGPU adapter")
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
-                               timeout=300_000)
-        page.click(".lm-MenuBar-item:has-text('Run')", timeout=30_000)
-        page.click(".lm-Menu-item[data-command='runmenu:run-all']", timeout=30_000)
-        out = page.wait_for_selector(".jp-OutputArea-output:has-text('RLX-SPLAT')",
-                                     timeout=420_000)
-        m = re.search(r"RLX-SPLAT (\{.*\})", out.inner_text())
-        assert m, out.inner_text()
-        res = json.loads(m.group(1))
+        res = run_all(page, url, NOTEBOOK, marker="RLX-SPLAT", timeout_s=420)
         page.wait_for_function(f"({_IMAGE_STATS})() !== null", timeout=60_000)
         shown = page.evaluate(f"({_IMAGE_STATS})()")
         console = "\n".join(page.console_lines[-30:])
