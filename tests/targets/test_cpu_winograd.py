@@ -2,7 +2,7 @@
 a parameter filter on F(4x4, 3x3) and F(2x2, 3x3), against the numpy reference: odd sizes
 (partial tiles at the right and bottom), padding 0 and 1, batch > 1 (tiles of several images in
 one item), every epilogue (bias, residual, ReLU, clip), NCHW8c sides in a chain, a filter bound
-again; what stays direct (stride 2, 1x1, 5x5, dilation, groups, channels not whole blocks);
+again (prepacked U and the filter transformed on the fly); what stays direct (stride 2, 1x1, 5x5, dilation, groups, channels not whole blocks);
 the rule (conv.winograd_tile)."""
 
 from __future__ import annotations
@@ -46,11 +46,15 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("m", "family"), [(4, "native"), (2, "native"), (4, "avx2")])
-def test_winograd_matches_the_reference(m: int, family: str,
+@pytest.mark.parametrize(("m", "family", "lazy"),
+                         [(4, "native", "0"), (2, "native", "0"), (4, "avx2", "0"),
+                          (4, "native", "1"), (2, "native", "1"), (4, "avx2", "1")])
+def test_winograd_matches_the_reference(m: int, family: str, lazy: str,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Every case in one program (one C compile), forced onto F(m, 3), on this CPU's own ISA
-    path and on the AVX2 one (AVX-512 transforms two tiles a vector)."""
+    path and on the AVX2 one (AVX-512 transforms two tiles a vector), with U prepacked and
+    (lazy) transformed in each call from the direct kernel's packing, where the output
+    channels are whole panels of 16 (the others keep U prepacked)."""
     from rlx_core.targets.cpu import isa
 
     if family != "native" and family not in isa.forced_paths():
@@ -58,6 +62,7 @@ def test_winograd_matches_the_reference(m: int, family: str,
     monkeypatch.setenv("RLX_CPU_ISA", family)
     _skip_unless_simd()
     monkeypatch.setenv("RLX_WINOGRAD", str(m))
+    monkeypatch.setenv("RLX_WG_LAZY", lazy)
     rng = np.random.default_rng(m)
     xs = [rng.standard_normal(c[0]).astype(np.float32) for c in CASES]
     ws = [(rng.standard_normal((o, s[1], 3, 3)) / np.sqrt(9 * s[1])).astype(np.float32)
@@ -86,8 +91,11 @@ def test_winograd_matches_the_reference(m: int, family: str,
     fused = [n for n in exe.lir.nodes if n.op == "conv2d_fused"]
     assert any(n.attr("residual") for n in fused)
     packed = {p["param"]: p for p in exe.program.info["prepacked"]}
-    assert {p["kind"] for p in packed.values()} == {f"wino{m}"}
-    assert packed["w1"]["bytes"] == winograd.packed_bytes(32, 24, m)
+    kinds = {f"w{k}": "winolazy" if lazy == "1" and o % 16 == 0 else f"wino{m}"
+             for k, (_, o, _, _) in enumerate(CASES)}
+    assert {k: p["kind"] for k, p in packed.items()} == kinds
+    assert packed["w1"]["bytes"] == (winograd.lazy_packed_bytes(32, 24) if lazy == "1"
+                                     else winograd.packed_bytes(32, 24, m))
     want = rlx.compile(f, *args, target="numpy", record=False)(*args)
     for _ in range(2):  # the second call reads the filters packed by the first
         for case, g_, w_ in zip(CASES, exe(*args), want, strict=True):
@@ -96,7 +104,8 @@ def test_winograd_matches_the_reference(m: int, family: str,
 
 def test_blocked_sides_in_a_chain() -> None:
     """Two Winograd convs and a 1x1 between them: NCHW8c inputs, outputs and a residual
-    (layout.py), by the rule's own choice (F(4, 3) at 16 x 16 and 9 x 9, F(2, 3) on 7 x 7)."""
+    (layout.py), by the rule's own choice (F(4, 3) at 28 x 28, on the fly at 16 x 16 and
+    3 x 9 x 9, F(2, 3) on 7 x 7)."""
     _skip_unless_simd()
     rng = np.random.default_rng(5)
     w1 = (rng.standard_normal((32, 16, 3, 3)) * 0.1).astype(np.float32)
@@ -110,8 +119,8 @@ def test_blocked_sides_in_a_chain() -> None:
         return nn.relu(nn.conv2d(z, rlx.param(w3, "w3"), rlx.param(b3, "b3"), padding=1) + y)
 
     # 3 images of 9 x 9: 27 tiles, pairs across images and a lone last one (AVX-512)
-    for shape, kind in (((1, 16, 16, 16), "wino4"), ((1, 16, 7, 7), "wino2"),
-                        ((3, 16, 9, 9), "wino4")):
+    for shape, kind in (((1, 16, 28, 28), "wino4"), ((1, 16, 16, 16), "winolazy"),
+                        ((1, 16, 7, 7), "wino2"), ((3, 16, 9, 9), "winolazy")):
         x = rng.standard_normal(shape).astype(np.float32)
         exe = rlx.compile(f, x, target="cpu", record=False)
         assert _impls(exe).count(WINO) == 2
@@ -203,6 +212,8 @@ def test_a_nonfinite_filter_matches_the_reference(m: int, family: str,
     exe = rlx.compile(f, x, target="cpu", record=False)
     assert _impls(exe).count(WINO) == 2
     assert exe.program.info["nchw8c"], "the second conv's sides are not blocked"
+    kinds = {p["param"]: p["kind"] for p in exe.program.info["prepacked"]}
+    assert kinds["wb"] == ("winolazy" if m == 4 else f"wino{m}")  # either packing's flag
     ref = rlx.compile(lambda a, p, q: (nn.conv2d(a, p, ba, padding=1),
                                        nn.conv2d(nn.conv2d(a, w1), q, bb, padding=1) + a),
                       x, wa, wb, target="numpy", record=False)
@@ -239,6 +250,23 @@ def test_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     assert tile(1, 64, 64, 28) == 0
     monkeypatch.setenv("RLX_WINOGRAD", "2")
     assert tile(1, 64, 64, 28) == 2
+
+
+def test_the_filter_on_the_fly_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """F(4, 3) items of at most LAZY_TILES tiles and whole panels of 16 output channels
+    transform their filter in each call; the switch forces it either way."""
+    monkeypatch.delenv("RLX_WG_LAZY", raising=False)
+    lazy = winograd.filter_on_the_fly
+    assert lazy(4, 8, 512, 512, 4, 4)  # ResNet-50 b8's last stage: 8 tiles
+    assert lazy(4, 8, 256, 256, 7, 7) and lazy(4, 1, 128, 128, 14, 14)  # 32, 16 tiles
+    assert not lazy(4, 1, 64, 64, 28, 28)  # 49 tiles
+    assert not lazy(4, 8, 128, 128, 14, 14)  # items of 56 tiles
+    assert not lazy(2, 1, 256, 256, 7, 7)  # F(2, 3): U only 16 / 9 of the filter
+    assert not lazy(4, 1, 16, 24, 8, 8)  # a half panel
+    monkeypatch.setenv("RLX_WG_LAZY", "0")
+    assert not lazy(4, 8, 512, 512, 4, 4)
+    monkeypatch.setenv("RLX_WG_LAZY", "1")
+    assert lazy(2, 1, 64, 64, 28, 28) and not lazy(4, 1, 16, 24, 8, 8)
 
 
 def test_the_transform_matrices_compute_a_correlation() -> None:

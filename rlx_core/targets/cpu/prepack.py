@@ -54,7 +54,8 @@ class PackedWeight:
     # "bf16": rlx_bf16_pack_b's 16-column panels of bf16 (k, k+1) pairs (bf16gemm.py);
     # "bf16f32": the same panels packed from an f32 weight, rounded to bf16 on the way;
     # "conv": rlx_cb_pack's panels of an n x k x kh x kw filter (n output channels, k input);
-    # "wino4" / "wino2": a 3x3 filter transformed and packed by rlx_wg4_pack / rlx_wg2_pack
+    # "wino4" / "wino2": a 3x3 filter transformed and packed by rlx_wg4_pack / rlx_wg2_pack;
+    # "winolazy": a 3x3 filter packed by rlx_wg_lazy_pack (transformed in each call)
     kh: int = 1
     kw: int = 1
 
@@ -62,6 +63,8 @@ class PackedWeight:
     def nbytes(self) -> int:
         if self.kind == "conv":
             return conv_blocked.packed_bytes(self.n, self.k, self.kh, self.kw)
+        if self.kind == "winolazy":
+            return winograd.lazy_packed_bytes(self.n, self.k)
         if self.kind.startswith("wino"):
             return winograd.packed_bytes(self.n, self.k, int(self.kind[4:]))
         if self.kind == "i8":
@@ -122,6 +125,10 @@ class PackedWeights:
         for i, pw in enumerate(self.weights):
             if pw.kind == "conv":
                 call = (f"rlx_cb_pack({pw.n}, {pw.k}, {pw.kh}, {pw.kw}, "
+                        f"(const float*)params[{pw.param}], "
+                        f"(float*)(arena + {prefix}_PACKED_DATA + {pw.offset}));")
+            elif pw.kind == "winolazy":
+                call = (f"rlx_wg_lazy_pack({pw.n}, {pw.k}, "
                         f"(const float*)params[{pw.param}], "
                         f"(float*)(arena + {prefix}_PACKED_DATA + {pw.offset}));")
             elif pw.kind.startswith("wino"):

@@ -366,8 +366,10 @@ class CpuRenderer(CLikeRenderer):
         if groups != 1 or not (lay or m or conv_blocked.use_blocked(
                 int(x.type.shape[1]), o, groups, kh, kw, sh, sw, oh, ow)):
             return None
+        # (or packed for the direct kernel, transformed in each call: few tiles)
+        lazy = m and winograd.filter_on_the_fly(m, int(x.type.shape[0]), c, o, oh, ow)
         pw = self.packed.add(self._params[wname], wname, o, c, 0, 0,
-                             f"wino{m}" if m else "conv", kh, kw)
+                             "winolazy" if lazy else f"wino{m}" if m else "conv", kh, kw)
         name = f"{wt.ptr}_cbpacked"
         env.extra_args.append((f"const float* restrict {name}",
                                self.packed.pointer(self._prefix, pw)))

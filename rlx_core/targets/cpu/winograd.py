@@ -19,6 +19,10 @@ output block is ``Y = A^T [ sum_c (G g G^T) . (B^T d B) ] A``:
 - **the GEMMs**: per position xi, ``M_xi = U_xi V_xi``, a 1x1 convolution of that image on
   the blocked conv's own kernel (``rlx_cb_conv``: its 6 x 16 asm tile, chunking and filter
   prefetch), output NCHW8c;
+- **or the filter on the fly** (``filter_on_the_fly``: F(4, 3) items of at most LAZY_TILES
+  tiles): the filter is packed for the direct kernel (prepack kind ``winolazy``, 9 / 36 of
+  U's bytes) and each item transforms it, in float, a row of positions of two panels (32 output
+  channels) at a time (``rlx_wg{m}_lazy``), which that row's GEMMs then read from L2;
 - **output transform** ``Y = A^T M A`` of every tile and block of 8 output channels, with the
   epilogue on the way (bias, residual, max / min / clip, conv.py's order) and partial tiles
   clipped at the right and bottom edges, to NCHW or NCHW8c.
@@ -36,6 +40,7 @@ more (not built). conv.py's ``winograd_tile`` is the rule; ``RLX_WINOGRAD``: "0"
 
 from __future__ import annotations
 
+import os
 from fractions import Fraction as F
 
 from rlx_core.targets.c_common.kernels import KernelEnv
@@ -180,6 +185,38 @@ static void rlx_wg{m}_pack(int64_t o, int64_t c, const float *w, float *dst) {{
     free(u);
 }}
 
+/* row i of U = G g G^T (positions (i, 0) .. (i, {ti} - 1)) of panels [q0, q0 + np) of a 3x3
+   filter packed by rlx_cb_pack (p3: c a multiple of 8, panels of 16 output channels), in
+   float, each position packed as rlx_cb_pack's 1x1 filter of those np panels, position
+   (i, r) at ub + r np 16 c: the on-the-fly filter (see filter_on_the_fly). Row by row, the
+   sandwich costs what the whole transform does (9 + {ti} x 3 FMAs a row) */
+static void rlx_wg{m}_lazy(const float *restrict p3, int64_t c, int64_t q0, int64_t np, int i,
+                          float *restrict ub) {{
+    static const float G[{ti}][3] = {{{gd}}};
+    const float a0 = G[i][0], a1 = G[i][1], a2 = G[i][2];
+    const int64_t ps = np * 16 * c;
+    for (int64_t qq = 0; qq < np; ++qq) {{
+        const float *pq = p3 + (q0 + qq) * c * 9 * 16;
+        for (int64_t k = 0; k < c; ++k) {{
+            /* channel k's 9 taps, 8 x 16 floats apart (rows ((cb 9 + t) 8 + c8) of 16) */
+            const float *f = pq + ((k / 8) * 72 + k % 8) * 16;
+            float *u = ub + (qq * c + k) * 16;
+            float t0[16], t1[16], t2[16];
+            #pragma omp simd
+            for (int l = 0; l < 16; ++l) {{
+                t0[l] = a0 * f[l] + a1 * f[384 + l] + a2 * f[768 + l];
+                t1[l] = a0 * f[128 + l] + a1 * f[512 + l] + a2 * f[896 + l];
+                t2[l] = a0 * f[256 + l] + a1 * f[640 + l] + a2 * f[1024 + l];
+            }}
+            for (int r = 0; r < {ti}; ++r) {{
+                const float b0 = G[r][0], b1 = G[r][1], b2 = G[r][2];
+                #pragma omp simd
+                for (int l = 0; l < 16; ++l) u[r * ps + l] = t0[l] * b0 + t1[l] * b1 + t2[l] * b2;
+            }}
+        }}
+    }}
+}}
+
 /* tile q's {ti} x {ti} input pixels (zeros outside the input) of channel block cb into d,
    ps floats a pixel (8, or 16 with another tile's beside them); x the whole batch */
 static inline void rlx_wg{m}_gather(const rlx_conv_geo *g, const float *x, int64_t q,
@@ -279,11 +316,13 @@ static inline void rlx_wg{m}_put(const rlx_conv_geo *g, int64_t q, int64_t o, in
 
 /* tiles [t0, t1) of a batch (tile q: image q / (th tw), row of tiles q / tw % th, column
    q % tw) of a 3x3 stride-1 convolution of c input and o output channels (both multiples of
-   8), u packed by rlx_wg{m}_pack; x, y, res the whole batch (lay as rlx_cb_conv's: 1 the
-   input is NCHW8c, 2 the output is, 4 the residual is). Returns 0 when out of memory */
+   8), u packed by rlx_wg{m}_pack, or with lazy (o a multiple of 16) the 3x3 filter packed by
+   rlx_cb_pack, transformed here (rlx_wg{m}_lazy); x, y, res the whole batch (lay as
+   rlx_cb_conv's: 1 the input is NCHW8c, 2 the output is, 4 the residual is). Returns 0 when
+   out of memory */
 static int rlx_wg{m}_conv(const rlx_conv_geo *g, const float *x, const float *u, int64_t o,
                          const float *bias, const float *res, float *y, int64_t t0,
-                         int64_t t1, int act, float lo, float hi, int lay) {{
+                         int64_t t1, int act, float lo, float hi, int lay, int lazy) {{
     enum {{ M = {m}, TI = {ti}, TT = {tt} }};
     /* with pairs, an odd count of tiles gets a zero tile: every pair's 16 floats at a
        64-byte boundary (an odd count split half the vectors over two cache lines: 64 channels
@@ -320,10 +359,29 @@ static int rlx_wg{m}_conv(const rlx_conv_geo *g, const float *x, const float *u,
     /* position xi: an NCHW8c image of c channels, one row of nt pixels, in place */
     const rlx_conv_geo g1 = {{c, 1, nt, 1, 1, 1, 1, 0, 0, 1, 1, 1, nt}};
     const int64_t us = rlx_cb_packed_floats(o, c, 1, 1);
-    for (int64_t xi = 0; xi < TT; ++xi)
-        if (!rlx_cb_conv(&g1, v + xi * c * nt, u + xi * us, o, 0, 0, mo + xi * o * nt, 0, 1,
-                         0, 0.0f, 0.0f, 3))
-            return 0;
+    if (lazy) {{
+        /* RLX_WG_LAZY_PANELS panels at a time, a row of positions at a time: the group's 3x3
+           filter stays in L2 over its {ti} rows, the transformed row in L2 for its GEMMs */
+        const int64_t nq = o / 16;
+        float *ub = rlx_wg_lazy_scratch(TI * RLX_WG_LAZY_PANELS * 16 * c);
+        if (ub == 0) return 0;
+        for (int64_t q0 = 0; q0 < nq; q0 += RLX_WG_LAZY_PANELS) {{
+            const int64_t np = nq - q0 < RLX_WG_LAZY_PANELS ? nq - q0 : RLX_WG_LAZY_PANELS;
+            for (int i = 0; i < TI; ++i) {{
+                rlx_wg{m}_lazy(u, c, q0, np, i, ub);
+                for (int r = 0; r < TI; ++r) {{
+                    const int64_t xi = i * TI + r;
+                    if (!rlx_cb_conv(&g1, v + xi * c * nt, ub + r * np * 16 * c, np * 16, 0, 0,
+                                     mo + xi * o * nt + q0 * 16 * nt, 0, 1, 0, 0.0f, 0.0f, 3))
+                        return 0;
+                }}
+            }}
+        }}
+    }} else
+        for (int64_t xi = 0; xi < TT; ++xi)
+            if (!rlx_cb_conv(&g1, v + xi * c * nt, u + xi * us, o, 0, 0, mo + xi * o * nt, 0,
+                             1, 0, 0.0f, 0.0f, 3))
+                return 0;
     float yt[M * M * 16];
     for (int64_t q = t0; q < t1; q += 1 + RLX_WG_PAIRS) {{
         for (int64_t ob = 0; ob < obn; ++ob) {{
@@ -359,13 +417,28 @@ SOURCE = scratch.SOURCE + r"""
 /* this thread's transform buffer (the tiles' V and M of one item; cpu/scratch.py), apart
    from rlx_sgemm_scratch, which the GEMMs (rlx_cb_conv) take while it is in use */
 RLX_SCRATCH(rlx_wg_scratch, float)
+/* this thread's on-the-fly filter buffer (a row of positions of RLX_WG_LAZY_PANELS panels) */
+RLX_SCRATCH(rlx_wg_lazy_scratch, float)
+#define RLX_WG_LAZY_PANELS 2
 
-/* does the filter packed by rlx_wg{m}_pack (u; o x c, (m + 2)^2 = tt positions) need
-   rlx_wg_direct? Where U holds an inf or NaN, Winograd's transforms would mix it into every
+/* does the filter packed by rlx_wg{m}_pack or rlx_wg_lazy_pack (u, its flag float at
+   flag_at: after the (m + 2)^2 positions, or after the 3x3 filter) need rlx_wg_direct?
+   Where U holds an inf or NaN, Winograd's transforms would mix it into every
    output of its channel as NaN (inf - inf), where the convolution gives +-inf, and NaN only
    where an inf weight meets a zero (of the padding, too) */
-static inline int rlx_wg_direct_only(const float *u, int64_t o, int64_t c, int64_t tt) {
-    return u[tt * rlx_cb_packed_floats(o, c, 1, 1)] != 0.0f;
+static inline int rlx_wg_direct_only(const float *u, int64_t flag_at) {
+    return u[flag_at] != 0.0f;
+}
+
+/* the OIHW 3x3 filter w (o x c) packed by rlx_cb_pack for the on-the-fly transform
+   (rlx_wg{m}_lazy), then rlx_wg_direct_only's float: 1 when a weight is an inf or a NaN
+   (its transform then holds one too; a finite filter's cannot overflow: every row of G sums
+   to at most 1 in magnitude), else 0 */
+static void rlx_wg_lazy_pack(int64_t o, int64_t c, const float *w, float *dst) {
+    int bad = 0;
+    for (int64_t k = 0; k < o * c * 9; ++k) bad |= w[k] - w[k] != 0.0f;
+    rlx_cb_pack(o, c, 3, 3, w, dst);
+    dst[rlx_cb_packed_floats(o, c, 3, 3)] = bad ? 1.0f : 0.0f;
 }
 
 /* tiles [t0, t1) of m x m outputs (as rlx_wg{m}_conv's) one output at a time, the OIHW 3x3
@@ -412,6 +485,11 @@ def packed_bytes(o: int, c: int, m: int) -> int:
     return (m + 2) ** 2 * conv_blocked.packed_bytes(o, c, 1, 1) + FLAG_BYTES
 
 
+def lazy_packed_bytes(o: int, c: int) -> int:
+    """Bytes of an o x c 3x3 filter packed by rlx_wg_lazy_pack (filter_on_the_fly)."""
+    return conv_blocked.packed_bytes(o, c, 3, 3) + FLAG_BYTES
+
+
 # the transform buffer of one item, at most (V and M of its tiles): chunks of tiles beyond it
 ITEM_BYTES = 2 * 1024 * 1024
 MIN_CHUNK = 48  # tiles per item, at least, where the buffer limits them (the tile's chunk)
@@ -419,17 +497,51 @@ MIN_ITEMS = 2  # items where one would do, for a team (a thread alone takes them
 MIN_SPLIT = 12  # tiles per item, at least, when split for the team
 
 
+# the on-the-fly filter (filter_on_the_fly) for items of at most this many tiles of F(4, 3)
+LAZY_TILES = 32
+
+
+def _chunk(m: int, n: int, c: int, o: int, oh: int, ow: int) -> tuple[int, int]:
+    """Tiles of the whole batch, and tiles per item where the transform buffer limits them."""
+    tiles = n * -(-oh // m) * -(-ow // m)
+    per = (m + 2) ** 2 * (c + o) * 4  # bytes of one tile's V and M
+    return tiles, min(tiles, max(MIN_CHUNK, ITEM_BYTES // per))
+
+
+def filter_on_the_fly(m: int, n: int, c: int, o: int, oh: int, ow: int) -> bool:
+    """Does F(m, 3) transform its filter in each call (rlx_wg{m}_lazy, from the 3x3 filter
+    packed for the direct kernel: prepack kind ``conv``) instead of reading U prepacked?
+
+    Each weight of U is used once per tile of an item, and U holds (m + 2)^2 / 9 times the
+    filter's floats: with few tiles the GEMMs wait on U's stream from memory (ResNet-50's
+    512 -> 512 at 4x4, batch 8, 8 tiles: 37.7 MB a call). The transform then writes U a row
+    at a time into L2, which costs about as much again (512 -> 512: 1.1-1.8 ms of transform
+    against 0.94 ms of GEMMs), so it pays only for F(4, 3) (36 positions from 9 taps) on at
+    most LAZY_TILES tiles, with whole panels of 16 output channels. Emerald Rapids, 1 thread,
+    per-kernel fastest thread-CPU time, A/B in one process (FIFO, load 12-18): 512 -> 512 at
+    4x4 b8 2.78 -> 2.45 ms, 256 -> 256 at 7x7 b8 (32 tiles) 1.50-1.56 -> 1.43-1.50, 128 ->
+    128 at 14x14 b1 (16 tiles) 0.26-0.27 -> 0.22-0.23; F(2, 3) on the fly was slower (256 ->
+    256 at 7x7 b1 0.405 -> 0.45), and so were items of 56 tiles (128 -> 128 at 14x14 b8).
+    ``RLX_WG_LAZY``: "0" never, "1" on every Winograd conv (A/B timing, tests)."""
+    env = os.environ.get("RLX_WG_LAZY", "")
+    if env == "0" or o % 16:
+        return False
+    return env == "1" or (m == 4 and _chunk(m, n, c, o, oh, ow)[1] <= LAZY_TILES)
+
+
 def emit_winograd(env: KernelEnv, w: Writer, m: int, packed: str, geo: str, n: int, x: str,
                   wt: str, c: int, o: int, oh: int, ow: int, bias: str | None,
                   res: str | None, out: str, tail: str, flops: int, lay: int = 0) -> str:
     """The kernel's loop over chunks of tiles calling rlx_wg{m}_conv (x, wt, bias, res, out:
     C pointers of the input, OIHW filter, bias, residual and output of the whole batch;
-    ``packed`` the filter packed by rlx_wg{m}_pack; lay as conv_blocked.emit_blocked's);
-    returns IMPL. Out of memory, or a filter whose transform is not finite: rlx_wg_direct,
-    one output at a time."""
-    tiles = n * -(-oh // m) * -(-ow // m)
-    per = (m + 2) ** 2 * (c + o) * 4  # bytes of one tile's V and M
-    chunk = min(tiles, max(MIN_CHUNK, ITEM_BYTES // per))
+    ``packed`` the filter packed by rlx_wg{m}_pack, or by rlx_wg_lazy_pack where
+    filter_on_the_fly; lay as conv_blocked.emit_blocked's); returns IMPL. Out of memory, or a
+    filter whose transform is not finite: rlx_wg_direct, one output at a time."""
+    tiles, chunk = _chunk(m, n, c, o, oh, ow)
+    lazy = filter_on_the_fly(m, n, c, o, oh, ow)
+    # the float after the packed filter saying whether only rlx_wg_direct may run
+    flag_at = (conv_blocked.packed_bytes(o, c, 3, 3) if lazy
+               else (m + 2) ** 2 * conv_blocked.packed_bytes(o, c, 1, 1)) // 4
     split = chunk == tiles and tiles >= MIN_ITEMS * MIN_SPLIT
     if split:  # one chunk would do: items for the team, taken all at once by a thread alone
         chunk = -(-tiles // MIN_ITEMS)
@@ -440,9 +552,9 @@ def emit_winograd(env: KernelEnv, w: Writer, m: int, packed: str, geo: str, n: i
         w.line("if (solo && it > 0) continue;")
     w.line(f"const int64_t t0 = it * {chunk}, t1 = {'solo || ' if split else ''}"
            f"t0 + {chunk} >= {tiles} ? {tiles} : t0 + {chunk};")
-    w.open(f"if (rlx_wg_direct_only({packed}, {o}, {c}, {(m + 2) ** 2}) || "
+    w.open(f"if (rlx_wg_direct_only({packed}, {flag_at}) || "
            f"!rlx_wg{m}_conv(&geo, {x}, {packed}, {o}, {bias or '0'}, {res or '0'}, "
-           f"{out}, t0, t1, {tail}, {lay}))")
+           f"{out}, t0, t1, {tail}, {lay}, {int(lazy)}))")
     w.line(f"rlx_wg_direct(&geo, {x}, {wt}, {o}, {bias or '0'}, {res or '0'}, {out}, {m}, "
            f"t0, t1, {tail}, {lay});")
     w.close()
