@@ -172,6 +172,9 @@ static inline int rlx_team_cpu(void) {
 #endif
 }
 static atomic_int rlx_team_cpu0 = -1;
+/* the last team call judged found thread 0 starved (rlx_team_judge): the workers then keep
+   their cores while they wait (rlx_team_wait) */
+static atomic_int rlx_team_contended;
 static inline long long rlx_team_clock_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -188,12 +191,15 @@ static inline void rlx_team_ring(rlx_team_ec *ec) {
 }
 /* the one wait: until *a >= want, spinning for spin_ns, then sleeping on the bell (every
    change a sleeper waits for is followed by rlx_team_ring). The spin pauses for its first
-   pause_ns, then yields the core between looks while thread 0 runs on this thread's CPU (a
-   busy machine queued it behind us: it runs at once). On another CPU it keeps pausing: a
-   yield there hands the core to whatever else runs on it (a busy process) and pushes this
-   thread's deadline back a time slice each time; under two busy processes a worker that
-   yielded at every phase's end ran 2-5 ms of a 35 ms MiniLM b1 call, runnable but not
-   running the rest, and ran 3-16% of the chunks. Returns the nanoseconds waited. */
+   pause_ns, then yields the core between looks (a thread the OS queued behind it runs at
+   once), except in a worker while thread 0 is starved (rlx_team_contended) and runs on
+   another CPU: a yield there hands the core to whatever else runs on it (a busy process) and
+   pushes this thread's deadline back a time slice each time; under two busy processes a
+   worker that yielded at every phase's end ran 2-5 ms of a 35 ms MiniLM b1 call, runnable
+   but not running the rest, and ran 3-16% of the chunks. While thread 0 has its own core the
+   yield stays: after an ONNX Runtime run (its worker spinning on the other core) a worker that
+   kept its core was preempted inside its chunks, and MiniLM b1's team took 1.13-1.17x one
+   thread. Returns the nanoseconds waited. */
 static long long rlx_team_wait(rlx_team_ec *ec, atomic_llong *a, long long want,
                                long long spin_ns, long long pause_ns) {
     if (atomic_load_explicit(a, memory_order_acquire) >= want) return 0;
@@ -203,8 +209,9 @@ static long long rlx_team_wait(rlx_team_ec *ec, atomic_llong *a, long long want,
         if (yield) sched_yield(); else RLX_CPU_RELAX();
         if ((spins & (yield ? 7 : 255)) != 0) continue;
         const long long now = rlx_team_clock_ns() - t0;
-        yield = now > pause_ns && (rlx_team_me == 0 || rlx_team_cpu()
-                                   == atomic_load_explicit(&rlx_team_cpu0, memory_order_relaxed));
+        yield = now > pause_ns
+            && (rlx_team_me == 0 || !atomic_load_explicit(&rlx_team_contended, memory_order_relaxed)
+                || rlx_team_cpu() == atomic_load_explicit(&rlx_team_cpu0, memory_order_relaxed));
         if (now > spin_ns) {
             if (ec == &rlx_team_ecs[0]) __atomic_fetch_add(&rlx_team_stat[8], 1, __ATOMIC_RELAXED);
 #if defined(__linux__)
@@ -561,6 +568,7 @@ static int rlx_team_judge(long long wall, long long lost, long long cpu, long lo
     if (cost && one > 0) rlx_team_worse = !beat;  /* unknown: as it was */
     const int bad = idle || hard;
     rlx_team_stat[6] += starved;
+    atomic_store_explicit(&rlx_team_contended, starved, memory_order_relaxed);
     if (!bad) {
         rlx_team_hist = (rlx_team_hist << 1) & 6;
         if (++rlx_team_good >= 2) {
@@ -868,6 +876,7 @@ def team_functions(prefix: str, team_mode: bool) -> str:
             "    rlx_team_shrink_left = 0; rlx_team_shrink_until = 0; rlx_team_hist = 0;\n"
             "    rlx_team_shrink_calls_until = 0;\n"
             "    rlx_team_good = 0; rlx_team_pend = 0; rlx_team_one_at = 0; rlx_team_worse = 0;\n"
+            "    atomic_store_explicit(&rlx_team_contended, 0, memory_order_relaxed);\n"
             "    rlx_team_shrink_next = 2; rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;\n}\n"
             f"int {prefix}_team_judge(const long long* call, long long* state) {{\n"
             "    const int bad = rlx_team_judge(call[0], call[1], call[2], call[3], (int)call[4],\n"
