@@ -172,8 +172,13 @@ static inline int rlx_team_cpu(void) {
 #endif
 }
 static atomic_int rlx_team_cpu0 = -1;
-/* the last team call judged found thread 0 starved (rlx_team_judge): the workers then keep
-   their cores while they wait (rlx_team_wait) */
+/* thread 0 was starved in one of the last team calls judged: RLX_TEAM_CONTENDED after a
+   starved call, one less after each call that was not (rlx_team_judge). While it is on the
+   workers keep their cores while they wait (rlx_team_wait). A count, not the last call alone:
+   MiniLM b2 s8's 1.3-ms calls under two busy processes are mostly not starved (no tick of a
+   busy process lands in them), and a worker that yielded again after each of those missed
+   the next call: the team ran shrunk, p50 5.7-5.9 ms against 2.2-2.6 kept on. */
+#define RLX_TEAM_CONTENDED 16
 static atomic_int rlx_team_contended;
 static inline long long rlx_team_clock_ns(void) {
     struct timespec t;
@@ -192,7 +197,8 @@ static inline void rlx_team_ring(rlx_team_ec *ec) {
 /* the one wait: until *a >= want, spinning for spin_ns, then sleeping on the bell (every
    change a sleeper waits for is followed by rlx_team_ring). The spin pauses for its first
    pause_ns, then yields the core between looks (a thread the OS queued behind it runs at
-   once), except in a worker while thread 0 is starved (rlx_team_contended) and runs on
+   once), except in a worker while thread 0 is starved (rlx_team_contended: in one of the
+   last team calls) and runs on
    another CPU: a yield there hands the core to whatever else runs on it (a busy process) and
    pushes this thread's deadline back a time slice each time; under two busy processes a
    worker that yielded at every phase's end ran 2-5 ms of a 35 ms MiniLM b1 call, runnable
@@ -568,7 +574,9 @@ static int rlx_team_judge(long long wall, long long lost, long long cpu, long lo
     if (cost && one > 0) rlx_team_worse = !beat;  /* unknown: as it was */
     const int bad = idle || hard;
     rlx_team_stat[6] += starved;
-    atomic_store_explicit(&rlx_team_contended, starved, memory_order_relaxed);
+    const int was = atomic_load_explicit(&rlx_team_contended, memory_order_relaxed);
+    atomic_store_explicit(&rlx_team_contended, starved ? RLX_TEAM_CONTENDED : was - (was > 0),
+                          memory_order_relaxed);
     if (!bad) {
         rlx_team_hist = (rlx_team_hist << 1) & 6;
         if (++rlx_team_good >= 2) {
