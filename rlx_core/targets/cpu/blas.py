@@ -17,7 +17,7 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec, Strides
-from rlx_core.targets.cpu import gemv, sgemm
+from rlx_core.targets.cpu import epilogue_erf, gemv, sgemm
 from rlx_core.targets.cpu.tile_epilogue import TileEpilogue
 
 BLAS_INT_MAX = 2**31 - 1  # the 32-bit blasint of scipy-openblas32
@@ -167,7 +167,12 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
                 not _gemv_columns(spec, epilogue, (own, bool(packed))) and \
                 (tile := TileEpilogue.make(env, spec, epilogue)):
             epilogue = _Tiled(epilogue, tile)
+        first = len(w.lines)
         _team_gemm(w, spec, call, a_b, c_b, epilogue, tiles=(own, bool(packed)))
+        # the block epilogue's erf (MiniLM's GELU) is the GEMM epilogue's own (epilogue_erf)
+        w.lines[first:], erf_source = epilogue_erf.rewrite(w.lines[first:])
+        if erf_source:
+            env.preamble.append(erf_source)
         return label
     pragma = env.parallel(work_of(spec), 0) if work_of(spec) >= GEMM_PARALLEL_MIN else None
     if pragma is None or (spec.batch == 1 and m < 16):

@@ -1,0 +1,46 @@
+"""The GEMM epilogue's own erf (cpu/epilogue_erf.py): accurate to 1.2e-6, NaN and +-inf right."""
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core.targets.cpu import epilogue_erf
+
+pytest.importorskip("scipy")
+
+
+def _erf_after_gemm(values: np.ndarray) -> tuple[np.ndarray, str]:
+    """erf(0 @ 0 + values): the values reach the erf through a GEMM's epilogue."""
+    m, n = values.shape
+    a, w = np.zeros((m, 64), np.float32), np.zeros((64, n), np.float32)
+    exe = rlx.compile(lambda x, y, v: rlx.erf(x @ y + v), a, w, values, target="cpu",
+                      record=False)
+    return np.asarray(exe(a, w, values)), "".join(exe.sources.values())
+
+
+def test_epilogue_erf_is_within_its_bound_over_the_whole_range() -> None:
+    from scipy.special import erf
+
+    x = np.linspace(-4.5, 4.5, 512 * 880, dtype=np.float32)
+    x[:2001] = np.geomspace(1e-38, 1.0, 2001, dtype=np.float32)  # tiny arguments too
+    got, source = _erf_after_gemm(x.reshape(512, 880))
+    assert f"{epilogue_erf.NAME}(" in source and "rlx_erf_f(" not in source
+    want = erf(x.astype(np.float64)).reshape(512, 880)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1.25e-6)
+    assert np.abs(got).max() <= 1.0
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(x.reshape(512, 880)))
+
+
+def test_epilogue_erf_special_values() -> None:
+    from scipy.special import erf
+
+    special = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, 3.6, -3.6, 1e30, -1e30,
+                        4.0] * 88, np.float32)
+    special = np.tile(special, 512).reshape(512, 880)  # large enough for the team GEMM
+    got, source = _erf_after_gemm(special)
+    assert f"{epilogue_erf.NAME}(" in source
+    want = erf(special.astype(np.float64)).astype(np.float32)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1.25e-6)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(special))
+    big = np.abs(special) > 4.5
+    np.testing.assert_array_equal(got[big], np.sign(special[big]))  # +-1 exactly beyond
