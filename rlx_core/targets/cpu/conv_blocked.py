@@ -43,7 +43,23 @@ K = (input channel block, tap, channel in the block):
   24->144 at 28x28 1.45 -> 1.32, 144->24 1.40 -> 1.28). The AVX-512 tile, where its one K
   slice is the last (most 1x1 convs), starts its sums at the bias instead (``rlx_cb_biasz``:
   an add less per zmm; the rounding then follows the bias-first order): ResNet-50's 64->256
-  at 28x28 with residual and ReLU 2-3% faster on Emerald Rapids;
+  at 28x28 with residual and ReLU 2-3% faster on Emerald Rapids.
+
+Where a 1x1 conv of small K loses to ONNX Runtime on AVX-512 (64->256 at 28x28, K = 64, bias +
+residual + ReLU, 0.85x in profile_cnn at batch 1; Emerald Rapids, 1 thread, measured with a C
+harness around rlx_cb_conv and per kernel in the network, thread CPU time, A/B in turns under
+the FIFO lock): the asm K loops hold ~80% of the samples (perf, timer sampling), so they run at
+~90% of the FMA peak (248 GFLOP/s), and what is left outside them is writing the output. Left
+out entirely, the stores gave the conv 15% (0.141 -> 0.119 ms); the epilogue's arithmetic alone
+(residual, ReLU, the half-line stores and inserts, replaced by 16 plain zmm stores) gave
+nothing; ``RLX_CB_PF=0`` costs the network's expanding 1x1 convs 64->256 at 28x28 7-27%,
+128->512 at 14x14 13-15%, 256->1024 at 7x7 6-10%, and in the harness the prefetch of the output
+lines is all of that, the residual's none. Tried and not kept: each pair of pixels shuffled into
+one full-line zmm store a block (+1% in the harness, neutral per kernel in the network), the
+next tile's output lines prefetched to L2 (neutral), K slices of 128 or balanced (none faster),
+chunks of 32, 64 or 96 pixels (same). The output written over a residual that dies there cost
+what no residual does in the harness (2-3% less than now): that needs the arena plan to let the
+conv's output share the residual's slot.
 
 Work items are (image, block of output rows); a thread alone takes every row block of an image
 at once (the copy is then made once). The kernel needs AVX2 + FMA for speed; without them the
