@@ -712,6 +712,15 @@ def p_x005(monkeypatch, tmp_path):
                            compiler=toolchain.Compiler(str(script), "slowcc", (), False))
 
 
+def p_x006(tmp_path):
+    from rlx_core.targets.tool_process import run_tool
+
+    script = tmp_path / "slowtool"
+    script.write_text("#!/bin/sh\nsleep 30\n")
+    script.chmod(0o755)
+    run_tool([str(script)], timeout=0.5)
+
+
 def p_j001(monkeypatch):
     from rlx_core.targets.cpu.isa import detect
 
@@ -1264,7 +1273,7 @@ PRODUCERS: dict[str, Producer] = {
     "RLX-R013": p_r013, "RLX-R014": p_r014, "RLX-R015": p_r015,
     "RLX-R016": p_r016, "RLX-R017": p_r017, "RLX-R024": p_r024,
     "RLX-V003": p_v003, "RLX-T004": p_t004, "RLX-R030": p_r030, "RLX-R031": p_r031,
-    "RLX-X001": p_x001, "RLX-X002": p_x002, "RLX-X003": p_x003, "RLX-X004": p_x004, "RLX-X005": p_x005,
+    "RLX-X001": p_x001, "RLX-X002": p_x002, "RLX-X003": p_x003, "RLX-X004": p_x004, "RLX-X005": p_x005, "RLX-X006": p_x006,
     "RLX-J001": p_j001,
     "RLX-K001": p_k001, "RLX-K002": p_k002, "RLX-G001": p_g001, "RLX-G002": p_g002,
     "RLX-B001": p_b001, "RLX-B002": p_b002, "RLX-B003": p_b003, "RLX-B004": p_b004,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rlx_core.targets.cortex_m.boards import Board
+from rlx_core.targets.tool_process import run_group
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,7 @@ def symbols(elf: str | Path, board: Board, gcc: str | None = None) -> list[Symbo
         return []
     tool = gcc[: -len("gcc")] + "readelf" if gcc.endswith("gcc") else "arm-none-eabi-readelf"
     try:
-        out = subprocess.run([tool, "-sW", str(elf)], capture_output=True, text=True,
-                             check=True, timeout=60).stdout
+        out = run_group([tool, "-sW", str(elf)], check=True, timeout=60).stdout
     except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
         return []
     found, seen = [], set()

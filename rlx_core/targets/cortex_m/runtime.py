@@ -29,6 +29,7 @@ from rlx_core.targets.cortex_m.errors import (
     FirmwareInputError,
 )
 from rlx_core.targets.cortex_m.toolchain import Elf
+from rlx_core.targets.tool_process import run_group
 
 
 @cache
@@ -84,8 +85,7 @@ class Firmware:
                    "-serial", "none", "-icount", "shift=0",
                    "-semihosting-config", "enable=on,target=native", "-kernel", str(self.elf.path)]
             try:
-                proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True,
-                                      timeout=timeout)
+                proc = run_group(cmd, cwd=work, timeout=timeout)
             except subprocess.TimeoutExpired:
                 raise EmulatorRunError(f"qemu-system-arm ({self.board.machine}) did not finish "
                                        f"{len(calls)} call(s) in {timeout:.0f} s",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from functools import cache
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from rlx_core.targets.cortex_m.boards import Board
 from rlx_core.targets.cortex_m.errors import FirmwareBuildError
+from rlx_core.targets.tool_process import run_tool
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 RUNTIME_FILES = ("rlx_nn.h", "rlx_conv.h", "semihost.h", "semihost.c", "startup.c", "main.c")
@@ -37,7 +37,7 @@ def find_gcc() -> tuple[str | None, str]:
 
 @cache
 def gcc_version(gcc: str) -> str:
-    return subprocess.run([gcc, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    return run_tool([gcc, "--version"], timeout=60).stdout.split("\n")[0]
 
 
 def _size_tool(gcc: str) -> str:
@@ -78,8 +78,8 @@ def cache_root() -> Path:
 
 
 def elf_sizes(gcc: str, elf: Path) -> tuple[int, int, int]:
-    out = subprocess.run([_size_tool(gcc), str(elf)], capture_output=True, text=True,
-                         check=True).stdout.splitlines()[1].split()
+    out = run_tool([_size_tool(gcc), str(elf)], check=True,
+                   timeout=60).stdout.splitlines()[1].split()
     return int(out[0]), int(out[1]), int(out[2])
 
 
@@ -106,7 +106,7 @@ def build_elf(model_c: str, model_h: str, board: Board, dsp: bool = True) -> Elf
     cmd = [gcc, *flags, "-nostdlib", "-Wl,--gc-sections", "-Wl,-T,link.ld",
            "-Wl,-Map,firmware.map", "-o", "firmware.elf", "startup.c", "semihost.c", "main.c",
            "model.c", "-lgcc"]
-    proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=600)
+    proc = run_tool(cmd, cwd=tmp, timeout=600)
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         errors = [ln for ln in proc.stderr.splitlines() if "error" in ln]

@@ -21,7 +21,6 @@ import os
 import platform
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from rlx_core.targets.cpu.cache import (
     temp_path,
     write_atomic,
 )
+from rlx_core.targets.tool_process import run_group
 
 OPT_CHOICES: tuple[tuple[str, ...], ...] = (("-O3", "-march=native"), ("-O3",), ("-O2",))
 # no errno and no FP traps: both would keep loops over math calls and float selects scalar
@@ -194,16 +194,17 @@ def _try(path: str, flags: tuple[str, ...], source: str) -> bool:
 
 
 def _probe_run(cmd: list[str], stdin: str | None = None) -> tuple[int, str, str]:
-    """``_run_group`` for a probe: CCompileTimeoutError past PROBE_TIMEOUT_S (then the probe
+    """``run_group`` for a probe: CCompileTimeoutError past PROBE_TIMEOUT_S (then the probe
     says nothing about the compiler, and find_compiler caches no record)."""
     try:
-        return _run_group(cmd, PROBE_TIMEOUT_S, stdin)
+        done = run_group(cmd, timeout=PROBE_TIMEOUT_S, input=stdin)
     except subprocess.TimeoutExpired:
         raise CCompileTimeoutError(
             f"the C compiler ran past {PROBE_TIMEOUT_S:g} s probing it ({' '.join(cmd[:3])} "
             "...); it and every process it started were stopped",
             hint="the machine may be oversubscribed (check the load): retry when it is "
                  "quieter") from None
+    return done.returncode, done.stdout, done.stderr
 
 
 _COMPILERS: dict[str, Compiler] = {}
@@ -396,46 +397,17 @@ RUN_COUNTS: dict[str, int] = {"compile": 0, "link": 0}
 _WRITE_FAILURES = ("No space left on device", "Read-only file system", "Disk quota exceeded")
 
 
-def _stop_group(proc: subprocess.Popen) -> None:
-    """Kill the compiler's whole process group and reap the driver.
-
-    Killing only the driver (what ``subprocess.run``'s timeout does) leaves ``cc1`` running
-    on a core after the error: the driver's children are in its group, so the group goes.
-    """
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.communicate()
-
-
-def _run_group(cmd: tuple[str, ...] | list[str], timeout: float,
-               stdin: str | None = None) -> tuple[int, str, str]:
-    """Run a compiler command in its own session: (exit status, stdout, stderr). Past
-    ``timeout`` seconds (subprocess.TimeoutExpired) or on an interrupt its whole process group
-    is stopped first, so cc1/as/ld go too, not only the driver."""
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        stdout, stderr = proc.communicate(stdin, timeout=timeout)
-    except BaseException:  # TimeoutExpired, KeyboardInterrupt: leave no compiler behind
-        _stop_group(proc)
-        raise
-    return proc.returncode, stdout, stderr
-
-
 def _run_cc(cmd: tuple[str, ...], source: str, kept: Path, out: Path) -> None:
     try:
-        code, stdout, stderr = _run_group(cmd, CC_TIMEOUT_S)
+        done = run_group(cmd, timeout=CC_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise CCompileTimeoutError(
             f"the C compiler ran past {CC_TIMEOUT_S:g} s building {out.name}; it and every "
             "process it started were stopped",
             hint="the machine may be oversubscribed (check the load) or the program very "
                  f"large: retry when it is quieter; the source is kept at {kept}") from None
-    if code != 0:
-        text = stderr or stdout
+    if done.returncode != 0:
+        text = done.stderr or done.stdout
         for why in _WRITE_FAILURES:
             if why in text:
                 raise CacheWriteError(f"the C compiler cannot write {out.name} into the cache "

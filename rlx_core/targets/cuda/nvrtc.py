@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from typing import Any
 
 from rlx_core.errors import TargetUnavailableError
 from rlx_core.targets.kernel_check import checker_error
+from rlx_core.targets.tool_process import run_tool
 
 
 def _candidates() -> list[str]:
@@ -153,9 +153,8 @@ def compile_nvcc(nvcc: str, source: str, sm: int) -> tuple[bytes, str]:
     with tempfile.TemporaryDirectory(prefix="rlx-cuda-") as tmp:
         cu, out = Path(tmp) / "kernels.cu", Path(tmp) / "kernels.cubin"
         cu.write_text(source)
-        p = subprocess.run([nvcc, f"-arch=sm_{sm}", "-cubin", "-diag-suppress", "177",
-                            str(cu), "-o", str(out)], capture_output=True, text=True,
-                           timeout=300)
+        p = run_tool([nvcc, f"-arch=sm_{sm}", "-cubin", "-diag-suppress", "177",
+                      str(cu), "-o", str(out)], timeout=300)
         if p.returncode != 0:
             raise checker_error(f"nvcc -cubin -arch=sm_{sm}", p.stdout + p.stderr, source,
                                 "CUDA C")

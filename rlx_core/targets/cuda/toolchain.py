@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from functools import cache
 from pathlib import Path
 
 from rlx_core.targets.kernel_check import checker_error
+from rlx_core.targets.tool_process import run_tool
 
 ARCHES: tuple[str, ...] = ("sm_80", "sm_90")
 
@@ -39,8 +39,8 @@ def _ptx(nvcc: str, source: str, tmp: str) -> Path:
     """nvcc's PTX for compute_80 of ``source``; KernelCheckError on failure."""
     cu, ptx = Path(tmp) / "kernels.cu", Path(tmp) / "kernels.ptx"
     cu.write_text(source)
-    p = subprocess.run([nvcc, "-arch=compute_80", "-ptx", "-diag-suppress", "177",
-                        str(cu), "-o", str(ptx)], capture_output=True, text=True, timeout=300)
+    p = run_tool([nvcc, "-arch=compute_80", "-ptx", "-diag-suppress", "177",
+                  str(cu), "-o", str(ptx)], timeout=300)
     if p.returncode != 0:
         raise checker_error("nvcc -ptx", p.stdout + p.stderr, source, "CUDA C")
     return ptx
@@ -68,9 +68,8 @@ def check(source: str) -> str:
     with tempfile.TemporaryDirectory(prefix="rlx-cuda-") as tmp:
         ptx = _ptx(nvcc, source, tmp)
         for arch in ARCHES:
-            a = subprocess.run([ptxas, f"-arch={arch}", str(ptx), "-o",
-                                str(Path(tmp) / f"{arch}.cubin")], capture_output=True,
-                               text=True, timeout=300)
+            a = run_tool([ptxas, f"-arch={arch}", str(ptx), "-o",
+                          str(Path(tmp) / f"{arch}.cubin")], timeout=300)
             if a.returncode != 0:
                 raise checker_error(f"ptxas -arch={arch}", a.stdout + a.stderr, source,
                                     "PTX")

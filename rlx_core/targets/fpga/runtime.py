@@ -18,6 +18,7 @@ from rlx_core.targets.cortex_m.emitter import FirmwareSource
 from rlx_core.targets.cortex_m.runtime import RunResult, check_params, decode, encode
 from rlx_core.targets.fpga.errors import SimulationRunError
 from rlx_core.targets.fpga.layers import Datapath
+from rlx_core.targets.tool_process import run_group
 
 
 class Simulation:
@@ -41,8 +42,8 @@ class Simulation:
                 shutil.copy(f, work / f.name)
             (work / "rlx_in.bin").write_bytes(blob)
             try:
-                proc = subprocess.run([str(self.folder / "obj" / "Vrlx_top")], cwd=work,
-                                      capture_output=True, text=True, timeout=timeout)
+                proc = run_group([str(self.folder / "obj" / "Vrlx_top")], cwd=work,
+                                 timeout=timeout)
             except subprocess.TimeoutExpired:
                 raise SimulationRunError(f"the simulation of {len(calls)} image(s) did not "
                                          f"finish in {timeout:.0f} s",

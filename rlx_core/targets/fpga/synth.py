@@ -14,6 +14,7 @@ from typing import Any
 from rlx_core.targets.fpga.errors import SynthesisError
 from rlx_core.targets.fpga.toolchain import find_tool
 from rlx_core.targets.fpga.verilog import Project
+from rlx_core.targets.tool_process import run_group
 
 DEVICE = ("hx8k", "ct256")  # iCE40 HX8K: 7,680 LUT4 + FF, 32 x 4 kbit BRAM, no DSP
 
@@ -37,7 +38,7 @@ class SynthReport:
 
 def _run(cmd: list[str], cwd: Path, what: str, timeout: float) -> str:
     try:
-        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        proc = run_group(cmd, cwd=cwd, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise SynthesisError(f"{what} did not finish in {timeout:.0f} s",
                              hint="synthesize a smaller datapath (fewer MAC lanes or "

@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from functools import cache
 from pathlib import Path
 
 from rlx_core.targets.fpga.errors import SimulationBuildError
 from rlx_core.targets.fpga.verilog import Project
+from rlx_core.targets.tool_process import run_tool
 
 
 @cache
@@ -29,7 +29,7 @@ def find_tool(name: str, env: str = "") -> tuple[str | None, str]:
 
 @cache
 def tool_version(path: str) -> str:
-    return subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip()
+    return run_tool([path, "--version"], timeout=60).stdout.strip()
 
 
 def cache_root() -> Path:
@@ -61,7 +61,7 @@ def build_simulator(project: Project) -> tuple[Path, bool]:
     cmd = [verilator, "--cc", "--exe", "--build", "-O3", "--x-assign", "fast",
            "--x-initial", "fast", "-Wall", "-Wno-fatal", "--top-module", "rlx_top",
            "-CFLAGS", f"-O2 {defs}", "-Mdir", "obj", "rlx_top.v", "rlx_fc_layer.v", "tb.cpp"]
-    proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=900)
+    proc = run_tool(cmd, cwd=tmp, timeout=900, what="verilator")
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "Error" in ln]

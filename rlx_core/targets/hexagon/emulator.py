@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from functools import cache
@@ -25,6 +24,7 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import TensorType
 from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.host_args import cast_host, checked_shape
+from rlx_core.targets.tool_process import run_tool
 
 EMULATED_ARCH = "v67"
 ALIGN = 128
@@ -135,9 +135,8 @@ def build_elf(cprog: CProgram) -> tuple[Path, bool]:
     with tempfile.TemporaryDirectory(prefix="rlx-hexagon-") as tmp:
         t = Path(tmp)
         compile_object(program, t / "program.o", EMULATED_ARCH)
-        link = subprocess.run([lld, "-static", "-e", "_start", "-o", str(t / "a.elf"),
-                               str(t / "program.o"), str(minirt_object())],
-                              capture_output=True, text=True, timeout=120)
+        link = run_tool([lld, "-static", "-e", "_start", "-o", str(t / "a.elf"),
+                         str(t / "program.o"), str(minirt_object())], timeout=120)
         if link.returncode != 0:
             raise EmulatorError(f"ld.lld could not link the Hexagon program:\n"
                                 f"{link.stderr.strip()[:1500]}",
@@ -186,8 +185,7 @@ class EmulatedProgram:
         if qemu is None:
             raise EmulatorError(f"cannot run the Hexagon program: {why}",
                                 hint="apt install qemu-user")
-        proc = subprocess.run([qemu, str(self.elf)], input=bytes(stdin), capture_output=True,
-                              timeout=600)
+        proc = run_tool([qemu, str(self.elf)], input=bytes(stdin), text=False, timeout=600)
         out_off, out_bytes = _layout(cp.output_types)
         if proc.returncode != 0 or len(proc.stdout) != 24 + out_bytes:
             raise EmulatorError(f"qemu-hexagon exited with {proc.returncode} after "

@@ -10,12 +10,12 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from functools import cache
 from pathlib import Path
 
 from rlx_core.targets.kernel_check import checker_error
+from rlx_core.targets.tool_process import run_tool
 
 CHECK_FLAGS: tuple[str, ...] = ("--target=hexagon", "-mv68", "-mhvx", "-mhvx-length=128b",
                                 "-O2", "-ffreestanding", "-fno-builtin", "-Wall",
@@ -36,9 +36,8 @@ def find_clang() -> tuple[str | None, str]:
         if path is None:
             tried.append(f"{name}: not found")
             continue
-        probe = subprocess.run([path, "--target=hexagon", "-mv68", "-mhvx", "-x", "c", "-c",
-                                "-o", os.devnull, "-"], input="int x;\n", text=True,
-                               capture_output=True, timeout=60)
+        probe = run_tool([path, "--target=hexagon", "-mv68", "-mhvx", "-x", "c", "-c",
+                          "-o", os.devnull, "-"], input="int x;\n", timeout=60)
         if probe.returncode == 0:
             return path, ""
         tried.append(f"{name}: no Hexagon backend ({probe.stderr.strip()[:80]})")
@@ -47,8 +46,7 @@ def find_clang() -> tuple[str | None, str]:
 
 @cache
 def resource_include(clang: str) -> str:
-    out = subprocess.run([clang, "-print-resource-dir"], capture_output=True, text=True,
-                         timeout=60).stdout.strip()
+    out = run_tool([clang, "-print-resource-dir"], timeout=60).stdout.strip()
     return str(Path(out) / "include")
 
 
@@ -86,8 +84,7 @@ def compile_object(source: str, out: Path, arch: str = "v68", what: str = "Hexag
                                           "backend) or set RLX_HEXAGON_CC")
     src = out.with_suffix(".c")
     src.write_text(source)
-    proc = subprocess.run([*compile_flags(clang, arch), "-c", str(src), "-o", str(out)],
-                          capture_output=True, text=True, timeout=300)
+    proc = run_tool([*compile_flags(clang, arch), "-c", str(src), "-o", str(out)], timeout=300)
     if proc.returncode != 0:
         raise checker_error(f"clang --target=hexagon -m{arch}", proc.stderr, source, what)
 

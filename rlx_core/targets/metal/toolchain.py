@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from functools import cache
 from pathlib import Path
 
 from rlx_core.targets.kernel_check import checker_error
+from rlx_core.targets.tool_process import run_tool
 
 FLAGS: tuple[str, ...] = ("-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
                           "-Wno-unknown-attributes", "-Wno-unused-parameter",
@@ -47,8 +47,7 @@ def check(source: str) -> str:
         (Path(tmp) / "metal_stdlib").write_text(METAL_STDLIB)
         src = Path(tmp) / "kernels.metal"
         src.write_text(source)
-        p = subprocess.run([cxx, *FLAGS, "-I", tmp, str(src)], capture_output=True, text=True,
-                           timeout=300)
+        p = run_tool([cxx, *FLAGS, "-I", tmp, str(src)], timeout=300)
         if p.returncode != 0:
             raise checker_error("clang++ -fsyntax-only (MSL shim)", p.stdout + p.stderr,
                                 source, "MSL")

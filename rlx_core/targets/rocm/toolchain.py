@@ -10,12 +10,12 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import subprocess
 import tempfile
 from functools import cache
 from pathlib import Path
 
 from rlx_core.targets.kernel_check import checker_error
+from rlx_core.targets.tool_process import run_tool
 
 ARCHES: tuple[str, ...] = ("gfx90a", "gfx940")
 
@@ -30,9 +30,8 @@ def _compile(hipcc: str, source: str, tmp: str) -> Path:
     """The offload bundle of device code objects for ARCHES; KernelCheckError on failure."""
     src, obj = Path(tmp) / "kernels.hip", Path(tmp) / "kernels.o"
     src.write_text(source)
-    p = subprocess.run([hipcc, "-x", "hip", *(f"--offload-arch={a}" for a in ARCHES),
-                        "--cuda-device-only", "-O2", "-c", str(src), "-o", str(obj)],
-                       capture_output=True, text=True, timeout=600)
+    p = run_tool([hipcc, "-x", "hip", *(f"--offload-arch={a}" for a in ARCHES),
+                  "--cuda-device-only", "-O2", "-c", str(src), "-o", str(obj)], timeout=600)
     if p.returncode != 0:
         raise checker_error("hipcc", p.stdout + p.stderr, source, "HIP")
     return obj
@@ -82,9 +81,8 @@ def disassemble(source: str) -> dict[str, str]:
         obj = _compile(_hipcc(), source, tmp)
         for arch in ARCHES:
             co = Path(tmp) / f"{arch}.co"
-            subprocess.run([bundler, "--unbundle", "--type=o", f"--input={obj}",
-                            f"--targets=hipv4-amdgcn-amd-amdhsa--{arch}", f"--output={co}"],
-                           check=True, capture_output=True, timeout=120)
-            out[arch] = subprocess.run([objdump, "-d", str(co)], check=True, capture_output=True,
-                                       text=True, timeout=120).stdout
+            run_tool([bundler, "--unbundle", "--type=o", f"--input={obj}",
+                      f"--targets=hipv4-amdgcn-amd-amdhsa--{arch}", f"--output={co}"],
+                     check=True, timeout=120)
+            out[arch] = run_tool([objdump, "-d", str(co)], check=True, timeout=120).stdout
     return out

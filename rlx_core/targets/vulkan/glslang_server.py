@@ -26,6 +26,7 @@ from pathlib import Path
 
 from rlx_core.errors import RlxError
 from rlx_core.targets.cpu import cache
+from rlx_core.targets.tool_process import run_tool
 
 SOURCE = Path(__file__).with_name("csrc") / "glslang_server.cpp"
 HEADER = Path("/usr/include/glslang/SPIRV/GlslangToSpv.h")
@@ -83,8 +84,8 @@ def executable() -> Path | None:
         if not cache.lookup(exe):
             tmp = cache.temp_path(exe, ".tmp")
             try:
-                r = subprocess.run([cxx, "-O1", "-std=c++17", str(SOURCE), "-o", str(tmp), *LIBS],
-                                   capture_output=True, text=True, timeout=300)
+                r = run_tool([cxx, "-O1", "-std=c++17", str(SOURCE), "-o", str(tmp), *LIBS],
+                             timeout=300)
                 if r.returncode != 0:
                     _SERVER.why = f"building it failed: {(r.stderr or r.stdout)[-300:]}"
                     return None

@@ -18,13 +18,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 from rlx_core.errors import RlxError, TargetUnavailableError
 from rlx_core.targets.cpu import cache
 from rlx_core.targets.gpu_common.compile_error import compile_error
+from rlx_core.targets.tool_process import run_tool
 from rlx_core.targets.vulkan import glslang_server
 
 # glslang: "ERROR: /tmp/x/k.comp:12: 'undeclared' : undeclared identifier"
@@ -114,7 +114,7 @@ def _compile(glslang: str, val: str, kernel: str, source: str, stage: str, api: 
         args = [glslang, "-V", "--target-env", env, "-o", str(out), str(src)]
         if stage == "hlsl":
             args[1:1] = ["-D", "-S", "comp", "-e", "main"]
-        r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        r = run_tool(args, timeout=120)
         if r.returncode != 0:
             raise compile_error(f"glslang ({api})", kernel, source, r.stdout + r.stderr,
                                 GLSLANG_FILE_LINE)
@@ -123,8 +123,7 @@ def _compile(glslang: str, val: str, kernel: str, source: str, stage: str, api: 
 
 def _validated(val: str, env: str, out: Path, kernel: str, source: str) -> bytes:
     """The SPIR-V in ``out`` once spirv-val accepts it."""
-    v = subprocess.run([val, "--target-env", env, str(out)], capture_output=True, text=True,
-                       timeout=120)
+    v = run_tool([val, "--target-env", env, str(out)], timeout=120)
     if v.returncode != 0:
         raise compile_error("spirv-val", kernel, source, v.stdout + v.stderr)
     return out.read_bytes()
