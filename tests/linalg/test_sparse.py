@@ -136,7 +136,10 @@ def test_solver_on_two_threads() -> None:
     def f(v, b):
         m = rlx.sparse.csr(a.indptr, a.indices, v, a.shape)
         return (*rlx.sparse.cg(m, b, tol=1e-9, M="jacobi", return_info=True),
-                *rlx.sparse.cg(m, b, tol=1e-9, M="ic0", return_info=True))
+                *rlx.sparse.cg(m, b, tol=1e-9, M="ic0", return_info=True),
+                # GMRES: each thread's own Hessenberg state lies in the team's one block
+                *rlx.sparse.gmres(m, b, tol=1e-6, restart=20, maxiter=200, M="jacobi",
+                                  return_info=True))
 
     exe = rlx.jit(f, target="cpu")
     before = num_threads()
@@ -156,6 +159,12 @@ def test_solver_on_two_threads() -> None:
             np.testing.assert_array_equal(two[i], runs[0][i])
             np.testing.assert_allclose(two[i], one[i], rtol=1e-10)
             assert abs(two[i + 1][0] - one[i + 1][0]) <= 1 and two[i + 1][1] <= 1e-9
+        np.testing.assert_array_equal(two[4], runs[0][4])
+        np.testing.assert_array_equal(two[5], runs[0][5])
+        assert abs(two[5][0] - one[5][0]) <= 1 and abs(two[5][1] - one[5][1]) <= 1e-9
+        np.testing.assert_allclose(two[4], one[4], rtol=1e-6, atol=1e-9)
+        true = np.linalg.norm(a @ two[4] - b) / np.linalg.norm(b)  # 200 steps: ~2e-3 left
+        np.testing.assert_allclose(two[5][1], true, rtol=1e-6)
 
 
 @pytest.mark.parametrize("target", TARGETS)

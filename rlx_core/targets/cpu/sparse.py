@@ -179,16 +179,30 @@ static void rlx_kr_dinv_@X@(const int *ip, const int *ix, const @T@ *v, @T@ *din
 
 /*@ kr_alloc @*/
 /* the team's shared block (rlx_kr_mem): part (2 x team x 8 doubles), then nvec vectors of n,
-   the first of which is returned. When it is out of memory or this thread's own state is
-   not (ok = 0), thread 0 sets x (n values, then the iteration count and the residual) to NaN
-   and 0 is returned */
-static @T@ *rlx_kr_alloc_@X@(int tid, int team, int n, int nvec, int ok, @T@ *x) {
+   the first of which is returned, then `own` zeroed doubles for each thread (rlx_kr_own_@X@).
+   One allocation for the whole team, so every thread takes the same path: when it is out of
+   memory, thread 0 sets x (n values, then the iteration count and the residual) to NaN and 0
+   is returned to all (a thread whose own allocation failed alone would have left the others
+   waiting at a barrier it never reaches) */
+static size_t rlx_kr_vec_bytes_@X@(int n, int nvec) {
+    return (sizeof(@T@) * (size_t)n * nvec + 63) / 64 * 64;
+}
+
+static @T@ *rlx_kr_alloc_@X@(int tid, int team, int n, int nvec, size_t own, @T@ *x) {
     if (tid == 0)
-        rlx_kr_mem = malloc(sizeof(double) * 16 * (size_t)team + sizeof(@T@) * (size_t)n * nvec + 64);
+        rlx_kr_mem = malloc(sizeof(double) * 16 * (size_t)team + rlx_kr_vec_bytes_@X@(n, nvec)
+                            + sizeof(double) * own * (size_t)team + 64);
     rlx_work_sync(team);
-    if (rlx_kr_mem && ok) return (@T@ *)((double *)rlx_kr_mem + 16 * team);
+    if (rlx_kr_mem) return (@T@ *)((double *)rlx_kr_mem + 16 * team);
     if (tid == 0) for (int i = 0; i < n + 2; ++i) x[i] = (@T@)NAN;
     return 0;
+}
+
+/* this thread's `own` doubles of the block rlx_kr_alloc_@X@ returned as vs, zeroed */
+static double *rlx_kr_own_@X@(@T@ *vs, int tid, int n, int nvec, size_t own) {
+    double *mine = (double *)((char *)vs + rlx_kr_vec_bytes_@X@(n, nvec)) + own * (size_t)tid;
+    memset(mine, 0, sizeof(double) * own);
+    return mine;
 }
 
 /*@ kr_done @*/
@@ -206,7 +220,7 @@ static void rlx_kr_done_@X@(int tid, int team, int n, @T@ *out, int it, double r
 static void rlx_cg_@X@(int n, const int *ip, const int *ix, const @T@ *v, const @T@ *b,
                        @T@ *x, int jacobi, double tol, int maxiter) {
     const int tid = rlx_work_tid(), team = rlx_work_team();
-    @T@ *r = rlx_kr_alloc_@X@(tid, team, n, 4, 1, x);
+    @T@ *r = rlx_kr_alloc_@X@(tid, team, n, 4, 0, x);
     if (!r) return;
     double *part = (double *)rlx_kr_mem;
     @T@ *p = r + n, *q = p + n, *dinv = q + n;
@@ -332,7 +346,7 @@ static void rlx_cg_ic0_@X@(int n, const int *ip, const int *ix, const @T@ *v, co
     const int tid = rlx_work_tid(), team = rlx_work_team();
     static int *lp, *lj;
     static double *lx;
-    @T@ *r = rlx_kr_alloc_@X@(tid, team, n, 4, 1, x);
+    @T@ *r = rlx_kr_alloc_@X@(tid, team, n, 4, 0, x);
     if (!r) return;
     double *part = (double *)rlx_kr_mem;
     @T@ *p = r + n, *q = p + n, *z = q + n;
@@ -393,7 +407,7 @@ done:
 static void rlx_bicgstab_@X@(int n, const int *ip, const int *ix, const @T@ *v, const @T@ *b,
                              @T@ *x, int jacobi, double tol, int maxiter) {
     const int tid = rlx_work_tid(), team = rlx_work_team();
-    @T@ *r = rlx_kr_alloc_@X@(tid, team, n, 9, 1, x);
+    @T@ *r = rlx_kr_alloc_@X@(tid, team, n, 9, 0, x);
     if (!r) return;
     double *part = (double *)rlx_kr_mem;
     @T@ *rh = r + n, *p = rh + n, *vv = p + n, *ph = vv + n, *s = ph + n, *sh = s + n,
@@ -467,12 +481,10 @@ static void rlx_gmres_@X@(int n, const int *ip, const int *ix, const @T@ *v, con
     const int tid = rlx_work_tid(), team = rlx_work_team();
     const int m = restart;
     /* per thread, the same small dense state (every thread computes identical values) */
-    double *h = (double *)calloc((size_t)(m + 1) * m + 4 * (size_t)(m + 1), sizeof(double));
-    @T@ *vs = rlx_kr_alloc_@X@(tid, team, n, m + 5, h != 0, x);
-    if (!vs) {
-        free(h);
-        return;
-    }
+    const size_t own = (size_t)(m + 1) * m + 4 * (size_t)(m + 1);
+    @T@ *vs = rlx_kr_alloc_@X@(tid, team, n, m + 5, own, x);
+    if (!vs) return;
+    double *h = rlx_kr_own_@X@(vs, tid, n, m + 5, own);
     double *cs = h + (size_t)(m + 1) * m, *sn = cs + m + 1, *g = sn + m + 1, *y = g + m + 1;
     double *part = (double *)rlx_kr_mem;
     @T@ *w = vs + (int64_t)(m + 1) * n, *u = w + n, *tmp = u + n, *dinv = tmp + n;
@@ -486,7 +498,6 @@ static void rlx_gmres_@X@(int n, const int *ip, const int *ix, const @T@ *v, con
     double resid = bnorm;
     if (bnorm == 0) {
         for (int i = r0; i < r1; ++i) x[i] = 0;
-        free(h);
         rlx_kr_done_@X@(tid, team, n, x, 0, 0.0);
         return;
     }
@@ -563,7 +574,6 @@ static void rlx_gmres_@X@(int n, const int *ip, const int *ix, const @T@ *v, con
         if (resid <= tol * bnorm || broke) break;
     }
     for (int i = r0; i < r1; ++i) x[i] = dinv[i] * u[i];
-    free(h);
     rlx_kr_done_@X@(tid, team, n, x, total, resid / bnorm);
 }
 """
