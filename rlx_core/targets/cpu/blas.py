@@ -163,12 +163,12 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
             env.extra_args.append((CLAIM, counter))
         # a claimed column chunk's block epilogue reads a 64-column chunk still in L1/L2:
         # tiles there gained nothing (MiniLM at batch 1: 8.09 vs 8.02 ms of GEMMs)
-        if not _claims_columns(spec, epilogue, (own, bool(packed))) and own and \
-                not _gemv_columns(spec, epilogue, (own, bool(packed))) and \
+        if not _claims_columns(spec, epilogue, tiles) and own and \
+                not _gemv_columns(spec, epilogue, tiles) and \
                 (tile := TileEpilogue.make(env, spec, epilogue)):
             epilogue = _Tiled(epilogue, tile)
         first = len(w.lines)
-        _team_gemm(w, spec, call, a_b, c_b, epilogue, tiles=(own, bool(packed)))
+        _team_gemm(w, spec, call, a_b, c_b, epilogue, tiles=tiles)
         # the block epilogue's erf (MiniLM's GELU) is the GEMM epilogue's own (epilogue_erf)
         w.lines[first:], erf_source = epilogue_erf.rewrite(w.lines[first:])
         if erf_source:

@@ -42,10 +42,11 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
   KC x NC block of packed B stay in L2 (a B read in place has no such block: its columns are
   one block, so A is packed once per KC slice). K is cut into even slices of at most 9/8 KC
   (``rlx_sgemm_kc``: 784 = 2 x 392, not 384 + 384 + 16; a prepacked B deeper than that,
-  each panel read in order, in slices of at most 9/4 KC, ``rlx_sgemm_deep``), rows into even blocks as large as
-  A's and B's blocks together allow (``rlx_sgemm_mc``: a narrow column chunk or a shallow
-  K takes more rows per block, so B is streamed fewer times), and edge tiles of fewer than
-  MR rows run a loop of their own row count, their accumulators in registers. On the Zen 1
+  each panel read in order, in slices of at most 9/4 KC, ``rlx_sgemm_deep``), rows into
+  even blocks as large as A's and B's blocks together allow (``rlx_sgemm_mc``: a narrow
+  column chunk or a shallow K takes more rows per block, so B is streamed fewer times), and
+  edge tiles of fewer than MR rows run a loop of their own row count, their accumulators in
+  registers. On the Zen 1
   VM (one thread, C harness, caches flushed before each call) that took the MLP's GEMMs
   from 80-85% to 84-88% of the FMA peak.
 - Software prefetches where the hardware's miss: each tile's rows of C before its k loop (a
@@ -432,12 +433,17 @@ static inline int rlx_sgemm_spread(int64_t brk) {
     return (brk % 16) != 0 || ((brk / 16) & 1) != 0;
 }
 
+/* the nominal slice depth: RLX_SG_KC, or twice it for a deep prepacked B (rlx_sgemm_deep) */
+static inline int64_t rlx_sgemm_slice(int deep) {
+    return deep ? 2 * RLX_SG_KC : RLX_SG_KC;
+}
+
 /* the depth of k's KC slices: k split evenly into as few slices as keep each within 9/8 of
-   RLX_SG_KC (a panel's slice still fits L1). K = 784 (MNIST's images) ran as 384 + 384 + 16,
+   the nominal depth (rlx_sgemm_slice: a panel's slice still fits L1). K = 784 (MNIST's images) ran as 384 + 384 + 16,
    the last slice a whole extra pass that loads and stores every tile of C for 16 steps;
    it runs as 2 x 392 */
 static inline int64_t rlx_sgemm_kc(int64_t k, int deep) {
-    const int64_t kc = deep ? 2 * RLX_SG_KC : RLX_SG_KC;
+    const int64_t kc = rlx_sgemm_slice(deep);
     const int64_t most = kc + kc / 8, slices = (k + most - 1) / most;
     return slices <= 1 ? k : (k + slices - 1) / slices;
 }
@@ -460,7 +466,7 @@ static inline int rlx_sgemm_deep(int64_t k, const float *P) {
    weight gradient (K = 128) ran as 60 + 4 rows, reading all of B twice */
 static inline int64_t rlx_sgemm_mc(int64_t m, int64_t kcap, int64_t nc, int deep) {
     enum { MR = RLX_SG_MR, MOST = 4 * RLX_SG_MC / RLX_SG_MR * RLX_SG_MR };
-    const int64_t kc = deep ? 2 * RLX_SG_KC : RLX_SG_KC;  /* rlx_sgemm_deep's slices */
+    const int64_t kc = rlx_sgemm_slice(deep);
     const int64_t room = (int64_t)RLX_SG_MC * kc + (int64_t)(RLX_SG_NC - nc) * kc;
     int64_t most = kcap > 0 ? room / kcap / MR * MR : MOST;
     most = most > MOST ? MOST : most < MR ? MR : most;
@@ -564,7 +570,7 @@ static void rlx_sgemm_core_pf(int64_t m, int64_t k, const float *A, int64_t rm, 
                     const float *pnext = pf_n && ic == 0 && j + NR < pf_n ? pq + k * NR : 0;
                     const int64_t ptiles = (ie - ic + MR - 1) / MR, plines = kc * NR / 16;
                     const int64_t pper = (plines + ptiles - 1) / ptiles;
-                    const int64_t per = (kc + (ie - ic + MR - 1) / MR - 1) / ((ie - ic + MR - 1) / MR);
+                    const int64_t per = (kc + ptiles - 1) / ptiles;
                     for (int64_t i = ic; i < ie; i += MR) {
                         const int64_t mr = ie - i < MR ? ie - i : MR;
                         if (next) {

@@ -90,9 +90,9 @@ SINGLE_PRAGMA = "#pragma omp single nowait"
 # had no worker (thread 0 waited for nobody: a probe costs nothing) (rlx_team_judge).
 #
 # Inside a call a worker waits spinning (pausing, then yielding the core while thread 0 runs on
-# its CPU) up to 1 ms before it sleeps: a sleeping worker costs thread 0 a futex wake-up and comes back only after the
-# scheduler's (and an idle VM's) wake-up latency, on every kernel whose last chunk outlasts
-# the spin.
+# its CPU) up to 1 ms before it sleeps: a sleeping worker costs thread 0 a futex wake-up and
+# comes back only after the scheduler's (and an idle VM's) wake-up latency, on every kernel
+# whose last chunk outlasts the spin.
 #
 # The pool (rlx_team_call, for a program whose kernels all claim their work: region()): worker
 # threads of this translation unit wait for the next call's generation, spinning for
@@ -198,8 +198,7 @@ static inline void rlx_team_ring(rlx_team_ec *ec) {
    change a sleeper waits for is followed by rlx_team_ring). The spin pauses for its first
    pause_ns, then yields the core between looks (a thread the OS queued behind it runs at
    once), except in a worker while thread 0 is starved (rlx_team_contended: in one of the
-   last team calls) and runs on
-   another CPU: a yield there hands the core to whatever else runs on it (a busy process) and
+   last team calls) and runs on another CPU: a yield there hands the core to whatever else runs on it (a busy process) and
    pushes this thread's deadline back a time slice each time; under two busy processes a
    worker that yielded at every phase's end ran 2-5 ms of a 35 ms MiniLM b1 call, runnable
    but not running the rest, and ran 3-16% of the chunks. While thread 0 has its own core the
@@ -475,6 +474,10 @@ static pthread_t rlx_team_pend_by;
 #define RLX_TEAM_ONE_CALLS 5
 static long long rlx_team_one_walls[RLX_TEAM_ONE_CALLS], rlx_team_one_at;
 static int rlx_team_one_n;  /* of them, since the last was fresh */
+/* did the last shrunk call end within RLX_TEAM_ONE_FRESH_NS before `t`? */
+static inline int rlx_team_one_fresh(long long t) {
+    return rlx_team_one_at && t - rlx_team_one_at < RLX_TEAM_ONE_FRESH_NS;
+}
 static inline long long rlx_team_one_ns(void) {
     long long v[RLX_TEAM_ONE_CALLS];
     const int n = rlx_team_one_n < RLX_TEAM_ONE_CALLS ? rlx_team_one_n : RLX_TEAM_ONE_CALLS;
@@ -651,8 +654,7 @@ static inline void rlx_team_settle(long long now, long long cpu_now) {
     const long long cpu = pthread_equal(rlx_team_pend_by, pthread_self())
         ? cpu_now - rlx_team_pend_c0 : wall;  /* unknown: a full share */
     if (used <= 1) {
-        if (!rlx_team_one_at || end - rlx_team_one_at >= RLX_TEAM_ONE_FRESH_NS)
-            rlx_team_one_n = 0;  /* stale: measure afresh */
+        if (!rlx_team_one_fresh(end)) rlx_team_one_n = 0;  /* stale: measure afresh */
         rlx_team_one_walls[rlx_team_one_n % RLX_TEAM_ONE_CALLS] = wall;
         if (++rlx_team_one_n == 2 * RLX_TEAM_ONE_CALLS) rlx_team_one_n = RLX_TEAM_ONE_CALLS;
         rlx_team_one_at = end;
@@ -667,8 +669,7 @@ static inline void rlx_team_settle(long long now, long long cpu_now) {
         return;
     }
     const long long starved_before = rlx_team_stat[6];
-    const long long one = rlx_team_one_at && now - rlx_team_one_at < RLX_TEAM_ONE_FRESH_NS
-        ? rlx_team_one_ns() : 0;
+    const long long one = rlx_team_one_fresh(now) ? rlx_team_one_ns() : 0;
     rlx_team_judge(wall, rlx_team_pend_lost, cpu, rlx_team_pend_slept, rlx_team_pend_idle, one,
                    now);
     rlx_team_stat[1] += rlx_team_stat[6] - starved_before;

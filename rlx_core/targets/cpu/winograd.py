@@ -510,7 +510,7 @@ def _chunk(m: int, n: int, c: int, o: int, oh: int, ow: int) -> tuple[int, int]:
 
 def filter_on_the_fly(m: int, n: int, c: int, o: int, oh: int, ow: int) -> bool:
     """Does F(m, 3) transform its filter in each call (rlx_wg{m}_lazy, from the 3x3 filter
-    packed for the direct kernel: prepack kind ``conv``) instead of reading U prepacked?
+    packed for the direct kernel: prepack kind ``winolazy``) instead of reading U prepacked?
 
     Each weight of U is used once per tile of an item, and U holds (m + 2)^2 / 9 times the
     filter's floats: with few tiles the GEMMs wait on U's stream from memory (ResNet-50's
@@ -540,8 +540,7 @@ def emit_winograd(env: KernelEnv, w: Writer, m: int, packed: str, geo: str, n: i
     tiles, chunk = _chunk(m, n, c, o, oh, ow)
     lazy = filter_on_the_fly(m, n, c, o, oh, ow)
     # the float after the packed filter saying whether only rlx_wg_direct may run
-    flag_at = (conv_blocked.packed_bytes(o, c, 3, 3) if lazy
-               else (m + 2) ** 2 * conv_blocked.packed_bytes(o, c, 1, 1)) // 4
+    flag_at = ((lazy_packed_bytes(o, c) if lazy else packed_bytes(o, c, m)) - FLAG_BYTES) // 4
     split = chunk == tiles and tiles >= MIN_ITEMS * MIN_SPLIT
     if split:  # one chunk would do: items for the team, taken all at once by a thread alone
         chunk = -(-tiles // MIN_ITEMS)
