@@ -126,6 +126,22 @@ def test_a_team_call_no_slower_than_one_thread_just_was_is_good(judge_factory,
     assert j.call(35.0, **bad)[1]["worse"]  # no one-thread time to compare: left as it was
 
 
+def test_bursts_that_land_in_some_team_calls_are_judged_by_the_teams_median(
+        judge_factory) -> None:
+    """Two bursty processes (4 ms on, 4 off): most team calls run between bursts (1.3 ms,
+    one thread just took 2.1), two in five meet a burst (6 ms, thread 0 starved). The recent
+    team calls' median beats one thread, so none of them is bad (judged alone against one
+    thread's median, the second starved call started a spell). Once most of the recent team
+    calls are slower than one thread, the team is bad again and a spell begins."""
+    j = judge_factory()
+    for i in range(30):
+        verdict, st = j.call(6.0, cpu=2.0, one=2.1) if i % 5 in (2, 4) else j.call(1.3, one=2.1)
+        assert verdict == 0 and not st["shrunk"] and not st["worse"], (i, st)
+    assert j.call(6.0, cpu=2.0, one=2.1)[0] == 1  # three of five slow: bad, tolerated alone
+    verdict, st = j.call(6.0, cpu=2.0, one=2.1)
+    assert verdict == 2 and st["shrunk"] and st["worse"]
+
+
 def test_sleeping_in_a_wait_is_not_starvation(judge_factory) -> None:
     """Thread 0 asleep on the futex for 4 of 10 ms (its CPU time 6 ms) was not starved; it
     lost only what its late waits cost (here 1 ms: a good call)."""

@@ -465,36 +465,51 @@ static int rlx_team_pend, rlx_team_pend_idle;
 static long long rlx_team_pend_wall, rlx_team_pend_end, rlx_team_pend_lost, rlx_team_pend_slept;
 static long long rlx_team_pend_c0;
 static pthread_t rlx_team_pend_by;
-/* one thread's wall time per call under the present load: the median of the last
-   RLX_TEAM_ONE_CALLS shrunk calls (rlx_team_judge's `one`), the last of which ended at
-   rlx_team_one_at. A median, not a mean: under two busy processes a one-thread MiniLM b2 s8
-   call takes 2.3 ms, or 6.3 when a busy process's 4-ms tick lands in it (a third of them);
-   their mean let team calls of 3-4 ms pass as faster than one thread. */
+/* The wall times of a program's recent calls of one kind, shrunk calls (one thread) or team
+   calls: the last RLX_TEAM_RECENT of them, forgotten once the last is RLX_TEAM_ONE_FRESH_NS
+   old (the load may have changed). Their median is what one thread, or the team, takes under
+   the present load (rlx_team_judge's `one` and `team`). A median, not a mean: under two busy
+   processes a one-thread MiniLM b2 s8 call takes 2.3 ms, or 6.3 when a busy process's 4-ms
+   tick lands in it (a third of them); their mean let team calls of 3-4 ms pass as faster than
+   one thread. */
 #define RLX_TEAM_ONE_FRESH_NS 1000000000LL
-#define RLX_TEAM_ONE_CALLS 5
-static long long rlx_team_one_walls[RLX_TEAM_ONE_CALLS], rlx_team_one_at;
-static int rlx_team_one_n;  /* of them, since the last was fresh */
-/* did the last shrunk call end within RLX_TEAM_ONE_FRESH_NS before `t`? */
-static inline int rlx_team_one_fresh(long long t) {
-    return rlx_team_one_at && t - rlx_team_one_at < RLX_TEAM_ONE_FRESH_NS;
+#define RLX_TEAM_RECENT 5
+typedef struct { long long walls[RLX_TEAM_RECENT], at; int n; } rlx_team_recent;
+static rlx_team_recent rlx_team_ones, rlx_team_teams;
+/* did the last of them end within RLX_TEAM_ONE_FRESH_NS before `t`? */
+static inline int rlx_team_fresh(const rlx_team_recent* r, long long t) {
+    return r->at && t - r->at < RLX_TEAM_ONE_FRESH_NS;
 }
-static inline long long rlx_team_one_ns(void) {
-    long long v[RLX_TEAM_ONE_CALLS];
-    const int n = rlx_team_one_n < RLX_TEAM_ONE_CALLS ? rlx_team_one_n : RLX_TEAM_ONE_CALLS;
+/* a call of `wall` ns that ended at `end` (a stale set is measured afresh) */
+static inline void rlx_team_add(rlx_team_recent* r, long long wall, long long end) {
+    if (!rlx_team_fresh(r, end)) r->n = 0;
+    r->walls[r->n % RLX_TEAM_RECENT] = wall;
+    if (++r->n == 2 * RLX_TEAM_RECENT) r->n = RLX_TEAM_RECENT;
+    r->at = end;
+}
+static inline int rlx_team_count(const rlx_team_recent* r) {
+    return r->n < RLX_TEAM_RECENT ? r->n : RLX_TEAM_RECENT;
+}
+/* their median at `t`, 0 when they are stale or none */
+static inline long long rlx_team_median(const rlx_team_recent* r, long long t) {
+    if (!rlx_team_fresh(r, t)) return 0;
+    long long v[RLX_TEAM_RECENT];
+    const int n = rlx_team_count(r);
     for (int i = 0; i < n; ++i) {  /* insertion sort of at most 5 */
-        long long x = rlx_team_one_walls[i];
+        long long x = r->walls[i];
         int j = i;
         for (; j > 0 && v[j - 1] > x; --j) v[j] = v[j - 1];
         v[j] = x;
     }
     return n ? v[n / 2] : 0;
 }
-/* the last team call that cost thread 0 time (starved, or lost to late waits) and could be
-   compared with one thread was slower than it (rlx_team_judge): only then does a shrunk call
-   starved of its core hold the spell on (rlx_team_settle); until such a probe the spell runs
-   its course and the team is tried. Under two bursty processes MiniLM b2 s8's shrunk calls
-   that met a burst (6.5 ms against 2.5) held every spell on, so the team (1.65 ms a call,
-   forced) was almost never tried: 2.69 ms a call against 2.88 on one thread. */
+/* at the last team call that cost thread 0 time (starved, or lost to late waits) and could be
+   compared with one thread, the team's recent calls were slower than it (rlx_team_judge's
+   medians): only then does a shrunk call starved of its core hold the spell on
+   (rlx_team_settle); until such a probe the spell runs its course and the team is tried.
+   Under two bursty processes MiniLM b2 s8's shrunk calls that met a burst (6.5 ms against
+   2.5) held every spell on, so the team (1.65 ms a call, forced) was almost never tried:
+   2.69 ms a call against 2.88 on one thread. */
 static int rlx_team_worse;
 /* Is the program shrunk at `now` (a spell on the calling thread alone: a number of calls and
    a time, rlx_team_judge)? Counts the call against the spell. */
@@ -554,13 +569,20 @@ static inline int rlx_team_begin(int want) {
    ~50 ms of CPU after its run), up to a second; not shrinking at all woke a worker that could
    not come on every call (MNIST 784-128-10/128 beside a real-time process holding the other
    core: 1.69 ms a step against 1.66 shrunk).
-   A starved call, or one that lost time, is good all the same when it took no longer than
-   one thread did just before (`one`: the median wall time of the program's last shrunk calls,
-   0 when none ran in the last RLX_TEAM_ONE_FRESH_NS): under two busy processes each of the team's
-   threads shares a core, thread 0 is starved in every call, and yet the team can be faster
-   than one thread sharing its core (MiniLM b1 with a busy process on each core: 35 ms a
-   call against 41 on one thread). Starvation only says the machine has no core to spare;
-   the shrunk calls just before say what one thread gets of it.
+   A starved call, or one that lost time, is good all the same when the team's recent calls
+   (`team`: the median wall time of its last RLX_TEAM_RECENT team calls, this one included)
+   took no longer than one thread did just before (`one`: the median of the program's last
+   shrunk calls, 0 when none ran in the last RLX_TEAM_ONE_FRESH_NS): under two busy processes
+   each of the team's threads shares a core, thread 0 is starved in every call, and yet the
+   team can be faster than one thread sharing its core (MiniLM b1 with a busy process on each
+   core: 35 ms a call against 41 on one thread). Starvation only says the machine has no core
+   to spare; the shrunk calls just before say what one thread gets of it. Medians on both
+   sides, as the goal compares them: a burst of another process that lands in a call costs
+   a team call and a one-thread call alike, but one such team call against the median of one
+   thread's was bad, and two of them in three calls shrank the team. Under two bursty
+   processes (4 ms on, 4 off) MiniLM b2 s8's team (1.3 ms a call between bursts, 6 ms when
+   one lands) ran 9 team calls of 136, and its median was one thread's (2.09 ms) while ONNX
+   Runtime's two threads took 1.84 (bench_contention's quiet rerun at 7d8da25).
    Pure: the caller passes the measurements and the time (tests feed it numbers through
    <prefix>_team_judge). */
 #define RLX_TEAM_LOST_PART 4
@@ -571,7 +593,9 @@ static int rlx_team_judge(long long wall, long long lost, long long cpu, long lo
                           int idle, long long one, long long now) {
     const long long awake = wall - slept;
     const int starved = awake > 200000 && cpu < RLX_TEAM_MIN_SHARE * awake;
-    const int beat = one > 0 && wall <= one;  /* no slower than one thread just was */
+    rlx_team_add(&rlx_team_teams, wall, now);
+    const long long team = rlx_team_median(&rlx_team_teams, now);  /* this call's included */
+    const int beat = one > 0 && team <= one;  /* the team no slower than one thread just was */
     const int cost = starved || RLX_TEAM_LOST_PART * lost > wall;  /* cost thread 0 time */
     const int hard = cost && !beat;
     if (cost && one > 0) rlx_team_worse = !beat;  /* unknown: as it was */
@@ -654,13 +678,10 @@ static inline void rlx_team_settle(long long now, long long cpu_now) {
     const long long cpu = pthread_equal(rlx_team_pend_by, pthread_self())
         ? cpu_now - rlx_team_pend_c0 : wall;  /* unknown: a full share */
     if (used <= 1) {
-        if (!rlx_team_one_fresh(end)) rlx_team_one_n = 0;  /* stale: measure afresh */
-        rlx_team_one_walls[rlx_team_one_n % RLX_TEAM_ONE_CALLS] = wall;
-        if (++rlx_team_one_n == 2 * RLX_TEAM_ONE_CALLS) rlx_team_one_n = RLX_TEAM_ONE_CALLS;
-        rlx_team_one_at = end;
+        rlx_team_add(&rlx_team_ones, wall, end);
         long long fastest = wall;
-        for (int i = 0; i < rlx_team_one_n && i < RLX_TEAM_ONE_CALLS; ++i)
-            if (rlx_team_one_walls[i] < fastest) fastest = rlx_team_one_walls[i];
+        for (int i = 0; i < rlx_team_count(&rlx_team_ones); ++i)
+            if (rlx_team_ones.walls[i] < fastest) fastest = rlx_team_ones.walls[i];
         if (wall > 200000 && fastest < RLX_TEAM_FREE_SHARE * wall && rlx_team_worse) {
             const long long until = end
                 + (2 * wall > RLX_TEAM_MIN_SHRINK_NS ? 2 * wall : RLX_TEAM_MIN_SHRINK_NS);
@@ -669,7 +690,7 @@ static inline void rlx_team_settle(long long now, long long cpu_now) {
         return;
     }
     const long long starved_before = rlx_team_stat[6];
-    const long long one = rlx_team_one_fresh(now) ? rlx_team_one_ns() : 0;
+    const long long one = rlx_team_median(&rlx_team_ones, now);
     rlx_team_judge(wall, rlx_team_pend_lost, cpu, rlx_team_pend_slept, rlx_team_pend_idle, one,
                    now);
     rlx_team_stat[1] += rlx_team_stat[6] - starved_before;
@@ -884,7 +905,8 @@ def team_functions(prefix: str, team_mode: bool) -> str:
             f"void {prefix}_team_reset(void) {{\n"
             "    rlx_team_shrink_left = 0; rlx_team_shrink_until = 0; rlx_team_hist = 0;\n"
             "    rlx_team_shrink_calls_until = 0;\n"
-            "    rlx_team_good = 0; rlx_team_pend = 0; rlx_team_one_at = 0; rlx_team_worse = 0;\n"
+            "    rlx_team_good = 0; rlx_team_pend = 0; rlx_team_worse = 0;\n"
+            "    rlx_team_ones.at = rlx_team_ones.n = 0; rlx_team_teams.at = rlx_team_teams.n = 0;\n"
             "    atomic_store_explicit(&rlx_team_contended, 0, memory_order_relaxed);\n"
             "    rlx_team_shrink_next = 2; rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;\n}\n"
             f"int {prefix}_team_judge(const long long* call, long long* state) {{\n"
