@@ -44,3 +44,28 @@ def test_epilogue_erf_special_values() -> None:
     np.testing.assert_array_equal(np.isnan(got), np.isnan(special))
     big = np.abs(special) > 4.5
     np.testing.assert_array_equal(got[big], np.sign(special[big]))  # +-1 exactly beyond
+
+
+def test_an_epilogue_written_after_the_barrier_uses_it_too() -> None:
+    """Batches spread over two dimensions: the team GEMM leaves the epilogue to the kernel
+    (after a barrier); KernelEnv.erf still names the GEMM epilogue's erf there."""
+    from scipy.special import erf
+
+    rng = np.random.default_rng(0)  # small integers / 64: the GEMM is exact in f32
+    a = rng.integers(-2, 3, (2, 3, 64, 64)).astype(np.float32)
+    b = (rng.integers(-8, 9, (2, 3, 64, 96)) / 64).astype(np.float32)
+    exe = rlx.compile(lambda x, y: rlx.erf(x @ y), a, b, target="cpu", record=False)
+    source = "".join(exe.sources.values())
+    assert f"{epilogue_erf.NAME}(" in source and "rlx_erf_f(" not in source
+    np.testing.assert_allclose(np.asarray(exe(a, b)), erf(a.astype(np.float64) @ b),
+                               rtol=0, atol=1.25e-6)
+
+
+def test_the_renderer_names_the_chosen_erf_below_f64_only() -> None:
+    from rlx_core.ir import dtypes as dt
+    from rlx_core.targets.c_common import expr
+
+    assert expr.render("erf", {}, ["x"], [dt.f32], dt.f32) == "rlx_erf_f(x)"
+    assert expr.render("erf", {}, ["x"], [dt.f32], dt.f32, erf="my_erf") == "my_erf(x)"
+    assert "my_erf(" in expr.render("erf", {}, ["x"], [dt.f16], dt.f16, erf="my_erf")
+    assert expr.render("erf", {}, ["x"], [dt.f64], dt.f64, erf="my_erf") == "erf(x)"

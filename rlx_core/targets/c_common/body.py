@@ -54,6 +54,8 @@ class Body:
     accesses: list[Affine] = field(default_factory=list)
     temps: dict[str, tuple[str, AxisMap]] = field(default_factory=dict)
     counter: int = 0
+    erf: str = ""  # the C function an erf calls ("": the prelude's; KernelEnv.erf)
+    erf_called: bool = False
 
     def fmt(self, a: Affine) -> str:
         self.accesses.append(a)
@@ -118,7 +120,8 @@ class Body:
             if node.op in CONDITIONAL_OPS:
                 args = [self.hoist(a, i) for a, i in zip(args, node.inputs, strict=True)]
             rhs = expr.render(node.op, node.a, args, [self.type_of(i).dtype for i in node.inputs],
-                              node.type.dtype)
+                              node.type.dtype, erf=self.erf)
+            self.erf_called |= bool(self.erf) and f"{self.erf}(" in rhs
         t = self.fresh()
         # the node comment the explorer links the line by (as every GPU dialect writes it);
         # share() ignores it when comparing kernels

@@ -81,7 +81,7 @@ def _f(d: DType, pair: tuple[str, str]) -> str:
     return pair[1] if d == dt.f64 else pair[0]
 
 
-def _unary(op: str, x: str, d: DType) -> str:
+def _unary(op: str, x: str, d: DType, erf: str = "") -> str:
     if d == dt.bool_:
         if op not in _BOOL_UNARY:
             raise RenderError(f"{op} is not defined on bool")
@@ -93,6 +93,8 @@ def _unary(op: str, x: str, d: DType) -> str:
     if d.is_float:
         if op not in _FLOAT_UNARY:
             raise RenderError(f"{op} has no C rule for {d}")
+        if op == "erf" and erf and d != dt.f64:
+            return round_to(d, f"{erf}({x})")
         return round_to(d, _f(d, _FLOAT_UNARY[op]).format(x=x))
     t, u = VALUE[d.name], UNSIGNED[d.name]
     signed = d.kind is dt.Kind.INT
@@ -160,8 +162,9 @@ def _cast(x: str, src: DType, d: DType) -> str:
 
 
 def render(op: str, attrs: dict[str, Any], args: list[str], in_dtypes: list[DType],
-           out: DType) -> str:
-    """The value-form C expression of one elementwise node."""
+           out: DType, erf: str = "") -> str:
+    """The value-form C expression of one elementwise node; ``erf`` names the C function a
+    float erf below f64 calls ("": the prelude's rlx_erf_f)."""
     if op == "select":
         return f"({args[0]} ? {args[1]} : {args[2]})"
     if op == "cast":
@@ -169,7 +172,7 @@ def render(op: str, attrs: dict[str, Any], args: list[str], in_dtypes: list[DTyp
     if op in _COMPARE:
         return f"((uint8_t)({args[0]} {_COMPARE[op]} {args[1]}))"
     if len(args) == 1:
-        return _unary(op, args[0], in_dtypes[0])
+        return _unary(op, args[0], in_dtypes[0], erf)
     if len(args) == 2:
         return _binary(op, args[0], args[1], in_dtypes[0])
     raise RenderError(f"no C expression rule for {op}")

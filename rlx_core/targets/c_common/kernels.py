@@ -54,6 +54,10 @@ class KernelEnv:
     preamble: list[str] = field(default_factory=list)
     # output value -> the donated input value it may be written over (runtime/donation.py)
     in_place: dict[str, str] = field(default_factory=dict)
+    # (C function, file-scope C defining it) that an f32/f16/bf16 erf calls instead of the
+    # prelude's rlx_erf_f; a body that calls it puts the definition in ``preamble``
+    # (two_phase). The cpu's team GEMMs set it for their epilogues (cpu/epilogue_erf.py)
+    erf: tuple[str, str] | None = None
 
     @property
     def buffers(self) -> dict[str, Buffer]:
@@ -99,11 +103,14 @@ def two_phase(env: KernelEnv, extents: tuple[int, ...], groups: tuple[int, ...],
               emit: Callable[[Body, LoopPlan], None], merge: bool = True) -> Body:
     """Dry-run ``emit`` to collect accesses, plan the loop nest, emit for real."""
     nodes, bufs, n = env.nodes, env.buffers, len(extents)
-    dry = Body(nodes, bufs, None, n)
+    erf = env.erf[0] if env.erf else ""
+    dry = Body(nodes, bufs, None, n, erf=erf)
     emit(dry, LoopPlan.plan(extents, groups, [], merge=False))
     plan = LoopPlan.plan(extents, groups, dry.accesses, merge=merge)
-    real = Body(nodes, bufs, plan, n)
+    real = Body(nodes, bufs, plan, n, erf=erf)
     emit(real, plan)
+    if env.erf and real.erf_called and env.erf[1] not in env.preamble:
+        env.preamble.append(env.erf[1])
     return real
 
 

@@ -268,7 +268,8 @@ def _emit_epilogue(env: KernelEnv, w: Writer, dot: Node, c_ptr: str,
         names = (norm.inputs[0],)
     sub_kernel = type(k)(k.name, "elementwise", tuple(rest), k.inputs, names)
     sub = KernelEnv(sub_kernel, env.index, {x.name: x for x in rest}, inputs, outs,
-                    env.parallel, env.fail, env.scratch, env.sync)
+                    env.parallel, env.fail, env.scratch, env.sync, preamble=env.preamble,
+                    erf=env.erf)
     emit_elementwise(sub, w, bounds)
 
 

@@ -145,6 +145,9 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
                    f"{c}, {n}, {n0}, {n1}{epi});")
 
     if env.sync:
+        # the epilogue's erf (MiniLM's GELU) is the GEMM epilogue's own: block, tile and
+        # after-barrier epilogues of a team GEMM render it (epilogue_erf)
+        env.erf = epilogue_erf.choice()
         tiles = (own, bool(packed))
         if epilogue and epilogue.norm is not None and (
                 _claims_columns(spec, None, tiles) or _splits_columns(spec, None, tiles)):
@@ -167,12 +170,7 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
                 not _gemv_columns(spec, epilogue, tiles) and \
                 (tile := TileEpilogue.make(env, spec, epilogue)):
             epilogue = _Tiled(epilogue, tile)
-        first = len(w.lines)
         _team_gemm(w, spec, call, a_b, c_b, epilogue, tiles=tiles)
-        # the block epilogue's erf (MiniLM's GELU) is the GEMM epilogue's own (epilogue_erf)
-        w.lines[first:], erf_source = epilogue_erf.rewrite(w.lines[first:])
-        if erf_source:
-            env.preamble.append(erf_source)
         return label
     pragma = env.parallel(work_of(spec), 0) if work_of(spec) >= GEMM_PARALLEL_MIN else None
     if pragma is None or (spec.batch == 1 and m < 16):

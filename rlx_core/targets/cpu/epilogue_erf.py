@@ -48,9 +48,7 @@ static inline float {NAME}(float x) {{
 """
 
 
-def rewrite(lines: list[str]) -> tuple[list[str], str]:
-    """A tile function's body with the prelude's erf calls replaced by this one, and the
-    definition to put before it ("" when there is no erf or the fast erf is off)."""
-    if not ENABLED or not any("rlx_erf_f(" in line for line in lines):
-        return lines, ""
-    return [line.replace("rlx_erf_f(", f"{NAME}(") for line in lines], SOURCE
+def choice() -> tuple[str, str] | None:
+    """What a team GEMM kernel's ``KernelEnv.erf`` is: (this function, its definition), or
+    None for the prelude's erf when the fast one is off."""
+    return (NAME, SOURCE) if ENABLED else None

@@ -25,7 +25,6 @@ from rlx_core.targets.c_common import ctype_table as ct
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
-from rlx_core.targets.cpu import epilogue_erf
 
 CTX = "tctx"  # the kernel's local holding the context
 
@@ -87,12 +86,11 @@ class TileEpilogue:
         w.line("(void)bb;")
         epilogue.emit(w, {"batch": ("bb", "bb + 1"), "rows": ("rb", "re"),
                           "cols": ("tc0", "tc1")})
-        body, erf_source = epilogue_erf.rewrite(w.lines)
         struct = "".join(f" {decl} {name};" for decl, name in fields)
         env.preamble.append(
-            erf_source + f"typedef struct {{{struct} int64_t bb, r0; }} {fn}_ctx;\n"
+            f"typedef struct {{{struct} int64_t bb, r0; }} {fn}_ctx;\n"
             f"static void {fn}(const void* vc, int64_t tr0, int64_t tr1, int64_t tc0, int64_t tc1) "
-            "{\n" + "\n".join(body) + "\n}\n")
+            "{\n" + "\n".join(w.lines) + "\n}\n")
         return TileEpilogue(fn, [name for _, name in fields])
 
     def declare(self, w: Writer) -> None:
