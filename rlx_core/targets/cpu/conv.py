@@ -42,6 +42,7 @@ ResNet's late 3x3 convs (256 x 2304 x 196) take 1.8x the time of a plain GEMM of
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from rlx_core.ir.graph import Node
 from rlx_core.targets.c_common import ctype_table as ct
@@ -368,11 +369,23 @@ def _ints(node: Node, name: str) -> tuple[int, int]:
     return a, b
 
 
-def emit_conv(env: KernelEnv, w: Writer, node: Node, packed: str | None = None,
+@dataclass(frozen=True)
+class PackedFilter:
+    """A convolution's filter as the renderer prepacked it (renderer.packed_conv), which
+    decides the kernel once: ``wino`` the m of the Winograd F(m, 3) it was transformed for
+    (winograd_tile; 0: packed for the blocked direct kernel), ``lazy`` whether Winograd
+    transforms it in each call from the direct kernel's packing (winograd.filter_on_the_fly)."""
+
+    ptr: str  # the kernel parameter holding it
+    wino: int = 0
+    lazy: bool = False
+
+
+def emit_conv(env: KernelEnv, w: Writer, node: Node, packed: PackedFilter | None = None,
               lay: int = 0) -> str:
     """Write the kernel's loop over its work items; returns its impl label. ``packed``: the
-    kernel parameter holding the filter packed for the blocked direct kernel
-    (conv_blocked.py, groups 1), or None. ``lay``: which sides are NCHW8c (layout.py's
+    filter prepacked for the blocked direct kernel (conv_blocked.py, groups 1) or for
+    Winograd (winograd.py), or None. ``lay``: which sides are NCHW8c (layout.py's
     plan): 1 the input, 2 the output, 4 the residual (a depthwise conv's: all or none);
     those run on conv_blocked.py's kernels (``packed`` given for groups 1, a channel
     multiplier of 1 for a depthwise conv)."""
@@ -415,13 +428,13 @@ def emit_conv(env: KernelEnv, w: Writer, node: Node, packed: str | None = None,
                             oh, bias.ptr if bias else None, res_p if res else None, out.ptr,
                             tail, flops, bool(ph or pw))
         return IMPL
-    m = winograd_tile(n, c, o, groups, kh, kw, sh, sw, dh, dw, oh, ow)
-    if packed is not None and m:
-        return winograd.emit_winograd(env, w, m, packed, geo, n, xb.ptr, wb.ptr, c, o, oh, ow,
-                                      bias_p if bias else None, res_p if res else None,
-                                      out.ptr, tail, flops, lay)
+    if packed is not None and packed.wino:
+        return winograd.emit_winograd(env, w, packed.wino, packed.ptr, geo, n, xb.ptr, wb.ptr,
+                                      c, o, oh, ow, bias_p if bias else None,
+                                      res_p if res else None, out.ptr, tail, flops, lay,
+                                      packed.lazy)
     if packed is not None and groups == 1:
-        return conv_blocked.emit_blocked(env, w, packed, geo, n, xb.ptr, wb.ptr, c, h * wd, o,
+        return conv_blocked.emit_blocked(env, w, packed.ptr, geo, n, xb.ptr, wb.ptr, c, h * wd, o,
                                          oh, ow, bias_p if bias else None,
                                          res_p if res else None, out.ptr, tail, flops, lay)
     if lay:

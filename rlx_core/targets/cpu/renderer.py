@@ -346,11 +346,11 @@ class CpuRenderer(CLikeRenderer):
             return "direct"
         return "dw" if depthwise.in_chain(c, o, groups, kh, kw) else None
 
-    def packed_conv(self, env: KernelEnv, node: Node, lay: int = 0) -> str | None:
-        """The kernel parameter holding a convolution's filter packed for the blocked direct
-        kernel (conv_blocked.py) or transformed for Winograd (winograd.py), when the filter is a
-        graph parameter and the kernel is chosen for the shape (conv_blocked.use_blocked,
-        conv.winograd_tile) or a side is NCHW8c (``lay``)."""
+    def packed_conv(self, env: KernelEnv, node: Node, lay: int = 0) -> conv.PackedFilter | None:
+        """A convolution's filter packed for the blocked direct kernel (conv_blocked.py) or
+        transformed for Winograd (winograd.py), when the filter is a graph parameter and the
+        kernel is chosen for the shape (conv_blocked.use_blocked, conv.winograd_tile) or a side
+        is NCHW8c (``lay``): the one place the conv's kernel is decided (conv.PackedFilter)."""
         wname = node.inputs[1]
         if not self.prepack_conv or wname not in self._params or node.type.dtype.name != "f32":
             return None
@@ -373,7 +373,7 @@ class CpuRenderer(CLikeRenderer):
         name = f"{wt.ptr}_cbpacked"
         env.extra_args.append((f"const float* restrict {name}",
                                self.packed.pointer(self._prefix, pw)))
-        return name
+        return conv.PackedFilter(name, m, bool(lazy))
 
     def packed_int8(self, env: KernelEnv, node: Node) -> str | None:
         """The kernel parameter holding ``int_linear``'s (or ``dynamic_int_linear``'s,

@@ -531,14 +531,15 @@ def filter_on_the_fly(m: int, n: int, c: int, o: int, oh: int, ow: int) -> bool:
 
 def emit_winograd(env: KernelEnv, w: Writer, m: int, packed: str, geo: str, n: int, x: str,
                   wt: str, c: int, o: int, oh: int, ow: int, bias: str | None,
-                  res: str | None, out: str, tail: str, flops: int, lay: int = 0) -> str:
+                  res: str | None, out: str, tail: str, flops: int, lay: int = 0,
+                  lazy: bool = False) -> str:
     """The kernel's loop over chunks of tiles calling rlx_wg{m}_conv (x, wt, bias, res, out:
     C pointers of the input, OIHW filter, bias, residual and output of the whole batch;
-    ``packed`` the filter packed by rlx_wg{m}_pack, or by rlx_wg_lazy_pack where
-    filter_on_the_fly; lay as conv_blocked.emit_blocked's); returns IMPL. Out of memory, or a
-    filter whose transform is not finite: rlx_wg_direct, one output at a time."""
+    ``packed`` the filter packed by rlx_wg{m}_pack, or with ``lazy`` (the renderer's
+    filter_on_the_fly) by rlx_wg_lazy_pack; lay as conv_blocked.emit_blocked's); returns
+    IMPL. Out of memory, or a filter whose transform is not finite: rlx_wg_direct, one output
+    at a time."""
     tiles, chunk = _chunk(m, n, c, o, oh, ow)
-    lazy = filter_on_the_fly(m, n, c, o, oh, ow)
     # the float after the packed filter saying whether only rlx_wg_direct may run
     flag_at = ((lazy_packed_bytes(o, c) if lazy else packed_bytes(o, c, m)) - FLAG_BYTES) // 4
     split = chunk == tiles and tiles >= MIN_ITEMS * MIN_SPLIT
