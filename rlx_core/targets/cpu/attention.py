@@ -406,7 +406,9 @@ static void rlx_attention_rows(int64_t r0, int64_t r1, int64_t sk, int64_t d, in
     float *kt = tot + rows, *vp = kt + d * sk0;
     rlx_attn_pack_kt(k, ldk, sk, d, kt);
     rlx_attn_pack_v(v, ldv, sk, dv, vp);
-    rlx_sgemm_packed(rows, ls, d, q + r0 * ldq, ldq, 1, kt, s, ls, 0, ls);
+    /* the panels were just packed (in L1 / L2): rlx_sgemm_core fetches none ahead, as
+       rlx_sgemm_packed does for a weight streamed from memory */
+    rlx_sgemm_core(rows, d, q + r0 * ldq, ldq, 1, 0, 0, 0, kt, s, ls, 0, ls, 0, 0);
 #else
     /* S = Q[r0:r1] K^T: element (p, j) of op(B) = K^T is k[j * ldk + p] */
     rlx_sgemm(rows, sk, d, q + r0 * ldq, ldq, 1, k, 1, ldk, s, ls, 0, sk);
@@ -417,7 +419,7 @@ static void rlx_attention_rows(int64_t r0, int64_t r1, int64_t sk, int64_t d, in
        past the product (dv values a row instead of sk; equal up to rounding). Element (p, c)
        of op(B) = V is v[p * ldv + c] */
 #if RLX_ATTN_PANELS
-    rlx_sgemm_packed(rows, dv, sk, s, ls, 1, vp, o + r0 * ldo, ldo, 0, dv);
+    rlx_sgemm_core(rows, sk, s, ls, 1, 0, 0, 0, vp, o + r0 * ldo, ldo, 0, dv, 0, 0);
 #else
     rlx_sgemm(rows, dv, sk, s, ls, 1, v, ldv, 1, o + r0 * ldo, ldo, 0, dv);
 #endif
