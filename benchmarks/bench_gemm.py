@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         cmd += f" --groups {args.groups}"
     md = (f"# f32 GEMM, {_threads_text(args.threads)}, GFLOP/s\n\n{stamp(mach)}; GFLOP/s over {how}, p50 of "
           f"{runs} calls in turns of 5 ({max(20, runs // 3)} for a call of >= 100 MFLOP) "
-          f"(`{cmd}`).\n\n" + "\n".join(tables))
+          f"(`{cmd}`). Each peer reads a copy of W of its own (no peer finds in L3 a W that "
+          f"the peer before it just read; see OWN_COPY in the script).\n\n" + "\n".join(tables))
     if not args.quick:
         out = {"machine": mach, "clock": args.clock, "threads": args.threads, "results": data}
         js, mdp = (save_run("gemm", args.clock, out, md) if args.threads == 1 else
@@ -164,7 +165,13 @@ def _peers(m: int, k: int, n: int, threads: int = 1,
     wt = rng.random((n, k), dtype=np.float32)  # weights as torch/rlx store them: (out, in)
     w = np.ascontiguousarray(wt.T)
     c = np.empty((m, n), np.float32)
-    ta, tw = torch.from_numpy(a), torch.from_numpy(w)
+    # OWN_COPY: each peer reads a copy of W of its own, as rlx's and MLAS's prepacked forms
+    # do. With one shared W, the peer after another whose turn had just read the LM head's
+    # 154 MB found much of it still in this VM's ~160 MB of L3: torch read as 15.1 GFLOP/s
+    # there against 9.0 alone (state-review, 1x768x50257)
+    wt_ob, wt_gemv, wt_rlx = wt.copy(), wt.copy(), wt.copy()
+    w_ob, w_np, w_torch, w_mlas = w.copy(), w.copy(), w.copy(), w.copy()
+    ta, tw = torch.from_numpy(a), torch.from_numpy(w_torch)
     g = helper.make_graph([helper.make_node("MatMul", ["A", "W"], ["C"])], "g",
                           [helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k])],
                           [helper.make_tensor_value_info("C", TensorProto.FLOAT, [m, n])],
@@ -182,14 +189,14 @@ def _peers(m: int, k: int, n: int, threads: int = 1,
 
     def ob_t() -> None:
         lib.scipy_cblas_sgemm(101, 111, 112, m, n, k, f32(1), vp(a.ctypes.data), k,
-                              vp(wt.ctypes.data), k, f32(0), vp(c.ctypes.data), n)
+                              vp(wt_ob.ctypes.data), k, f32(0), vp(c.ctypes.data), n)
 
     def ob_n() -> None:
         lib.scipy_cblas_sgemm(101, 111, 111, m, n, k, f32(1), vp(a.ctypes.data), k,
-                              vp(w.ctypes.data), n, f32(0), vp(c.ctypes.data), n)
+                              vp(w_ob.ctypes.data), n, f32(0), vp(c.ctypes.data), n)
 
     def ob_gemv() -> None:  # y = W x, W (n x k) row-major as stored
-        lib.scipy_cblas_sgemv(101, 111, n, k, f32(1), vp(wt.ctypes.data), k, vp(a.ctypes.data),
+        lib.scipy_cblas_sgemv(101, 111, n, k, f32(1), vp(wt_gemv.ctypes.data), k, vp(a.ctypes.data),
                               1, f32(0), vp(c.ctypes.data), 1)
 
     exe = rlx.compile(lambda x, wt: rlx.nn.linear(x, wt), a, wt, target="cpu", record=False)
@@ -200,14 +207,14 @@ def _peers(m: int, k: int, n: int, threads: int = 1,
     fixed = rlx.compile(lambda x, wt=wt: rlx.nn.linear(x, wt), a, target="cpu", record=False)
     fprog, fpar = fixed.program, fixed.params
     peers: dict[str, Callable[[], Any]] = {
-        f"rlx ({impl})": lambda: prog.run((a, wt), par),
+        f"rlx ({impl})": lambda: prog.run((a, wt_rlx), par),
         "rlx (W prepacked)": lambda: fprog.run((a,), fpar),
         "openblas32 (W^T)": ob_t, "openblas32 (W)": ob_n}
     if m == 1:
         peers["openblas32 sgemv"] = ob_gemv
-    peers |= {"numpy": lambda: np.matmul(a, w, out=c), "torch": lambda: ta @ tw,
+    peers |= {"numpy": lambda: np.matmul(a, w_np, out=c), "torch": lambda: ta @ tw,
               "onnxruntime (MLAS)": lambda: sess.run(None, {"A": a}),
-              MLAS_PER_CALL: lambda: sess_in.run(None, {"A": a, "W": w})}
+              MLAS_PER_CALL: lambda: sess_in.run(None, {"A": a, "W": w_mlas})}
     return peers, 2.0 * m * n * k
 
 
