@@ -123,33 +123,27 @@ class PackedWeights:
         lines = ["    { /* prepack GEMM weights bound since the last call (prepack.py) */",
                  f"        const void** rlx_pk_src = (const void**)(arena + {prefix}_PACKED);"]
         for i, pw in enumerate(self.weights):
+            # the parameter as the packing function reads it, and where its packed copy lies
+            f32_src = f"(const float*)params[{pw.param}]"
+            data = f"arena + {prefix}_PACKED_DATA + {pw.offset}"
             if pw.kind == "conv":
-                call = (f"rlx_cb_pack({pw.n}, {pw.k}, {pw.kh}, {pw.kw}, "
-                        f"(const float*)params[{pw.param}], "
-                        f"(float*)(arena + {prefix}_PACKED_DATA + {pw.offset}));")
+                call = f"rlx_cb_pack({pw.n}, {pw.k}, {pw.kh}, {pw.kw}, {f32_src}, (float*)({data}));"
             elif pw.kind == "winolazy":
-                call = (f"rlx_wg_lazy_pack({pw.n}, {pw.k}, "
-                        f"(const float*)params[{pw.param}], "
-                        f"(float*)(arena + {prefix}_PACKED_DATA + {pw.offset}));")
+                call = f"rlx_wg_lazy_pack({pw.n}, {pw.k}, {f32_src}, (float*)({data}));"
             elif pw.kind.startswith("wino"):
-                call = (f"rlx_wg{pw.kind[4:]}_pack({pw.n}, {pw.k}, "
-                        f"(const float*)params[{pw.param}], "
-                        f"(float*)(arena + {prefix}_PACKED_DATA + {pw.offset}));")
+                call = f"rlx_wg{pw.kind[4:]}_pack({pw.n}, {pw.k}, {f32_src}, (float*)({data}));"
             elif pw.kind == "i8":
                 call = (f"rlx_igp_pack({pw.n}, {pw.k}, (const int8_t*)params[{pw.param}], "
-                        f"(void*)(arena + {prefix}_PACKED_DATA + {pw.offset}));")
+                        f"(void*)({data}));")
             elif pw.kind == "bf16":
                 call = (f"rlx_bf16_pack_b({pw.n}, {pw.k}, (const uint16_t*)params[{pw.param}], "
-                        f"{pw.brk}, {pw.brn}, (uint16_t*)(arena + {prefix}_PACKED_DATA + "
-                        f"{pw.offset}), 0, {pw.n});")
+                        f"{pw.brk}, {pw.brn}, (uint16_t*)({data}), 0, {pw.n});")
             elif pw.kind == "bf16f32":
-                call = (f"rlx_bf16_pack_b_f32({pw.n}, {pw.k}, (const float*)params[{pw.param}], "
-                        f"{pw.brk}, {pw.brn}, (uint16_t*)(arena + {prefix}_PACKED_DATA + "
-                        f"{pw.offset}));")
+                call = (f"rlx_bf16_pack_b_f32({pw.n}, {pw.k}, {f32_src}, {pw.brk}, {pw.brn}, "
+                        f"(uint16_t*)({data}));")
             else:
-                dst = f"(float*)(arena + {prefix}_PACKED_DATA + {pw.offset})"
-                call = (f"rlx_sgemm_pack_b({pw.n}, {pw.k}, (const float*)params[{pw.param}], "
-                        f"{pw.brk}, {pw.brn}, {dst});")
+                call = (f"rlx_sgemm_pack_b({pw.n}, {pw.k}, {f32_src}, {pw.brk}, {pw.brn}, "
+                        f"(float*)({data}));")
             lines.append(f"        if (rlx_pk_src[{i}] != params[{pw.param}]) {{ "
                          f"{call} rlx_pk_src[{i}] = params[{pw.param}]; }}")
         lines.append("    }")
