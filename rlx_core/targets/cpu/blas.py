@@ -19,6 +19,7 @@ from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec, Strides
 from rlx_core.targets.cpu import epilogue_erf, gemv, sgemm
 from rlx_core.targets.cpu.tile_epilogue import TileEpilogue
+from rlx_core.targets.cpu.update_store import UpdateStore
 
 BLAS_INT_MAX = 2**31 - 1  # the 32-bit blasint of scipy-openblas32
 
@@ -118,7 +119,7 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
         return None  # OpenBLAS needs a unit stride per operand: the generated kernel reads any
 
     label = f"blas-{s}gemm"
-    tile: TileEpilogue | None = None
+    tile: TileEpilogue | UpdateStore | None = None
 
     def call(rows: str, a: str, c: str, tile_at: tuple[str, str] | None = None) -> None:
         (ta, lda), (tb, ldb) = la, lb
@@ -136,13 +137,13 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
                  cols: tuple[str, str] = ("0", str(n)),
                  tile_at: tuple[str, str] | None = None) -> None:
             n0, n1 = cols
-            # with a tile epilogue (tile_at: the call's batch and first row of C) the kernel
-            # finishes each tile itself
-            epi = tile.args(w, *tile_at) if tile and tile_at else ""
+            # with a tile epilogue or an update store (tile_at: the call's batch and first
+            # row of C) the kernel finishes each tile itself
+            epi = tile.args(w, *tile_at, c) if tile and tile_at else ""
             fn = ("rlx_gemv" if one_row else "rlx_sgemm") + ("_packed" if packed else "")
             b_args = f"{packed}" if packed else f"{b_b}, {brk}, {brn}"
-            w.line(f"{fn}{'_epi' if epi else ''}({rows}, {n}, {k}, {a}, {rm}, {rk}, {b_args}, "
-                   f"{c}, {n}, {n0}, {n1}{epi});")
+            w.line(f"{fn}{tile.suffix if epi else ''}({rows}, {n}, {k}, {a}, {rm}, {rk}, "
+                   f"{b_args}, {c}, {n}, {n0}, {n1}{epi});")
 
     if env.sync:
         # the epilogue's erf (MiniLM's GELU) is the GEMM epilogue's own: block, tile and
@@ -166,9 +167,11 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
             env.extra_args.append((CLAIM, counter))
         # a claimed column chunk's block epilogue reads a 64-column chunk still in L1/L2:
         # tiles there gained nothing (MiniLM at batch 1: 8.09 vs 8.02 ms of GEMMs)
+        # an update W - c * dot (an SGD step's) is stored from the tiles (update_store.py)
         if not _claims_columns(spec, epilogue, tiles) and own and \
                 not _gemv_columns(spec, epilogue, tiles) and \
-                (tile := TileEpilogue.make(env, spec, epilogue)):
+                (tile := (not one_row and UpdateStore.make(env, spec, epilogue))
+                 or TileEpilogue.make(env, spec, epilogue)):
             epilogue = _Tiled(epilogue, tile)
         _team_gemm(w, spec, call, a_b, c_b, epilogue, tiles=tiles)
         return label
@@ -258,7 +261,7 @@ class _Tiled:
     """A block epilogue that the own kernel runs tile by tile (tile_epilogue.py): the GEMM
     calls finish C themselves, so nothing is written after them."""
 
-    def __init__(self, block: BlockEpilogue, tile: TileEpilogue):
+    def __init__(self, block: BlockEpilogue, tile: TileEpilogue | UpdateStore):
         self.block, self.row_unit, self.tile = block, block.row_unit, tile
 
     def fits(self, *axes: str) -> bool:

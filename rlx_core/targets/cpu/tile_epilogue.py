@@ -28,8 +28,8 @@ from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
 
 CTX = "tctx"  # the kernel's local holding the context
 
-# STREAMED: an epilogue that reads another operand as large as C (an SGD update's weight, a
-# residual) keeps the block epilogue. Tile by tile it reads that operand in pieces of 8 rows
+# STREAMED: an epilogue that reads another operand as large as C (a residual; an SGD update
+# W - c * dot is stored by the GEMM itself, update_store.py) keeps the block epilogue. Tile by tile it reads that operand in pieces of 8 rows
 # x 128 bytes, which the hardware prefetcher does not follow; the block epilogue streams whole
 # rows. Timed per kernel in one process (RLX_CPU_PROFILE, 784-512-512-10 at batch 128, 2
 # threads): the 512 x 512 weight gradient with its SGD update took 557 us tile by tile against
@@ -48,6 +48,8 @@ def enabled() -> bool:
 class TileEpilogue:
     """The tile function of one kernel's epilogue: ``declare`` writes its context into the
     kernel, ``args(bb, r0)`` is what a GEMM call adds."""
+
+    suffix = "_epi"  # rlx_sgemm_epi / rlx_sgemm_packed_epi
 
     def __init__(self, fn: str, ptrs: list[str]):
         self.fn, self.ptrs = fn, ptrs  # the function, the kernel buffers its context holds
@@ -97,7 +99,8 @@ class TileEpilogue:
         """The context local, holding the kernel's buffers (written once per kernel call)."""
         w.line(f"{self.fn}_ctx {CTX} = {{{', '.join(self.ptrs)}, 0, 0}};")
 
-    def args(self, w: Writer, bb: str, r0: str) -> str:
-        """Set the context's batch and row origin of the next call; its extra arguments."""
+    def args(self, w: Writer, bb: str, r0: str, c: str = "") -> str:
+        """Set the context's batch and row origin of the next call; its extra arguments
+        (``c``, the call's C, is not needed: the context holds the kernel's buffers)."""
         w.line(f"{CTX}.bb = {bb}; {CTX}.r0 = {r0};")
         return f", {self.fn}, &{CTX}"

@@ -1,0 +1,98 @@
+"""A GEMM whose epilogue is an update ``W - c * dot`` (or ``W + c * dot``) stores that
+straight from its register tiles: ``C = W + alpha * op(A) op(B)`` (``rlx_sgemm_upd``, sgemm.py).
+
+An SGD step's weight gradient is used only to update the weight, so the training step's
+kernel is ``new_W = W - lr * (g^T x)``. As a block epilogue (c_common/matmul.BlockEpilogue)
+that is a second pass over each thread's block of C: the MLP 784-128-10/128 step wrote dW1's
+200 KB per thread, then read it back with W1's 200 KB and wrote it again. Here each finished
+tile, still in registers, is scaled, added to W's tile and stored once. ``alpha`` is ``-c``
+for a subtraction: ``fma(-c, g, W)`` is ``W - c * g`` in one rounding, which is what the
+block epilogue compiles to (the C is built with GCC's default -ffp-contract=fast, and the
+block epilogue's ``W - c * g`` becomes an FMA), so the bits are the same. The tile epilogue (tile_epilogue.py) does not take this form: W is as large as C,
+so it is a STREAMED operand there.
+
+784-128-10/128 on 2 threads, Emerald Rapids, the step's generated code in a C harness with
+both forms in one process in turns of 20 calls (SCHED_FIFO; the VM ran at ~2.9 GHz then,
+FMA peak 190 GFLOP/s per core): the weight-gradient kernel 86.7 -> 83.0 and 84.7 -> 80.9 us,
+the step 208.0 -> 204.4 and 203.9 -> 200.2 us, the new W1 bit-identical.
+
+A matmul kernel's output is never a donated input (runtime/donation.py donates only to
+elementwise kernels), so W and C never share memory here; with K over one slice C holds
+partial sums until the last slice, and W must still be intact then.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+from rlx_core.ir import dtypes as dt
+from rlx_core.targets.c_common.kernels import KernelEnv
+from rlx_core.targets.c_common.loops import Writer
+from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
+
+SUFFIX = "_upd"  # rlx_sgemm_upd / rlx_sgemm_packed_upd
+
+
+def enabled() -> bool:
+    """``RLX_NO_UPDATE_STORE=1`` keeps such epilogues as block epilogues (for A/B timing)."""
+    return os.environ.get("RLX_NO_UPDATE_STORE", "") in ("", "0")
+
+
+def _scalar(node) -> float | None:
+    """The value of a constant node that is one scalar splat over its shape, else None."""
+    if node.op != "constant":
+        return None
+    value = node.attr("value")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
+
+
+class UpdateStore:
+    """The update ``C = W + alpha * dot`` of one GEMM kernel: ``args`` is what a GEMM call
+    adds (W's pointer at the call's C offset, alpha)."""
+
+    suffix = SUFFIX
+
+    def __init__(self, w_ptr: str, c_ptr: str, alpha: float):
+        self.w_ptr, self.c_ptr, self.alpha = w_ptr, c_ptr, alpha
+
+    @staticmethod
+    def make(env: KernelEnv, spec: GemmSpec, epilogue: BlockEpilogue | None
+             ) -> UpdateStore | None:
+        """The update store of ``epilogue``, or None unless the kernel is exactly
+        ``out = W -/+ c * dot`` (c a scalar constant, W a kernel input of C's shape, read at
+        C's index), f32, one batch, the result in C's own buffer."""
+        if epilogue is None or not enabled() or spec.dtype != dt.f32 or spec.batch != 1:
+            return None
+        if epilogue.norm is not None:
+            return None
+        k, dot = env.kernel, epilogue.dot
+        rest = [n for n in k.nodes if n is not dot and n.op != "broadcast_in_dim"]
+        if len(rest) != 3 or len(k.outputs) != 1:
+            return None
+        const, mul, upd = rest
+        c = _scalar(const)
+        if c is None or not math.isfinite(c) or mul.op != "mul" or set(mul.inputs) != {const.name, dot.name} \
+                or len(mul.inputs) != 2 or upd.op not in ("sub", "add") \
+                or k.outputs[0] != upd.name:
+            return None
+        if upd.op == "sub" and upd.inputs[1] == mul.name:
+            w_name, alpha = upd.inputs[0], -c
+        elif upd.op == "add" and mul.name in upd.inputs:
+            w_name, alpha = next(v for v in upd.inputs if v != mul.name), c
+        else:
+            return None  # c * dot - W is not this form
+        w_buf = env.inputs.get(w_name)
+        if w_buf is None or w_name in dot.inputs or w_buf.type.dtype != dt.f32 \
+                or w_buf.type.shape != dot.type.shape or spec.c != env.outputs[upd.name].ptr:
+            return None
+        epilogue.emitted = True  # the GEMM's tiles write it
+        return UpdateStore(w_buf.ptr, spec.c, alpha)
+
+    def declare(self, w: Writer) -> None:
+        """Nothing to hold per thread (a tile epilogue's context is written here)."""
+
+    def args(self, w: Writer, bb: str, r0: str, c: str) -> str:
+        """The GEMM call's extra arguments: W at the call's C offset, and alpha."""
+        return f", {self.w_ptr} + (({c}) - {self.c_ptr}), ((float){self.alpha.hex()})"
