@@ -154,6 +154,17 @@ def _canonical_perm(rank: int, batch: tuple[int, ...], contract: tuple[int, ...]
     return batch + free + contract if lhs else batch + contract + free
 
 
+def _dense_copy(w: Writer, env: KernelEnv, src: Buffer, name: str, at: str, d: DType,
+                batch: tuple[int, ...], contract: tuple[int, ...], lhs: bool) -> str:
+    """Copy a GEMM operand that no strides describe to ``at`` (scratch), dense in canonical
+    order (_canonical_perm), as the local ``name``; returns ``name``."""
+    w.line(f"{ct.storage(d)}* restrict {name} = {at};")
+    _permute(w, env, src, _canonical_perm(src.type.rank, batch, contract, lhs), name)
+    if env.sync:
+        w.line(env.sync)  # the GEMM reads rows of the copy other threads wrote
+    return name
+
+
 def _permute(w: Writer, env: KernelEnv, src: Buffer, perm: tuple[int, ...], dst: str) -> None:
     """dst (canonical order) = transpose(src, perm), as a strided copy."""
     shape = tuple(src.type.shape[p] for p in perm)
@@ -401,21 +412,13 @@ def emit_matmul(env: KernelEnv, w: Writer, gemm_hook=None) -> tuple[str, int]:
     sb = operand_strides(rhs.type.shape, tuple(rb), tuple(rc), False)
     a_ptr, b_ptr = lhs.ptr, rhs.ptr
     if sa is None:
-        a_ptr, sa = take(lhs.type.size * esz), Strides.dense(bsz, m, kk)
-        w.line(f"{ct.storage(d)}* restrict lhs_c = {a_ptr};")
-        _permute(w, env, lhs, _canonical_perm(lhs.type.rank, tuple(lb), tuple(lc), True),
-                 "lhs_c")
-        a_ptr = "lhs_c"
-        if env.sync:
-            w.line(env.sync)  # the GEMM reads rows of the copy other threads wrote
+        a_ptr = _dense_copy(w, env, lhs, "lhs_c", take(lhs.type.size * esz), d, tuple(lb),
+                            tuple(lc), True)
+        sa = Strides.dense(bsz, m, kk)
     if sb is None:
-        b_ptr, sb = take(rhs.type.size * esz), Strides.dense(bsz, kk, n)
-        w.line(f"{ct.storage(d)}* restrict rhs_c = {b_ptr};")
-        _permute(w, env, rhs, _canonical_perm(rhs.type.rank, tuple(rb), tuple(rc), False),
-                 "rhs_c")
-        b_ptr = "rhs_c"
-        if env.sync:
-            w.line(env.sync)
+        b_ptr = _dense_copy(w, env, rhs, "rhs_c", take(rhs.type.size * esz), d, tuple(rb),
+                            tuple(rc), False)
+        sb = Strides.dense(bsz, kk, n)
 
     norm = row_norm(k)
     epilogue = [x for x in k.nodes if x is not dot and not is_virtual(x)]
