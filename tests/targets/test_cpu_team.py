@@ -299,7 +299,7 @@ def test_claimed_turns_worksharing_loops_and_barriers_into_claimed_chunks() -> N
     assert "rlx_team_take(rlx_work, 1, 7, 14)" in text and "rlx_i0 = ch * 3" in text
     assert "i = rlx_it / 10, j = rlx_it % 10;" in text
     assert "rlx_team_done(rlx_work, &rlx_got, 14);" in text  # the barrier: a phase's end
-    assert "rlx_team_take(rlx_work, 2, 1, 1)" in text and text.endswith("rlx_team_done(rlx_work, &rlx_got, 15);")
+    assert "rlx_team_take(rlx_work, 2, 1, 1)" in text and text.endswith("rlx_team_done_last(rlx_work, &rlx_got, 15);")
     assert team.SYNC not in text and "#pragma omp" not in text
     assert text.count("{") == text.count("}")
 
@@ -329,7 +329,7 @@ def test_claimed_chunks_give_the_same_bits_at_any_thread_count(threads) -> None:
 
     exe = rlx.compile(f, x, w, target="cpu", record=False)
     src = exe.program.info["source"]
-    assert "rlx_team_done(rlx_work" in src and team.SYNC not in src  # every kernel claims
+    assert team.LAST_DONE in src and team.SYNC not in src  # every kernel claims
     got = []
     for n in (1, 2, 3):
         threads(n)

@@ -99,7 +99,7 @@ def test_openmp_flag_and_its_absence(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert exe.program.info["openmp"] is comp.openmp
     if comp.openmp:  # the kernel is big enough to be spread over the call's thread team
         src = "".join(exe.sources.values())  # its chunks claimed from the call's counter
-        assert "rlx_team_take(rlx_work, " in src and "rlx_team_done(" in src
+        assert "rlx_team_take(rlx_work, " in src and "rlx_team_done_last(" in src
         assert any(m in exe.program.info["source"] for m in team.REGION_MARKS)
     # a compiler without OpenMP: still builds, serial, and says so
     monkeypatch.setenv("RLX_CC", str(_wrapper(tmp_path, tmp_path / "log", reject_openmp=True)))

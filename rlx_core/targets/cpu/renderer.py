@@ -84,6 +84,8 @@ class CpuRenderer(CLikeRenderer):
         self._mode = "team" if self.team_mode else "regions"
         self._team: list[bool] = []  # per kernel, in order: runs on the whole team?
         self._claims: list[bool] = []  # per kernel: is its work claimed (team.claimed)?
+        self._ends: list[int | None] = []  # per claimed kernel: its chunk count (last done)
+        self._scratch: dict[int, int] = {}  # kernel -> where the scratch area it uses begins
         self._splits = False  # does any kernel share its work out over the team?
         self._folded: dict[str, str] = {}  # cast output -> f32 weight (bf16gemm.foldable_casts)
 
@@ -124,6 +126,8 @@ class CpuRenderer(CLikeRenderer):
     def _render(self, g: Graph, prefix: str) -> Any:
         self._team = []
         self._claims = []
+        self._ends = []
+        self._scratch = {}
         self._splits = False
         self.packed = PackedWeights()
         self._params = {v.name: i for i, v in enumerate(g.params)}
@@ -213,6 +217,7 @@ class CpuRenderer(CLikeRenderer):
         if k.outputs and k.outputs[0] in self._folded:
             self._team.append(False)
             self._claims.append(False)
+            self._ends.append(None)
             self._extra_args[k.name] = []
             return (f"/* kernel {c_comment(k.name)} ({k.kind}, {bf16gemm.FOLDED}): cast -> "
                     f"{c_comment(k.outputs[0])} is not run: the bf16 GEMMs reading it pack "
@@ -240,8 +245,43 @@ class CpuRenderer(CLikeRenderer):
                    *out[1:])
         self._team.append(self._mode == "team")
         self._claims.append(claimed is not None)
+        done = team.last_done(claimed)
+        self._ends.append(done)
         self._mode = "team"
         return out
+
+    def call(self, k: Kernel, idx: int, prefix: str, types: dict[str, TensorType],
+             where: dict[str, Any], arena_end: int, scratch: bool) -> str:
+        if scratch:
+            self._scratch[idx] = arena_end  # the scratch area is a write (footprints)
+        return super().call(k, idx, prefix, types, where, arena_end, scratch)
+
+    def _footprints(self, g: Graph, where: dict, types: dict) -> list[team.Footprint | None]:
+        """What each kernel call reads and writes (team.team_calls leaves out the wait at a
+        claimed kernel's end when the next one touches nothing of it). Arena values are their
+        byte ranges; inputs, parameters and outputs are whole buffers, an output written over
+        a donated input is that input; the scratch area is a write of everything past the
+        planned values. Unknown (None): a kernel with arguments beyond its buffers and claim
+        counters (packed weights)."""
+        whole = 1 << 62
+
+        def region(v: str) -> team.Region:
+            place = where[self.in_place.get(v, v)]
+            if place.space == "arena":
+                return ("arena", 0, place.index, place.index + max(types[v].nbytes, 1))
+            return (place.space, place.index, 0, whole)
+
+        feet: list[team.Footprint | None] = []
+        for idx, k in enumerate(g.kernels):
+            extra = [a for a in self._extra_args.get(k.name, []) if a != self._counter_of(idx)]
+            if extra:
+                feet.append(None)
+                continue
+            writes = [region(v) for v in k.outputs]
+            if idx in self._scratch:
+                writes.append(("arena", 0, self._scratch[idx], whole))
+            feet.append(team.Footprint(tuple(region(v) for v in k.inputs), tuple(writes)))
+        return feet
 
     def _claiming(self, lines: list[str], at: int, body: list[str], kernel: str,
                   idx: int) -> str:
@@ -266,7 +306,8 @@ class CpuRenderer(CLikeRenderer):
                 return (f"rlx_team_t0 = {prefix}_now();",
                         f"{{ {prefix}_prof_s[{i}] += {prefix}_now() - rlx_team_t0; "
                         f"++{prefix}_prof_n[{i}]; }}")
-        inner = team.team_calls(calls, self._team, timer, self._claims, prefix)
+        inner = team.team_calls(calls, self._team, timer, self._claims, prefix,
+                                self._footprints(g, where, types), self._ends)
         # every kernel claims its work (or is serial): the team is the worker pool
         pool = all(c or not t for c, t in zip(self._claims, self._team, strict=True))
         body = "\n".join(team.region(inner, bool(timer), prefix, len(g.kernels), pool))

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 SYNC = "rlx_team_sync(omp_get_num_threads());"
 GEMM_BLOCK_HEAD = "/* team gemm */"  # opens the block every thread runs (blas._team_gemm)
@@ -313,11 +314,11 @@ static inline int rlx_team_take(atomic_llong *work, int loop, int half, int chun
             return c;
     }
 }
-/* the end of a phase of claimed chunks: this thread reports the *got chunks it ran, then waits
-   until chunks [0, end) are all done (work[1] >= end). It waits for a thread only while that
+/* the end of a phase of claimed chunks: this thread reports the *got chunks it ran
+   (rlx_team_report), then waits until chunks [0, end) are all done (work[1] >= end). It waits for a thread only while that
    thread holds a claimed chunk: one that arrives late finds the chunks claimed and done (or
    another call's counters), and goes on without anyone having waited for it. */
-static inline void rlx_team_done(atomic_llong *work, int *got, int end) {
+static inline int rlx_team_report(atomic_llong *work, int *got, int end) {
     const long long want = rlx_team_my | end;
     const int ran = *got;
     if (ran) {
@@ -326,7 +327,26 @@ static inline void rlx_team_done(atomic_llong *work, int *got, int end) {
         const long long was = atomic_fetch_add_explicit(work + 1, ran, memory_order_seq_cst);
         if (was < want && was + ran >= want) rlx_team_ring(&rlx_team_ecs[0]);
     }
-    rlx_team_await(work + 1, want, ran);
+    return ran;
+}
+static inline void rlx_team_done(atomic_llong *work, int *got, int end) {
+    const int ran = rlx_team_report(work, got, end);
+    rlx_team_await(work + 1, rlx_team_my | end, ran);
+}
+/* the end of a kernel's claimed chunks (its last rlx_team_done). While rlx_team_defer is set
+   (team_calls sets it around a kernel that the next one does not depend on) the thread only
+   reports the chunks it ran and goes on: the wait for the kernel's other chunks is
+   rlx_team_finish, written before the first kernel that reads or overwrites what this one
+   touches, or at the body's end */
+static __thread int rlx_team_defer;
+static inline void rlx_team_done_last(atomic_llong *work, int *got, int end) {
+    if (rlx_team_defer) rlx_team_report(work, got, end);
+    else rlx_team_done(work, got, end);
+}
+/* the deferred wait of a kernel whose claimed chunks (end of them) ended in rlx_team_done_last
+   under rlx_team_defer: until all are done (at once when they are, the common case) */
+static inline void rlx_team_finish(atomic_llong *work, int end) {
+    rlx_team_await(work + 1, rlx_team_my | end, -1);
 }
 /* a group of serial kernels: the first thread to get here runs them (rlx_team_serial), then
    reports its one chunk (rlx_team_done with end 1), which every thread waits for */
@@ -796,7 +816,9 @@ def _skip_block(lines: list[str], start: int) -> int:
 
 def team_calls(calls: list[str], team: list[bool],
                timer: Callable[[int], tuple[str, str]] | None = None,
-               claims: list[bool] | None = None, prefix: str = "rlx") -> list[str]:
+               claims: list[bool] | None = None, prefix: str = "rlx",
+               feet: list[Footprint | None] | None = None,
+               ends: list[int | None] | None = None) -> list[str]:
     """Kernel calls inside the region, with what makes each wait for the work it reads.
 
     ``claims[i]``: kernel i hands its work out as claimed chunks and returns only when all of
@@ -810,6 +832,12 @@ def team_calls(calls: list[str], team: list[bool],
     times each kernel from its start to the barrier after it, so a team kernel's time is its
     wall time across the team, the wait for the slowest thread included (every team kernel
     then ends in a barrier, the last one too).
+
+    With ``feet`` (each kernel's Footprint, None where unknown) and ``ends`` (a claimed
+    kernel's chunk count, its last rlx_team_done_last), a claimed kernel that the next kernel
+    neither reads nor overwrites does not wait for the other threads' chunks at its end: the
+    wait (rlx_team_finish) comes before the first later kernel that conflicts with it, or at
+    the body's end (``_phases``).
     """
     if len(team) != len(calls):
         raise ValueError(f"{len(calls)} kernel calls but {len(team)} team flags")
@@ -817,7 +845,13 @@ def team_calls(calls: list[str], team: list[bool],
     # an empty call is a kernel with nothing to run (an aliased reshape): no barrier either
     live = [i for i, call in enumerate(calls) if call.strip()]
     if claims is not None:
-        return _claimed_calls(calls, team, claims, live, timer, prefix)
+        defer: set[int] = set()
+        waits: dict[int, list[str]] = {}
+        if feet and ends and not timer:  # the timed build times each kernel to its end
+            defer, finish = _phases(live, team, claims, feet, ends)
+            waits = {at: [f"        rlx_team_finish({prefix}_work + {2 * k}, {ends[k]});"
+                          for k in ks] for at, ks in finish.items()}
+        return _claimed_calls(calls, team, claims, live, timer, prefix, defer, waits)
     for pos, i in enumerate(live):
         call, is_team = calls[i], team[i]
         nxt = live[pos + 1] if pos + 1 < len(live) else None
@@ -833,11 +867,17 @@ def team_calls(calls: list[str], team: list[bool],
 
 
 def _claimed_calls(calls: list[str], team: list[bool], claims: list[bool], live: list[int],
-                   timer: Callable[[int], tuple[str, str]] | None, prefix: str) -> list[str]:
+                   timer: Callable[[int], tuple[str, str]] | None, prefix: str,
+                   defer: set[int] = frozenset(), finish: dict[int, list[str]] | None = None
+                   ) -> list[str]:
+    """The calls of a program whose team kernels claim their work; kernels in ``defer`` run
+    under rlx_team_defer, and ``finish[i]`` (lines) comes before kernel i (-1: at the end)."""
     out: list[str] = []
+    finish = finish or {}
     pos = 0
     while pos < len(live):
         i = live[pos]
+        out += finish.get(i, [])
         if not team[i]:  # a run of serial kernels: one claimed chunk
             run = [i]
             while pos + 1 < len(live) and not team[live[pos + 1]]:
@@ -857,13 +897,84 @@ def _claimed_calls(calls: list[str], team: list[bool], claims: list[bool], live:
         else:
             if timer:
                 out.append("        if (rlx_team_tid == 0) " + timer(i)[0])
-            out.append("        " + calls[i].strip())
+            if i in defer:
+                out.append(f"        rlx_team_defer = 1; {calls[i].strip()} rlx_team_defer = 0;")
+            else:
+                out.append("        " + calls[i].strip())
             if not claims[i] and (pos + 1 < len(live) or timer):
                 out.append("        " + SYNC)
             if timer:
                 out.append("        if (rlx_team_tid == 0) " + timer(i)[1])
         pos += 1
-    return out
+    return out + finish.get(-1, [])
+
+
+Region = tuple[str, int, int, int]  # (space: arena, input, param, output; index; bytes [lo, hi))
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """The memory a kernel call reads and writes, as regions (a kernel's scratch is a write)."""
+
+    reads: tuple[Region, ...]
+    writes: tuple[Region, ...]
+
+    def conflicts(self, other: Footprint) -> bool:
+        """Must one of the two wait for the other: does either write what the other touches?"""
+        def meet(a: Region, b: Region) -> bool:
+            return a[:2] == b[:2] and a[2] < b[3] and b[2] < a[3]
+        return (any(meet(w, x) for w in self.writes for x in (*other.reads, *other.writes))
+                or any(meet(w, x) for w in other.writes for x in self.reads))
+
+
+def _union(feet: list[Footprint | None]) -> Footprint | None:
+    if any(f is None for f in feet):
+        return None
+    return Footprint(tuple(r for f in feet for r in f.reads),
+                     tuple(r for f in feet for r in f.writes))
+
+
+def _phases(live: list[int], team: list[bool], claims: list[bool],
+            feet: list[Footprint | None], ends: list[int | None]
+            ) -> tuple[set[int], dict[int, list[int]]]:
+    """Which claimed kernels end without waiting for the other threads' chunks, and where
+    each such wait goes: {first kernel of the unit before which to wait (-1: the body's end):
+    the kernels to wait for}. A unit is a claimed kernel, a run of serial kernels (one chunk)
+    or a kernel of static shares (it waits for everything before it: its barrier counts
+    threads, not chunks). A kernel's wait is left out when the next unit neither reads nor
+    overwrites what it touches (the MLP step's input gradient, weight gradient of the head
+    and bias gradient read the same operands and write different buffers), and comes before
+    the first unit that does; an unknown footprint (None) conflicts with everything."""
+    units: list[list[int]] = []
+    for i in live:
+        if units and not team[i] and not team[units[-1][0]]:
+            units[-1].append(i)  # serial kernels run together (one chunk)
+        else:
+            units.append([i])
+    unit_feet = [_union([feet[i] for i in u]) for u in units]
+
+    def clash(a: Footprint | None, b: Footprint | None) -> bool:
+        return a is None or b is None or a.conflicts(b)
+
+    defer: set[int] = set()
+    finish: dict[int, list[int]] = {}
+    pending: list[int] = []
+    for pos, unit in enumerate(units):
+        first, here = unit[0], unit_feet[pos]
+        static = team[first] and not claims[first]
+        need = [p for p in pending if static or clash(feet[p], here)]
+        if need:
+            finish[first] = need
+            pending = [p for p in pending if p not in need]
+        nxt = pos + 1 < len(units) and units[pos + 1]
+        if (team[first] and claims[first] and ends[first] is not None and nxt
+                and (claims[nxt[0]] or not team[nxt[0]])
+                and not clash(here, unit_feet[pos + 1])):
+            defer.add(first)
+            pending.append(first)
+    if pending:
+        finish[-1] = pending
+    return defer, finish
 
 
 def work_counters(prefix: str, kernels: int) -> str:
@@ -1074,7 +1185,14 @@ def _claimed_for(lines: list[str], i: int, collapse: int, loop: int
     return out, end, chunks
 
 
-_DONE = re.compile(r"^ *rlx_team_done\(rlx_work, &rlx_got, (\d+)\);$")
+_DONE = re.compile(r"^ *rlx_team_done(?:_last)?\(rlx_work, &rlx_got, (\d+)\);$")
+LAST_DONE = "rlx_team_done_last(rlx_work, &rlx_got, "  # a claimed kernel's last line
+
+
+def last_done(body: list[str] | None) -> int | None:
+    """The chunk count a claimed kernel body (claimed()) waits for at its end, or None."""
+    m = _DONE.match(body[-1]) if body else None
+    return int(m.group(1)) if m else None
 
 
 def one_chunk(body: list[str] | None) -> bool:
@@ -1086,10 +1204,8 @@ def one_chunk(body: list[str] | None) -> bool:
     phases, each on whichever thread came first, reading the other's cache; as one chunk the
     step's team region took 169.0 / 168.1 instead of 171.3 / 171.0 us (both builds in one
     process, in turns, SCHED_FIFO, per-call medians)."""
-    if not body:
-        return False
-    m = _DONE.match(body[-1])
-    return m is not None and int(m.group(1)) <= 1
+    end = last_done(body)
+    return end is not None and end <= 1
 
 
 def claimed(lines: list[str]) -> list[str] | None:
@@ -1153,5 +1269,5 @@ def claimed(lines: list[str]) -> list[str] | None:
             i += 1
     if loops >= TAKE_LOOPS:
         return None
-    out.append(f"    rlx_team_done(rlx_work, &rlx_got, {start});")
+    out.append(f"    {LAST_DONE}{start});")
     return out
