@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Kernel, Node, Shape
@@ -58,6 +58,9 @@ class KernelEnv:
     # prelude's rlx_erf_f; a body that calls it puts the definition in ``preamble``
     # (two_phase). The cpu's team GEMMs set it for their epilogues (cpu/epilogue_erf.py)
     erf: tuple[str, str] | None = None
+    # bytes of stack a serial elementwise kernel may use for an inline transcendental's results
+    # computed in one flat pass first (``_hoisted``); 0: never (targets with small stacks)
+    hoist_bytes: int = 0
 
     @property
     def buffers(self) -> dict[str, Buffer]:
@@ -135,6 +138,8 @@ def emit_elementwise(env: KernelEnv, w: Writer,
     work = math.prod(shape)
 
     pragma = env.parallel(work, 0) if bounds is None else None
+    if pragma is None and bounds is None:
+        env, k = _hoisted(env, w, shape)
 
     def emit(b: Body, plan: LoopPlan) -> None:
         depth = open_loops(b.out, plan, 0, pragma, collapse_all=False, bounds=bounds)
@@ -155,6 +160,51 @@ def emit_elementwise(env: KernelEnv, w: Writer,
     body = two_phase(env, shape, (0,) * n, emit, merge=not bounds)
     w.lines.extend("    " * (w.depth - 1) + line for line in body.out.lines)
     return "generated-elementwise"
+
+
+# inline transcendentals of the prelude (rlx_exp_f, ...): the compiler vectorises their loop
+HOIST_OPS = ("exp", "tanh", "erf", "logistic")
+# a last axis this short leaves a loop nest's inner loop a vector or less of work, with a
+# remainder: a 10-class head's softmax gradient exp(log p) * s - g over 128 x 10 took 1.77 us
+# as the nest and 0.59 us with the exps in one flat pass over the 1280 contiguous values first
+# (C harness, Emerald Rapids, one thread, same bits)
+HOIST_INNER = 16
+
+
+def _hoisted(env: KernelEnv, w: Writer, shape: Shape) -> tuple[KernelEnv, Kernel]:
+    """A serial elementwise kernel whose last axis is short: each inline transcendental of a
+    kernel input of the output's shape (read at the same index) is computed first in one flat
+    loop into a stack array (at most ``env.hoist_bytes`` in all), which the nest then reads
+    as an input. Returns the kernel and env the nest is written from."""
+    k = env.kernel
+    n = math.prod(shape)
+    if not env.hoist_bytes or len(shape) < 2 or shape[-1] >= HOIST_INNER or n <= shape[-1]:
+        return env, k
+    picked: list[Node] = []
+    for node in k.nodes:
+        x = node.inputs[0] if node.inputs else ""
+        if (node.op in HOIST_OPS and not (node.op == "erf" and env.erf)
+                and node.type.shape == shape and node.name not in k.outputs
+                and x in env.inputs and env.inputs[x].type.shape == shape
+                and node.type.dtype == dt.f32 and env.inputs[x].type.dtype == dt.f32
+                and (len(picked) + 1) * n * 4 <= env.hoist_bytes):
+            picked.append(node)
+    if not picked:
+        return env, k
+    from rlx_core.targets.c_common.expr import render
+
+    inputs = dict(env.inputs)
+    for j, node in enumerate(picked):
+        arr = f"rlx_pre{j}"
+        x = env.inputs[node.inputs[0]].ptr
+        w.line(f"float {arr}[{n}];")
+        w.line(f"for (int64_t i = 0; i < {n}; ++i) {arr}[i] = "
+               f"{render(node.op, dict(node.attrs), [f'{x}[i]'], [dt.f32], dt.f32)};")
+        inputs[node.name] = Buffer(arr, node.type)
+    gone = {node.name for node in picked}
+    rest = tuple(x for x in k.nodes if x.name not in gone)
+    sub = type(k)(k.name, k.kind, rest, (*k.inputs, *gone), k.outputs)
+    return replace(env, kernel=sub, nodes={x.name: x for x in rest}, inputs=inputs), sub
 
 
 # ---- reduce -----------------------------------------------------------------------------------

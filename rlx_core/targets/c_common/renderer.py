@@ -57,6 +57,9 @@ class CLikeRenderer:
     # the program exports ``<prefix>_profile(double* seconds, int64_t* calls)``; off by default
     # so normal programs carry no timer calls
     profile = False
+    # stack bytes a serial elementwise kernel may fill with a transcendental's values first
+    # (kernels._hoisted); 0 here: embedded targets have small stacks
+    hoist_bytes = 0
 
     def __init__(self, in_place: dict[str, str] | None = None):
         # output value -> the donated input value it may be written over (runtime/donation.py)
@@ -239,7 +242,8 @@ class CLikeRenderer:
         fn = self.kernel_fn(prefix, k)
         env = KernelEnv(k, idx, {n.name: n for n in k.nodes}, ins, outs,
                         self.parallel_pragma, fail, sync=self.kernel_sync(), fn=fn,
-                        in_place={o: i for o, i in self.in_place.items() if o in outs})
+                        in_place={o: i for o, i in self.in_place.items() if o in outs},
+                        hoist_bytes=self.hoist_bytes)
         w = Writer(1)
         scratch = 0
         if k.kind == "elementwise":

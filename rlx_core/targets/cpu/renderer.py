@@ -56,6 +56,7 @@ class CpuRenderer(CLikeRenderer):
 
     name = "cpu"
     no_call_impls = ("alias", bf16gemm.FOLDED)
+    hoist_bytes = 16384  # a third of L1d (kernels._hoisted)
 
     def __init__(self, blas: BlasInfo | None, openmp: bool = True,
                  parallel_min_work: int = PARALLEL_MIN_WORK, profile: bool = False,
