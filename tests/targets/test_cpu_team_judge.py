@@ -37,6 +37,9 @@ class Judge:
         self._judge = getattr(lib, f"{prefix}_team_judge")
         self._judge.argtypes = [ctypes.POINTER(ctypes.c_longlong)] * 2
         self._judge.restype = ctypes.c_int
+        self._one = getattr(lib, f"{prefix}_team_one_call")
+        self._one.argtypes = [ctypes.POINTER(ctypes.c_longlong)] * 2
+        self._one.restype = None
         self._reset = getattr(lib, f"{prefix}_team_reset")
         self.now = 0
 
@@ -62,6 +65,15 @@ class Judge:
         verdict = self._judge(rec, out)
         return verdict, dict(zip(("left", "until", "next_calls", "next_ns", "shrunk", "worse"),
                                  out, strict=True))
+
+
+    def one_call(self, wall: float) -> dict[str, int]:
+        """One call on the calling thread alone (shrunk) of ``wall`` ms; the state after it."""
+        self.now += int(wall * MS)
+        out = (ctypes.c_longlong * 6)()
+        self._one((ctypes.c_longlong * 2)(int(wall * MS), self.now), out)
+        return dict(zip(("left", "until", "next_calls", "next_ns", "shrunk", "worse"), out,
+                        strict=True))
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +152,23 @@ def test_bursts_that_land_in_some_team_calls_are_judged_by_the_teams_median(
     assert j.call(6.0, cpu=2.0, one=2.1)[0] == 1  # three of five slow: bad, tolerated alone
     verdict, st = j.call(6.0, cpu=2.0, one=2.1)
     assert verdict == 2 and st["shrunk"] and st["worse"]
+
+
+def test_shrunk_calls_hold_the_spell_on_only_while_most_are_starved(judge_factory) -> None:
+    """After the team lost to one thread (``worse``), a shrunk call that met a burst (6.5 ms
+    against 2.1) no longer holds the spell on by itself: only while most of the recent
+    shrunk calls were that slow (the machine has no core for the calling thread either)."""
+    j = judge_factory()
+    for _ in range(2):
+        verdict, st = j.call(6.0, cpu=2.0, one=2.1)
+    assert verdict == 2 and st["worse"]
+    for wall in (2.1, 2.1, 6.5, 2.1, 6.5, 2.1, 2.1):  # bursts in two of five
+        until = st["until"]
+        st = j.one_call(wall)
+        assert st["until"] == until, wall
+    for wall in (6.5, 6.5):  # now three of the last five were starved
+        st = j.one_call(wall)
+    assert st["until"] == j.now + 13 * MS and st["shrunk"]
 
 
 def test_sleeping_in_a_wait_is_not_starvation(judge_factory) -> None:
