@@ -683,12 +683,12 @@ static inline void rlx_team_end(int used) {
    is tried again only once the calling thread alone gets its core. The median, not this call
    alone: a burst of another process that lands in one shrunk call says nothing of the next,
    and each such call held the spell on for 13 ms, where another burst was likely. Replayed
-   through the compiled judge and this function (the tests' feed: 2,000 calls, bursts landing
-   in a call at random, team 1.3 ms or 6 with thread 0 starved, one thread 2.1 or 6.5; 4
-   seeds): bursts in 20% of the calls shrank 569-1041 calls with both rules judging one call
-   alone (p50 2.1 ms, one thread's, in 3 of 4), 11-411 with the team's median alone (1.3), 11-106
-   with both medians (1.3); in 35%, 259-1153 (2.1 in 3 of 4) against 384-749 (2.1 in 2 of 4);
-   in 50%, 43-619 against 40-438 (the same p50s). */
+   through the compiled judge and this function (benchmarks/replay_team_judge.py: 2,000
+   calls, bursts landing in a call at random, team 1.3 ms or 6 with thread 0 starved, one
+   thread 2.1 or 6.5; 4 seeds): bursts in 20% of the calls shrank 569-1041 calls with both
+   rules judging one call alone (p50 2.1 ms, one thread's, in 3 of 4), 11-411 with the team's
+   median alone (1.3), 11-106 with both medians (1.3); in 35%, 259-1153 (2.1 in 3 of 4)
+   against 384-749 (2.1 in 2 of 4); in 50%, 43-619 against 40-438 (the same p50s). */
 static inline void rlx_team_one_call(long long wall, long long end) {
     rlx_team_add(&rlx_team_ones, wall, end);
     long long fastest = wall;
