@@ -24,6 +24,12 @@ def skip_unless_own_sgemm() -> None:
         pytest.skip(f"own sgemm not used here: {why}")
 
 
+def matmul_source(exe) -> str:
+    """The C source of the program's one matmul kernel."""
+    (name,) = [k.name for k in exe.lir.kernels if k.kind == "matmul"]
+    return exe.program.sources[name]
+
+
 def calls_packed(exe) -> bool:
     """Does a kernel read prepacked panels: the tiled GEMM's, or the one-row GEMV's (gemv.py)?"""
     return any("rlx_sgemm_packed" in src or "rlx_gemv_packed" in src

@@ -14,17 +14,9 @@ import pytest
 
 import rlx_core as rlx
 from rlx_core.targets.cpu.target import CpuTarget
-from rlx_core.targets.cpu.threads import num_threads, set_num_threads
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
-
-
-@pytest.fixture
-def threads():
-    before = num_threads()
-    yield set_num_threads
-    set_num_threads(before)
 
 
 def _ref(op: str, h: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:

@@ -9,7 +9,6 @@ import pytest
 import rlx_core as rlx
 from rlx_core.targets.cpu import team
 from rlx_core.targets.cpu.target import CpuTarget
-from rlx_core.targets.cpu.threads import num_threads, set_num_threads
 
 cpu_ok, cpu_why = CpuTarget().available()
 needs_cpu = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
@@ -45,13 +44,6 @@ def test_team_calls_put_barriers_only_where_a_team_kernel_is_involved() -> None:
     assert text.count(team.SYNC) == 2  # before c (after serial b) and after c
     assert "if (rlx_team_tid == 0) a();" in text and "if (rlx_team_tid == 0) d();" in text
     assert "        c();" in out
-
-
-@pytest.fixture
-def threads():
-    before = num_threads()
-    yield set_num_threads
-    set_num_threads(before)
 
 
 @needs_cpu

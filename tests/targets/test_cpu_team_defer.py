@@ -12,7 +12,6 @@ import pytest
 import rlx_core as rlx
 from rlx_core.targets.cpu import team
 from rlx_core.targets.cpu.target import CpuTarget
-from rlx_core.targets.cpu.threads import num_threads, set_num_threads
 
 cpu_ok, cpu_why = CpuTarget().available()
 needs_cpu = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
@@ -71,13 +70,6 @@ def test_unknown_footprints_serial_runs_and_static_kernels_keep_their_waits() ->
                                      lambda i: ("t0();", "t1();"), [True] * 5, "p", free,
                                      [4] * 5))
     assert "rlx_team_defer" not in text and "rlx_team_finish" not in text
-
-
-@pytest.fixture
-def threads():
-    before = num_threads()
-    yield set_num_threads
-    set_num_threads(before)
 
 
 @needs_cpu

@@ -7,24 +7,11 @@ import numpy as np
 import pytest
 
 import rlx_core as rlx
-from rlx_core.targets.cpu.threads import num_threads, set_num_threads
-from tests.targets.own_sgemm import skip_unless_own_sgemm
-
-
-@pytest.fixture
-def threads():
-    before = num_threads()
-    yield set_num_threads
-    set_num_threads(before)
-
-
-def _matmul_source(exe) -> str:
-    (name,) = [k.name for k in exe.lir.kernels if k.kind == "matmul"]
-    return exe.program.sources[name]
+from tests.targets.own_sgemm import matmul_source, skip_unless_own_sgemm
 
 
 def _tiled(exe) -> bool:
-    return "_tile, &tctx)" in _matmul_source(exe)
+    return "_tile, &tctx)" in matmul_source(exe)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
@@ -50,7 +37,7 @@ def test_bias_relu_epilogues_run_per_tile_and_match_the_block_epilogue(
         return rlx.nn.relu(x @ y + z)
 
     exe = rlx.compile(f, a, w, bias, target="cpu", record=False)
-    assert _tiled(exe), _matmul_source(exe)
+    assert _tiled(exe), matmul_source(exe)
     monkeypatch.setenv("RLX_NO_TILE_EPILOGUE", "1")
     block = rlx.compile(f, a, w, bias, target="cpu", record=False)
     assert not _tiled(block)
@@ -75,7 +62,7 @@ def test_an_epilogue_streaming_an_operand_as_large_as_c_keeps_the_block_epilogue
         return ww - 0.01 * (gg.T @ xx)
 
     exe = rlx.compile(f, g, x, w, target="cpu", record=False)
-    assert not _tiled(exe), _matmul_source(exe)
+    assert not _tiled(exe), matmul_source(exe)
     np.testing.assert_allclose(exe(g, x, w), w - 0.01 * (g.T.astype(np.float64) @ x),
                                rtol=1e-4, atol=1e-4)
 
@@ -93,7 +80,7 @@ def test_claimed_column_chunks_keep_the_block_epilogue() -> None:
         return rlx.nn.relu(rlx.nn.linear(xx, rlx.param(w, "w"), rlx.param(bias, "b")))
 
     exe = rlx.compile(f, x, target="cpu", record=False)
-    src = _matmul_source(exe)
+    src = matmul_source(exe)
     assert "rlx_team_take(rlx_work, " in src and not _tiled(exe), src
     np.testing.assert_allclose(exe(x), np.maximum(x.astype(np.float64) @ w.T + bias, 0.0),
                                rtol=1e-4, atol=1e-4)

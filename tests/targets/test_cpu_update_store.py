@@ -8,24 +8,11 @@ import numpy as np
 import pytest
 
 import rlx_core as rlx
-from rlx_core.targets.cpu.threads import num_threads, set_num_threads
-from tests.targets.own_sgemm import skip_unless_own_sgemm
-
-
-@pytest.fixture
-def threads():
-    before = num_threads()
-    yield set_num_threads
-    set_num_threads(before)
-
-
-def _matmul_source(exe) -> str:
-    (name,) = [k.name for k in exe.lir.kernels if k.kind == "matmul"]
-    return exe.program.sources[name]
+from tests.targets.own_sgemm import matmul_source, skip_unless_own_sgemm
 
 
 def _stored(exe) -> bool:
-    return "rlx_sgemm_upd(" in _matmul_source(exe)
+    return "rlx_sgemm_upd(" in matmul_source(exe)
 
 
 def _same_bits(got: np.ndarray, want: np.ndarray, ulps: int = 1) -> None:
@@ -62,7 +49,7 @@ def test_an_update_is_stored_from_the_tiles_as_the_block_epilogue_writes_it(
     w = rng.standard_normal((96, 200), np.float32)
     f = UPDATES[form]
     exe = rlx.compile(f, g, x, w, target="cpu", record=False)
-    assert _stored(exe), _matmul_source(exe)
+    assert _stored(exe), matmul_source(exe)
     monkeypatch.setenv("RLX_NO_UPDATE_STORE", "1")
     block = rlx.compile(f, g, x, w, target="cpu", record=False)
     assert not _stored(block)
@@ -83,7 +70,7 @@ def test_other_epilogues_are_not_update_stores() -> None:
              (lambda gg, xx, bb: bb - 0.01 * (gg.T @ xx), b)]
     for f, third in cases:
         exe = rlx.compile(f, g, x, third, target="cpu", record=False)
-        assert not _stored(exe), _matmul_source(exe)
+        assert not _stored(exe), matmul_source(exe)
         np.testing.assert_allclose(exe(g, x, third), f(g.astype(np.float64), x, third),
                                    rtol=1e-4, atol=1e-3)
 
