@@ -9,6 +9,7 @@ import pytest
 import rlx_core as rlx
 from rlx_core.targets.cpu import team
 from rlx_core.targets.cpu.target import CpuTarget
+from tests.targets.late_thread import team_delay
 
 cpu_ok, cpu_why = CpuTarget().available()
 needs_cpu = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
@@ -199,10 +200,7 @@ def test_large_gemms_on_packed_weights_claim_blocks_with_the_same_bits(threads) 
     40-row slices (the epilogue's (batch, seq) rows) and 600 columns (two blocks of 256 and
     one of 88). The result has the same bits at 1, 2 and 3 threads, and when the worker comes
     late and thread 0 runs most chunks."""
-    import ctypes
-
     from rlx_core.targets.cpu import blas, sgemm
-    from rlx_core.targets.cpu.runtime import load_library
     from rlx_core.targets.cpu.toolchain import find_compiler
 
     if blas.find_blas()[0] is None or not sgemm.available(find_compiler())[0]:
@@ -227,12 +225,7 @@ def test_large_gemms_on_packed_weights_claim_blocks_with_the_same_bits(threads) 
     for n in (1, 2, 3):
         threads(n)
         outs[n] = exe(a)
-    lib = load_library(exe.program.info["so_path"])
-    prefix = exe.program.info["entry"].removesuffix("_run")
-    threads(2)
-    getattr(lib, f"{prefix}_team_reset")()
-    delay = getattr(lib, f"{prefix}_team_delay")
-    delay.argtypes = [ctypes.c_int, ctypes.c_int]
+    delay = team_delay(exe, threads)
     delay(1, 20_000)  # the worker comes 20 ms late
     late = exe(a)
     for n, got in outs.items():

@@ -4,14 +4,13 @@ conflicts with it (team._phases, rlx_team_defer / rlx_team_finish in cpu/team.py
 
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 import pytest
 
 import rlx_core as rlx
 from rlx_core.targets.cpu import team
 from rlx_core.targets.cpu.target import CpuTarget
+from tests.targets.late_thread import team_delay
 
 cpu_ok, cpu_why = CpuTarget().available()
 needs_cpu = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
@@ -78,8 +77,6 @@ def test_independent_gemms_share_a_phase_and_agree_at_any_thread_count(threads) 
     on its output gradient), then a GEMM reading the first: the first two end without a
     wait, the third waits for the first. 1, 2 and 3 threads, and a worker 20 ms late, give
     the same bits."""
-    from rlx_core.targets.cpu.runtime import load_library
-
     rng = np.random.default_rng(5)
     a = rng.standard_normal((256, 96), np.float32)
     b = rng.standard_normal((96, 192), np.float32)
@@ -101,12 +98,7 @@ def test_independent_gemms_share_a_phase_and_agree_at_any_thread_count(threads) 
     for n in (1, 2, 3):
         threads(n)
         outs[n] = exe(a, b, c, d)
-    lib = load_library(exe.program.info["so_path"])
-    prefix = exe.program.info["entry"].removesuffix("_run")
-    threads(2)
-    getattr(lib, f"{prefix}_team_reset")()
-    delay = getattr(lib, f"{prefix}_team_delay")
-    delay.argtypes = [ctypes.c_int, ctypes.c_int]
+    delay = team_delay(exe, threads)
     for tid in (0, 1):  # thread 0 or the worker comes 20 ms late
         delay(tid, 20_000)
         late = exe(a, b, c, d)
