@@ -31,9 +31,11 @@ K = (input channel block, tap, channel in the block):
   single 3x3 layers (NCHW in and out, thread CPU time): 64->64 at 28x28 114 -> 218 GF/s
   (ONNX Runtime 229), 128->128 stride 2 at 28x28 batch 8 111 -> 206 (ORT 194). Its K loop
   on 8 (7) pixels is x86-64 asm (``rlx_cb_loopz``: GCC's intrinsics added a register copy
-  per 8 FMAs) that prefetches the filter 8 KB ahead (a batch of 1 streams the 7x7 and 4x4
-  layers' filters from memory), and a tile that ends with the epilogue prefetches its
-  output and residual lines when it starts (``rlx_cb_pfz``);
+  per 8 FMAs) that prefetches the filter 2 KB ahead into L1 and, spread over the tiles of
+  a K slice, the next slice into L2 (``RLX_CB_PFN``: a batch of 1 streams the 7x7 and 4x4
+  layers' filters from memory, and the tiles after a slice's first read it from L1, which
+  left the memory idle; ResNet-50 b1 -9 to -16%, b8 -2 to -3%), and a tile that ends with
+  the epilogue prefetches its output and residual lines when it starts (``rlx_cb_pfz``);
 - the tiles of 48 pixels are written to NCHW through 8 x 8 register transposes with the
   epilogue (bias, residual, max / min / clip) on the way: ``act((acc + bias) + res)``, the
   decomposition's order, as conv.py's. To NCHW8c (layout.py) the flat tiles apply the same
@@ -483,12 +485,14 @@ static inline __attribute__((always_inline)) void rlx_cb_pfz(const rlx_cb_epi *e
 #define RLX_CB_ZP(J, I, H, R) "vbroadcastss " #J "*4(%[a" #I "],%[off],4), %%zmm" #R "\n\t" \
     "vfmadd231ps %%zmm16, %%zmm" #R ", %%zmm" #I "\n\t" \
     "vfmadd231ps %%zmm17, %%zmm" #R ", %%zmm" #H "\n\t"
-/* RLX_CB_PFK: bytes ahead each K step prefetches both panels of the filter (0: none; A/B).
-   At a batch of 1 the 7x7 and 4x4 layers stream 0.5-8 MB filters from memory for 16-49
-   pixels, which the hardware prefetcher alone left waiting: ResNet-50 b1 (net, thread CPU
-   time, in turns, loaded) 16.0 -> 13.9 ms at 4 KB, 13.5 at 8 KB (b8 89.9 -> 84-85) */
+/* RLX_CB_PFK: bytes ahead each K step prefetches both panels of the filter into L1 (the
+   near prefetch; 0: none; A/B). At a batch of 1 the 7x7 and 4x4 layers stream 0.5-8 MB
+   filters from memory for 16-49 pixels, which the hardware prefetcher alone left waiting:
+   ResNet-50 b1 (net, thread CPU time, in turns, loaded) 16.0 -> 13.9 ms at 4 KB, 13.5 at
+   8 KB (b8 89.9 -> 84-85). With the far prefetch (RLX_CB_PFN) bringing the next slice into
+   L2, 2 KB is enough and leaves L1 to the slice (see RLX_CB_PFN) */
 #ifndef RLX_CB_PFK
-#define RLX_CB_PFK 8192
+#define RLX_CB_PFK 2048
 #endif
 #if RLX_CB_PFK
 #define RLX_CB_ZPF(J) "prefetcht0 " #J "*64+%c[pfk](%[pk])\n\t" \
@@ -514,7 +518,27 @@ static inline __attribute__((always_inline)) void rlx_cb_pfz(const rlx_cb_epi *e
    through off before and after the loop */
 /* the K steps of one offset: 8 (a block of 8 channels, one tap) or 3 (a 3-channel stem's
    tap), then the filter's next rows */
-#define RLX_CB_ZK8(S) S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7) "add $512, %[pk]\n\t"
+/* RLX_CB_PFN: the far prefetch (0: none; A/B). Each pass of 8 K steps also asks for 4
+   lines of both panels at pf (prefetcht1: into L2), pf then 256 bytes on. The tiles of a K
+   slice read it one after another, the first from memory and the rest from L1, so with the
+   near prefetch alone the memory stood idle while the later tiles ran (a 4x4 output is 2
+   tiles of 8 pixels, a 7x7 one 7 of 7). Tile j of ntl starts pf j / ntl of the way into the
+   next slice (rlx_cb_conv), so every tile keeps the memory busy. ResNet-50, 1 thread,
+   thread CPU time, p50 of 45 calls in turns, FIFO, loaded (8-12): b1 -4 to -5%, with the
+   near prefetch at 2 KB -9 to -16% (4 KB -8 to -9%, none -7%); b8 -2 to -3% */
+#ifndef RLX_CB_PFN
+#define RLX_CB_PFN 1
+#endif
+#if RLX_CB_PFN
+#define RLX_CB_ZFAR "prefetcht1 (%[pf])\n\t" "prefetcht1 64(%[pf])\n\t" \
+    "prefetcht1 128(%[pf])\n\t" "prefetcht1 192(%[pf])\n\t" \
+    "prefetcht1 (%[pf],%[pks])\n\t" "prefetcht1 64(%[pf],%[pks])\n\t" \
+    "prefetcht1 128(%[pf],%[pks])\n\t" "prefetcht1 192(%[pf],%[pks])\n\t" \
+    "add $256, %[pf]\n\t"
+#else
+#define RLX_CB_ZFAR
+#endif
+#define RLX_CB_ZK8(S) S(0) S(1) S(2) S(3) RLX_CB_ZFAR S(4) S(5) S(6) S(7) "add $512, %[pk]\n\t"
 #define RLX_CB_ZK3(S) S(0) S(1) S(2) "add $192, %[pk]\n\t"
 #define RLX_CB_ZLOOP(S, ACC, K) \
     "mov %[acc], %[off]\n\t" \
@@ -538,14 +562,15 @@ static inline __attribute__((always_inline)) void rlx_cb_pfz(const rlx_cb_epi *e
    an asm statement takes at most 30 operands, too few for 16 in-out vectors. Single layers
    (thread CPU time, best of 4 in turns): 1x1 128->512 at 14x14 207 -> 214 GFLOP/s, 1024->256
    at 7x7 216 -> 222, 3x3 64->64 at 28x28 214 -> 217 */
-#define RLX_CB_ZIO [pk] "+r"(pk), [offs] "+r"(offs), [n] "+r"(ntap), [off] "=&r"(off)
+#define RLX_CB_ZIO [pk] "+r"(pk), [offs] "+r"(offs), [n] "+r"(ntap), [off] "=&r"(off), \
+    [pf] "+r"(pf)
 #define RLX_CB_ZIN7 [a0] "r"(a[0]), [a1] "r"(a[1]), [a2] "r"(a[2]), [a3] "r"(a[3]), \
     [a4] "r"(a[4]), [a5] "r"(a[5]), [a6] "r"(a[6]), [pks] "r"(pkb), [acc] "m"(acc), \
     [pfk] "i"(RLX_CB_PFK)
 #define RLX_CB_ZIN8 RLX_CB_ZIN7, [a7] "r"(a[7])
 static inline __attribute__((always_inline)) void rlx_cb_loopz(
         const float *const *a, const float *pk, int64_t pks, int64_t ntap, const int64_t *offs,
-        __m512 *acc, const int BW, const int MR) {
+        __m512 *acc, const char *pf, const int BW, const int MR) {
     int64_t off, pkb = pks * (int64_t)sizeof(float);
     if (MR == 8 && BW == 8)
         __asm__ volatile(RLX_CB_ZLOOP(RLX_CB_Z8, RLX_CB_ZACC8, RLX_CB_ZK8)
@@ -567,8 +592,9 @@ static inline __attribute__((always_inline)) void rlx_cb_loopz(
 static inline __attribute__((always_inline)) void rlx_cb_tilez(
         const float *const *a, const float *restrict pk, int64_t pks, int64_t ntap,
         const int64_t *offs, float *restrict out, int64_t os, int acc, const rlx_cb_epi *e,
-        int two16, const int BW, const int MR, const int NV) {
+        int two16, const char *pf, const int BW, const int MR, const int NV) {
     RLX_CB_STARTZ(MR, NV)
+    (void)pf;
 #if RLX_CB_ASMZ_ON
     if (NV == 2 && (MR == 8 || MR == 7) && ntap > 0) {
         __m512 accs[16] __attribute__((aligned(64)));
@@ -576,7 +602,7 @@ static inline __attribute__((always_inline)) void rlx_cb_tilez(
             accs[i] = c0[i];
             accs[8 + i] = c1[i];
         }
-        rlx_cb_loopz(a, pk, pks, ntap, offs, accs, BW, MR);
+        rlx_cb_loopz(a, pk, pks, ntap, offs, accs, pf, BW, MR);
         rlx_cb_endz(accs, accs + 8, out, os, e, two16, pre, MR, NV);
         return;
     }
@@ -939,9 +965,15 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
                     const int two16 = nv - 16 * (np - 1) > 8;
                     const float *pb = pq + ks * 16;
                     float *o16 = yb + t * 16;
+                    /* the far prefetch's start (RLX_CB_PFN): j / ntl into the next slice
+                       of these panels, or of the next unit's after the last slice */
+                    const int64_t sl = nb * khw * bw;
+                    const float *nx = ks + sl < k ? pb + sl * 16 : pq + PU * k * 16;
+                    const char *pf = (const char *)(nx + j * sl / ntl * 16);
 #define RLX_CB_FZ(M, NV) rlx_cb_tilez(a, pb, k * 16, nb * khw, offs, o16, CH * 16, acc, e, \
-                                      two16, 8, M, NV)
-#define RLX_CB_T2(M) rlx_cb_tilez(a, pb, k * 16, khw, offs, o16, CH * 16, acc, e, two16, 3, M, 2)
+                                      two16, pf, 8, M, NV)
+#define RLX_CB_T2(M) rlx_cb_tilez(a, pb, k * 16, khw, offs, o16, CH * 16, acc, e, two16, pf, 3, \
+                                  M, 2)
 #define RLX_CB_GZ(M, NV) rlx_cb_tilezg(a, pb, k * 16, nb, cbs, g->kh, g->kw, rs, cs, o16, \
                                        CH * 16, acc, e, two16, (int)bw, M, NV)
 #define RLX_CB_F2(M) RLX_CB_FZ(M, 2)
