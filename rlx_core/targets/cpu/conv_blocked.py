@@ -34,7 +34,7 @@ K = (input channel block, tap, channel in the block):
   per 8 FMAs) that prefetches the filter 2 KB ahead into L1 and, spread over the tiles of
   a K slice, the next slice into L2 (``RLX_CB_PFN``: a batch of 1 streams the 7x7 and 4x4
   layers' filters from memory, and the tiles after a slice's first read it from L1, which
-  left the memory idle; ResNet-50 b1 -9 to -16%, b8 -2 to -3%), and a tile that ends with
+  left the memory idle; ResNet-50 b1 -10%, b8 -5%), and a tile that ends with
   the epilogue prefetches its output and residual lines when it starts (``rlx_cb_pfz``);
 - the tiles of 48 pixels are written to NCHW through 8 x 8 register transposes with the
   epilogue (bias, residual, max / min / clip) on the way: ``act((acc + bias) + res)``, the
@@ -524,8 +524,8 @@ static inline __attribute__((always_inline)) void rlx_cb_pfz(const rlx_cb_epi *e
    near prefetch alone the memory stood idle while the later tiles ran (a 4x4 output is 2
    tiles of 8 pixels, a 7x7 one 7 of 7). Tile j of ntl starts pf j / ntl of the way into the
    next slice (rlx_cb_conv), so every tile keeps the memory busy. ResNet-50, 1 thread,
-   thread CPU time, p50 of 45 calls in turns, FIFO, loaded (8-12): b1 -4 to -5%, with the
-   near prefetch at 2 KB -9 to -16% (4 KB -8 to -9%, none -7%); b8 -2 to -3% */
+   thread CPU time, p50 of 45 calls in turns, FIFO, loaded (6-12): b1 -4 to -5% alone,
+   -10% with the near prefetch at 2 KB (4 KB -8 to -9%, none -7%); b8 -5% (4 KB -2 to -3%) */
 #ifndef RLX_CB_PFN
 #define RLX_CB_PFN 1
 #endif
