@@ -207,6 +207,10 @@ class BufferSlot:
     ``alias`` names the slot whose bytes this value shares (a reshape of it: the same bytes
     in the same order, so the reshape kernel has nothing to copy); that root's span covers
     every alias's. "" for a value with bytes of its own.
+
+    ``over`` names the input its kernel writes it over in place (passes/plan_arena.py's
+    in_place_shares: that input dies there, read only at the index being written); the two
+    share an offset and their spans meet at that kernel. "" when it is not.
     """
 
     value: str
@@ -215,6 +219,7 @@ class BufferSlot:
     first: int  # index of the kernel that writes it
     last: int  # index of the last kernel that reads it
     alias: str = ""
+    over: str = ""
 
 
 @dataclass(frozen=True)
@@ -236,6 +241,10 @@ class ArenaPlan:
         """Does ``value`` share another slot's bytes (so writing it copies nothing)?"""
         s = self.slot(value)
         return s is not None and bool(s.alias)
+
+    def written_over(self) -> dict[str, str]:
+        """value -> the input its kernel writes it over in place (``BufferSlot.over``)."""
+        return {s.value: s.over for s in self.slots if s.over}
 
 
 @dataclass

@@ -434,7 +434,8 @@ class _Parser:
                 break
             if not self.at(Tok.VALUE):
                 raise self.error(
-                    f"expected a slot (%v @offset +size live a..b [alias %r]) or '}}' closing "
+                    f"expected a slot (%v @offset +size live a..b [alias %r] [over %r]) or '}}' "
+                    f"closing "
                     f"the arena (opened on line {open_tok.line}), found "
                     f"{self.tok.describe()}"
                 )
@@ -452,8 +453,13 @@ class _Parser:
             if self.at(Tok.IDENT) and self.tok.text == "alias":
                 self.advance()
                 alias = self.use("after 'alias' (the slot whose bytes it shares)")
+            over = ""
+            if self.at(Tok.IDENT) and self.tok.text == "over":
+                self.advance()
+                over = self.use("after 'over' (the input written over in place)")
             self.end_of_line("the arena slot")
-            slots.append(BufferSlot(value, self.int_tok(off_tok), size, first, last, alias))
+            slots.append(BufferSlot(value, self.int_tok(off_tok), size, first, last, alias,
+                                    over))
         self.advance()
         self.end_of_line("the arena's '}'")
         return ArenaPlan(tuple(slots), fields["peak"], fields["naive"], fields.get("align", 64))

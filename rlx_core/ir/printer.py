@@ -107,6 +107,7 @@ def print_graph(g: Graph) -> str:
         lines.append(f"{INDENT}arena peak={p.peak_bytes} naive={p.naive_bytes} align={p.alignment} {{")
         for s in p.slots:
             alias = f" alias %{s.alias}" if s.alias else ""
+            alias += f" over %{s.over}" if s.over else ""
             lines.append(f"{INDENT * 2}%{s.value} @{s.offset} +{s.size} live {s.first}..{s.last}"
                          f"{alias}")
         lines.append(f"{INDENT}}}")

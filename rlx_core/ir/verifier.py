@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rlx_core.errors import RlxError, VerifyError
 from rlx_core.ir.builder import infer_type
-from rlx_core.ir.graph import Graph, Level, Node
+from rlx_core.ir.graph import BufferSlot, Graph, Level, Node
 from rlx_core.ir.ops import COLLECTIVE_OPS, HIR_OPS, MIR_OPS, OPS
 from rlx_core.ir.printer import context
 
@@ -100,10 +100,24 @@ def _check_lir(g: Graph) -> None:
         if (r.offset, r.size) != (s.offset, s.size) or not r.first <= s.first <= s.last <= r.last:
             raise _fail(g, None, f"arena slot %{s.value} aliases %{s.alias} but does not share "
                                  "its bytes within its live range")
+    for s in slots:
+        if not s.over:
+            continue
+        r = by_value.get(s.over)
+        if r is None or r.alias or (r.offset, r.size) != (s.offset, s.size) or \
+                not r.first < s.first <= r.last:
+            raise _fail(g, None, f"arena slot %{s.value} is written over %{s.over}, which is "
+                                 "not a slot of its bytes alive where it is written")
+
+    def root(s: BufferSlot) -> str:  # the value whose bytes s uses
+        while s.over:
+            s = by_value[s.over]
+        return s.alias or s.value
+
     for i, a in enumerate(slots):
         for b in slots[i + 1:]:
-            if (a.alias or a.value) == (b.alias or b.value):
-                continue  # one buffer under two names
+            if root(a) == root(b):
+                continue  # one buffer under two names, or written over in place
             live = a.first <= b.last and b.first <= a.last
             overlap = a.offset < b.offset + b.size and b.offset < a.offset + a.size
             if live and overlap:

@@ -13,14 +13,26 @@ output *aliases* its input when both are arena slots: it gets the input's offset
 span grows to the alias's last reader, and the kernel has nothing to copy (a renderer may skip
 it; one that copies anyway writes the bytes onto themselves). MiniLM's head split and merge
 are 27 reshapes a call.
+
+A kernel may also write its output *over* an input that dies there (``BufferSlot.over``), where
+the target allows it (``in_place_shares``): the input is read only at the index of the output
+element written from it (an elementwise kernel's operand at the output's shape, a fused
+convolution's residual), so each element is read before it is overwritten. A 1x1 convolution
+of small K with a residual is bound by the stream it writes; over the residual it writes lines
+it has just read (ResNet-50's 64->256 at 28x28, issue 23). The target must render such a pair
+without ``restrict`` and must not write the output before it has read the input's element
+there (a partial sum stored early would be one), so only a target that says which kernels
+keep that promise gets such shares (its ``arena_in_place``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rlx_core.errors import VerifyError
-from rlx_core.ir.graph import ArenaPlan, BufferSlot, Graph, Level
+from rlx_core.ir.graph import ArenaPlan, BufferSlot, Graph, Kernel, Level
+from rlx_core.ir.ops import is_elementwise
 from rlx_core.ir.ops.collective import DEFERRED_OPS
 from rlx_core.passes.base import PassContext
 
@@ -75,6 +87,48 @@ def aliases(g: Graph, spans: dict[str, tuple[int, int]]) -> dict[str, str]:
     return root
 
 
+def reads_at_own_index(k: Kernel, src: str, shape: tuple[int, ...]) -> bool:
+    """Does kernel ``k`` read ``src`` (of ``shape``, its output's) only at the index of the
+    output element it computes from it? An elementwise kernel whose every node reading
+    ``src`` is elementwise at that shape, or a one-node fused convolution whose only use of
+    ``src`` is its residual operand."""
+    uses = [n for n in k.nodes if src in n.inputs]
+    if not uses:
+        return False
+    if k.kind == "elementwise":
+        return all(is_elementwise(n.op) and tuple(n.type.shape) == tuple(shape) for n in uses)
+    node = uses[0]
+    return (len(k.nodes) == 1 and node.op == "conv2d_fused" and bool(node.attr("residual"))
+            and node.inputs[-1] == src and list(node.inputs).count(src) == 1)
+
+
+# (kernel, output, input) -> may the output be written over the input? (the target's say)
+InPlaceRule = Callable[[Kernel, str, str], bool]
+
+
+def in_place_shares(g: Graph, spans: dict[str, tuple[int, int]], views: dict[str, str],
+                    allowed: InPlaceRule) -> dict[str, str]:
+    """output -> the input slot it is written over: a kernel's only output, not returned, over
+    an arena input of the same type that dies at that kernel, read only at the output
+    element's own index (reads_at_own_index), where ``allowed`` says the target's kernel keeps
+    that promise. Values a reshape views (``views``, either side) keep their own slots."""
+    types = g.values()
+    viewed = set(views) | set(views.values())
+    shares: dict[str, str] = {}
+    for idx, k in enumerate(g.kernels):
+        if len(k.outputs) != 1 or k.outputs[0] not in spans or k.outputs[0] in viewed:
+            continue
+        out = k.outputs[0]
+        for src in dict.fromkeys(k.inputs):
+            if (src in spans and src not in viewed and src != out and spans[src][1] == idx
+                    and types[src].type == types[out].type
+                    and reads_at_own_index(k, src, tuple(types[out].type.shape))
+                    and allowed(k, out, src)):
+                shares[out] = src
+                break
+    return shares
+
+
 def place(sizes: dict[str, int], spans: dict[str, tuple[int, int]],
           alignment: int) -> dict[str, int]:
     """Greedy first fit, largest first (ties: earlier writer, then name): value -> offset."""
@@ -100,6 +154,7 @@ class PlanArena:
     name: str = "plan_arena"
     alignment: int = 64
     alias_reshapes: bool = True
+    in_place: bool = True  # where the target allows it (its arena_in_place); False: never
 
     def run(self, g: Graph, ctx: PassContext) -> Graph:
         if g.level is not Level.LIR:
@@ -109,13 +164,20 @@ class PlanArena:
         spans = liveness(g)
         sizes = {v: align_up(types[v].type.nbytes, self.alignment) for v in spans}
         alias = aliases(g, spans) if self.alias_reshapes else {}
-        group = dict(spans)  # a root lives until the last reader of any of its aliases
-        for v, r in alias.items():
+        rule = getattr(ctx.target, "arena_in_place", None) if self.in_place else None
+        allowed = rule(g, ctx.options) if callable(rule) else None
+        over = in_place_shares(g, spans, alias, allowed) if allowed is not None else {}
+        root = dict(alias)  # value -> the value whose bytes it uses (chains resolved)
+        for v, src in over.items():
+            root[v] = root.get(src, src)
+        group = dict(spans)  # a root lives until the last reader of any value on its bytes
+        for v, r in root.items():
             group[r] = (group[r][0], max(group[r][1], spans[v][1]))
             del group[v]
         offsets = place({v: sizes[v] for v in group}, group, self.alignment)
-        slots = tuple(BufferSlot(v, offsets[alias.get(v, v)], sizes[v],
-                                 *(spans[v] if v in alias else group[v]), alias.get(v, ""))
+        slots = tuple(BufferSlot(v, offsets[root.get(v, v)], sizes[v],
+                                 *(spans[v] if v in root else group[v]), alias.get(v, ""),
+                                 over.get(v, ""))
                       for v in spans)
         peak = max((s.offset + s.size for s in slots), default=0)
         plan = ArenaPlan(slots, peak, sum(sizes.values()), self.alignment)

@@ -27,7 +27,7 @@ from typing import Any
 
 from rlx_core.errors import RlxError
 from rlx_core.ir.graph import Graph
-from rlx_core.ir.ops import is_elementwise
+from rlx_core.passes.plan_arena import reads_at_own_index
 
 
 class DonationError(RlxError):
@@ -81,8 +81,7 @@ def inplace_outputs(lir: Graph, donate: Sequence[int]) -> tuple[int, ...]:
                 aliases[lir.outputs.index(out)] >= 0 or producer.get(out) is not k:
             continue
         # every node reading the input is elementwise at the output's shape: identity index
-        uses = [n for n in k.nodes if src.name in n.inputs]
-        if uses and all(is_elementwise(n.op) and n.type.shape == src.type.shape for n in uses):
+        if reads_at_own_index(k, src.name, tuple(src.type.shape)):
             aliases[lir.outputs.index(out)] = i
     return tuple(aliases)
 

@@ -184,3 +184,73 @@ def test_random_plans_never_overlap_live_slots(seed: int) -> None:
     x = np.random.default_rng(seed).standard_normal((4, 6)).astype(np.float32)
     for want, got in zip(interpret(g, [x]), build_program(lir).run([x], {}), strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+class _InPlaceTarget:
+    """A target that takes every in-place share the plan offers (CpuTarget.arena_in_place)."""
+
+    def arena_in_place(self, g: Graph, options: object) -> object:
+        return lambda k, out, src: True
+
+
+def concat_exp(read_again: bool = False) -> Graph:
+    """x -> concat (opaque) -> exp + itself (elementwise) -> concat: the elementwise kernel
+    reads the first concat, which dies there (unless ``read_again``), at its own index."""
+    x = Value("x", TensorType(F32, (4, 8)), ValueKind.INPUT)
+    b = Builder()
+    t = b.emit("concat", [x, x], {"axis": 0})
+    u = b.emit("add", [b.emit("exp", [t]), t])
+    y = b.emit("concat", [u, t if read_again else x], {"axis": 0})
+    return Graph("g", Level.MIR, (x,), (), tuple(b.nodes), (y.name,))
+
+
+def plan_in_place(g: Graph, target: object = None, in_place: bool = True) -> Graph:
+    return verify(PlanArena(in_place=in_place).run(lir_of(g), PassContext(target=target)))
+
+
+def test_a_kernel_writes_over_an_input_that_dies_there() -> None:
+    g = concat_exp()
+    lir = plan_in_place(g, _InPlaceTarget())
+    (src, _), (out, _) = [(k.outputs[0], k) for k in lir.kernels[:2]]
+    slots = {s.value: s for s in lir.plan.slots}
+    assert lir.plan.written_over() == {out: src}
+    assert slots[out].offset == slots[src].offset and slots[out].over == src
+    # the input's bytes stay taken until the output's last reader
+    assert (slots[src].first, slots[src].last) == (0, 2) and lir.plan.peak_bytes == 256
+    text = print_graph(lir)
+    assert f"over %{src}" in text and parse(text).plan == lir.plan
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    np.testing.assert_array_equal(build_program(lir).run([x], {})[0], interpret(g, [x])[0])
+
+
+def test_no_share_without_the_targets_say_or_past_the_inputs_last_reader() -> None:
+    assert plan_in_place(concat_exp()).plan.written_over() == {}  # no target: never
+    assert plan_in_place(concat_exp(), _InPlaceTarget(), in_place=False).plan.written_over() == {}
+    assert plan_in_place(concat_exp(read_again=True), _InPlaceTarget()).plan.written_over() == {}
+
+
+def test_reads_at_own_index_only_for_same_shape_elementwise_reads() -> None:
+    from rlx_core.passes.plan_arena import reads_at_own_index
+
+    x = Value("x", TensorType(F32, (4,)), ValueKind.INPUT)
+    b = Builder()
+    s = b.emit("concat", [x, x], {"axis": 0})  # 8
+    bc = b.emit("broadcast_in_dim", [s], {"shape": (2, 8), "dims": (1,)})
+    y = b.emit("exp", [bc])
+    g = Graph("g", Level.MIR, (x,), (), tuple(b.nodes), (y.name,))
+    lir = lir_of(g)
+    k = lir.kernels[1]
+    assert not reads_at_own_index(k, s.name, (8,))  # read through a broadcast
+    assert plan_in_place(g, _InPlaceTarget()).plan.written_over() == {}
+
+
+def test_verifier_rejects_an_over_slot_off_its_inputs_bytes() -> None:
+    import dataclasses
+
+    lir = plan_in_place(concat_exp(), _InPlaceTarget())
+    (out, src), = lir.plan.written_over().items()
+    bad = tuple(dataclasses.replace(s, offset=256) if s.value == out else s
+                for s in lir.plan.slots)
+    lir.plan = dataclasses.replace(lir.plan, slots=bad, peak_bytes=512)
+    with pytest.raises(VerifyError, match="written over"):
+        verify(lir)

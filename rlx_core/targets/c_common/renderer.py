@@ -37,6 +37,11 @@ def align(n: int, a: int = 64) -> int:
     return -(-n // a) * a
 
 
+def written_over(g: Graph) -> dict[str, str]:
+    """output -> the input its kernel writes it over in place (the arena plan's), or {}."""
+    return g.plan.written_over() if g.plan is not None else {}
+
+
 @dataclass(frozen=True)
 class Place:
     """Where a value lives at run time: a caller pointer (``space``, ``index``) or the arena."""
@@ -232,9 +237,11 @@ class CLikeRenderer:
         r = self.restrict
         ins = {v: Buffer(f"in{j}", types[v]) for j, v in enumerate(k.inputs)}
         outs = {v: Buffer(f"out{j}", types[v]) for j, v in enumerate(k.outputs)}
-        # a donated input and the output written over it (runtime/donation.py) may arrive as
-        # one pointer: neither is restrict
-        aliasing = {*self.in_place, *self.in_place.values()}
+        # a donated input and the output written over it (runtime/donation.py), or an input
+        # and the output the arena plan writes over it (plan_arena.in_place_shares), may
+        # arrive as one pointer: neither is restrict
+        pairs = {**self.in_place, **{o: i for o, i in written_over(g).items() if o in outs}}
+        aliasing = {*pairs, *pairs.values()}
         params = [f"const {ct.storage(types[v].dtype)}* {'' if v in aliasing else r} in{j}"
                   for j, v in enumerate(k.inputs)]
         params += [f"{ct.storage(types[v].dtype)}* {'' if v in aliasing else r} out{j}"
@@ -242,7 +249,7 @@ class CLikeRenderer:
         fn = self.kernel_fn(prefix, k)
         env = KernelEnv(k, idx, {n.name: n for n in k.nodes}, ins, outs,
                         self.parallel_pragma, fail, sync=self.kernel_sync(), fn=fn,
-                        in_place={o: i for o, i in self.in_place.items() if o in outs},
+                        in_place={o: i for o, i in pairs.items() if o in outs},
                         hoist_bytes=self.hoist_bytes)
         w = Writer(1)
         scratch = 0

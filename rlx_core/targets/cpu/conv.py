@@ -520,6 +520,16 @@ def winograd_tile(n: int, c: int, o: int, groups: int, kh: int, kw: int, sh: int
     return 0
 
 
+def winograd_tile_of(node: Node, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> int:
+    """winograd_tile for a convolution node of input ``x_shape`` and OIHW filter ``w_shape``."""
+    o, c, kh, kw = (int(v) for v in w_shape)
+    sh, sw = (int(v) for v in node.attr("stride"))
+    dh, dw = (int(v) for v in node.attr("dilation"))
+    oh, ow = (int(v) for v in node.type.shape[2:])
+    return winograd_tile(int(x_shape[0]), c, o, int(node.attr("groups")), kh, kw, sh, sw, dh,
+                         dw, oh, ow)
+
+
 # the rule, from single layers (bench_winograd.py: 3x3 + bias + ReLU, CPU time, 1 thread, Zen 1,
 # ONNX Runtime's ratio, direct -> F(2, 3) -> F(4, 3)): 64->64 at 28x28 1.04x -> 1.21x ->
 # 1.68x (batch 1), 0.97x -> 0.98x -> 1.56x (8); 128->128 at 14x14 1.00x -> 1.46x -> 1.59x,

@@ -91,8 +91,32 @@ def _ties(k: Kernel, g: Graph, conv_kind: ConvKind) -> tuple[list[list[str]], li
     return None
 
 
-def plan(g: Graph, conv_kind: ConvKind) -> set[str]:
-    """The values of ``g`` (an LIR graph with kernels) to keep in NCHW8c."""
+def conv_kind_of(g: Graph) -> ConvKind:
+    """How each convolution of ``g`` may run inside a chain of NCHW8c kernels: "direct" (the
+    blocked kernel), "dw" (the blocked depthwise one) or None; f32 with a parameter filter."""
+    from rlx_core.targets.cpu import conv_blocked, depthwise
+
+    params = {v.name for v in g.params}
+
+    def kind(node: Node) -> str | None:
+        wname = node.inputs[1]
+        if node.type.dtype.name != "f32" or wname not in params:
+            return None
+        c = int(g.type_of(node.inputs[0]).shape[1])
+        o, _, kh, kw = g.type_of(wname).shape
+        groups = int(node.attr("groups"))
+        if conv_blocked.in_chain(c, groups, kh, kw):
+            return "direct"
+        return "dw" if depthwise.in_chain(c, o, groups, kh, kw) else None
+
+    return kind
+
+
+def plan(g: Graph, conv_kind: ConvKind, views: set[str] | None = None) -> set[str]:
+    """The values of ``g`` (an LIR graph with kernels) to keep in NCHW8c. ``views``: the
+    values on either side of a reshape that shares its input's bytes (None: the arena plan's
+    aliases). A value the plan writes over another (BufferSlot.over) takes its layout: the
+    in-place rule (inplace.py) allows only pairs this plan puts in one layout anyway."""
     sets = _Sets()
     pinned: set[str] = {v.name for v in (*g.inputs, *g.params)} | set(g.outputs)
     candidates: set[str] = set()
@@ -108,10 +132,11 @@ def plan(g: Graph, conv_kind: ConvKind) -> set[str]:
         for grp in tied:
             sets.tie(grp)
         candidates |= covered
-    if g.plan is not None:  # a reshape's view shares its root's bytes: both stay NCHW
-        for s in g.plan.slots:
-            if s.alias:
-                pinned.update((s.value, s.alias))
+    if views is None:
+        views = {v for s in (g.plan.slots if g.plan else ()) if s.alias for v in (s.value, s.alias)}
+    pinned |= views  # a reshape's view shares its root's bytes: both stay NCHW
+    for out, src in (g.plan.written_over() if g.plan else {}).items():
+        sets.tie([out, src])
     pinned |= {v for v in candidates if not _blockable(g, v)}
     bad = {sets.find(v) for v in pinned}
     return {v for v in candidates if sets.find(v) not in bad}

@@ -11,12 +11,13 @@ import dataclasses
 from typing import Any
 
 from rlx_core.ir.graph import Graph, Kernel, Node, TensorType
+from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
 from rlx_core.targets.c_common.names import c_comment, c_ident
 from rlx_core.targets.c_common.program import CProgram
-from rlx_core.targets.c_common.renderer import CLikeRenderer
+from rlx_core.targets.c_common.renderer import CLikeRenderer, written_over
 from rlx_core.targets.cpu import (
     attention,
     bf16gemm,
@@ -27,6 +28,7 @@ from rlx_core.targets.cpu import (
     i4gemm,
     igemm,
     igemm_packed,
+    inplace,
     isa,
     lapack,
     layout,
@@ -137,7 +139,7 @@ class CpuRenderer(CLikeRenderer):
         self._graph = g
         # bf16 casts of f32 weights whose GEMMs pack the weight themselves (bf16gemm.py)
         self._folded = bf16gemm.foldable_casts(g) if self.prepack_bf16 else {}
-        self._blocked = (layout.plan(g, self._conv_kind)
+        self._blocked = (layout.plan(g, layout.conv_kind_of(g))
                          if self.prepack_conv and layout.enabled() else set())
         cprog = super().render_program(g, prefix)
         # the headers are written before the kernels: drop the GEMM and attention sources
@@ -179,6 +181,13 @@ class CpuRenderer(CLikeRenderer):
             return attention.emit_attention(env, w, node)
         if node.op in conv.OPS:
             lay = layout.lay_of(node, self._blocked)
+            g = self._graph
+            assert g is not None
+            if node.name in written_over(g) and not inplace.conv_in_place(g, node, self._blocked):
+                raise RenderError(f"{node.name}: the arena plan writes this convolution over "
+                                  "its residual, which only its blocked NCHW8c kernel allows",
+                                  hint="compile and render with the same options (inplace.py "
+                                       "asked with them); RLX_ARENA_INPLACE=0 turns it off")
             return conv.emit_conv(env, w, node, self.packed_conv(env, node, lay), lay)
         if node.op in pool.OPS:
             return pool.emit_pool(env, w, node, node.name in self._blocked)
@@ -198,8 +207,6 @@ class CpuRenderer(CLikeRenderer):
             return sparse.emit_sparse(env, w, node, self._counter(env))
         if node.op in lapack.OPS:
             if self.blas is None:
-                from rlx_core.targets.c_common.expr import RenderError
-
                 raise RenderError(f"{node.op} needs LAPACK, and the BLAS library is not "
                                   f"available ({find_blas()[1]})")
             return lapack.emit_linalg(env, w, node)
@@ -375,19 +382,6 @@ class CpuRenderer(CLikeRenderer):
                                self.packed.pointer(self._prefix, pw)))
         return name
 
-    def _conv_kind(self, node: Node) -> str | None:
-        """How a convolution may run inside a chain of NCHW8c kernels (layout.ConvKind)."""
-        wname = node.inputs[1]
-        if node.type.dtype.name != "f32" or wname not in self._params:
-            return None
-        assert self._graph is not None
-        c = int(self._graph.type_of(node.inputs[0]).shape[1])
-        o, _, kh, kw = self._graph.type_of(wname).shape
-        groups = int(node.attr("groups"))
-        if conv_blocked.in_chain(c, groups, kh, kw):
-            return "direct"
-        return "dw" if depthwise.in_chain(c, o, groups, kh, kw) else None
-
     def packed_conv(self, env: KernelEnv, node: Node, lay: int = 0) -> conv.PackedFilter | None:
         """A convolution's filter packed for the blocked direct kernel (conv_blocked.py) or
         transformed for Winograd (winograd.py), when the filter is a graph parameter and the
@@ -401,10 +395,8 @@ class CpuRenderer(CLikeRenderer):
         sh, sw = (int(v) for v in node.attr("stride"))
         oh, ow = node.type.shape[2:]
         groups = int(node.attr("groups"))
-        dh, dw = (int(v) for v in node.attr("dilation"))
         # a Winograd conv's filter transformed and packed per position (winograd.py)
-        m = conv.winograd_tile(int(x.type.shape[0]), c, o, groups, kh, kw, sh, sw, dh, dw,
-                               oh, ow)
+        m = conv.winograd_tile_of(node, x.type.shape, wt.type.shape)
         if groups != 1 or not (lay or m or conv_blocked.use_blocked(
                 int(x.type.shape[1]), o, groups, kh, kw, sh, sw, oh, ow)):
             return None

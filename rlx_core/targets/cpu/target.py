@@ -40,6 +40,13 @@ class CpuTarget:
 
         return NORMS
 
+    def arena_in_place(self, g: Graph, options: Any = None) -> Any:
+        """Which kernels may write their output over an input that dies there
+        (passes/plan_arena.py asks; inplace.py answers), or None for none."""
+        from rlx_core.targets.cpu import inplace
+
+        return inplace.rule(g, options)
+
     @property
     def caps(self) -> Any:
         from rlx_core.targets.cpu.caps import CAPS
@@ -51,10 +58,16 @@ class CpuTarget:
         source``, the explorer's side-by-side kernels). The build may differ where it probes
         the compiler (its own SGEMM micro-kernels replace generated matmul loops)."""
         from rlx_core.targets.cpu.blas import find_blas
+        from rlx_core.targets.cpu.inplace import blocked_convs
         from rlx_core.targets.cpu.renderer import CpuRenderer
 
         blas, _ = find_blas()
-        cprog = CpuRenderer(blas, openmp=True).render_program(lir, "rlx_" + lir.name)
+        try:  # the build's blocked convolutions (the arena plan's in-place shares need them)
+            simd = blocked_convs(None)
+        except TargetUnavailableError:
+            simd = False
+        cprog = CpuRenderer(blas, openmp=True, simd_conv=simd).render_program(lir,
+                                                                              "rlx_" + lir.name)
         return dict(cprog.kernel_sources)
 
     def build(self, lir: Graph, options: Any = None) -> Program:
