@@ -13,16 +13,11 @@ import pytest
 import rlx_core as rlx
 from rlx_core import nn
 from rlx_core.targets.cpu.target import CpuTarget
-from rlx_core.targets.cpu.toolchain import find_compiler
+from tests.targets.simd import skip_unless_simd
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
 
-
-def _skip_unless_simd() -> None:
-    comp = find_compiler()
-    if not (comp.avx2_fma or comp.avx512):
-        pytest.skip("the blocked conv is picked only where the compiler targets AVX2 + FMA")
 
 
 # (x shape, w shape, stride, padding, dilation)
@@ -57,7 +52,7 @@ def test_parameter_filters_run_blocked_and_match_the_reference(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Every case in one program (one C compile), every other one with a bias; blocked
     whatever the rule table says (RLX_CONV_BLOCKED=all)."""
-    _skip_unless_simd()
+    skip_unless_simd()
     monkeypatch.setenv("RLX_CONV_BLOCKED", "all")
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal(c[0]).astype(np.float32) for c in CASES]
@@ -100,7 +95,7 @@ def test_epilogues_fold_into_the_blocked_store(act: str) -> None:
     """relu(conv(x) + b + x) and clip(conv(x) + b, 0, 6) on 20 channels (a partial panel and
     a partial block) at 7x7, batch 2: conv2d_fused with a residual / clip, blocked by the
     rule table."""
-    _skip_unless_simd()
+    skip_unless_simd()
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 20, 7, 7)).astype(np.float32)
     w = (rng.standard_normal((20, 20, 3, 3)) * 0.2).astype(np.float32)
@@ -122,7 +117,7 @@ def test_epilogues_fold_into_the_blocked_store(act: str) -> None:
 
 def test_grouped_and_input_filters_stay_on_the_implicit_gemm(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    _skip_unless_simd()
+    skip_unless_simd()
     monkeypatch.setenv("RLX_CONV_BLOCKED", "all")
     rng = np.random.default_rng(2)
     x = rng.standard_normal((1, 8, 9, 9)).astype(np.float32)
@@ -142,7 +137,7 @@ def test_grouped_and_input_filters_stay_on_the_implicit_gemm(
 
 
 def test_binding_another_filter_packs_it_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    _skip_unless_simd()
+    skip_unless_simd()
     monkeypatch.setenv("RLX_WINOGRAD", "0")  # a 3x3 stride-1 conv: direct, not Winograd
     rng = np.random.default_rng(3)
     x = rng.standard_normal((1, 16, 8, 8)).astype(np.float32)
@@ -159,7 +154,7 @@ def test_binding_another_filter_packs_it_again(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_the_switch_turns_the_blocked_kernel_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    _skip_unless_simd()
+    skip_unless_simd()
     monkeypatch.setenv("RLX_CONV_BLOCKED", "0")
     rng = np.random.default_rng(4)
     x = rng.standard_normal((1, 16, 8, 8)).astype(np.float32)
@@ -177,7 +172,7 @@ def test_a_one_channel_stem_runs_blocked_not_as_a_depthwise_conv(o: int, pool: b
     filter is packed, so it must run on the blocked kernel (before the fix the program called
     rlx_cb_pack without its source: a load error; and a 16-channel output planned NCHW8c for
     the pool after it would have been written as NCHW)."""
-    _skip_unless_simd()
+    skip_unless_simd()
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 1, 8, 8)).astype(np.float32)
     w = rng.standard_normal((o, 1, 3, 3)).astype(np.float32)
@@ -200,7 +195,7 @@ def test_the_tiles_store_a_blocked_output_with_its_epilogue() -> None:
     bias or none, ReLU, clip and no activation, and a 3-channel stem (rlx_cb_tile: its full
     panel fused, its last 8 channels through the store pass); a NaN in the input stays NaN
     through ReLU as in the reference (rlx_max_f), wherever it spreads."""
-    _skip_unless_simd()
+    skip_unless_simd()
     rng = np.random.default_rng(5)
     shapes = {"w0": (32, 16, 1, 1), "w1": (40, 32, 3, 3), "w2": (208, 40, 1, 1),
               "w3": (40, 208, 1, 1), "w4": (8, 40, 1, 1), "s0": (24, 3, 3, 3),
@@ -246,7 +241,7 @@ def test_blocked_outputs_of_a_last_panel_of_8_write_only_their_blocks(
     block written past one output's end would change a neighbour in the arena: each of the
     three sizes twice, in both orders, so some neighbour was written before. Every conv on
     the direct blocked kernel (no Winograd, the 1x1 heads too)."""
-    _skip_unless_simd()
+    skip_unless_simd()
     monkeypatch.setenv("RLX_CONV_BLOCKED", "all")
     monkeypatch.setenv("RLX_WINOGRAD", "0")
     rng = np.random.default_rng(7)

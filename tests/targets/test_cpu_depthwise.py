@@ -14,7 +14,7 @@ import pytest
 import rlx_core as rlx
 from rlx_core import nn
 from rlx_core.targets.cpu.target import CpuTarget
-from rlx_core.targets.cpu.toolchain import find_compiler
+from tests.targets.simd import skip_unless_simd
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
@@ -74,9 +74,7 @@ def test_blocked_depthwise_matches_the_reference(family: str,
     if family != "native" and family not in isa.forced_paths():
         pytest.skip(f"this CPU does not run the {family} path")
     monkeypatch.setenv("RLX_CPU_ISA", family)
-    comp = find_compiler()
-    if not (comp.avx2_fma or comp.avx512):
-        pytest.skip("the blocked kernels are picked only where the compiler targets AVX2 + FMA")
+    skip_unless_simd()
     rng = np.random.default_rng(0)
     f = _program(rng)
     xs = [rng.standard_normal((2, C, h, w)).astype(np.float32) for h, w, *_ in CASES]
@@ -95,9 +93,7 @@ def test_blocked_depthwise_runs_backward_over_a_large_batch(
     """An input above conv_blocked.L3_BYTES (0 here) is read from the last (image, block) item
     to the first, where the conv before it left it in the cache; same results, residual and
     epilogue included, 3 images."""
-    comp = find_compiler()
-    if not (comp.avx2_fma or comp.avx512):
-        pytest.skip("the blocked kernels are picked only where the compiler targets AVX2 + FMA")
+    skip_unless_simd()
     from rlx_core.targets.cpu import conv_blocked
     from rlx_core.targets.cpu.renderer import render_program
 

@@ -11,16 +11,11 @@ import pytest
 import rlx_core as rlx
 from rlx_core import nn
 from rlx_core.targets.cpu.target import CpuTarget
-from rlx_core.targets.cpu.toolchain import find_compiler
+from tests.targets.simd import skip_unless_simd
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
 
-
-def _skip_unless_simd() -> None:
-    comp = find_compiler()
-    if not (comp.avx2_fma or comp.avx512):
-        pytest.skip("the blocked kernels are picked only where the compiler targets AVX2 + FMA")
 
 
 def _block(rng: np.random.Generator, tail: str):
@@ -58,7 +53,7 @@ def _residual_convs(exe) -> dict[str, str]:
 @pytest.mark.parametrize("batch", [1, 3])
 def test_a_conv_writes_over_its_dying_blocked_residual(monkeypatch: pytest.MonkeyPatch,
                                                        batch: int) -> None:
-    _skip_unless_simd()
+    skip_unless_simd()
     rng = np.random.default_rng(batch)
     f = _block(rng, "conv")
     x = rng.standard_normal((batch, 16, 9, 7)).astype(np.float32)
@@ -83,7 +78,7 @@ def test_a_conv_writes_over_its_dying_blocked_residual(monkeypatch: pytest.Monke
 @pytest.mark.parametrize("tail", ["mean", "self"])
 def test_no_share_across_layouts_or_over_the_convs_own_input(
         monkeypatch: pytest.MonkeyPatch, tail: str) -> None:
-    _skip_unless_simd()
+    skip_unless_simd()
     rng = np.random.default_rng(7)
     f = _block(rng, tail)
     x = rng.standard_normal((2, 16, 9, 7)).astype(np.float32)

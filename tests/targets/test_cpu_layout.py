@@ -12,16 +12,11 @@ import pytest
 import rlx_core as rlx
 from rlx_core import nn
 from rlx_core.targets.cpu.target import CpuTarget
-from rlx_core.targets.cpu.toolchain import find_compiler
+from tests.targets.simd import skip_unless_simd
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
 
-
-def _skip_unless_simd() -> None:
-    comp = find_compiler()
-    if not (comp.avx2_fma or comp.avx512):
-        pytest.skip("the blocked kernels are picked only where the compiler targets AVX2 + FMA")
 
 
 def _rel(got, want) -> float:
@@ -57,7 +52,7 @@ def _net(rng: np.random.Generator):
 
 
 def test_a_chain_of_blocked_kernels_matches_the_reference() -> None:
-    _skip_unless_simd()
+    skip_unless_simd()
     rng = np.random.default_rng(0)
     f = _net(rng)
     x = rng.standard_normal((2, 16, 13, 11)).astype(np.float32)
@@ -80,7 +75,7 @@ def test_what_pins_a_value_to_nchw() -> None:
     """A graph output, a value read by a kernel with no blocked form (an elementwise op
     after a reshape-free use: the sum of two convs left unfused), channels that are not whole
     blocks: all NCHW; the conv between blocked neighbours stays blocked."""
-    _skip_unless_simd()
+    skip_unless_simd()
     rng = np.random.default_rng(1)
     w1 = (rng.standard_normal((24, 16, 3, 3)) * 0.2).astype(np.float32)
     w2 = (rng.standard_normal((20, 24, 1, 1)) * 0.2).astype(np.float32)
@@ -104,7 +99,7 @@ def test_what_pins_a_value_to_nchw() -> None:
 
 
 def test_the_switch_turns_the_plan_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    _skip_unless_simd()
+    skip_unless_simd()
     monkeypatch.setenv("RLX_CPU_LAYOUT", "0")
     rng = np.random.default_rng(2)
     f = _net(rng)
@@ -119,7 +114,7 @@ def test_the_switch_turns_the_plan_off(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_residual_in_the_other_layout() -> None:
     """The blocked conv's residual has its own layout: an NCHW graph input added to a
     blocked output, a blocked value added to the NCHW graph output (ResNet's last block)."""
-    _skip_unless_simd()
+    skip_unless_simd()
     rng = np.random.default_rng(3)
     w1 = (rng.standard_normal((16, 16, 3, 3)) * 0.2).astype(np.float32)
     w2 = (rng.standard_normal((16, 16, 1, 1)) * 0.2).astype(np.float32)

@@ -9,6 +9,7 @@ import pytest
 import rlx_core as rlx
 from rlx_core import nn
 from rlx_core.targets.cpu.toolchain import find_compiler
+from tests.targets.simd import skip_unless_simd
 
 pytestmark = pytest.mark.skipif(find_compiler() is None, reason="no C compiler for the cpu target")
 
@@ -93,9 +94,7 @@ def test_blocked_pools_run_backward_over_a_large_batch(monkeypatch: pytest.Monke
     """NCHW8c pooling of an input above conv_blocked.L3_BYTES (0 here) reads its (image,
     block) items from the last to the first, where the conv before it left them cached;
     same results (a max and an average, 3 images)."""
-    comp = find_compiler()
-    if not (comp.avx2_fma or comp.avx512):
-        pytest.skip("the blocked kernels are picked only where the compiler targets AVX2 + FMA")
+    skip_unless_simd()
     from rlx_core.targets.cpu import conv_blocked
     from rlx_core.targets.cpu.renderer import render_program
 
@@ -132,9 +131,7 @@ def test_blocked_pools_match_the_reference(family: str, monkeypatch: pytest.Monk
         pytest.skip(f"this CPU does not run the {family} path")
     monkeypatch.setenv("RLX_CPU_ISA", family)
     monkeypatch.setenv("RLX_WINOGRAD", "0")  # its tiles would spread a NaN over 6 x 6 pixels
-    comp = find_compiler()
-    if not (comp.avx2_fma or comp.avx512):
-        pytest.skip("the blocked kernels are picked only where the compiler targets AVX2 + FMA")
+    skip_unless_simd()
     rng = np.random.default_rng(3)
     w1, w2 = ((rng.standard_normal(s) * 0.3).astype(np.float32)
               for s in ((16, 16, 3, 3), (16, 16, 3, 3)))

@@ -14,17 +14,12 @@ import rlx_core as rlx
 from rlx_core import nn
 from rlx_core.targets.cpu import conv, winograd
 from rlx_core.targets.cpu.target import CpuTarget
-from rlx_core.targets.cpu.toolchain import find_compiler
+from tests.targets.simd import skip_unless_simd
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
 WINO = "rlx-conv-winograd"
-
-
-def _skip_unless_simd() -> None:
-    comp = find_compiler()
-    if not (comp.avx2_fma or comp.avx512):
-        pytest.skip("Winograd runs on the blocked tile, picked only with AVX2 + FMA")
+NO_WINOGRAD = "Winograd runs on the blocked tile, picked only with AVX2 + FMA"
 
 
 def _rel(got, want) -> float:
@@ -60,7 +55,7 @@ def test_winograd_matches_the_reference(m: int, family: str, lazy: str,
     if family != "native" and family not in isa.forced_paths():
         pytest.skip(f"this CPU does not run the {family} path")
     monkeypatch.setenv("RLX_CPU_ISA", family)
-    _skip_unless_simd()
+    skip_unless_simd(NO_WINOGRAD)
     monkeypatch.setenv("RLX_WINOGRAD", str(m))
     monkeypatch.setenv("RLX_WG_LAZY", lazy)
     rng = np.random.default_rng(m)
@@ -106,7 +101,7 @@ def test_blocked_sides_in_a_chain() -> None:
     """Two Winograd convs and a 1x1 between them: NCHW8c inputs, outputs and a residual
     (layout.py), by the rule's own choice (F(4, 3) at 28 x 28, on the fly at 16 x 16 and
     3 x 9 x 9, F(2, 3) on 7 x 7)."""
-    _skip_unless_simd()
+    skip_unless_simd(NO_WINOGRAD)
     rng = np.random.default_rng(5)
     w1 = (rng.standard_normal((32, 16, 3, 3)) * 0.1).astype(np.float32)
     w2 = (rng.standard_normal((32, 32, 1, 1)) * 0.2).astype(np.float32)
@@ -133,7 +128,7 @@ def test_blocked_sides_in_a_chain() -> None:
 def test_what_stays_direct(monkeypatch: pytest.MonkeyPatch) -> None:
     """Even forced, only 3x3 stride-1 undilated groups-1 convs on whole blocks of 8 channels
     run on Winograd."""
-    _skip_unless_simd()
+    skip_unless_simd(NO_WINOGRAD)
     monkeypatch.setenv("RLX_WINOGRAD", "4")
     rng = np.random.default_rng(6)
     x = rng.standard_normal((1, 16, 12, 12)).astype(np.float32)
@@ -164,7 +159,7 @@ def test_what_stays_direct(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_binding_another_filter_transforms_it_again() -> None:
-    _skip_unless_simd()
+    skip_unless_simd(NO_WINOGRAD)
     rng = np.random.default_rng(7)
     x = rng.standard_normal((1, 16, 12, 12)).astype(np.float32)
     w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
@@ -192,7 +187,7 @@ def test_a_nonfinite_filter_matches_the_reference(m: int, family: str,
     if family != "native" and family not in isa.forced_paths():
         pytest.skip(f"this CPU does not run the {family} path")
     monkeypatch.setenv("RLX_CPU_ISA", family)
-    _skip_unless_simd()
+    skip_unless_simd(NO_WINOGRAD)
     monkeypatch.setenv("RLX_WINOGRAD", str(m))
     rng = np.random.default_rng(20 + m)
     wa = (rng.standard_normal((24, 16, 3, 3)) * 0.1).astype(np.float32)

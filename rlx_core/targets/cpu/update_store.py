@@ -17,7 +17,8 @@ FMA peak 190 GFLOP/s per core): the weight-gradient kernel 86.7 -> 83.0 and 84.7
 the step 208.0 -> 204.4 and 203.9 -> 200.2 us, the new W1 bit-identical.
 
 A matmul kernel's output is never a donated input (runtime/donation.py donates only to
-elementwise kernels), so W and C never share memory here; with K over one slice C holds
+elementwise kernels) nor written over an input's arena slot (cpu/inplace.py allows that only
+for elementwise kernels and blocked convs), so W and C never share memory here; with K over one slice C holds
 partial sums until the last slice, and W must still be intact then.
 """
 
