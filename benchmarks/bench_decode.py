@@ -227,22 +227,23 @@ def per_token_work(size: Size) -> tuple[float, float]:
     return flop * 1e-9, (params + 2 * cache) * 4e-9  # caches read, and written out again
 
 
-def working_set_bandwidth(threads: int, gbytes: float, memory_gbs: float) -> float:
-    """GB/s of ``threads`` threads reading a buffer of ``gbytes`` once: the best of 20 passes
-    up to 64 MB (on a busy machine most passes of a 20-MB buffer still run unpreempted), 3
-    beyond; never below ``memory_gbs``, the stored memory bandwidth (peaks.gbps: a larger
-    buffer is read from memory, and a lower figure than the store's is a busy machine's)."""
+def working_set_bandwidth(threads: int, gbytes: float) -> float:
+    """GB/s of ``threads`` threads reading a buffer of ``gbytes`` once, measured now: the best
+    of 20 passes up to 64 MB (on a busy machine most passes of a 20-MB buffer still run
+    unpreempted), 3 beyond. The floor takes the larger of it and the stored memory bandwidth
+    (peaks.gbps: a larger buffer is read from memory, and a lower figure than the store's is
+    a busy or slowed machine's); this run's floor takes it as measured."""
     from rlx_core.targets.cpu.peaks import read_bandwidth
 
     mbytes = max(1, math.ceil(gbytes * 1e3 / 1.048576))
-    return max(memory_gbs, read_bandwidth(threads, mbytes=mbytes, rounds=20 if mbytes <= 64 else 3))
+    return read_bandwidth(threads, mbytes=mbytes, rounds=20 if mbytes <= 64 else 3)
 
 
 def run_size(size: Size, args: Any, torch: Any, clock: Callable[[], float],
              peaks: Any) -> dict[str, Any]:
     import numpy as np
 
-    from benchmarks.peak import floor_fields, floor_text
+    from benchmarks.peak import floor_fields, floor_text, fraction_text
     from rlx_core.models.gpt2 import DecoderConfig, GPT2Decoder, weights_from_torch
 
     model = hf_model(size)
@@ -313,14 +314,18 @@ def run_size(size: Size, args: Any, torch: Any, clock: Callable[[], float],
         # the bytes stream from wherever a buffer of their size lives: the small model's
         # ~19 MB from the last-level cache where it fits (the 256 MB probe behind peaks.gbps
         # reads memory, a floor above a step that never leaves the cache)
-        row["working_set_gbs"] = round(working_set_bandwidth(args.threads, gbytes, peaks.gbps), 1)
-        row.update(floor_fields(gflop, peaks.gflops, p50["rlx"], gbytes,
-                                row["working_set_gbs"]))
+        now_gbs = working_set_bandwidth(args.threads, gbytes)
+        row["working_set_gbs"] = round(max(peaks.kept.gbps, now_gbs), 1)
+        row["working_set_gbs_this_run"] = round(now_gbs, 1)
+        row.update(floor_fields(gflop, peaks.kept.gflops, p50["rlx"], gbytes,
+                                row["working_set_gbs"], peaks.now.gflops, now_gbs))
         row["rlx_hit_overhead_s"] = hit_overhead_s(2 * cfg.n_layer, cfg.cache_shape, clock)
         row["rlx_host_share"] = round(row["rlx_hit_overhead_s"] / p50["rlx"], 4)
     say(f"{size.name}: per token " + "  ".join(f"{n} {v * 1e3:.3f} ms" for n, v in p50.items())
         + "  | rlx speedup " + "  ".join(f"vs {n} {v:.2f}x" for n, v in ratios.items())
-        + (f"  | floor {floor_text(row, digits=3)} ms" if "floor_s" in row else "")
+        + (f"  | floor {floor_text(row, digits=3)} ms (rlx {row['rlx_over_floor']:.2f}x, "
+           f"{row['rlx_over_run_floor']:.2f}x this run's; {fraction_text(row)} of the stored "
+           f"(this run's) FMA peak)" if "floor_s" in row else "")
         + (f"  | rlx host part {row['rlx_hit_overhead_s'] * 1e6:.1f} us"
            if "rlx_hit_overhead_s" in row else "")
         + (f"  | EXCLUDED {bad}" if bad else "  | all within 1e-4"))
@@ -333,7 +338,7 @@ def markdown(data: dict[str, Any], args: Any) -> str:
     clock = "thread CPU time" if args.clock == "thread" else "wall time"
     headers = ["model", "rlx ms/token", "torch ms/token", "torch.compile ms/token",
                "hf-dynamic ms/token", "rlx vs torch", "rlx vs torch.compile",
-               "goal", "floor ms", "rlx host part", "max |diff| vs HF", "rlx compiles"]
+               "goal", "floor ms", "rlx / floor (this run's)", "rlx host part", "max |diff| vs HF", "rlx compiles"]
     rows = []
     for r in data["results"]:
         s = r["per_token_s"]
@@ -349,6 +354,8 @@ def markdown(data: dict[str, Any], args: Any) -> str:
                      f"{r['rlx_speedup'].get('torch', 0):.2f}x",
                      f"{r['rlx_speedup'].get('torch.compile', 0):.2f}x", goal,
                      floor_text(r, digits=3) if "floor_s" in r else "-",
+                     f"{r['rlx_over_floor']:.2f}x ({r['rlx_over_run_floor']:.2f}x)"
+                     if "floor_s" in r else "-",
                      f"{r['rlx_hit_overhead_s'] * 1e6:.1f} us ({r['rlx_host_share']:.1%})"
                      if "rlx_hit_overhead_s" in r else "-",
                      f"{max(r['max_abs_diff_vs_hf'].values()):.1e}",
@@ -372,9 +379,10 @@ def markdown(data: dict[str, Any], args: Any) -> str:
             f"a step's matmul FLOPs at the measured FMA peak ({data['fma_peak_gflops']} "
             f"GFLOP/s) and its f32 weights + KV caches read once at the read bandwidth "
             f"measured on a buffer of their size ({bw}; in the last-level cache where it fits, "
-            f"memory's is {data['read_bandwidth_gbs']} GB/s). Logits of every peer checked against "
-            f"HuggingFace's full forward pass (<= {TOLERANCE:g}) before timing. *rlx host part*: "
-            f"a `@rlx.jit` hit with the step's arguments and no work (`tok + pos`), and its "
+            f"memory's is {data['read_bandwidth_gbs']} GB/s); *rlx / floor*: against it, and "
+            f"in brackets against this run's own peaks ({data['peak_run']}). Logits of every "
+            f"peer checked against HuggingFace's full forward pass (<= {TOLERANCE:g}) before "
+            f"timing. *rlx host part*: a `@rlx.jit` hit with the step's arguments and no work (`tok + pos`), and its "
             f"share of the rlx step.\n\n"
             + markdown_table(headers, rows))
 
@@ -409,15 +417,17 @@ def main(argv: list[str] | None = None) -> int:
 
     clock = time.thread_time if args.clock == "thread" else time.perf_counter
     peaks = bench_peaks(args.threads)
-    say(f"{stamp(run.machine)}; {args.threads} thread(s), {args.clock} clock")
+    say(f"{stamp(run.machine)}; {args.threads} thread(s), {args.clock} clock; peaks: "
+        f"{peaks.summary()}")
     results = [run_size(SIZES[s], args, torch, clock, peaks) for s in args.sizes.split(",")]
     data = {"benchmark": "decode", "machine": finish_run(run), "threads": run.limits,
             "clock": args.clock,
             "n_ctx": N_CTX, "new_tokens": NEW_TOKENS, "prompt": list(PROMPT),
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                          "numpy": np.__version__},
-            "fma_peak_gflops": round(peaks.gflops, 1),
-            "read_bandwidth_gbs": round(peaks.gbps, 1), "results": results}
+            "fma_peak_gflops": round(peaks.kept.gflops, 1),
+            "read_bandwidth_gbs": round(peaks.kept.gbps, 1), "peaks": peaks.to_json(),
+            "peak_run": peaks.summary(), "results": results}
     md = markdown(data, args)
     say(md)
     if not (args.quick or args.no_write):

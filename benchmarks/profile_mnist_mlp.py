@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     impl = {k: v["impl"] for k, v in prof().items()}
     med = {k: float(np.median(v)) * 1e6 for k, v in per.items()}
     step_us, timed_us = float(np.median(calls)) * 1e6, float(np.median(call_p)) * 1e6
-    peak = bench_peaks(num_threads()).gflops
+    peaks = bench_peaks(num_threads())
+    peak, run_peak = peaks.kept.gflops, peaks.now.gflops
     gflop = step_flops(sizes, args.batch) * 1e-9
     kernels = sum(med.values())
     ops = {k.name: ", ".join(dict.fromkeys(n.op for n in k.nodes)) for k in exe.lir.kernels}
@@ -111,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     label = f"{'-'.join(map(str, sizes))}/{args.batch}"
     text = (f"{label}, {num_threads()} thread(s): the step p50 {step_us:.1f} us "
             f"({args.batch / step_us * 1e6:,.0f} img/s, {gflop * 1e6 / step_us / peak:.0%} of the "
-            f"{peak:.0f} GFLOP/s FMA peak); timed build p50 {timed_us:.1f} us, its kernels' "
+            f"stored {peak:.0f} GFLOP/s FMA peak, {gflop * 1e6 / step_us / run_peak:.0%} of this "
+            f"run's {run_peak:.0f}: host at {peaks.host_fraction:.2f}); timed build p50 {timed_us:.1f} us, its kernels' "
             f"medians {kernels:.1f} us; team calls {stats['team_calls']}, shrunk "
             f"{stats['calls_shrunk']}\n")
     say(text + markdown_table(["kernel", "impl", "ops", "us (median)", "of the step"], rows))
@@ -126,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         data = {"benchmark": "profile_mnist_mlp", "machine": mach, "sizes": list(sizes),
                 "batch": args.batch, "runs": args.runs, "step_us_p50": step_us,
                 "timed_us_p50": timed_us, "kernel_us_median": med, "impl": impl,
-                "team": stats, "fma_peak_gflops": peak}
+                "team": stats, "fma_peak_gflops": peak,
+                "peaks": peaks.to_json()}
         stem = machine_stem(f"profile-mnist_mlp-{'-'.join(map(str, sizes))}-b{args.batch}")
         say("wrote " + " ".join(str(p) for p in write_results(stem, data, md)))
     return 0

@@ -256,12 +256,13 @@ def _cmd_tour(args: argparse.Namespace) -> int:
 
 def _cmd_peaks(args: argparse.Namespace) -> int:
     """Run the FMA and bandwidth probes once and remember them (targets/cpu/peaks.py)."""
-    from rlx_core.targets.cpu.peaks import measure_peaks
+    from rlx_core.targets.cpu.peaks import measure_peak_run
 
-    p = measure_peaks(args.threads)
+    run = measure_peak_run(args.threads)
+    p = run.kept
     print(f"{p.cpu}, {p.threads} thread(s): f32 FMA {p.gflops:.1f} GFLOP/s, read "
           f"{p.gbps:.1f} GB/s, ridge {p.ridge:.1f} FLOP/byte (remembered for the explorer; "
-          f"{p.describe()})")
+          f"{p.describe()}); {run.summary()}")
     if not p.quiet:
         print("the machine was busy: these ceilings are below what the CPU can do; run "
               "`rlx peaks` again when it is quiet and the quiet run replaces them")

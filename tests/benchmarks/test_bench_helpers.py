@@ -145,6 +145,32 @@ def test_floor_with_bytes_is_the_larger_of_flops_and_bytes_at_the_bandwidth() ->
     assert floor_fields(1.0, 100.0, 0.02, gbytes=0.001, bandwidth=10.0)["floor_s"] == 0.01
 
 
+def test_floor_against_this_runs_peaks_beside_the_stored_ones() -> None:
+    """A slowed host: the stored ceiling's floor reads rlx at 38%, this run's own at 84%."""
+    from benchmarks.peak import fraction_text, floor_fields
+
+    got = floor_fields(0.0524, 498.0, 0.000277, run_peak=225.0)
+    assert got["rlx_fraction_of_peak"] == 0.38 and got["rlx_fraction_of_run_peak"] == 0.841
+    assert got["run_floor_s"] == pytest.approx(0.0524 / 225.0)
+    assert "rlx_over_run_floor" not in got  # no bytes given: a FLOP floor only
+    assert fraction_text(got) == "38% (84%)"
+    assert fraction_text(floor_fields(0.0524, 498.0, 0.000277)) == "38%"
+    small = floor_fields(0.01, 100.0, 0.009, 0.042, 14.0, run_peak=45.0, run_bandwidth=7.0)
+    assert small["run_floor_s"] == pytest.approx(0.006)  # the bytes at this run's bandwidth
+    assert (small["rlx_over_floor"], small["rlx_over_run_floor"]) == (3.0, 1.5)
+
+
+def test_caption_names_this_runs_peaks_given_a_peak_run() -> None:
+    from benchmarks.peak import caption
+    from rlx_core.targets.cpu.peaks import PeakRun, Peaks
+
+    kept = Peaks(498.0, 48.0, 2, "test", "then", 0.2, 0.0, True)
+    now = Peaks(216.0, 19.4, 2, "test", "now", 1.0, 0.1, True)
+    text = caption(498.0, 2, "the step's GEMM FLOPs", PeakRun(now, kept))
+    assert "498 GFLOP/s" in text and "this run 216 GFLOP/s" in text
+    assert "host at 0.43 (FMA)" in text and "in brackets of this run's own" in text
+
+
 def test_bandwidth_probe_measures_something() -> None:
     from rlx_core.targets.cpu.target import CpuTarget
 

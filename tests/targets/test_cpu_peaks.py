@@ -16,6 +16,7 @@ from rlx_core.targets.cpu.peaks import (
     Peaks,
     is_quiet,
     machine_peaks,
+    measure_peak_run,
     measure_peaks,
     merge,
 )
@@ -48,11 +49,27 @@ def test_quiet_means_other_processes_left_the_cpus_or_the_load_did() -> None:
     assert not is_quiet(-1.0, -1.0, 2, 2)  # nothing known: not quiet
 
 
-def _fake(monkeypatch: pytest.MonkeyPatch, gflops: float, gbps: float, load: float) -> None:
+def test_merge_keeps_the_port_count_and_clock_of_the_row_whose_peak_won() -> None:
+    """A quiet but slower run (a throttled host; two threads contending for the port probe)
+    measured fma_ports=1 beside a kept 2: the kept row's peak must keep its own ports and clock."""
+    fast = Peaks(249.0, 22.0, 2, "test", "quiet day", 0.2, 0.0, True, fma_ports=2, ghz=3.97)
+    slow = Peaks(216.0, 19.4, 2, "test", "slow day", 1.0, 0.1, True, fma_ports=1, ghz=3.5)
+    got = merge(fast, slow)
+    assert (got.gflops, got.fma_ports, got.ghz, got.measured, got.load) == \
+        (249.0, 2, 3.97, "quiet day", 0.2)
+    assert got.gbps == 22.0
+    won = merge(slow, fast)  # the faster run arriving later wins with its own fields
+    assert (won.gflops, won.fma_ports, won.ghz, won.measured) == (249.0, 2, 3.97, "quiet day")
+    unmeasured = Peaks(260.0, 20.0, 2, "test", "old", 0.1, 0.0, True)  # stored before ports
+    assert (merge(unmeasured, slow).fma_ports, merge(unmeasured, slow).ghz) == (1, 3.5)
+
+
+def _fake(monkeypatch: pytest.MonkeyPatch, gflops: float, gbps: float, load: float,
+          ports: int = 2) -> None:
     monkeypatch.setattr(peaks_mod, "fma_peak", lambda n: gflops)
     monkeypatch.setattr(peaks_mod, "read_bandwidth", lambda n: gbps)
     monkeypatch.setattr(peaks_mod, "fma_ports",
-                        lambda g: peaks_mod.FmaPorts(2, 3.0, 16, g))
+                        lambda g: peaks_mod.FmaPorts(ports, 3.0, 16, g))
     monkeypatch.setattr(peaks_mod, "_cpu_seconds", lambda: None)
     monkeypatch.setattr(peaks_mod, "load_average", lambda: load)
 
@@ -140,3 +157,25 @@ def test_port_probe_runs_and_reports_the_vector_width_of_the_path() -> None:
     if want is not None:
         assert got.lanes == want
         assert got.ghz > 0 and got.ports >= 1
+
+
+def test_a_peak_run_reports_this_runs_measurement_beside_the_kept_ceiling(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a slowed host the store keeps the quiet day's ceiling; the run's own figures and the
+    ratio come back beside it (what the benchmarks print: "host at 0.44 of its stored peak")."""
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    _fake(monkeypatch, 498.0, 48.0, 0.2)
+    first = measure_peak_run(2)
+    assert first.now == first.kept and first.host_fraction == 1.0
+    _fake(monkeypatch, 216.0, 19.4, 0.3, ports=1)  # quiet, but the host runs at 0.43
+    run = measure_peak_run(2)
+    assert (run.now.gflops, run.now.gbps, run.now.fma_ports) == (216.0, 19.4, 1)
+    assert (run.kept.gflops, run.kept.gbps, run.kept.fma_ports) == (498.0, 48.0, 2)
+    assert run.host_fraction == pytest.approx(216.0 / 498.0)
+    assert run.bandwidth_fraction == pytest.approx(19.4 / 48.0)
+    assert "host at 0.43 (FMA) and 0.40 (bandwidth) of its stored peak 498" in run.summary()
+    assert run.describe().startswith(run.kept.describe())
+    data = run.to_json()
+    assert data["gflops"] == 498.0 and data["this_run"]["gflops"] == 216.0
+    assert data["host_fraction"] == 0.434
+    assert measure_peaks(2) == machine_peaks(2)  # the kept row, as before
