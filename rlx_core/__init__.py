@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlx_core import nn
-from rlx_core.api import JitFunction, TargetInfo, compile, jit, lower, targets
+# rlx.targets() is the subpackage, callable (rlx_core/targets/__init__.py), not a function
+# bound over it: `import rlx_core.targets.cpu.toolchain as tc` must find the package
+from rlx_core import nn, targets
+from rlx_core.api import JitFunction, TargetInfo, compile, jit, lower
 from rlx_core.compile_trace import CompileTrace
 from rlx_core.errors import (
     ArgumentError,
