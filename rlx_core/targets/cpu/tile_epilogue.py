@@ -29,15 +29,16 @@ from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
 CTX = "tctx"  # the kernel's local holding the context
 
 # STREAMED: an epilogue that reads another operand as large as C (a residual; an SGD update
-# W - c * dot is stored by the GEMM itself, update_store.py) keeps the block epilogue. Tile by tile it reads that operand in pieces of 8 rows
-# x 128 bytes, which the hardware prefetcher does not follow; the block epilogue streams whole
-# rows. Timed per kernel in one process (RLX_CPU_PROFILE, 784-512-512-10 at batch 128, 2
-# threads): the 512 x 512 weight gradient with its SGD update took 557 us tile by tile against
-# 393 us with the block epilogue, while the forward GEMMs with bias + ReLU took 574 and 387 us
-# against 631 and 438. The rule counts bytes: a ReLU's byte mask (the MLP step's input
-# gradient, select(mask, g W2, 0)) is a quarter of C's bytes, and tile by tile its select
-# saved ~2 us of the 784-128-10/128 step's small kernels (2 threads, Emerald Rapids, both
-# builds in one process in turns, SCHED_FIFO: 23.6 -> 21.4 and 23.2 -> 21.3 us).
+# W - c * dot is stored by the GEMM itself, update_store.py) keeps the block epilogue. Tile by
+# tile it reads that operand in pieces of 8 rows x 128 bytes, which the hardware prefetcher does not
+# follow; the block epilogue streams whole rows. Timed per kernel in one process
+# (RLX_CPU_PROFILE, 784-512-512-10 at batch 128, 2 threads): the 512 x 512 weight gradient with
+# its SGD update took 557 us tile by tile against 393 us with the block epilogue, while the
+# forward GEMMs with bias + ReLU took 574 and 387 us against 631 and 438. The rule counts
+# bytes: a ReLU's byte mask (the MLP step's input gradient, select(mask, g W2, 0)) is a quarter
+# of C's bytes, and tile by tile its select saved ~2 us of the 784-128-10/128 step's small
+# kernels (2 threads, Emerald Rapids, both builds in one process in turns, SCHED_FIFO: 23.6 ->
+# 21.4 and 23.2 -> 21.3 us).
 
 
 def enabled() -> bool:
