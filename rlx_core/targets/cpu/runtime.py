@@ -117,9 +117,12 @@ class NativeProgram:
     def __init__(self, cprog: CProgram, path: str, param_data: dict[str, Any]):
         self.cprog = cprog
         self.lib = load_library(path)
-        self.entry = getattr(self.lib, cprog.entry)
+        # this program's own handle on the entry point (lib[name] is a new one, lib.name the
+        # library's shared one), without argtypes: run passes the three pointer arrays and a
+        # c_void_p arena, which ctypes hands to C as they are (with argtypes [c_void_p] * 4
+        # each went through c_void_p.from_param: ~0.5 us of a 5-10 us call)
+        self.entry = self.lib[cprog.entry]
         self.entry.restype = None
-        self.entry.argtypes = [ctypes.c_void_p] * 4
         self.error = getattr(self.lib, cprog.error_fn)
         self.error.restype = ctypes.c_int
         self.error.argtypes = [ctypes.c_void_p]
@@ -181,8 +184,9 @@ class NativeProgram:
         self._out_ptrs = (ctypes.c_void_p * max(1, len(cp.output_types)))()
         self._info = (ctypes.c_int64 * 2)()
         self._par_key: tuple[Any, ...] | None = None
+        self._no_params = (0,) * len(cp.param_names)  # the key when run gets no params
         self._keep: list[Any] = []
-        self._arena_ptr = self._aligned_arena().ctypes.data  # the arena never moves
+        self._arena_ptr = ctypes.c_void_p(self._aligned_arena().ctypes.data)  # never moves
         # a program none of whose kernels reports an index error needs no error check
         self._can_fail = cp.source.count(f"{cp.prefix}_fail(") > 1
         self._addr = data_address(np)
@@ -205,15 +209,17 @@ class NativeProgram:
         ins = []
         for i, (x, (shape, want, bf16)) in enumerate(zip(inputs, self._in_specs, strict=True)):
             # the common case (a contiguous array of the storage dtype) is passed as it is
-            if (bf16 or type(x) is not np.ndarray or x.dtype != want or x.shape != shape
-                    or not x.flags.c_contiguous):
+            # (a dtype of the host's byte order is one object: `is` settles most calls)
+            if (bf16 or type(x) is not np.ndarray or (x.dtype is not want and x.dtype != want)
+                    or x.shape != shape or not x.flags.c_contiguous):
                 x = to_storage(x, cp.input_types[i], f"input {i}")
             ins.append(x)
         outs = [np.empty(shape, want) for shape, want in self._out_specs]
         addr = self._addr
         failed = 0
         with self._lock:  # one arena and one set of pointer arrays per program
-            key = tuple(id(params.get(n)) if params else 0 for n in cp.param_names)
+            key = tuple([id(params.get(n)) for n in cp.param_names]) if params \
+                else self._no_params
             if key != self._par_key:
                 pars = [self._param(n, t, params)
                         for n, t in zip(cp.param_names, cp.param_types, strict=True)]
