@@ -69,7 +69,7 @@ def _fake(monkeypatch: pytest.MonkeyPatch, gflops: float, gbps: float, load: flo
     monkeypatch.setattr(peaks_mod, "fma_peak", lambda n: gflops)
     monkeypatch.setattr(peaks_mod, "read_bandwidth", lambda n: gbps)
     monkeypatch.setattr(peaks_mod, "fma_ports",
-                        lambda g: peaks_mod.FmaPorts(ports, 3.0, 16, g))
+                        lambda g=None: peaks_mod.FmaPorts(ports, 3.0, 16, g or gflops))
     monkeypatch.setattr(peaks_mod, "_cpu_seconds", lambda: None)
     monkeypatch.setattr(peaks_mod, "load_average", lambda: load)
 
@@ -179,3 +179,23 @@ def test_a_peak_run_reports_this_runs_measurement_beside_the_kept_ceiling(
     assert data["gflops"] == 498.0 and data["this_run"]["gflops"] == 216.0
     assert data["host_fraction"] == 0.434
     assert measure_peaks(2) == machine_peaks(2)  # the kept row, as before
+
+
+def test_the_port_count_times_one_thread_whatever_the_thread_count(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two threads' peak over two reads low while another process shares a core: the port
+    probe is given one thread's peak (its own, for n > 1), never the n-thread sum over n."""
+    seen: list[float | None] = []
+    monkeypatch.setattr(peaks_mod, "fma_peak", lambda n: 171.0)
+    monkeypatch.setattr(peaks_mod, "read_bandwidth", lambda n: 5.0)
+    monkeypatch.setattr(peaks_mod, "_cpu_seconds", lambda: None)
+    monkeypatch.setattr(peaks_mod, "load_average", lambda: 0.5)
+
+    def ports(g: float | None = None) -> peaks_mod.FmaPorts:
+        seen.append(g)
+        return peaks_mod.FmaPorts(2, 2.25, 16, 146.0 if g is None else g)
+
+    monkeypatch.setattr(peaks_mod, "fma_ports", ports)
+    assert peaks_mod.measure(2).fma_ports == 2 and seen == [None]
+    peaks_mod.measure(1)
+    assert seen == [None, 171.0]  # one thread: its own peak is the one-core figure
