@@ -62,6 +62,37 @@ def liveness(g: Graph) -> dict[str, tuple[int, int]]:
     return spans
 
 
+def reordered(g: Graph, order: list[int]) -> Graph:
+    """``g`` with its kernels (and their nodes) in ``order``, a permutation the target chose
+    (its ``kernel_order``) that keeps every kernel after the kernels writing its inputs."""
+    if order == list(range(len(g.kernels))):
+        return g
+    kernels = [g.kernels[i] for i in order]
+    done = {v.name for v in (*g.inputs, *g.params)}
+    for k in kernels:
+        if any(v not in done for v in k.inputs):
+            raise VerifyError(f"plan_arena: the target's kernel order runs @{k.name} before "
+                              "a kernel writing its input",
+                              hint="the target's kernel_order must keep data dependences")
+        done.update(k.outputs)
+    out = g.with_nodes(tuple(n for k in kernels for n in k.nodes))
+    out.kernels = kernels
+    return out
+
+
+def hold_through(g: Graph, spans: dict[str, tuple[int, int]],
+                 phases: list[tuple[int, int]]) -> None:
+    """Keep every value that kernels ``a..b`` of a phase read or write alive to ``b``, for
+    each phase (a, b): the target runs those kernels side by side on several threads (the
+    cpu's runs of row-wise kernels, cpu/row_split.py), so no value of the phase may take the
+    bytes of another that a kernel of it touched."""
+    for a, b in phases:
+        for k in g.kernels[a:b + 1]:
+            for v in (*k.inputs, *k.outputs):
+                if v in spans:
+                    spans[v] = (spans[v][0], max(spans[v][1], b))
+
+
 def deferred_waits(g: Graph) -> dict[int, int]:
     """kernel index of each deferred collective -> the kernel before which it completes
     (the first kernel reading its result; ``len(g.kernels)``: at the end of the call)."""
@@ -160,8 +191,14 @@ class PlanArena:
         if g.level is not Level.LIR:
             raise VerifyError(f"plan_arena expects a LIR graph, got {g.level.value} @{g.name}",
                               hint="run Fuse first: the plan places kernel outputs")
+        order = getattr(ctx.target, "kernel_order", None)
+        if callable(order):
+            g = reordered(g, order(g, ctx.options))
         types = g.values()
         spans = liveness(g)
+        phases = getattr(ctx.target, "arena_phases", None)
+        if callable(phases):
+            hold_through(g, spans, phases(g, ctx.options))
         sizes = {v: align_up(types[v].type.nbytes, self.alignment) for v in spans}
         alias = aliases(g, spans) if self.alias_reshapes else {}
         rule = getattr(ctx.target, "arena_in_place", None) if self.in_place else None

@@ -61,10 +61,17 @@ class KernelEnv:
     # bytes of stack a serial elementwise kernel may use for an inline transcendental's results
     # computed in one flat pass first (``_hoisted``); 0: never (targets with small stacks)
     hoist_bytes: int = 0
+    # the block of rows (leading-axis indices, C expressions lo, hi) this call writes, read
+    # from the kernel's parameters ROW_ARGS: the cpu team splits small row-wise kernels by
+    # rows (cpu/row_split.py); None: the whole tensor
+    rows: tuple[str, str] | None = None
 
     @property
     def buffers(self) -> dict[str, Buffer]:
         return {**self.inputs, **self.outputs}
+
+
+ROW_ARGS = ("rlx_r0", "rlx_r1")  # a row-split kernel's row bounds (KernelEnv.rows)
 
 
 def is_virtual(n: Node) -> bool:
@@ -137,6 +144,9 @@ def emit_elementwise(env: KernelEnv, w: Writer,
     amap = identity(n, tuple(range(n)))
     work = math.prod(shape)
 
+    if env.rows is not None and bounds is None:  # this call's rows only, on one thread
+        bounds = {0: env.rows}
+        env, k = _hoisted(env, w, shape, env.rows)
     pragma = env.parallel(work, 0) if bounds is None else None
     if pragma is None and bounds is None:
         env, k = _hoisted(env, w, shape)
@@ -171,11 +181,13 @@ HOIST_OPS = ("exp", "tanh", "erf", "logistic")
 HOIST_INNER = 16
 
 
-def _hoisted(env: KernelEnv, w: Writer, shape: Shape) -> tuple[KernelEnv, Kernel]:
+def _hoisted(env: KernelEnv, w: Writer, shape: Shape, rows: tuple[str, str] | None = None
+             ) -> tuple[KernelEnv, Kernel]:
     """A serial elementwise kernel whose last axis is short: each inline transcendental of a
     kernel input of the output's shape (read at the same index) is computed first in one flat
     loop into a stack array (at most ``env.hoist_bytes`` in all), which the nest then reads
-    as an input. Returns the kernel and env the nest is written from."""
+    as an input. With ``rows`` (lo, hi of the leading axis) only those rows' values are
+    computed. Returns the kernel and env the nest is written from."""
     k = env.kernel
     n = math.prod(shape)
     if not env.hoist_bytes or len(shape) < 2 or shape[-1] >= HOIST_INNER or n <= shape[-1]:
@@ -198,7 +210,9 @@ def _hoisted(env: KernelEnv, w: Writer, shape: Shape) -> tuple[KernelEnv, Kernel
         arr = f"rlx_pre{j}"
         x = env.inputs[node.inputs[0]].ptr
         w.line(f"float {arr}[{n}];")
-        w.line(f"for (int64_t i = 0; i < {n}; ++i) {arr}[i] = "
+        lo, hi = ("0", str(n)) if rows is None else (f"({rows[0]}) * {n // shape[0]}",
+                                                      f"({rows[1]}) * {n // shape[0]}")
+        w.line(f"for (int64_t i = {lo}; i < {hi}; ++i) {arr}[i] = "
                f"{render(node.op, dict(node.attrs), [f'{x}[i]'], [dt.f32], dt.f32)};")
         inputs[node.name] = Buffer(arr, node.type)
     gone = {node.name for node in picked}
@@ -297,11 +311,17 @@ def emit_reduce(env: KernelEnv, w: Writer) -> str:
     before = _ancestors(k, red, env.nodes)
     d = env.buffers[xname].type.dtype if xname in env.buffers else env.nodes[xname].type.dtype
     work = math.prod(xshape)
-    if red.op != "argmax" and n - 1 in kept and xshape[-1] >= COLUMN_MIN:
+    if red.op != "argmax" and n - 1 in kept and xshape[-1] >= COLUMN_MIN and env.rows is None:
         return _emit_column_reduce(env, w, red, xname, xshape, axes, before, d)
 
+    # a row-split call (env.rows) sums its rows of the first kept axis, which is axis 0
+    rows = {0: env.rows} if env.rows is not None and kept[:1] == (0,) else None
+    if env.rows is not None and rows is None:
+        raise RenderError(f"kernel {k.name}: rows of a reduction over its leading axis")
+
     def emit(b: Body, plan: LoopPlan) -> None:
-        outer = open_loops(b.out, plan, 0, env.parallel(work, 0), collapse_all=True)
+        pragma = env.parallel(work, 0) if rows is None else None
+        outer = open_loops(b.out, plan, 0, pragma, collapse_all=True, bounds=rows)
         acc = b.fresh("acc")
         if red.op == "argmax":
             b.out.line(f"{ct.value(d)} {acc} = 0;")
@@ -331,7 +351,7 @@ def emit_reduce(env: KernelEnv, w: Writer) -> str:
         _after_reduce(env, b, red, before, rmap)
         close_loops(b.out, outer)
 
-    body = two_phase(env, extents, groups, emit, merge=red.op != "argmax")
+    body = two_phase(env, extents, groups, emit, merge=red.op != "argmax" and rows is None)
     w.lines.extend("    " * (w.depth - 1) + line for line in body.out.lines)
     return "generated-reduce"
 
@@ -449,12 +469,19 @@ def emit_opaque(env: KernelEnv, w: Writer) -> str:
     op = node.op
     if op in INDEX_MAP_OPS:
         return emit_elementwise(env, w).replace("elementwise", op)
+    if op == "reshape" and env.rows is not None:  # this call's rows: same bytes per row
+        row = out.type.nbytes // out.type.shape[0]
+        lo, hi = env.rows
+        w.line(f"memcpy((char*){out.ptr} + ({lo}) * {row}, "
+               f"(const char*){env.inputs[node.inputs[0]].ptr} + ({lo}) * {row}, "
+               f"(size_t)(({hi}) - ({lo})) * {row});")
+        return "copy"
     if op == "reshape":
         _copy_spread(env, w, out.ptr, env.inputs[node.inputs[0]].ptr, out.type.nbytes,
                      out.type.size)
         return "copy"
     if op == "constant":
-        return _constant(node, out, w)
+        return _constant(node, out, w, env.rows)
     if op == "iota":
         return _iota(env, node, out, w)
     if op == "pad":
@@ -469,7 +496,7 @@ def emit_opaque(env: KernelEnv, w: Writer) -> str:
                       hint="the target's capability table claims an op its renderer lacks")
 
 
-def _constant(node: Node, out: Buffer, w: Writer) -> str:
+def _constant(node: Node, out: Buffer, w: Writer, rows: tuple[str, str] | None = None) -> str:
     d = node.type.dtype
     vals = node.attr("value")
     store_t = "uint16_t" if d in (dt.f16, dt.bf16) else ct.storage(d)
@@ -482,6 +509,11 @@ def _constant(node: Node, out: Buffer, w: Writer) -> str:
     # broadcast of 2 (seen in the assembly of a TopK program's index table; -mno-avx512f or
     # -fno-builtin-memcpy gave the right values); tests/onnx/test_import_topk.py checks it
     w.line("const void* volatile src = data;")
+    if rows is not None:  # this call's rows (row_split): the same bytes of the table
+        row = out.type.nbytes // out.type.shape[0]
+        w.line(f"memcpy((char*){out.ptr} + ({rows[0]}) * {row}, (const char*)src + "
+               f"({rows[0]}) * {row}, (size_t)(({rows[1]}) - ({rows[0]})) * {row});")
+        return "constant"
     _copy_bytes(w, out.ptr, "src", out.type.nbytes)
     return "constant"
 

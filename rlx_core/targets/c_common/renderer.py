@@ -20,6 +20,7 @@ from rlx_core.targets.c_common import ctype_table as ct
 from rlx_core.targets.c_common.body import NODE_COMMENT, Buffer
 from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import (
+    ROW_ARGS,
     KernelEnv,
     emit_elementwise,
     emit_opaque,
@@ -89,6 +90,11 @@ class CLikeRenderer:
 
     def extra_headers(self) -> list[str]:
         return []
+
+    def row_split(self, idx: int) -> bool:
+        """Does kernel ``idx`` run a block of its rows per call (parameters ROW_ARGS,
+        KernelEnv.rows), the caller looping over the blocks (the cpu team: row_split.py)?"""
+        return False
 
     def extra_functions(self, prefix: str) -> str:
         """Exported helpers placed after the entry point (e.g. a thread-count setter)."""
@@ -247,10 +253,13 @@ class CLikeRenderer:
         params += [f"{ct.storage(types[v].dtype)}* {'' if v in aliasing else r} out{j}"
                    for j, v in enumerate(k.outputs)]
         fn = self.kernel_fn(prefix, k)
+        rows = self.row_split(idx)
         env = KernelEnv(k, idx, {n.name: n for n in k.nodes}, ins, outs,
                         self.parallel_pragma, fail, sync=self.kernel_sync(), fn=fn,
                         in_place={o: i for o, i in pairs.items() if o in outs},
-                        hoist_bytes=self.hoist_bytes)
+                        hoist_bytes=self.hoist_bytes, rows=ROW_ARGS if rows else None)
+        if rows:
+            env.extra_args += [(f"const int64_t {a}", a) for a in ROW_ARGS]
         w = Writer(1)
         scratch = 0
         if k.kind == "elementwise":

@@ -12,7 +12,7 @@ from typing import Any
 
 from rlx_core.ir.graph import Graph, Kernel, Node, TensorType
 from rlx_core.targets.c_common.expr import RenderError
-from rlx_core.targets.c_common.kernels import KernelEnv
+from rlx_core.targets.c_common.kernels import ROW_ARGS, KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
 from rlx_core.targets.c_common.names import c_comment, c_ident
@@ -33,6 +33,7 @@ from rlx_core.targets.cpu import (
     lapack,
     layout,
     pool,
+    row_split,
     sgemm,
     sparse,
     splat,
@@ -91,6 +92,9 @@ class CpuRenderer(CLikeRenderer):
         self._scratch: dict[int, int] = {}  # kernel -> where the scratch area it uses begins
         self._splits = False  # does any kernel share its work out over the team?
         self._folded: dict[str, str] = {}  # cast output -> f32 weight (bf16gemm.foldable_casts)
+        # runs of small row-wise kernels shared out by rows (row_split.py): first -> group
+        self._row_groups: dict[int, row_split.RowGroup] = {}
+        self._row_kernels: set[int] = set()  # their kernels
 
     def parallel_pragma(self, work: int, collapse: int) -> str | None:
         if self._mode == "team":
@@ -116,6 +120,29 @@ class CpuRenderer(CLikeRenderer):
                 self.team_mode, self._mode = True, "team"
         return cprog
 
+    def _plan_rows(self, g: Graph) -> dict[int, row_split.RowGroup]:
+        """The runs of small row-wise kernels the team shares out by rows (row_split.plan)."""
+        where, _ = self.places(g)
+        types = {name: v.type for name, v in g.values().items()}
+        small = [not self.aliased(g, k) and max(types[v].size for v in (*k.inputs, *k.outputs))
+                 < self.parallel_min_work for k in g.kernels]
+        return row_split.plan(g, types, self._region_of(where, types), small)
+
+    def _region_of(self, where: dict, types: dict):
+        """value -> the bytes it occupies (team.Region): its arena byte range, or its whole
+        caller buffer (an output written over a donated input is that input)."""
+        whole = 1 << 62
+
+        def region(v: str) -> team.Region:
+            place = where[self.in_place.get(v, v)]
+            if place.space == "arena":
+                return ("arena", 0, place.index, place.index + max(types[v].nbytes, 1))
+            return (place.space, place.index, 0, whole)
+        return region
+
+    def row_split(self, idx: int) -> bool:
+        return idx in self._row_kernels
+
     @property
     def blocked_values(self) -> list[str]:
         """The values the last rendered program keeps in NCHW8c (layout.py), sorted."""
@@ -137,6 +164,8 @@ class CpuRenderer(CLikeRenderer):
         self._prefix = c_ident(prefix, "p")  # as the base renderer spells it
         # the activations kept in NCHW8c between blocked kernels (layout.py)
         self._graph = g
+        self._row_groups = self._plan_rows(g) if self.team_mode else {}
+        self._row_kernels = {i for grp in self._row_groups.values() for i in grp.kernels}
         # bf16 casts of f32 weights whose GEMMs pack the weight themselves (bf16gemm.py)
         self._folded = bf16gemm.foldable_casts(g) if self.prepack_bf16 else {}
         self._blocked = (layout.plan(g, layout.conv_kind_of(g))
@@ -235,6 +264,14 @@ class CpuRenderer(CLikeRenderer):
                     f"{{\n    (void)scratch;\n}}\n", bf16gemm.FOLDED, 0)
         if not self.team_mode:
             return super().render_kernel(g, k, idx, prefix, types, fail)
+        if idx in self._row_kernels:  # its rows per call, one thread each (entry's claim loop)
+            self._mode = "serial"
+            out = super().render_kernel(g, k, idx, prefix, types, fail)
+            self._team.append(False)
+            self._claims.append(False)
+            self._ends.append(None)
+            self._mode = "team"
+            return out
         self._mode = "team"
         out = super().render_kernel(g, k, idx, prefix, types, fail)
         lines = out[0].rstrip("\n").split("\n")  # [file-scope helpers,] comment, head, body, }
@@ -272,16 +309,11 @@ class CpuRenderer(CLikeRenderer):
         planned values. Unknown (None): a kernel with arguments beyond its buffers and claim
         counters (packed weights)."""
         whole = 1 << 62
-
-        def region(v: str) -> team.Region:
-            place = where[self.in_place.get(v, v)]
-            if place.space == "arena":
-                return ("arena", 0, place.index, place.index + max(types[v].nbytes, 1))
-            return (place.space, place.index, 0, whole)
-
+        region = self._region_of(where, types)
         feet: list[team.Footprint | None] = []
         for idx, k in enumerate(g.kernels):
-            extra = [a for a in self._extra_args.get(k.name, []) if a != self._counter_of(idx)]
+            extra = [a for a in self._extra_args.get(k.name, [])
+                     if a != self._counter_of(idx) and a not in ROW_ARGS]
             if extra:
                 feet.append(None)
                 continue
@@ -314,10 +346,19 @@ class CpuRenderer(CLikeRenderer):
                 return (f"rlx_team_t0 = {prefix}_now();",
                         f"{{ {prefix}_prof_s[{i}] += {prefix}_now() - rlx_team_t0; "
                         f"++{prefix}_prof_n[{i}]; }}")
-        inner = team.team_calls(calls, self._team, timer, self._claims, prefix,
-                                self._footprints(g, where, types), self._ends)
+        calls, is_team, claims, ends = list(calls), list(self._team), list(self._claims), \
+            list(self._ends)
+        feet = self._footprints(g, where, types)
+        for first, grp in self._row_groups.items():  # each run: one claimed kernel's call
+            calls[first] = "        " + row_split.group_call(
+                grp, [calls[i] for i in grp.kernels], self._counter_of(first))
+            for i in grp.kernels[1:]:
+                calls[i] = ""
+            is_team[first], claims[first], ends[first] = True, True, grp.blocks
+            feet[first] = team.union([feet[i] for i in grp.kernels])
+        inner = team.team_calls(calls, is_team, timer, claims, prefix, feet, ends)
         # every kernel claims its work (or is serial): the team is the worker pool
-        pool = all(c or not t for c, t in zip(self._claims, self._team, strict=True))
+        pool = all(c or not t for c, t in zip(claims, is_team, strict=True))
         body = "\n".join(team.region(inner, bool(timer), prefix, len(g.kernels), pool))
         return (team.work_counters(prefix, len(g.kernels))
                 + (team.body_function(inner, prefix, bool(timer)) if pool else "")

@@ -47,6 +47,32 @@ class CpuTarget:
 
         return inplace.rule(g, options)
 
+    def kernel_order(self, g: Graph, options: Any = None) -> list[int]:
+        """The order to run the kernels in (passes/plan_arena.py applies it before it plans):
+        runs of small row-wise kernels kept together (row_split.schedule)."""
+        from rlx_core.targets.cpu import row_split
+
+        return row_split.schedule(g, *self._row_facts(g))
+
+    def arena_phases(self, g: Graph, options: Any = None) -> list[tuple[int, int]]:
+        """The kernel spans (first, last) the team runs as one phase split by rows
+        (row_split.plan): passes/plan_arena.py keeps what they touch apart."""
+        from rlx_core.targets.cpu import row_split
+
+        types, small = self._row_facts(g)
+        return [(grp.kernels[0], grp.kernels[-1])
+                for grp in row_split.plan(g, types, None, small).values()]
+
+    @staticmethod
+    def _row_facts(g: Graph) -> tuple[dict, list[bool]]:
+        """(value -> type, per kernel: under the team's split threshold) for row_split."""
+        from rlx_core.targets.cpu.renderer import PARALLEL_MIN_WORK
+
+        types = {name: v.type for name, v in g.values().items()}
+        small = [max(types[v].size for v in (*k.inputs, *k.outputs)) < PARALLEL_MIN_WORK
+                 for k in g.kernels]
+        return types, small
+
     @property
     def caps(self) -> Any:
         from rlx_core.targets.cpu.caps import CAPS

@@ -947,7 +947,8 @@ class Footprint:
                 or any(meet(w, x) for w in other.writes for x in self.reads))
 
 
-def _union(feet: list[Footprint | None]) -> Footprint | None:
+def union(feet: list[Footprint | None]) -> Footprint | None:
+    """The footprint of kernels run as one unit (None if any is unknown)."""
     if any(f is None for f in feet):
         return None
     return Footprint(tuple(r for f in feet for r in f.reads),
@@ -971,7 +972,7 @@ def _phases(live: list[int], team: list[bool], claims: list[bool],
             units[-1].append(i)  # serial kernels run together (one chunk)
         else:
             units.append([i])
-    unit_feet = [_union([feet[i] for i in u]) for u in units]
+    unit_feet = [union([feet[i] for i in u]) for u in units]
 
     def clash(a: Footprint | None, b: Footprint | None) -> bool:
         return a is None or b is None or a.conflicts(b)
