@@ -64,19 +64,26 @@ what no residual does in the harness (2-3% less): plan_arena now lets the conv d
 
 How far each 28x28 layer is from the FMA peak, alone (slowed host, Dec 6: builds loaded as
 shared libraries into one process and run in turns beside 16 independent zmm FMA chains, the
-peak in that process; best of 12-30 turns, FIFO): 64->256 ~80% of the peak, in place or not,
-hot filter or cold (64 MB of copies in turn); 256->64 ~87%, 256->128 ~83%, 3x3 stride 2
-128->128 (28 -> 14) ~87%; 128->512 at 14x14 ~88%, 1024->256 at 7x7 ~90%. Each tile's K loop
-run twice costs 64->256 1.85x: ~15% of its time is outside the K loop (the tile's start, its
-16 accumulators through memory before and after the asm, the epilogue) and the loop runs at
-~94% of the peak; 256->64 and 256->128 1.9x (~8%). Nothing tried moved that 15% beyond the
-noise (2-4%): the epilogue specialised per residual and activation (no branch per pixel), the
-upper halves stored by vextractf64x4's memory form, no residual prefetch, ``RLX_CB_PF=0``, the
-near filter prefetch at 1 or 4 KB or none, no far prefetch, K slices of 128 or 256. The
-accumulators cannot be register operands of the asm (16 in-out operands count 32 of GCC's
-30), so keeping them in registers means the epilogue inside the asm, as rlx_cb_tile6 does on
-AVX2: the lead left, worth at most that 15% on the K = 64 layers (~0.1 ms of ResNet-50 b1's
-~16).
+peak in that process; best of 12-30 turns, FIFO): 64->256 ~80% of the peak, in place or not, hot
+filter or cold (64 MB of copies in turn); 256->64 ~87%, 256->128 ~83%, 3x3 stride 2 128->128 at
+28->14 ~87%; 128->512 at 14x14 ~88%, 1024->256 at 7x7 ~90%. Each tile's K loop run twice costs
+64->256 1.85x: ~15% of its time is outside the K loop (the tile's start, its 16 accumulators
+through memory before and after the asm, the epilogue) and the loop runs at ~94% of the peak;
+256->64 and 256->128 1.9x (~8%). Nothing tried moved that 15% beyond the noise (2-4%): the
+epilogue specialised per residual and activation (no branch per pixel), the upper halves stored
+by vextractf64x4's memory form, no residual prefetch, ``RLX_CB_PF=0``, the near filter prefetch
+at 1 or 4 KB or none, no far prefetch, K slices of 128 or 256. Taken apart (64->256 in place,
+same turns): the K loops and the tiles' C alone (accumulators zeroed in the asm, no epilogue, no
+output prefetch) 0.84-0.87 of the time, with the accumulators' trip through memory 0.89, the
+epilogue without its stores 0.98. So ~9% is the epilogue's arithmetic and output prefetch
+(RLX_CB_PF=0 alone ~1%): per zmm 5 micro-ops on the FMA ports (the residual's insert, the add,
+compare + blend for the NaN-keeping ReLU, the upper half's extract), where ONNX Runtime's
+NCHW16c tile (block 16 on AVX-512) needs about 2 (add, max) and no insert or extract. The leads:
+a 16-channel block on AVX-512 (the layout's tax is the insert and extract) and a one-op ReLU
+that keeps NaN and gives +0 for -0 (vrangeps max with the sign cleared, for lo >= 0). The
+accumulators cannot be register operands of the asm (16 in-out operands count 32 of GCC's 30):
+the trip through memory (~4%) goes only with the epilogue inside the asm, as rlx_cb_tile6 does
+on AVX2.
 
 Work items are (image, block of output rows); a thread alone takes every row block of an image
 at once (the copy is then made once). The kernel needs AVX2 + FMA for speed; without them the
