@@ -78,12 +78,13 @@ output prefetch) 0.84-0.87 of the time, with the accumulators' trip through memo
 epilogue without its stores 0.98. So ~9% is the epilogue's arithmetic and output prefetch
 (RLX_CB_PF=0 alone ~1%): per zmm 5 micro-ops on the FMA ports (the residual's insert, the add,
 compare + blend for the NaN-keeping ReLU, the upper half's extract), where ONNX Runtime's
-NCHW16c tile (block 16 on AVX-512) needs about 2 (add, max) and no insert or extract. The leads:
-a 16-channel block on AVX-512 (the layout's tax is the insert and extract) and a one-op ReLU
-that keeps NaN and gives +0 for -0 (vrangeps max with the sign cleared, for lo >= 0). The
-accumulators cannot be register operands of the asm (16 in-out operands count 32 of GCC's 30):
-the trip through memory (~4%) goes only with the epilogue inside the asm, as rlx_cb_tile6 does
-on AVX2.
+NCHW16c tile (block 16 on AVX-512) needs about 2 (add, max) and no insert or extract. A one-op
+ReLU that keeps NaN and gives +0 for -0 (vrangeps max with the sign cleared, right for lo >= 0)
+changed nothing (0.99-1.01 of the time, 30 turns), so the count of those micro-ops alone does
+not explain the 9%. Untried: a 16-channel block on AVX-512 (no insert or extract, one full-line
+store per zmm, as ONNX Runtime's). The accumulators cannot be register operands of the asm (16
+in-out operands count 32 of GCC's 30): the trip through memory (~4%) goes only with the epilogue
+inside the asm, as rlx_cb_tile6 does on AVX2.
 
 Work items are (image, block of output rows); a thread alone takes every row block of an image
 at once (the copy is then made once). The kernel needs AVX2 + FMA for speed; without them the
