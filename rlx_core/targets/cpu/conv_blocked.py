@@ -81,10 +81,12 @@ compare + blend for the NaN-keeping ReLU, the upper half's extract), where ONNX 
 NCHW16c tile (block 16 on AVX-512) needs about 2 (add, max) and no insert or extract. A one-op
 ReLU that keeps NaN and gives +0 for -0 (vrangeps max with the sign cleared, right for lo >= 0)
 changed nothing (0.99-1.01 of the time, 30 turns), so the count of those micro-ops alone does
-not explain the 9%. Untried: a 16-channel block on AVX-512 (no insert or extract, one full-line
-store per zmm, as ONNX Runtime's). The accumulators cannot be register operands of the asm (16
-in-out operands count 32 of GCC's 30): the trip through memory (~4%) goes only with the epilogue
-inside the asm, as rlx_cb_tile6 does on AVX2.
+not explain the 9%. A 16-channel block emulated (the epilogue's residual loads and stores as
+whole zmm at NCHW16c offsets, no insert or extract) gave 0.96-0.98 in place and 0.98-1.00
+without a residual: the layout is worth 2-4% on this layer, not the 9%. Without a residual (bias
++ ReLU) the same split reads 0.85-0.87 / 0.87-0.89 / 0.93-0.96 (no stores) / 1. The accumulators
+cannot be register operands of the asm (16 in-out operands count 32 of GCC's 30): the trip
+through memory (~4%) goes only with the epilogue inside the asm, as rlx_cb_tile6 does on AVX2.
 
 Work items are (image, block of output rows); a thread alone takes every row block of an image
 at once (the copy is then made once). The kernel needs AVX2 + FMA for speed; without them the
