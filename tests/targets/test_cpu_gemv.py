@@ -187,3 +187,34 @@ def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, family: s
                    c.ctypes.data, seen.ctypes.data, n0, n1, epi, form)
         assert _rel(c, want) < 1e-5, (m, k, n, ta, epi, form)
         assert (seen == epi).all(), (m, k, n, ta, epi, form)
+
+
+@pytest.mark.parametrize("family", sorted(ISAS))
+def test_the_weight_prefetch_changes_no_bits(tmp_path, family: str) -> None:
+    """The software prefetch of a prepacked weight (RLX_GV_PF bytes ahead, for weights over
+    RLX_GV_PF_MIN) only moves memory: the source built with it forced on for every size and
+    built without it gives the same bits, 1 to MAX_ROWS rows, K shorter and longer than the
+    prefetch distance (which runs past a panel's end into the next one)."""
+    fns = []
+    for prefix in ("#define RLX_GV_PF_MIN 0\n", "#define RLX_GV_PF 0\n"):
+        sub = tmp_path / str(len(fns))
+        sub.mkdir()
+        fn = build_harness(sub, family, prefix + sgemm.SOURCE + gemv.SOURCE + _HARNESS).run
+        fn.restype = None
+        i64, ptr, i32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+        fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, ptr, ptr, ptr, i64, i64, i32, i32]
+        fns.append(fn)
+    rng = np.random.default_rng(5)
+    for m, (k, n) in itertools.product(range(1, gemv.MAX_ROWS + 1),
+                                       [(7, 70), (400, 200), (1100, 96)]):
+        a = rng.standard_normal((m, k), np.float32)
+        w = rng.standard_normal((n, k), np.float32)
+        got = []
+        for fn in fns:
+            c = np.full((m, n), np.nan, np.float32)
+            seen = np.zeros((m, n), np.int32)
+            fn(m, n, k, a.ctypes.data, k, 1, w.ctypes.data, w.ctypes.data, c.ctypes.data,
+               seen.ctypes.data, 0, n, 0, 0)
+            got.append(c)
+        np.testing.assert_array_equal(got[0], got[1], err_msg=str((m, k, n)))
+        assert _rel(got[0], a.astype(np.float64) @ w.T.astype(np.float64)) < 1e-5
