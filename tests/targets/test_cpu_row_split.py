@@ -201,3 +201,39 @@ def test_reordered_refuses_an_order_that_breaks_a_dependence() -> None:
     assert reordered(g, list(range(n))) is g
     with pytest.raises(VerifyError, match="before a kernel writing its input"):
         reordered(g, [1, 0, *range(2, n)])
+
+
+@needs_cpu
+def test_the_mlp_step_s_head_is_one_run_and_its_sums_over_rows_a_deferred_chunk(
+        threads, monkeypatch) -> None:
+    """784-128-10 at batch 128: the head's row kernels are one run; the loss and the bias
+    gradient (sums over rows) run after it as one serial chunk that ends without a wait
+    (the arena keeps the loss's row sums apart from the input gradient the other thread
+    writes meanwhile). Parameters after 5 steps have the bits of the build without row
+    splitting, on 1 and 2 threads."""
+    from rlx_core.models.mlp import init_mlp, mlp_loss
+    from rlx_core.optim import SGD, compile_step
+
+    rng = np.random.default_rng(3)
+    xs = rng.random((5, 128, 784), np.float32)
+    ys = rng.integers(0, 10, (5, 128)).astype(np.int32)
+
+    def train(n: int, split: str):
+        monkeypatch.setenv("RLX_ROW_SPLIT", split)
+        threads(n)
+        step = compile_step(mlp_loss, SGD(0.01), init_mlp((784, 128, 10), seed=0), xs[0], ys[0],
+                            target="cpu")
+        losses = [np.asarray(step(x, y)) for x, y in zip(xs, ys, strict=True)]
+        return step, losses, [np.asarray(p) for p in step._p_leaves]
+
+    from rlx_core.targets.cpu.renderer import render_program
+
+    step, losses, params = train(2, "1")
+    src = render_program(step.executable.lir).source  # as the step's build rendered it
+    at = src.index("rlx_r0 = (int64_t)rlx_c * 64")
+    assert src[at:src.index("rlx_team_done_last(", at)].count("rlx_r0, rlx_r1, arena)") == 7
+    assert "rlx_team_defer = 1; rlx_team_done_last(" in src  # the serial chunk after the run
+    for n in (1, 2):
+        _, want_losses, want = train(n, "0")
+        assert all(np.array_equal(a, b) for a, b in zip(losses, want_losses, strict=True)), n
+        assert all(np.array_equal(a, b) for a, b in zip(params, want, strict=True)), n

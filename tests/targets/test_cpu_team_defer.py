@@ -60,10 +60,21 @@ def test_unknown_footprints_serial_runs_and_static_kernels_keep_their_waits() ->
     # counts threads, not chunks), and nothing before it defers its own wait into it
     defer, finish = team._phases(live, [True] * 5, [True, True, False, True, True], free, [4] * 5)
     assert 1 not in defer and finish.get(2) == [0]
-    # a serial run is one unit: k1, k2 serial between independent claimed kernels
+    # a serial run is one unit: k1, k2 serial between independent claimed kernels; it ends
+    # without a wait too (one thread runs it, the others go on), waited for as one chunk
     defer, finish = team._phases(live, [True, False, False, True, True], [True, False, False,
                                  True, True], free, [4, None, None, 4, 4])
-    assert defer == {0, 3} and finish == {-1: [0, 3]}
+    assert defer == {0, 1, 3} and finish == {-1: [0, 1, 3]}
+    text = "\n".join(team.team_calls([f"    k{i}();" for i in live], [True, False, False, True,
+                                     True], None, [True, False, False, True, True], "p", free,
+                                     [4, None, None, 4, 4]))
+    assert "rlx_team_defer = 1; rlx_team_done_last(p_work + 2, &rlx_g, 1);" in text
+    assert "rlx_team_finish(p_work + 2, 1);" in text
+    # the serial run's union is its footprint: k2 writes what k3 reads, so k1-k2 wait there
+    feet = [*free[:3], _feet([free[2].writes[0]], [_arena(900, 950)]), free[4]]
+    defer, finish = team._phases(live, [True, False, False, True, True], [True, False, False,
+                                 True, True], feet, [4, None, None, 4, 4])
+    assert 1 not in defer
     # the timed build (per-kernel timers) never defers
     text = "\n".join(team.team_calls([f"    k{i}();" for i in live], [True] * 5,
                                      lambda i: ("t0();", "t1();"), [True] * 5, "p", free,

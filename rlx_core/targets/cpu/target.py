@@ -60,8 +60,7 @@ class CpuTarget:
         from rlx_core.targets.cpu import row_split
 
         types, small = self._row_facts(g)
-        return [(grp.kernels[0], grp.kernels[-1])
-                for grp in row_split.plan(g, types, None, small).values()]
+        return row_split.phases(g, types, small)
 
     @staticmethod
     def _row_facts(g: Graph) -> tuple[dict, list[bool]]:

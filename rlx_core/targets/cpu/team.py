@@ -869,7 +869,7 @@ def team_calls(calls: list[str], team: list[bool],
         waits: dict[int, list[str]] = {}
         if feet and ends and not timer:  # the timed build times each kernel to its end
             defer, finish = _phases(live, team, claims, feet, ends)
-            waits = {at: [f"        rlx_team_finish({prefix}_work + {2 * k}, {ends[k]});"
+            waits = {at: [f"        rlx_team_finish({prefix}_work + {2 * k}, {ends[k] or 1});"
                           for k in ks] for at, ks in finish.items()}
         return _claimed_calls(calls, team, claims, live, timer, prefix, defer, waits)
     for pos, i in enumerate(live):
@@ -913,7 +913,11 @@ def _claimed_calls(calls: list[str], team: list[bool], claims: list[bool], live:
                 if timer:
                     out.append("            " + timer(j)[1])
             out.append("          }")
-            out.append(f"          rlx_team_done({work}, &rlx_g, 1); }}")
+            if i in defer:  # only report the chunk: the wait is a later rlx_team_finish
+                out.append(f"          rlx_team_defer = 1; rlx_team_done_last({work}, &rlx_g, 1);"
+                           " rlx_team_defer = 0; }")
+            else:
+                out.append(f"          rlx_team_done({work}, &rlx_g, 1); }}")
         else:
             if timer:
                 out.append("        if (rlx_team_tid == 0) " + timer(i)[0])
@@ -980,19 +984,23 @@ def _phases(live: list[int], team: list[bool], claims: list[bool],
     defer: set[int] = set()
     finish: dict[int, list[int]] = {}
     pending: list[int] = []
+    deferred: dict[int, Footprint | None] = {}  # a deferred unit's footprint, by first kernel
     for pos, unit in enumerate(units):
         first, here = unit[0], unit_feet[pos]
         static = team[first] and not claims[first]
-        need = [p for p in pending if static or clash(feet[p], here)]
+        need = [p for p in pending if static or clash(deferred[p], here)]
         if need:
             finish[first] = need
             pending = [p for p in pending if p not in need]
         nxt = pos + 1 < len(units) and units[pos + 1]
-        if (team[first] and claims[first] and ends[first] is not None and nxt
+        # a claimed kernel, or a run of serial kernels (one chunk: the first thread there
+        # runs it while the others go on to the next unit)
+        if ((not team[first] or claims[first] and ends[first] is not None) and nxt
                 and (claims[nxt[0]] or not team[nxt[0]])
                 and not clash(here, unit_feet[pos + 1])):
             defer.add(first)
             pending.append(first)
+            deferred[first] = here
     if pending:
         finish[-1] = pending
     return defer, finish
