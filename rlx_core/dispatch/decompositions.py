@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.builder import Builder
 from rlx_core.ir.dtypes import DType
-from rlx_core.ir.graph import Node, Value
+from rlx_core.ir.graph import Node, Value, freeze_attrs
 from rlx_core.ir.ops.hir import HEADS_SWAP
 
 Decomposition = Callable[[Node, list[Value], Builder], Value]
@@ -330,6 +331,20 @@ def conv2d_fused(node: Node, ins: list[Value], b: Builder) -> Value:
     y = conv2d(node, ins[:len(ins) - int(residual)], b)
     if residual:
         y = b.emit("add", [y, ins[-1]])
+    return _conv_act(node, y, b)
+
+
+def conv2d_pair(node: Node, ins: list[Value], b: Builder) -> Value:
+    """act(conv2d(x, w, b) + conv2d(x2, w2, b2)): both convolutions above, summed, then act."""
+    second = replace(node, attrs=freeze_attrs({**node.a, "stride": node.attr("stride2"),
+                                               "padding": (0, 0), "dilation": (1, 1),
+                                               "groups": 1}))
+    y = b.emit("add", [conv2d(node, ins[:3], b), conv2d(second, ins[3:], b)])
+    return _conv_act(node, y, b)
+
+
+def _conv_act(node: Node, y: Value, b: Builder) -> Value:
+    """A fused convolution's act on y: none, max(., lo), min(., hi) or clip."""
     act = str(node.attr("act"))
     if act in ("max", "clip"):
         y = b.emit("max", [y, const(b, float(node.attr("lo")), y)])
@@ -438,6 +453,7 @@ DECOMPOSITIONS: dict[str, Decomposition] = {
     "embedding": embedding,
     "conv2d": conv2d,
     "conv2d_fused": conv2d_fused,
+    "conv2d_pair": conv2d_pair,
     "max_pool2d": max_pool2d,
     "avg_pool2d": avg_pool2d,
     "rsqrt": rsqrt,

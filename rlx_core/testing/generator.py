@@ -38,7 +38,8 @@ _DOMAIN = {"log", "sqrt", "rsqrt", "reciprocal"}  # ops with a restricted real d
 # the HIR ops the generator draws: float composites (at the operand's float dtype) and the
 # integer quantization ops (their dtypes are fixed by the op)
 FLOAT_HIR = ("linear", "layer_norm", "rms_norm", "softmax", "log_softmax", "gelu", "silu",
-             "attention", "embedding", "conv2d", "conv2d_fused", "max_pool2d", "avg_pool2d")
+             "attention", "embedding", "conv2d", "conv2d_fused", "conv2d_pair", "max_pool2d",
+             "avg_pool2d")
 QUANT_HIR = ("quantize", "dequantize", "requantize", "int_linear", "fake_quantize",
              "int4_linear", "int_conv2d")
 
@@ -355,8 +356,8 @@ class _Gen:
         d = x.type.dtype.name if x is not None else dtype or self.choice(self.p.floats)
         if (op, d) in self.p.refused:  # the target refused this op at this dtype in this run
             return None
-        if x is None or (op in ("conv2d", "conv2d_fused", "max_pool2d", "avg_pool2d")
-                         and x.type.rank != 4):
+        if x is None or (op in ("conv2d", "conv2d_fused", "conv2d_pair", "max_pool2d",
+                                "avg_pool2d") and x.type.rank != 4):
             x = self.fresh(d, (self.choice([1, 2]), self.choice([1, 2, 3]), self.choice([3, 4, 5]),
                                self.choice([3, 4, 6])))
         t = x.type
@@ -399,6 +400,14 @@ class _Gen:
                              f"index:{table.type.shape[0]}")
             return self.emit(op, [table, ids][::-1])
         n, c, hh, ww = t.shape
+        if op == "conv2d_pair":  # the cpu's projection shortcut: a second 1x1 conv summed
+            o, s = self.choice([1, 2, 3]), self.choice([1, 2])
+            oh, ow = (hh - 1) // s + 1, (ww - 1) // s + 1
+            c1 = self.choice([1, 2, 3])  # the first conv's input: z, at the output's size
+            ins = [self.fresh(d, (n, c1, oh, ow)), self.fresh(d, (o, c1, 1, 1)),
+                   self.fresh(d, (o,)), x, self.fresh(d, (o, c, 1, 1)), self.fresh(d, (o,))]
+            return self.emit(op, ins, stride2=(s, s), act=self.choice(["none", "max", "clip"]),
+                             lo=0.0, hi=6.0)
         if op in ("conv2d", "conv2d_fused"):
             g = self.choice([g for g in (1, 2, 3) if c % g == 0])
             o = g * self.choice([1, 2])

@@ -63,6 +63,8 @@ CASES = [
      {"groups": 4, "act": "clip", "lo": 0.0, "hi": 0.5, "residual": True}),
     ("conv2d_fused", [(F, (1, 3, 4, 4)), (F, (2, 3, 1, 1)), (F, (1, 2, 2, 2))],
      {"stride": (2, 2), "act": "min", "hi": 0.25, "residual": True}),
+    ("conv2d_pair", [(F, (2, 3, 2, 3)), (F, (4, 3, 1, 1)), (F, (4,)), (F, (2, 5, 4, 5)),
+                     (F, (4, 5, 1, 1)), (F, (4,))], {"stride2": (2, 2), "act": "max", "lo": 0.0}),
     ("max_pool2d", [(F, (2, 3, 6, 6))], {"kernel": (2, 2), "stride": (2, 2)}),
     ("max_pool2d", [(F, (1, 2, 5, 7))], {"kernel": (3, 3), "stride": (2, 1), "padding": (1, 1)}),
     # int8 codes pooled on the integers (static PTQ carries a max_pool2d between quantized

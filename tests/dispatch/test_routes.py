@@ -231,7 +231,7 @@ def test_every_hir_op_legalizes_on_every_target_in_f32(target) -> None:
         # the rest decomposes
         native = (*ROW_OPS, "attention", "int_linear", "int4_linear", "dynamic_int_linear",
                   "static_int_linear", "requantized_int_linear",
-                  "conv2d", "conv2d_fused",
+                  "conv2d", "conv2d_fused", "conv2d_pair",
                   "max_pool2d", "avg_pool2d")
         int_pool = op.endswith("pool2d") and specs[0][0] != "f32"
         want = "native" if target == "cpu" and op in native and not int_pool else "common-IR"

@@ -104,6 +104,7 @@ def hir_all_ops() -> Graph:
     img = inp("img", dt.f32, (1, 2, 6, 6))
     k = inp("conv.weight", dt.f32, (4, 1, 3, 3), ValueKind.PARAM)
     kb = inp("conv.bias", dt.f32, (4,), ValueKind.PARAM)
+    pw = inp("pair.weight", dt.f32, (4, 2, 1, 1), ValueKind.PARAM)
     sc = inp("scale", dt.f32, (8,))
     zp = inp("zero_point", dt.i32, (8,))
     w8 = inp("fc.weight_q", dt.i8, (4, 8), ValueKind.PARAM)
@@ -124,6 +125,8 @@ def hir_all_ops() -> Graph:
         b.emit("conv2d", [img, k], {"stride": (2, 2), "padding": (1, 1), "groups": 2}),
         b.emit("conv2d_fused", [img, k, kb],
                {"padding": (1, 1), "groups": 2, "act": "clip", "lo": 0.0, "hi": 6.0}),
+        b.emit("conv2d_pair", [b.emit("max_pool2d", [img], {"kernel": (2, 2), "stride": (2, 2)}),
+                               pw, kb, img, pw, kb], {"stride2": (2, 2), "act": "max"}),
         b.emit("max_pool2d", [img], {"kernel": (2, 2), "stride": (2, 2)}),
         b.emit("avg_pool2d", [img], {"kernel": (3, 3), "stride": (1, 1), "padding": (1, 1)}),
         b.emit("add", [x, x], name="x.sum"),
@@ -183,7 +186,7 @@ def hir_all_ops() -> Graph:
         "all_hir",
         Level.HIR,
         (x, q, mask, ids, img, sc, zp, *gs, gimg, am, bm, ip, ix, vals),
-        (w, bias, g8, table, k, kb, w8, p4, s4, bq),
+        (w, bias, g8, table, k, kb, pw, w8, p4, s4, bq),
         tuple(b.nodes),
         tuple(o.name for o in outs),
     )

@@ -539,6 +539,17 @@ def test_conv2d_fused(act: str, residual: bool) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("stride2", [1, 2])
+def test_conv2d_pair(stride2: int) -> None:
+    z, w, b = rand(2, 3, 3, 4), rand(5, 3, 1, 1), rand(5)
+    x, w2, b2 = rand(2, 4, 3 * stride2 - stride2 + 1, 4 * stride2 - stride2 + 1), rand(5, 4, 1, 1), rand(5)
+    got = ev("conv2d_pair", [z, w, b, x, w2, b2], stride2=(stride2, stride2), act="max", lo=0.0)
+    f64 = lambda *t: (np.asarray(v, np.float64) for v in t)  # noqa: E731
+    want = (naive_conv(*f64(z, w), np.asarray(b), (1, 1), (0, 0), (1, 1), 1)
+            + naive_conv(*f64(x, w2), np.asarray(b2), (stride2,) * 2, (0, 0), (1, 1), 1))
+    np.testing.assert_allclose(got, np.maximum(want, 0.0), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("kind", ["max", "avg"])
 def test_pools(kind: str) -> None:
     x = rand(1, 2, 5, 6)
@@ -560,7 +571,7 @@ TESTED_ONE_BY_ONE = {
     "broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concat", "gather",
     "scatter_add", "dot_general", "iota", "constant", "linear", "layer_norm", "rms_norm",
     "softmax", "log_softmax", "gelu", "silu", "attention", "embedding", "conv2d", "max_pool2d",
-    "avg_pool2d", "conv2d_fused",
+    "avg_pool2d", "conv2d_fused", "conv2d_pair",
     # the quantization ops: tests/quant/ (requantize bit for bit against TFLite's C)
     "quantize", "dequantize", "requantize", "int_linear", "int_conv2d", "int4_linear",
     "dynamic_int_linear",  # tests/quant/test_dynamic_int_linear.py (against the explicit chain)

@@ -145,6 +145,15 @@ def _conv2d_fused(ins: list[T], a: dict[str, Any]) -> T:
     return out
 
 
+def _conv2d_pair(ins: list[T], a: dict[str, Any]) -> T:
+    out = _conv2d(ins[:3], a)
+    second = {"stride": a["stride2"], "padding": (0, 0), "dilation": (1, 1), "groups": 1}
+    require(_conv2d(ins[3:], second) == out, "conv2d_pair",
+            f"the second convolution of {ins[3]} must give {out} as the first does")
+    require(a["act"] in CONV_ACTS, "conv2d_pair", f"act must be one of {CONV_ACTS}")
+    return out
+
+
 def _pool(op: str):
     def infer(ins: list[T], a: dict[str, Any]) -> T:
         x = ins[0]
@@ -197,6 +206,14 @@ def _defs() -> dict[str, OpDef]:
                                  "residual": AttrSpec("bool", False)},
         _conv2d_fused, "act(conv2d(x, w, b) + residual): act is none, max(., lo), min(., hi) "
         "or clip; residual=True: the last input is added before act")
+    # made by passes/conv_epilogue.py only where a target asks for it (the CPU's blocked conv)
+    add("conv2d_pair", (6, 6), {"stride": pair((1, 1)), "padding": pair((0, 0)),
+                                "dilation": pair((1, 1)), "groups": AttrSpec("int", 1),
+                                "stride2": pair((1, 1)), "act": AttrSpec("str", "none"),
+                                "lo": AttrSpec("float", 0.0), "hi": AttrSpec("float", 0.0)},
+        _conv2d_pair, "act(conv2d(x, w, b) + conv2d(x2, w2, b2)): inputs (x, w, b, x2, w2, b2), "
+        "the second convolution of stride stride2, unpadded, groups 1; a ResNet block's last "
+        "1x1 and its projection shortcut as one output")
     for op in ("max_pool2d", "avg_pool2d"):
         add(op, (1, 1), {"kernel": AttrSpec("ints"), "stride": AttrSpec("ints"),
                          "padding": pair((0, 0))}, _pool(op), f"2-D {op[:3]} pooling, NCHW"

@@ -98,6 +98,7 @@ so. ``RLX_CONV_BLOCKED=0`` turns it off (A/B timing), ``=all`` on for every grou
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
@@ -105,7 +106,8 @@ from rlx_core.targets.c_common.loops import Writer
 CB_C = 8  # input channels per block
 CB_O = 16  # output channels per filter panel (two ymm)
 IMPL = "rlx-conv-blocked"
-IMPLS = (IMPL,)
+IMPL_PAIR = "rlx-conv-pair"  # two convolutions summed (conv_pair.py), on rlx_cb_conv2
+IMPLS = (IMPL, IMPL_PAIR)
 
 SOURCE = r"""
 #ifndef RLX_CONVB_H
@@ -893,45 +895,102 @@ static void rlx_cb_fill_b(const rlx_conv_geo *g, const float *x, int64_t ylo, in
 #define RLX_CB_FUSE 1
 #endif
 
-/* output rows [oy0, oy1) of one image of a groups-1 convolution with o output channels: pk
-   the filter packed by rlx_cb_pack, y / res the image's output (and residual) planes; lay:
-   1 the input is NCHW8c, 2 the output is, 4 the residual is (else NCHW). Returns 0 when out
-   of memory for the blocked copy (the caller then runs rlx_cb_fallback or rlx_cb_direct) */
-static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, int64_t o,
-                       const float *bias, const float *res, float *y, int64_t oy0,
-                       int64_t oy1, int act, float lo, float hi, int lay) {
-    enum { MR = RLX_CB_MR, CH = RLX_CB_CHUNK };
-    const int64_t wp = g->w + 2 * g->pw, cbn = (g->c + 7) / 8, p = g->oh * g->ow;
-    const int64_t ylo = oy0 * g->sh, yhi = (oy1 - 1) * g->sh + (g->kh - 1) * g->dh + 1;
+/* the second convolution of a pair (conv2d_pair: a ResNet block's last 1x1 and its
+   projection shortcut, summed into one output): its image's input x (NCHW8c when blocked),
+   geometry g (the same output rows and columns as the first's) and filter pk packed by
+   rlx_cb_pack; bias (or 0) is added to the first's */
+typedef struct {
+    const rlx_conv_geo *g;
+    const float *x, *pk, *bias;
+    int blocked;
+    int64_t filter_l2;  /* both filters' bytes run chunk by chunk, at most (RLX_CB_FILTER_L2) */
+} rlx_cb_pair;
+
+/* one convolution's side of the K loop for output rows [oy0, oy1): its blocked input rows
+   (xp: copied, or the NCHW8c input read in place), filter and the (channel block, tap) offsets
+   of a K slice from a pixel's pointer (offs, where the flat tiles take them) */
+typedef struct {
+    const rlx_conv_geo *g;
+    const float *xp, *pk;
+    int64_t ylo, yhi, wp, bw, cbn, cbs, k, khw, cbk, rs, cs;
+    int in_place, flat, flat3;
+    int64_t offs[RLX_CB_TAPS];
+} rlx_cb_src;
+
+/* s's geometry for rows [oy0, oy1); returns the floats of scratch its copy needs */
+static int64_t rlx_cb_src_init(rlx_cb_src *s, const rlx_conv_geo *g, const float *pk,
+                               int blocked, int64_t oy0, int64_t oy1) {
+    s->g = g;
+    s->pk = pk;
+    s->wp = g->w + 2 * g->pw;
+    s->cbn = (g->c + 7) / 8;
+    s->ylo = oy0 * g->sh;
+    s->yhi = (oy1 - 1) * g->sh + (g->kh - 1) * g->dh + 1;
     /* an unpadded blocked input is read where it is: no copy */
-    const int in_place = (lay & 1) && g->ph == 0 && g->pw == 0;
-    const int64_t bw = rlx_cb_bw(g->c), rows = yhi - ylo, k = cbn * bw * g->kh * g->kw;
-    const int64_t cbs = in_place ? g->h * g->w * 8 : rows * wp * bw;
-    float *buf = rlx_sgemm_scratch((in_place ? 0 : cbn * cbs) + (RLX_CB_512 ? 2 : 1) * CH * 16
-                                   + 16);
-    if (buf == 0) return 0;
-    const float *xp = buf;
-    float *yb = buf + (in_place ? 0 : cbn * cbs);
-    if (in_place)
-        xp = x + ylo * g->w * 8;
-    else if (lay & 1)
-        rlx_cb_fill_b(g, x, ylo, yhi, buf);
-    else
-        rlx_cb_fill(g, x, ylo, yhi, buf);
-    const int64_t pix0 = oy0 * g->ow, npix = (oy1 - oy0) * g->ow;
-    const int64_t rs = g->dh * wp * bw, cs = g->dw * bw, khw = g->kh * g->kw;
-    const int64_t cbk = rlx_cb_kblocks(g->c, khw);
+    s->in_place = blocked && g->ph == 0 && g->pw == 0;
+    s->bw = rlx_cb_bw(g->c);
+    s->khw = g->kh * g->kw;
+    s->k = s->cbn * s->bw * s->khw;
+    s->cbs = s->in_place ? g->h * g->w * 8 : (s->yhi - s->ylo) * s->wp * s->bw;
+    s->rs = g->dh * s->wp * s->bw;
+    s->cs = g->dw * s->bw;
+    s->cbk = rlx_cb_kblocks(g->c, s->khw);
     /* whole blocks of 8 channels: the (block, tap) pairs of a K slice as one list of offsets
        from a pixel's pointer (rlx_cb_tile8 / rlx_cb_tile6); windows of up to RLX_CB_TAPS */
-    int64_t offs[RLX_CB_TAPS];
-    const int flat = rlx_cb_flat(g->c, g->kh, g->kw);
+    s->flat = rlx_cb_flat(g->c, g->kh, g->kw);
     /* a 3-channel stem on AVX-512: its taps as that list too, 3 K steps each (rlx_cb_tilez's
        BW 3), for the asm loop */
-    const int flat3 = RLX_CB_512 && g->c == 3 && khw <= RLX_CB_TAPS;
-    if (flat || flat3)
-        for (int64_t cb = 0, t = 0; cb < (flat ? cbk : 1); ++cb)
+    s->flat3 = RLX_CB_512 && g->c == 3 && s->khw <= RLX_CB_TAPS;
+    if (s->flat || s->flat3)
+        for (int64_t cb = 0, t = 0; cb < (s->flat ? s->cbk : 1); ++cb)
             for (int64_t ki = 0; ki < g->kh; ++ki)
-                for (int64_t kj = 0; kj < g->kw; ++kj) offs[t++] = cb * cbs + ki * rs + kj * cs;
+                for (int64_t kj = 0; kj < g->kw; ++kj)
+                    s->offs[t++] = cb * s->cbs + ki * s->rs + kj * s->cs;
+    return s->in_place ? 0 : s->cbn * s->cbs;
+}
+
+/* s's input rows: read in place, or copied into buf */
+static void rlx_cb_src_fill(rlx_cb_src *s, const float *x, int blocked, float *buf) {
+    if (s->in_place)
+        s->xp = x + s->ylo * s->g->w * 8;
+    else {
+        s->xp = buf;
+        if (blocked)
+            rlx_cb_fill_b(s->g, x, s->ylo, s->yhi, buf);
+        else
+            rlx_cb_fill(s->g, x, s->ylo, s->yhi, buf);
+    }
+}
+
+/* output rows [oy0, oy1) of one image of a groups-1 convolution with o output channels: pk
+   the filter packed by rlx_cb_pack, y / res the image's output (and residual) planes; lay:
+   1 the input is NCHW8c, 2 the output is, 4 the residual is (else NCHW). With p2 (a pair, no
+   residual) the second convolution's K slices follow the first's on the same accumulators,
+   and the store adds both biases. Returns 0 when out of memory for the blocked copy (the
+   caller then runs rlx_cb_fallback or rlx_cb_direct) */
+static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, int64_t o,
+                        const float *bias, const float *res, float *y, int64_t oy0,
+                        int64_t oy1, int act, float lo, float hi, int lay,
+                        const rlx_cb_pair *p2) {
+    enum { MR = RLX_CB_MR, CH = RLX_CB_CHUNK };
+    const int ns = p2 ? 2 : 1;  /* the convolutions summed */
+    rlx_cb_src src[2];
+    int64_t copy[2] = {0, 0};
+    copy[0] = rlx_cb_src_init(&src[0], g, pk, lay & 1, oy0, oy1);
+    if (p2)
+        copy[1] = rlx_cb_src_init(&src[1], p2->g, p2->pk, p2->blocked, oy0, oy1);
+    const int64_t ybn = (RLX_CB_512 ? 2 : 1) * CH * 16 + 16;
+    float *buf = rlx_sgemm_scratch(copy[0] + copy[1] + ybn + (p2 && bias ? o : 0));
+    if (buf == 0) return 0;
+    rlx_cb_src_fill(&src[0], x, lay & 1, buf);
+    if (p2) rlx_cb_src_fill(&src[1], p2->x, p2->blocked, buf + copy[0]);
+    float *yb = buf + copy[0] + copy[1];
+    if (p2 && bias) {  /* one bias for the pair's sum */
+        float *bs = yb + ybn;
+        for (int64_t i = 0; i < o; ++i) bs[i] = bias[i] + p2->bias[i];
+        bias = bs;
+    }
+    const int64_t p = g->oh * g->ow, pix0 = oy0 * g->ow, npix = (oy1 - oy0) * g->ow;
     /* (unit, chunk) pairs, a unit PU panels (two on AVX-512, where the flat tile takes 32
        output channels): chunk by chunk, every unit, while the packed filter stays in L2 (the
        chunk's input then stays in L1 across the units and its offsets are computed once:
@@ -940,27 +999,30 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
     enum { PU = RLX_CB_512 ? 2 : 1 };
     const int64_t nq = (o + 15) / 16, nu = (nq + PU - 1) / PU, nch = (npix + CH - 1) / CH;
     const int64_t cl = RLX_CB_512 ? (npix + nch - 1) / nch : CH;
-    const int by_chunk = nq * k * 16 * (int64_t)sizeof(float) <= RLX_CB_FILTER_L2;
+    const int by_chunk = nq * (src[0].k + (p2 ? src[1].k : 0)) * 16 * (int64_t)sizeof(float)
+                         <= (p2 ? p2->filter_l2 : RLX_CB_FILTER_L2);
     /* pixels a tile takes, at most; on AVX-512 the chunks (cl pixels) and a chunk's tiles
        are of even sizes: a 7x7 output was 6 tiles of 8 and one of a pixel, which costs half
        a full tile (its two accumulators wait on the FMA latency), 49 pixels as 7 tiles of 7
        instead */
     const int64_t step = RLX_CB_512 ? RLX_CB_MRZ : MR;
-    int64_t poff[CH], at = -1;  /* each pixel's first input in the blocked copy; its chunk */
+    int64_t poff[2][CH], at = -1;  /* each pixel's first input in each blocked copy; its chunk */
     for (int64_t it = 0; it < nu * nch; ++it) {
         const int64_t q = (by_chunk ? it % nu : it / nch) * PU;  /* the unit's first panel */
         const int64_t np = nq - q < PU ? nq - q : PU;           /* and its panels */
         const int64_t c0 = (by_chunk ? it / nu : it % nch) * cl;
-        const float *pq = pk + q * k * 16;
         const int64_t nv = o - q * 16 < 16 * np ? o - q * 16 : 16 * np;  /* its channels */
-        const int narrow = q + np == nq && rlx_cb_tail8(o, g->c, g->kh, g->kw);
         const int64_t n = npix - c0 < cl ? npix - c0 : cl;
         const int64_t ntl = (n + step - 1) / step;  /* its tiles */
         if (c0 != at)
-            for (int64_t i = 0, oy = (pix0 + c0) / g->ow, ox = (pix0 + c0) % g->ow; i < n;
-                 ++i) {
-                poff[i] = ((oy * g->sh - ylo) * wp + ox * g->sw) * bw;
-                if (++ox == g->ow) { ox = 0; ++oy; }
+            for (int s = 0; s < ns; ++s) {
+                const rlx_conv_geo *gs = src[s].g;
+                const int64_t wp = src[s].wp, bw = src[s].bw, ylo = src[s].ylo;
+                for (int64_t i = 0, oy = (pix0 + c0) / g->ow, ox = (pix0 + c0) % g->ow; i < n;
+                     ++i) {
+                    poff[s][i] = ((oy * gs->sh - ylo) * wp + ox * gs->sw) * bw;
+                    if (++ox == g->ow) { ox = 0; ++oy; }
+                }
             }
         at = c0;
         /* NCHW8c: block 2q (2q + 1, ...) from pixel pix0 + c0; NCHW: row 16 q. Panel q + 1
@@ -971,45 +1033,58 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
         const float *bq = bias ? bias + q * 16 : 0;
         /* the vector tiles store an NCHW8c output themselves on the last K slice (rlx_cb_tile
            whole panels of 16 channels only: it computes 16; the AVX-512 tiles any) */
-        const int fuse = RLX_CB_FUSE && RLX_CB_VEC && (flat || RLX_CB_512 || nv == 16 * np)
-                         && (lay & 2) && (!res || rb);
+        int fuse = RLX_CB_FUSE && RLX_CB_VEC && (lay & 2) && (!res || rb);
+        for (int s = 0; s < ns; ++s)
+            fuse = fuse && (src[s].flat || RLX_CB_512 || nv == 16 * np);
         rlx_cb_epi ep = {y + atb, rq, bq, p * 8 * (int64_t)sizeof(float), act, lo, hi};
-        for (int64_t kb = 0; kb < cbn; kb += cbk) {
-            const int64_t nb = cbn - kb < cbk ? cbn - kb : cbk, acc = kb > 0;
-            const int64_t ks = kb * khw * bw;  /* the slice's first row of a panel */
-            const rlx_cb_epi *e = fuse && kb + nb == cbn ? &ep : 0;
-            for (int64_t t = 0, j = 0, mr; t < n; t += mr, ++j) {
-                mr = RLX_CB_512 ? n / ntl + (j < n % ntl) : n - t < step ? n - t : step;
-                const float *a[RLX_CB_MR > RLX_CB_MRZ ? RLX_CB_MR : RLX_CB_MRZ];
-                for (int64_t i = 0; i < mr; ++i) a[i] = xp + kb * cbs + poff[t + i];
-                for (int64_t i = mr; i < step; ++i) a[i] = a[0];
+        for (int s = 0; s < ns; ++s) {
+            const rlx_cb_src *S = &src[s];
+            const int64_t k = S->k, khw = S->khw, cbs = S->cbs, cbn = S->cbn, cbk = S->cbk;
+            const int64_t bw = S->bw, rs = S->rs, cs = S->cs, kh = S->g->kh, kw = S->g->kw;
+            const int64_t *offs = S->offs;
+            const int flat = S->flat, flat3 = S->flat3;
+            const float *pq = S->pk + q * k * 16;
+            const int narrow = q + np == nq && rlx_cb_tail8(o, S->g->c, kh, kw);
+            (void)flat3; (void)narrow;
+            for (int64_t kb = 0; kb < cbn; kb += cbk) {
+                const int64_t nb = cbn - kb < cbk ? cbn - kb : cbk, acc = s > 0 || kb > 0;
+                const int64_t ks = kb * khw * bw;  /* the slice's first row of a panel */
+                const rlx_cb_epi *e = fuse && s == ns - 1 && kb + nb == cbn ? &ep : 0;
+                for (int64_t t = 0, j = 0, mr; t < n; t += mr, ++j) {
+                    mr = RLX_CB_512 ? n / ntl + (j < n % ntl) : n - t < step ? n - t : step;
+                    const float *a[RLX_CB_MR > RLX_CB_MRZ ? RLX_CB_MR : RLX_CB_MRZ];
+                    for (int64_t i = 0; i < mr; ++i) a[i] = S->xp + kb * cbs + poff[s][t + i];
+                    for (int64_t i = mr; i < step; ++i) a[i] = a[0];
 #if RLX_CB_512
-                {
-                    ep.y = y + atb + t * 8;
-                    ep.res = rq ? rq + t * 8 : 0;
-                    const int two16 = nv - 16 * (np - 1) > 8;
-                    const float *pb = pq + ks * 16;
-                    float *o16 = yb + t * 16;
-                    /* the far prefetch's start (RLX_CB_PFN): j / ntl into the next slice
-                       of these panels, or of the next unit's after the last slice */
-                    const int64_t sl = nb * khw * bw;
-                    const float *nx = ks + sl < k ? pb + sl * 16 : pq + PU * k * 16;
-                    const char *pf = (const char *)(nx + j * sl / ntl * 16);
+                    {
+                        ep.y = y + atb + t * 8;
+                        ep.res = rq ? rq + t * 8 : 0;
+                        const int two16 = nv - 16 * (np - 1) > 8;
+                        const float *pb = pq + ks * 16;
+                        float *o16 = yb + t * 16;
+                        /* the far prefetch's start (RLX_CB_PFN): j / ntl into the next slice
+                           of these panels, or the pair's second filter after the first's last
+                           slice, or the next unit's after the last slice */
+                        const int64_t sl = nb * khw * bw;
+                        const float *nx = ks + sl < k ? pb + sl * 16
+                                          : s + 1 < ns ? src[s + 1].pk + q * src[s + 1].k * 16
+                                          : src[0].pk + (q + PU) * src[0].k * 16;
+                        const char *pf = (const char *)(nx + j * sl / ntl * 16);
 #define RLX_CB_FZ(M, NV) rlx_cb_tilez(a, pb, k * 16, nb * khw, offs, o16, CH * 16, acc, e, \
                                       two16, pf, 8, M, NV)
 #define RLX_CB_T2(M) rlx_cb_tilez(a, pb, k * 16, khw, offs, o16, CH * 16, acc, e, two16, pf, 3, \
                                   M, 2)
-#define RLX_CB_GZ(M, NV) rlx_cb_tilezg(a, pb, k * 16, nb, cbs, g->kh, g->kw, rs, cs, o16, \
+#define RLX_CB_GZ(M, NV) rlx_cb_tilezg(a, pb, k * 16, nb, cbs, kh, kw, rs, cs, o16, \
                                        CH * 16, acc, e, two16, (int)bw, M, NV)
 #define RLX_CB_F2(M) RLX_CB_FZ(M, 2)
 #define RLX_CB_F1(M) RLX_CB_FZ(M, 1)
 #define RLX_CB_G2(M) RLX_CB_GZ(M, 2)
 #define RLX_CB_G1(M) RLX_CB_GZ(M, 1)
-                    if (flat && np == 2) RLX_CB_BY_MRZ(mr, RLX_CB_F2)
-                    else if (flat) RLX_CB_BY_MRZ(mr, RLX_CB_F1)
-                    else if (flat3 && np == 2) RLX_CB_BY_MRZ(mr, RLX_CB_T2)
-                    else if (np == 2) RLX_CB_BY_MRZ(mr, RLX_CB_G2)
-                    else RLX_CB_BY_MRZ(mr, RLX_CB_G1)
+                        if (flat && np == 2) RLX_CB_BY_MRZ(mr, RLX_CB_F2)
+                        else if (flat) RLX_CB_BY_MRZ(mr, RLX_CB_F1)
+                        else if (flat3 && np == 2) RLX_CB_BY_MRZ(mr, RLX_CB_T2)
+                        else if (np == 2) RLX_CB_BY_MRZ(mr, RLX_CB_G2)
+                        else RLX_CB_BY_MRZ(mr, RLX_CB_G1)
 #undef RLX_CB_FZ
 #undef RLX_CB_GZ
 #undef RLX_CB_F2
@@ -1017,35 +1092,36 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
 #undef RLX_CB_G2
 #undef RLX_CB_G1
 #undef RLX_CB_T2
-                    continue;
-                }
+                        continue;
+                    }
 #endif
-                for (int64_t pp = 0; pp < np; ++pp) {  /* one panel a call */
-                    const int nar = narrow && pp == np - 1;
-                    const float *pb = pq + pp * k * 16 + ks * (nar ? 8 : 16);
-                    float *o16 = yb + pp * CH * 16 + t * 16;
-                    ep.y = y + atb + pp * 16 * p + t * 8;
-                    ep.res = rq ? rq + pp * 16 * p + t * 8 : 0;
-                    ep.bias = bq ? bq + pp * 16 : 0;
+                    for (int64_t pp = 0; pp < np; ++pp) {  /* one panel a call */
+                        const int nar = narrow && pp == np - 1;
+                        const float *pb = pq + pp * k * 16 + ks * (nar ? 8 : 16);
+                        float *o16 = yb + pp * CH * 16 + t * 16;
+                        ep.y = y + atb + pp * 16 * p + t * 8;
+                        ep.res = rq ? rq + pp * 16 * p + t * 8 : 0;
+                        ep.bias = bq ? bq + pp * 16 : 0;
 #if RLX_CB_VEC
-                    if (flat && nar) {  /* the last panel, 8 wide */
+                        if (flat && nar) {  /* the last panel, 8 wide */
 #define RLX_CB_CALL(M) rlx_cb_tile8(a, pb, nb * khw, offs, o16, acc, e, M, 1)
-                        RLX_CB_BY_MR(mr, RLX_CB_CALL)
+                            RLX_CB_BY_MR(mr, RLX_CB_CALL)
 #undef RLX_CB_CALL
 #if RLX_CB_ASM6
-                    } else if (flat && mr == MR) {
-                        rlx_cb_tile6(a, pb, nb * khw, offs, o16, acc, e);
+                        } else if (flat && mr == MR) {
+                            rlx_cb_tile6(a, pb, nb * khw, offs, o16, acc, e);
 #endif
-                    } else if (flat) {
+                        } else if (flat) {
 #define RLX_CB_CALL(M) rlx_cb_tile8(a, pb, nb * khw, offs, o16, acc, e, M, 2)
-                        RLX_CB_BY_MR(mr, RLX_CB_CALL)
+                            RLX_CB_BY_MR(mr, RLX_CB_CALL)
 #undef RLX_CB_CALL
-                    } else
+                        } else
 #endif
-                    {
-#define RLX_CB_CALL(M) rlx_cb_tile(a, pb, nb, cbs, g->kh, g->kw, rs, cs, o16, acc, e, (int)bw, M)
-                        RLX_CB_BY_MR(mr, RLX_CB_CALL)
+                        {
+#define RLX_CB_CALL(M) rlx_cb_tile(a, pb, nb, cbs, kh, kw, rs, cs, o16, acc, e, (int)bw, M)
+                            RLX_CB_BY_MR(mr, RLX_CB_CALL)
 #undef RLX_CB_CALL
+                        }
                     }
                 }
             }
@@ -1064,6 +1140,13 @@ static int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk, i
         }
     }
     return 1;
+}
+
+/* one convolution (rlx_cb_conv2 without a pair) */
+static inline int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk,
+                              int64_t o, const float *bias, const float *res, float *y,
+                              int64_t oy0, int64_t oy1, int act, float lo, float hi, int lay) {
+    return rlx_cb_conv2(g, x, pk, o, bias, res, y, oy0, oy1, act, lo, hi, lay, 0);
 }
 
 /* offset of (channel ch, pixel at) in one image of c channels and p pixels: NCHW, or NCHW8c
@@ -1241,12 +1324,31 @@ def item_rows(w: Writer, blocks: int, step: int, total: int, lo: str, hi: str) -
         w.line(f"const int64_t {lo} = 0, {hi} = {total};")
 
 
+@dataclass(frozen=True)
+class Second:
+    """The second convolution of a pair (conv_pair.py) as emit_blocked takes it: C pointers
+    of its input, OIHW filter, prepacked filter and bias, its input's channels and pixels per
+    image, its geometry (a C initializer) and whether its input is NCHW8c."""
+
+    x: str
+    wt: str
+    packed: str
+    bias: str
+    c: int
+    hw: int
+    geo: str
+    blocked: bool
+    filter_l2: int  # both filters' bytes run chunk by chunk, at most
+
+
 def emit_blocked(env: KernelEnv, w: Writer, packed: str, geo: str, n: int, x: str, wt: str,
                  c: int, hw: int, o: int, oh: int, ow: int, bias: str | None, res: str | None,
-                 out: str, tail: str, flops: int, lay: int = 0) -> str:
+                 out: str, tail: str, flops: int, lay: int = 0,
+                 second: Second | None = None) -> str:
     """The kernel's loop over (image, block of output rows) calling rlx_cb_conv (x, wt, bias,
     res, out: C pointers of the input, OIHW filter, bias, residual and output; lay: 1 the
-    input is NCHW8c, 2 the output is, 4 the residual is); returns IMPL."""
+    input is NCHW8c, 2 the output is, 4 the residual is); returns IMPL. With ``second`` (and
+    no residual) rlx_cb_conv2 sums both convolutions; returns IMPL_PAIR."""
     blocks = 1 if n >= MIN_ITEMS else min(oh, -(-MIN_ITEMS // n))
     step = -(-oh // blocks)
     blocks = -(-oh // step)
@@ -1256,6 +1358,23 @@ def emit_blocked(env: KernelEnv, w: Writer, packed: str, geo: str, n: int, x: st
     item_rows(w, blocks, step, oh, "oy0", "oy1")  # the blocked copy of the input: once alone
     w.line(f"const float* xb = {x} + b * {c * hw};")
     w.line(f"float* yb = {out} + b * {o * p};")
+    if second is not None:
+        s = second
+        w.line(f"const rlx_conv_geo geo2 = {s.geo};")
+        w.line(f"const rlx_cb_pair p2 = {{&geo2, {s.x} + b * {s.c * s.hw}, {s.packed}, "
+               f"{s.bias}, {int(s.blocked)}, {s.filter_l2}}};")
+        w.open(f"if (!rlx_cb_conv2(&geo, xb, {packed}, {o}, {bias or '0'}, 0, yb, oy0, oy1, "
+               f"{tail}, {lay & 3}, &p2))")
+        # out of memory for the copies: the second into the output, then the first with
+        # the output as its residual (rlx_cb_direct reads it at each output's own index
+        # before writing there), one output at a time
+        w.line(f"rlx_cb_direct(&geo2, p2.x, {s.wt}, {o}, p2.bias, 0, yb, oy0, oy1, 0, 0.0f, "
+               f"0.0f, {int(s.blocked) | lay & 2});")
+        w.line(f"rlx_cb_direct(&geo, xb, {wt}, {o}, {bias or '0'}, yb, yb, oy0, oy1, {tail}, "
+               f"{lay & 3 | (4 if lay & 2 else 0)});")
+        w.close()
+        w.close()
+        return IMPL_PAIR
     res_b = f"{res} + b * {o * p}" if res else "0"
     # out of memory for the blocked copy: the same rows by conv.py's implicit GEMM
     w.open(f"if (!rlx_cb_conv(&geo, xb, {packed}, {o}, {bias or '0'}, {res_b}, yb, oy0, oy1, "

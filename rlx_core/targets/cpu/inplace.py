@@ -33,17 +33,24 @@ def enabled() -> bool:
     return os.environ.get("RLX_ARENA_INPLACE", "") != "0"
 
 
-def blocked_convs(options: Any) -> bool:
-    """Will the renderer run blocked layouts (CpuTarget.build's prepack_conv)?"""
-    from rlx_core.targets.cpu import layout
+def simd_convs(options: Any) -> bool:
+    """Will the renderer run the blocked direct kernel on prepacked filters (CpuTarget.build's
+    prepack_conv)?"""
     from rlx_core.targets.cpu.prepack import prepack_enabled
     from rlx_core.targets.cpu.toolchain import find_compiler
 
     flags = getattr(options, "flags", None) or {}
-    if not (prepack_enabled() and not flags.get("no_prepack") and layout.enabled()):
+    if not (prepack_enabled() and not flags.get("no_prepack")):
         return False
     comp = find_compiler()
     return bool(comp.avx2_fma or comp.avx512)
+
+
+def blocked_convs(options: Any) -> bool:
+    """Will the renderer run blocked layouts (simd_convs, and layout.py not turned off)?"""
+    from rlx_core.targets.cpu import layout
+
+    return layout.enabled() and simd_convs(options)
 
 
 def conv_in_place(g: Graph, node: Any, blocked: set[str]) -> bool:

@@ -74,6 +74,8 @@ def _ties(k: Kernel, g: Graph, conv_kind: ConvKind) -> tuple[list[list[str]], li
         return None
     node = k.nodes[0]
     out = node.name
+    if node.op == "conv2d_pair":  # the blocked direct kernel (conv_pair.py): inputs free
+        return [[out]], [node.inputs[0], node.inputs[3]]
     if node.op in CONV_OPS:
         kind = conv_kind(node)
         res = _residual(node)
@@ -144,10 +146,12 @@ def plan(g: Graph, conv_kind: ConvKind, views: set[str] | None = None) -> set[st
 
 def lay_of(node: Node, blocked: set[str]) -> int:
     """The ``lay`` bits of a convolution (conv.emit_conv): 1 its input is NCHW8c, 2 its
-    output is, 4 its residual is."""
+    output is, 4 its residual is; a conv2d_pair's: 8 its second input (conv_pair.py)."""
     res = _residual(node)
+    second = node.inputs[3] if node.op == "conv2d_pair" else None
     return (int(node.inputs[0] in blocked) | 2 * int(node.name in blocked)
-            | 4 * int(res is not None and res in blocked))
+            | 4 * int(res is not None and res in blocked)
+            | 8 * int(second is not None and second in blocked))
 
 
 def enabled() -> bool:

@@ -23,6 +23,7 @@ from rlx_core.targets.cpu import (
     bf16gemm,
     conv,
     conv_blocked,
+    conv_pair,
     depthwise,
     gemv,
     i4gemm,
@@ -208,6 +209,9 @@ class CpuRenderer(CLikeRenderer):
     def composite(self, env: KernelEnv, w: Writer, node: Node) -> str | None:
         if node.op == "attention":
             return attention.emit_attention(env, w, node)
+        if node.op == "conv2d_pair":
+            return conv_pair.emit_pair(env, w, node, self.packed_pair(env, node),
+                                       layout.lay_of(node, self._blocked))
         if node.op in conv.OPS:
             lay = layout.lay_of(node, self._blocked)
             g = self._graph
@@ -443,12 +447,30 @@ class CpuRenderer(CLikeRenderer):
             return None
         # (or packed for the direct kernel, transformed in each call: few tiles)
         lazy = m and winograd.filter_on_the_fly(m, int(x.type.shape[0]), c, o, oh, ow)
-        pw = self.packed.add(self._params[wname], wname, o, c, 0, 0,
-                             "winolazy" if lazy else f"wino{m}" if m else "conv", kh, kw)
+        name = self._packed_filter(env, wname, "winolazy" if lazy else f"wino{m}" if m else "conv")
+        return conv.PackedFilter(name, m, bool(lazy))
+
+    def _packed_filter(self, env: KernelEnv, wname: str, kind: str) -> str:
+        """The kernel parameter holding parameter filter ``wname`` packed as ``kind``."""
+        wt = env.inputs[wname]
+        o, c, kh, kw = wt.type.shape
+        pw = self.packed.add(self._params[wname], wname, o, c, 0, 0, kind, kh, kw)
         name = f"{wt.ptr}_cbpacked"
         env.extra_args.append((f"const float* restrict {name}",
                                self.packed.pointer(self._prefix, pw)))
-        return conv.PackedFilter(name, m, bool(lazy))
+        return name
+
+    def packed_pair(self, env: KernelEnv, node: Node) -> tuple[str, str]:
+        """Both filters of a conv2d_pair packed for the blocked direct kernel (conv_pair.py:
+        passes/conv_epilogue.py made the pair only where conv_pair.enabled said so)."""
+        filters = (node.inputs[1], node.inputs[4])
+        if not self.prepack_conv or any(f not in self._params for f in filters):
+            raise RenderError(f"{node.name}: conv2d_pair needs both filters prepacked for the "
+                              "blocked direct kernel",
+                              hint="compile and render with the same options; RLX_CONV_PAIR=0 "
+                                   "keeps the two convolutions apart")
+        first, second = (self._packed_filter(env, f, "conv") for f in filters)
+        return first, second
 
     def packed_int8(self, env: KernelEnv, node: Node) -> str | None:
         """The kernel parameter holding ``int_linear``'s (or ``dynamic_int_linear``'s,

@@ -72,6 +72,14 @@ class CpuTarget:
                  for k in g.kernels]
         return types, small
 
+    def conv_pairs(self, options: Any = None) -> Any:
+        """Which 1x1 convs added to another passes/conv_epilogue.py fuses into a conv2d_pair:
+        a predicate of (outputs, channels, shortcut channels, shortcut stride), or None for
+        none (cpu/conv_pair.py answers: where the blocked direct kernel runs and pays)."""
+        from rlx_core.targets.cpu import conv_pair
+
+        return conv_pair.rule(options)
+
     @property
     def caps(self) -> Any:
         from rlx_core.targets.cpu.caps import CAPS

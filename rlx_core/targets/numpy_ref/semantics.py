@@ -516,11 +516,21 @@ def _conv2d_fused(a: dict[str, Any], args: list[Array], t: TensorType) -> Array:
     y = _conv2d(a, args[:len(args) - int(residual)], t)
     if residual:
         y = y + _f64(args[-1])
+    return _act(a, y)
+
+
+def _act(a: dict[str, Any], y: Array) -> Array:
+    """A fused convolution's act: none, max(., lo), min(., hi) or clip."""
     if a["act"] in ("max", "clip"):
         y = np.maximum(y, a["lo"])
     if a["act"] in ("min", "clip"):
         y = np.minimum(y, a["hi"])
     return y
+
+
+def _conv2d_pair(a: dict[str, Any], args: list[Array], t: TensorType) -> Array:
+    second = {"stride": a["stride2"], "padding": (0, 0), "dilation": (1, 1), "groups": 1}
+    return _act(a, _conv2d(a, args[:3], t) + _conv2d(second, args[3:], t))
 
 
 def _pool(a: dict[str, Any], args: list[Array], t: TensorType, kind: str) -> Array:
@@ -555,6 +565,7 @@ COMPOSITES: dict[str, OpFn] = {
     "embedding": _embedding,
     "conv2d": _conv2d,
     "conv2d_fused": _conv2d_fused,
+    "conv2d_pair": _conv2d_pair,
     "max_pool2d": lambda a, xs, t: _pool(a, xs, t, "max"),
     "avg_pool2d": lambda a, xs, t: _pool(a, xs, t, "avg"),
     # quantization (quant_semantics.py pins their integer rules)
