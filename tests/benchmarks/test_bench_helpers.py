@@ -147,7 +147,7 @@ def test_floor_with_bytes_is_the_larger_of_flops_and_bytes_at_the_bandwidth() ->
 
 def test_floor_against_this_runs_peaks_beside_the_stored_ones() -> None:
     """A slowed host: the stored ceiling's floor reads rlx at 38%, this run's own at 84%."""
-    from benchmarks.peak import fraction_text, floor_fields
+    from benchmarks.peak import floor_fields, fraction_text
 
     got = floor_fields(0.0524, 498.0, 0.000277, run_peak=225.0)
     assert got["rlx_fraction_of_peak"] == 0.38 and got["rlx_fraction_of_run_peak"] == 0.841
