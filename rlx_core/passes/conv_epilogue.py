@@ -151,7 +151,8 @@ def pair_rule(params: frozenset[str], dtypes: tuple[str, ...],
         c2, s = view.type_of(b.inputs[1]).shape[1], tuple(b.attr("stride"))
         if s[0] != s[1] or not worth(int(o), int(c1), int(c2), int(s[0])):
             return None
-        return [view.emit("conv2d_pair", [*a.inputs, *b.inputs], {**_attrs(a), "stride2": s})]
+        attrs = {**_attrs(a), "stride2": s, "packed": True}  # the cpu claims packed pairs only
+        return [view.emit("conv2d_pair", [*a.inputs, *b.inputs], attrs)]
 
     return conv_pair
 

@@ -228,10 +228,11 @@ def test_every_hir_op_legalizes_on_every_target_in_f32(target) -> None:
         # the int8 and int4 matmuls (cpu/igemm.py, i4gemm.py; dynamic_int_linear's per-token
         # quantize + int8 GEMM + dequantize in one kernel) and the convolutions
         # (cpu/conv.py) and pooling (cpu/pool.py, f32: an int8 max pool decomposes) whole;
-        # the rest decomposes
+        # the rest decomposes, conv2d_pair too: the cpu claims only the pairs conv_epilogue
+        # makes from the filters it prepacks (packed=True), not a graph's own
         native = (*ROW_OPS, "attention", "int_linear", "int4_linear", "dynamic_int_linear",
                   "static_int_linear", "requantized_int_linear",
-                  "conv2d", "conv2d_fused", "conv2d_pair",
+                  "conv2d", "conv2d_fused",
                   "max_pool2d", "avg_pool2d")
         int_pool = op.endswith("pool2d") and specs[0][0] != "f32"
         want = "native" if target == "cpu" and op in native and not int_pool else "common-IR"

@@ -88,3 +88,25 @@ def test_no_pair_unless_both_are_1x1_with_a_bias(monkeypatch: pytest.MonkeyPatch
     x = rng.standard_normal((1, 16, 8, 8)).astype(np.float32)
     exe = _compile(f, x, monkeypatch, True)
     assert "conv2d_pair" not in _ops(exe)
+
+
+def test_a_graphs_own_pair_runs_as_its_two_convolutions() -> None:
+    """A conv2d_pair written in the graph (not made by conv_epilogue from prepacked filters:
+    here its filters are inputs) is not native on the cpu: the claim holds only for packed
+    pairs, so legalization takes the decomposition, with the reason, and the values match."""
+    from rlx_core.dispatch.legalize import legalize_graph
+    from rlx_core.targets.numpy_ref.executor import interpret
+    from tests.dispatch.graphs import random_inputs, single
+    from tests.dispatch.test_decompositions import CASES
+
+    op, specs, attrs = next(c for c in CASES if c[0] == "conv2d_pair")
+    g = single(op, specs, **attrs)
+    d = legalize_graph(g, CpuTarget()).top_level()[0]
+    assert (d.op, d.route) == ("conv2d_pair", "common-IR")
+    assert any("packed" in r.message for rej in d.rejected for r in rej.reasons)
+    inputs = random_inputs(g, np.random.default_rng(0))
+    got = rlx.compile(g, target="cpu", record=False)(*inputs)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    want = interpret(g, inputs)
+    want = want[0] if isinstance(want, (list, tuple)) else want
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-4)

@@ -4,8 +4,9 @@ Labelled "executes": the C renderer (rlx_core/targets/cpu/renderer.py) implement
 primitive (dot_general included) in each dtype below, and the conformance suite runs them
 against the numpy reference. Four HIR normalisations are claimed whole in f32 and f64
 (softmax, log_softmax, layer_norm, rms_norm: one row loop each, c_common/row_ops.py), and
-attention in f32 (cpu/attention.py), conv2d, conv2d_fused and conv2d_pair in f32 (cpu/conv.py), max_pool2d and
-avg_pool2d in f32 (cpu/pool.py), int_linear
+attention in f32 (cpu/attention.py), conv2d and conv2d_fused in f32 (cpu/conv.py), conv2d_pair
+in f32 where passes/conv_epilogue.py made it from prepacked filters (cpu/conv_pair.py; a
+graph's own pair decomposes), max_pool2d and avg_pool2d in f32 (cpu/pool.py), int_linear
 (the int8 GEMM, cpu/igemm.py), dynamic_int_linear (that GEMM with per-row activation
 quantization and the dequantize fused, cpu/igemm_packed.py), static_int_linear (the same with
 fixed activation parameters), requantized_int_linear (that GEMM on int8 codes, requantize
@@ -77,7 +78,11 @@ CAPS = Capabilities(
                     note="implicit GEMM on the own tile (im2col panels packed from NCHW), "
                          "depthwise row loops; bias / residual / ReLU-clip in the store "
                          "(cpu/conv.py)"),
-            OpClaim(("conv2d_pair",), CONV_DTYPES,
+            OpClaim(("conv2d_pair",), CONV_DTYPES, constraints=(Constraint(
+                "static_attr", "packed", (True,),
+                why="the cpu runs a pair only where passes/conv_epilogue.py made it from the "
+                    "filters it prepacks; a graph's own conv2d_pair runs as its two "
+                    "convolutions"),),
                     note="two 1x1 convs summed (a projection shortcut) as one K loop on the "
                          "blocked direct kernel (cpu/conv_pair.py)"),
             OpClaim(POOL_OPS, POOL_DTYPES,
