@@ -125,8 +125,9 @@ class CpuRenderer(CLikeRenderer):
         """The runs of small row-wise kernels the team shares out by rows (row_split.plan)."""
         where, _ = self.places(g)
         types = {name: v.type for name, v in g.values().items()}
-        small = [not self.aliased(g, k) and max(types[v].size for v in (*k.inputs, *k.outputs))
-                 < self.parallel_min_work for k in g.kernels]
+        # an aliased reshape (the arena placed it on its input: no call) joins no run
+        small = [s and not self.aliased(g, k) for s, k in zip(
+            row_split.small_kernels(g, types, self.parallel_min_work), g.kernels, strict=True)]
         return row_split.plan(g, types, self._region_of(where, types), small)
 
     def _region_of(self, where: dict, types: dict):

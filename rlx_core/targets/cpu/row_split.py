@@ -67,6 +67,12 @@ class RowGroup:
     blocks: int
 
 
+def small_kernels(g: Graph, types: dict, min_work: int) -> list[bool]:
+    """Per kernel: would it run on one thread (its largest operand under ``min_work``
+    elements, the renderer's PARALLEL_MIN_WORK)? The runs ``plan`` shares out are of these."""
+    return [max(types[v].size for v in (*k.inputs, *k.outputs)) < min_work for k in g.kernels]
+
+
 def row_inputs(k: Kernel, types: dict) -> tuple[int, frozenset[str]] | None:
     """(rows, the inputs read only at the output row) of a kernel that is row-wise over the
     leading axis of its outputs, or None. Inputs outside the set may be read at any row."""
@@ -213,14 +219,15 @@ def plan(g: Graph, types: dict, region, small: list[bool], min_work: int | None 
 
     ``region(value)``: (space, index, lo, hi) of the bytes a value occupies (the arena's
     byte range, or a whole caller buffer); None before the arena is planned (the plan then
-    keeps each run's values apart: CpuTarget.arena_phases); ``small[i]``: kernel i would run on one thread
-    (under the team threshold, a call of its own)."""
+    keeps each run's values apart: CpuTarget.arena_phases); ``small[i]``: kernel i would run
+    on one thread (``small_kernels``: under the team threshold, a call of its own)."""
     groups: dict[int, RowGroup] = {}
     if not enabled():
         return groups
     run: list[int] = []
     touched: list[tuple[int, str, tuple, bool, bool]] = []  # kernel, value, region, write, row
     produced: set[str] = set()
+    place = region or (lambda v: ("", 0, 0, 0))  # before the arena plan: no bytes yet
 
     def close() -> None:
         if run:
@@ -244,7 +251,6 @@ def plan(g: Graph, types: dict, region, small: list[bool], min_work: int | None 
             close()
         if any(v in produced and v not in aligned for v in k.inputs):
             close()  # it reads other rows of what the run wrote
-        place = region or (lambda v: ("", 0, 0, 0))
         mine = [(i, v, place(v), False, v in aligned) for v in k.inputs]
         mine += [(i, v, place(v), True, True) for v in k.outputs]
         if region is not None and not all(_apart(a, b, rows, types)

@@ -66,11 +66,10 @@ class CpuTarget:
     def _row_facts(g: Graph) -> tuple[dict, list[bool]]:
         """(value -> type, per kernel: under the team's split threshold) for row_split."""
         from rlx_core.targets.cpu.renderer import PARALLEL_MIN_WORK
+        from rlx_core.targets.cpu.row_split import small_kernels
 
         types = {name: v.type for name, v in g.values().items()}
-        small = [max(types[v].size for v in (*k.inputs, *k.outputs)) < PARALLEL_MIN_WORK
-                 for k in g.kernels]
-        return types, small
+        return types, small_kernels(g, types, PARALLEL_MIN_WORK)
 
     def conv_pairs(self, options: Any = None) -> Any:
         """Which 1x1 convs added to another passes/conv_epilogue.py fuses into a conv2d_pair:
