@@ -61,12 +61,9 @@ def worker(net_name: str, batch: int, size: int, kind: str, out: str) -> None:
     x = np.random.default_rng(0).standard_normal((batch, 3, size, size)).astype(np.float32)
     data = export(build(net_name), torch.from_numpy(x), 17)
     if kind == "ort":
-        import onnxruntime as ort
+        from benchmarks.bench_cnn import ort_session
 
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+        sess = ort_session(data, 1, True)  # bench_cnn's session, on one thread
 
         def call() -> Any:
             return sess.run(None, {"x": x})[0]

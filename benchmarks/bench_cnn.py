@@ -84,6 +84,19 @@ def compare(got: Any, want: Any) -> dict[str, float]:
                                                                          1e-30))}
 
 
+def ort_session(data: bytes, threads: int, spin: bool) -> Any:
+    """An ONNX Runtime CPU session of model ``data`` as the bench runs it: ``threads`` intra-op
+    threads (spinning between ops or not), all graph optimisations."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nets", default=",".join(NETS))
@@ -121,14 +134,6 @@ def main(argv: list[str] | None = None) -> int:
     opsets = [int(o) for o in args.opsets.split(",")]
     batches = [int(b) for b in args.batches.split(",")]
 
-    def session(data: bytes, spin: bool) -> Any:
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
-        return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
-
     results: list[dict[str, Any]] = []
     say(f"{machine()['cpu']} ({isa()}), {threads} thread(s) per peer, input {args.size}x"
         f"{args.size}")
@@ -148,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.perf_counter()
                 exe = rlx.compile(graph, x, target="cpu", record=False)
                 compile_s = time.perf_counter() - t0
-                sessions = {"onnxruntime": session(data, True),
-                            "onnxruntime-nospin": session(data, False)}
+                sessions = {"onnxruntime": ort_session(data, threads, True),
+                            "onnxruntime-nospin": ort_session(data, threads, False)}
                 want = sessions["onnxruntime"].run(None, {"x": x})[0]
                 checks[opset] = compare(exe(x), want)
                 checks[opset]["import_path"] = graph.origin.get("path", "")  # type: ignore
