@@ -214,8 +214,8 @@ def _defs() -> dict[str, OpDef]:
                                 "packed": AttrSpec("bool", False)},
         _conv2d_pair, "act(conv2d(x, w, b) + conv2d(x2, w2, b2)): inputs (x, w, b, x2, w2, b2), "
         "the second convolution of stride stride2, unpadded, groups 1; a ResNet block's last "
-        "1x1 and its projection shortcut as one output; packed=True: made by passes/conv_epilogue.py "
-        "from filters the target prepacks (no effect on the value)")
+        "1x1 and its projection shortcut as one output; packed=True: made by "
+        "passes/conv_epilogue.py from filters the target prepacks (no effect on the value)")
     for op in ("max_pool2d", "avg_pool2d"):
         add(op, (1, 1), {"kernel": AttrSpec("ints"), "stride": AttrSpec("ints"),
                          "padding": pair((0, 0))}, _pool(op), f"2-D {op[:3]} pooling, NCHW"
