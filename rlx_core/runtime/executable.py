@@ -28,8 +28,9 @@ def _to_host(arg: Any, want: TensorType) -> Any:
     except ImportError:  # Pyodide without numpy: the target takes buffers / lists as they are
         return arg
     arr = np.asarray(arg)
-    if arr.dtype.name != dt.to_numpy_name(want.dtype):
-        arr = arr.astype(dt.to_numpy_name(want.dtype))
+    host = np.dtype(dt.to_numpy_name(want.dtype))
+    if arr.dtype != host:  # by dtype, not name: a big-endian float32 is converted too
+        arr = arr.astype(host)
     return np.asarray(arr, order="C")  # np.ascontiguousarray turns 0-d arrays into 1-d
 
 
@@ -104,7 +105,7 @@ class Executable:
                 return done[0] if len(done) == 1 else tuple(done)
         host = self._host_args(args)
         if out is None:
-            outs = self.program.run(host, self.params)
+            outs = self._run(host)
             if self._widen:
                 outs = widen_outputs(outs, self._widen)
         else:
@@ -141,6 +142,15 @@ class Executable:
             check_inputs(self.name, args, self._narrowed)
         return host
 
+    def _run(self, host: list[Any]) -> list[Any]:
+        """The program on ``host`` (_host_args' result): where numpy is present those are
+        checked and converted, so the target's run_checked_fn, if it has one, skips its own
+        check of them."""
+        checked = self.program.run_checked_fn
+        if checked is not None and self._host_types is not None:
+            return checked(host, self.params)
+        return self.program.run(host, self.params)
+
     def _as_is(self, args: Sequence[Any]) -> list[Any] | None:
         """``args`` unchanged when each is already a C-contiguous numpy array of the compiled
         shape and host dtype (what check_args and _to_host would accept and pass through),
@@ -172,7 +182,7 @@ class Executable:
             return self.program.run_into_fn(host, self.params, bufs)
         import numpy as np
 
-        outs = self.program.run(host, self.params)
+        outs = self._run(host)
         done = []
         for name, buf, value in zip(self.lir.outputs, bufs, outs, strict=True):
             if buf is None:

@@ -45,6 +45,10 @@ class Program:
     # ``out=`` as they are (no conversion, no parameters), or None where the general path
     # must run; the Executable tries it first once a call has passed its one-time checks
     direct_fn: Any = None
+    # optional ``(inputs, params) -> outputs`` for inputs the Executable has checked and
+    # converted (each a C-contiguous numpy array of its input's shape and host dtype, in the
+    # host's byte order): ``run`` without the target's own second check of them
+    run_checked_fn: Any = None
 
     def run(self, inputs: Sequence[Any], params: dict[str, Any]) -> list[Any]:
         return self.run_fn(inputs, params)

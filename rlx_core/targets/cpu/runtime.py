@@ -214,6 +214,18 @@ class NativeProgram:
                     or x.shape != shape or not x.flags.c_contiguous):
                 x = to_storage(x, cp.input_types[i], f"input {i}")
             ins.append(x)
+        return self.run_checked(ins, params)
+
+    def run_checked(self, ins: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+        """``run`` on inputs already checked and in storage form: each a C-contiguous numpy
+        array of its input's shape and storage dtype (what the Executable's checks leave for a
+        program without bf16 inputs; see CpuTarget.build), so that a call checks them once."""
+        cp = self.cprog
+        try:
+            np = self._np
+        except AttributeError:
+            self._prepare()
+            np = self._np
         outs = [np.empty(shape, want) for shape, want in self._out_specs]
         addr = self._addr
         failed = 0

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from rlx_core.errors import TargetUnavailableError
+from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Graph
 from rlx_core.targets.base import Program, Verification
 
@@ -164,7 +165,10 @@ class CpuTarget:
         }
         if profile:
             info["profile"] = native.profile
-        return Program(run_fn=native.run, sources=dict(cprog.kernel_sources), info=info)
+        # bf16 inputs still need their storage form (run converts them)
+        checked = None if any(t.dtype == dt.bf16 for t in cprog.input_types) else native.run_checked
+        return Program(run_fn=native.run, sources=dict(cprog.kernel_sources), info=info,
+                       run_checked_fn=checked)
 
     def __repr__(self) -> str:
         return "CpuTarget()"
