@@ -216,7 +216,9 @@ def team_stats(workloads: dict[str, dict[str, Callable[[], Any]]]) -> dict[str, 
     """Sum of the team counters of every loaded CPU program (team.team_functions): calls,
     late arrivals, shrunk calls, spells, the claimed chunks thread 0 and the worker ran, and
     the judge's reasons (late waits, calls with no worker, starved calls, bad calls, sleeps
-    inside calls, ns thread 0 and the other threads waited at phases' ends)."""
+    inside calls, ns thread 0 and the other threads waited at phases' ends). Totals since each
+    program loaded: take differences around the calls of interest, and mind that one long wait
+    (a descheduled worker) can make most of a sum (docs/architecture.md)."""
     import ctypes
 
     from rlx_core.targets.cpu import threads

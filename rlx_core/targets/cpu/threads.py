@@ -62,4 +62,8 @@ def attach(lib: ctypes.CDLL, symbol: str) -> None:
     fn.restype = None
     fn.argtypes = [ctypes.c_int]
     fn(num_threads())
-    _LOADED.append((lib, symbol))
+    # once per program: a second compile of the same build loads the same library (one dlopen
+    # per path), and a reader summing the programs' team counters (bench_contention.team_stats)
+    # counted it twice
+    if not any(have is lib and sym == symbol for have, sym in _LOADED):
+        _LOADED.append((lib, symbol))
