@@ -107,12 +107,6 @@ def _ask(p: subprocess.Popen, msg: str) -> str:
     return p.stdout.readline()
 
 
-def _fifo(pids: list[int], on: bool) -> None:
-    policy, prio = (os.SCHED_FIFO, 1) if on else (os.SCHED_OTHER, 0)
-    for pid in pids:
-        os.sched_setscheduler(pid, policy, os.sched_param(prio))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--net", default="mobilenet_v2")
@@ -162,32 +156,27 @@ def run(args: argparse.Namespace) -> tuple[dict[str, list[float]], list[dict[str
             got = np.load(tmp / f"{n}.npy")
             print(f"#   {n}: max rel diff vs {ort_name} "
                   f"{np.abs(got - want).max() / np.abs(want).max():.1e}")
-    lock = open(args.fifo, "a") if args.fifo else None  # noqa: SIM115 (held for the rounds)
-    pids = [os.getpid(), *(p.pid for p in procs.values())]
-    if lock is not None:
-        import fcntl
+    from benchmarks.common import fifo_held
 
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        _fifo(pids, True)
+    pids = [os.getpid(), *(p.pid for p in procs.values())]
     times: dict[str, list[float]] = {n: [] for n in names}
     rounds: list[dict[str, float]] = []
-    start = time.time()
     try:
-        for r in range(args.rounds):
-            best = {}
-            for n in names[r % len(names):] + names[:r % len(names)]:
-                _ask(procs[n], f"settle {args.settle}")
-                ts = json.loads(_ask(procs[n], f"time {args.block}"))
-                times[n] += ts
-                best[n] = min(ts)
-            rounds.append(best)
-            print(f"r{r}: " + "  ".join(f"{n} {best[n] * 1e3:.2f}" for n in names), flush=True)
-            if time.time() - start > args.budget:
-                break
+        with fifo_held(args.fifo, pids):
+            start = time.time()
+            for r in range(args.rounds):
+                best = {}
+                for n in names[r % len(names):] + names[:r % len(names)]:
+                    _ask(procs[n], f"settle {args.settle}")
+                    ts = json.loads(_ask(procs[n], f"time {args.block}"))
+                    times[n] += ts
+                    best[n] = min(ts)
+                rounds.append(best)
+                print(f"r{r}: " + "  ".join(f"{n} {best[n] * 1e3:.2f}" for n in names),
+                      flush=True)
+                if time.time() - start > args.budget:
+                    break
     finally:
-        if lock is not None:
-            _fifo(pids, False)
-            lock.close()
         for p in procs.values():
             assert p.stdin is not None
             p.stdin.write("quit\n")
@@ -195,7 +184,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, list[float]], list[dict[str
     base = names[0]
     p50 = {n: statistics.median(ts) for n, ts in times.items()}
     print(f"# load {os.getloadavg()[0]:.1f}; {len(rounds)} rounds of {args.block} calls"
-          + (" under SCHED_FIFO" if lock else ""))
+          + (" under SCHED_FIFO" if args.fifo else ""))
     for n in names:
         vs_ort = f"  ORT/{n} {p50[ort_name] / p50[n]:.3f}x" if ort_name and n != ort_name else ""
         print(f"{n:>12}: p50 {p50[n] * 1e3:8.2f} ms  min {min(times[n]) * 1e3:8.2f}  "
