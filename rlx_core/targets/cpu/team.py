@@ -834,11 +834,15 @@ def _skip_block(lines: list[str], start: int) -> int:
     return -1
 
 
-def team_calls(calls: list[str], team: list[bool],
-               timer: Callable[[int], tuple[str, str]] | None = None,
-               claims: list[bool] | None = None, prefix: str = "rlx",
-               feet: list[Footprint | None] | None = None,
-               ends: list[int | None] | None = None) -> list[str]:
+def team_calls(
+    calls: list[str],
+    team: list[bool],
+    timer: Callable[[int], tuple[str, str]] | None = None,
+    claims: list[bool] | None = None,
+    prefix: str = "rlx",
+    feet: list[Footprint | None] | None = None,
+    ends: list[int | None] | None = None,
+) -> list[str]:
     """Kernel calls inside the region, with what makes each wait for the work it reads.
 
     ``claims[i]``: kernel i hands its work out as claimed chunks and returns only when all of
@@ -869,8 +873,12 @@ def team_calls(calls: list[str], team: list[bool],
         waits: dict[int, list[str]] = {}
         if feet and ends and not timer:  # the timed build times each kernel to its end
             defer, finish = _phases(live, team, claims, feet, ends)
-            waits = {at: [f"        rlx_team_finish({prefix}_work + {2 * k}, {ends[k] or 1});"
-                          for k in ks] for at, ks in finish.items()}
+            waits = {
+                at: [
+                    f"        rlx_team_finish({prefix}_work + {2 * k}, {ends[k] or 1});" for k in ks
+                ]
+                for at, ks in finish.items()
+            }
         return _claimed_calls(calls, team, claims, live, timer, prefix, defer, waits)
     for pos, i in enumerate(live):
         call, is_team = calls[i], team[i]
@@ -886,10 +894,16 @@ def team_calls(calls: list[str], team: list[bool],
     return out
 
 
-def _claimed_calls(calls: list[str], team: list[bool], claims: list[bool], live: list[int],
-                   timer: Callable[[int], tuple[str, str]] | None, prefix: str,
-                   defer: set[int] = frozenset(), finish: dict[int, list[str]] | None = None
-                   ) -> list[str]:
+def _claimed_calls(
+    calls: list[str],
+    team: list[bool],
+    claims: list[bool],
+    live: list[int],
+    timer: Callable[[int], tuple[str, str]] | None,
+    prefix: str,
+    defer: set[int] = frozenset(),
+    finish: dict[int, list[str]] | None = None,
+) -> list[str]:
     """The calls of a program whose team kernels claim their work; kernels in ``defer`` run
     under rlx_team_defer, and ``finish[i]`` (lines) comes before kernel i (-1: at the end)."""
     out: list[str] = []
@@ -914,8 +928,10 @@ def _claimed_calls(calls: list[str], team: list[bool], claims: list[bool], live:
                     out.append("            " + timer(j)[1])
             out.append("          }")
             if i in defer:  # only report the chunk: the wait is a later rlx_team_finish
-                out.append(f"          rlx_team_defer = 1; rlx_team_done_last({work}, &rlx_g, 1);"
-                           " rlx_team_defer = 0; }")
+                out.append(
+                    f"          rlx_team_defer = 1; rlx_team_done_last({work}, &rlx_g, 1);"
+                    " rlx_team_defer = 0; }"
+                )
             else:
                 out.append(f"          rlx_team_done({work}, &rlx_g, 1); }}")
         else:
@@ -945,23 +961,31 @@ class Footprint:
 
     def conflicts(self, other: Footprint) -> bool:
         """Must one of the two wait for the other: does either write what the other touches?"""
+
         def meet(a: Region, b: Region) -> bool:
             return a[:2] == b[:2] and a[2] < b[3] and b[2] < a[3]
-        return (any(meet(w, x) for w in self.writes for x in (*other.reads, *other.writes))
-                or any(meet(w, x) for w in other.writes for x in self.reads))
+
+        return any(meet(w, x) for w in self.writes for x in (*other.reads, *other.writes)) or any(
+            meet(w, x) for w in other.writes for x in self.reads
+        )
 
 
 def union(feet: list[Footprint | None]) -> Footprint | None:
     """The footprint of kernels run as one unit (None if any is unknown)."""
     if any(f is None for f in feet):
         return None
-    return Footprint(tuple(r for f in feet for r in f.reads),
-                     tuple(r for f in feet for r in f.writes))
+    return Footprint(
+        tuple(r for f in feet for r in f.reads), tuple(r for f in feet for r in f.writes)
+    )
 
 
-def _phases(live: list[int], team: list[bool], claims: list[bool],
-            feet: list[Footprint | None], ends: list[int | None]
-            ) -> tuple[set[int], dict[int, list[int]]]:
+def _phases(
+    live: list[int],
+    team: list[bool],
+    claims: list[bool],
+    feet: list[Footprint | None],
+    ends: list[int | None],
+) -> tuple[set[int], dict[int, list[int]]]:
     """Which claimed kernels end without waiting for the other threads' chunks, and where
     each such wait goes: {first kernel of the unit before which to wait (-1: the body's end):
     the kernels to wait for}. A unit is a claimed kernel, a run of serial kernels (one chunk)
@@ -995,9 +1019,12 @@ def _phases(live: list[int], team: list[bool], claims: list[bool],
         nxt = pos + 1 < len(units) and units[pos + 1]
         # a claimed kernel, or a run of serial kernels (one chunk: the first thread there
         # runs it while the others go on to the next unit)
-        if ((not team[first] or claims[first] and ends[first] is not None) and nxt
-                and (claims[nxt[0]] or not team[nxt[0]])
-                and not clash(here, unit_feet[pos + 1])):
+        if (
+            (not team[first] or claims[first] and ends[first] is not None)
+            and nxt
+            and (claims[nxt[0]] or not team[nxt[0]])
+            and not clash(here, unit_feet[pos + 1])
+        ):
             defer.add(first)
             pending.append(first)
             deferred[first] = here
@@ -1010,8 +1037,10 @@ def work_counters(prefix: str, kernels: int) -> str:
     """The claim counters of a program's kernels (rlx_team_claim), two per kernel (chunks
     claimed, chunks done, each with the call's generation in its high half), and the count of
     team calls the program made (``<prefix>_regions``, see ``team_functions``)."""
-    return (f"static atomic_llong {prefix}_work[{2 * max(kernels, 1)}];\n"
-            f"static atomic_llong {prefix}_region_count;\n")
+    return (
+        f"static atomic_llong {prefix}_work[{2 * max(kernels, 1)}];\n"
+        f"static atomic_llong {prefix}_region_count;\n"
+    )
 
 
 def team_functions(prefix: str, team_mode: bool) -> str:
@@ -1038,36 +1067,42 @@ def team_functions(prefix: str, team_mode: bool) -> str:
     """
     if not team_mode:
         return f"long long {prefix}_regions(void) {{\n    return 0;\n}}\n"
-    return (f"long long {prefix}_regions(void) {{\n"
-            f"    return atomic_load_explicit(&{prefix}_region_count, memory_order_relaxed);\n}}\n"
-            f"void {prefix}_team_stats(long long* out) {{\n"
-            "    for (int i = 0; i < 4; ++i) out[i] = rlx_team_stat[i];\n}\n"
-            f"void {prefix}_team_why(long long* out) {{\n"
-            "    for (int i = 0; i < 7; ++i) out[i] = rlx_team_stat[4 + i];\n}\n"
-            f"void {prefix}_team_reset(void) {{\n"
-            "    rlx_team_shrink_left = 0; rlx_team_shrink_until = 0; rlx_team_hist = 0;\n"
-            "    rlx_team_shrink_calls_until = 0;\n"
-            "    rlx_team_good = 0; rlx_team_pend = 0; rlx_team_worse = 0;\n"
-            "    rlx_team_ones.at = rlx_team_ones.n = 0; rlx_team_teams.at = rlx_team_teams.n = 0;\n"
-            "    atomic_store_explicit(&rlx_team_contended, 0, memory_order_relaxed);\n"
-            "    rlx_team_shrink_next = 2; rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;\n}\n"
-            f"int {prefix}_team_judge(const long long* call, long long* state) {{\n"
-            "    const int bad = rlx_team_judge(call[0], call[1], call[2], call[3], (int)call[4],\n"
-            "                                   call[5], call[6]);\n"
-            "    rlx_team_spell_state(state, call[6]);\n"
-            "    return bad;\n}\n"
-            f"void {prefix}_team_one_call(const long long* call, long long* state) {{\n"
-            "    rlx_team_one_call(call[0], call[1]);\n"
-            "    rlx_team_spell_state(state, call[1]);\n}\n"
-            f"void {prefix}_team_chunks(long long* out) {{\n"
-            "    out[0] = rlx_team_tchunks[0]; out[1] = rlx_team_others();\n}\n"
-            f"void {prefix}_team_delay(int tid, int us) {{\n"
-            "    atomic_store_explicit(&rlx_team_delay_us, us, memory_order_relaxed);\n"
-            "    atomic_store_explicit(&rlx_team_delay_tid, tid, memory_order_relaxed);\n}\n")
+    return (
+        f"long long {prefix}_regions(void) {{\n"
+        f"    return atomic_load_explicit(&{prefix}_region_count, memory_order_relaxed);\n}}\n"
+        f"void {prefix}_team_stats(long long* out) {{\n"
+        "    for (int i = 0; i < 4; ++i) out[i] = rlx_team_stat[i];\n}\n"
+        f"void {prefix}_team_why(long long* out) {{\n"
+        "    for (int i = 0; i < 7; ++i) out[i] = rlx_team_stat[4 + i];\n}\n"
+        f"void {prefix}_team_reset(void) {{\n"
+        "    rlx_team_shrink_left = 0; rlx_team_shrink_until = 0; rlx_team_hist = 0;\n"
+        "    rlx_team_shrink_calls_until = 0;\n"
+        "    rlx_team_good = 0; rlx_team_pend = 0; rlx_team_worse = 0;\n"
+        "    rlx_team_ones.at = rlx_team_ones.n = 0; rlx_team_teams.at = rlx_team_teams.n = 0;\n"
+        "    atomic_store_explicit(&rlx_team_contended, 0, memory_order_relaxed);\n"
+        "    rlx_team_shrink_next = 2; rlx_team_shrink_ns = RLX_TEAM_MIN_SHRINK_NS;\n}\n"
+        f"int {prefix}_team_judge(const long long* call, long long* state) {{\n"
+        "    const int bad = rlx_team_judge(call[0], call[1], call[2], call[3], (int)call[4],\n"
+        "                                   call[5], call[6]);\n"
+        "    rlx_team_spell_state(state, call[6]);\n"
+        "    return bad;\n}\n"
+        f"void {prefix}_team_one_call(const long long* call, long long* state) {{\n"
+        "    rlx_team_one_call(call[0], call[1]);\n"
+        "    rlx_team_spell_state(state, call[1]);\n}\n"
+        f"void {prefix}_team_chunks(long long* out) {{\n"
+        "    out[0] = rlx_team_tchunks[0]; out[1] = rlx_team_others();\n}\n"
+        f"void {prefix}_team_delay(int tid, int us) {{\n"
+        "    atomic_store_explicit(&rlx_team_delay_us, us, memory_order_relaxed);\n"
+        "    atomic_store_explicit(&rlx_team_delay_tid, tid, memory_order_relaxed);\n}\n"
+    )
 
 
-ENTRY_PARAMS = ("const void* const* inputs", "const void* const* params", "void* const* outputs",
-                "unsigned char* arena")  # the entry point's (c_common renderer.entry)
+ENTRY_PARAMS = (
+    "const void* const* inputs",
+    "const void* const* params",
+    "void* const* outputs",
+    "unsigned char* arena",
+)  # the entry point's (c_common renderer.entry)
 
 
 def body_function(calls: list[str], prefix: str, timed: bool = False) -> str:
@@ -1088,8 +1123,13 @@ POOL_CALL = "/* the team's call */"
 REGION_MARKS = ("#pragma omp parallel num_threads", POOL_CALL)  # a team call, either form
 
 
-def region(calls: list[str], timed: bool = False, prefix: str = "rlx",
-           kernels: int = 0, claimed_only: bool = False) -> list[str]:
+def region(
+    calls: list[str],
+    timed: bool = False,
+    prefix: str = "rlx",
+    kernels: int = 0,
+    claimed_only: bool = False,
+) -> list[str]:
     """The entry point's body: a new generation on the claim counters, then the kernel calls
     on a team of the size ``rlx_team_begin`` allows (1 while shrunk: the calling thread alone).
 
@@ -1100,35 +1140,41 @@ def region(calls: list[str], timed: bool = False, prefix: str = "rlx",
     came when the work was done). Otherwise one OpenMP parallel region, which joins every thread at its end:
     a wait there past the spin budget is a late arrival too."""
     counters = 2 * max(kernels, 1)
-    head = [f"    const long long rlx_team_g = rlx_team_next({prefix}_work, {counters});",
-            "    const int rlx_team_n = rlx_team_begin(RLX_TEAM);",
-            "    if (rlx_team_n > 1)",
-            f"        atomic_fetch_add_explicit(&{prefix}_region_count, 1, memory_order_relaxed);"]
+    head = [
+        f"    const long long rlx_team_g = rlx_team_next({prefix}_work, {counters});",
+        "    const int rlx_team_n = rlx_team_begin(RLX_TEAM);",
+        "    if (rlx_team_n > 1)",
+        f"        atomic_fetch_add_explicit(&{prefix}_region_count, 1, memory_order_relaxed);",
+    ]
     if claimed_only:
         names = ", ".join(f"(void*){p.rsplit(' ', 1)[1]}" for p in ENTRY_PARAMS)
-        return [*head,
-                f"    {{ void* const rlx_a[4] = {{{names}}};",
-                f"      rlx_team_call({prefix}_body, rlx_a, rlx_team_n, rlx_team_g); }}  {POOL_CALL}",
-                "    rlx_team_end(rlx_team_n);"]
+        return [
+            *head,
+            f"    {{ void* const rlx_a[4] = {{{names}}};",
+            f"      rlx_team_call({prefix}_body, rlx_a, rlx_team_n, rlx_team_g); }}  {POOL_CALL}",
+            "    rlx_team_end(rlx_team_n);",
+        ]
     clock = ["        double rlx_team_t0 = 0.0;", "        (void)rlx_team_t0;"] if timed else []
-    return [*head,
-            "    atomic_store_explicit(&rlx_pool_n, 1, memory_order_relaxed);  /* not the pool's */",
-            "    atomic_store_explicit(&rlx_team_gen, rlx_team_g, memory_order_seq_cst);",
-            "    long long rlx_team_body_end = 0;",
-            "    #pragma omp parallel num_threads(rlx_team_n) if (rlx_team_n > 1)",
-            "    {",
-            "        const int rlx_team_tid = omp_get_thread_num();",
-            "        rlx_team_enter(rlx_team_tid, rlx_team_n, rlx_team_g);",
-            "        if (rlx_team_n > 1) rlx_team_maybe_delay(rlx_team_tid);",
-            *clock,
-            *calls,
-            "        if (rlx_team_tid == 0) rlx_team_body_end = rlx_team_clock_ns();",
-            "    }",
-            "    if (rlx_team_n > 1 && rlx_team_clock_ns() - rlx_team_body_end > RLX_TEAM_SPIN_NS) {",
-            "        atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);",
-            "        rlx_team_lost += rlx_team_clock_ns() - rlx_team_body_end;",
-            "    }",
-            "    rlx_team_end(rlx_team_n);"]
+    return [
+        *head,
+        "    atomic_store_explicit(&rlx_pool_n, 1, memory_order_relaxed);  /* not the pool's */",
+        "    atomic_store_explicit(&rlx_team_gen, rlx_team_g, memory_order_seq_cst);",
+        "    long long rlx_team_body_end = 0;",
+        "    #pragma omp parallel num_threads(rlx_team_n) if (rlx_team_n > 1)",
+        "    {",
+        "        const int rlx_team_tid = omp_get_thread_num();",
+        "        rlx_team_enter(rlx_team_tid, rlx_team_n, rlx_team_g);",
+        "        if (rlx_team_n > 1) rlx_team_maybe_delay(rlx_team_tid);",
+        *clock,
+        *calls,
+        "        if (rlx_team_tid == 0) rlx_team_body_end = rlx_team_clock_ns();",
+        "    }",
+        "    if (rlx_team_n > 1 && rlx_team_clock_ns() - rlx_team_body_end > RLX_TEAM_SPIN_NS) {",
+        "        atomic_fetch_add_explicit(&rlx_team_late, 1, memory_order_relaxed);",
+        "        rlx_team_lost += rlx_team_clock_ns() - rlx_team_body_end;",
+        "    }",
+        "    rlx_team_end(rlx_team_n);",
+    ]
 
 
 # ---- claimed chunks --------------------------------------------------------------------------
@@ -1152,10 +1198,12 @@ def _claim_loop(indent: str, loop: int, chunks: int) -> list[str]:
     affine order (rlx_team_take: thread 0 starts on the first half, thread 1 on the rest);
     ``ch`` is the chunk's index within the loop."""
     half = (chunks + 1) // 2
-    return [f"{indent}for (int rlx_c; (rlx_c = rlx_team_take(rlx_work, {loop}, {half}, "
-            f"{chunks})) >= 0; ++rlx_got) {{",
-            f"{indent}    const int64_t ch = rlx_c;",
-            f"{indent}    (void)ch;"]
+    return [
+        f"{indent}for (int rlx_c; (rlx_c = rlx_team_take(rlx_work, {loop}, {half}, "
+        f"{chunks})) >= 0; ++rlx_got) {{",
+        f"{indent}    const int64_t ch = rlx_c;",
+        f"{indent}    (void)ch;",
+    ]
 
 
 def _shift(lines: list[str], levels: int) -> list[str]:
@@ -1165,8 +1213,9 @@ def _shift(lines: list[str], levels: int) -> list[str]:
     return [ln[cut:] if ln.startswith(" " * cut) else ln.lstrip() for ln in lines]
 
 
-def _claimed_for(lines: list[str], i: int, collapse: int, loop: int
-                 ) -> tuple[list[str], int, int] | None:
+def _claimed_for(
+    lines: list[str], i: int, collapse: int, loop: int
+) -> tuple[list[str], int, int] | None:
     """A worksharing loop nest (``collapse`` perfectly nested loops from 0 to a literal
     extent, by 1 or a literal step; heads at lines[i:]) as claim loops over its flattened
     iterations. Returns (lines,
@@ -1175,7 +1224,7 @@ def _claimed_for(lines: list[str], i: int, collapse: int, loop: int
     for j in range(collapse):
         ln = lines[i + j] if i + j < len(lines) else ""
         pad = "    " * (1 + j)
-        m = _FOR.match(ln[len(pad):]) if ln.startswith(pad) else None
+        m = _FOR.match(ln[len(pad) :]) if ln.startswith(pad) else None
         if m is None:
             return None
         step = int(m.group(3) or 1)
@@ -1188,7 +1237,7 @@ def _claimed_for(lines: list[str], i: int, collapse: int, loop: int
     for j in range(1, collapse):  # the inner loops close just before the outer one
         if lines[end - 1 - j] != "    " * (1 + j) + "}":
             return None
-    body = lines[i + collapse:end - collapse]
+    body = lines[i + collapse : end - collapse]
     total = 1
     for _, count, _ in heads:
         total *= count
@@ -1197,8 +1246,10 @@ def _claimed_for(lines: list[str], i: int, collapse: int, loop: int
     size = -(-total // min(total, LOOP_CHUNKS))
     chunks = -(-total // size)
     out = _claim_loop("    ", loop, chunks)
-    out.append(f"        const int64_t rlx_i0 = ch * {size}, "
-               f"rlx_i1 = rlx_i0 + {size} < {total} ? rlx_i0 + {size} : {total};")
+    out.append(
+        f"        const int64_t rlx_i0 = ch * {size}, "
+        f"rlx_i1 = rlx_i0 + {size} < {total} ? rlx_i0 + {size} : {total};"
+    )
     if collapse == 1 and heads[0][2] == 1:
         v = heads[0][0]
         out.append(f"        for (int64_t {v} = rlx_i0; {v} < rlx_i1; ++{v}) {{")
@@ -1256,7 +1307,7 @@ def claimed(lines: list[str]) -> list[str] | None:
     while i < n:
         body = lines[i][4:]
         if body == FOR_PRAGMA or body.startswith(FOR_PRAGMA + " "):
-            rest = body[len(FOR_PRAGMA):].strip()
+            rest = body[len(FOR_PRAGMA) :].strip()
             m = re.fullmatch(r"collapse\((\d+)\)", rest) if rest else None
             if rest and m is None:
                 return None
@@ -1270,7 +1321,7 @@ def claimed(lines: list[str]) -> list[str] | None:
         elif body == SINGLE_PRAGMA:
             end = _skip_block(lines, i + 1)
             loops += 1
-            out += _claim_loop("    ", loops, 1) + _shift(lines[i + 1:end], 1) + ["    }"]
+            out += _claim_loop("    ", loops, 1) + _shift(lines[i + 1 : end], 1) + ["    }"]
             start += 1
             i = end
         elif body == GEMM_BLOCK:

@@ -55,22 +55,51 @@ Matrix = list[list[F]]
 
 # Lavin & Gray's matrices; points 0, -1, 1 (F(2, 3)) and 0, +-1, +-2 (F(4, 3)), and infinity
 _BT: dict[int, Matrix] = {
-    2: [[F(1), F(0), F(-1), F(0)], [F(0), F(1), F(1), F(0)], [F(0), F(-1), F(1), F(0)],
-        [F(0), F(1), F(0), F(-1)]],
-    4: [[F(v) for v in r] for r in ((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0),
-                                    (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0),
-                                    (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1))],
+    2: [
+        [F(1), F(0), F(-1), F(0)],
+        [F(0), F(1), F(1), F(0)],
+        [F(0), F(-1), F(1), F(0)],
+        [F(0), F(1), F(0), F(-1)],
+    ],
+    4: [
+        [F(v) for v in r]
+        for r in (
+            (4, 0, -5, 0, 1, 0),
+            (0, -4, -4, 1, 1, 0),
+            (0, 4, -4, -1, 1, 0),
+            (0, -2, -1, 2, 1, 0),
+            (0, 2, -1, -2, 1, 0),
+            (0, 4, 0, -5, 0, 1),
+        )
+    ],
 }
 _G: dict[int, Matrix] = {
-    2: [[F(1), F(0), F(0)], [F(1, 2), F(1, 2), F(1, 2)], [F(1, 2), F(-1, 2), F(1, 2)],
-        [F(0), F(0), F(1)]],
-    4: [[F(1, 4), F(0), F(0)], [F(-1, 6), F(-1, 6), F(-1, 6)], [F(-1, 6), F(1, 6), F(-1, 6)],
-        [F(1, 24), F(1, 12), F(1, 6)], [F(1, 24), F(-1, 12), F(1, 6)], [F(0), F(0), F(1)]],
+    2: [
+        [F(1), F(0), F(0)],
+        [F(1, 2), F(1, 2), F(1, 2)],
+        [F(1, 2), F(-1, 2), F(1, 2)],
+        [F(0), F(0), F(1)],
+    ],
+    4: [
+        [F(1, 4), F(0), F(0)],
+        [F(-1, 6), F(-1, 6), F(-1, 6)],
+        [F(-1, 6), F(1, 6), F(-1, 6)],
+        [F(1, 24), F(1, 12), F(1, 6)],
+        [F(1, 24), F(-1, 12), F(1, 6)],
+        [F(0), F(0), F(1)],
+    ],
 }
 _AT: dict[int, Matrix] = {
     2: [[F(1), F(1), F(1), F(0)], [F(0), F(1), F(-1), F(-1)]],
-    4: [[F(v) for v in r] for r in ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0),
-                                    (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))],
+    4: [
+        [F(v) for v in r]
+        for r in (
+            (1, 1, 1, 1, 1, 0),
+            (0, 1, -1, 2, -2, 0),
+            (0, 1, 1, 4, 4, 0),
+            (0, 1, -1, 8, -8, 1),
+        )
+    ],
 }
 
 
@@ -117,12 +146,15 @@ def _transforms(m: int, lanes: int) -> str:
     tt = ti * ti
     d = [[f"d[{(i * ti + j) * lanes} + l]" for j in range(ti)] for i in range(ti)]
     in_lines, v = _sandwich(bt, d, "")
-    in_body = "\n        ".join(in_lines + [f"v[{i * ti + j} * vs + l] = {v[i][j]};"
-                                           for i in range(ti) for j in range(ti)])
+    in_body = "\n        ".join(
+        in_lines + [f"v[{i * ti + j} * vs + l] = {v[i][j]};" for i in range(ti) for j in range(ti)]
+    )
     mm = [[f"s[{i * ti + j} * ss + l]" for j in range(ti)] for i in range(ti)]
     out_lines, y = _sandwich(at, mm, "")
-    out_body = "\n        ".join(out_lines + [f"y[{(i * m + j) * lanes} + l] = {y[i][j]};"
-                                             for i in range(m) for j in range(m)])
+    out_body = "\n        ".join(
+        out_lines
+        + [f"y[{(i * m + j) * lanes} + l] = {y[i][j]};" for i in range(m) for j in range(m)]
+    )
     sfx = "" if lanes == 8 else "2"
     return rf"""
 /* F({m}x{m}, 3x3): the input transform B^T d B of {ti} x {ti} pixels of {lanes} floats (d,
@@ -151,7 +183,10 @@ def _source(m: int) -> str:
     ti = m + 2
     tt = ti * ti
     gd = ", ".join("{" + ", ".join(repr(float(c)) for c in row) + "}" for row in g)
-    return _transforms(m, 8) + _transforms(m, 16) + rf"""
+    return (
+        _transforms(m, 8)
+        + _transforms(m, 16)
+        + rf"""
 /* the OIHW 3x3 filter w (o x c, c a multiple of 8) transformed, U = G g G^T in double, each
    of the {tt} positions packed by rlx_cb_pack as a 1x1 filter (rlx_cb_packed_floats(o, c,
    1, 1) floats apart), then the float rlx_wg_direct_only reads: 1 when U holds an inf or a
@@ -401,9 +436,12 @@ static int rlx_wg{m}_conv(const rlx_conv_geo *g, const float *x, const float *u,
     return 1;
 }}
 """
+    )
 
 
-SOURCE = scratch.SOURCE + r"""
+SOURCE = (
+    scratch.SOURCE
+    + r"""
 #ifndef RLX_WG_H
 #define RLX_WG_H
 #include <math.h>
@@ -472,7 +510,10 @@ static void rlx_wg_direct(const rlx_conv_geo *g, const float *x, const float *wt
                 }
     }
 }
-""" + "".join(_source(m) for m in TILES) + "#endif\n"
+"""
+    + "".join(_source(m) for m in TILES)
+    + "#endif\n"
+)
 
 
 # after the positions, rlx_wg{m}_pack's float saying whether only rlx_wg_direct may run (a
@@ -529,10 +570,27 @@ def filter_on_the_fly(m: int, n: int, c: int, o: int, oh: int, ow: int) -> bool:
     return env == "1" or (m == 4 and _chunk(m, n, c, o, oh, ow)[1] <= LAZY_TILES)
 
 
-def emit_winograd(env: KernelEnv, w: Writer, m: int, packed: str, geo: str, n: int, x: str,
-                  wt: str, c: int, o: int, oh: int, ow: int, bias: str | None,
-                  res: str | None, out: str, tail: str, flops: int, lay: int = 0,
-                  lazy: bool = False) -> str:
+def emit_winograd(
+    env: KernelEnv,
+    w: Writer,
+    m: int,
+    packed: str,
+    geo: str,
+    n: int,
+    x: str,
+    wt: str,
+    c: int,
+    o: int,
+    oh: int,
+    ow: int,
+    bias: str | None,
+    res: str | None,
+    out: str,
+    tail: str,
+    flops: int,
+    lay: int = 0,
+    lazy: bool = False,
+) -> str:
     """The kernel's loop over chunks of tiles calling rlx_wg{m}_conv (x, wt, bias, res, out:
     C pointers of the input, OIHW filter, bias, residual and output of the whole batch;
     ``packed`` the filter packed by rlx_wg{m}_pack, or with ``lazy`` (the renderer's
@@ -550,14 +608,19 @@ def emit_winograd(env: KernelEnv, w: Writer, m: int, packed: str, geo: str, n: i
     if split:
         w.line("const int solo = rlx_conv_team() == 1;")
         w.line("if (solo && it > 0) continue;")
-    w.line(f"const int64_t t0 = it * {chunk}, t1 = {'solo || ' if split else ''}"
-           f"t0 + {chunk} >= {tiles} ? {tiles} : t0 + {chunk};")
-    w.open(f"if (rlx_wg_direct_only({packed}, {flag_at}) || "
-           f"!rlx_wg{m}_conv(&geo, {x}, {packed}, {o}, {bias or '0'}, {res or '0'}, "
-           f"{out}, t0, t1, {tail}, {lay}, {int(lazy)}))")
-    w.line(f"rlx_wg_direct(&geo, {x}, {wt}, {o}, {bias or '0'}, {res or '0'}, {out}, {m}, "
-           f"t0, t1, {tail}, {lay});")
+    w.line(
+        f"const int64_t t0 = it * {chunk}, t1 = {'solo || ' if split else ''}"
+        f"t0 + {chunk} >= {tiles} ? {tiles} : t0 + {chunk};"
+    )
+    w.open(
+        f"if (rlx_wg_direct_only({packed}, {flag_at}) || "
+        f"!rlx_wg{m}_conv(&geo, {x}, {packed}, {o}, {bias or '0'}, {res or '0'}, "
+        f"{out}, t0, t1, {tail}, {lay}, {int(lazy)}))"
+    )
+    w.line(
+        f"rlx_wg_direct(&geo, {x}, {wt}, {o}, {bias or '0'}, {res or '0'}, {out}, {m}, "
+        f"t0, t1, {tail}, {lay});"
+    )
     w.close()
     w.close()
     return IMPL
-
