@@ -191,6 +191,14 @@ class NativeProgram:
         self._can_fail = cp.source.count(f"{cp.prefix}_fail(") > 1
         self._addr = data_address(np)
 
+    def _numpy(self) -> Any:
+        """numpy, once ``_prepare`` has made the per-program constants (on the first run)."""
+        try:
+            return self._np
+        except AttributeError:
+            self._prepare()
+            return self._np
+
     def run(self, inputs: Sequence[Any], params: dict[str, Any]) -> list[Any]:
         """The per-call path is kept to a few Python steps: after a kernel that streams more
         than the caches hold (a one-row GEMM over 9 MB of weights), every object it touches is
@@ -198,11 +206,7 @@ class NativeProgram:
         helper) and an error check per call, ``run`` took 70-90 us more than the entry point
         on a 1 x 768 x 3072 GEMV (Zen 1, one thread), 22 us with warm caches."""
         cp = self.cprog
-        try:
-            np = self._np
-        except AttributeError:
-            self._prepare()
-            np = self._np
+        np = self._numpy()
         if len(inputs) != len(cp.input_types):
             raise ArgumentError(f"the program takes {len(cp.input_types)} input(s), got "
                                 f"{len(inputs)}")
@@ -221,11 +225,7 @@ class NativeProgram:
         array of its input's shape and storage dtype (what the Executable's checks leave for a
         program without bf16 inputs; see CpuTarget.build), so that a call checks them once."""
         cp = self.cprog
-        try:
-            np = self._np
-        except AttributeError:
-            self._prepare()
-            np = self._np
+        np = self._numpy()
         outs = [np.empty(shape, want) for shape, want in self._out_specs]
         addr = self._addr
         failed = 0
