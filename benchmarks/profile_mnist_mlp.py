@@ -7,8 +7,9 @@ rlx peer) is timed two ways in one process, on the same batches:
 - built again with per-kernel timers (``RLX_CPU_PROFILE``): each kernel's median time on
   thread 0 from its start until its last claimed chunk is done (the wait for the other
   thread included); the step's p50 less their sum is what it spends outside the kernels.
-  A run of small row-wise kernels shared out by rows (cpu/row_split.py: the loss head k2-k9
-  of 784-128-10/128) is one phase, timed as its first kernel; the others show 0.
+  A run of small row-wise kernels shared out by rows (cpu/row_split.py: in 784-128-10/128
+  the output layer k1, the loss head k2-k9 and the input gradient k11) is one phase, timed as
+  its first kernel; the others show 0.
 
     python benchmarks/profile_mnist_mlp.py                      # 784-128-10 at batch 128
     python benchmarks/profile_mnist_mlp.py --sizes 784,512,512,10 --batch 1024

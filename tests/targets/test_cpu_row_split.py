@@ -103,7 +103,7 @@ def test_a_head_of_row_kernels_runs_by_rows_with_the_bits_of_one_thread(threads,
 
 
 @needs_cpu
-def test_small_runs_odd_rows_and_single_threads_stay_serial(threads) -> None:
+def test_small_runs_odd_rows_and_single_threads_stay_serial(threads, monkeypatch) -> None:
     """Under MIN_WORK written elements a run is not shared out; a run of rows that do not
     fill two blocks neither; a program that splits nothing else has no team at all."""
     threads(2)
@@ -112,7 +112,10 @@ def test_small_runs_odd_rows_and_single_threads_stay_serial(threads) -> None:
     assert "rlx_r1 = rlx_r0 + 64 < 160" in exe.program.info["source"]
     for got, want in zip(exe(x, w1, w2), _reference(x, w1, w2), strict=True):
         np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)
-    for rows in (96, 64):  # 96 x 10 x 2 + 96 written: under MIN_WORK; 64 rows: one block
+    # 96 rows: the run (h @ w2's GEMM and the head) writes 96 x 10 x 3 + 96 elements, under
+    # a MIN_WORK of 4096; 64 rows: one block
+    for rows, least in ((96, 4096), (64, row_split.MIN_WORK)):
+        monkeypatch.setattr(row_split, "MIN_WORK", least)
         exe = rlx.compile(_head, *_inputs(rows=rows), target="cpu", record=False)
         src = exe.program.info["source"]
         assert "rlx_team_take" in src and "rlx_r0" not in src, rows
@@ -206,7 +209,8 @@ def test_reordered_refuses_an_order_that_breaks_a_dependence() -> None:
 @needs_cpu
 def test_the_mlp_step_s_head_is_one_run_and_its_sums_over_rows_a_deferred_chunk(
         threads, monkeypatch) -> None:
-    """784-128-10 at batch 128: the head's row kernels are one run; the loss and the bias
+    """784-128-10 at batch 128: the output layer's GEMM, the head's row kernels and the
+    input gradient's GEMM masked by the relu are one run; the loss and the bias
     gradient (sums over rows) run after it as one serial chunk that ends without a wait
     (the arena keeps the loss's row sums apart from the input gradient the other thread
     writes meanwhile). Parameters after 5 steps have the bits of the build without row
@@ -231,9 +235,63 @@ def test_the_mlp_step_s_head_is_one_run_and_its_sums_over_rows_a_deferred_chunk(
     step, losses, params = train(2, "1")
     src = render_program(step.executable.lir).source  # as the step's build rendered it
     at = src.index("rlx_r0 = (int64_t)rlx_c * 64")
-    assert src[at:src.index("rlx_team_done_last(", at)].count("rlx_r0, rlx_r1, arena)") == 7
+    run = src[at:src.index("rlx_team_done_last(", at)]
+    # the output layer, the head's 7 kernels and the input gradient: one run
+    assert run.count("rlx_r0, rlx_r1, arena)") == 9
+    first, last = (k.name for k in step.executable.lir.kernels[1:10:8])
+    calls = [line for line in run.split("\n") if "rlx_r0, rlx_r1, arena)" in line]
+    assert f"_{first}(" in calls[0] and f"_{last}(" in calls[-1]
     assert "rlx_team_defer = 1; rlx_team_done_last(" in src  # the serial chunk after the run
     for n in (1, 2):
         _, want_losses, want = train(n, "0")
         assert all(np.array_equal(a, b) for a, b in zip(losses, want_losses, strict=True)), n
         assert all(np.array_equal(a, b) for a, b in zip(params, want, strict=True)), n
+
+
+@needs_cpu
+def test_small_gemms_join_a_run_by_rows_with_or_without_blas(threads) -> None:
+    """At 160 rows h @ w2 is small: its GEMM (OpenBLAS or the generated loop nest without a
+    BLAS) computes the block's rows of C in the run, before the head's kernels. Results as
+    the reference, the same bits at 1, 2 and 3 threads."""
+    import types
+
+    x, w1, w2 = _inputs(rows=160)
+    threads(2)
+    exe = rlx.compile(_head, x, w1, w2, target="cpu", record=False)
+    for flags in ({}, {"no_blas": True}):
+        prog = CpuTarget().build(exe.lir, types.SimpleNamespace(flags=flags))
+        src = prog.info["source"]
+        at = src.index("rlx_r0 = (int64_t)rlx_c * 64")
+        run = src[at:src.index("rlx_team_done_last(", at)].split("\n")[1:-1]
+        gemm = next(k.name for k in exe.lir.kernels if k.kind == "matmul" and
+                    exe.lir.values()[k.outputs[0]].type.shape == (160, 10))
+        assert f"_{gemm}(" in run[0], flags
+        body = src[src.index(f"_{gemm}(const"):]
+        body = body[:body.index("\n}\n")]
+        assert ("for (int64_t m = rlx_r0; m < rlx_r1; ++m)" in body if flags
+                else "(int)(rlx_r1 - rlx_r0)" in body), flags
+        outs = {}
+        for n in (1, 2, 3):
+            threads(n)
+            outs[n] = prog.run((x, w1, w2), exe.params)
+        for got, want in zip(outs[2], _reference(x, w1, w2), strict=True):
+            np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)
+        assert all(np.array_equal(a, b) for n in (1, 3)
+                   for a, b in zip(outs[n], outs[2], strict=True)), flags
+
+
+def test_row_inputs_of_a_matmul_read_the_weight_at_any_row() -> None:
+    """A GEMM A [rows, K] @ B: A is read at the output row, B anywhere; a GEMM contracting
+    A's rows (a weight gradient) is not row-wise."""
+    from rlx_core.ir.graph import Kernel, Node, Value
+
+    f32 = dt.f32
+    types = {"a": TensorType(f32, (128, 10)), "b": TensorType(f32, (10, 64)),
+             "c": TensorType(f32, (128, 64)), "g": TensorType(f32, (10, 10))}
+    dot = Node(Value("c", types["c"]), "dot_general", ("a", "b"),
+               (("contract", ((1,), (0,))), ("batch", ((), ()))))
+    k = Kernel("k", "matmul", (dot,), ("a", "b"), ("c",))
+    assert row_split.row_inputs(k, types) == (128, frozenset({"a"}))
+    grad = Node(Value("g", types["g"]), "dot_general", ("a", "a"),
+                (("contract", ((0,), (0,))), ("batch", ((), ()))))
+    assert row_split.row_inputs(Kernel("k", "matmul", (grad,), ("a",), ("g",)), types) is None

@@ -222,10 +222,11 @@ def generated_gemm(w: Writer, env: KernelEnv, g: GemmSpec) -> str:
         return f"{g.a}[{a_off} + {m} * {sa.row} + {k} * {sa.col}]"
 
     pragma = env.parallel(g.batch * g.m * g.n * max(g.k, 1), 0)
-    if pragma and g.batch * g.m > 1:
+    if pragma and g.batch * g.m > 1 and env.rows is None:
         w.line(pragma + (" collapse(2)" if splits(pragma) else ""))
+    lo, hi = env.rows or ("0", str(g.m))  # a row run's block: its rows of C (cpu/row_split)
     w.open(f"for (int64_t bb = 0; bb < {g.batch}; ++bb)")
-    w.open(f"for (int64_t m = 0; m < {g.m}; ++m)")
+    w.open(f"for (int64_t m = {lo}; m < {hi}; ++m)")
     crow = f"{g.c} + bb * {g.m * g.n} + m * {g.n}"
     if sb.col != 1:  # B is [N, K]-like: a dot product per output, B contiguous in k
         w.open(f"for (int64_t n = 0; n < {g.n}; ++n)")
@@ -280,7 +281,7 @@ def _emit_epilogue(env: KernelEnv, w: Writer, dot: Node, c_ptr: str,
     sub_kernel = type(k)(k.name, "elementwise", tuple(rest), k.inputs, names)
     sub = KernelEnv(sub_kernel, env.index, {x.name: x for x in rest}, inputs, outs,
                     env.parallel, env.fail, env.scratch, env.sync, preamble=env.preamble,
-                    erf=env.erf)
+                    erf=env.erf, rows=None if bounds else env.rows)
     emit_elementwise(sub, w, bounds)
 
 

@@ -175,6 +175,13 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
             epilogue = _Tiled(epilogue, tile)
         _team_gemm(w, spec, call, a_b, c_b, epilogue, tiles=tiles)
         return label
+    if env.rows is not None:  # a row run's block (cpu/row_split.py): its rows of C, serial
+        r0, r1 = env.rows
+        w.open("")
+        w.line("const int64_t bb = 0;")
+        call(f"(int)({r1} - {r0})", f"{a_b} + ({r0}) * {spec.sa.row}", f"{c_b} + ({r0}) * {n}")
+        w.close()
+        return label
     pragma = env.parallel(work_of(spec), 0) if work_of(spec) >= GEMM_PARALLEL_MIN else None
     if pragma is None or (spec.batch == 1 and m < 16):
         w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")

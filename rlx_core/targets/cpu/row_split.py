@@ -4,12 +4,16 @@ A kernel too small to split on its own (under the renderer's PARALLEL_MIN_WORK) 
 thread while the others wait. A run of such kernels that are row-wise (each output row r
 reads only row r of what the run itself wrote: a softmax over the last axis, a reduction
 over trailing axes, an elementwise kernel, a constant table, a reshape keeping the leading
-axis) can instead be run block of rows by block of rows: each thread claims a block and runs
+axis, a GEMM of one batch whose output row r is row r of its left operand times a weight)
+can instead be run block of rows by block of rows: each thread claims a block and runs
 every kernel of the run on it, one after another, and only the end of the run waits for the
 other threads' blocks. The MLP step's loss head (log_softmax, the one-hot, the cross
 entropy's row sums, the softmax gradient: 128 x 10 each) ran on one thread between two
 GEMMs split over the team; as one run the head took 5.7-5.9 instead of 6.3-6.6 us (both
-builds in one process, on a host slowed to ~45% of its speed).
+builds in one process, on a host slowed to ~45% of its speed). The output layer's GEMM before
+it (h @ W2 + b2) and the input gradient's after it (dlogits @ W2, masked by the relu) joined
+the run: a barrier and a wait fewer, the step's p50 0.982-0.994 of the time before in 8 of 8
+rounds (both builds in one process, turns of 20 calls, SCHED_FIFO, the slowed host).
 
 The kernels take their block as two parameters (c_common.kernels.ROW_ARGS, KernelEnv.rows);
 ``plan`` groups them, ``group_call`` writes the claim loop. Bits are those of the one-thread
@@ -35,6 +39,7 @@ from rlx_core.ir.graph import Graph, Kernel
 from rlx_core.ir.ops import MIR_OPS
 from rlx_core.targets.c_common.body import INDEX_MAP_OPS
 from rlx_core.targets.c_common.kernels import COLUMN_MIN, ROW_ARGS
+from rlx_core.targets.c_common.matmul import row_norm
 from rlx_core.targets.c_common.row_ops import LANES
 
 # rows per block: at least this many (and a multiple of LANES, the row kernels' lanes), so
@@ -101,6 +106,8 @@ def row_inputs(k: Kernel, types: dict) -> tuple[int, frozenset[str]] | None:
         if any(t.shape != outs[0].shape for t in outs):
             return None
         return _by_index(k, types, rows, {outs[0].shape})
+    if k.kind == "matmul":
+        return _matmul_rows(k, types, rows)
     if k.kind == "reduce":
         reds = [n for n in k.nodes if n.op in MIR_OPS and MIR_OPS[n.op].category == "reduce"]
         if len(reds) != 1 or reds[0].op == "argmax":
@@ -117,19 +124,44 @@ def row_inputs(k: Kernel, types: dict) -> tuple[int, frozenset[str]] | None:
     return None
 
 
+def _matmul_rows(k: Kernel, types: dict, rows: int) -> tuple[int, frozenset[str]] | None:
+    """(rows, aligned inputs) of a matmul kernel whose output row r is row r of its left
+    operand times the right one (a GEMM of one batch, A [rows, K] contracted on its last
+    axis, no row norm) and whose epilogue is elementwise at the output's index, or None.
+    The right operand (a weight) is read at any row. The MLP step's output layer h @ W2 + b2
+    and its input gradient (dlogits @ W2) masked by the relu then run in the head's run."""
+    dots = [n for n in k.nodes if n.op == "dot_general"]
+    if len(dots) != 1 or row_norm(k) is not None:
+        return None
+    dot = dots[0]
+    (lc, _), (lb, _) = dot.attr("contract"), dot.attr("batch")
+    a, b = (types.get(v) for v in dot.inputs)
+    if (lb or a is None or b is None or a.rank != 2 or tuple(lc) != (1,) or b.rank != 2
+            or dot.type.rank != 2 or a.shape[0] != rows or dot.inputs[0] == dot.inputs[1]
+            or dot.type.dtype.name not in ("f32", "f64")  # (bf16: its own GEMM, no rows)
+            or any(v not in k.inputs for v in dot.inputs)):
+        return None
+    return _by_index(k, types, rows, {dot.type.shape}, dot)
+
+
 def _by_index(k: Kernel, types: dict, rows: int, shapes: set, red=None
               ) -> tuple[int, frozenset[str]] | None:
     """(rows, aligned inputs) of an elementwise or reduce kernel whose nodes are computed at
     an index of one of ``shapes`` (leading axis: the row), or None. An input is aligned when
     every node reading it reads it at the node's own index (same shape) or broadcasts it
     along its leading axis; a transpose or slice of a value computed in the kernel would read
-    its inputs at other rows: not row-wise."""
+    its inputs at other rows: not row-wise. ``red``: the kernel's reduction (its input read
+    at the row) or its dot_general (the left operand at the row, the right one at any)."""
     inner = {n.name for n in k.nodes}
     aligned: set[str] = set()
     other: set[str] = set()
     for node in k.nodes:
         if node is red:
-            aligned.update(v for v in node.inputs if v in k.inputs)
+            ins = [v for v in node.inputs if v in k.inputs]
+            if node.op == "dot_general":
+                other.update(ins[1:])
+                ins = ins[:1]
+            aligned.update(ins)
             continue
         if node.op in INDEX_MAP_OPS and node.op != "broadcast_in_dim" and any(
                 v in inner for v in node.inputs):
@@ -149,12 +181,13 @@ def _by_index(k: Kernel, types: dict, rows: int, shapes: set, red=None
 
 
 def schedule(g: Graph, types: dict, small: list[bool]) -> list[int]:
-    """The kernels' order with each small kernel that is not row-wise (a loss summed over
-    the rows) and sits inside a run of row-wise kernels of the same rows moved after the
-    row-wise kernels that follow it and do not read it, so the run is not cut in two (the
-    MLP step's loss k7 between the cross entropy's row sums k6 and the softmax gradient's
-    k8, k9). A moved kernel's inputs are values of the graph (not overwritten: the row-wise
-    kernels it is moved past write arena values only, no graph output)."""
+    """The kernels' order with the small kernels that are not row-wise (a loss summed over
+    the rows) and sit inside a run of row-wise kernels of the same rows moved after the
+    row-wise kernels that follow them and read none of their outputs, so the run is not cut
+    (the MLP step's loss k7 between the cross entropy's row sums k6 and the softmax
+    gradient's k8, k9; its loss and bias gradient k7, k10 before the input gradient k11).
+    Moved past are row-wise kernels writing arena values only (no graph output); the order
+    comes before the arena plan and the donations, which follow it."""
     n = len(g.kernels)
     rows = [None] * n
     if enabled():
@@ -169,16 +202,23 @@ def schedule(g: Graph, types: dict, small: list[bool]) -> list[int]:
         if rows[x] is not None or not small[x] or rows[before] is None:
             pos += 1
             continue
-        done = set(g.kernels[x].outputs)
-        moved = []
-        for y in order[pos + 1:]:
+        held: list[int] = []  # the small kernels that are not row-wise, in order
+        moved: list[int] = []
+        done: set[str] = set()
+        for y in order[pos:]:
             k = g.kernels[y]
+            if rows[y] is None and small[y]:
+                held.append(y)
+                done.update(k.outputs)
+                continue
             if (rows[y] != rows[before] or any(v in done for v in k.inputs)
                     or any(o in returned for o in k.outputs)):
                 break
             moved.append(y)
         if moved:
-            order[pos:pos + len(moved) + 1] = [*moved, x]
+            last = order.index(moved[-1])
+            kept = [y for y in held if order.index(y) < last]
+            order[pos:last + 1] = [*moved, *kept]
             pos += len(moved)
         pos += 1
     return order
@@ -233,7 +273,9 @@ def plan(g: Graph, types: dict, region, small: list[bool], min_work: int | None 
         if run:
             rows = types[g.kernels[run[0]].outputs[0]].shape[0]
             work = sum(types[o].size for i in run for o in g.kernels[i].outputs)
-            if work >= (MIN_WORK if min_work is None else min_work):
+            # GEMMs alone keep the team GEMM's own split (even row blocks, tile epilogues)
+            gemms = all(g.kernels[i].kind == "matmul" for i in run)
+            if work >= (MIN_WORK if min_work is None else min_work) and not gemms:
                 per, blocks = _block(rows)
                 if blocks >= 2:
                     groups[run[0]] = RowGroup(tuple(run), rows, per, blocks)
