@@ -58,6 +58,7 @@ def _ops(exe) -> list[str]:
     (1, 16, 32, 1, "conv"),   # stage 1: stride 1
     (2, 32, 64, 2, "conv"),   # later stages: the shortcut at stride 2
     (3, 24, 40, 2, "mean"),   # 40 outputs (a last panel of 8), NCHW output
+    (2, 13, 33, 2, "conv"),   # odd channels: 13 inputs to both filters, a last panel of 1
 ])
 def test_a_projection_shortcut_joins_the_last_1x1(monkeypatch: pytest.MonkeyPatch, batch: int,
                                                   cin: int, cout: int, stride: int,
