@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the driver's own benchmarks.common (a worker puts its tree first)
 PFN_OFF = "RLX_CB_PFN"  # a define in conv_blocked.SOURCE: the worker rewrites it
 
 
