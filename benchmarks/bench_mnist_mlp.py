@@ -4,8 +4,9 @@ One training step = forward, softmax cross-entropy, backward and a plain SGD upd
 784-128-10 and 784-512-512-10 at batch 128 and 1024. Peers, all in this one process, from the
 same initial parameters and on the same batches:
 
-- ``rlx``: ``rlx.optim.compile_step(mlp_loss, SGD(lr), ...)`` on target ``cpu`` (forward,
-  backward and update compiled as one graph, one native call per step);
+- ``rlx``: ``rlx.optim.compile_step(mlp_loss, SGD(lr), ..., in_place=True)`` on target
+  ``cpu`` (forward, backward and update compiled as one graph, one native call per step; the
+  step owns its parameters and writes the weight updates over them, as torch.optim.SGD does);
 - ``torch``: PyTorch eager (``nn.Linear``/``ReLU``, ``F.cross_entropy``, ``torch.optim.SGD``);
 - ``torch.compile``: the same model and loss through ``torch.compile``, optimizer step too;
 - ``numpy``: a hand-written numpy forward/backward/update.
@@ -91,7 +92,8 @@ def rlx_peer(params: dict, b: Batches) -> tuple[Any, Any]:
     from rlx_core.models.mlp import mlp_loss
     from rlx_core.optim import SGD, compile_step
 
-    step = compile_step(mlp_loss, SGD(LR), params, b.x[0], b.y[0], target="cpu")
+    # parameters updated in place, as torch.optim.SGD's (runtime/donation.py)
+    step = compile_step(mlp_loss, SGD(LR), params, b.x[0], b.y[0], target="cpu", in_place=True)
     nxt = b.ring("rlx")
 
     def run() -> None:
@@ -271,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     warmup = 2 if args.quick else args.warmup
     results: list[dict[str, Any]] = []
     say(f"MNIST MLP training, {len(x)} training images from {data.source}, "
-        f"SGD lr={LR}, f32, {threads} thread(s); peaks: {peaks.summary()}")
+        f"SGD lr={LR}, f32, {threads} thread(s); rlx{' and torch' if torch else ''} update "
+        f"parameters in place; peaks: {peaks.summary()}")
     for sizes, batch in CONFIGS:
         label = f"{'-'.join(map(str, sizes))}/{batch}"
         if args.only and label not in args.only.split(","):
@@ -305,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     data_out = {"benchmark": "mnist_mlp", "machine": machine(), "threads": limits,
                 "runs": runs, "warmup": warmup, "lr": LR, "numpy": np.__version__,
                 "torch": getattr(torch, "__version__", None), "fma_peak_gflops": round(peak, 1),
+                "rlx_step": "compile_step(..., in_place=True): parameters updated in place, as "
+                            "torch.optim.SGD's",
                 "peaks": peaks.to_json(), "results": results}
     peers_order = ["rlx", "numpy", "torch", "torch.compile"]
     headers = ["MLP / batch"] + [f"{p} img/s" for p in peers_order] + \
@@ -321,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     md = (f"# MNIST MLP training throughput\n\n{machine()['cpu']}, {threads} thread(s) per "
           f"peer, load average {data_out['machine']['load_average_1m']} at the end"
           f"{policy()}, p50 of {runs} steps ({turns_text(args.block, args.settle)}) after "
-          f"{warmup} warm-up steps (`{command}`). "
+          f"{warmup} warm-up steps (`{command}`). rlx's step updates its parameters in place "
+          f"(`compile_step(..., in_place=True)`), as torch.optim.SGD does. "
           f"{caption(peak, threads, counted, peaks)}\n\n"
           + markdown_table(headers, rows))
     if not (args.quick or args.no_write):

@@ -69,8 +69,12 @@ class CompiledStep:
     leaves. (Flattening and unflattening the MLP's two-layer dict cost ~30 us of a 0.5 ms
     step.)"""
 
-    def __init__(self, executable: Executable, params: Any, state: Any, jitted: Any = None):
+    def __init__(self, executable: Executable, params: Any, state: Any, jitted: Any = None,
+                 in_place: bool = False):
         self.executable = executable
+        # the compiled step may write new leaves into the old ones (compile_step's in_place):
+        # leaves handed in are copied first, so the caller's arrays are never written
+        self.in_place = in_place
         # on the CPU target: the step as a jitted function, so that a step whose arguments
         # are exactly the compiled types runs through the specialization cache module
         # (argument checks and output arrays in C, ~40 us less per step than program.run);
@@ -79,9 +83,9 @@ class CompiledStep:
         self.jitted = jitted
         self.steps = 0
         self.losses: list[float] = []
-        self._p_leaves, self._p_def = flatten(params)
-        self._s_leaves, self._s_def = flatten(state)
-        self._trees: tuple[Any, Any] | None = (params, state)
+        self._p_leaves, self._p_def = self._own(params)
+        self._s_leaves, self._s_def = self._own(state)
+        self._trees: tuple[Any, Any] | None = None if in_place else (params, state)
         # (numpy, [(shape, dtype)] of the inputs), for the per-step fast path in __call__
         self._specs: Any = None
         self._leaves_ok = False  # are the leaves known to be exactly the compiled types?
@@ -93,7 +97,7 @@ class CompiledStep:
 
     @params.setter
     def params(self, value: Any) -> None:
-        self._p_leaves, self._p_def = flatten(value)
+        self._p_leaves, self._p_def = self._own(value)
         self._trees, self._leaves_ok = None, False
 
     @property
@@ -103,8 +107,16 @@ class CompiledStep:
 
     @state.setter
     def state(self, value: Any) -> None:
-        self._s_leaves, self._s_def = flatten(value)
+        self._s_leaves, self._s_def = self._own(value)
         self._trees, self._leaves_ok = None, False
+
+    def _own(self, tree: Any) -> tuple[list[Any], TreeDef]:
+        """``tree``'s leaves (copies of its numpy arrays when the step updates in place)."""
+        leaves, tdef = flatten(tree)
+        if self.in_place:
+            leaves = [x.copy() if hasattr(x, "copy") and hasattr(x, "flags") else x
+                      for x in leaves]
+        return leaves, tdef
 
     def _tree(self, which: int) -> Any:
         if self._trees is None:
@@ -183,11 +195,22 @@ class CompiledStep:
 
 
 def compile_step(loss_fn: Callable[..., Any], optimizer: Any, params: Any, *batch: Any,
-                 target: str = "numpy", **options: Any) -> CompiledStep:
+                 target: str = "numpy", in_place: bool = False,
+                 **options: Any) -> CompiledStep:
     """Compile ``loss_fn(params, *batch)``'s training step for ``target`` (one executable).
 
     On a target with a specialization cache module (``cpu``) the step is jitted: the same
-    one program, called through the module."""
+    one program, called through the module.
+
+    ``in_place=True`` (cpu; as PyTorch's SGD): the step owns its parameter and optimizer
+    state arrays and may write a new leaf over the old one instead of into a fresh array
+    (the jit's ``donate``, rlx_core/runtime/donation.py). Where the compiler proves that
+    safe: an SGD weight update ``W - lr * dW`` stored from the weight gradient's GEMM tiles
+    in one KC slice, after every other kernel that reads W; other leaves come back as new
+    arrays. The values are the same bits either way. The arrays given (``params``, or
+    assigned to ``step.params`` / ``step.state``) are copied first and never written, but
+    arrays read from ``step.params`` or ``step.state`` earlier are overwritten by the next
+    step: copy them to keep them. Other targets ignore it."""
     import rlx_core.api as api
 
     state = optimizer.init(params)
@@ -195,8 +218,10 @@ def compile_step(loss_fn: Callable[..., Any], optimizer: Any, params: Any, *batc
     s_leaves, s_def = flatten(state)
     fn = step_function(loss_fn, optimizer, p_def, s_def, len(p_leaves), len(s_leaves))
     if target in api.SCM_TARGETS:
+        if in_place:  # the parameter and state leaves: the graph's first inputs
+            options = {**options, "donate": tuple(range(len(p_leaves) + len(s_leaves)))}
         jitted = api.JitFunction(fn, target, dict(options))
         exe = jitted.lookup(*p_leaves, *s_leaves, *batch)
-        return CompiledStep(exe, params, state, jitted=jitted)
+        return CompiledStep(exe, params, state, jitted=jitted, in_place=in_place)
     exe = api.compile(fn, *p_leaves, *s_leaves, *batch, target=target, **options)
     return CompiledStep(exe, params, state)

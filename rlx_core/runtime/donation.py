@@ -7,10 +7,18 @@ hands those arguments over: the CPU specialization cache writes such an output i
 donated argument's own buffer and returns that array, as JAX's ``donate_argnums`` does; the
 caller must not rely on the old contents afterwards.
 
-The compiler allows it only where it is safe whatever the kernels' order (``inplace_outputs``):
-the output has the donated input's type, one elementwise kernel produces it, that kernel is the
-only reader of the input, and it reads the input at the output element's own index only. So
-each element is read before it is overwritten and nothing reads the input after. The kernel is
+The compiler allows it only where it is safe (``inplace_outputs``): the output has the donated
+input's type, one elementwise kernel produces it, that kernel is the only reader of the input,
+and it reads the input at the output element's own index only. So each element is read before
+it is overwritten and nothing reads the input after. A training step's weight update
+``W - c * dot`` (``compile_step(..., in_place=True)``) is a GEMM kernel that other kernels
+read W before (the forward pass): it is allowed when it is the last kernel in the program's
+order to read W, reads W at the output element's own index (cpu/update_store.py's form), and
+its GEMM stores the update from its tiles in one KC slice; the renderer checks that last part
+and raises ``InPlaceRefused`` otherwise, and the program is rendered again with a fresh output
+(``refuse``). The earlier readers are done before the update writes: the team's footprints
+count the output as the donated buffer (cpu/renderer.py ``_footprints``), so the kernel waits
+for every earlier kernel that reads it. The kernel is
 rendered without ``restrict`` on that pair (the same pointer may arrive twice); when that kernel
 ends in ``select(mask, new, input)`` it stores only where the mask is on whenever the two
 pointers are equal (a KV cache: one row written, not the whole cache). At call time
@@ -34,6 +42,15 @@ class DonationError(RlxError):
     """``donate`` names something that is not an argument position of the jitted function."""
 
     code = "RLX-R024"
+
+
+class InPlaceRefused(Exception):
+    """The renderer cannot write ``output`` over its donated input (a GEMM whose update is not
+    stored from its tiles in one KC slice): compile_program renders it with a fresh output."""
+
+    def __init__(self, output: str):
+        super().__init__(output)
+        self.output = output
 
 
 def donated_positions(donate: Any, n_args: int | None = None) -> tuple[int, ...]:
@@ -63,7 +80,7 @@ def inplace_outputs(lir: Graph, donate: Sequence[int]) -> tuple[int, ...]:
     if not donate or not lir.kernels:
         return tuple(aliases)
     readers: dict[str, list[Any]] = {}
-    for k in lir.kernels:
+    for k in lir.kernels:  # in the program's order
         for v in k.inputs:
             readers.setdefault(v, []).append(k)
     producer = {o: k for k in lir.kernels for o in k.outputs}
@@ -71,19 +88,44 @@ def inplace_outputs(lir: Graph, donate: Sequence[int]) -> tuple[int, ...]:
         if i >= len(lir.inputs):
             continue
         src = lir.inputs[i]
-        if src.name in lir.outputs or len(readers.get(src.name, ())) != 1:
+        if src.name in lir.outputs or not readers.get(src.name):
             continue
-        k = readers[src.name][0]
-        if k.kind != "elementwise" or len(k.outputs) != 1:
+        k = readers[src.name][-1]  # the last reader: the only one that may write it
+        if len(k.outputs) != 1 or readers[src.name].count(k) != 1:
             continue
         out = k.outputs[0]
         if lir.outputs.count(out) != 1 or lir.type_of(out) != src.type or \
                 aliases[lir.outputs.index(out)] >= 0 or producer.get(out) is not k:
             continue
-        # every node reading the input is elementwise at the output's shape: identity index
-        if reads_at_own_index(k, src.name, tuple(src.type.shape)):
+        if k.kind == "elementwise":
+            # the only reader, and every node reading the input is elementwise at the output's
+            # shape: identity index
+            ok = len(readers[src.name]) == 1 and reads_at_own_index(k, src.name,
+                                                                     tuple(src.type.shape))
+        else:
+            ok = k.kind == "matmul" and _updates(k, src.name)
+        if ok:
             aliases[lir.outputs.index(out)] = i
     return tuple(aliases)
+
+
+def _updates(k: Any, w: str) -> bool:
+    """Is matmul kernel ``k`` ``out = w -/+ c * dot`` with ``w`` read by the update alone (so
+    at the output element's own index), not by the GEMM?"""
+    from rlx_core.targets.cpu.update_store import update_form
+
+    dots = [n for n in k.nodes if n.op == "dot_general"]
+    if len(dots) != 1 or w in dots[0].inputs:
+        return False
+    form = update_form(k, dots[0])
+    uses = [n for n in k.nodes if w in n.inputs]
+    return form is not None and form[0] == w and len(uses) == 1 and \
+        uses[0].name == k.outputs[0]
+
+
+def refuse(aliases: Sequence[int], lir: Graph, output: str) -> tuple[int, ...]:
+    """``aliases`` with ``output`` given a fresh buffer (the renderer's InPlaceRefused)."""
+    return tuple(-1 if o == output else a for o, a in zip(lir.outputs, aliases, strict=True))
 
 
 def inplace_pairs(lir: Graph, aliases: Sequence[int]) -> dict[str, str]:

@@ -467,9 +467,11 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
     from rlx_core.api import lower
     from rlx_core.ir.printer import print_graph
     from rlx_core.runtime.donation import (
+        InPlaceRefused,
         donated_positions,
         inplace_outputs,
         inplace_pairs,
+        refuse,
     )
     from rlx_core.runtime.executable import Executable
     from rlx_core.runtime.memory_budget import check_budget, resolve_limit
@@ -484,10 +486,15 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
     # the module's hits never enter Python: the budget is checked once, for the specialization
     check_budget(lir, resolve_limit(options.get("memory_limit")), target=TARGET)
     aliases = inplace_outputs(lir, donate)
-    # the in-place pairs change the kernels' declarations: part of the program's name
-    prefix = program_prefix(print_graph(lir) + (f"\ninplace {aliases}" if max(aliases, default=-1)
-                                                 >= 0 else ""))
-    cprog = render_program(lir, prefix, in_place=inplace_pairs(lir, aliases))
+    while True:
+        # the in-place pairs change the kernels' declarations: part of the program's name
+        prefix = program_prefix(print_graph(lir) + (
+            f"\ninplace {aliases}" if max(aliases, default=-1) >= 0 else ""))
+        try:
+            cprog = render_program(lir, prefix, in_place=inplace_pairs(lir, aliases))
+            break
+        except InPlaceRefused as e:  # a GEMM that cannot store over W: a fresh output
+            aliases = refuse(aliases, lir, e.output)
     program = KernelProgram(
         prefix=cprog.prefix, error_fn=cprog.error_fn, source=cprog.source,
         include_dirs=tuple(cprog.include_dirs), library_dirs=tuple(cprog.library_dirs),

@@ -54,6 +54,9 @@ class KernelEnv:
     preamble: list[str] = field(default_factory=list)
     # output value -> the donated input value it may be written over (runtime/donation.py)
     in_place: dict[str, str] = field(default_factory=dict)
+    # set by a matmul hook whose GEMM stores its output over the donated input itself (the
+    # cpu's update store, cpu/update_store.py); a donated matmul output without it is refused
+    stores_in_place: bool = False
     # (C function, file-scope C defining it) that an f32/f16/bf16 erf calls instead of the
     # prelude's rlx_erf_f; a body that calls it puts the definition in ``preamble``
     # (two_phase). The cpu's team GEMMs set it for their epilogues (cpu/epilogue_erf.py)

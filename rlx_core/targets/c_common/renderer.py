@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlx_core.ir.graph import Graph, Kernel, Level, Node, TensorType
+from rlx_core.runtime.donation import InPlaceRefused
 from rlx_core.targets.c_common import ctype_table as ct
 from rlx_core.targets.c_common.body import NODE_COMMENT, Buffer
 from rlx_core.targets.c_common.expr import RenderError
@@ -245,8 +246,10 @@ class CLikeRenderer:
         outs = {v: Buffer(f"out{j}", types[v]) for j, v in enumerate(k.outputs)}
         # a donated input and the output written over it (runtime/donation.py), or an input
         # and the output the arena plan writes over it (plan_arena.in_place_shares), may
-        # arrive as one pointer: neither is restrict
-        pairs = {**self.in_place, **{o: i for o, i in written_over(g).items() if o in outs}}
+        # arrive as one pointer: neither is restrict. Only in the kernel writing the pair: the
+        # other readers of a donated input keep restrict (a training step's forward GEMM reads
+        # the W its weight update writes over)
+        pairs = {o: i for o, i in {**self.in_place, **written_over(g)}.items() if o in outs}
         aliasing = {*pairs, *pairs.values()}
         params = [f"const {ct.storage(types[v].dtype)}* {'' if v in aliasing else r} in{j}"
                   for j, v in enumerate(k.inputs)]
@@ -256,7 +259,7 @@ class CLikeRenderer:
         rows = self.row_split(idx)
         env = KernelEnv(k, idx, {n.name: n for n in k.nodes}, ins, outs,
                         self.parallel_pragma, fail, sync=self.kernel_sync(), fn=fn,
-                        in_place={o: i for o, i in pairs.items() if o in outs},
+                        in_place=pairs,
                         hoist_bytes=self.hoist_bytes, rows=ROW_ARGS if rows else None)
         if rows:
             env.extra_args += [(f"const int64_t {a}", a) for a in ROW_ARGS]
@@ -268,6 +271,11 @@ class CLikeRenderer:
             impl = emit_reduce(env, w)
         elif k.kind == "matmul":
             impl, scratch = emit_matmul(env, w, self.gemm)
+            donated = [o for o in k.outputs if o in self.in_place]
+            if donated and not env.stores_in_place:
+                # only the cpu's update store may write a GEMM's output over its donated
+                # input (runtime/donation.py): render again with a fresh output
+                raise InPlaceRefused(donated[0])
         elif self.aliased(g, k):
             w.line(f"/* %{c_comment(k.outputs[0])} shares the arena bytes of "
                    f"%{c_comment(k.inputs[0])}: nothing to copy (the call is skipped) */")

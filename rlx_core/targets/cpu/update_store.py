@@ -16,10 +16,14 @@ both forms in one process in turns of 20 calls (SCHED_FIFO; the VM ran at ~2.9 G
 FMA peak 190 GFLOP/s per core): the weight-gradient kernel 86.7 -> 83.0 and 84.7 -> 80.9 us,
 the step 208.0 -> 204.4 and 203.9 -> 200.2 us, the new W1 bit-identical.
 
-A matmul kernel's output is never a donated input (runtime/donation.py donates only to
-elementwise kernels) nor written over an input's arena slot (cpu/inplace.py allows that only
-for elementwise kernels and blocked convs), so W and C never share memory here; with K over one slice C holds
-partial sums until the last slice, and W must still be intact then.
+A matmul kernel's output is never written over an input's arena slot (cpu/inplace.py allows
+that only for elementwise kernels and blocked convs). It may be written over a donated W
+(runtime/donation.py: ``compile_step(..., in_place=True)`` donates the parameters), and only
+where this store writes it: then C and W are one buffer, and each tile reads W's elements
+before it stores the same elements (the FMA's operand). With K over one slice C holds partial
+sums until the last slice and W would be gone by then, so such a GEMM refuses the donation
+(``one_slice``); the renderer raises donation.InPlaceRefused for a donated matmul output that
+this store does not write, and the program is rendered again with a fresh output.
 """
 
 from __future__ import annotations
@@ -49,6 +53,34 @@ def _scalar(node) -> float | None:
         else None
 
 
+def update_form(k, dot) -> tuple[str, float] | None:
+    """(W, alpha) when kernel ``k`` is exactly ``out = W -/+ c * dot`` (c a scalar constant,
+    ``dot`` its one dot_general), else None. W is not checked to be an input here."""
+    rest = [n for n in k.nodes if n is not dot and n.op != "broadcast_in_dim"]
+    if len(rest) != 3 or len(k.outputs) != 1:
+        return None
+    const, mul, upd = rest
+    c = _scalar(const)
+    if c is None or not math.isfinite(c) or mul.op != "mul" or set(mul.inputs) != {const.name, dot.name} \
+            or len(mul.inputs) != 2 or upd.op not in ("sub", "add") \
+            or k.outputs[0] != upd.name:
+        return None
+    if upd.op == "sub" and upd.inputs[1] == mul.name:
+        return upd.inputs[0], -c
+    if upd.op == "add" and mul.name in upd.inputs:
+        return next(v for v in upd.inputs if v != mul.name), c
+    return None  # c * dot - W is not this form
+
+
+def one_slice(k: int) -> bool:
+    """Does a GEMM of depth ``k`` run as one KC slice (sgemm.py's rlx_sgemm_kc: slices of at
+    most 9/8 KC), so that C is written once, at the end, and never holds partial sums?"""
+    from rlx_core.targets.cpu import isa
+
+    kc = isa.blocking().kc
+    return k <= kc + kc // 8
+
+
 class UpdateStore:
     """The update ``C = W + alpha * dot`` of one GEMM kernel: ``args`` is what a GEMM call
     adds (W's pointer at the call's C offset, alpha)."""
@@ -69,26 +101,17 @@ class UpdateStore:
         if epilogue.norm is not None:
             return None
         k, dot = env.kernel, epilogue.dot
-        rest = [n for n in k.nodes if n is not dot and n.op != "broadcast_in_dim"]
-        if len(rest) != 3 or len(k.outputs) != 1:
+        form = update_form(k, dot)
+        if form is None:
             return None
-        const, mul, upd = rest
-        c = _scalar(const)
-        if c is None or not math.isfinite(c) or mul.op != "mul" or set(mul.inputs) != {const.name, dot.name} \
-                or len(mul.inputs) != 2 or upd.op not in ("sub", "add") \
-                or k.outputs[0] != upd.name:
-            return None
-        if upd.op == "sub" and upd.inputs[1] == mul.name:
-            w_name, alpha = upd.inputs[0], -c
-        elif upd.op == "add" and mul.name in upd.inputs:
-            w_name, alpha = next(v for v in upd.inputs if v != mul.name), c
-        else:
-            return None  # c * dot - W is not this form
+        w_name, alpha = form
         w_buf = env.inputs.get(w_name)
         if w_buf is None or w_name in dot.inputs or w_buf.type.dtype != dt.f32 \
-                or w_buf.type.shape != dot.type.shape or spec.c != env.outputs[upd.name].ptr:
+                or w_buf.type.shape != dot.type.shape or spec.c != env.outputs[k.outputs[0]].ptr:
             return None
         epilogue.emitted = True  # the GEMM's tiles write it
+        if env.in_place.get(k.outputs[0]) == w_name and one_slice(spec.k):
+            env.stores_in_place = True  # C is the donated W: safe here only (module notes)
         return UpdateStore(w_buf.ptr, spec.c, alpha)
 
     def declare(self, w: Writer) -> None:
