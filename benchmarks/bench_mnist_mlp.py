@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     warmup = 2 if args.quick else args.warmup
     results: list[dict[str, Any]] = []
     say(f"MNIST MLP training, {len(x)} training images from {data.source}, "
-        f"SGD lr={LR}, f32, {threads} thread(s); rlx{' and torch' if torch else ''} update "
+        f"SGD lr={LR}, f32, {threads} thread(s); rlx{' and torch update' if torch else ' updates'} "
         f"parameters in place; peaks: {peaks.summary()}")
     for sizes, batch in CONFIGS:
         label = f"{'-'.join(map(str, sizes))}/{batch}"
