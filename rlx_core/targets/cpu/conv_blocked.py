@@ -88,6 +88,16 @@ without a residual: the layout is worth 2-4% on this layer, not the 9%. Without 
 cannot be register operands of the asm (16 in-out operands count 32 of GCC's 30): the trip
 through memory (~4%) goes only with the epilogue inside the asm, as rlx_cb_tile6 does on AVX2.
 
+The 3-channel stem (ResNet-50's 7x7 stride 2, 3->64 at 112x112: 0.79-0.95x ONNX Runtime at b1,
+0.90-0.95x at b8 in profile_cnn) runs on rlx_cb_tilez's BW 3 asm loop, 8 pixels x 32 channels,
+so each broadcast feeds two FMAs. Tried and not kept (resprof, branch ``resprof-stem4``, slowed
+host, FIFO, thread CPU time): a tile of 6 pixels x 64 channels (four panels, 24 accumulators,
+intrinsics), each broadcast feeding four FMAs as MLAS's NCHW kernel does. In a harness of stem +
+max pool + 1x1 it read 0.966 of the time (20 rounds, 0.93-1.00), VGG's 3x3 stem 0.946, b8 0.955;
+the same loop in asm 0.997. But inside ResNet-50 b1, both builds in one process alternating (60
+calls each), the stem kernel itself was 1.12x slower (p50 0.441 vs 0.394 ms) and the whole
+call 1.005: the harness's gain was not the stem's. What the stem loses to MLAS is still open.
+
 Work items are (image, block of output rows); a thread alone takes every row block of an image
 at once (the copy is then made once). The kernel needs AVX2 + FMA for speed; without them the
 same source compiles to plain C (correct, slow), but the renderer only picks it where the own
