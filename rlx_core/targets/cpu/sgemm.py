@@ -194,6 +194,30 @@ typedef __m256 rlx_sg_v;
 #define RLX_SG_DIRECT_DEPTH INT64_MAX
 #endif
 
+#if defined(__AVX512F__)
+/* four k steps of 16 columns of op(B) = W^T (W's rows rn floats apart, s at row j, step k):
+   o[q] = W[j:j+16, k+q]. A zmm takes 4 k steps of 16 columns from four 128-bit loads (W's
+   rows j, j+4, j+8, j+12), so two in-lane shuffle stages finish the transpose and each
+   result is 64 bytes, half a panel row (AVX2's 8 x 8 transposes store 32) */
+static inline __attribute__((always_inline)) void rlx_sgemm_wt4(const float *s, int64_t rn,
+                                                                 __m512 o[4]) {
+    __m512 r[4];
+    for (int q = 0; q < 4; ++q)
+        r[q] = _mm512_insertf32x4(
+            _mm512_insertf32x4(
+                _mm512_insertf32x4(_mm512_castps128_ps512(_mm_loadu_ps(s + q * rn)),
+                                   _mm_loadu_ps(s + (q + 4) * rn), 1),
+                _mm_loadu_ps(s + (q + 8) * rn), 2),
+            _mm_loadu_ps(s + (q + 12) * rn), 3);
+    const __m512 t0 = _mm512_unpacklo_ps(r[0], r[1]), t1 = _mm512_unpackhi_ps(r[0], r[1]),
+                 t2 = _mm512_unpacklo_ps(r[2], r[3]), t3 = _mm512_unpackhi_ps(r[2], r[3]);
+    o[0] = _mm512_shuffle_ps(t0, t2, 0x44);
+    o[1] = _mm512_shuffle_ps(t0, t2, 0xEE);
+    o[2] = _mm512_shuffle_ps(t1, t3, 0x44);
+    o[3] = _mm512_shuffle_ps(t1, t3, 0xEE);
+}
+#endif
+
 /* op(B) columns [j0, j0 + nr) into one panel: K rows of 32 floats, zero padded on the right */
 static void rlx_sgemm_pack_panel(int64_t K, int64_t nr, const float *B, int64_t rk, int64_t rn,
                                  float *dst) {
@@ -204,30 +228,15 @@ static void rlx_sgemm_pack_panel(int64_t K, int64_t nr, const float *B, int64_t 
         return;
     }
 #if defined(__AVX512F__)
-    /* B = W^T with AVX-512: a zmm takes 4 k steps of 16 columns from four 128-bit loads (W's
-       rows j, j+4, j+8, j+12), so two in-lane shuffle stages finish the transpose and every
-       store is 64 bytes, half a panel row (the 8 x 8 transposes below store 32). Two panels
-       of the MLP's W1^T (784 x 64 of a 128 x 784 W1), C harness, Emerald Rapids, one thread,
-       FIFO: 6.25 -> 4.66 us; 16 x 16 transposes of whole-line loads took 5.8 */
+    /* B = W^T with AVX-512: rlx_sgemm_wt4 below. Two panels of the MLP's W1^T (784 x 64 of
+       a 128 x 784 W1), C harness, Emerald Rapids, one thread, FIFO: 6.25 -> 4.66 us; 16 x 16
+       transposes of whole-line loads took 5.8 */
     if (rk == 1 && nr == NR) {
         for (; k0 + 4 <= K; k0 += 4)
             for (int64_t jb = 0; jb < NR; jb += 16) {
-                const float *s = B + jb * rn + k0;
-                __m512 r[4];
-                for (int q = 0; q < 4; ++q)
-                    r[q] = _mm512_insertf32x4(
-                        _mm512_insertf32x4(
-                            _mm512_insertf32x4(_mm512_castps128_ps512(_mm_loadu_ps(s + q * rn)),
-                                               _mm_loadu_ps(s + (q + 4) * rn), 1),
-                            _mm_loadu_ps(s + (q + 8) * rn), 2),
-                        _mm_loadu_ps(s + (q + 12) * rn), 3);
-                const __m512 t0 = _mm512_unpacklo_ps(r[0], r[1]), t1 = _mm512_unpackhi_ps(r[0], r[1]),
-                             t2 = _mm512_unpacklo_ps(r[2], r[3]), t3 = _mm512_unpackhi_ps(r[2], r[3]);
-                float *d = dst + k0 * NR + jb;
-                _mm512_storeu_ps(d + 0 * NR, _mm512_shuffle_ps(t0, t2, 0x44));
-                _mm512_storeu_ps(d + 1 * NR, _mm512_shuffle_ps(t0, t2, 0xEE));
-                _mm512_storeu_ps(d + 2 * NR, _mm512_shuffle_ps(t1, t3, 0x44));
-                _mm512_storeu_ps(d + 3 * NR, _mm512_shuffle_ps(t1, t3, 0xEE));
+                __m512 o[4];
+                rlx_sgemm_wt4(B + jb * rn + k0, rn, o);
+                for (int q = 0; q < 4; ++q) _mm512_storeu_ps(dst + (k0 + q) * NR + jb, o[q]);
             }
     }
 #endif
@@ -365,15 +374,54 @@ static inline __attribute__((always_inline)) void rlx_sgemm_acc_half(
         for (int i = 0; i < R; ++i) c0[i] = RLX_SG_FMA(RLX_SG_SET1(a[i * ra + p * rp]), b0, c0[i]);
     }
 }
+
+#if defined(__AVX512F__)
+/* rlx_sgemm_acc for a full tile whose panel of op(B) = W^T is packed as it goes (W's rows wn
+   floats apart from w): each four k steps are transposed from W (rlx_sgemm_wt4), stored into
+   the panel b for the tiles after it, and multiplied from the registers. The pack's loads
+   from W (32 rows, from L2) and its stores then overlap the tile's FMAs instead of running
+   as a pass of their own before the panel's tiles. Same k order, same bits */
+static inline __attribute__((always_inline)) void rlx_sgemm_acc_wt(
+        int64_t kc, const float *restrict a, int64_t ra, int64_t rp, const float *w,
+        int64_t wn, float *b, rlx_sg_v *c0, rlx_sg_v *c1) {
+    enum { MR = RLX_SG_MR, NR = RLX_SG_NR };
+    int64_t p = 0;
+    for (; p + 4 <= kc; p += 4) {
+        __m512 lo[4], hi[4];
+        /* W's 32 rows two lines ahead, eight rows per step (a row's line lasts four): the
+           FMAs wait on these loads, and a W in L3 (784-512-512-10 at batch 1024) kept too
+           few of them in flight */
+        for (int r = (int)(p / 4 % 4) * 8; r < (int)(p / 4 % 4) * 8 + 8; ++r)
+            __builtin_prefetch(w + r * wn + p + 32, 0, 3);
+        rlx_sgemm_wt4(w + p, wn, lo);
+        rlx_sgemm_wt4(w + 16 * wn + p, wn, hi);
+        for (int q = 0; q < 4; ++q) {
+            _mm512_storeu_ps(b + (p + q) * NR, lo[q]);
+            _mm512_storeu_ps(b + (p + q) * NR + 16, hi[q]);
+            for (int i = 0; i < MR; ++i) {
+                const __m512 ai = _mm512_set1_ps(a[i * ra + (p + q) * rp]);
+                c0[i] = _mm512_fmadd_ps(ai, lo[q], c0[i]);
+                c1[i] = _mm512_fmadd_ps(ai, hi[q], c1[i]);
+            }
+        }
+    }
+    for (; p < kc; ++p) {  /* the last k % 4 steps: a row of the panel at a time */
+        for (int j = 0; j < NR; ++j) b[p * NR + j] = w[j * wn + p];
+        rlx_sgemm_step(MR, p, a, ra, rp, b, NR, c0, c1);
+    }
+}
+#endif
 #endif
 
 /* C[0:mr, 0:nr] (+)= op(A)[0:8, 0:kc] . b[0:kc, 0:32]: element (i, p) of op(A) at
    a[i*ra + p*rp], row p of b at b + p*ldb (a packed panel: ldb = NR); acc: add to C. Rows past mr are read only when A is packed
-   (zero padded): a direct A is read for its mr rows alone. */
+   (zero padded): a direct A is read for its mr rows alone. w (or 0): the panel b is packed
+   here from W^T, W's rows wn floats apart (a full tile, AVX-512: rlx_sgemm_acc_wt). */
 static inline __attribute__((always_inline)) void rlx_sgemm_tile_pf(
         int64_t kc, const float *restrict a, int64_t ra, int64_t rp, const float *restrict b,
         int64_t ldb, float *restrict c, int64_t ldc, int acc, int64_t mr, int64_t nr,
-        int padded, const float *pf, int64_t npf, const float *d, float alpha) {
+        int padded, const float *pf, int64_t npf, const float *d, float alpha, const float *w,
+        int64_t wn) {
     enum { MR = RLX_SG_MR, NR = RLX_SG_NR };
     enum { VW = RLX_SG_VW };
     float t[MR * NR];
@@ -399,6 +447,14 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile_pf(
        the rows and keeps every accumulator in a register. An edge tile of a direct A (the
        rows left below a multiple of MR) took 2-3x a full tile's time per row with one copy
        for every row count, its accumulators on the stack */
+#if defined(__AVX512F__)
+    if (w)
+        rlx_sgemm_acc_wt(kc, a, ra, rp, w, wn, (float *)b, c0, c1);
+    else
+#else
+    (void)w;
+    (void)wn;
+#endif
     if (nr <= VW && npf == 0 && (padded || mr == MR))
         rlx_sgemm_acc_half(MR, kc, a, ra, rp, b, ldb, c0);
     else
@@ -439,6 +495,8 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile_pf(
 #else
     (void)pf;
     (void)npf;
+    (void)w;
+    (void)wn;
     for (int i = 0; i < MR * NR; ++i) t[i] = 0.0f;
     for (int64_t p = 0; p < kc; ++p)
         for (int64_t i = 0; i < (padded ? MR : mr); ++i) {
@@ -458,7 +516,8 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile(
         int64_t kc, const float *restrict a, int64_t ra, int64_t rp, const float *restrict b,
         int64_t ldb, float *restrict c, int64_t ldc, int acc, int64_t mr, int64_t nr,
         int padded) {
-    rlx_sgemm_tile_pf(kc, a, ra, rp, b, ldb, c, ldc, acc, mr, nr, padded, 0, 0, 0, 0.0f);
+    rlx_sgemm_tile_pf(kc, a, ra, rp, b, ldb, c, ldc, acc, mr, nr, padded, 0, 0, 0, 0.0f, 0,
+                      0);
 }
 
 /* this thread's packing buffer (cpu/scratch.py; one per thread, never shared) */
@@ -548,6 +607,13 @@ static void rlx_sgemm_core_pf(int64_t m, int64_t k, const float *A, int64_t rm, 
        (64 x 784 x 128 per thread, A transposed) packed A four times (784 = 3 x 256 + 16):
        C harness, Emerald Rapids, one thread, FIFO: 75.5 -> 73.3 us */
     const int64_t NCB = direct ? n1 - n0 : NC;
+    /* B = W^T packed in the call (AVX-512): each full panel's slice is packed by the first
+       tile of its first block of rows (rlx_sgemm_acc_wt), not in a pass before its tiles */
+#if defined(__AVX512F__)
+    const int wt_tile = !P && !direct && brk == 1 && m >= MR;
+#else
+    const int wt_tile = 0;
+#endif
     for (int64_t jc = n0; jc < n1; jc += NCB) {
         const int64_t nc = n1 - jc < NCB ? n1 - jc : NCB;
         const int64_t panels = (nc + NR - 1) / NR;
@@ -574,7 +640,7 @@ static void rlx_sgemm_core_pf(int64_t m, int64_t k, const float *A, int64_t rm, 
             if (!P)
                 for (int64_t q = 0; q < panels; ++q) {
                     const int64_t j = jc + q * NR, nr = jc + nc - j < NR ? jc + nc - j : NR;
-                    if (direct && nr == NR) continue;
+                    if ((direct || wt_tile) && nr == NR) continue;
                     rlx_sgemm_pack_panel(kc, nr, B + pc * brk + j * brn, brk, brn,
                                          bp + (direct ? 0 : q * NR * kc));
                 }
@@ -623,14 +689,16 @@ static void rlx_sgemm_core_pf(int64_t m, int64_t k, const float *A, int64_t rm, 
                         const int64_t npf = !pnext ? 0 : l0 + pper < plines ? pper : plines - l0;
                         /* an update store finishes the tile at its last slice */
                         const float *d = D && last ? D + i * ldc + j : 0;
+                        const float *w = wt_tile && nr == NR && i == 0 ? B + pc * brk + j * brn
+                                                                      : 0;
                         if (pack_a)  /* an edge tile multiplies its mr rows alone */
                             rlx_sgemm_tile_pf(kc, ap + (i - ic) * kc, 1, MR, pq, ldb,
                                               C + i * ldc + j, ldc, pc > 0, mr, nr, mr == MR, pf,
-                                              npf, d, alpha);
+                                              npf, d, alpha, w, brn);
                         else
                             rlx_sgemm_tile_pf(kc, A + i * rm + pc * rk, rm, rk, pq, ldb,
                                               C + i * ldc + j, ldc, pc > 0, mr, nr, 0, pf, npf,
-                                              d, alpha);
+                                              d, alpha, w, brn);
                         if (epi && last) epi(ectx, i, i + mr, j, j + nr);
                     }
                 }
