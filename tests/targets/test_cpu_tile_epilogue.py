@@ -20,8 +20,10 @@ def test_bias_relu_epilogues_run_per_tile_and_match_the_block_epilogue(
         shape: tuple[int, ...], n: int, threads, monkeypatch: pytest.MonkeyPatch) -> None:
     """A bias + ReLU epilogue (it reads nothing as large as C) gets a tile function: row
     splits, column shares (K past one KC slice), a partial last panel, batches (5 x 48 x 64
-    times 5 x 64 x 40); the result is bit for bit the block epilogue's."""
+    times 5 x 64 x 40); the result is bit for bit the block epilogue's. (One batch of it is
+    stored from the registers, bias_store.py, unless RLX_NO_BIAS_STORE=1.)"""
     skip_unless_own_sgemm()
+    monkeypatch.setenv("RLX_NO_BIAS_STORE", "1")
     threads(n)
     rng = np.random.default_rng(sum(shape) + n)
     if len(shape) == 3:
@@ -86,11 +88,14 @@ def test_claimed_column_chunks_keep_the_block_epilogue() -> None:
                                rtol=1e-4, atol=1e-4)
 
 
-def test_kernels_with_the_same_tile_epilogue_share_one_function(threads) -> None:
+def test_kernels_with_the_same_tile_epilogue_share_one_function(
+        threads, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two layers of the same shape render to the same code up to their names, tile
     function included: the second kernel is a wrapper calling the first (renderer.share),
-    so the C compiler sees one copy."""
+    so the C compiler sees one copy. (Bias + ReLU is a bias store unless RLX_NO_BIAS_STORE=1:
+    bias_store.py.)"""
     skip_unless_own_sgemm()
+    monkeypatch.setenv("RLX_NO_BIAS_STORE", "1")
     threads(2)
     rng = np.random.default_rng(3)
     x = rng.standard_normal((100, 64), np.float32)

@@ -18,6 +18,7 @@ from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec, Strides
 from rlx_core.targets.cpu import epilogue_erf, gemv, sgemm
+from rlx_core.targets.cpu.bias_store import BiasStore
 from rlx_core.targets.cpu.tile_epilogue import TileEpilogue
 from rlx_core.targets.cpu.update_store import UpdateStore
 
@@ -119,7 +120,7 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
         return None  # OpenBLAS needs a unit stride per operand: the generated kernel reads any
 
     label = f"blas-{s}gemm"
-    tile: TileEpilogue | UpdateStore | None = None
+    tile: TileEpilogue | UpdateStore | BiasStore | None = None
 
     def call(rows: str, a: str, c: str, tile_at: tuple[str, str] | None = None) -> None:
         (ta, lda), (tb, ldb) = la, lb
@@ -170,7 +171,8 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
         # an update W - c * dot (an SGD step's) is stored from the tiles (update_store.py)
         if not _claims_columns(spec, epilogue, tiles) and own and \
                 not _gemv_columns(spec, epilogue, tiles) and \
-                (tile := (not one_row and UpdateStore.make(env, spec, epilogue))
+                (tile := (not one_row and (UpdateStore.make(env, spec, epilogue)
+                                           or BiasStore.make(env, spec, epilogue)))
                  or TileEpilogue.make(env, spec, epilogue)):
             epilogue = _Tiled(epilogue, tile)
         _team_gemm(w, spec, call, a_b, c_b, epilogue, tiles=tiles)
@@ -268,7 +270,7 @@ class _Tiled:
     """A block epilogue that the own kernel runs tile by tile (tile_epilogue.py): the GEMM
     calls finish C themselves, so nothing is written after them."""
 
-    def __init__(self, block: BlockEpilogue, tile: TileEpilogue | UpdateStore):
+    def __init__(self, block: BlockEpilogue, tile: TileEpilogue | UpdateStore | BiasStore):
         self.block, self.row_unit, self.tile = block, block.row_unit, tile
 
     def fits(self, *axes: str) -> bool:

@@ -16,7 +16,9 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
 - B is packed once per call into panels of NR = 32 columns, K deep, each contiguous (a graph
   parameter is packed once per binding instead: ``rlx_sgemm_pack_b`` + ``rlx_sgemm_packed``,
   see prepack.py); a transposed B (``x @ W.T``, the common linear layer) is packed with
-  8 x 8 register transposes, so packing costs a few percent of the multiply. A B with
+  8 x 8 register transposes, so packing costs a few percent of the multiply. With AVX-512
+  each full panel of a W^T is packed by the first tile of its slice as that tile runs
+  (``rlx_sgemm_acc_wt``), so the pack's loads overlap FMAs. A B with
   contiguous rows in a call of at most DIRECT_ROWS rows is not packed at all: row p of a
   panel is then 32 contiguous floats of B's row p, read in place
   (``reads_b_in_place``; a partial last panel is still packed, since a full-width load would
@@ -72,7 +74,13 @@ packs into its own buffer (``_Thread_local``, grown on demand).
 last KC slice is stored, while the tile is in L1 (tile_epilogue.py writes these functions).
 ``rlx_sgemm_upd`` and ``rlx_sgemm_packed_upd`` take ``D`` (laid out as C) and ``alpha``
 instead, and store ``fma(alpha, tile, D)`` at the last slice: an SGD update after its weight
-gradient (update_store.py).
+gradient (update_store.py). ``rlx_sgemm_bias`` and ``rlx_sgemm_packed_bias`` take ``bias``,
+``mask`` and ``relu``: the tile's registers get the bias (and the max with 0, and the >= 0
+mask written beside C) before its one store at the last slice (bias_store.py); they have
+their own copy of the kernel (``rlx_sgemm_core_body`` inlined there), since in the MLP step's
+translation unit the copy shared with the tile-epilogue GEMMs made the forward GEMM 3.3-3.6%
+slower (RLX_CPU_PROFILE=thread, both builds in one process, FIFO) where its own copy is
+3-4.5% faster than the tile epilogue.
 
 The source compiles everywhere; without either ISA the tile is plain C (correct, not fast),
 but the renderer only routes GEMMs here when the compiler targets AVX-512 or AVX2 with FMA
@@ -380,7 +388,11 @@ static inline __attribute__((always_inline)) void rlx_sgemm_acc_half(
    floats apart from w): each four k steps are transposed from W (rlx_sgemm_wt4), stored into
    the panel b for the tiles after it, and multiplied from the registers. The pack's loads
    from W (32 rows, from L2) and its stores then overlap the tile's FMAs instead of running
-   as a pass of their own before the panel's tiles. Same k order, same bits */
+   as a pass of their own before the panel's tiles. Same k order, same bits. The MLP step's
+   forward GEMM (128 x 128 x 784, W1^T packed per call: one thread's two 32-column chunks,
+   the step's C in a harness, Emerald Rapids, both forms in one process in turns of 20
+   calls, FIFO, slowed host): 0.987 of the time in six rounds of six (the pack alone took
+   ~7% of it: 12K of ~180K TSC ticks; its shuffles share the FMA ports, so ~3.5% remains) */
 static inline __attribute__((always_inline)) void rlx_sgemm_acc_wt(
         int64_t kc, const float *restrict a, int64_t ra, int64_t rp, const float *w,
         int64_t wn, float *b, rlx_sg_v *c0, rlx_sg_v *c1) {
@@ -413,15 +425,51 @@ static inline __attribute__((always_inline)) void rlx_sgemm_acc_wt(
 #endif
 #endif
 
+/* a bias store's finish of one element (bias_store.py): t = v + bias; mask = t >= 0 (when
+   mask); relu: t where t > 0 or NaN, else +0 (rlx_max_f(t, 0): NaN kept, -0 to +0) */
+static inline float rlx_sgemm_fin1(float v, float bias, uint8_t *mask, int relu) {
+    const float t = v + bias;
+    if (mask) *mask = (uint8_t)(t >= 0.0f);
+    return relu && !(t != t || t > 0.0f) ? 0.0f : t;
+}
+
+#if RLX_SG_VEC
+/* the same for a vector of a tile's row: bias and mask at its first column */
+static inline __attribute__((always_inline)) rlx_sg_v rlx_sgemm_fin(rlx_sg_v v, const float *bias,
+                                                                    uint8_t *mask, int relu) {
+    const rlx_sg_v t = RLX_SG_ADD(v, RLX_SG_LOAD(bias)), z = RLX_SG_ZERO();
+#if defined(__AVX512F__)
+    if (mask) {
+        const __mmask16 ge = _mm512_cmp_ps_mask(t, z, _CMP_GE_OQ);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+        _mm_storeu_si128((__m128i *)mask, _mm_maskz_set1_epi8(ge, 1));
+#else
+        for (int q = 0; q < 16; ++q) mask[q] = (uint8_t)((ge >> q) & 1);
+#endif
+    }
+    return relu ? _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(t, z, _CMP_NLE_UQ), t) : t;
+#else
+    if (mask) {
+        const int ge = _mm256_movemask_ps(_mm256_cmp_ps(t, z, _CMP_GE_OQ));
+        for (int q = 0; q < 8; ++q) mask[q] = (uint8_t)((ge >> q) & 1);
+    }
+    return relu ? _mm256_and_ps(_mm256_cmp_ps(t, z, _CMP_NLE_UQ), t) : t;
+#endif
+}
+#endif
+
 /* C[0:mr, 0:nr] (+)= op(A)[0:8, 0:kc] . b[0:kc, 0:32]: element (i, p) of op(A) at
    a[i*ra + p*rp], row p of b at b + p*ldb (a packed panel: ldb = NR); acc: add to C. Rows past mr are read only when A is packed
    (zero padded): a direct A is read for its mr rows alone. w (or 0): the panel b is packed
-   here from W^T, W's rows wn floats apart (a full tile, AVX-512: rlx_sgemm_acc_wt). */
+   here from W^T, W's rows wn floats apart (a full tile, AVX-512: rlx_sgemm_acc_wt). d (or
+   0): store fma(alpha, tile, d) (update_store.py); bias (or 0, at column 0 of the tile):
+   store the tile plus bias, its >= 0 mask at mask (laid out as C, or 0), relu: max(., 0)
+   (bias_store.py). */
 static inline __attribute__((always_inline)) void rlx_sgemm_tile_pf(
         int64_t kc, const float *restrict a, int64_t ra, int64_t rp, const float *restrict b,
         int64_t ldb, float *restrict c, int64_t ldc, int acc, int64_t mr, int64_t nr,
         int padded, const float *pf, int64_t npf, const float *d, float alpha, const float *w,
-        int64_t wn) {
+        int64_t wn, const float *bias, uint8_t *mask, int relu) {
     enum { MR = RLX_SG_MR, NR = RLX_SG_NR };
     enum { VW = RLX_SG_VW };
     float t[MR * NR];
@@ -483,6 +531,10 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile_pf(
                 c0[i] = RLX_SG_FMA(al, c0[i], RLX_SG_LOAD(d + i * ldc));
                 c1[i] = RLX_SG_FMA(al, c1[i], RLX_SG_LOAD(d + i * ldc + VW));
             }
+            if (bias) {  /* a bias store, on the registers (bias_store.py) */
+                c0[i] = rlx_sgemm_fin(c0[i], bias, mask ? mask + i * ldc : 0, relu);
+                c1[i] = rlx_sgemm_fin(c1[i], bias + VW, mask ? mask + i * ldc + VW : 0, relu);
+            }
             RLX_SG_STORE(ci, c0[i]);
             RLX_SG_STORE(ci + VW, c1[i]);
         }
@@ -507,7 +559,9 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile_pf(
     for (int64_t i = 0; i < mr; ++i)
         for (int64_t j = 0; j < nr; ++j) {
             const float v = acc ? c[i * ldc + j] + t[i * NR + j] : t[i * NR + j];
-            c[i * ldc + j] = d ? __builtin_fmaf(alpha, v, d[i * ldc + j]) : v;
+            c[i * ldc + j] = d ? __builtin_fmaf(alpha, v, d[i * ldc + j])
+                             : bias ? rlx_sgemm_fin1(v, bias[j], mask ? mask + i * ldc + j : 0, relu)
+                             : v;
         }
 }
 
@@ -517,7 +571,7 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile(
         int64_t ldb, float *restrict c, int64_t ldc, int acc, int64_t mr, int64_t nr,
         int padded) {
     rlx_sgemm_tile_pf(kc, a, ra, rp, b, ldb, c, ldc, acc, mr, nr, padded, 0, 0, 0, 0.0f, 0,
-                      0);
+                      0, 0, 0, 0);
 }
 
 /* this thread's packing buffer (cpu/scratch.py; one per thread, never shared) */
@@ -588,10 +642,12 @@ typedef void (*rlx_sg_epi)(const void *ctx, int64_t i0, int64_t i1, int64_t j0, 
    bench_gemm, one thread, thread clock, in one process with MLAS: 128 x 384 x 1536 (B past
    L2) 0.97x -> 1.08x MLAS, 128 x 1536 x 384 1.01x -> 1.08x; where B stays in L2 between
    the benchmark's calls (128 x 384 x 384, 128 x 784 x 128) within noise */
-static void rlx_sgemm_core_pf(int64_t m, int64_t k, const float *A, int64_t rm, int64_t rk,
+static inline __attribute__((always_inline)) void rlx_sgemm_core_body(
+        int64_t m, int64_t k, const float *A, int64_t rm, int64_t rk,
                               const float *B, int64_t brk, int64_t brn, const float *P,
                               float *C, int64_t ldc, int64_t n0, int64_t n1, rlx_sg_epi epi,
-                              const void *ectx, int64_t pf_n, const float *D, float alpha) {
+                              const void *ectx, int64_t pf_n, const float *D, float alpha,
+                              const float *bias, uint8_t *mask, int relu) {
     enum { MR = RLX_SG_MR, NR = RLX_SG_NR, NC = RLX_SG_NC };
     const int deep = rlx_sgemm_deep(k, P);
     const int64_t KC = rlx_sgemm_kc(k, deep);
@@ -628,7 +684,10 @@ static void rlx_sgemm_core_pf(int64_t m, int64_t k, const float *A, int64_t rm, 
                     for (int64_t p = 0; p < k; ++p)
                         s += A[i * rm + p * rk] *
                              (P ? P[(j / NR) * k * NR + p * NR + j % NR] : B[p * brk + j * brn]);
-                    C[i * ldc + j] = D ? __builtin_fmaf(alpha, s, D[i * ldc + j]) : s;
+                    C[i * ldc + j] = D ? __builtin_fmaf(alpha, s, D[i * ldc + j])
+                                     : bias ? rlx_sgemm_fin1(s, bias[j], mask ? mask + i * ldc + j
+                                                                             : 0, relu)
+                                     : s;
                 }
             if (epi) epi(ectx, 0, m, jc, jc + nc);
             continue;
@@ -691,20 +750,32 @@ static void rlx_sgemm_core_pf(int64_t m, int64_t k, const float *A, int64_t rm, 
                         const float *d = D && last ? D + i * ldc + j : 0;
                         const float *w = wt_tile && nr == NR && i == 0 ? B + pc * brk + j * brn
                                                                       : 0;
+                        /* a bias store finishes the tile at its last slice */
+                        const float *bj = bias && last ? bias + j : 0;
+                        uint8_t *mj = bj && mask ? mask + i * ldc + j : 0;
                         if (pack_a)  /* an edge tile multiplies its mr rows alone */
                             rlx_sgemm_tile_pf(kc, ap + (i - ic) * kc, 1, MR, pq, ldb,
                                               C + i * ldc + j, ldc, pc > 0, mr, nr, mr == MR, pf,
-                                              npf, d, alpha, w, brn);
+                                              npf, d, alpha, w, brn, bj, mj, relu);
                         else
                             rlx_sgemm_tile_pf(kc, A + i * rm + pc * rk, rm, rk, pq, ldb,
                                               C + i * ldc + j, ldc, pc > 0, mr, nr, 0, pf, npf,
-                                              d, alpha, w, brn);
+                                              d, alpha, w, brn, bj, mj, relu);
                         if (epi && last) epi(ectx, i, i + mr, j, j + nr);
                     }
                 }
             }
         }
     }
+}
+
+/* the kernel: one copy shared by the kernel's entry points (the bias store has its own) */
+static void rlx_sgemm_core_pf(int64_t m, int64_t k, const float *A, int64_t rm, int64_t rk,
+                              const float *B, int64_t brk, int64_t brn, const float *P,
+                              float *C, int64_t ldc, int64_t n0, int64_t n1, rlx_sg_epi epi,
+                              const void *ectx, int64_t pf_n, const float *D, float alpha) {
+    rlx_sgemm_core_body(m, k, A, rm, rk, B, brk, brn, P, C, ldc, n0, n1, epi, ectx, pf_n, D,
+                        alpha, 0, 0, 0);
 }
 
 /* rlx_sgemm_core_pf without fetching panels ahead (B packed in the call, conv, gemv) */
@@ -757,6 +828,26 @@ static void rlx_sgemm_packed_upd(int64_t m, int64_t n, int64_t k, const float *A
                                  int64_t rk, const float *P, float *C, int64_t ldc, int64_t n0,
                                  int64_t n1, const float *D, float alpha) {
     rlx_sgemm_core_pf(m, k, A, rm, rk, 0, 0, 0, P, C, ldc, n0, n1, 0, 0, n, D, alpha);
+}
+
+/* rlx_sgemm and rlx_sgemm_packed with a bias store: C = op(A) op(B) + bias (bias[j] for column
+   j), with relu max(., 0), and its >= 0 mask at mask (laid out as C) when mask is not 0,
+   written from the registers as each tile finishes (bias_store.py: a linear layer's bias,
+   ReLU and the ReLU's gradient mask) */
+static __attribute__((noinline)) void rlx_sgemm_bias(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm,
+                           int64_t rk, const float *B, int64_t brk, int64_t brn, float *C,
+                           int64_t ldc, int64_t n0, int64_t n1, const float *bias, uint8_t *mask,
+                           int relu) {
+    (void)n;
+    rlx_sgemm_core_body(m, k, A, rm, rk, B, brk, brn, 0, C, ldc, n0, n1, 0, 0, 0, 0, 0.0f, bias,
+                        mask, relu);
+}
+
+static __attribute__((noinline)) void rlx_sgemm_packed_bias(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm,
+                                  int64_t rk, const float *P, float *C, int64_t ldc, int64_t n0,
+                                  int64_t n1, const float *bias, uint8_t *mask, int relu) {
+    rlx_sgemm_core_body(m, k, A, rm, rk, 0, 0, 0, P, C, ldc, n0, n1, 0, 0, n, 0, 0.0f, bias, mask,
+                        relu);
 }
 
 /* all of op(B) (k x n) as panels of 32 columns, each k deep: rlx_sgemm_packed's layout,
