@@ -263,3 +263,50 @@ def test_blocked_outputs_of_a_last_panel_of_8_write_only_their_blocks(
     want = rlx.compile(f, x, target="numpy", record=False)(x)
     for g_, w_ in zip(exe(x), want, strict=True):
         assert _rel(g_, w_) < 1e-5
+
+
+def test_images_fold_into_one_call_where_the_input_is_read_in_place(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread alone runs the 1x1 convs on NCHW8c inputs several images a call
+    (images_per_call, RLX_CB_FOLD=2 here: folds of 2, 2 and 1 of 5 images), a strided one, one
+    with a residual written over it and a pair among them; the padded 3x3 keeps one image a
+    call. The values are the unfolded program's, bit for bit, and the reference's."""
+    skip_unless_simd()
+    from rlx_core.targets.cpu import conv_blocked
+
+    rng = np.random.default_rng(11)
+    shapes = {"w0": (32, 16, 3, 3), "w1": (48, 32, 1, 1), "w2": (40, 48, 1, 1),
+              "w3": (40, 32, 1, 1), "w4": (40, 40, 1, 1), "w5": (24, 40, 3, 3)}
+    ws = {k: (rng.standard_normal(s) * 0.3).astype(np.float32) for k, s in shapes.items()}
+    bs = {k: rng.standard_normal(s[0]).astype(np.float32) for k, s in shapes.items()}
+
+    def f(a):
+        def conv(v, k, **kw):
+            return nn.conv2d(v, rlx.param(ws[k], k), rlx.param(bs[k], "b" + k), **kw)
+
+        y0 = nn.relu(conv(a, "w0", padding=1))
+        y1 = nn.relu(conv(y0, "w1", stride=2))  # strided 1x1, read in place
+        y2 = nn.relu(conv(y1, "w2") + conv(y0, "w3", stride=2))  # a pair (RLX_CONV_PAIR=all)
+        y3 = nn.relu(conv(y2, "w4") + y2)  # its residual dies here: written over it
+        return conv(y3, "w5", padding=1)
+
+    x = rng.standard_normal((5, 16, 9, 10)).astype(np.float32)
+    monkeypatch.setenv("RLX_CONV_PAIR", "all")
+    outs = {}
+    for fold in ("0", "2"):
+        monkeypatch.setenv("RLX_CB_FOLD", fold)
+        exe = rlx.compile(f, x, target="cpu", record=False)
+        assert "conv2d_pair" in [n.op for n in exe.lir.nodes]
+        assert ("rlx_cb_imgs im" in exe.program.info["source"]) == (fold == "2")
+        outs[fold] = np.asarray(exe(x))
+    np.testing.assert_array_equal(outs["2"], outs["0"])
+    want = rlx.compile(f, x, target="numpy", record=False)(x)
+    assert _rel(outs["2"], want) < 1e-5
+    # the rule: a filter over FILTER_L2 read in place folds as many images as FOLD_BYTES holds
+    monkeypatch.delenv("RLX_CB_FOLD")
+    big = conv_blocked.FILTER_L2 + 1
+    assert conv_blocked.images_per_call(8, conv_blocked.FOLD_BYTES // 3, big, True) == 3
+    assert conv_blocked.images_per_call(8, 1024, big, True) == 8
+    assert conv_blocked.images_per_call(8, 1024, conv_blocked.FILTER_L2, True) == 1
+    assert conv_blocked.images_per_call(8, 1024, big, False) == 1
+    assert conv_blocked.images_per_call(1, 1024, big, True) == 1

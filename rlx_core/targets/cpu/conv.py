@@ -434,9 +434,13 @@ def emit_conv(env: KernelEnv, w: Writer, node: Node, packed: PackedFilter | None
                                       res_p if res else None, out.ptr, tail, flops, lay,
                                       packed.lazy)
     if packed is not None and groups == 1:
+        fold = conv_blocked.images_per_call(
+            n, c * (oh if kh == 1 else h) * wd * 4, conv_blocked.packed_bytes(o, c, kh, kw),
+            bool(lay & 1) and not (ph or pw))
         return conv_blocked.emit_blocked(env, w, packed.ptr, geo, n, xb.ptr, wb.ptr, c, h * wd, o,
                                          oh, ow, bias_p if bias else None,
-                                         res_p if res else None, out.ptr, tail, flops, lay)
+                                         res_p if res else None, out.ptr, tail, flops, lay,
+                                         fold=fold)
     if lay:
         raise RenderError(f"{node.name}: a blocked layout (NCHW8c) reached a convolution "
                           "without a blocked kernel",

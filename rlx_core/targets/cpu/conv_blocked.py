@@ -99,7 +99,11 @@ calls each), the stem kernel itself was 1.12x slower (p50 0.441 vs 0.394 ms) and
 call 1.005: the harness's gain was not the stem's. What the stem loses to MLAS is still open.
 
 Work items are (image, block of output rows); a thread alone takes every row block of an image
-at once (the copy is then made once). The kernel needs AVX2 + FMA for speed; without them the
+at once (the copy is then made once), and where every input is read in place (NCHW8c, 1x1,
+unpadded) and the filter runs unit by unit, several images a call (images_per_call): each
+unit of the filter is then read once for them all, not once per image. ResNet-50 at 112x112,
+batch 8, 1 thread (per kernel, in turns in one process, FIFO, slowed host): the 4x4 stage's
+1x1 convs 0.89-0.95 of the time, its pair 0.91, the whole call 0.988. The kernel needs AVX2 + FMA for speed; without them the
 same source compiles to plain C (correct, slow), but the renderer only picks it where the own
 GEMM could (the compiler targets AVX2 + FMA or AVX-512) and the rule table (use_blocked) says
 so. ``RLX_CONV_BLOCKED=0`` turns it off (A/B timing), ``=all`` on for every groups-1 conv.
@@ -916,12 +920,20 @@ typedef struct {
     int64_t filter_l2;  /* both filters' bytes run chunk by chunk, at most (RLX_CB_FILTER_L2) */
 } rlx_cb_pair;
 
+/* the images one call takes (emit_blocked's fold): n of them, each xs floats after the one
+   before in the input (x2s in a pair's second input) and ys in the output and residual */
+typedef struct {
+    int64_t n, xs, x2s, ys;
+} rlx_cb_imgs;
+
 /* one convolution's side of the K loop for output rows [oy0, oy1): its blocked input rows
-   (xp: copied, or the NCHW8c input read in place), filter and the (channel block, tap) offsets
-   of a K slice from a pixel's pointer (offs, where the flat tiles take them) */
+   (xp: copied, or the NCHW8c input read in place; the next image's xs floats further),
+   filter and the (channel block, tap) offsets of a K slice from a pixel's pointer (offs, where
+   the flat tiles take them) */
 typedef struct {
     const rlx_conv_geo *g;
     const float *xp, *pk;
+    int64_t xs;
     int64_t ylo, yhi, wp, bw, cbn, cbs, k, khw, cbk, rs, cs;
     int in_place, flat, flat3;
     int64_t offs[RLX_CB_TAPS];
@@ -976,12 +988,14 @@ static void rlx_cb_src_fill(rlx_cb_src *s, const float *x, int blocked, float *b
    the filter packed by rlx_cb_pack, y / res the image's output (and residual) planes; lay:
    1 the input is NCHW8c, 2 the output is, 4 the residual is (else NCHW). With p2 (a pair, no
    residual) the second convolution's K slices follow the first's on the same accumulators,
-   and the store adds both biases. Returns 0 when out of memory for the blocked copy (the
+   and the store adds both biases. With im (every input read in place), im->n images at once:
+   their chunks follow one another, so a filter too large for L2 is read once for them all
+   unit by unit, not once per image. Returns 0 when out of memory for the blocked copy (the
    caller then runs rlx_cb_fallback or rlx_cb_direct) */
 static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, int64_t o,
                         const float *bias, const float *res, float *y, int64_t oy0,
                         int64_t oy1, int act, float lo, float hi, int lay,
-                        const rlx_cb_pair *p2) {
+                        const rlx_cb_pair *p2, const rlx_cb_imgs *im) {
     enum { MR = RLX_CB_MR, CH = RLX_CB_CHUNK };
     const int ns = p2 ? 2 : 1;  /* the convolutions summed */
     rlx_cb_src src[2];
@@ -989,6 +1003,22 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
     copy[0] = rlx_cb_src_init(&src[0], g, pk, lay & 1, oy0, oy1);
     if (p2)
         copy[1] = rlx_cb_src_init(&src[1], p2->g, p2->pk, p2->blocked, oy0, oy1);
+    const int64_t ni = im ? im->n : 1;  /* images */
+    if (ni > 1 && (copy[0] || copy[1])) {  /* a copied input: one image at a time */
+        for (int64_t i = 0; i < ni; ++i) {
+            rlx_cb_pair pi;
+            if (p2) {
+                pi = *p2;
+                pi.x = p2->x + i * im->x2s;
+            }
+            if (!rlx_cb_conv2(g, x + i * im->xs, pk, o, bias, res ? res + i * im->ys : 0,
+                              y + i * im->ys, oy0, oy1, act, lo, hi, lay, p2 ? &pi : 0, 0))
+                return 0;
+        }
+        return 1;
+    }
+    src[0].xs = im ? im->xs : 0;
+    src[1].xs = im ? im->x2s : 0;
     const int64_t ybn = (RLX_CB_512 ? 2 : 1) * CH * 16 + 16;
     float *buf = rlx_sgemm_scratch(copy[0] + copy[1] + ybn + (p2 && bias ? o : 0));
     if (buf == 0) return 0;
@@ -1008,6 +1038,7 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
        every chunk where the filter is larger */
     enum { PU = RLX_CB_512 ? 2 : 1 };
     const int64_t nq = (o + 15) / 16, nu = (nq + PU - 1) / PU, nch = (npix + CH - 1) / CH;
+    const int64_t nci = nch * ni;  /* (image, chunk) pairs */
     const int64_t cl = RLX_CB_512 ? (npix + nch - 1) / nch : CH;
     const int by_chunk = nq * (src[0].k + (p2 ? src[1].k : 0)) * 16 * (int64_t)sizeof(float)
                          <= (p2 ? p2->filter_l2 : RLX_CB_FILTER_L2);
@@ -1017,10 +1048,13 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
        instead */
     const int64_t step = RLX_CB_512 ? RLX_CB_MRZ : MR;
     int64_t poff[2][CH], at = -1;  /* each pixel's first input in each blocked copy; its chunk */
-    for (int64_t it = 0; it < nu * nch; ++it) {
-        const int64_t q = (by_chunk ? it % nu : it / nch) * PU;  /* the unit's first panel */
+    for (int64_t it = 0; it < nu * nci; ++it) {
+        const int64_t q = (by_chunk ? it % nu : it / nci) * PU;  /* the unit's first panel */
         const int64_t np = nq - q < PU ? nq - q : PU;           /* and its panels */
-        const int64_t c0 = (by_chunk ? it / nu : it % nch) * cl;
+        const int64_t ci = by_chunk ? it / nu : it % nci, img = ci / nch;
+        const int64_t c0 = ci % nch * cl;
+        float *yi = y + (img ? img * im->ys : 0);  /* the image's output and residual */
+        const float *ri = res ? res + (img ? img * im->ys : 0) : 0;
         const int64_t nv = o - q * 16 < 16 * np ? o - q * 16 : 16 * np;  /* its channels */
         const int64_t n = npix - c0 < cl ? npix - c0 : cl;
         const int64_t ntl = (n + step - 1) / step;  /* its tiles */
@@ -1039,14 +1073,14 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
            is 16 p floats further in either layout */
         const int64_t atb = (q * 2 * p + pix0 + c0) * 8, atn = q * 16 * p + pix0 + c0;
         const int rb = (lay & 4) != 0;  /* the residual is NCHW8c */
-        const float *rq = res ? res + (rb ? atb : atn) : 0;
+        const float *rq = ri ? ri + (rb ? atb : atn) : 0;
         const float *bq = bias ? bias + q * 16 : 0;
         /* the vector tiles store an NCHW8c output themselves on the last K slice (rlx_cb_tile
            whole panels of 16 channels only: it computes 16; the AVX-512 tiles any) */
         int fuse = RLX_CB_FUSE && RLX_CB_VEC && (lay & 2) && (!res || rb);
         for (int s = 0; s < ns; ++s)
             fuse = fuse && (src[s].flat || RLX_CB_512 || nv == 16 * np);
-        rlx_cb_epi ep = {y + atb, rq, bq, p * 8 * (int64_t)sizeof(float), act, lo, hi};
+        rlx_cb_epi ep = {yi + atb, rq, bq, p * 8 * (int64_t)sizeof(float), act, lo, hi};
         for (int s = 0; s < ns; ++s) {
             const rlx_cb_src *S = &src[s];
             const int64_t k = S->k, khw = S->khw, cbs = S->cbs, cbn = S->cbn, cbk = S->cbk;
@@ -1054,6 +1088,7 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
             const int64_t *offs = S->offs;
             const int flat = S->flat, flat3 = S->flat3;
             const float *pq = S->pk + q * k * 16;
+            const float *xi = S->xp + img * S->xs;
             const int narrow = q + np == nq && rlx_cb_tail8(o, S->g->c, kh, kw);
             (void)flat3; (void)narrow;
             for (int64_t kb = 0; kb < cbn; kb += cbk) {
@@ -1063,11 +1098,11 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
                 for (int64_t t = 0, j = 0, mr; t < n; t += mr, ++j) {
                     mr = RLX_CB_512 ? n / ntl + (j < n % ntl) : n - t < step ? n - t : step;
                     const float *a[RLX_CB_MR > RLX_CB_MRZ ? RLX_CB_MR : RLX_CB_MRZ];
-                    for (int64_t i = 0; i < mr; ++i) a[i] = S->xp + kb * cbs + poff[s][t + i];
+                    for (int64_t i = 0; i < mr; ++i) a[i] = xi + kb * cbs + poff[s][t + i];
                     for (int64_t i = mr; i < step; ++i) a[i] = a[0];
 #if RLX_CB_512
                     {
-                        ep.y = y + atb + t * 8;
+                        ep.y = yi + atb + t * 8;
                         ep.res = rq ? rq + t * 8 : 0;
                         const int two16 = nv - 16 * (np - 1) > 8;
                         const float *pb = pq + ks * 16;
@@ -1109,7 +1144,7 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
                         const int nar = narrow && pp == np - 1;
                         const float *pb = pq + pp * k * 16 + ks * (nar ? 8 : 16);
                         float *o16 = yb + pp * CH * 16 + t * 16;
-                        ep.y = y + atb + pp * 16 * p + t * 8;
+                        ep.y = yi + atb + pp * 16 * p + t * 8;
                         ep.res = rq ? rq + pp * 16 * p + t * 8 : 0;
                         ep.bias = bq ? bq + pp * 16 : 0;
 #if RLX_CB_VEC
@@ -1142,10 +1177,10 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
             const int64_t nvp = nv - pp * 16 < 16 ? nv - pp * 16 : 16;
             const float *rp = rq ? rq + pp * 16 * p : 0, *bp = bq ? bq + pp * 16 : 0;
             if (lay & 2)
-                rlx_cb_store_b(yb + pp * CH * 16, n, nvp, y + atb + pp * 16 * p, bp, rp, p, act,
+                rlx_cb_store_b(yb + pp * CH * 16, n, nvp, yi + atb + pp * 16 * p, bp, rp, p, act,
                                lo, hi, rb);
             else
-                rlx_cb_store(yb + pp * CH * 16, n, nvp, y + atn + pp * 16 * p, bp, rp, p, act,
+                rlx_cb_store(yb + pp * CH * 16, n, nvp, yi + atn + pp * 16 * p, bp, rp, p, act,
                              lo, hi, rb);
         }
     }
@@ -1156,7 +1191,7 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
 static inline int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk,
                               int64_t o, const float *bias, const float *res, float *y,
                               int64_t oy0, int64_t oy1, int act, float lo, float hi, int lay) {
-    return rlx_cb_conv2(g, x, pk, o, bias, res, y, oy0, oy1, act, lo, hi, lay, 0);
+    return rlx_cb_conv2(g, x, pk, o, bias, res, y, oy0, oy1, act, lo, hi, lay, 0, 0);
 }
 
 /* offset of (channel ch, pixel at) in one image of c channels and p pixels: NCHW, or NCHW8c
@@ -1293,6 +1328,28 @@ def in_chain(c: int, groups: int, kh: int = 1, kw: int = 1) -> bool:
 
 MIN_ITEMS = 8  # split an image's output rows when there are fewer images than this
 
+FILTER_L2 = 256 << 10  # RLX_CB_FILTER_L2: the largest filter one conv runs chunk by chunk
+FOLD_BYTES = 1 << 20  # the most input rows the images of one call put in L2
+
+
+def images_per_call(n: int, in_bytes: int, filter_bytes: int, in_place: bool) -> int:
+    """Images one call of rlx_cb_conv2 takes where a thread runs the kernel alone (its fold).
+    A filter over FILTER_L2 runs unit by unit, and one image at a time read it whole from
+    memory (or L3) once per image: ResNet-50's 4x4 and 7x7 stages at batch 8. Folded, each
+    unit of the filter is read once for all the call's images, which re-read their input per
+    unit instead, so as many images as keep the input rows they read (``in_bytes`` each)
+    within FOLD_BYTES. Only where every input is read in place (NCHW8c, 1x1, unpadded: no
+    per-image copy). ``RLX_CB_FOLD``: "0" never (A/B timing), a number: that many wherever
+    the input is read in place."""
+    mode = os.environ.get("RLX_CB_FOLD", "")
+    if not in_place or n < 2 or mode == "0":
+        return 1
+    if mode.isdigit():
+        return min(n, int(mode))
+    if filter_bytes <= FILTER_L2:
+        return 1
+    return max(1, min(n, FOLD_BYTES // max(in_bytes, 1)))
+
 
 L3_BYTES = 4 << 20  # a blocked input above this is read backward over the batch (backward)
 
@@ -1354,11 +1411,12 @@ class Second:
 def emit_blocked(env: KernelEnv, w: Writer, packed: str, geo: str, n: int, x: str, wt: str,
                  c: int, hw: int, o: int, oh: int, ow: int, bias: str | None, res: str | None,
                  out: str, tail: str, flops: int, lay: int = 0,
-                 second: Second | None = None) -> str:
+                 second: Second | None = None, fold: int = 1) -> str:
     """The kernel's loop over (image, block of output rows) calling rlx_cb_conv (x, wt, bias,
     res, out: C pointers of the input, OIHW filter, bias, residual and output; lay: 1 the
     input is NCHW8c, 2 the output is, 4 the residual is); returns IMPL. With ``second`` (and
-    no residual) rlx_cb_conv2 sums both convolutions; returns IMPL_PAIR."""
+    no residual) rlx_cb_conv2 sums both convolutions; returns IMPL_PAIR. ``fold``: images one
+    call takes where a thread runs the kernel alone (images_per_call)."""
     blocks = 1 if n >= MIN_ITEMS else min(oh, -(-MIN_ITEMS // n))
     step = -(-oh // blocks)
     blocks = -(-oh // step)
@@ -1366,35 +1424,63 @@ def emit_blocked(env: KernelEnv, w: Writer, packed: str, geo: str, n: int, x: st
     open_items(env, w, flops, n * blocks, geo)
     w.line(f"const int64_t b = it / {blocks}, rb = it % {blocks};")
     item_rows(w, blocks, step, oh, "oy0", "oy1")  # the blocked copy of the input: once alone
+    s = second
+    fold = min(fold, n)
+    im = "0"
+    if fold > 1:  # alone: the first image of each fold takes the fold's images, the rest skip
+        if blocks == 1:
+            w.line("const int solo = rlx_conv_team() == 1;")
+        w.line(f"if (solo && b % {fold}) continue;")
+        w.line(f"const rlx_cb_imgs im = {{solo ? ({n} - b < {fold} ? {n} - b : {fold}) : 1, "
+               f"{c * hw}, {s.c * s.hw if s else 0}, {o * p}}};")
+        im = "&im"
     w.line(f"const float* xb = {x} + b * {c * hw};")
     w.line(f"float* yb = {out} + b * {o * p};")
-    if second is not None:
-        s = second
+    if s is not None:
         w.line(f"const rlx_conv_geo geo2 = {s.geo};")
         w.line(f"const rlx_cb_pair p2 = {{&geo2, {s.x} + b * {s.c * s.hw}, {s.packed}, "
                f"{s.bias}, {int(s.blocked)}, {s.filter_l2}}};")
         w.open(f"if (!rlx_cb_conv2(&geo, xb, {packed}, {o}, {bias or '0'}, 0, yb, oy0, oy1, "
-               f"{tail}, {lay & 3}, &p2))")
+               f"{tail}, {lay & 3}, &p2, {im}))")
         # out of memory for the copies: the second into the output, then the first with
         # the output as its residual (rlx_cb_direct reads it at each output's own index
         # before writing there), one output at a time
-        w.line(f"rlx_cb_direct(&geo2, p2.x, {s.wt}, {o}, p2.bias, 0, yb, oy0, oy1, 0, 0.0f, "
-               f"0.0f, {int(s.blocked) | lay & 2});")
-        w.line(f"rlx_cb_direct(&geo, xb, {wt}, {o}, {bias or '0'}, yb, yb, oy0, oy1, {tail}, "
+        _each_image(w, fold, f"{c * hw}", f"{o * p}")
+        w.line(f"rlx_cb_direct(&geo2, p2.x + bi * {s.c * s.hw}, {s.wt}, {o}, p2.bias, 0, "
+               f"yb + bi * {o * p}, oy0, oy1, 0, 0.0f, 0.0f, {int(s.blocked) | lay & 2});")
+        w.line(f"rlx_cb_direct(&geo, xi, {wt}, {o}, {bias or '0'}, yi, yi, oy0, oy1, {tail}, "
                f"{lay & 3 | (4 if lay & 2 else 0)});")
-        w.close()
-        w.close()
+        _close(w, 3 if fold > 1 else 2)
         return IMPL_PAIR
     res_b = f"{res} + b * {o * p}" if res else "0"
     # out of memory for the blocked copy: the same rows by conv.py's implicit GEMM
-    w.open(f"if (!rlx_cb_conv(&geo, xb, {packed}, {o}, {bias or '0'}, {res_b}, yb, oy0, oy1, "
-           f"{tail}, {lay}))")
+    w.open(f"if (!rlx_cb_conv2(&geo, xb, {packed}, {o}, {bias or '0'}, {res_b}, yb, oy0, oy1, "
+           f"{tail}, {lay}, 0, {im}))")
+    _each_image(w, fold, f"{c * hw}", f"{o * p}")
+    res_i = f"{res_b} + bi * {o * p}" if res else "0"
     if lay:  # out of memory, a blocked side: one output at a time
-        w.line(f"rlx_cb_direct(&geo, xb, {wt}, {o}, {bias or '0'}, {res_b}, yb, oy0, oy1, "
+        w.line(f"rlx_cb_direct(&geo, xi, {wt}, {o}, {bias or '0'}, {res_i}, yi, oy0, oy1, "
                f"{tail}, {lay});")
     else:
-        w.line(f"rlx_cb_fallback(&geo, xb, {wt}, {o}, {bias or '0'}, {res_b}, yb, oy0 * {ow}, "
+        w.line(f"rlx_cb_fallback(&geo, xi, {wt}, {o}, {bias or '0'}, {res_i}, yi, oy0 * {ow}, "
                f"oy1 * {ow}, {tail});")
-    w.close()
-    w.close()
+    _close(w, 3 if fold > 1 else 2)
     return IMPL
+
+
+def _each_image(w: Writer, fold: int, xs: str, ys: str) -> None:
+    """Inside a kernel's out-of-memory branch: its images one at a time (the fold's, or the
+    one), as bi with input xi and output yi (close with _close)."""
+    if fold > 1:
+        w.open("for (int64_t bi = 0; bi < im.n; ++bi)")
+    else:
+        w.line("const int64_t bi = 0;")
+    w.line(f"const float* xi = xb + bi * {xs};")
+    w.line(f"float* yi = yb + bi * {ys};")
+
+
+def _close(w: Writer, opened: int) -> None:
+    """Close the ``opened`` blocks emit_blocked opened: the item loop, the out-of-memory
+    branch and, with a fold, its image loop."""
+    for _ in range(opened):
+        w.close()

@@ -104,6 +104,9 @@ def emit_pair(env: KernelEnv, w: Writer, node: Node, packed: tuple[str, str], la
     flops = n * o * oh * ow * (c + c2)
     second = conv_blocked.Second(x.ptr, ws.ptr, packed[1], bs.ptr, c2, h2 * w2,
                                  _geo(c2, h2, w2, s2, oh, ow), bool(lay & 8), PAIR_FILTER_L2)
+    fold = conv_blocked.images_per_call(
+        n, (c * h * wd + c2 * oh * w2) * 4, conv_blocked.packed_bytes(o, c + c2, 1, 1),
+        bool(lay & 1) and bool(lay & 8))
     return conv_blocked.emit_blocked(env, w, packed[0], _geo(c, h, wd, s1, oh, ow), n, z.ptr,
                                      wt.ptr, c, h * wd, o, oh, ow, bias.ptr, None, out.ptr, tail,
-                                     flops, lay & 3, second)
+                                     flops, lay & 3, second, fold)
