@@ -24,6 +24,25 @@ def skip_unless_own_sgemm() -> None:
         pytest.skip(f"own sgemm not used here: {why}")
 
 
+def three_mlp_steps():
+    """The MNIST MLP's SGD step (784-128-10, batch 128, lr 0.05, init seed 1) compiled on cpu
+    with the environment as it is now, run on three fixed random batches; the step returned
+    holds the parameters after them."""
+    import numpy as np
+
+    from rlx_core.models.mlp import init_mlp, mlp_loss
+    from rlx_core.optim import SGD, compile_step
+
+    rng = np.random.default_rng(0)
+    xs = [rng.random((128, 784), np.float32) for _ in range(3)]
+    ys = [rng.integers(0, 10, 128).astype(np.int32) for _ in range(3)]
+    step = compile_step(mlp_loss, SGD(0.05), init_mlp((784, 128, 10), seed=1), xs[0], ys[0],
+                        target="cpu")
+    for xb, yb in zip(xs, ys, strict=True):
+        step(xb, yb)
+    return step
+
+
 def matmul_source(exe) -> str:
     """The C source of the program's one matmul kernel."""
     (name,) = [k.name for k in exe.lir.kernels if k.kind == "matmul"]

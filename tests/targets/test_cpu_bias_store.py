@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rlx_core as rlx
-from tests.targets.own_sgemm import matmul_source, skip_unless_own_sgemm
+from tests.targets.own_sgemm import matmul_source, skip_unless_own_sgemm, three_mlp_steps
 
 
 def _stored(src: str) -> bool:
@@ -85,27 +85,13 @@ def test_the_mlp_training_step_stores_its_relu_and_mask_from_the_forward_gemm(
     by the backward pass) from its tiles, and three steps give the parameters of the
     tile-epilogue build bit for bit."""
     skip_unless_own_sgemm()
-    from rlx_core.models.mlp import init_mlp, mlp_loss
-    from rlx_core.optim import SGD, compile_step
-
-    rng = np.random.default_rng(0)
-    xs = [rng.random((128, 784), np.float32) for _ in range(3)]
-    ys = [rng.integers(0, 10, 128).astype(np.int32) for _ in range(3)]
-
-    def run():
-        step = compile_step(mlp_loss, SGD(0.05), init_mlp((784, 128, 10), seed=1), xs[0],
-                            ys[0], target="cpu")
-        for xb, yb in zip(xs, ys, strict=True):
-            step(xb, yb)
-        return step
-
-    step = run()
+    step = three_mlp_steps()
     calls = [line for src in step.executable.program.sources.values()
              for line in src.splitlines() if "rlx_sgemm_bias(" in line and ";" in line]
     assert calls and all(line.rstrip().endswith(", 1);") and "- out0), 1)" in line
                          for line in calls), calls  # the mask pointer and the ReLU flag
     monkeypatch.setenv("RLX_NO_BIAS_STORE", "1")
-    tiled = run()
+    tiled = three_mlp_steps()
     assert not any(_stored(src) for src in tiled.executable.program.sources.values())
     for layer in ("fc1", "fc2"):
         for leaf in ("weight", "bias"):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rlx_core as rlx
-from tests.targets.own_sgemm import matmul_source, skip_unless_own_sgemm
+from tests.targets.own_sgemm import matmul_source, skip_unless_own_sgemm, three_mlp_steps
 
 
 def _stored(exe) -> bool:
@@ -80,25 +80,11 @@ def test_the_mlp_training_step_stores_its_sgd_update_from_the_weight_gradient(
     """784-128-10 at batch 128: W1's update is written by the weight gradient's tiles, and
     three steps give the parameters of the block-epilogue build exactly."""
     skip_unless_own_sgemm()
-    from rlx_core.models.mlp import init_mlp, mlp_loss
-    from rlx_core.optim import SGD, compile_step
-
-    rng = np.random.default_rng(0)
-    xs = [rng.random((128, 784), np.float32) for _ in range(3)]
-    ys = [rng.integers(0, 10, 128).astype(np.int32) for _ in range(3)]
-
-    def run():
-        step = compile_step(mlp_loss, SGD(0.05), init_mlp((784, 128, 10), seed=1), xs[0],
-                            ys[0], target="cpu")
-        for xb, yb in zip(xs, ys, strict=True):
-            step(xb, yb)
-        return step
-
-    step = run()
+    step = three_mlp_steps()
     sources = step.executable.program.sources
     assert any("rlx_sgemm_upd(" in src for src in sources.values())
     monkeypatch.setenv("RLX_NO_UPDATE_STORE", "1")
-    block = run()
+    block = three_mlp_steps()
     assert not any("rlx_sgemm_upd(" in src for src in block.executable.program.sources.values())
     for layer in ("fc1", "fc2"):
         for leaf in ("weight", "bias"):
