@@ -10,8 +10,10 @@ still lets load that drifts reach every variant alike. All on one thread.
         --variants new,ort,old=/work/wt-old,inpl0=.:RLX_ARENA_INPLACE=0
 
 ``NAME[=TREE[:VAR=VALUE...]]``: TREE defaults to this tree (``.``); a NAME starting with
-``ort`` is ONNX Runtime. ``RLX_CB_PFN=0`` (a C define, not read from the environment) is
-handled here: the worker compiles with the far filter prefetch off. Every worker compiles
+``ort`` is ONNX Runtime. ``RLX_CB_PFN=0`` and ``RLX_CB_WHOLEZ=0`` (C defines in
+conv_blocked.SOURCE, not read from the environment) are handled here: the worker compiles
+with the far filter prefetch off, or the AVX-512 tile's accumulators through memory and its
+epilogue in C (conv_tilez_asm.py). Every worker compiles
 first, outside the timing; then each round runs ``--settle`` s of untimed calls and
 ``--block`` timed calls per variant. ``--fifo LOCK`` times the rounds under SCHED_FIFO
 priority 1 while holding LOCK (flock), after the compiles. Prints each round's fastest call
@@ -34,7 +36,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the driver's own benchmarks.common (a worker puts its tree first)
-PFN_OFF = "RLX_CB_PFN"  # a define in conv_blocked.SOURCE: the worker rewrites it
+DEFINES = ("RLX_CB_PFN", "RLX_CB_WHOLEZ")  # defines in conv_blocked.SOURCE: =0 rewrites them
 
 
 def parse_variant(spec: str) -> tuple[str, str, dict[str, str]]:
@@ -71,12 +73,13 @@ def worker(net_name: str, batch: int, size: int, kind: str, out: str) -> None:
     else:
         import rlx_core as rlx
 
-        if os.environ.get(PFN_OFF) == "0":
-            from rlx_core.targets.cpu import conv_blocked
+        for name in DEFINES:
+            if os.environ.get(name) == "0":
+                from rlx_core.targets.cpu import conv_blocked
 
-            on = f"#define {PFN_OFF} 1"
-            assert on in conv_blocked.SOURCE, "this tree has no far filter prefetch"
-            conv_blocked.SOURCE = conv_blocked.SOURCE.replace(on, f"#define {PFN_OFF} 0")
+                on = f"#define {name} 1"
+                assert on in conv_blocked.SOURCE, f"this tree has no {name}"
+                conv_blocked.SOURCE = conv_blocked.SOURCE.replace(on, f"#define {name} 0")
         exe = rlx.compile(rlx.from_onnx(data), x, target="cpu", record=False)
 
         def call() -> Any:

@@ -310,3 +310,56 @@ def test_images_fold_into_one_call_where_the_input_is_read_in_place(
     assert conv_blocked.images_per_call(8, 1024, conv_blocked.FILTER_L2, True) == 1
     assert conv_blocked.images_per_call(8, 1024, big, False) == 1
     assert conv_blocked.images_per_call(1, 1024, big, True) == 1
+
+
+def test_the_whole_tile_asm_gives_the_intrinsics_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The AVX-512 tile in one asm statement (conv_tilez_asm.py) against the same build with
+    RLX_CB_WHOLEZ 0 (accumulators through memory, the epilogue as intrinsics): bit for bit,
+    NaN and inf included. Tiles of 8 and 7 pixels (8x8 and 7x7 outputs), a 3-channel 7x7 stem
+    (3 K steps a tap), one K slice (the sums start at the bias) and several (64 channels at
+    3x3, 256 at 1x1: partial sums through out, the bias added at the end), a residual read in
+    place, ReLU, clip, no bias, and the graph's NCHW outputs through the store pass."""
+    skip_unless_simd()
+    from rlx_core.targets.cpu import conv_blocked
+    from rlx_core.targets.cpu.toolchain import find_compiler
+
+    if not find_compiler().avx512:
+        pytest.skip("the whole-tile asm is the AVX-512 tile's")
+    monkeypatch.setenv("RLX_CONV_BLOCKED", "all")
+    monkeypatch.setenv("RLX_WINOGRAD", "0")
+    rng = np.random.default_rng(11)
+    shapes = {"s": (64, 3, 7, 7), "a": (64, 64, 1, 1), "b": (64, 64, 3, 3),
+              "c": (256, 64, 1, 1), "d": (64, 256, 1, 1), "e": (96, 64, 3, 3)}
+    ws = {k: (rng.standard_normal(s) * 0.2).astype(np.float32) for k, s in shapes.items()}
+    bs = {k: rng.standard_normal(s[0]).astype(np.float32) for k, s in shapes.items()}
+
+    def f(x):
+        def conv(v, k, bias=True, **kw):
+            return nn.conv2d(v, rlx.param(ws[k], k), rlx.param(bs[k], "b" + k) if bias else None,
+                             **kw)
+
+        s = nn.relu(conv(x, "s", stride=2, padding=3))  # 8x8: tiles of 8
+        a = rlx.minimum(rlx.maximum(conv(s, "a"), -0.5), 0.5)
+        b = nn.relu(conv(a, "b", padding=1) + s)  # 4 K slices, a residual
+        c = conv(b, "c", bias=False)
+        d = nn.relu(conv(c, "d") + b)  # 2 K slices: the bias at the end, in place
+        e = conv(d, "e", stride=2, padding=1)  # 4x4, NCHW out
+        g = nn.relu(conv(conv(s, "a", padding=0, stride=1)[:, :, :7, :7], "b", padding=1))
+        return e, g  # g: 7x7, tiles of 7
+
+    x = rng.standard_normal((2, 3, 16, 16)).astype(np.float32)
+    x[0, 1, 3, 4], x[1, 2, 9, 9], x[1, 0, 0, 0] = np.nan, np.inf, -np.inf
+    got = {}
+    for whole in ("1", "0"):
+        monkeypatch.setattr(conv_blocked, "SOURCE", conv_blocked.SOURCE.replace(
+            "#define RLX_CB_WHOLEZ 1", f"#define RLX_CB_WHOLEZ {whole}"))
+        exe = rlx.compile(f, x, target="cpu", record=False)
+        assert "rlx-conv-blocked" in {k["impl"] for k in exe.program.info["kernels"].values()}
+        got[whole] = [np.asarray(v) for v in exe(x)]
+    want = rlx.compile(f, x, target="numpy", record=False)(x)
+    for new, old, ref in zip(got["1"], got["0"], want, strict=True):
+        assert np.isnan(new).any() and np.isfinite(new).mean() > 0.2
+        np.testing.assert_array_equal(new.view(np.uint32), old.view(np.uint32))
+        np.testing.assert_array_equal(np.isnan(new), np.isnan(ref))
+        keep = np.isfinite(np.asarray(ref))
+        assert _rel(new[keep], np.asarray(ref)[keep]) < 1e-5

@@ -87,6 +87,16 @@ without a residual: the layout is worth 2-4% on this layer, not the 9%. Without 
 + ReLU) the same split reads 0.85-0.87 / 0.87-0.89 / 0.93-0.96 (no stores) / 1. The accumulators
 cannot be register operands of the asm (16 in-out operands count 32 of GCC's 30): the trip
 through memory (~4%) goes only with the epilogue inside the asm, as rlx_cb_tile6 does on AVX2.
+That is ``rlx_cb_wholez`` (conv_tilez_asm.py; ``RLX_CB_WHOLEZ=0`` the earlier path, A/B): the
+8 (7) pixel tiles with a full second panel start, loop and finish in one asm statement whose
+operands are pointers, counts and memory slots, bit-identical. Per layer (harness as above,
+base and new built from the two trees, 20 turns, FIFO, slowed host, median ratio of the turns'
+times): 64->256 at 28x28 in place 0.98-0.99, 64->64 0.965, 3x3 64->64 0.97, 256->64 0.98,
+256->128 0.98, 128->512 at 14x14 in place 0.98, 512->128 0.99, 1024->256 at 7x7 0.98, 3x3
+256->256 0.985, 256->1024 at 7x7 in place 1.03 (best of the turns 0.995). perf (timer samples
+on 64->256 in place): 83% of the conv's samples in the K loops, ~7% in the epilogue, ~2% in
+the start and output prefetch, ~7% in the C between tiles (pointers, the far prefetch's
+offset, the tile count's division).
 
 The 3-channel stem (ResNet-50's 7x7 stride 2, 3->64 at 112x112: 0.79-0.95x ONNX Runtime at b1,
 0.90-0.95x at b8 in profile_cnn) runs on rlx_cb_tilez's BW 3 asm loop, 8 pixels x 32 channels,
@@ -119,6 +129,7 @@ from dataclasses import dataclass
 
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
+from rlx_core.targets.cpu import conv_tilez_asm
 
 CB_C = 8  # input channels per block
 CB_O = 16  # output channels per filter panel (two ymm)
@@ -525,6 +536,9 @@ static inline __attribute__((always_inline)) void rlx_cb_pfz(const rlx_cb_epi *e
 #ifndef RLX_CB_ASMZ
 #define RLX_CB_ASMZ 1
 #endif
+#ifndef RLX_CB_WHOLEZ
+#define RLX_CB_WHOLEZ 1
+#endif
 #if RLX_CB_ASMZ && defined(__x86_64__) && defined(__GNUC__)
 #define RLX_CB_ZP(J, I, H, R) "vbroadcastss " #J "*4(%[a" #I "],%[off],4), %%zmm" #R "\n\t" \
     "vfmadd231ps %%zmm16, %%zmm" #R ", %%zmm" #I "\n\t" \
@@ -629,6 +643,7 @@ static inline __attribute__((always_inline)) void rlx_cb_loopz(
         __asm__ volatile(RLX_CB_ZLOOP(RLX_CB_Z7, RLX_CB_ZACC7, RLX_CB_ZK3)
                          : RLX_CB_ZIO : RLX_CB_ZIN7 : RLX_CB_ZCLOB);
 }
+/*@WHOLEZ@*/
 #define RLX_CB_ASMZ_ON 1
 #else
 #define RLX_CB_ASMZ_ON 0
@@ -637,6 +652,13 @@ static inline __attribute__((always_inline)) void rlx_cb_tilez(
         const float *const *a, const float *restrict pk, int64_t pks, int64_t ntap,
         const int64_t *offs, float *restrict out, int64_t os, int acc, const rlx_cb_epi *e,
         int two16, const char *pf, const int BW, const int MR, const int NV) {
+#if RLX_CB_ASMZ_ON && RLX_CB_WHOLEZ
+    if (NV == 2 && (MR == 8 || MR == 7) && ntap > 0 && (!e || two16)) {
+        if (RLX_CB_PF && e) rlx_cb_pfz(e, MR, NV);
+        rlx_cb_wholez(a, pk, pks, ntap, offs, out, os, acc, e, pf, BW, MR);
+        return;
+    }
+#endif
     RLX_CB_STARTZ(MR, NV)
     (void)pf;
 #if RLX_CB_ASMZ_ON
@@ -1274,7 +1296,7 @@ static inline __attribute__((always_inline)) void rlx_cb_t8(
 #endif
 """
 
-SOURCE = TRANSPOSE + SOURCE
+SOURCE = TRANSPOSE + SOURCE.replace("/*@WHOLEZ@*/", conv_tilez_asm.source())
 
 
 def packed_bytes(o: int, c: int, kh: int, kw: int) -> int:
