@@ -30,6 +30,7 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
+from rlx_core.targets.cpu.update_store import scalar_value
 
 SUFFIX = "_bias"  # rlx_sgemm_bias / rlx_sgemm_packed_bias
 
@@ -50,11 +51,8 @@ def enabled() -> bool:
 
 def _zero(node) -> bool:
     """Is ``node`` a constant splat of +0.0 (``max(t, -0.0)`` keeps -0: not this form)?"""
-    if node.op != "constant":
-        return False
-    value = node.attr("value")
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0 \
-        and math.copysign(1.0, float(value)) > 0
+    value = scalar_value(node)
+    return value == 0 and math.copysign(1.0, value) > 0
 
 
 class BiasStore:

@@ -44,7 +44,7 @@ def enabled() -> bool:
     return os.environ.get("RLX_NO_UPDATE_STORE", "") in ("", "0")
 
 
-def _scalar(node) -> float | None:
+def scalar_value(node) -> float | None:
     """The value of a constant node that is one scalar splat over its shape, else None."""
     if node.op != "constant":
         return None
@@ -60,7 +60,7 @@ def update_form(k, dot) -> tuple[str, float] | None:
     if len(rest) != 3 or len(k.outputs) != 1:
         return None
     const, mul, upd = rest
-    c = _scalar(const)
+    c = scalar_value(const)
     if c is None or not math.isfinite(c) or mul.op != "mul" or set(mul.inputs) != {const.name, dot.name} \
             or len(mul.inputs) != 2 or upd.op not in ("sub", "add") \
             or k.outputs[0] != upd.name:
