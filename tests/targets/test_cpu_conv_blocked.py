@@ -48,6 +48,19 @@ def _rel(got, want) -> float:
     return float(np.abs(np.asarray(got) - want).max() / max(np.abs(want).max(), 1e-30))
 
 
+def _param_conv(rng: np.random.Generator, shapes: dict, scale: float):
+    """Random filters (``shapes``: name -> OIHW, times ``scale``) and biases as parameters:
+    ``conv(v, name, bias=True, **kw)``, an nn.conv2d on them."""
+    ws = {k: (rng.standard_normal(s) * scale).astype(np.float32) for k, s in shapes.items()}
+    bs = {k: rng.standard_normal(s[0]).astype(np.float32) for k, s in shapes.items()}
+
+    def conv(v, k, bias=True, **kw):
+        return nn.conv2d(v, rlx.param(ws[k], k), rlx.param(bs[k], "b" + k) if bias else None,
+                         **kw)
+
+    return conv
+
+
 def test_parameter_filters_run_blocked_and_match_the_reference(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Every case in one program (one C compile), every other one with a bias; blocked
@@ -200,14 +213,9 @@ def test_the_tiles_store_a_blocked_output_with_its_epilogue() -> None:
     shapes = {"w0": (32, 16, 1, 1), "w1": (40, 32, 3, 3), "w2": (208, 40, 1, 1),
               "w3": (40, 208, 1, 1), "w4": (8, 40, 1, 1), "s0": (24, 3, 3, 3),
               "s1": (8, 24, 1, 1)}
-    ws = {k: (rng.standard_normal(s) * 0.3).astype(np.float32) for k, s in shapes.items()}
-    bs = {k: rng.standard_normal(s[0]).astype(np.float32) for k, s in shapes.items()}
+    conv = _param_conv(rng, shapes, 0.3)
 
     def f(a, b):
-        def conv(v, k, bias=True, **kw):
-            return nn.conv2d(v, rlx.param(ws[k], k), rlx.param(bs[k], "b" + k) if bias else None,
-                             **kw)
-
         y0 = nn.relu(conv(a, "w0"))  # 63 pixels: 48 + 15, tiles of 6 and of 3
         y1 = rlx.minimum(rlx.maximum(conv(y0, "w1", stride=2, padding=1), 0.0), 6.0)
         y2 = conv(y1, "w2", bias=False)  # no epilogue at all
@@ -277,13 +285,9 @@ def test_images_fold_into_one_call_where_the_input_is_read_in_place(
     rng = np.random.default_rng(11)
     shapes = {"w0": (32, 16, 3, 3), "w1": (48, 32, 1, 1), "w2": (40, 48, 1, 1),
               "w3": (40, 32, 1, 1), "w4": (40, 40, 1, 1), "w5": (24, 40, 3, 3)}
-    ws = {k: (rng.standard_normal(s) * 0.3).astype(np.float32) for k, s in shapes.items()}
-    bs = {k: rng.standard_normal(s[0]).astype(np.float32) for k, s in shapes.items()}
+    conv = _param_conv(rng, shapes, 0.3)
 
     def f(a):
-        def conv(v, k, **kw):
-            return nn.conv2d(v, rlx.param(ws[k], k), rlx.param(bs[k], "b" + k), **kw)
-
         y0 = nn.relu(conv(a, "w0", padding=1))
         y1 = nn.relu(conv(y0, "w1", stride=2))  # strided 1x1, read in place
         y2 = nn.relu(conv(y1, "w2") + conv(y0, "w3", stride=2))  # a pair (RLX_CONV_PAIR=all)
@@ -330,14 +334,9 @@ def test_the_whole_tile_asm_gives_the_intrinsics_bits(monkeypatch: pytest.Monkey
     rng = np.random.default_rng(11)
     shapes = {"s": (64, 3, 7, 7), "a": (64, 64, 1, 1), "b": (64, 64, 3, 3),
               "c": (256, 64, 1, 1), "d": (64, 256, 1, 1), "e": (96, 64, 3, 3)}
-    ws = {k: (rng.standard_normal(s) * 0.2).astype(np.float32) for k, s in shapes.items()}
-    bs = {k: rng.standard_normal(s[0]).astype(np.float32) for k, s in shapes.items()}
+    conv = _param_conv(rng, shapes, 0.2)
 
     def f(x):
-        def conv(v, k, bias=True, **kw):
-            return nn.conv2d(v, rlx.param(ws[k], k), rlx.param(bs[k], "b" + k) if bias else None,
-                             **kw)
-
         s = nn.relu(conv(x, "s", stride=2, padding=3))  # 8x8: tiles of 8
         a = rlx.minimum(rlx.maximum(conv(s, "a"), -0.5), 0.5)
         b = nn.relu(conv(a, "b", padding=1) + s)  # 4 K slices, a residual
