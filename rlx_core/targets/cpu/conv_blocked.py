@@ -116,10 +116,11 @@ batch 8, 1 thread (per kernel, in turns in one process, FIFO, slowed host): the 
 1x1 convs 0.89-0.95 of the time, its pair 0.91, the whole call 0.988. At 224x224 (the 7x7
 stage) the program compiled second in such a process ran 3-7% slower on kernels the fold does
 not touch (stem, Winograd), whichever build it was; against that, 512->2048 ~0.92, 2048->512
-(2 images a call) ~0.96, the pair ~0.94-0.97, in both orders. The kernel needs AVX2 + FMA for speed; without them the
-same source compiles to plain C (correct, slow), but the renderer only picks it where the own
-GEMM could (the compiler targets AVX2 + FMA or AVX-512) and the rule table (use_blocked) says
-so. ``RLX_CONV_BLOCKED=0`` turns it off (A/B timing), ``=all`` on for every groups-1 conv.
+(2 images a call) ~0.96, the pair ~0.94-0.97, in both orders. The kernel needs AVX2 + FMA
+for speed; without them the same source compiles to plain C (correct, slow), but the renderer
+only picks it where the own GEMM could (the compiler targets AVX2 + FMA or AVX-512) and the
+rule table (use_blocked) says so. ``RLX_CONV_BLOCKED=0`` turns it off (A/B timing), ``=all``
+on for every groups-1 conv.
 """
 
 from __future__ import annotations

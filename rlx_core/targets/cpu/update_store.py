@@ -61,9 +61,9 @@ def update_form(k, dot) -> tuple[str, float] | None:
         return None
     const, mul, upd = rest
     c = scalar_value(const)
-    if c is None or not math.isfinite(c) or mul.op != "mul" or set(mul.inputs) != {const.name, dot.name} \
-            or len(mul.inputs) != 2 or upd.op not in ("sub", "add") \
-            or k.outputs[0] != upd.name:
+    if c is None or not math.isfinite(c) or mul.op != "mul" \
+            or set(mul.inputs) != {const.name, dot.name} or len(mul.inputs) != 2 \
+            or upd.op not in ("sub", "add") or k.outputs[0] != upd.name:
         return None
     if upd.op == "sub" and upd.inputs[1] == mul.name:
         return upd.inputs[0], -c
