@@ -13,13 +13,15 @@ and it reads the input at the output element's own index only. So each element i
 it is overwritten and nothing reads the input after. A training step's weight update
 ``W - c * dot`` (``compile_step(..., in_place=True)``) is a GEMM kernel that other kernels
 read W before (the forward pass): it is allowed when it is the last kernel in the program's
-order to read W, reads W at the output element's own index (cpu/update_store.py's form), and
-its GEMM stores the update from its tiles in one KC slice; the renderer checks that last part
-and raises ``InPlaceRefused`` otherwise, and the program is rendered again with a fresh output
-(``refuse``). The earlier readers are done before the update writes: the team's footprints
-count the output as the donated buffer (cpu/renderer.py ``_footprints``), so the kernel waits
-for every earlier kernel that reads it. The kernel is
-rendered without ``restrict`` on that pair (the same pointer may arrive twice); when that kernel
+order to read W and the target offers the kernel's form (``matmul_in_place``: the cpu's is
+cpu/update_store.py's, W read at the output element's own index), and its GEMM stores the
+update from its tiles in one KC slice; the renderer checks that last part and raises
+targets/base.py's ``InPlaceRefused`` otherwise, and the program is rendered again with a fresh
+output (``refuse``). This rule knows no target's pattern: a target without the hook gets no
+matmul output written in place. The earlier readers are done before the update writes: the
+team's footprints count the output as the donated buffer (cpu/renderer.py ``_footprints``), so
+the kernel waits for every earlier kernel that reads it. The kernel is rendered without
+``restrict`` on that pair (the same pointer may arrive twice); when that kernel
 ends in ``select(mask, new, input)`` it stores only where the mask is on whenever the two
 pointers are equal (a KV cache: one row written, not the whole cache). At call time
 the runtime donates only a writeable, contiguous numpy array that shares no memory with any
@@ -30,7 +32,7 @@ Other targets ignore ``donate`` (their outputs are always new arrays).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rlx_core.errors import RlxError
@@ -42,15 +44,6 @@ class DonationError(RlxError):
     """``donate`` names something that is not an argument position of the jitted function."""
 
     code = "RLX-R024"
-
-
-class InPlaceRefused(Exception):
-    """The renderer cannot write ``output`` over its donated input (a GEMM whose update is not
-    stored from its tiles in one KC slice): compile_program renders it with a fresh output."""
-
-    def __init__(self, output: str):
-        super().__init__(output)
-        self.output = output
 
 
 def donated_positions(donate: Any, n_args: int | None = None) -> tuple[int, ...]:
@@ -74,8 +67,13 @@ def donated_positions(donate: Any, n_args: int | None = None) -> tuple[int, ...]
     return tuple(sorted(got))
 
 
-def inplace_outputs(lir: Graph, donate: Sequence[int]) -> tuple[int, ...]:
-    """Per output of ``lir``: the donated input position it may be written into, or -1."""
+def inplace_outputs(lir: Graph, donate: Sequence[int], target: str | None = None
+                    ) -> tuple[int, ...]:
+    """Per output of ``lir``: the donated input position it may be written into, or -1.
+
+    A matmul kernel's output only where ``target`` (by name; default the specialization
+    cache's, the one target that honours ``donate``) offers it: its ``matmul_in_place(k)``
+    names the input the kernel's GEMM may store over (targets/base.py)."""
     aliases = [-1] * len(lir.outputs)
     if not donate or not lir.kernels:
         return tuple(aliases)
@@ -84,6 +82,7 @@ def inplace_outputs(lir: Graph, donate: Sequence[int]) -> tuple[int, ...]:
         for v in k.inputs:
             readers.setdefault(v, []).append(k)
     producer = {o: k for k in lir.kernels for o in k.outputs}
+    over = _matmul_in_place(target)
     for i in donate:
         if i >= len(lir.inputs):
             continue
@@ -103,28 +102,23 @@ def inplace_outputs(lir: Graph, donate: Sequence[int]) -> tuple[int, ...]:
             ok = len(readers[src.name]) == 1 and reads_at_own_index(k, src.name,
                                                                      tuple(src.type.shape))
         else:
-            ok = k.kind == "matmul" and _updates(k, src.name)
+            ok = k.kind == "matmul" and over(k) == src.name
         if ok:
             aliases[lir.outputs.index(out)] = i
     return tuple(aliases)
 
 
-def _updates(k: Any, w: str) -> bool:
-    """Is matmul kernel ``k`` ``out = w -/+ c * dot`` with ``w`` read by the update alone (so
-    at the output element's own index), not by the GEMM?"""
-    from rlx_core.targets.cpu.update_store import update_form
+def _matmul_in_place(target: str | None) -> Callable[[Any], str | None]:
+    """``target``'s ``matmul_in_place`` hook, or one that offers nothing."""
+    from rlx_core.runtime.specialization_cache import TARGET
+    from rlx_core.targets.registry import get_target
 
-    dots = [n for n in k.nodes if n.op == "dot_general"]
-    if len(dots) != 1 or w in dots[0].inputs:
-        return False
-    form = update_form(k, dots[0])
-    uses = [n for n in k.nodes if w in n.inputs]
-    return form is not None and form[0] == w and len(uses) == 1 and \
-        uses[0].name == k.outputs[0]
+    return getattr(get_target(target or TARGET), "matmul_in_place", lambda k: None)
 
 
 def refuse(aliases: Sequence[int], lir: Graph, output: str) -> tuple[int, ...]:
-    """``aliases`` with ``output`` given a fresh buffer (the renderer's InPlaceRefused)."""
+    """``aliases`` with ``output`` given a fresh buffer (the renderer's
+    targets.base.InPlaceRefused)."""
     return tuple(-1 if o == output else a for o, a in zip(lir.outputs, aliases, strict=True))
 
 

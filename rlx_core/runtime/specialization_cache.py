@@ -467,7 +467,6 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
     from rlx_core.api import lower
     from rlx_core.ir.printer import print_graph
     from rlx_core.runtime.donation import (
-        InPlaceRefused,
         donated_positions,
         inplace_outputs,
         inplace_pairs,
@@ -475,7 +474,7 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
     )
     from rlx_core.runtime.executable import Executable
     from rlx_core.runtime.memory_budget import check_budget, resolve_limit
-    from rlx_core.targets.base import Program
+    from rlx_core.targets.base import InPlaceRefused, Program
     from rlx_core.targets.cpu.renderer import render_program
     from rlx_core.targets.registry import get_target
 
@@ -485,7 +484,7 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
     hir, mir, lir, ctx = lower(fn, *examples, target=TARGET, **options)
     # the module's hits never enter Python: the budget is checked once, for the specialization
     check_budget(lir, resolve_limit(options.get("memory_limit")), target=TARGET)
-    aliases = inplace_outputs(lir, donate)
+    aliases = inplace_outputs(lir, donate, TARGET)
     while True:
         # the in-place pairs change the kernels' declarations: part of the program's name
         prefix = program_prefix(print_graph(lir) + (

@@ -54,6 +54,17 @@ class Program:
         return self.run_fn(inputs, params)
 
 
+class InPlaceRefused(Exception):
+    """The renderer cannot write ``output`` over its donated input (a GEMM that does not store
+    its update from its tiles in one KC slice, though the target's ``matmul_in_place`` offered
+    the kernel's form): the runtime renders the program again with a fresh output
+    (runtime/donation.py)."""
+
+    def __init__(self, output: str):
+        super().__init__(output)
+        self.output = output
+
+
 class Target(Protocol):
     """A device backend."""
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlx_core.ir.graph import Graph, Kernel, Level, Node, TensorType
-from rlx_core.runtime.donation import InPlaceRefused
+from rlx_core.targets.base import InPlaceRefused
 from rlx_core.targets.c_common import ctype_table as ct
 from rlx_core.targets.c_common.body import NODE_COMMENT, Buffer
 from rlx_core.targets.c_common.expr import RenderError
@@ -273,8 +273,9 @@ class CLikeRenderer:
             impl, scratch = emit_matmul(env, w, self.gemm)
             donated = [o for o in k.outputs if o in self.in_place]
             if donated and not env.stores_in_place:
-                # only the cpu's update store may write a GEMM's output over its donated
-                # input (runtime/donation.py): render again with a fresh output
+                # a GEMM whose emitter did not store its output over the donated input
+                # (the target's matmul_in_place offered it; runtime/donation.py): render
+                # again with a fresh output
                 raise InPlaceRefused(donated[0])
         elif self.aliased(g, k):
             w.line(f"/* %{c_comment(k.outputs[0])} shares the arena bytes of "

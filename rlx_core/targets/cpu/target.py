@@ -41,6 +41,15 @@ class CpuTarget:
 
         return NORMS
 
+    def matmul_in_place(self, k: Any) -> str | None:
+        """The input matmul kernel ``k``'s GEMM may store its output over when that input is
+        donated (runtime/donation.py asks), or None: an SGD update ``W - c * dot`` whose GEMM
+        stores it from its tiles (cpu/update_store.py; the renderer refuses it where the store
+        does not write it)."""
+        from rlx_core.targets.cpu.update_store import updated_input
+
+        return updated_input(k)
+
     def arena_in_place(self, g: Graph, options: Any = None) -> Any:
         """Which kernels may write their output over an input that dies there
         (passes/plan_arena.py asks; inplace.py answers), or None for none."""

@@ -22,8 +22,10 @@ that only for elementwise kernels and blocked convs). It may be written over a d
 where this store writes it: then C and W are one buffer, and each tile reads W's elements
 before it stores the same elements (the FMA's operand). With K over one slice C holds partial
 sums until the last slice and W would be gone by then, so such a GEMM refuses the donation
-(``one_slice``); the renderer raises donation.InPlaceRefused for a donated matmul output that
-this store does not write, and the program is rendered again with a fresh output.
+(``one_slice``); the renderer raises targets.base.InPlaceRefused for a donated matmul output
+that this store does not write, and the program is rendered again with a fresh output. The
+donation rule learns the form from the target (``CpuTarget.matmul_in_place`` ->
+``updated_input``), so it knows no pattern of its own.
 """
 
 from __future__ import annotations
@@ -70,6 +72,18 @@ def update_form(k, dot) -> tuple[str, float] | None:
     if upd.op == "add" and mul.name in upd.inputs:
         return next(v for v in upd.inputs if v != mul.name), c
     return None  # c * dot - W is not this form
+
+
+def updated_input(k) -> str | None:
+    """W when matmul kernel ``k`` is ``out = W -/+ c * dot`` with W read by the update alone
+    (so at the output element's own index), not by the GEMM: the input this store may write
+    ``out`` over when W is donated (runtime/donation.py); else None."""
+    dots = [n for n in k.nodes if n.op == "dot_general"]
+    form = update_form(k, dots[0]) if len(dots) == 1 else None
+    if form is None or form[0] in dots[0].inputs:
+        return None
+    uses = [n for n in k.nodes if form[0] in n.inputs]
+    return form[0] if len(uses) == 1 and uses[0].name == k.outputs[0] else None
 
 
 def one_slice(k: int) -> bool:
