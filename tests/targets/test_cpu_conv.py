@@ -151,3 +151,49 @@ def test_depthwise_phase_planes_and_rows_match_the_reference(
         w_ = np.asarray(w_)
         np.testing.assert_allclose(np.asarray(g_), w_, rtol=1e-4, atol=1e-4 * np.abs(w_).max(),
                                    err_msg=str(case))
+
+
+_NO_CHANNELS = """hir @no_channels {
+  input %x : f32[2,4,6,6]
+  input %w : f32[5,4,3,3]
+  input %e : f32[2,0,6,6]
+  input %w1 : f32[3,0,1,1]
+  input %w2 : f32[3,0,2,2]
+  input %b : f32[3]
+  input %r : f32[2,3,7,5]
+  input %s : f32[2,2,11,11]
+  param %wp : f32[3,0,3,3]
+  param %wz : f32[3,0,1,1]
+  param %ws : f32[3,2,1,1]
+  %0 : f32[2,5,6,6] = conv2d(%x, %w) {dilation=(1, 1), groups=1, padding=(1, 1), stride=(1, 1)}
+  %1 : f32[2,3,6,6] = conv2d(%e, %w1, %b) {dilation=(1, 1), groups=1, padding=(0, 0), stride=(1, 1)}
+  %2 : f32[2,3,7,5] = conv2d_fused(%e, %w2, %b, %r) {act="max", dilation=(1, 1), groups=3, hi=6.0, lo=0.0, padding=(1, 0), residual=true, stride=(1, 1)}
+  %3 : f32[2,3,6,6] = conv2d(%e, %wp, %b) {dilation=(1, 1), groups=1, padding=(1, 1), stride=(1, 1)}
+  %4 : f32[2,3,6,6] = conv2d(%e, %wz, %b) {dilation=(1, 1), groups=1, padding=(0, 0), stride=(1, 1)}
+  %5 : f32[2,3,6,6] = conv2d(%s, %ws, %b) {dilation=(1, 1), groups=1, padding=(0, 0), stride=(2, 2)}
+  %6 : f32[2,3,6,6] = add(%4, %5)
+  return %0, %1, %2, %3, %6
+}"""
+
+
+def test_convolutions_of_no_input_channels_write_their_epilogue() -> None:
+    """A convolution of 0 input channels is its bias, residual and activation over zeros. The
+    implicit GEMM stored nothing once a kernel before it had taken the thread's scratch (the
+    empty K loop never ran: found by the fuzzer, a zero-channel grouped conv after a depthwise
+    one in a pack), and a 3x3 filter parameter on the blocked kernel (a "stem") or a projection
+    pair with an empty side died of SIGFPE. Two calls: the second finds the scratch taken."""
+    from rlx_core.ir.parser import parse
+
+    g = parse(_NO_CHANNELS)
+    rng = np.random.default_rng(3)
+    g.param_data.update(wp=np.zeros((3, 0, 3, 3), np.float32),
+                        wz=np.zeros((3, 0, 1, 1), np.float32),
+                        ws=rng.standard_normal((3, 2, 1, 1)).astype(np.float32))
+    args = [rng.standard_normal(v.type.shape).astype(np.float32) for v in g.inputs]
+    exe = rlx.compile(g, target="cpu", record=False)
+    impls = {k["impl"] for k in exe.program.info["kernels"].values()}
+    assert impls <= {"rlx-conv", "generated-elementwise"}  # not blocked, not a pair
+    want = [np.asarray(v) for v in rlx.compile(g, target="numpy", record=False)(*args)]
+    for _ in range(2):
+        for got, w_ in zip(exe(*args), want, strict=True):
+            np.testing.assert_allclose(np.asarray(got), w_, rtol=1e-5, atol=1e-5)

@@ -269,6 +269,13 @@ static void rlx_conv_block(const rlx_conv_geo *g, const float *x, const float *w
     rlx_conv_epi_ctx e = {y + r0 * p, bias ? bias + r0 : 0, res ? res + r0 * p : 0, p, act,
                           lo, hi};
     const int any = bias || res || act;
+    if (k == 0) {  /* no input channels: the GEMMs store nothing for an empty K once their
+                      scratch exists (their K loop never runs), so write the zeros here */
+        for (int64_t i = r0; i < r1; ++i)
+            for (int64_t j = j0; j < j1; ++j) y[i * p + j] = 0.0f;
+        if (any) rlx_conv_epi(&e, 0, r1 - r0, j0, j1);
+        return;
+    }
     if (g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0)
         rlx_sgemm_core(r1 - r0, k, wt + r0 * k, k, 1, x, p, 1, 0, y + r0 * p, p, j0, j1,
                        any ? rlx_conv_epi : 0, &e);

@@ -1333,15 +1333,16 @@ def use_blocked(c: int, o: int, groups: int, kh: int, kw: int, sh: int, sw: int,
                 oh: int, ow: int) -> bool:
     """Run a convolution on the blocked direct kernel: groups 1, a window of several taps, at
     least MIN_CHANNELS input channels and MIN_PIXELS output pixels, or a stem (under 8
-    channels, a window of NARROW_TAPS or more; see the table above)."""
-    if groups != 1 or mode() == "0":
+    channels, a window of NARROW_TAPS or more; see the table above). Never one of no input
+    channels (conv.py's kernel writes its epilogue; this one died of SIGFPE on it)."""
+    if groups != 1 or mode() == "0" or c == 0:
         return False
     return mode() == "all" or (kh * kw > 1 and c >= MIN_CHANNELS and oh * ow >= MIN_PIXELS) \
         or _narrow(c, kh, kw)
 
 
 def _narrow(c: int, kh: int, kw: int) -> bool:
-    return c < CB_C and kh * kw >= NARROW_TAPS
+    return 0 < c < CB_C and kh * kw >= NARROW_TAPS
 
 
 def in_chain(c: int, groups: int, kh: int = 1, kw: int = 1) -> bool:

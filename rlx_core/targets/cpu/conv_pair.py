@@ -55,13 +55,16 @@ def mode() -> str:
 
 def worth(o: int, c1: int, c2: int, stride2: int) -> bool:
     """Make the pair of an o-output 1x1 conv of c1 channels and a shortcut of c2 channels at
-    stride ``stride2``? Only a strided shortcut whose filters together run chunk by chunk.
+    stride ``stride2``? Only a strided shortcut whose filters together run chunk by chunk,
+    and never a side of no input channels.
     ResNet-50, 224x224, 1 thread, per kernel (pair against the shortcut plus the last 1x1,
     each kernel's fastest call, in turns, FIFO, slowed host): stage 2 (128 + 256 -> 512, stride
     2) b1 2.54 -> 2.11 ms, b8 24.7 -> 19.2 ms; stage 1 (64 + 64 -> 256, stride 1) b1 1.47 ->
     1.54-1.56 (the accumulators cross the scratch between the two filters' K slices, where one
     conv of K = 64 starts them at the bias and stores them once); stages 3 and 4 (3.1 and
     6.3 MB of filters, unit by unit) b1 1.99 -> 2.22 and 2.46 -> 2.59-2.63 ms."""
+    if min(c1, c2) == 0:  # a side of no channels: conv.py's kernels (the blocked one died of
+        return False  # SIGFPE on it)
     if mode() == "all":
         return True
     return stride2 > 1 and o * (c1 + c2) * 4 <= PAIR_FILTER_L2
