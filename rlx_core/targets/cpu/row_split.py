@@ -202,22 +202,24 @@ def schedule(g: Graph, types: dict, small: list[bool]) -> list[int]:
         if rows[x] is not None or not small[x] or rows[before] is None:
             pos += 1
             continue
-        held: list[int] = []  # the small kernels that are not row-wise, in order
-        moved: list[int] = []
+        held: list[tuple[int, int]] = []  # (position, kernel): the small kernels that are
+        moved: list[int] = []  # not row-wise, in order
+        last = pos  # the position of the last kernel moved
         done: set[str] = set()
-        for y in order[pos:]:
+        for at in range(pos, len(order)):
+            y = order[at]
             k = g.kernels[y]
             if rows[y] is None and small[y]:
-                held.append(y)
+                held.append((at, y))
                 done.update(k.outputs)
                 continue
             if (rows[y] != rows[before] or any(v in done for v in k.inputs)
                     or any(o in returned for o in k.outputs)):
                 break
             moved.append(y)
+            last = at
         if moved:
-            last = order.index(moved[-1])
-            kept = [y for y in held if order.index(y) < last]
+            kept = [y for at, y in held if at < last]
             order[pos:last + 1] = [*moved, *kept]
             pos += len(moved)
         pos += 1
