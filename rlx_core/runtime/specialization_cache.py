@@ -254,6 +254,7 @@ class SpecializationCache:
         self._misses = 0
         self._state: Any = None
         self._module: Any = None
+        self._lib: Any = None  # the live module's ctypes handle (its thread setters)
         self._call_uncounted: Any = None
         self._lock = threading.RLock()  # a compile can release the GIL; one miss at a time
 
@@ -415,7 +416,9 @@ class SpecializationCache:
             lib, module = _open(path)
         for prefix in kernels:
             threads.attach(lib, f"{prefix}_threads")  # the team size; OpenBLAS on one thread
-        self._module = module
+        if self._lib is not None and self._lib is not lib:
+            threads.detach(self._lib)  # the module this one retires: its setters go too
+        self._module, self._lib = module, lib
         self._flush()
         old_hits = self.hits_per_specialization()
         call, call_uncounted, state = module.create(

@@ -67,3 +67,13 @@ def attach(lib: ctypes.CDLL, symbol: str) -> None:
     # counted it twice
     if not any(have is lib and sym == symbol for have, sym in _LOADED):
         _LOADED.append((lib, symbol))
+
+
+def detach(lib: ctypes.CDLL) -> None:
+    """Forget the thread setters of a library whose programs no longer run: a specialization
+    cache module retired by the rebuild that holds all of its programs again. Each rebuild
+    attached every specialization anew, so a function with n specializations kept n(n+1)/2
+    setters, each set by set_num_threads. The library itself stays loaded (runtime._LIBS: one
+    dlopen per path, never closed; an extension module cannot be unloaded), so no handle is
+    freed or leaked here."""
+    _LOADED[:] = [(have, sym) for have, sym in _LOADED if have is not lib]
