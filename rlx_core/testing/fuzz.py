@@ -275,6 +275,8 @@ def _loop(args: argparse.Namespace, targets: list[str], profiles: dict[str, Any]
             s.status[o.status] += 1
             s.ops.update(o.case.ops)
             s.dtypes.update(v.type.dtype.name for v in o.case.graph.inputs)
+            s.params.update(v.type.dtype.name for v in o.case.graph.params)
+            s.params["graphs"] += bool(o.case.graph.params)
             if o.known:
                 s.known[o.known] += 1
             if o.status in FINDINGS:
@@ -313,6 +315,9 @@ def _loop(args: argparse.Namespace, targets: list[str], profiles: dict[str, Any]
         seconds[t] += spent
         header["elapsed_min"] = elapsed0 + (time.monotonic() - t_start) / 60
         header["restarts"] = restarts0 + guard.worker.restarts
+        # main may move under a long run (a restarted worker imports the new code): the
+        # commit checked out when the report was last written, beside the one it started on
+        session["end_commit"] = commit()
         session["graphs"] = sum(stats[x].next - first[x] for x in targets)
         session["minutes"] = (time.monotonic() - t_start) / 60
         session["range"] = ", ".join(f"{x} {first[x]:,}-{stats[x].next - 1:,}" for x in targets

@@ -8,6 +8,13 @@ Two rules keep the comparison meaningful without hiding anything:
   values, so a last-ulp difference upstream cannot flip their answer;
 - integer divisors are never 0 or -1 and shifts do not exist, so no C undefined behaviour is
   generated (the reference pins 0 for x/0, C traps or leaves it open).
+
+Some graphs bind their weight operands (a matmul's B, a linear's or a convolution's weight and
+bias, both filters of a conv2d_pair, the integer ops' weights) as graph *parameters* with data
+(``Graph.param_data``) instead of inputs: a target may treat a parameter as a constant of the
+program (the cpu prepacks a GEMM's B and a convolution's filter once, cpu/prepack.py), a path
+that inputs never reach. Such a weight is sometimes wide or deep enough for those kernels
+(``WIDE``, ``WIDE_CONV``).
 """
 
 from __future__ import annotations
@@ -42,6 +49,17 @@ FLOAT_HIR = ("linear", "layer_norm", "rms_norm", "softmax", "log_softmax", "gelu
              "avg_pool2d")
 QUANT_HIR = ("quantize", "dequantize", "requantize", "int_linear", "fake_quantize",
              "int4_linear", "int_conv2d")
+PARAM_GRAPHS = 0.5  # the share of graphs that bind weights as parameters
+PARAM_WEIGHTS = 0.8  # in those, the share of weight operands bound
+# in those, the actions that draw weights are drawn this much more often
+PARAM_ACTIONS = {"dot": 3.0, "hir": 1.5, "quant": 1.5}
+WEIGHT_HIR = ("linear", "conv2d", "conv2d_fused", "conv2d_pair")  # (half their HIR draws)
+# a bound weight's output count, sometimes: past the cpu's narrow-GEMM threshold (its own GEMM,
+# on prepacked panels, takes 32 columns or more: sgemm.MIN_N), odd ones included
+WIDE = (32, 33, 40, 64)
+# an f32 convolution's input (channels, rows, columns), sometimes, with a bound filter: enough
+# channels and pixels for the blocked direct kernel and Winograd (cpu/conv_blocked.py, winograd.py)
+WIDE_CONV = ((16, 17, 24), (6, 8, 10), (6, 8, 10))
 
 
 @dataclass
@@ -66,10 +84,13 @@ class _Gen:
         self.b = Builder(self.names, loc=Loc("fuzz.py", 1))
         self.inputs: list[Value] = []
         self.arrays: list[np.ndarray] = []
+        self.params: list[Value] = []
+        self.param_data: dict[str, np.ndarray] = {}
         self.pool: list[Value] = []
         self.exact: dict[str, bool] = {}
         self.zero_dims = rng.random() < 0.12 and profile.zero_size
         self.specials = profile.specials and rng.random() < 0.6
+        self.binds = rng.random() < PARAM_GRAPHS  # weights bound as parameters (module notes)
 
     # ---- helpers --------------------------------------------------------------------------
     def choice(self, seq):
@@ -92,6 +113,28 @@ class _Gen:
                                         kind=kind))
         self.exact[v.name] = True
         return v
+
+    def bound(self) -> bool:
+        """Is the next weight operand a parameter? (Only in graphs that bind weights.)"""
+        return self.binds and self.rng.random() < PARAM_WEIGHTS
+
+    def weight(self, d: str, shape: tuple[int, ...], bound: bool, kind: str = "any") -> Value:
+        """A weight operand: a parameter with data when ``bound``, else a fresh input."""
+        if not bound:
+            return self.fresh(d, shape, kind)
+        v = Value(self.names.claim(f"p{len(self.params)}"), TensorType(dt.get(d), tuple(shape)),
+                  ValueKind.PARAM)
+        self.params.append(v)
+        self.param_data[v.name] = values.array(d, tuple(shape), self.rng,
+                                               specials=self.specials, kind=kind)
+        self.exact[v.name] = True
+        return v
+
+    def outputs_of(self, bound: bool) -> int:
+        """A weight's output count (never 0): sometimes ``WIDE`` when it is bound."""
+        if bound and self.rng.random() < 0.5:
+            return int(self.choice(WIDE))
+        return self.dim() or 1
 
     def emit(self, op: str, ins: list[Value], **attrs) -> Value:
         out = self.b.emit(op, ins, attrs)
@@ -316,14 +359,15 @@ class _Gen:
             return None
         t = x.type
         c = int(self.rng.integers(t.rank))
-        n = self.dim() or 1
+        bound = self.bound()
+        n = self.outputs_of(bound)
         rest = [i for i in range(t.rank) if i != c]
         if rest and self.rng.random() < 0.4:
             bi = self.choice(rest)
-            y = self.fresh(t.dtype.name, (t.shape[bi], t.shape[c], n))
+            y = self.weight(t.dtype.name, (t.shape[bi], t.shape[c], n), bound)
             return self.emit("dot_general", [x, y],
                              contract=((c,), (1,)), batch=((bi,), (0,)))
-        y = self.fresh(t.dtype.name, (t.shape[c], n))
+        y = self.weight(t.dtype.name, (t.shape[c], n), bound)
         return self.emit("dot_general", [x, y],
                          contract=((c,), (0,)), batch=((), ()))
 
@@ -346,7 +390,8 @@ class _Gen:
     def hir(self) -> Value | None:
         if not self.p.floats:
             return None
-        return self.hir_op(self.choice(FLOAT_HIR))
+        pool = WEIGHT_HIR if self.binds and self.rng.random() < 0.5 else FLOAT_HIR
+        return self.hir_op(self.choice(pool))
 
     def hir_op(self, op: str, dtype: str | None = None) -> Value | None:
         """Draw the float HIR op ``op`` (at ``dtype``: a probe's, else the operand's)."""
@@ -364,10 +409,11 @@ class _Gen:
         if op == "linear":
             if t.rank == 0:
                 return None
-            o = self.dim() or 1
-            ins = [x, self.fresh(d, (o, t.shape[-1]))]
+            bound = self.bound()
+            o = self.outputs_of(bound)
+            ins = [x, self.weight(d, (o, t.shape[-1]), bound)]
             if self.rng.random() < 0.5:
-                ins.append(self.fresh(d, (o,)))
+                ins.append(self.weight(d, (o,), bound))
             return self.emit(op, ins)
         if op in ("layer_norm", "rms_norm"):
             if t.rank == 0:
@@ -399,24 +445,33 @@ class _Gen:
             ids = self.fresh(self.p.index_dtype, self.shape(int(self.choice([0, 1, 2]))),
                              f"index:{table.type.shape[0]}")
             return self.emit(op, [table, ids][::-1])
+        bound = self.bound()
+        if bound and d == "f32" and op in ("conv2d", "conv2d_fused") and self.rng.random() < 0.3:
+            x = self.fresh(d, (self.choice([1, 2]), *(self.choice(c) for c in WIDE_CONV)))
+            t = x.type
         n, c, hh, ww = t.shape
         if op == "conv2d_pair":  # the cpu's projection shortcut: a second 1x1 conv summed
             o, s = self.choice([1, 2, 3]), self.choice([1, 2])
             oh, ow = (hh - 1) // s + 1, (ww - 1) // s + 1
             c1 = self.choice([1, 2, 3])  # the first conv's input: z, at the output's size
-            ins = [self.fresh(d, (n, c1, oh, ow)), self.fresh(d, (o, c1, 1, 1)),
-                   self.fresh(d, (o,)), x, self.fresh(d, (o, c, 1, 1)), self.fresh(d, (o,))]
+            ins = [self.fresh(d, (n, c1, oh, ow)), self.weight(d, (o, c1, 1, 1), bound),
+                   self.fresh(d, (o,)), x, self.weight(d, (o, c, 1, 1), bound),
+                   self.fresh(d, (o,))]
+            if bound:  # as a model writes it, which the cpu pairs (passes/conv_epilogue.py)
+                return self.shortcut_sum(ins, s)
             return self.emit(op, ins, stride2=(s, s), act=self.choice(["none", "max", "clip"]),
                              lo=0.0, hi=6.0)
         if op in ("conv2d", "conv2d_fused"):
             g = self.choice([g for g in (1, 2, 3) if c % g == 0])
-            o = g * self.choice([1, 2])
+            o = g * self.choice([1, 2] if c < WIDE_CONV[0][0] else [1, 8, 16])
             kh, kw = self.choice([1, 2, 3]), self.choice([1, 2, 3])
-            w = self.fresh(d, (o, c // g, kh, kw))
-            ins = [x, w] + ([self.fresh(d, (o,))] if self.rng.random() < 0.5 else [])
-            st, pd = (self.choice([1, 2]), self.choice([1, 2])), (self.choice([0, 1]),
-                                                                  self.choice([0, 1]))
-            dil = (self.choice([1, 2]), 1)
+            w = self.weight(d, (o, c // g, kh, kw), bound)
+            ins = [x, w] + ([self.weight(d, (o,), bound)] if self.rng.random() < 0.5 else [])
+            wide = c >= WIDE_CONV[0][0]  # mostly stride 1 and no dilation: enough pixels
+            st = (self.choice([1, 1, 1, 2] if wide else [1, 2]),
+                  self.choice([1, 1, 1, 2] if wide else [1, 2]))
+            pd = (self.choice([0, 1]), self.choice([0, 1]))
+            dil = (self.choice([1, 1, 1, 2] if wide else [1, 2]), 1)
             attrs: dict[str, Any] = {"stride": st, "padding": pd, "dilation": dil, "groups": g}
             if op == "conv2d_fused":  # the cpu's fused epilogue: act(conv + bias + residual)
                 oh = (hh + 2 * pd[0] - dil[0] * (kh - 1) - 1) // st[0] + 1
@@ -434,6 +489,18 @@ class _Gen:
         return self.emit(op, [x], kernel=(kh, kw),
                          stride=(self.choice([1, 2]), self.choice([1, 2])),
                          padding=(self.choice([0, kh // 2]), self.choice([0, kw // 2])))
+
+    def shortcut_sum(self, ins: list[Value], s: int) -> Value:
+        """``conv2d(z, w, b) + conv2d(x, ws, bs) {stride s}`` (both 1x1, ``ins`` as
+        conv2d_pair's), sometimes through a ReLU: a graph's own conv2d_pair is legalized to
+        primitives, so only this form reaches a target's pair kernel."""
+        one = {"padding": (0, 0), "dilation": (1, 1), "groups": 1}
+        a = self.emit("conv2d", ins[:3], stride=(1, 1), **one)
+        b = self.emit("conv2d", ins[3:], stride=(s, s), **one)
+        out = self.emit("add", [a, b])
+        if self.rng.random() < 0.5:
+            out = self.emit("max", [out, self.const(out.type.dtype.name, out.type.shape, 0.0)])
+        return out
 
     def qparams(self, x: Value, zp_dtype: str = "i32") -> tuple[Value, Value, int]:
         """Constant scale (> 0) and zero point, per tensor or per channel along an axis."""
@@ -467,9 +534,11 @@ class _Gen:
             x = x if x is not None else self.fresh("f32", (self.dim(), self.choice([2, 4, 6, 8])))
             k, n = x.type.shape[-1], int(self.choice([1, 2, 3, 4]))
             g = self.choice([v for v in (2, 4, k) if k % v == 0])
-            ins = [x, self.fresh("u8", (n, k // 2)), self.fresh("f32", (n, k // g))]
+            bound = self.bound()
+            ins = [x, self.weight("u8", (n, k // 2), bound),
+                   self.weight("f32", (n, k // g), bound)]
             if self.rng.random() < 0.5:
-                ins.append(self.fresh("i8", (n, k // g), "small"))
+                ins.append(self.weight("i8", (n, k // g), bound, "small"))
             return self.emit(op, ins, group=g)
         if op in ("quantize", "fake_quantize"):
             x = self.pick(lambda v: v.type.dtype == dt.f32 and self.is_exact(v))
@@ -497,10 +566,11 @@ class _Gen:
         d = self.choice([d for d in ("i8", "u8") if d in self.p.dtypes] or ["i8"])
         x = self.pick(lambda v: v.type.dtype.name == d and v.type.rank > 0)
         x = x if x is not None else self.fresh(d, self.shape(int(self.choice([1, 2, 3]))) or (3,))
-        o = self.dim() or 1
-        ins = [x, self.fresh(d, (o, x.type.shape[-1]))]
+        bound = self.bound()
+        o = self.outputs_of(bound)
+        ins = [x, self.weight(d, (o, x.type.shape[-1]), bound)]
         if self.rng.random() < 0.5:
-            ins.append(self.fresh("i32", (o,)))
+            ins.append(self.weight("i32", (o,), bound))
         lo, hi = (0, 255) if d == "u8" else (-128, 127)
         return self.emit(op, ins, a_zero_point=int(self.rng.integers(max(lo, -3), min(hi, 3) + 1)),
                          b_zero_point=int(self.rng.integers(max(lo, -3), min(hi, 3) + 1)))
@@ -522,9 +592,10 @@ class _Gen:
         dil = (self.choice([1, 2]), 1)
         if (hh + 2 * pd[0] - dil[0] * (kh - 1) - 1) < 0 or (ww + 2 * pd[1] - kw) < 0:
             return None
-        ins = [x, self.fresh(d, (o, c // g, kh, kw))]
+        bound = self.bound()
+        ins = [x, self.weight(d, (o, c // g, kh, kw), bound)]
         if self.rng.random() < 0.5:
-            ins.append(self.fresh("i32", (o,)))
+            ins.append(self.weight("i32", (o,), bound))
         lo, hi = (0, 255) if d == "u8" else (-128, 127)
         return self.emit("int_conv2d", ins, stride=st, padding=pd, dilation=dil, groups=g,
                          a_zero_point=int(self.rng.integers(max(lo, -3), min(hi, 3) + 1)),
@@ -547,7 +618,8 @@ class _Gen:
         if self.rng.random() < 0.5:
             self.fresh(d, shape)
         names = [a for a, _ in self.ACTIONS]
-        w = np.array([wt for _, wt in self.ACTIONS])
+        w = np.array([wt * (PARAM_ACTIONS.get(a, 1.0) if self.binds else 1.0)
+                      for a, wt in self.ACTIONS])
         steps = int(self.rng.integers(1, self.max_ops + 1))
         for _ in range(steps * 3):
             if len(self.pool) >= steps:
@@ -573,8 +645,8 @@ class _Gen:
         for v in self.pool[:-1]:
             if self.rng.random() < 0.25 and len(outs) < 3:
                 outs.append(v)
-        g = Graph("fuzz", Level.HIR, tuple(self.inputs), (), tuple(self.b.nodes),
-                  tuple(dict.fromkeys(o.name for o in outs)))
+        g = Graph("fuzz", Level.HIR, tuple(self.inputs), tuple(self.params), tuple(self.b.nodes),
+                  tuple(dict.fromkeys(o.name for o in outs)), param_data=dict(self.param_data))
         return g, self.arrays
 
 
@@ -595,7 +667,8 @@ def hir_instance(profile: Profile, op: str, dtype: str | None, seed: int) -> Gra
         return None
     if out is None:
         return None
-    return Graph("probe", Level.HIR, tuple(gen.inputs), (), tuple(gen.b.nodes), (out.name,))
+    return Graph("probe", Level.HIR, tuple(gen.inputs), tuple(gen.params), tuple(gen.b.nodes),
+                 (out.name,), param_data=dict(gen.param_data))
 
 
 def graph_size(g: Graph) -> int:

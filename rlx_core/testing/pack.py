@@ -1,5 +1,6 @@
 """Pack many independent cases into one graph with many outputs: one compile (one C build on the
-cpu target) checks them all. Values are renamed ``c<i>_<name>`` so the cases cannot collide."""
+cpu target) checks them all. Values are renamed ``c<i>_<name>`` so the cases cannot collide;
+parameters keep their data under the new name."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ def _renamed(v: Value, prefix: str) -> Value:
 def pack(cases: list[Case]) -> tuple[Graph, list[np.ndarray], list[slice]]:
     """(graph, inputs, where) - ``where[i]`` is the slice of outputs that belongs to case i."""
     inputs: list[Value] = []
+    params: list[Value] = []
+    data: dict[str, np.ndarray] = {}
     nodes: list[Node] = []
     outputs: list[str] = []
     arrays: list[np.ndarray] = []
@@ -26,9 +29,11 @@ def pack(cases: list[Case]) -> tuple[Graph, list[np.ndarray], list[slice]]:
         p = f"c{i}_"
         inputs += [_renamed(v, p) for v in c.graph.inputs]
         arrays += c.inputs
+        params += [_renamed(v, p) for v in c.graph.params]
+        data.update({p + k: a for k, a in c.graph.param_data.items()})
         nodes += [replace(n, out=_renamed(n.out, p), inputs=tuple(p + x for x in n.inputs))
                   for n in c.graph.nodes]
         where.append(slice(len(outputs), len(outputs) + len(c.graph.outputs)))
         outputs += [p + o for o in c.graph.outputs]
-    return Graph("fuzz_pack", Level.HIR, tuple(inputs), (), tuple(nodes), tuple(outputs)), \
-        arrays, where
+    return Graph("fuzz_pack", Level.HIR, tuple(inputs), tuple(params), tuple(nodes),
+                 tuple(outputs), param_data=data), arrays, where

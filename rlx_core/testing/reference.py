@@ -211,10 +211,10 @@ class Reference:
 
 def evaluate(g: Graph, inputs: list[Any]) -> Reference:
     """Run ``g`` on the reference, keeping every intermediate value and each one's cone."""
-    env = bind(g, inputs, {})
-    types = {v.name: v.type for v in g.inputs}
+    env = bind(g, inputs, {})  # parameters: their Graph.param_data
+    types = {v.name: v.type for v in (*g.inputs, *g.params)}
     cone: dict[str, ConeStats] = {v.name: _value_stats(env[v.name], v.type.dtype)
-                                  for v in g.inputs}
+                                  for v in (*g.inputs, *g.params)}
     for n in g.nodes:
         args = [env[i] for i in n.inputs]
         in_types = [types[i] for i in n.inputs]

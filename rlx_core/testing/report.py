@@ -38,6 +38,8 @@ class TargetStats:
     known: collections.Counter = field(default_factory=collections.Counter)
     ops: collections.Counter = field(default_factory=collections.Counter)
     dtypes: collections.Counter = field(default_factory=collections.Counter)
+    # parameters (bound weights, generator.py) by dtype, and the graphs holding any
+    params: collections.Counter = field(default_factory=collections.Counter)
     findings: list[dict[str, Any]] = field(default_factory=list)
     rejections: dict[str, dict[str, Any]] = field(default_factory=dict)  # by message, shrunk
     rejected_seen: int = 0
@@ -69,7 +71,7 @@ def generator_fingerprint(profile: Any) -> str:
 def stats_to_json(s: TargetStats) -> dict[str, Any]:
     return {"graphs": s.graphs, "compiles": s.compiles, "seconds": round(s.seconds, 1),
             "status": dict(s.status), "known": dict(s.known), "ops": dict(s.ops),
-            "dtypes": dict(s.dtypes), "findings": s.findings, "examples": s.examples,
+            "dtypes": dict(s.dtypes), "params": dict(s.params), "findings": s.findings, "examples": s.examples,
             "rejections": list(s.rejections.values()), "rejected_seen": s.rejected_seen,
             "start": s.start, "next": s.next, "excluded": [list(p) for p in s.excluded],
             "generator": s.generator, "covered": s.covered}
@@ -81,7 +83,7 @@ def stats_from_json(d: dict[str, Any]) -> TargetStats:
     return TargetStats(
         graphs=d["graphs"], compiles=d.get("compiles", 0), seconds=d.get("seconds", 0.0),
         status=C(d.get("status", {})), known=C(d.get("known", {})), ops=C(d.get("ops", {})),
-        dtypes=C(d.get("dtypes", {})), findings=list(d.get("findings", [])),
+        dtypes=C(d.get("dtypes", {})), params=C(d.get("params", {})), findings=list(d.get("findings", [])),
         rejections=rej, rejected_seen=d.get("rejected_seen", len(rej)),
         examples=list(d.get("examples", [])), start=d.get("start", 0),
         next=d.get("next", d.get("start", 0) + d["graphs"]),
@@ -102,6 +104,14 @@ def commit() -> str:
                               text=True, timeout=10, cwd=Path(__file__).parent).stdout.strip()
     except OSError:
         return "unknown"
+
+
+def session_commits(session: dict[str, Any]) -> str:
+    """A run's commit, or ``start..end`` when main moved while it ran (``end_commit``: the
+    commit checked out at its last report)."""
+    end = session.get("end_commit")
+    return f"{session['commit']}..{end}" if end and end != session["commit"] else \
+        session["commit"]
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -143,7 +153,8 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
     if header.get("sessions"):
         lines += ["| session | commit | case indices | graphs | minutes | load average at start "
                   "| driver compilers |", "|---|---|---|---|---|---|---|"]
-        lines += [f"| {x['date']} | {x['commit']} | {x.get('range', '-')} | {x['graphs']:,} | "
+        lines += [f"| {x['date']} | {session_commits(x)} | {x.get('range', '-')} | "
+                  f"{x['graphs']:,} | "
                   f"{x['minutes']:.1f} | {x.get('load', '-')} | {x.get('driver') or 'default'} |"
                   for x in header["sessions"]]
         lines.append("")
@@ -185,6 +196,10 @@ def write_report(path: Path, stats: dict[str, TargetStats], header: dict[str, An
         lines.append(f"- **{t}** ops: " + ", ".join(f"{k} {v}" for k, v in sorted(s.ops.items())))
         lines.append("  dtypes (graph inputs): "
                      + ", ".join(f"{k} {v}" for k, v in sorted(s.dtypes.items())))
+        if s.params:
+            lines.append(f"  parameters (bound weights) in {s.params['graphs']:,} graphs: "
+                         + ", ".join(f"{k} {v}" for k, v in sorted(s.params.items())
+                                     if k != "graphs"))
     found = [f for s in stats.values() for f in s.findings]
     for title, group in (
             ("Unexplained mismatches, crashes and timeouts (shrunk)",

@@ -32,7 +32,7 @@ from typing import Any
 from rlx_core.errors import RlxError
 from rlx_core.testing.driver_setting import fast_env_of, recheck
 from rlx_core.testing.refusals import recheck_fused
-from rlx_core.testing.report import TargetStats, load_report, write_report
+from rlx_core.testing.report import TargetStats, load_report, session_commits, write_report
 from rlx_core.testing.triage import reclassify
 
 
@@ -65,7 +65,7 @@ def _add(total: TargetStats, s: TargetStats) -> None:
     total.compiles += s.compiles
     total.seconds += s.seconds
     for mine, theirs in ((total.status, s.status), (total.known, s.known), (total.ops, s.ops),
-                         (total.dtypes, s.dtypes)):
+                         (total.dtypes, s.dtypes), (total.params, s.params)):
         mine.update(theirs)
     total.findings += s.findings
     total.rejected_seen += s.rejected_seen
@@ -157,7 +157,8 @@ def _header(target: str, parts: list[tuple[Path, dict[str, Any], TargetStats]],
                        "range": ", ".join(f"{a:,}-{b - 1:,}" for _, a, b in _ranges(s, h))
                        + ("" if "start" in h or s.covered else " (one run, before shards)"),
                        "graphs": s.graphs, "driver": h.get("driver", ""),
-                       "commits": ", ".join(dict.fromkeys(x["commit"] for x in sessions)),
+                       "commits": ", ".join(dict.fromkeys(session_commits(x)
+                                                          for x in sessions)),
                        "command": h.get("command", ""), "date": h.get("date", "")})
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "command": "python -m rlx_core.testing.shards " + " ".join(sys.argv[1:]),

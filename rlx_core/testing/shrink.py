@@ -7,6 +7,10 @@ still fails the same way:
    type;
 3. simplify input values (halves of the elements set to 0, then 1; ddmin-style);
 4. for a graph of elementwise ops only, keep the one element that differs (rank-0 shapes).
+
+A case's parameters (bound weights, ``Graph.param_data``) go along with every step; each one
+is also tried as a graph input holding the same data, after the cuts: a failure that survives
+that does not need the target's constant-weight path (the cpu's prepacked kernels).
 """
 
 from __future__ import annotations
@@ -26,8 +30,17 @@ from rlx_core.testing.reference import evaluate
 Predicate = Callable[[Case], bool]
 
 
+def _graph(g: Graph, inputs: tuple[Value, ...], nodes: tuple, outputs: tuple[str, ...],
+           params: tuple[Value, ...] | None = None) -> Graph:
+    """``g`` with other inputs, nodes and outputs; its parameters (or ``params``) keep their
+    data."""
+    params = g.params if params is None else params
+    return Graph(g.name, g.level, inputs, params, nodes, outputs,
+                 param_data={v.name: g.param_data[v.name] for v in params})
+
+
 def prune(g: Graph, arrays: list[np.ndarray], outputs: tuple[str, ...] | None = None) -> Case:
-    """Drop nodes the outputs do not need and inputs nothing reads."""
+    """Drop nodes the outputs do not need, and inputs and parameters nothing reads."""
     outs = g.outputs if outputs is None else outputs
     need = set(outs)
     nodes = []
@@ -36,8 +49,8 @@ def prune(g: Graph, arrays: list[np.ndarray], outputs: tuple[str, ...] | None = 
             nodes.append(n)
             need.update(n.inputs)
     keep = [(v, a) for v, a in zip(g.inputs, arrays, strict=True) if v.name in need]
-    graph = Graph(g.name, g.level, tuple(v for v, _ in keep), g.params, tuple(reversed(nodes)),
-                  tuple(outs))
+    graph = _graph(g, tuple(v for v, _ in keep), tuple(reversed(nodes)), tuple(outs),
+                   tuple(v for v in g.params if v.name in need))
     return Case(graph, [a for _, a in keep])
 
 
@@ -45,9 +58,17 @@ def _cut(case: Case, name: str, value: np.ndarray) -> Case:
     g = case.graph
     node = g.producers()[name]
     v = Value(name, node.type, ValueKind.INPUT)
-    graph = Graph(g.name, g.level, g.inputs + (v,), g.params,
-                  tuple(n for n in g.nodes if n.name != name), g.outputs)
+    graph = _graph(g, g.inputs + (v,), tuple(n for n in g.nodes if n.name != name), g.outputs)
     return prune(graph, case.inputs + [np.array(value, copy=True)])
+
+
+def _unbind(case: Case, name: str) -> Case:
+    """Parameter ``name`` as a graph input holding its data."""
+    g = case.graph
+    p = next(v for v in g.params if v.name == name)
+    graph = _graph(g, g.inputs + (replace(p, kind=ValueKind.INPUT),), g.nodes, g.outputs,
+                   tuple(v for v in g.params if v.name != name))
+    return Case(graph, case.inputs + [np.array(g.param_data[name], copy=True)])
 
 
 def _bypass(case: Case, name: str, operand: str) -> Case:
@@ -58,14 +79,14 @@ def _bypass(case: Case, name: str, operand: str) -> Case:
     outputs = tuple(dict.fromkeys(ren(o) for o in g.outputs))
     if any(o in {v.name for v in g.inputs} for o in outputs):
         return case  # a graph output may not be a bare input
-    return prune(Graph(g.name, g.level, g.inputs, g.params, nodes, outputs), case.inputs)
+    return prune(_graph(g, g.inputs, nodes, outputs), case.inputs)
 
 
 def _scalarise(case: Case, index: tuple[int, ...]) -> Case | None:
     """The same elementwise graph on the single element ``index`` (rank-0 everywhere)."""
     g = case.graph
     shape = g.inputs[0].type.shape if g.inputs else None
-    if shape is None or shape == () or any(v.type.shape != shape for v in g.inputs):
+    if shape is None or shape == () or g.params or any(v.type.shape != shape for v in g.inputs):
         return None
     if any(opdef(n.op).category not in ELEMENTWISE_CATEGORIES or n.type.shape != shape
            for n in g.nodes) or len(index) != len(shape):
@@ -125,6 +146,10 @@ def shrink(case: Case, fails: Predicate, *, output: int = 0, index: tuple[int, .
                         break
             if changed:
                 break
+    for p in [v.name for v in best.graph.params]:
+        cand = _unbind(best, p)
+        if attempt(cand):
+            best = cand
     if index:
         small = _scalarise(best, index)
         if attempt(small):
