@@ -92,6 +92,13 @@ class CLikeRenderer:
     def extra_headers(self) -> list[str]:
         return []
 
+    def own_kernel(self, env: KernelEnv, w: Writer, params: list[str]) -> str | None:
+        """Write kernel ``env.kernel`` the target's own way instead of by its kind (its impl
+        label), or None. ``params``: the kernel's parameter declarations so far (its
+        buffers). The cpu writes a sum over a row run's rows as its blocks' combine
+        (cpu/row_sums.py)."""
+        return None
+
     def row_split(self, idx: int) -> bool:
         """Does kernel ``idx`` run a block of its rows per call (parameters ROW_ARGS,
         KernelEnv.rows), the caller looping over the blocks (the cpu team: row_split.py)?"""
@@ -265,7 +272,10 @@ class CLikeRenderer:
             env.extra_args += [(f"const int64_t {a}", a) for a in ROW_ARGS]
         w = Writer(1)
         scratch = 0
-        if k.kind == "elementwise":
+        own = self.own_kernel(env, w, params)
+        if own is not None:
+            impl = own  # the target writes this kernel its own way
+        elif k.kind == "elementwise":
             impl = emit_elementwise(env, w)
         elif k.kind == "reduce":
             impl = emit_reduce(env, w)

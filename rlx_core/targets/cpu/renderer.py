@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Graph, Kernel, Node, TensorType
 from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import ROW_ARGS, KernelEnv
@@ -35,6 +36,7 @@ from rlx_core.targets.cpu import (
     layout,
     pool,
     row_split,
+    row_sums,
     sgemm,
     sparse,
     splat,
@@ -96,6 +98,8 @@ class CpuRenderer(CLikeRenderer):
         # runs of small row-wise kernels shared out by rows (row_split.py): first -> group
         self._row_groups: dict[int, row_split.RowGroup] = {}
         self._row_kernels: set[int] = set()  # their kernels
+        # kernels summing over a run's rows, taken block by block in the run (row_sums.py)
+        self._row_sums: dict[int, row_sums.RowSum] = {}
 
     def parallel_pragma(self, work: int, collapse: int) -> str | None:
         if self._mode == "team":
@@ -129,6 +133,26 @@ class CpuRenderer(CLikeRenderer):
         small = [s and not self.aliased(g, k) for s, k in zip(
             row_split.small_kernels(g, types, self.parallel_min_work), g.kernels, strict=True)]
         return row_split.plan(g, types, self._region_of(where, types), small)
+
+    def _plan_row_sums(self, g: Graph) -> dict[int, row_sums.RowSum]:
+        """The kernels after a run that sum over its rows block by block in it
+        (row_sums.plan); a GEMM's needs the own sgemm or a BLAS."""
+        types = {name: v.type for name, v in g.values().items()}
+        found = row_sums.plan(g, types, self._row_groups)
+        return {i: rs for i, rs in found.items() if not rs.gemm or self._own_sum(rs)
+                or self.blas is not None}
+
+    def _own_sum(self, rs: row_sums.RowSum) -> bool:
+        """Do a sum's block GEMMs run on the own sgemm (else on the BLAS)?"""
+        return self.own_sgemm and sgemm.takes(dt.f32, rs.shape[1])
+
+    def own_kernel(self, env: KernelEnv, w: Writer, params: list[str]) -> str | None:
+        rs = self._row_sums.get(env.index)
+        if rs is None or env.rows is not None:
+            return None
+        own = rs.gemm and self._own_sum(rs)
+        return row_sums.emit(env, w, rs, self._prefix, params, "rlx_sgemm" if own else None,
+                             self.blas.symbol_prefix if self.blas is not None else None)
 
     def _region_of(self, where: dict, types: dict):
         """value -> the bytes it occupies (team.Region): its arena byte range, or its whole
@@ -168,6 +192,7 @@ class CpuRenderer(CLikeRenderer):
         self._graph = g
         self._row_groups = self._plan_rows(g) if self.team_mode else {}
         self._row_kernels = {i for grp in self._row_groups.values() for i in grp.kernels}
+        self._row_sums = self._plan_row_sums(g)
         # bf16 casts of f32 weights whose GEMMs pack the weight themselves (bf16gemm.py)
         self._folded = bf16gemm.foldable_casts(g) if self.prepack_bf16 else {}
         self._blocked = (layout.plan(g, layout.conv_kind_of(g))
@@ -197,7 +222,7 @@ class CpuRenderer(CLikeRenderer):
             unused.append(lapack.source(self.blas.symbol_prefix))
         if gemv.IMPL not in impls:
             unused.append(gemv.SOURCE)
-        if not impls & {sgemm.IMPL, gemv.IMPL, attention.IMPL, *conv.IMPLS,
+        if not impls & {sgemm.IMPL, gemv.IMPL, attention.IMPL, row_sums.IMPL_SGEMM, *conv.IMPLS,
                         *conv_blocked.IMPLS, *winograd.IMPLS}:
             unused.append(sgemm.SOURCE)
         for text in unused:
@@ -269,7 +294,9 @@ class CpuRenderer(CLikeRenderer):
                     f"{{\n    (void)scratch;\n}}\n", bf16gemm.FOLDED, 0)
         if not self.team_mode:
             return super().render_kernel(g, k, idx, prefix, types, fail)
-        if idx in self._row_kernels:  # its rows per call, one thread each (entry's claim loop)
+        if idx in self._row_kernels or idx in self._row_sums:
+            # its rows per call, one thread each (entry's claim loop); or the combine of a
+            # sum over a run's rows (row_sums.py), one thread's serial kernel
             self._mode = "serial"
             out = super().render_kernel(g, k, idx, prefix, types, fail)
             self._team.append(False)
@@ -299,6 +326,11 @@ class CpuRenderer(CLikeRenderer):
         self._ends.append(done)
         self._mode = "team"
         return out
+
+    def _buffer_args(self, k: Kernel, where: dict, types: dict) -> list[str]:
+        """Kernel ``k``'s buffer arguments as its call passes them (inputs, then outputs)."""
+        return [*(self.pointer(where[v], types[v], True) for v in k.inputs),
+                *(self.pointer(where[v], types[v], False) for v in k.outputs)]
 
     def call(self, k: Kernel, idx: int, prefix: str, types: dict[str, TensorType],
              where: dict[str, Any], arena_end: int, scratch: bool) -> str:
@@ -354,13 +386,27 @@ class CpuRenderer(CLikeRenderer):
         calls, is_team, claims, ends = list(calls), list(self._team), list(self._claims), \
             list(self._ends)
         feet = self._footprints(g, where, types)
+        region = self._region_of(where, types)
         for first, grp in self._row_groups.items():  # each run: one claimed kernel's call
+            sums = {i: rs for i, rs in self._row_sums.items() if rs.run == first}
+            blocks = [row_sums.block_call(prefix, i, self._buffer_args(g.kernels[i], where,
+                                                                       types)) for i in sums]
             calls[first] = "        " + row_split.group_call(
-                grp, [calls[i] for i in grp.kernels], self._counter_of(first))
+                grp, [calls[i] for i in grp.kernels] + blocks, self._counter_of(first))
             for i in grp.kernels[1:]:
                 calls[i] = ""
             is_team[first], claims[first], ends[first] = True, True, grp.blocks
-            feet[first] = team.union([feet[i] for i in grp.kernels])
+            # the run reads the sums' operands and writes their partials, which the combines
+            # read (so a combine waits for the run)
+            part = {i: ("rowsum", i, 0, 1 << 62) for i in sums}
+            feet[first] = team.union([feet[i] for i in grp.kernels] + [
+                team.Footprint(tuple(region(v) for v in rs.operands), (part[i],))
+                for i, rs in sums.items()])
+            for i, rs in sums.items():
+                k = g.kernels[i]
+                feet[i] = team.Footprint(
+                    (*(region(v) for v in k.inputs if v not in rs.operands), part[i]),
+                    tuple(region(v) for v in k.outputs))
         inner = team.team_calls(calls, is_team, timer, claims, prefix, feet, ends)
         # every kernel claims its work (or is serial): the team is the worker pool
         pool = all(c or not t for c, t in zip(claims, is_team, strict=True))
