@@ -257,6 +257,9 @@ class SpecializationCache:
         self._lib: Any = None  # the live module's ctypes handle (its thread setters)
         self._call_uncounted: Any = None
         self._lock = threading.RLock()  # a compile can release the GIL; one miss at a time
+        # once a specialization exists, a miss calls this instead of compiling another
+        # (compile_step's training step: its Executable converts or refuses, typed)
+        self.fallback: Callable[..., Any] | None = None
 
     # -- records ---------------------------------------------------------------------------
     def _flush(self) -> None:
@@ -345,6 +348,8 @@ class SpecializationCache:
         and for every call with keyword arguments, which are bound to positions here."""
         if kwargs:
             args = positional_args(self.fn, args, kwargs)
+        if self.fallback is not None and self.specializations:
+            return self.fallback(*args)
         infos = self._check_call(args)
         with self._lock:
             k = self.match(infos)

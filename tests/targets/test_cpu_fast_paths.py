@@ -139,6 +139,31 @@ def test_training_step_direct_call_matches_checked_call() -> None:
         fast(x[:3], y[:3])  # a wrong shape still fails with the executable's error
 
 
+def test_training_step_misses_go_to_the_checked_path_not_a_new_specialization() -> None:
+    """With its leaves of the compiled types a step calls the module straight away: a batch
+    the guards refuse (another shape, another dtype) runs the executable's checked path
+    (refused typed, or converted), and the cache compiles nothing new."""
+    from rlx_core.models.mlp import mlp_loss
+    from rlx_core.optim import SGD, compile_step
+
+    params, x, y = _tiny_mlp(8, 4)
+    step = compile_step(mlp_loss, SGD(0.1), params, x, y, target="cpu")
+    ref = compile_step(mlp_loss, SGD(0.1), params, x, y, target="numpy")
+    cache = step.jitted.cache
+    assert cache.fallback is step.executable
+    for _ in range(2):
+        step(x, y)
+        ref(x, y)
+    assert step._leaves_ok and cache.hits == 2
+    with pytest.raises(ArgumentError):
+        step(x[:3], y[:3])
+    step(x.astype(np.float64), y)  # converted by the executable
+    ref(x, y)
+    assert cache.misses == 1 and len(cache.specializations) == 1 and cache.hits == 2
+    assert step.losses == pytest.approx(ref.losses, rel=1e-5)
+    assert all(type(a) is np.ndarray for a in _leaves(step.params))
+
+
 def _tiny_mlp(data_seed: int, param_seed: int) -> tuple:
     """A 12-8-3 MLP's parameters and one batch of six (x, integer labels)."""
     from rlx_core.models.mlp import init_mlp
