@@ -10,7 +10,7 @@ Two rules keep the comparison meaningful without hiding anything:
   generated (the reference pins 0 for x/0, C traps or leaves it open).
 
 Some graphs bind their weight operands (a matmul's B, a linear's or a convolution's weight and
-bias, both filters of a conv2d_pair, the integer ops' weights) as graph *parameters* with data
+bias, both filters of a projection shortcut, the integer ops' weights) as graph *parameters* with data
 (``Graph.param_data``) instead of inputs: a target may treat a parameter as a constant of the
 program (the cpu prepacks a GEMM's B and a convolution's filter once, cpu/prepack.py), a path
 that inputs never reach. Such a weight is sometimes wide or deep enough for those kernels
@@ -661,6 +661,7 @@ def hir_instance(profile: Profile, op: str, dtype: str | None, seed: int) -> Gra
     """One HIR node ``op`` (at float ``dtype``; quantization ops draw their own), as the
     generator draws it, in a graph of its own: what a probe of its lowering legalizes."""
     gen = _Gen(profile, np.random.default_rng([seed]), 1)
+    gen.binds = False  # the op itself on inputs (a bound conv2d_pair is drawn as two convs)
     try:
         out = gen.hir_op(op, dtype) if op in FLOAT_HIR else gen.quant_op(op)
     except RlxError:
