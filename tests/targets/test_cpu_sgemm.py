@@ -256,6 +256,37 @@ def test_prepacked_panels_fetched_ahead_in_chunks_or_whole(tmp_path, isa: str) -
         assert _rel(out[64], a @ w.T) < 1e-5, (m, k, n)
 
 
+@pytest.mark.parametrize("isa", sorted(ISAS))
+def test_fetching_the_next_rows_of_a_changes_no_bits(tmp_path, isa: str, monkeypatch) -> None:
+    """x @ W^T with W^T packed in the call (the MLP's forward GEMM) fetches each next tile's
+    rows of A ahead (rlx_sgemm_next_a: the next row tile, block of rows, KC slice): built with
+    RLX_SG_APF=0 (sgemm.defines) it gives the same bits, column chunks as the team's."""
+    monkeypatch.setenv("RLX_SG_APF", "0")
+    off = sgemm.defines()
+    assert off == "#define RLX_SG_APF 0\n"
+    monkeypatch.delenv("RLX_SG_APF")
+    assert sgemm.defines() == ""
+    (tmp_path / "off").mkdir()
+    fns = [_harness(tmp_path, isa, _HARNESS).run,
+           build_harness(tmp_path / "off", isa, off + sgemm.SOURCE + _HARNESS).run]
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    rng = np.random.default_rng(8)
+    for m, k, n in [(128, 784, 128), (300, 433, 70), (13, 200, 64)]:
+        a = rng.standard_normal((m, k), np.float32)
+        w = rng.standard_normal((n, k), np.float32)
+        out = []
+        for fn in fns:
+            fn.restype = None
+            fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64]
+            c = np.full((m, n), np.nan, np.float32)
+            for n0 in range(0, n, 32):
+                fn(m, n, k, a.ctypes.data, k, 1, w.ctypes.data, 1, k, c.ctypes.data, n0,
+                   min(n, n0 + 32))
+            out.append(c)
+        assert np.array_equal(out[0], out[1]), (m, k, n)
+        assert _rel(out[0], a @ w.T) < 1e-5, (m, k, n)
+
+
 def test_b_is_read_in_place_only_where_its_rows_spread_over_the_cache_sets() -> None:
     """sgemm.spreads: rows an odd number of 64-byte lines apart, or not whole lines, spread
     over the L1's sets; an even number of lines (512 or 768 floats) maps them onto a few."""

@@ -56,7 +56,17 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
   rows a share per tile (they lie a row of B apart, a stride the prefetchers do not follow).
   A prepacked B has the next panel fetched into L2 during the current one's first block of
   rows (``rlx_sgemm_core_pf``): a model's weights stream from L3 or memory at every call, and
-  each panel's first tile read them from there (MiniLM 2.3-5% faster on 2 threads).
+  each panel's first tile read them from there (MiniLM 2.3-5% faster on 2 threads). With
+  AVX-512, rows of A read in place along K under a B packed in the call have each tile
+  fetch the next tile's rows into L2 (``rlx_sgemm_next_a``; ``RLX_SG_APF=0``: none, for
+  A/B): the MLP 784-128-10/128 step's forward GEMM reads a new batch of X from L3 at every
+  step, and the L2 streamer starts each row's stream afresh at every row tile. TSC marks in
+  the step's C (2 threads, both builds in one process in turns of 20 calls, SCHED_FIFO, load
+  3-7, host at 0.75-0.87 of its stored FMA peak): each thread's k0 70.0 -> 68.5, 70.4 ->
+  68.8, 82.2 -> 80.7, 83.3 -> 82.0, 85.3 -> 83.6 us, all of it in each thread's first column
+  chunk (35.8 -> 34.3 us); the plain step (bench_mnist_mlp's, in place), 6 rounds of 4,000
+  calls, both orders of building: p50 0.986-0.993 of the time in 5 rounds (1.015 in one),
+  p10 0.992-0.995 in all 6. Same bits. The prepacked path (MiniLM) keeps its loop.
 - B is read in place only where its rows spread over the L1's sets (``spreads``): an even
   number of cache lines apart (a 512 x 512 weight: 2 KB rows), a panel's rows share a
   few sets, and the 784-512-512-10 step's input gradient ran at 61-70% instead of 80-83%.
@@ -196,6 +206,9 @@ typedef __m256 rlx_sg_v;
 #define RLX_SG_NC 256
 #endif
 #define RLX_SG_DIRECT_ROWS 256  /* sgemm.DIRECT_ROWS; see rlx_sgemm_core's direct */
+#ifndef RLX_SG_APF  /* fetch the next tile's rows of A (rlx_sgemm_next_a); sgemm.defines */
+#define RLX_SG_APF 1
+#endif
 #if RLX_SG_VW == 16  /* sgemm.direct_depth: with AVX-512, B is read in place one slice deep */
 #define RLX_SG_DIRECT_DEPTH (RLX_SG_KC + RLX_SG_KC / 8)
 #else
@@ -338,16 +351,28 @@ static inline __attribute__((always_inline)) void rlx_sgemm_step(
     }
 }
 
+/* at k step p (a multiple of 4) of a tile, two cache lines of the next tile's rows of A
+   (8 rows pas floats apart from pa, each read along k) into L2: row p / 4 % 8, lines
+   2 (p / 32) and the one after. Over a slice of kc steps every row gets kc / 16 + 2 lines,
+   its kc floats at any alignment (rlx_sgemm_next_a says why) */
+static inline __attribute__((always_inline)) void rlx_sgemm_fetch_a(int64_t p, const float *pa,
+                                                                    int64_t pas) {
+    const float *q = pa + (p / 4 % 8) * pas + p / 32 * 32;
+    __builtin_prefetch(q, 0, 2);
+    __builtin_prefetch(q + 16, 0, 2);
+}
+
 static inline __attribute__((always_inline)) void rlx_sgemm_acc(
         const int R, int64_t kc, const float *restrict a, int64_t ra, int64_t rp,
         const float *restrict b, int64_t ldb, rlx_sg_v *c0, rlx_sg_v *c1, const float *pf,
-        int64_t npf) {
+        int64_t npf, const float *pa, int64_t pas) {
     /* four k steps per iteration: one loop count, compare and branch for 64 FMAs instead of
        16, so the loads run further ahead. Emerald Rapids, one thread, MiniLM's b8 GEMMs in
        the team's 128 x 256 chunks (C harness, both builds in one process, turns alternating,
        SCHED_FIFO): +2.9-4.5% (AVX2 tile: +3.6-5%), 128-row chunks +0.7-2.7%; 8 steps were no
        faster than 4. Same k order, same bits. Each iteration also fetches one cache line of
-       pf into L2 while npf lasts (rlx_sgemm_core: the next panel of a prepacked B) */
+       pf into L2 while npf lasts (rlx_sgemm_core: the next panel of a prepacked B), and, with
+       pa, two lines of the next tile's rows of A (rlx_sgemm_next_a) */
     int64_t p = 0;
     for (; p + 4 <= kc; p += 4) {
         if (npf > 0) {
@@ -355,6 +380,7 @@ static inline __attribute__((always_inline)) void rlx_sgemm_acc(
             pf += 16;
             --npf;
         }
+        if (pa) rlx_sgemm_fetch_a(p, pa, pas);
         rlx_sgemm_step(R, p, a, ra, rp, b, ldb, c0, c1);
         rlx_sgemm_step(R, p + 1, a, ra, rp, b, ldb, c0, c1);
         rlx_sgemm_step(R, p + 2, a, ra, rp, b, ldb, c0, c1);
@@ -395,11 +421,12 @@ static inline __attribute__((always_inline)) void rlx_sgemm_acc_half(
    ~7% of it: 12K of ~180K TSC ticks; its shuffles share the FMA ports, so ~3.5% remains) */
 static inline __attribute__((always_inline)) void rlx_sgemm_acc_wt(
         int64_t kc, const float *restrict a, int64_t ra, int64_t rp, const float *w,
-        int64_t wn, float *b, rlx_sg_v *c0, rlx_sg_v *c1) {
+        int64_t wn, float *b, rlx_sg_v *c0, rlx_sg_v *c1, const float *pa, int64_t pas) {
     enum { MR = RLX_SG_MR, NR = RLX_SG_NR };
     int64_t p = 0;
     for (; p + 4 <= kc; p += 4) {
         __m512 lo[4], hi[4];
+        if (pa) rlx_sgemm_fetch_a(p, pa, pas);
         /* W's 32 rows two lines ahead, eight rows per step (a row's line lasts four): the
            FMAs wait on these loads, and a W in L3 (784-512-512-10 at batch 1024) kept too
            few of them in flight */
@@ -469,7 +496,7 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile_pf(
         int64_t kc, const float *restrict a, int64_t ra, int64_t rp, const float *restrict b,
         int64_t ldb, float *restrict c, int64_t ldc, int acc, int64_t mr, int64_t nr,
         int padded, const float *pf, int64_t npf, const float *d, float alpha, const float *w,
-        int64_t wn, const float *bias, uint8_t *mask, int relu) {
+        int64_t wn, const float *bias, uint8_t *mask, int relu, const float *pa, int64_t pas) {
     enum { MR = RLX_SG_MR, NR = RLX_SG_NR };
     enum { VW = RLX_SG_VW };
     float t[MR * NR];
@@ -496,8 +523,10 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile_pf(
        rows left below a multiple of MR) took 2-3x a full tile's time per row with one copy
        for every row count, its accumulators on the stack */
 #if defined(__AVX512F__)
-    if (w)
-        rlx_sgemm_acc_wt(kc, a, ra, rp, w, wn, (float *)b, c0, c1);
+    if (w && pa)
+        rlx_sgemm_acc_wt(kc, a, ra, rp, w, wn, (float *)b, c0, c1, pa, pas);
+    else if (w)
+        rlx_sgemm_acc_wt(kc, a, ra, rp, w, wn, (float *)b, c0, c1, 0, 0);
     else
 #else
     (void)w;
@@ -507,16 +536,19 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile_pf(
         rlx_sgemm_acc_half(MR, kc, a, ra, rp, b, ldb, c0);
     else
     switch (padded ? MR : mr) {
-    case 1: rlx_sgemm_acc(1, kc, a, ra, rp, b, ldb, c0, c1, pf, npf); break;
-    case 2: rlx_sgemm_acc(2, kc, a, ra, rp, b, ldb, c0, c1, pf, npf); break;
-    case 3: rlx_sgemm_acc(3, kc, a, ra, rp, b, ldb, c0, c1, pf, npf); break;
-    case 4: rlx_sgemm_acc(4, kc, a, ra, rp, b, ldb, c0, c1, pf, npf); break;
-    case 5: rlx_sgemm_acc(5, kc, a, ra, rp, b, ldb, c0, c1, pf, npf); break;
+    case 1: rlx_sgemm_acc(1, kc, a, ra, rp, b, ldb, c0, c1, pf, npf, 0, 0); break;
+    case 2: rlx_sgemm_acc(2, kc, a, ra, rp, b, ldb, c0, c1, pf, npf, 0, 0); break;
+    case 3: rlx_sgemm_acc(3, kc, a, ra, rp, b, ldb, c0, c1, pf, npf, 0, 0); break;
+    case 4: rlx_sgemm_acc(4, kc, a, ra, rp, b, ldb, c0, c1, pf, npf, 0, 0); break;
+    case 5: rlx_sgemm_acc(5, kc, a, ra, rp, b, ldb, c0, c1, pf, npf, 0, 0); break;
 #if RLX_SG_MR > 6
-    case 6: rlx_sgemm_acc(6, kc, a, ra, rp, b, ldb, c0, c1, pf, npf); break;
-    case 7: rlx_sgemm_acc(7, kc, a, ra, rp, b, ldb, c0, c1, pf, npf); break;
+    case 6: rlx_sgemm_acc(6, kc, a, ra, rp, b, ldb, c0, c1, pf, npf, 0, 0); break;
+    case 7: rlx_sgemm_acc(7, kc, a, ra, rp, b, ldb, c0, c1, pf, npf, 0, 0); break;
 #endif
-    default: rlx_sgemm_acc(MR, kc, a, ra, rp, b, ldb, c0, c1, pf, npf); break;
+    default:  /* pa a constant 0 in the second copy: the loop other GEMMs run is unchanged */
+        if (pa) rlx_sgemm_acc(MR, kc, a, ra, rp, b, ldb, c0, c1, pf, npf, pa, pas);
+        else rlx_sgemm_acc(MR, kc, a, ra, rp, b, ldb, c0, c1, pf, npf, 0, 0);
+        break;
     }
     if (nr == NR) {  /* a full tile, or an edge tile of whole columns: its mr rows to C */
         for (int i = 0; i < MR; ++i) {
@@ -571,7 +603,7 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile(
         int64_t ldb, float *restrict c, int64_t ldc, int acc, int64_t mr, int64_t nr,
         int padded) {
     rlx_sgemm_tile_pf(kc, a, ra, rp, b, ldb, c, ldc, acc, mr, nr, padded, 0, 0, 0, 0.0f, 0,
-                      0, 0, 0, 0);
+                      0, 0, 0, 0, 0, 0);
 }
 
 /* this thread's packing buffer (cpu/scratch.py; one per thread, never shared) */
@@ -626,6 +658,21 @@ static inline int64_t rlx_sgemm_mc(int64_t m, int64_t kcap, int64_t nc, int deep
     return ((m + blocks - 1) / blocks + MR - 1) / MR * MR;
 }
 
+/* the rows of A (read in place, rm floats apart, k contiguous) of the tile after tile row
+   i, in the order rlx_sgemm_core_body runs them (row tiles of block [ic, ie), then the next
+   panel, block, slice), or 0 when those are the rows this tile reads (the next panel's):
+   the tile fetches them into L2 while it runs (rlx_sgemm_fetch_a). A GEMM whose A comes
+   from L3 (the MLP step's forward x @ W1^T reads a new batch at each step) otherwise waits
+   on it at every new row tile: the L2 streamer starts each row's stream afresh. */
+static inline const float *rlx_sgemm_next_a(const float *A, int64_t rm, int64_t m, int64_t pc,
+                                            int64_t kc, int64_t k, int64_t ic, int64_t ie,
+                                            int64_t i, int last_panel) {
+    if (i + RLX_SG_MR < ie) return A + (i + RLX_SG_MR) * rm + pc;
+    if (!last_panel) return 0;
+    if (ie < m) return A + ie * rm + pc;
+    return pc + kc < k ? A + pc + kc : 0;
+}
+
 /* a tile epilogue: called with rows [i0, i1) (counted from the call's C) and columns
    [j0, j1) of C once they hold their final values, while they are in L1 (sgemm.py) */
 typedef void (*rlx_sg_epi)(const void *ctx, int64_t i0, int64_t i1, int64_t j0, int64_t j1);
@@ -669,6 +716,13 @@ static inline __attribute__((always_inline)) void rlx_sgemm_core_body(
     const int wt_tile = !P && !direct && brk == 1 && m >= MR;
 #else
     const int wt_tile = 0;
+#endif
+    /* rows of A read in place along k (x @ W^T, x @ W) with B packed in the call: each tile
+       fetches the next tile's rows into L2 as it runs (rlx_sgemm_next_a) */
+#if defined(__AVX512F__)
+    const int apf = RLX_SG_APF && !P && !pack_a && rk == 1;
+#else
+    const int apf = 0;
 #endif
     for (int64_t jc = n0; jc < n1; jc += NCB) {
         const int64_t nc = n1 - jc < NCB ? n1 - jc : NCB;
@@ -753,14 +807,16 @@ static inline __attribute__((always_inline)) void rlx_sgemm_core_body(
                         /* a bias store finishes the tile at its last slice */
                         const float *bj = bias && last ? bias + j : 0;
                         uint8_t *mj = bj && mask ? mask + i * ldc + j : 0;
+                        const float *pa = apf ? rlx_sgemm_next_a(A, rm, m, pc, kc, k, ic, ie,
+                                                                 i, q + 1 == panels) : 0;
                         if (pack_a)  /* an edge tile multiplies its mr rows alone */
                             rlx_sgemm_tile_pf(kc, ap + (i - ic) * kc, 1, MR, pq, ldb,
                                               C + i * ldc + j, ldc, pc > 0, mr, nr, mr == MR, pf,
-                                              npf, d, alpha, w, brn, bj, mj, relu);
+                                              npf, d, alpha, w, brn, bj, mj, relu, 0, 0);
                         else
                             rlx_sgemm_tile_pf(kc, A + i * rm + pc * rk, rm, rk, pq, ldb,
                                               C + i * ldc + j, ldc, pc > 0, mr, nr, 0, pf, npf,
-                                              d, alpha, w, brn, bj, mj, relu);
+                                              d, alpha, w, brn, bj, mj, relu, pa, rm);
                         if (epi && last) epi(ectx, i, i + mr, j, j + nr);
                     }
                 }
@@ -860,6 +916,13 @@ static void rlx_sgemm_pack_b(int64_t n, int64_t k, const float *B, int64_t brk, 
 }
 #endif
 """
+
+
+def defines() -> str:
+    """C macros set from the environment before SOURCE: ``RLX_SG_APF=0`` turns off fetching
+    the next tile's rows of A (rlx_sgemm_next_a), for A/B timing."""
+    off = os.environ.get("RLX_SG_APF", "") not in ("", "1")
+    return "#define RLX_SG_APF 0\n" if off else ""
 
 
 def available(compiler: Compiler, blas_found: bool = True) -> tuple[bool, str]:
