@@ -1,6 +1,6 @@
-"""GCC 12 with AVX-512BW miscompiled a bf16 pad (found by the fuzzer on an Emerald Rapids):
-a source that loads bf16 storage now builds with toolchain.GCC_AVX512_WORKAROUND where the
-code is AVX-512."""
+"""GCC 12 with AVX-512BW miscompiled a bf16 pad, and with AVX512-FP16 an f16 pad (both found by
+the fuzzer on an Emerald Rapids): a source with a conditional bf16 or f16 load now builds with
+toolchain.GCC_AVX512_WORKAROUND where the code is AVX-512."""
 
 import numpy as np
 import pytest
@@ -30,6 +30,32 @@ def test_bf16_pad_with_a_load_in_its_branch_is_right_on_every_isa_path():
     np.testing.assert_array_equal(got, want)
 
 
+F16_PAD = """hir @fuzz {
+  input %a : f16[4,3,5,2]
+  input %b : f16[5,1]
+  %0 : f16[7,3,8,3] = pad(%a) {high=(2, 0, 1, 1), low=(1, 0, 2, 0), value=-2.5}
+  %1 : f16[1] = reduce_max(%b) {axes=(0,)}
+  return %0, %1
+}
+"""
+
+
+def test_f16_pad_beside_another_kernel_is_right():
+    """The fuzz case [20261221, 20526, 200], found inside a pack: with a second kernel in the
+    program GCC 12's -O3 AVX512-FP16 code wrote 0 for 48 of the 120 padded-in elements (alone,
+    the same kernel was right)."""
+    available, why = toolchain.compiler_status()
+    if not available:
+        pytest.skip(why)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 3, 5, 2)).astype(np.float16)
+    b = rng.standard_normal((5, 1)).astype(np.float16)
+    got = rlx.compile(parse(F16_PAD), target="cpu", record=False)(a, b)
+    want = np.pad(a, ((1, 2), (0, 0), (2, 1), (0, 1)), constant_values=np.float16(-2.5))
+    np.testing.assert_array_equal(np.asarray(got[0]), want)
+    np.testing.assert_array_equal(np.asarray(got[1]), b.max(axis=0))
+
+
 def test_the_workaround_goes_to_gcc_on_avx512_code_only():
     gcc = "cc (Debian 12.2.0-14+deb12u1) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc."
     clang = "Debian clang version 14.0.6\nTarget: x86_64-pc-linux-gnu"
@@ -38,7 +64,7 @@ def test_the_workaround_goes_to_gcc_on_avx512_code_only():
     on = Compiler("cc", gcc, ("-O3", "-march=native"), True, avx512=True)
     assert on.workarounds(bf16) == toolchain.GCC_AVX512_WORKAROUND
     assert set(on.workarounds(bf16)) <= set(on.flags_for(bf16))
-    assert on.workarounds("float y = x[i];") == ()  # only a conditional bf16 load
+    assert on.workarounds("float y = x[i];") == ()  # only a conditional bf16 / f16 load
     assert on.workarounds("float y = rlx_bf16_ld(x[i]);") == ()
     assert on.workarounds(prelude() + "float y = x[i];") == ()  # not the prelude's own use
     assert on.workarounds(prelude() + bf16) == toolchain.GCC_AVX512_WORKAROUND
@@ -49,8 +75,9 @@ def test_the_workaround_goes_to_gcc_on_avx512_code_only():
 
 
 # the forms of a conditional load a standalone reproducer tried, in the pad's loop nest (GCC 12
-# on AVX-512BW: the bf16 ones miscompiled without the workaround, the f16 one did not); each
-# is built alone as build_shared builds a kernel, so each must carry the workaround itself
+# on AVX-512BW: the bf16 ones miscompiled without the workaround, the f16 one did not here, but
+# an f16 pad did elsewhere: test_f16_pad_beside_another_kernel_is_right); each is built alone as
+# build_shared builds a kernel, so each must carry the workaround itself
 _COND = "((i0 >= 2 && i0 < 9) && (i1 >= 1 && i1 < 2))"
 _LD, _F16 = "rlx_bf16_ld(in0[i0 * 5 + i1 * 5 + i2 + -15])", "rlx_f16_ld(in0[i0 * 5 + i1 * 5 + i2 + -15])"
 _FORMS = {
@@ -95,9 +122,10 @@ def test_each_conditional_load_form_builds_right(form: str) -> None:
     np.testing.assert_array_equal(got, want)
 
 
-def test_the_marker_finds_each_bf16_form_and_not_f16():
+def test_the_marker_finds_each_bf16_and_f16_form():
     gcc = "cc (Debian 12.2.0-14+deb12u1) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc."
     on = Compiler("cc", gcc, ("-O3", "-march=native"), True, avx512=True)
-    for dtype, expr in _FORMS.values():
-        assert bool(on.workarounds(expr)) == (dtype == "bf16"), expr
+    for expr in (e for _, e in _FORMS.values()):
+        assert on.workarounds(expr) == toolchain.GCC_AVX512_WORKAROUND, expr
     assert on.workarounds("const float t2 = rlx_bf16_ld(in1[i]);") == ()  # a select's operand
+    assert on.workarounds("const float t2 = rlx_f16_ld(in1[i]);") == ()

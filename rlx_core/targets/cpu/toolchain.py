@@ -55,10 +55,14 @@ BASE_FLAGS: tuple[str, ...] = ("-std=gnu11", "-fPIC", "-shared", "-fno-math-errn
 # reproducer showed (tests/targets/test_cpu_gcc_workaround.py builds each form): a bf16 load as
 # either arm of a ternary, bare or in parentheses (cond ? rlx_bf16_ld(..) : c, cond ? c :
 # rlx_bf16_ld(..), cond ? (rlx_bf16_ld(..)) : c) inside nested loops whose condition is on the
-# indices (a pad); the same with f16, a bf16 load stored as f32, or a flat loop is right. The
-# renderer emits the first form only (pad); elementwise selects load into temporaries first
+# indices (a pad); a bf16 load stored as f32 or a flat loop is right. The renderer emits the
+# first form only (pad); elementwise selects load into temporaries first. With AVX512-FP16
+# (Emerald Rapids) the f16 form goes wrong too, where _Float16 loads vectorise natively: an
+# f16 pad of 4 x 3 x 5 x 2 into 7 x 3 x 8 x 3 wrote 0 for 48 of its 120 input elements in a
+# program with a second kernel (fuzz seed [20261221, 20526, 200], found inside a pack; -O2,
+# -fno-tree-loop-vectorize, -mno-avx512fp16 and this flag are right), so f16 loads count too
 GCC_AVX512_WORKAROUND: tuple[str, ...] = ("-fno-tree-loop-if-convert",)
-_BF16_COND_LOAD = re.compile(r"[?:][\s(]*rlx_bf16_ld\(")  # a bf16 load as a ternary's arm
+_HALF_COND_LOAD = re.compile(r"[?:][\s(]*rlx_b?f16_ld\(")  # a bf16/f16 load as a ternary's arm
 # RLX_CPU_SANITIZE=1: the optimisation stays (conv7's depthwise edge bug showed at -O3 only)
 SANITIZE_FLAGS: tuple[str, ...] = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                                    "-fno-omit-frame-pointer", "-g")
@@ -107,9 +111,9 @@ class Compiler:
 
     def workarounds(self, source: str) -> tuple[str, ...]:
         """Flags that avoid known miscompiles of this compiler on this ISA path for ``source``
-        (GCC_AVX512_WORKAROUND: AVX-512 code with a conditional bf16 load)."""
+        (GCC_AVX512_WORKAROUND: AVX-512 code with a conditional bf16 or f16 load)."""
         avx512_here = self.avx512 and "-mno-avx512f" not in self.isa_flags
-        bug = avx512_here and is_gcc(self.version) and _BF16_COND_LOAD.search(source) is not None
+        bug = avx512_here and is_gcc(self.version) and _HALF_COND_LOAD.search(source) is not None
         return GCC_AVX512_WORKAROUND if bug else ()
 
     def flags_for(self, source: str) -> tuple[str, ...]:
