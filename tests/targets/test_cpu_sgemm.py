@@ -158,9 +158,10 @@ def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, isa: str)
     # and 48: B's rows an even and an odd number of cache lines apart (packed, read in place);
     # 300 rows: two blocks of A (a transposed A packed block by block, rlx_sgemm_pack_cols);
     # 64 x 128 x 784: the MLP's weight gradient, B read in place as one block of columns
-    # wider than NC with a partial last panel
+    # wider than NC with a partial last panel, one vector wide (AVX-512: read in place too);
+    # 48 x 128 x 40: the same for the AVX2 tile (a last panel of 8 columns, 48 = 8 x 6 rows)
     shapes = [(9, 400, 70), (16, 8, 300), (64, 784, 64), (11, 433, 48), (5, 130, 32),
-              (64, 128, 48), (300, 40, 33), (64, 128, 784)]
+              (64, 128, 48), (300, 40, 33), (64, 128, 784), (48, 128, 40)]
     for (m, k, n), ta, tb in itertools.product(shapes, [0, 1], [0, 1]):
         a = rng.standard_normal((k, m) if ta else (m, k), np.float32)
         b = rng.standard_normal((n, k) if tb else (k, n), np.float32)

@@ -22,8 +22,9 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
   contiguous rows in a call of at most DIRECT_ROWS rows is not packed at all: row p of a
   panel is then 32 contiguous floats of B's row p, read in place
   (``reads_b_in_place``; a partial last panel is still packed, since a full-width load would
-  run past B). In the MLP step the weight gradient g^T x (128 x 128 x 784) took 207 instead
-  of 224 us per call that way (RLX_CPU_PROFILE, both builds in one process), and at batch
+  run past B, unless it is exactly one vector wide and every tile has MR rows). In the MLP
+  step the weight gradient g^T x (128 x 128 x 784) took 207 instead of 224 us per call that
+  way (RLX_CPU_PROFILE, both builds in one process), and at batch
   1024 (K = 1024, three KC slices) a C harness ran it in 1420 instead of 1554 us. With
   AVX-512 only a B one KC slice deep is read in place (``direct_depth``): on Emerald Rapids
   packing the deeper one made the 784-128-10/1024 step 2593 -> 2301 us on one thread and
@@ -572,6 +573,18 @@ static inline __attribute__((always_inline)) void rlx_sgemm_tile_pf(
         }
         return;
     }
+    if (nr == VW) {  /* a panel of one vector of columns (784 = 24 x 32 + 16): the same, c0
+                        alone, instead of a pass through t and a scalar loop per element */
+        for (int i = 0; i < MR; ++i) {
+            if (i >= mr) break;
+            float *ci = c + i * ldc;
+            if (acc) c0[i] = RLX_SG_ADD(c0[i], RLX_SG_LOAD(ci));
+            if (d) c0[i] = RLX_SG_FMA(RLX_SG_SET1(alpha), c0[i], RLX_SG_LOAD(d + i * ldc));
+            if (bias) c0[i] = rlx_sgemm_fin(c0[i], bias, mask ? mask + i * ldc : 0, relu);
+            RLX_SG_STORE(ci, c0[i]);
+        }
+        return;
+    }
     for (int i = 0; i < MR; ++i) {
         RLX_SG_STORE(t + i * NR, c0[i]);
         RLX_SG_STORE(t + i * NR + VW, c1[i]);
@@ -695,13 +708,14 @@ static inline __attribute__((always_inline)) void rlx_sgemm_core_body(
                               float *C, int64_t ldc, int64_t n0, int64_t n1, rlx_sg_epi epi,
                               const void *ectx, int64_t pf_n, const float *D, float alpha,
                               const float *bias, uint8_t *mask, int relu) {
-    enum { MR = RLX_SG_MR, NR = RLX_SG_NR, NC = RLX_SG_NC };
+    enum { MR = RLX_SG_MR, NR = RLX_SG_NR, NC = RLX_SG_NC, VW = RLX_SG_VW };
     const int deep = rlx_sgemm_deep(k, P);
     const int64_t KC = rlx_sgemm_kc(k, deep);
     const int pack_a = rm < rk;
     /* op(B) with contiguous rows, for a few row tiles: the full panels of each KC slice
        are read in place (row p of a panel is 32 contiguous floats of B's row p), so nothing
-       is copied; only a partial last panel is packed (a full-width load would run past B) */
+       is copied; only a partial last panel is packed (a full-width load would run past B;
+       one of exactly VW columns is not, see half_direct) */
     const int direct = !P && brn == 1 && m <= RLX_SG_DIRECT_ROWS && rlx_sgemm_spread(brk)
                        && k <= RLX_SG_DIRECT_DEPTH;
     /* B read in place has no KC x NC block to keep in L2, so its columns are one block: A's
@@ -710,6 +724,12 @@ static inline __attribute__((always_inline)) void rlx_sgemm_core_body(
        (64 x 784 x 128 per thread, A transposed) packed A four times (784 = 3 x 256 + 16):
        C harness, Emerald Rapids, one thread, FIFO: 75.5 -> 73.3 us */
     const int64_t NCB = direct ? n1 - n0 : NC;
+    /* a last panel of exactly one vector of columns is read in place too, where every tile
+       of it takes rlx_sgemm_acc_half (whole MR-row tiles: it loads VW floats a row, which
+       stay within B; an edge tile's rlx_sgemm_acc would load two). The MLP's weight gradient
+       (784 = 24 x 32 + 16) packed those 16 columns of its 128 rows of x on every call; the
+       plain C tile reads NR columns, so only the vector tiles do this */
+    const int half_direct = RLX_SG_VEC && direct && m % MR == 0;
     /* B = W^T packed in the call (AVX-512): each full panel's slice is packed by the first
        tile of its first block of rows (rlx_sgemm_acc_wt), not in a pass before its tiles */
 #if defined(__AVX512F__)
@@ -754,6 +774,7 @@ static inline __attribute__((always_inline)) void rlx_sgemm_core_body(
                 for (int64_t q = 0; q < panels; ++q) {
                     const int64_t j = jc + q * NR, nr = jc + nc - j < NR ? jc + nc - j : NR;
                     if ((direct || wt_tile) && nr == NR) continue;
+                    if (direct && nr == VW && half_direct) continue;
                     rlx_sgemm_pack_panel(kc, nr, B + pc * brk + j * brn, brk, brn,
                                          bp + (direct ? 0 : q * NR * kc));
                 }
@@ -770,7 +791,7 @@ static inline __attribute__((always_inline)) void rlx_sgemm_core_body(
                                             rm, rk, ap + (i - ic) * kc);
                 for (int64_t q = 0; q < panels; ++q) {  /* the panel's KC slice stays in L1 */
                     const int64_t j = jc + q * NR, nr = jc + nc - j < NR ? jc + nc - j : NR;
-                    const int in_place = direct && nr == NR;
+                    const int in_place = direct && (nr == NR || (nr == VW && half_direct));
                     const float *pq = P ? P + (j / NR) * k * NR + pc * NR
                                       : in_place ? B + pc * brk + j
                                       : bp + (direct ? 0 : q * NR * kc);
@@ -781,7 +802,8 @@ static inline __attribute__((always_inline)) void rlx_sgemm_core_body(
                        each panel waited on kc misses. The MLP's weight gradient g^T x (C
                        harness, Zen 1, caches flushed): 128 x 128 x 784 27-28 -> 31.7 GFLOP/s,
                        at batch 1024 (K = 1024) 28-29 -> 30-31, warm 30 -> 32-33 */
-                    const int next = in_place && q + 1 < panels && jc + nc - (j + NR) >= NR;
+                    const int next = in_place && q + 1 < panels
+                                     && jc + nc - (j + NR) >= (half_direct ? VW : NR);
                     /* a prepacked B (pf_n > 0: its columns), first block of rows: the next
                        panel's slice, on into the next claimed chunk's, is fetched into L2
                        while this panel's tiles run (see rlx_sgemm_core_pf) */
