@@ -60,6 +60,27 @@ def training_graph(loss_fn: Callable[..., Any], optimizer: Any, params: Any,
     return trace(fn, *p_leaves, *s_leaves, *batch)
 
 
+def _line_aligned_copy(x: Any) -> Any:
+    """A C-contiguous copy of the numpy array ``x`` whose data starts on a 64-byte line.
+
+    An in-place step writes its new leaves over these copies for as long as it runs, and the
+    GEMM that stores W - lr * dW from its tiles (cpu/update_store.py) loads and stores W's
+    rows as whole vectors: on a row 16-48 bytes off a line each 64-byte vector spans two
+    lines. numpy's copies land 0-48 bytes off, varying from run to run. The MLP
+    784-128-10/128 step with its leaves 48 bytes off against aligned, in turns in one process
+    (FIFO): the step's C 0.983-0.995 of the time (the weight gradient 1.2% faster), the
+    CompiledStep 0.990-0.999."""
+    import numpy as np
+
+    if not isinstance(x, np.ndarray) or x.dtype.hasobject or x.nbytes == 0:
+        return x.copy()
+    raw = np.empty(x.nbytes + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    out = raw[start:start + x.nbytes].view(x.dtype).reshape(x.shape)
+    out[...] = x
+    return out
+
+
 class CompiledStep:
     """One compiled training step plus the host-side parameters and optimizer state.
 
@@ -127,7 +148,7 @@ class CompiledStep:
         """``tree``'s leaves (copies of its numpy arrays when the step updates in place)."""
         leaves, tdef = flatten(tree)
         if self.in_place:
-            leaves = [x.copy() if hasattr(x, "copy") and hasattr(x, "flags") else x
+            leaves = [_line_aligned_copy(x) if hasattr(x, "copy") and hasattr(x, "flags") else x
                       for x in leaves]
         return leaves, tdef
 

@@ -25,7 +25,8 @@ def test_in_place_step_gives_the_out_of_place_parameters(
         n: int, isa: str, threads, monkeypatch: pytest.MonkeyPatch) -> None:
     """MNIST's 784-128-10 at batch 128, four SGD steps: W1 and W2 are written over the arrays
     the step holds (the same objects after each step), every leaf equals the out-of-place
-    step's bit for bit, and the arrays handed to compile_step are left as they were."""
+    step's bit for bit, and the arrays handed to compile_step are left as they were. The
+    step's own copies start on a 64-byte line (train_step._line_aligned_copy)."""
     skip_unless_own_sgemm()
     if isa != "native":
         from rlx_core.targets.cpu import isa as cpu_isa
@@ -53,6 +54,7 @@ def test_in_place_step_gives_the_out_of_place_parameters(
         before = owned.params["fc1"]["weight"]
         assert fresh(xb, yb) == owned(xb, yb)
         assert owned.params["fc1"]["weight"] is before  # written in place
+        assert before.ctypes.data % 64 == 0 and owned.params["fc2"]["weight"].ctypes.data % 64 == 0
     for layer in ("fc1", "fc2"):
         for leaf in ("weight", "bias"):
             np.testing.assert_array_equal(owned.params[layer][leaf], fresh.params[layer][leaf])
