@@ -3,7 +3,8 @@
 The step (forward, softmax cross-entropy, backward, SGD, one program: ``bench_mnist_mlp``'s
 rlx peer) is timed two ways in one process, on the same batches:
 
-- as the benchmark calls it (``CompiledStep``, the specialization cache's module): p50 ms;
+- as the benchmark calls it (``CompiledStep`` with ``in_place=True``, the specialization
+  cache's module): p50 ms;
 - built again with per-kernel timers (``RLX_CPU_PROFILE``): each kernel's median time on
   thread 0 from its start until its last claimed chunk is done (the wait for the other
   thread included); the step's p50 less their sum is what it spends outside the kernels.
@@ -67,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = tuple(int(v) for v in args.sizes.split(","))
     x, y = load_mnist().flat("train")
     b = Batches(x, y, args.batch)
-    step = compile_step(mlp_loss, SGD(LR), init_mlp(sizes, seed=0), b.x[0], b.y[0], target="cpu")
+    step = compile_step(mlp_loss, SGD(LR), init_mlp(sizes, seed=0), b.x[0], b.y[0], target="cpu",
+                        in_place=True)  # as bench_mnist_mlp: the SGD update over W in place
     exe = step.executable
     timed = get_target("cpu").build(exe.lir, types.SimpleNamespace(flags={"profile": True}))
     prof = timed.info["profile"]
