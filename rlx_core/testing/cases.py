@@ -1,6 +1,7 @@
 """A saved case: ``<name>.rlx`` (the IR text, which round-trips), ``<name>.npz`` (the inputs in
-graph order, ``arr_<i>``, and the parameters' data, ``param_<i>``) and ``<name>.json`` (the target it failed on, what differed, and its status:
-``open`` until fixed, ``fixed`` once it must pass, ``known:<deviation id>`` while owned)."""
+graph order, ``arr_<i>``, and the parameters' data, ``param_<i>``) and ``<name>.json`` (the
+target it failed on, what differed, and its status: ``open`` until fixed, ``fixed`` once it
+must pass, ``known:<deviation id>`` while owned)."""
 
 from __future__ import annotations
 

@@ -10,11 +10,11 @@ Two rules keep the comparison meaningful without hiding anything:
   generated (the reference pins 0 for x/0, C traps or leaves it open).
 
 Some graphs bind their weight operands (a matmul's B, a linear's or a convolution's weight and
-bias, both filters of a projection shortcut, the integer ops' weights) as graph *parameters* with data
-(``Graph.param_data``) instead of inputs: a target may treat a parameter as a constant of the
-program (the cpu prepacks a GEMM's B and a convolution's filter once, cpu/prepack.py), a path
-that inputs never reach. Such a weight is sometimes wide or deep enough for those kernels
-(``WIDE``, ``WIDE_CONV``).
+bias, both filters of a projection shortcut, the integer ops' weights) as graph *parameters*
+with data (``Graph.param_data``) instead of inputs: a target may treat a parameter as a
+constant of the program (the cpu prepacks a GEMM's B and a convolution's filter once,
+cpu/prepack.py), a path that inputs never reach. Such a weight is sometimes wide or deep
+enough for those kernels (``WIDE``, ``WIDE_CONV``).
 """
 
 from __future__ import annotations
@@ -446,7 +446,8 @@ class _Gen:
                              f"index:{table.type.shape[0]}")
             return self.emit(op, [table, ids][::-1])
         bound = self.bound()
-        if bound and d == "f32" and op in ("conv2d", "conv2d_fused") and self.rng.random() < 0.3:
+        if bound and d == "f32" and op in ("conv2d", "conv2d_fused") and \
+                self.rng.random() < 0.3:
             x = self.fresh(d, (self.choice([1, 2]), *(self.choice(c) for c in WIDE_CONV)))
             t = x.type
         n, c, hh, ww = t.shape

@@ -71,7 +71,8 @@ def generator_fingerprint(profile: Any) -> str:
 def stats_to_json(s: TargetStats) -> dict[str, Any]:
     return {"graphs": s.graphs, "compiles": s.compiles, "seconds": round(s.seconds, 1),
             "status": dict(s.status), "known": dict(s.known), "ops": dict(s.ops),
-            "dtypes": dict(s.dtypes), "params": dict(s.params), "findings": s.findings, "examples": s.examples,
+            "dtypes": dict(s.dtypes), "params": dict(s.params), "findings": s.findings,
+            "examples": s.examples,
             "rejections": list(s.rejections.values()), "rejected_seen": s.rejected_seen,
             "start": s.start, "next": s.next, "excluded": [list(p) for p in s.excluded],
             "generator": s.generator, "covered": s.covered}
@@ -83,7 +84,8 @@ def stats_from_json(d: dict[str, Any]) -> TargetStats:
     return TargetStats(
         graphs=d["graphs"], compiles=d.get("compiles", 0), seconds=d.get("seconds", 0.0),
         status=C(d.get("status", {})), known=C(d.get("known", {})), ops=C(d.get("ops", {})),
-        dtypes=C(d.get("dtypes", {})), params=C(d.get("params", {})), findings=list(d.get("findings", [])),
+        dtypes=C(d.get("dtypes", {})), params=C(d.get("params", {})),
+        findings=list(d.get("findings", [])),
         rejections=rej, rejected_seen=d.get("rejected_seen", len(rej)),
         examples=list(d.get("examples", [])), start=d.get("start", 0),
         next=d.get("next", d.get("start", 0) + d["graphs"]),
