@@ -493,6 +493,7 @@ static pthread_t rlx_team_pend_by;
    tick lands in it (a third of them); their mean let team calls of 3-4 ms pass as faster than
    one thread. */
 #define RLX_TEAM_ONE_FRESH_NS 1000000000LL
+#define RLX_TEAM_SHARE_NS 200000LL  /* a call awake for less is not judged by its CPU share */
 #define RLX_TEAM_RECENT 5
 typedef struct { long long walls[RLX_TEAM_RECENT], at; int n; } rlx_team_recent;
 static rlx_team_recent rlx_team_ones, rlx_team_teams;
@@ -552,15 +553,26 @@ static inline void rlx_team_settle(long long now, long long cpu_now);
 static inline int rlx_team_begin(int want) {
     if (want <= 1) return 1;
     rlx_team_w0 = rlx_team_clock_ns();
-    /* thread 0's CPU clock (a system call) only where a team call is judged or begins: a
-       shrunk call makes none, as a call on one thread makes none (rlx_team_settle) */
-    const long long cpu_now = rlx_team_pend > 1 ? rlx_team_cpu_ns() : 0;
+    /* thread 0's CPU clock (a system call) only where a call is judged by its share: the last
+       team call, when it read the clock at its start and ran awake over RLX_TEAM_SHARE_NS;
+       this one, when it may (the last call ran over RLX_TEAM_SHARE_NS, or thread 0 was
+       starved lately, or this is the first). A shrunk call makes none, as a call on one
+       thread makes none (rlx_team_settle). A program whose team calls are shorter (the MLP
+       784-128-10/128 step, ~160 us) reads it only after a long call: the first starved call
+       of a quiet spell is judged good (its share unknown), the next one by its share. The
+       read cost 0.5-1 us a call on a KVM guest (2,000 ticks). */
+    const int judge = rlx_team_pend > 1 && rlx_team_pend_c0
+        && rlx_team_pend_wall - rlx_team_pend_slept > RLX_TEAM_SHARE_NS;
+    const int long_before = !rlx_team_pend || rlx_team_pend_wall > RLX_TEAM_SHARE_NS;
+    const long long cpu_now = judge ? rlx_team_cpu_ns() : 0;
     rlx_team_settle(rlx_team_w0, cpu_now);
     if (rlx_team_shrunk(rlx_team_w0)) {
         ++rlx_team_stat[2];
         return 1;
     }
-    rlx_team_c0 = cpu_now ? cpu_now : rlx_team_cpu_ns();
+    const int arm = long_before
+        || atomic_load_explicit(&rlx_team_contended, memory_order_relaxed) > 0;
+    rlx_team_c0 = cpu_now ? cpu_now : arm ? rlx_team_cpu_ns() : 0;
     atomic_store_explicit(&rlx_team_late, 0, memory_order_relaxed);
     rlx_team_lost = rlx_team_slept = 0;
     rlx_team_idle = 0;
@@ -612,7 +624,7 @@ static inline int rlx_team_begin(int want) {
 static int rlx_team_judge(long long wall, long long lost, long long cpu, long long slept,
                           int idle, long long one, long long now) {
     const long long awake = wall - slept;
-    const int starved = awake > 200000 && cpu < RLX_TEAM_MIN_SHARE * awake;
+    const int starved = awake > RLX_TEAM_SHARE_NS && cpu < RLX_TEAM_MIN_SHARE * awake;
     rlx_team_add(&rlx_team_teams, wall, now);
     const long long team = rlx_team_median(&rlx_team_teams, now);  /* this call's included */
     const int beat = one > 0 && team <= one;  /* the team no slower than one thread just was */
@@ -695,7 +707,7 @@ static inline void rlx_team_one_call(long long wall, long long end) {
     for (int i = 0; i < rlx_team_count(&rlx_team_ones); ++i)
         if (rlx_team_ones.walls[i] < fastest) fastest = rlx_team_ones.walls[i];
     const long long typical = rlx_team_median(&rlx_team_ones, end);
-    if (typical > 200000 && fastest < RLX_TEAM_FREE_SHARE * typical && rlx_team_worse) {
+    if (typical > RLX_TEAM_SHARE_NS && fastest < RLX_TEAM_FREE_SHARE * typical && rlx_team_worse) {
         const long long until = end
             + (2 * wall > RLX_TEAM_MIN_SHRINK_NS ? 2 * wall : RLX_TEAM_MIN_SHRINK_NS);
         if (until > rlx_team_shrink_until) rlx_team_shrink_until = until;
@@ -717,8 +729,9 @@ static inline void rlx_team_settle(long long now, long long cpu_now) {
     if (!used) return;
     rlx_team_pend = 0;
     const long long wall = rlx_team_pend_wall, end = rlx_team_pend_end;
-    const long long cpu = pthread_equal(rlx_team_pend_by, pthread_self())
-        ? cpu_now - rlx_team_pend_c0 : wall;  /* unknown: a full share */
+    const int known = cpu_now && rlx_team_pend_c0
+        && pthread_equal(rlx_team_pend_by, pthread_self());
+    const long long cpu = known ? cpu_now - rlx_team_pend_c0 : wall;  /* unknown: a full share */
     if (used <= 1) {
         rlx_team_one_call(wall, end);
         return;
