@@ -20,7 +20,10 @@ targets/base.py's ``InPlaceRefused`` otherwise, and the program is rendered agai
 output (``refuse``). This rule knows no target's pattern: a target without the hook gets no
 matmul output written in place. The earlier readers are done before the update writes: the
 team's footprints count the output as the donated buffer (cpu/renderer.py ``_footprints``), so
-the kernel waits for every earlier kernel that reads it. The kernel is rendered without
+the kernel waits for every earlier kernel that reads it. A bias's update ``b - c * sum``
+is a reduce kernel: allowed the same way when the target offers it (``reduce_in_place``: the
+cpu's when the sum is a row run's combine, cpu/row_sums.py, which reads ``b`` and stores each
+element once after the block partials; any other form is refused by the renderer). The kernel is rendered without
 ``restrict`` on that pair (the same pointer may arrive twice); when that kernel
 ends in ``select(mask, new, input)`` it stores only where the mask is on whenever the two
 pointers are equal (a KV cache: one row written, not the whole cache). At call time
@@ -71,9 +74,10 @@ def inplace_outputs(lir: Graph, donate: Sequence[int], target: str | None = None
                     ) -> tuple[int, ...]:
     """Per output of ``lir``: the donated input position it may be written into, or -1.
 
-    A matmul kernel's output only where ``target`` (by name; default the specialization
-    cache's, the one target that honours ``donate``) offers it: its ``matmul_in_place(k)``
-    names the input the kernel's GEMM may store over (targets/base.py)."""
+    A matmul or reduce kernel's output only where ``target`` (by name; default the
+    specialization cache's, the one target that honours ``donate``) offers it: its
+    ``matmul_in_place(k)`` / ``reduce_in_place(k)`` names the input the kernel may store over
+    (targets/base.py)."""
     aliases = [-1] * len(lir.outputs)
     if not donate or not lir.kernels:
         return tuple(aliases)
@@ -82,7 +86,7 @@ def inplace_outputs(lir: Graph, donate: Sequence[int], target: str | None = None
         for v in k.inputs:
             readers.setdefault(v, []).append(k)
     producer = {o: k for k in lir.kernels for o in k.outputs}
-    over = _matmul_in_place(target)
+    over, summed = _hook(target, "matmul_in_place"), _hook(target, "reduce_in_place")
     for i in donate:
         if i >= len(lir.inputs):
             continue
@@ -101,19 +105,22 @@ def inplace_outputs(lir: Graph, donate: Sequence[int], target: str | None = None
             # shape: identity index
             ok = len(readers[src.name]) == 1 and reads_at_own_index(k, src.name,
                                                                      tuple(src.type.shape))
+        elif k.kind == "matmul":
+            ok = over(k) == src.name
         else:
-            ok = k.kind == "matmul" and over(k) == src.name
+            ok = k.kind == "reduce" and summed(k) == src.name
         if ok:
             aliases[lir.outputs.index(out)] = i
     return tuple(aliases)
 
 
-def _matmul_in_place(target: str | None) -> Callable[[Any], str | None]:
-    """``target``'s ``matmul_in_place`` hook, or one that offers nothing."""
+def _hook(target: str | None, name: str) -> Callable[[Any], str | None]:
+    """``target``'s ``matmul_in_place`` or ``reduce_in_place`` hook (``name``), or one that
+    offers nothing."""
     from rlx_core.runtime.specialization_cache import TARGET
     from rlx_core.targets.registry import get_target
 
-    return getattr(get_target(target or TARGET), "matmul_in_place", lambda k: None)
+    return getattr(get_target(target or TARGET), name, lambda k: None)
 
 
 def refuse(aliases: Sequence[int], lir: Graph, output: str) -> tuple[int, ...]:

@@ -46,10 +46,11 @@ def test_in_place_step_gives_the_out_of_place_parameters(
     (spec,) = owned.jitted.cache.specializations
     # outputs: loss, then the new leaves in the graph's input order: W1 and W2 in place
     lir = owned.executable.lir
-    assert spec.program.aliases == inplace_outputs(lir, range(4))
-    donated = [j for j, i in enumerate(spec.program.aliases) if i >= 0]
-    assert len(donated) == 2 and all(lir.inputs[spec.program.aliases[j]].type.shape in
-                                     ((128, 784), (10, 128)) for j in donated)
+    offered = inplace_outputs(lir, range(4))
+    assert all(a in (-1, o) for a, o in zip(spec.program.aliases, offered, strict=True))
+    shapes = {tuple(lir.inputs[i].type.shape) for i in spec.program.aliases if i >= 0}
+    # W1 and W2; the biases too, their updates being row sums' combines (row_sums.py)
+    assert {(128, 784), (10, 128), (128,), (10,)} == shapes
     for xb, yb in data:
         before = owned.params["fc1"]["weight"]
         assert fresh(xb, yb) == owned(xb, yb)
@@ -121,3 +122,73 @@ def test_only_a_one_slice_last_reader_update_is_written_over_w(
     np.testing.assert_array_equal(w_in, w)
     np.testing.assert_allclose(got, _update(*(v.astype(np.float64) for v in a)),
                                rtol=1e-4, atol=1e-3)
+
+
+def _bias_update(g, b):
+    return b - 0.01 * g.sum(axis=0)
+
+
+def _bias_read_by_sum(g, b):
+    return b - 0.01 * (g * b).sum(axis=0)  # b read by the sum: not the form
+
+
+def test_a_bias_update_is_offered_only_where_the_sum_does_not_read_it() -> None:
+    """The cpu's reduce_in_place (row_sums.updated_input) offers the input read only after
+    the sum, at the output's own index; not one the sum reads."""
+    from rlx_core.api import lower
+    from rlx_core.targets.registry import get_target
+
+    rng = np.random.default_rng(1)
+    g, b = rng.standard_normal((64, 32), np.float32), rng.standard_normal(32).astype(np.float32)
+    cpu = get_target("cpu")
+    lir = lower(_bias_update, g, b, target="cpu")[2]
+    (k,) = [k for k in lir.kernels if k.kind == "reduce"]
+    assert cpu.reduce_in_place(k) == lir.inputs[1].name
+    assert inplace_outputs(lir, (1,), "cpu") == (1,)
+    assert inplace_outputs(lir, (0,), "cpu") == (-1,)  # g: summed, and not the output's type
+    assert inplace_outputs(lir, (1,), "numpy") == (-1,)  # numpy offers nothing
+    lir = lower(_bias_read_by_sum, g, b, target="cpu")[2]
+    assert all(cpu.reduce_in_place(k) is None for k in lir.kernels if k.kind == "reduce")
+    assert inplace_outputs(lir, (1,), "cpu") == (-1,)
+
+
+def test_a_bias_update_not_rendered_as_a_combine_gets_a_fresh_output() -> None:
+    """A lone column sum is no row run's combine (cpu/row_sums.py): the renderer refuses the
+    donation the rule offered (InPlaceRefused), b is left as it was, the values are equal."""
+    rng = np.random.default_rng(2)
+    g, b = rng.standard_normal((64, 32), np.float32), rng.standard_normal(32).astype(np.float32)
+    want = np.asarray(rlx.jit(_bias_update, target="cpu")(g, b))
+    got, b_in, aliases = _call(_bias_update, (1,), g, b)
+    assert aliases == (-1,) and got is not b_in
+    np.testing.assert_array_equal(b_in, b)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("row_sums", ["1", "0"])
+def test_the_step_writes_its_biases_in_place_as_row_sum_combines(
+        row_sums: str, threads, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The MNIST step's bias updates (k10, k13) are row sums' combines: b1 and b2 are written
+    over the arrays the step holds too, bit for bit the out-of-place step's. With
+    RLX_ROW_SUMS=0 they are plain reduces: refused, fresh outputs, the same bits."""
+    skip_unless_own_sgemm()
+    threads(2)
+    monkeypatch.setenv("RLX_ROW_SUMS", row_sums)
+    from rlx_core.models.mlp import init_mlp, mlp_loss
+    from rlx_core.optim import SGD, compile_step
+
+    data = _batches(3)
+    given = init_mlp((784, 128, 10), seed=4)
+    fresh = compile_step(mlp_loss, SGD(0.05), given, *data[0], target="cpu")
+    owned = compile_step(mlp_loss, SGD(0.05), given, *data[0], target="cpu", in_place=True)
+    (spec,) = owned.jitted.cache.specializations
+    lir = owned.executable.lir
+    shapes = {tuple(lir.inputs[i].type.shape) for i in spec.program.aliases if i >= 0}
+    biases = {(128,), (10,)}
+    assert (biases <= shapes) == (row_sums == "1"), shapes
+    for xb, yb in data:
+        before = owned.params["fc1"]["bias"]
+        assert fresh(xb, yb) == owned(xb, yb)
+        assert (owned.params["fc1"]["bias"] is before) == (row_sums == "1")
+    for layer in ("fc1", "fc2"):
+        for leaf in ("weight", "bias"):
+            np.testing.assert_array_equal(owned.params[layer][leaf], fresh.params[layer][leaf])

@@ -281,12 +281,6 @@ class CLikeRenderer:
             impl = emit_reduce(env, w)
         elif k.kind == "matmul":
             impl, scratch = emit_matmul(env, w, self.gemm)
-            donated = [o for o in k.outputs if o in self.in_place]
-            if donated and not env.stores_in_place:
-                # a GEMM whose emitter did not store its output over the donated input
-                # (the target's matmul_in_place offered it; runtime/donation.py): render
-                # again with a fresh output
-                raise InPlaceRefused(donated[0])
         elif self.aliased(g, k):
             w.line(f"/* %{c_comment(k.outputs[0])} shares the arena bytes of "
                    f"%{c_comment(k.inputs[0])}: nothing to copy (the call is skipped) */")
@@ -301,6 +295,12 @@ class CLikeRenderer:
             scratch = scratch_bytes(k, types)
         else:
             raise RenderError(f"kernel {c_comment(k.name)}: unknown kind {c_comment(k.kind)}")
+        donated = [o for o in k.outputs if o in self.in_place]
+        if donated and k.kind in ("matmul", "reduce") and not env.stores_in_place:
+            # a GEMM or a sum whose emitter did not store its output over the donated input
+            # (the target's matmul_in_place / reduce_in_place offered it; runtime/donation.py):
+            # render again with a fresh output
+            raise InPlaceRefused(donated[0])
         params += [decl for decl, _ in env.extra_args]
         params.append(f"unsigned char* {r} scratch")
         self._extra_args[k.name] = [arg for _, arg in env.extra_args]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Graph, Kernel, TensorType
-from rlx_core.ir.ops import MIR_OPS
+from rlx_core.ir.ops import MIR_OPS, is_elementwise
 from rlx_core.targets.c_common import ctype_table as ct
 from rlx_core.targets.c_common.body import INDEX_MAP_OPS, Body, Buffer
 from rlx_core.targets.c_common.kernels import (
@@ -156,6 +156,29 @@ def _form(k: Kernel, types: dict, rows: int) -> tuple[tuple[str, ...], tuple[int
     return (a, b), shape, dt.f32
 
 
+def updated_input(k: Kernel) -> str | None:
+    """The input reduce kernel ``k``'s combine may store its output over when that input is
+    donated (runtime/donation.py asks through ``CpuTarget.reduce_in_place``): one read only
+    by the nodes after the sum, all elementwise at the output's shape (so at the output
+    element's own index), as an SGD update ``b - c * sum`` reads the bias; else None. The
+    combine (``emit``) reads it and stores the element once, after the block partials are
+    added; any other form of the kernel is refused by the renderer (a fresh output)."""
+    reds = [n for n in k.nodes if n.op in MIR_OPS and MIR_OPS[n.op].category == "reduce"]
+    if k.kind != "reduce" or len(k.outputs) != 1 or len(reds) != 1:
+        return None
+    nodes = {n.name: n for n in k.nodes}
+    out = nodes.get(k.outputs[0])
+    before = _ancestors(k, reds[0], nodes) | {reds[0].name}
+    found = []
+    for v in k.inputs:
+        uses = [n for n in k.nodes if v in n.inputs]
+        if uses and out is not None and all(
+                n.name not in before and is_elementwise(n.op)
+                and tuple(n.type.shape) == tuple(out.type.shape) for n in uses):
+            found.append(v)
+    return found[0] if len(found) == 1 else None
+
+
 def partials(prefix: str, idx: int) -> str:
     """The C name of kernel ``idx``'s per-block partials."""
     return f"{prefix}_rowsum{idx}"
@@ -215,6 +238,9 @@ def emit(env: KernelEnv, w: Writer, rs: RowSum, prefix: str, params: list[str],
             f"        for (int64_t j = 0; j < {elems}; ++j) p[j] += (double){load};\n"
             "}\n")
     _combine(env, w, rs, part)
+    # each output element is stored once, after its inputs at that index are read: a donated
+    # input offered by updated_input (or update_store.updated_input) may be the output
+    env.stores_in_place = True
     return IMPL_SGEMM if rs.gemm and sgemm and not tile else IMPL
 
 

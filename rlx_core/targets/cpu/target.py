@@ -50,6 +50,16 @@ class CpuTarget:
 
         return updated_input(k)
 
+    def reduce_in_place(self, k: Any) -> str | None:
+        """The input reduce kernel ``k`` may store its output over when that input is donated
+        (runtime/donation.py asks), or None: one read only by the nodes after the sum at the
+        output's own index, as an SGD update ``b - c * sum`` reads the bias (row_sums.py; the
+        renderer refuses it unless the kernel is a row sum's combine, which stores each
+        element once)."""
+        from rlx_core.targets.cpu.row_sums import updated_input
+
+        return updated_input(k)
+
     def arena_in_place(self, g: Graph, options: Any = None) -> Any:
         """Which kernels may write their output over an input that dies there
         (passes/plan_arena.py asks; inplace.py answers), or None for none."""
