@@ -96,7 +96,13 @@ times): 64->256 at 28x28 in place 0.98-0.99, 64->64 0.965, 3x3 64->64 0.97, 256-
 256->256 0.985, 256->1024 at 7x7 in place 1.03 (best of the turns 0.995). perf (timer samples
 on 64->256 in place): 83% of the conv's samples in the K loops, ~7% in the epilogue, ~2% in
 the start and output prefetch, ~7% in the C between tiles (pointers, the far prefetch's
-offset, the tile count's division).
+offset, the tile count's division). Since then a chunk's pixel pointers are made once (``ap``,
+the same in every K slice: the flat tiles' offsets cover every channel block and slice kb
+starts at kb khw) and the far prefetch's start is kept as a quotient and a remainder (no
+division a tile): in the harness (base and new in turns, 20 turns, FIFO, load 3.3-3.7, Dec 7)
+the median paired ratio new/base was 0.975 on 64->256 at 28x28 in place, 0.952 256->64, 0.979
+256->128, 0.982 3x3 stride 2 128->128 at 28->14, 0.982 the 7x7 stem, 0.991 128->512 at 14x14
+in place, 0.970 3x3 64->64, 0.984 1024->256 at 7x7; bits identical.
 
 The 3-channel stem (ResNet-50's 7x7 stride 2, 3->64 at 112x112: 0.79-0.95x ONNX Runtime at b1,
 0.90-0.95x at b8 in profile_cnn) runs on rlx_cb_tilez's BW 3 asm loop, 8 pixels x 32 channels,
@@ -954,18 +960,25 @@ typedef struct {
 
 /* one convolution's side of the K loop for output rows [oy0, oy1): its blocked input rows
    (xp: copied, or the NCHW8c input read in place; the next image's xs floats further),
-   filter and the (channel block, tap) offsets of a K slice from a pixel's pointer (offs, where
-   the flat tiles take them) */
+   filter and, where the flat tiles take them, the (channel block, tap) offsets from a pixel's
+   pointer of every block (offs, in the scratch: nofs of them; slice kb's start at kb khw, so
+   a tile's pixel pointers are the same in every K slice) */
 typedef struct {
     const rlx_conv_geo *g;
     const float *xp, *pk;
     int64_t xs;
-    int64_t ylo, yhi, wp, bw, cbn, cbs, k, khw, cbk, rs, cs;
+    int64_t ylo, yhi, wp, bw, cbn, cbs, k, khw, cbk, rs, cs, nofs;
     int in_place, flat, flat3;
-    int64_t offs[RLX_CB_TAPS];
+    int64_t *offs;
 } rlx_cb_src;
 
-/* s's geometry for rows [oy0, oy1); returns the floats of scratch its copy needs */
+/* floats of scratch for s's offsets (nofs int64s, rounded up to a cache line) */
+static inline int64_t rlx_cb_offs_floats(const rlx_cb_src *s) {
+    return (s->nofs * 2 + 15) / 16 * 16;
+}
+
+/* s's geometry for rows [oy0, oy1); returns the floats of scratch its copy needs (its
+   offsets' are rlx_cb_offs_floats, filled by rlx_cb_src_fill) */
 static int64_t rlx_cb_src_init(rlx_cb_src *s, const rlx_conv_geo *g, const float *pk,
                                int blocked, int64_t oy0, int64_t oy1) {
     s->g = g;
@@ -989,16 +1002,18 @@ static int64_t rlx_cb_src_init(rlx_cb_src *s, const rlx_conv_geo *g, const float
     /* a 3-channel stem on AVX-512: its taps as that list too, 3 K steps each (rlx_cb_tilez's
        BW 3), for the asm loop */
     s->flat3 = RLX_CB_512 && g->c == 3 && s->khw <= RLX_CB_TAPS;
-    if (s->flat || s->flat3)
-        for (int64_t cb = 0, t = 0; cb < (s->flat ? s->cbk : 1); ++cb)
-            for (int64_t ki = 0; ki < g->kh; ++ki)
-                for (int64_t kj = 0; kj < g->kw; ++kj)
-                    s->offs[t++] = cb * s->cbs + ki * s->rs + kj * s->cs;
+    s->nofs = s->flat || s->flat3 ? s->cbn * s->khw : 0;
     return s->in_place ? 0 : s->cbn * s->cbs;
 }
 
-/* s's input rows: read in place, or copied into buf */
-static void rlx_cb_src_fill(rlx_cb_src *s, const float *x, int blocked, float *buf) {
+/* s's input rows: read in place, or copied into buf; its offsets into ofs */
+static void rlx_cb_src_fill(rlx_cb_src *s, const float *x, int blocked, float *buf,
+                            float *ofs) {
+    s->offs = (int64_t *)ofs;
+    for (int64_t cb = 0, t = 0; t < s->nofs; ++cb)
+        for (int64_t ki = 0; ki < s->g->kh; ++ki)
+            for (int64_t kj = 0; kj < s->g->kw; ++kj)
+                s->offs[t++] = cb * s->cbs + ki * s->rs + kj * s->cs;
     if (s->in_place)
         s->xp = x + s->ylo * s->g->w * 8;
     else {
@@ -1046,11 +1061,12 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
     src[0].xs = im ? im->xs : 0;
     src[1].xs = im ? im->x2s : 0;
     const int64_t ybn = (RLX_CB_512 ? 2 : 1) * CH * 16 + 16;
-    float *buf = rlx_sgemm_scratch(copy[0] + copy[1] + ybn + (p2 && bias ? o : 0));
+    const int64_t of0 = rlx_cb_offs_floats(&src[0]), of1 = p2 ? rlx_cb_offs_floats(&src[1]) : 0;
+    float *buf = rlx_sgemm_scratch(of0 + of1 + copy[0] + copy[1] + ybn + (p2 && bias ? o : 0));
     if (buf == 0) return 0;
-    rlx_cb_src_fill(&src[0], x, lay & 1, buf);
-    if (p2) rlx_cb_src_fill(&src[1], p2->x, p2->blocked, buf + copy[0]);
-    float *yb = buf + copy[0] + copy[1];
+    rlx_cb_src_fill(&src[0], x, lay & 1, buf + of0 + of1, buf);
+    if (p2) rlx_cb_src_fill(&src[1], p2->x, p2->blocked, buf + of0 + of1 + copy[0], buf + of0);
+    float *yb = buf + of0 + of1 + copy[0] + copy[1];
     if (p2 && bias) {  /* one bias for the pair's sum */
         float *bs = yb + ybn;
         for (int64_t i = 0; i < o; ++i) bs[i] = bias[i] + p2->bias[i];
@@ -1073,7 +1089,10 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
        a full tile (its two accumulators wait on the FMA latency), 49 pixels as 7 tiles of 7
        instead */
     const int64_t step = RLX_CB_512 ? RLX_CB_MRZ : MR;
-    int64_t poff[2][CH], at = -1;  /* each pixel's first input in each blocked copy; its chunk */
+    /* each pixel's first input in each blocked copy (past the chunk's last, its first
+       again: a tile's unused pointers); the (image, chunk) they are for */
+    const float *ap[2][CH + RLX_CB_MRZ];
+    int64_t at = -1;
     for (int64_t it = 0; it < nu * nci; ++it) {
         const int64_t q = (by_chunk ? it % nu : it / nci) * PU;  /* the unit's first panel */
         const int64_t np = nq - q < PU ? nq - q : PU;           /* and its panels */
@@ -1084,17 +1103,19 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
         const int64_t nv = o - q * 16 < 16 * np ? o - q * 16 : 16 * np;  /* its channels */
         const int64_t n = npix - c0 < cl ? npix - c0 : cl;
         const int64_t ntl = (n + step - 1) / step;  /* its tiles */
-        if (c0 != at)
+        if (ci != at)
             for (int s = 0; s < ns; ++s) {
                 const rlx_conv_geo *gs = src[s].g;
                 const int64_t wp = src[s].wp, bw = src[s].bw, ylo = src[s].ylo;
+                const float *xs = src[s].xp + img * src[s].xs;
                 for (int64_t i = 0, oy = (pix0 + c0) / g->ow, ox = (pix0 + c0) % g->ow; i < n;
                      ++i) {
-                    poff[s][i] = ((oy * gs->sh - ylo) * wp + ox * gs->sw) * bw;
+                    ap[s][i] = xs + ((oy * gs->sh - ylo) * wp + ox * gs->sw) * bw;
                     if (++ox == g->ow) { ox = 0; ++oy; }
                 }
+                for (int64_t i = n; i < n + RLX_CB_MRZ; ++i) ap[s][i] = ap[s][0];
             }
-        at = c0;
+        at = ci;
         /* NCHW8c: block 2q (2q + 1, ...) from pixel pix0 + c0; NCHW: row 16 q. Panel q + 1
            is 16 p floats further in either layout */
         const int64_t atb = (q * 2 * p + pix0 + c0) * 8, atn = q * 16 * p + pix0 + c0;
@@ -1111,36 +1132,47 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
             const rlx_cb_src *S = &src[s];
             const int64_t k = S->k, khw = S->khw, cbs = S->cbs, cbn = S->cbn, cbk = S->cbk;
             const int64_t bw = S->bw, rs = S->rs, cs = S->cs, kh = S->g->kh, kw = S->g->kw;
-            const int64_t *offs = S->offs;
             const int flat = S->flat, flat3 = S->flat3;
             const float *pq = S->pk + q * k * 16;
-            const float *xi = S->xp + img * S->xs;
             const int narrow = q + np == nq && rlx_cb_tail8(o, S->g->c, kh, kw);
             (void)flat3; (void)narrow;
             for (int64_t kb = 0; kb < cbn; kb += cbk) {
                 const int64_t nb = cbn - kb < cbk ? cbn - kb : cbk, acc = s > 0 || kb > 0;
                 const int64_t ks = kb * khw * bw;  /* the slice's first row of a panel */
                 const rlx_cb_epi *e = fuse && s == ns - 1 && kb + nb == cbn ? &ep : 0;
+                /* the flat tiles: the slice's offsets; the others add the slice's first
+                   block to the pixel pointers */
+                const int64_t *offs = flat || flat3 ? S->offs + kb * khw : S->offs;
+#if RLX_CB_512
+                const float *pb = pq + ks * 16;
+                /* the far prefetch's start (RLX_CB_PFN): tile j's j / ntl into the next slice
+                   of these panels, or the pair's second filter after the first's last slice,
+                   or the next unit's after the last slice; j sl / ntl kept as a quotient pfq
+                   and a remainder pfr (no division a tile) */
+                const int64_t sl = nb * khw * bw, pfdq = sl / ntl, pfdr = sl % ntl;
+                const float *nx = ks + sl < k ? pb + sl * 16
+                                  : s + 1 < ns ? src[s + 1].pk + q * src[s + 1].k * 16
+                                  : src[0].pk + (q + PU) * src[0].k * 16;
+                int64_t pfq = 0, pfr = 0;
+#endif
                 for (int64_t t = 0, j = 0, mr; t < n; t += mr, ++j) {
                     mr = RLX_CB_512 ? n / ntl + (j < n % ntl) : n - t < step ? n - t : step;
-                    const float *a[RLX_CB_MR > RLX_CB_MRZ ? RLX_CB_MR : RLX_CB_MRZ];
-                    for (int64_t i = 0; i < mr; ++i) a[i] = xi + kb * cbs + poff[s][t + i];
-                    for (int64_t i = mr; i < step; ++i) a[i] = a[0];
+                    const float *a2[RLX_CB_MR > RLX_CB_MRZ ? RLX_CB_MR : RLX_CB_MRZ];
+                    const float *const *a = ap[s] + t;
+                    if (!flat && !flat3) {
+                        for (int64_t i = 0; i < mr; ++i) a2[i] = a[i] + kb * cbs;
+                        a = a2;
+                    }
 #if RLX_CB_512
                     {
                         ep.y = yi + atb + t * 8;
                         ep.res = rq ? rq + t * 8 : 0;
                         const int two16 = nv - 16 * (np - 1) > 8;
-                        const float *pb = pq + ks * 16;
                         float *o16 = yb + t * 16;
-                        /* the far prefetch's start (RLX_CB_PFN): j / ntl into the next slice
-                           of these panels, or the pair's second filter after the first's last
-                           slice, or the next unit's after the last slice */
-                        const int64_t sl = nb * khw * bw;
-                        const float *nx = ks + sl < k ? pb + sl * 16
-                                          : s + 1 < ns ? src[s + 1].pk + q * src[s + 1].k * 16
-                                          : src[0].pk + (q + PU) * src[0].k * 16;
-                        const char *pf = (const char *)(nx + j * sl / ntl * 16);
+                        const char *pf = (const char *)(nx + pfq * 16);
+                        pfq += pfdq;
+                        pfr += pfdr;
+                        if (pfr >= ntl) { pfr -= ntl; ++pfq; }
 #define RLX_CB_FZ(M, NV) rlx_cb_tilez(a, pb, k * 16, nb * khw, offs, o16, CH * 16, acc, e, \
                                       two16, pf, 8, M, NV)
 #define RLX_CB_T2(M) rlx_cb_tilez(a, pb, k * 16, khw, offs, o16, CH * 16, acc, e, two16, pf, 3, \
