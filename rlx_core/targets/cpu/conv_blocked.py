@@ -1079,31 +1079,39 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
        1x1 convs of 16-32 channels spent 7% of their time on the offsets); unit by unit over
        every chunk where the filter is larger */
     enum { PU = RLX_CB_512 ? 2 : 1 };
-    const int64_t nq = (o + 15) / 16, nu = (nq + PU - 1) / PU, nch = (npix + CH - 1) / CH;
+    /* pixels a tile takes, at most; on AVX-512 an image's pixels are ntt tiles of even sizes
+       (tile J from J npix / ntt), CH / RLX_CB_MRZ at most a chunk, the chunks' tiles even too:
+       a 7x7 output is 7 tiles of 7 (the whole-tile asm) in chunks of 4 and 3. It was 6 tiles
+       of 8 and one of a pixel (which costs half a full tile: its two accumulators wait on the
+       FMA latency), then chunks of 25 and 24 pixels in tiles of 7, 6, 6, 6 and 6, 6, 6, 6,
+       the 6s on the intrinsics */
+    const int64_t step = RLX_CB_512 ? RLX_CB_MRZ : MR;
+    const int64_t ntt = (npix + step - 1) / step, tpc = CH / step;
+    const int64_t nq = (o + 15) / 16, nu = (nq + PU - 1) / PU, nch = (ntt + tpc - 1) / tpc;
     const int64_t nci = nch * ni;  /* (image, chunk) pairs */
-    const int64_t cl = RLX_CB_512 ? (npix + nch - 1) / nch : CH;
     const int by_chunk = nq * (src[0].k + (p2 ? src[1].k : 0)) * 16 * (int64_t)sizeof(float)
                          <= (p2 ? p2->filter_l2 : RLX_CB_FILTER_L2);
-    /* pixels a tile takes, at most; on AVX-512 the chunks (cl pixels) and a chunk's tiles
-       are of even sizes: a 7x7 output was 6 tiles of 8 and one of a pixel, which costs half
-       a full tile (its two accumulators wait on the FMA latency), 49 pixels as 7 tiles of 7
-       instead */
-    const int64_t step = RLX_CB_512 ? RLX_CB_MRZ : MR;
     /* each pixel's first input in each blocked copy (past the chunk's last, its first
        again: a tile's unused pointers); the (image, chunk) they are for */
     const float *ap[2][CH + RLX_CB_MRZ];
-    int64_t at = -1;
+    int64_t at = -1, tb[CH + 1];  /* and its tiles' first pixels from the chunk's, then n */
     for (int64_t it = 0; it < nu * nci; ++it) {
         const int64_t q = (by_chunk ? it % nu : it / nci) * PU;  /* the unit's first panel */
         const int64_t np = nq - q < PU ? nq - q : PU;           /* and its panels */
         const int64_t ci = by_chunk ? it / nu : it % nci, img = ci / nch;
-        const int64_t c0 = ci % nch * cl;
+        /* the chunk's tiles [j0, j0 + ntl) of the image's, pixels [c0, c0 + n) */
+        const int64_t j0 = RLX_CB_512 ? ci % nch * ntt / nch : ci % nch * tpc;
+        const int64_t ntl = RLX_CB_512 ? (ci % nch + 1) * ntt / nch - j0
+                            : ntt - j0 < tpc ? ntt - j0 : tpc;
+        const int64_t c0 = RLX_CB_512 ? j0 * npix / ntt : j0 * step;
         float *yi = y + (img ? img * im->ys : 0);  /* the image's output and residual */
         const float *ri = res ? res + (img ? img * im->ys : 0) : 0;
         const int64_t nv = o - q * 16 < 16 * np ? o - q * 16 : 16 * np;  /* its channels */
-        const int64_t n = npix - c0 < cl ? npix - c0 : cl;
-        const int64_t ntl = (n + step - 1) / step;  /* its tiles */
-        if (ci != at)
+        const int64_t n = RLX_CB_512 ? (j0 + ntl) * npix / ntt - c0
+                          : npix - c0 < ntl * step ? npix - c0 : ntl * step;
+        if (ci != at) {
+            for (int64_t j = 0; j <= ntl; ++j)
+                tb[j] = RLX_CB_512 ? (j0 + j) * npix / ntt - c0 : j * step < n ? j * step : n;
             for (int s = 0; s < ns; ++s) {
                 const rlx_conv_geo *gs = src[s].g;
                 const int64_t wp = src[s].wp, bw = src[s].bw, ylo = src[s].ylo;
@@ -1115,6 +1123,7 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
                 }
                 for (int64_t i = n; i < n + RLX_CB_MRZ; ++i) ap[s][i] = ap[s][0];
             }
+        }
         at = ci;
         /* NCHW8c: block 2q (2q + 1, ...) from pixel pix0 + c0; NCHW: row 16 q. Panel q + 1
            is 16 p floats further in either layout */
@@ -1156,7 +1165,7 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
                 int64_t pfq = 0, pfr = 0;
 #endif
                 for (int64_t t = 0, j = 0, mr; t < n; t += mr, ++j) {
-                    mr = RLX_CB_512 ? n / ntl + (j < n % ntl) : n - t < step ? n - t : step;
+                    mr = tb[j + 1] - t;
                     const float *a2[RLX_CB_MR > RLX_CB_MRZ ? RLX_CB_MR : RLX_CB_MRZ];
                     const float *const *a = ap[s] + t;
                     if (!flat && !flat3) {
