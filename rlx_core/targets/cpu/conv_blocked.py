@@ -102,7 +102,10 @@ starts at kb khw) and the far prefetch's start is kept as a quotient and a remai
 division a tile): in the harness (base and new in turns, 20 turns, FIFO, load 3.3-3.7, Dec 7)
 the median paired ratio new/base was 0.975 on 64->256 at 28x28 in place, 0.952 256->64, 0.979
 256->128, 0.982 3x3 stride 2 128->128 at 28->14, 0.982 the 7x7 stem, 0.991 128->512 at 14x14
-in place, 0.970 3x3 64->64, 0.984 1024->256 at 7x7; bits identical.
+in place, 0.970 3x3 64->64, 0.984 1024->256 at 7x7; bits identical. With the 7x7 outputs' tiles
+of 7 (rlx_cb_conv2's ntt) after it, ResNet-50 at 112x112 (ab_cnn, one worker per build, turns
+under FIFO, load 9-10, Dec 7) ran old/new 1.032 at b1 (p50 of 30 rounds of 3 calls; 28 of the
+30 rounds' fastest calls faster) and 1.028 at b8 (16 rounds of 2), ORT/new 1.252x and 1.272x.
 
 The 3-channel stem (ResNet-50's 7x7 stride 2, 3->64 at 112x112: 0.79-0.95x ONNX Runtime at b1,
 0.90-0.95x at b8 in profile_cnn) runs on rlx_cb_tilez's BW 3 asm loop, 8 pixels x 32 channels,
