@@ -23,8 +23,9 @@ team's footprints count the output as the donated buffer (cpu/renderer.py ``_foo
 the kernel waits for every earlier kernel that reads it. A bias's update ``b - c * sum``
 is a reduce kernel: allowed the same way when the target offers it (``reduce_in_place``: the
 cpu's when the sum is a row run's combine, cpu/row_sums.py, which reads ``b`` and stores each
-element once after the block partials; any other form is refused by the renderer). The kernel is rendered without
-``restrict`` on that pair (the same pointer may arrive twice); when that kernel
+element once after the block partials; any other form is refused by the renderer). The
+kernel is rendered without ``restrict`` on that pair (the same pointer may arrive twice);
+when that kernel
 ends in ``select(mask, new, input)`` it stores only where the mask is on whenever the two
 pointers are equal (a KV cache: one row written, not the whole cache). At call time
 the runtime donates only a writeable, contiguous numpy array that shares no memory with any

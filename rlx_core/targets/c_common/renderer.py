@@ -360,10 +360,15 @@ class CLikeRenderer:
             return f"({q}{st}*)outputs[{place.index}]"
         return f"({q}{st}*)(arena + {place.index})"
 
+    def buffer_args(self, k: Kernel, where: dict[str, Any],
+                    types: dict[str, TensorType]) -> list[str]:
+        """Kernel ``k``'s buffer arguments as its call passes them: inputs, then outputs."""
+        return [*(self.pointer(where[v], types[v], True) for v in k.inputs),
+                *(self.pointer(where[v], types[v], False) for v in k.outputs)]
+
     def call(self, k: Kernel, idx: int, prefix: str, types: dict[str, TensorType],
              where: dict[str, Any], arena_end: int, scratch: bool) -> str:
-        args = [self.pointer(where[v], types[v], True) for v in k.inputs]
-        args += [self.pointer(where[v], types[v], False) for v in k.outputs]
+        args = self.buffer_args(k, where, types)
         args += self._extra_args.get(k.name, [])
         args.append(f"arena + {arena_end}" if scratch else "arena")
         return f"    {self.kernel_fn(prefix, k)}({', '.join(args)});"

@@ -327,11 +327,6 @@ class CpuRenderer(CLikeRenderer):
         self._mode = "team"
         return out
 
-    def _buffer_args(self, k: Kernel, where: dict, types: dict) -> list[str]:
-        """Kernel ``k``'s buffer arguments as its call passes them (inputs, then outputs)."""
-        return [*(self.pointer(where[v], types[v], True) for v in k.inputs),
-                *(self.pointer(where[v], types[v], False) for v in k.outputs)]
-
     def call(self, k: Kernel, idx: int, prefix: str, types: dict[str, TensorType],
              where: dict[str, Any], arena_end: int, scratch: bool) -> str:
         if scratch:
@@ -389,8 +384,8 @@ class CpuRenderer(CLikeRenderer):
         region = self._region_of(where, types)
         for first, grp in self._row_groups.items():  # each run: one claimed kernel's call
             sums = {i: rs for i, rs in self._row_sums.items() if rs.run == first}
-            blocks = [row_sums.block_call(prefix, i, self._buffer_args(g.kernels[i], where,
-                                                                       types)) for i in sums]
+            blocks = [row_sums.block_call(prefix, i, self.buffer_args(g.kernels[i], where, types))
+                      for i in sums]
             calls[first] = "        " + row_split.group_call(
                 grp, [calls[i] for i in grp.kernels] + blocks, self._counter_of(first))
             for i in grp.kernels[1:]:
@@ -547,11 +542,11 @@ class CpuRenderer(CLikeRenderer):
         # rlx's GEMM (its plain-C form where there is no AVX2), the attention kernel built
         # on it, the int8 GEMM and the int4 matmul; render_program drops them when unused
         # (its blocking from this machine's caches, isa.gemm_blocking)
-        threads += (isa.blocking().defines() + sgemm.defines() + sgemm.SOURCE + gemv.SOURCE + attention.SOURCE
-                    + conv.SOURCE
+        threads += (isa.blocking().defines() + sgemm.defines() + sgemm.SOURCE + gemv.SOURCE
+                    + attention.SOURCE + conv.SOURCE
                     + conv_blocked.SOURCE + winograd.SOURCE + depthwise.SOURCE
-                    + pool.SOURCE + bf16gemm.SOURCE + igemm.SOURCE + igemm_packed.SOURCE + i4gemm.SOURCE
-                    + splat.SOURCE)
+                    + pool.SOURCE + bf16gemm.SOURCE + igemm.SOURCE + igemm_packed.SOURCE
+                    + i4gemm.SOURCE + splat.SOURCE)
         if self.blas is None:
             return [threads, "/* BLAS unavailable: matmul kernels are generated loop nests */\n"]
         # LAPACK on the same library, for the dense linear algebra ops (cpu/lapack.py)
