@@ -39,7 +39,12 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
   (rlx_sgemm_acc: MiniLM's GEMMs 3-4.5% faster on one thread, b8/b32 3%/2% on two). With AVX2
   (16 ymm registers) it is 6 x 16: twelve accumulators, two B loads and a broadcast (the
   same C, other vector macros); on the 2-core Zen 3 VM (no AVX-512) MiniLM at batch 1 ran
-  22.8 ms with it against 25.5 ms on OpenBLAS, separate processes alternated twice.
+  22.8 ms with it against 25.5 ms on OpenBLAS, separate processes alternated twice. The
+  full AVX2 tile's k steps are inline asm (RLX_SG_ASM6_STEP; same FMAs, same order, same
+  bits): GCC 12 spilled the C form's registers. On a Zen 4 built with RLX_CPU_ISA=avx2's
+  flags (C harness, one thread, warm, FIFO; 118 GFLOP/s peak) the MLP step's weight gradient
+  went from 73.5 to 104 GFLOP/s, its forward GEMM 102 -> 107, a prepacked 128 x 128 x 784
+  110 -> 115; the 784-128-10/128 step on 2 threads 263-278K -> 320-346K img/s.
 - Blocking: KC = 384, MC = 64 (60 with AVX2: whole 6-row tiles), NC = 256: a KC-deep slice
   of one panel (48 KB) is reused by the row tiles of MC, A's MC x KC block (96 KB) and the
   KC x NC block of packed B stay in L2 (a B read in place has no such block: its columns are
@@ -363,10 +368,79 @@ static inline __attribute__((always_inline)) void rlx_sgemm_fetch_a(int64_t p, c
     __builtin_prefetch(q + 16, 0, 2);
 }
 
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__) && defined(__x86_64__)
+#define RLX_SG_ASM6 1
+/* one k step of the full AVX2 tile (6 x 16) in asm: b's two vectors, then each row's
+   broadcast and its two FMAs (rows a0, a0 + ra, a0 + 2 ra, a3, a3 + ra, a3 + 2 ra; ra in
+   bytes). The same FMAs in the same order as rlx_sgemm_step's (same bits), with every
+   accumulator in a register of its own: GCC 12 compiled the C form's four-step loop with
+   register copies and each B vector loaded again as a memory operand of up to six FMAs (16
+   ymm registers: 12 accumulators, 2 B vectors, a broadcast), and the MLP step's weight
+   gradient (64 x 784 x 128, one thread, C harness, Zen 4 built with RLX_CPU_ISA=avx2's
+   flags) ran at 84 GFLOP/s of the 118 peak. One statement per step (four, with the
+   pointers' updates, would need more than GCC's 30 operands); the accumulators are the
+   caller's locals x0..x5, y0..y5, not c0/c1: with the array elements as operands GCC
+   stored all twelve to the stack after every step in one of the kernel's copies */
+#define RLX_SG_ASM6_STEP(A0, A3, B, RA4)                                                     \
+    __asm__ volatile("vmovups (%[b]), %%ymm14\n\t"                                          \
+                     "vmovups 32(%[b]), %%ymm15\n\t"                                        \
+                     "vbroadcastss (%[a0]), %%ymm12\n\t"                                    \
+                     "vbroadcastss (%[a0],%[ra]), %%ymm13\n\t"                              \
+                     "vfmadd231ps %%ymm14, %%ymm12, %[x0]\n\t"                              \
+                     "vfmadd231ps %%ymm15, %%ymm12, %[y0]\n\t"                              \
+                     "vbroadcastss (%[a0],%[ra],2), %%ymm12\n\t"                            \
+                     "vfmadd231ps %%ymm14, %%ymm13, %[x1]\n\t"                              \
+                     "vfmadd231ps %%ymm15, %%ymm13, %[y1]\n\t"                              \
+                     "vbroadcastss (%[a3]), %%ymm13\n\t"                                    \
+                     "vfmadd231ps %%ymm14, %%ymm12, %[x2]\n\t"                              \
+                     "vfmadd231ps %%ymm15, %%ymm12, %[y2]\n\t"                              \
+                     "vbroadcastss (%[a3],%[ra]), %%ymm12\n\t"                              \
+                     "vfmadd231ps %%ymm14, %%ymm13, %[x3]\n\t"                              \
+                     "vfmadd231ps %%ymm15, %%ymm13, %[y3]\n\t"                              \
+                     "vbroadcastss (%[a3],%[ra],2), %%ymm13\n\t"                            \
+                     "vfmadd231ps %%ymm14, %%ymm12, %[x4]\n\t"                              \
+                     "vfmadd231ps %%ymm15, %%ymm12, %[y4]\n\t"                              \
+                     "vfmadd231ps %%ymm14, %%ymm13, %[x5]\n\t"                              \
+                     "vfmadd231ps %%ymm15, %%ymm13, %[y5]\n\t"                              \
+                     : [x0] "+x"(x0), [x1] "+x"(x1), [x2] "+x"(x2), [x3] "+x"(x3),          \
+                       [x4] "+x"(x4), [x5] "+x"(x5), [y0] "+x"(y0), [y1] "+x"(y1),          \
+                       [y2] "+x"(y2), [y3] "+x"(y3), [y4] "+x"(y4), [y5] "+x"(y5)           \
+                     : [a0] "r"(A0), [a3] "r"(A3), [b] "r"(B), [ra] "r"(RA4)                \
+                     : "xmm12", "xmm13", "xmm14", "xmm15", "memory")
+#else
+#define RLX_SG_ASM6 0
+#endif
+
 static inline __attribute__((always_inline)) void rlx_sgemm_acc(
         const int R, int64_t kc, const float *restrict a, int64_t ra, int64_t rp,
         const float *restrict b, int64_t ldb, rlx_sg_v *c0, rlx_sg_v *c1, const float *pf,
         int64_t npf, const float *pa, int64_t pas) {
+#if RLX_SG_ASM6
+    if (R == 6) {  /* the full AVX2 tile: RLX_SG_ASM6_STEP (no pa: AVX-512 only) */
+        rlx_sg_v x0 = c0[0], x1 = c0[1], x2 = c0[2], x3 = c0[3], x4 = c0[4], x5 = c0[5];
+        rlx_sg_v y0 = c1[0], y1 = c1[1], y2 = c1[2], y3 = c1[3], y4 = c1[4], y5 = c1[5];
+        const float *a0 = a, *bq = b;
+        int64_t p = 0;
+        for (; p + 4 <= kc; p += 4) {
+            if (npf > 0) {
+                __builtin_prefetch(pf, 0, 2);
+                pf += 16;
+                --npf;
+            }
+            for (int q = 0; q < 4; ++q) {
+                RLX_SG_ASM6_STEP(a0, a0 + 3 * ra, bq, ra * 4);
+                a0 += rp;
+                bq += ldb;
+            }
+        }
+        c0[0] = x0; c0[1] = x1; c0[2] = x2; c0[3] = x3; c0[4] = x4; c0[5] = x5;
+        c1[0] = y0; c1[1] = y1; c1[2] = y2; c1[3] = y3; c1[4] = y4; c1[5] = y5;
+        for (; p < kc; ++p) rlx_sgemm_step(R, p, a, ra, rp, b, ldb, c0, c1);
+        (void)pa;
+        (void)pas;
+        return;
+    }
+#endif
     /* four k steps per iteration: one loop count, compare and branch for 64 FMAs instead of
        16, so the loads run further ahead. Emerald Rapids, one thread, MiniLM's b8 GEMMs in
        the team's 128 x 256 chunks (C harness, both builds in one process, turns alternating,
