@@ -218,3 +218,52 @@ def test_the_weight_prefetch_changes_no_bits(tmp_path, family: str) -> None:
             got.append(c)
         np.testing.assert_array_equal(got[0], got[1], err_msg=str((m, k, n)))
         assert _rel(got[0], a.astype(np.float64) @ w.T.astype(np.float64)) < 1e-5
+
+
+@pytest.mark.parametrize("family", sorted(ISAS))
+def test_per_call_weight_rows_in_either_order_are_right(tmp_path, family: str) -> None:
+    """x @ W^T with W passed per call: read row after row (rlx_gemv_dot_row, x within
+    RLX_GV_ROW_FLOATS) and with W's rows side by side (RLX_GV_ROW_FLOATS 0), 1 to MAX_ROWS
+    rows of x, k with every remainder of the accumulators' step (under one vector, a vector
+    but not a step, a step and a partial vector), columns split at 64 as the team's chunks;
+    both within rounding of float64, and every column the same bits whichever split ran it."""
+    fns = []
+    for prefix in ("#define RLX_GV_ROW_FLOATS (1 << 30)\n", "#define RLX_GV_ROW_FLOATS 0\n"):
+        sub = tmp_path / str(len(fns))
+        sub.mkdir()
+        fn = build_harness(sub, family, prefix + sgemm.SOURCE + gemv.SOURCE + _HARNESS).run
+        fn.restype = None
+        i64, ptr, i32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+        fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, ptr, ptr, ptr, i64, i64, i32, i32]
+        fns.append(fn)
+    rng = np.random.default_rng(9)
+    for m, k in itertools.product(range(1, gemv.MAX_ROWS + 1), (5, 16, 24, 40, 64, 100, 777)):
+        n = 150
+        a = rng.standard_normal((m, k), np.float32)
+        w = rng.standard_normal((n, k), np.float32)
+        want = a.astype(np.float64) @ w.T.astype(np.float64)
+        for fn in fns:
+            whole = np.full((m, n), np.nan, np.float32)
+            seen = np.zeros((m, n), np.int32)
+            fn(m, n, k, a.ctypes.data, k, 1, w.ctypes.data, w.ctypes.data, whole.ctypes.data,
+               seen.ctypes.data, 0, n, 0, 1)
+            split = np.full((m, n), np.nan, np.float32)
+            for n0, n1 in ((0, 64), (64, 128), (128, n)):
+                fn(m, n, k, a.ctypes.data, k, 1, w.ctypes.data, w.ctypes.data,
+                   split.ctypes.data, seen.ctypes.data, n0, n1, 0, 1)
+            assert _rel(whole, want) < 1e-5, (family, m, k)
+            np.testing.assert_array_equal(whole, split, err_msg=str((family, m, k)))
+
+
+def test_row_floats_follow_l1d_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The row-after-row bound is a quarter of the L1d the OS reports (in floats), the
+    fallback without one, and RLX_GV_ROW_FLOATS when set (0: never); the renderer's macro
+    carries it."""
+    from rlx_core.targets.cpu.isa import detect
+
+    monkeypatch.delenv("RLX_GV_ROW_FLOATS", raising=False)
+    l1d = detect().caches.l1d
+    assert gemv.row_floats() == (l1d // 16 if l1d else gemv.ROW_FLOATS)
+    assert gemv.defines() == f"#define RLX_GV_ROW_FLOATS {gemv.row_floats()}\n"
+    monkeypatch.setenv("RLX_GV_ROW_FLOATS", "0")
+    assert gemv.row_floats() == 0 and "RLX_GV_ROW_FLOATS 0\n" in gemv.defines()

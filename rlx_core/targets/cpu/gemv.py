@@ -44,9 +44,27 @@ column is computed the same way whichever thread, chunk or group of panels runs 
 op(B) passed in each call (rlx_sgemm's arguments): the tiled kernel packs all of W^T for the
 one row, reading and writing every weight once more than it multiplies them (2.6-3.2 GFLOP/s on
 GPT-2's decoding shapes, Zen 1 VM, C harness). Here x @ W^T (W's rows contiguous, the linear
-layer) runs as dot products along k, eight rows of W side by side for one row of x (5-7.5
-GFLOP/s, 10-15 GB/s of W), and a B with contiguous rows as groups of whole panels read in
-place; any other op(B) goes to the tiled kernel.
+layer) runs as dot products along k, and a B with contiguous rows as groups of whole panels
+read in place; any other op(B) goes to the tiled kernel.
+
+The dot products read W row after row (``rlx_gemv_dot_row``: W is one sequential stream, the
+bandwidth probe's own pattern) while the M rows of x fit in a quarter of L1d (``row_floats``),
+each row of x with RLX_GV_ROW_U accumulators (two zmm or four ymm for one row: 128 bytes of
+W a step; two zmm against four, and four ymm against two, were the faster in each family). A
+longer x is read once per J rows of W side by side (eight for one row; 5-7.5 GFLOP/s, 10-15
+GB/s of W on the Zen 1 VM). On a Zen 4 VM (AVX-512, one 512-bit FMA a cycle, 32 KB L1d) eight
+rows side by side read the LM head 1 x 768 x 50,257 at 18-19 GB/s where a plain streaming
+read of W took 29-30; row after row 26-27 (C harness, one thread, both builds alternating,
+FIFO, load 2.8 from another session), and 1 x 768 x 3072 (in L3) 79-84 instead of 69-80;
+built for AVX2 (-mno-avx512f) 26-28 instead of 16-19 and 73-88 instead of 63-64. In
+bench_gemm's setting (both forms and MLAS with W per call in one process, FIFO, load 2.4-2.7):
+one thread 13.4-13.9 GFLOP/s instead of 7.2-7.7 (MLAS 11.6-12.7), 1 x 768 x 3072 25.9-26.5
+instead of 21.8-22.9 (MLAS 17.6-18.1); two threads 16.5-17.3 instead of 11.1-12.9 (MLAS
+15.1-15.2) and 59.7-61.8 instead of 54.2-56.0 (MLAS 44-45). With x = 12 KB (k = 3072) row
+after row was ~7% slower in the program on Zen 4 (x and a 12 KB row of W share the 32 KB
+L1d), hence the quarter. Emerald Rapids (48 KB L1d) was not measured: there the form reads
+W with the same loads and FMAs per weight, in one sequential stream instead of eight rows
+3 KB apart, and its per-call LM head was 0.98-0.99x MLAS (results/gemm-intel-*threadcpu*).
 
 blas.emit_gemm calls them for a GEMM (one batch) of at most MAX_ROWS rows (``takes``);
 blas._team_gemm splits such a GEMM over the team by claimed column chunks (``chunk_width``).
@@ -75,6 +93,7 @@ PREFETCH = 4096  # RLX_GV_PF: bytes ahead in each weight stream (see the docstri
 PREFETCH_LOCALITY = 3  # RLX_GV_PFH
 PREFETCH_MIN_BYTES = 4 << 20  # RLX_GV_PF_MIN: smaller weights are read without it
 CHUNK_UNIT = 128
+ROW_FLOATS = 2048  # RLX_GV_ROW_FLOATS where the OS reports no L1d: a quarter of a 32 KB one
 
 
 def chunk_width(n: int) -> int:
@@ -97,6 +116,25 @@ def takes(m: int, batch: int, packed: bool) -> bool:
     return batch == 1 and 1 <= m <= MAX_ROWS and enabled()
 
 
+def row_floats() -> int:
+    """The longest x (M rows of k floats) for which a per-call W^T is read row after row
+    (``rlx_gemv_dot_row``): a quarter of L1d, so x and one row of W take at most half of it
+    between two reads of a line of x.
+    ``RLX_GV_ROW_FLOATS=0`` turns that off (A/B timing)."""
+    from rlx_core.targets.cpu.isa import detect
+
+    env = os.environ.get("RLX_GV_ROW_FLOATS", "").strip()
+    if env.isdigit():
+        return int(env)
+    l1d = detect().caches.l1d
+    return l1d // 16 if l1d else ROW_FLOATS
+
+
+def defines() -> str:
+    """C macros gemv.SOURCE reads that follow this machine (row_floats)."""
+    return f"#define RLX_GV_ROW_FLOATS {row_floats()}\n"
+
+
 SOURCE = r"""
 #ifndef RLX_GEMV_H
 #define RLX_GEMV_H
@@ -116,6 +154,12 @@ SOURCE = r"""
 #endif
 #ifndef RLX_GV_PFH
 #define RLX_GV_PFH @PFH@
+#endif
+/* RLX_GV_ROW_FLOATS: x @ W^T passed per call reads W row after row while the M rows of x
+   (M k floats) fit in this many floats (L1d / 4, gemv.row_floats); a longer x, W's rows
+   side by side (gemv.py says why) */
+#ifndef RLX_GV_ROW_FLOATS
+#define RLX_GV_ROW_FLOATS @ROWF@
 #endif
 
 /* C[0:M, 0:(S - 1) NR + nlast) = op(A)[0:M, 0:k] . S packed panels from b (panel q at
@@ -264,6 +308,66 @@ static inline __attribute__((always_inline)) void rlx_gemv_dots(
         for (int q = 0; q < J; ++q) c[i * ldc + q] = s[i][q];
 }
 
+#if RLX_SG_VEC
+/* the sum of a vector's floats */
+static inline __attribute__((always_inline)) float rlx_gemv_hsum(rlx_sg_v v) {
+#if defined(__AVX512F__)
+    return _mm512_reduce_add_ps(v);
+#else
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+#endif
+}
+#endif
+
+/* accumulators per row of A in rlx_gemv_dot_row: a step of 128 bytes of W for one row of
+   A, 64 for several (gemv.py) */
+#ifndef RLX_GV_ROW_U
+#define RLX_GV_ROW_U(M) (((M) == 1 ? 32 : 16) / RLX_SG_VW)
+#endif
+
+/* C[0:M, 0] = op(A)[0:M, 0:k] . w[0:k], w one contiguous row of W (M a constant at every
+   call): RLX_GV_ROW_U(M) accumulators per row of A (vector v of k into v % U), summed
+   pairwise, then the k % VW tail. Called row after row, W is read as one sequential stream */
+static inline __attribute__((always_inline)) void rlx_gemv_dot_row(
+        const int M, int64_t k, const float *restrict A, int64_t rm, const float *restrict w,
+        float *restrict c, int64_t ldc) {
+    int64_t p = 0;
+    float s[RLX_GV_MAX_ROWS];
+#if RLX_SG_VEC
+    enum { VW = RLX_SG_VW, MAXU = 4 };
+    const int U = RLX_GV_ROW_U(M);
+    rlx_sg_v acc[MAXU][RLX_GV_MAX_ROWS];
+    for (int u = 0; u < U; ++u)
+        for (int i = 0; i < M; ++i) acc[u][i] = RLX_SG_ZERO();
+    for (; p + U * VW <= k; p += U * VW)
+        for (int u = 0; u < U; ++u) {
+            const rlx_sg_v wv = RLX_SG_LOAD(w + p + u * VW);
+            for (int i = 0; i < M; ++i)
+                acc[u][i] = RLX_SG_FMA(RLX_SG_LOAD(A + i * rm + p + u * VW), wv, acc[u][i]);
+        }
+    for (int u = 0; p + VW <= k; ++u, p += VW) {  /* the last k / VW % U vectors */
+        const rlx_sg_v wv = RLX_SG_LOAD(w + p);
+        for (int i = 0; i < M; ++i)
+            acc[u][i] = RLX_SG_FMA(RLX_SG_LOAD(A + i * rm + p), wv, acc[u][i]);
+    }
+    for (int i = 0; i < M; ++i) {
+        rlx_sg_v t = acc[0][i];
+        if (U == 4)
+            t = RLX_SG_ADD(RLX_SG_ADD(acc[0][i], acc[1][i]), RLX_SG_ADD(acc[2][i], acc[3][i]));
+        else if (U == 2)
+            t = RLX_SG_ADD(acc[0][i], acc[1][i]);
+        s[i] = rlx_gemv_hsum(t);
+    }
+#else
+    for (int i = 0; i < M; ++i) s[i] = 0.0f;
+#endif
+    for (; p < k; ++p)
+        for (int i = 0; i < M; ++i) s[i] += A[i * rm + p] * w[p];
+    for (int i = 0; i < M; ++i) c[i * ldc] = s[i];
+}
+
 /* columns [j, n1) for M rows of C = op(A) op(B), op(B) as the caller passes it (not packed):
    W^T with W's rows contiguous (x @ W.T, the linear layer: dot products along k), or B with
    contiguous rows (groups of S whole panels read in place, as rlx_gemv_rows reads packed
@@ -275,12 +379,16 @@ static inline __attribute__((always_inline)) void rlx_gemv_rows_direct(
         rlx_sg_epi epi, const void *ectx) {
     enum { NR = RLX_SG_NR };
     if (brk == 1 && rk == 1) {
-        /* M x J accumulators within the 16 ymm registers; one row reads 8 rows of W side by
-           side (the C harness, Zen 1: 1 x 3072 x 768 at 14-15 GB/s of W against 12-13 with 4) */
+        /* x in L1: W row after row (rlx_gemv_dot_row), one stream. Else M x J accumulators
+           within the 16 ymm registers; one row reads 8 rows of W side by side (the C
+           harness, Zen 1: 1 x 3072 x 768 at 14-15 GB/s of W against 12-13 with 4) */
+        const int rows = (int64_t)M * k <= RLX_GV_ROW_FLOATS;
         const int J = M == 1 ? 8 : M == 2 ? 4 : 2;
         for (; j < n1;) {
             const int64_t end = j + 64 < n1 ? j + 64 : n1;
             int64_t q = j;
+            if (rows)
+                for (; q < end; ++q) rlx_gemv_dot_row(M, k, A, rm, B + q * brn, C + q, ldc);
             for (; q + J <= end; q += J)
                 rlx_gemv_dots(M, J, k, A, rm, B + q * brn, brn, C + q, ldc);
             for (; q < end; ++q) rlx_gemv_dots(M, 1, k, A, rm, B + q * brn, brn, C + q, ldc);
@@ -341,4 +449,4 @@ static void rlx_gemv(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm
 """.replace("@MAX_ROWS@", str(MAX_ROWS)).replace("@PF@", str(PREFETCH)) \
     .replace("@PFH@", str(PREFETCH_LOCALITY)) \
     .replace("@PFMIN@", str(PREFETCH_MIN_BYTES)).replace("@S1@", str(STREAMS[1])) \
-    .replace("@S2@", str(STREAMS[2]))
+    .replace("@S2@", str(STREAMS[2])).replace("@ROWF@", str(ROW_FLOATS))

@@ -542,7 +542,8 @@ class CpuRenderer(CLikeRenderer):
         # rlx's GEMM (its plain-C form where there is no AVX2), the attention kernel built
         # on it, the int8 GEMM and the int4 matmul; render_program drops them when unused
         # (its blocking from this machine's caches, isa.gemm_blocking)
-        threads += (isa.blocking().defines() + sgemm.defines() + sgemm.SOURCE + gemv.SOURCE
+        threads += (isa.blocking().defines() + sgemm.defines() + sgemm.SOURCE + gemv.defines()
+                    + gemv.SOURCE
                     + attention.SOURCE + conv.SOURCE
                     + conv_blocked.SOURCE + winograd.SOURCE + depthwise.SOURCE
                     + pool.SOURCE + bf16gemm.SOURCE + igemm.SOURCE + igemm_packed.SOURCE
