@@ -264,6 +264,26 @@ def test_row_floats_follow_l1d_and_the_environment(monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("RLX_GV_ROW_FLOATS", raising=False)
     l1d = detect().caches.l1d
     assert gemv.row_floats() == (l1d // 16 if l1d else gemv.ROW_FLOATS)
-    assert gemv.defines() == f"#define RLX_GV_ROW_FLOATS {gemv.row_floats()}\n"
+    assert f"#define RLX_GV_ROW_FLOATS {gemv.row_floats()}\n" in gemv.defines()
     monkeypatch.setenv("RLX_GV_ROW_FLOATS", "0")
     assert gemv.row_floats() == 0 and "RLX_GV_ROW_FLOATS 0\n" in gemv.defines()
+
+
+@pytest.mark.parametrize(("ports", "want"), [(None, gemv.PREFETCH), (1, 0), (2, gemv.PREFETCH)])
+def test_weight_prefetch_follows_the_measured_fma_ports(
+        monkeypatch: pytest.MonkeyPatch, ports: int | None, want: int) -> None:
+    """The prepacked weight's prefetch is off on a core measured at one FMA port, on with two
+    or where the peaks were never measured; RLX_GV_PF overrides it, and the renderer's macro
+    carries it."""
+    from dataclasses import replace
+
+    from rlx_core.targets.cpu import peaks
+
+    row = peaks.Peaks(gflops=100.0, gbps=30.0, threads=1, cpu="test", measured="now")
+    monkeypatch.setattr(peaks, "machine_peaks",
+                        lambda threads=None: None if ports is None else replace(row, fma_ports=ports))
+    monkeypatch.delenv("RLX_GV_PF", raising=False)
+    assert gemv.prefetch() == want
+    assert f"#define RLX_GV_PF {want}\n" in gemv.defines()
+    monkeypatch.setenv("RLX_GV_PF", "2048")
+    assert gemv.prefetch() == 2048

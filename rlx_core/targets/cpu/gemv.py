@@ -30,7 +30,8 @@ the L3-resident 1 x 768 x 3072 / 1 x 3072 x 768 0.99-1.01. The pure-read harness
 over: this kernel already reads 14-16 GB/s from memory without it. Smaller weights are read
 without it: on the small decoder (weights of 0.25-4 MB, in L3) it cost 1-2.7% per token.
 2 KB ahead measured level with none, NTA (locality 0) 2-4.6x slower, L2 (locality 2) 4-9%
-slower on L3-resident weights. The dot products of a per-call W (``rlx_gemv``) take none:
+slower on L3-resident weights. A core with one FMA port for its vectors (Zen 4) reads without
+it (``prefetch``): there it cost 4-25%. The dot products of a per-call W (``rlx_gemv``) take none:
 4 KB ahead made 1 x 3072 x 768 16% slower there (1 x 768 x 50,257 8% faster).
 
 ``rlx_gemv_packed(m, n, k, A, rm, rk, P, C, ldc, n0, n1)`` has rlx_sgemm_packed's arguments
@@ -130,9 +131,29 @@ def row_floats() -> int:
     return l1d // 16 if l1d else ROW_FLOATS
 
 
+def prefetch() -> int:
+    """RLX_GV_PF for this machine: PREFETCH bytes ahead, or 0 (none) on a core that runs its
+    vectors at one FMA a cycle (peaks.fma_ports, measured: 512-bit vectors over 256-bit
+    datapaths on Zen 4, 256-bit over 128-bit on Zen 1), where the prefetches take load slots
+    the kernel's own loads need. Zen 4, 2 threads, prepacked 1 x 768 x 3072 and 1 x 3072 x 768
+    (in L3), both builds and MLAS in one process (FIFO, load 2.3-3.9): none 78-85 GFLOP/s, 4 KB
+    ahead 58-68, 2 KB 67-70, 1 KB 64-69 (MLAS 62-70); one thread 32.5-37.9 against 30-34, the
+    LM head (from memory) 12.4-13.1 against 11.0-12.0; on two threads the LM head level (none
+    16.2-25.7, 4 KB 16.5-25.2 in six rounds, MLAS 15.8-19.7). The Zen 1 VM gained nothing from
+    it either (see the module docstring). Two FMA ports, or peaks never measured here: PREFETCH, as tuned on
+    Emerald Rapids. ``RLX_GV_PF`` in the environment overrides both (A/B timing)."""
+    from rlx_core.targets.cpu.peaks import machine_peaks
+
+    env = os.environ.get("RLX_GV_PF", "").strip()
+    if env.isdigit():
+        return int(env)
+    peaks = machine_peaks(1)
+    return 0 if peaks is not None and peaks.fma_ports == 1 else PREFETCH
+
+
 def defines() -> str:
-    """C macros gemv.SOURCE reads that follow this machine (row_floats)."""
-    return f"#define RLX_GV_ROW_FLOATS {row_floats()}\n"
+    """C macros gemv.SOURCE reads that follow this machine (row_floats, prefetch)."""
+    return f"#define RLX_GV_ROW_FLOATS {row_floats()}\n#define RLX_GV_PF {prefetch()}\n"
 
 
 SOURCE = r"""
