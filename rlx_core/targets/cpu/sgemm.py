@@ -407,6 +407,30 @@ static inline __attribute__((always_inline)) void rlx_sgemm_fetch_a(int64_t p, c
                        [y2] "+x"(y2), [y3] "+x"(y3), [y4] "+x"(y4), [y5] "+x"(y5)           \
                      : [a0] "r"(A0), [a3] "r"(A3), [b] "r"(B), [ra] "r"(RA4)                \
                      : "xmm12", "xmm13", "xmm14", "xmm15", "memory")
+/* the same for an edge tile of four rows (a0 .. a0 + 3 ra): eight accumulators. The MLP
+   step's weight gradient gives each thread 64 rows, ten tiles and this one; in C it took
+   longer than a full tile (C harness as above: 4 x 784 x 128 14.8 -> 10.9 us, 64 rows 125
+   -> 119 us; in the 784-128-10/128 step, RLX_CPU_PROFILE, main / this alternating in
+   separate processes, FIFO, load 4.3-5.7: k14 151-153 -> 143-144 us) */
+#define RLX_SG_ASM4_STEP(A0, A3, B, RA4)                                                     \
+    __asm__ volatile("vmovups (%[b]), %%ymm14\n\t"                                          \
+                     "vmovups 32(%[b]), %%ymm15\n\t"                                        \
+                     "vbroadcastss (%[a0]), %%ymm12\n\t"                                    \
+                     "vbroadcastss (%[a0],%[ra]), %%ymm13\n\t"                              \
+                     "vfmadd231ps %%ymm14, %%ymm12, %[x0]\n\t"                              \
+                     "vfmadd231ps %%ymm15, %%ymm12, %[y0]\n\t"                              \
+                     "vbroadcastss (%[a0],%[ra],2), %%ymm12\n\t"                            \
+                     "vfmadd231ps %%ymm14, %%ymm13, %[x1]\n\t"                              \
+                     "vfmadd231ps %%ymm15, %%ymm13, %[y1]\n\t"                              \
+                     "vbroadcastss (%[a3]), %%ymm13\n\t"                                    \
+                     "vfmadd231ps %%ymm14, %%ymm12, %[x2]\n\t"                              \
+                     "vfmadd231ps %%ymm15, %%ymm12, %[y2]\n\t"                              \
+                     "vfmadd231ps %%ymm14, %%ymm13, %[x3]\n\t"                              \
+                     "vfmadd231ps %%ymm15, %%ymm13, %[y3]\n\t"                              \
+                     : [x0] "+x"(x0), [x1] "+x"(x1), [x2] "+x"(x2), [x3] "+x"(x3),          \
+                       [y0] "+x"(y0), [y1] "+x"(y1), [y2] "+x"(y2), [y3] "+x"(y3)           \
+                     : [a0] "r"(A0), [a3] "r"(A3), [b] "r"(B), [ra] "r"(RA4)                \
+                     : "xmm12", "xmm13", "xmm14", "xmm15", "memory")
 #else
 #define RLX_SG_ASM6 0
 #endif
@@ -438,6 +462,28 @@ static inline __attribute__((always_inline)) void rlx_sgemm_acc(
         for (; p < kc; ++p) rlx_sgemm_step(R, p, a, ra, rp, b, ldb, c0, c1);
         (void)pa;
         (void)pas;
+        return;
+    }
+    if (R == 4) {  /* an AVX2 edge tile of four rows: RLX_SG_ASM4_STEP */
+        rlx_sg_v x0 = c0[0], x1 = c0[1], x2 = c0[2], x3 = c0[3];
+        rlx_sg_v y0 = c1[0], y1 = c1[1], y2 = c1[2], y3 = c1[3];
+        const float *a0 = a, *bq = b;
+        int64_t p = 0;
+        for (; p + 4 <= kc; p += 4) {
+            if (npf > 0) {
+                __builtin_prefetch(pf, 0, 2);
+                pf += 16;
+                --npf;
+            }
+            for (int q = 0; q < 4; ++q) {
+                RLX_SG_ASM4_STEP(a0, a0 + 3 * ra, bq, ra * 4);
+                a0 += rp;
+                bq += ldb;
+            }
+        }
+        c0[0] = x0; c0[1] = x1; c0[2] = x2; c0[3] = x3;
+        c1[0] = y0; c1[1] = y1; c1[2] = y2; c1[3] = y3;
+        for (; p < kc; ++p) rlx_sgemm_step(R, p, a, ra, rp, b, ldb, c0, c1);
         return;
     }
 #endif
