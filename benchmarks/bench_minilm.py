@@ -223,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="small shapes BxS after the seq-128 batches (a short sentence), whose "
                          "floor is the weights read once at the measured memory bandwidth; "
                          "'' for none")
+    ap.add_argument("--small-runs", type=int, default=100,
+                    help="timed calls per peer for the small shapes (a few ms each: 20 calls "
+                         "in 4 turns leave the p50 exposed to the host's drift between turns)")
     ap.add_argument("--block", type=int, default=5,
                     help="consecutive calls per peer per turn (see common.interleaved)")
     ap.add_argument("--settle", type=float, default=SETTLE_S,
@@ -334,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
                 del peers[name]
         bad = {n: e for n, e in errors.items() if not e <= TOLERANCE}
         turns: list[dict[str, Any]] = []
-        stats = interleaved(peers, runs, warmup, block=args.block, settle_s=args.settle,
+        shape_runs = runs if seq == SEQ or args.quick else max(runs, args.small_runs)
+        stats = interleaved(peers, shape_runs, warmup, block=args.block, settle_s=args.settle,
                             gap_s=args.gap, vary_order=True,
                             on_turn=lambda name, prev, ts, log=turns: rlx_turn(name, prev, ts, log))
         ort_best = min((k for k in sessions if k in stats), key=lambda k: stats[k].p50,
@@ -390,9 +394,11 @@ def main(argv: list[str] | None = None) -> int:
                      f"{r['rlx_team']['calls_shrunk']} of {r['stats_s']['rlx'].runs}",
                      f"{max(r['max_abs_diff_vs_sentence_transformers'].values()):.1e}"])
     counted = "the call's matmul FLOPs"
+    small_runs_text = ("" if args.quick or not args.small else
+                       f"{max(runs, args.small_runs)} for the small shapes; ")
     md = (f"# all-MiniLM-L6-v2, sequence length {SEQ}\n\n{data['machine']['cpu']}, {threads} "
           f"thread(s) per peer, load average {data['machine']['load_average_1m']} at the end, "
-          f"p50 of {runs} calls ({turns_text(args.block, args.settle, args.gap)}) after {warmup} "
+          f"p50 of {runs} calls ({small_runs_text}{turns_text(args.block, args.settle, args.gap)}) after {warmup} "
           f"warm-up calls "
           f"(`python benchmarks/bench_minilm.py {' '.join(argv or sys.argv[1:])}`). "
           f"{caption(peak, threads, counted, peaks)} Memory read bandwidth {bandwidth:.1f} GB/s "
