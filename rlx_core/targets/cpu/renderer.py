@@ -51,7 +51,7 @@ from rlx_core.targets.cpu.blas import (
     find_blas,
     work_of,
 )
-from rlx_core.targets.cpu.prepack import PackedWeights, prepack_enabled
+from rlx_core.targets.cpu.prepack import PackedWeight, PackedWeights, prepack_enabled
 
 # below this many elements per kernel, thread start-up costs more than it saves
 PARALLEL_MIN_WORK = 1 << 15
@@ -186,6 +186,7 @@ class CpuRenderer(CLikeRenderer):
         self._scratch = {}
         self._splits = False
         self.packed = PackedWeights()
+        self._streams: dict[int, PackedWeight] = {}  # kernel -> its first packed weight
         self._params = {v.name: i for i, v in enumerate(g.params)}
         self._prefix = c_ident(prefix, "p")  # as the base renderer spells it
         # the activations kept in NCHW8c between blocked kernels (layout.py)
@@ -402,7 +403,9 @@ class CpuRenderer(CLikeRenderer):
                 feet[i] = team.Footprint(
                     (*(region(v) for v in k.inputs if v not in rs.operands), part[i]),
                     tuple(region(v) for v in k.outputs))
-        inner = team.team_calls(calls, is_team, timer, claims, prefix, feet, ends)
+        streams = [team.Stream(f"arena + {prefix}_PACKED_DATA + {pw.offset}", pw.nbytes)
+                   if (pw := self._streams.get(i)) else None for i in range(len(calls))]
+        inner = team.team_calls(calls, is_team, timer, claims, prefix, feet, ends, streams)
         # every kernel claims its work (or is serial): the team is the worker pool
         pool = all(c or not t for c, t in zip(claims, is_team, strict=True))
         body = "\n".join(team.region(inner, bool(timer), prefix, len(g.kernels), pool))
@@ -436,6 +439,13 @@ class CpuRenderer(CLikeRenderer):
     def _counter_of(self, idx: int) -> str:
         return f"{self._prefix}_work + {2 * idx}"  # claimed, done (team.work_counters)
 
+    def _add_packed(self, env: KernelEnv, *args: Any, **kw: Any) -> PackedWeight:
+        """``self.packed.add``, noting the kernel's first packed weight: the weight it streams
+        from memory each call, which the team prefetches while it waits (team.Stream)."""
+        pw = self.packed.add(*args, **kw)
+        self._streams.setdefault(env.index, pw)
+        return pw
+
     def packed_b(self, env: KernelEnv, spec: GemmSpec) -> str | None:
         """The kernel parameter holding op(B) prepacked, when B is a graph parameter the own
         kernel reads (one batch); it is added to the kernel's parameters here."""
@@ -445,7 +455,7 @@ class CpuRenderer(CLikeRenderer):
         if value not in self._params:
             return None  # an activation, or a layout copy of the weight
         brk, brn = spec.sb.row, spec.sb.col  # (p, j) of op(B) at B[p * brk + j * brn]
-        pw = self.packed.add(self._params[value], value, spec.n, spec.k, brk, brn)
+        pw = self._add_packed(env, self._params[value], value, spec.n, spec.k, brk, brn)
         name = f"{spec.b}_packed"
         env.extra_args.append((f"const float* restrict {name}",
                                self.packed.pointer(self._prefix, pw)))
@@ -462,7 +472,7 @@ class CpuRenderer(CLikeRenderer):
             value, kind = self._folded[value], "bf16f32"
         if value not in self._params:
             return None
-        pw = self.packed.add(self._params[value], value, spec.n, spec.k, spec.sb.row,
+        pw = self._add_packed(env, self._params[value], value, spec.n, spec.k, spec.sb.row,
                              spec.sb.col, kind)
         name = f"{spec.b}_bfpacked"
         env.extra_args.append((f"const uint16_t* restrict {name}",
@@ -496,7 +506,7 @@ class CpuRenderer(CLikeRenderer):
         """The kernel parameter holding parameter filter ``wname`` packed as ``kind``."""
         wt = env.inputs[wname]
         o, c, kh, kw = wt.type.shape
-        pw = self.packed.add(self._params[wname], wname, o, c, 0, 0, kind, kh, kw)
+        pw = self._add_packed(env, self._params[wname], wname, o, c, 0, 0, kind, kh, kw)
         name = f"{wt.ptr}_cbpacked"
         env.extra_args.append((f"const float* restrict {name}",
                                self.packed.pointer(self._prefix, pw)))
@@ -524,7 +534,7 @@ class CpuRenderer(CLikeRenderer):
                 or wt.type.dtype.name != "i8" or wt.type.rank != 2):
             return None
         n, k = wt.type.shape
-        pw = self.packed.add(self._params[node.inputs[1]], node.inputs[1], n, k, k, 1, "i8")
+        pw = self._add_packed(env, self._params[node.inputs[1]], node.inputs[1], n, k, k, 1, "i8")
         name = f"{wt.ptr}_i8packed"
         env.extra_args.append((f"const void* restrict {name}",
                                self.packed.pointer(self._prefix, pw)))
@@ -537,8 +547,9 @@ class CpuRenderer(CLikeRenderer):
                    "static int rlx_cpu_threads = 0;  /* 0: the OpenMP default */\n"
                    "#define RLX_TEAM (rlx_cpu_threads > 0 ? rlx_cpu_threads : "
                    "omp_get_max_threads())\n#endif\n")
-        if self.team_mode:
-            threads += team.BARRIER_C
+        if self.team_mode:  # (the lines a waiting thread prefetches per spin: team.py)
+            threads += (f"#ifndef RLX_TEAM_PF_LINES\n#define RLX_TEAM_PF_LINES "
+                        f"{team.wait_prefetch_lines()}\n#endif\n" + team.BARRIER_C)
         # rlx's GEMM (its plain-C form where there is no AVX2), the attention kernel built
         # on it, the int8 GEMM and the int4 matmul; render_program drops them when unused
         # (its blocking from this machine's caches, isa.gemm_blocking)

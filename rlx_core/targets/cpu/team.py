@@ -56,6 +56,7 @@ something unexpected falls back to a correct serial kernel instead of racing.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -195,6 +196,37 @@ static inline void rlx_team_ring(rlx_team_ec *ec) {
 #endif
     }
 }
+/* The next weights (team_calls' hints): while a thread waits at a phase's end it is idle, and
+   the next kernel that streams prepacked weights from memory will read them cold. The body
+   names that kernel's packed operand before each kernel (rlx_team_hint); each thread takes the
+   part it will claim first (the affine order: thread t's share of the columns, whose panels
+   lie in column order) and, in each spin of a wait, prefetches the next RLX_TEAM_PF_LINES
+   cache lines of it into its L2, at most RLX_TEAM_PF_MAX bytes per hint. */
+#ifndef RLX_TEAM_PF_LINES
+#define RLX_TEAM_PF_LINES 16
+#endif
+#define RLX_TEAM_PF_MAX 262144LL
+static __thread const char *rlx_team_pf_at, *rlx_team_pf_end;
+static inline void rlx_team_hint(const void *p, long long bytes) {
+    if (rlx_team_size <= 1 || !p) {
+        rlx_team_pf_at = rlx_team_pf_end = 0;
+        return;
+    }
+    const long long lo = bytes * rlx_team_me / rlx_team_size;
+    long long hi = bytes * (rlx_team_me + 1) / rlx_team_size;
+    if (hi - lo > RLX_TEAM_PF_MAX) hi = lo + RLX_TEAM_PF_MAX;
+    rlx_team_pf_at = (const char*)p + (lo & ~63LL);
+    rlx_team_pf_end = (const char*)p + hi;
+}
+static inline void rlx_team_prefetch(void) {
+#if RLX_TEAM_PF_LINES > 0
+    const char *p = rlx_team_pf_at;
+    if (p < rlx_team_pf_end) {
+        for (int i = 0; i < RLX_TEAM_PF_LINES; ++i) __builtin_prefetch(p + 64 * i, 0, 2);
+        rlx_team_pf_at = p + 64 * RLX_TEAM_PF_LINES;
+    }
+#endif
+}
 /* the one wait: until *a >= want, spinning for spin_ns, then sleeping on the bell (every
    change a sleeper waits for is followed by rlx_team_ring). The spin pauses for its first
    pause_ns, then yields the core between looks (a thread the OS queued behind it runs at
@@ -212,7 +244,7 @@ static long long rlx_team_wait(rlx_team_ec *ec, atomic_llong *a, long long want,
     const long long t0 = rlx_team_clock_ns();
     int yield = 0;
     for (unsigned spins = 1; atomic_load_explicit(a, memory_order_acquire) < want; ++spins) {
-        if (yield) sched_yield(); else RLX_CPU_RELAX();
+        if (yield) sched_yield(); else { rlx_team_prefetch(); RLX_CPU_RELAX(); }
         if ((spins & (yield ? 7 : 255)) != 0) continue;
         const long long now = rlx_team_clock_ns() - t0;
         yield = now > pause_ns
@@ -373,6 +405,7 @@ static inline void rlx_team_sync(int team) {
 static inline void rlx_team_enter(int tid, int team, long long gen) {
     rlx_team_me = tid < RLX_TEAM_MAXT ? tid : RLX_TEAM_MAXT - 1;
     rlx_team_size = team;
+    rlx_team_pf_at = rlx_team_pf_end = 0;
     rlx_team_my = gen << 32;
     if (tid == 0) {
         rlx_team_phase = rlx_team_clock_ns();
@@ -855,6 +888,7 @@ def team_calls(
     prefix: str = "rlx",
     feet: list[Footprint | None] | None = None,
     ends: list[int | None] | None = None,
+    streams: list[Stream | None] | None = None,
 ) -> list[str]:
     """Kernel calls inside the region, with what makes each wait for the work it reads.
 
@@ -875,6 +909,10 @@ def team_calls(
     neither reads nor overwrites does not wait for the other threads' chunks at its end: the
     wait (rlx_team_finish) comes before the first later kernel that conflicts with it, or at
     the body's end (``_phases``).
+
+    With ``streams`` (each kernel's prepacked weight that it streams from memory, None where
+    it reads none) each kernel is preceded by the hint of the next such weight after it
+    (rlx_team_hint), which the threads prefetch while they wait (``wait_prefetch_lines``).
     """
     if len(team) != len(calls):
         raise ValueError(f"{len(calls)} kernel calls but {len(team)} team flags")
@@ -892,7 +930,8 @@ def team_calls(
                 ]
                 for at, ks in finish.items()
             }
-        return _claimed_calls(calls, team, claims, live, timer, prefix, defer, waits)
+        hints = _hints(live, team, streams) if streams and wait_prefetch_lines() else {}
+        return _claimed_calls(calls, team, claims, live, timer, prefix, defer, waits, hints)
     for pos, i in enumerate(live):
         call, is_team = calls[i], team[i]
         nxt = live[pos + 1] if pos + 1 < len(live) else None
@@ -916,15 +955,20 @@ def _claimed_calls(
     prefix: str,
     defer: set[int] = frozenset(),
     finish: dict[int, list[str]] | None = None,
+    hints: dict[int, str] | None = None,
 ) -> list[str]:
     """The calls of a program whose team kernels claim their work; kernels in ``defer`` run
-    under rlx_team_defer, and ``finish[i]`` (lines) comes before kernel i (-1: at the end)."""
+    under rlx_team_defer, ``finish[i]`` (lines) comes before kernel i (-1: at the end), and
+    so does ``hints[i]`` (a line)."""
     out: list[str] = []
     finish = finish or {}
+    hints = hints or {}
     pos = 0
     while pos < len(live):
         i = live[pos]
         out += finish.get(i, [])
+        if i in hints:
+            out.append(hints[i])
         if not team[i]:  # a run of serial kernels: one claimed chunk
             run = [i]
             while pos + 1 < len(live) and not team[live[pos + 1]]:
@@ -960,6 +1004,46 @@ def _claimed_calls(
                 out.append("        if (rlx_team_tid == 0) " + timer(i)[1])
         pos += 1
     return out + finish.get(-1, [])
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A kernel's prepacked weight, read from memory once per call: its C pointer expression
+    (in the body: ``arena`` in scope) and its bytes."""
+
+    pointer: str
+    nbytes: int
+
+
+def wait_prefetch_lines() -> int:
+    """Cache lines a waiting thread prefetches per spin of the next streamed weight (the
+    ``RLX_WAIT_PREFETCH`` environment variable at compile time, 16 by default; 0: no hints)."""
+    raw = os.environ.get("RLX_WAIT_PREFETCH", "").strip()
+    return int(raw) if raw.isdigit() else 16
+
+
+def _hints(live: list[int], team: list[bool], streams: list[Stream | None]) -> dict[int, str]:
+    """The hint line before each kernel (or run of serial kernels, which is one chunk) whose
+    next streamed weight differs from the previous hint's: the first weight of a kernel after
+    it, or none (``rlx_team_hint(0, 0)``)."""
+    out: dict[int, str] = {}
+    last: Stream | None = None
+    pos = 0
+    while pos < len(live):
+        first = live[pos]
+        if not team[first]:  # a serial run: hinted once, before its first kernel
+            while pos + 1 < len(live) and not team[live[pos + 1]]:
+                pos += 1
+        nxt = next((streams[j] for j in live[pos + 1 :] if streams[j]), None)
+        if nxt != last and (nxt or last):
+            out[first] = (
+                f"        rlx_team_hint({nxt.pointer}, {nxt.nbytes});"
+                if nxt
+                else "        rlx_team_hint(0, 0);"
+            )
+            last = nxt
+        pos += 1
+    return out
 
 
 Region = tuple[str, int, int, int]  # (space: arena, input, param, output; index; bytes [lo, hi))

@@ -1,0 +1,88 @@
+"""The team's wait prefetch (cpu/team.py): before each kernel the body names the next kernel's
+prepacked weight (rlx_team_hint), which a thread waiting at a phase's end prefetches; the
+results do not change with it, nor with the team's size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx_core as rlx
+from rlx_core.targets.cpu import team
+from rlx_core.targets.cpu.target import CpuTarget
+from tests.targets.own_sgemm import skip_unless_own_sgemm
+
+cpu_ok, cpu_why = CpuTarget().available()
+needs_cpu = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
+
+A, B = (
+    team.Stream("arena + p_PACKED_DATA + 0", 4096),
+    team.Stream("arena + p_PACKED_DATA + 4096", 64),
+)
+
+
+def _body(streams: list[team.Stream | None]) -> list[str]:
+    # k0, k1 serial (one chunk), k2 a GEMM on A, k3 a claimed kernel reading no weight, k4 a
+    # GEMM on B
+    calls = [f"        k{i}();" for i in range(5)]
+    is_team = [False, False, True, True, True]
+    return team.team_calls(calls, is_team, None, is_team, "p", None, None, streams)
+
+
+def test_each_kernel_is_preceded_by_the_next_streamed_weight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("RLX_WAIT_PREFETCH", raising=False)
+    lines = [t.strip() for t in _body([None, None, A, None, B])]
+    hint_a = f"rlx_team_hint({A.pointer}, {A.nbytes});"
+    hint_b = f"rlx_team_hint({B.pointer}, {B.nbytes});"
+    # the serial run is hinted once, before it; k3's next weight is still B (no new hint);
+    # after the last GEMM nothing is left to fetch
+    assert [t for t in lines if t.startswith("rlx_team_hint")] == [
+        hint_a,
+        hint_b,
+        "rlx_team_hint(0, 0);",
+    ]
+    assert lines.index(hint_a) < lines.index("k0();")
+    assert lines.index("k1();") < lines.index(hint_b) < lines.index("k2();")
+    assert lines.index("k3();") < lines.index("rlx_team_hint(0, 0);") < lines.index("k4();")
+
+
+def test_no_hints_without_streamed_weights_or_when_switched_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("RLX_WAIT_PREFETCH", raising=False)
+    assert not any("rlx_team_hint" in t for t in _body([None] * 5))
+    monkeypatch.setenv("RLX_WAIT_PREFETCH", "0")
+    assert team.wait_prefetch_lines() == 0
+    assert not any("rlx_team_hint" in t for t in _body([None, None, A, None, B]))
+
+
+@needs_cpu
+def test_two_linear_layers_prefetch_the_second_weight_with_the_same_bits(threads) -> None:
+    """16 rows (MiniLM b2 s8's GEMMs): the second layer's packed weight is hinted before the
+    first layer runs; 1, 2 and 3 threads give the same bits, and numpy's result."""
+    skip_unless_own_sgemm()
+    rng = np.random.default_rng(22)
+    x = rng.standard_normal((16, 384), np.float32)
+    w1 = rng.standard_normal((1536, 384), np.float32) / 20
+    w2 = rng.standard_normal((384, 1536), np.float32) / 40
+
+    def f(a):
+        h = rlx.nn.relu(rlx.nn.linear(a, rlx.param(w1, "w1")))
+        return rlx.nn.linear(h, rlx.param(w2, "w2"))
+
+    threads(2)
+    exe = rlx.compile(f, x, target="cpu", record=False)
+    packed = {p["param"]: p for p in exe.program.info["prepacked"]}
+    src = exe.program.info["source"]
+    if not src.count("rlx_team_hint(arena"):
+        pytest.skip("the program did not run as a claimed team (no pool body)")
+    assert f", {packed['w2']['bytes']});" in src  # the second weight, before the first GEMM
+    want = np.maximum(x.astype(np.float64) @ w1.T, 0) @ w2.T
+    outs = {}
+    for n in (1, 2, 3):
+        threads(n)
+        outs[n] = np.asarray(exe(x))
+        np.testing.assert_allclose(outs[n], want, rtol=1e-4, atol=1e-4)
+    assert np.array_equal(outs[2], outs[1]) and np.array_equal(outs[3], outs[1])
