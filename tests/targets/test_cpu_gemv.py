@@ -152,8 +152,16 @@ void run(int64_t m, int64_t n, int64_t k, const float *A, int64_t rm, int64_t rk
 """
 
 
-def _harness(tmp_path, family: str) -> ctypes.CDLL:
-    return build_harness(tmp_path, family, sgemm.SOURCE + gemv.SOURCE + _HARNESS)
+def _run(tmp_path, family: str, prefix: str = ""):
+    """_HARNESS's ``run`` built for ``family`` with ``prefix`` (macros) before the sources,
+    in a folder of its own below ``tmp_path``."""
+    sub = tmp_path / f"build{len(list(tmp_path.iterdir()))}"
+    sub.mkdir()
+    fn = build_harness(sub, family, prefix + sgemm.SOURCE + gemv.SOURCE + _HARNESS).run
+    fn.restype = None
+    i64, ptr, i32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+    fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, ptr, ptr, ptr, i64, i64, i32, i32]
+    return fn
 
 
 @pytest.mark.parametrize("family", sorted(ISAS))
@@ -163,10 +171,7 @@ def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, family: s
     team's chunks would be, and the epilogue called on every element exactly once; on
     prepacked panels, on W passed as it is (x @ W^T: dot products; a transposed A goes to the
     tiled kernel) and on W^T passed with contiguous rows (read in place)."""
-    fn = _harness(tmp_path, family).run
-    fn.restype = None
-    i64, ptr, i32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
-    fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, ptr, ptr, ptr, i64, i64, i32, i32]
+    fn = _run(tmp_path, family)
     rng = np.random.default_rng(3)
     rows = range(1, gemv.MAX_ROWS + 2)
     for m, (k, n), ta, epi, form in itertools.product(
@@ -195,15 +200,7 @@ def test_the_weight_prefetch_changes_no_bits(tmp_path, family: str) -> None:
     RLX_GV_PF_MIN) only moves memory: the source built with it forced on for every size and
     built without it gives the same bits, 1 to MAX_ROWS rows, K shorter and longer than the
     prefetch distance (which runs past a panel's end into the next one)."""
-    fns = []
-    for prefix in ("#define RLX_GV_PF_MIN 0\n", "#define RLX_GV_PF 0\n"):
-        sub = tmp_path / str(len(fns))
-        sub.mkdir()
-        fn = build_harness(sub, family, prefix + sgemm.SOURCE + gemv.SOURCE + _HARNESS).run
-        fn.restype = None
-        i64, ptr, i32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
-        fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, ptr, ptr, ptr, i64, i64, i32, i32]
-        fns.append(fn)
+    fns = [_run(tmp_path, family, prefix) for prefix in ("#define RLX_GV_PF_MIN 0\n", "#define RLX_GV_PF 0\n")]
     rng = np.random.default_rng(5)
     for m, (k, n) in itertools.product(range(1, gemv.MAX_ROWS + 1),
                                        [(7, 70), (400, 200), (1100, 96)]):
@@ -224,20 +221,12 @@ def test_the_weight_prefetch_changes_no_bits(tmp_path, family: str) -> None:
 def test_per_call_weight_rows_in_either_order_are_right(tmp_path, family: str) -> None:
     """x @ W^T with W passed per call: read row after row (rlx_gemv_dot_row, x within
     RLX_GV_ROW_FLOATS) and with W's rows side by side (RLX_GV_ROW_FLOATS 0), 1 to MAX_ROWS
-    rows of x, k with every remainder of the accumulators' step (under one vector, a vector
+    rows of x, k with every remainder of the accumulators' step (one float, under one vector, a vector
     but not a step, a step and a partial vector), columns split at 64 as the team's chunks;
     both within rounding of float64, and every column the same bits whichever split ran it."""
-    fns = []
-    for prefix in ("#define RLX_GV_ROW_FLOATS (1 << 30)\n", "#define RLX_GV_ROW_FLOATS 0\n"):
-        sub = tmp_path / str(len(fns))
-        sub.mkdir()
-        fn = build_harness(sub, family, prefix + sgemm.SOURCE + gemv.SOURCE + _HARNESS).run
-        fn.restype = None
-        i64, ptr, i32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
-        fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, ptr, ptr, ptr, i64, i64, i32, i32]
-        fns.append(fn)
+    fns = [_run(tmp_path, family, prefix) for prefix in ("#define RLX_GV_ROW_FLOATS (1 << 30)\n", "#define RLX_GV_ROW_FLOATS 0\n")]
     rng = np.random.default_rng(9)
-    for m, k in itertools.product(range(1, gemv.MAX_ROWS + 1), (5, 16, 24, 40, 64, 100, 777)):
+    for m, k in itertools.product(range(1, gemv.MAX_ROWS + 1), (1, 5, 16, 24, 40, 64, 100, 777)):
         n = 150
         a = rng.standard_normal((m, k), np.float32)
         w = rng.standard_normal((n, k), np.float32)
@@ -287,3 +276,46 @@ def test_weight_prefetch_follows_the_measured_fma_ports(
     assert f"#define RLX_GV_PF {want}\n" in gemv.defines()
     monkeypatch.setenv("RLX_GV_PF", "2048")
     assert gemv.prefetch() == 2048
+
+
+@pytest.mark.parametrize(("name", "fn"), [("RLX_GV_PF", gemv.prefetch),
+                                          ("RLX_GV_ROW_FLOATS", gemv.row_floats)])
+@pytest.mark.parametrize("value", ["abc", "-1", "4k", "1.5"])
+def test_a_bad_gemv_setting_is_a_typed_error(
+        monkeypatch: pytest.MonkeyPatch, name: str, fn, value: str) -> None:
+    """A value of RLX_GV_PF or RLX_GV_ROW_FLOATS that is not a whole number >= 0 is an
+    ArgumentError naming the variable (not silently the default); blank is unset."""
+    from rlx_core.errors import ArgumentError
+
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ArgumentError, match=name):
+        fn()
+    monkeypatch.setenv(name, " ")
+    assert fn() >= 0
+
+
+def test_the_prefetch_gate_reads_any_row_and_survives_a_bad_store(
+        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The port count is a core's: a store holding only the all-CPU row (what `rlx peaks`
+    writes by default) gates the prefetch too; a corrupt or unreadable store is 'never
+    measured' (PREFETCH), never an exception."""
+    import json
+    from dataclasses import asdict
+
+    from rlx_core.targets.cpu import peaks
+
+    monkeypatch.delenv("RLX_GV_PF", raising=False)
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    store = tmp_path / "peaks.json"
+    n = peaks.default_threads()
+    row = peaks.Peaks(gflops=100.0, gbps=30.0, threads=n, cpu=peaks.cpu_model(),
+                      measured="now", fma_ports=1)
+    store.write_text(json.dumps({peaks._key(n): asdict(row)}), encoding="utf-8")
+    assert gemv.prefetch() == 0
+    for junk in ("{not json", "[1, 2]", json.dumps({peaks._key(1): {"probe": "x"}}),
+                 json.dumps({peaks._key(1): dict(asdict(row), fma_ports="one")})):
+        store.write_text(junk, encoding="utf-8")
+        assert gemv.prefetch() == gemv.PREFETCH, junk
+    store.unlink()
+    store.mkdir()  # unreadable as a file
+    assert gemv.prefetch() == gemv.PREFETCH

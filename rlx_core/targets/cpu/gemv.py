@@ -76,6 +76,8 @@ from __future__ import annotations
 
 import os
 
+from rlx_core.errors import ArgumentError
+
 IMPL = "rlx-gemv"
 MAX_ROWS = 4  # RLX_GV_MAX_ROWS: above it the tiled kernel reuses each weight more often
 STREAMS = {1: 4, 2: 2, 3: 1, 4: 1}  # panels read side by side per row count (RLX_GV_STREAMS)
@@ -117,16 +119,33 @@ def takes(m: int, batch: int, packed: bool) -> bool:
     return batch == 1 and 1 <= m <= MAX_ROWS and enabled()
 
 
+def _env_count(name: str, what: str) -> int | None:
+    """The whole number >= 0 in environment variable ``name``, None where it is unset or blank;
+    anything else is an ArgumentError (RLX-R001) naming ``what`` it should be."""
+    env = os.environ.get(name, "").strip()
+    if not env:
+        return None
+    try:
+        value = int(env)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ArgumentError(f"{name}={env!r} is not a whole number >= 0",
+                            hint=f"set it to {what}, or unset it")
+    return value
+
+
 def row_floats() -> int:
     """The longest x (M rows of k floats) for which a per-call W^T is read row after row
     (``rlx_gemv_dot_row``): a quarter of L1d, so x and one row of W take at most half of it
     between two reads of a line of x.
-    ``RLX_GV_ROW_FLOATS=0`` turns that off (A/B timing)."""
+    ``RLX_GV_ROW_FLOATS=0`` turns that off (A/B timing); a value that is not a whole number
+    >= 0 is an ArgumentError."""
     from rlx_core.targets.cpu.isa import detect
 
-    env = os.environ.get("RLX_GV_ROW_FLOATS", "").strip()
-    if env.isdigit():
-        return int(env)
+    env = _env_count("RLX_GV_ROW_FLOATS", "a float count such as 2048, or 0 for never")
+    if env is not None:
+        return env
     l1d = detect().caches.l1d
     return l1d // 16 if l1d else ROW_FLOATS
 
@@ -140,15 +159,18 @@ def prefetch() -> int:
     ahead 58-68, 2 KB 67-70, 1 KB 64-69 (MLAS 62-70); one thread 32.5-37.9 against 30-34, the
     LM head (from memory) 12.4-13.1 against 11.0-12.0; on two threads the LM head level (none
     16.2-25.7, 4 KB 16.5-25.2 in six rounds, MLAS 15.8-19.7). The Zen 1 VM gained nothing from
-    it either (see the module docstring). Two FMA ports, or peaks never measured here: PREFETCH, as tuned on
-    Emerald Rapids. ``RLX_GV_PF`` in the environment overrides both (A/B timing)."""
+    it either (see the module docstring). Two FMA ports, or peaks never measured here (no
+    store, or one unreadable): PREFETCH, as tuned on Emerald Rapids. ``RLX_GV_PF`` in the
+    environment overrides both (A/B timing; not a whole number >= 0: ArgumentError)."""
     from rlx_core.targets.cpu.peaks import machine_peaks
 
-    env = os.environ.get("RLX_GV_PF", "").strip()
-    if env.isdigit():
-        return int(env)
-    peaks = machine_peaks(1)
-    return 0 if peaks is not None and peaks.fma_ports == 1 else PREFETCH
+    env = _env_count("RLX_GV_PF", "bytes ahead such as 4096, or 0 for none")
+    if env is not None:
+        return env
+    # the port count is a core's, measured on one thread whatever the row's thread count:
+    # the one-thread row, else the one `rlx peaks` stores by default (every CPU)
+    ports = [p.fma_ports for p in (machine_peaks(1), machine_peaks()) if p is not None]
+    return 0 if [p for p in ports if p][:1] == [1] else PREFETCH
 
 
 def defines() -> str:
