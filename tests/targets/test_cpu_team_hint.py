@@ -86,3 +86,20 @@ def test_two_linear_layers_prefetch_the_second_weight_with_the_same_bits(threads
         outs[n] = np.asarray(exe(x))
         np.testing.assert_allclose(outs[n], want, rtol=1e-4, atol=1e-4)
     assert np.array_equal(outs[2], outs[1]) and np.array_equal(outs[3], outs[1])
+
+
+@pytest.mark.parametrize("value", ["abc", "-4", "1e3"])
+def test_a_bad_wait_prefetch_setting_is_a_typed_error(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """RLX_WAIT_PREFETCH that is not a whole number >= 0 is an ArgumentError naming it (not
+    silently the default 16); blank is unset."""
+    from rlx_core.errors import ArgumentError
+
+    monkeypatch.setenv("RLX_WAIT_PREFETCH", value)
+    with pytest.raises(ArgumentError, match="RLX_WAIT_PREFETCH"):
+        team.wait_prefetch_lines()
+    monkeypatch.setenv("RLX_WAIT_PREFETCH", "  ")
+    assert team.wait_prefetch_lines() == 16
+    monkeypatch.setenv("RLX_WAIT_PREFETCH", "8")
+    assert team.wait_prefetch_lines() == 8

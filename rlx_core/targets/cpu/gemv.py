@@ -76,7 +76,7 @@ from __future__ import annotations
 
 import os
 
-from rlx_core.errors import ArgumentError
+from rlx_core.targets.cpu.env import env_count
 
 IMPL = "rlx-gemv"
 MAX_ROWS = 4  # RLX_GV_MAX_ROWS: above it the tiled kernel reuses each weight more often
@@ -119,22 +119,6 @@ def takes(m: int, batch: int, packed: bool) -> bool:
     return batch == 1 and 1 <= m <= MAX_ROWS and enabled()
 
 
-def _env_count(name: str, what: str) -> int | None:
-    """The whole number >= 0 in environment variable ``name``, None where it is unset or blank;
-    anything else is an ArgumentError (RLX-R001) naming ``what`` it should be."""
-    env = os.environ.get(name, "").strip()
-    if not env:
-        return None
-    try:
-        value = int(env)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ArgumentError(f"{name}={env!r} is not a whole number >= 0",
-                            hint=f"set it to {what}, or unset it")
-    return value
-
-
 def row_floats() -> int:
     """The longest x (M rows of k floats) for which a per-call W^T is read row after row
     (``rlx_gemv_dot_row``): a quarter of L1d, so x and one row of W take at most half of it
@@ -143,7 +127,7 @@ def row_floats() -> int:
     >= 0 is an ArgumentError."""
     from rlx_core.targets.cpu.isa import detect
 
-    env = _env_count("RLX_GV_ROW_FLOATS", "a float count such as 2048, or 0 for never")
+    env = env_count("RLX_GV_ROW_FLOATS", "a float count such as 2048, or 0 for never")
     if env is not None:
         return env
     l1d = detect().caches.l1d
@@ -164,7 +148,7 @@ def prefetch() -> int:
     environment overrides both (A/B timing; not a whole number >= 0: ArgumentError)."""
     from rlx_core.targets.cpu.peaks import machine_peaks
 
-    env = _env_count("RLX_GV_PF", "bytes ahead such as 4096, or 0 for none")
+    env = env_count("RLX_GV_PF", "bytes ahead such as 4096, or 0 for none")
     if env is not None:
         return env
     # the port count is a core's, measured on one thread whatever the row's thread count:

@@ -56,7 +56,6 @@ something unexpected falls back to a correct serial kernel instead of racing.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -1017,9 +1016,12 @@ class Stream:
 
 def wait_prefetch_lines() -> int:
     """Cache lines a waiting thread prefetches per spin of the next streamed weight (the
-    ``RLX_WAIT_PREFETCH`` environment variable at compile time, 16 by default; 0: no hints)."""
-    raw = os.environ.get("RLX_WAIT_PREFETCH", "").strip()
-    return int(raw) if raw.isdigit() else 16
+    ``RLX_WAIT_PREFETCH`` environment variable at compile time, 16 by default; 0: no hints;
+    not a whole number >= 0: ArgumentError)."""
+    from rlx_core.targets.cpu.env import env_count
+
+    lines = env_count("RLX_WAIT_PREFETCH", "cache lines per spin such as 16, or 0 for none")
+    return 16 if lines is None else lines
 
 
 def _hints(live: list[int], team: list[bool], streams: list[Stream | None]) -> dict[int, str]:
