@@ -44,7 +44,9 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
   bits): GCC 12 spilled the C form's registers. On a Zen 4 built with RLX_CPU_ISA=avx2's
   flags (C harness, one thread, warm, FIFO; 118 GFLOP/s peak) the MLP step's weight gradient
   went from 73.5 to 104 GFLOP/s, its forward GEMM 102 -> 107, a prepacked 128 x 128 x 784
-  110 -> 115; the 784-128-10/128 step on 2 threads 263-278K -> 320-346K img/s.
+  110 -> 115; the 784-128-10/128 step on 2 threads 263-278K -> 320-346K img/s. A four-row
+  edge tile's k steps are asm too (RLX_SG_ASM4_STEP, the same first twelve lines: the weight
+  gradient's 64 rows a thread are ten tiles and four rows, 125 -> 119 us).
 - Blocking: KC = 384, MC = 64 (60 with AVX2: whole 6-row tiles), NC = 256: a KC-deep slice
   of one panel (48 KB) is reused by the row tiles of MC, A's MC x KC block (96 KB) and the
   KC x NC block of packed B stay in L2 (a B read in place has no such block: its columns are
@@ -380,20 +382,26 @@ static inline __attribute__((always_inline)) void rlx_sgemm_fetch_a(int64_t p, c
    flags) ran at 84 GFLOP/s of the 118 peak. One statement per step (four, with the
    pointers' updates, would need more than GCC's 30 operands); the accumulators are the
    caller's locals x0..x5, y0..y5, not c0/c1: with the array elements as operands GCC
-   stored all twelve to the stack after every step in one of the kernel's copies */
-#define RLX_SG_ASM6_STEP(A0, A3, B, RA4)                                                     \
-    __asm__ volatile("vmovups (%[b]), %%ymm14\n\t"                                          \
-                     "vmovups 32(%[b]), %%ymm15\n\t"                                        \
-                     "vbroadcastss (%[a0]), %%ymm12\n\t"                                    \
-                     "vbroadcastss (%[a0],%[ra]), %%ymm13\n\t"                              \
-                     "vfmadd231ps %%ymm14, %%ymm12, %[x0]\n\t"                              \
-                     "vfmadd231ps %%ymm15, %%ymm12, %[y0]\n\t"                              \
-                     "vbroadcastss (%[a0],%[ra],2), %%ymm12\n\t"                            \
-                     "vfmadd231ps %%ymm14, %%ymm13, %[x1]\n\t"                              \
-                     "vfmadd231ps %%ymm15, %%ymm13, %[y1]\n\t"                              \
-                     "vbroadcastss (%[a3]), %%ymm13\n\t"                                    \
-                     "vfmadd231ps %%ymm14, %%ymm12, %[x2]\n\t"                              \
-                     "vfmadd231ps %%ymm15, %%ymm12, %[y2]\n\t"                              \
+   stored all twelve to the stack after every step in one of the kernel's copies.
+   RLX_SG_ASM_HEAD is its first twelve lines, shared with RLX_SG_ASM4_STEP: b's two vectors,
+   rows 0-2's FMAs, row 3's broadcast (in ymm13) */
+#define RLX_SG_ASM_HEAD                                                                     \
+    "vmovups (%[b]), %%ymm14\n\t"                                                           \
+    "vmovups 32(%[b]), %%ymm15\n\t"                                                         \
+    "vbroadcastss (%[a0]), %%ymm12\n\t"                                                     \
+    "vbroadcastss (%[a0],%[ra]), %%ymm13\n\t"                                               \
+    "vfmadd231ps %%ymm14, %%ymm12, %[x0]\n\t"                                               \
+    "vfmadd231ps %%ymm15, %%ymm12, %[y0]\n\t"                                               \
+    "vbroadcastss (%[a0],%[ra],2), %%ymm12\n\t"                                             \
+    "vfmadd231ps %%ymm14, %%ymm13, %[x1]\n\t"                                               \
+    "vfmadd231ps %%ymm15, %%ymm13, %[y1]\n\t"                                               \
+    "vbroadcastss (%[a3]), %%ymm13\n\t"                                                     \
+    "vfmadd231ps %%ymm14, %%ymm12, %[x2]\n\t"                                               \
+    "vfmadd231ps %%ymm15, %%ymm12, %[y2]\n\t"
+#define RLX_SG_ASM_IN(A0, A3, B, RA4) [a0] "r"(A0), [a3] "r"(A3), [b] "r"(B), [ra] "r"(RA4)
+#define RLX_SG_ASM_CLOBBERS "xmm12", "xmm13", "xmm14", "xmm15", "memory"
+#define RLX_SG_ASM6_STEP(A0, A3, B, RA4)                                                    \
+    __asm__ volatile(RLX_SG_ASM_HEAD                                                        \
                      "vbroadcastss (%[a3],%[ra]), %%ymm12\n\t"                              \
                      "vfmadd231ps %%ymm14, %%ymm13, %[x3]\n\t"                              \
                      "vfmadd231ps %%ymm15, %%ymm13, %[y3]\n\t"                              \
@@ -405,32 +413,39 @@ static inline __attribute__((always_inline)) void rlx_sgemm_fetch_a(int64_t p, c
                      : [x0] "+x"(x0), [x1] "+x"(x1), [x2] "+x"(x2), [x3] "+x"(x3),          \
                        [x4] "+x"(x4), [x5] "+x"(x5), [y0] "+x"(y0), [y1] "+x"(y1),          \
                        [y2] "+x"(y2), [y3] "+x"(y3), [y4] "+x"(y4), [y5] "+x"(y5)           \
-                     : [a0] "r"(A0), [a3] "r"(A3), [b] "r"(B), [ra] "r"(RA4)                \
-                     : "xmm12", "xmm13", "xmm14", "xmm15", "memory")
+                     : RLX_SG_ASM_IN(A0, A3, B, RA4)                                        \
+                     : RLX_SG_ASM_CLOBBERS)
 /* the same for an edge tile of four rows (a0 .. a0 + 3 ra): eight accumulators. The MLP
    step's weight gradient gives each thread 64 rows, ten tiles and this one; in C it took
    longer than a full tile (C harness as above: 4 x 784 x 128 14.8 -> 10.9 us, 64 rows 125
    -> 119 us; in the 784-128-10/128 step, RLX_CPU_PROFILE, main / this alternating in
    separate processes, FIFO, load 4.3-5.7: k14 151-153 -> 143-144 us) */
-#define RLX_SG_ASM4_STEP(A0, A3, B, RA4)                                                     \
-    __asm__ volatile("vmovups (%[b]), %%ymm14\n\t"                                          \
-                     "vmovups 32(%[b]), %%ymm15\n\t"                                        \
-                     "vbroadcastss (%[a0]), %%ymm12\n\t"                                    \
-                     "vbroadcastss (%[a0],%[ra]), %%ymm13\n\t"                              \
-                     "vfmadd231ps %%ymm14, %%ymm12, %[x0]\n\t"                              \
-                     "vfmadd231ps %%ymm15, %%ymm12, %[y0]\n\t"                              \
-                     "vbroadcastss (%[a0],%[ra],2), %%ymm12\n\t"                            \
-                     "vfmadd231ps %%ymm14, %%ymm13, %[x1]\n\t"                              \
-                     "vfmadd231ps %%ymm15, %%ymm13, %[y1]\n\t"                              \
-                     "vbroadcastss (%[a3]), %%ymm13\n\t"                                    \
-                     "vfmadd231ps %%ymm14, %%ymm12, %[x2]\n\t"                              \
-                     "vfmadd231ps %%ymm15, %%ymm12, %[y2]\n\t"                              \
+#define RLX_SG_ASM4_STEP(A0, A3, B, RA4)                                                    \
+    __asm__ volatile(RLX_SG_ASM_HEAD                                                        \
                      "vfmadd231ps %%ymm14, %%ymm13, %[x3]\n\t"                              \
                      "vfmadd231ps %%ymm15, %%ymm13, %[y3]\n\t"                              \
                      : [x0] "+x"(x0), [x1] "+x"(x1), [x2] "+x"(x2), [x3] "+x"(x3),          \
                        [y0] "+x"(y0), [y1] "+x"(y1), [y2] "+x"(y2), [y3] "+x"(y3)           \
-                     : [a0] "r"(A0), [a3] "r"(A3), [b] "r"(B), [ra] "r"(RA4)                \
-                     : "xmm12", "xmm13", "xmm14", "xmm15", "memory")
+                     : RLX_SG_ASM_IN(A0, A3, B, RA4)                                        \
+                     : RLX_SG_ASM_CLOBBERS)
+/* rlx_sgemm_acc's k loop around STEP, an asm k step on the caller's x0.., y0..: four steps
+   an iteration, a line of pf into L2 an iteration while npf lasts (as the C loop below);
+   leaves p at the first step not done, for rlx_sgemm_step */
+#define RLX_SG_ASM_LOOP(STEP)                                                               \
+    const float *a0 = a, *bq = b;                                                           \
+    int64_t p = 0;                                                                          \
+    for (; p + 4 <= kc; p += 4) {                                                           \
+        if (npf > 0) {                                                                      \
+            __builtin_prefetch(pf, 0, 2);                                                   \
+            pf += 16;                                                                       \
+            --npf;                                                                          \
+        }                                                                                   \
+        for (int q = 0; q < 4; ++q) {                                                       \
+            STEP(a0, a0 + 3 * ra, bq, ra * 4);                                              \
+            a0 += rp;                                                                       \
+            bq += ldb;                                                                      \
+        }                                                                                   \
+    }
 #else
 #define RLX_SG_ASM6 0
 #endif
@@ -443,20 +458,7 @@ static inline __attribute__((always_inline)) void rlx_sgemm_acc(
     if (R == 6) {  /* the full AVX2 tile: RLX_SG_ASM6_STEP (no pa: AVX-512 only) */
         rlx_sg_v x0 = c0[0], x1 = c0[1], x2 = c0[2], x3 = c0[3], x4 = c0[4], x5 = c0[5];
         rlx_sg_v y0 = c1[0], y1 = c1[1], y2 = c1[2], y3 = c1[3], y4 = c1[4], y5 = c1[5];
-        const float *a0 = a, *bq = b;
-        int64_t p = 0;
-        for (; p + 4 <= kc; p += 4) {
-            if (npf > 0) {
-                __builtin_prefetch(pf, 0, 2);
-                pf += 16;
-                --npf;
-            }
-            for (int q = 0; q < 4; ++q) {
-                RLX_SG_ASM6_STEP(a0, a0 + 3 * ra, bq, ra * 4);
-                a0 += rp;
-                bq += ldb;
-            }
-        }
+        RLX_SG_ASM_LOOP(RLX_SG_ASM6_STEP)
         c0[0] = x0; c0[1] = x1; c0[2] = x2; c0[3] = x3; c0[4] = x4; c0[5] = x5;
         c1[0] = y0; c1[1] = y1; c1[2] = y2; c1[3] = y3; c1[4] = y4; c1[5] = y5;
         for (; p < kc; ++p) rlx_sgemm_step(R, p, a, ra, rp, b, ldb, c0, c1);
@@ -467,20 +469,7 @@ static inline __attribute__((always_inline)) void rlx_sgemm_acc(
     if (R == 4) {  /* an AVX2 edge tile of four rows: RLX_SG_ASM4_STEP */
         rlx_sg_v x0 = c0[0], x1 = c0[1], x2 = c0[2], x3 = c0[3];
         rlx_sg_v y0 = c1[0], y1 = c1[1], y2 = c1[2], y3 = c1[3];
-        const float *a0 = a, *bq = b;
-        int64_t p = 0;
-        for (; p + 4 <= kc; p += 4) {
-            if (npf > 0) {
-                __builtin_prefetch(pf, 0, 2);
-                pf += 16;
-                --npf;
-            }
-            for (int q = 0; q < 4; ++q) {
-                RLX_SG_ASM4_STEP(a0, a0 + 3 * ra, bq, ra * 4);
-                a0 += rp;
-                bq += ldb;
-            }
-        }
+        RLX_SG_ASM_LOOP(RLX_SG_ASM4_STEP)
         c0[0] = x0; c0[1] = x1; c0[2] = x2; c0[3] = x3;
         c1[0] = y0; c1[1] = y1; c1[2] = y2; c1[3] = y3;
         for (; p < kc; ++p) rlx_sgemm_step(R, p, a, ra, rp, b, ldb, c0, c1);
