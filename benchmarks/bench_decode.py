@@ -54,13 +54,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import (  # noqa: E402
     Stats,
     finish_run,
-    machine_stem,
     markdown_table,
     save_run,
     say,
     stamp,
     start_run,
-    write_results,
 )
 
 N_CTX = 128
@@ -433,9 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     md = markdown(data, args)
     say(md)
     if not (args.quick or args.no_write):
-        # a team run sits beside the one-thread one (decode-<cpu>-2thread), like bench_gemm's
-        js, mdp = (save_run("decode", args.clock, data, md) if args.threads == 1 else
-                   write_results(machine_stem("decode", args.threads), data, md))
+        js, mdp = save_run("decode", args.clock, data, md, args.threads)
         say(f"wrote {js} and {mdp}")
     return 0
 

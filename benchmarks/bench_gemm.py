@@ -30,13 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import (  # noqa: E402
     finish_run,
     interleaved,
-    machine_stem,
     markdown_table,
     save_run,
     say,
     stamp,
     start_run,
-    write_results,
 )
 
 # (M, K, N): MiniLM seq 128 (FFN up, FFN down, attention projections), MLP forward / dW
@@ -137,8 +135,7 @@ def main(argv: list[str] | None = None) -> int:
           f"the peer before it just read; see OWN_COPY in the script).\n\n" + "\n".join(tables))
     if not args.quick:
         out = {"machine": mach, "clock": args.clock, "threads": args.threads, "results": data}
-        js, mdp = (save_run("gemm", args.clock, out, md) if args.threads == 1 else
-                   write_results(machine_stem("gemm", args.threads), out, md))
+        js, mdp = save_run("gemm", args.clock, out, md, args.threads)
         say(f"wrote {js} and {mdp}")
     return 0
 

@@ -101,10 +101,12 @@ def start_run(threads: int | None, with_torch: bool = True) -> Run:
     return Run(limits, torch, {**machine(), "isa": isa()})
 
 
-def save_run(base: str, clock: str, data: dict[str, Any], markdown: str) -> tuple[Path, Path]:
-    """``results/<base>-<cpu slug>[-threadcpu].{json,md}``: a ``--clock thread`` run is kept
-    beside the wall-clock one."""
-    stem = machine_stem(base) + ("-threadcpu" if clock == "thread" else "")
+def save_run(base: str, clock: str, data: dict[str, Any], markdown: str,
+             threads: int = 1) -> tuple[Path, Path]:
+    """``results/<base>-<cpu slug>[-<n>thread][-threadcpu].{json,md}``: a run on ``threads``
+    > 1 and a ``--clock thread`` run are each kept beside the one-thread wall-clock one."""
+    stem = machine_stem(base, threads if threads > 1 else None) + \
+        ("-threadcpu" if clock == "thread" else "")
     return write_results(stem, data, markdown)
 
 

@@ -97,6 +97,8 @@ def test_save_run_names_thread_clock_runs_apart_and_finish_run_stamps_the_end(
     js, md = common.save_run("decode", "thread", {"x": 1}, "# t\n")
     assert js.name == "decode-amd-epyc-zen-1-threadcpu.json" and md.read_text() == "# t\n"
     assert common.save_run("gemm", "wall", {}, "")[0].name == "gemm-amd-epyc-zen-1.json"
+    assert common.save_run("decode", "wall", {}, "", threads=2)[0].name \
+        == "decode-amd-epyc-zen-1-2thread.json"
     run = common.Run({"threads": "1"}, None, {"load_average_1m": 1.0})
     assert "load_average_end" in common.finish_run(run)
 

@@ -153,8 +153,9 @@ def prefetch() -> int:
         return env
     # the port count is a core's, measured on one thread whatever the row's thread count:
     # the one-thread row, else the one `rlx peaks` stores by default (every CPU)
-    ports = [p.fma_ports for p in (machine_peaks(1), machine_peaks()) if p is not None]
-    return 0 if [p for p in ports if p][:1] == [1] else PREFETCH
+    ports = next((p.fma_ports for p in (machine_peaks(1), machine_peaks())
+                  if p is not None and p.fma_ports), 0)
+    return 0 if ports == 1 else PREFETCH
 
 
 def defines() -> str:

@@ -79,6 +79,7 @@ class CpuRenderer(CLikeRenderer):
         # (or AVX-512): it needs no BLAS (conv_blocked.py)
         self.prepack_conv = prepack and simd_conv
         self.packed = PackedWeights()
+        self._streams: dict[int, PackedWeight] = {}  # kernel -> its first packed weight
         self._params: dict[str, int] = {}  # graph parameter -> index in graph.params
         self._blocked: set[str] = set()  # values kept in NCHW8c (layout.py)
         self._graph: Graph | None = None  # the graph being rendered
@@ -186,7 +187,7 @@ class CpuRenderer(CLikeRenderer):
         self._scratch = {}
         self._splits = False
         self.packed = PackedWeights()
-        self._streams: dict[int, PackedWeight] = {}  # kernel -> its first packed weight
+        self._streams = {}
         self._params = {v.name: i for i, v in enumerate(g.params)}
         self._prefix = c_ident(prefix, "p")  # as the base renderer spells it
         # the activations kept in NCHW8c between blocked kernels (layout.py)
