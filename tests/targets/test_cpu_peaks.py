@@ -6,6 +6,7 @@ the probes are replaced by fixed numbers and the load by fixed readings."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,84 @@ def test_the_port_count_times_one_thread_whatever_the_thread_count(
     assert peaks_mod.measure(2).fma_ports == 2 and seen == [None]
     peaks_mod.measure(1)
     assert seen == [None, 171.0]  # one thread: its own peak is the one-core figure
+
+
+_AVX512_FLAGS = {"avx512f", "avx512bw", "avx512vl", "avx2", "fma"}
+
+
+def _family(monkeypatch: pytest.MonkeyPatch, wanted: str) -> None:
+    """This process's ISA path as on an AVX-512 CPU with RLX_CPU_ISA=``wanted``."""
+    from rlx_core.targets.cpu import isa
+
+    path = isa.make(_AVX512_FLAGS, wanted, machine="x86_64")
+    monkeypatch.setattr(isa, "detect", lambda: path)
+
+
+def test_a_forced_isa_family_measures_and_reads_a_row_of_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probes compile for the process's family, and a Zen 4 core issues one 16-float FMA a
+    cycle but two 8-float ones: a run forced to AVX2 must neither read the AVX-512 row's port
+    count nor merge its own into it (the AVX-512 row keeps the key rows always had)."""
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    _family(monkeypatch, "")
+    _fake(monkeypatch, 118.0, 32.0, 0.2, ports=1)
+    native = measure_peaks(1)
+    assert (native.fma_ports, native.isa) == (1, "avx512")
+    _family(monkeypatch, "avx2")
+    assert machine_peaks(1) is None  # never measured on the AVX2 path
+    _fake(monkeypatch, 119.0, 33.0, 0.2, ports=2)
+    forced = measure_peaks(1)
+    assert (forced.fma_ports, forced.isa, forced.gflops) == (2, "avx2", 119.0)
+    stored = json.loads((tmp_path / "peaks.json").read_text())
+    base = f"{peaks_mod.cpu_model()}|1"
+    assert set(stored) == {base, f"{base}|avx2"}
+    assert stored[base]["fma_ports"] == 1 and stored[f"{base}|avx2"]["fma_ports"] == 2
+    _family(monkeypatch, "native")
+    kept = machine_peaks(1)
+    assert kept is not None and (kept.fma_ports, kept.isa, kept.gflops) == (1, "avx512", 118.0)
+    assert "avx512 path" in kept.describe()
+
+
+def test_a_row_of_unknown_family_gives_way_on_the_port_count() -> None:
+    """A row stored before the family was recorded may hold a forced AVX2 run's port count (a
+    Zen 4 row read 2 beside one thread's 1): a run of a known family replaces its count and
+    clock even where the old row's higher peak is kept."""
+    old = Peaks(236.4, 63.0, 2, "test", "then", 2.3, 0.0, True, fma_ports=2, ghz=3.69)
+    new = Peaks(236.0, 60.0, 2, "test", "now", 0.3, 0.0, True, fma_ports=1, ghz=3.70,
+                isa="avx512")
+    got = merge(old, new)
+    assert (got.gflops, got.gbps, got.measured) == (236.4, 63.0, "then")
+    assert (got.fma_ports, got.ghz, got.isa) == (1, 3.70, "avx512")
+    both = merge(replace(old, isa="avx512"), new)  # same family: the kept peak's own count
+    assert (both.fma_ports, both.ghz) == (2, 3.69)
+
+
+def test_the_store_is_parsed_once_per_version_of_the_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every program render reads the port count (gemv.defines): the store is parsed again
+    only when it changes, by this process's measurement or by another writer."""
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    parsed: list[str] = []
+    real = json.loads
+
+    def loads(text: str, **kw: object) -> object:
+        parsed.append(text)
+        return real(text, **kw)
+
+    monkeypatch.setattr(peaks_mod.json, "loads", loads)
+    _fake(monkeypatch, 50.0, 10.0, 0.2)
+    measure_peaks(2)
+    parsed.clear()
+    for _ in range(5):
+        assert machine_peaks(2).gflops == 50.0
+    assert len(parsed) == 1
+    _fake(monkeypatch, 60.0, 12.0, 0.2)
+    measure_peaks(2)  # rewritten (os.replace): the next read sees the new row
+    assert machine_peaks(2).gflops == 60.0
+    store = tmp_path / "peaks.json"
+    rows = real(store.read_text())
+    rows[f"{peaks_mod.cpu_model()}|2"]["gflops"] = 70.5  # another process's longer row
+    store.write_text(json.dumps(rows))
+    assert machine_peaks(2).gflops == 70.5
+    store.write_text("{not json")
+    assert machine_peaks(2) is None

@@ -11,16 +11,27 @@ the least time any code can take for it here (the roofline the explorer's cost o
 ``machine_peaks()`` returns the peaks measured earlier on this CPU (a small JSON file in the
 build cache folder), or None: nothing is measured unless ``measure_peaks()`` is called
 (``rlx peaks``, ``explore(..., calibrate=True)``, benchmarks/peak.py).
+
+The probes are compiled for this process's ISA family (isa.detect: ``RLX_CPU_ISA=avx2`` on an
+AVX-512 CPU builds them without AVX-512), and so are both ceilings' meaning: the FMA peak and
+the port count are those of the family's vectors (a Zen 4 core issues one 16-float FMA a cycle
+but two 8-float ones). A row is therefore kept per CPU model, thread count *and* family: the
+CPU's own family under the key rows always had (``<cpu>|<threads>``), a forced lower one
+under ``<cpu>|<threads>|<family>`` (``_key``), so that a run forced to AVX2 neither reads nor
+overwrites the AVX-512 row. The store is parsed once per version of the file (``_rows``).
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 from rlx_core.targets.cpu.identity import cpu_model
 
@@ -265,6 +276,7 @@ class Peaks:
     probe: int = PROBE_VERSION
     fma_ports: int = 0  # vector FMAs per cycle per core (fma_ports; 0: not measured)
     ghz: float = 0.0  # the core clock it was measured at
+    isa: str = ""  # the ISA family the probes ran ("": a row stored before it was recorded)
 
     @property
     def ridge(self) -> float:
@@ -279,8 +291,9 @@ class Peaks:
         busy = f", other processes {self.others:.2f} CPUs" if self.others >= 0 else ""
         ports = f"; {self.fma_ports} FMA port(s) per core at {self.ghz:.2f} GHz" \
             if self.fma_ports else ""
+        isa = f"; {self.isa} path" if self.isa else ""
         return (f"{'quiet' if self.quiet else 'LOADED'} (load average {self.load:.1f}{busy}; "
-                f"{self.measured}{ports})")
+                f"{self.measured}{ports}{isa})")
 
 
 def default_threads() -> int:
@@ -296,12 +309,44 @@ def _store() -> Path:
     return cache_dir() / "peaks.json"
 
 
+def _family() -> str:
+    """The ISA family the probes compile for in this process (isa.detect)."""
+    from rlx_core.targets.cpu.isa import detect
+
+    return detect().family
+
+
 def _key(threads: int) -> str:
-    return f"{cpu_model()}|{threads}"
+    """The store's key of this process's row: the CPU model and thread count, and the ISA
+    family where RLX_CPU_ISA forced one below the CPU's own (its ceilings are that family's;
+    the CPU's own family keeps the key rows had before families were told apart)."""
+    from rlx_core.targets.cpu.isa import detect
+
+    isa = detect()
+    base = f"{cpu_model()}|{threads}"
+    return base if isa.family == isa.native else f"{base}|{isa.family}"
 
 
 _FIELDS = ("gflops", "gbps", "threads", "cpu", "measured", "load", "others", "quiet", "probe")
-_LATER = ("fma_ports", "ghz")  # added without a probe change: rows stored before lack them
+# added without a probe change: rows stored before lack them
+_LATER = ("fma_ports", "ghz", "isa")
+
+
+@functools.lru_cache(maxsize=4)
+def _parse(path: str, version: tuple[int, int, int]) -> Mapping[str, object]:
+    """The store at ``path`` parsed (read-only), once per ``version`` of the file."""
+    del version  # the cache key only
+    rows = json.loads(Path(path).read_text(encoding="utf-8"))
+    return MappingProxyType(rows if isinstance(rows, dict) else {})
+
+
+def _rows(path: Path) -> Mapping[str, object]:
+    """The store's rows, read from disk only when the file changed since the last read (its
+    inode, modification time or size): every program render asks (gemv.defines), and `rlx
+    peaks` or a benchmark in another process replaces the file (os.replace: a new inode).
+    OSError / ValueError where it is missing or unreadable."""
+    st = path.stat()
+    return _parse(str(path), (st.st_ino, st.st_mtime_ns, st.st_size))
 
 
 def _row(data: object) -> Peaks | None:
@@ -316,11 +361,11 @@ def _row(data: object) -> Peaks | None:
 
 def machine_peaks(threads: int | None = None) -> Peaks | None:
     """The peaks measured earlier on this CPU model at ``threads`` (default: every CPU this
-    process may use), or None when they were never measured here by the current probes."""
+    process may use) with this process's ISA family (``_key``: under ``RLX_CPU_ISA=avx2`` the
+    AVX2 row), or None when they were never measured so by the current probes."""
     n = threads or default_threads()
     try:
-        rows = json.loads(_store().read_text(encoding="utf-8"))
-        return _row(rows.get(_key(n))) if isinstance(rows, dict) else None
+        return _row(_rows(_store()).get(_key(n)))
     except (OSError, ValueError):
         return None
     except Exception:  # an unusable cache folder (CacheDirError): simply not calibrated
@@ -373,10 +418,14 @@ def merge(before: Peaks | None, new: Peaks) -> Peaks:
         return before
     best, other = (before, new) if before.gflops >= new.gflops else (new, before)
     # the port count and clock describe the run whose FMA peak is kept (a slower quiet run, on
-    # a throttled host or with two threads contending, measured fma_ports=1 beside a kept 2)
-    ports, ghz = (best.fma_ports, best.ghz) if best.fma_ports else (other.fma_ports, other.ghz)
+    # a throttled host or with two threads contending, measured fma_ports=1 beside a kept 2),
+    # unless only the other run's ISA family is known: a row stored before the family was
+    # recorded may hold a forced AVX2 run's count (2 on a Zen 4, whose AVX-512 path has 1)
+    trusted = bool(best.fma_ports) and (bool(best.isa) or not other.isa)
+    src = best if trusted or not other.fma_ports else other
     return Peaks(best.gflops, max(before.gbps, new.gbps), new.threads, new.cpu,
-                 best.measured, best.load, best.others, new.quiet, fma_ports=ports, ghz=ghz)
+                 best.measured, best.load, best.others, new.quiet, fma_ports=src.fma_ports,
+                 ghz=src.ghz, isa=new.isa or before.isa)
 
 
 def measure(threads: int | None = None) -> Peaks:
@@ -396,7 +445,7 @@ def measure(threads: int | None = None) -> Peaks:
     cpus = os.cpu_count() or n
     return Peaks(round(gflops, 1), round(gbps, 1), n, cpu_model(), time.strftime("%Y-%m-%d %H:%M:%S"),
                  round(load, 2), round(others, 2), is_quiet(others, load, cpus, n),
-                 fma_ports=ports.ports, ghz=ports.ghz)
+                 fma_ports=ports.ports, ghz=ports.ghz, isa=_family())
 
 
 @dataclass(frozen=True)
@@ -452,8 +501,7 @@ def _remember(n: int, new: Peaks, save: bool) -> Peaks:
     try:
         path = _store()
         try:
-            rows = json.loads(path.read_text(encoding="utf-8"))
-            rows = rows if isinstance(rows, dict) else {}
+            rows = dict(_rows(path))
         except (OSError, ValueError):
             rows = {}
         kept = merge(_row(rows.get(_key(n))), new)
