@@ -319,3 +319,50 @@ def test_the_prefetch_gate_reads_any_row_and_survives_a_bad_store(
     store.unlink()
     store.mkdir()  # unreadable as a file
     assert gemv.prefetch() == gemv.PREFETCH
+
+
+@pytest.mark.parametrize(("name", "fn", "most"),
+                         [("RLX_GV_PF", gemv.prefetch, gemv.PREFETCH_MAX),
+                          ("RLX_GV_ROW_FLOATS", gemv.row_floats, gemv.ROW_FLOATS_MAX)])
+def test_a_gemv_setting_above_its_bound_is_a_typed_error(
+        monkeypatch: pytest.MonkeyPatch, name: str, fn, most: int) -> None:
+    """The settings become #defines in the generated C: a huge value (10**12, or one past any
+    int64) is an ArgumentError naming the variable and its bound, never a number the C cannot
+    hold; the bound itself is accepted and reaches the macro."""
+    from rlx_core.errors import ArgumentError
+
+    for huge in (most + 1, 10**12, 10**20):
+        monkeypatch.setenv(name, str(huge))
+        with pytest.raises(ArgumentError, match=rf"{name}=.*above its bound {most}"):
+            fn()
+    monkeypatch.setenv(name, str(most))
+    assert fn() == most
+    assert f"#define {name} {most}\n" in gemv.defines()
+
+
+def test_the_prefetch_gate_reads_the_port_count_of_this_isa_family(
+        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The port count is per vector width (a Zen 4 issues one 16-float FMA a cycle, two 8-float
+    ones): under RLX_CPU_ISA=avx2 the AVX-512 row's 1 must not turn the prefetch off; the
+    AVX2 row, once measured, decides."""
+    import json
+    from dataclasses import asdict
+
+    from rlx_core.targets.cpu import isa, peaks
+
+    monkeypatch.delenv("RLX_GV_PF", raising=False)
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    flags = {"avx512f", "avx512bw", "avx512vl", "avx2", "fma"}
+    row = peaks.Peaks(gflops=118.0, gbps=30.0, threads=1, cpu=peaks.cpu_model(),
+                      measured="now", fma_ports=1, isa="avx512")
+    store = tmp_path / "peaks.json"
+    store.write_text(json.dumps({f"{peaks.cpu_model()}|1": asdict(row)}), encoding="utf-8")
+    native, forced = isa.make(flags, "", machine="x86_64"), isa.make(flags, "avx2", machine="x86_64")
+    monkeypatch.setattr(isa, "detect", lambda: native)
+    assert gemv.prefetch() == 0
+    monkeypatch.setattr(isa, "detect", lambda: forced)
+    assert gemv.prefetch() == gemv.PREFETCH  # never measured on the AVX2 path
+    avx2 = dict(asdict(row), fma_ports=1, isa="avx2")  # a core with one 256-bit FMA port
+    store.write_text(json.dumps({f"{peaks.cpu_model()}|1": asdict(row),
+                                 f"{peaks.cpu_model()}|1|avx2": avx2}), encoding="utf-8")
+    assert gemv.prefetch() == 0

@@ -46,7 +46,7 @@ def test_thread_counts_give_the_same_results() -> None:
         threads.set_num_threads(before)
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, "2"])
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", 10**12, threads.MAX_THREADS + 1])
 def test_bad_thread_count_is_a_typed_error(bad) -> None:
     with pytest.raises(ArgumentError):
         threads.set_num_threads(bad)
@@ -60,6 +60,10 @@ def test_env_thread_count(monkeypatch: pytest.MonkeyPatch) -> None:
         threads.default_threads()
     monkeypatch.setenv("RLX_NUM_THREADS", "0")
     with pytest.raises(ArgumentError):
+        threads.default_threads()
+    # past a C int: the programs' setters would get it truncated (10**12 -> 727,379,968)
+    monkeypatch.setenv("RLX_NUM_THREADS", str(10**12))
+    with pytest.raises(ArgumentError, match=f"from 1 to {threads.MAX_THREADS}"):
         threads.default_threads()
 
 

@@ -103,3 +103,20 @@ def test_a_bad_wait_prefetch_setting_is_a_typed_error(
     assert team.wait_prefetch_lines() == 16
     monkeypatch.setenv("RLX_WAIT_PREFETCH", "8")
     assert team.wait_prefetch_lines() == 8
+
+
+def test_a_wait_prefetch_above_a_whole_hint_is_a_typed_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """RLX_WAIT_PREFETCH becomes the C loop count RLX_TEAM_PF_LINES (an int): more lines than
+    a whole hint's share (RLX_TEAM_PF_MAX bytes) is an ArgumentError naming the bound, not a
+    loop counter that overflows; the bound itself is accepted."""
+    from rlx_core.errors import ArgumentError
+
+    assert f"#define RLX_TEAM_PF_MAX {64 * team.WAIT_PREFETCH_MAX}LL" in team.BARRIER_C
+    for huge in (team.WAIT_PREFETCH_MAX + 1, 10**12):
+        monkeypatch.setenv("RLX_WAIT_PREFETCH", str(huge))
+        with pytest.raises(ArgumentError, match=f"above its bound {team.WAIT_PREFETCH_MAX}"):
+            team.wait_prefetch_lines()
+    monkeypatch.setenv("RLX_WAIT_PREFETCH", str(team.WAIT_PREFETCH_MAX))
+    assert team.wait_prefetch_lines() == team.WAIT_PREFETCH_MAX

@@ -97,6 +97,10 @@ PREFETCH_LOCALITY = 3  # RLX_GV_PFH
 PREFETCH_MIN_BYTES = 4 << 20  # RLX_GV_PF_MIN: smaller weights are read without it
 CHUNK_UNIT = 128
 ROW_FLOATS = 2048  # RLX_GV_ROW_FLOATS where the OS reports no L1d: a quarter of a 32 KB one
+# the largest RLX_GV_ROW_FLOATS / RLX_GV_PF accepted (env.env_count): 1 << 30 floats of x (4
+# GB) already means "always row after row"; 1 MB ahead is past every L2 (4 KB was tuned)
+ROW_FLOATS_MAX = 1 << 30
+PREFETCH_MAX = 1 << 20
 
 
 def chunk_width(n: int) -> int:
@@ -124,10 +128,11 @@ def row_floats() -> int:
     (``rlx_gemv_dot_row``): a quarter of L1d, so x and one row of W take at most half of it
     between two reads of a line of x.
     ``RLX_GV_ROW_FLOATS=0`` turns that off (A/B timing); a value that is not a whole number
-    >= 0 is an ArgumentError."""
+    from 0 to ROW_FLOATS_MAX is an ArgumentError."""
     from rlx_core.targets.cpu.isa import detect
 
-    env = env_count("RLX_GV_ROW_FLOATS", "a float count such as 2048, or 0 for never")
+    env = env_count("RLX_GV_ROW_FLOATS", "a float count such as 2048, or 0 for never",
+                    ROW_FLOATS_MAX)
     if env is not None:
         return env
     l1d = detect().caches.l1d
@@ -144,15 +149,20 @@ def prefetch() -> int:
     LM head (from memory) 12.4-13.1 against 11.0-12.0; on two threads the LM head level (none
     16.2-25.7, 4 KB 16.5-25.2 in six rounds, MLAS 15.8-19.7). The Zen 1 VM gained nothing from
     it either (see the module docstring). Two FMA ports, or peaks never measured here (no
-    store, or one unreadable): PREFETCH, as tuned on Emerald Rapids. ``RLX_GV_PF`` in the
-    environment overrides both (A/B timing; not a whole number >= 0: ArgumentError)."""
+    store, or one unreadable): PREFETCH, as tuned on Emerald Rapids. The count read is the one
+    measured for this process's ISA family (peaks._key): it is per vector width, not per core
+    (a Zen 4 issues one 16-float FMA a cycle but two 8-float ones), so under
+    ``RLX_CPU_ISA=avx2`` the AVX2 row decides, and the AVX-512 row's 1 does not. ``RLX_GV_PF``
+    in the environment overrides both (A/B timing; not a whole number >= 0, or above
+    PREFETCH_MAX: ArgumentError)."""
     from rlx_core.targets.cpu.peaks import machine_peaks
 
-    env = env_count("RLX_GV_PF", "bytes ahead such as 4096, or 0 for none")
+    env = env_count("RLX_GV_PF", "bytes ahead such as 4096, or 0 for none", PREFETCH_MAX)
     if env is not None:
         return env
-    # the port count is a core's, measured on one thread whatever the row's thread count:
-    # the one-thread row, else the one `rlx peaks` stores by default (every CPU)
+    # the port count is one core's at this family's width, measured on one thread whatever
+    # the row's thread count: the one-thread row, else the one `rlx peaks` stores by default
+    # (every CPU); both read from the store once per version of the file (peaks._rows)
     ports = next((p.fma_ports for p in (machine_peaks(1), machine_peaks())
                   if p is not None and p.fma_ports), 0)
     return 0 if ports == 1 else PREFETCH

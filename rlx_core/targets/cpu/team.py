@@ -1014,13 +1014,19 @@ class Stream:
     nbytes: int
 
 
+# the most lines a spin may prefetch (RLX_WAIT_PREFETCH): a whole hint's share (RLX_TEAM_PF_MAX,
+# 256 KB) in one spin
+WAIT_PREFETCH_MAX = 262144 // 64
+
+
 def wait_prefetch_lines() -> int:
     """Cache lines a waiting thread prefetches per spin of the next streamed weight (the
     ``RLX_WAIT_PREFETCH`` environment variable at compile time, 16 by default; 0: no hints;
-    not a whole number >= 0: ArgumentError)."""
+    not a whole number from 0 to WAIT_PREFETCH_MAX: ArgumentError)."""
     from rlx_core.targets.cpu.env import env_count
 
-    lines = env_count("RLX_WAIT_PREFETCH", "cache lines per spin such as 16, or 0 for none")
+    lines = env_count("RLX_WAIT_PREFETCH", "cache lines per spin such as 16, or 0 for none",
+                      WAIT_PREFETCH_MAX)
     return 16 if lines is None else lines
 
 

@@ -16,6 +16,10 @@ import os
 from rlx_core.errors import ArgumentError
 
 _STATE: dict[str, int] = {}
+# the most threads a count may ask for: each program's setter takes a C int (ctypes would
+# silently truncate 10**12 to 727,379,968, and 2**32 to 0); the team itself uses at most
+# team.py's RLX_TEAM_MAXT of them
+MAX_THREADS = (1 << 31) - 1
 _LOADED: list[tuple[ctypes.CDLL, str]] = []  # (library, setter symbol) of loaded programs
 
 
@@ -28,8 +32,9 @@ def default_threads() -> int:
         except ValueError:
             raise ArgumentError(f"RLX_NUM_THREADS={env!r} is not an integer",
                                 hint="set it to a thread count such as 2") from None
-        if n < 1:
-            raise ArgumentError(f"RLX_NUM_THREADS={n} must be at least 1", hint="use 1 or more")
+        if not 1 <= n <= MAX_THREADS:
+            raise ArgumentError(f"RLX_NUM_THREADS={n} must be from 1 to {MAX_THREADS}",
+                                hint="set it to a thread count such as 2")
         return n
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -46,8 +51,8 @@ def num_threads() -> int:
 
 def set_num_threads(n: int) -> None:
     """Use ``n`` threads in every loaded CPU program and in those loaded later."""
-    if not isinstance(n, int) or n < 1:
-        raise ArgumentError(f"thread count {n!r} must be a positive integer",
+    if not isinstance(n, int) or not 1 <= n <= MAX_THREADS:
+        raise ArgumentError(f"thread count {n!r} must be an integer from 1 to {MAX_THREADS}",
                             hint="pass 1 for single-threaded kernels")
     _STATE["n"] = n
     for lib, sym in _LOADED:
