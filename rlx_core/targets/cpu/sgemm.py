@@ -462,8 +462,6 @@ static inline __attribute__((always_inline)) void rlx_sgemm_acc(
         c0[0] = x0; c0[1] = x1; c0[2] = x2; c0[3] = x3; c0[4] = x4; c0[5] = x5;
         c1[0] = y0; c1[1] = y1; c1[2] = y2; c1[3] = y3; c1[4] = y4; c1[5] = y5;
         for (; p < kc; ++p) rlx_sgemm_step(R, p, a, ra, rp, b, ldb, c0, c1);
-        (void)pa;
-        (void)pas;
         return;
     }
     if (R == 4) {  /* an AVX2 edge tile of four rows: RLX_SG_ASM4_STEP */
