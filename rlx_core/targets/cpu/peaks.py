@@ -162,6 +162,7 @@ class FmaPorts:
         return self.gflops / self.ghz if self.ghz > 0 else 0.0
 
     def describe(self) -> str:
+        """Ports x lanes x 2 FLOP at the clock, beside the measured FLOP per cycle."""
         if not self.ports:
             return "FMA ports not measured (no cycle clock off x86)"
         return (f"{self.ports} FMA port(s) x {self.lanes} lanes x 2 FLOP at {self.ghz:.2f} GHz "
@@ -284,6 +285,7 @@ class Peaks:
         return self.gflops / self.gbps if self.gbps > 0 else 0.0
 
     def to_json(self) -> dict[str, object]:
+        """The row's fields and its ridge point, for a results file."""
         return {**asdict(self), "ridge": self.ridge}
 
     def describe(self) -> str:
@@ -297,6 +299,7 @@ class Peaks:
 
 
 def default_threads() -> int:
+    """The CPUs this process may run on (the thread count a row is measured at by default)."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -478,6 +481,7 @@ class PeakRun:
         return f"{self.kept.describe()}; {self.summary()}"
 
     def to_json(self) -> dict[str, object]:
+        """The kept row, with this run's own row and both ratios beside it."""
         return {**self.kept.to_json(), "this_run": self.now.to_json(),
                 "host_fraction": round(self.host_fraction, 3),
                 "bandwidth_fraction": round(self.bandwidth_fraction, 3)}
