@@ -1,0 +1,35 @@
+"""docs/targets.md's *cpu target settings* table names every environment variable the cpu
+target reads (rlx_core/targets/cpu/ and the C renderer it shares, c_common/): a setting added
+to the code without a row fails here, and so does a row whose setting the code no longer
+reads."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# os.environ.get("RLX_X", ...), os.environ["RLX_X"], getenv("RLX_X") in the C sources,
+# env_count("RLX_X", ...) (cpu/env.py)
+_READ = re.compile(r'(?:environ\.get\(|environ\[|getenv\(|env_count\(\s*)"(RLX_[A-Z0-9_]+)"')
+
+
+def _read_by_the_code() -> set[str]:
+    names: set[str] = set()
+    for folder in ("cpu", "c_common"):
+        for path in sorted((ROOT / "rlx_core" / "targets" / folder).glob("*.py")):
+            names.update(_READ.findall(path.read_text(encoding="utf-8")))
+    return names
+
+
+def _rows_of_the_table() -> set[str]:
+    text = (ROOT / "docs" / "targets.md").read_text(encoding="utf-8")
+    section = text.split("## cpu target settings", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `(RLX_[A-Z0-9_]+)` \|", section, flags=re.M))
+
+
+def test_every_cpu_setting_has_a_row_and_every_row_a_setting() -> None:
+    code, table = _read_by_the_code(), _rows_of_the_table()
+    assert {"RLX_CPU_ISA", "RLX_GV_PF", "RLX_WAIT_PREFETCH", "RLX_NO_AMX"} <= code  # the scan works
+    assert code - table == set(), f"read by the cpu target, missing from docs/targets.md: {code - table}"
+    assert table - code == set(), f"in docs/targets.md, read nowhere: {table - code}"
