@@ -50,6 +50,7 @@ from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.cpu import conv_blocked, depthwise, winograd
+from rlx_core.targets.cpu.env import env_choice
 
 IMPL = "rlx-conv"
 IMPL_SHIFTED = "rlx-conv-shifted"  # stride-1 windows on the shifted padded input
@@ -516,8 +517,8 @@ def winograd_tile(n: int, c: int, o: int, groups: int, kh: int, kw: int, sh: int
     (winograd.py), or 0 for the direct kernels. Only 3x3, stride 1, undilated, groups 1, whole
     blocks of 8 input and output channels, where the blocked kernel could run (mode not "0").
     ``RLX_WINOGRAD``: "0" never, "2" / "4" that tile for every such shape (A/B timing,
-    tests)."""
-    env = os.environ.get("RLX_WINOGRAD", "")
+    tests); anything else is an ArgumentError."""
+    env = env_choice("RLX_WINOGRAD", ("0", "2", "4"))
     if (env == "0" or conv_blocked.mode() == "0" or groups != 1 or (kh, kw) != (3, 3)
             or (sh, sw) != (1, 1) or (dh, dw) != (1, 1) or c % 8 or o % 8):
         return 0

@@ -140,6 +140,7 @@ from dataclasses import dataclass
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.cpu import conv_tilez_asm
+from rlx_core.targets.cpu.env import env_choice, env_count
 
 CB_C = 8  # input channels per block
 CB_O = 16  # output channels per filter panel (two ymm)
@@ -1352,8 +1353,8 @@ def packed_bytes(o: int, c: int, kh: int, kw: int) -> int:
 def mode() -> str:
     """``RLX_CONV_BLOCKED``: "0" every convolution on conv.py's kernels (A/B timing), "all"
     every groups-1 convolution on a parameter filter blocked (tests of odd shapes), else the
-    rule table (use_blocked)."""
-    return os.environ.get("RLX_CONV_BLOCKED", "")
+    rule table (use_blocked); anything else is an ArgumentError."""
+    return env_choice("RLX_CONV_BLOCKED", ("0", "all"))
 
 
 # the rule table, from single layers timed against conv.py's kernels (CPU time, 1 thread, Zen 1,
@@ -1401,6 +1402,7 @@ MIN_ITEMS = 8  # split an image's output rows when there are fewer images than t
 
 FILTER_L2 = 256 << 10  # RLX_CB_FILTER_L2: the largest filter one conv runs chunk by chunk
 FOLD_BYTES = 1 << 20  # the most input rows the images of one call put in L2
+FOLD_MAX = 1 << 20  # the largest RLX_CB_FOLD accepted (the batch bounds it anyway)
 
 
 def images_per_call(n: int, in_bytes: int, filter_bytes: int, in_place: bool) -> int:
@@ -1411,12 +1413,13 @@ def images_per_call(n: int, in_bytes: int, filter_bytes: int, in_place: bool) ->
     unit instead, so as many images as keep the input rows they read (``in_bytes`` each)
     within FOLD_BYTES. Only where every input is read in place (NCHW8c, 1x1, unpadded: no
     per-image copy). ``RLX_CB_FOLD``: "0" never (A/B timing), a number: that many wherever
-    the input is read in place."""
-    mode = os.environ.get("RLX_CB_FOLD", "")
-    if not in_place or n < 2 or mode == "0":
+    the input is read in place; not a whole number from 0 to FOLD_MAX: ArgumentError."""
+    fold = env_count("RLX_CB_FOLD", "images per call such as 4, or 0 for one at a time",
+                     FOLD_MAX)
+    if not in_place or n < 2 or fold == 0:
         return 1
-    if mode.isdigit():
-        return min(n, int(mode))
+    if fold is not None:
+        return min(n, fold)
     if filter_bytes <= FILTER_L2:
         return 1
     return max(1, min(n, FOLD_BYTES // max(in_bytes, 1)))

@@ -30,7 +30,6 @@ batches.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from rlx_core.ir.graph import Node
@@ -39,6 +38,7 @@ from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.cpu import conv_blocked
 from rlx_core.targets.cpu.conv import ACT_CODES
+from rlx_core.targets.cpu.env import env_choice
 
 # both filters' bytes a pair runs chunk by chunk (rlx_cb_conv2's order; RLX_CB_FILTER_L2 for one
 # conv), and the most a pair takes (worth): ResNet-50's second stage (128 + 256 -> 512, the
@@ -49,8 +49,8 @@ PAIR_FILTER_L2 = 2 << 20
 
 def mode() -> str:
     """``RLX_CONV_PAIR``: "0" no pairs (A/B timing), "all" every pair the rule admits (tests),
-    else the rule table (worth)."""
-    return os.environ.get("RLX_CONV_PAIR", "")
+    else the rule table (worth); anything else is an ArgumentError."""
+    return env_choice("RLX_CONV_PAIR", ("0", "all"))
 
 
 def worth(o: int, c1: int, c2: int, stride2: int) -> bool:

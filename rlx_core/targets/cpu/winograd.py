@@ -40,12 +40,12 @@ more (not built). conv.py's ``winograd_tile`` is the rule; ``RLX_WINOGRAD``: "0"
 
 from __future__ import annotations
 
-import os
 from fractions import Fraction as F
 
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.cpu import conv_blocked, scratch
+from rlx_core.targets.cpu.env import env_choice
 
 IMPL = "rlx-conv-winograd"
 IMPLS = (IMPL,)
@@ -563,8 +563,9 @@ def filter_on_the_fly(m: int, n: int, c: int, o: int, oh: int, ow: int) -> bool:
     4x4 b8 2.78 -> 2.45 ms, 256 -> 256 at 7x7 b8 (32 tiles) 1.50-1.56 -> 1.43-1.50, 128 ->
     128 at 14x14 b1 (16 tiles) 0.26-0.27 -> 0.22-0.23; F(2, 3) on the fly was slower (256 ->
     256 at 7x7 b1 0.405 -> 0.45), and so were items of 56 tiles (128 -> 128 at 14x14 b8).
-    ``RLX_WG_LAZY``: "0" never, "1" on every Winograd conv (A/B timing, tests)."""
-    env = os.environ.get("RLX_WG_LAZY", "")
+    ``RLX_WG_LAZY``: "0" never, "1" on every Winograd conv (A/B timing, tests); anything else
+    is an ArgumentError."""
+    env = env_choice("RLX_WG_LAZY", ("0", "1"))
     if env == "0" or o % 16:
         return False
     return env == "1" or (m == 4 and _chunk(m, n, c, o, oh, ow)[1] <= LAZY_TILES)
