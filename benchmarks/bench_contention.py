@@ -26,6 +26,8 @@ load, and ahead of every peer under load. Results: ``results/contention-<cpu slu
 
     python benchmarks/bench_contention.py              # full run (about 5-10 minutes)
     python benchmarks/bench_contention.py --quick      # MLP only, few calls, nothing written
+    python benchmarks/bench_contention.py --aa --conditions busy2,bursty2 --runs 20 --tag aa
+        # the one-thread peer timed twice: 'team / 1 thread' beside the run's own noise floor
     chrt -f 1 python benchmarks/bench_contention.py --conditions quiet --tag sched-fifo
         # quiet for this process alone on a shared machine (real-time: never with busy loads,
         # which would inherit it and hold the cores)
@@ -73,6 +75,7 @@ CONDITIONS: dict[str, tuple[str, int]] = {  # name -> (load program, processes)
     "after-torch": ("", 0), "after-ort": ("", 0),
 }
 PEERS = ("rlx team", "rlx 1 thread", "torch", "onnxruntime")
+AGAIN = "rlx 1 thread again"  # --aa: the one-thread peer timed a second time, as its own peer
 
 
 def autogroup() -> str:
@@ -122,6 +125,22 @@ def with_threads(set_threads: Callable[[int], None], n: int,
 
     run.setup = lambda: set_threads(n)  # type: ignore[attr-defined]
     return run
+
+
+def with_again(peers: dict[str, Callable[[], Any]]) -> dict[str, Callable[[], Any]]:
+    """``peers`` and the one-thread peer once more under the name AGAIN (the same program and
+    thread count in turns of its own): the ratio of the two, same code and same load, is how
+    far apart two turns' p50s fall by chance, the floor under which team / 1 thread says
+    nothing (with --runs 20 under two bursty processes it was 1.35x on MiniLM b1 s128 and
+    1.79x on b2 s8, Zen 4: one thread's turns are fast or slow as the scheduler places the
+    loads at each turn's start)."""
+    one = peers["rlx 1 thread"]
+
+    def again() -> Any:
+        return one()
+
+    again.setup = getattr(one, "setup", lambda: None)  # type: ignore[attr-defined]
+    return {**peers, AGAIN: again}
 
 
 def minilm_workloads(torch: Any, threads: int, batches: tuple[tuple[int, int], ...],
@@ -261,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                          "ONNX Runtime's and torch's pools stop spinning before the next peer")
     ap.add_argument("--conditions", default=",".join(CONDITIONS))
     ap.add_argument("--quick", action="store_true", help="MLP only, few calls, write nothing")
+    ap.add_argument("--aa", action="store_true",
+                    help="time the one-thread peer twice (AGAIN): the run's own noise floor")
     ap.add_argument("--tag", default="",
                     help="results file suffix, kept beside the default run's (e.g. sched-fifo "
                          "for a run under chrt -f 1: a quiet machine for this process alone)")
@@ -278,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         workloads.update(minilm_workloads(torch, threads, ((1, 128), (2, 8)), tmp))
     workloads["MLP step 784-128-10/128"] = mlp_workload(torch, threads)
     runs = 3 if args.quick else args.runs
+    if args.aa:
+        workloads = {wl: with_again(peers) for wl, peers in workloads.items()}
     a = torch.randn(384, 384)
 
     def torch_pool() -> None:  # torch's intra-op pool runs, then this process moves on
@@ -306,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
                            min(p50["rlx team"], p50["rlx 1 thread"]) / min(others.values()), 3),
                        "team_over_best_peer": round(p50["rlx team"] / min(others.values()), 3),
                        "team_counters": {k: after[k] - before[k] for k in after},
+                       **({"again_over_1thread": round(p50[AGAIN] / p50["rlx 1 thread"], 3)}
+                          if AGAIN in p50 else {}),
                        "load_average_before": round(load_before, 2)}
                 results.append(row)
                 say(f"{cond:12s} {wl:24s} " + "  ".join(f"{n} {v * 1e3:.2f} ms"
@@ -322,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     data["autogroup"] = autogroup()
     headers = ["condition", "workload", *(f"{p} ms" for p in PEERS), "team / 1 thread",
                "team / best peer", "late arrivals", "bad calls", "calls shrunk", "worker's chunks",
-               "load avg before"]
+               "load avg before", *(["1 thread again / 1 thread"] if args.aa else [])]
     rows = []
     for r in results:
         s = r["stats_s"]
@@ -334,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"{r['team_over_best_peer']:.2f}x",
                      r["team_counters"]["late_arrivals"], r["team_counters"]["bad_calls"],
                      r["team_counters"]["calls_shrunk"],
-                     _share(r["team_counters"]), r["load_average_before"]])
+                     _share(r["team_counters"]), r["load_average_before"],
+                     *([f"{r['again_over_1thread']:.2f}x"] if args.aa else [])])
     md = (f"# Behaviour under competing load\n\n{stamp({**data['machine'], 'isa': data['isa']})}"
           f" (the machine is shared: 'quiet' means no load started by this script"
           + (f"; scheduling autogroup {data['autogroup']!r}, the loads it starts in it too"
