@@ -205,6 +205,62 @@ def test_the_out_of_memory_path_computes_the_same_attention(tmp_path) -> None:
     np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-6)
 
 
+_TINY_HARNESS = r"""
+#include <stdio.h>
+/* items of at most 16 keys (after the hidden ends are cut): query blocks, widths on and off
+   the 16-float vector, masks, causal */
+static void item(int64_t sq, int64_t sk, int64_t d, int64_t dv, int64_t r0, int64_t r1,
+                 int causal, int hide, unsigned int seed) {
+    static float q[64 * 80], k[64 * 80], v[64 * 80], o[64 * 80];
+    unsigned char mask[64];
+    unsigned int x = seed;
+    const int64_t ld = 80;  /* rows of a (batch, seq, heads, dim) tensor: wider than a head */
+    for (int i = 0; i < 64 * 80; ++i) { x = x * 1103515245u + 12345u; q[i] = (float)(x >> 16) / 65536.0f - 0.5f; }
+    for (int i = 0; i < 64 * 80; ++i) { x = x * 1103515245u + 12345u; k[i] = (float)(x >> 16) / 16384.0f - 2.0f; }
+    for (int i = 0; i < 64 * 80; ++i) { x = x * 1103515245u + 12345u; v[i] = (float)(x >> 16) / 65536.0f - 0.5f; o[i] = 0.0f; }
+    for (int64_t j = 0; j < sk; ++j) mask[j] = (unsigned char)(!hide || (j % 5 != 3 && j < sk - 2));
+    rlx_attention_rows(r0, r1, sk, d, dv, q, ld, k, ld, v, ld, o, ld, 0.35f, -3.4e38f, causal,
+                       hide ? mask : 0, 1, 0);
+    for (int64_t i = r0; i < r1; ++i)
+        for (int64_t c = 0; c < dv; ++c) printf("%a\n", o[i * ld + c]);
+}
+int main(void) {
+    item(8, 8, 32, 32, 0, 8, 0, 1, 1u);     /* MiniLM b2 s8's item */
+    item(8, 8, 32, 32, 0, 8, 1, 0, 2u);
+    item(13, 16, 5, 40, 0, 13, 0, 1, 3u);   /* odd widths, 13 rows: a short group */
+    item(20, 11, 64, 17, 3, 20, 1, 1, 4u);  /* a block of rows from 3 */
+    item(3, 1, 16, 16, 0, 3, 0, 0, 5u);     /* one key */
+    item(40, 18, 32, 32, 0, 40, 0, 1, 6u);  /* 18 keys, 15 visible after the cut */
+    return 0;
+}
+"""
+
+
+def test_few_keys_give_the_bits_of_the_panel_path(tmp_path) -> None:
+    """Items of at most RLX_ATTN_TINY keys skip the panels and rlx_sgemm_core
+    (rlx_attn_tiny_scores, rlx_attn_tiny_out); built with the path off (-DRLX_ATTN_TINY=0)
+    the kernel gives the same bits, and each output is finite."""
+    import subprocess
+
+    from rlx_core.targets.c_common.prelude import prelude
+    from rlx_core.targets.cpu import attention, sgemm
+    from rlx_core.targets.cpu.toolchain import find_compiler
+
+    cc = find_compiler()
+    src = tmp_path / "tiny.c"
+    src.write_text(prelude() + sgemm.SOURCE + attention.SOURCE + _TINY_HARNESS)
+    outs = []
+    for extra in ([], ["-DRLX_ATTN_TINY=0"]):
+        exe = tmp_path / f"tiny{len(outs)}"
+        subprocess.run([cc.path, *cc.opt_flags, "-std=gnu11", *extra, str(src), "-o", str(exe),
+                        "-lm"], check=True, capture_output=True)
+        run = subprocess.run([str(exe)], check=True, capture_output=True, text=True)
+        outs.append(run.stdout.split())
+    assert len(outs[0]) == 8 * 32 * 2 + 13 * 40 + 17 * 17 + 3 * 16 + 40 * 32
+    assert outs[0] == outs[1]
+    assert np.isfinite(np.array([float.fromhex(t) for t in outs[0]])).all()
+
+
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 @pytest.mark.parametrize("mask", ["none", "causal", "padding"])
 def test_queries_and_keys_of_different_lengths_and_value_width(mask: str, layout: str) -> None:
