@@ -113,6 +113,33 @@ def test_minilm_shaped_norm_runs_in_the_gemm_chunks(threads) -> None:
     np.testing.assert_allclose(np.asarray(exe(x, res)), ref(x, res), rtol=1e-4, atol=1e-4)
 
 
+def test_a_norm_after_the_barrier_is_shared_out_however_small(
+        threads, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MiniLM's FFN2 + residual + layer norm at batch 2 x 8 tokens: 16 rows make no chunks of
+    whole rows, so the GEMM runs in column chunks and the norm follows the team's barrier. Its
+    four groups of four rows are claimed chunks there (small as it is: the threads meet at the
+    barrier anyway), not one chunk one thread runs while the other waits; the same bits as the
+    norm in a kernel of its own."""
+    threads(2)
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 8, 1536)).astype(np.float32)
+    w = (rng.standard_normal((1536, 384)) / 40).astype(np.float32)
+    res = rng.standard_normal((2, 8, 384)).astype(np.float32)
+    f, ref = _graph("layer_norm", w, "res", 1e-12)
+    exe = rlx.compile(f, x, res, target="cpu", record=False)
+    (k,) = [k for k in exe.lir.kernels if k.kind == "matmul"]
+    assert k.nodes[-1].op == "layer_norm"
+    src = exe.program.sources[k.name]
+    if exe.program.info.get("own_sgemm") and "rlx_team_take(" in src:
+        assert "rlx_team_done(rlx_work" in src, src  # the barrier after the column chunks
+        assert "rlx_team_take(rlx_work, 2, 2, 4)" in src, src  # the norm: 4 chunks, not 1
+    got = np.asarray(exe(x, res))
+    np.testing.assert_allclose(got, ref(x, res), rtol=1e-4, atol=1e-4)
+    monkeypatch.setenv("RLX_NO_NORM_EPILOGUE", "1")
+    apart = rlx.compile(f, x, res, target="cpu", record=False)
+    np.testing.assert_array_equal(got, np.asarray(apart(x, res)))
+
+
 def test_a_norm_whose_input_is_read_elsewhere_keeps_its_own_kernel() -> None:
     """The pre-norm sum is also returned: the kernel would have to store both, so the norm
     stays apart (place_norm's single-use rule)."""
