@@ -279,11 +279,12 @@ def test_weight_prefetch_follows_the_measured_fma_ports(
 
 
 @pytest.mark.parametrize(("name", "fn"), [("RLX_GV_PF", gemv.prefetch),
-                                          ("RLX_GV_ROW_FLOATS", gemv.row_floats)])
+                                          ("RLX_GV_ROW_FLOATS", gemv.row_floats),
+                                          ("RLX_GV_IN_PLACE_MIN", gemv.in_place_min)])
 @pytest.mark.parametrize("value", ["abc", "-1", "4k", "1.5"])
 def test_a_bad_gemv_setting_is_a_typed_error(
         monkeypatch: pytest.MonkeyPatch, name: str, fn, value: str) -> None:
-    """A value of RLX_GV_PF or RLX_GV_ROW_FLOATS that is not a whole number >= 0 is an
+    """A value of RLX_GV_PF, RLX_GV_ROW_FLOATS or RLX_GV_IN_PLACE_MIN that is not a whole number >= 0 is an
     ArgumentError naming the variable (not silently the default); blank is unset."""
     from rlx_core.errors import ArgumentError
 
@@ -366,3 +367,37 @@ def test_the_prefetch_gate_reads_the_port_count_of_this_isa_family(
     store.write_text(json.dumps({f"{peaks.cpu_model()}|1": asdict(row),
                                  f"{peaks.cpu_model()}|1|avx2": avx2}), encoding="utf-8")
     assert gemv.prefetch() == 0
+
+
+def test_a_weight_over_the_in_place_bound_is_read_where_it_lies(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GEMV's weight larger than gemv.in_place_min (L3; here RLX_GV_IN_PLACE_MIN) is not
+    prepacked: x @ W^T reads W's rows in place (rlx_gemv). A smaller weight, W (not W^T: rows
+    not contiguous along k), more rows than MAX_ROWS and RLX_GV_IN_PLACE_MIN=0 keep the
+    panels. Results within 1e-5 of numpy float64 either way."""
+    skip_unless_own_sgemm()
+    from rlx_core.targets.cpu.isa import detect
+
+    monkeypatch.delenv("RLX_GV_IN_PLACE_MIN", raising=False)
+    assert gemv.in_place_min() == detect().caches.l3
+    rng = np.random.default_rng(5)
+    k, n = 200, 300  # 240,000 bytes of weight
+    w = rng.standard_normal((n, k), np.float32)
+    wt = np.ascontiguousarray(w.T)
+    b = rng.standard_normal(n).astype(np.float32)
+    xs = [rng.standard_normal((m, k), np.float32) for m in (1, gemv.MAX_ROWS, gemv.MAX_ROWS + 1)]
+    assert gemv.reads_in_place(1, n, k, 1, 1, 1) == (0 < detect().caches.l3 < 4 * n * k)
+    for bound, in_place in (("100000", True), ("240000", False), ("0", False)):
+        monkeypatch.setenv("RLX_GV_IN_PLACE_MIN", bound)
+        for x in xs:
+            exe = rlx.compile(lambda a, w=w, b=b: rlx.nn.linear(a, w, b), x, target="cpu",
+                              record=False)
+            packed = exe.program.info["prepacked"]
+            gemv_rows = x.shape[0] <= gemv.MAX_ROWS
+            assert (not packed) == (in_place and gemv_rows), (bound, x.shape)
+            want = x.astype(np.float64) @ w.T.astype(np.float64) + b
+            assert _rel(exe(x), want) < 1e-5
+        # W as op(B) (x @ W with W k x n): its k runs down the columns, so it keeps the panels
+        exe = rlx.compile(lambda a, wt=wt: a @ wt, xs[0], target="cpu", record=False)
+        assert exe.program.info["prepacked"]
+        assert _rel(exe(xs[0]), xs[0].astype(np.float64) @ wt.astype(np.float64)) < 1e-5

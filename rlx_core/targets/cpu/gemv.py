@@ -101,6 +101,7 @@ ROW_FLOATS = 2048  # RLX_GV_ROW_FLOATS where the OS reports no L1d: a quarter of
 # GB) already means "always row after row"; 1 MB ahead is past every L2 (4 KB was tuned)
 ROW_FLOATS_MAX = 1 << 30
 PREFETCH_MAX = 1 << 20
+IN_PLACE_MAX = 1 << 50  # the largest RLX_GV_IN_PLACE_MIN accepted (bytes)
 
 
 def chunk_width(n: int) -> int:
@@ -121,6 +122,40 @@ def takes(m: int, batch: int, packed: bool) -> bool:
     which, both take the GEMM)."""
     del packed
     return batch == 1 and 1 <= m <= MAX_ROWS and enabled()
+
+
+def in_place_min() -> int:
+    """The size in bytes above which a GEMV's weight is read in place rather than prepacked
+    (reads_in_place): the L3 size, or 0 (never) where the OS reports none.
+    ``RLX_GV_IN_PLACE_MIN`` overrides it (0: prepack every weight, for A/B timing; not a whole
+    number from 0 to IN_PLACE_MAX: ArgumentError)."""
+    from rlx_core.targets.cpu.isa import detect
+
+    env = env_count("RLX_GV_IN_PLACE_MIN", "a byte count such as 33554432, or 0 for never",
+                    IN_PLACE_MAX)
+    return env if env is not None else detect().caches.l3
+
+
+def reads_in_place(m: int, n: int, k: int, batch: int, rk: int, brk: int) -> bool:
+    """Does a GEMV whose op(B) is a graph parameter read W where it lies (``rlx_gemv``, row
+    after row: ``rlx_gemv_dot_row``) instead of a prepacked copy (``rlx_gemv_packed``)?
+
+    Yes for x @ W^T (W's rows contiguous: ``brk`` 1, a row-contiguous x: ``rk`` 1) with x in
+    a quarter of L1d (row_floats) and W larger than L3 (in_place_min): each call then streams
+    W from memory, and one sequential stream of W's rows reads it faster than the panels'
+    STREAMS streams. Zen 4, 2 threads, the LM head 1 x 768 x 50,257 (154 MB; L3 32 MB), two
+    copies of each form in one process in alternating turns of varied order (FIFO, load
+    3.0-6.0 from other sessions), GFLOP/s per run: in place 18.0 / 18.3, 19.9 / 20.0, 20.0 /
+    20.1, 19.8 / 20.1; prepacked 16.3 / 16.0, 17.7 / 17.7, 17.5 / 17.3, 17.4 / 17.7. One
+    thread level (15.5 / 15.4 against 14.9 / 15.0, 14.9 / 15.0 against 15.0 / 15.2). The
+    panels' four streams were not the only cause: one panel at a time read 17.3 / 18.0 / 17.3
+    where the prepacked four read 16.7 / 19.7 / 16.7 and the per-call row form 18.5 / 21.7 /
+    18.9 (4 KB of software prefetch 17.6 / 19.1 / 17.7). A weight in L3 keeps its panels
+    (its program is unchanged): the row form read 1 x 768 x 3072 at 36 GFLOP/s against the
+    panels' 48 (one unFIFO run)."""
+    lim = in_place_min()
+    return (takes(m, batch, True) and rk == 1 and brk == 1 and lim > 0
+            and 4 * n * k > lim and m * k <= row_floats())
 
 
 def row_floats() -> int:

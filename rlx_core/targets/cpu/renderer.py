@@ -456,6 +456,8 @@ class CpuRenderer(CLikeRenderer):
         if value not in self._params:
             return None  # an activation, or a layout copy of the weight
         brk, brn = spec.sb.row, spec.sb.col  # (p, j) of op(B) at B[p * brk + j * brn]
+        if gemv.reads_in_place(spec.m, spec.n, spec.k, spec.batch, spec.sa.col, brk):
+            return None  # a GEMV on a weight over L3: W's rows read where they lie (gemv.py)
         pw = self._add_packed(env, self._params[value], value, spec.n, spec.k, brk, brn)
         name = f"{spec.b}_packed"
         env.extra_args.append((f"const float* restrict {name}",
