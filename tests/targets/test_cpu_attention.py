@@ -182,9 +182,9 @@ int main(void) {
 """
 
 
-def test_the_out_of_memory_path_computes_the_same_attention(tmp_path) -> None:
-    """Without a scores buffer the kernel recomputes each score per pass, a row at a time;
-    compiled with RLX_ATTN_NO_SCRATCH (the one switch of that path) it must agree."""
+def _harness_outputs(tmp_path, harness: str, switch: str) -> list[list[str]]:
+    """The words a C harness over the attention kernel prints, built as it ships and with
+    ``switch`` (one -D flag that turns a path off): [as shipped, with the switch]."""
     import subprocess
 
     from rlx_core.targets.c_common.prelude import prelude
@@ -192,15 +192,23 @@ def test_the_out_of_memory_path_computes_the_same_attention(tmp_path) -> None:
     from rlx_core.targets.cpu.toolchain import find_compiler
 
     cc = find_compiler()
-    src = tmp_path / "attn.c"
-    src.write_text(prelude() + sgemm.SOURCE + attention.SOURCE + _HARNESS)
+    src = tmp_path / "harness.c"
+    src.write_text(prelude() + sgemm.SOURCE + attention.SOURCE + harness)
     outs = []
-    for extra in ([], ["-DRLX_ATTN_NO_SCRATCH"]):
-        exe = tmp_path / f"attn{len(outs)}"
+    for extra in ([], [switch]):
+        exe = tmp_path / f"harness{len(outs)}"
         subprocess.run([cc.path, *cc.opt_flags, "-std=gnu11", *extra, str(src), "-o", str(exe),
                         "-lm"], check=True, capture_output=True)
         run = subprocess.run([str(exe)], check=True, capture_output=True, text=True)
-        outs.append(np.array(run.stdout.split(), dtype=np.float64))
+        outs.append(run.stdout.split())
+    return outs
+
+
+def test_the_out_of_memory_path_computes_the_same_attention(tmp_path) -> None:
+    """Without a scores buffer the kernel recomputes each score per pass, a row at a time;
+    compiled with RLX_ATTN_NO_SCRATCH (the one switch of that path) it must agree."""
+    outs = [np.array(words, dtype=np.float64)
+            for words in _harness_outputs(tmp_path, _HARNESS, "-DRLX_ATTN_NO_SCRATCH")]
     assert outs[0].size == 37 * 9 and np.isfinite(outs[0]).all()
     np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-6)
 
@@ -240,22 +248,7 @@ def test_few_keys_give_the_bits_of_the_panel_path(tmp_path) -> None:
     """Items of at most RLX_ATTN_TINY keys skip the panels and rlx_sgemm_core
     (rlx_attn_tiny_scores, rlx_attn_tiny_out); built with the path off (-DRLX_ATTN_TINY=0)
     the kernel gives the same bits, and each output is finite."""
-    import subprocess
-
-    from rlx_core.targets.c_common.prelude import prelude
-    from rlx_core.targets.cpu import attention, sgemm
-    from rlx_core.targets.cpu.toolchain import find_compiler
-
-    cc = find_compiler()
-    src = tmp_path / "tiny.c"
-    src.write_text(prelude() + sgemm.SOURCE + attention.SOURCE + _TINY_HARNESS)
-    outs = []
-    for extra in ([], ["-DRLX_ATTN_TINY=0"]):
-        exe = tmp_path / f"tiny{len(outs)}"
-        subprocess.run([cc.path, *cc.opt_flags, "-std=gnu11", *extra, str(src), "-o", str(exe),
-                        "-lm"], check=True, capture_output=True)
-        run = subprocess.run([str(exe)], check=True, capture_output=True, text=True)
-        outs.append(run.stdout.split())
+    outs = _harness_outputs(tmp_path, _TINY_HARNESS, "-DRLX_ATTN_TINY=0")
     assert len(outs[0]) == 8 * 32 * 2 + 13 * 40 + 17 * 17 + 3 * 16 + 40 * 32
     assert outs[0] == outs[1]
     assert np.isfinite(np.array([float.fromhex(t) for t in outs[0]])).all()

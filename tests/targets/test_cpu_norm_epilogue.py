@@ -95,19 +95,26 @@ def test_norm_in_the_matmul_kernel_matches_the_separate_kernel(
     np.testing.assert_allclose(got, ref(x, res), rtol=tol, atol=tol)
 
 
-def test_minilm_shaped_norm_runs_in_the_gemm_chunks(threads) -> None:
-    """MiniLM's FFN2 + residual + layer norm at batch 8: one claimed phase (the chunks of
-    whole sequences normalise their rows), no barrier and no second pass over C."""
-    threads(2)
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((8, 128, 1536)).astype(np.float32)
+def _ffn2_norm(batch: int, seq: int, seed: int):
+    """MiniLM's FFN2 + residual + layer norm at ``batch`` x ``seq`` tokens, compiled for cpu:
+    (graph, reference, x, residual, executable, the matmul kernel's source), after checking
+    the norm ends that one matmul kernel."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, seq, 1536)).astype(np.float32)
     w = (rng.standard_normal((1536, 384)) / 40).astype(np.float32)
-    res = rng.standard_normal((8, 128, 384)).astype(np.float32)
+    res = rng.standard_normal((batch, seq, 384)).astype(np.float32)
     f, ref = _graph("layer_norm", w, "res", 1e-12)
     exe = rlx.compile(f, x, res, target="cpu", record=False)
     (k,) = [k for k in exe.lir.kernels if k.kind == "matmul"]
     assert k.nodes[-1].op == "layer_norm"
-    src = exe.program.sources[k.name]
+    return f, ref, x, res, exe, exe.program.sources[k.name]
+
+
+def test_minilm_shaped_norm_runs_in_the_gemm_chunks(threads) -> None:
+    """MiniLM's FFN2 + residual + layer norm at batch 8: one claimed phase (the chunks of
+    whole sequences normalise their rows), no barrier and no second pass over C."""
+    threads(2)
+    _, ref, x, res, exe, src = _ffn2_norm(8, 128, seed=5)
     if exe.program.info.get("own_sgemm") and "rlx_team_take(" in src:
         assert src.count("rlx_team_take(") == 1, src
     np.testing.assert_allclose(np.asarray(exe(x, res)), ref(x, res), rtol=1e-4, atol=1e-4)
@@ -121,15 +128,7 @@ def test_a_norm_after_the_barrier_is_shared_out_however_small(
     barrier anyway), not one chunk one thread runs while the other waits; the same bits as the
     norm in a kernel of its own."""
     threads(2)
-    rng = np.random.default_rng(9)
-    x = rng.standard_normal((2, 8, 1536)).astype(np.float32)
-    w = (rng.standard_normal((1536, 384)) / 40).astype(np.float32)
-    res = rng.standard_normal((2, 8, 384)).astype(np.float32)
-    f, ref = _graph("layer_norm", w, "res", 1e-12)
-    exe = rlx.compile(f, x, res, target="cpu", record=False)
-    (k,) = [k for k in exe.lir.kernels if k.kind == "matmul"]
-    assert k.nodes[-1].op == "layer_norm"
-    src = exe.program.sources[k.name]
+    f, ref, x, res, exe, src = _ffn2_norm(2, 8, seed=9)
     if exe.program.info.get("own_sgemm") and "rlx_team_take(" in src:
         assert "rlx_team_done(rlx_work" in src, src  # the barrier after the column chunks
         assert "rlx_team_take(rlx_work, 2, 2, 4)" in src, src  # the norm: 4 chunks, not 1
