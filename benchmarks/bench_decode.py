@@ -365,7 +365,8 @@ def markdown(data: dict[str, Any], args: Any) -> str:
                    if "working_set_gbs" in r) or "-"
     gens = ", ".join(f"{r['timed_generations']} on {r['size']}" for r in data["results"])
     cmd = "python benchmarks/bench_decode.py" + (" --clock thread" if args.clock == "thread"
-                                                   else "")
+                                                   else "") + \
+        (f" --threads {args.threads}" if args.threads != 1 else "")
     return (f"# GPT-2 decoding, batch 1, {NEW_TOKENS} tokens, fixed {N_CTX}-slot KV cache\n\n"
             f"{stamp(data['machine'])}. {data['threads']['threads']} thread(s) per peer. "
             f"Per-token figure: the median of every step's {clock} (timed generations of "

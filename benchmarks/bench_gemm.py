@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     cmd = "python benchmarks/bench_gemm.py" + (" --clock thread" if args.clock == "thread" else "")
     if args.threads != 1:
         cmd += f" --threads {args.threads}"
+    if args.runs != 60:
+        cmd += f" --runs {args.runs}"
     if args.groups != "gemm,gemv":
         cmd += f" --groups {args.groups}"
     md = (f"# f32 GEMM, {_threads_text(args.threads)}, GFLOP/s\n\n{stamp(mach)}; GFLOP/s over {how}, p50 of "
