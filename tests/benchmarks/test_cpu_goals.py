@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,15 @@ import pytest
 
 import benchmarks.cpu_goals as cg
 from benchmarks.common import RESULTS, cpu_slug
-from benchmarks.goal_runs import HOST_SLOW, PEAK, STEPS, host_lines, run_steps, select_steps
+from benchmarks.goal_runs import (
+    HOST_SLOW,
+    PEAK,
+    STEPS,
+    host_lines,
+    run_steps,
+    select_steps,
+    subprocess_runner,
+)
 
 CPU = "Test CPU (Zen 9)"  # a made-up machine: its slug is test-zen-9
 SLUG = cpu_slug(CPU)
@@ -198,3 +207,9 @@ def test_progress_lines_count_the_steps_and_the_host_check_reads_peak_output() -
     quiet = host_lines("1 thread(s): x; host at 1.00 (FMA) and 0.91 (bandwidth) of its stored")
     assert quiet == ["host at 1.00 of its stored FMA peak and 0.91 of its stored bandwidth "
                      "on 1 thread(s)"]
+
+
+def test_the_subprocess_runner_returns_the_exit_status_and_the_output(capsys: Any) -> None:
+    rc, text = subprocess_runner([sys.executable, "-c", "print('a'); raise SystemExit(2)"])
+    assert (rc, text) == (2, "a\n")
+    assert capsys.readouterr().out == "a\n"  # echoed as it came
