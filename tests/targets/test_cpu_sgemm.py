@@ -239,23 +239,58 @@ def test_prepacked_panels_fetched_ahead_in_chunks_or_whole(tmp_path, isa: str) -
     """rlx_sgemm_packed fetches each next panel of the prepacked B ahead, on into the next
     claimed chunk's and never past B's last, where a block has NR / 4 row tiles (64 rows; 16
     rows stream without): claimed 64-column chunks give the same bits as one call over all
-    columns, and numpy's product (one or two KC slices, several blocks of rows, edge tiles, a
-    partial last panel)."""
-    fn = build_harness(tmp_path, isa, sgemm.SOURCE + _PACKED_HARNESS).run_packed
-    fn.restype = None
+    columns, as a build that fetches no panel ahead (RLX_SG_PPF 0, sgemm.panel_prefetch), and
+    numpy's product (one or two KC slices, several blocks of rows, edge tiles, a partial last
+    panel)."""
+    (tmp_path / "off").mkdir()
+    fns = {"on": build_harness(tmp_path, isa, sgemm.SOURCE + _PACKED_HARNESS).run_packed,
+           "off": build_harness(tmp_path / "off", isa, "#define RLX_SG_PPF 0\n" + sgemm.SOURCE
+                                + _PACKED_HARNESS).run_packed}
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    fn.argtypes = [i64, i64, i64, ptr, ptr, ptr, i64]
+    for fn in fns.values():
+        fn.restype = None
+        fn.argtypes = [i64, i64, i64, ptr, ptr, ptr, i64]
     rng = np.random.default_rng(6)
-    for m, k, n in [(37, 200, 300), (300, 1000, 97), (8, 64, 64), (16, 384, 384), (64, 1536, 200)]:
+    for m, k, n in [(37, 200, 300), (300, 1000, 97), (8, 64, 64), (16, 384, 384), (64, 1536, 200),
+                    (128, 1536, 384)]:
         a = rng.standard_normal((m, k), np.float32)
         w = rng.standard_normal((n, k), np.float32)
         out = {}
-        for chunk in (64, n):
+        for (name, fn), chunk in itertools.product(fns.items(), (64, n)):
             c = np.full((m, n), np.nan, np.float32)
             fn(m, n, k, a.ctypes.data, w.ctypes.data, c.ctypes.data, chunk)
-            out[chunk] = c
-        assert np.array_equal(out[64], out[n]), (m, k, n)
-        assert _rel(out[64], a @ w.T) < 1e-5, (m, k, n)
+            out[name, chunk] = c
+        for key in out:
+            assert np.array_equal(out[key], out["on", n]), (m, k, n, key)
+        assert _rel(out["on", 64], a @ w.T) < 1e-5, (m, k, n)
+
+
+@pytest.mark.parametrize(("ports", "want"), [(None, True), (1, False), (2, True)])
+def test_the_panel_prefetch_follows_the_measured_fma_ports(
+        monkeypatch: pytest.MonkeyPatch, ports: int | None, want: bool) -> None:
+    """A prepacked B's next panel is fetched ahead except on a core measured at one FMA port
+    for this ISA family's vectors (never measured: as tuned, on); the renderer's macros carry
+    the choice, and RLX_SG_PPF (0 or 1) overrides it; any other value is a typed error."""
+    from dataclasses import replace
+
+    from rlx_core.errors import ArgumentError
+    from rlx_core.targets.cpu import peaks
+
+    row = peaks.Peaks(gflops=100.0, gbps=30.0, threads=1, cpu="test", measured="now")
+    monkeypatch.setattr(peaks, "machine_peaks",
+                        lambda threads=None: None if ports is None else replace(row, fma_ports=ports))
+    monkeypatch.delenv("RLX_SG_PPF", raising=False)
+    monkeypatch.delenv("RLX_SG_APF", raising=False)
+    assert sgemm.panel_prefetch() is want
+    assert ("#define RLX_SG_PPF 0\n" in sgemm.defines()) is not want
+    for value, on in (("0", False), ("1", True), (" ", want)):
+        monkeypatch.setenv("RLX_SG_PPF", value)
+        assert sgemm.panel_prefetch() is on, value
+        assert ("#define RLX_SG_PPF 0\n" in sgemm.defines()) is not on, value
+    for bad in ("2", "-1", "on"):
+        monkeypatch.setenv("RLX_SG_PPF", bad)
+        with pytest.raises(ArgumentError, match="RLX_SG_PPF"):
+            sgemm.panel_prefetch()
 
 
 @pytest.mark.parametrize("isa", sorted(ISAS))
@@ -265,9 +300,9 @@ def test_fetching_the_next_rows_of_a_changes_no_bits(tmp_path, isa: str, monkeyp
     RLX_SG_APF=0 (sgemm.defines) it gives the same bits, column chunks as the team's."""
     monkeypatch.setenv("RLX_SG_APF", "0")
     off = sgemm.defines()
-    assert off == "#define RLX_SG_APF 0\n"
+    assert "#define RLX_SG_APF 0\n" in off
     monkeypatch.delenv("RLX_SG_APF")
-    assert sgemm.defines() == ""
+    assert "RLX_SG_APF" not in sgemm.defines()
     (tmp_path / "off").mkdir()
     fns = [_harness(tmp_path, isa, _HARNESS).run,
            build_harness(tmp_path / "off", isa, off + sgemm.SOURCE + _HARNESS).run]

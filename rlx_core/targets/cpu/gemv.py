@@ -190,17 +190,15 @@ def prefetch() -> int:
     ``RLX_CPU_ISA=avx2`` the AVX2 row decides, and the AVX-512 row's 1 does not. ``RLX_GV_PF``
     in the environment overrides both (A/B timing; not a whole number >= 0, or above
     PREFETCH_MAX: ArgumentError)."""
-    from rlx_core.targets.cpu.peaks import machine_peaks
+    from rlx_core.targets.cpu.peaks import measured_fma_ports
 
     env = env_count("RLX_GV_PF", "bytes ahead such as 4096, or 0 for none", PREFETCH_MAX)
     if env is not None:
         return env
     # the port count is one core's at this family's width, measured on one thread whatever
-    # the row's thread count: the one-thread row, else the one `rlx peaks` stores by default
-    # (every CPU); both read from the store once per version of the file (peaks._rows)
-    ports = next((p.fma_ports for p in (machine_peaks(1), machine_peaks())
-                  if p is not None and p.fma_ports), 0)
-    return 0 if ports == 1 else PREFETCH
+    # the row's thread count (both rows read from the store once per version of the file,
+    # peaks._rows)
+    return 0 if measured_fma_ports() == 1 else PREFETCH
 
 
 def defines() -> str:

@@ -375,6 +375,17 @@ def machine_peaks(threads: int | None = None) -> Peaks | None:
         return None
 
 
+def measured_fma_ports() -> int:
+    """One core's FMA ports at this process's ISA family's vector width, as measured here:
+    the one-thread row's count, else the one `rlx peaks` stores by default (every CPU); 0 where
+    neither row holds one (never measured, or an unreadable store). The count is per vector
+    width (a Zen 4 issues one 16-float FMA a cycle but two 8-float ones), so under
+    ``RLX_CPU_ISA=avx2`` the AVX2 row decides (``_key``). Kernels that gate a software prefetch
+    on it (gemv.prefetch, sgemm.panel_prefetch) read it at render time."""
+    return next((p.fma_ports for p in (machine_peaks(1), machine_peaks())
+                 if p is not None and p.fma_ports), 0)
+
+
 def load_average() -> float:
     """The 1-minute load average (-1 where the OS has none)."""
     try:

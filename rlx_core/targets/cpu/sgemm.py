@@ -221,6 +221,9 @@ typedef __m256 rlx_sg_v;
 #define RLX_SG_NC 256
 #endif
 #define RLX_SG_DIRECT_ROWS 256  /* sgemm.DIRECT_ROWS; see rlx_sgemm_core's direct */
+#ifndef RLX_SG_PPF  /* fetch a prepacked B's next panel ahead (rlx_sgemm_core_pf); sgemm.defines */
+#define RLX_SG_PPF 1
+#endif
 #ifndef RLX_SG_APF  /* fetch the next tile's rows of A (rlx_sgemm_next_a); sgemm.defines */
 #define RLX_SG_APF 1
 #endif
@@ -819,7 +822,14 @@ typedef void (*rlx_sg_epi)(const void *ctx, int64_t i0, int64_t i1, int64_t j0, 
    L2: 7.20-7.74), b8 57.6 -> 56.2, b32 236.3 -> 230.3; b1 on one thread 14.50 -> 13.05.
    bench_gemm, one thread, thread clock, in one process with MLAS: 128 x 384 x 1536 (B past
    L2) 0.97x -> 1.08x MLAS, 128 x 1536 x 384 1.01x -> 1.08x; where B stays in L2 between
-   the benchmark's calls (128 x 384 x 384, 128 x 784 x 128) within noise */
+   the benchmark's calls (128 x 384 x 384, 128 x 784 x 128) within noise.
+   Not on a core that runs the tile's vectors at one FMA a cycle (RLX_SG_PPF 0, see
+   sgemm.panel_prefetch: 512-bit vectors on Zen 4's 256-bit datapaths): each panel line lasts
+   twice the cycles, the L2 streamer keeps up with the panel by itself, and the prefetches
+   only take load slots. Zen 4, 2 threads, bench_gemm's protocol with both builds twice in one
+   process (FIFO, load 2.4-2.8): 128 x 1536 x 384 225.9-228.6 -> 228.2-229.9 GFLOP/s (MLAS
+   207.9-226.4); MiniLM b1 12.93-13.02 -> 12.85-12.94 ms, b8 105.8-111.0 -> 104.9-109.3, b1 on
+   one thread 25.39-25.63 -> 25.22-25.77 */
 static inline __attribute__((always_inline)) void rlx_sgemm_core_body(
         int64_t m, int64_t k, const float *A, int64_t rm, int64_t rk,
                               const float *B, int64_t brk, int64_t brn, const float *P,
@@ -927,7 +937,8 @@ static inline __attribute__((always_inline)) void rlx_sgemm_core_body(
                        while this panel's tiles run (see rlx_sgemm_core_pf), where the block
                        has NR / 4 tiles or more: a line every four k steps of each tile then
                        covers the slice. A GEMM of fewer rows streams its panels without */
-                    const float *pnext = pf_n && ic == 0 && (ie - ic + MR - 1) / MR >= NR / 4
+                    const float *pnext = RLX_SG_PPF && pf_n && ic == 0
+                                         && (ie - ic + MR - 1) / MR >= NR / 4
                                          && j + NR < pf_n ? pq + k * NR : 0;
                     const int64_t ptiles = (ie - ic + MR - 1) / MR, plines = kc * NR / 16;
                     const int64_t pper = (plines + ptiles - 1) / ptiles;
@@ -1061,11 +1072,33 @@ static void rlx_sgemm_pack_b(int64_t n, int64_t k, const float *B, int64_t brk, 
 """
 
 
+def panel_prefetch() -> bool:
+    """Does a prepacked B's first block of rows fetch each next panel into L2 as its tiles run
+    (RLX_SG_PPF, rlx_sgemm_core_pf)? Not on a core measured at one FMA port for this ISA
+    family's vectors (peaks.measured_fma_ports: 512-bit vectors on Zen 4's 256-bit datapaths,
+    256-bit on Zen 1's 128-bit ones), as gemv.prefetch: a tile there takes twice the cycles per
+    panel line, the L2 streamer keeps up with the panel's contiguous lines by itself, and the
+    prefetches take load slots. Zen 4, 2 threads, C harness (claimed 64-column chunks, FIFO,
+    load 2.6-4.1): 128 x 1536 x 384 656.9-667.5 -> 653.4-659.4 us a call, 128 x 784 x 128 and
+    128 x 384 x 384 1-2% faster, 128 x 384 x 1536 level; in one process with MLAS see
+    rlx_sgemm_core_body. Two ports (Emerald Rapids, where it was tuned: MiniLM 2.3-5% faster on
+    2 threads) or never measured: on. ``RLX_SG_PPF`` (0 or 1) overrides it, for A/B timing."""
+    from rlx_core.targets.cpu.env import env_count
+    from rlx_core.targets.cpu.peaks import measured_fma_ports
+
+    env = env_count("RLX_SG_PPF", "1 (fetch the next panel ahead) or 0 (not)", 1)
+    if env is not None:
+        return env == 1
+    return measured_fma_ports() != 1
+
+
 def defines() -> str:
-    """C macros set from the environment before SOURCE: ``RLX_SG_APF=0`` turns off fetching
-    the next tile's rows of A (rlx_sgemm_next_a), for A/B timing."""
+    """C macros set before SOURCE: ``RLX_SG_APF=0`` in the environment turns off fetching the
+    next tile's rows of A (rlx_sgemm_next_a), for A/B timing; ``RLX_SG_PPF 0`` where a
+    prepacked B's next panel is not fetched ahead (panel_prefetch)."""
     off = os.environ.get("RLX_SG_APF", "") not in ("", "1")
-    return "#define RLX_SG_APF 0\n" if off else ""
+    return ("#define RLX_SG_APF 0\n" if off else "") + \
+        ("" if panel_prefetch() else "#define RLX_SG_PPF 0\n")
 
 
 def available(compiler: Compiler, blas_found: bool = True) -> tuple[bool, str]:
