@@ -324,6 +324,62 @@ def test_fetching_the_next_rows_of_a_changes_no_bits(tmp_path, isa: str, monkeyp
         assert _rel(out[0], a @ w.T) < 1e-5, (m, k, n)
 
 
+@pytest.mark.parametrize("isa", sorted(ISAS))
+def test_packing_w_t_in_a_pass_changes_no_bits(tmp_path, isa: str) -> None:
+    """x @ W^T with W per call: a panel of W^T whose rows of W crowd the L1's sets (K >= 1024,
+    rows a 4 KB way apart) is packed in a pass before its tiles where RLX_SG_WT_SET_ROWS is
+    below 32 (sgemm.wt_set_rows), else by its first tile as it runs (rlx_sgemm_acc_wt): both
+    builds give the same bits, in 64-column chunks as the team's, and numpy's product."""
+    (tmp_path / "pass").mkdir()
+    fns = [_harness(tmp_path, isa, _HARNESS).run,
+           build_harness(tmp_path / "pass", isa,
+                         "#define RLX_SG_WT_SET_ROWS 0\n" + sgemm.SOURCE + _HARNESS).run]
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    for fn in fns:
+        fn.restype = None
+        fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64]
+    rng = np.random.default_rng(9)
+    for m, k, n in [(128, 1536, 384), (37, 1024, 100), (16, 3072, 64), (64, 784, 96),
+                    (13, 1040, 70)]:
+        a = rng.standard_normal((m, k), np.float32)
+        w = rng.standard_normal((n, k), np.float32)
+        out = []
+        for fn in fns:
+            c = np.full((m, n), np.nan, np.float32)
+            for n0 in range(0, n, 64):
+                fn(m, n, k, a.ctypes.data, k, 1, w.ctypes.data, 1, k, c.ctypes.data, n0,
+                   min(n, n0 + 64))
+            out.append(c)
+        assert np.array_equal(out[0], out[1]), (m, k, n)
+        assert _rel(out[0], a @ w.T) < 1e-5, (m, k, n)
+
+
+@pytest.mark.parametrize(("ports", "want"), [(None, 32), (1, sgemm.WT_SET_ROWS), (2, 32)])
+def test_w_t_packing_follows_the_measured_fma_ports(
+        monkeypatch: pytest.MonkeyPatch, ports: int | None, want: int) -> None:
+    """W^T's panels are packed by their first tile (32: whatever the sets) except on a core
+    measured at one FMA port for this ISA family's vectors; the renderer's macros carry the
+    bound, RLX_SG_WT_SET_ROWS (0 to 32) overrides it, and anything else is a typed error."""
+    from dataclasses import replace
+
+    from rlx_core.errors import ArgumentError
+    from rlx_core.targets.cpu import peaks
+
+    row = peaks.Peaks(gflops=100.0, gbps=30.0, threads=1, cpu="test", measured="now")
+    monkeypatch.setattr(peaks, "machine_peaks",
+                        lambda threads=None: None if ports is None else replace(row, fma_ports=ports))
+    monkeypatch.delenv("RLX_SG_WT_SET_ROWS", raising=False)
+    assert sgemm.wt_set_rows() == want
+    assert ("#define RLX_SG_WT_SET_ROWS" in sgemm.defines()) is (want != 32)
+    monkeypatch.setenv("RLX_SG_WT_SET_ROWS", "0")
+    assert sgemm.wt_set_rows() == 0
+    assert "#define RLX_SG_WT_SET_ROWS 0\n" in sgemm.defines()
+    for bad in ("33", "-1", "many"):
+        monkeypatch.setenv("RLX_SG_WT_SET_ROWS", bad)
+        with pytest.raises(ArgumentError, match="RLX_SG_WT_SET_ROWS"):
+            sgemm.wt_set_rows()
+
+
 def test_b_is_read_in_place_only_where_its_rows_spread_over_the_cache_sets() -> None:
     """sgemm.spreads: rows an odd number of 64-byte lines apart, or not whole lines, spread
     over the L1's sets; an even number of lines (512 or 768 floats) maps them onto a few."""

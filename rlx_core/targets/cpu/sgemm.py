@@ -18,7 +18,8 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
   see prepack.py); a transposed B (``x @ W.T``, the common linear layer) is packed with
   8 x 8 register transposes, so packing costs a few percent of the multiply. With AVX-512
   each full panel of a W^T is packed by the first tile of its slice as that tile runs
-  (``rlx_sgemm_acc_wt``), so the pack's loads overlap FMAs. A B with
+  (``rlx_sgemm_acc_wt``), so the pack's loads overlap FMAs, except on a core at one FMA port
+  where W's rows crowd the L1's sets (``wt_set_rows``: a pass packs it first). A B with
   contiguous rows in a call of at most DIRECT_ROWS rows is not packed at all: row p of a
   panel is then 32 contiguous floats of B's row p, read in place
   (``reads_b_in_place``; a partial last panel is still packed, since a full-width load would
@@ -221,6 +222,9 @@ typedef __m256 rlx_sg_v;
 #define RLX_SG_NC 256
 #endif
 #define RLX_SG_DIRECT_ROWS 256  /* sgemm.DIRECT_ROWS; see rlx_sgemm_core's direct */
+#ifndef RLX_SG_WT_SET_ROWS  /* see rlx_sgemm_wt_crowded; sgemm.defines (RLX_SG_NR: never) */
+#define RLX_SG_WT_SET_ROWS RLX_SG_NR
+#endif
 #ifndef RLX_SG_PPF  /* fetch a prepacked B's next panel ahead (rlx_sgemm_core_pf); sgemm.defines */
 #define RLX_SG_PPF 1
 #endif
@@ -751,6 +755,20 @@ static inline int rlx_sgemm_spread(int64_t brk) {
     return (brk % 16) != 0 || ((brk / 16) & 1) != 0;
 }
 
+/* do more than RLX_SG_WT_SET_ROWS of a panel's NR rows of W (wn floats apart, a 4 KB way of
+   the L1 or more: K >= 1024) fall on one set of the L1 (64 sets of 64-byte lines)? Then W^T
+   is packed in a pass before the panel's tiles, not by its first tile as it runs
+   (rlx_sgemm_acc_wt; sgemm.wt_set_rows says what was measured) */
+static inline int rlx_sgemm_wt_crowded(int64_t wn) {
+    if (wn < 1024) return 0;
+    int count[64] = {0}, most = 0;
+    for (int64_t r = 0; r < RLX_SG_NR; ++r) {
+        const int set = (int)((uint64_t)r * (uint64_t)wn / 16u % 64u);
+        if (++count[set] > most) most = count[set];
+    }
+    return most > RLX_SG_WT_SET_ROWS;
+}
+
 /* the nominal slice depth: RLX_SG_KC, or twice it for a deep prepacked B (rlx_sgemm_deep) */
 static inline int64_t rlx_sgemm_slice(int deep) {
     return deep ? 2 * RLX_SG_KC : RLX_SG_KC;
@@ -859,9 +877,10 @@ static inline __attribute__((always_inline)) void rlx_sgemm_core_body(
        plain C tile reads NR columns, so only the vector tiles do this */
     const int half_direct = RLX_SG_VEC && direct && m % MR == 0;
     /* B = W^T packed in the call (AVX-512): each full panel's slice is packed by the first
-       tile of its first block of rows (rlx_sgemm_acc_wt), not in a pass before its tiles */
+       tile of its first block of rows (rlx_sgemm_acc_wt), not in a pass before its tiles,
+       unless W's rows crowd the L1's sets (rlx_sgemm_wt_crowded, sgemm.wt_set_rows) */
 #if defined(__AVX512F__)
-    const int wt_tile = !P && !direct && brk == 1 && m >= MR;
+    const int wt_tile = !P && !direct && brk == 1 && m >= MR && !rlx_sgemm_wt_crowded(brn);
 #else
     const int wt_tile = 0;
 #endif
@@ -1092,13 +1111,49 @@ def panel_prefetch() -> bool:
     return measured_fma_ports() != 1
 
 
+# a panel of W^T packed in the call is packed by its first tile as it runs (rlx_sgemm_acc_wt)
+# unless more than this many of its 32 rows of W share an L1 set, W's rows a 4 KB way apart
+# or more (on a core measured at one FMA port for the path's vectors; see wt_set_rows)
+WT_SET_ROWS = 8
+
+
+def wt_set_rows() -> int:
+    """RLX_SG_WT_SET_ROWS: the most rows of W (of a panel's 32) that may share an L1 set for a
+    panel of W^T packed in the call to be packed by its first tile as that tile runs
+    (rlx_sgemm_acc_wt); where more do, W's rows 4 KB (a way of the L1) apart or more (K =
+    1024, 3072: all 32 on one set; 1536: 16), it is packed in a pass before the panel's tiles
+    (rlx_sgemm_wt_crowded). On a core measured at one FMA port for the path's vectors (Zen 4's
+    AVX-512) WT_SET_ROWS, else 32 (always by the tile, as tuned on Emerald Rapids' two ports).
+    The tile's k loop then waits on W's lines, evicted from their crowded set before their
+    four uses; the pass keeps more misses in flight. Zen 4, x @ W^T with W per call, 2 threads,
+    both forms twice in one process in bench_gemm's turns (FIFO, load 3.3-4.9), GFLOP/s, pass
+    against tile: 128 x 1536 x 384 211.0-211.6 against 199.6-200.4, 128 x 1024 x 384
+    182.6-184.1 against 165.5-167.0, 128 x 3072 x 768 188.0-191.0 against 172.0-173.5,
+    128 x 1024 x 128 168.7-178.2 against 157.4-178.6. Where the rows are closer, the tile stays
+    ahead though 16 share a set (K = 512, 2 KB apart: 128 x 512 x 512 206.0-206.6 against
+    208.7-209.8, 128 x 512 x 1536 205.9-210.8 against 208.7-211.3; K = 768, 8 a set, C harness:
+    128 x 768 x 3072 207.9-210.5 against 190.3-202.9), and rows spread over the sets run level
+    either way (K = 1552 ~214, 784). The pass packs the same panel: same bits.
+    ``RLX_SG_WT_SET_ROWS`` (0 to 32) overrides it, for A/B timing."""
+    from rlx_core.targets.cpu.env import env_count
+    from rlx_core.targets.cpu.peaks import measured_fma_ports
+
+    env = env_count("RLX_SG_WT_SET_ROWS", "rows of a panel's 32 (32: always by the tile)", NR)
+    if env is not None:
+        return env
+    return WT_SET_ROWS if measured_fma_ports() == 1 else NR
+
+
 def defines() -> str:
     """C macros set before SOURCE: ``RLX_SG_APF=0`` in the environment turns off fetching the
     next tile's rows of A (rlx_sgemm_next_a), for A/B timing; ``RLX_SG_PPF 0`` where a
-    prepacked B's next panel is not fetched ahead (panel_prefetch)."""
+    prepacked B's next panel is not fetched ahead (panel_prefetch); ``RLX_SG_WT_SET_ROWS``
+    where a W^T is packed in a pass when its rows crowd the L1's sets (wt_set_rows)."""
     off = os.environ.get("RLX_SG_APF", "") not in ("", "1")
+    rows = wt_set_rows()
     return ("#define RLX_SG_APF 0\n" if off else "") + \
-        ("" if panel_prefetch() else "#define RLX_SG_PPF 0\n")
+        ("" if panel_prefetch() else "#define RLX_SG_PPF 0\n") + \
+        (f"#define RLX_SG_WT_SET_ROWS {rows}\n" if rows != NR else "")
 
 
 def available(compiler: Compiler, blas_found: bool = True) -> tuple[bool, str]:
