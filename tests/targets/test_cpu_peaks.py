@@ -6,6 +6,8 @@ the probes are replaced by fixed numbers and the load by fixed readings."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -252,11 +254,8 @@ def test_a_row_of_unknown_family_gives_way_on_the_port_count() -> None:
     assert (both.fma_ports, both.ghz) == (2, 3.69)
 
 
-def test_the_store_is_parsed_once_per_version_of_the_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every program render reads the port count (gemv.defines): the store is parsed again
-    only when it changes, by this process's measurement or by another writer."""
-    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+def _count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts json.loads parses from now on (the store's parses, as peaks reads it)."""
     parsed: list[str] = []
     real = json.loads
 
@@ -265,6 +264,15 @@ def test_the_store_is_parsed_once_per_version_of_the_file(
         return real(text, **kw)
 
     monkeypatch.setattr(peaks_mod.json, "loads", loads)
+    return parsed
+
+
+def test_the_store_is_parsed_once_per_version_of_the_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every program render reads the port count (gemv.defines): the store is parsed again
+    only when it changes, by this process's measurement or by another writer."""
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    parsed = _count_parses(monkeypatch)
     _fake(monkeypatch, 50.0, 10.0, 0.2)
     measure_peaks(2)
     parsed.clear()
@@ -275,9 +283,66 @@ def test_the_store_is_parsed_once_per_version_of_the_file(
     measure_peaks(2)  # rewritten (os.replace): the next read sees the new row
     assert machine_peaks(2).gflops == 60.0
     store = tmp_path / "peaks.json"
-    rows = real(store.read_text())
+    rows = json.loads(store.read_text())
     rows[f"{peaks_mod.cpu_model()}|2"]["gflops"] = 70.5  # another process's longer row
     store.write_text(json.dumps(rows))
     assert machine_peaks(2).gflops == 70.5
     store.write_text("{not json")
     assert machine_peaks(2) is None
+
+
+def test_a_rewrite_in_place_of_the_same_size_in_one_clock_tick_is_seen(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer rewrites the store in place, the same number of bytes, within one tick
+    of the file system's clock: inode, size and modification time stay as they were (here the
+    time is put back by hand), yet the next read gives the new row."""
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    _fake(monkeypatch, 50.0, 10.0, 0.2)
+    measure_peaks(2)
+    assert machine_peaks(2).gflops == 50.0
+    store = tmp_path / "peaks.json"
+    before = store.stat()
+    text = store.read_text(encoding="utf-8")
+    rewritten = text.replace('"gflops": 50.0', '"gflops": 60.5')
+    assert rewritten != text and len(rewritten) == len(text)
+    with open(store, "r+", encoding="utf-8") as f:  # in place: the same inode
+        f.write(rewritten)
+    os.utime(store, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = store.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        before.st_ino, before.st_size, before.st_mtime_ns)
+    assert machine_peaks(2).gflops == 60.5
+
+
+def test_a_young_store_is_compared_byte_for_byte_and_a_settled_one_by_its_stat(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the file is younger than a clock tick can tell apart (_RACY_NS), an unchanged stat
+    does not prove unchanged bytes: they are read again (parsed only when they differ). Once
+    read settled, the stat alone answers: no read, no parse."""
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    _fake(monkeypatch, 50.0, 10.0, 0.2)
+    measure_peaks(2)
+    store = tmp_path / "peaks.json"
+    young = (1, 2, store.stat().st_size, time.time_ns(), time.time_ns())
+    monkeypatch.setattr(peaks_mod, "_version", lambda path: young)
+    parsed = _count_parses(monkeypatch)
+    assert machine_peaks(2).gflops == 50.0
+    assert machine_peaks(2).gflops == 50.0  # same bytes: read, not parsed again
+    assert len(parsed) == 1
+    store.write_text(store.read_text().replace('"gflops": 50.0', '"gflops": 70.5'))
+    assert machine_peaks(2).gflops == 70.5  # the same stat, other bytes
+    assert len(parsed) == 2
+    settled = (1, 2, store.stat().st_size, 0, 0)  # written long before it is read
+    monkeypatch.setattr(peaks_mod, "_version", lambda path: settled)
+    assert machine_peaks(2).gflops == 70.5  # bytes read once more, the same: not parsed
+    reads: list[Path] = []
+    real_read = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        reads.append(self)
+        return real_read(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    for _ in range(3):
+        assert machine_peaks(2).gflops == 70.5
+    assert (len(parsed), reads) == (2, [])

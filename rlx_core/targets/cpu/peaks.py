@@ -18,13 +18,13 @@ the port count are those of the family's vectors (a Zen 4 core issues one 16-flo
 but two 8-float ones). A row is therefore kept per CPU model, thread count *and* family: the
 CPU's own family under the key rows always had (``<cpu>|<threads>``), a forced lower one
 under ``<cpu>|<threads>|<family>`` (``_key``), so that a run forced to AVX2 neither reads nor
-overwrites the AVX-512 row. The store is parsed once per version of the file (``_rows``).
+overwrites the AVX-512 row. The store is parsed once per version of the file (``_rows``: its
+stat, and while it is younger than two seconds its bytes).
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
 import json
 import os
 import time
@@ -335,21 +335,55 @@ _FIELDS = ("gflops", "gbps", "threads", "cpu", "measured", "load", "others", "qu
 _LATER = ("fma_ports", "ghz", "isa")
 
 
-@functools.lru_cache(maxsize=4)
-def _parse(path: str, version: tuple[int, int, int]) -> Mapping[str, object]:
-    """The store at ``path`` parsed (read-only), once per ``version`` of the file."""
-    del version  # the cache key only
-    rows = json.loads(Path(path).read_text(encoding="utf-8"))
-    return MappingProxyType(rows if isinstance(rows, dict) else {})
+# A file's modification time comes from the kernel's coarse clock (a tick of 1-10 ms; FAT's 2 s),
+# so a rewrite in place of the same size within one tick leaves inode, size and times as they
+# were. As git does with "racy" index entries, a parse is trusted on the stat alone only once the
+# file was older than this when its bytes were last read; a younger file's bytes are read and
+# compared again (JSON parsed only when they changed).
+_RACY_NS = 2_000_000_000
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """One store file as last read: its stat (``_version``), bytes and rows, and whether it had
+    settled (was older than ``_RACY_NS``) when read, so that the stat alone now identifies it."""
+
+    version: tuple[int, ...]
+    raw: bytes
+    rows: Mapping[str, object]
+    settled: bool
+
+
+_PARSED: dict[str, _Parsed] = {}
+_PARSED_MAX = 4  # store paths remembered (one in use; tests point RLX_CACHE_DIR elsewhere)
+
+
+def _version(path: Path) -> tuple[int, ...]:
+    """What identifies a version of the file without reading it: device, inode (``rlx peaks``
+    replaces the file: a new inode), size, and modification and change times in ns."""
+    st = path.stat()
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _rows(path: Path) -> Mapping[str, object]:
-    """The store's rows, read from disk only when the file changed since the last read (its
-    inode, modification time or size): every program render asks (gemv.defines), and `rlx
-    peaks` or a benchmark in another process replaces the file (os.replace: a new inode).
-    OSError / ValueError where it is missing or unreadable."""
-    st = path.stat()
-    return _parse(str(path), (st.st_ino, st.st_mtime_ns, st.st_size))
+    """The store's rows (read-only), parsed only when the file changed since the last read:
+    every program render asks (gemv.defines), and `rlx peaks` or a benchmark in another
+    process rewrites the file. OSError / ValueError where it is missing or unreadable."""
+    now = time.time_ns()  # before the stat: a write after it has a later time than this tick's
+    version = _version(path)
+    known = _PARSED.get(str(path))
+    if known is not None and known.settled and known.version == version:
+        return known.rows
+    raw = path.read_bytes()
+    if known is not None and known.raw == raw:
+        rows = known.rows
+    else:
+        loaded = json.loads(raw.decode("utf-8"))
+        rows = MappingProxyType(loaded if isinstance(loaded, dict) else {})
+    if len(_PARSED) >= _PARSED_MAX and str(path) not in _PARSED:
+        _PARSED.clear()  # one call, safe beside another thread's read
+    _PARSED[str(path)] = _Parsed(version, raw, rows, now - version[3] > _RACY_NS)
+    return rows
 
 
 def _row(data: object) -> Peaks | None:
