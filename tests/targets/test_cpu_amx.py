@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from rlx_core.errors import ArgumentError
 from rlx_core.targets.cpu import amx, isa
 from tests.targets.own_sgemm import build_harness
 
@@ -79,7 +80,8 @@ def test_c_request_runs_a_tile_instruction(tmp_path) -> None:
 @pytest.mark.parametrize("value, tiles", [("1", 0), ("yes", 0), ("0", 1), ("", 1)])
 def test_c_gate_reads_rlx_no_amx_as_python_does(tmp_path, monkeypatch, value, tiles) -> None:
     """rlx_amx_ready() (every AMX kernel's gate, bf16's and int8's) reads RLX_NO_AMX when the
-    program runs, by amx.disabled()'s rule: set to anything but "" and "0", no tile runs."""
+    program runs, as amx.disabled() does: "1" no tile runs, "0" or unset tiles. The C cannot
+    raise, so any other value is off there; amx.disabled() raises RLX-R001 on it."""
     _need_amx()
     build_harness(tmp_path, "native", HARNESS)
     code = ("import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); "
@@ -90,4 +92,8 @@ def test_c_gate_reads_rlx_no_amx_as_python_does(tmp_path, monkeypatch, value, ti
     assert res.returncode == 0, res.stderr[-2000:]
     assert int(res.stdout.strip()) == tiles
     monkeypatch.setenv("RLX_NO_AMX", value)
-    assert amx.disabled() == (tiles == 0)
+    if value == "yes":
+        with pytest.raises(ArgumentError, match="RLX_NO_AMX='yes'"):
+            amx.disabled()
+    else:
+        assert amx.disabled() == (tiles == 0)

@@ -1,15 +1,39 @@
 """The cpu target's settings from the environment (rlx_core/targets/cpu/env.py): a numeric knob
-outside 0..its bound and a path switch that is not one of its values are ArgumentErrors
-(RLX-R001) naming the variable, never silently the default (an A/B run with a typo would time
-the default twice); unset or blank is the default."""
+outside 0..its bound, a path switch that is not one of its values and an on/off switch that is
+not 1 or 0 are ArgumentErrors (RLX-R001) naming the variable, never silently the default (an
+A/B run with a typo would time the default twice); unset or blank is the default."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import pytest
 
 from rlx_core.errors import ArgumentError
-from rlx_core.targets.cpu import conv, conv_blocked, conv_pair, winograd
+from rlx_core.targets.cpu import (
+    amx,
+    bias_store,
+    blas,
+    conv,
+    conv_blocked,
+    conv_pair,
+    depthwise,
+    gemv,
+    inplace,
+    layout,
+    peaks,
+    prepack,
+    row_split,
+    row_sums,
+    sgemm,
+    tile_epilogue,
+    toolchain,
+    update_store,
+    winograd,
+)
 from rlx_core.targets.cpu.env import env_choice, env_count
+from rlx_core.targets.cpu.target import CpuTarget
 
 
 def test_a_count_is_a_whole_number_within_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,3 +99,83 @@ def test_a_fold_of_zero_is_one_image_and_a_large_one_the_batch(
     monkeypatch.setenv("RLX_CB_FOLD", str(conv_blocked.FOLD_MAX + 1))
     with pytest.raises(ArgumentError, match="RLX_CB_FOLD"):
         conv_blocked.images_per_call(8, 4096, 1 << 30, True)
+
+
+def _compiler():
+    from rlx_core.targets.cpu.toolchain import find_compiler
+
+    return find_compiler()
+
+
+# the on/off switches as the code reads them: (variable, its default, whether the reader sees
+# it on). An RLX_NO_* switch is on when the thing it names is off; RLX_SG_PPF's default is
+# this machine's measurement (peaks store).
+FLAGS = [
+    ("RLX_NO_BLAS", False, lambda: blas.find_blas()[1] == "disabled by RLX_NO_BLAS"),
+    ("RLX_NO_OWN_SGEMM", False,
+     lambda: sgemm.available(_compiler())[1] == "disabled by RLX_NO_OWN_SGEMM"),
+    ("RLX_SG_APF", True, lambda: "RLX_SG_APF" not in sgemm.defines()),
+    ("RLX_SG_PPF", lambda: peaks.measured_fma_ports() != 1, sgemm.panel_prefetch),
+    ("RLX_NO_PREPACK", False, lambda: not prepack.prepack_enabled()),
+    ("RLX_NO_GEMV", False, lambda: not gemv.enabled()),
+    ("RLX_NO_TILE_EPILOGUE", False, lambda: not tile_epilogue.enabled()),
+    ("RLX_NO_BIAS_STORE", False, lambda: not bias_store.enabled()),
+    ("RLX_NO_UPDATE_STORE", False, lambda: not update_store.enabled()),
+    ("RLX_NO_NORM_EPILOGUE", False, lambda: CpuTarget().matmul_norms() == ()),
+    ("RLX_NO_AMX", False, amx.disabled),
+    ("RLX_CPU_SANITIZE", False, toolchain.sanitize),
+    ("RLX_ARENA_INPLACE", True, inplace.enabled),
+    ("RLX_CPU_LAYOUT", True, layout.enabled),
+    ("RLX_ROW_SPLIT", True, row_split.enabled),
+    ("RLX_ROW_SUMS", True, row_sums.enabled),
+    ("RLX_CPU_BACKWARD", True, lambda: conv_blocked.backward(8, 1 << 30)),
+    ("RLX_CONV_SHIFTED", True,
+     lambda: conv.use_shifted(64, 64, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 28, 28)),
+    ("RLX_DW_SMALL", True, lambda: depthwise.small_map(3, 3, 1, 1, 1, 1, 4, 4) is not None),
+    ("RLX_CONV_DW_FLAT", True, lambda: depthwise.use_dw_flat(1, 1, 3, 3)),
+]
+
+
+@pytest.mark.parametrize(("name", "default", "is_on"), FLAGS, ids=[f[0] for f in FLAGS])
+def test_an_on_off_switch_takes_1_or_0_and_nothing_else(
+        monkeypatch: pytest.MonkeyPatch, name: str, default, is_on) -> None:
+    """Unset or blank: the default; ``1`` on, ``0`` off; ``yes``, ``true``, ``off`` or a typo
+    are RLX-R001 naming the variable (before, each meant on or off by the switch's own rule:
+    RLX_NO_BLAS=false turned BLAS off, RLX_ROW_SPLIT=off left splitting on)."""
+    monkeypatch.delenv(name, raising=False)
+    default = default() if callable(default) else default
+    assert is_on() is default
+    for value, on in (("1", True), (" 1 ", True), ("0", False), ("", default)):
+        monkeypatch.setenv(name, value)
+        assert is_on() is on, (name, value)
+    for typo in ("yes", "true", "off", "2", "O"):
+        monkeypatch.setenv(name, typo)
+        with pytest.raises(ArgumentError, match=f"{name}='{typo}' is not one of 0, 1") as err:
+            is_on()
+        assert err.value.code == "RLX-R001"
+        assert f"or unset it for its default ({int(default)})" in str(err.value)
+
+
+def test_the_profile_switch_takes_0_1_or_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    import rlx_core as rlx
+
+    monkeypatch.setenv("RLX_CPU_PROFILE", "threads")
+    with pytest.raises(ArgumentError, match="RLX_CPU_PROFILE='threads' is not one of 0, 1, "
+                                            "thread"):
+        rlx.compile(lambda x: x + 1.0, np.zeros(4, np.float32), target="cpu")
+
+
+def test_every_cpu_switch_is_read_through_env_py() -> None:
+    """No module of the cpu target reads an RLX_* variable from os.environ itself but for the
+    settings with typed errors of their own (a compiler path, a folder, an ISA name, ...): a
+    new switch goes through env_flag / env_choice / env_count, or it would accept any value."""
+    own_rules = {"RLX_CC", "RLX_CACHE_DIR", "RLX_CPU_ISA", "RLX_SGEMM_BLOCKING",
+                 "RLX_NUM_THREADS", "RLX_IGEMM_ISA", "RLX_BF16_GEMM"}
+    folder = Path(conv.__file__).parent
+    direct = {name for path in folder.glob("*.py") if path.name != "env.py"
+              for name in re.findall(r'environ(?:\.get\(|\[)\s*"(RLX_[A-Z0-9_]+)"',
+                                     path.read_text(encoding="utf-8"))}
+    assert direct - own_rules == set()
+    assert "RLX_NO_BLAS" not in direct  # the scan sees what it should not find

@@ -10,8 +10,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # os.environ.get("RLX_X", ...), os.environ["RLX_X"], getenv("RLX_X") in the C sources,
-# env_count("RLX_X", ...) and env_choice("RLX_X", ...) (cpu/env.py)
-_READ = re.compile(r'(?:environ\.get\(|environ\[|getenv\(|env_(?:count|choice)\(\s*)"(RLX_[A-Z0-9_]+)"')
+# env_count, env_choice and env_flag("RLX_X", ...) (cpu/env.py)
+_READ = re.compile(r'(?:environ\.get\(|environ\[|getenv\(|env_(?:count|choice|flag)\(\s*)"(RLX_[A-Z0-9_]+)"')
 
 
 def _read_by_the_code() -> set[str]:

@@ -319,8 +319,9 @@ class CLikeRenderer:
         n = max(1, count)
         # RLX_CPU_PROFILE=thread: the calling thread's CPU time, not wall time (a loaded
         # machine's preemptions left out; with a team only thread 0's share is timed)
-        clock = ("CLOCK_THREAD_CPUTIME_ID" if os.environ.get("RLX_CPU_PROFILE") == "thread"
-                 else "CLOCK_MONOTONIC")
+        # (the cpu target checked the value: 0, 1 or thread, else RLX-R001)
+        thread = os.environ.get("RLX_CPU_PROFILE", "").strip() == "thread"
+        clock = "CLOCK_THREAD_CPUTIME_ID" if thread else "CLOCK_MONOTONIC"
         return (f"#include <time.h>\n"
                 f"static double {prefix}_prof_s[{n}];\n"
                 f"static int64_t {prefix}_prof_n[{n}];\n"

@@ -15,9 +15,11 @@ Two ways in, for two callers:
   tiles are usable; ``rlx_amx_tilecfg`` is the 64-byte ``LDTILECFG`` operand (palette 1).
   Kernels that use tiles call ``rlx_amx_ready()`` and fall back to another path on 0.
 
-``RLX_NO_AMX`` (any value but empty and ``0``) keeps the tiles off, by one rule read here
-twice, in the same words: ``disabled()`` for Python (``request()`` reports no tiles, so the
-renderer picks no AMX path) and ``rlx_amx_disabled()`` in ``SOURCE``, which
+``RLX_NO_AMX=1`` keeps the tiles off; it is read twice: ``disabled()`` for Python
+(``request()`` reports no tiles, so the renderer picks no AMX path; ``0`` or unset: tiles, any
+other value RLX-R001, env.env_flag) and ``rlx_amx_disabled()`` in ``SOURCE`` (which cannot
+raise: any value but empty and ``0`` is off there, the same answer for every value Python
+accepts), which
 ``rlx_amx_ready()`` checks before it asks Linux, so a kernel built with an AMX path (bf16's,
 picked when the program was rendered; int8's, picked when it runs) takes its fallback when
 the variable is set in the process that runs it. Both read it once per process (per loaded
@@ -32,6 +34,7 @@ import platform
 from dataclasses import dataclass
 
 from rlx_core.targets.cpu import isa
+from rlx_core.targets.cpu.env import env_flag
 
 ARCH_GET_XCOMP_PERM = 0x1022
 ARCH_REQ_XCOMP_PERM = 0x1023
@@ -48,9 +51,10 @@ class AmxStatus:
 
 
 def disabled() -> bool:
-    """True when ``RLX_NO_AMX`` is set to anything but ``0`` (tests force the non-AMX paths on
-    an AMX machine); the C kernels' ``rlx_amx_disabled()`` is the same rule."""
-    return os.environ.get("RLX_NO_AMX", "") not in ("", "0")
+    """True when ``RLX_NO_AMX=1`` (tests force the non-AMX paths on an AMX machine); ``0`` or
+    unset: False; anything else: ArgumentError (RLX-R001). The C kernels'
+    ``rlx_amx_disabled()`` gives the same answer for ``1``, ``0`` and unset."""
+    return env_flag("RLX_NO_AMX", False)
 
 
 @functools.cache
@@ -105,7 +109,8 @@ typedef struct {
     uint16_t colsb[16];
     uint8_t rows[16];
 } __attribute__((aligned(64))) rlx_amx_tilecfg;
-/* 1 when RLX_NO_AMX is set to anything but "" and "0" (amx.disabled()'s rule) */
+/* 1 when RLX_NO_AMX is set to anything but "" and "0" (amx.disabled()'s answer for 0 and 1;
+   no error can be raised here) */
 static int rlx_amx_disabled(void) {
     const char *no = getenv("RLX_NO_AMX");
     return no && no[0] && strcmp(no, "0") != 0;

@@ -24,12 +24,12 @@ load ~11) 0.976-0.981 of main's p50 together with the W^T pack of sgemm.rlx_sgem
 from __future__ import annotations
 
 import math
-import os
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
+from rlx_core.targets.cpu.env import env_flag
 from rlx_core.targets.cpu.update_store import scalar_value
 
 SUFFIX = "_bias"  # rlx_sgemm_bias / rlx_sgemm_packed_bias
@@ -46,7 +46,7 @@ MAX_C_BYTES = 128 * 1024
 
 def enabled() -> bool:
     """``RLX_NO_BIAS_STORE=1`` keeps such epilogues as tile epilogues (for A/B timing)."""
-    return os.environ.get("RLX_NO_BIAS_STORE", "") in ("", "0")
+    return not env_flag("RLX_NO_BIAS_STORE", False)
 
 
 def _zero(node) -> bool:

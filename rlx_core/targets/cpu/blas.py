@@ -8,7 +8,6 @@ render generated loop kernels instead (the fallback is also used when the wheel 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -19,6 +18,7 @@ from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec, Strides
 from rlx_core.targets.cpu import epilogue_erf, gemv, sgemm
 from rlx_core.targets.cpu.bias_store import BiasStore
+from rlx_core.targets.cpu.env import env_flag
 from rlx_core.targets.cpu.tile_epilogue import TileEpilogue
 from rlx_core.targets.cpu.update_store import UpdateStore
 
@@ -58,7 +58,7 @@ def _probe() -> tuple[BlasInfo | None, str]:
 
 def find_blas() -> tuple[BlasInfo | None, str]:
     """(BlasInfo, "") when the BLAS can be used, else (None, why not)."""
-    if os.environ.get("RLX_NO_BLAS", "") not in ("", "0"):
+    if env_flag("RLX_NO_BLAS", False):
         return None, "disabled by RLX_NO_BLAS"
     return _probe()
 

@@ -41,7 +41,6 @@ ResNet's late 3x3 convs (256 x 2304 x 196) take 1.8x the time of a plain GEMM of
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from rlx_core.ir.graph import Node
@@ -50,7 +49,7 @@ from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.cpu import conv_blocked, depthwise, winograd
-from rlx_core.targets.cpu.env import env_choice
+from rlx_core.targets.cpu.env import env_choice, env_flag
 
 IMPL = "rlx-conv"
 IMPL_SHIFTED = "rlx-conv-shifted"  # stride-1 windows on the shifted padded input
@@ -497,9 +496,9 @@ def use_shifted(cg: int, og: int, h: int, w: int, kh: int, kw: int, sh: int, sw:
     CPU time, 1 thread, Zen 1, against the packed path: 64 -> 64 at 28x28 and 56x56, 128 ->
     128 at 14x14: 13-20% faster; 128 -> 256 at 28x28, 256 -> 512 at 14x14: the same;
     256 -> 256 at 28x28: 7% slower; 512 -> 512 at 7x7: 39% slower."""
-    if (sh, sw) != (1, 1) or kh * kw == 1 or cg < 8 or og > SHIFT_MAX_ROWS:
+    if not env_flag("RLX_CONV_SHIFTED", True):
         return False
-    if os.environ.get("RLX_CONV_SHIFTED") == "0":
+    if (sh, sw) != (1, 1) or kh * kw == 1 or cg < 8 or og > SHIFT_MAX_ROWS:
         return False
     nr = 16  # AVX2's panel width
     wp = w + 2 * pw

@@ -134,13 +134,12 @@ on for every groups-1 conv.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.cpu import conv_tilez_asm
-from rlx_core.targets.cpu.env import env_choice, env_count
+from rlx_core.targets.cpu.env import env_choice, env_count, env_flag
 
 CB_C = 8  # input channels per block
 CB_O = 16  # output channels per filter panel (two ymm)
@@ -1433,7 +1432,7 @@ def backward(n: int, in_bytes: int) -> bool:
     image to the first? Where the input outgrows the L3 (L3_BYTES) and the kernel before
     wrote it forward, its last images are the ones still cached; forward, every read misses
     (LRU's cyclic worst case). ``RLX_CPU_BACKWARD=0``: never (A/B timing)."""
-    return os.environ.get("RLX_CPU_BACKWARD", "1") != "0" and n > 1 and in_bytes > L3_BYTES
+    return env_flag("RLX_CPU_BACKWARD", True) and n > 1 and in_bytes > L3_BYTES
 
 
 def open_items(env: KernelEnv, w: Writer, flops: int, items: int, geo: str,

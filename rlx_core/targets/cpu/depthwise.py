@@ -50,11 +50,10 @@ undefined behaviour: the row's pointer is taken only for the window rows inside 
 
 from __future__ import annotations
 
-import os
-
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.cpu import conv_blocked
+from rlx_core.targets.cpu.env import env_flag
 
 IMPL_B = "rlx-conv-blocked-dw"  # NCHW8c (rlx_dw_b); NCHW depthwise convs keep conv.IMPL
 IMPLS = (IMPL_B,)
@@ -540,7 +539,7 @@ def small_map(kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int,
     undilated, at most SMALL_W output columns, the padded window within SMALL_FLOATS.
     ``RLX_DW_SMALL=0`` turns it off (A/B timing)."""
     s = sh
-    if (os.environ.get("RLX_DW_SMALL") == "0" or (kh, kw, sw, dh, dw) != (3, 3, s, 1, 1)
+    if (not env_flag("RLX_DW_SMALL", True) or (kh, kw, sw, dh, dw) != (3, 3, s, 1, 1)
             or s not in (1, 2) or not 1 <= ow <= SMALL_W):
         return None
     fits = ((oh - 1) * s + kh) * s * (ow + (kw - 1) // s) * BLOCK <= SMALL_FLOATS
@@ -564,8 +563,8 @@ def use_dw_flat(sh: int, sw: int, kh: int, kw: int) -> bool:
     0.65x -> 0.89x, 576 at 14x14 0.28x -> 0.72x (the row kernel's vectors need 8 columns whose
     taps all lie inside the input, the rest was scalar). ``RLX_CONV_DW_FLAT=0``: rows (A/B
     timing)."""
-    return (sh == sw and sh in (1, 2) and kh * kw <= FLAT_TAPS
-            and os.environ.get("RLX_CONV_DW_FLAT") != "0")
+    return (env_flag("RLX_CONV_DW_FLAT", True) and sh == sw and sh in (1, 2)
+            and kh * kw <= FLAT_TAPS)
 
 
 def emit_nchw(env: KernelEnv, w: Writer, geo: str, n: int, x: str, wt: str, c: int, hw: int,

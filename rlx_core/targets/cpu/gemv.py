@@ -74,9 +74,7 @@ blas._team_gemm splits such a GEMM over the team by claimed column chunks (``chu
 
 from __future__ import annotations
 
-import os
-
-from rlx_core.targets.cpu.env import env_count
+from rlx_core.targets.cpu.env import env_count, env_flag
 
 IMPL = "rlx-gemv"
 MAX_ROWS = 4  # RLX_GV_MAX_ROWS: above it the tiled kernel reuses each weight more often
@@ -113,7 +111,7 @@ def chunk_width(n: int) -> int:
 
 def enabled() -> bool:
     """False when ``RLX_NO_GEMV=1``."""
-    return os.environ.get("RLX_NO_GEMV", "") in ("", "0")
+    return not env_flag("RLX_NO_GEMV", False)
 
 
 def takes(m: int, batch: int, packed: bool) -> bool:

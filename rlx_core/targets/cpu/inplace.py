@@ -21,16 +21,16 @@ they write lines they have just read. ``RLX_ARENA_INPLACE=0`` turns the shares o
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from rlx_core.ir.graph import Graph, Kernel
 from rlx_core.passes.plan_arena import InPlaceRule, aliases, liveness
+from rlx_core.targets.cpu.env import env_flag
 
 
 def enabled() -> bool:
     """False when ``RLX_ARENA_INPLACE=0`` (A/B timing)."""
-    return os.environ.get("RLX_ARENA_INPLACE", "") != "0"
+    return env_flag("RLX_ARENA_INPLACE", True)
 
 
 def simd_convs(options: Any) -> bool:

@@ -26,10 +26,10 @@ a tie to a pinned value. Ties (one layout for several values) are kept by union-
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 from rlx_core.ir.graph import Graph, Kernel, Node
+from rlx_core.targets.cpu.env import env_flag
 
 BLOCK = 8  # channels per block (one ymm of f32)
 CONV_OPS = ("conv2d", "conv2d_fused")
@@ -157,4 +157,4 @@ def lay_of(node: Node, blocked: set[str]) -> int:
 def enabled() -> bool:
     """False when ``RLX_CPU_LAYOUT=0``: every value NCHW, each blocked conv converts its own
     input and output (A/B timing)."""
-    return os.environ.get("RLX_CPU_LAYOUT", "") != "0"
+    return env_flag("RLX_CPU_LAYOUT", True)

@@ -24,15 +24,15 @@ as with the WebGPU targets, which upload parameters once.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from rlx_core.targets.cpu import bf16gemm, conv_blocked, igemm_packed, sgemm, winograd
+from rlx_core.targets.cpu.env import env_flag
 
 
 def prepack_enabled() -> bool:
     """False when ``RLX_NO_PREPACK=1``: every GEMM packs op(B) per call (for A/B timing)."""
-    return os.environ.get("RLX_NO_PREPACK", "") in ("", "0")
+    return not env_flag("RLX_NO_PREPACK", False)
 
 
 def _align(n: int) -> int:

@@ -32,7 +32,6 @@ thread that claimed it.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from rlx_core.ir.graph import Graph, Kernel
@@ -41,6 +40,7 @@ from rlx_core.targets.c_common.body import INDEX_MAP_OPS
 from rlx_core.targets.c_common.kernels import COLUMN_MIN, ROW_ARGS
 from rlx_core.targets.c_common.matmul import row_norm
 from rlx_core.targets.c_common.row_ops import LANES
+from rlx_core.targets.cpu.env import env_flag
 
 # rows per block: at least this many (and a multiple of LANES, the row kernels' lanes), so
 # a block's work is worth a claim; 128 rows are two blocks, one per thread of two
@@ -58,7 +58,7 @@ MIN_WORK = 2048
 
 def enabled() -> bool:
     """Row splitting is on unless ``RLX_ROW_SPLIT=0`` (an A/B switch)."""
-    return os.environ.get("RLX_ROW_SPLIT", "") != "0"
+    return env_flag("RLX_ROW_SPLIT", True)
 
 
 @dataclass(frozen=True)

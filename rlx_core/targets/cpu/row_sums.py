@@ -23,7 +23,6 @@ blocks are float partial GEMMs added in float: the sum's order changes (a few ul
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 from rlx_core.ir import dtypes as dt
@@ -40,6 +39,7 @@ from rlx_core.targets.c_common.kernels import (
     two_phase,
 )
 from rlx_core.targets.c_common.loops import LoopPlan, Writer, identity
+from rlx_core.targets.cpu.env import env_flag
 from rlx_core.targets.cpu.row_split import RowGroup
 
 # the partials of one kernel, all blocks, at most this many bytes: the combine reads them all
@@ -52,7 +52,7 @@ IMPL_SGEMM = "row-sum-combine-sgemm"  # the blocks' partial GEMMs on the own sge
 
 def enabled() -> bool:
     """Row sums in the run are on unless ``RLX_ROW_SUMS=0``."""
-    return os.environ.get("RLX_ROW_SUMS", "") != "0"
+    return env_flag("RLX_ROW_SUMS", True)
 
 
 @dataclass(frozen=True)

@@ -115,12 +115,11 @@ but the renderer only routes GEMMs here when the compiler targets AVX-512 or AVX
 
 from __future__ import annotations
 
-import os
-
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.dtypes import DType
 
 from . import scratch
+from .env import env_flag
 from .toolchain import Compiler
 
 NR = 32  # columns per packed panel with AVX-512 (two zmm); AVX2's are 16 (two ymm), so sizes
@@ -1102,13 +1101,9 @@ def panel_prefetch() -> bool:
     128 x 384 x 384 1-2% faster, 128 x 384 x 1536 level; in one process with MLAS see
     rlx_sgemm_core_body. Two ports (Emerald Rapids, where it was tuned: MiniLM 2.3-5% faster on
     2 threads) or never measured: on. ``RLX_SG_PPF`` (0 or 1) overrides it, for A/B timing."""
-    from rlx_core.targets.cpu.env import env_count
     from rlx_core.targets.cpu.peaks import measured_fma_ports
 
-    env = env_count("RLX_SG_PPF", "1 (fetch the next panel ahead) or 0 (not)", 1)
-    if env is not None:
-        return env == 1
-    return measured_fma_ports() != 1
+    return env_flag("RLX_SG_PPF", measured_fma_ports() != 1)
 
 
 # a panel of W^T packed in the call is packed by its first tile as it runs (rlx_sgemm_acc_wt)
@@ -1149,7 +1144,7 @@ def defines() -> str:
     next tile's rows of A (rlx_sgemm_next_a), for A/B timing; ``RLX_SG_PPF 0`` where a
     prepacked B's next panel is not fetched ahead (panel_prefetch); ``RLX_SG_WT_SET_ROWS``
     where a W^T is packed in a pass when its rows crowd the L1's sets (wt_set_rows)."""
-    off = os.environ.get("RLX_SG_APF", "") not in ("", "1")
+    off = not env_flag("RLX_SG_APF", True)
     rows = wt_set_rows()
     return ("#define RLX_SG_APF 0\n" if off else "") + \
         ("" if panel_prefetch() else "#define RLX_SG_PPF 0\n") + \
@@ -1163,7 +1158,7 @@ def available(compiler: Compiler, blas_found: bool = True) -> tuple[bool, str]:
     a generated loop nest and this kernel is not used either."""
     if not blas_found:
         return False, "no BLAS: matmuls are generated loop nests"
-    if os.environ.get("RLX_NO_OWN_SGEMM", "") not in ("", "0"):
+    if env_flag("RLX_NO_OWN_SGEMM", False):
         return False, "disabled by RLX_NO_OWN_SGEMM"
     if not (compiler.avx512 or compiler.avx2_fma):
         return False, "the compiler targets neither AVX-512 nor AVX2 with FMA on this machine"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
@@ -10,6 +9,7 @@ from rlx_core.errors import TargetUnavailableError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Graph
 from rlx_core.targets.base import Program, Verification
+from rlx_core.targets.cpu.env import env_choice, env_flag
 
 
 class CpuTarget:
@@ -35,7 +35,7 @@ class CpuTarget:
         """Row normalisations fused into the matmul kernel before them (passes/fuse.py): the
         residual add + layer norm after MiniLM's 384-column GEMMs normalise each block of
         whole rows while it is in cache. ``RLX_NO_NORM_EPILOGUE=1`` keeps them apart."""
-        if os.environ.get("RLX_NO_NORM_EPILOGUE", "") not in ("", "0"):
+        if env_flag("RLX_NO_NORM_EPILOGUE", False):
             return ()
         from rlx_core.targets.c_common.row_ops import NORMS
 
@@ -141,7 +141,8 @@ class CpuTarget:
         if flags.get("no_blas"):
             blas, blas_why = None, "disabled by the no_blas compile flag"
         # RLX_CPU_PROFILE=1: time every kernel call (Program.info["profile"]() reads the totals)
-        profile = bool(flags.get("profile")) or os.environ.get("RLX_CPU_PROFILE", "") not in ("", "0")
+        profile = bool(flags.get("profile")) or env_choice(
+            "RLX_CPU_PROFILE", ("0", "1", "thread"), unset="no profile") not in ("", "0")
         own, own_why = sgemm.available(comp, blas is not None)
         if own and flags.get("no_own_sgemm"):
             own, own_why = False, "disabled by the no_own_sgemm flag"

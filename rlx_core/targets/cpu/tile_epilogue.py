@@ -19,12 +19,11 @@ block epilogue's own loop nest, narrowed to the tile, so the arithmetic is uncha
 
 from __future__ import annotations
 
-import os
-
 from rlx_core.targets.c_common import ctype_table as ct
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
+from rlx_core.targets.cpu.env import env_flag
 
 CTX = "tctx"  # the kernel's local holding the context
 
@@ -43,7 +42,7 @@ CTX = "tctx"  # the kernel's local holding the context
 
 def enabled() -> bool:
     """``RLX_NO_TILE_EPILOGUE=1`` keeps block epilogues (for side-by-side measurements)."""
-    return os.environ.get("RLX_NO_TILE_EPILOGUE", "") in ("", "0")
+    return not env_flag("RLX_NO_TILE_EPILOGUE", False)
 
 
 class TileEpilogue:

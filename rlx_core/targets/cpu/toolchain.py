@@ -38,6 +38,7 @@ from rlx_core.targets.cpu.cache import (
     temp_path,
     write_atomic,
 )
+from rlx_core.targets.cpu.env import env_flag
 from rlx_core.targets.tool_process import run_group
 
 OPT_CHOICES: tuple[tuple[str, ...], ...] = (("-O3", "-march=native"), ("-O3",), ("-O2",))
@@ -136,7 +137,7 @@ def is_gcc(version: str) -> bool:
 
 def sanitize() -> bool:
     """``RLX_CPU_SANITIZE=1``: build programs with ASan + UBSan (SANITIZE_FLAGS)."""
-    return os.environ.get("RLX_CPU_SANITIZE", "") not in ("", "0")
+    return env_flag("RLX_CPU_SANITIZE", False)
 
 
 def _host() -> str:

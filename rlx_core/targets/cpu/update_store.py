@@ -31,19 +31,19 @@ donation rule learns the form from the target (``CpuTarget.matmul_in_place`` ->
 from __future__ import annotations
 
 import math
-import os
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec
+from rlx_core.targets.cpu.env import env_flag
 
 SUFFIX = "_upd"  # rlx_sgemm_upd / rlx_sgemm_packed_upd
 
 
 def enabled() -> bool:
     """``RLX_NO_UPDATE_STORE=1`` keeps such epilogues as block epilogues (for A/B timing)."""
-    return os.environ.get("RLX_NO_UPDATE_STORE", "") in ("", "0")
+    return not env_flag("RLX_NO_UPDATE_STORE", False)
 
 
 def scalar_value(node) -> float | None:
