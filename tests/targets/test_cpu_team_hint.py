@@ -120,3 +120,61 @@ def test_a_wait_prefetch_above_a_whole_hint_is_a_typed_error(
             team.wait_prefetch_lines()
     monkeypatch.setenv("RLX_WAIT_PREFETCH", str(team.WAIT_PREFETCH_MAX))
     assert team.wait_prefetch_lines() == team.WAIT_PREFETCH_MAX
+
+
+# rlx_team_hint and rlx_team_prefetch as team.BARRIER_C has them, with __builtin_prefetch
+# recording each line's offset instead of fetching it
+_PREFETCH_HARNESS = r"""
+#include <stdint.h>
+static const char *base;
+static long long seen[4096];
+static int nseen;
+#define __builtin_prefetch(p, rw, locality) (seen[nseen++] = (const char*)(p) - base)
+static __thread int rlx_team_me, rlx_team_size;
+@TEAM_PF@
+int spins(const char *buf, long long bytes, int me, int size, int count, long long *out) {
+    base = buf;
+    nseen = 0;
+    rlx_team_me = me;
+    rlx_team_size = size;
+    rlx_team_hint(buf, bytes);
+    for (int i = 0; i < count; ++i) rlx_team_prefetch();
+    for (int i = 0; i < nseen; ++i) out[i] = seen[i];
+    return nseen;
+}
+"""
+
+
+@needs_cpu
+@pytest.mark.parametrize("lines", [1, 5, 16])
+def test_a_waiting_thread_prefetches_its_share_and_nothing_past_it(lines: int) -> None:
+    """Each spin prefetches the next ``lines`` lines of the thread's share of the hinted
+    weight; the last spin stops at the share's end (before, it fetched whole groups: up to 15
+    lines past it, another share's or another buffer's); more spins fetch nothing."""
+    import ctypes
+
+    from rlx_core.targets.cpu.runtime import load_library
+    from rlx_core.targets.cpu.toolchain import build_shared
+
+    start = team.BARRIER_C.index("#ifndef RLX_TEAM_PF_LINES")
+    end = team.BARRIER_C.index("/* the one wait")
+    source = (f"#define RLX_TEAM_PF_LINES {lines}\n"
+              + _PREFETCH_HARNESS.replace("@TEAM_PF@", team.BARRIER_C[start:end]))
+    lib = load_library(str(build_shared(source).path))
+    lib.spins.restype = ctypes.c_int
+    lib.spins.argtypes = (ctypes.c_char_p, ctypes.c_longlong, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.POINTER(ctypes.c_longlong))
+    buf = ctypes.create_string_buffer(1 << 20)
+    # (bytes, team size): shares of whole lines, of a line and a part, below one line, and a
+    # share cut to RLX_TEAM_PF_MAX (256 KB) of a larger weight
+    for bytes_, size in ((4096, 2), (3000, 2), (100, 3), (1 << 20, 2), (64 * 17 + 8, 1)):
+        for me in range(size):
+            out = (ctypes.c_longlong * 4096)()
+            got = list(out[:lib.spins(buf, bytes_, me, size, 4096, out)])
+            lo, hi = bytes_ * me // size, bytes_ * (me + 1) // size
+            if size == 1:  # a team of one names no weight
+                assert got == [], (bytes_, size, me)
+                continue
+            hi = min(hi, lo + (1 << 18))
+            want = list(range(lo & ~63, hi, 64))  # every line of the share once, in order
+            assert got == want, (bytes_, size, me, lines, got[-3:], want[-3:])

@@ -221,8 +221,12 @@ static inline void rlx_team_prefetch(void) {
 #if RLX_TEAM_PF_LINES > 0
     const char *p = rlx_team_pf_at;
     if (p < rlx_team_pf_end) {
-        for (int i = 0; i < RLX_TEAM_PF_LINES; ++i) __builtin_prefetch(p + 64 * i, 0, 2);
-        rlx_team_pf_at = p + 64 * RLX_TEAM_PF_LINES;
+        /* the share's lines left, at most RLX_TEAM_PF_LINES: none past its end, whose lines
+           belong to another thread's share or another buffer and would only take L2 */
+        const long long left = (rlx_team_pf_end - p + 63) >> 6;
+        const int n = left < RLX_TEAM_PF_LINES ? (int)left : RLX_TEAM_PF_LINES;
+        for (int i = 0; i < n; ++i) __builtin_prefetch(p + 64 * i, 0, 2);
+        rlx_team_pf_at = n == left ? rlx_team_pf_end : p + 64 * n;
     }
 #endif
 }
