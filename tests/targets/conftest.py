@@ -13,3 +13,12 @@ def threads():
     before = num_threads()
     yield set_num_threads
     set_num_threads(before)
+
+
+@pytest.fixture
+def two_threads():
+    """The team at two threads for the test, the count before restored after."""
+    before = num_threads()
+    set_num_threads(2)
+    yield
+    set_num_threads(before)

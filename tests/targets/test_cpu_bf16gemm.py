@@ -18,7 +18,6 @@ from rlx_core.ir.builder import Builder
 from rlx_core.ir.graph import Graph, Level, TensorType, Value, ValueKind
 from rlx_core.targets.cpu import bf16gemm, isa
 from rlx_core.targets.numpy_ref.semantics import round_bf16
-from tests.targets.test_cpu_fast_paths import two_threads  # noqa: F401 - a fixture
 
 IMPL = {"amx": "bf16-amx", "avx512bf16": "bf16-avx512bf16", "float": "generated-matmul"}
 

@@ -13,6 +13,7 @@ import pytest
 import rlx_core as rlx
 from rlx_core import nn
 from rlx_core.targets.cpu.target import CpuTarget
+from tests.targets.checks import rel_error
 from tests.targets.simd import skip_unless_simd
 
 cpu_ok, cpu_why = CpuTarget().available()
@@ -41,11 +42,6 @@ CASES = [
     # a 3-channel stem of 64 outputs: on AVX-512 8-pixel tiles of the 3-step asm K loop
     ((1, 3, 24, 24), (64, 3, 7, 7), (2, 2), (3, 3), (1, 1)),
 ]
-
-
-def _rel(got, want) -> float:
-    want = np.asarray(want)
-    return float(np.abs(np.asarray(got) - want).max() / max(np.abs(want).max(), 1e-30))
 
 
 def _param_conv(rng: np.random.Generator, shapes: dict, scale: float):
@@ -87,7 +83,7 @@ def test_parameter_filters_run_blocked_and_match_the_reference(
     want = rlx.compile(f, *xs, target="numpy", record=False)(*xs)
     for _ in range(2):  # the second call reads the filters packed by the first
         for case, g_, w_ in zip(CASES, exe(*xs), want, strict=True):
-            assert _rel(g_, w_) < 1e-5, case
+            assert rel_error(g_, w_) < 1e-5, case
 
 
 def test_the_rule_table() -> None:
@@ -125,7 +121,7 @@ def test_epilogues_fold_into_the_blocked_store(act: str) -> None:
     assert len(fused) == 1 and bool(fused[0].attr("residual")) == (act == "relu")
     assert {k["impl"] for k in exe.program.info["kernels"].values()} == {"rlx-conv-blocked"}
     want = rlx.compile(f, x, target="numpy", record=False)(x)
-    assert _rel(exe(x), want) < 1e-5
+    assert rel_error(exe(x), want) < 1e-5
 
 
 def test_grouped_and_input_filters_stay_on_the_implicit_gemm(
@@ -146,7 +142,7 @@ def test_grouped_and_input_filters_stay_on_the_implicit_gemm(
     assert exe.program.info["prepacked"] == []
     want = rlx.compile(f, x, w, target="numpy", record=False)(x, w)
     for g_, w_ in zip(exe(x, w), want, strict=True):
-        assert _rel(g_, w_) < 1e-5
+        assert rel_error(g_, w_) < 1e-5
 
 
 def test_binding_another_filter_packs_it_again(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -160,10 +156,10 @@ def test_binding_another_filter_packs_it_again(monkeypatch: pytest.MonkeyPatch) 
     assert [p["kind"] for p in exe.program.info["prepacked"]] == ["conv"]
     ref = rlx.compile(lambda a, wi: nn.conv2d(a, wi, None, padding=1), x, w, target="numpy",
                       record=False)
-    assert _rel(exe(x), ref(x, w)) < 1e-5
+    assert rel_error(exe(x), ref(x, w)) < 1e-5
     w_new = rng.standard_normal((24, 16, 3, 3)).astype(np.float32)
     exe.params["w"] = w_new
-    assert _rel(exe(x), ref(x, w_new)) < 1e-5
+    assert rel_error(exe(x), ref(x, w_new)) < 1e-5
 
 
 def test_the_switch_turns_the_blocked_kernel_off(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -198,7 +194,7 @@ def test_a_one_channel_stem_runs_blocked_not_as_a_depthwise_conv(o: int, pool: b
     want = rlx.compile(f, x, target="numpy", record=False)(x)
     exe = rlx.compile(f, x, target="cpu", record=False)
     assert "rlx-conv-blocked" in {k["impl"] for k in exe.program.info["kernels"].values()}
-    assert _rel(exe(x), want) < 1e-5
+    assert rel_error(exe(x), want) < 1e-5
 
 
 def test_the_tiles_store_a_blocked_output_with_its_epilogue() -> None:
@@ -232,13 +228,13 @@ def test_the_tiles_store_a_blocked_output_with_its_epilogue() -> None:
         exe.lir.outputs)
     ref = rlx.compile(f, x, x2, target="numpy", record=False)
     for g_, w_ in zip(exe(x, x2), ref(x, x2), strict=True):
-        assert _rel(g_, w_) < 1e-5
+        assert rel_error(g_, w_) < 1e-5
     x[1, 3, 2, 4] = np.nan
     got, want = np.asarray(exe(x, x2)[0]), np.asarray(ref(x, x2)[0])
     assert np.isnan(want).any() and not np.isnan(want).all()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     keep = ~np.isnan(want)
-    assert _rel(got[keep], want[keep]) < 1e-5
+    assert rel_error(got[keep], want[keep]) < 1e-5
 
 
 def test_blocked_outputs_of_a_last_panel_of_8_write_only_their_blocks(
@@ -270,7 +266,7 @@ def test_blocked_outputs_of_a_last_panel_of_8_write_only_their_blocks(
     assert len(exe.program.info["nchw8c"]) == len(outs)
     want = rlx.compile(f, x, target="numpy", record=False)(x)
     for g_, w_ in zip(exe(x), want, strict=True):
-        assert _rel(g_, w_) < 1e-5
+        assert rel_error(g_, w_) < 1e-5
 
 
 def test_images_fold_into_one_call_where_the_input_is_read_in_place(
@@ -305,7 +301,7 @@ def test_images_fold_into_one_call_where_the_input_is_read_in_place(
         outs[fold] = np.asarray(exe(x))
     np.testing.assert_array_equal(outs["2"], outs["0"])
     want = rlx.compile(f, x, target="numpy", record=False)(x)
-    assert _rel(outs["2"], want) < 1e-5
+    assert rel_error(outs["2"], want) < 1e-5
     # the rule: a filter over FILTER_L2 read in place folds as many images as FOLD_BYTES holds
     monkeypatch.delenv("RLX_CB_FOLD")
     big = conv_blocked.FILTER_L2 + 1
@@ -361,4 +357,4 @@ def test_the_whole_tile_asm_gives_the_intrinsics_bits(monkeypatch: pytest.Monkey
         np.testing.assert_array_equal(new.view(np.uint32), old.view(np.uint32))
         np.testing.assert_array_equal(np.isnan(new), np.isnan(ref))
         keep = np.isfinite(np.asarray(ref))
-        assert _rel(new[keep], np.asarray(ref)[keep]) < 1e-5
+        assert rel_error(new[keep], np.asarray(ref)[keep]) < 1e-5

@@ -10,18 +10,9 @@ import rlx_core as rlx
 from rlx_core.errors import ArgumentError
 from rlx_core.targets.cpu.blas import find_blas
 from rlx_core.targets.cpu.target import CpuTarget
-from rlx_core.targets.cpu.threads import num_threads, set_num_threads
 
 pytestmark = pytest.mark.skipif(not CpuTarget().available()[0],
                                 reason=f"cpu target unavailable: {CpuTarget().available()[1]}")
-
-
-@pytest.fixture
-def two_threads():
-    before = num_threads()
-    set_num_threads(2)
-    yield
-    set_num_threads(before)
 
 
 @pytest.mark.parametrize("case", ["plain", "lhs_t", "rhs_t", "batched", "few_batches"])

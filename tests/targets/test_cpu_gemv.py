@@ -14,18 +14,11 @@ import rlx_core as rlx
 from rlx_core.targets.cpu import gemv, sgemm
 from rlx_core.targets.cpu.target import CpuTarget
 from rlx_core.targets.cpu.threads import num_threads, set_num_threads
+from tests.targets.checks import impl_set, rel_error
 from tests.targets.own_sgemm import ISAS, TWICE_PLUS_ONE, build_harness, skip_unless_own_sgemm
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
-
-
-def _impls(exe) -> set[str]:
-    return {v["impl"] for v in exe.program.info["kernels"].values()}
-
-
-def _rel(got, want) -> float:
-    return float(np.abs(np.asarray(got) - want).max() / max(np.abs(want).max(), 1e-30))
 
 
 # N not a multiple of either panel width (16 with AVX2, 32 with AVX-512) and under one panel
@@ -46,10 +39,10 @@ def test_prepacked_rows_match_numpy() -> None:
         return tuple(rlx.nn.relu(rlx.nn.linear(x, w, b)) for x, w, b in zip(xs, ws, bs, strict=True))
 
     exe = rlx.compile(f, *xs, target="cpu", record=False)
-    assert _impls(exe) == {gemv.IMPL}  # no kernel of its own for the bias or the ReLU
+    assert impl_set(exe) == {gemv.IMPL}  # no kernel of its own for the bias or the ReLU
     for got, x, w, b in zip(exe(*xs), xs, ws, bs, strict=True):
         want = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + b, 0)
-        assert _rel(got, want) < 1e-5, x.shape
+        assert rel_error(got, want) < 1e-5, x.shape
 
 
 def test_more_rows_and_no_gemv_stay_on_the_tiled_kernel(
@@ -62,20 +55,20 @@ def test_more_rows_and_no_gemv_stay_on_the_tiled_kernel(
     w = rng.standard_normal((96, 64), np.float32)
     one = x[:1]
     exe = rlx.compile(lambda a, w=w: rlx.nn.linear(a, w), x, target="cpu", record=False)
-    assert _impls(exe) == {sgemm.IMPL}
-    assert _rel(exe(x), x @ w.T) < 1e-5
+    assert impl_set(exe) == {sgemm.IMPL}
+    assert rel_error(exe(x), x @ w.T) < 1e-5
     wt = np.ascontiguousarray(w.T)
     exe = rlx.compile(lambda o, b, bt: (rlx.nn.linear(o, b), o @ bt), one, w, wt,
                       target="cpu", record=False)
-    assert _impls(exe) == {gemv.IMPL}
+    assert impl_set(exe) == {gemv.IMPL}
     src = "".join(exe.sources.values())
     assert "rlx_gemv(" in src or "rlx_gemv_epi(" in src
     for got in exe(one, w, wt):
-        assert _rel(got, one @ w.T) < 1e-5
+        assert rel_error(got, one @ w.T) < 1e-5
     monkeypatch.setenv("RLX_NO_GEMV", "1")
     exe = rlx.compile(lambda a, w=w: rlx.nn.linear(a, w), one, target="cpu", record=False)
-    assert _impls(exe) == {sgemm.IMPL}
-    assert _rel(exe(one), one @ w.T) < 1e-5
+    assert impl_set(exe) == {sgemm.IMPL}
+    assert rel_error(exe(one), one @ w.T) < 1e-5
 
 
 def test_chunk_width_gives_both_threads_work() -> None:
@@ -108,7 +101,7 @@ def test_team_column_chunks_agree_bit_for_bit() -> None:
         return a + rlx.nn.linear(rlx.nn.gelu(rlx.nn.linear(a, w1, b1)), w2)
 
     exe = rlx.compile(f, x, target="cpu", record=False)
-    assert _impls(exe) >= {gemv.IMPL}
+    assert impl_set(exe) >= {gemv.IMPL}
     if exe.program.info["openmp"]:  # team mode: the chunks are in the program
         src = "".join(exe.sources.values())
         assert f"const int64_t j0 = ch * {gemv.chunk_width(n)}" in src and "rlx_gemv_packed" in src
@@ -122,7 +115,7 @@ def test_team_column_chunks_agree_bit_for_bit() -> None:
         set_num_threads(before)
     np.testing.assert_array_equal(got[1], got[2])
     ref = rlx.compile(f, x, target="numpy", record=False)(x)
-    assert _rel(got[2], ref) < 1e-4
+    assert rel_error(got[2], ref) < 1e-4
 
 
 _HARNESS = TWICE_PLUS_ONE + r"""
@@ -190,7 +183,7 @@ def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, family: s
             if n1 > n0:
                 fn(m, n, k, a.ctypes.data, rm, rk, w.ctypes.data, wt.ctypes.data,
                    c.ctypes.data, seen.ctypes.data, n0, n1, epi, form)
-        assert _rel(c, want) < 1e-5, (m, k, n, ta, epi, form)
+        assert rel_error(c, want) < 1e-5, (m, k, n, ta, epi, form)
         assert (seen == epi).all(), (m, k, n, ta, epi, form)
 
 
@@ -214,7 +207,7 @@ def test_the_weight_prefetch_changes_no_bits(tmp_path, family: str) -> None:
                seen.ctypes.data, 0, n, 0, 0)
             got.append(c)
         np.testing.assert_array_equal(got[0], got[1], err_msg=str((m, k, n)))
-        assert _rel(got[0], a.astype(np.float64) @ w.T.astype(np.float64)) < 1e-5
+        assert rel_error(got[0], a.astype(np.float64) @ w.T.astype(np.float64)) < 1e-5
 
 
 @pytest.mark.parametrize("family", sorted(ISAS))
@@ -240,7 +233,7 @@ def test_per_call_weight_rows_in_either_order_are_right(tmp_path, family: str) -
             for n0, n1 in ((0, 64), (64, 128), (128, n)):
                 fn(m, n, k, a.ctypes.data, k, 1, w.ctypes.data, w.ctypes.data,
                    split.ctypes.data, seen.ctypes.data, n0, n1, 0, 1)
-            assert _rel(whole, want) < 1e-5, (family, m, k)
+            assert rel_error(whole, want) < 1e-5, (family, m, k)
             np.testing.assert_array_equal(whole, split, err_msg=str((family, m, k)))
 
 
@@ -396,8 +389,8 @@ def test_a_weight_over_the_in_place_bound_is_read_where_it_lies(
             gemv_rows = x.shape[0] <= gemv.MAX_ROWS
             assert (not packed) == (in_place and gemv_rows), (bound, x.shape)
             want = x.astype(np.float64) @ w.T.astype(np.float64) + b
-            assert _rel(exe(x), want) < 1e-5
+            assert rel_error(exe(x), want) < 1e-5
         # W as op(B) (x @ W with W k x n): its k runs down the columns, so it keeps the panels
         exe = rlx.compile(lambda a, wt=wt: a @ wt, xs[0], target="cpu", record=False)
         assert exe.program.info["prepacked"]
-        assert _rel(exe(xs[0]), xs[0].astype(np.float64) @ wt.astype(np.float64)) < 1e-5
+        assert rel_error(exe(xs[0]), xs[0].astype(np.float64) @ wt.astype(np.float64)) < 1e-5

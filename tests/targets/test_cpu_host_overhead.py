@@ -12,18 +12,9 @@ import rlx_core as rlx
 from rlx_core.targets.cpu.renderer import PARALLEL_MIN_WORK
 from rlx_core.targets.cpu.runtime import load_library
 from rlx_core.targets.cpu.target import CpuTarget
-from rlx_core.targets.cpu.threads import num_threads, set_num_threads
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
-
-
-@pytest.fixture
-def two_threads():
-    before = num_threads()
-    set_num_threads(2)
-    yield
-    set_num_threads(before)
 
 
 def _regions(fn) -> int:

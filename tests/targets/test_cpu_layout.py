@@ -12,16 +12,12 @@ import pytest
 import rlx_core as rlx
 from rlx_core import nn
 from rlx_core.targets.cpu.target import CpuTarget
+from tests.targets.checks import rel_error
 from tests.targets.simd import skip_unless_simd
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
 
-
-
-def _rel(got, want) -> float:
-    want = np.asarray(want)
-    return float(np.abs(np.asarray(got) - want).max() / max(np.abs(want).max(), 1e-30))
 
 
 def _net(rng: np.random.Generator):
@@ -68,7 +64,7 @@ def test_a_chain_of_blocked_kernels_matches_the_reference() -> None:
     assert exe.lir.outputs[0] not in blocked
     assert sum(kinds[v].startswith("conv2d") for v in blocked) == 6  # all but the head
     want = rlx.compile(f, x, target="numpy", record=False)(x)
-    assert _rel(exe(x), want) < 1e-5
+    assert rel_error(exe(x), want) < 1e-5
 
 
 def test_what_pins_a_value_to_nchw() -> None:
@@ -95,7 +91,7 @@ def test_what_pins_a_value_to_nchw() -> None:
     assert set(exe.program.info["nchw8c"]) == {convs[0]}
     want = rlx.compile(f, x, target="numpy", record=False)(x)
     for g_, w_ in zip(exe(x), want, strict=True):
-        assert _rel(g_, w_) < 1e-5
+        assert rel_error(g_, w_) < 1e-5
 
 
 def test_the_switch_turns_the_plan_off(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -108,7 +104,7 @@ def test_the_switch_turns_the_plan_off(monkeypatch: pytest.MonkeyPatch) -> None:
     assert exe.program.info["nchw8c"] == []
     assert "rlx-conv-blocked-dw" not in {k["impl"] for k in exe.program.info["kernels"].values()}
     want = rlx.compile(f, x, target="numpy", record=False)(x)
-    assert _rel(exe(x), want) < 1e-5
+    assert rel_error(exe(x), want) < 1e-5
 
 
 def test_a_residual_in_the_other_layout() -> None:
@@ -133,4 +129,4 @@ def test_a_residual_in_the_other_layout() -> None:
     convs = [n.name for n in exe.lir.nodes if n.op.startswith("conv2d")]
     assert set(exe.program.info["nchw8c"]) == set(convs[:2])
     want = rlx.compile(f, x, target="numpy", record=False)(x)
-    assert _rel(exe(x), want) < 1e-5
+    assert rel_error(exe(x), want) < 1e-5

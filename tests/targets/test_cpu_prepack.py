@@ -9,14 +9,11 @@ import pytest
 
 import rlx_core as rlx
 from rlx_core.targets.cpu.target import CpuTarget
+from tests.targets.checks import rel_error
 from tests.targets.own_sgemm import calls_packed, skip_unless_own_sgemm
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
-
-
-def _rel(got, want) -> float:
-    return float(np.abs(np.asarray(got) - want).max() / max(np.abs(want).max(), 1e-30))
 
 
 # K past one 384-deep block and N not a multiple of the 32-wide panel (zero-padded last panel),
@@ -45,8 +42,8 @@ def test_parameter_weights_are_packed_and_match_numpy(m: int, k: int, n: int) ->
     assert calls_packed(exe)
     for _ in range(2):  # the second call reads the panels packed by the first
         y, z = exe(x)
-        assert _rel(y, x @ w.T + bias) < 1e-5
-        assert _rel(z, x @ w2) < 1e-5
+        assert rel_error(y, x @ w.T + bias) < 1e-5
+        assert rel_error(z, x @ w2) < 1e-5
 
 
 def test_a_one_row_gemm_reads_the_panels_through_the_gemv() -> None:
@@ -60,7 +57,7 @@ def test_a_one_row_gemm_reads_the_panels_through_the_gemv() -> None:
     src = "".join(exe.program.sources.values())
     assert "rlx_gemv_packed" in src and "rlx_sgemm_packed(" not in src
     assert calls_packed(exe)
-    assert _rel(exe(x), x @ w.T) < 1e-5
+    assert rel_error(exe(x), x @ w.T) < 1e-5
 
 
 def test_activations_and_batched_weights_are_not_packed() -> None:
@@ -75,7 +72,7 @@ def test_activations_and_batched_weights_are_not_packed() -> None:
     xb = rng.standard_normal((3, 16, 48), np.float32)
     exe = rlx.compile(lambda p: p @ rlx.param(wb, "wb"), xb, target="cpu", record=False)
     assert exe.program.info["prepacked"] == []
-    assert _rel(exe(xb), xb @ wb) < 1e-5
+    assert rel_error(exe(xb), xb @ wb) < 1e-5
 
 
 def test_a_weight_two_gemms_read_alike_is_packed_once() -> None:
@@ -93,7 +90,7 @@ def test_a_weight_two_gemms_read_alike_is_packed_once() -> None:
     layouts = sorted(p["transposed"] for p in exe.program.info["prepacked"])
     assert layouts == [False, True]
     h = np.maximum(x @ w, 0)
-    assert _rel(exe(x), h @ w + x @ w.T) < 1e-5
+    assert rel_error(exe(x), h @ w + x @ w.T) < 1e-5
 
 
 def test_binding_another_array_packs_it_again() -> None:
@@ -103,17 +100,17 @@ def test_binding_another_array_packs_it_again() -> None:
     w = rng.standard_normal((128, 96), np.float32)
     exe = rlx.compile(lambda a: rlx.nn.linear(a, rlx.param(w, "w")), x, target="cpu",
                       record=False)
-    assert _rel(exe(x), x @ w.T) < 1e-5
+    assert rel_error(exe(x), x @ w.T) < 1e-5
     w_new = rng.standard_normal((128, 96), np.float32)
     exe.params["w"] = w_new
-    assert _rel(exe(x), x @ w_new.T) < 1e-5
+    assert rel_error(exe(x), x @ w_new.T) < 1e-5
     exe.params["w"] = w
-    assert _rel(exe(x), x @ w.T) < 1e-5
+    assert rel_error(exe(x), x @ w.T) < 1e-5
     # a second program of the same graph (same shared object, its own arena) binds its own
     other = rlx.compile(lambda a: rlx.nn.linear(a, rlx.param(w_new, "w")), x, target="cpu",
                         record=False)
-    assert _rel(other(x), x @ w_new.T) < 1e-5
-    assert _rel(exe(x), x @ w.T) < 1e-5
+    assert rel_error(other(x), x @ w_new.T) < 1e-5
+    assert rel_error(exe(x), x @ w.T) < 1e-5
 
 
 def test_jit_module_packs_its_weights_once() -> None:
@@ -128,7 +125,7 @@ def test_jit_module_packs_its_weights_once() -> None:
 
     for rows in (48, 48, 64, 48):  # two specializations, each with its own arena
         x = rng.standard_normal((rows, 80), np.float32)
-        assert _rel(layer(x), np.maximum(x @ w.T + bias, 0)) < 1e-5
+        assert rel_error(layer(x), np.maximum(x @ w.T + bias, 0)) < 1e-5
 
 
 def test_no_prepack_switch_keeps_per_call_packing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,4 +138,4 @@ def test_no_prepack_switch_keeps_per_call_packing(monkeypatch: pytest.MonkeyPatc
                       record=False)
     assert exe.program.info["prepacked"] == []
     assert not calls_packed(exe)
-    assert _rel(exe(x), x @ w.T) < 1e-5
+    assert rel_error(exe(x), x @ w.T) < 1e-5

@@ -10,6 +10,7 @@ import pytest
 
 import rlx_core as rlx
 from rlx_core.targets.cpu.target import CpuTarget
+from tests.targets.checks import impl_set
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
@@ -42,10 +43,6 @@ def _fn(op: str, axis: int, w=None, b=None, eps: float = 1e-5):
     return f
 
 
-def _impls(exe) -> set[str]:
-    return {k["impl"] for k in exe.program.info["kernels"].values()}
-
-
 CASES = [  # (op, shape, axis): rows, an inner axis, team-sized, and a 1-long row
     ("softmax", (6, 128), -1), ("softmax", (3, 200, 5), 1), ("softmax", (64, 12, 128), -1),
     ("softmax", (7, 1), -1), ("log_softmax", (5, 33), -1), ("log_softmax", (4, 9, 3), 0),
@@ -68,7 +65,7 @@ def test_row_op_is_native_and_matches_numpy(op: str, shape: tuple, axis: int,
     b = rng.standard_normal(shape[-1]).astype(dtype)
     f = _fn(op, axis, w, b)
     exe = rlx.compile(f, x, target="cpu", record=False)
-    assert LABEL[op] in _impls(exe), _impls(exe)
+    assert LABEL[op] in impl_set(exe), impl_set(exe)
     got = np.asarray(exe(x))
     tol = 2e-6 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(got, _ref(op, x, axis, w, b if op == "layer_norm" else None),
@@ -76,7 +73,7 @@ def test_row_op_is_native_and_matches_numpy(op: str, shape: tuple, axis: int,
     # the common-IR decomposition computes the same steps (its sums may add in another
     # order): they agree to a few ulps
     common = rlx.compile(f, x, target="cpu", policy="force-common", record=False)
-    assert LABEL[op] not in _impls(common)
+    assert LABEL[op] not in impl_set(common)
     ulps = 16 * np.finfo(dtype).eps
     np.testing.assert_allclose(got, np.asarray(common(x)), rtol=ulps, atol=ulps)
 
@@ -133,7 +130,7 @@ def test_attention_reaches_the_row_softmax() -> None:
     q, k, v = (rng.standard_normal((2, 3, 16, 8)) for _ in range(3))
     exe = rlx.compile(lambda a, b, c: rlx.nn.attention(a, b, c), q, k, v, target="cpu",
                       record=False)
-    assert "row-softmax" in _impls(exe)
+    assert "row-softmax" in impl_set(exe)
     s = np.einsum("bhqd,bhkd->bhqk", q, k) / np.sqrt(8)
     p = np.exp(s - s.max(-1, keepdims=True))
     want = np.einsum("bhqk,bhkd->bhqd", p / p.sum(-1, keepdims=True), v)
@@ -144,7 +141,7 @@ def test_other_dtypes_keep_the_common_ir_route() -> None:
     """f16 is not claimed: the dispatch record says native was refused and why."""
     x = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float16)
     exe = rlx.compile(lambda a: rlx.nn.softmax(a), x, target="cpu")
-    assert "row-softmax" not in _impls(exe)
+    assert "row-softmax" not in impl_set(exe)
     d = next(d for d in exe.trace.decisions if d["op"] == "softmax")
     assert d["route"] == "common-IR" and d["rejected"][0]["route"] == "native"
     why = d["rejected"][0]["reasons"][0]

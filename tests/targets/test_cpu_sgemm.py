@@ -16,18 +16,11 @@ from rlx_core.targets.cpu import gemv, sgemm
 from rlx_core.targets.cpu.target import CpuTarget
 from rlx_core.targets.cpu.threads import num_threads, set_num_threads
 from rlx_core.targets.cpu.toolchain import find_compiler
+from tests.targets.checks import impl_set, rel_error
 from tests.targets.own_sgemm import ISAS, TWICE_PLUS_ONE, build_harness, skip_unless_own_sgemm
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
-
-
-def _impls(exe) -> set[str]:
-    return {v["impl"] for v in exe.program.info["kernels"].values()}
-
-
-def _rel(got, want) -> float:
-    return float(np.abs(np.asarray(got) - want).max() / max(np.abs(want).max(), 1e-30))
 
 
 # rows not a multiple of the 8-row tile, K past one 384-deep block, N past one 256-wide block
@@ -49,11 +42,11 @@ def test_linear_and_transposed_layouts_match_numpy(m: int, k: int, n: int) -> No
     # a call of 1-4 rows runs the GEMV on B as passed (gemv.py), packing nothing
     impl = gemv.IMPL if gemv.takes(m, 1, False) else sgemm.IMPL
     exe = rlx.compile(lambda a, b: rlx.nn.linear(a, b), x, w, target="cpu", record=False)
-    assert impl in _impls(exe)
-    assert _rel(exe(x, w), x @ w.T) < 1e-5
+    assert impl in impl_set(exe)
+    assert rel_error(exe(x, w), x @ w.T) < 1e-5
     exe2 = rlx.compile(lambda a, b: a @ b, x, wt, target="cpu", record=False)
-    assert impl in _impls(exe2)
-    assert _rel(exe2(x, wt), x @ wt) < 1e-5
+    assert impl in impl_set(exe2)
+    assert rel_error(exe2(x, wt), x @ wt) < 1e-5
 
 
 def test_gradients_use_transposed_a_and_match_numpy() -> None:
@@ -67,10 +60,10 @@ def test_gradients_use_transposed_a_and_match_numpy() -> None:
         return rlx.mean(rlx.nn.linear(x, w) ** 2)
 
     exe = rlx.compile(lambda w, x: value_and_grad(loss)(w, x), w, x, target="cpu", record=False)
-    assert sgemm.IMPL in _impls(exe)
+    assert sgemm.IMPL in impl_set(exe)
     _, gw = exe(w, x)
     want = 2 * (x @ w.T).T @ x / (70 * 96)
-    assert _rel(gw, want) < 1e-5
+    assert rel_error(gw, want) < 1e-5
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
@@ -102,12 +95,12 @@ def test_team_splits_agree_with_numpy(threads: int) -> None:
         # claimed chunks of whole panels of columns (team.claimed)
         assert src.count("const int64_t j0 = ch * ") >= 2 and "rlx_sgemm(10, 200, 300" in src
         assert "if (tid == 0)" not in src and "rlx_team_sync(" not in src
-        assert _rel(de, d.T @ e) < 1e-5
-        assert _rel(hw, h @ w10.T) < 1e-5
-        assert _rel(hk, h[:, :10] @ w10) < 1e-5
-        assert _rel(y, x @ w.T) < 1e-5
-        assert _rel(s, q @ q.transpose(0, 2, 1)) < 1e-5
-        assert _rel(r, np.maximum(x @ w.T + 0.5, 0)) < 1e-5
+        assert rel_error(de, d.T @ e) < 1e-5
+        assert rel_error(hw, h @ w10.T) < 1e-5
+        assert rel_error(hk, h[:, :10] @ w10) < 1e-5
+        assert rel_error(y, x @ w.T) < 1e-5
+        assert rel_error(s, q @ q.transpose(0, 2, 1)) < 1e-5
+        assert rel_error(r, np.maximum(x @ w.T + 0.5, 0)) < 1e-5
     finally:
         set_num_threads(before)
 
@@ -118,16 +111,16 @@ def test_narrow_gemms_and_other_dtypes_stay_on_openblas(monkeypatch: pytest.Monk
     x = rng.standard_normal((64, 128), np.float32)
     w = rng.standard_normal((10, 128), np.float32)  # a 10-class head: narrower than a panel
     exe = rlx.compile(lambda a, b: rlx.nn.linear(a, b), x, w, target="cpu", record=False)
-    assert _impls(exe) == {"blas-sgemm"}
+    assert impl_set(exe) == {"blas-sgemm"}
     xd, wd = x.astype(np.float64), rng.standard_normal((64, 128))
     exe_d = rlx.compile(lambda a, b: rlx.nn.linear(a, b), xd, wd, target="cpu", record=False)
-    assert _impls(exe_d) == {"blas-dgemm"}
+    assert impl_set(exe_d) == {"blas-dgemm"}
     monkeypatch.setenv("RLX_NO_OWN_SGEMM", "1")
     w64 = rng.standard_normal((64, 128), np.float32)
     exe_off = rlx.compile(lambda a, b: rlx.nn.linear(a, b), x, w64, target="cpu", record=False)
-    assert _impls(exe_off) == {"blas-sgemm"}
+    assert impl_set(exe_off) == {"blas-sgemm"}
     assert exe_off.program.info["own_sgemm_reason"] == "disabled by RLX_NO_OWN_SGEMM"
-    assert _rel(exe_off(x, w64), x @ w64.T) < 1e-5
+    assert rel_error(exe_off(x, w64), x @ w64.T) < 1e-5
 
 
 _HARNESS = r"""
@@ -173,7 +166,7 @@ def test_the_c_source_is_right_with_and_without_vector_units(tmp_path, isa: str)
         for n0, n1 in ((0, split), (split, n)):
             if n1 > n0:
                 fn(m, n, k, a.ctypes.data, rm, rk, b.ctypes.data, brk, brn, c.ctypes.data, n0, n1)
-        assert _rel(c, want) < 1e-5, (m, k, n, ta, tb)
+        assert rel_error(c, want) < 1e-5, (m, k, n, ta, tb)
 
 
 _EPI_HARNESS = TWICE_PLUS_ONE + r"""
@@ -219,7 +212,7 @@ def test_tile_epilogues_see_each_final_element_once(tmp_path, isa: str) -> None:
                 fn(m, n, k, a.ctypes.data, rm, rk, b.ctypes.data, brk, brn, c.ctypes.data,
                    seen.ctypes.data, n0, n1, packed)
         assert (seen == 1).all(), (m, k, n, ta, tb, packed)
-        assert _rel(c, want) < 1e-5, (m, k, n, ta, tb, packed)
+        assert rel_error(c, want) < 1e-5, (m, k, n, ta, tb, packed)
 
 
 _PACKED_HARNESS = r"""
@@ -262,7 +255,7 @@ def test_prepacked_panels_fetched_ahead_in_chunks_or_whole(tmp_path, isa: str) -
             out[name, chunk] = c
         for key in out:
             assert np.array_equal(out[key], out["on", n]), (m, k, n, key)
-        assert _rel(out["on", 64], a @ w.T) < 1e-5, (m, k, n)
+        assert rel_error(out["on", 64], a @ w.T) < 1e-5, (m, k, n)
 
 
 @pytest.mark.parametrize(("ports", "want"), [(None, True), (1, False), (2, True)])
@@ -321,7 +314,7 @@ def test_fetching_the_next_rows_of_a_changes_no_bits(tmp_path, isa: str, monkeyp
                    min(n, n0 + 32))
             out.append(c)
         assert np.array_equal(out[0], out[1]), (m, k, n)
-        assert _rel(out[0], a @ w.T) < 1e-5, (m, k, n)
+        assert rel_error(out[0], a @ w.T) < 1e-5, (m, k, n)
 
 
 @pytest.mark.parametrize("isa", sorted(ISAS))
@@ -351,7 +344,7 @@ def test_packing_w_t_in_a_pass_changes_no_bits(tmp_path, isa: str) -> None:
                    min(n, n0 + 64))
             out.append(c)
         assert np.array_equal(out[0], out[1]), (m, k, n)
-        assert _rel(out[0], a @ w.T) < 1e-5, (m, k, n)
+        assert rel_error(out[0], a @ w.T) < 1e-5, (m, k, n)
 
 
 @pytest.mark.parametrize(("ports", "want"), [(None, 32), (1, sgemm.WT_SET_ROWS), (2, 32)])
@@ -402,7 +395,7 @@ def test_the_dispatch_record_names_the_tile() -> None:
     comp = find_compiler()
     assert info["own_sgemm"] and info["own_sgemm_isa"] == sgemm.isa(comp)
     assert info["own_sgemm_isa"] == ("avx512" if comp.avx512 else "avx2")
-    assert _rel(exe(x, w), x @ w.T) < 1e-5
+    assert rel_error(exe(x, w), x @ w.T) < 1e-5
 
 
 def test_a_b_deeper_than_one_slice_is_packed_on_the_avx512_path() -> None:

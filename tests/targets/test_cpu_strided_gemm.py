@@ -17,7 +17,6 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.ir.builder import Builder
 from rlx_core.ir.graph import Graph, Level, TensorType, Value, ValueKind
 from rlx_core.targets.c_common.matmul import Strides, operand_strides
-from tests.targets.test_cpu_fast_paths import two_threads  # noqa: F401 - a fixture
 
 # (lhs shape, rhs shape, contract, batch): each read through strides unless noted
 LAYOUTS = {

@@ -17,20 +17,11 @@ import rlx_core as rlx
 from rlx_core.targets.cpu.runtime import load_library
 from rlx_core.targets.cpu.target import CpuTarget
 from rlx_core.targets.cpu.team import REGION_MARKS
-from rlx_core.targets.cpu.threads import num_threads, set_num_threads
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
 
 SLEEP_US = 200_000  # 200 ms: longer than a call of _program on a loaded machine
-
-
-@pytest.fixture
-def two_threads():
-    before = num_threads()
-    set_num_threads(2)
-    yield
-    set_num_threads(before)
 
 
 class Team:

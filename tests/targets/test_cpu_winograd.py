@@ -14,17 +14,13 @@ import rlx_core as rlx
 from rlx_core import nn
 from rlx_core.targets.cpu import conv, winograd
 from rlx_core.targets.cpu.target import CpuTarget
+from tests.targets.checks import rel_error
 from tests.targets.simd import skip_unless_simd
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
 WINO = "rlx-conv-winograd"
 NO_WINOGRAD = "Winograd runs on the blocked tile, picked only with AVX2 + FMA"
-
-
-def _rel(got, want) -> float:
-    want = np.asarray(want)
-    return float(np.abs(np.asarray(got) - want).max() / max(np.abs(want).max(), 1e-30))
 
 
 def _impls(exe) -> list[str]:
@@ -94,7 +90,7 @@ def test_winograd_matches_the_reference(m: int, family: str, lazy: str,
     want = rlx.compile(f, *args, target="numpy", record=False)(*args)
     for _ in range(2):  # the second call reads the filters packed by the first
         for case, g_, w_ in zip(CASES, exe(*args), want, strict=True):
-            assert _rel(g_, w_) < 1e-5, case
+            assert rel_error(g_, w_) < 1e-5, case
 
 
 def test_blocked_sides_in_a_chain() -> None:
@@ -122,7 +118,7 @@ def test_blocked_sides_in_a_chain() -> None:
         assert {p["kind"] for p in exe.program.info["prepacked"]} == {kind, "conv"}
         assert len(exe.program.info["nchw8c"]) >= 2  # y and z stay blocked
         want = rlx.compile(f, x, target="numpy", record=False)(x)
-        assert _rel(exe(x), want) < 1e-5
+        assert rel_error(exe(x), want) < 1e-5
 
 
 def test_what_stays_direct(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,7 +151,7 @@ def test_what_stays_direct(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not any(p["kind"].startswith("wino") for p in exe.program.info["prepacked"])
     want = rlx.compile(f, x, x12, target="numpy", record=False)(x, x12)
     for g_, w_ in zip(exe(x, x12), want, strict=True):
-        assert _rel(g_, w_) < 1e-5
+        assert rel_error(g_, w_) < 1e-5
 
 
 def test_binding_another_filter_transforms_it_again() -> None:
@@ -168,10 +164,10 @@ def test_binding_another_filter_transforms_it_again() -> None:
     assert _impls(exe) == [WINO]
     ref = rlx.compile(lambda a, wi: nn.conv2d(a, wi, None, padding=1), x, w, target="numpy",
                       record=False)
-    assert _rel(exe(x), ref(x, w)) < 1e-5
+    assert rel_error(exe(x), ref(x, w)) < 1e-5
     w_new = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
     exe.params["w"] = w_new
-    assert _rel(exe(x), ref(x, w_new)) < 1e-5
+    assert rel_error(exe(x), ref(x, w_new)) < 1e-5
 
 
 @pytest.mark.parametrize(("m", "family"), [(4, "native"), (2, "native"), (4, "avx2")])
@@ -221,7 +217,7 @@ def test_a_nonfinite_filter_matches_the_reference(m: int, family: str,
             np.testing.assert_allclose(np.asarray(g_), np.asarray(w_), rtol=1e-5, atol=1e-5)
     exe.params["wa"], exe.params["wb"] = finite["wa"], finite["wb"]
     for g_, w_ in zip(exe(x), ref(x, finite["wa"], finite["wb"]), strict=True):
-        assert _rel(g_, w_) < 1e-5
+        assert rel_error(g_, w_) < 1e-5
 
 
 def test_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
