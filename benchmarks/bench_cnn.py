@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
     RESULTS,
-    SETTLE_S,
+    add_turn_args,
     cpu_slug,
     interleaved,
     isa,
@@ -106,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--block", type=int, default=2)
-    ap.add_argument("--settle", type=float, default=SETTLE_S)
+    add_turn_args(ap, block=2)
     ap.add_argument("--budget", type=float, default=40.0, help="seconds of timing per case")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-write", action="store_true")

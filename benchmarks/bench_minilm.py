@@ -40,7 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
-    SETTLE_S,
+    add_turn_args,
     interleaved,
     limit_threads,
     machine,
@@ -226,12 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small-runs", type=int, default=100,
                     help="timed calls per peer for the small shapes (a few ms each: 20 calls "
                          "in 4 turns leave the p50 exposed to the host's drift between turns)")
-    ap.add_argument("--block", type=int, default=5,
-                    help="consecutive calls per peer per turn (see common.interleaved)")
-    ap.add_argument("--settle", type=float, default=SETTLE_S,
-                    help="seconds of untimed calls before each turn, so no peer's idle "
-                         "thread pool spins into the next peer's timed calls (default "
-                         f"{SETTLE_S:g})")
+    add_turn_args(ap, block=5)
     ap.add_argument("--gap", type=float, default=GAP_S,
                     help="seconds of pause before each turn's untimed calls: every peer's "
                          "spinning threads (onnxruntime's spin ~50 ms after its last run) "

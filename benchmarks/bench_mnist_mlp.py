@@ -31,8 +31,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
-    SETTLE_S,
     Stats,
+    add_turn_args,
     interleaved,
     limit_threads,
     machine,
@@ -232,12 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--threads", type=int, default=None,
                     help="threads for every peer (default: the cores available)")
-    ap.add_argument("--block", type=int, default=10,
-                    help="consecutive calls per peer per turn (see common.interleaved)")
-    ap.add_argument("--settle", type=float, default=SETTLE_S,
-                    help="seconds of untimed calls before each turn, so no peer's idle "
-                         "thread pool spins into the next peer's timed calls (default "
-                         f"{SETTLE_S:g})")
+    add_turn_args(ap, block=10)
     ap.add_argument("--quick", action="store_true", help="few runs, do not write results")
     ap.add_argument("--tag", default="",
                     help="suffix of the results files' names, e.g. sched-fifo for a run under "

@@ -9,6 +9,7 @@ warm-up; p10/p90 are reported next to it so a noisy run shows as one.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -136,6 +137,18 @@ class Stats:
 
 # seconds of untimed calls before each turn (interleaved's settle_s), the benchmarks' default
 SETTLE_S = 0.3
+
+
+def add_turn_args(ap: argparse.ArgumentParser, block: int) -> None:
+    """``--block`` (consecutive calls per peer per turn, default ``block``) and ``--settle``
+    (untimed seconds before each turn, default SETTLE_S): interleaved's turns, as the
+    benchmarks that time peers in turns take them."""
+    ap.add_argument("--block", type=int, default=block,
+                    help="consecutive calls per peer per turn (see common.interleaved)")
+    ap.add_argument("--settle", type=float, default=SETTLE_S,
+                    help="seconds of untimed calls before each turn, so no peer's idle "
+                         "thread pool spins into the next peer's timed calls (default "
+                         f"{SETTLE_S:g})")
 
 
 def interleaved(peers: dict[str, Callable[[], Any]], runs: int, warmup: int,
