@@ -71,8 +71,10 @@ def _fake(monkeypatch: pytest.MonkeyPatch, gflops: float, gbps: float, load: flo
           ports: int = 2) -> None:
     monkeypatch.setattr(peaks_mod, "fma_peak", lambda n: gflops)
     monkeypatch.setattr(peaks_mod, "read_bandwidth", lambda n: gbps)
+    # the port probe times one thread (g is None for n > 1): half the two threads' sum
     monkeypatch.setattr(peaks_mod, "fma_ports",
-                        lambda g=None: peaks_mod.FmaPorts(ports, 3.0, 16, g or gflops))
+                        lambda g=None: peaks_mod.FmaPorts(ports, 3.0, 16, g or gflops / 2))
+    monkeypatch.setattr(peaks_mod, "separate_cores", lambda n: True)
     monkeypatch.setattr(peaks_mod, "_cpu_seconds", lambda: None)
     monkeypatch.setattr(peaks_mod, "load_average", lambda: load)
 
@@ -346,3 +348,45 @@ def test_a_young_store_is_compared_byte_for_byte_and_a_settled_one_by_its_stat(
     for _ in range(3):
         assert machine_peaks(2).gflops == 70.5
     assert (len(parsed), reads) == (2, [])
+
+
+def test_threads_that_did_not_run_side_by_side_make_a_loaded_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two threads on two cores summing one core's peak (a vCPU held by the host, as a forced
+    AVX2 run on the Zen 4 measured: 118 GFLOP/s beside one thread's 118) is a loaded run: it
+    does not replace the quiet row. On two hyperthreads of one core the same sum is expected."""
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    _fake(monkeypatch, 236.0, 30.0, 0.2)
+    assert measure_peaks(2).quiet
+    monkeypatch.setattr(peaks_mod, "fma_ports",
+                        lambda g=None: peaks_mod.FmaPorts(1, 3.7, 16, 118.0))
+    monkeypatch.setattr(peaks_mod, "fma_peak", lambda n: 118.0)
+    run = peaks_mod.measure(2)
+    assert not run.quiet and run.load == 0.2  # the load alone would have called it quiet
+    kept = measure_peaks(2)
+    assert kept.gflops == 236.0 and kept.quiet
+    monkeypatch.setattr(peaks_mod, "separate_cores", lambda n: False)  # hyperthread siblings
+    assert peaks_mod.measure(2).quiet
+
+
+def test_scaling_is_judged_only_for_threads_on_cores_of_their_own(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert peaks_mod.scaled(118.0, 118.0, 1)
+    monkeypatch.setattr(peaks_mod, "separate_cores", lambda n: True)
+    assert peaks_mod.scaled(230.0, 118.0, 2) and not peaks_mod.scaled(150.0, 118.0, 2)
+    monkeypatch.setattr(peaks_mod, "separate_cores", lambda n: None)  # topology unreadable
+    assert peaks_mod.scaled(118.0, 118.0, 2)
+
+
+def test_separate_cores_reads_this_machines_topology() -> None:
+    """On this machine: as many distinct (package, core) pairs as CPUs asked for, or None."""
+    n = len(os.sched_getaffinity(0))
+    got = peaks_mod.separate_cores(n)
+    if got is None:
+        pytest.skip("no sysfs CPU topology here")
+    root = Path("/sys/devices/system/cpu")
+    cores = {tuple((root / f"cpu{c}/topology/{f}").read_text().strip()
+                   for f in ("physical_package_id", "core_id"))
+             for c in sorted(os.sched_getaffinity(0))}
+    assert got == (len(cores) == n)
+    assert peaks_mod.separate_cores(n + 1) is False  # more threads than CPUs to run them
