@@ -297,23 +297,31 @@ def test_fetching_the_next_rows_of_a_changes_no_bits(tmp_path, isa: str, monkeyp
     monkeypatch.delenv("RLX_SG_APF")
     assert "RLX_SG_APF" not in sgemm.defines()
     (tmp_path / "off").mkdir()
-    fns = [_harness(tmp_path, isa, _HARNESS).run,
-           build_harness(tmp_path / "off", isa, off + sgemm.SOURCE + _HARNESS).run]
+    _same_bits_x_w_t([_harness(tmp_path, isa, _HARNESS).run,
+                      build_harness(tmp_path / "off", isa, off + sgemm.SOURCE + _HARNESS).run],
+                     [(128, 784, 128), (300, 433, 70), (13, 200, 64)], seed=8, width=32)
+
+
+def _same_bits_x_w_t(fns: list, shapes: list[tuple[int, int, int]], seed: int,
+                     width: int) -> None:
+    """x @ W^T with W per call through each harness build (_HARNESS's ``run``), in column
+    chunks of ``width`` as the team's: every build gives the first's bits, and numpy's product."""
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    rng = np.random.default_rng(8)
-    for m, k, n in [(128, 784, 128), (300, 433, 70), (13, 200, 64)]:
+    for fn in fns:
+        fn.restype = None
+        fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64]
+    rng = np.random.default_rng(seed)
+    for m, k, n in shapes:
         a = rng.standard_normal((m, k), np.float32)
         w = rng.standard_normal((n, k), np.float32)
         out = []
         for fn in fns:
-            fn.restype = None
-            fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64]
             c = np.full((m, n), np.nan, np.float32)
-            for n0 in range(0, n, 32):
+            for n0 in range(0, n, width):
                 fn(m, n, k, a.ctypes.data, k, 1, w.ctypes.data, 1, k, c.ctypes.data, n0,
-                   min(n, n0 + 32))
+                   min(n, n0 + width))
             out.append(c)
-        assert np.array_equal(out[0], out[1]), (m, k, n)
+        assert all(np.array_equal(out[0], c) for c in out[1:]), (m, k, n)
         assert rel_error(out[0], a @ w.T) < 1e-5, (m, k, n)
 
 
@@ -324,27 +332,11 @@ def test_packing_w_t_in_a_pass_changes_no_bits(tmp_path, isa: str) -> None:
     below 32 (sgemm.wt_set_rows), else by its first tile as it runs (rlx_sgemm_acc_wt): both
     builds give the same bits, in 64-column chunks as the team's, and numpy's product."""
     (tmp_path / "pass").mkdir()
-    fns = [_harness(tmp_path, isa, _HARNESS).run,
-           build_harness(tmp_path / "pass", isa,
-                         "#define RLX_SG_WT_SET_ROWS 0\n" + sgemm.SOURCE + _HARNESS).run]
-    i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    for fn in fns:
-        fn.restype = None
-        fn.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64]
-    rng = np.random.default_rng(9)
-    for m, k, n in [(128, 1536, 384), (37, 1024, 100), (16, 3072, 64), (64, 784, 96),
-                    (13, 1040, 70)]:
-        a = rng.standard_normal((m, k), np.float32)
-        w = rng.standard_normal((n, k), np.float32)
-        out = []
-        for fn in fns:
-            c = np.full((m, n), np.nan, np.float32)
-            for n0 in range(0, n, 64):
-                fn(m, n, k, a.ctypes.data, k, 1, w.ctypes.data, 1, k, c.ctypes.data, n0,
-                   min(n, n0 + 64))
-            out.append(c)
-        assert np.array_equal(out[0], out[1]), (m, k, n)
-        assert rel_error(out[0], a @ w.T) < 1e-5, (m, k, n)
+    _same_bits_x_w_t([_harness(tmp_path, isa, _HARNESS).run,
+                      build_harness(tmp_path / "pass", isa,
+                                    "#define RLX_SG_WT_SET_ROWS 0\n" + sgemm.SOURCE + _HARNESS).run],
+                     [(128, 1536, 384), (37, 1024, 100), (16, 3072, 64), (64, 784, 96),
+                      (13, 1040, 70)], seed=9, width=64)
 
 
 @pytest.mark.parametrize(("ports", "want"), [(None, 32), (1, sgemm.WT_SET_ROWS), (2, 32)])
