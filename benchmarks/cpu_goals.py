@@ -33,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.bench_contention import CONDITIONS  # noqa: E402
 from benchmarks.common import (  # noqa: E402
     RESULTS,
     cpu_slug,
@@ -61,8 +62,8 @@ DISPATCH_VS_TORCH_COMPILE = 20.0  # torch.compile time / rlx hit time >= this
 DECODE_SMALL = {"torch": 1.5, "torch.compile": 1.7}  # rlx speedup >= this, the small model
 DECODE_GPT2_PEERS = ("torch", "torch.compile")  # GPT-2 small: ahead of both (speedup > 1)
 CONTENTION_VS_ONE_THREAD = 1.1  # the team's time / rlx on one thread, same load, <= this
-# every condition bench_contention runs (its CONDITIONS), each with all its workloads
-CONTENTION_CONDITIONS = ("quiet", "busy1", "busy2", "bursty2", "after-torch", "after-ort")
+# every condition bench_contention runs, each with all its workloads
+CONTENTION_CONDITIONS = tuple(CONDITIONS)
 AHEAD = 1.0  # "ahead of": a speedup above this
 
 HOST_SLOW_TAG = "host-slow"  # results files of runs on such a host (benchmarks/README.md)
