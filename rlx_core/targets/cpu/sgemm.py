@@ -119,7 +119,7 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.ir.dtypes import DType
 
 from . import scratch
-from .env import env_flag
+from .env import env_count, env_flag
 from .toolchain import Compiler
 
 NR = 32  # columns per packed panel with AVX-512 (two zmm); AVX2's are 16 (two ymm), so sizes
@@ -1130,7 +1130,6 @@ def wt_set_rows() -> int:
     128 x 768 x 3072 207.9-210.5 against 190.3-202.9), and rows spread over the sets run level
     either way (K = 1552 ~214, 784). The pass packs the same panel: same bits.
     ``RLX_SG_WT_SET_ROWS`` (0 to 32) overrides it, for A/B timing."""
-    from rlx_core.targets.cpu.env import env_count
     from rlx_core.targets.cpu.peaks import measured_fma_ports
 
     env = env_count("RLX_SG_WT_SET_ROWS", "rows of a panel's 32 (32: always by the tile)", NR)
