@@ -167,15 +167,66 @@ def test_the_profile_switch_takes_0_1_or_thread(monkeypatch: pytest.MonkeyPatch)
         rlx.compile(lambda x: x + 1.0, np.zeros(4, np.float32), target="cpu")
 
 
+@pytest.mark.parametrize("value, clock", [("", None), ("0", None), ("1", "CLOCK_MONOTONIC"),
+                                          ("thread", "CLOCK_THREAD_CPUTIME_ID")])
+def test_the_profile_switch_picks_the_clock_and_the_profile_flag_keeps_it(
+        monkeypatch: pytest.MonkeyPatch, value: str, clock: str | None) -> None:
+    """RLX_CPU_PROFILE=1 times kernels on the wall clock, thread on the calling thread's CPU
+    clock, 0 or unset not at all; the profile compile flag (the explorer's profiling,
+    profile_mnist_mlp) turns profiling on whatever the switch says, on the clock it picks."""
+    import types
+
+    from rlx_core.targets.registry import get_target
+
+    monkeypatch.setenv("RLX_CPU_PROFILE", value)
+    cpu, lir = get_target("cpu"), _tiny_lir()
+    alone = cpu.build(lir, types.SimpleNamespace(flags={})).info
+    assert ("profile" in alone) is (clock is not None)
+    if clock is not None:
+        assert f"clock_gettime({clock}, &ts)" in alone["source"]
+    flagged = cpu.build(lir, types.SimpleNamespace(flags={"profile": True})).info
+    assert callable(flagged["profile"])
+    assert f"clock_gettime({clock or 'CLOCK_MONOTONIC'}, &ts)" in flagged["source"]
+
+
+def test_the_profile_flag_does_not_skip_the_switch_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the profile compile flag on, a bad RLX_CPU_PROFILE is still one RLX-R001 with its
+    hint (before, the flag skipped the cpu target's check and the C renderer read the variable
+    again on its own: 'threads' was timed on the wall clock without a word)."""
+    import types
+
+    from rlx_core.targets.registry import get_target
+
+    lir = _tiny_lir()
+    monkeypatch.setenv("RLX_CPU_PROFILE", "threads")
+    with pytest.raises(ArgumentError, match="RLX_CPU_PROFILE='threads' is not one of") as err:
+        get_target("cpu").build(lir, types.SimpleNamespace(flags={"profile": True}))
+    assert err.value.code == "RLX-R001" and "or unset it for no profile" in str(err.value)
+
+
+def _tiny_lir():
+    import numpy as np
+
+    import rlx_core as rlx
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("RLX_CPU_PROFILE", raising=False)
+        return rlx.compile(lambda x: x * 3.0, np.zeros(8, np.float32), target="cpu").lir
+
+
 def test_every_cpu_switch_is_read_through_env_py() -> None:
-    """No module of the cpu target reads an RLX_* variable from os.environ itself but for the
-    settings with typed errors of their own (a compiler path, a folder, an ISA name, ...): a
-    new switch goes through env_flag / env_choice / env_count, or it would accept any value."""
+    """No module of the cpu target, nor of the C renderer it shares (c_common/), reads an RLX_*
+    variable from os.environ itself but for the settings with typed errors of their own (a
+    compiler path, a folder, an ISA name, ...): a new switch goes through env_flag /
+    env_choice / env_count, or it would accept any value (c_common read RLX_CPU_PROFILE a
+    second time, past the cpu target's check)."""
     own_rules = {"RLX_CC", "RLX_CACHE_DIR", "RLX_CPU_ISA", "RLX_SGEMM_BLOCKING",
                  "RLX_NUM_THREADS", "RLX_IGEMM_ISA", "RLX_BF16_GEMM"}
-    folder = Path(conv.__file__).parent
-    direct = {name for path in folder.glob("*.py") if path.name != "env.py"
+    cpu = Path(conv.__file__).parent
+    paths = [p for p in (*cpu.glob("*.py"), *(cpu.parent / "c_common").glob("*.py"))
+             if p.name != "env.py"]
+    direct = {name for path in paths
               for name in re.findall(r'environ(?:\.get\(|\[)\s*"(RLX_[A-Z0-9_]+)"',
                                      path.read_text(encoding="utf-8"))}
+    assert {"RLX_CC", "RLX_NUM_THREADS"} <= direct  # the scan finds what it should
     assert direct - own_rules == set()
-    assert "RLX_NO_BLAS" not in direct  # the scan sees what it should not find

@@ -10,7 +10,6 @@ kernel needs (layout copies, f16 accumulators) sits past the plan's peak.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +63,11 @@ class CLikeRenderer:
     # the program exports ``<prefix>_profile(double* seconds, int64_t* calls)``; off by default
     # so normal programs carry no timer calls
     profile = False
+    # the clock those timers read: CLOCK_MONOTONIC (wall time) or CLOCK_THREAD_CPUTIME_ID (the
+    # calling thread's CPU time: a loaded machine's preemptions left out). A target's own setting
+    # picks it (the cpu target's RLX_CPU_PROFILE=thread, checked there); the renderer reads no
+    # environment
+    profile_clock = "CLOCK_MONOTONIC"
     # stack bytes a serial elementwise kernel may fill with a transcendental's values first
     # (kernels._hoisted); 0 here: embedded targets have small stacks
     hoist_bytes = 0
@@ -316,12 +320,7 @@ class CLikeRenderer:
 
     def profile_block(self, prefix: str, count: int) -> str:
         """Per-kernel accumulated seconds and call counts, and the function that reads them."""
-        n = max(1, count)
-        # RLX_CPU_PROFILE=thread: the calling thread's CPU time, not wall time (a loaded
-        # machine's preemptions left out; with a team only thread 0's share is timed)
-        # (the cpu target checked the value: 0, 1 or thread, else RLX-R001)
-        thread = os.environ.get("RLX_CPU_PROFILE", "").strip() == "thread"
-        clock = "CLOCK_THREAD_CPUTIME_ID" if thread else "CLOCK_MONOTONIC"
+        n, clock = max(1, count), self.profile_clock
         return (f"#include <time.h>\n"
                 f"static double {prefix}_prof_s[{n}];\n"
                 f"static int64_t {prefix}_prof_n[{n}];\n"

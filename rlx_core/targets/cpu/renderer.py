@@ -66,7 +66,7 @@ class CpuRenderer(CLikeRenderer):
 
     def __init__(self, blas: BlasInfo | None, openmp: bool = True,
                  parallel_min_work: int = PARALLEL_MIN_WORK, profile: bool = False,
-                 team_mode: bool = True, own_sgemm: bool = False, prepack: bool = True,
+                 profile_clock: str = "CLOCK_MONOTONIC", team_mode: bool = True, own_sgemm: bool = False, prepack: bool = True,
                  simd_conv: bool = False, in_place: dict[str, str] | None = None):
         super().__init__(in_place)
         self.blas = blas
@@ -87,6 +87,8 @@ class CpuRenderer(CLikeRenderer):
         self.openmp = openmp
         self.parallel_min_work = parallel_min_work
         self.profile = profile
+        # CLOCK_THREAD_CPUTIME_ID (RLX_CPU_PROFILE=thread): with a team, thread 0's CPU time
+        self.profile_clock = profile_clock
         # one parallel region per call (team.py); profiling times each kernel on thread 0
         self.team_mode = team_mode and openmp
         self._mode = "team" if self.team_mode else "regions"

@@ -140,17 +140,21 @@ class CpuTarget:
         blas, blas_why = find_blas()
         if flags.get("no_blas"):
             blas, blas_why = None, "disabled by the no_blas compile flag"
-        # RLX_CPU_PROFILE=1: time every kernel call (Program.info["profile"]() reads the totals)
-        profile = bool(flags.get("profile")) or env_choice(
-            "RLX_CPU_PROFILE", ("0", "1", "thread"), unset="no profile") not in ("", "0")
+        # RLX_CPU_PROFILE=1: time every kernel call (Program.info["profile"]() reads the totals);
+        # thread: on the calling thread's CPU clock. Checked here, the one reader, also where the
+        # profile flag turns profiling on (the value still picks the clock)
+        mode = env_choice("RLX_CPU_PROFILE", ("0", "1", "thread"), unset="no profile")
+        profile = bool(flags.get("profile")) or mode in ("1", "thread")
+        clock = "CLOCK_THREAD_CPUTIME_ID" if mode == "thread" else "CLOCK_MONOTONIC"
         own, own_why = sgemm.available(comp, blas is not None)
         if own and flags.get("no_own_sgemm"):
             own, own_why = False, "disabled by the no_own_sgemm flag"
         from rlx_core.targets.cpu.prepack import prepack_enabled
 
         prepack = prepack_enabled() and not flags.get("no_prepack")
-        renderer = CpuRenderer(blas, openmp=comp.openmp, profile=profile, own_sgemm=own,
-                               prepack=prepack, simd_conv=comp.avx2_fma or comp.avx512)
+        renderer = CpuRenderer(blas, openmp=comp.openmp, profile=profile, profile_clock=clock,
+                               own_sgemm=own, prepack=prepack,
+                               simd_conv=comp.avx2_fma or comp.avx512)
         cprog = renderer.render_program(lir, "rlx_" + lir.name)
         def build() -> BuildResult:
             return build_shared(cprog.source, include_dirs=cprog.include_dirs,
