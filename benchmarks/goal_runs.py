@@ -4,7 +4,6 @@ command that wrote its committed results, with progress lines and elapsed times.
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import ROOT, say  # noqa: E402
+from benchmarks.peak import HOST_TAG, parse_host_lines  # noqa: E402
 
 HOST_SLOW = 0.9  # warn when peak.py finds the host below this fraction of its stored FMA peak
 
@@ -66,22 +66,20 @@ def select_steps(only: str) -> list[Step]:
     return [PEAK] + [s for s in STEPS if s.name in names]
 
 
-HOST_AT = re.compile(r"(\d+) thread\(s\).*?host at ([\d.]+) \(FMA\) and ([\d.]+) \(bandwidth\)")
-
-
 def host_lines(peak_output: str) -> list[str]:
-    """peak.py's "host at X (FMA) and Y (bandwidth) of its stored peak", one line a thread
-    count, with a warning where the FMA figure is below HOST_SLOW (the goals' ratios hold,
-    but figures against the stored peak read low: a slowed host)."""
+    """peak.py's host fractions (its ``host_line``s: this run's FMA peak and bandwidth over the
+    stored ones), one line a thread count, with a warning where the FMA figure is below
+    HOST_SLOW (the goals' ratios hold, but figures against the stored peak read low: a slowed
+    host)."""
     out = []
-    for threads, fma, bw in HOST_AT.findall(peak_output):
-        line = (f"host at {float(fma):.2f} of its stored FMA peak and {float(bw):.2f} of its "
-                f"stored bandwidth on {threads} thread(s)")
-        if float(fma) < HOST_SLOW:
+    for host in parse_host_lines(peak_output):
+        line = (f"host at {host.fma:.2f} of its stored FMA peak and {host.bandwidth:.2f} of its "
+                f"stored bandwidth on {host.threads} thread(s)")
+        if host.fma < HOST_SLOW:
             line += (f"  WARNING: below {HOST_SLOW:g}: this host runs slower than when its "
                      f"peaks were measured; fractions of the peak and floors will read low")
         out.append(line)
-    return out or ["peak.py printed no 'host at' line"]
+    return out or [f"peak.py printed no '{HOST_TAG}' line"]
 
 
 def _clock(seconds: float) -> str:

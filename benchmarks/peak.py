@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,38 @@ from rlx_core.targets.cpu.peaks import (  # noqa: E402,F401
 )
 
 UNCALIBRATED = "uncalibrated"
+# the first word of the line peak.py prints per thread count for scripts (host_line)
+HOST_TAG = "host-fraction"
+
+
+@dataclass(frozen=True)
+class HostFraction:
+    """This run's probes over the stored ceilings at ``threads`` threads (PeakRun's ratios)."""
+
+    threads: int
+    fma: float
+    bandwidth: float
+
+
+def host_line(threads: int, run: PeakRun) -> str:
+    """The line peak.py prints for scripts (goal_runs reads it back with parse_host_lines):
+    ``host-fraction threads=2 fma=0.987 bandwidth=0.512``; the prose line beside it may change
+    its wording freely."""
+    return (f"{HOST_TAG} threads={threads} fma={run.host_fraction:.3f} "
+            f"bandwidth={run.bandwidth_fraction:.3f}")
+
+
+def parse_host_lines(text: str) -> list[HostFraction]:
+    """Every ``host_line`` in ``text`` (peak.py's output), in order; other lines are skipped."""
+    out = []
+    for line in text.splitlines():
+        words = line.split()
+        if not words or words[0] != HOST_TAG:
+            continue
+        fields = dict(w.split("=", 1) for w in words[1:] if "=" in w)
+        out.append(HostFraction(int(fields["threads"]), float(fields["fma"]),
+                                float(fields["bandwidth"])))
+    return out
 
 
 def bench_peaks(threads: int) -> PeakRun:
@@ -116,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         p = run.kept
         print(f"{n} thread(s): f32 FMA peak {p.gflops:.1f} GFLOP/s, memory read bandwidth "
               f"{p.gbps:.1f} GB/s; kept: {p.describe()}; {run.summary()}")
+        print(host_line(n, run))
     # the peak's sanity check: ports x lanes x 2 FLOP x clock is what one core can issue
     print(f"per core: {fma_ports().describe()}")
     return 0

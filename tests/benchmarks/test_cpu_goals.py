@@ -170,9 +170,7 @@ def test_run_goes_through_peak_then_the_chosen_benchmarks(tmp_path: Path,
 
     def fake(argv: Any) -> tuple[int, str]:
         calls.append(list(argv))
-        text = (f"2 thread(s): f32 FMA peak 236.4 GFLOP/s; this run 190 GFLOP/s and 34.3 GB/s, "
-                f"host at {slow:.2f} (FMA) and 0.54 (bandwidth) of its stored peak"
-                if argv[1].endswith("peak.py") else "")
+        text = _peak_output(2, slow, 0.54) if argv[1].endswith("peak.py") else ""
         return (3 if argv[1].endswith("bench_decode.py") else 0), text
 
     rc = cg.main(["--run", "--only", "decode2,gemm2", "--results", str(tmp_path)], runner=fake)
@@ -202,14 +200,57 @@ def test_progress_lines_count_the_steps_and_the_host_check_reads_peak_output() -
     run_steps([PEAK, STEPS[0]], lambda argv: (0, ""), python="py", clock=lambda: next(now),
               out=said.append)
     assert said[0].startswith("[1/2] peak: python benchmarks/peak.py")
-    assert said[2] == "[1/2] peak.py printed no 'host at' line"
+    assert said[2] == "[1/2] peak.py printed no 'host-fraction' line"
     assert said[-1].startswith("all 2 step(s) in ")
-    quiet = host_lines("1 thread(s): x; host at 1.00 (FMA) and 0.91 (bandwidth) of its stored")
+    quiet = host_lines(_peak_output(1, 1.0, 0.91))
     assert quiet == ["host at 1.00 of its stored FMA peak and 0.91 of its stored bandwidth "
                      "on 1 thread(s)"]
+
+
+def _peak_output(threads: int, fma: float, bandwidth: float) -> str:
+    """What peak.py prints for a run at ``fma`` and ``bandwidth`` of the stored peaks: its prose
+    line, then the line for scripts, each from peak.py's own functions."""
+    from benchmarks.peak import host_line
+    from rlx_core.targets.cpu.peaks import PeakRun, Peaks
+
+    kept = Peaks(200.0, 50.0, threads, "test", "then", 0.1, 0.0, True)
+    now = Peaks(200.0 * fma, 50.0 * bandwidth, threads, "test", "now", 0.1, 0.0, True)
+    run = PeakRun(now, kept)
+    return f"{threads} thread(s): f32 FMA peak 200.0 GFLOP/s; {run.summary()}\n" + \
+        host_line(threads, run) + "\n"
+
+
+def test_peak_pys_host_line_reads_back_as_written() -> None:
+    """goal_runs reads peak.py's line for scripts, not its prose: a run formatted by
+    peak.host_line parses back to the same thread count and fractions (3 digits), whatever
+    the prose line beside it says; other lines are skipped."""
+    from benchmarks.peak import HostFraction, parse_host_lines
+
+    text = ("1 thread(s): this run at 0.50 of something (FMA) and 0.10 (bandwidth)\n"
+            + _peak_output(1, 0.987654, 0.5) + _peak_output(2, 1.25, 0.0401))
+    assert parse_host_lines(text) == [HostFraction(1, 0.988, 0.5), HostFraction(2, 1.25, 0.040)]
+    assert host_lines(text)[1].startswith("host at 1.25 of its stored FMA peak and 0.04 of ")
 
 
 def test_the_subprocess_runner_returns_the_exit_status_and_the_output(capsys: Any) -> None:
     rc, text = subprocess_runner([sys.executable, "-c", "print('a'); raise SystemExit(2)"])
     assert (rc, text) == (2, "a\n")
     assert capsys.readouterr().out == "a\n"  # echoed as it came
+
+
+def test_peak_pys_main_prints_a_host_line_per_thread_count(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: Any) -> None:
+    """peak.py itself (its probes replaced by a made-up run) prints what goal_runs reads."""
+    import benchmarks.peak as peak
+    from rlx_core.targets.cpu.peaks import PeakRun, Peaks
+
+    def fake(threads: int) -> PeakRun:
+        kept = Peaks(100.0 * threads, 40.0, threads, "test", "then", 0.1, 0.0, True)
+        return PeakRun(Peaks(90.0 * threads, 30.0, threads, "test", "now", 0.1, 0.0, True), kept)
+
+    monkeypatch.setattr(peak, "bench_peaks", fake)
+    monkeypatch.setattr(peak, "fma_ports", lambda: type("P", (), {"describe": lambda s: "-"})())
+    assert peak.main(["--threads", "2"]) == 0
+    assert host_lines(capsys.readouterr().out) == [
+        "host at 0.90 of its stored FMA peak and 0.75 of its stored bandwidth on 1 thread(s)",
+        "host at 0.90 of its stored FMA peak and 0.75 of its stored bandwidth on 2 thread(s)"]
