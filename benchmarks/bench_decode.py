@@ -312,8 +312,8 @@ def run_size(size: Size, args: Any, torch: Any, clock: Callable[[], float],
         "gbytes_per_token": round(gbytes, 4)}
     if "rlx" in p50:
         # the bytes stream from wherever a buffer of their size lives: the small model's
-        # ~19 MB from the last-level cache where it fits (the 256 MB probe behind peaks.gbps
-        # reads memory, a floor above a step that never leaves the cache)
+        # ~19 MB from the last-level cache where it fits (the probe behind peaks.gbps, 8x the
+        # L3 a thread, reads memory: a floor above a step that never leaves the cache)
         now_gbs = working_set_bandwidth(args.threads, gbytes)
         row["working_set_gbs"] = round(max(peaks.kept.gbps, now_gbs), 1)
         row["working_set_gbs_this_run"] = round(now_gbs, 1)

@@ -33,16 +33,88 @@ def test_merge_keeps_the_highest_quiet_run_and_ignores_loaded_ones() -> None:
     quiet = _p(60.0, 20.0, True)
     assert merge(None, _p(5.0, 3.0, False)).gflops == 5.0  # better than nothing, labelled
     assert merge(quiet, _p(10.0, 30.0, False)) == quiet  # loaded: no change, even a higher gbps
-    both = merge(quiet, _p(55.0, 22.0, True))
-    assert (both.gflops, both.gbps, both.quiet) == (60.0, 22.0, True)
+    both = merge(quiet, _p(55.0, 22.0, True))  # a higher bandwidth once: not yet the ceiling
+    assert (both.gflops, both.gbps, both.quiet) == (60.0, 20.0, True)
+    again = merge(both, _p(50.0, 23.0, True))  # reached twice: 22 (kept_bandwidth)
+    assert (again.gflops, again.gbps, again.gbps_top) == (60.0, 22.0, (23.0, 22.0))
 
 
 def test_merge_lets_a_quiet_run_replace_a_loaded_one_even_a_higher_one() -> None:
     loaded = _p(70.0, 9.0, False, load=14.0)
     got = merge(loaded, _p(62.0, 18.0, True))
     assert (got.gflops, got.gbps, got.quiet, got.load) == (62.0, 18.0, True, 0.0)
-    two = merge(loaded, _p(50.0, 12.0, False, load=20.0))
-    assert (two.gflops, two.gbps, two.quiet) == (70.0, 12.0, False)
+    two = merge(loaded, _p(50.0, 12.0, False, load=20.0))  # loaded against loaded: the same
+    assert (two.gflops, two.gbps, two.quiet) == (70.0, 9.0, False)
+
+
+def test_the_kept_bandwidth_is_one_two_runs_reached() -> None:
+    """The store's bandwidth rule on made-up readings (GB/s, every run quiet): a row's first
+    run stands; a run below the ceiling lowers nothing (a slowed host, the Zen 4's low mode);
+    one reading far above every other (a one-off) raises it only once a second run comes near,
+    and then to that second run's rate; the FMA peak stays the highest run's."""
+    def run(gbps: float, gflops: float = 200.0) -> Peaks:
+        return _p(gflops, gbps, True)
+
+    def kept(readings: list[float]) -> float:
+        row = None
+        for g in readings:
+            row = merge(row, run(g))
+        assert row is not None
+        return row.gbps
+
+    assert kept([35.0]) == 35.0
+    assert kept([60.0, 35.0, 34.0, 36.0]) == 60.0  # low runs after a high one: no change
+    assert kept([35.0, 63.0]) == 35.0  # the one-off: not the ceiling
+    assert kept([35.0, 63.0, 34.0, 36.0]) == 36.0  # nor after more low runs
+    assert kept([35.0, 63.0, 34.0, 58.0]) == 58.0  # a second run near it: the lower of the two
+    assert kept([35.0, 400.0, 60.0, 61.0, 59.0]) == 61.0  # a wild one-off never the ceiling
+    assert kept([35.0, 63.0, 35.0, 63.0]) == 63.0
+    top = merge(merge(None, run(35.0)), run(63.0, gflops=236.0))
+    assert (top.gflops, top.gbps, top.gbps_top) == (236.0, 35.0, (63.0, 35.0))
+    # a row stored before the readings were kept: its gbps, the highest it had seen, stands
+    legacy = _p(236.4, 63.0, True)
+    assert legacy.gbps_top == () and merge(legacy, run(35.0)).gbps == 63.0
+    assert merge(legacy, run(70.0)).gbps == 63.0 and merge(merge(legacy, run(70.0)),
+                                                           run(66.0)).gbps == 66.0
+
+
+def test_the_readings_survive_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two readings are saved with the row and read back (a one-off stays held against
+    the next run in another process)."""
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    for gbps in (35.0, 63.0):
+        _fake(monkeypatch, 200.0, gbps, 0.2)
+        measure_peaks(2)
+    kept = machine_peaks(2)
+    assert kept is not None and (kept.gbps, kept.gbps_top) == (35.0, (63.0, 35.0))
+    (row,) = json.loads((tmp_path / "peaks.json").read_text()).values()
+    assert row["gbps_top"] == [63.0, 35.0]
+    _fake(monkeypatch, 200.0, 60.0, 0.2)
+    assert measure_peaks(2).gbps == 60.0
+
+
+def test_the_bandwidth_buffer_is_far_past_the_l3_of_every_thread() -> None:
+    """Each thread's share of the probe's buffer is BANDWIDTH_L3_SHARE times the L3 the OS
+    reports (as if each thread had one of its own), at least BANDWIDTH_MIN_MB in all, at most
+    an eighth of the memory and BANDWIDTH_MAX_MB."""
+    from rlx_core.targets.cpu.peaks import (
+        BANDWIDTH_L3_SHARE,
+        BANDWIDTH_MAX_MB,
+        BANDWIDTH_MIN_MB,
+        bandwidth_mbytes,
+    )
+
+    mb, gb = 1 << 20, 1 << 30
+    assert bandwidth_mbytes(1, 32 * mb, 24 * gb) == max(BANDWIDTH_MIN_MB, 32 * BANDWIDTH_L3_SHARE)
+    assert bandwidth_mbytes(2, 32 * mb, 24 * gb) == 2 * 32 * BANDWIDTH_L3_SHARE  # the Zen 4: 512
+    assert bandwidth_mbytes(2, 0, 0) == BANDWIDTH_MIN_MB  # no L3 reported, memory unknown
+    assert bandwidth_mbytes(2, 4 * mb, 24 * gb) == BANDWIDTH_MIN_MB
+    assert bandwidth_mbytes(8, 320 * mb, 64 * gb) == BANDWIDTH_MAX_MB  # sysconf's 320 MB L3
+    assert bandwidth_mbytes(2, 32 * mb, 2 * gb) == 256  # an eighth of a 2 GB machine
+    for threads in (1, 2, 3, 16):
+        for l3 in (0, 8 * mb, 32 * mb, 96 * mb):
+            got = bandwidth_mbytes(threads, l3, 1 << 40)
+            assert got >= min(BANDWIDTH_MAX_MB, BANDWIDTH_L3_SHARE * threads * l3 / mb)
 
 
 def test_quiet_means_other_processes_left_the_cpus_or_the_load_did() -> None:

@@ -19,7 +19,8 @@ but two 8-float ones). A row is therefore kept per CPU model, thread count *and*
 CPU's own family under the key rows always had (``<cpu>|<threads>``), a forced lower one
 under ``<cpu>|<threads>|<family>`` (``_key``), so that a run forced to AVX2 neither reads nor
 overwrites the AVX-512 row. The store is parsed once per version of the file (``_rows``: its
-stat, and while it is younger than two seconds its bytes).
+stat, and while it is younger than two seconds its bytes). A row keeps the highest FMA peak of
+its quiet runs but the second-highest bandwidth (``merge``, ``kept_bandwidth``).
 """
 
 from __future__ import annotations
@@ -232,15 +233,49 @@ double rlx_read_bandwidth(int threads, const float *buf, int64_t n, float *sink)
 """
 
 
-def read_bandwidth(threads: int, mbytes: int = 256, rounds: int = 3) -> float:
-    """GB/s of ``threads`` threads streaming a ``mbytes`` MB buffer from memory: the best of
-    ``rounds`` passes (the buffer is far beyond the last-level cache, so each pass reads
-    memory). A model whose weights must be read once per call takes at least its weight bytes
-    over this."""
+# the bandwidth probe's buffer: each thread's share at least this many times the last-level
+# cache the OS reports (sysfs, CPU 0's), as if every thread sat under an L3 of its own (a VM's
+# vCPUs may sit on two CCDs), and never under BANDWIDTH_MIN_MB in all; at most an eighth of
+# the machine's memory and BANDWIDTH_MAX_MB. On the Zen 4 (32 MB L3 shared by both vCPUs) one
+# thread reads 256 MB and two 512 MB; 256 MB, 1 GB and 2 GB buffers read alike there (two
+# threads 34-36 or 56-62 GB/s, one 29-31), 32 MB up to 42 on one thread and 64 MB up to 71 on
+# two (the L3's share)
+BANDWIDTH_L3_SHARE = 8
+BANDWIDTH_MIN_MB = 256
+BANDWIDTH_MAX_MB = 4096
+
+
+def bandwidth_mbytes(threads: int, l3_bytes: int, memory_bytes: int) -> int:
+    """MB of the bandwidth probe's buffer for ``threads`` threads under an ``l3_bytes`` L3 (0:
+    none reported) on a machine of ``memory_bytes`` (0: unknown): BANDWIDTH_L3_SHARE times the
+    L3 a thread, at least BANDWIDTH_MIN_MB, at most an eighth of the memory and
+    BANDWIDTH_MAX_MB."""
+    want = max(BANDWIDTH_MIN_MB, -(-BANDWIDTH_L3_SHARE * l3_bytes * max(1, threads) >> 20))
+    most = min(BANDWIDTH_MAX_MB, (memory_bytes // 8) >> 20) if memory_bytes > 0 \
+        else BANDWIDTH_MAX_MB
+    return max(1, min(want, most))
+
+
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def read_bandwidth(threads: int, mbytes: int | None = None, rounds: int = 3) -> float:
+    """GB/s of ``threads`` threads streaming a ``mbytes`` MB buffer from memory (default:
+    bandwidth_mbytes, far beyond the last-level cache the OS reports, so each pass reads
+    memory): the best of ``rounds`` passes. A model whose weights must be read once per call
+    takes at least its weight bytes over this."""
     import numpy as np
 
+    from rlx_core.targets.cpu.isa import read_caches
     from rlx_core.targets.cpu.runtime import load_library
     from rlx_core.targets.cpu.toolchain import build_shared
+
+    if mbytes is None:
+        mbytes = bandwidth_mbytes(threads, read_caches().l3, _memory_bytes())
 
     lib = load_library(str(build_shared(BANDWIDTH_SOURCE).path))
     fn = lib.rlx_read_bandwidth
@@ -267,7 +302,7 @@ class Peaks:
     """Measured ceilings of this CPU at ``threads`` threads, and how busy the machine was."""
 
     gflops: float  # f32 FMA GFLOP/s (fma_peak)
-    gbps: float  # streaming read GB/s (read_bandwidth)
+    gbps: float  # streaming read GB/s (read_bandwidth; in a kept row, kept_bandwidth's)
     threads: int
     cpu: str
     measured: str  # when, local time
@@ -279,6 +314,10 @@ class Peaks:
     fma_ports: int = 0  # vector FMAs per cycle per core (fma_ports; 0: not measured)
     ghz: float = 0.0  # the core clock it was measured at
     isa: str = ""  # the ISA family the probes ran ("": a row stored before it was recorded)
+    # the two highest bandwidth readings of the runs merged into the row, highest first; empty
+    # in one run's own measurement (a row's first run), and in a row stored before they were
+    # kept: read as two of ``gbps`` (kept_readings)
+    gbps_top: tuple[float, ...] = ()
 
     @property
     def ridge(self) -> float:
@@ -333,7 +372,7 @@ def _key(threads: int) -> str:
 
 _FIELDS = ("gflops", "gbps", "threads", "cpu", "measured", "load", "others", "quiet", "probe")
 # added without a probe change: rows stored before lack them
-_LATER = ("fma_ports", "ghz", "isa")
+_LATER = ("fma_ports", "ghz", "isa", "gbps_top")
 
 
 # A file's modification time comes from the kernel's coarse clock (a tick of 1-10 ms; FAT's 2 s),
@@ -392,8 +431,11 @@ def _row(data: object) -> Peaks | None:
     if not isinstance(data, dict) or data.get("probe") != PROBE_VERSION:
         return None
     try:
-        return Peaks(**{k: data[k] for k in _FIELDS}, **{k: data[k] for k in _LATER if k in data})
-    except (KeyError, TypeError):
+        later = {k: data[k] for k in _LATER if k in data}
+        if "gbps_top" in later:  # a JSON list
+            later["gbps_top"] = tuple(float(g) for g in later["gbps_top"])[:2]
+        return Peaks(**{k: data[k] for k in _FIELDS}, **later)
+    except (KeyError, TypeError, ValueError):
         return None
 
 
@@ -457,14 +499,16 @@ def merge(before: Peaks | None, new: Peaks) -> Peaks:
     """What the store keeps of a stored row and a new measurement.
 
     A busy machine measures less than its CPU can do, so a loaded run must never become the
-    ceiling over a quiet one: quiet against quiet keeps the higher of each ceiling; a quiet run
-    replaces a loaded (or unlabelled) row outright, even a higher one; a loaded run never
-    changes a quiet row; loaded against loaded keeps the higher of each (still labelled
-    loaded, so the next quiet run replaces it)."""
+    ceiling over a quiet one: quiet against quiet keeps the higher FMA peak and the
+    second-highest bandwidth reading (kept_bandwidth); a quiet run replaces a loaded (or
+    unlabelled) row outright, even a higher one; a loaded run never changes a quiet row;
+    loaded against loaded keeps the same (still labelled loaded, so the next quiet run
+    replaces it). ``new`` is one run: its ``gbps`` is one reading."""
     if before is None or (new.quiet and not before.quiet):
-        return new
+        return new  # its one reading stands for two (kept_readings)
     if before.quiet and not new.quiet:
         return before
+    top = kept_readings(before, new.gbps)
     best, other = (before, new) if before.gflops >= new.gflops else (new, before)
     # the port count and clock describe the run whose FMA peak is kept (a slower quiet run, on
     # a throttled host or with two threads contending, measured fma_ports=1 beside a kept 2),
@@ -472,9 +516,29 @@ def merge(before: Peaks | None, new: Peaks) -> Peaks:
     # recorded may hold a forced AVX2 run's count (2 on a Zen 4, whose AVX-512 path has 1)
     trusted = bool(best.fma_ports) and (bool(best.isa) or not other.isa)
     src = best if trusted or not other.fma_ports else other
-    return Peaks(best.gflops, max(before.gbps, new.gbps), new.threads, new.cpu,
+    return Peaks(best.gflops, kept_bandwidth(top), new.threads, new.cpu,
                  best.measured, best.load, best.others, new.quiet, fma_ports=src.fma_ports,
-                 ghz=src.ghz, isa=new.isa or before.isa)
+                 ghz=src.ghz, isa=new.isa or before.isa, gbps_top=top)
+
+
+def kept_readings(before: Peaks, gbps: float) -> tuple[float, float]:
+    """The two highest bandwidth readings of a row's runs and a new run's ``gbps``, highest
+    first. A row's first run stands for two readings (nothing to hold it against, and a later
+    run never lowers it), as does a row stored before the readings were kept (its ``gbps``, the
+    highest it had seen)."""
+    seen = before.gbps_top if len(before.gbps_top) == 2 else (before.gbps, before.gbps)
+    top = sorted((*seen, gbps), reverse=True)
+    return top[0], top[1]
+
+
+def kept_bandwidth(top: tuple[float, float]) -> float:
+    """The bandwidth a row keeps: the second-highest reading of its runs, a rate two runs
+    reached. The FMA ceiling is the highest run's, but a bandwidth reading is a pass over
+    memory that a host's neighbours and placement move by 2x (the Zen 4 VM read 34-36 or 56-62
+    GB/s on two threads minutes apart, its FMA peak level at 235 GFLOP/s): one reading above
+    every other raises the ceiling only once a second run reaches it too, and a run below it
+    lowers nothing (a floor from too low a bandwidth would read as rlx near it)."""
+    return top[1]
 
 
 # n threads on n separate cores measure about n times one thread's FMA peak; below this share
