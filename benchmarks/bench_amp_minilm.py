@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
     SETTLE_S,
+    command_text,
     cpu_slug,
     interleaved,
     isa,
@@ -169,7 +170,7 @@ def main() -> None:
     info["load_average_end"] = load_now()
     cos_rows = [[k, f"{v['min']:.5f}", f"{v['mean']:.6f}", v["n"]] for k, v in cos_stats.items()]
     md = (f"# all-MiniLM-L6-v2 in bf16 on the cpu: rlx autocast against PyTorch autocast\n\n"
-          f"Command: `python benchmarks/bench_amp_minilm.py {' '.join(sys.argv[1:])}`. "
+          f"Command: `{command_text('benchmarks/bench_amp_minilm.py', None)}`. "
           f"Machine: {stamp(info)}; {threads} thread(s) per peer; torch {torch.__version__}. "
           f"rlx-bf16's GEMMs took the `{paths[0]}` path (rlx_core/targets/cpu/bf16gemm.py; this "
           f"machine runs {', '.join(paths)}; `float`: bf16 loads widened to float, f32 sums); "

@@ -58,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
     Stats,
+    command_text,
     cpu_slug,
     interleaved,
     limit_threads,
@@ -431,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
           f"see the same placement of the loads; 'own turns' is the same ratio from the "
           f"first part, where the scheduler places the loads anew before each peer's turn "
           f"(the one-thread peer against itself read 0.64-1.79x that way) "
-          f"(`python benchmarks/bench_contention.py {' '.join(argv or sys.argv[1:])}`). "
+          f"(`{command_text('benchmarks/bench_contention.py', argv)}`). "
           f"'late arrivals', 'bad calls' (team.py's judge: over a quarter of the call lost "
           f"to late waits, no worker, or thread 0 starved), 'calls shrunk' and the worker's "
           f"share of the claimed chunks are the team's own counters over the rlx team peer's calls (team.py).\n\n"

@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
     Stats,
+    command_text,
     finish_run,
     markdown_table,
     save_run,
@@ -332,7 +333,7 @@ def run_size(size: Size, args: Any, torch: Any, clock: Callable[[], float],
     return row
 
 
-def markdown(data: dict[str, Any], args: Any) -> str:
+def markdown(data: dict[str, Any], args: Any, argv: list[str] | None = None) -> str:
     from benchmarks.peak import floor_text
 
     clock = "thread CPU time" if args.clock == "thread" else "wall time"
@@ -364,9 +365,7 @@ def markdown(data: dict[str, Any], args: Any) -> str:
     bw = ", ".join(f"{r['working_set_gbs']} GB/s on {r['size']}" for r in data["results"]
                    if "working_set_gbs" in r) or "-"
     gens = ", ".join(f"{r['timed_generations']} on {r['size']}" for r in data["results"])
-    cmd = "python benchmarks/bench_decode.py" + (" --clock thread" if args.clock == "thread"
-                                                   else "") + \
-        (f" --threads {args.threads}" if args.threads != 1 else "")
+    cmd = command_text("benchmarks/bench_decode.py", argv)
     return (f"# GPT-2 decoding, batch 1, {NEW_TOKENS} tokens, fixed {N_CTX}-slot KV cache\n\n"
             f"{stamp(data['machine'])}. {data['threads']['threads']} thread(s) per peer. "
             f"Per-token figure: the median of every step's {clock} (timed generations of "
@@ -429,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
             "fma_peak_gflops": round(peaks.kept.gflops, 1),
             "read_bandwidth_gbs": round(peaks.kept.gbps, 1), "peaks": peaks.to_json(),
             "peak_run": peaks.summary(), "results": results}
-    md = markdown(data, args)
+    md = markdown(data, args, argv)
     say(md)
     if not (args.quick or args.no_write):
         js, mdp = save_run("decode", args.clock, data, md, args.threads)

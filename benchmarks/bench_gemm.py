@@ -28,6 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
+    command_text,
     finish_run,
     interleaved,
     markdown_table,
@@ -124,13 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     how = ("the p50 wall time per call" if args.clock == "wall" else
            "the p50 CPU time of the calling thread per call (every peer runs on it alone; "
            "other processes' time slices drop out, their cache pollution does not)")
-    cmd = "python benchmarks/bench_gemm.py" + (" --clock thread" if args.clock == "thread" else "")
-    if args.threads != 1:
-        cmd += f" --threads {args.threads}"
-    if args.runs != 60:
-        cmd += f" --runs {args.runs}"
-    if args.groups != "gemm,gemv":
-        cmd += f" --groups {args.groups}"
+    cmd = command_text("benchmarks/bench_gemm.py", argv)
     md = (f"# f32 GEMM, {_threads_text(args.threads)}, GFLOP/s\n\n{stamp(mach)}; GFLOP/s over {how}, p50 of "
           f"{runs} calls in turns of 5 ({max(20, runs // 3)} for a call of >= 100 MFLOP) "
           f"(`{cmd}`). Each peer reads a copy of W of its own (no peer finds in L3 a W that "

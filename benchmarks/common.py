@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import statistics
 import sys
 import time
@@ -285,6 +286,14 @@ def cpu_slug(cpu: str) -> str:
     (``Intel(R) Xeon(R) Processor (Emerald Rapids)`` -> ``intel-xeon-emerald-rapids``)."""
     name = re.sub(r"\((r|tm)\)|\b(processor|cpu)\b", " ", cpu.lower())
     return re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "cpu"
+
+
+def command_text(script: str, argv: Sequence[str] | None) -> str:
+    """The command that ran ``script`` (``benchmarks/x.py``) with ``argv`` (a main's argument;
+    None: this process's ``sys.argv[1:]``), for a results file: every argument as given, not
+    a list of the flags its writer thought to add (cpu_goals.py shows it beside each goal)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    return " ".join(["python", script, *(shlex.quote(a) for a in args)])
 
 
 def stamp(info: dict[str, Any]) -> str:

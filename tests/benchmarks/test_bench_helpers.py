@@ -7,6 +7,7 @@ runs and measures something."""
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -297,3 +298,22 @@ def test_mlp_profile_lists_every_kernel_of_the_step_and_the_rest(capsys) -> None
     assert len(rows) >= 10 and len({r.split("|")[1] for r in rows}) == len(rows)
     assert "rlx-sgemm" in out and "the step outside these" in out
     assert "img/s" in out and "of the " in out and "GFLOP/s FMA peak" in out
+
+
+def test_a_results_file_records_the_command_as_it_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    """common.command_text: every argument as given (bench_decode's file said `python
+    benchmarks/bench_decode.py` for a --sizes small run; bench_gemm's listed only the flags its
+    writer added, each beside a copy of its default), quoted for a shell; None reads sys.argv
+    and an empty list is no arguments (bench_contention's ``argv or sys.argv[1:]`` took the
+    test runner's)."""
+    from benchmarks.common import command_text
+
+    assert command_text("benchmarks/bench_gemm.py", ["--threads", "2", "--runs", "80"]) == \
+        "python benchmarks/bench_gemm.py --threads 2 --runs 80"
+    assert command_text("benchmarks/bench_decode.py", ["--sizes", "small", "--tag", "a b"]) == \
+        "python benchmarks/bench_decode.py --sizes small --tag 'a b'"
+    monkeypatch.setattr(sys, "argv", ["bench_contention.py", "--runs", "40"])
+    assert command_text("benchmarks/bench_contention.py", None) == \
+        "python benchmarks/bench_contention.py --runs 40"
+    assert command_text("benchmarks/bench_contention.py", []) == \
+        "python benchmarks/bench_contention.py"
