@@ -106,6 +106,8 @@ class CompiledStep:
         self.losses: list[float] = []
         self._p_leaves, self._p_def = self._own(params)
         self._s_leaves, self._s_def = self._own(state)
+        # (*parameter leaves, *state leaves) as one tuple, the module's leading arguments
+        self._lead = (*self._p_leaves, *self._s_leaves)
         self._trees: tuple[Any, Any] | None = None if in_place else (params, state)
         # (numpy, [(shape, dtype)] of the inputs), for the per-step fast path in __call__
         self._specs: Any = None
@@ -132,6 +134,7 @@ class CompiledStep:
     @params.setter
     def params(self, value: Any) -> None:
         self._p_leaves, self._p_def = self._own(value)
+        self._lead = (*self._p_leaves, *self._s_leaves)
         self._trees, self._leaves_ok = None, False
 
     @property
@@ -142,6 +145,7 @@ class CompiledStep:
     @state.setter
     def state(self, value: Any) -> None:
         self._s_leaves, self._s_def = self._own(value)
+        self._lead = (*self._p_leaves, *self._s_leaves)
         self._trees, self._leaves_ok = None, False
 
     def _own(self, tree: Any) -> tuple[list[Any], TreeDef]:
@@ -160,9 +164,24 @@ class CompiledStep:
 
     def __call__(self, *batch: Any) -> float:
         nd = self._ndarray
-        if self._leaves_ok and nd is not None and all(type(x) is nd for x in batch):
-            return self._take(self.jitted(*self._p_leaves, *self._s_leaves, *batch))
-        flat = (*self._p_leaves, *self._s_leaves, *batch)
+        if self._leaves_ok and nd is not None:
+            for x in batch:
+                if type(x) is not nd:
+                    break
+            else:  # the per-step path, _take inline: 0.94 against 1.31 us a step in Python
+                # (the module stubbed out, SCHED_FIFO; 0.15% of the MLP 784-128-10/128 step)
+                outs = self.jitted(*self._lead, *batch)
+                if type(outs) is not tuple or len(outs) != 1 + len(self._lead):
+                    return self._take(outs)
+                n = len(self._p_leaves)
+                self._lead = lead = outs[1:]
+                self._p_leaves, self._s_leaves = lead[:n], lead[n:]
+                self._trees = None
+                self.steps += 1
+                loss = float(outs[0])
+                self.losses.append(loss)
+                return loss
+        flat = (*self._lead, *batch)
         if not self._fast(flat):
             outs = self.executable(*flat)
         elif self.jitted is not None:
@@ -185,6 +204,7 @@ class CompiledStep:
         n, m = len(self._p_leaves), len(self._s_leaves)
         fresh = self._leaves_ok or self._outputs_keep_types(outs, n + m)
         self._p_leaves, self._s_leaves = outs[1:1 + n], outs[1 + n:1 + n + m]
+        self._lead = (*self._p_leaves, *self._s_leaves)
         self._trees, self._leaves_ok = None, fresh
         self.steps += 1
         try:

@@ -211,3 +211,40 @@ def test_training_step_keeps_leaves_and_rebuilds_the_pytree_on_read() -> None:
         fresh(x, y)
     for a, b in zip(_leaves(step.params), _leaves(fresh.params), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_assigning_state_or_params_mid_run_is_what_the_next_fast_step_runs_on(
+        in_place: bool) -> None:
+    """The per-step path calls the module with the leaves of the last step; assigning
+    ``state`` (momentum buffers) or ``params`` between fast steps replaces them: the steps
+    after it match a step compiled from those values, in place or not."""
+    from rlx_core.models.mlp import mlp_loss
+    from rlx_core.optim import SGD, compile_step
+
+    params, x, y = _tiny_mlp(9, 5)
+    opt = SGD(0.1, momentum=0.9)
+    step = compile_step(mlp_loss, opt, params, x, y, target="cpu", in_place=in_place)
+    for _ in range(3):
+        step(x, y)
+    assert step._leaves_ok  # the last steps took the per-step path
+    mid_p = {k: {n: np.array(a) for n, a in v.items()} for k, v in step.params.items()}
+    step.state = opt.init(params)  # momentum back to zero, parameters kept
+    fresh = compile_step(mlp_loss, opt, mid_p, x, y, target="cpu")
+    got = [step(x, y) for _ in range(3)]
+    want = [fresh(x, y) for _ in range(3)]
+    assert got == pytest.approx(want, rel=1e-6)
+    step.params = params  # and back to the start, momentum as it is now
+    mid_s = [np.array(a) for a in _leaves(step.state)]
+    again = compile_step(mlp_loss, opt, params, x, y, target="cpu")
+    again.state = _unflatten_like(again.state, mid_s)
+    assert [step(x, y) for _ in range(2)] == pytest.approx([again(x, y) for _ in range(2)],
+                                                           rel=1e-6)
+    for a, b in zip(_leaves(step.params), _leaves(again.params), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def _unflatten_like(tree, leaves):
+    from rlx_core.autodiff.pytree import flatten, unflatten
+
+    return unflatten(flatten(tree)[1], list(leaves))
