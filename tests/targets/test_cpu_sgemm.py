@@ -230,11 +230,13 @@ void run_packed(int64_t m, int64_t n, int64_t k, const float *A, const float *W,
 @pytest.mark.parametrize("isa", sorted(ISAS))
 def test_prepacked_panels_fetched_ahead_in_chunks_or_whole(tmp_path, isa: str) -> None:
     """rlx_sgemm_packed fetches each next panel of the prepacked B ahead, on into the next
-    claimed chunk's and never past B's last, where a block has NR / 4 row tiles (64 rows; 16
-    rows stream without): claimed 64-column chunks give the same bits as one call over all
-    columns, as a build that fetches no panel ahead (RLX_SG_PPF 0, sgemm.panel_prefetch), and
-    numpy's product (one or two KC slices, several blocks of rows, edge tiles, a partial last
-    panel)."""
+    claimed chunk's and never past B's last, where a block has RLX_SG_PPF_TILES row tiles
+    (AVX-512: NR / 4, 64 rows, and 16 rows stream without; AVX2: every block, a tile's share
+    spread over its k loop, RLX_SG_PF_LINES, so one to four lines every four k steps here):
+    claimed 64-column chunks give the same bits as one call over all columns, as a build that
+    fetches no panel ahead (RLX_SG_PPF 0, sgemm.panel_prefetch), and numpy's product (one or
+    two KC slices, several blocks of rows, edge tiles, a partial last panel, one tile of one
+    row, a slice depth not a multiple of four)."""
     (tmp_path / "off").mkdir()
     fns = {"on": build_harness(tmp_path, isa, sgemm.SOURCE + _PACKED_HARNESS).run_packed,
            "off": build_harness(tmp_path / "off", isa, "#define RLX_SG_PPF 0\n" + sgemm.SOURCE
@@ -245,7 +247,7 @@ def test_prepacked_panels_fetched_ahead_in_chunks_or_whole(tmp_path, isa: str) -
         fn.argtypes = [i64, i64, i64, ptr, ptr, ptr, i64]
     rng = np.random.default_rng(6)
     for m, k, n in [(37, 200, 300), (300, 1000, 97), (8, 64, 64), (16, 384, 384), (64, 1536, 200),
-                    (128, 1536, 384)]:
+                    (128, 1536, 384), (1, 384, 160), (12, 390, 160)]:
         a = rng.standard_normal((m, k), np.float32)
         w = rng.standard_normal((n, k), np.float32)
         out = {}

@@ -72,7 +72,14 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
   2 threads of a Zen 4 in 1.82 instead of 2.01 ms a call without it (thread 0's CPU time, both
   builds in one process, FIFO; the call's p50 2.21 -> 2.01 ms), and fetching the whole panel
   (four lines a step) was slower than a quarter; the hardware prefetchers follow a panel's
-  contiguous lines by themselves there. With
+  contiguous lines by themselves there. With AVX2 every first block fetches the next panel,
+  each tile its share spread over its k loop (``RLX_SG_PF_LINES``: a line every four steps
+  from four tiles up, as before; two at 16 rows' three tiles of 6, 6 and 4 rows; four for one
+  tile): a 16-column panel is a line a k step, which a full tile reads in 6 cycles, faster
+  than one core's demand misses brought it. MiniLM b2 s8 under ``RLX_CPU_ISA=avx2`` on the
+  Zen 4 (2 threads, both builds in one process in alternating turns of 200 calls, FIFO, load
+  5-6): 3.07 -> 1.92 ms a call (p50 of the turns; 3.00-3.29 against 1.88-1.97), b1 s8 (its
+  8-row GEMMs on one thread) 4.90 -> 3.19, b1 s128 level (15.13 / 15.11 ms). With
   AVX-512, rows of A read in place along K under a B packed in the call have each tile
   fetch the next tile's rows into L2 (``rlx_sgemm_next_a``; ``RLX_SG_APF=0``: none, for
   A/B): the MLP 784-128-10/128 step's forward GEMM reads a new batch of X from L3 at every
@@ -226,6 +233,30 @@ typedef __m256 rlx_sg_v;
 #endif
 #ifndef RLX_SG_PPF  /* fetch a prepacked B's next panel ahead (rlx_sgemm_core_pf); sgemm.defines */
 #define RLX_SG_PPF 1
+#endif
+/* a prepacked B's next panel is fetched ahead by the first block of rows where it has
+   RLX_SG_PPF_TILES row tiles or more (rlx_sgemm_core_body); a tile fetching npf lines of it
+   fetches RLX_SG_PF_LINES(npf, kc) every four k steps (RLX_SG_FETCH_B, rlx_sgemm_acc). AVX-512:
+   blocks of NR / 4 tiles or more, a line every four steps (as tuned on Emerald Rapids); AVX2:
+   every block, each tile's share spread over its k loop (see the module's docstring) */
+#if defined(__AVX512F__)
+#define RLX_SG_PPF_TILES (RLX_SG_NR / 4)
+#define RLX_SG_PF_LINES(npf, kc) 1
+#define RLX_SG_FETCH_B(pfl)                                                                 \
+    if (npf > 0) {                                                                          \
+        __builtin_prefetch(pf, 0, 2);                                                       \
+        pf += 16;                                                                           \
+        --npf;                                                                              \
+    }
+#else
+#define RLX_SG_PPF_TILES 1
+#define RLX_SG_PF_LINES(npf, kc) (1 + 4 * ((npf) - 1) / (kc))
+#define RLX_SG_FETCH_B(pfl)                                                                 \
+    for (int64_t l = 0; l < (pfl) && npf > 0; ++l) {                                        \
+        __builtin_prefetch(pf, 0, 2);                                                       \
+        pf += 16;                                                                           \
+        --npf;                                                                              \
+    }
 #endif
 #ifndef RLX_SG_APF  /* fetch the next tile's rows of A (rlx_sgemm_next_a); sgemm.defines */
 #define RLX_SG_APF 1
@@ -442,17 +473,14 @@ static inline __attribute__((always_inline)) void rlx_sgemm_fetch_a(int64_t p, c
                      : RLX_SG_ASM_IN(A0, A3, B, RA4)                                        \
                      : RLX_SG_ASM_CLOBBERS)
 /* rlx_sgemm_acc's k loop around STEP, an asm k step on the caller's x0.., y0..: four steps
-   an iteration, a line of pf into L2 an iteration while npf lasts (as the C loop below);
+   an iteration, RLX_SG_FETCH_B an iteration (as the C loop below);
    leaves p at the first step not done, for rlx_sgemm_step */
 #define RLX_SG_ASM_LOOP(STEP)                                                               \
     const float *a0 = a, *bq = b;                                                           \
+    const int64_t pfl = RLX_SG_PF_LINES(npf, kc);                                           \
     int64_t p = 0;                                                                          \
     for (; p + 4 <= kc; p += 4) {                                                           \
-        if (npf > 0) {                                                                      \
-            __builtin_prefetch(pf, 0, 2);                                                   \
-            pf += 16;                                                                       \
-            --npf;                                                                          \
-        }                                                                                   \
+        RLX_SG_FETCH_B(pfl)                                                                 \
         for (int q = 0; q < 4; ++q) {                                                       \
             STEP(a0, a0 + 3 * ra, bq, ra * 4);                                              \
             a0 += rp;                                                                       \
@@ -491,16 +519,14 @@ static inline __attribute__((always_inline)) void rlx_sgemm_acc(
        16, so the loads run further ahead. Emerald Rapids, one thread, MiniLM's b8 GEMMs in
        the team's 128 x 256 chunks (C harness, both builds in one process, turns alternating,
        SCHED_FIFO): +2.9-4.5% (AVX2 tile: +3.6-5%), 128-row chunks +0.7-2.7%; 8 steps were no
-       faster than 4. Same k order, same bits. Each iteration also fetches one cache line of
-       pf into L2 while npf lasts (rlx_sgemm_core: the next panel of a prepacked B), and, with
+       faster than 4. Same k order, same bits. Each iteration also fetches RLX_SG_PF_LINES
+       cache lines of pf into L2 while npf lasts (rlx_sgemm_core: the next panel of a prepacked B), and, with
        pa, two lines of the next tile's rows of A (rlx_sgemm_next_a) */
+    const int64_t pfl = RLX_SG_PF_LINES(npf, kc);
+    (void)pfl;
     int64_t p = 0;
     for (; p + 4 <= kc; p += 4) {
-        if (npf > 0) {
-            __builtin_prefetch(pf, 0, 2);
-            pf += 16;
-            --npf;
-        }
+        RLX_SG_FETCH_B(pfl)
         if (pa) rlx_sgemm_fetch_a(p, pa, pas);
         rlx_sgemm_step(R, p, a, ra, rp, b, ldb, c0, c1);
         rlx_sgemm_step(R, p + 1, a, ra, rp, b, ldb, c0, c1);
@@ -953,10 +979,12 @@ static inline __attribute__((always_inline)) void rlx_sgemm_core_body(
                     /* a prepacked B (pf_n > 0: its columns), first block of rows: the next
                        panel's slice, on into the next claimed chunk's, is fetched into L2
                        while this panel's tiles run (see rlx_sgemm_core_pf), where the block
-                       has NR / 4 tiles or more: a line every four k steps of each tile then
-                       covers the slice. A GEMM of fewer rows streams its panels without */
+                       has RLX_SG_PPF_TILES tiles or more: with AVX-512 NR / 4, so that a line
+                       every four k steps of each tile covers the slice (a GEMM of fewer rows
+                       streams its panels without); with AVX2 any block, RLX_SG_PF_LINES a
+                       tile's four steps */
                     const float *pnext = RLX_SG_PPF && pf_n && ic == 0
-                                         && (ie - ic + MR - 1) / MR >= NR / 4
+                                         && (ie - ic + MR - 1) / MR >= RLX_SG_PPF_TILES
                                          && j + NR < pf_n ? pq + k * NR : 0;
                     const int64_t ptiles = (ie - ic + MR - 1) / MR, plines = kc * NR / 16;
                     const int64_t pper = (plines + ptiles - 1) / ptiles;
