@@ -66,20 +66,21 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
   A prepacked B has the next panel fetched into L2 during the current one's first block of
   rows (``rlx_sgemm_core_pf``): a model's weights stream from L3 or memory at every call, and
   each panel's first tile read them from there (MiniLM 2.3-5% faster on 2 threads, Emerald
-  Rapids). Only where that block has NR / 4 row tiles or more (32 rows with AVX-512, 24 with
-  AVX2), whose k loops, a line every four steps, cover the next panel: MiniLM at batch 2 x 8
-  tokens (16 rows, two tiles a panel, so a quarter of each panel fetched) ran its GEMMs on
-  2 threads of a Zen 4 in 1.82 instead of 2.01 ms a call without it (thread 0's CPU time, both
-  builds in one process, FIFO; the call's p50 2.21 -> 2.01 ms), and fetching the whole panel
-  (four lines a step) was slower than a quarter; the hardware prefetchers follow a panel's
-  contiguous lines by themselves there. With AVX2 every first block fetches the next panel,
-  each tile its share spread over its k loop (``RLX_SG_PF_LINES``: a line every four steps
-  from four tiles up, as before; two at 16 rows' three tiles of 6, 6 and 4 rows; four for one
-  tile): a 16-column panel is a line a k step, which a full tile reads in 6 cycles, faster
-  than one core's demand misses brought it. MiniLM b2 s8 under ``RLX_CPU_ISA=avx2`` on the
-  Zen 4 (2 threads, both builds in one process in alternating turns of 200 calls, FIFO, load
-  5-6): 3.07 -> 1.92 ms a call (p50 of the turns; 3.00-3.29 against 1.88-1.97), b1 s8 (its
-  8-row GEMMs on one thread) 4.90 -> 3.19, b1 s128 level (15.13 / 15.11 ms). With
+  Rapids). With AVX-512 only where that block has NR / 4 row tiles or more (64 rows), whose
+  k loops, a line every four steps, cover the next panel: MiniLM at batch 2 x 8 tokens (16
+  rows, two tiles a panel, so a quarter of each panel fetched) ran its GEMMs on 2 threads of a
+  Zen 4 in 1.82 instead of 2.01 ms a call without it (thread 0's CPU time, both builds in one
+  process, FIFO; the call's p50 2.21 -> 2.01 ms), and fetching the whole panel (four lines a
+  step) was slower than a quarter; the hardware prefetchers follow a panel's contiguous lines
+  by themselves there. With AVX2 every first block fetches the next panel, each tile its share
+  spread over its k loop (``RLX_SG_PF_LINES``: a line every four steps from four tiles up, as
+  before; two at 16 rows' three tiles of 6, 6 and 4 rows; four for one tile): a 16-column
+  panel is a line a k step, one every 6 cycles of a full tile at two FMAs a cycle, and the
+  first tile of each panel waited on those lines as demand misses. MiniLM b2 s8 under
+  ``RLX_CPU_ISA=avx2`` on the Zen 4 (2 threads, both builds in one process in alternating
+  turns of 200 calls, FIFO, load 5-6): 3.07 -> 1.92 ms a call (p50 of the turns; 3.00-3.29
+  against 1.88-1.97), b1 s8 (its 8-row GEMMs on one thread) 4.90 -> 3.19, b1 s128 level
+  (15.13 / 15.11 ms). With
   AVX-512, rows of A read in place along K under a B packed in the call have each tile
   fetch the next tile's rows into L2 (``rlx_sgemm_next_a``; ``RLX_SG_APF=0``: none, for
   A/B): the MLP 784-128-10/128 step's forward GEMM reads a new batch of X from L3 at every
@@ -520,8 +521,8 @@ static inline __attribute__((always_inline)) void rlx_sgemm_acc(
        the team's 128 x 256 chunks (C harness, both builds in one process, turns alternating,
        SCHED_FIFO): +2.9-4.5% (AVX2 tile: +3.6-5%), 128-row chunks +0.7-2.7%; 8 steps were no
        faster than 4. Same k order, same bits. Each iteration also fetches RLX_SG_PF_LINES
-       cache lines of pf into L2 while npf lasts (rlx_sgemm_core: the next panel of a prepacked B), and, with
-       pa, two lines of the next tile's rows of A (rlx_sgemm_next_a) */
+       cache lines of pf into L2 while npf lasts (rlx_sgemm_core: the next panel of a
+       prepacked B), and, with pa, two lines of the next tile's rows of A (rlx_sgemm_next_a) */
     const int64_t pfl = RLX_SG_PF_LINES(npf, kc);
     (void)pfl;
     int64_t p = 0;
