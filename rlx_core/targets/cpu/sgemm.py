@@ -79,8 +79,8 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
   first tile of each panel waited on those lines as demand misses. MiniLM b2 s8 under
   ``RLX_CPU_ISA=avx2`` on the Zen 4 (2 threads, both builds in one process in alternating
   turns of 200 calls, FIFO, load 5-6): 3.07 -> 1.92 ms a call (p50 of the turns; 3.00-3.29
-  against 1.88-1.97), b1 s8 (its 8-row GEMMs on one thread) 4.90 -> 3.19, b1 s128 level
-  (15.13 / 15.11 ms). With
+  against 1.88-1.97), b1 s128 level (15.13 / 15.11 ms); b1 s8 (8 rows, on one thread)
+  4.57-4.63 -> 2.18-2.19 ms (load 5.5). With
   AVX-512, rows of A read in place along K under a B packed in the call have each tile
   fetch the next tile's rows into L2 (``rlx_sgemm_next_a``; ``RLX_SG_APF=0``: none, for
   A/B): the MLP 784-128-10/128 step's forward GEMM reads a new batch of X from L3 at every
