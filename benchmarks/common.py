@@ -267,7 +267,24 @@ def machine() -> dict[str, Any]:
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     return {"cpu": cpu_model(), "cores": cores, "machine": platform.machine(),
             "python": platform.python_version(), "load_average_1m": round(load[0], 2),
-            "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "when": time.strftime("%Y-%m-%d %H:%M:%S"), **rlx_path()}
+
+
+def rlx_path() -> dict[str, Any]:
+    """The cpu target's ISA path for this run (``rlx_path``) and whether ``RLX_CPU_ISA`` forced
+    it below the CPU's own (``rlx_path_forced``): a forced AVX2 run on an AVX-512 machine is a
+    proxy for another machine, not this machine's figure (cpu_goals leaves such files out)."""
+    from rlx_core.targets.cpu.isa import detect
+
+    path = detect()
+    return {"rlx_path": path.family, "rlx_path_forced": path.forced}
+
+
+def forced_path_tag() -> str:
+    """``-isa-<family>`` for a run on a path RLX_CPU_ISA forced below the CPU's own, so its
+    results sit beside the default run's instead of overwriting them; else empty."""
+    path = rlx_path()
+    return f"-isa-{path['rlx_path']}" if path["rlx_path_forced"] else ""
 
 
 def isa() -> str:
@@ -366,10 +383,11 @@ def result_stem(base: str, threads: int | None, settle_s: float) -> str:
 def machine_stem(base: str, threads: int | None = None, settle_s: float = -1.0) -> str:
     """``result_stem`` with this machine's CPU slug after ``base`` (``minilm-amd-epyc-zen-1``),
     so each machine's results sit beside the others' instead of overwriting them (the files
-    without a slug, ``minilm.md`` ..., came from the 2-core Zen 4 VM; benchmarks/README.md)."""
+    without a slug, ``minilm.md`` ..., came from the 2-core Zen 4 VM; benchmarks/README.md),
+    and ``-isa-<family>`` after it for a path RLX_CPU_ISA forced (forced_path_tag)."""
     from rlx_core.targets.cpu.identity import cpu_model
 
-    return result_stem(f"{base}-{cpu_slug(cpu_model())}", threads,
+    return result_stem(f"{base}-{cpu_slug(cpu_model())}{forced_path_tag()}", threads,
                        SETTLE_S if settle_s < 0 else settle_s)
 
 

@@ -15,7 +15,9 @@ thresholds below (defined once); nothing is copied from a results table.
 Which file: among ``results/<bench>-<slug>*.json`` whose recorded CPU is this slug's and whose
 thread count is the goal's, the one that covers most of the goal's parts (shapes, batches,
 conditions), the newest of those by the time recorded in it. ``-host-slow-*`` files (runs on
-a host measured slower than its stored peaks) are left out unless ``--include-host-slow``.
+a host measured slower than its stored peaks) are left out unless ``--include-host-slow``;
+files of a path ``RLX_CPU_ISA`` forced below the CPU's own (``-isa-<family>``, recorded as
+``machine.rlx_path_forced``) are always left out: they stand in for another machine.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from benchmarks.common import (  # noqa: E402
     RESULTS,
     cpu_slug,
     markdown_table,
+    rlx_path,
     say,
 )
 from benchmarks.goal_runs import (  # noqa: E402
@@ -118,6 +121,12 @@ class ResultsFile:
     def cpu(self) -> str:
         m = self.data.get("machine")
         return str(m.get("cpu", "")) if isinstance(m, dict) else ""
+
+    @property
+    def forced_path(self) -> bool:
+        """Did RLX_CPU_ISA force the run below the CPU's own path (common.rlx_path)?"""
+        m = self.data.get("machine")
+        return bool(m.get("rlx_path_forced")) if isinstance(m, dict) else False
 
     @property
     def threads(self) -> int | None:
@@ -408,6 +417,8 @@ def results_files(results: Path, base: str, slug: str,
         if not isinstance(data, dict):
             continue
         f = ResultsFile(path, data)
+        if f.forced_path:
+            continue  # a proxy for another machine's path, not this machine's figure
         if cpu_slug(f.cpu) == slug:
             out.append(f)
     return out
@@ -512,6 +523,9 @@ def main(argv: list[str] | None = None, runner: Runner = subprocess_runner) -> i
     args = ap.parse_args(argv)
     if args.run and args.cpu:
         ap.error("--run measures this machine: leave out --cpu")
+    if args.run and rlx_path()["rlx_path_forced"]:
+        ap.error("--run measures this machine's own path: unset RLX_CPU_ISA "
+                 f"(it forces {rlx_path()['rlx_path']})")
     if (args.only or args.dry_run) and not args.run:
         ap.error("--only and --dry-run go with --run")
     try:

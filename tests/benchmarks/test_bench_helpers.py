@@ -79,6 +79,25 @@ def test_machine_stem_puts_the_cpu_slug_in_every_results_name(
     assert common.machine_stem("mnist_mlp", 1, 0.0) == "mnist_mlp-amd-epyc-zen-1-1thread-settle0s"
 
 
+def test_a_forced_lower_path_is_recorded_and_named_beside_the_default(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import common
+    from rlx_core.targets.cpu import identity, isa
+
+    monkeypatch.setattr(identity, "cpu_model", lambda: "AMD EPYC (Zen 1)")
+    forced = isa.make({"avx2", "fma"} | set(isa._AVX512_CORE), "avx2", "x86_64")
+    own = isa.make({"avx2", "fma"} | set(isa._AVX512_CORE), "", "x86_64")
+    assert (forced.family, forced.forced, own.family, own.forced) == (
+        "avx2", True, "avx512", False)
+    monkeypatch.setattr(isa, "detect", lambda: forced)
+    assert common.machine()["rlx_path"] == "avx2" and common.machine()["rlx_path_forced"]
+    assert common.machine_stem("minilm", None, SETTLE_S) == "minilm-amd-epyc-zen-1-isa-avx2"
+    assert common.machine_stem("gemm", 2) == "gemm-amd-epyc-zen-1-isa-avx2-2thread"
+    monkeypatch.setattr(isa, "detect", lambda: own)
+    assert not common.machine()["rlx_path_forced"]
+    assert common.machine_stem("gemm") == "gemm-amd-epyc-zen-1"
+
+
 def test_cpu_slug_drops_trademarks_and_filler_words() -> None:
     from benchmarks.common import cpu_slug
 

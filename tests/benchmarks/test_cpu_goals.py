@@ -105,6 +105,25 @@ def test_the_newest_file_covering_the_most_of_a_goal_is_read(tmp_path: Path) -> 
     assert (row.file, row.status) == (f"minilm-{SLUG}-rerun.json", cg.Status.NOT_MET)
 
 
+def test_a_run_on_a_forced_lower_path_is_never_read(tmp_path: Path) -> None:
+    _write(tmp_path, f"minilm-{SLUG}", _minilm({1: 1.3, 8: 1.3, 32: 1.3}),
+           when="2026-12-06 10:00:00")
+    forced = _minilm({1: 1.0, 8: 1.0, 32: 1.0})
+    _write(tmp_path, f"minilm-{SLUG}-isa-avx2", forced, when="2026-12-07 10:00:00")
+    data = json.loads((tmp_path / f"minilm-{SLUG}-isa-avx2.json").read_text())
+    data["machine"].update(rlx_path="avx2", rlx_path_forced=True)
+    (tmp_path / f"minilm-{SLUG}-isa-avx2.json").write_text(json.dumps(data))
+    for slow in (False, True):
+        row = _row(cg.goal_table(SLUG, tmp_path, include_host_slow=slow), "bench_minilm")
+        assert (row.file, row.status) == (f"minilm-{SLUG}.json", cg.Status.MET)
+
+
+def test_run_refuses_a_forced_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cg, "rlx_path", lambda: {"rlx_path": "avx2", "rlx_path_forced": True})
+    with pytest.raises(SystemExit):
+        cg.main(["--run", "--dry-run"])
+
+
 def test_a_batch_missing_or_a_field_an_older_format_lacks_is_not_measured(
         tmp_path: Path) -> None:
     _write(tmp_path, f"minilm-{SLUG}", _minilm({1: 1.3, 8: 1.3}))
