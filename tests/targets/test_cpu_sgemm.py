@@ -260,6 +260,48 @@ def test_prepacked_panels_fetched_ahead_in_chunks_or_whole(tmp_path, isa: str) -
         assert rel_error(out["on", 64], a @ w.T) < 1e-5, (m, k, n)
 
 
+@pytest.mark.parametrize("isa", sorted(ISAS))
+def test_each_row_of_a_call_has_the_bits_of_that_row_alone(tmp_path, isa: str) -> None:
+    """Whatever tile a row of A falls in (a full tile, an edge tile, or, on the AVX2 path, the
+    4 + 4 / 4 + 3 tiles a block ending 1-2 rows past a whole tile is cut into: rlx_sgemm_rows),
+    its row of C has the bits of the same row computed alone (m = 1): on prepacked B, W^T
+    packed in the call and a row-major B (read in place), and numpy's product."""
+    lib = build_harness(tmp_path, isa, sgemm.SOURCE + _HARNESS + _PACKED_HARNESS)
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    lib.run.restype = lib.run_packed.restype = None
+    lib.run.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64]
+    lib.run_packed.argtypes = [i64, i64, i64, ptr, ptr, ptr, i64]
+    rng = np.random.default_rng(10)
+    # 8 = 6 + 2 and 13 = 6 + 7 rows (4 + 4, 6 + 4 + 3 on AVX2); 128 x 1536 x 384: MiniLM's
+    # FFN down, row blocks of 66 and 62 = 10 x 6 + 2; 62 x 800 x 40: two KC slices
+    for m, k, n in [(8, 300, 64), (13, 200, 48), (128, 1536, 384), (62, 800, 40)]:
+        a = rng.standard_normal((m, k), np.float32)
+        w = rng.standard_normal((n, k), np.float32)
+        for form in ("packed", "w_t", "b"):
+            whole = _rows_times_w_t(lib, form, a, w)
+            alone = np.concatenate([_rows_times_w_t(lib, form, a[i:i + 1], w)
+                                    for i in range(m)])
+            assert np.array_equal(whole, alone), (m, k, n, form)
+            assert rel_error(whole, a @ w.T) < 1e-5, (m, k, n, form)
+
+
+def _rows_times_w_t(lib: ctypes.CDLL, form: str, rows: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """rows @ w.T through the harness: on w^T prepacked (``packed``), packed in the call
+    (``w_t``) or as a row-major B (``b``: read in place where its rows spread)."""
+    r, k = rows.shape
+    n = w.shape[0]
+    a = np.ascontiguousarray(rows)
+    c = np.full((r, n), np.nan, np.float32)
+    if form == "packed":
+        lib.run_packed(r, n, k, a.ctypes.data, w.ctypes.data, c.ctypes.data, n)
+    elif form == "w_t":
+        lib.run(r, n, k, a.ctypes.data, k, 1, w.ctypes.data, 1, k, c.ctypes.data, 0, n)
+    else:
+        b = np.ascontiguousarray(w.T)
+        lib.run(r, n, k, a.ctypes.data, k, 1, b.ctypes.data, n, 1, c.ctypes.data, 0, n)
+    return c
+
+
 @pytest.mark.parametrize(("ports", "want"), [(None, True), (1, False), (2, True)])
 def test_the_panel_prefetch_follows_the_measured_fma_ports(
         monkeypatch: pytest.MonkeyPatch, ports: int | None, want: bool) -> None:

@@ -836,6 +836,24 @@ static inline int64_t rlx_sgemm_mc(int64_t m, int64_t kcap, int64_t nc, int deep
     return ((m + blocks - 1) / blocks + MR - 1) / MR * MR;
 }
 
+/* the rows of the next row tile with `left` rows of the block to go: MR, or the rest. On the
+   AVX2 path (6-row tiles) a block that ends 1 or 2 rows past a whole tile (128 = 21 x 6 + 2)
+   ends in a tile of 4 rows and one of 3-4 instead of a full tile and one of 1-2, when A is
+   read in place (split: a packed A is laid out in whole MR-row tiles). A tile of one or two
+   rows keeps two or four accumulators, fewer than the FMA latency times two ports needs:
+   128 x 1536 x 384 on prepacked B (C harness, Zen 4 built with RLX_CPU_ISA=avx2's flags,
+   one thread) took 1373 us a call where 126 rows took 1303: the two rows cost a full tile.
+   Each element of C sums its k products in the same order whatever tile holds its row, so
+   the bits are unchanged */
+static inline int64_t rlx_sgemm_rows(int64_t left, int split) {
+#if RLX_SG_ASM6
+    if (split && (left == RLX_SG_MR + 1 || left == RLX_SG_MR + 2)) return 4;
+#else
+    (void)split;
+#endif
+    return left < RLX_SG_MR ? left : RLX_SG_MR;
+}
+
 /* the rows of A (read in place, rm floats apart, k contiguous) of the tile after tile row
    i, in the order rlx_sgemm_core_body runs them (row tiles of block [ic, ie), then the next
    panel, block, slice), or 0 when those are the rows this tile reads (the next panel's):
@@ -990,15 +1008,16 @@ static inline __attribute__((always_inline)) void rlx_sgemm_core_body(
                     const int64_t ptiles = (ie - ic + MR - 1) / MR, plines = kc * NR / 16;
                     const int64_t pper = (plines + ptiles - 1) / ptiles;
                     const int64_t per = (kc + ptiles - 1) / ptiles;
-                    for (int64_t i = ic; i < ie; i += MR) {
-                        const int64_t mr = ie - i < MR ? ie - i : MR;
+                    int64_t mr = 0;
+                    for (int64_t i = ic, t = 0; i < ie; i += mr, ++t) {
+                        mr = rlx_sgemm_rows(ie - i, !pack_a);
                         if (next) {
-                            const int64_t r0 = (i - ic) / MR * per;
+                            const int64_t r0 = t * per;
                             const int64_t r1 = r0 + per < kc ? r0 + per : kc;
                             for (int64_t r = r0; r < r1; ++r)
                                 __builtin_prefetch(pq + r * ldb + NR, 0, 3);
                         }
-                        const int64_t l0 = (i - ic) / MR * pper;
+                        const int64_t l0 = t * pper;
                         const float *pf = pnext ? pnext + l0 * 16 : 0;
                         const int64_t npf = !pnext ? 0 : l0 + pper < plines ? pper : plines - l0;
                         /* an update store finishes the tile at its last slice */
