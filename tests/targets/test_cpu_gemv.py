@@ -254,13 +254,15 @@ def test_row_floats_follow_l1d_and_the_environment(monkeypatch: pytest.MonkeyPat
 @pytest.mark.parametrize(("ports", "want"), [(None, gemv.PREFETCH), (1, 0), (2, gemv.PREFETCH)])
 def test_weight_prefetch_follows_the_measured_fma_ports(
         monkeypatch: pytest.MonkeyPatch, ports: int | None, want: int) -> None:
-    """The prepacked weight's prefetch is off on a core measured at one FMA port, on with two
-    or where the peaks were never measured; RLX_GV_PF overrides it, and the renderer's macro
-    carries it."""
+    """On the AVX-512 path the prepacked weight's prefetch is off on a core measured at one
+    FMA port, on with two or where the peaks were never measured; RLX_GV_PF overrides it, and
+    the renderer's macro carries it."""
     from dataclasses import replace
 
-    from rlx_core.targets.cpu import peaks
+    from rlx_core.targets.cpu import isa, peaks
 
+    avx512 = isa.make({"avx512f", "avx512bw", "avx512vl", "avx2", "fma"}, "", machine="x86_64")
+    monkeypatch.setattr(isa, "detect", lambda: avx512)
     row = peaks.Peaks(gflops=100.0, gbps=30.0, threads=1, cpu="test", measured="now")
     monkeypatch.setattr(peaks, "machine_peaks",
                         lambda threads=None: None if ports is None else replace(row, fma_ports=ports))
@@ -337,8 +339,9 @@ def test_a_gemv_setting_above_its_bound_is_a_typed_error(
 def test_the_prefetch_gate_reads_the_port_count_of_this_isa_family(
         monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     """The port count is per vector width (a Zen 4 issues one 16-float FMA a cycle, two 8-float
-    ones): under RLX_CPU_ISA=avx2 the AVX-512 row's 1 must not turn the prefetch off; the
-    AVX2 row, once measured, decides."""
+    ones): the AVX-512 row's 1 turns the AVX-512 path's prefetch off, its 2 leaves it on. The
+    AVX2 family reads without it whatever its row says (never measured, one port or two);
+    RLX_GV_PF still overrides it there."""
     import json
     from dataclasses import asdict
 
@@ -354,12 +357,18 @@ def test_the_prefetch_gate_reads_the_port_count_of_this_isa_family(
     native, forced = isa.make(flags, "", machine="x86_64"), isa.make(flags, "avx2", machine="x86_64")
     monkeypatch.setattr(isa, "detect", lambda: native)
     assert gemv.prefetch() == 0
+    two = dict(asdict(row), fma_ports=2)
+    store.write_text(json.dumps({f"{peaks.cpu_model()}|1": two}), encoding="utf-8")
+    assert gemv.prefetch() == gemv.PREFETCH
     monkeypatch.setattr(isa, "detect", lambda: forced)
-    assert gemv.prefetch() == gemv.PREFETCH  # never measured on the AVX2 path
-    avx2 = dict(asdict(row), fma_ports=1, isa="avx2")  # a core with one 256-bit FMA port
-    store.write_text(json.dumps({f"{peaks.cpu_model()}|1": asdict(row),
-                                 f"{peaks.cpu_model()}|1|avx2": avx2}), encoding="utf-8")
-    assert gemv.prefetch() == 0
+    assert gemv.prefetch() == 0  # the AVX2 row never measured: the family decides
+    for ports in (1, 2):  # a core with one or two 256-bit FMA ports
+        avx2 = dict(asdict(row), fma_ports=ports, isa="avx2")
+        store.write_text(json.dumps({f"{peaks.cpu_model()}|1": two,
+                                     f"{peaks.cpu_model()}|1|avx2": avx2}), encoding="utf-8")
+        assert gemv.prefetch() == 0, ports
+    monkeypatch.setenv("RLX_GV_PF", "4096")
+    assert gemv.prefetch() == 4096
 
 
 def test_a_weight_over_the_in_place_bound_is_read_where_it_lies(

@@ -31,7 +31,8 @@ over: this kernel already reads 14-16 GB/s from memory without it. Smaller weigh
 without it: on the small decoder (weights of 0.25-4 MB, in L3) it cost 1-2.7% per token.
 2 KB ahead measured level with none, NTA (locality 0) 2-4.6x slower, L2 (locality 2) 4-9%
 slower on L3-resident weights. A core with one FMA port for its vectors (Zen 4) reads without
-it (``prefetch``): there it cost 4-25%. The dot products of a per-call W (``rlx_gemv``) take none:
+it (``prefetch``): there it cost 4-25%; so does the AVX2 family (on the Zen 4 forced to AVX2 it
+cost 10%). The dot products of a per-call W (``rlx_gemv``) take none:
 4 KB ahead made 1 x 3072 x 768 16% slower there (1 x 768 x 50,257 8% faster).
 
 ``rlx_gemv_packed(m, n, k, A, rm, rk, P, C, ldc, n0, n1)`` has rlx_sgemm_packed's arguments
@@ -185,14 +186,25 @@ def prefetch() -> int:
     store, or one unreadable): PREFETCH, as tuned on Emerald Rapids. The count read is the one
     measured for this process's ISA family (peaks._key): it is per vector width, not per core
     (a Zen 4 issues one 16-float FMA a cycle but two 8-float ones), so under
-    ``RLX_CPU_ISA=avx2`` the AVX2 row decides, and the AVX-512 row's 1 does not. ``RLX_GV_PF``
-    in the environment overrides both (A/B timing; not a whole number >= 0, or above
+    ``RLX_CPU_ISA=avx2`` the AVX2 row decides, and the AVX-512 row's 1 does not.
+
+    The AVX2 family reads without it, whatever its port count: it gained nothing on the Zen 1
+    VM, and under ``RLX_CPU_ISA=avx2`` on the Zen 4 (two 8-float FMA ports: the gate above
+    said PREFETCH) it cost 10%. bench_gemm's rows with MLAS in one process, RLX_GV_PF 0 and
+    4096 alternating in separate processes (FIFO, load 4.5-4.9): prepacked 1 x 768 x 3072 one
+    thread 36.9 / 37.3 GFLOP/s against 32.8 / 33.5 (MLAS 33.2-34.7), 1 x 3072 x 768 37.0 /
+    37.3 against 33.1 / 33.2 (MLAS 33.7-34.1); two threads 70.2 / 72.1 against 63.8 / 65.1
+    (MLAS 63.6-68.1) and 70.8 / 71.7 against 65.9 / 66.0 (MLAS 66.5-67.8). ``RLX_GV_PF`` in
+    the environment overrides all of this (A/B timing; not a whole number >= 0, or above
     PREFETCH_MAX: ArgumentError)."""
+    from rlx_core.targets.cpu.isa import detect
     from rlx_core.targets.cpu.peaks import measured_fma_ports
 
     env = env_count("RLX_GV_PF", "bytes ahead such as 4096, or 0 for none", PREFETCH_MAX)
     if env is not None:
         return env
+    if detect().family == "avx2":
+        return 0
     # the port count is one core's at this family's width, measured on one thread whatever
     # the row's thread count (both rows read from the store once per version of the file,
     # peaks._rows)
