@@ -294,12 +294,15 @@ def test_the_prefetch_gate_reads_any_row_and_survives_a_bad_store(
         monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     """The port count is a core's: a store holding only the all-CPU row (what `rlx peaks`
     writes by default) gates the prefetch too; a corrupt or unreadable store is 'never
-    measured' (PREFETCH), never an exception."""
+    measured' (PREFETCH on the AVX-512 path, whatever path this process runs), never an
+    exception."""
     import json
     from dataclasses import asdict
 
-    from rlx_core.targets.cpu import peaks
+    from rlx_core.targets.cpu import isa, peaks
 
+    avx512 = isa.make({"avx512f", "avx512bw", "avx512vl", "avx2", "fma"}, "", machine="x86_64")
+    monkeypatch.setattr(isa, "detect", lambda: avx512)
     monkeypatch.delenv("RLX_GV_PF", raising=False)
     monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
     store = tmp_path / "peaks.json"
