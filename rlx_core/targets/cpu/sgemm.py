@@ -844,15 +844,13 @@ static inline int64_t rlx_sgemm_mc(int64_t m, int64_t kcap, int64_t nc, int deep
    128 x 1536 x 384 on prepacked B (C harness, Zen 4 built with RLX_CPU_ISA=avx2's flags,
    one thread) took 1373 us a call where 126 rows took 1303: the two rows cost a full tile.
    Each element of C sums its k products in the same order whatever tile holds its row, so
-   the bits are unchanged */
-static inline int64_t rlx_sgemm_rows(int64_t left, int split) {
+   the bits are unchanged. The AVX-512 path keeps its loop (its object code is unchanged) */
 #if RLX_SG_ASM6
+static inline int64_t rlx_sgemm_rows(int64_t left, int split) {
     if (split && (left == RLX_SG_MR + 1 || left == RLX_SG_MR + 2)) return 4;
-#else
-    (void)split;
-#endif
     return left < RLX_SG_MR ? left : RLX_SG_MR;
 }
+#endif
 
 /* the rows of A (read in place, rm floats apart, k contiguous) of the tile after tile row
    i, in the order rlx_sgemm_core_body runs them (row tiles of block [ic, ie), then the next
@@ -1008,16 +1006,23 @@ static inline __attribute__((always_inline)) void rlx_sgemm_core_body(
                     const int64_t ptiles = (ie - ic + MR - 1) / MR, plines = kc * NR / 16;
                     const int64_t pper = (plines + ptiles - 1) / ptiles;
                     const int64_t per = (kc + ptiles - 1) / ptiles;
+#if RLX_SG_ASM6  /* RLX_SG_TILE: the tile's index in the block */
                     int64_t mr = 0;
                     for (int64_t i = ic, t = 0; i < ie; i += mr, ++t) {
                         mr = rlx_sgemm_rows(ie - i, !pack_a);
+#define RLX_SG_TILE t
+#else
+                    for (int64_t i = ic; i < ie; i += MR) {
+                        const int64_t mr = ie - i < MR ? ie - i : MR;
+#define RLX_SG_TILE ((i - ic) / MR)
+#endif
                         if (next) {
-                            const int64_t r0 = t * per;
+                            const int64_t r0 = RLX_SG_TILE * per;
                             const int64_t r1 = r0 + per < kc ? r0 + per : kc;
                             for (int64_t r = r0; r < r1; ++r)
                                 __builtin_prefetch(pq + r * ldb + NR, 0, 3);
                         }
-                        const int64_t l0 = t * pper;
+                        const int64_t l0 = RLX_SG_TILE * pper;
                         const float *pf = pnext ? pnext + l0 * 16 : 0;
                         const int64_t npf = !pnext ? 0 : l0 + pper < plines ? pper : plines - l0;
                         /* an update store finishes the tile at its last slice */
@@ -1039,6 +1044,7 @@ static inline __attribute__((always_inline)) void rlx_sgemm_core_body(
                                               d, alpha, w, brn, bj, mj, relu, pa, rm);
                         if (epi && last) epi(ectx, i, i + mr, j, j + nr);
                     }
+#undef RLX_SG_TILE
                 }
             }
         }
