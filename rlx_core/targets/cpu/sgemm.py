@@ -842,7 +842,11 @@ static inline int64_t rlx_sgemm_mc(int64_t m, int64_t kcap, int64_t nc, int deep
    read in place (split: a packed A is laid out in whole MR-row tiles). A tile of one or two
    rows keeps two or four accumulators, fewer than the FMA latency times two ports needs:
    128 x 1536 x 384 on prepacked B (C harness, Zen 4 built with RLX_CPU_ISA=avx2's flags,
-   one thread) took 1373 us a call where 126 rows took 1303: the two rows cost a full tile.
+   one thread) took 1373 us a call where 126 rows took 1303: the two rows cost a full tile;
+   now 1326-1340 (64-column chunks as the program calls it: 109.9-111.2 -> 110.8-113.5 GFLOP/s,
+   caches flushed before each call 100.7-101.4 -> 104.6-105.7), and MiniLM b1 s8's 8-row GEMMs
+   (8 x 384 x 1536: 90.2-90.6 -> 104.1-104.3 GFLOP/s; the model 2.09-2.15 -> 1.82-1.88 ms on
+   2 threads, benchmarks/README.md).
    Each element of C sums its k products in the same order whatever tile holds its row, so
    the bits are unchanged. The AVX-512 path keeps its loop (its object code is unchanged) */
 #if RLX_SG_ASM6
