@@ -267,6 +267,74 @@ def test_small_gemms_on_packed_weights_share_out_column_chunks(batch: int, n: in
         np.testing.assert_allclose(exe(x), want, rtol=1e-4, atol=1e-4)
 
 
+@needs_cpu
+@pytest.mark.parametrize("isa", ["native", "avx2"])
+@pytest.mark.parametrize("m", [2, 5, 8, 15])
+def test_few_row_gemms_on_packed_weights_share_column_chunks_with_the_same_bits(
+        m: int, isa: str, threads, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-batch GEMM of 2-15 rows on a prepacked weight (MiniLM at one sentence of 8
+    tokens) is claimed in column chunks like one of 16+ rows, not left to thread 0 (the row
+    split's unit is 16 rows): each chunk runs the kernel's edge tiles of m rows. Its bits
+    equal the one-thread call that blas._alone made before, at 1, 2 and 3 threads and with
+    the worker late. With a bias + GELU epilogue, narrowed to each chunk, the bits are the
+    same at any thread count (the old one-chunk kernel's GELU took the prelude's erf, this
+    one the GEMM epilogue's: within 1e-5). (2 rows: with RLX_NO_GEMV, else the GEMV takes
+    it.)"""
+    from rlx_core.targets.cpu import blas
+    from rlx_core.targets.cpu import isa as cpu_isa
+    from tests.targets.own_sgemm import skip_unless_own_sgemm
+
+    skip_unless_own_sgemm()
+    if isa != "native":
+        if isa not in cpu_isa.forced_paths():
+            pytest.skip(f"this CPU cannot run the {isa} path")
+        monkeypatch.setenv("RLX_CPU_ISA", isa)
+    monkeypatch.setenv("RLX_NO_GEMV", "1")
+    rng = np.random.default_rng(31 + m)
+    x = rng.standard_normal((m, 160), np.float32)
+    w, bias = rng.standard_normal((330, 160), np.float32), rng.standard_normal(330, np.float32)
+
+    def plain(a):
+        return rlx.nn.linear(a, rlx.param(w, "w"))
+
+    def gelu(a):
+        return rlx.nn.gelu(rlx.nn.linear(a, rlx.param(w, "w"), rlx.param(bias, "b")))
+
+    threads(2)
+    exes = {f: rlx.compile(f, x, target="cpu", record=False) for f in (plain, gelu)}
+    claimed = blas._claims_columns
+    # the build before: one batch of fewer than 16 rows ran on thread 0 alone
+    monkeypatch.setattr(blas, "_claims_columns",
+                        lambda spec, *a: spec.m >= 16 and claimed(spec, *a))
+    alone = {f: rlx.compile(f, x, target="cpu", record=False) for f in (plain, gelu)}
+    monkeypatch.setattr(blas, "_claims_columns", claimed)
+    for f, exe in exes.items():
+        src = _matmul_kernel_source(exe)
+        # 330 columns: five 64-column chunks and a part
+        assert "rlx_team_take(rlx_work, 1, 3, 6)" in src and "j0 = ch * 64" in src, src
+        assert "rlx_team_take(" not in _matmul_kernel_source(alone[f])
+        before = alone[f](x)
+        outs = []
+        for n in (1, 2, 3):
+            threads(n)
+            outs.append(exe(x))
+        team_delay(exe, threads)(1, 20_000)  # the worker comes 20 ms late
+        outs.append(exe(x))
+        for got in outs:
+            assert np.array_equal(got, outs[0]), f.__name__
+        if f is plain:  # the GEMM's columns are computed as in the one-thread call
+            assert np.array_equal(outs[0], before)
+        else:  # the GELU's erf: there the prelude's, here the GEMM epilogue's (epilogue_erf)
+            np.testing.assert_allclose(outs[0], before, rtol=1e-5, atol=1e-5)
+    import math
+    ref = x.astype(np.float64) @ w.T
+    erf = np.vectorize(math.erf)
+    np.testing.assert_allclose(exes[plain](x), ref, rtol=1e-4, atol=1e-4)
+    z = ref + bias
+    np.testing.assert_allclose(exes[gelu](x), 0.5 * z * (1 + erf(z / math.sqrt(2))),
+                               rtol=1e-4, atol=1e-4)
+
+
 
 def test_claimed_turns_worksharing_loops_and_barriers_into_claimed_chunks() -> None:
     body = _body("float* restrict t = (float*)(scratch + 0);",

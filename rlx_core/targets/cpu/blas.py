@@ -286,7 +286,9 @@ def work_of(spec: GemmSpec) -> int:
 
 
 def _alone(spec: GemmSpec) -> bool:
-    """Does a team GEMM run on thread 0 alone (too small to split)?"""
+    """Does a team GEMM run on thread 0 alone (too small to split)? Below TEAM_GEMM_MIN, and
+    one batch of fewer than 16 rows (the row split's unit), unless columns share it out
+    (_splits_columns, _gemv_columns, _claims_columns: tested before this in _team_gemm)."""
     return work_of(spec) < TEAM_GEMM_MIN or (spec.batch == 1 and spec.m < 16)
 
 
@@ -315,6 +317,8 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
         _column_chunks(w, spec, call, a_b, c_b, epilogue, _share_width(spec.n))
     elif _gemv_columns(spec, epilogue, tiles):
         _column_chunks(w, spec, call, a_b, c_b, epilogue, gemv.chunk_width(spec.n))
+    elif _claims_columns(spec, epilogue, tiles):
+        _column_chunks(w, spec, call, a_b, c_b, epilogue, COLUMN_CHUNK)
     elif _alone(spec):
         w.open(f"{CHUNKS} for (int64_t ch = 0; ch < 1; ++ch)")
         w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
@@ -323,8 +327,6 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
             epilogue.emit(w, {"batch": ("bb", "bb + 1")})
         w.close()
         w.close()
-    elif _claims_columns(spec, epilogue, tiles):
-        _column_chunks(w, spec, call, a_b, c_b, epilogue, COLUMN_CHUNK)
     elif _claims_blocks(spec, epilogue, tiles):
         _block_chunks(w, spec, call, a_b, c_b, epilogue, tiles)
     else:
@@ -458,11 +460,20 @@ COLUMN_CHUNK = 64  # a multiple of both kernels' panels (16 and 32 columns)
 
 def _claims_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,
                     tiles: tuple[bool, bool]) -> bool:
-    """Is the team GEMM shared out as claimed column chunks (see COLUMN_ROWS)?"""
+    """Is the team GEMM shared out as claimed column chunks (see COLUMN_ROWS)?
+
+    Also for one of 2-15 rows (over gemv.MAX_ROWS, or with RLX_NO_GEMV), which the row split
+    would leave to thread 0 alone (_alone): such a GEMM streams its whole weight for few
+    multiply-adds, so two threads read it nearly twice as fast. MiniLM at one sentence of 8
+    tokens (2 threads of a Zen 4, both builds twice in one process, alternating turns, FIFO,
+    load 4.4-4.8): 2.04 -> 1.18 ms a call (p50), its GEMMs 1.83-1.89 -> 0.95-1.13 ms of thread
+    0's CPU time (profile_minilm). A chunk's m rows are the kernel's edge tiles, computed as
+    in the one-thread call (same K slices and order), so the bits do not depend on the
+    split."""
     own, packed = tiles
     return (own and packed and spec.batch == 1 and spec.m <= COLUMN_ROWS
             and spec.n >= 2 * COLUMN_CHUNK and (epilogue is None or epilogue.fits("cols"))
-            and not _alone(spec))
+            and work_of(spec) >= TEAM_GEMM_MIN)
 
 
 def _gemv_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,
