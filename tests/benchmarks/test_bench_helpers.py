@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from benchmarks.bench_decode import N_CTX, SIZES, per_token_work
-from benchmarks.bench_minilm import encoder_flops
+from benchmarks.bench_minilm import SMALL, encoder_flops, small_shapes
 from benchmarks.bench_mnist_mlp import Batches, step_flops
 from benchmarks.common import SETTLE_S, Stats, in_fixed_batches, result_stem
 from rlx_core.models.minilm import BertConfig
@@ -50,6 +50,14 @@ def test_minilm_flops_count_projections_ffn_and_attention() -> None:
     layer = 4 * _gemm(s, h, h) + 2 * _gemm(s, i, h) + 2 * _gemm(s, s, h)
     assert encoder_flops(cfg, 1, s) == cfg.num_hidden_layers * layer
     assert encoder_flops(cfg, 32, s) == 32 * encoder_flops(cfg, 1, s)
+
+
+def test_minilm_small_shapes_default_to_one_sentence_beside_the_goals_two() -> None:
+    from benchmarks.cpu_goals import MINILM_SMALL
+
+    assert small_shapes(SMALL) == [(1, 8), MINILM_SMALL]  # b1 s8 printed beside b2 s8
+    assert small_shapes("4x16") == [(4, 16)]
+    assert small_shapes("") == []
 
 
 def test_decode_work_per_token_counts_the_weights_the_head_and_the_caches() -> None:
