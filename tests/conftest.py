@@ -36,3 +36,10 @@ def model_file():
 
 
 os.environ.setdefault("HYPOTHESIS_PROFILE", "ci")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` run first (otherwise in collection order): under xdist
+    (scripts/test.sh, ``--dist worksteal``) the long compiles then overlap the short tests
+    instead of one of them keeping a worker busy while the other has finished."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -43,6 +43,7 @@ def test_ort_nodes_match_kernels_through_padded_channels_and_pairs() -> None:
     assert got["global avg pool"] == (0, 0.0, 0.1)
 
 
+@pytest.mark.slow  # compiles and times a small ResNet: run first (tests/conftest.py)
 def test_a_small_resnet_is_timed_side_by_side_and_every_conv_matches() -> None:
     """A quarter-width, short ResNet at 32x32: both sides time each of their layers, every
     convolution on one side finds its peer on the other, the classes add up to the sums."""

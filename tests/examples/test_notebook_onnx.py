@@ -13,6 +13,7 @@ nbclient = pytest.importorskip("nbclient")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
+@pytest.mark.slow  # a kernel runs the notebook: run first (tests/conftest.py)
 def test_onnx_notebook_executes(tmp_path: Path) -> None:
     nb = nbformat.read(EXAMPLES / "04_onnx.ipynb", as_version=4)
     # run from another folder than examples/ (issue 30: it read ../docs relative to the cwd)

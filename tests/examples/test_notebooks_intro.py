@@ -11,6 +11,7 @@ from nbclient import NotebookClient
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
+@pytest.mark.slow  # a kernel runs each notebook (the tour compiles CNNs): run first
 @pytest.mark.parametrize("name", ["00_tour", "01_legalization_failures"])
 def test_notebook_executes(name, tmp_path):
     nb = nbformat.read(EXAMPLES / f"{name}.ipynb", as_version=4)

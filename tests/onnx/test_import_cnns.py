@@ -45,6 +45,7 @@ def test_network_matches_onnxruntime(name: str, opset: int) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
+@pytest.mark.slow  # ResNet-50's convolutions compiled for the cpu: run first (tests/conftest.py)
 @pytest.mark.parametrize("name", ["resnet50"])
 def test_network_on_cpu_matches_onnxruntime(name: str) -> None:
     ok, why = get_target("cpu").available()

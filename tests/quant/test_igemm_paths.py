@@ -36,6 +36,7 @@ def cpu():
         pytest.skip(f"cpu: {why}")
 
 
+@pytest.mark.slow  # builds every int8 kernel on each forced path: run first (tests/conftest.py)
 @pytest.mark.parametrize("path", igemm.PATHS[1:])
 def test_each_path_matches_the_reference(cpu, path):
     if path not in igemm.paths_here():

@@ -77,6 +77,7 @@ def test_conv_kernels_match_the_reference() -> None:
                                    err_msg=str(case))
 
 
+@pytest.mark.slow  # compiles several conv programs: run first (tests/conftest.py)
 def test_epilogue_folds_into_the_conv() -> None:
     """relu(conv(x) + x), then a depthwise conv with ReLU6, then a conv whose result is also
     returned (not folded): three conv kernels and nothing else."""

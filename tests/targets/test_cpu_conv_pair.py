@@ -14,7 +14,10 @@ from rlx_core.targets.cpu.target import CpuTarget
 from tests.targets.simd import skip_unless_simd
 
 cpu_ok, cpu_why = CpuTarget().available()
-pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
+# slow: each test compiles programs with the blocked conv kernels (tens of seconds of C
+# compile apiece on a cold cache); tests/conftest.py runs slow tests first
+pytestmark = [pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}"),
+              pytest.mark.slow]
 
 
 def _block(rng: np.random.Generator, cin: int, mid: int, cout: int, stride: int,

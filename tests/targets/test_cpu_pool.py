@@ -90,6 +90,7 @@ def test_onnx_pools_import_as_hir_pooling() -> None:
                                    err_msg=f"{op} {attrs}")
 
 
+@pytest.mark.slow  # compiles a blocked CNN's training step: run first (tests/conftest.py)
 def test_blocked_pools_run_backward_over_a_large_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     """NCHW8c pooling of an input above conv_blocked.L3_BYTES (0 here) reads its (image,
     block) items from the last to the first, where the conv before it left them cached;

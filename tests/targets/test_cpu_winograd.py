@@ -18,7 +18,10 @@ from tests.targets.checks import rel_error
 from tests.targets.simd import skip_unless_simd
 
 cpu_ok, cpu_why = CpuTarget().available()
-pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
+# slow: each test compiles programs with the blocked conv kernels (tens of seconds of C
+# compile apiece on a cold cache); tests/conftest.py runs slow tests first
+pytestmark = [pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}"),
+              pytest.mark.slow]
 WINO = "rlx-conv-winograd"
 NO_WINOGRAD = "Winograd runs on the blocked tile, picked only with AVX2 + FMA"
 
