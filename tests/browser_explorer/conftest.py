@@ -27,7 +27,11 @@ def artifacts() -> Path:
     return out
 
 
-@pytest.fixture(scope="session")
+# module scope, not session: a Playwright sync session left open across the run leaves its
+# event loop marked running in this thread between calls, so a later file's own
+# sync_playwright() (tests/binder/harness.chromium_page: lite, splat) failed with "using
+# Playwright Sync API inside the asyncio loop" whenever it ran after these on one worker
+@pytest.fixture(scope="module")
 def browser_context() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no system Chromium at {CHROMIUM} (scripts/setup.sh installs it)")
