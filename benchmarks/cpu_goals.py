@@ -523,9 +523,10 @@ def main(argv: list[str] | None = None, runner: Runner = subprocess_runner) -> i
     args = ap.parse_args(argv)
     if args.run and args.cpu:
         ap.error("--run measures this machine: leave out --cpu")
-    if args.run and rlx_path()["rlx_path_forced"]:
+    path = rlx_path()
+    if args.run and path["rlx_path_forced"]:
         ap.error("--run measures this machine's own path: unset RLX_CPU_ISA "
-                 f"(it forces {rlx_path()['rlx_path']})")
+                 f"(it forces {path['rlx_path']})")
     if (args.only or args.dry_run) and not args.run:
         ap.error("--only and --dry-run go with --run")
     try:

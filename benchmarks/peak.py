@@ -73,9 +73,9 @@ def parse_host_lines(text: str) -> list[HostFraction]:
 def bench_peaks(threads: int) -> PeakRun:
     """The ceilings a benchmark's floors use (``.kept``: measured now, against the store's; the
     higher FMA peak of quiet runs wins, and the second-highest bandwidth; a run on a loaded
-    machine never replaces a quiet one: peaks.merge) beside this run's own measurement (``.now``). On a slowed or shared host the
-    kept ceiling is above what the host gives now, so a benchmark prints both and rlx's
-    fraction of each (``floor_fields``' ``run_peak``)."""
+    machine never replaces a quiet one: peaks.merge) beside this run's own measurement
+    (``.now``). On a slowed or shared host the kept ceiling is above what the host gives now,
+    so a benchmark prints both and rlx's fraction of each (``floor_fields``' ``run_peak``)."""
     return measure_peak_run(threads)
 
 

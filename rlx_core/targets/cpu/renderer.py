@@ -66,7 +66,8 @@ class CpuRenderer(CLikeRenderer):
 
     def __init__(self, blas: BlasInfo | None, openmp: bool = True,
                  parallel_min_work: int = PARALLEL_MIN_WORK, profile: bool = False,
-                 profile_clock: str = "CLOCK_MONOTONIC", team_mode: bool = True, own_sgemm: bool = False, prepack: bool = True,
+                 profile_clock: str = "CLOCK_MONOTONIC", team_mode: bool = True,
+                 own_sgemm: bool = False, prepack: bool = True,
                  simd_conv: bool = False, in_place: dict[str, str] | None = None):
         super().__init__(in_place)
         self.blas = blas
