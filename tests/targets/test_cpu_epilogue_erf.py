@@ -61,6 +61,36 @@ def test_an_epilogue_written_after_the_barrier_uses_it_too() -> None:
                                rtol=0, atol=1.25e-6)
 
 
+def test_one_chunk_and_chunked_gemms_give_gelu_the_same_bits(threads, monkeypatch) -> None:
+    """bias + erf-GELU after a GEMM: a GEMM too small to split runs as one chunk (a serial
+    kernel), a larger one in claimed chunks over the team; both render the erf with the GEMM
+    epilogue's own, so a row's bits do not depend on the batch or the thread count."""
+    from tests.targets.own_sgemm import skip_unless_own_sgemm
+
+    skip_unless_own_sgemm()
+    monkeypatch.setenv("RLX_NO_GEMV", "1")  # one row on the GEMM kernel, as the others
+    rng = np.random.default_rng(3)
+    w, bias = rng.standard_normal((330, 160), np.float32), rng.standard_normal(330, np.float32)
+    x = rng.standard_normal((64, 160), np.float32)
+
+    def gelu(a):
+        return rlx.nn.gelu(rlx.nn.linear(a, rlx.param(w, "w"), rlx.param(bias, "b")))
+
+    threads(2)
+    one = rlx.compile(gelu, x[:1], target="cpu", record=False)
+    many = rlx.compile(gelu, x, target="cpu", record=False)
+    for exe, claimed in ((one, False), (many, True)):
+        source = "".join(exe.sources.values())
+        assert ("rlx_team_take(" in source) == claimed
+        assert f"{epilogue_erf.NAME}(" in source and "rlx_erf_f(" not in source
+    outs = []
+    for n in (1, 2):
+        threads(n)
+        outs.append(np.asarray(many(x)))
+        assert np.array_equal(np.asarray(one(x[:1])), outs[-1][:1])
+    assert np.array_equal(outs[0], outs[1])
+
+
 def test_the_renderer_names_the_chosen_erf_below_f64_only() -> None:
     from rlx_core.ir import dtypes as dt
     from rlx_core.targets.c_common import expr

@@ -59,7 +59,7 @@ class KernelEnv:
     stores_in_place: bool = False
     # (C function, file-scope C defining it) that an f32/f16/bf16 erf calls instead of the
     # prelude's rlx_erf_f; a body that calls it puts the definition in ``preamble``
-    # (two_phase). The cpu's team GEMMs set it for their epilogues (cpu/epilogue_erf.py)
+    # (two_phase). The cpu's GEMM hook sets it for their epilogues (cpu/epilogue_erf.py)
     erf: tuple[str, str] | None = None
     # bytes of stack a serial elementwise kernel may use for an inline transcendental's results
     # computed in one flat pass first (``_hoisted``); 0: never (targets with small stacks)

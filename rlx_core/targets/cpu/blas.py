@@ -16,7 +16,7 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
 from rlx_core.targets.c_common.matmul import BlockEpilogue, GemmSpec, Strides
-from rlx_core.targets.cpu import epilogue_erf, gemv, sgemm
+from rlx_core.targets.cpu import gemv, sgemm
 from rlx_core.targets.cpu.bias_store import BiasStore
 from rlx_core.targets.cpu.env import env_flag
 from rlx_core.targets.cpu.tile_epilogue import TileEpilogue
@@ -147,9 +147,6 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
                    f"{b_args}, {c}, {n}, {n0}, {n1}{epi});")
 
     if env.sync:
-        # the epilogue's erf (MiniLM's GELU) is the GEMM epilogue's own: block, tile and
-        # after-barrier epilogues of a team GEMM render it (epilogue_erf)
-        env.erf = epilogue_erf.choice()
         tiles = (own, bool(packed))
         if epilogue and epilogue.norm is not None and (
                 _claims_columns(spec, None, tiles) or _splits_columns(spec, None, tiles)):

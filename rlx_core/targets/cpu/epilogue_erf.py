@@ -49,6 +49,7 @@ static inline float {NAME}(float x) {{
 
 
 def choice() -> tuple[str, str] | None:
-    """What a team GEMM kernel's ``KernelEnv.erf`` is: (this function, its definition), or
-    None for the prelude's erf when the fast one is off."""
+    """What every GEMM kernel's ``KernelEnv.erf`` is (CpuRenderer.gemm, whether the GEMM is
+    split over the team or runs as one chunk): (this function, its definition), or None for
+    the prelude's erf when the fast one is off."""
     return (NAME, SOURCE) if ENABLED else None

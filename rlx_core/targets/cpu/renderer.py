@@ -26,6 +26,7 @@ from rlx_core.targets.cpu import (
     conv_blocked,
     conv_pair,
     depthwise,
+    epilogue_erf,
     gemv,
     i4gemm,
     igemm,
@@ -423,6 +424,10 @@ class CpuRenderer(CLikeRenderer):
 
     def gemm(self, w: Writer, env: KernelEnv, spec: GemmSpec,
              epilogue: BlockEpilogue | None = None) -> str | None:
+        # every GEMM kernel's epilogue renders its erf (MiniLM's GELU) with the GEMM
+        # epilogue's own (epilogue_erf), however the GEMM is split: a one-chunk (serial)
+        # kernel and a team one give the same bits
+        env.erf = epilogue_erf.choice()
         if bf16gemm.takes(spec):  # bf16 dot products on AMX or AVX512-BF16 (bf16gemm.py)
             if self._mode == "team" and work_of(spec) >= TEAM_GEMM_MIN:
                 self._splits = True
