@@ -1,5 +1,5 @@
-"""CPU fast paths against numpy: GEMMs split over the OpenMP team, vectorised exp/erf/tanh, kernels
-sharing one function, and the training step's direct call."""
+"""CPU fast paths against numpy: GEMMs split over the team (serial without OpenMP),
+vectorised exp/erf/tanh, kernels sharing one function, and the training step's direct call."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def test_split_gemm_matches_numpy(case: str, two_threads: None) -> None:
     if find_blas()[0] is None:
         pytest.skip("no BLAS: the split is a BLAS path")
     rng = np.random.default_rng(3)
-    # large enough to pass GEMM_PARALLEL_MIN; 203 rows is no multiple of the 16-row blocks
+    # large enough to pass TEAM_GEMM_MIN; 203 rows is no multiple of the 16-row blocks
     shapes = {"plain": ((203, 96), (96, 80)), "lhs_t": ((96, 203), (96, 80)),
               "rhs_t": ((203, 96), (80, 96)), "batched": ((5, 70, 64), (5, 64, 72)),
               "few_batches": ((1, 150, 64), (1, 64, 72))}[case]
@@ -35,6 +35,27 @@ def test_split_gemm_matches_numpy(case: str, two_threads: None) -> None:
     assert "/* team gemm */" in src and ("cblas_sgemm" in src or "rlx_sgemm(" in src)
     want = {"lhs_t": lambda: a.T @ b, "rhs_t": lambda: a @ b.T}.get(case, lambda: a @ b)()
     np.testing.assert_allclose(exe(a, b), want, rtol=1e-5, atol=1e-4)
+
+
+def test_without_openmp_a_large_gemm_runs_serial_with_its_epilogue() -> None:
+    """A compiler without OpenMP: no team, no pragma; a GEMM large enough to split over a
+    team runs on the calling thread, its bias + GELU after it (with the same erf as a team
+    GEMM's epilogue)."""
+    if find_blas()[0] is None:
+        pytest.skip("no BLAS: the GEMM is a generated loop nest")
+    from rlx_core.targets.cpu import epilogue_erf
+    from rlx_core.targets.cpu.renderer import render_program
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((450, 64), np.float32)
+    w, b = rng.standard_normal((64, 72), np.float32), rng.standard_normal(72, np.float32)
+    exe = rlx.compile(lambda t: rlx.nn.gelu(t @ rlx.param(w, "w") + rlx.param(b, "b")), x,
+                      target="cpu", record=False)
+    assert "/* team gemm */" in "".join(exe.sources.values())
+    src = render_program(exe.lir, openmp=False).source
+    assert "#pragma omp" not in src and "/* team gemm */" not in src
+    assert "for (int64_t bb = 0; bb < 1; ++bb)" in src
+    assert f"= {epilogue_erf.NAME}(" in src and "= rlx_erf_f(" not in src
 
 
 def test_exp_erf_vectorised_forms_match_numpy() -> None:

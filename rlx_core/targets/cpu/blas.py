@@ -78,10 +78,8 @@ def _blas_layout(s: Strides) -> tuple[str, int] | None:
     return None
 
 
-# below this many multiply-adds a GEMM runs on one thread (a parallel region costs more)
-GEMM_PARALLEL_MIN = 1 << 18
-# the same inside a team region, where the threads are already running and a split costs
-# only the wait at the barrier after the kernel: the MLP step's three GEMMs of 164K
+# below this many multiply-adds a team GEMM runs on one thread; inside the team region the
+# threads are already running and a split costs only the wait at the barrier after the kernel: the MLP step's three GEMMs of 164K
 # multiply-adds (128 x 128 x 10 and its two gradients) split at 2 threads made the step
 # 0.408 instead of 0.434 ms (one process, 15 alternating turns)
 TEAM_GEMM_MIN = 1 << 16
@@ -98,8 +96,8 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
     (prepack.py): the GEMM then reads the panels and packs nothing.
 
     OpenBLAS itself runs on one thread (see renderer.extra_functions); large GEMMs are split
-    over the OpenMP team instead - by batch when there are enough batches, else by row blocks
-    of C - so one thread pool serves every kernel. Two pools (OpenMP loops and OpenBLAS's own
+    over the program's team instead (_team_gemm: by batch, row blocks or column chunks of C),
+    so one thread pool serves every kernel. Two pools (OpenMP loops and OpenBLAS's own
     pthreads) on a shared 2-core machine made each pool's waiting workers hold the cores the
     other needed: MiniLM at 2 threads ran several times slower than at 1 on a loaded machine.
     In team mode an ``epilogue`` is written inside each thread's share (see _team_gemm).
@@ -181,28 +179,9 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
         call(f"(int)({r1} - {r0})", f"{a_b} + ({r0}) * {spec.sa.row}", f"{c_b} + ({r0}) * {n}")
         w.close()
         return label
-    pragma = env.parallel(work_of(spec), 0) if work_of(spec) >= GEMM_PARALLEL_MIN else None
-    if pragma is None or (spec.batch == 1 and m < 16):
-        w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
-        call(str(m), a_b, c_b)
-        w.close()
-        return label
-    w.open("")
-    w.line("const int64_t team = RLX_TEAM;")
-    w.open(f"if ({spec.batch} >= team)")
-    w.line(pragma)
+    # a serial kernel (no OpenMP, or a one-chunk kernel of a team program): the calling thread
     w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
     call(str(m), a_b, c_b)
-    w.close()
-    w.close()
-    w.open("else")
-    w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
-    w.line(pragma)
-    w.open("for (int64_t t = 0; t < team; ++t)")
-    _row_block(w, spec, call, a_b, c_b, "t")
-    w.close()
-    w.close()
-    w.close()
     w.close()
     return label
 
@@ -217,13 +196,12 @@ TILE_ROWS = 192
 TILE_MIN_BYTES = 1 << 20
 
 
-def _row_block(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, thread: str,
+def _row_block(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str, thread: str, parts: str,
                epilogue: BlockEpilogue | None = None,
-               tiles: tuple[bool, bool] = (False, False), parts: str = "team") -> None:
-    """Block ``thread`` of ``parts`` blocks of rows of C (a thread's, or a claimed chunk's),
-    a multiple of 16 rows (the micro-kernels' row
-    tile; with an epilogue over several row dimensions, of its ``row_unit`` as well), and of
-    op(A): rows of A, or columns of a transposed A.
+               tiles: tuple[bool, bool] = (False, False)) -> None:
+    """Block ``thread`` of ``parts`` blocks of rows of C (a claimed chunk's), a multiple of
+    16 rows (the micro-kernels' row tile; with an epilogue over several row dimensions, of its
+    ``row_unit`` as well), and of op(A): rows of A, or columns of a transposed A.
 
     ``tiles`` is (does ``call`` run the own kernel, which takes a column range ``cols``; is its
     B prepacked). With the own kernel and an epilogue that narrows by columns too, the block
@@ -377,7 +355,7 @@ def _row_chunks(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
             epilogue.emit(w, {"batch": ("bb", "bb + 1")})
     else:
         w.open("")
-        _row_block(w, spec, call, a_b, c_b, f"(ch % {parts})", epilogue, tiles, str(parts))
+        _row_block(w, spec, call, a_b, c_b, f"(ch % {parts})", str(parts), epilogue, tiles)
         w.close()
     w.close()
 

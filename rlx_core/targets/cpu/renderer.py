@@ -67,7 +67,7 @@ class CpuRenderer(CLikeRenderer):
 
     def __init__(self, blas: BlasInfo | None, openmp: bool = True,
                  parallel_min_work: int = PARALLEL_MIN_WORK, profile: bool = False,
-                 profile_clock: str = "CLOCK_MONOTONIC", team_mode: bool = True,
+                 profile_clock: str = "CLOCK_MONOTONIC",
                  own_sgemm: bool = False, prepack: bool = True,
                  simd_conv: bool = False, in_place: dict[str, str] | None = None):
         super().__init__(in_place)
@@ -91,9 +91,11 @@ class CpuRenderer(CLikeRenderer):
         self.profile = profile
         # CLOCK_THREAD_CPUTIME_ID (RLX_CPU_PROFILE=thread): with a team, thread 0's CPU time
         self.profile_clock = profile_clock
-        # one parallel region per call (team.py); profiling times each kernel on thread 0
-        self.team_mode = team_mode and openmp
-        self._mode = "team" if self.team_mode else "regions"
+        # one parallel region per call (team.py); profiling times each kernel on thread 0.
+        # Without OpenMP (or with no kernel worth splitting: render_program) the program runs
+        # serial on the calling thread
+        self.team_mode = openmp
+        self._mode = "team" if self.team_mode else "serial"
         self._team: list[bool] = []  # per kernel, in order: runs on the whole team?
         self._claims: list[bool] = []  # per kernel: is its work claimed (team.claimed)?
         self._ends: list[int | None] = []  # per claimed kernel: its chunk count (last done)
@@ -112,10 +114,7 @@ class CpuRenderer(CLikeRenderer):
                 return team.SINGLE_PRAGMA
             self._splits = True
             return team.FOR_PRAGMA
-        if self._mode == "serial" or not self.openmp or work < self.parallel_min_work:
-            return None
-        # the team size comes from rlx_cpu_threads (set by <prefix>_threads, threads.py)
-        return "#pragma omp parallel for schedule(static) num_threads(RLX_TEAM)"
+        return None  # serial: the program runs on the calling thread
 
     def render_program(self, g: Graph, prefix: str = "rlx") -> Any:
         cprog = self._render(g, prefix)
