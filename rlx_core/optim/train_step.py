@@ -104,10 +104,12 @@ class CompiledStep:
         self.jitted = jitted
         self.steps = 0
         self.losses: list[float] = []
-        self._p_leaves, self._p_def = self._own(params)
-        self._s_leaves, self._s_def = self._own(state)
-        # (*parameter leaves, *state leaves) as one tuple, the module's leading arguments
-        self._lead = (*self._p_leaves, *self._s_leaves)
+        p_leaves, self._p_def = self._own(params)
+        s_leaves, self._s_def = self._own(state)
+        # the one store of the leaves: (*parameter leaves, *state leaves), the module's
+        # leading arguments; the first _n_params of them are the parameters'
+        self._lead: tuple[Any, ...] = (*p_leaves, *s_leaves)
+        self._n_params = len(p_leaves)
         self._trees: tuple[Any, Any] | None = None if in_place else (params, state)
         # (numpy, [(shape, dtype)] of the inputs), for the per-step fast path in __call__
         self._specs: Any = None
@@ -133,9 +135,8 @@ class CompiledStep:
 
     @params.setter
     def params(self, value: Any) -> None:
-        self._p_leaves, self._p_def = self._own(value)
-        self._lead = (*self._p_leaves, *self._s_leaves)
-        self._trees, self._leaves_ok = None, False
+        p_leaves, self._p_def = self._own(value)
+        self._set_leaves(p_leaves, self._s_leaves)
 
     @property
     def state(self) -> Any:
@@ -144,8 +145,23 @@ class CompiledStep:
 
     @state.setter
     def state(self, value: Any) -> None:
-        self._s_leaves, self._s_def = self._own(value)
-        self._lead = (*self._p_leaves, *self._s_leaves)
+        s_leaves, self._s_def = self._own(value)
+        self._set_leaves(self._p_leaves, s_leaves)
+
+    @property
+    def _p_leaves(self) -> tuple[Any, ...]:
+        """The parameters' leaves."""
+        return self._lead[:self._n_params]
+
+    @property
+    def _s_leaves(self) -> tuple[Any, ...]:
+        """The optimizer state's leaves."""
+        return self._lead[self._n_params:]
+
+    def _set_leaves(self, p_leaves: Any, s_leaves: Any) -> None:
+        """Leaves handed in (a setter's): not yet known to be of the compiled types."""
+        self._lead = (*p_leaves, *s_leaves)
+        self._n_params = len(p_leaves)
         self._trees, self._leaves_ok = None, False
 
     def _own(self, tree: Any) -> tuple[list[Any], TreeDef]:
@@ -188,8 +204,7 @@ class CompiledStep:
     async def run_async(self, *batch: Any) -> float:
         """``step(*batch)`` for code that can await: in a browser (Pyodide) the WebGPU target
         reads its results back asynchronously (see ``Executable.run_async``)."""
-        return self._take(await self.executable.run_async(*self._p_leaves, *self._s_leaves,
-                                                          *batch))
+        return self._take(await self.executable.run_async(*self._lead, *batch))
 
     def _take(self, outs: Any) -> float:
         """Keep a step's new leaves; record and return its loss."""
@@ -201,9 +216,7 @@ class CompiledStep:
     def _keep(self, outs: tuple[Any, ...], fresh: bool) -> float:
         """Keep the new leaves of a step's outputs (loss, *parameters, *state); record and
         return its loss. ``fresh``: the leaves are of the compiled types (``_leaves_ok``)."""
-        n = len(self._p_leaves)
-        self._lead = lead = outs[1:1 + len(self._lead)]
-        self._p_leaves, self._s_leaves = lead[:n], lead[n:]
+        self._lead = outs[1:1 + len(self._lead)]
         self._trees, self._leaves_ok = None, fresh
         self.steps += 1
         try:
@@ -229,7 +242,7 @@ class CompiledStep:
         np, want = specs
         if len(flat) != len(want):
             return False
-        skip = len(self._p_leaves) + len(self._s_leaves) if self._leaves_ok else 0
+        skip = len(self._lead) if self._leaves_ok else 0
         for x, (shape, dtype) in zip(flat[skip:], want[skip:], strict=True):
             if (type(x) is not np.ndarray or x.dtype != dtype or x.shape != shape
                     or not x.flags.c_contiguous):
