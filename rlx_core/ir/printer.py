@@ -35,6 +35,8 @@ INDENT = "  "
 
 def fmt_attr(v: object) -> str:
     """One attribute value in the text form."""
+    if type(v) is tuple:
+        return _fmt_tuple(v)
     if isinstance(v, bool):
         return "true" if v else "false"
     if v is None:
@@ -54,10 +56,22 @@ def fmt_attr(v: object) -> str:
     if isinstance(v, str):
         return json.dumps(v)
     if isinstance(v, tuple):
-        if len(v) == 1:
-            return f"({fmt_attr(v[0])},)"
-        return "(" + ", ".join(fmt_attr(x) for x in v) + ")"
+        return _fmt_tuple(v)
     raise TypeError(f"attribute value {v!r} of type {type(v).__name__} has no text form")
+
+
+def _fmt_tuple(v: tuple) -> str:
+    if len(v) == 1:
+        return f"({fmt_attr(v[0])},)"
+    # a constant's value is a tuple of thousands of ints or floats: formatted in one pass when
+    # all elements are exactly int (not bool) or exactly float, whose repr is fmt_attr's text
+    # (nan, inf and -inf included)
+    kinds = set(map(type, v))
+    if kinds == {int}:
+        return "(" + ", ".join(map(int.__repr__, v)) + ")"
+    if kinds == {float}:
+        return "(" + ", ".join(map(float.__repr__, v)) + ")"
+    return "(" + ", ".join(map(fmt_attr, v)) + ")"
 
 
 def fmt_loc(loc: Loc, name: str = "", op: str = "") -> str:

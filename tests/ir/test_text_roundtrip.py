@@ -347,6 +347,25 @@ def test_attr_value_roundtrip(v: object) -> None:
     assert fmt_attr(back) == text
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.lists(st.integers(min_value=-(2**70), max_value=2**70), min_size=2),
+                 st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=2)))
+def test_homogeneous_tuples_print_as_their_elements(values: list) -> None:
+    """A tuple of only ints or only floats (a constant's value) is printed in one pass: the
+    same text as each element's, and it parses back."""
+    v = tuple(values)
+    text = fmt_attr(v)
+    assert text == "(" + ", ".join(fmt_attr(x) for x in v) + ")"
+    assert same(parse_attr(text), v), text
+
+
+def test_tuples_of_special_floats_and_of_bools_keep_their_forms() -> None:
+    assert fmt_attr((math.nan, -math.inf, math.inf, -0.0, 1e-300)) == \
+        "(nan, -inf, inf, -0.0, 1e-300)"
+    assert fmt_attr((True, False, 1)) == "(true, false, 1)"  # bools are not ints here
+    assert fmt_attr((2.5, 3)) == "(2.5, 3)" and fmt_attr((7,)) == "(7,)" and fmt_attr(()) == "()"
+
+
 LOC = st.builds(
     Loc,
     st.text(max_size=10),
