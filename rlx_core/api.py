@@ -55,8 +55,9 @@ def lower(fn_or_graph: Callable[..., Any] | Graph, *example_args: Any, target: s
     # run the pipeline, keeping the MIR snapshot (the graph just before fusion)
     passes = default_pipeline()
     split = next(i for i, p in enumerate(passes) if p.name == "fuse")
-    mir = run_pipeline(hir, ctx, passes[:split])
-    lir = run_pipeline(mir, ctx, passes[split:])
+    # (the texts printed so far are handed on: run_pipeline prints each graph once)
+    mir = run_pipeline(hir, ctx, passes[:split], rec and rec.snapshots["hir"])
+    lir = run_pipeline(mir, ctx, passes[split:], rec and rec.steps[-1].after)
     if rec is not None:
         # each recorded step already printed its result: reuse the texts, don't print again
         rec.snapshots["mir"] = rec.steps[split - 1].after

@@ -105,6 +105,33 @@ def test_trace_records_every_pass(model_file):
     assert any(step.rules for step in exe.trace.steps)  # rule firings were recorded
 
 
+def test_trace_prints_each_graph_once(model_file, monkeypatch):
+    """A step's before is the step before's after (the first one's the HIR snapshot): the
+    pipeline prints each graph once, not twice per pass, and the texts are the graphs'."""
+    import rlx_core.api as api_module
+    import rlx_core.passes.pipeline as pipeline
+
+    calls = []
+
+    def counted(g):
+        calls.append(g)
+        return print_graph(g)
+
+    monkeypatch.setattr(pipeline, "print_graph", counted)
+    monkeypatch.setattr(api_module, "print_graph", counted)
+    fn, inputs, _ = model_file("mlp")
+    exe = rlx.compile(fn, *inputs, target="numpy")
+    steps, snaps = exe.trace.steps, exe.trace.snapshots
+    assert steps[0].before == snaps["hir"] == print_graph(exe.hir)
+    for prev, step in zip(steps[:-1], steps[1:], strict=True):
+        assert step.before == prev.after, step.name
+    assert snaps["mir"] == print_graph(exe.mir) and snaps["lir"] == print_graph(exe.lir)
+    assert steps[-1].after == snaps["lir"]
+    assert len(calls) <= 1 + len(steps)  # the HIR, then at most one print per pass
+    changed = sum(step.after != step.before for step in steps)
+    assert len(calls) >= 1 + changed
+
+
 def test_jit_specializes_per_shape_and_records_misses():
     w = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
 

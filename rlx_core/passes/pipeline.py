@@ -63,20 +63,30 @@ def native_composites(ctx: PassContext) -> frozenset[str]:
     return frozenset(claimed() if callable(claimed) else (claimed or ()))
 
 
-def run_pipeline(g: Graph, ctx: PassContext, passes: tuple[Any, ...] | None = None) -> Graph:
-    """Run ``passes`` (default: the pipeline above), recording each step when tracing is on."""
+def run_pipeline(g: Graph, ctx: PassContext, passes: tuple[Any, ...] | None = None,
+                 text: str | None = None) -> Graph:
+    """Run ``passes`` (default: the pipeline above), recording each step when tracing is on.
+
+    Each graph is printed once: a step's before is the step before's after, a pass that
+    returns its graph unchanged has its before as its after, and ``text`` is ``g``'s text when
+    the caller printed it already (api.lower's HIR snapshot)."""
     verify_each = ctx.options.verify
+    rec = ctx.trace
+    if rec is not None and text is None:
+        text = print_graph(g)
     for p in passes or default_pipeline():
-        before_text = print_graph(g) if ctx.trace is not None else ""
         level_before = g.level
         start = time.perf_counter()
-        g = p.run(g, ctx)
+        new = p.run(g, ctx)
         if verify_each:
-            verify(g, native_composites(ctx) if g.level is not Level.HIR else frozenset())
-        if ctx.trace is not None:
+            verify(new, native_composites(ctx) if new.level is not Level.HIR else frozenset())
+        if rec is not None:
+            seconds = time.perf_counter() - start
+            before, text = text, text if new is g else print_graph(new)
             file, line = code_location(type(p).run)
-            ctx.trace.steps.append(PassStep(
+            rec.steps.append(PassStep(
                 name=p.name, file=file, line=line, level_before=level_before.value,
-                level_after=g.level.value, before=before_text, after=print_graph(g),
-                rules=ctx.trace.take_rules(), seconds=time.perf_counter() - start))
+                level_after=new.level.value, before=before, after=text,
+                rules=rec.take_rules(), seconds=seconds))
+        g = new
     return g
