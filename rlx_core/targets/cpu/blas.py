@@ -78,10 +78,11 @@ def _blas_layout(s: Strides) -> tuple[str, int] | None:
     return None
 
 
-# below this many multiply-adds a team GEMM runs on one thread; inside the team region the
-# threads are already running and a split costs only the wait at the barrier after the kernel: the MLP step's three GEMMs of 164K
-# multiply-adds (128 x 128 x 10 and its two gradients) split at 2 threads made the step
-# 0.408 instead of 0.434 ms (one process, 15 alternating turns)
+# below this many multiply-adds a team GEMM runs on one thread (_alone); inside the team
+# region the threads are already running and a split costs only the wait at the barrier
+# after the kernel: the MLP step's three GEMMs of 164K multiply-adds (128 x 128 x 10 and its
+# two gradients) split at 2 threads made the step 0.408 instead of 0.434 ms (one process, 15
+# alternating turns)
 TEAM_GEMM_MIN = 1 << 16
 
 

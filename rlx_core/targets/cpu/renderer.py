@@ -86,7 +86,6 @@ class CpuRenderer(CLikeRenderer):
         self._blocked: set[str] = set()  # values kept in NCHW8c (layout.py)
         self._graph: Graph | None = None  # the graph being rendered
         self._prefix = "rlx"
-        self.openmp = openmp
         self.parallel_min_work = parallel_min_work
         self.profile = profile
         # CLOCK_THREAD_CPUTIME_ID (RLX_CPU_PROFILE=thread): with a team, thread 0's CPU time
