@@ -3,9 +3,10 @@
 Left alone, OpenMP (the generated outer loops) and OpenBLAS (its own pthreads) would each
 start one thread per core, and the waiting workers of one pool hold the cores the other
 needs (on a loaded 2-core machine MiniLM ran several times slower at 2 threads than at
-1). So OpenBLAS is kept on one thread and large GEMMs are split over the OpenMP team by the kernels themselves
-(blas.emit_gemm). The count is explicit: ``RLX_NUM_THREADS``, else the cores this process may
-run on, pushed into every loaded program (``<prefix>_threads(n)``, see renderer.py).
+1). So OpenBLAS is kept on one thread and large GEMMs are split over the program's team by
+the kernels themselves (blas.emit_gemm, team.py). The count is explicit: ``RLX_NUM_THREADS``,
+else the cores this process may run on, pushed into every loaded program
+(``<prefix>_threads(n)``, see renderer.py).
 """
 
 from __future__ import annotations
