@@ -493,9 +493,11 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
     # the module's hits never enter Python: the budget is checked once, for the specialization
     check_budget(lir, resolve_limit(options.get("memory_limit")), target=TARGET)
     aliases = inplace_outputs(lir, donate, TARGET)
+    # the LIR's text names the program (a recorded compile printed it already)
+    text = ctx.trace.snapshots["lir"] if ctx.trace is not None else print_graph(lir)
     while True:
         # the in-place pairs change the kernels' declarations: part of the program's name
-        prefix = program_prefix(print_graph(lir) + (
+        prefix = program_prefix(text + (
             f"\ninplace {aliases}" if max(aliases, default=-1) >= 0 else ""))
         try:
             cprog = render_program(lir, prefix, in_place=inplace_pairs(lir, aliases))

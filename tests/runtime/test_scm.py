@@ -260,6 +260,22 @@ def test_threads_share_one_arena_per_specialization_safely():
     assert norm.hits == 800 and norm.misses == 1
 
 
+def test_a_program_is_named_by_its_lir_text_recorded_or_not():
+    """The module's program prefix hashes the LIR's text: a recorded compile's snapshot (no
+    second print) and a fresh print without a recording name it the same."""
+    from rlx_core.ir.printer import print_graph
+    from rlx_core.runtime.specialization_cache import compile_program, program_prefix
+
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    prefixes = []
+    for record in (True, False):
+        program, exe = compile_program(lambda a: a @ W.T + 1, [x], {"record": record})
+        assert (exe.trace.snapshots.get("lir") is not None) == record
+        assert program.prefix == program_prefix(print_graph(exe.lir))
+        prefixes.append(program.prefix)
+    assert prefixes[0] == prefixes[1]
+
+
 def test_numpy_target_keeps_the_python_cache():
     f = rlx.jit(_add_one, target="numpy")
     x = np.arange(3, dtype=np.float32)
