@@ -116,6 +116,8 @@ FLAGS = [
      lambda: sgemm.available(_compiler())[1] == "disabled by RLX_NO_OWN_SGEMM"),
     ("RLX_SG_APF", True, lambda: "RLX_SG_APF" not in sgemm.defines()),
     ("RLX_SG_PPF", lambda: peaks.measured_fma_ports() != 1, sgemm.panel_prefetch),
+    ("RLX_SG_ASM8", lambda: sgemm.ASM8_ON_TWO_PORTS and peaks.measured_fma_ports() == 2,
+     sgemm.asm8),
     ("RLX_NO_PREPACK", False, lambda: not prepack.prepack_enabled()),
     ("RLX_NO_GEMV", False, lambda: not gemv.enabled()),
     ("RLX_NO_TILE_EPILOGUE", False, lambda: not tile_epilogue.enabled()),

@@ -17,7 +17,13 @@ from rlx_core.targets.cpu.target import CpuTarget
 from rlx_core.targets.cpu.threads import num_threads, set_num_threads
 from rlx_core.targets.cpu.toolchain import find_compiler
 from tests.targets.checks import impl_set, rel_error
-from tests.targets.own_sgemm import ISAS, TWICE_PLUS_ONE, build_harness, skip_unless_own_sgemm
+from tests.targets.own_sgemm import (
+    ISAS,
+    TWICE_PLUS_ONE,
+    build_harness,
+    skip_unless_own_sgemm,
+    three_mlp_steps,
+)
 
 cpu_ok, cpu_why = CpuTarget().available()
 pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
@@ -283,6 +289,100 @@ def test_each_row_of_a_call_has_the_bits_of_that_row_alone(tmp_path, isa: str) -
                                     for i in range(m)])
             assert np.array_equal(whole, alone), (m, k, n, form)
             assert rel_error(whole, a @ w.T) < 1e-5, (m, k, n, form)
+
+
+@pytest.mark.parametrize("isa", sorted(ISAS))
+def test_the_asm_k_steps_of_the_avx512_tile_change_no_bits(tmp_path, isa: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """RLX_SG_ASM8=1 (sgemm.asm8) builds the full AVX-512 tile's k steps as inline asm: the same
+    bits as the C form on prepacked B, W^T packed in the call, a row-major B read in place or
+    packed, and a transposed A (the MLP's weight gradient g^T x), with edge tiles, two KC
+    slices, partial panels and a depth not a multiple of four, and numpy's product. Where the
+    build targets AVX-512 the asm is in the compiler's assembly, and only there."""
+    monkeypatch.setenv("RLX_SG_ASM8", "1")
+    on = sgemm.defines()
+    assert "#define RLX_SG_ASM8 1\n" in on
+    monkeypatch.setenv("RLX_SG_ASM8", "0")
+    assert "RLX_SG_ASM8" not in sgemm.defines()
+    (tmp_path / "asm8").mkdir()
+    libs = [build_harness(tmp_path, isa, sgemm.SOURCE + _HARNESS + _PACKED_HARNESS),
+            build_harness(tmp_path / "asm8", isa, on + sgemm.SOURCE + _HARNESS + _PACKED_HARNESS)]
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    for lib in libs:
+        lib.run.restype = lib.run_packed.restype = None
+        lib.run.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64]
+        lib.run_packed.argtypes = [i64, i64, i64, ptr, ptr, ptr, i64]
+    rng = np.random.default_rng(11)
+    for m, k, n in [(128, 784, 128), (37, 390, 100), (64, 1000, 48), (16, 131, 64)]:
+        a = rng.standard_normal((m, k), np.float32)
+        w = rng.standard_normal((n, k), np.float32)
+        for form in ("packed", "w_t", "b"):
+            got = [_rows_times_w_t(lib, form, a, w) for lib in libs]
+            assert np.array_equal(got[0], got[1]), (m, k, n, form)
+            assert rel_error(got[1], a @ w.T) < 1e-5, (m, k, n, form)
+        # a^T @ x as the weight gradient g^T x: op(A) = a^T (rm = 1, k rows m deep), x row-major
+        x = rng.standard_normal((m, n), np.float32)
+        got = []
+        for lib in libs:
+            c = np.full((k, n), np.nan, np.float32)
+            lib.run(k, n, m, a.ctypes.data, 1, k, x.ctypes.data, n, 1, c.ctypes.data, 0, n)
+            got.append(c)
+        assert np.array_equal(got[0], got[1]), (m, k, n, "a^T x")
+        assert rel_error(got[1], a.T @ x) < 1e-5, (m, k, n, "a^T x")
+    assert ("rlx_sg_asm8" in _assembly(isa, on + sgemm.SOURCE + _HARNESS)) is \
+        ("__AVX512F__" in _assembly(isa, "", "-dM", "-E")), isa
+    assert "rlx_sg_asm8" not in _assembly(isa, sgemm.SOURCE + _HARNESS)
+
+
+@pytest.mark.parametrize(("ports", "flip", "want"),
+                         [(None, False, False), (2, False, False), (1, True, False),
+                          (None, True, False), (2, True, True)])
+def test_the_asm_k_steps_are_opt_in_and_only_ever_default_on_two_fma_ports(
+        monkeypatch: pytest.MonkeyPatch, ports: int | None, flip: bool, want: bool) -> None:
+    """RLX_SG_ASM8 is off by default; with sgemm.ASM8_ON_TWO_PORTS it would be on only on a core
+    measured at two FMA ports for the path's vectors; RLX_SG_ASM8 (0 or 1) overrides it."""
+    from dataclasses import replace
+
+    from rlx_core.targets.cpu import peaks
+
+    row = peaks.Peaks(gflops=100.0, gbps=30.0, threads=1, cpu="test", measured="now")
+    monkeypatch.setattr(peaks, "machine_peaks",
+                        lambda threads=None: None if ports is None else replace(row, fma_ports=ports))
+    monkeypatch.setattr(sgemm, "ASM8_ON_TWO_PORTS", flip)
+    monkeypatch.delenv("RLX_SG_ASM8", raising=False)
+    assert sgemm.asm8() is want
+    assert ("#define RLX_SG_ASM8 1\n" in sgemm.defines()) is want
+    for value, on in (("0", False), ("1", True)):
+        monkeypatch.setenv("RLX_SG_ASM8", value)
+        assert sgemm.asm8() is on, value
+
+
+def test_the_mlp_step_with_the_asm_k_steps_has_the_same_parameters(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """784-128-10 at batch 128, three SGD steps: built with RLX_SG_ASM8=1 its parameters are
+    the C form's bit for bit."""
+    skip_unless_own_sgemm()
+    monkeypatch.setenv("RLX_SG_ASM8", "0")
+    plain = three_mlp_steps()
+    monkeypatch.setenv("RLX_SG_ASM8", "1")
+    asm = three_mlp_steps()
+    assert "#define RLX_SG_ASM8 1\n" in sgemm.defines()  # (what the renderer puts before SOURCE)
+    for layer in ("fc1", "fc2"):
+        for leaf in ("weight", "bias"):
+            np.testing.assert_array_equal(np.asarray(plain.params[layer][leaf]),
+                                          np.asarray(asm.params[layer][leaf]))
+
+
+def _assembly(isa: str, source: str, *mode: str) -> str:
+    """``source`` compiled for ``isa`` (ISAS' flags) to assembly, or with ``mode`` (``-dM
+    -E``: the predefined macros)."""
+    import shutil
+    import subprocess
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    return subprocess.run([cc, "-O2", *ISAS[isa], "-std=gnu11", *(mode or ("-S",)), "-o", "-",
+                           "-x", "c", "-"], input=source, capture_output=True, text=True,
+                          check=True).stdout
 
 
 def _rows_times_w_t(lib: ctypes.CDLL, form: str, rows: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -36,7 +36,8 @@ prepacked weights (prepack.py) exist only here. The differences that matter at t
   Emerald Rapids VM (two 512-bit FMA ports, 48 KB L1d, 2 MB L2) it ran warm at 227-240
   GFLOP/s of the 248 peak on MiniLM's and the MLP's shapes (C harness, one thread, prepacked
   B), and 12 x 32 / 14 x 32 tiles (24 / 28 accumulators) no faster (209-227 / 199-227): it
-  is not latency-bound with sixteen accumulators on two ports. Its k loop is unrolled by four
+  is not latency-bound with sixteen accumulators on two ports (a port model of its loops:
+  benchmarks/README.md, "portsim"; ``asm8``). Its k loop is unrolled by four
   (rlx_sgemm_acc: MiniLM's GEMMs 3-4.5% faster on one thread, b8/b32 3%/2% on two). With AVX2
   (16 ymm registers) it is 6 x 16: twelve accumulators, two B loads and a broadcast (the
   same C, other vector macros); on the 2-core Zen 3 VM (no AVX-512) MiniLM at batch 1 ran
@@ -261,6 +262,9 @@ typedef __m256 rlx_sg_v;
 #endif
 #ifndef RLX_SG_APF  /* fetch the next tile's rows of A (rlx_sgemm_next_a); sgemm.defines */
 #define RLX_SG_APF 1
+#endif
+#ifndef RLX_SG_ASM8  /* the full AVX-512 tile's k steps in asm (RLX_SG_ASM8_STEP); sgemm.defines */
+#define RLX_SG_ASM8 0
 #endif
 #if RLX_SG_VW == 16  /* sgemm.direct_depth: with AVX-512, B is read in place one slice deep */
 #define RLX_SG_DIRECT_DEPTH (RLX_SG_KC + RLX_SG_KC / 8)
@@ -492,6 +496,45 @@ static inline __attribute__((always_inline)) void rlx_sgemm_fetch_a(int64_t p, c
 #define RLX_SG_ASM6 0
 #endif
 
+#if RLX_SG_ASM8 && defined(__AVX512F__) && defined(__x86_64__)
+/* one k step of the full AVX-512 tile (8 x 32) in asm, for cores with two 512-bit FMA ports
+   (sgemm.asm8 says why it is opt-in): each row's broadcast and its two FMAs, the same FMAs
+   in the same order as rlx_sgemm_step's (same bits). GCC 12 compiles the C form's four-step
+   loop with 3-5 register copies (vmovaps) per 64 FMAs, alternating
+   vfmadd132ps and vfmadd231ps; llvm-mca 15 (Skylake-server model, the one -mcpu=
+   sapphirerapids gets) puts them on the FMA ports: 33.5-34.5 cycles per four steps against
+   32 (benchmarks/README.md, "portsim"). The operands are memory references ("m"), so the
+   compiler still folds the row and step offsets into the addressing; the accumulators are
+   the caller's x0..x7, y0..y7, b's vectors loaded in C; zmm30-31 hold the broadcasts */
+/* four rows (R0 .. R0 + 3, row r's element at A[r * RA]) of a k step: each row's broadcast and
+   its FMAs with b's two vectors b0, b1 (zmm operands); a step is two of these (GCC allows 30
+   operands, each accumulator counts twice) */
+#define RLX_SG_ASM8_ROW(N, BR)                                                              \
+    "vbroadcastss %[a" #N "], %%" BR "\n\t"                                                 \
+    "vfmadd231ps %[b0], %%" BR ", %[x" #N "]\n\t"                                           \
+    "vfmadd231ps %[b1], %%" BR ", %[y" #N "]\n\t"
+#define RLX_SG_ASM8_HALF(A, RA, R0, X0, X1, X2, X3, Y0, Y1, Y2, Y3)                        \
+    __asm__("# rlx_sg_asm8\n\t" /* (a mark for tests in the compiler's assembly) */          \
+            RLX_SG_ASM8_ROW(0, "zmm30") RLX_SG_ASM8_ROW(1, "zmm31")                         \
+            RLX_SG_ASM8_ROW(2, "zmm30") RLX_SG_ASM8_ROW(3, "zmm31")                         \
+            : [x0] "+v"(X0), [x1] "+v"(X1), [x2] "+v"(X2), [x3] "+v"(X3), [y0] "+v"(Y0),    \
+              [y1] "+v"(Y1), [y2] "+v"(Y2), [y3] "+v"(Y3)                                   \
+            : [b0] "v"(b0), [b1] "v"(b1), [a0] "m"((A)[(R0) * (RA)]),                       \
+              [a1] "m"((A)[((R0) + 1) * (RA)]), [a2] "m"((A)[((R0) + 2) * (RA)]),           \
+              [a3] "m"((A)[((R0) + 3) * (RA)])                                              \
+            : "xmm30", "xmm31")
+#define RLX_SG_ASM8_STEP(A, RA, B)                                                          \
+    do {                                                                                    \
+        register __m512 b0 __asm__("zmm16") = _mm512_loadu_ps(B);                         \
+        register __m512 b1 __asm__("zmm17") = _mm512_loadu_ps((B) + 16);                  \
+        RLX_SG_ASM8_HALF(A, RA, 0, x0, x1, x2, x3, y0, y1, y2, y3);                         \
+        RLX_SG_ASM8_HALF(A, RA, 4, x4, x5, x6, x7, y4, y5, y6, y7);                         \
+    } while (0)
+#define RLX_SG_ASM8_ON 1
+#else
+#define RLX_SG_ASM8_ON 0
+#endif
+
 static inline __attribute__((always_inline)) void rlx_sgemm_acc(
         const int R, int64_t kc, const float *restrict a, int64_t ra, int64_t rp,
         const float *restrict b, int64_t ldb, rlx_sg_v *c0, rlx_sg_v *c1, const float *pf,
@@ -512,6 +555,34 @@ static inline __attribute__((always_inline)) void rlx_sgemm_acc(
         RLX_SG_ASM_LOOP(RLX_SG_ASM4_STEP)
         c0[0] = x0; c0[1] = x1; c0[2] = x2; c0[3] = x3;
         c1[0] = y0; c1[1] = y1; c1[2] = y2; c1[3] = y3;
+        for (; p < kc; ++p) rlx_sgemm_step(R, p, a, ra, rp, b, ldb, c0, c1);
+        return;
+    }
+#endif
+#if RLX_SG_ASM8_ON
+    if (R == RLX_SG_MR) {  /* the full AVX-512 tile: RLX_SG_ASM8_STEP, the loop as below */
+        /* pinned: with free registers GCC moved the accumulators between the steps' asm
+           statements (11 copies per four steps in the -march=native build on a Zen 4) */
+        register __m512 x0 __asm__("zmm0") = c0[0], x1 __asm__("zmm1") = c0[1],
+                        x2 __asm__("zmm2") = c0[2], x3 __asm__("zmm3") = c0[3],
+                        x4 __asm__("zmm4") = c0[4], x5 __asm__("zmm5") = c0[5],
+                        x6 __asm__("zmm6") = c0[6], x7 __asm__("zmm7") = c0[7];
+        register __m512 y0 __asm__("zmm8") = c1[0], y1 __asm__("zmm9") = c1[1],
+                        y2 __asm__("zmm10") = c1[2], y3 __asm__("zmm11") = c1[3],
+                        y4 __asm__("zmm12") = c1[4], y5 __asm__("zmm13") = c1[5],
+                        y6 __asm__("zmm14") = c1[6], y7 __asm__("zmm15") = c1[7];
+        const int64_t pfl = RLX_SG_PF_LINES(npf, kc);
+        (void)pfl;
+        int64_t p = 0;
+        for (; p + 4 <= kc; p += 4) {
+            RLX_SG_FETCH_B(pfl)
+            if (pa) rlx_sgemm_fetch_a(p, pa, pas);
+            for (int64_t q = p; q < p + 4; ++q) RLX_SG_ASM8_STEP(a + q * rp, ra, b + q * ldb);
+        }
+        c0[0] = x0; c0[1] = x1; c0[2] = x2; c0[3] = x3; c0[4] = x4; c0[5] = x5; c0[6] = x6;
+        c0[7] = x7;
+        c1[0] = y0; c1[1] = y1; c1[2] = y2; c1[3] = y3; c1[4] = y4; c1[5] = y5; c1[6] = y6;
+        c1[7] = y7;
         for (; p < kc; ++p) rlx_sgemm_step(R, p, a, ra, rp, b, ldb, c0, c1);
         return;
     }
@@ -1196,16 +1267,40 @@ def wt_set_rows() -> int:
     return WT_SET_ROWS if measured_fma_ports() == 1 else NR
 
 
+# whether the full AVX-512 tile's asm k step (RLX_SG_ASM8) is on by default on a core measured
+# at two FMA ports for 512-bit vectors; off: asm8 says why
+ASM8_ON_TWO_PORTS = False
+
+
+def asm8() -> bool:
+    """RLX_SG_ASM8: does the full AVX-512 tile (8 x 32) run its k steps as inline asm
+    (RLX_SG_ASM8_STEP: the same FMAs in the same order, same bits) instead of the C form?
+
+    For cores with two 512-bit FMA ports (Emerald Rapids), where the tile's loop is FMA-bound:
+    GCC 12 compiles the C form's four k steps (64 FMAs) with 3-5 register copies (vmovaps zmm),
+    which llvm-mca 15 (its Skylake-server model) puts on the two FMA ports, 33.5-34.5 cycles
+    against 32 (benchmarks/README.md, "portsim": predicted, not measured). Golden Cove may
+    eliminate such copies at rename, and the asm's fixed order gives the scheduler no freedom
+    the C form has, so it is opt-in (``RLX_SG_ASM8=1``) until an A/B on such a core says more
+    (ASM8_ON_TWO_PORTS). A core at one 512-bit FMA port (Zen 4) is limited by that port first
+    (64 FMAs, 64 cycles): never on by default there."""
+    from rlx_core.targets.cpu.peaks import measured_fma_ports
+
+    return env_flag("RLX_SG_ASM8", ASM8_ON_TWO_PORTS and measured_fma_ports() == 2)
+
+
 def defines() -> str:
     """C macros set before SOURCE: ``RLX_SG_APF=0`` in the environment turns off fetching the
     next tile's rows of A (rlx_sgemm_next_a), for A/B timing; ``RLX_SG_PPF 0`` where a
     prepacked B's next panel is not fetched ahead (panel_prefetch); ``RLX_SG_WT_SET_ROWS``
-    where a W^T is packed in a pass when its rows crowd the L1's sets (wt_set_rows)."""
+    where a W^T is packed in a pass when its rows crowd the L1's sets (wt_set_rows);
+    ``RLX_SG_ASM8 1`` where the full AVX-512 tile's k steps are asm (asm8)."""
     off = not env_flag("RLX_SG_APF", True)
     rows = wt_set_rows()
     return ("#define RLX_SG_APF 0\n" if off else "") + \
         ("" if panel_prefetch() else "#define RLX_SG_PPF 0\n") + \
-        (f"#define RLX_SG_WT_SET_ROWS {rows}\n" if rows != NR else "")
+        (f"#define RLX_SG_WT_SET_ROWS {rows}\n" if rows != NR else "") + \
+        ("#define RLX_SG_ASM8 1\n" if asm8() else "")
 
 
 def available(compiler: Compiler, blas_found: bool = True) -> tuple[bool, str]:
