@@ -371,3 +371,31 @@ def test_the_softmax_exp_equals_the_prelude_exp_on_every_negative_float(tmp_path
     assert vbad == 0 and vnan == 1
     if cc.avx512:  # the compiler emits AVX-512 here: the 16-lane form ran on every float
         assert vn == n - n % 16
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_one_short_sequence_is_shared_by_heads_with_the_serial_bits(
+        layout: str, two_threads: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One sequence of 8 tokens, 12 heads (MiniLM at one short sentence): under the team's
+    work threshold, yet its heads are claimed by the team (attention.SHARE_HEADS); the bits
+    are those of the kernel run on one thread, and a batch of two keeps its own split."""
+    import rlx_core.targets.cpu.attention as attention
+
+    def build(b: int, share: bool):
+        monkeypatch.setattr(attention, "SHARE_HEADS", share)
+        dims = (b, 12, 8, 32) if layout == "bhsd" else (b, 8, 12, 32)
+        rng = np.random.default_rng(b)
+        q, k, v = (rng.standard_normal(dims).astype(np.float32) for _ in range(3))
+        keep = np.ones((b, 8), bool)
+        keep[:, 6:] = False
+        exe = rlx.compile(_fn("padding", layout), q, k, v, keep, target="cpu", record=False)
+        return exe, np.asarray(exe(q, k, v, keep)), _ref(q, k, v, "padding", keep, layout)
+
+    shared, got, want = build(1, True)
+    serial, base, _ = build(1, False)
+    assert "rlx_team_take" in shared.program.info["source"]
+    assert "rlx_team_take" not in serial.program.info["source"]
+    assert np.array_equal(got, base)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    two = build(2, True)[0].program.info["source"]
+    assert two == build(2, False)[0].program.info["source"]

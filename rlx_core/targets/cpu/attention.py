@@ -79,6 +79,20 @@ MASK_DTYPES: tuple[str, ...] = ("bool", "u8", "i8", "i16", "i32", "u32", "i64")
 # query rows per item when there are few (batch, head) pairs: enough items for the team
 ROW_BLOCK = 48  # a multiple of both micro-kernels' row tiles (6 and 8)
 
+# One sequence's attention under the team's threshold (MiniLM at one sentence of 8 tokens:
+# 12 heads of 8 x 8 x 32) is still shared out over the team by heads, in the claim loop's
+# affine order: thread 0 takes the first heads. Those are the columns of Q, K and V that the
+# column-chunked projections before it left in that thread's cache (blas._claims_columns, the
+# same order), so each thread reads its own; run on thread 0 alone it read the other half
+# from the other core, and the other thread waited. When the host put the two vCPUs on
+# different L3s (a 310 ns round trip between them instead of 55 ns) that took 13 us a layer
+# instead of 6. MiniLM b1 s8 (2 threads, Zen 4, both builds in one process, alternating
+# turns, FIFO): 0.984-0.995x the call's p50 in both build orders and both placements, same
+# bits. HEADS_WORK stands in for the work so that env.parallel gives the claim loop; only in
+# a team kernel (env.sync): an OpenMP region would cost more than the attention.
+SHARE_HEADS = True
+HEADS_WORK = 1 << 40
+
 # the per-item work, written once per translation unit (after sgemm.SOURCE, which it calls)
 SOURCE = scratch.SOURCE + r"""
 #ifndef RLX_ATTENTION_H
@@ -545,7 +559,10 @@ def emit_attention(env: KernelEnv, w: Writer, node: Node) -> str:
     per = sq if blocks == 1 else ROW_BLOCK
     items = nb * nh * blocks
     # all items together: a (sq x sk x d) and a (sq x dv x sk) GEMM per (batch, head)
-    pragma = env.parallel(nb * nh * sq * sk * max(dq, dv), 0)
+    work = nb * nh * sq * sk * max(dq, dv)
+    if SHARE_HEADS and env.sync and nb == 1 and nh > 1:  # a team kernel: see HEADS_WORK
+        work = max(work, HEADS_WORK)
+    pragma = env.parallel(work, 0)
     if pragma:
         w.line(pragma)
     w.open(f"for (int64_t it = 0; it < {items}; ++it)")
