@@ -431,3 +431,42 @@ def test_one_chunk_kernels_join_one_serial_chunk(n: int, threads) -> None:
     e = np.exp(z - z.max(-1, keepdims=True))
     want = (e / e.sum(-1, keepdims=True) * 2.0 - 1.0).sum(0)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@needs_cpu
+def test_a_wide_few_row_gemm_claims_wider_chunks_with_the_same_bits(
+        threads, monkeypatch: pytest.MonkeyPatch) -> None:
+    """8 rows into 1024 columns (MiniLM's FFN1 at one sentence is 8 x 384 x 1536): claimed
+    in chunks of blas.WIDE_CHUNK columns, fewer claims than of COLUMN_CHUNK; the bits are
+    those of the 64-column chunks at 1, 2 and 3 threads and with the worker late, bias and
+    GELU epilogue included. A GEMM of 16 rows keeps 64-column chunks."""
+    from rlx_core.targets.cpu import blas
+    from tests.targets.own_sgemm import skip_unless_own_sgemm
+
+    skip_unless_own_sgemm()
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((8, 160), np.float32)
+    w, bias = rng.standard_normal((1024, 160), np.float32), rng.standard_normal(1024, np.float32)
+
+    def gelu(a):
+        return rlx.nn.gelu(rlx.nn.linear(a, rlx.param(w, "w"), rlx.param(bias, "b")))
+
+    threads(2)
+    exe = rlx.compile(gelu, x, target="cpu", record=False)
+    sixteen = rlx.compile(gelu, np.concatenate([x, x]), target="cpu", record=False)
+    monkeypatch.setattr(blas, "WIDE_CHUNK", blas.COLUMN_CHUNK)
+    narrow = rlx.compile(gelu, x, target="cpu", record=False)
+    src = _matmul_kernel_source(exe)
+    assert "rlx_team_take(rlx_work, 1, 4, 8)" in src and "j0 = ch * 128" in src, src
+    assert "j0 = ch * 64" in _matmul_kernel_source(narrow)
+    assert "j0 = ch * 64" in _matmul_kernel_source(sixteen)
+    want = narrow(x)
+    for n in (1, 2, 3):
+        threads(n)
+        assert np.array_equal(exe(x), want), n
+    team_delay(exe, threads)(1, 20_000)  # the worker comes 20 ms late
+    assert np.array_equal(exe(x), want)
+    import math
+    z = x.astype(np.float64) @ w.T + bias
+    np.testing.assert_allclose(want, 0.5 * z * (1 + np.vectorize(math.erf)(z / math.sqrt(2))),
+                               rtol=1e-4, atol=1e-4)

@@ -294,7 +294,7 @@ def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
     elif _gemv_columns(spec, epilogue, tiles):
         _column_chunks(w, spec, call, a_b, c_b, epilogue, gemv.chunk_width(spec.n))
     elif _claims_columns(spec, epilogue, tiles):
-        _column_chunks(w, spec, call, a_b, c_b, epilogue, COLUMN_CHUNK)
+        _column_chunks(w, spec, call, a_b, c_b, epilogue, _claim_width(spec))
     elif _alone(spec):
         w.open(f"{CHUNKS} for (int64_t ch = 0; ch < 1; ++ch)")
         w.open(f"for (int64_t bb = 0; bb < {spec.batch}; ++bb)")
@@ -432,6 +432,22 @@ def _block_chunks(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
 # 142 us: split, they stay faster.
 COLUMN_ROWS = 256
 COLUMN_CHUNK = 64  # a multiple of both kernels' panels (16 and 32 columns)
+# A wide GEMM of fewer than 16 rows is claimed in chunks of WIDE_CHUNK columns: its 64-column
+# chunks take a few us each (MiniLM's FFN1 at one sentence of 8 tokens, 8 x 384 x 1536: 24
+# chunks), and each claim is a compare-and-swap on the kernel's one counter, whose cache line
+# then moves between the cores: fewer claims helped most when the host put the two vCPUs on
+# different L3s (a 310 ns round trip between them instead of 55).
+# MiniLM b1 s8 (2 threads, Zen 4, both builds in one process, alternating turns, FIFO, both
+# build orders, four runs): 0.978-0.985x the call's p50 with the vCPUs apart, 0.983-0.997x
+# together; 256 columns (six chunks) 0.993 / 0.998; same bits (a chunk is computed as in the
+# one-thread call). Only from 8 chunks of it, so two threads still balance their shares.
+WIDE_CHUNK = 128
+
+
+def _claim_width(spec: GemmSpec) -> int:
+    """Columns per claimed chunk of a GEMM shared out in column chunks (_claims_columns)."""
+    wide = spec.m < 16 and spec.n >= 8 * WIDE_CHUNK and spec.n % (2 * WIDE_CHUNK) == 0
+    return WIDE_CHUNK if wide else COLUMN_CHUNK
 
 
 def _claims_columns(spec: GemmSpec, epilogue: BlockEpilogue | None,
