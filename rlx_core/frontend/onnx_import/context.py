@@ -174,6 +174,14 @@ class NodeCtx:
     def attr(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, default)
 
+    def text(self, name: str, default: str) -> str:
+        """String attribute ``name`` as text (ONNX hands strings over as bytes), or ``default``
+        when the node does not set it."""
+        v = self.attrs.get(name)
+        if v is None:
+            return default
+        return v.decode() if isinstance(v, bytes) else str(v)
+
     def has(self, name: str) -> bool:
         return name in self.attrs
 

@@ -18,8 +18,7 @@ from rlx_core.ir.graph import Value
 
 def causal_conv_with_state(n: NodeCtx) -> list[Value]:
     x, w, bias, past = n.x(0), n.x(1), n.opt(2), n.opt(3)
-    act = n.attr("activation", "none")
-    act = act.decode() if isinstance(act, bytes) else str(act)
+    act = n.text("activation", "none")
     if act not in ("none", "silu", "swish"):
         raise Reject(f"activation {act!r} is not one of none, silu, swish")
     d = n.float_type(x)

@@ -12,12 +12,6 @@ from rlx_core.frontend.onnx_import.errors import Reject
 from rlx_core.ir.graph import Value
 
 
-def _text(v: object, default: str) -> str:
-    if v is None:
-        return default
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
 def window_geometry(n: NodeCtx, spatial: tuple[int, ...], kernel: list[int],
                     *, ceil_mode: bool = False) -> tuple[list[int], list[int], list[int],
                                                          list[int], list[int]]:
@@ -32,7 +26,7 @@ def window_geometry(n: NodeCtx, spatial: tuple[int, ...], kernel: list[int],
         raise Reject("strides/dilations/kernel_shape do not match the spatial rank")
     if min(strides + dil + kernel, default=1) < 1:
         raise Reject("strides, dilations and kernel sizes must be positive")
-    auto = _text(n.attr("auto_pad"), "NOTSET")
+    auto = n.text("auto_pad", "NOTSET")
     eff = [(kk - 1) * d + 1 for kk, d in zip(kernel, dil, strict=False)]
     begin, end, out = [], [], []
     if auto in ("SAME_UPPER", "SAME_LOWER"):
@@ -204,7 +198,7 @@ def _counts(spatial: tuple[int, ...], kernel: list[int], strides: list[int], dil
 
 
 def _explicit_end(n: NodeCtx, k: int, pe: list[int]) -> list[int]:
-    auto = _text(n.attr("auto_pad"), "NOTSET")
+    auto = n.text("auto_pad", "NOTSET")
     if auto == "NOTSET":
         pads = [int(p) for p in n.attr("pads", [0] * (2 * k))]
         return pads[k:]
@@ -281,7 +275,7 @@ def conv_transpose(n: NodeCtx) -> Value:
     outpad = [int(p) for p in n.attr("output_padding", [0] * k)]
     spatial = x.type.shape[2:]
     eff = [(kk - 1) * d + 1 for kk, d in zip(kernel, dil, strict=False)]
-    auto = _text(n.attr("auto_pad"), "NOTSET")
+    auto = n.text("auto_pad", "NOTSET")
     if n.has("output_shape"):
         want = [int(s) for s in n.attr("output_shape")][-k:]
         total = [s * (i - 1) + op + e - o

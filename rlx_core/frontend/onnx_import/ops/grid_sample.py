@@ -13,7 +13,6 @@ The sampled pixels are one gather from X flattened to (N*C*prod(D),).
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 from rlx_core.frontend.onnx_import.context import NodeCtx, numel
 from rlx_core.frontend.onnx_import.errors import Reject
@@ -23,12 +22,6 @@ from rlx_core.ir.graph import Value
 _MODES = {"bilinear": "linear", "linear": "linear", "bicubic": "cubic", "cubic": "cubic",
           "nearest": "nearest"}
 _CUBIC_A = -0.75
-
-
-def _text(v: Any, default: str) -> str:
-    if v is None:
-        return default
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def _reflect(n: NodeCtx, x: Value, lo: float, hi: float) -> Value:
@@ -83,13 +76,13 @@ def grid_sample(n: NodeCtx) -> Value:
     xd = n.float_type(x, "X")
     gd = n.float_type(grid, "grid")
     default_mode = "bilinear" if n.version < 20 else "linear"
-    mode_name = _text(n.attr("mode"), default_mode)
+    mode_name = n.text("mode", default_mode)
     mode = _MODES.get(mode_name)
     legal = ("bilinear", "bicubic", "nearest") if n.version < 20 else ("linear", "cubic",
                                                                        "nearest")
     if mode is None or mode_name not in legal:
         raise Reject(f"mode {mode_name!r} is not defined in GridSample-{n.version}")
-    pad = _text(n.attr("padding_mode"), "zeros")
+    pad = n.text("padding_mode", "zeros")
     if pad not in ("zeros", "border", "reflection"):
         raise Reject(f"padding_mode {pad!r}")
     align = bool(int(n.attr("align_corners", 0)))

@@ -56,8 +56,7 @@ def slice_1(n: NodeCtx) -> Value:
 def pad_2(n: NodeCtx) -> Value:
     """Pad-2: pads, mode and value are attributes; every axis is padded."""
     x = n.x(0)
-    mode = n.attr("mode", b"constant")
-    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    mode = n.text("mode", "constant")
     pads = [int(p) for p in n.attr("pads", [])]
     return shape.pad_values(n, x, pads, list(range(x.type.rank)), mode,
                             float(n.attr("value", 0.0)))

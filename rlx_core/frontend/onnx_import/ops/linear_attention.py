@@ -37,8 +37,7 @@ def _at(n: NodeCtx, x: Value, t: int) -> Value:
 def linear_attention(n: NodeCtx) -> list[Value]:
     q, k, v = n.x(0), n.x(1), n.x(2)
     past, decay, beta = n.opt(3), n.opt(4), n.opt(5)
-    rule = n.attr("update_rule", "gated_delta")
-    rule = rule.decode() if isinstance(rule, bytes) else str(rule)
+    rule = n.text("update_rule", "gated_delta")
     if rule not in _RULES:
         raise Reject(f"update_rule {rule!r} is not one of {', '.join(_RULES)}")
     hq, hkv = n.attr("q_num_heads"), n.attr("kv_num_heads")

@@ -146,8 +146,7 @@ def upsample(n: NodeCtx) -> Value:
     """Upsample (7, 9): nearest with whole-number scales repeats each element, as the
     reference does; other modes and fractional scales are rejected."""
     x = n.x(0)
-    mode = n.attr("mode", b"nearest")
-    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    mode = n.text("mode", "nearest")
     if n.version >= 9:
         scales = [float(s) for s in n.static(n.x(1), "scales").reshape(-1).tolist()]
     else:

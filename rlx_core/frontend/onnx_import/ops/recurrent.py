@@ -83,8 +83,7 @@ def recurrent(op: str):
                         ("P", p)):
             if v is not None and v.type.dtype != d:
                 raise Reject(f"{name} {v.type} is not {d} like X")
-        direction = n.attr("direction", "forward")
-        direction = direction.decode() if isinstance(direction, bytes) else str(direction)
+        direction = n.text("direction", "forward")
         if direction not in ("forward", "reverse", "bidirectional"):
             raise Reject(f"direction {direction!r} is not forward, reverse or bidirectional")
         dirs = 2 if direction == "bidirectional" else 1

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 from rlx_core.frontend.onnx_import.context import NodeCtx
 from rlx_core.frontend.onnx_import.errors import Reject
@@ -20,12 +19,6 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Value
 
 Coeffs = Callable[[float, float], list[float]]
-
-
-def _text(v: Any, default: str) -> str:
-    if v is None:
-        return default
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def _nearest(mode: str) -> Coeffs:
@@ -146,9 +139,9 @@ def resize(n: NodeCtx) -> Value:
     roi = _static_or_none(n, n.opt(1), "roi")
     scales = _static_or_none(n, n.opt(2), "scales")
     sizes = _static_or_none(n, n.opt(3), "sizes")
-    mode = _text(n.attr("mode"), "nearest")
-    ctm = _text(n.attr("coordinate_transformation_mode"), "half_pixel")
-    policy = _text(n.attr("keep_aspect_ratio_policy"), "stretch")
+    mode = n.text("mode", "nearest")
+    ctm = n.text("coordinate_transformation_mode", "half_pixel")
+    policy = n.text("keep_aspect_ratio_policy", "stretch")
     antialias = bool(int(n.attr("antialias", 0)))
     exclude = bool(int(n.attr("exclude_outside", 0)))
     extrap = float(n.attr("extrapolation_value", 0.0))
@@ -158,7 +151,7 @@ def resize(n: NodeCtx) -> Value:
     if mode == "nearest":
         if antialias:
             raise Reject("antialias with mode=nearest")
-        coeffs = _nearest(_text(n.attr("nearest_mode"), "round_prefer_floor"))
+        coeffs = _nearest(n.text("nearest_mode", "round_prefer_floor"))
     elif mode == "linear":
         coeffs = _linear(antialias)
     elif mode == "cubic":

@@ -13,12 +13,6 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Value
 
 
-def _text(v: Any, default: str) -> str:
-    if v is None:
-        return default
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
 def _taps(roi: Any, scale: float, half: bool, ph_n: int, pw_n: int, ratio: int,
           h: int, w: int) -> tuple[list[list[int]], list[list[float]], int]:
     """Per output cell (row-major) the flat positions and weights of its samples' taps (four
@@ -79,8 +73,8 @@ def roi_align(n: NodeCtx) -> Value:
         raise Reject("RoiAlign of f32 data and regions (the reference's arithmetic)")
     if x.type.rank != 4 or rois.type.rank != 2 or rois.type.shape[1] != 4:
         raise Reject("needs (N, C, H, W) data and (R, 4) regions")
-    mode = _text(n.attr("mode"), "avg")
-    ctm = _text(n.attr("coordinate_transformation_mode"), "half_pixel")
+    mode = n.text("mode", "avg")
+    ctm = n.text("coordinate_transformation_mode", "half_pixel")
     if mode not in ("avg", "max") or ctm not in ("half_pixel", "output_half_pixel"):
         raise Reject(f"mode {mode!r} / coordinate_transformation_mode {ctm!r}")
     ph_n, pw_n = int(n.attr("output_height", 1)), int(n.attr("output_width", 1))

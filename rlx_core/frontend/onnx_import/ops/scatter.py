@@ -21,8 +21,7 @@ from rlx_core.ir.graph import Value
 
 
 def _reduction(n: NodeCtx) -> str:
-    red = n.attr("reduction", b"none")
-    red = red.decode() if isinstance(red, bytes) else str(red)
+    red = n.text("reduction", "none")
     if red not in ("none", "add", "mul", "max", "min"):
         raise Reject(f"reduction {red!r}")
     return red
@@ -166,8 +165,7 @@ def tensor_scatter(n: NodeCtx) -> Value:
     import numpy as np
 
     cache, upd, where = n.x(0), n.x(1), n.opt(2)
-    mode = n.attr("mode", b"linear")
-    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    mode = n.text("mode", "linear")
     if mode not in ("linear", "circular"):
         raise Reject(f"mode {mode!r}")
     shape, ushape = cache.type.shape, upd.type.shape

@@ -55,8 +55,7 @@ def _regularized(n: NodeCtx, x: Value, g: Value, coef: float) -> Value:
 
 def momentum(n: NodeCtx) -> list[Value]:
     r, t, groups = _groups(n, 3)
-    mode = n.attr("mode", b"")
-    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    mode = n.text("mode", "")
     if mode not in ("standard", "nesterov"):
         raise Reject(f"mode {mode!r}")
     for a in ("alpha", "beta", "norm_coefficient"):
