@@ -26,16 +26,12 @@ from __future__ import annotations
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Kernel, TensorType
 from rlx_core.targets.gpu_common.kernels import WG, GpuKernel, _grid
+from rlx_core.targets.webgpu.wgsl import storage_bindings
 
 MAX_UNROLL = 4096  # iterations recorded per call (five dispatches each)
 _F, _I = "array<f32>", "array<i32>"
 # the state buffer's slots
 RZ, BB, PQ, RR, DONE, ITERS, BETA, ALPHA = range(8)
-
-
-def _binds(names: list[tuple[str, str]]) -> str:
-    return "\n".join(f"@group(0) @binding({i}) var<storage, read_write> {n}: {t};"
-                     for i, (n, t) in enumerate(names)) + "\n"
 
 
 def _rows(grid: tuple[int, int, int], n: int, skip_done: bool = True) -> str:
@@ -81,33 +77,36 @@ def render_cg(k: Kernel, types: dict[str, TensorType]) -> tuple[GpuKernel, ...]:
             "    if (u32(ix[e]) == i) { d += v[e]; }\n  }\n") if jacobi else "  let d = 1.0f;\n"
     # layout "auto" drops unused bindings: the matrix is bound only where the diagonal is read
     mat = [("ip", _I), ("ix", _I), ("v", _F)] if jacobi else []
-    init = (_binds([*mat, ("b", _F), ("x", _F), ("r", _F), ("p", _F), ("dinv", _F)])
+    init = (storage_bindings([*mat, ("b", _F), ("x", _F), ("r", _F), ("p", _F), ("dinv", _F)])
             + _rows(grid, n, skip_done=False) + diag
             + "  let di = select(1.0f, 1.0f / d, d != 0.0f);\n"
             "  dinv[i] = di;\n  x[i] = 0.0f;\n  r[i] = b[i];\n  p[i] = di * b[i];\n}\n")
-    start = (_binds([("b", _F), ("r", _F), ("dinv", _F), ("st", _F)])
+    start = (storage_bindings([("b", _F), ("r", _F), ("dinv", _F), ("st", _F)])
              + _dot(n, ["r[i] * dinv[i] * r[i]", "b[i] * b[i]"],
                     f"    st[{RZ}] = s0; st[{BB}] = s1; st[{RR}] = s1; st[{ITERS}] = 0.0;\n"
                     f"    st[{DONE}] = select(0.0, 1.0, s1 == 0.0);\n")
              .replace(f"  if (st[{DONE}] != 0.0) {{ return; }}\n", "", 1))
-    spmv = (_binds([("ip", _I), ("ix", _I), ("v", _F), ("p", _F), ("q", _F), ("st", _F)])
+    spmv = (storage_bindings([("ip", _I), ("ix", _I), ("v", _F), ("p", _F), ("q", _F),
+                              ("st", _F)])
             + _rows(grid, n) + "  var acc = 0.0f;\n"
             "  for (var e = u32(ip[i]); e < u32(ip[i + 1u]); e++) { acc += v[e] * p[u32(ix[e])]; }\n"
             "  q[i] = acc;\n}\n")
-    pq = (_binds([("p", _F), ("q", _F), ("st", _F)])
+    pq = (storage_bindings([("p", _F), ("q", _F), ("st", _F)])
           + _dot(n, ["p[i] * q[i]"],
                  f"    st[{ITERS}] += 1.0;\n    st[{PQ}] = s0;\n"
                  f"    if (s0 == 0.0) {{ st[{DONE}] = 1.0; }} else {{ st[{ALPHA}] = st[{RZ}] / s0; }}\n"))
-    update = (_binds([("p", _F), ("q", _F), ("x", _F), ("r", _F), ("st", _F)]) + _rows(grid, n)
+    update = (storage_bindings([("p", _F), ("q", _F), ("x", _F), ("r", _F), ("st", _F)])
+              + _rows(grid, n)
               + f"  let al = st[{ALPHA}];\n  x[i] += al * p[i];\n  r[i] -= al * q[i];\n}}\n")
-    rr = (_binds([("r", _F), ("dinv", _F), ("st", _F)])
+    rr = (storage_bindings([("r", _F), ("dinv", _F), ("st", _F)])
           + _dot(n, ["r[i] * r[i]", "r[i] * dinv[i] * r[i]"],
                  f"    st[{RR}] = s0;\n"
                  f"    if (sqrt(s0) <= {tol!r} * sqrt(st[{BB}])) {{ st[{DONE}] = 1.0; }} else {{\n"
                  f"      st[{BETA}] = s1 / st[{RZ}];\n      st[{RZ}] = s1;\n    }}\n"))
-    direct = (_binds([("r", _F), ("dinv", _F), ("p", _F), ("st", _F)]) + _rows(grid, n)
+    direct = (storage_bindings([("r", _F), ("dinv", _F), ("p", _F), ("st", _F)])
+              + _rows(grid, n)
               + f"  p[i] = dinv[i] * r[i] + st[{BETA}] * p[i];\n}}\n")
-    finish = (_binds([("x", _F), ("st", _F)])
+    finish = (storage_bindings([("x", _F), ("st", _F)])
               + "@compute @workgroup_size(1, 1, 1)\nfn main() {\n"
               f"  x[{n}u] = st[{ITERS}];\n"
               f"  x[{n + 1}u] = select(sqrt(st[{RR}]) / sqrt(st[{BB}]), 0.0, st[{BB}] == 0.0);\n}}\n")

@@ -16,14 +16,10 @@ from __future__ import annotations
 
 from rlx_core.ir.graph import Kernel, TensorType
 from rlx_core.targets.gpu_common.kernels import WG, GpuKernel, _grid
+from rlx_core.targets.webgpu.wgsl import storage_bindings
 
 OPS: tuple[str, ...] = ("spmv", "spmm", "sddmm")
 DTYPES: tuple[str, ...] = ("f32", "i32")
-
-
-def _binds(names: list[tuple[str, str]]) -> str:
-    return "\n".join(f"@group(0) @binding({i}) var<storage, read_write> {n}: {t};"
-                     for i, (n, t) in enumerate(names)) + "\n"
 
 
 def _head(grid: tuple[int, int, int], rows: int) -> str:
@@ -36,7 +32,7 @@ def _head(grid: tuple[int, int, int], rows: int) -> str:
 
 def spmm_source(rows: int, k: int, grid: tuple[int, int, int]) -> str:
     """WGSL of y (rows x k) = A x for CSR A (k = 1: spmv)."""
-    b = _binds([("ip", "array<i32>"), ("ix", "array<i32>"), ("v", "array<f32>"),
+    b = storage_bindings([("ip", "array<i32>"), ("ix", "array<i32>"), ("v", "array<f32>"),
                 ("x", "array<f32>"), ("y", "array<f32>")])
     return (b + _head(grid, rows)
             + f"  for (var j = 0u; j < {k}u; j++) {{\n"
@@ -47,7 +43,7 @@ def spmm_source(rows: int, k: int, grid: tuple[int, int, int]) -> str:
 
 def sddmm_source(rows: int, k: int, grid: tuple[int, int, int]) -> str:
     """WGSL of out[e] = x[row(e)] . y[col(e)] over A's pattern."""
-    b = _binds([("ip", "array<i32>"), ("ix", "array<i32>"), ("x", "array<f32>"),
+    b = storage_bindings([("ip", "array<i32>"), ("ix", "array<i32>"), ("x", "array<f32>"),
                 ("y", "array<f32>"), ("out", "array<f32>")])
     return (b + _head(grid, rows)
             + "  for (var e = e0; e < e1; e++) {\n"

@@ -4,6 +4,7 @@ equations with WGSL matrices (column-major: ``m[c][r]`` is row r of column c), i
 from __future__ import annotations
 
 from rlx_core.targets.gpu_common.kernels import WG
+from rlx_core.targets.webgpu.wgsl import storage_bindings
 
 SH = """
 fn rlx_sh(d: vec3f) -> array<f32, 16> {
@@ -95,11 +96,6 @@ fn rlx_geo(i: u32) -> Geo {
 """
 
 
-def binds(names: list[tuple[str, str]]) -> str:
-    return "\n".join(f"@group(0) @binding({i}) var<storage, read_write> {n}: {t};"
-                     for i, (n, t) in enumerate(names)) + "\n"
-
-
 def main(wg: int = WG) -> str:
     return (f"@compute @workgroup_size({wg}, 1, 1)\n"
             "fn main(@builtin(global_invocation_id) gid: vec3<u32>, "
@@ -120,7 +116,7 @@ _F32 = "array<f32>"
 
 
 def project_source(n: int, k: int, w: int, h: int, grid: tuple[int, int, int]) -> str:
-    b = binds([("means", _F32), ("quats", _F32), ("scales", _F32), ("opac", _F32),
+    b = storage_bindings([("means", _F32), ("quats", _F32), ("scales", _F32), ("opac", _F32),
                ("sh", _F32), ("view", _F32), ("intr", _F32), ("outp", _F32)])
     return b + _consts(n, k, w, h) + SH + GEO + main() + f"""  {flat(grid)}
   if (i >= NG) {{ return; }}
@@ -138,7 +134,7 @@ def project_source(n: int, k: int, w: int, h: int, grid: tuple[int, int, int]) -
 
 def project_vjp_source(n: int, k: int, w: int, h: int, grid: tuple[int, int, int]) -> str:
     """The opacities are not bound (their gradient is the cotangent's column): 8 buffers."""
-    b = binds([("means", _F32), ("quats", _F32), ("scales", _F32), ("sh", _F32),
+    b = storage_bindings([("means", _F32), ("quats", _F32), ("scales", _F32), ("sh", _F32),
                ("view", _F32), ("intr", _F32), ("grad", _F32), ("outp", _F32)])
     cols = 11 + 3 * k
     return b + _consts(n, k, w, h) + SH + GEO + main() + f"""  {flat(grid)}

@@ -17,7 +17,8 @@ from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import Kernel, TensorType
 from rlx_core.splat.errors import tile_entries_overflow
 from rlx_core.targets.gpu_common.kernels import WG, GpuKernel, Guard, _grid
-from rlx_core.targets.webgpu.splat_project import binds, flat, main
+from rlx_core.targets.webgpu.splat_project import flat, main
+from rlx_core.targets.webgpu.wgsl import storage_bindings
 
 TILE = 16
 RG = 16  # partial sums per gradient in the VJP's two-level tile reduction (divides WG)
@@ -109,12 +110,13 @@ class _Bins:
         tiles, tw, cap = self.tiles, self.tw, self.cap
         per_g, per_t = _grid(-(-self.n // WG)), _grid(-(-(tiles + 1) // WG))
         box = _box(self.w, self.h)
-        zero = binds([("cnt", _U32), ("flags", _U32)]) + main() + f"""  {flat(per_t)}
+        zero = storage_bindings([("cnt", _U32), ("flags", _U32)]) + main() + f"""  {flat(per_t)}
   if (i <= {tiles}u) {{ cnt[i] = 0u; }}
   if (i < 2u) {{ flags[i] = 0u; }}
 }}
 """
-        count = binds([("rec", _F32), ("cnt", "array<atomic<u32>>")]) + box + main() + f"""  {flat(per_g)}
+        count = storage_bindings([("rec", _F32), ("cnt", "array<atomic<u32>>")]) + box + \
+            main() + f"""  {flat(per_g)}
   if (i >= {self.n}u || !(rec[11u * i + 6u] > 0.0)) {{ return; }}
   let b = rlx_box(i);
   for (var ty = b.z; ty < b.w; ty = ty + 1u) {{
@@ -122,7 +124,8 @@ class _Bins:
   }}
 }}
 """
-        scan = binds([("cnt", _U32), ("fill", _U32), ("flags", _U32)]) + main(1) + f"""  var acc = 0u;
+        scan = storage_bindings([("cnt", _U32), ("fill", _U32), ("flags", _U32)]) + \
+            main(1) + f"""  var acc = 0u;
   for (var t = 0u; t < {tiles}u; t = t + 1u) {{
     acc = acc + cnt[t + 1u];
     fill[t] = cnt[t];
@@ -132,7 +135,8 @@ class _Bins:
   flags[1] = select(0u, 1u, acc > {cap}u);
 }}
 """
-        fill = binds([("rec", _F32), ("fill", "array<atomic<u32>>"), ("ent", _U32)]) + box + \
+        fill = storage_bindings([("rec", _F32), ("fill", "array<atomic<u32>>"),
+                                 ("ent", _U32)]) + box + \
             main() + f"""  {flat(per_g)}
   if (i >= {self.n}u || !(rec[11u * i + 6u] > 0.0)) {{ return; }}
   let b = rlx_box(i);
@@ -144,7 +148,7 @@ class _Bins:
   }}
 }}
 """
-        sort = binds([("rec", _F32), ("cnt", _U32), ("ent", _U32)]) + self.consts + \
+        sort = storage_bindings([("rec", _F32), ("cnt", _U32), ("ent", _U32)]) + self.consts + \
             "var<workgroup> wlen: u32;\nvar<workgroup> wlo: u32;\n" + _LESS + main() + \
             "  let t = wid.x;\n" + _SEGMENT + f"""  var p = 1u;
   while (p < n) {{ p = p * 2u; }}
@@ -189,7 +193,7 @@ class _Bins:
 def rasterize_kernels(k: Kernel, n: int, w: int, h: int,
                       bg: tuple[float, float, float]) -> tuple[GpuKernel, ...]:
     b = _Bins(k, n, w, h)
-    comp = binds([("rec", _F32), ("cnt", _U32), ("ent", _U32), ("flags", _U32),
+    comp = storage_bindings([("rec", _F32), ("cnt", _U32), ("ent", _U32), ("flags", _U32),
                    ("img", _F32)]) + b.consts + f"""var<workgroup> wlen: u32;
 var<workgroup> wlo: u32;
 var<workgroup> stage: array<array<f32, 9>, {WG}>;
@@ -231,7 +235,7 @@ def rasterize_vjp_kernels(k: Kernel, n: int, w: int, h: int,
     gimg = k.inputs[1]
     part = f"{k.name}.partials"
     b.scratch.append((part, TensorType(dt.f32, (9 * b.cap,))))
-    back = binds([("rec", _F32), ("cnt", _U32), ("ent", _U32), ("gimg", _F32),
+    back = storage_bindings([("rec", _F32), ("cnt", _U32), ("ent", _U32), ("gimg", _F32),
                   ("part", _F32)]) + b.consts + f"""var<workgroup> wlen: u32;
 var<workgroup> wlo: u32;
 var<workgroup> wlast: atomic<u32>;
@@ -308,7 +312,7 @@ var<workgroup> red2: array<f32, {9 * RG}>;
 }}
 """
     per_g = _grid(-(-n // WG))
-    gather = binds([("rec", _F32), ("cnt", _U32), ("ent", _U32), ("part", _F32),
+    gather = storage_bindings([("rec", _F32), ("cnt", _U32), ("ent", _U32), ("part", _F32),
                     ("flags", _U32), ("outp", _F32)]) + b.consts + _box(w, h) + _LESS + \
         main() + f"""  {flat(per_g)}
   if (i >= NG) {{ return; }}

@@ -15,6 +15,13 @@ from typing import Any
 from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared
 
 
+def storage_bindings(names: list[tuple[str, str]]) -> str:
+    """Module-scope declarations of read-write storage buffers, bound at group 0 in the order
+    given: one ``@group(0) @binding(i) var<storage, read_write> name: type;`` line per pair."""
+    return "\n".join(f"@group(0) @binding({i}) var<storage, read_write> {n}: {t};"
+                     for i, (n, t) in enumerate(names)) + "\n"
+
+
 class Wgsl(Dialect):
     name = "wgsl"
     # f64 is a double-float (webgpu/df64.py) in registers; its buffers hold the f64 bits
