@@ -25,6 +25,7 @@ import rlx_core.frontend.nn as nn
 from rlx_core.errors import RlxError
 from rlx_core.frontend import ops
 from rlx_core.frontend.tracer import block
+from rlx_core.models.named_params import layer_norm, linear, param
 
 
 class DecoderConfigError(RlxError):
@@ -110,18 +111,6 @@ def weights_from_torch(hf_model: Any) -> dict[str, Any]:
     return out
 
 
-def _w(weights: Mapping[str, Any], name: str) -> Any:
-    return ops.param(weights[name], name)
-
-
-def _lin(weights: Mapping[str, Any], x: Any, name: str) -> Any:
-    return nn.linear(x, _w(weights, name + ".weight"), _w(weights, name + ".bias"))
-
-
-def _ln(weights: Mapping[str, Any], x: Any, name: str, eps: float) -> Any:
-    return nn.layer_norm(x, _w(weights, name + ".weight"), _w(weights, name + ".bias"), eps=eps)
-
-
 def decode_step(weights: Mapping[str, Any], cfg: DecoderConfig, tok: Any, pos: Any,
                 *caches: Any) -> tuple[Any, ...]:
     """(logits (1, vocab), k_0', v_0', k_1', v_1', ...) for token ``tok`` (1,) i32 at position
@@ -135,8 +124,8 @@ def decode_step(weights: Mapping[str, Any], cfg: DecoderConfig, tok: Any, pos: A
                                 f"value cache per layer), got {len(caches)}",
                                 hint="pass GPT2Decoder.empty_cache()'s arrays, in order")
     with block("embeddings"):
-        x = nn.embedding(tok, _w(weights, "wte.weight")) + \
-            nn.embedding(pos, _w(weights, "wpe.weight"))  # (1, C)
+        x = nn.embedding(tok, param(weights, "wte.weight")) + \
+            nn.embedding(pos, param(weights, "wpe.weight"))  # (1, C)
         slots = ops.iota((1, t), 1, "i32")
         at = ops.broadcast_to(ops.reshape(pos, (1, 1)), (1, t))
         # (1, 1, T, 1): true at the row this step writes; keys after pos are masked out
@@ -147,7 +136,7 @@ def decode_step(weights: Mapping[str, Any], cfg: DecoderConfig, tok: Any, pos: A
         p = f"h.{i}."
         with block(f"layer{i}"):
             with block("attention"):
-                qkv = _lin(weights, _ln(weights, x, p + "ln_1", eps), p + "attn.c_attn")
+                qkv = linear(weights, layer_norm(weights, x, p + "ln_1", eps), p + "attn.c_attn")
                 q, k, v = (qkv[:, j * c:(j + 1) * c].reshape(1, nh, 1, dh) for j in range(3))
                 # a select, not the blend cache * (1 - onehot) + new * onehot: one loop
                 # that reads the cache once and writes it once (the blend's two products
@@ -157,14 +146,14 @@ def decode_step(weights: Mapping[str, Any], cfg: DecoderConfig, tok: Any, pos: A
                 new += [kc, vc]
                 ctx = nn.attention(q, kc, vc, mask="padding", padding_mask=visible,
                                    scale=1.0 / math.sqrt(dh))  # (1, H, 1, dh)
-                x = x + _lin(weights, ctx.reshape(1, c), p + "attn.c_proj")
+                x = x + linear(weights, ctx.reshape(1, c), p + "attn.c_proj")
             with block("mlp"):
-                h = nn.gelu(_lin(weights, _ln(weights, x, p + "ln_2", eps), p + "mlp.c_fc"),
-                            approximate="tanh")
-                x = x + _lin(weights, h, p + "mlp.c_proj")
+                h = layer_norm(weights, x, p + "ln_2", eps)
+                h = nn.gelu(linear(weights, h, p + "mlp.c_fc"), approximate="tanh")
+                x = x + linear(weights, h, p + "mlp.c_proj")
     with block("lm_head"):
         # tied to the token embedding: x @ wte.T is a linear layer with wte as its weight
-        logits = nn.linear(_ln(weights, x, "ln_f", eps), _w(weights, "wte.weight"))
+        logits = nn.linear(layer_norm(weights, x, "ln_f", eps), param(weights, "wte.weight"))
     return (logits, *new)
 
 

