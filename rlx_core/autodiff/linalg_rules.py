@@ -19,6 +19,7 @@ solve; SpMV's is a transposed SpMV and an SDDMM). Matrices are in the last two a
 
 from __future__ import annotations
 
+from rlx_core.dispatch.decompositions import const
 from rlx_core.ir.builder import Builder
 from rlx_core.ir.graph import Node, Value
 
@@ -39,11 +40,6 @@ def _mm(b: Builder, x: Value, y: Value) -> Value:
                                           "batch": (batch, batch)})
 
 
-def _const(b: Builder, value: float, like: Value) -> Value:
-    return b.emit("constant", [], {"value": value, "shape": like.type.shape,
-                                   "dtype": like.type.dtype})
-
-
 def _tri_mask(b: Builder, like: Value, keep: str) -> Value:
     """bool mask over ``like``'s shape: row > col ("strict_lower"), row >= col ("lower"),
     row <= col ("upper"), row < col ("strict_upper") or row == col ("diag")."""
@@ -56,7 +52,7 @@ def _tri_mask(b: Builder, like: Value, keep: str) -> Value:
 
 
 def _keep(b: Builder, x: Value, keep: str) -> Value:
-    return b.emit("select", [_tri_mask(b, x, keep), x, _const(b, 0.0, x)])
+    return b.emit("select", [_tri_mask(b, x, keep), x, const(b, 0.0, x)])
 
 
 def _lower_read(b: Builder, s: Value) -> Value:
@@ -105,7 +101,7 @@ def _triangular_solve(n: Node, ins: list[Value], out: Value, g: Value, b: Builde
 
 def _cholesky(n: Node, ins: list[Value], out: Value, g: Value, b: Builder) -> Cotangents:
     lt_g = _mm(b, _t(b, out), g)
-    half = b.emit("mul", [_keep(b, lt_g, "diag"), _const(b, 0.5, lt_g)])
+    half = b.emit("mul", [_keep(b, lt_g, "diag"), const(b, 0.5, lt_g)])
     phi = b.emit("add", [_keep(b, lt_g, "strict_lower"), half])
     y = b.emit("triangular_solve", [out, phi], {"lower": True, "transpose_a": True})
     st = b.emit("triangular_solve", [out, _t(b, y)], {"lower": True, "transpose_a": True})
@@ -123,15 +119,15 @@ def _eigh(n: Node, ins: list[Value], out: Value, g: Value, b: Builder) -> Cotang
     wi = b.emit("broadcast_in_dim", [w], {"shape": shape, "dims": lead + (r - 2,)})
     wj = b.emit("broadcast_in_dim", [w], {"shape": shape, "dims": lead + (r - 1,)})
     diff = b.emit("sub", [wj, wi])
-    off = b.emit("ne", [diff, _const(b, 0.0, diff)])
-    safe = b.emit("select", [off, diff, _const(b, 1.0, diff)])
-    f = b.emit("div", [_const(b, 1.0, diff), safe])
-    f = b.emit("select", [_tri_mask(b, f, "diag"), _const(b, 0.0, f), f])
+    off = b.emit("ne", [diff, const(b, 0.0, diff)])
+    safe = b.emit("select", [off, diff, const(b, 1.0, diff)])
+    f = b.emit("div", [const(b, 1.0, diff), safe])
+    f = b.emit("select", [_tri_mask(b, f, "diag"), const(b, 0.0, f), f])
     inner = b.emit("mul", [f, _mm(b, _t(b, v), gv)])
     diag_gw = b.emit("select", [_tri_mask(b, inner, "diag"),
                                 b.emit("broadcast_in_dim", [gw], {
                                     "shape": shape, "dims": lead + (r - 1,)}),
-                                _const(b, 0.0, inner)])
+                                const(b, 0.0, inner)])
     core = b.emit("add", [inner, diag_gw])
     full = _mm(b, _mm(b, v, core), _t(b, v))
     return (_lower_read(b, full),)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from rlx_core.autodiff.linalg_rules import LINALG_VJP_RULES
 from rlx_core.autodiff.splat_rules import SPLAT_VJP_RULES
-from rlx_core.dispatch.decompositions import axis_of
+from rlx_core.dispatch.decompositions import axis_of, const
 from rlx_core.ir.builder import Builder
 from rlx_core.ir.graph import Node, Value
 
@@ -28,21 +28,16 @@ VJPRule = Callable[[Node, list[Value], Value, Value, Builder], Cotangents]
 # ---- helpers: small MIR idioms the rules share ------------------------------------------------
 
 
-def _const(b: Builder, value: float, like: Value) -> Value:
-    return b.emit("constant", [], {"value": value, "shape": like.type.shape,
-                                   "dtype": like.type.dtype})
-
-
 def _mul(b: Builder, x: Value, y: Value) -> Value:
     return b.emit("mul", [x, y])
 
 
 def _scale(b: Builder, x: Value, k: float) -> Value:
-    return _mul(b, x, _const(b, k, x))
+    return _mul(b, x, const(b, k, x))
 
 
 def _zeros_like(b: Builder, x: Value) -> Value:
-    return _const(b, 0.0, x)
+    return const(b, 0.0, x)
 
 
 def _where(b: Builder, pred: Value, x: Value, y: Value) -> Value:
@@ -91,7 +86,7 @@ def _rsqrt(n, ins, out, g, b):
 
 
 def _tanh(n, ins, out, g, b):
-    one_minus = b.emit("sub", [_const(b, 1.0, out), _mul(b, out, out)])
+    one_minus = b.emit("sub", [const(b, 1.0, out), _mul(b, out, out)])
     return (_mul(b, g, one_minus),)
 
 
@@ -102,7 +97,7 @@ def _erf(n, ins, out, g, b):
 
 
 def _logistic(n, ins, out, g, b):
-    one_minus = b.emit("sub", [_const(b, 1.0, out), out])
+    one_minus = b.emit("sub", [const(b, 1.0, out), out])
     return (_mul(b, g, _mul(b, out, one_minus)),)
 
 
@@ -147,11 +142,11 @@ def _div(n, ins, out, g, b):
 def _pow(n, ins, out, g, b):
     x, y = ins
     # d x^y / dx = y x^(y-1); written with pow (not out / x) so that x = 0 stays finite
-    y_minus = b.emit("sub", [y, _const(b, 1.0, y)])
+    y_minus = b.emit("sub", [y, const(b, 1.0, y)])
     gx = _mul(b, g, _mul(b, y, b.emit("pow", [x, y_minus])))
     # d x^y / dy = x^y log x, defined for x > 0; 0 elsewhere (as JAX does at x = 0)
     pos = b.emit("gt", [x, _zeros_like(b, x)])
-    safe_x = _where(b, pos, x, _const(b, 1.0, x))
+    safe_x = _where(b, pos, x, const(b, 1.0, x))
     gy = _where(b, pos, _mul(b, g, _mul(b, out, b.emit("log", [safe_x]))), _zeros_like(b, x))
     return (gx, gy)
 
@@ -448,7 +443,7 @@ def _fake_quantize(n, ins, out, g, b):
     v = b.emit("div", [x, sf])
     r = b.emit("round", [v])
     q = b.emit("add", [r, zf])
-    lo, hi = _const(b, float(n.attr("qmin")), q), _const(b, float(n.attr("qmax")), q)
+    lo, hi = const(b, float(n.attr("qmin")), q), const(b, float(n.attr("qmax")), q)
     below, above = b.emit("lt", [q, lo]), b.emit("gt", [q, hi])
     zero = _zeros_like(b, x)
     dx = _where(b, below, zero, _where(b, above, zero, g))
