@@ -29,20 +29,10 @@ def constant(value: Any, dtype: object, shape: tuple[int, ...] = ()) -> Any:
     """A literal tensor: a scalar splat over ``shape``, or a flat row-major tuple."""
     d = dt.get(dtype)
     if isinstance(value, tuple | list):
-        value = tuple(_cast_scalar(v, d) for v in value)
+        value = tuple(dt.python_scalar(v, d) for v in value)
     else:
-        value = _cast_scalar(value, d)
+        value = dt.python_scalar(value, d)
     return _tensor(current().emit("constant", [], {"value": value, "dtype": d, "shape": tuple(shape)}))
-
-
-def _cast_scalar(v: Any, d: dt.DType) -> Any:
-    if d == dt.bool_:
-        return bool(v)
-    if d.is_int:
-        return int(v)
-    if d.is_complex:
-        return complex(v)
-    return float(v)
 
 
 def asarray(x: Any, like: dt.DType | None = None) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Any
 
 from rlx_core.errors import DTypeError
 
@@ -188,3 +189,15 @@ def weak_scalar_dtype(value: object, other: DType) -> DType:
     if isinstance(value, complex):
         return c64
     raise DTypeError(f"cannot use {type(value).__name__} as a tensor scalar")
+
+
+def python_scalar(value: Any, d: DType) -> bool | int | float | complex:
+    """``value`` as the Python scalar a constant of dtype ``d`` holds: bool, int, complex or
+    float (no rounding to ``d``'s width; codegen does that)."""
+    if d == bool_:
+        return bool(value)
+    if d.is_int:
+        return int(value)
+    if d.is_complex:
+        return complex(value)
+    return float(value)

@@ -107,3 +107,15 @@ def test_itemsize_and_table() -> None:
     table = dt.promotion_table().splitlines()
     assert len(table) == 2 + len(MIXABLE)
     assert "| **f16** |" in table[2 + MIXABLE.index(dt.f16)]
+
+
+
+@pytest.mark.parametrize("d", dt.ALL, ids=str)
+def test_python_scalar_has_the_dtypes_python_kind(d: dt.DType) -> None:
+    # numpy scalars come in from importers; bool is checked first (a bool is an int)
+    kind = bool if d == dt.bool_ else int if d.is_int else complex if d.is_complex else float
+    for v in (np.float32(3.0), np.int64(3), 3, 3.0):
+        out = dt.python_scalar(v, d)
+        assert type(out) is kind, (d, v, out)
+        assert out == kind(3)
+    assert type(dt.python_scalar(0, d)) is kind and not dt.python_scalar(0, d)

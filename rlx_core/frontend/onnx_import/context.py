@@ -219,14 +219,14 @@ class NodeCtx:
         """A scalar splat over ``shape`` (a Python scalar), or a flat row-major sequence."""
         shape = tuple(int(s) for s in shape)
         if isinstance(value, list | tuple):
-            flat = tuple(_py(v, dtype) for v in value)
+            flat = tuple(dt.python_scalar(v, dtype) for v in value)
             if len(flat) > INLINE_LIMIT or not all(_finite(v) for v in flat):
                 import numpy as np  # the importer runs with onnx, which brings numpy
 
                 data = np.array(flat, dtype=dt.to_numpy_name(dtype)).reshape(shape)
                 return self.cx.add_param("", data, TensorType(dtype, shape))
             return self.emit("constant", [], {"value": flat, "dtype": dtype, "shape": shape})
-        scalar = _py(value, dtype)
+        scalar = dt.python_scalar(value, dtype)
         if not _finite(scalar):
             import numpy as np
 
@@ -340,16 +340,6 @@ class NodeCtx:
         if not d.is_float:
             raise Reject(f"{what} must be a float tensor, got {d}")
         return d
-
-
-def _py(v: Any, d: DType) -> Any:
-    if d == dt.bool_:
-        return bool(v)
-    if d.is_int:
-        return int(v)
-    if d.is_complex:
-        return complex(v)
-    return float(v)
 
 
 def _finite(v: Any) -> bool:
