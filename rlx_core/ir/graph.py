@@ -59,6 +59,16 @@ def checked_shape(shape: Any, what: str = "shape") -> Shape:
     return tuple(out)
 
 
+def row_strides(shape: Shape) -> Shape:
+    """Row-major element strides of ``shape``: the last axis steps by 1, each axis before it
+    by the product of the sizes after it."""
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return tuple(reversed(out))
+
+
 def _show(dims: tuple[Any, ...]) -> str:
     return "(" + ", ".join(repr(d) for d in dims[:8]) + (", ..." if len(dims) > 8 else "") + ")"
 

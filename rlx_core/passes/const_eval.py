@@ -34,7 +34,7 @@ from typing import Any
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.dtypes import DType
-from rlx_core.ir.graph import Node, Shape, TensorType
+from rlx_core.ir.graph import Node, Shape, TensorType, row_strides
 
 Scalar = bool | int | float
 ConstValue = Scalar | tuple[Scalar, ...]
@@ -413,14 +413,6 @@ def _unravel(index: int, shape: Shape) -> list[int]:
     return out[::-1]
 
 
-def _strides(shape: Shape) -> list[int]:
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc *= d
-    return out[::-1]
-
-
 def _remap(src: ConstData, out: TensorType, source_index: Callable[[list[int]], int]) -> ConstData:
     """An output whose element at each multi-index is ``src`` at ``source_index(index)``."""
     if src.is_splat:
@@ -440,7 +432,7 @@ def _remap(src: ConstData, out: TensorType, source_index: Callable[[list[int]], 
 
 
 def _movement(op: str, attrs: dict[str, Any], src: ConstData, out: TensorType) -> ConstData:
-    in_strides = _strides(src.shape)
+    in_strides = row_strides(src.shape)
     if op == "reshape":
         return ConstData(out.dtype, out.shape, src.value)
     if op == "transpose":

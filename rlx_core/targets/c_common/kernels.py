@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from rlx_core.ir import dtypes as dt
-from rlx_core.ir.graph import Kernel, Node, Shape
+from rlx_core.ir.graph import Kernel, Node, Shape, row_strides
 from rlx_core.ir.ops import MIR_OPS
 from rlx_core.targets.c_common import ctype_table as ct
 from rlx_core.targets.c_common.body import INDEX_MAP_OPS, Body, Buffer
@@ -23,7 +23,6 @@ from rlx_core.targets.c_common.loops import (
     LoopPlan,
     Writer,
     identity,
-    row_strides,
     var,
 )
 from rlx_core.targets.c_common.names import c_comment

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rlx_core.ir.graph import Shape
+from rlx_core.ir.graph import Shape, row_strides
 
 
 @dataclass(frozen=True)
@@ -44,14 +44,6 @@ def zero(n: int) -> Affine:
 
 def var(n: int, lv: int) -> Affine:
     return Affine(0, tuple(1 if k == lv else 0 for k in range(n)))
-
-
-def row_strides(shape: Shape) -> tuple[int, ...]:
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc *= d
-    return tuple(reversed(out))
 
 
 def offset(amap: AxisMap, shape: Shape, nvars: int) -> Affine:

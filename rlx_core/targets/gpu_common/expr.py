@@ -20,7 +20,7 @@ from typing import Any
 from rlx_core.errors import RlxError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.dtypes import DType
-from rlx_core.ir.graph import Node, Shape, TensorType
+from rlx_core.ir.graph import Node, Shape, TensorType, row_strides
 from rlx_core.ir.ops import is_elementwise
 from rlx_core.targets.gpu_common.dialect import Dialect
 
@@ -360,18 +360,10 @@ def _int_divmod(d: Dialect, op: str, a: str, b: str, t: DType) -> str:
 # ---- index arithmetic --------------------------------------------------------------------------
 
 
-def strides(shape: Shape) -> tuple[int, ...]:
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= n
-    return tuple(reversed(out))
-
-
 def linear(idx: tuple[str, ...], shape: Shape) -> str:
     """Row-major offset of multi-index ``idx`` (size-1 axes contribute nothing)."""
     terms = [i if s == 1 else f"{i} * {s}u"
-             for i, s, n in zip(idx, strides(shape), shape, strict=True) if n != 1]
+             for i, s, n in zip(idx, row_strides(shape), shape, strict=True) if n != 1]
     return " + ".join(terms) if terms else "0u"
 
 
@@ -395,7 +387,7 @@ class Body:
     def digits(self, flat: str, shape: Shape, indent: str = "  ") -> tuple[str, ...]:
         """Multi-index of row-major offset ``flat`` over ``shape`` as locals or ``0u``."""
         out = []
-        for s, n in zip(strides(shape), shape, strict=True):
+        for s, n in zip(row_strides(shape), shape, strict=True):
             out.append("0u" if n == 1 else self.let(f"({flat} / {s}u) % {n}u", None, indent))
         return tuple(out)
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.dtypes import DType
-from rlx_core.ir.graph import Graph, Kernel, Node, Shape, TensorType
+from rlx_core.ir.graph import Graph, Kernel, Node, Shape, TensorType, row_strides
 from rlx_core.ir.ops import MIR_OPS
 from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared, Subgroup
 from rlx_core.targets.gpu_common.expr import (
@@ -53,7 +53,6 @@ from rlx_core.targets.gpu_common.expr import (
     load,
     safe,
     store,
-    strides,
     zero,
 )
 from rlx_core.targets.gpu_common.helpers import helpers
@@ -334,7 +333,7 @@ def _subgroup_reduce(d: Dialect, sg: Subgroup, op: str, acc_t: str, c: str, init
 def _operand_load(d: Dialect, var: str, t: TensorType, groups: tuple[tuple[int, ...], ...],
                   flats: tuple[str, ...], prefix: str, indent: str) -> tuple[list[str], str]:
     """Statements and the compute value of operand ``t`` at flattened group indices."""
-    st = strides(t.shape)
+    st = row_strides(t.shape)
     body = Body(d, prefix)
     terms = []
     for flat, axes in zip(flats, groups, strict=True):

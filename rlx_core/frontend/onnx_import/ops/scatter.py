@@ -15,9 +15,9 @@ from typing import Any
 
 from rlx_core.frontend.onnx_import.context import NodeCtx
 from rlx_core.frontend.onnx_import.errors import Reject
-from rlx_core.frontend.onnx_import.ops.shape import norm_index, row_strides
+from rlx_core.frontend.onnx_import.ops.shape import norm_index
 from rlx_core.ir import dtypes as dt
-from rlx_core.ir.graph import Value
+from rlx_core.ir.graph import Value, row_strides
 
 
 def _reduction(n: NodeCtx) -> str:

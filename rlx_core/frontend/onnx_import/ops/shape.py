@@ -14,7 +14,7 @@ from rlx_core.frontend.onnx_import.context import (
 )
 from rlx_core.frontend.onnx_import.errors import Reject
 from rlx_core.ir import dtypes as dt
-from rlx_core.ir.graph import TensorType, Value
+from rlx_core.ir.graph import TensorType, Value, row_strides
 
 
 def reshape(n: NodeCtx) -> Value:
@@ -187,14 +187,6 @@ def norm_index(n: NodeCtx, idx: Value, size: int) -> Value:
     """Negative indices count from the end: idx + size where idx < 0."""
     neg = n.emit("lt", [idx, n.full_like(0, idx)])
     return n.emit("select", [neg, n.scalar_op("add", idx, size), idx])
-
-
-def row_strides(shape: tuple[int, ...]) -> list[int]:
-    """Row-major element strides of ``shape``."""
-    out = [1] * len(shape)
-    for i in range(len(shape) - 2, -1, -1):
-        out[i] = out[i + 1] * shape[i + 1]
-    return out
 
 
 def gather_elements(n: NodeCtx) -> Value:
