@@ -434,19 +434,23 @@ def test_one_chunk_kernels_join_one_serial_chunk(n: int, threads) -> None:
 
 
 @needs_cpu
-def test_a_wide_few_row_gemm_claims_wider_chunks_with_the_same_bits(
-        threads, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("shape", ["wide", "deep"])
+def test_wide_or_deep_few_row_gemms_claim_other_chunks_with_the_same_bits(
+        shape: str, threads, monkeypatch: pytest.MonkeyPatch) -> None:
     """8 rows into 1024 columns (MiniLM's FFN1 at one sentence is 8 x 384 x 1536): claimed
-    in chunks of blas.WIDE_CHUNK columns, fewer claims than of COLUMN_CHUNK; the bits are
-    those of the 64-column chunks at 1, 2 and 3 threads and with the worker late, bias and
-    GELU epilogue included. A GEMM of 16 rows keeps 64-column chunks."""
+    in chunks of blas.WIDE_CHUNK columns, fewer claims than of COLUMN_CHUNK; 8 x 1024 x 192
+    (its FFN2 is 8 x 1536 x 384) in chunks of blas.DEEP_CHUNK. The bits are those of the
+    64-column chunks at 1, 2 and 3 threads and with the worker late, bias and GELU epilogue
+    included. A GEMM of 16 rows keeps 64-column chunks."""
     from rlx_core.targets.cpu import blas
     from tests.targets.own_sgemm import skip_unless_own_sgemm
 
     skip_unless_own_sgemm()
+    k, n, width, chunks, name = ((160, 1024, 128, 8, "WIDE_CHUNK") if shape == "wide"
+                                 else (1024, 192, 32, 6, "DEEP_CHUNK"))
     rng = np.random.default_rng(7)
-    x = rng.standard_normal((8, 160), np.float32)
-    w, bias = rng.standard_normal((1024, 160), np.float32), rng.standard_normal(1024, np.float32)
+    x = rng.standard_normal((8, k), np.float32)
+    w, bias = rng.standard_normal((n, k), np.float32), rng.standard_normal(n, np.float32)
 
     def gelu(a):
         return rlx.nn.gelu(rlx.nn.linear(a, rlx.param(w, "w"), rlx.param(bias, "b")))
@@ -454,16 +458,17 @@ def test_a_wide_few_row_gemm_claims_wider_chunks_with_the_same_bits(
     threads(2)
     exe = rlx.compile(gelu, x, target="cpu", record=False)
     sixteen = rlx.compile(gelu, np.concatenate([x, x]), target="cpu", record=False)
-    monkeypatch.setattr(blas, "WIDE_CHUNK", blas.COLUMN_CHUNK)
+    monkeypatch.setattr(blas, name, blas.COLUMN_CHUNK)
     narrow = rlx.compile(gelu, x, target="cpu", record=False)
     src = _matmul_kernel_source(exe)
-    assert "rlx_team_take(rlx_work, 1, 4, 8)" in src and "j0 = ch * 128" in src, src
+    take = f"rlx_team_take(rlx_work, 1, {chunks // 2}, {chunks})"
+    assert take in src and f"j0 = ch * {width}" in src, src
     assert "j0 = ch * 64" in _matmul_kernel_source(narrow)
     assert "j0 = ch * 64" in _matmul_kernel_source(sixteen)
     want = narrow(x)
-    for n in (1, 2, 3):
-        threads(n)
-        assert np.array_equal(exe(x), want), n
+    for t in (1, 2, 3):
+        threads(t)
+        assert np.array_equal(exe(x), want), t
     team_delay(exe, threads)(1, 20_000)  # the worker comes 20 ms late
     assert np.array_equal(exe(x), want)
     import math
