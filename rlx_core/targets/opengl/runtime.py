@@ -17,14 +17,11 @@ from rlx_core.errors import TargetUnavailableError
 from rlx_core.targets.gpu_common.compile_error import compile_error
 from rlx_core.targets.gpu_common.kernels import GpuKernel
 from rlx_core.targets.gpu_common.plan import AdapterInfo
+from rlx_core.targets.gpu_common.runtime import source_key
 
 T = TypeVar("T")
 # Mesa's GLSL compiler: "0:12(5): error: ..."
 GLSL_LINE = r"\d+:(\d+)\(\d+\): error"
-
-
-def _key(source: str) -> str:
-    return "\n".join(line.split("//")[0].rstrip() for line in source.splitlines())
 
 
 class OpenGlDevice:
@@ -72,7 +69,7 @@ class OpenGlDevice:
 
     def compile(self, kernels: list[GpuKernel]) -> list[Any]:
         def build(k: GpuKernel) -> Any:
-            key = _key(k.source)
+            key = source_key(k.source)
             if key not in self.shaders:
                 try:
                     self.shaders[key] = self.ctx.compute_shader(k.source)
