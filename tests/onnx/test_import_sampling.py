@@ -7,25 +7,13 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx", reason="the onnx package is not installed")
-from onnx import TensorProto, helper  # noqa: E402
-from onnx.reference import ReferenceEvaluator  # noqa: E402
-
-from rlx_core.frontend.onnx_backend import backend_for  # noqa: E402
+from _one_node import check, model  # noqa: E402
 
 RNG = np.random.default_rng(9)
 
 
-def _run(op: str, ins: dict[str, np.ndarray], target: str = "numpy", **attrs) -> None:
-    node = helper.make_node(op, list(ins), ["y"], **attrs)
-    graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-         for k, v in ins.items()],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
-    want = ReferenceEvaluator(model).run(None, ins)[0]
-    got = backend_for(target).prepare(model).run(list(ins.values()))[0]
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+def _run(op: str, ins: dict[str, np.ndarray], **attrs) -> None:
+    check(model(op, ins, **attrs), ins, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("attrs,with_mask", [
