@@ -71,6 +71,16 @@ def claims(tgt: Any, op: str, *dtypes: str) -> bool:
     return True
 
 
+def claimed_ops(target: str, d: str, ops: tuple[str, ...]) -> list[str]:
+    """The ops of ``ops`` that ``target`` claims natively for ``d``; skips the test when it
+    claims none of them."""
+    tgt = executable_target(target)
+    usable = [op for op in ops if claims(tgt, op, d)]
+    if not usable:
+        pytest.skip(f"{target} claims none of {', '.join(ops)} for {d}")
+    return usable
+
+
 def claimed_dtypes(tgt: Any, ops: tuple[str, ...]) -> list[str]:
     return [d for d in TESTED_DTYPES if all(claims(tgt, op, d) for op in ops)]
 

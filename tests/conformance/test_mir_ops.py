@@ -17,6 +17,7 @@ from tests.conformance.harness import (
     TESTED_DTYPES,
     accepts,
     check_mir,
+    claimed_ops,
     claims,
     executable_target,
     oracle_defined,
@@ -33,18 +34,10 @@ def _rng(*key: object) -> np.random.Generator:
     return np.random.default_rng(abs(hash(tuple(str(k) for k in key))) % 2**32)
 
 
-def _family_case(target: str, d: str, ops: tuple[str, ...]) -> list[str]:
-    tgt = executable_target(target)
-    usable = [op for op in ops if claims(tgt, op, d)]
-    if not usable:
-        pytest.skip(f"{target} claims none of {', '.join(ops)} for {d}")
-    return usable
-
-
 @pytest.mark.parametrize("d", TESTED_DTYPES)
 @pytest.mark.parametrize("target", TARGETS)
 def test_unary(target: str, d: str) -> None:
-    ops = _family_case(target, d, UNARY)
+    ops = claimed_ops(target, d, UNARY)
     rng = _rng("unary", d)
     m = GraphMaker()
     x, xp = m.input("x", d, SHAPE), m.input("xp", d, SHAPE)
@@ -68,7 +61,7 @@ def test_unary(target: str, d: str) -> None:
 @pytest.mark.parametrize("d", TESTED_DTYPES)
 @pytest.mark.parametrize("target", TARGETS)
 def test_binary_and_compare(target: str, d: str) -> None:
-    ops = _family_case(target, d, BINARY + COMPARE)
+    ops = claimed_ops(target, d, BINARY + COMPARE)
     rng = _rng("binary", d)
     m = GraphMaker()
     a, b = m.input("a", d, SHAPE), m.input("b", d, SHAPE)
@@ -127,7 +120,7 @@ def test_cast(target: str, src: str) -> None:
 @pytest.mark.parametrize("d", TESTED_DTYPES)
 @pytest.mark.parametrize("target", TARGETS)
 def test_reductions(target: str, d: str) -> None:
-    ops = _family_case(target, d, REDUCE + ("argmax",))
+    ops = claimed_ops(target, d, REDUCE + ("argmax",))
     rng = _rng("reduce", d)
     m = GraphMaker()
     x = m.input("x", d, SHAPE)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rlx_core.ir.ops.mir import BINARY, COMPARE
-from tests.conformance.harness import TARGETS, check_mir, claims, executable_target
+from tests.conformance.harness import TARGETS, check_mir, claimed_ops, claims, executable_target
 from tests.dispatch.graphs import GraphMaker
 
 SPECIAL = [0.0, -0.0, 1.0, -2.0, 0.5, np.inf, -np.inf, np.nan, 1e30, -1e-30]
@@ -33,19 +33,11 @@ def _known(request, target: str, d: str) -> None:
         request.applymarker(pytest.mark.xfail(reason=KNOWN[target, d]))
 
 
-def _ops(target: str, d: str, ops: tuple[str, ...]) -> list[str]:
-    tgt = executable_target(target)
-    usable = [op for op in ops if claims(tgt, op, d)]
-    if not usable:
-        pytest.skip(f"{target} claims none of {', '.join(ops)} for {d}")
-    return usable
-
-
 @pytest.mark.parametrize("d", FLOATS)
 @pytest.mark.parametrize("target", TARGETS)
 def test_binary_special_values(target: str, d: str, request) -> None:
     _known(request, target, d)
-    ops = _ops(target, d, (*BINARY, *COMPARE))
+    ops = claimed_ops(target, d, (*BINARY, *COMPARE))
     ops = [op for op in ops if op not in ("and", "or", "xor")]
     n = len(SPECIAL)
     a = np.repeat(np.array(SPECIAL, _NP[d]), n)
@@ -61,7 +53,7 @@ def test_binary_special_values(target: str, d: str, request) -> None:
 def test_constant_operands(target: str, d: str, request) -> None:
     """x / 0.0, x * 0.0, max(x, 0.0) (relu) with the zero a constant the compiler can see."""
     _known(request, target, d)
-    ops = _ops(target, d, ("div", "mul", "max", "min", "add"))
+    ops = claimed_ops(target, d, ("div", "mul", "max", "min", "add"))
     x_host = np.array(SPECIAL, _NP[d])
     m = GraphMaker()
     x = m.input("x", d, x_host.shape)
@@ -76,7 +68,7 @@ def test_same_operand_on_both_sides(target: str) -> None:
     """x - x, x / x, x * x, x + x: Mesa's shader compilers fold x - x to 0 and x / x to 1 for
     any float op not marked exact, but inf - inf and NaN - NaN are NaN (layer_norm's
     ``var - var`` flags an overflowed variance with it)."""
-    ops = _ops(target, "f32", ("sub", "div", "mul", "add"))
+    ops = claimed_ops(target, "f32", ("sub", "div", "mul", "add"))
     x_host = np.array(SPECIAL, np.float32)
     m = GraphMaker()
     x = m.input("x", "f32", x_host.shape)
@@ -87,7 +79,7 @@ def test_same_operand_on_both_sides(target: str) -> None:
 @pytest.mark.parametrize("d", FLOATS)
 @pytest.mark.parametrize("target", TARGETS)
 def test_unary_special_values(target: str, d: str) -> None:
-    ops = _ops(target, d, _UNARY)
+    ops = claimed_ops(target, d, _UNARY)
     x_host = np.array(SPECIAL, _NP[d])
     moderate = np.array([v for v in SPECIAL if not (np.isfinite(v) and abs(v) > 1e6)], _NP[d])
     m = GraphMaker()
@@ -100,7 +92,7 @@ def test_unary_special_values(target: str, d: str) -> None:
 @pytest.mark.parametrize("d", FLOATS)
 @pytest.mark.parametrize("target", TARGETS)
 def test_reductions_and_casts_of_special_values(target: str, d: str) -> None:
-    reds = _ops(target, d, ("reduce_max", "reduce_min", "reduce_sum", "reduce_prod", "argmax"))
+    reds = claimed_ops(target, d, ("reduce_max", "reduce_min", "reduce_sum", "reduce_prod", "argmax"))
     tgt = executable_target(target)
     casts = [c for c in ("i32", "u32", "i8", "u8", "bool") if claims(tgt, "cast", d, c)]
     rows = np.array([[1.0, np.nan, 3.0], [np.inf, -np.inf, 0.0], [-np.inf] * 3,
@@ -131,7 +123,7 @@ def test_pow_of_subnormal_bases(target: str, request) -> None:
     20261220). Every exponent class: negative/positive, integer (odd, even) or not."""
     if target in _FLUSHES_SUBNORMALS:
         request.applymarker(pytest.mark.xfail(reason=_FLUSHES_SUBNORMALS[target]))
-    _ops(target, "f32", ("pow",))
+    claimed_ops(target, "f32", ("pow",))
     tiny = np.float32(1.4e-45)
     bases = [tiny, -tiny, np.float32(1e-40), np.float32(-1e-40), np.float32(1.1754942e-38),
              np.float32(-3e-39)]
