@@ -33,10 +33,10 @@ from benchmarks.common import (  # noqa: E402
     SETTLE_S,
     command_text,
     cpu_slug,
+    end_of_run,
     interleaved,
     isa,
     limit_threads,
-    load_now,
     machine,
     markdown_table,
     say,
@@ -167,7 +167,7 @@ def main() -> None:
         for k, s in stats.items():
             rows.append([batch, k, f"{s.p50 * 1e3:.1f}",
                          f"{stats['torch-bf16'].p50 / s.p50:.2f}x"])
-    info["load_average_end"] = load_now()
+    end_of_run(info)
     cos_rows = [[k, f"{v['min']:.5f}", f"{v['mean']:.6f}", v["n"]] for k, v in cos_stats.items()]
     md = (f"# all-MiniLM-L6-v2 in bf16 on the cpu: rlx autocast against PyTorch autocast\n\n"
           f"Command: `{command_text('benchmarks/bench_amp_minilm.py', None)}`. "

@@ -42,11 +42,13 @@ from benchmarks.common import (  # noqa: E402
     RESULTS,
     add_turn_args,
     cpu_slug,
+    end_of_run,
     interleaved,
     isa,
     limit_threads,
     machine,
     markdown_table,
+    placement_text,
     result_stem,
     say,
     torch_threads,
@@ -189,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"ORT {row['rlx_vs_onnxruntime']:.2f}x, vs torch {row['rlx_vs_torch']:.2f}x"
                 + (f"  | OVER TOLERANCE {bad}" if bad else ""))
 
-    mach = machine()
+    mach = end_of_run(machine())
     mach["isa"] = isa()
     data = {"benchmark": "cnn", "machine": mach, "threads": limits, "clock": args.clock,
             "runs": args.runs,
@@ -209,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{r['rlx_vs_torch']:.2f}x", diffs])
     md = (f"# CNNs from ONNX, {args.size}x{args.size} input\n\n{mach['cpu']} (ISA: {mach['isa']})"
           f", {threads} thread(s) per peer, load average {mach['load_average_1m']} at the end, "
+          f"{placement_text(mach)}, "
           + ("CPU time of the calling thread, " if args.clock == "thread" else "wall time, ")
           + f"p50 of up to {args.runs} calls ({turns_text(args.block, args.settle)}) after "
           f"{args.warmup} warm-up calls (`python benchmarks/bench_cnn.py "

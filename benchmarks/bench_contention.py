@@ -60,9 +60,9 @@ from benchmarks.common import (  # noqa: E402
     Stats,
     command_text,
     cpu_slug,
+    end_of_run,
     interleaved,
     limit_threads,
-    load_now,
     machine,
     markdown_table,
     say,
@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
             "threads": limits, "runs": runs, "block": args.block, "settle_s": args.settle,
             "gap_s": args.gap,
             "torch": torch.__version__, "results": results}
-    data["machine"]["load_average_end"] = load_now()
+    end_of_run(data["machine"])
     data["autogroup"] = autogroup()
     headers = ["condition", "workload", *(f"{p} ms" for p in PEERS),
                "team / 1 thread, same turns (ms / ms)", "team / 1 thread, own turns",

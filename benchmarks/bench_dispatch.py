@@ -34,7 +34,13 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 import rlx_core as rlx  # noqa: E402
-from benchmarks.common import machine, machine_stem  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    end_of_run,
+    machine,
+    machine_stem,
+    placement_text,
+    start_placement,
+)
 
 RESULTS = ROOT / "benchmarks" / "results"
 N = 16
@@ -126,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer samples (a smoke run)")
     ap.add_argument("--no-write", action="store_true", help="print only")
     args = ap.parse_args(argv)
+    start_placement()  # the CPUs' placement as the run starts (machine() records it)
     # samples per peer (split over the rounds), warm-up calls, nanoseconds per timed batch
     samples, warmup, batch_ns = (200, 200, 100_000) if args.quick else (2000, 2000, 100_000)
 
@@ -167,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         RESULTS.mkdir(parents=True, exist_ok=True)
         load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
-        info = machine()
+        info = end_of_run(machine())
         data = {"benchmark": "dispatch", "op": f"x + y, float32[{N}] each", "unit": "ns per call",
                 "machine": {**info, "cpus": os.cpu_count(), "platform": platform.platform(),
                             "isa": isa_summary(), "load_average": list(load)},
@@ -182,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                  f"{versions['numpy']}, torch {versions.get('torch', 'absent')}. Median per-call "
                  f"time: median of {rounds} interleaved rounds, each the median of "
                  f"{samples // rounds} timed batches of ~{batch_ns / 1000:.0f} us of calls, after "
-                 f"warm-up. Load average {load[0]:.1f} while it ran "
+                 f"warm-up. Load average {load[0]:.1f} while it ran, {placement_text(info)} "
                  f"(other jobs share the machine: absolute figures move, the ratios are taken "
                  f"from interleaved rounds).", "",
                  "| peer | ns / call | peer / rlx | what |", "|---|---:|---:|---|"]

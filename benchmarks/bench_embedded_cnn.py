@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import cpu_slug, machine, markdown_table, say, write_results  # noqa: E402
+from benchmarks.common import cpu_slug, end_of_run, machine, markdown_table, say, write_results  # noqa: E402
 
 CORES = {"mps2-an386": "Cortex-M4F (an386)", "mps2-an505": "Cortex-M33 (an505)"}
 
@@ -239,7 +239,7 @@ def main() -> None:
     exact = int(sum(np.array_equal(a, b) for a, b in zip(lg, ref_l, strict=True)))
     mem = exe.program.info["memory"]
     c1, c2, hid = (int(v) for v in (p["c1"].shape[0], p["c2"].shape[0], p["fc"].shape[0]))
-    info["load_average_end"] = round(os.getloadavg()[0], 2)
+    end_of_run(info)
     f32_acc, host_acc = float((f32_pred == yt).mean()), float((ref_p == yt).mean())
     table = markdown_table(
         ["model", "images", "f32 accuracy %", "host int8 accuracy %", "firmware accuracy %",

@@ -32,8 +32,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import (  # noqa: E402
+    end_of_run,
     isa,
-    load_now,
     machine,
     machine_stem,
     markdown_table,
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise SystemExit(f"page errors: {errors}")
                 ctx.close()
             browser.close()
-    info["load_average_end"] = load_now()
+    end_of_run(info)
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     rows = [[i + 1, f"{r['open_ms']:.0f}", f"{r['first_graph_ms']:.0f}",
              f"{r['click_fit_ms']:.0f}"] for i, r in enumerate(runs)]

@@ -38,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
     cpu_slug,
+    end_of_run,
     fmt_ms,
     isa,
-    load_now,
     machine,
     markdown_table,
     say,
@@ -187,7 +187,7 @@ def main() -> None:
                 data["results"][f"{target}/{work}/{name}"] = st
                 say(f"  {name}: CPU p50 {fmt_ms(st['cpu_p50'])} ms, wall "
                     f"{fmt_ms(st['wall_p50'])} ms ({base / st['cpu_p50']:.2f}x f32 by CPU)")
-    mach["load_average_end"] = load_now()
+    end_of_run(mach)
     md = ["# int8 vs f32 on the GPU targets (software GPUs)", "",
           stamp(mach), "",
           "`python benchmarks/bench_gpu_int8.py " +

@@ -25,7 +25,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import load_now, machine, machine_stem, markdown_table, stamp, write_results  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    end_of_run,
+    machine,
+    machine_stem,
+    markdown_table,
+    stamp,
+    write_results,
+)
 
 SHAPES = ((128, 384, 384), (128, 384, 1536), (128, 1536, 384),
           (1024, 384, 384), (1024, 384, 1536), (1024, 1536, 384))
@@ -118,7 +125,7 @@ def main() -> None:
         times[path] = json.loads(res.stdout.strip().splitlines()[-1])
         print(path, {k: round(v * 1e3, 3) for k, v in times[path].items()}, flush=True)
     ort_times = _ort(args.reps)
-    info["load_average_end"] = load_now()
+    end_of_run(info)
     rows = []
     for m, k, n in SHAPES:
         shape = f"{m}x{k}x{n}"

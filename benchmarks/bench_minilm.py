@@ -41,11 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
     add_turn_args,
+    end_of_run,
     interleaved,
     limit_threads,
     machine,
     machine_stem,
     markdown_table,
+    placement_text,
     say,
     torch_threads,
     turns_text,
@@ -372,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
             f"after {t['after'] or '-'}: {' '.join(f'{m:.1f}' for m in t['ms'])} ms"
             f" ({t['calls_shrunk']} on 1 thread, {t['bad_calls']} bad)" for t in turns))
 
-    data = {"benchmark": "minilm", "machine": machine(), "threads": limits, "runs": runs,
+    data = {"benchmark": "minilm", "machine": end_of_run(machine()), "threads": limits, "runs": runs,
             "warmup": warmup, "seq": SEQ, "onnx_export": export_notes,
             "versions": {"torch": torch.__version__, "onnxruntime": ort.__version__,
                          "numpy": np.__version__}, "fma_peak_gflops": round(peak, 1),
@@ -400,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
                        f"{max(runs, args.small_runs)} for the small shapes; ")
     md = (f"# all-MiniLM-L6-v2, sequence length {SEQ}\n\n{data['machine']['cpu']}, {threads} "
           f"thread(s) per peer, load average {data['machine']['load_average_1m']} at the end, "
+          f"{placement_text(data['machine'])}, "
           f"p50 of {runs} calls ({small_runs_text}{turns_text(args.block, args.settle, args.gap)}) after {warmup} "
           f"warm-up calls "
           f"(`python benchmarks/bench_minilm.py {' '.join(argv or sys.argv[1:])}`). "

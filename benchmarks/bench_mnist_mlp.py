@@ -33,11 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import (  # noqa: E402
     Stats,
     add_turn_args,
+    end_of_run,
     interleaved,
     limit_threads,
     machine,
     machine_stem,
     markdown_table,
+    placement_text,
     policy,
     say,
     torch_threads,
@@ -300,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
             "   rlx/" + " rlx/".join(f"{n} {r:.2f}x" for n, r in row["rlx_ratio"].items()) +
             f"   (params vs numpy: {agree:.1e}; rlx at {fraction_text(row)} of the stored "
             f"(this run's) FMA peak)")
-    data_out = {"benchmark": "mnist_mlp", "machine": machine(), "threads": limits,
+    data_out = {"benchmark": "mnist_mlp", "machine": end_of_run(machine()), "threads": limits,
                 "runs": runs, "warmup": warmup, "lr": LR, "numpy": np.__version__,
                 "torch": getattr(torch, "__version__", None), "fma_peak_gflops": round(peak, 1),
                 "rlx_step": "compile_step(..., in_place=True): parameters updated in place, as "
@@ -319,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     command = " ".join(["python benchmarks/bench_mnist_mlp.py",
                         *(argv if argv is not None else sys.argv[1:])])
     md = (f"# MNIST MLP training throughput\n\n{machine()['cpu']}, {threads} thread(s) per "
-          f"peer, load average {data_out['machine']['load_average_1m']} at the end"
+          f"peer, load average {data_out['machine']['load_average_1m']} at the end, "
+          f"{placement_text(data_out['machine'])}"
           f"{policy()}, p50 of {runs} steps ({turns_text(args.block, args.settle)}) after "
           f"{warmup} warm-up steps (`{command}`). rlx's step updates its parameters in place "
           f"(`compile_step(..., in_place=True)`), as torch.optim.SGD does. "

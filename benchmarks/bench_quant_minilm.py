@@ -40,11 +40,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import (  # noqa: E402
     SETTLE_S,
     cpu_slug,
+    end_of_run,
     interleaved,
     isa,
     limit_threads,
     machine,
     markdown_table,
+    placement_text,
     say,
     torch_threads,
     write_results,
@@ -301,7 +303,7 @@ def main() -> None:
                                           search=search).graph)
 
     def report(rows: list[list[Any]], timing: dict[int, Any], note: str) -> None:
-        info = {**machine(), "isa": isa(), "threads": threads, "clock": args.clock,
+        info = {**end_of_run(machine()), "isa": isa(), "threads": threads, "clock": args.clock,
                 "int8_dot_kernel": isa_here(),
                 "onnxruntime": ort.__version__, "load_average_1m_start": load0,
                 "accuracy_pass_s": round(acc_s, 1),
@@ -318,7 +320,7 @@ def main() -> None:
               + f"int8 micro-kernel here: {info['int8_dot_kernel']}, onnxruntime "
               f"{ort.__version__}; 1-minute load average {load0} at the start and "
               f"{info['load_average_1m']} at the end (a shared machine: timings are "
-              f"contended); accuracy pass {acc_s:.0f} s, whole run {info['total_s']} s.\n\n"
+              f"contended); {placement_text(info)}; accuracy pass {acc_s:.0f} s, whole run {info['total_s']} s.\n\n"
               f"## Cosine to f32 ({len(texts)} generated sentences, {bsz} a call padded to "
               f"{seq_acc} tokens, each quantized model against its own f32 model)\n\n"
               f"rlx-int8: per-channel i8 weights, per-token dynamic i8 activations, "

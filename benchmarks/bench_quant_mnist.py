@@ -29,9 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
     cpu_slug,
+    end_of_run,
     interleaved,
     machine,
     markdown_table,
+    placement_text,
     say,
     write_results,
 )
@@ -158,7 +160,7 @@ def _report(measured: tuple[Any, Any], graphs: dict[str, Any], steps: int, load0
             for k in graphs]
     table = markdown_table(["model", "test accuracy %", "vs f32 (points)", "ms / 1000 images",
                             "speed vs f32"], rows)
-    info = {**machine(), "int8_dot_kernel": isa_here(), "load_average_1m_start": load0}
+    info = {**end_of_run(machine()), "int8_dot_kernel": isa_here(), "load_average_1m_start": load0}
     md = (f"# MNIST MLP 784-512-512-10: int8 against f32 (full test set, 10,000 images)\n\n"
           f"Command: `python benchmarks/bench_quant_mnist.py {' '.join(sys.argv[1:])}`. "
           f"Machine: {info['cpu']}, "
@@ -168,7 +170,7 @@ def _report(measured: tuple[Any, Any], graphs: dict[str, Any], steps: int, load0
           + " Times: cpu target, "
           f"one batch of 1,000, median of 30 interleaved runs; 1-minute load average "
           f"{load0} at the start, {info.get('load_average_1m')} at the end, on this shared "
-          f"machine. ptq-dynamic-token: {token_bits}-bit codes (ptq.fast_bits: 7 on AVX2 "
+          f"machine; {placement_text(info)}. ptq-dynamic-token: {token_bits}-bit codes (ptq.fast_bits: 7 on AVX2 "
           f"without VNNI); ptq-static-mse-w7: 7-bit weights.\n\n{table}\n\n"
           + (f"QAT fine-tunes the weights too ({steps} more Adam steps than the f32 model had), "
              f"so part of its gain over f32 is training, not quantization. " if steps else "")

@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import (  # noqa: E402
     SETTLE_S,
     cpu_slug,
+    end_of_run,
     interleaved,
     isa,
     limit_threads,
-    load_now,
     machine,
     markdown_table,
     result_stem,
@@ -269,7 +269,7 @@ def report(a: Any, info: dict[str, Any], cases: list[dict[str, Any]],
                      f"{c.get('diff_torch', float('nan')):.1e}",
                      f"{c.get('diff_webgpu', float('nan')):.1e}",
                      f"{c.get('grad_rel_diff_webgpu', float('nan')):.1e}"])
-    info["load_average_end"] = load_now()
+    end_of_run(info)
     md = (f"# 3D Gaussian splatting: rlx.splat vs PyTorch (CPU)\n\n{stamp(info)}.\n\n"
           f"Threads: {a.threads} (rlx's rasterizer and its VJP share tiles over the team; "
           f"projection runs on one). p50 over "

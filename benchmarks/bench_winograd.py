@@ -21,10 +21,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
+    end_of_run,
     interleaved,
     isa,
     limit_threads,
-    load_now,
     machine,
     machine_stem,
     markdown_table,
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         data.append({"layer": [c, o, hw, n], "gflop": flops / 1e9, "p50_s": p50,
                      "rel_err_vs_ort": errs})
         say(" | ".join(cells))
-    mach["load_average_end"] = load_now()
+    end_of_run(mach)
     heads = ["layer (3x3 s1 p1 + bias + ReLU)", "ORT ms", "direct ms (vs ORT)",
              "F(2,3) ms", "F(4,3) ms", "max rel err vs ORT (direct / F2 / F4)"]
     md = (f"# Winograd vs direct 3x3 convs (cpu, 1 thread, thread CPU time, p50 of "

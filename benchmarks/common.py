@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import platform
@@ -22,7 +23,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where used: limit_threads must run before numpy is imported
+    from rlx_core.targets.cpu.placement import Placement
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -64,6 +68,7 @@ def limit_threads(n: int) -> dict[str, str]:
     from rlx_core.targets.cpu.threads import set_num_threads
 
     set_num_threads(n)
+    start_placement()  # where the CPUs sit as the run starts (machine() records it)
     return done
 
 
@@ -113,9 +118,54 @@ def save_run(base: str, clock: str, data: dict[str, Any], markdown: str,
 
 
 def finish_run(run: Run) -> dict[str, Any]:
-    """The machine stamp with the load average at the end set (for ``stamp``)."""
-    run.machine["load_average_end"] = load_now()
-    return run.machine
+    """The machine stamp with the load average and the placement at the end set (for
+    ``stamp``: end_of_run)."""
+    return end_of_run(run.machine)
+
+
+def end_of_run(info: dict[str, Any]) -> dict[str, Any]:
+    """``info`` (a ``machine()`` stamp) with the end of the run recorded: the load average
+    (``load_average_end``) and the CPUs' placement measured again (``placement_end``), so a
+    host that moved the vCPUs mid-run shows as two placements. Returns ``info``."""
+    from rlx_core.targets.cpu.placement import measure_placement
+
+    info["load_average_end"] = load_now()
+    info["placement_end"] = measure_placement().to_json()
+    return info
+
+
+@functools.cache
+def start_placement() -> Placement:
+    """Where this process's first two CPUs sat at the start of the run: measured once, at
+    the first call (limit_threads makes it, before the peers' pools start), and recorded by
+    every ``machine()`` stamp as ``placement``. The 2-vCPU Zen 4 VM switched between one L3
+    and two minutes apart, moving bandwidth and small-batch times with it
+    (rlx_core/targets/cpu/placement.py); a figure is comparable only with its placement."""
+    from rlx_core.targets.cpu.placement import measure_placement
+
+    return measure_placement()
+
+
+def placement_text(info: dict[str, Any]) -> str:
+    """The placement a stamp recorded, for a results file's header line: ``CPUs on a shared
+    L3 (58 ns round trip CPU 0-1)``, with the end's where it was measured (``at the start,
+    ... at the end``); empty for a stamp without one (a file written before it was kept)."""
+    start, end = info.get("placement"), info.get("placement_end")
+    if not isinstance(start, dict):
+        return ""
+    text = f"CPUs on a {describe_placement(start)}"
+    if isinstance(end, dict):
+        text += f" at the start, {describe_placement(end)} at the end"
+    return text
+
+
+def describe_placement(p: dict[str, Any]) -> str:
+    """A recorded placement (``Placement.to_json``) in words (``Placement.describe``)."""
+    from rlx_core.targets.cpu.placement import UNKNOWN, Placement
+
+    return Placement(str(p.get("kind", UNKNOWN)), float(p.get("round_trip_ns") or 0.0),
+                     tuple(p.get("cpus") or ()), str(p.get("os_l3", UNKNOWN)),
+                     str(p.get("reason", ""))).describe()
 
 
 @dataclass(frozen=True)
@@ -267,7 +317,8 @@ def machine() -> dict[str, Any]:
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     return {"cpu": cpu_model(), "cores": cores, "machine": platform.machine(),
             "python": platform.python_version(), "load_average_1m": round(load[0], 2),
-            "when": time.strftime("%Y-%m-%d %H:%M:%S"), **rlx_path()}
+            "when": time.strftime("%Y-%m-%d %H:%M:%S"), **rlx_path(),
+            "placement": start_placement().to_json()}
 
 
 def rlx_path() -> dict[str, Any]:
@@ -315,12 +366,14 @@ def command_text(script: str, argv: Sequence[str] | None) -> str:
 
 def stamp(info: dict[str, Any]) -> str:
     """One line for a results file: CPU model and ISA, cores, the load average at the start
-    (and at the end, once ``info['load_average_end']`` is set), when."""
+    (and at the end, once ``info['load_average_end']`` is set), the CPUs' placement (and at
+    the end, once ``end_of_run`` set it: placement_text), when."""
     end = info.get("load_average_end")
     load = f"load average {info['load_average_1m']} at the start" + \
         (f", {end} at the end" if end is not None else "")
+    where = placement_text(info)
     return (f"{info['cpu']} (ISA: {info.get('isa') or isa()}), {info['cores']} cores, {load}, "
-            f"{info['when']}{policy()}")
+            f"{where + ', ' if where else ''}{info['when']}{policy()}")
 
 
 def policy() -> str:

@@ -69,6 +69,13 @@ CONTENTION_VS_ONE_THREAD = 1.1  # the team's time / rlx on one thread, same load
 CONTENTION_CONDITIONS = tuple(CONDITIONS)
 AHEAD = 1.0  # "ahead of": a speedup above this
 
+# under the table: how to read its placement column (benchmarks/README.md)
+PLACEMENT_NOTE = ("\n*placement*: where the run's first two CPUs sat, from a core-to-core "
+                  "round trip at its start (and end, where the host moved them: `a -> b`): "
+                  "`shared L3` or `split L3` (the 2-vCPU Zen 4 VM switches between the two "
+                  "minutes apart; two L3s read ~1.8x the two-thread bandwidth and ~15% slower "
+                  "MiniLM b1 s8), `not recorded` in a file written before it was kept. A "
+                  "figure is comparable with another only at the same placement.\n")
 HOST_SLOW_TAG = "host-slow"  # results files of runs on such a host (benchmarks/README.md)
 
 NOT_IN_FILE = "not in this file"
@@ -105,6 +112,7 @@ class Row:
     file: str  # the results file's name ("" where none)
     command: str
     when: str
+    placement: str = "-"  # where the CPUs sat in that run (ResultsFile.placement)
 
 
 @dataclass(frozen=True)
@@ -148,6 +156,22 @@ class ResultsFile:
         c = m.get("cores") if isinstance(m, dict) else None
         return c if isinstance(c, int) else None
 
+    @property
+    def placement(self) -> str:
+        """Where the run's first two CPUs sat (common.machine's ``placement`` and
+        end_of_run's ``placement_end``): ``shared L3 (58 ns)``, ``shared L3 (58 ns) -> split
+        L3 (310 ns)`` where the host moved them mid-run, ``not recorded`` in an older file."""
+        m = self.data.get("machine")
+        start = m.get("placement") if isinstance(m, dict) else None
+        if not isinstance(start, dict):
+            return "not recorded"
+        end = m.get("placement_end")
+        text = _placement_short(start)
+        if isinstance(end, dict):
+            after = _placement_short(end)
+            text += "" if after.split(" (")[0] == text.split(" (")[0] else f" -> {after}"
+        return text
+
     def command(self) -> str:
         """The command the run recorded: the JSON's ``command``, else the first backquoted
         ``python benchmarks/...`` in the .md written beside it."""
@@ -159,6 +183,13 @@ class ResultsFile:
             if m:
                 return m.group(1)
         return "(no command recorded)"
+
+
+def _placement_short(p: dict[str, Any]) -> str:
+    """A recorded placement's kind with its round trip: ``split L3 (310 ns)``."""
+    ns = p.get("round_trip_ns")
+    kind = str(p.get("kind", "unknown"))
+    return f"{kind} ({ns:.0f} ns)" if isinstance(ns, (int, float)) and ns > 0 else kind
 
 
 def rows_of(data: dict[str, Any]) -> list[Any]:
@@ -482,7 +513,7 @@ def goal_row(goal: Goal, files: Iterable[ResultsFile]) -> Row:
                    " ".join(["python", *step.args]), "")
     f, parts = chosen
     return Row(goal.figure, summary(parts), goal.target, verdict(parts), f.path.name,
-               f.command(), f.when)
+               f.command(), f.when, f.placement)
 
 
 def goal_table(slug: str, results: Path = RESULTS,
@@ -499,10 +530,11 @@ def table_markdown(slug: str, rows: Sequence[Row], include_host_slow: bool = Fal
             f"the newest committed results file of its benchmark for this CPU that covers "
             f"the most of the goal (`python benchmarks/cpu_goals.py --cpu {slug}`{left}).\n\n"
             + markdown_table(["goal", "measured", "target", "status", "results file",
-                              "when", "command"],
+                              "when", "placement", "command"],
                              [[r.goal, r.measured, r.target, r.status.value,
-                               f"`{r.file}`" if r.file else "-", r.when or "-",
-                               f"`{r.command}`"] for r in rows]))
+                               f"`{r.file}`" if r.file else "-", r.when or "-", r.placement,
+                               f"`{r.command}`"] for r in rows])
+            + PLACEMENT_NOTE)
 
 
 def main(argv: list[str] | None = None, runner: Runner = subprocess_runner) -> int:

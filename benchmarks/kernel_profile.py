@@ -124,13 +124,20 @@ def write_profile(script: str, stem: str, title: str, what: str, runs: int, text
                   clocks: str = THREAD_VS_WALL) -> None:
     """Write results/<stem>-<cpu>.md/.json: the printed ``text`` under a heading, with the CPU
     model, ISA, load, how each side was clocked and the command that made it."""
-    from benchmarks.common import isa, machine, machine_stem, write_results
+    from benchmarks.common import (
+        end_of_run,
+        isa,
+        machine,
+        machine_stem,
+        placement_text,
+        write_results,
+    )
 
-    mach = machine()
+    mach = end_of_run(machine())
     mach["isa"] = isa()
     cmd = " ".join(argv if argv is not None else sys.argv[1:])
     md = (f"# Profile: {title}, rlx kernels vs ONNX Runtime nodes\n\n{mach['cpu']} (ISA: "
-          f"{mach['isa']}), {what}, load average {mach['load_average_1m']} at the end; "
+          f"{mach['isa']}), {what}, load average {mach['load_average_1m']} at the end, {placement_text(mach)}; "
           f"{clocks}, the fastest of {runs} calls (`python benchmarks/{script}.py {cmd}`)\n\n```\n{text}```\n")
     data = {"benchmark": script, "machine": mach, **data}
     print("wrote", *write_results(machine_stem(stem), data, md))

@@ -32,8 +32,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
+    end_of_run,
     isa,
-    load_now,
     machine,
     machine_stem,
     markdown_table,
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{stats['calls_shrunk']}\n")
     say(text + markdown_table(["kernel", "impl", "ops", "us (median)", "of the step"], rows))
     if not args.no_write:
-        mach["load_average_end"] = round(load_now(), 2)
+        end_of_run(mach)
         cmd = " ".join(argv if argv is not None else sys.argv[1:])
         md = (f"# Profile: MLP training step {label}, rlx kernels\n\n{stamp(mach)}; each "
               f"kernel's median wall time on thread 0 over {args.runs // 2} calls of the timed "

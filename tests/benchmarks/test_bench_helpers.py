@@ -131,6 +131,31 @@ def test_save_run_names_thread_clock_runs_apart_and_finish_run_stamps_the_end(
     assert "load_average_end" in common.finish_run(run)
 
 
+def test_a_machine_stamp_records_the_placement_at_the_start_and_end_of_the_run() -> None:
+    """Every results file's machine info: the CPUs' placement (the round-trip probe) as the
+    run started, and again at its end (end_of_run, finish_run), in the JSON and the stamp."""
+    from benchmarks import common
+    from rlx_core.targets.cpu.placement import SHARED, SPLIT, UNKNOWN
+
+    info = common.machine()
+    start = info["placement"]
+    assert start["kind"] in (SHARED, SPLIT, UNKNOWN) and start["reason"]
+    assert start == common.start_placement().to_json()  # one start per run, not per stamp
+    assert "placement_end" not in info
+    assert common.end_of_run(info) is info
+    end = info["placement_end"]
+    assert end["kind"] in (SHARED, SPLIT, UNKNOWN) and "load_average_end" in info
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert start["round_trip_ns"] > 0 and end["round_trip_ns"] > 0
+    line = common.stamp(info)
+    assert f"CPUs on a {common.describe_placement(start)} at the start, " \
+        f"{common.describe_placement(end)} at the end" in line
+    assert "placement_end" in common.finish_run(common.Run({}, None, dict(info)))
+    # a stamp written before placements were kept reads as before
+    old = {k: v for k, v in info.items() if not k.startswith("placement")}
+    assert "CPUs on" not in common.stamp(old) and common.placement_text(old) == ""
+
+
 def test_start_run_without_torch_or_a_thread_limit_only_stamps_the_machine() -> None:
     """bench_fpga's set-up: no pools touched, no PyTorch, the CPU and ISA stamped."""
     from benchmarks import common

@@ -270,6 +270,35 @@ def test_peak_pys_main_prints_a_host_line_per_thread_count(monkeypatch: pytest.M
     monkeypatch.setattr(peak, "bench_peaks", fake)
     monkeypatch.setattr(peak, "fma_ports", lambda: type("P", (), {"describe": lambda s: "-"})())
     assert peak.main(["--threads", "2"]) == 0
-    assert host_lines(capsys.readouterr().out) == [
+    out = capsys.readouterr().out
+    assert out.startswith("placement at the start: ") and "placement at the end: " in out
+    assert host_lines(out) == [
         "host at 0.90 of its stored FMA peak and 0.75 of its stored bandwidth on 1 thread(s)",
         "host at 0.90 of its stored FMA peak and 0.75 of its stored bandwidth on 2 thread(s)"]
+
+
+def test_each_row_says_where_the_cpus_sat_in_the_run_it_read(tmp_path: Path) -> None:
+    """The placement column: the file's start placement, ``a -> b`` where the end's differs,
+    ``not recorded`` for a file from before; the verdicts are the same either way."""
+    def placed(kind: str, ns: float) -> dict[str, Any]:
+        return {"kind": kind, "round_trip_ns": ns, "cpus": [0, 1], "os_l3": "shared L3",
+                "reason": "round trip"}
+
+    data = _minilm({1: 1.3, 8: 1.3, 32: 1.3})
+    _write(tmp_path, f"minilm-{SLUG}", data)
+    before = _row(cg.goal_table(SLUG, tmp_path), "bench_minilm")
+    assert before.placement == "not recorded"
+    moved = {"machine": {"cpu": CPU, "cores": 2, "when": "2026-12-07 09:00:00",
+                         "placement": placed("shared L3", 58.2),
+                         "placement_end": placed("split L3", 311.0)}}
+    (tmp_path / f"minilm-{SLUG}.json").write_text(json.dumps({**data, **moved}))
+    rows = cg.goal_table(SLUG, tmp_path)
+    row = _row(rows, "bench_minilm")
+    assert row.placement == "shared L3 (58 ns) -> split L3 (311 ns)"
+    assert (row.status, row.measured) == (before.status, before.measured)
+    moved["machine"]["placement_end"] = placed("shared L3", 61.0)  # did not move: said once
+    (tmp_path / f"minilm-{SLUG}.json").write_text(json.dumps({**data, **moved}))
+    assert _row(cg.goal_table(SLUG, tmp_path), "bench_minilm").placement == "shared L3 (58 ns)"
+    md = cg.table_markdown(SLUG, rows)
+    assert "| placement |" in md and "shared L3 (58 ns) -> split L3 (311 ns)" in md
+    assert cg.PLACEMENT_NOTE in md
