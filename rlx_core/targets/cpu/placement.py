@@ -35,9 +35,9 @@ UNKNOWN = "unknown"
 # the band rather than one threshold.
 SHARED_BELOW_NS = 150.0
 SPLIT_ABOVE_NS = 250.0
-# batches of round trips, and round trips a batch: ~20 ms at 300 ns, ~6 ms at 60 ns
-ROUNDS = 31
-TRIPS = 2000
+# batches of round trips, and round trips a batch: ~5 ms at 320 ns, ~1.5 ms at 90 ns
+ROUNDS = 15
+TRIPS = 1000
 # a probe that has not finished by then (a CPU the host does not run) gives up
 GIVE_UP_S = 1.0
 
