@@ -48,6 +48,7 @@ from benchmarks.common import (  # noqa: E402
     limit_threads,
     machine,
     markdown_table,
+    placement_line,
     placement_text,
     result_stem,
     say,
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results: list[dict[str, Any]] = []
     say(f"{machine()['cpu']} ({isa()}), {threads} thread(s) per peer, input {args.size}x"
-        f"{args.size}")
+        f"{args.size}; {placement_line()}")
     for name in nets:
         net = build(name)
         rng = np.random.default_rng(0)

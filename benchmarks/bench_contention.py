@@ -65,6 +65,7 @@ from benchmarks.common import (  # noqa: E402
     limit_threads,
     machine,
     markdown_table,
+    placement_line,
     say,
     stamp,
     torch_threads,
@@ -357,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     if "after-ort" in args.conditions.split(","):
         pres["after-ort"] = ort_pool(torch, threads, tmp)
     say(f"{machine()['cpu']} ({detect().describe()}), {threads} cores; rlx team = "
-        f"{threads} threads")
+        f"{threads} threads; {placement_line()}")
     results: list[dict[str, Any]] = []
     for cond in args.conditions.split(","):
         program, count = CONDITIONS[cond]

@@ -65,7 +65,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common import cpu_slug, limit_threads, machine, markdown_table, say, write_results  # noqa: E402
+from common import cpu_slug, end_of_run, limit_threads, machine, markdown_table, say, write_results  # noqa: E402
 
 READING = """
 ## Reading these numbers
@@ -361,7 +361,7 @@ def _worker(args: argparse.Namespace) -> int:
         return 0
     from rlx_core.targets.cpu.isa import detect
 
-    info = {**start, "ranks": comm.size, "threads_per_rank": threads,
+    info = {**end_of_run(start), "ranks": comm.size, "threads_per_rank": threads,
             "isa": detect().describe(), "load_average_1m_end": round(os.getloadavg()[0], 2),
             "command": "python benchmarks/bench_distributed.py " + " ".join(args.argv),
             "mpi": comm.mpi.Get_library_version().split(",")[0].strip(),

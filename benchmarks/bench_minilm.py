@@ -47,6 +47,7 @@ from benchmarks.common import (  # noqa: E402
     machine,
     machine_stem,
     markdown_table,
+    placement_line,
     placement_text,
     say,
     torch_threads,
@@ -248,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     threads = args.threads or len(os.sched_getaffinity(0))
     limits = limit_threads(threads)
+    say(placement_line())
     import numpy as np
     import onnxruntime as ort
     import torch

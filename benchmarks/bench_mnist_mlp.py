@@ -39,6 +39,7 @@ from benchmarks.common import (  # noqa: E402
     machine,
     machine_stem,
     markdown_table,
+    placement_line,
     placement_text,
     policy,
     say,
@@ -249,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
 
     threads = args.threads or len(os.sched_getaffinity(0))
     limits = limit_threads(threads)  # before torch/numpy start pools
+    say(placement_line())
     import numpy as np
 
     from rlx_core.data.mnist import load_mnist

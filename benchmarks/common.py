@@ -146,6 +146,12 @@ def start_placement() -> Placement:
     return measure_placement()
 
 
+def placement_line() -> str:
+    """What a benchmark prints as it starts: ``placement at the start: shared L3 (58 ns round
+    trip CPU 0-1)`` (start_placement)."""
+    return f"placement at the start: {start_placement().describe()}"
+
+
 def placement_text(info: dict[str, Any]) -> str:
     """The placement a stamp recorded, for a results file's header line: ``CPUs on a shared
     L3 (58 ns round trip CPU 0-1)``, with the end's where it was measured (``at the start,
