@@ -30,7 +30,7 @@ SPLIT = "split L3"
 UNKNOWN = "unknown"
 
 # round-trip nanoseconds below which two CPUs count as sharing an L3, and above which as on two
-# L3s (the Zen 4 VM: 52-64 and 292-321); between the two the OS topology decides, else unknown.
+# L3s (the Zen 4 VM: this probe 62-65 and 300-330, a plain C ping-pong 50-64 and 292-321); between the two the OS topology decides, else unknown.
 # A large mesh (a many-core Xeon) has a slower round trip inside one L3 than a Zen CCD, hence
 # the band rather than one threshold.
 SHARED_BELOW_NS = 150.0
@@ -48,6 +48,16 @@ SOURCE = r"""
 #include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
+/* a pause in the spin: without it the -O3 -march=native build (the target's flags) read 84-92
+   ns on one L3 where the same loop at -O2 read 51-54 and a plain C ping-pong 50-52; with it
+   62-65 at either, so the figure does not hang on how the compiler unrolled the spin */
+#if defined(__x86_64__) || defined(__i386__)
+#define RLX_PP_PAUSE() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define RLX_PP_PAUSE() __asm__ volatile("yield")
+#else
+#define RLX_PP_PAUSE() ((void)0)
+#endif
 static double rlx_pp_now(void) {
     struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
@@ -63,6 +73,7 @@ struct rlx_pp {
 static int rlx_pp_wait(struct rlx_pp *p, long want, double deadline) {
     for (unsigned spin = 1;; ++spin) {
         if (atomic_load_explicit(&p->flag, memory_order_acquire) == want) return 0;
+        RLX_PP_PAUSE();
         if ((spin & 4095) == 0 && (atomic_load_explicit(&p->abort, memory_order_relaxed) ||
                                    rlx_pp_now() > deadline)) {
             atomic_store(&p->abort, 1);
