@@ -65,7 +65,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common import cpu_slug, end_of_run, limit_threads, machine, markdown_table, say, write_results  # noqa: E402
+from common import (  # noqa: E402
+    cpu_slug,
+    end_of_run,
+    limit_threads,
+    machine,
+    markdown_table,
+    placement_text,
+    say,
+    write_results,
+)
 
 READING = """
 ## Reading these numbers
@@ -372,7 +381,8 @@ def _worker(args: argparse.Namespace) -> int:
     md = [f"# bench_distributed ({comm.size} ranks, one machine)\n",
           f"CPU: {info['cpu']} ({info['cores']} cores, {info['machine']}; ISA {info['isa']}), "
           f"load average {info['load_average_1m']} at the start, "
-          f"{info['load_average_1m_end']} at the end ({info['when']}); {info['mpi']}; "
+          f"{info['load_average_1m_end']} at the end ({info['when']}), {placement_text(info)}; "
+          f"{info['mpi']}; "
           f"{comm.size} ranks on shared memory, 1 thread each"
           + (f", {comm.size} ranks on {info['cores']} cores: oversubscribed"
              if comm.size > info["cores"] else "") + f"; {info['yield']}; "

@@ -35,7 +35,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import cpu_slug, end_of_run, machine, markdown_table, say, write_results  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    cpu_slug,
+    end_of_run,
+    machine,
+    markdown_table,
+    placement_text,
+    say,
+    write_results,
+)
 
 CORES = {"mps2-an386": "Cortex-M4F (an386)", "mps2-an505": "Cortex-M33 (an505)"}
 
@@ -265,7 +273,8 @@ def main() -> None:
     md = (f"# int8 MNIST CNN as Cortex-M firmware under QEMU\n\n"
           f"Command: `python benchmarks/bench_embedded_cnn.py{flags}`. Host: {info['cpu']}, "
           f"{info['cores']} cores, load average {info.get('load_average_1m')} at the start, "
-          f"{info['load_average_end']} at the end (shared). qemu-system-arm `-icount shift=0`, "
+          f"{info['load_average_end']} at the end (shared), {placement_text(info)}. "
+          f"qemu-system-arm `-icount shift=0`, "
           f"arm-none-eabi-gcc `-Os`. Model: conv 1->{c1} 3x3/2 + relu, conv {c1}->{c2} 3x3/2 + "
           f"relu, flatten, linear {c2 * 49}->{hid} + relu, linear {hid}->10; f32 {args.epochs} epochs (torch, "
           f"Adam 2e-3 x0.4 per epoch, batch 64, seed 0), "

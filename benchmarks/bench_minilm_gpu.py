@@ -29,10 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (  # noqa: E402
     RESULTS,
+    end_of_run,
     fmt_ms,
     interleaved,
     machine,
     markdown_table,
+    placement_text,
     say,
     write_results,
 )
@@ -98,6 +100,7 @@ def main() -> None:
         peers[name] = (lambda e=exe: e(ids, mask, types))
     # the first call above compiled and warmed every program: no further warm-up calls
     stats = interleaved(peers, runs=args.runs, warmup=0)
+    end_of_run(run_machine)  # the load and the CPUs' placement at the end of the run
     for name, st in stats.items():
         data["targets"][name]["call"] = st
         data["targets"][name]["machine"] = run_machine
@@ -120,7 +123,8 @@ def main() -> None:
     m = run_machine
     md = (f"# MiniLM-L6-v2 on the GPU targets (software drivers)\n\n"
           f"Batch {ids.shape[0]} x {ids.shape[1]} tokens, real weights. {m['cpu']}, "
-          f"{m['cores']} cores ({m['machine']}), a machine shared with other jobs (the load "
+          f"{m['cores']} cores ({m['machine']}), {placement_text(m)}, "
+          f"a machine shared with other jobs (the load "
           f"average of each row's run is in its last column). Per call: interleaved turns "
           f"of all targets of one run, p50/p10/p90 over the runs. Command: "
           f"`python benchmarks/bench_minilm_gpu.py` (`--targets ... --merge` per part)."

@@ -30,7 +30,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import fmt_ms, interleaved, machine, markdown_table, say  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    end_of_run,
+    fmt_ms,
+    interleaved,
+    machine,
+    markdown_table,
+    placement_text,
+    say,
+)
 
 SKIP = 77  # the automake convention for "skipped"
 MINILM_TOL = 1e-4
@@ -137,9 +145,10 @@ def main() -> int:
             for name, s in stats.items()]
     slug = re.sub(r"[^a-z0-9]+", "-", info.name.lower()).strip("-")
     slug = slug if name == "cuda" else f"{name}-{slug}"
-    m = data["machine"]
+    m = end_of_run(data["machine"])
     md = (f"# The {name} target on {info.name}\n\n{info.backend}; host {m['cpu']}, {m['cores']} "
-          f"cores, Python {m['python']}, {m['when']}. Command: `bash scripts/gpu_check.sh` "
+          f"cores, Python {m['python']}, {placement_text(m)}, {m['when']}. "
+          f"Command: `bash scripts/gpu_check.sh` "
           f"(conformance results beside this file: gpu_check-{slug}-conformance.txt).\n\n"
           f"- MiniLM, {which}, batch {ids.shape[0]} x {ids.shape[1]}: max |diff| vs the numpy "
           f"target {diff:.2e} (bound {MINILM_TOL:g}), min cosine {cos:.8f}, compile + first "
