@@ -136,6 +136,8 @@ class KernelProgram:
     params: tuple[Any, ...]  # host arrays in graph.params order, bound at module build time
     # per output: the donated argument it may be written into, or -1 (runtime/donation.py)
     aliases: tuple[int, ...] = ()
+    # the prebuilt kernel objects it links (cpu/kernel_library.py), once per module
+    kernel_libraries: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -483,6 +485,7 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
     from rlx_core.runtime.executable import Executable
     from rlx_core.runtime.memory_budget import check_budget, resolve_limit
     from rlx_core.targets.base import InPlaceRefused, Program
+    from rlx_core.targets.cpu import kernel_library
     from rlx_core.targets.cpu.renderer import render_program
     from rlx_core.targets.registry import get_target
 
@@ -500,7 +503,8 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
         prefix = program_prefix(text + (
             f"\ninplace {aliases}" if max(aliases, default=-1) >= 0 else ""))
         try:
-            cprog = render_program(lir, prefix, in_place=inplace_pairs(lir, aliases))
+            cprog = render_program(lir, prefix, in_place=inplace_pairs(lir, aliases),
+                                   kernel_library=kernel_library.enabled())
             break
         except InPlaceRefused as e:  # a GEMM that cannot store over W: a fresh output
             aliases = refuse(aliases, lir, e.output)
@@ -509,7 +513,8 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
         include_dirs=tuple(cprog.include_dirs), library_dirs=tuple(cprog.library_dirs),
         libraries=tuple(cprog.libraries), kernel_names=tuple(k.name for k in lir.kernels),
         outputs=tuple(cprog.output_types), arena_bytes=int(cprog.arena_bytes),
-        params=host_params(lir), aliases=aliases)
+        params=host_params(lir), aliases=aliases,
+        kernel_libraries=tuple(cprog.kernel_libraries))
     built: list[Program] = []
 
     def run(inputs: Sequence[Any], params: dict[str, Any]) -> list[Any]:
@@ -545,7 +550,7 @@ def build_extension(runtime_src: str, table_src: str, kernels: Sequence[KernelPr
 
     import numpy as np
 
-    from rlx_core.targets.cpu import toolchain
+    from rlx_core.targets.cpu import kernel_library, toolchain
 
     comp = toolchain.find_compiler()
     py_incs = (sysconfig.get_paths()["include"], np.get_include())
@@ -557,6 +562,9 @@ def build_extension(runtime_src: str, table_src: str, kernels: Sequence[KernelPr
         objs.append(toolchain.compile_object(k.source, include_dirs=k.include_dirs, compiler=comp))
         lib_dirs.update(dict.fromkeys(k.library_dirs))
         libs.update(dict.fromkeys(k.libraries))
+    # the prebuilt kernels (hidden symbols) once for all the module's programs
+    for name in dict.fromkeys(n for k in kernels for n in k.kernel_libraries):
+        objs.append(kernel_library.build(name, comp))
     built = toolchain.link_shared(tuple(objs), library_dirs=tuple(lib_dirs),
                                   libraries=tuple(libs),
                                   suffix=sysconfig.get_config_var("EXT_SUFFIX") or ".so",

@@ -43,6 +43,8 @@ class CProgram:
     include_dirs: tuple[str, ...] = ()
     library_dirs: tuple[str, ...] = ()
     libraries: tuple[str, ...] = ()
+    # prebuilt kernel objects the program links (cpu/kernel_library.py names)
+    kernel_libraries: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     profile_fn: str = ""  # set in profiling mode: void f(double* seconds, int64_t* calls)
     # (offset, bytes) of arena state derived from the bound parameters (cpu/prepack.py): the

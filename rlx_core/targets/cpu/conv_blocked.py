@@ -1036,10 +1036,23 @@ static void rlx_cb_src_fill(rlx_cb_src *s, const float *x, int blocked, float *b
    their chunks follow one another, so a filter too large for L2 is read once for them all
    unit by unit, not once per image. Returns 0 when out of memory for the blocked copy (the
    caller then runs rlx_cb_fallback or rlx_cb_direct) */
-static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, int64_t o,
-                        const float *bias, const float *res, float *y, int64_t oy0,
-                        int64_t oy1, int act, float lo, float hi, int lay,
-                        const rlx_cb_pair *p2, const rlx_cb_imgs *im) {
+/* where it is compiled (kernel_library.py): RLX_CB_EXTERN, a program linking the prebuilt
+   object, declares it only (the static helpers only it calls then go unused and uncompiled);
+   RLX_CB_LIBRARY, that object, defines it with hidden visibility (each program keeps its own
+   copy, unseen by another loaded program); else a program defines it static, as it was */
+#if defined(RLX_CB_EXTERN) || defined(RLX_CB_LIBRARY)
+#define RLX_CB_CONV2_LINK __attribute__((visibility("hidden")))
+#else
+#define RLX_CB_CONV2_LINK static
+#endif
+RLX_CB_CONV2_LINK int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk,
+                                   int64_t o, const float *bias, const float *res, float *y,
+                                   int64_t oy0, int64_t oy1, int act, float lo, float hi,
+                                   int lay, const rlx_cb_pair *p2, const rlx_cb_imgs *im)
+#ifdef RLX_CB_EXTERN
+;
+#else
+{
     enum { MR = RLX_CB_MR, CH = RLX_CB_CHUNK };
     const int ns = p2 ? 2 : 1;  /* the convolutions summed */
     rlx_cb_src src[2];
@@ -1256,6 +1269,7 @@ static int rlx_cb_conv2(const rlx_conv_geo *g, const float *x, const float *pk, 
     }
     return 1;
 }
+#endif
 
 /* one convolution (rlx_cb_conv2 without a pair) */
 static inline int rlx_cb_conv(const rlx_conv_geo *g, const float *x, const float *pk,

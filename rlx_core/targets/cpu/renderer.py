@@ -33,6 +33,7 @@ from rlx_core.targets.cpu import (
     igemm_packed,
     inplace,
     isa,
+    kernel_library,
     lapack,
     layout,
     pool,
@@ -69,8 +70,12 @@ class CpuRenderer(CLikeRenderer):
                  parallel_min_work: int = PARALLEL_MIN_WORK, profile: bool = False,
                  profile_clock: str = "CLOCK_MONOTONIC",
                  own_sgemm: bool = False, prepack: bool = True,
-                 simd_conv: bool = False, in_place: dict[str, str] | None = None):
+                 simd_conv: bool = False, in_place: dict[str, str] | None = None,
+                 kernel_library: bool = False):
         super().__init__(in_place)
+        # the blocked conv's rlx_cb_conv2 from the prebuilt object (kernel_library.py), which
+        # the build links, not compiled in this program
+        self.kernel_library = kernel_library
         self.blas = blas
         self.own_sgemm = own_sgemm  # f32 GEMMs on rlx's AVX-512 or AVX2 kernel (sgemm.py)
         # parameters the own kernel takes as B are packed once per binding (prepack.py)
@@ -214,6 +219,8 @@ class CpuRenderer(CLikeRenderer):
             unused += [conv.SOURCE, conv_blocked.SOURCE, depthwise.SOURCE]
         elif not impls & {*conv_blocked.IMPLS, *winograd.IMPLS}:
             unused.append(conv_blocked.SOURCE)
+        if self.kernel_library and not self._links_conv(impls):
+            unused.append(kernel_library.EXTERN_DEFINE)
         if not impls & set(winograd.IMPLS):
             unused.append(winograd.SOURCE)
         int8 = {igemm.IMPL, igemm_packed.IMPL, igemm_packed.DYNAMIC_IMPL,
@@ -565,6 +572,7 @@ class CpuRenderer(CLikeRenderer):
         threads += (isa.blocking().defines() + sgemm.defines() + sgemm.SOURCE + gemv.defines()
                     + gemv.SOURCE
                     + attention.SOURCE + conv.SOURCE
+                    + (kernel_library.EXTERN_DEFINE if self.kernel_library else "")
                     + conv_blocked.SOURCE + winograd.SOURCE + depthwise.SOURCE
                     + pool.SOURCE + bf16gemm.SOURCE + igemm.SOURCE + igemm_packed.SOURCE
                     + i4gemm.SOURCE + splat.SOURCE)
@@ -587,22 +595,31 @@ class CpuRenderer(CLikeRenderer):
         return (f"void {prefix}_threads(int n) {{\n    rlx_cpu_threads = n > 0 ? n : 1;\n"
                 f"{blas}}}\n" + team.team_functions(prefix, self.team_mode))
 
+    def _links_conv(self, impls: set[str]) -> bool:
+        """Does the program call rlx_cb_conv2 from the kernel library (a blocked, paired or
+        Winograd convolution, whose GEMMs are rlx_cb_conv)?"""
+        return self.kernel_library and bool(impls & {*conv_blocked.IMPLS, *winograd.IMPLS})
+
     def program_fields_for(self, impls: dict[str, str]) -> dict[str, Any]:
+        libs = (kernel_library.CONV_BLOCKED,) if self._links_conv(set(impls.values())) else ()
         if self.blas is None:
-            return {"uses_blas": False}
+            return {"uses_blas": False, "kernel_libraries": libs}
         # the header is included whenever the BLAS exists, so its paths always travel along
         b = self.blas
         uses = any(i.startswith("blas-") for i in impls.values())  # the own kernel needs none
         return {"uses_blas": uses, "include_dirs": (b.include_dir,),
-                "library_dirs": (b.lib_dir,), "libraries": (b.library,)}
+                "library_dirs": (b.lib_dir,), "libraries": (b.library,),
+                "kernel_libraries": libs}
 
 
 def render_program(lir: Graph, prefix: str = "rlx", *, use_blas: bool | None = None,
-                   openmp: bool = True, in_place: dict[str, str] | None = None) -> CProgram:
+                   openmp: bool = True, in_place: dict[str, str] | None = None,
+                   kernel_library: bool = False) -> CProgram:
     """Render ``lir`` to one C translation unit. ``use_blas`` None: use BLAS if it is found
     (and rlx's own f32 GEMM where the compiler targets AVX-512 or AVX2 + FMA, sgemm.available).
     ``in_place``: output value -> the donated input it may be written over
-    (runtime/donation.py)."""
+    (runtime/donation.py). ``kernel_library``: the program links the prebuilt kernels its
+    ``kernel_libraries`` name (kernel_library.py) instead of compiling them."""
     from rlx_core.targets.cpu.toolchain import find_compiler
 
     blas = None
@@ -611,5 +628,6 @@ def render_program(lir: Graph, prefix: str = "rlx", *, use_blas: bool | None = N
     comp = find_compiler()
     own = sgemm.available(comp, blas is not None)[0]
     renderer = CpuRenderer(blas, openmp=openmp, own_sgemm=own, prepack=prepack_enabled(),
-                           simd_conv=comp.avx2_fma or comp.avx512, in_place=in_place)
+                           simd_conv=comp.avx2_fma or comp.avx512, in_place=in_place,
+                           kernel_library=kernel_library)
     return renderer.render_program(lir, prefix)

@@ -123,7 +123,7 @@ class CpuTarget:
         return dict(cprog.kernel_sources)
 
     def build(self, lir: Graph, options: Any = None) -> Program:
-        from rlx_core.targets.cpu import sgemm
+        from rlx_core.targets.cpu import kernel_library, sgemm
         from rlx_core.targets.cpu.blas import find_blas
         from rlx_core.targets.cpu.cache import quarantine
         from rlx_core.targets.cpu.renderer import CpuRenderer
@@ -154,12 +154,16 @@ class CpuTarget:
         prepack = prepack_enabled() and not flags.get("no_prepack")
         renderer = CpuRenderer(blas, openmp=comp.openmp, profile=profile, profile_clock=clock,
                                own_sgemm=own, prepack=prepack,
-                               simd_conv=comp.avx2_fma or comp.avx512)
+                               simd_conv=comp.avx2_fma or comp.avx512,
+                               kernel_library=kernel_library.enabled())
         cprog = renderer.render_program(lir, "rlx_" + lir.name)
+
         def build() -> BuildResult:
+            # the prebuilt kernels it links (kernel_library.py): found, or compiled once
+            objects = tuple(kernel_library.build(name, comp) for name in cprog.kernel_libraries)
             return build_shared(cprog.source, include_dirs=cprog.include_dirs,
                                 library_dirs=cprog.library_dirs, libraries=cprog.libraries,
-                                compiler=comp)
+                                compiler=comp, objects=objects)
 
         built = build()
         try:

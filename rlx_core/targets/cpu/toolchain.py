@@ -332,17 +332,21 @@ def link_args(library_dirs: tuple[str, ...], libraries: tuple[str, ...]) -> tupl
 
 def build_shared(source: str, *, include_dirs: tuple[str, ...] = (),
                  library_dirs: tuple[str, ...] = (), libraries: tuple[str, ...] = (),
-                 compiler: Compiler | None = None) -> BuildResult:
-    """Compile ``source`` into a shared object in the cache (or find it there)."""
+                 compiler: Compiler | None = None,
+                 objects: tuple[BuildResult, ...] = ()) -> BuildResult:
+    """Compile ``source`` into a shared object in the cache (or find it there), linked with
+    the cached ``objects`` (kernel_library.py's prebuilt kernels; their keys join the key)."""
     comp = compiler or find_compiler()
     incs = tuple(f"-I{d}" for d in include_dirs)
     links = link_args(library_dirs, libraries)
     flags = comp.flags_for(source)
     key = hashlib.sha256("\0".join(
-        [source, " ".join(flags + incs + links), comp.version, _host()]).encode()
+        [source, " ".join(flags + incs + links), comp.version, _host(),
+         *(o.key for o in objects)]).encode()
     ).hexdigest()
     return _cached_build(key, ".so", source, lambda src, tmp: (
-        comp.path, *flags, *incs, str(src), "-o", str(tmp), *links))
+        comp.path, *flags, *incs, str(src), *(str(o.path) for o in objects), "-o", str(tmp),
+        *links))
 
 
 def _cached_build(key: str, suffix: str, source: str,
