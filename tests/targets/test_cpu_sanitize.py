@@ -35,13 +35,16 @@ pytestmark = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cp
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 TESTS = [  # NCHW direct + depthwise (phase planes and rows), NCHW8c depthwise, pooling (both),
-    # Winograd on NCHW8c sides (its tile-pair gather on AVX-512)
+    # Winograd on NCHW8c sides (its tile-pair gather on AVX-512), the blocked conv
     "test_cpu_conv.py::test_conv_kernels_match_the_reference",
     "test_cpu_conv.py::test_depthwise_phase_planes_and_rows_match_the_reference",
     "test_cpu_depthwise.py",
     "test_cpu_pool.py::test_pool_kernels_match_the_reference",
     "test_cpu_pool.py::test_blocked_pools_match_the_reference",
     "test_cpu_winograd.py::test_blocked_sides_in_a_chain",
+    # the blocked conv's kernel library (its tiles' intrinsics form: ASan sees no asm)
+    "test_cpu_conv_blocked.py::test_parameter_filters_run_blocked_and_match_the_reference",
+    "test_cpu_conv_blocked.py::test_the_tiles_store_a_blocked_output_with_its_epilogue",
 ]
 def _runtime(cc: str) -> str | None:
     """The compiler's ASan runtime library, or None (gcc: libasan.so; clang: its compiler-rt
