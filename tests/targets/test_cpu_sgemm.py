@@ -272,11 +272,7 @@ def test_each_row_of_a_call_has_the_bits_of_that_row_alone(tmp_path, isa: str) -
     4 + 4 / 4 + 3 tiles a block ending 1-2 rows past a whole tile is cut into: rlx_sgemm_rows),
     its row of C has the bits of the same row computed alone (m = 1): on prepacked B, W^T
     packed in the call and a row-major B (read in place), and numpy's product."""
-    lib = build_harness(tmp_path, isa, sgemm.SOURCE + _HARNESS + _PACKED_HARNESS)
-    i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    lib.run.restype = lib.run_packed.restype = None
-    lib.run.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64]
-    lib.run_packed.argtypes = [i64, i64, i64, ptr, ptr, ptr, i64]
+    lib = _rows_harness(tmp_path, isa)
     rng = np.random.default_rng(10)
     # 8 = 6 + 2 and 13 = 6 + 7 rows (4 + 4, 6 + 4 + 3 on AVX2); 128 x 1536 x 384: MiniLM's
     # FFN down, row blocks of 66 and 62 = 10 x 6 + 2; 62 x 800 x 40: two KC slices
@@ -305,13 +301,7 @@ def test_the_asm_k_steps_of_the_avx512_tile_change_no_bits(tmp_path, isa: str,
     monkeypatch.setenv("RLX_SG_ASM8", "0")
     assert "RLX_SG_ASM8" not in sgemm.defines()
     (tmp_path / "asm8").mkdir()
-    libs = [build_harness(tmp_path, isa, sgemm.SOURCE + _HARNESS + _PACKED_HARNESS),
-            build_harness(tmp_path / "asm8", isa, on + sgemm.SOURCE + _HARNESS + _PACKED_HARNESS)]
-    i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    for lib in libs:
-        lib.run.restype = lib.run_packed.restype = None
-        lib.run.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64]
-        lib.run_packed.argtypes = [i64, i64, i64, ptr, ptr, ptr, i64]
+    libs = [_rows_harness(tmp_path, isa), _rows_harness(tmp_path / "asm8", isa, on)]
     rng = np.random.default_rng(11)
     for m, k, n in [(128, 784, 128), (37, 390, 100), (64, 1000, 48), (16, 131, 64)]:
         a = rng.standard_normal((m, k), np.float32)
@@ -341,13 +331,7 @@ def test_the_asm_k_steps_are_opt_in_and_only_ever_default_on_two_fma_ports(
         monkeypatch: pytest.MonkeyPatch, ports: int | None, flip: bool, want: bool) -> None:
     """RLX_SG_ASM8 is off by default; with sgemm.ASM8_ON_TWO_PORTS it would be on only on a core
     measured at two FMA ports for the path's vectors; RLX_SG_ASM8 (0 or 1) overrides it."""
-    from dataclasses import replace
-
-    from rlx_core.targets.cpu import peaks
-
-    row = peaks.Peaks(gflops=100.0, gbps=30.0, threads=1, cpu="test", measured="now")
-    monkeypatch.setattr(peaks, "machine_peaks",
-                        lambda threads=None: None if ports is None else replace(row, fma_ports=ports))
+    _measured_ports(monkeypatch, ports)
     monkeypatch.setattr(sgemm, "ASM8_ON_TWO_PORTS", flip)
     monkeypatch.delenv("RLX_SG_ASM8", raising=False)
     assert sgemm.asm8() is want
@@ -385,6 +369,33 @@ def _assembly(isa: str, source: str, *mode: str) -> str:
                           check=True).stdout
 
 
+def _measured_ports(monkeypatch: pytest.MonkeyPatch, ports: int | None) -> None:
+    """The peaks store as if this core's FMA ports had been measured at ``ports`` (None:
+    never measured), for the choices that follow them (sgemm.panel_prefetch, wt_set_rows,
+    asm8)."""
+    from dataclasses import replace
+
+    from rlx_core.targets.cpu import peaks
+
+    row = peaks.Peaks(gflops=100.0, gbps=30.0, threads=1, cpu="test", measured="now")
+
+    def stored(threads=None):
+        return None if ports is None else replace(row, fma_ports=ports)
+
+    monkeypatch.setattr(peaks, "machine_peaks", stored)
+
+
+def _rows_harness(tmp_path, isa: str, defines: str = "") -> ctypes.CDLL:
+    """``defines``, sgemm.SOURCE and both harness entries (run, run_packed) built for ``isa``
+    and typed, for _rows_times_w_t."""
+    lib = build_harness(tmp_path, isa, defines + sgemm.SOURCE + _HARNESS + _PACKED_HARNESS)
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    lib.run.restype = lib.run_packed.restype = None
+    lib.run.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64]
+    lib.run_packed.argtypes = [i64, i64, i64, ptr, ptr, ptr, i64]
+    return lib
+
+
 def _rows_times_w_t(lib: ctypes.CDLL, form: str, rows: np.ndarray, w: np.ndarray) -> np.ndarray:
     """rows @ w.T through the harness: on w^T prepacked (``packed``), packed in the call
     (``w_t``) or as a row-major B (``b``: read in place where its rows spread)."""
@@ -408,14 +419,9 @@ def test_the_panel_prefetch_follows_the_measured_fma_ports(
     """A prepacked B's next panel is fetched ahead except on a core measured at one FMA port
     for this ISA family's vectors (never measured: as tuned, on); the renderer's macros carry
     the choice, and RLX_SG_PPF (0 or 1) overrides it; any other value is a typed error."""
-    from dataclasses import replace
-
     from rlx_core.errors import ArgumentError
-    from rlx_core.targets.cpu import peaks
 
-    row = peaks.Peaks(gflops=100.0, gbps=30.0, threads=1, cpu="test", measured="now")
-    monkeypatch.setattr(peaks, "machine_peaks",
-                        lambda threads=None: None if ports is None else replace(row, fma_ports=ports))
+    _measured_ports(monkeypatch, ports)
     monkeypatch.delenv("RLX_SG_PPF", raising=False)
     monkeypatch.delenv("RLX_SG_APF", raising=False)
     assert sgemm.panel_prefetch() is want
@@ -489,14 +495,9 @@ def test_w_t_packing_follows_the_measured_fma_ports(
     """W^T's panels are packed by their first tile (32: whatever the sets) except on a core
     measured at one FMA port for this ISA family's vectors; the renderer's macros carry the
     bound, RLX_SG_WT_SET_ROWS (0 to 32) overrides it, and anything else is a typed error."""
-    from dataclasses import replace
-
     from rlx_core.errors import ArgumentError
-    from rlx_core.targets.cpu import peaks
 
-    row = peaks.Peaks(gflops=100.0, gbps=30.0, threads=1, cpu="test", measured="now")
-    monkeypatch.setattr(peaks, "machine_peaks",
-                        lambda threads=None: None if ports is None else replace(row, fma_ports=ports))
+    _measured_ports(monkeypatch, ports)
     monkeypatch.delenv("RLX_SG_WT_SET_ROWS", raising=False)
     assert sgemm.wt_set_rows() == want
     assert ("#define RLX_SG_WT_SET_ROWS" in sgemm.defines()) is (want != 32)
