@@ -167,9 +167,8 @@ class ResultsFile:
             return "not recorded"
         end = m.get("placement_end")
         text = _placement_short(start)
-        if isinstance(end, dict):
-            after = _placement_short(end)
-            text += "" if after.split(" (")[0] == text.split(" (")[0] else f" -> {after}"
+        if isinstance(end, dict) and end.get("kind") != start.get("kind"):
+            text += f" -> {_placement_short(end)}"
         return text
 
     def command(self) -> str:
