@@ -376,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
             f"after {t['after'] or '-'}: {' '.join(f'{m:.1f}' for m in t['ms'])} ms"
             f" ({t['calls_shrunk']} on 1 thread, {t['bad_calls']} bad)" for t in turns))
 
-    data = {"benchmark": "minilm", "machine": end_of_run(machine()), "threads": limits, "runs": runs,
+    data = {"benchmark": "minilm", "machine": end_of_run(machine()), "threads": limits,
+            "runs": runs,
             "warmup": warmup, "seq": SEQ, "onnx_export": export_notes,
             "versions": {"torch": torch.__version__, "onnxruntime": ort.__version__,
                          "numpy": np.__version__}, "fma_peak_gflops": round(peak, 1),

@@ -170,7 +170,8 @@ def _report(measured: tuple[Any, Any], graphs: dict[str, Any], steps: int, load0
           + " Times: cpu target, "
           f"one batch of 1,000, median of 30 interleaved runs; 1-minute load average "
           f"{load0} at the start, {info.get('load_average_1m')} at the end, on this shared "
-          f"machine; {placement_text(info)}. ptq-dynamic-token: {token_bits}-bit codes (ptq.fast_bits: 7 on AVX2 "
+          f"machine; {placement_text(info)}. ptq-dynamic-token: {token_bits}-bit codes "
+          f"(ptq.fast_bits: 7 on AVX2 "
           f"without VNNI); ptq-static-mse-w7: 7-bit weights.\n\n{table}\n\n"
           + (f"QAT fine-tunes the weights too ({steps} more Adam steps than the f32 model had), "
              f"so part of its gain over f32 is training, not quantization. " if steps else "")

@@ -137,7 +137,8 @@ def write_profile(script: str, stem: str, title: str, what: str, runs: int, text
     mach["isa"] = isa()
     cmd = " ".join(argv if argv is not None else sys.argv[1:])
     md = (f"# Profile: {title}, rlx kernels vs ONNX Runtime nodes\n\n{mach['cpu']} (ISA: "
-          f"{mach['isa']}), {what}, load average {mach['load_average_1m']} at the end, {placement_text(mach)}; "
-          f"{clocks}, the fastest of {runs} calls (`python benchmarks/{script}.py {cmd}`)\n\n```\n{text}```\n")
+          f"{mach['isa']}), {what}, load average {mach['load_average_1m']} at the end, "
+          f"{placement_text(mach)}; {clocks}, the fastest of {runs} calls "
+          f"(`python benchmarks/{script}.py {cmd}`)\n\n```\n{text}```\n")
     data = {"benchmark": script, "machine": mach, **data}
     print("wrote", *write_results(machine_stem(stem), data, md))

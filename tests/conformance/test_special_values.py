@@ -92,7 +92,8 @@ def test_unary_special_values(target: str, d: str) -> None:
 @pytest.mark.parametrize("d", FLOATS)
 @pytest.mark.parametrize("target", TARGETS)
 def test_reductions_and_casts_of_special_values(target: str, d: str) -> None:
-    reds = claimed_ops(target, d, ("reduce_max", "reduce_min", "reduce_sum", "reduce_prod", "argmax"))
+    reds = claimed_ops(target, d,
+                       ("reduce_max", "reduce_min", "reduce_sum", "reduce_prod", "argmax"))
     tgt = executable_target(target)
     casts = [c for c in ("i32", "u32", "i8", "u8", "bool") if claims(tgt, "cast", d, c)]
     rows = np.array([[1.0, np.nan, 3.0], [np.inf, -np.inf, 0.0], [-np.inf] * 3,

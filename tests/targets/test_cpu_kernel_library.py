@@ -57,8 +57,8 @@ def _fresh_cache(monkeypatch: pytest.MonkeyPatch, path: Path) -> Path:
 def test_built_once_reused_bit_identical_and_per_isa(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Two programs of other shapes: the first compiles the object, the second only links it,
-    as does a specialization cache module (@rlx.jit); they give the bits of the kernel compiled inline (RLX_CPU_KERNEL_LIBRARY=0), NaN and inf
-    included, and their own C only declares rlx_cb_conv2. Forced to AVX2 (on an AVX-512
+    as does a specialization cache module (@rlx.jit); they give the bits of the kernel
+    compiled inline (RLX_CPU_KERNEL_LIBRARY=0), NaN and inf included, and their own C only declares rlx_cb_conv2. Forced to AVX2 (on an AVX-512
     host), the ISA path is in the object's key: a second object, linked, right results."""
     skip_unless_simd()
     monkeypatch.setenv("RLX_CONV_BLOCKED", "all")

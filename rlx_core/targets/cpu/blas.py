@@ -434,17 +434,19 @@ COLUMN_ROWS = 256
 COLUMN_CHUNK = 64  # a multiple of both kernels' panels (16 and 32 columns)
 # A wide GEMM of fewer than 16 rows is claimed in chunks of WIDE_CHUNK columns: its 64-column
 # chunks take a few us each (MiniLM's FFN1 at one sentence of 8 tokens, 8 x 384 x 1536: 24
-# chunks), and each claim is a compare-and-swap on the kernel's one counter, whose cache line
-# then moves between the cores: fewer claims helped most when the host put the two vCPUs on
-# different L3s (a 310 ns round trip between them instead of 55).
+# chunks). Fewer, longer chunks helped most when the host put the two vCPUs on different L3s
+# (a 310 ns round trip between them instead of 55). Not through the claims themselves: a
+# claim's compare-and-swap costs ~6 ns on average (C harness, both placements), and giving
+# each thread's share a cache line of its own was level (team.py's take, the "claimlines"
+# A/B of Dec 7); what each chunk start costs beyond it was not isolated.
 # MiniLM b1 s8 (2 threads, Zen 4, both builds in one process, alternating turns, FIFO, both
 # build orders, four runs): 0.978-0.985x the call's p50 with the vCPUs apart, 0.983-0.997x
 # together; 256 columns (six chunks) 0.993 / 0.998; same bits (a chunk is computed as in the
 # one-thread call). Only from 8 chunks of it, so two threads still balance their shares.
 WIDE_CHUNK = 128
 # and a deep one (K >= 1024) that is not wide in chunks of DEEP_CHUNK: MiniLM's FFN2 at one
-# sentence, 8 x 1536 x 384, has six 64-column chunks of ~13 us each at the FMA peak, and whoever finishes first
-# waits up to one of them before the LayerNorm that follows. 32 columns: 0.990-0.997x the
+# sentence, 8 x 1536 x 384, has six 64-column chunks of ~13 us each at the FMA peak, and
+# whoever finishes first waits up to one of them before the LayerNorm that follows. 32 columns: 0.990-0.997x the
 # call's p50 in five runs (both build orders, both placements; same bits)
 DEEP_CHUNK = 32
 

@@ -49,8 +49,8 @@ def source(name: str) -> str:
     hidden visibility (read at each call: a test or benchmark may rewrite conv_blocked.SOURCE)."""
     if name != CONV_BLOCKED:
         raise KeyError(f"no kernel library {name!r} (known: {', '.join(NAMES)})")
-    return (prelude() + "#ifdef _OPENMP\n#include <omp.h>\n#endif\n" + isa.blocking().defines() + sgemm.defines() + sgemm.SOURCE
-            + conv.SOURCE + "#define RLX_CB_LIBRARY 1\n" + conv_blocked.SOURCE)
+    return (prelude() + "#ifdef _OPENMP\n#include <omp.h>\n#endif\n" + isa.blocking().defines()
+            + sgemm.defines() + sgemm.SOURCE + conv.SOURCE + "#define RLX_CB_LIBRARY 1\n" + conv_blocked.SOURCE)
 
 
 @contextmanager

@@ -30,7 +30,8 @@ SPLIT = "split L3"
 UNKNOWN = "unknown"
 
 # round-trip nanoseconds below which two CPUs count as sharing an L3, and above which as on two
-# L3s (the Zen 4 VM: this probe 62-65 and 300-330, a plain C ping-pong 50-64 and 292-321); between the two the OS topology decides, else unknown.
+# L3s (the Zen 4 VM: this probe 62-65 and 300-330, a plain C ping-pong 50-64 and 292-321);
+# between the two the OS topology decides, else unknown.
 # A large mesh (a many-core Xeon) has a slower round trip inside one L3 than a Zen CCD, hence
 # the band rather than one threshold.
 SHARED_BELOW_NS = 150.0
