@@ -161,6 +161,7 @@ class Placement:
         return f"{self.kind} ({self.round_trip_ns:.0f} ns round trip CPU {pair})"
 
     def to_json(self) -> dict[str, object]:
+        """The fields as a results file records them (``machine.placement``; cpus a list)."""
         d = asdict(self)
         d["cpus"] = list(self.cpus)
         return d
