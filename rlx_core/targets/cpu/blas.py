@@ -79,7 +79,7 @@ def _blas_layout(s: Strides) -> tuple[str, int] | None:
 
 
 # below this many multiply-adds a team GEMM runs on one thread (_alone); inside the team
-# region the threads are already running and a split costs only the wait at the barrier
+# call the threads are already running and a split costs only the wait at the barrier
 # after the kernel: the MLP step's three GEMMs of 164K multiply-adds (128 x 128 x 10 and its
 # two gradients) split at 2 threads made the step 0.408 instead of 0.434 ms (one process, 15
 # alternating turns)
@@ -270,7 +270,7 @@ def _alone(spec: GemmSpec) -> bool:
 
 def _team_gemm(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
                epilogue: BlockEpilogue | None, tiles: tuple[bool, bool] = (False, False)) -> None:
-    """Team mode (rlx_core/targets/cpu/team.py): every thread of the region runs this block,
+    """Team mode (rlx_core/targets/cpu/team.py): every thread of the team call runs this block,
     claiming chunks of the GEMM (a ``team.CHUNKS`` loop) until none is left.
 
     The chunks: column chunks for a GEMM of few rows (_column_chunks: on prepacked B, or when

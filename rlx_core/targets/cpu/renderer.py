@@ -95,7 +95,7 @@ class CpuRenderer(CLikeRenderer):
         self.profile = profile
         # CLOCK_THREAD_CPUTIME_ID (RLX_CPU_PROFILE=thread): with a team, thread 0's CPU time
         self.profile_clock = profile_clock
-        # one parallel region per call (team.py); profiling times each kernel on thread 0.
+        # one team call per program call (team.py); profiling times each kernel on thread 0.
         # Without OpenMP (or with no kernel worth splitting: render_program) the program runs
         # serial on the calling thread
         self.team_mode = openmp
@@ -124,8 +124,8 @@ class CpuRenderer(CLikeRenderer):
         cprog = self._render(g, prefix)
         if self.team_mode and not self._splits:
             # no kernel shares work out (all below the thresholds): the program runs on the
-            # calling thread with no parallel region, so a tiny call wakes no thread and
-            # pays no barrier (team.py's region costs ~1-3 us even when one thread works)
+            # calling thread with no team call, so a tiny call wakes no thread and
+            # pays no barrier (team.py's team call costs ~1-3 us even when one thread works)
             self.team_mode, self._mode = False, "serial"
             try:
                 cprog = self._render(g, prefix)
@@ -184,7 +184,7 @@ class CpuRenderer(CLikeRenderer):
 
     @property
     def splits(self) -> bool:
-        """Did the last rendered program share work out over a team (open a region)?"""
+        """Did the last rendered program share work out over a team (make a team call)?"""
         return self.team_mode and self._splits
 
     def _render(self, g: Graph, prefix: str) -> Any:
