@@ -504,7 +504,7 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
             f"\ninplace {aliases}" if max(aliases, default=-1) >= 0 else ""))
         try:
             cprog = render_program(lir, prefix, in_place=inplace_pairs(lir, aliases),
-                                   kernel_library=kernel_library.enabled())
+                                   link_prebuilt=kernel_library.enabled())
             break
         except InPlaceRefused as e:  # a GEMM that cannot store over W: a fresh output
             aliases = refuse(aliases, lir, e.output)

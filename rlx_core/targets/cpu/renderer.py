@@ -71,11 +71,11 @@ class CpuRenderer(CLikeRenderer):
                  profile_clock: str = "CLOCK_MONOTONIC",
                  own_sgemm: bool = False, prepack: bool = True,
                  simd_conv: bool = False, in_place: dict[str, str] | None = None,
-                 kernel_library: bool = False):
+                 link_prebuilt: bool = False):
         super().__init__(in_place)
         # the blocked conv's rlx_cb_conv2 from the prebuilt object (kernel_library.py), which
         # the build links, not compiled in this program
-        self.kernel_library = kernel_library
+        self.link_prebuilt = link_prebuilt
         self.blas = blas
         self.own_sgemm = own_sgemm  # f32 GEMMs on rlx's AVX-512 or AVX2 kernel (sgemm.py)
         # parameters the own kernel takes as B are packed once per binding (prepack.py)
@@ -219,7 +219,7 @@ class CpuRenderer(CLikeRenderer):
             unused += [conv.SOURCE, conv_blocked.SOURCE, depthwise.SOURCE]
         elif not impls & {*conv_blocked.IMPLS, *winograd.IMPLS}:
             unused.append(conv_blocked.SOURCE)
-        if self.kernel_library and not self._links_conv(impls):
+        if self.link_prebuilt and not self._links_conv(impls):
             unused.append(kernel_library.EXTERN_DEFINE)
         if not impls & set(winograd.IMPLS):
             unused.append(winograd.SOURCE)
@@ -572,7 +572,7 @@ class CpuRenderer(CLikeRenderer):
         threads += (isa.blocking().defines() + sgemm.defines() + sgemm.SOURCE + gemv.defines()
                     + gemv.SOURCE
                     + attention.SOURCE + conv.SOURCE
-                    + (kernel_library.EXTERN_DEFINE if self.kernel_library else "")
+                    + (kernel_library.EXTERN_DEFINE if self.link_prebuilt else "")
                     + conv_blocked.SOURCE + winograd.SOURCE + depthwise.SOURCE
                     + pool.SOURCE + bf16gemm.SOURCE + igemm.SOURCE + igemm_packed.SOURCE
                     + i4gemm.SOURCE + splat.SOURCE)
@@ -598,7 +598,7 @@ class CpuRenderer(CLikeRenderer):
     def _links_conv(self, impls: set[str]) -> bool:
         """Does the program call rlx_cb_conv2 from the kernel library (a blocked, paired or
         Winograd convolution, whose GEMMs are rlx_cb_conv)?"""
-        return self.kernel_library and bool(impls & {*conv_blocked.IMPLS, *winograd.IMPLS})
+        return self.link_prebuilt and bool(impls & {*conv_blocked.IMPLS, *winograd.IMPLS})
 
     def program_fields_for(self, impls: dict[str, str]) -> dict[str, Any]:
         libs = (kernel_library.CONV_BLOCKED,) if self._links_conv(set(impls.values())) else ()
@@ -614,11 +614,11 @@ class CpuRenderer(CLikeRenderer):
 
 def render_program(lir: Graph, prefix: str = "rlx", *, use_blas: bool | None = None,
                    openmp: bool = True, in_place: dict[str, str] | None = None,
-                   kernel_library: bool = False) -> CProgram:
+                   link_prebuilt: bool = False) -> CProgram:
     """Render ``lir`` to one C translation unit. ``use_blas`` None: use BLAS if it is found
     (and rlx's own f32 GEMM where the compiler targets AVX-512 or AVX2 + FMA, sgemm.available).
     ``in_place``: output value -> the donated input it may be written over
-    (runtime/donation.py). ``kernel_library``: the program links the prebuilt kernels its
+    (runtime/donation.py). ``link_prebuilt``: the program links the prebuilt kernels its
     ``kernel_libraries`` name (kernel_library.py) instead of compiling them."""
     from rlx_core.targets.cpu.toolchain import find_compiler
 
@@ -629,5 +629,5 @@ def render_program(lir: Graph, prefix: str = "rlx", *, use_blas: bool | None = N
     own = sgemm.available(comp, blas is not None)[0]
     renderer = CpuRenderer(blas, openmp=openmp, own_sgemm=own, prepack=prepack_enabled(),
                            simd_conv=comp.avx2_fma or comp.avx512, in_place=in_place,
-                           kernel_library=kernel_library)
+                           link_prebuilt=link_prebuilt)
     return renderer.render_program(lir, prefix)

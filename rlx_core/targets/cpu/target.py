@@ -155,7 +155,7 @@ class CpuTarget:
         renderer = CpuRenderer(blas, openmp=comp.openmp, profile=profile, profile_clock=clock,
                                own_sgemm=own, prepack=prepack,
                                simd_conv=comp.avx2_fma or comp.avx512,
-                               kernel_library=kernel_library.enabled())
+                               link_prebuilt=kernel_library.enabled())
         cprog = renderer.render_program(lir, "rlx_" + lir.name)
 
         def build() -> BuildResult:
