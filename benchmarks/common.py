@@ -167,11 +167,9 @@ def placement_text(info: dict[str, Any]) -> str:
 
 def describe_placement(p: dict[str, Any]) -> str:
     """A recorded placement (``Placement.to_json``) in words (``Placement.describe``)."""
-    from rlx_core.targets.cpu.placement import UNKNOWN, Placement
+    from rlx_core.targets.cpu.placement import Placement
 
-    return Placement(str(p.get("kind", UNKNOWN)), float(p.get("round_trip_ns") or 0.0),
-                     tuple(p.get("cpus") or ()), str(p.get("os_l3", UNKNOWN)),
-                     str(p.get("reason", ""))).describe()
+    return Placement.from_json(p).describe()
 
 
 @dataclass(frozen=True)

@@ -104,3 +104,12 @@ def test_a_placement_describes_itself_with_or_without_a_number() -> None:
     p = Placement(SPLIT, 312.4, (0, 1), SHARED, "round trip")
     assert p.describe() == "split L3 (312 ns round trip CPU 0-1)"
     assert Placement(UNKNOWN, 0.0, (0,), UNKNOWN, "why").describe() == "unknown (why)"
+
+
+def test_a_recorded_placement_reads_back_as_it_was_written() -> None:
+    p = Placement(SPLIT, 312.4, (0, 1), SHARED, "round trip")
+    assert Placement.from_json(p.to_json()) == p
+    # a results file written before a field was kept: the field reads as not known
+    old = Placement.from_json({"kind": SHARED, "round_trip_ns": 58.0, "cpus": [0, 1]})
+    assert old == Placement(SHARED, 58.0, (0, 1), UNKNOWN, "")
+    assert Placement.from_json({}).describe() == UNKNOWN

@@ -22,8 +22,10 @@ from __future__ import annotations
 import ctypes
 import os
 import statistics
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 SHARED = "shared L3"
 SPLIT = "split L3"
@@ -165,6 +167,14 @@ class Placement:
         d = asdict(self)
         d["cpus"] = list(self.cpus)
         return d
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> Placement:
+        """The placement a results file recorded (``to_json``'s fields); a field the file lacks
+        (one written before it was kept) reads as unknown, 0 ns, no CPUs or no reason."""
+        return Placement(str(d.get("kind", UNKNOWN)), float(d.get("round_trip_ns") or 0.0),
+                         tuple(int(c) for c in d.get("cpus") or ()),
+                         str(d.get("os_l3", UNKNOWN)), str(d.get("reason", "")))
 
 
 def classify(round_trip_ns: float, os_l3: str) -> tuple[str, str]:
