@@ -93,7 +93,9 @@ class Run:
 
 def start_run(threads: int | None, with_torch: bool = True) -> Run:
     """``limit_threads(threads)`` before any pool starts, then PyTorch on the same threads, and
-    ``machine()`` with the ISA: the set-up every torch-peer benchmark opens with.
+    ``machine()`` with the ISA: the set-up every torch-peer benchmark opens with. Prints the
+    CPUs' placement as the run starts (placement_line), as the benchmarks that limit their
+    threads themselves do.
 
     ``with_torch=False`` for a benchmark without a PyTorch peer (``Run.torch`` is None; torch
     is not imported); ``threads=None`` leaves every pool at its default, for one whose figures
@@ -105,7 +107,9 @@ def start_run(threads: int | None, with_torch: bool = True) -> Run:
 
         if threads is not None:
             torch_threads(torch, threads)
-    return Run(limits, torch, {**machine(), "isa": isa()})
+    run = Run(limits, torch, {**machine(), "isa": isa()})
+    say(placement_line())
+    return run
 
 
 def save_run(base: str, clock: str, data: dict[str, Any], markdown: str,

@@ -158,13 +158,16 @@ def test_a_machine_stamp_records_the_placement_at_the_start_and_end_of_the_run()
         f"placement at the start: {common.start_placement().describe()}"
 
 
-def test_start_run_without_torch_or_a_thread_limit_only_stamps_the_machine() -> None:
-    """bench_fpga's set-up: no pools touched, no PyTorch, the CPU and ISA stamped."""
+def test_start_run_without_torch_or_a_thread_limit_only_stamps_the_machine(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_fpga's set-up: no pools touched, no PyTorch, the CPU and ISA stamped, and the
+    placement printed as the run starts (as bench_minilm prints it)."""
     from benchmarks import common
 
     run = common.start_run(None, with_torch=False)
     assert run.torch is None and run.limits == {"threads": "default"}
     assert run.machine["cpu"] and run.machine["isa"] == common.isa()
+    assert capsys.readouterr().out.splitlines() == [common.placement_line()]
 
 
 def test_in_fixed_batches_pads_the_last_chunk_and_drops_the_padding() -> None:
