@@ -1,8 +1,9 @@
 """docs/targets.md's *cpu target settings* table names every environment variable the cpu
-target reads (rlx_core/targets/cpu/ and the C renderer it shares, c_common/): a setting added
-to the code without a row fails here, and so does a row whose setting the code no longer
-reads, or one whose *read* column (when the setting is read) says something its preamble does
-not define."""
+target reads (rlx_core/targets/cpu/, the C renderer it shares, c_common/, and the build cache
+convention it shares with the other targets, targets/build_cache.py): a setting added to the
+code without a row fails here, and so does a row whose setting the code no longer reads, or
+one whose *read* column (when the setting is read) says something its preamble does not
+define."""
 
 from __future__ import annotations
 
@@ -16,11 +17,10 @@ _READ = re.compile(r'(?:environ\.get\(|environ\[|getenv\(|env_(?:count|choice|fl
 
 
 def _read_by_the_code() -> set[str]:
-    names: set[str] = set()
-    for folder in ("cpu", "c_common"):
-        for path in sorted((ROOT / "rlx_core" / "targets" / folder).glob("*.py")):
-            names.update(_READ.findall(path.read_text(encoding="utf-8")))
-    return names
+    targets = ROOT / "rlx_core" / "targets"
+    paths = [*(p for folder in ("cpu", "c_common") for p in sorted((targets / folder).glob("*.py"))),
+             targets / "build_cache.py"]
+    return {name for path in paths for name in _READ.findall(path.read_text(encoding="utf-8"))}
 
 
 def _section() -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from rlx_core.targets.build_cache import target_cache_dir
 from rlx_core.targets.cortex_m.boards import Board
 from rlx_core.targets.cortex_m.errors import FirmwareBuildError
 from rlx_core.targets.tool_process import run_tool
@@ -71,10 +72,9 @@ def linker_script(board: Board) -> str:
 
 
 def cache_root() -> Path:
-    root = Path(os.environ.get("RLX_CACHE_DIR") or Path(tempfile.gettempdir()) /
-                f"rlx-cache-{os.getuid()}") / "cortex-m"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    """Where built firmware is kept (build_cache: ``<RLX_CACHE_DIR>/cortex-m``, else
+    ``~/.cache/rlx/cortex-m``)."""
+    return target_cache_dir("cortex-m")
 
 
 def elf_sizes(gcc: str, elf: Path) -> tuple[int, int, int]:

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from rlx_core.errors import RlxError, RlxWarning
+from rlx_core.targets import build_cache
 
 # a compile runs at most 600 s (toolchain timeout); a temporary older than this is an orphan
 STALE_TMP_SECONDS = 900
@@ -62,8 +63,7 @@ _VERIFIED: dict[str, tuple[int, int, int]] = {}
 
 
 def _configured() -> Path:
-    return Path(os.environ.get("RLX_CACHE_DIR")
-                or os.path.join(Path.home(), ".cache", "rlx", "cpu"))
+    return build_cache.configured()  # RLX_CACHE_DIR, else ~/.cache/rlx/cpu
 
 
 def cache_dir() -> Path:

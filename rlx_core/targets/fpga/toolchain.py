@@ -13,6 +13,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
+from rlx_core.targets.build_cache import target_cache_dir
 from rlx_core.targets.fpga.errors import SimulationBuildError
 from rlx_core.targets.fpga.verilog import Project
 from rlx_core.targets.tool_process import run_tool
@@ -33,10 +34,9 @@ def tool_version(path: str) -> str:
 
 
 def cache_root() -> Path:
-    root = Path(os.environ.get("RLX_CACHE_DIR") or Path(tempfile.gettempdir()) /
-                f"rlx-cache-{os.getuid()}") / "fpga"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    """Where built simulators are kept (build_cache: ``<RLX_CACHE_DIR>/fpga``, else
+    ``~/.cache/rlx/fpga``)."""
+    return target_cache_dir("fpga")
 
 
 def build_simulator(project: Project) -> tuple[Path, bool]:

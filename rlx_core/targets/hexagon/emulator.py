@@ -22,6 +22,7 @@ from typing import Any
 from rlx_core.errors import ArgumentError, RlxError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import TensorType
+from rlx_core.targets.build_cache import target_cache_dir
 from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.host_args import cast_host, checked_shape
 from rlx_core.targets.tool_process import run_tool
@@ -96,9 +97,9 @@ def main_source(cprog: CProgram) -> str:
 
 
 def cache_dir() -> Path:
-    root = Path(os.environ.get("RLX_CACHE_DIR", Path.home() / ".cache" / "rlx")) / "hexagon"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    """Where linked programs and the runtime object are kept (build_cache:
+    ``<RLX_CACHE_DIR>/hexagon``, else ``~/.cache/rlx/hexagon``)."""
+    return target_cache_dir("hexagon")
 
 
 def minirt_object() -> Path:

@@ -1,0 +1,32 @@
+"""Where each target keeps what it builds: one convention, one environment variable.
+
+``RLX_CACHE_DIR`` names the CPU target's folder (its programs, kernel objects and
+``peaks.json``; ``cpu/cache.py`` verifies what is in it), by default ``~/.cache/rlx/cpu``. A
+target with builds of its own (cortex-m's firmware, fpga's simulators, hexagon's programs)
+keeps them in a folder named after it: ``<RLX_CACHE_DIR>/<target>`` where the variable is set,
+else ``~/.cache/rlx/<target>`` beside the CPU's. So one variable moves every build, and
+deleting ``~/.cache/rlx`` (or the folder the variable names) clears them all.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CPU = "cpu"
+
+
+def configured(target: str = CPU) -> Path:
+    """The folder ``target`` builds into, as configured (not created or checked)."""
+    env = os.environ.get("RLX_CACHE_DIR")
+    if env:
+        return Path(env) if target == CPU else Path(env) / target
+    return Path.home() / ".cache" / "rlx" / target
+
+
+def target_cache_dir(target: str) -> Path:
+    """``configured(target)``, created if missing: for a target other than the CPU (the CPU's
+    folder is created and checked by ``cpu/cache.cache_dir``)."""
+    root = configured(target)
+    root.mkdir(parents=True, exist_ok=True)
+    return root

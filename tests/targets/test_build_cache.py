@@ -1,0 +1,39 @@
+"""Every target's build cache follows one convention (rlx_core/targets/build_cache.py):
+RLX_CACHE_DIR is the cpu target's folder and holds the others' folders, a folder each; unset,
+they sit beside the cpu's under ~/.cache/rlx."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlx_core.targets import build_cache
+from rlx_core.targets.cortex_m import toolchain as cortex_m
+from rlx_core.targets.cpu import cache as cpu_cache
+from rlx_core.targets.fpga import toolchain as fpga
+from rlx_core.targets.hexagon import emulator as hexagon
+
+FOLDERS = {"cortex-m": cortex_m.cache_root, "fpga": fpga.cache_root,
+           "hexagon": hexagon.cache_dir}
+
+
+def test_the_variable_names_the_cpu_folder_and_holds_every_other_targets(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "cache"))
+    assert cpu_cache.cache_dir() == tmp_path / "cache"
+    for target, folder in FOLDERS.items():
+        assert folder() == tmp_path / "cache" / target
+        assert (tmp_path / "cache" / target).is_dir()  # created on first use
+
+
+def test_unset_every_folder_sits_under_the_home_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RLX_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert build_cache.configured() == tmp_path / ".cache" / "rlx" / "cpu"
+    for target, folder in FOLDERS.items():
+        assert folder() == tmp_path / ".cache" / "rlx" / target
+    # blank is unset, as the cpu target always read it
+    monkeypatch.setenv("RLX_CACHE_DIR", "")
+    assert build_cache.configured("fpga") == tmp_path / ".cache" / "rlx" / "fpga"
