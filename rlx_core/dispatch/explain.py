@@ -134,6 +134,9 @@ def explain(fn_or_graph: Any, *example_args: Any, targets: str | Sequence[str] =
 
 @dataclass(frozen=True)
 class KindMove:
+    """One kind of node whose route counts differ between two policies (what_if): route ->
+    count before and after."""
+
     kind: str
     before: dict[str, int]
     after: dict[str, int]

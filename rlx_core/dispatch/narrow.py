@@ -31,6 +31,10 @@ _MOVEMENT = ("reshape", "transpose", "slice", "broadcast_in_dim", "concat", "gat
 
 @dataclass(frozen=True)
 class Narrowing:
+    """What narrow_i64 did: the graph with its provably small i64 values retyped i32, the
+    nodes and inputs it narrowed, every integer value's proven range, and why the others' are
+    unknown."""
+
     graph: Graph
     narrowed: tuple[str, ...]  # node names retyped i64 -> i32
     narrowed_inputs: dict[str, tuple[int, int]]  # graph inputs retyped i64 -> i32: their range

@@ -54,6 +54,9 @@ WhenFn = Callable[[Node, list[TensorType], Capabilities], bool]
 
 @dataclass(frozen=True)
 class Rewrite:
+    """One named rewrite rule (the module docstring): ``when`` it applies, ``fn`` building the
+    replacement, a one-line ``doc``; an ``approximate`` rule runs only with allow_approximate."""
+
     name: str
     when: WhenFn
     fn: RewriteFn

@@ -10,6 +10,8 @@ from rlx_core.errors import DTypeError
 
 
 class Kind(enum.Enum):
+    """The family of an element type: boolean, signed or unsigned integer, float, complex."""
+
     BOOL = "bool"
     INT = "int"
     UINT = "uint"

@@ -24,6 +24,9 @@ AttrValue = Any  # int | float | bool | str | None | DType | tuple[AttrValue, ..
 
 
 class Level(enum.Enum):
+    """The stage a graph is at: HIR (traced ops), MIR (jax.lax-shaped primitives after
+    legalize) or LIR (MIR nodes grouped into kernels, with an arena plan)."""
+
     HIR = "hir"
     MIR = "mir"
     LIR = "lir"
@@ -136,6 +139,8 @@ UNKNOWN_LOC = Loc()
 
 
 class ValueKind(enum.Enum):
+    """What a named value is: a graph input, a parameter or a node's result."""
+
     INPUT = "input"  # an argument of the compiled function
     PARAM = "param"  # a weight: bound once to the executable, not passed per call
     NODE = "node"  # the result of a node

@@ -23,6 +23,8 @@ _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r"
 
 
 class Tok(enum.Enum):
+    """The kinds of token of the IR text format; each value is how an error message names it."""
+
     IDENT = "identifier"
     VALUE = "%name"  # text is the name without '%'
     SYMBOL = "@name"  # text is the name without '@'
@@ -37,6 +39,8 @@ class Tok(enum.Enum):
 
 @dataclass(frozen=True)
 class Token:
+    """One token of IR text and where it starts (1-based line and column)."""
+
     kind: Tok
     text: str
     line: int

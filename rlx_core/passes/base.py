@@ -50,6 +50,9 @@ class PassContext:
 
 
 class Pass(Protocol):
+    """A step of the pass pipeline: a ``name`` and ``run``, which takes a valid graph and
+    returns a valid graph."""
+
     name: str
 
     def run(self, g: Graph, ctx: PassContext) -> Graph: ...

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class KnownDeviation:
+    """Where targets are known to differ from the reference: who owns the fix, why, which
+    mismatches it explains (``explains``), and whether the targets get special inputs."""
+
     id: str
     targets: tuple[str, ...]
     owner: str  # the helper / issue that owns the fix

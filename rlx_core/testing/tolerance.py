@@ -15,6 +15,8 @@ from rlx_core.testing.reference import ConeStats
 
 @dataclass(frozen=True)
 class Verdict:
+    """A target's output against the reference: ok, or the worst element's description."""
+
     ok: bool
     detail: str = ""  # the worst element, when not ok
     index: tuple[int, ...] = ()

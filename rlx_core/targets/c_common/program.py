@@ -26,6 +26,10 @@ from rlx_core.ir.graph import TensorType
 
 @dataclass(frozen=True)
 class CProgram:
+    """One rendered C translation unit and what a host needs to build and call it: the source,
+    its entry and error functions, the arena size, the input, parameter and output types, where
+    each kernel sits in the source, and the headers and libraries it builds against."""
+
     source: str
     prefix: str
     entry: str

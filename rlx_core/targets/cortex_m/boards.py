@@ -13,6 +13,9 @@ from rlx_core.targets.cortex_m.errors import UnknownBoardError
 
 @dataclass(frozen=True)
 class Board:
+    """A board QEMU emulates: the compiler's CPU and float flags, the flash and RAM map and the
+    clock."""
+
     name: str
     machine: str  # qemu-system-arm -M
     cpu: str  # -mcpu

@@ -18,6 +18,9 @@ from rlx_core.targets.tool_process import run_group
 
 @dataclass(frozen=True)
 class Symbol:
+    """One symbol of a linked firmware image: where it sits (flash or RAM), its size and what it
+    holds."""
+
     name: str
     address: int
     size: int

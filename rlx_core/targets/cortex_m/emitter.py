@@ -49,6 +49,9 @@ class IoSpec:
 
 @dataclass
 class FirmwareSource:
+    """The C the emitter writes for one model (model.c, model.h), with its inputs and outputs,
+    arena plan and sizes."""
+
     model_c: str
     model_h: str
     inputs: list[IoSpec]

@@ -39,6 +39,9 @@ QUANTIZE_HINT = ("quantize the model first: rlx_core.quant.ptq.quantize_static(g
 
 @dataclass
 class Step:
+    """One kernel as the firmware (or the host, at the boundary) runs it: its step kind (the
+    module docstring), the kernel and its node."""
+
     kind: str
     kernel: Kernel
     node: Node
@@ -46,6 +49,9 @@ class Step:
 
 @dataclass
 class Problem:
+    """Why a kernel cannot run on the microcontroller: the error code, the node, what is wrong
+    and the fix."""
+
     code: str
     node: Node
     what: str
@@ -61,6 +67,8 @@ class Problem:
 
 @dataclass
 class Legalized:
+    """The strict check's result: the steps in LIR order and the problems that stop the build."""
+
     steps: list[Step] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
 

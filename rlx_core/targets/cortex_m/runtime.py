@@ -42,6 +42,8 @@ def find_qemu() -> tuple[str | None, str]:
 
 @dataclass
 class RunResult:
+    """What one firmware launch returned: per call, the outputs and the instruction count."""
+
     outputs: list[list[Any]]  # per call, the graph's outputs
     instructions: list[int]  # per call, instructions (SysTick ticks at 1 instruction/ns)
 

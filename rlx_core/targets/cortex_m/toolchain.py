@@ -47,6 +47,8 @@ def _size_tool(gcc: str) -> str:
 
 @dataclass(frozen=True)
 class Elf:
+    """A linked firmware image: its path, section sizes and whether it came from the cache."""
+
     path: Path
     text: int  # code + constants (flash)
     data: int  # initialised data (flash and RAM)

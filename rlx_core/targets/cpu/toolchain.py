@@ -316,6 +316,9 @@ def compiler_status() -> tuple[bool, str]:
 
 @dataclass(frozen=True)
 class BuildResult:
+    """A built shared object: its path, its cache key, whether the cache had it, and the
+    compiler command that built it (empty on a cache hit)."""
+
     path: Path
     key: str
     cache_hit: bool

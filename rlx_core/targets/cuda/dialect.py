@@ -18,6 +18,8 @@ from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared, Subgrou
 
 
 class Cuda(Dialect):
+    """CUDA C for the shared GPU renderer (gpu_common): types, barrier, builtins, shuffles."""
+
     name = "cuda"
     types = {"f32": "float", "f16": "__half", "i32": "int", "u32": "uint", "bool": "bool"}
     barrier = "__syncthreads();"

@@ -48,6 +48,9 @@ class CudaRuntime(GpuTarget):
 
 
 class CudaTarget(CheckedGpuTarget):
+    """The cuda target: the shared GPU renderer's kernels in CUDA C, compile-checked (nvcc,
+    ptxas) and run through the driver API where an NVIDIA GPU is present."""
+
     name = "cuda"
     verification = "compile-check"
     description = ("CUDA C kernels of the shared GPU renderer: nvcc to PTX, ptxas to SASS for "

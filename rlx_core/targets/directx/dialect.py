@@ -12,6 +12,8 @@ from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared
 
 
 class Hlsl(Dialect):
+    """HLSL compute shaders for the shared GPU renderer (the directx target)."""
+
     name = "hlsl"
     types = {"f32": "float", "f16": "half", "i32": "int", "u32": "uint", "bool": "bool"}
     barrier = "GroupMemoryBarrierWithGroupSync();"

@@ -6,5 +6,7 @@ from rlx_core.targets.vulkan.runtime import VulkanDevice
 
 
 class HlslDevice(VulkanDevice):
+    """The Vulkan device running the directx target's HLSL, compiled to SPIR-V by glslang."""
+
     stage = "hlsl"
     api = "HLSL"

@@ -22,6 +22,9 @@ from rlx_core.targets.fpga.errors import NoDatapathError
 
 @dataclass
 class Layer:
+    """One int8 fully connected layer of the datapath: its sizes, weights, bias (the input zero
+    point folded in) and requantize."""
+
     k: int
     n: int
     x_signed: bool
@@ -46,6 +49,8 @@ class Layer:
 
 @dataclass
 class Datapath:
+    """The chain of layers the FPGA datapath computes and what it streams out."""
+
     layers: list[Layer]
     argmax: bool  # the stream carries the index of the largest output (else every output)
     out_value: str  # the value the datapath streams out (before any host dequantize)

@@ -21,6 +21,9 @@ DEVICE = ("hx8k", "ct256")  # iCE40 HX8K: 7,680 LUT4 + FF, 32 x 4 kbit BRAM, no 
 
 @dataclass
 class SynthReport:
+    """What yosys and nextpnr reported for a datapath: the resources used against the device's
+    and the maximum clock."""
+
     device: str
     luts: int
     ffs: int

@@ -21,6 +21,9 @@ VSRC = Path(__file__).resolve().parent / "vsrc"
 
 @dataclass
 class Project:
+    """A generated Verilog project: its files' texts, the stream widths, the lanes per layer
+    and whether the MAC products are registered."""
+
     files: dict[str, str]  # name -> text (Verilog, hex init files, testbench)
     in_bytes: int
     out_words: int

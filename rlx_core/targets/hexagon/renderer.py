@@ -40,6 +40,9 @@ _NAN_SAFE = {
 
 
 class HexagonRenderer(CLikeRenderer):
+    """The C renderer for Hexagon (c_common's), whose programs test f32 max and min for NaN on
+    the bits (_NAN_SAFE: clang selects sfmax/sfmin, which lose a NaN)."""
+
     name = "hexagon"
     restrict = "__restrict__"
     kernel_decl = "static void"

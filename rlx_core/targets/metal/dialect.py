@@ -15,6 +15,8 @@ from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared, Subgrou
 
 
 class Msl(Dialect):
+    """The Metal Shading Language for the shared GPU renderer (the metal target)."""
+
     name = "metal"
     types = {"f32": "float", "f16": "half", "i32": "int", "u32": "uint", "bool": "bool"}
     barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"

@@ -10,6 +10,9 @@ from rlx_core.targets.metal.dialect import MSL
 
 
 class MetalTarget(CheckedGpuTarget):
+    """The metal target: MSL kernels of the shared GPU renderer, syntax-checked by clang++ with
+    a metal_stdlib shim; not run (no Apple GPU)."""
+
     name = "metal"
     verification = Verification.SYNTAX_CHECKED
     description = ("Metal Shading Language kernels of the shared GPU renderer: no Metal "

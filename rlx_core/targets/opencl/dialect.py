@@ -14,6 +14,8 @@ from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared
 
 
 class OpenCl(Dialect):
+    """OpenCL C for the shared GPU renderer (the opencl target)."""
+
     name = "opencl"
     types = {"f32": "float", "f16": "half", "i32": "int", "u32": "uint", "bool": "bool"}
     barrier = "barrier(CLK_LOCAL_MEM_FENCE);"

@@ -12,6 +12,9 @@ from rlx_core.targets.gpu_common.dialect import Buffer, Dialect, Shared
 
 
 class Glsl(Dialect):
+    """GLSL 4.30 compute shaders for the shared GPU renderer (the opengl target; Vulkan's
+    GLSL 4.50 dialects build on it)."""
+
     name = "glsl"
     types = {"f32": "float", "f16": "float16_t", "i32": "int", "u32": "uint", "bool": "bool"}
     barrier = "memoryBarrierShared(); barrier();"

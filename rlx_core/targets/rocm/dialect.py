@@ -7,6 +7,8 @@ from rlx_core.targets.cuda.dialect import Cuda
 
 
 class Hip(Cuda):
+    """HIP for the shared GPU renderer: CUDA's dialect with HIP's headers and shuffles."""
+
     name = "hip"
     header = "#include <hip/hip_runtime.h>"
     half_header = "#include <hip/hip_fp16.h>"

@@ -9,6 +9,9 @@ from rlx_core.targets.rocm.dialect import HIP
 
 
 class RocmTarget(CheckedGpuTarget):
+    """The rocm target: HIP kernels of the shared GPU renderer, compiled by hipcc for gfx90a
+    and gfx940; not run (no AMD GPU)."""
+
     name = "rocm"
     verification = "compile-check"
     description = ("HIP kernels of the shared GPU renderer: hipcc device code objects for "

@@ -22,6 +22,9 @@ _SDOT = ('spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], '
 
 
 class Glsl450(Glsl):
+    """GLSL 4.50 for Vulkan (glslang to SPIR-V): OpenGL's dialect with descriptor set 0 and
+    the extensions a variant requires, placed right after ``#version``."""
+
     name = "glsl450"
     version = "450"
     set_layout = "set = 0, "
@@ -63,10 +66,14 @@ class PackedDot:
 
 
 class Glsl450Dot(PackedDot, Glsl450):
+    """GLSL 4.50 with int8 dot products on packed words (PackedDot)."""
+
     name = "glsl450-dot"
 
 
 class Glsl450SubgroupDot(PackedDot, Glsl450Subgroup):
+    """GLSL 4.50 with subgroup shuffles and int8 dot products on packed words."""
+
     name = "glsl450-subgroup-dot"
 
 

@@ -32,6 +32,8 @@ _DOT_EXT = "VK_KHR_shader_integer_dot_product"
 
 @dataclass
 class VkBuffer:
+    """A Vulkan buffer with its device memory and its host mapping."""
+
     buffer: Any
     memory: Any
     mapped: Any
@@ -40,6 +42,8 @@ class VkBuffer:
 
 @dataclass
 class VkPipeline:
+    """A compute pipeline with its pipeline layout and descriptor set layout."""
+
     pipeline: Any
     layout: Any
     set_layout: Any

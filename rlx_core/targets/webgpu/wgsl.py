@@ -23,6 +23,8 @@ def storage_bindings(names: list[tuple[str, str]]) -> str:
 
 
 class Wgsl(Dialect):
+    """WGSL for the shared GPU renderer (the webgpu target); f64 as a double-float in two f32."""
+
     name = "wgsl"
     # f64 is a double-float (webgpu/df64.py) in registers; its buffers hold the f64 bits
     types = {"f32": "f32", "f16": "f16", "i32": "i32", "u32": "u32", "bool": "bool",

@@ -50,6 +50,10 @@ from rlx_core.frontend.onnx_import.ops import elementwise as ew
 
 @dataclass(frozen=True)
 class OnnxOp:
+    """One row of the converter table: the converter ``fn``, the ONNX versions it implements
+    exactly, the attributes it understands, and the converter of older versions whose semantics
+    differ (``older``)."""
+
     fn: Callable[[Any], Any]
     versions: tuple[int, ...]
     attrs: tuple[str, ...] = ()
