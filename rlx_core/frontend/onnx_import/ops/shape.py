@@ -505,13 +505,19 @@ def compress(n: NodeCtx) -> Value:
     return n.take(x, ax, idx)
 
 
-def depth_to_space(n: NodeCtx) -> Value:
+def _blocks_nchw(n: NodeCtx) -> tuple[Value, int, str]:
+    """DepthToSpace's and SpaceToDepth's NCHW input, ``blocksize`` and ``mode`` (DCR unset)."""
     x = n.x(0)
     b = int(n.attr("blocksize"))
     mode = n.attr("mode", b"DCR")
     mode = mode.decode() if isinstance(mode, bytes) else mode
     if x.type.rank != 4:
         raise Reject("needs NCHW input")
+    return x, b, mode
+
+
+def depth_to_space(n: NodeCtx) -> Value:
+    x, b, mode = _blocks_nchw(n)
     nb, c, h, w = x.type.shape
     if c % (b * b):
         raise Reject("channels not divisible by blocksize^2")
@@ -527,12 +533,7 @@ def depth_to_space(n: NodeCtx) -> Value:
 
 
 def space_to_depth(n: NodeCtx) -> Value:
-    x = n.x(0)
-    b = int(n.attr("blocksize"))
-    mode = n.attr("mode", b"DCR")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
-    if x.type.rank != 4:
-        raise Reject("needs NCHW input")
+    x, b, mode = _blocks_nchw(n)
     nb, c, h, w = x.type.shape
     if h % b or w % b:
         raise Reject("spatial size not divisible by blocksize")
