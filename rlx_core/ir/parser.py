@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from rlx_core.errors import DTypeError, IRParseError, RlxError
@@ -87,6 +88,23 @@ class _Parser:
     def skip_blank(self) -> None:
         while self.at(Tok.NEWLINE):
             self.advance()
+
+    def block_items(self, open_tok: Token, item: str, closing: str) -> Iterator[None]:
+        """Once per item of a ``{ ... }`` block whose items start with a %value (a kernel's
+        nodes, an arena's slots), at the item's first token; blank lines are skipped and the
+        closing ``}`` is consumed. Anything else where an item starts is an error naming
+        ``item`` and the block (``closing``) with the line that opened it."""
+        while True:
+            self.skip_blank()
+            if self.at_punct("}"):
+                self.advance()
+                return
+            if not self.at(Tok.VALUE):
+                raise self.error(
+                    f"expected {item} or '}}' closing {closing} (opened on line "
+                    f"{open_tok.line}), found {self.tok.describe()}"
+                )
+            yield
 
     def keyword(self) -> str:
         """The identifier that starts the current statement ('' if it is not one)."""
@@ -388,17 +406,8 @@ class _Parser:
         open_tok = self.expect_punct("{", "to open the kernel body")
         self.end_of_line("'{'")
         nodes: list[Node] = []
-        while True:
-            self.skip_blank()
-            if self.at_punct("}"):
-                break
-            if not self.at(Tok.VALUE):
-                raise self.error(
-                    f"expected a node or '}}' closing kernel @{name.text} (opened "
-                    f"on line {open_tok.line}), found {self.tok.describe()}"
-                )
+        for _ in self.block_items(open_tok, "a node", f"kernel @{name.text}"):
             nodes.append(self.node())
-        self.advance()
         self.end_of_line("the kernel's '}'")
         for o in out_toks:  # outputs are computed in the body, so they are checked after it
             if o.text not in self.types:
@@ -428,17 +437,8 @@ class _Parser:
         open_tok = self.advance()
         self.end_of_line("'{'")
         slots: list[BufferSlot] = []
-        while True:
-            self.skip_blank()
-            if self.at_punct("}"):
-                break
-            if not self.at(Tok.VALUE):
-                raise self.error(
-                    f"expected a slot (%v @offset +size live a..b [alias %r] [over %r]) or '}}' "
-                    f"closing "
-                    f"the arena (opened on line {open_tok.line}), found "
-                    f"{self.tok.describe()}"
-                )
+        slot = "a slot (%v @offset +size live a..b [alias %r] [over %r])"
+        for _ in self.block_items(open_tok, slot, "the arena"):
             value = self.use("in an arena slot")
             off_tok = self.expect(Tok.SYMBOL, what="the slot offset (@0)")
             if not off_tok.text.isdigit():
@@ -460,7 +460,6 @@ class _Parser:
             self.end_of_line("the arena slot")
             slots.append(BufferSlot(value, self.int_tok(off_tok), size, first, last, alias,
                                     over))
-        self.advance()
         self.end_of_line("the arena's '}'")
         return ArenaPlan(tuple(slots), fields["peak"], fields["naive"], fields.get("align", 64))
 

@@ -81,6 +81,12 @@ def test_missing_kernel_brace() -> None:
     at(err, 5, 3, "closing kernel @k0 (opened on line 3)", "'arena'")
 
 
+def test_missing_arena_brace() -> None:
+    err = parse_error(LIR, "    %0 @0 +16 live 0..0\n  }\n", "    %0 @0 +16 live 0..0\n")
+    at(err, 8, 3, "expected a slot (%v @offset +size live a..b [alias %r] [over %r]) or '}' "
+       "closing the arena (opened on line 6)", "'return'")
+
+
 def test_bad_token() -> None:
     at(parse_error(GOOD, "%x : f32[2,3]", "%x : f32[2,3] $"), 2, "$", "unexpected character '$'")
     at(parse_error(GOOD, "%w)", "%w]"), 4, "] {", "expected ',' or ')' after operand, found ']'")
