@@ -26,7 +26,7 @@ and ``q.layers`` lists every layer's parameters.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,6 +186,17 @@ class _Rewriter:
         self.b.loc = n.loc
         self.map[n.name] = self.b.emit(n.op, [self.v(i) for i in n.inputs], n.a)
 
+    def replacing(self, names: Container[str]) -> Iterator[Node]:
+        """The graph's nodes in order: every one not in ``names`` is copied; each one in it is
+        yielded, the builder at its location, for the caller to emit its replacement (and map
+        its name to it)."""
+        for n in self.g.nodes:
+            if n.name not in names:
+                self.copy(n)
+                continue
+            self.b.loc = n.loc
+            yield n
+
     def param(self, name: str, data: Any) -> Value:
         v = Value(self.b.names.claim(name), _type_of(data), ValueKind.PARAM)
         self.params.append(v)
@@ -253,12 +264,8 @@ def quantize_dynamic(fn: Callable[..., Any] | Graph, *example_args: Any,
     rw = _Rewriter(g)
     reports: list[LayerReport] = []
     tiny = np.float32(1e-30)
-    for n in g.nodes:
-        if n.name not in lins:
-            rw.copy(n)
-            continue
+    for n in rw.replacing(lins):
         b = rw.b
-        b.loc = n.loc
         x = rw.v(n.inputs[0])
         w = host_value(g, n.inputs[1])
         wb, ab = (layer_bits(weight_bits, n.inputs[1]), layer_bits(activation_bits, n.inputs[1]))
@@ -367,12 +374,8 @@ def quantize_int4_weights(fn: Callable[..., Any] | Graph, *example_args: Any, gr
     lins = {n.name: n for n in quantizable(g)}
     rw = _Rewriter(g)
     reports: list[LayerReport] = []
-    for n in g.nodes:
-        if n.name not in lins:
-            rw.copy(n)
-            continue
+    for n in rw.replacing(lins):
         b = rw.b
-        b.loc = n.loc
         q = quantize_int4(host_value(g, n.inputs[1]), group, zero_point, search)
         args = [rw.v(n.inputs[0]), rw.param(f"{n.inputs[1]}.q4", q.packed),
                 rw.param(f"{n.inputs[1]}.q4_scale", q.scale.astype(np.float32))]
