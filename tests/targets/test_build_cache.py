@@ -14,12 +14,12 @@ from rlx_core.targets.cpu import cache as cpu_cache
 from rlx_core.targets.fpga import toolchain as fpga
 from rlx_core.targets.hexagon import emulator as hexagon
 
-FOLDERS = {"cortex-m": cortex_m.cache_root, "fpga": fpga.cache_root,
-           "hexagon": hexagon.cache_dir}
+FOLDERS = {"cortex-m": cortex_m.cache_root, "fpga": fpga.cache_root, "hexagon": hexagon.cache_dir}
 
 
 def test_the_variable_names_the_cpu_folder_and_holds_every_other_targets(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "cache"))
     assert cpu_cache.cache_dir() == tmp_path / "cache"
     for target, folder in FOLDERS.items():
@@ -28,7 +28,8 @@ def test_the_variable_names_the_cpu_folder_and_holds_every_other_targets(
 
 
 def test_unset_every_folder_sits_under_the_home_cache(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("RLX_CACHE_DIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     assert build_cache.configured() == tmp_path / ".cache" / "rlx" / "cpu"
