@@ -229,6 +229,36 @@ def test_gelu_and_residual_go_into_the_store(cpu):
         np.testing.assert_allclose(np.asarray(exe(x)), want, rtol=1e-5, atol=1e-5)
 
 
+def test_the_gelu_in_the_store_uses_the_gemm_epilogue_erf(cpu):
+    """The int8 linears' GELU (rlx_ig_epilogue) renders its erf with the f32 GEMMs' epilogue
+    erf (cpu/epilogue_erf.py, one implementation for both): static and dynamic, it is within
+    that erf's bound (1.25e-6) of the exact GELU of the same linear's output without the GELU,
+    over outputs that cross the erf's clamp at |y| = 3.5 sqrt 2."""
+    import math
+
+    from rlx_core.targets.cpu import epilogue_erf
+    from rlx_core.targets.cpu.renderer import render_program
+
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((96, 64)) * 0.6).astype(np.float32)
+    b = rng.standard_normal(96).astype(np.float32)
+    x = rng.standard_normal((40, 64)).astype(np.float32)
+    exact_gelu = np.vectorize(lambda v: v * (1.0 + math.erf(v / math.sqrt(2.0))) * 0.5)
+    for quantize in (lambda g: ptq.quantize_static(g, data=[x], target="numpy"),
+                     lambda g: ptq.quantize_dynamic(g, granularity="token")):
+        exes = [rlx.compile(quantize(rlx.trace(lambda t, act=act: act(rlx.nn.linear(t, w, b)),
+                                               spec((40, 64), "f32"))).graph,
+                            target="cpu", record=False)
+                for act in (rlx.nn.gelu, lambda t: t)]
+        source = render_program(exes[0].lir).source
+        assert f"#define RLX_IG_ERF(x) {epilogue_erf.NAME}(x)" in source
+        assert "RLX_IG_ERF(yr[c]" in source
+        got, y = (np.asarray(exe(x)).astype(np.float64) for exe in exes)
+        assert np.abs(y).max() > 8.0 and np.abs(y).min() < 0.1  # both sides of the clamp
+        np.testing.assert_array_less(np.abs(got - exact_gelu(y)),
+                                     np.abs(y) * (0.5 * 1.25e-6 + 3 * 2.0 ** -24) + 1e-30)
+
+
 def test_epilogue_folds_only_what_the_claim_lists():
     """A target that claims an int8 linear without the epilogue's attr_in constraints keeps
     its GELU and residual add (its kernel would ignore them)."""

@@ -17,12 +17,20 @@ The GELU epilogue alone, 8 x 32 tiles in L1 (standalone C, one thread, SCHED_FIF
 (8 x 128 x 384 @ 384 x 1536 + bias, GELU; one thread, thread CPU time, both builds in one
 process in turns, SCHED_FIFO, load ~15): 5.66 -> 5.60 ms min, 6.08 -> 6.00 ms p50; the GEMM
 with bias alone takes 5.23, so the GELU went from ~0.44 to ~0.38 ms.
+
+The int8 linears' GELU in their store (cpu/igemm_packed.py's ``rlx_ig_epilogue``, 8 x 16
+tiles) calls it too (one thread, SCHED_FIFO, builds in alternating processes, load 2-5): that
+epilogue alone (standalone C, 8 runs each) 0.52-0.61 ns per element, median 0.57 -> 0.47-0.61,
+median 0.51; the dynamic int8 FFN1 linear + GELU (thread CPU time, min of 25 blocks, 4 runs
+each) 0.507-0.518 -> 0.488-0.496 ms at 128 x 384 x 1536, 4.12-4.27 -> 3.87-4.08 ms at
+1024 x 384 x 1536; the static one there 4.56-4.86 -> 4.43-4.61 ms.
 """
 
 from __future__ import annotations
 
 NAME = "rlx_erf_gemm_f"
-ENABLED = True  # False: the prelude's erf (for side-by-side measurements)
+ENABLED = True  # False: the prelude's erf in f32 GEMMs (side-by-side measurements; the int8
+# linears' store, igemm_packed.rlx_ig_epilogue, defines and calls this one whatever it says)
 
 SOURCE = f"""#ifndef RLX_ERF_GEMM_F
 #define RLX_ERF_GEMM_F

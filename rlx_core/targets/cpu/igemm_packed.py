@@ -57,7 +57,7 @@ the VNNI ones (``target`` attributes) on any x86-64 machine.
 
 from __future__ import annotations
 
-from rlx_core.targets.cpu import amx
+from rlx_core.targets.cpu import amx, epilogue_erf
 
 IMPL = "rlx-igemm-packed"
 DYNAMIC_IMPL = "rlx-igemm-dynamic"  # dynamic_int_linear: rlx_igd_block below
@@ -366,13 +366,9 @@ static rlx_igp_tile_fn rlx_igp_pick(const rlx_igp_head *h, int a_u8, int a_max, 
 
 /* the store's epilogue of dynamic/static_int_linear on an mr x cols block of Y (row stride
    n), in place while it is in L1: act 1 is the exact GELU in the decomposition's order,
-   ((y * (1 + erf(y * (1 / sqrt 2)))) * 0.5, on the program's erf (rlx_erf_f, as the unfused
-   kernel's), then + the residual R (same layout as Y) */
-#ifdef RLX_PRELUDE_H
-#define RLX_IG_ERF(x) rlx_erf_f(x)
-#else
-#define RLX_IG_ERF(x) erff(x)
-#endif
+   ((y * (1 + erf(y * (1 / sqrt 2)))) * 0.5, on the f32 GEMMs' epilogue erf (epilogue_erf.py,
+   defined here), then + the residual R (same layout as Y) */
+""" + epilogue_erf.SOURCE + f"#define RLX_IG_ERF(x) {epilogue_erf.NAME}(x)\n" + r"""
 static void rlx_ig_epilogue(float *y, const float *R, int mr, int cols, int64_t n, int act) {
     for (int r = 0; r < mr; ++r) {
         float *yr = y + r * n;
