@@ -554,17 +554,27 @@ def build_extension(runtime_src: str, table_src: str, kernels: Sequence[KernelPr
 
     comp = toolchain.find_compiler()
     py_incs = (sysconfig.get_paths()["include"], np.get_include())
-    objs = [toolchain.compile_object(runtime_src, include_dirs=py_incs, compiler=comp),
-            toolchain.compile_object(table_src, compiler=comp)]
+    # the prebuilt kernels (hidden symbols) once for all the module's programs: started first,
+    # so on a miss they compile while the units do
+    later = [kernel_library.pending(name, comp)
+             for name in dict.fromkeys(n for k in kernels for n in k.kernel_libraries)]
+    for lib in later:
+        lib.start()
     lib_dirs: dict[str, None] = {}
     libs: dict[str, None] = {}
-    for k in kernels:
-        objs.append(toolchain.compile_object(k.source, include_dirs=k.include_dirs, compiler=comp))
-        lib_dirs.update(dict.fromkeys(k.library_dirs))
-        libs.update(dict.fromkeys(k.libraries))
-    # the prebuilt kernels (hidden symbols) once for all the module's programs
-    for name in dict.fromkeys(n for k in kernels for n in k.kernel_libraries):
-        objs.append(kernel_library.build(name, comp))
+    try:
+        objs = [toolchain.compile_object(runtime_src, include_dirs=py_incs, compiler=comp),
+                toolchain.compile_object(table_src, compiler=comp)]
+        for k in kernels:
+            objs.append(toolchain.compile_object(k.source, include_dirs=k.include_dirs,
+                                                 compiler=comp))
+            lib_dirs.update(dict.fromkeys(k.library_dirs))
+            libs.update(dict.fromkeys(k.libraries))
+        objs += [lib.result() for lib in later]
+    except BaseException:  # a failed or interrupted unit: stop the library's compile too
+        for lib in later:
+            lib.cancel()
+        raise
     built = toolchain.link_shared(tuple(objs), library_dirs=tuple(lib_dirs),
                                   libraries=tuple(libs),
                                   suffix=sysconfig.get_config_var("EXT_SUFFIX") or ".so",

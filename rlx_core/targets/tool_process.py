@@ -10,6 +10,8 @@ interrupt, its whole process group is killed first.
   ``subprocess.TimeoutExpired`` (after the group is gone) for callers that turn a timeout into
   their own error (an emulator's "did not finish").
 - ``run_tool``: the same, with a timeout raised as ``ToolTimeoutError`` (RLX-X006).
+- ``start_group`` / ``wait_group``: the tool started now and waited for later (a compile that
+  runs while the caller does other work), its output into a file.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import signal
 import subprocess
 from collections.abc import Sequence
+from typing import IO
 
 from rlx_core.errors import RlxError
 
@@ -57,6 +60,25 @@ def run_group(cmd: Sequence[str], *, timeout: float, input: str | bytes | None =
     if check:
         done.check_returncode()
     return done
+
+
+def start_group(cmd: Sequence[str], *, output: IO[bytes]) -> subprocess.Popen:
+    """Start ``cmd`` in its own session (stdin closed) without waiting for it; stdout and stderr
+    go to ``output``, a file, since a pipe nobody reads while the caller works could fill and
+    stall the tool. ``wait_group`` waits for it; ``stop_group`` kills it."""
+    return subprocess.Popen(list(cmd), start_new_session=True, stdin=subprocess.DEVNULL,
+                            stdout=output, stderr=subprocess.STDOUT)
+
+
+def wait_group(proc: subprocess.Popen, *, timeout: float) -> int:
+    """The exit status of a tool ``start_group`` started. Past ``timeout`` seconds
+    (``subprocess.TimeoutExpired``) or on an interrupt its whole process group is killed before
+    the exception leaves, as in ``run_group``."""
+    try:
+        return proc.wait(timeout=timeout)
+    except BaseException:
+        stop_group(proc)
+        raise
 
 
 def run_tool(cmd: Sequence[str], *, timeout: float, what: str | None = None,

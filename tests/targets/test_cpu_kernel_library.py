@@ -151,3 +151,151 @@ def test_unknown_library_and_the_switch(monkeypatch: pytest.MonkeyPatch) -> None
     assert not kernel_library.enabled()
     monkeypatch.delenv("RLX_CPU_KERNEL_LIBRARY")
     assert kernel_library.enabled()
+
+
+PROGRAM = ("__attribute__((visibility(\"hidden\"))) int rlx_kl_probe(int x);\n"
+           "int rlx_kl_use(int x) { return 2 * rlx_kl_probe(x); }\n")
+
+
+def _leftovers(cache: Path) -> list[str]:
+    """What a build left in the cache besides its records and sources: objects, shared
+    objects, temporaries."""
+    return sorted(p.name for p in cache.iterdir() if p.suffix in (".o", ".so", ".tmp"))
+
+
+def _lock_free(cache: Path) -> bool:
+    import fcntl
+
+    for path in cache.glob("lib-*.lock"):
+        with open(path, "a+b") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+    return True
+
+
+def test_the_library_compiles_while_the_program_does(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a miss the library's compiler is started before the program's and still running when
+    the program's compiler runs (-c, then one link); the program calls it. Found in the cache,
+    the library is linked in the program's one command, as before the overlap."""
+    import ctypes
+
+    cache = _fresh_cache(monkeypatch, tmp_path / "cache")
+    monkeypatch.setattr(kernel_library, "source", lambda name: TINY.replace("+ 1", "+ 3"))
+    comp = toolchain.find_compiler()
+    lib = kernel_library.pending(kernel_library.CONV_BLOCKED, comp)
+    seen: list[tuple[bool, tuple[str, ...]]] = []
+    real = toolchain.run_group
+
+    def spy(cmd, **kw):
+        seen.append((lib.running, tuple(cmd)))
+        return real(cmd, **kw)
+
+    monkeypatch.setattr(toolchain, "run_group", spy)
+    before = toolchain.RUN_COUNTS["compile"]
+    built = toolchain.build_shared(PROGRAM, compiler=comp, objects=(lib,))
+    assert not built.cache_hit and toolchain.RUN_COUNTS["compile"] == before + 1
+    assert [(running, "-c" in cmd) for running, cmd in seen] == [(True, True), (False, False)]
+    assert str(lib.result().path) in built.command  # the link
+    assert ctypes.CDLL(str(built.path)).rlx_kl_use(4) == 14
+    assert _lock_free(cache) and not [n for n in _leftovers(cache) if n.endswith(".tmp")]
+    # cached library, another program: one compiler command with the object on it
+    seen.clear()
+    again = toolchain.build_shared(PROGRAM.replace("2 *", "3 *"), compiler=comp,
+                                   objects=(kernel_library.pending(kernel_library.CONV_BLOCKED,
+                                                                   comp),))
+    assert len(seen) == 1 and "-c" not in seen[0][1] and str(lib.result().path) in seen[0][1]
+    assert ctypes.CDLL(str(again.path)).rlx_kl_use(4) == 21
+    assert toolchain.RUN_COUNTS["compile"] == before + 1
+
+
+def test_a_failing_library_compile_is_a_typed_error_and_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library the compiler rejects while the program compiles: CCompileError (RLX-X003) with
+    the compiler's message; no object, program or temporary in the cache, the lock released.
+    A rejected program stops the library's compile the same way, its own error raised."""
+    cache = _fresh_cache(monkeypatch, tmp_path / "cache")
+    comp = toolchain.find_compiler()
+    monkeypatch.setattr(kernel_library, "source",
+                        lambda name: "int rlx_kl_broken(void) { return rlx_no_such_name; }\n")
+    with pytest.raises(toolchain.CCompileError) as err:
+        toolchain.build_shared(PROGRAM, compiler=comp,
+                               objects=(kernel_library.pending(kernel_library.CONV_BLOCKED,
+                                                               comp),))
+    assert err.value.code == "RLX-X003" and "rlx_no_such_name" in err.value.message
+    assert _leftovers(cache) == [] and _lock_free(cache)
+    # the program rejected while the (good) library compiles: the library is stopped
+    monkeypatch.setattr(kernel_library, "source", lambda name: TINY)
+    lib = kernel_library.pending(kernel_library.CONV_BLOCKED, comp)
+    with pytest.raises(toolchain.CCompileError) as err:
+        toolchain.build_shared(PROGRAM + "int rlx_kl_bad(void) { return rlx_undeclared; }\n",
+                               compiler=comp, objects=(lib,))
+    assert "rlx_undeclared" in err.value.message and not lib.running
+    assert _leftovers(cache) == [] and _lock_free(cache)
+
+
+def test_an_interrupted_build_stops_the_library_compile(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the program compiles: the library's compiler (its process group) is stopped
+    and nothing half-written stays; a later build compiles and links it."""
+    import ctypes
+
+    cache = _fresh_cache(monkeypatch, tmp_path / "cache")
+    monkeypatch.setattr(kernel_library, "source", lambda name: TINY.replace("+ 1", "+ 5"))
+    comp = toolchain.find_compiler()
+    lib = kernel_library.pending(kernel_library.CONV_BLOCKED, comp)
+    pids: list[int] = []
+
+    def interrupted(cmd, **kw):
+        assert lib.running
+        pids.append(lib._proc.pid)  # type: ignore[union-attr]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(toolchain, "run_group", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        toolchain.build_shared(PROGRAM, compiler=comp, objects=(lib,))
+    assert not lib.running and len(pids) == 1
+    import os
+
+    with pytest.raises(ProcessLookupError):  # the compiler was killed and reaped
+        os.kill(pids[0], 0)
+    assert _leftovers(cache) == [] and _lock_free(cache)
+    monkeypatch.undo()
+    _fresh_cache(monkeypatch, cache)
+    monkeypatch.setattr(kernel_library, "source", lambda name: TINY.replace("+ 1", "+ 5"))
+    built = toolchain.build_shared(PROGRAM, compiler=comp, objects=(
+        kernel_library.pending(kernel_library.CONV_BLOCKED, comp),))
+    assert ctypes.CDLL(str(built.path)).rlx_kl_use(1) == 12
+
+
+def test_a_held_lock_defers_the_compile_to_the_wait(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another build holds the library's lock: start() runs no compiler; result() waits for the
+    lock, then finds the holder's object (no second compile)."""
+    import fcntl
+
+    cache = _fresh_cache(monkeypatch, tmp_path / "cache")
+    monkeypatch.setattr(kernel_library, "source", lambda name: TINY.replace("+ 1", "+ 7"))
+    comp = toolchain.find_compiler()
+    holder = kernel_library.pending(kernel_library.CONV_BLOCKED, comp)
+    holder.start()
+    assert holder.running
+    (lock,) = cache.glob("lib-*.lock")
+    before = toolchain.RUN_COUNTS["compile"]
+    waiter = kernel_library.pending(kernel_library.CONV_BLOCKED, comp)
+    waiter.start()
+    assert not waiter.running and not waiter.done
+    assert toolchain.RUN_COUNTS["compile"] == before
+    got: list[toolchain.BuildResult] = []
+    t = threading.Thread(target=lambda: got.append(waiter.result()))
+    t.start()
+    t.join(0.2)
+    assert t.is_alive()  # waiting on the lock
+    first = holder.result()
+    t.join(60)
+    assert got and got[0].cache_hit and got[0].path == first.path and not first.cache_hit
+    assert toolchain.RUN_COUNTS["compile"] == before
+    with open(lock, "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -14,24 +14,26 @@ sgemm's macros and scratch, conv.SOURCE): its scratch buffer (``rlx_sgemm_scratc
 thread) is its own, beside the program's. Nothing else is per program: the geometry, the
 epilogue and the team's share come as arguments.
 
-A damaged object fails its size + sha256 record and is built again (cache.lookup); two
-processes that miss together build it once: the second waits on a lock file and then finds
-it. The specialization cache's modules (runtime/specialization_cache.py) link the object once
-per module. ``RLX_CPU_KERNEL_LIBRARY=0``: every program compiles the kernel inline (A/B).
+On a miss it compiles while the program does (``pending``: a toolchain.ObjectBuild that
+build_shared starts before it compiles the program's source with ``-c``, then links both), so a
+cold first program costs the longer compile, not the sum; a failure or an interrupt of either
+stops the other and leaves nothing in the cache. A damaged object fails its size + sha256
+record and is built again (cache.lookup); two processes that miss together build it once: the
+second finds the lock file held, starts nothing, and at its link waits on the lock and then
+finds the object. The specialization cache's modules (runtime/specialization_cache.py) link the
+object once per module, started before their units compile. ``RLX_CPU_KERNEL_LIBRARY=0``:
+every program compiles the kernel inline (A/B).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 from rlx_core.targets.c_common.prelude import prelude
 from rlx_core.targets.cpu import conv, conv_blocked, isa, sgemm
 from rlx_core.targets.cpu.cache import cache_dir
 from rlx_core.targets.cpu.env import env_flag
-from rlx_core.targets.cpu.toolchain import BuildResult, Compiler, compile_object
+from rlx_core.targets.cpu.toolchain import BuildResult, Compiler, ObjectBuild, object_build
 
 CONV_BLOCKED = "conv_blocked"  # the library of rlx_cb_conv2
 # what a program defines before conv_blocked.SOURCE to link the library instead of compiling
@@ -53,32 +55,20 @@ def source(name: str) -> str:
             + sgemm.defines() + sgemm.SOURCE + conv.SOURCE + "#define RLX_CB_LIBRARY 1\n" + conv_blocked.SOURCE)
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (created); without one where the folder refuses it:
-    then two processes may both build, and the atomic rename keeps either's object whole."""
-    try:
-        import fcntl  # (POSIX only)
-
-        f = open(path, "a+b")  # noqa: SIM115 (held across the yield)
-    except (ImportError, OSError):
-        yield
-        return
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        yield
-    finally:
-        f.close()
-
-
-def build(name: str, compiler: Compiler) -> BuildResult:
-    """Library ``name``'s object in the cache: found there, or compiled once (under a lock, so
-    concurrent builds of it compile it once) and published with its record."""
+def pending(name: str, compiler: Compiler) -> ObjectBuild:
+    """Library ``name``'s object, not yet looked up: a program's build (toolchain.build_shared)
+    starts its compiler on a miss and compiles the program meanwhile. Under a lock file, so
+    concurrent builds of it compile it once."""
     text = source(name)
     tag = hashlib.sha256("\0".join([text, " ".join(compiler.flags), compiler.version])
                          .encode()).hexdigest()[:24]
-    with _locked(cache_dir() / f"lib-{name}-{tag}.lock"):
-        return compile_object(text, compiler=compiler)
+    return object_build(text, compiler=compiler, lock=cache_dir() / f"lib-{name}-{tag}.lock")
 
 
-__all__ = ["CONV_BLOCKED", "EXTERN_DEFINE", "NAMES", "build", "enabled", "source"]
+def build(name: str, compiler: Compiler) -> BuildResult:
+    """Library ``name``'s object in the cache: found there, or compiled once (under the lock)
+    and published with its record."""
+    return pending(name, compiler).result()
+
+
+__all__ = ["CONV_BLOCKED", "EXTERN_DEFINE", "NAMES", "build", "enabled", "pending", "source"]

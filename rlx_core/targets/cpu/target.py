@@ -159,8 +159,10 @@ class CpuTarget:
         cprog = renderer.render_program(lir, "rlx_" + lir.name)
 
         def build() -> BuildResult:
-            # the prebuilt kernels it links (kernel_library.py): found, or compiled once
-            objects = tuple(kernel_library.build(name, comp) for name in cprog.kernel_libraries)
+            # the prebuilt kernels it links (kernel_library.py): found, or compiled once, on a
+            # miss of the program while its own source compiles
+            objects = tuple(kernel_library.pending(name, comp)
+                            for name in cprog.kernel_libraries)
             return build_shared(cprog.source, include_dirs=cprog.include_dirs,
                                 library_dirs=cprog.library_dirs, libraries=cprog.libraries,
                                 compiler=comp, objects=objects)
