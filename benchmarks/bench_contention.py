@@ -280,7 +280,7 @@ def ort_pool(torch: Any, threads: int, tmp: str) -> Callable[[], Any]:
 
 
 def team_stats(workloads: dict[str, dict[str, Callable[[], Any]]]) -> dict[str, Any]:
-    """Sum of the team counters of every loaded CPU program (team.team_functions): calls,
+    """Sum of the team counters of every loaded CPU program (team_runtime.team_functions): calls,
     late arrivals, shrunk calls, spells, the claimed chunks thread 0 and the worker ran, and
     the judge's reasons (late waits, calls with no worker, starved calls, bad calls, sleeps
     inside calls, ns thread 0 and the other threads waited at phases' ends). Totals since each
@@ -434,9 +434,9 @@ def main(argv: list[str] | None = None) -> int:
           f"first part, where the scheduler places the loads anew before each peer's turn "
           f"(the one-thread peer against itself read 0.64-1.79x that way) "
           f"(`{command_text('benchmarks/bench_contention.py', argv)}`). "
-          f"'late arrivals', 'bad calls' (team.py's judge: over a quarter of the call lost "
+          f"'late arrivals', 'bad calls' (team_runtime.py's judge: over a quarter of the call lost "
           f"to late waits, no worker, or thread 0 starved), 'calls shrunk' and the worker's "
-          f"share of the claimed chunks are the team's own counters over the rlx team peer's calls (team.py).\n\n"
+          f"share of the claimed chunks are the team's own counters over the rlx team peer's calls (team_runtime.py).\n\n"
           + markdown_table(headers, rows))
     print(md)
     if not args.quick:

@@ -202,7 +202,7 @@ TEAM_KEYS = ("team_calls", "calls_shrunk", "bad_calls", "calls_no_worker", "call
 
 def rlx_turn(name: str, previous: str, timed: list[float] | None,
              log: list[dict[str, Any]]) -> None:
-    """on_turn for interleaved: rlx's team counters (team.py's judge) over each of its turns'
+    """on_turn for interleaved: rlx's team counters (team_runtime.py's judge) over each of its turns'
     timed calls, with the peer that ran before it and the calls' times, so a slow rlx turn
     says whether its calls ran shrunk to one thread and after whom."""
     if name != "rlx":
@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
           f"(`benchmarks/peak.py`): a row's floor is the larger of that and the "
           f"{weight_gb * 1e3:.0f} MB of f32 weights (the embedding tables aside) read once "
           f"at it (small shapes). *rlx calls on 1 thread*: rlx's timed calls that its team's "
-          f"judge ran on the calling thread alone (rlx_core/targets/cpu/team.py; each turn's "
+          f"judge ran on the calling thread alone (rlx_core/targets/cpu/team_runtime.py; each turn's "
           f"calls, counters and previous peer are in the JSON's `rlx_turns`).\n\n"
           + markdown_table(headers, rows))
     if not args.quick:

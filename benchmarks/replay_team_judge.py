@@ -5,7 +5,7 @@ Each of ``--calls`` calls meets a burst with probability ``--burst`` (independen
 call takes ``--team`` ms (``--team-burst`` with thread 0 starved, a third of it on its core),
 a call on one thread ``--one`` ms (``--one-burst``). The spells and their holds are the C
 code's own (``<prefix>_team_judge`` for team calls, ``<prefix>_team_one_call`` for shrunk
-ones, rlx_core/targets/cpu/team.py); only the times are made up. Prints the calls shrunk and
+ones, rlx_core/targets/cpu/team_runtime.py); only the times are made up. Prints the calls shrunk and
 the p50 of all calls per seed (a diagnostic: nothing is written).
 
     python benchmarks/replay_team_judge.py --burst 0.2 --seeds 3,4,5,6

@@ -117,7 +117,7 @@ def test_solvers(target) -> None:
 
 @pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
 def _team_reset(fn) -> None:
-    """Forget the team's shrink state (cpu/team.py): the next call of ``fn`` is a team call."""
+    """Forget the team's shrink state (cpu/team_runtime.py): the next call of ``fn`` is a team call."""
     from rlx_core.targets.cpu.runtime import load_library
 
     (spec,) = fn.cache.specializations

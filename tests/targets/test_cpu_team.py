@@ -239,7 +239,7 @@ def test_large_gemms_on_packed_weights_claim_blocks_with_the_same_bits(threads) 
 def test_small_gemms_on_packed_weights_share_out_column_chunks(batch: int, n: int,
                                                                threads) -> None:
     """A GEMM of at most COLUMN_ROWS rows on a prepacked weight: threads claim column chunks
-    (team.rlx_team_take) and each chunk's epilogue follows it; 200 columns is three whole
+    (team_runtime.rlx_team_take) and each chunk's epilogue follows it; 200 columns is three whole
     chunks and a part. Two such GEMMs in a row claim from counters of their own, and every
     call starts them from zero again."""
     from rlx_core.targets.cpu import blas, sgemm

@@ -1,4 +1,4 @@
-"""The affine claim order of a team kernel's chunks (rlx_core/targets/cpu/team.py,
+"""The affine claim order of a team kernel's chunks (rlx_core/targets/cpu/team_runtime.py,
 rlx_team_take), run as C on one thread that plays each team thread in turn: each thread starts
 on its own share (thread 0 the first half, thread 1 the rest), the same chunks every call,
 then steals what is left of the other's; loops follow each other on the kernel's one counter;
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ctypes
 
-from rlx_core.targets.cpu.team import BARRIER_C
+from rlx_core.targets.cpu.team_runtime import BARRIER_C
 from tests.targets.own_sgemm import build_harness
 
 HARNESS = BARRIER_C + r"""

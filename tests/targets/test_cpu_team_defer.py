@@ -1,6 +1,6 @@
 """Claimed kernels that share a phase: a kernel the next one neither reads nor overwrites ends
 without waiting for the other threads' chunks, and the wait comes before the first kernel that
-conflicts with it (team._phases, rlx_team_defer / rlx_team_finish in cpu/team.py)."""
+conflicts with it (team._phases, rlx_team_defer / rlx_team_finish in cpu/team_runtime.py)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rlx_core as rlx
-from rlx_core.targets.cpu import team
+from rlx_core.targets.cpu import team, team_runtime
 from rlx_core.targets.cpu.target import CpuTarget
 from tests.targets.own_sgemm import skip_unless_own_sgemm
 
@@ -113,7 +113,7 @@ def test_a_wait_prefetch_above_a_whole_hint_is_a_typed_error(
     loop counter that overflows; the bound itself is accepted."""
     from rlx_core.errors import ArgumentError
 
-    assert f"#define RLX_TEAM_PF_MAX {64 * team.WAIT_PREFETCH_MAX}LL" in team.BARRIER_C
+    assert f"#define RLX_TEAM_PF_MAX {64 * team.WAIT_PREFETCH_MAX}LL" in team_runtime.BARRIER_C
     for huge in (team.WAIT_PREFETCH_MAX + 1, 10**12):
         monkeypatch.setenv("RLX_WAIT_PREFETCH", str(huge))
         with pytest.raises(ArgumentError, match=f"above its bound {team.WAIT_PREFETCH_MAX}"):
@@ -122,7 +122,7 @@ def test_a_wait_prefetch_above_a_whole_hint_is_a_typed_error(
     assert team.wait_prefetch_lines() == team.WAIT_PREFETCH_MAX
 
 
-# rlx_team_hint and rlx_team_prefetch as team.BARRIER_C has them, with __builtin_prefetch
+# rlx_team_hint and rlx_team_prefetch as team_runtime.BARRIER_C has them, with __builtin_prefetch
 # recording each line's offset instead of fetching it
 _PREFETCH_HARNESS = r"""
 #include <stdint.h>
@@ -156,10 +156,10 @@ def test_a_waiting_thread_prefetches_its_share_and_nothing_past_it(lines: int) -
     from rlx_core.targets.cpu.runtime import load_library
     from rlx_core.targets.cpu.toolchain import build_shared
 
-    start = team.BARRIER_C.index("#ifndef RLX_TEAM_PF_LINES")
-    end = team.BARRIER_C.index("/* the one wait")
+    start = team_runtime.BARRIER_C.index("#ifndef RLX_TEAM_PF_LINES")
+    end = team_runtime.BARRIER_C.index("/* the one wait")
     source = (f"#define RLX_TEAM_PF_LINES {lines}\n"
-              + _PREFETCH_HARNESS.replace("@TEAM_PF@", team.BARRIER_C[start:end]))
+              + _PREFETCH_HARNESS.replace("@TEAM_PF@", team_runtime.BARRIER_C[start:end]))
     lib = load_library(str(build_shared(source).path))
     lib.spins.restype = ctypes.c_int
     lib.spins.argtypes = (ctypes.c_char_p, ctypes.c_longlong, ctypes.c_int, ctypes.c_int,

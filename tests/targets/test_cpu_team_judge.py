@@ -1,4 +1,4 @@
-"""The team's judge (rlx_core/targets/cpu/team.py, rlx_team_judge), fed measured calls as
+"""The team's judge (rlx_core/targets/cpu/team_runtime.py, rlx_team_judge), fed measured calls as
 numbers through a compiled program's ``<prefix>_team_judge``: which team calls are bad, when a
 spell on one thread begins, how it grows and how fast the team comes back. No clock is read:
 every wall time, CPU time and "now" is given."""

@@ -3,7 +3,7 @@ finishes correctly, the other thread running the chunks it did not claim; waits 
 budget are counted as late arrivals, and a program
 that keeps seeing them runs its next calls (2, then more) on one thread for a while (5 ms,
 then longer, and while those calls are starved), then tries the team again
-(rlx_core/targets/cpu/team.py, BARRIER_C)."""
+(rlx_core/targets/cpu/team_runtime.py, BARRIER_C)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ SLEEP_US = 200_000  # 200 ms: longer than a call of _program on a loaded machine
 
 
 class Team:
-    """The team helpers a compiled program exports (team.team_functions)."""
+    """The team helpers a compiled program exports (team_runtime.team_functions)."""
 
     def __init__(self, exe):
         lib = load_library(exe.program.info["so_path"])
@@ -90,7 +90,7 @@ def test_a_team_with_a_descheduled_thread_finishes_correctly(two_threads, sleepe
 def test_a_starved_call_shrinks_the_team_then_it_is_tried_again(two_threads) -> None:
     """Thread 0 descheduled inside a call (it sleeps 200 ms: its CPU time is far below the
     call's wall time) makes the call bad the hard way, so two of them start a spell of 2 calls
-    and 5 ms on one thread. A call is judged when the next one begins (team.py,
+    and 5 ms on one thread. A call is judged when the next one begins (team_runtime.py,
     rlx_team_settle: thread 0's CPU clock is read there), so the call after the second starved
     one starts the spell and is its first shrunk call. (A worker that never joins makes *idle*
     calls, whose spell lasts only 2 ms with no call count: test_cpu_team_judge.py checks that

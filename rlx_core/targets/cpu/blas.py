@@ -104,7 +104,7 @@ def emit_gemm(w: Writer, env: KernelEnv, spec: GemmSpec, blas: BlasInfo,
     In team mode an ``epilogue`` is written inside each thread's share (see _team_gemm).
     Returns the impl label, or None (nothing written) when OpenBLAS would have to take an
     operand without a unit stride: the generated kernel runs it instead. ``counter`` is the C
-    expression of this kernel call's claim counter (team.rlx_team_claim), passed in as an
+    expression of this kernel call's claim counter (team_runtime.rlx_team_claim), passed in as an
     extra argument when the GEMM shares out claimed chunks.
     """
     s = "s" if spec.dtype == dt.f32 else "d"
@@ -410,7 +410,7 @@ def _block_chunks(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
 
 
 # a GEMM of at most COLUMN_ROWS rows with prepacked B is shared out as chunks of COLUMN_CHUNK
-# columns that threads claim one at a time (team.rlx_team_take), not as one block of rows
+# columns that threads claim one at a time (team_runtime.rlx_team_take), not as one block of rows
 # each: a thread the VM stalls then holds up one chunk instead of half the GEMM. Side by side
 # in one process (2 threads, 3000 calls each, MiniLM's batch-1 shapes 128 x 384 x 384,
 # 128 x 384 x 1536 and 128 x 1536 x 384) the median call was 5-18% faster. Larger GEMMs keep
@@ -422,7 +422,7 @@ def _block_chunks(w: Writer, spec: GemmSpec, call, a_b: str, c_b: str,
 # with chunks handed to either thread at random, 383-386 and 332. Claims from one counter
 # fall between those, and MLAS's static split sits near the top (bench_gemm --threads 2:
 # rlx prepacked 0.90-0.96x MLAS at 128 rows). The claims now start each thread on its own
-# half of the chunks, the same every call (team.rlx_team_take); in bench_gemm --threads 2
+# half of the chunks, the same every call (team_runtime.rlx_team_take); in bench_gemm --threads 2
 # (FIFO, load 7-12) that measured level with the one counter, both within noise of MLAS
 # (prepacked 128-row shapes 434-446 against 436-442 GFLOP/s; MLAS 406-452): the benchmark's
 # back-to-back calls of one GEMM did not show the harness's gap.
@@ -437,7 +437,7 @@ COLUMN_CHUNK = 64  # a multiple of both kernels' panels (16 and 32 columns)
 # chunks). Fewer, longer chunks helped most when the host put the two vCPUs on different L3s
 # (a 310 ns round trip between them instead of 55). Not through the claims themselves: a
 # claim's compare-and-swap costs ~6 ns on average (C harness, both placements), and giving
-# each thread's share a cache line of its own was level (team.py's take, the "claimlines"
+# each thread's share a cache line of its own was level (team_runtime.py's take, the "claimlines"
 # A/B of Dec 7); what each chunk start costs beyond it was not isolated.
 # MiniLM b1 s8 (2 threads, Zen 4, both builds in one process, alternating turns, FIFO, both
 # build orders, four runs): 0.978-0.985x the call's p50 with the vCPUs apart, 0.983-0.997x

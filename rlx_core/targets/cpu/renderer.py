@@ -43,6 +43,7 @@ from rlx_core.targets.cpu import (
     sparse,
     splat,
     team,
+    team_runtime,
     winograd,
 )
 from rlx_core.targets.cpu.blas import (
@@ -565,7 +566,7 @@ class CpuRenderer(CLikeRenderer):
                    "omp_get_max_threads())\n#endif\n")
         if self.team_mode:  # (the lines a waiting thread prefetches per spin: team.py)
             threads += (f"#ifndef RLX_TEAM_PF_LINES\n#define RLX_TEAM_PF_LINES "
-                        f"{team.wait_prefetch_lines()}\n#endif\n" + team.BARRIER_C)
+                        f"{team.wait_prefetch_lines()}\n#endif\n" + team_runtime.BARRIER_C)
         # rlx's GEMM (its plain-C form where there is no AVX2), the attention kernel built
         # on it, the int8 GEMM and the int4 matmul; render_program drops them when unused
         # (its blocking from this machine's caches, isa.gemm_blocking)
@@ -593,7 +594,7 @@ class CpuRenderer(CLikeRenderer):
         """
         blas = f"    {self.blas.symbol_prefix}openblas_set_num_threads(1);\n" if self.blas else ""
         return (f"void {prefix}_threads(int n) {{\n    rlx_cpu_threads = n > 0 ? n : 1;\n"
-                f"{blas}}}\n" + team.team_functions(prefix, self.team_mode))
+                f"{blas}}}\n" + team_runtime.team_functions(prefix, self.team_mode))
 
     def _links_conv(self, impls: set[str]) -> bool:
         """Does the program call rlx_cb_conv2 from the kernel library (a blocked, paired or

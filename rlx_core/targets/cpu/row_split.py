@@ -320,7 +320,7 @@ def _apart(a: tuple, b: tuple, rows: int, types: dict) -> bool:
 
 def group_call(group: RowGroup, calls: list[str], work: str) -> str:
     """The C block running ``calls`` (the group's kernel calls, in order) over blocks of
-    rows claimed from the counters ``work`` (team.rlx_team_take in the affine order: thread
+    rows claimed from the counters ``work`` (team_runtime.rlx_team_take in the affine order: thread
     0 starts on the first blocks, so each thread keeps the rows it took in a kernel split
     the same way before), then reporting them (rlx_team_done_last: the wait for the other
     threads' blocks, or under rlx_team_defer its report only)."""

@@ -24,7 +24,8 @@ from rlx_core.ir.ops.sparse import KRYLOV_METHODS, SPARSE_DTYPES, SPARSE_OPS
 from rlx_core.targets.c_common.expr import RenderError
 from rlx_core.targets.c_common.kernels import KernelEnv
 from rlx_core.targets.c_common.loops import Writer
-from rlx_core.targets.cpu.team import FOR_PRAGMA, TEAM_BLOCK, WORK_SYNC_C
+from rlx_core.targets.cpu.team import FOR_PRAGMA, TEAM_BLOCK
+from rlx_core.targets.cpu.team_runtime import WORK_SYNC_C
 
 IMPL = "rlx-csr"
 DTYPES = SPARSE_DTYPES
@@ -615,7 +616,7 @@ MIN_CHUNKS, MAX_CHUNKS = 8, 64
 
 def emit_sparse(env: KernelEnv, w: Writer, node: Node, counter: str = "") -> str:
     """Write ``node``'s kernel body; returns its impl label. ``counter`` is the C expression of
-    the kernel's claim counter in team mode (team.rlx_team_claim's), else empty."""
+    the kernel's claim counter in team mode (team_runtime.rlx_team_claim's), else empty."""
     ip, ix = (env.inputs[v].ptr for v in node.inputs[:2])
     third, fourth = (env.inputs[v] for v in node.inputs[2:4])
     out = env.outputs[node.name]
@@ -683,7 +684,7 @@ def _claimed_rows(env: KernelEnv, w: Writer, node: Node, x: str, k: int, counter
     2-thread SpMV of a 0.8M-entry Poisson matrix took 5-7x its 1-thread time. With claims the
     calling thread takes the chunks a late worker has not. A worker whose first claim is past
     half the chunks (or finds none left) arrived after the calling thread had done half the
-    product alone: that counts as the team's late arrival (team.BARRIER_C), so a program that
+    product alone: that counts as the team's late arrival (team_runtime.BARRIER_C), so a program that
     keeps seeing it runs its next calls on one thread, as programs with team barriers do (one
     kernel alone has no barrier to notice it at). On time, the worker's first claim is chunk 1.
     """

@@ -2,7 +2,7 @@
 header. The arithmetic is the oracle's (rlx_core/splat/reference.py): projection and its VJP
 per Gaussian in double, compositing in float; see cpu/splat.py for the loop structure."""
 
-from rlx_core.targets.cpu.team import WORK_SYNC_C
+from rlx_core.targets.cpu.team_runtime import WORK_SYNC_C
 
 SOURCE = WORK_SYNC_C + r"""
 #ifndef RLX_SPLAT_H

@@ -19,7 +19,7 @@ from rlx_core.errors import ArgumentError
 _STATE: dict[str, int] = {}
 # the most threads a count may ask for: each program's setter takes a C int (ctypes would
 # silently truncate 10**12 to 727,379,968, and 2**32 to 0); the team itself uses at most
-# team.py's RLX_TEAM_MAXT of them
+# team_runtime.py's RLX_TEAM_MAXT of them
 MAX_THREADS = (1 << 31) - 1
 _LOADED: list[tuple[ctypes.CDLL, str]] = []  # (library, setter symbol) of loaded programs
 
