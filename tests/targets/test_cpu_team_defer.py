@@ -1,6 +1,6 @@
 """Claimed kernels that share a phase: a kernel the next one neither reads nor overwrites ends
 without waiting for the other threads' chunks, and the wait comes before the first kernel that
-conflicts with it (team._phases, rlx_team_defer / rlx_team_finish in cpu/team_runtime.py)."""
+conflicts with it (team_waits.phases, rlx_team_defer / rlx_team_finish in cpu/team_runtime.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rlx_core as rlx
-from rlx_core.targets.cpu import team
+from rlx_core.targets.cpu import team, team_waits
 from rlx_core.targets.cpu.target import CpuTarget
 from tests.targets.late_thread import team_delay
 
@@ -18,12 +18,12 @@ needs_cpu = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu
 WHOLE = 1 << 62
 
 
-def _arena(lo: int, hi: int) -> team.Region:
+def _arena(lo: int, hi: int) -> team_waits.Region:
     return ("arena", 0, lo, hi)
 
 
-def _feet(reads=(), writes=()) -> team.Footprint:
-    return team.Footprint(tuple(reads), tuple(writes))
+def _feet(reads=(), writes=()) -> team_waits.Footprint:
+    return team_waits.Footprint(tuple(reads), tuple(writes))
 
 
 def test_footprints_conflict_only_where_a_write_meets_a_read_or_write() -> None:
@@ -44,7 +44,7 @@ def test_phases_defer_a_wait_to_the_first_kernel_that_needs_it() -> None:
             _feet([_arena(100, 200)], [_arena(300, 400)]),
             _feet([_arena(200, 300)], [("output", 0, 0, WHOLE)])]
     team_, claims, ends = [True] * 5, [True] * 5, [4] * 5
-    defer, finish = team._phases(list(range(5)), team_, claims, feet, ends)
+    defer, finish = team_waits.phases(list(range(5)), team_, claims, feet, ends)
     assert defer == {1, 2, 3}  # k0 feeds k1; k4 is last and waits for itself
     assert finish == {3: [1], 4: [2], -1: [3]}
 
@@ -54,16 +54,17 @@ def test_unknown_footprints_serial_runs_and_static_kernels_keep_their_waits() ->
     live = list(range(5))
     # an unknown footprint (a packed weight's argument) conflicts with everything
     feet = [*free[:2], None, *free[3:]]
-    defer, finish = team._phases(live, [True] * 5, [True] * 5, feet, [4] * 5)
+    defer, finish = team_waits.phases(live, [True] * 5, [True] * 5, feet, [4] * 5)
     assert 1 not in defer and 2 not in defer and finish.get(2) in (None, [0])
     # a kernel of static shares waits for every deferred kernel before it (its barrier
     # counts threads, not chunks), and nothing before it defers its own wait into it
-    defer, finish = team._phases(live, [True] * 5, [True, True, False, True, True], free, [4] * 5)
+    defer, finish = team_waits.phases(live, [True] * 5, [True, True, False, True, True], free,
+                                      [4] * 5)
     assert 1 not in defer and finish.get(2) == [0]
     # a serial run is one unit: k1, k2 serial between independent claimed kernels; it ends
     # without a wait too (one thread runs it, the others go on), waited for as one chunk
-    defer, finish = team._phases(live, [True, False, False, True, True], [True, False, False,
-                                 True, True], free, [4, None, None, 4, 4])
+    defer, finish = team_waits.phases(live, [True, False, False, True, True],
+                                      [True, False, False, True, True], free, [4, None, None, 4, 4])
     assert defer == {0, 1, 3} and finish == {-1: [0, 1, 3]}
     text = "\n".join(team.team_calls([f"    k{i}();" for i in live], [True, False, False, True,
                                      True], None, [True, False, False, True, True], "p", free,
@@ -72,8 +73,8 @@ def test_unknown_footprints_serial_runs_and_static_kernels_keep_their_waits() ->
     assert "rlx_team_finish(p_work + 2, 1);" in text
     # the serial run's union is its footprint: k2 writes what k3 reads, so k1-k2 wait there
     feet = [*free[:3], _feet([free[2].writes[0]], [_arena(900, 950)]), free[4]]
-    defer, finish = team._phases(live, [True, False, False, True, True], [True, False, False,
-                                 True, True], feet, [4, None, None, 4, 4])
+    defer, finish = team_waits.phases(live, [True, False, False, True, True],
+                                      [True, False, False, True, True], feet, [4, None, None, 4, 4])
     assert 1 not in defer
     # the timed build (per-kernel timers) never defers
     text = "\n".join(team.team_calls([f"    k{i}();" for i in live], [True] * 5,

@@ -1,4 +1,4 @@
-"""The team's wait prefetch (cpu/team.py): before each kernel the body names the next kernel's
+"""The team's wait prefetch (cpu/team_waits.py): before each kernel the body names the next kernel's
 prepacked weight (rlx_team_hint), which a thread waiting at a phase's end prefetches; the
 results do not change with it, nor with the team's size."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rlx_core as rlx
-from rlx_core.targets.cpu import team, team_runtime
+from rlx_core.targets.cpu import team, team_runtime, team_waits
 from rlx_core.targets.cpu.target import CpuTarget
 from tests.targets.own_sgemm import skip_unless_own_sgemm
 
@@ -16,12 +16,12 @@ cpu_ok, cpu_why = CpuTarget().available()
 needs_cpu = pytest.mark.skipif(not cpu_ok, reason=f"cpu target unavailable: {cpu_why}")
 
 A, B = (
-    team.Stream("arena + p_PACKED_DATA + 0", 4096),
-    team.Stream("arena + p_PACKED_DATA + 4096", 64),
+    team_waits.Stream("arena + p_PACKED_DATA + 0", 4096),
+    team_waits.Stream("arena + p_PACKED_DATA + 4096", 64),
 )
 
 
-def _body(streams: list[team.Stream | None]) -> list[str]:
+def _body(streams: list[team_waits.Stream | None]) -> list[str]:
     # k0, k1 serial (one chunk), k2 a GEMM on A, k3 a claimed kernel reading no weight, k4 a
     # GEMM on B
     calls = [f"        k{i}();" for i in range(5)]
@@ -54,7 +54,7 @@ def test_no_hints_without_streamed_weights_or_when_switched_off(
     monkeypatch.delenv("RLX_WAIT_PREFETCH", raising=False)
     assert not any("rlx_team_hint" in t for t in _body([None] * 5))
     monkeypatch.setenv("RLX_WAIT_PREFETCH", "0")
-    assert team.wait_prefetch_lines() == 0
+    assert team_waits.wait_prefetch_lines() == 0
     assert not any("rlx_team_hint" in t for t in _body([None, None, A, None, B]))
 
 
@@ -98,11 +98,11 @@ def test_a_bad_wait_prefetch_setting_is_a_typed_error(
 
     monkeypatch.setenv("RLX_WAIT_PREFETCH", value)
     with pytest.raises(ArgumentError, match="RLX_WAIT_PREFETCH"):
-        team.wait_prefetch_lines()
+        team_waits.wait_prefetch_lines()
     monkeypatch.setenv("RLX_WAIT_PREFETCH", "  ")
-    assert team.wait_prefetch_lines() == 16
+    assert team_waits.wait_prefetch_lines() == 16
     monkeypatch.setenv("RLX_WAIT_PREFETCH", "8")
-    assert team.wait_prefetch_lines() == 8
+    assert team_waits.wait_prefetch_lines() == 8
 
 
 def test_a_wait_prefetch_above_a_whole_hint_is_a_typed_error(
@@ -113,13 +113,14 @@ def test_a_wait_prefetch_above_a_whole_hint_is_a_typed_error(
     loop counter that overflows; the bound itself is accepted."""
     from rlx_core.errors import ArgumentError
 
-    assert f"#define RLX_TEAM_PF_MAX {64 * team.WAIT_PREFETCH_MAX}LL" in team_runtime.BARRIER_C
-    for huge in (team.WAIT_PREFETCH_MAX + 1, 10**12):
+    pf_max = f"#define RLX_TEAM_PF_MAX {64 * team_waits.WAIT_PREFETCH_MAX}LL"
+    assert pf_max in team_runtime.BARRIER_C
+    for huge in (team_waits.WAIT_PREFETCH_MAX + 1, 10**12):
         monkeypatch.setenv("RLX_WAIT_PREFETCH", str(huge))
-        with pytest.raises(ArgumentError, match=f"above its bound {team.WAIT_PREFETCH_MAX}"):
-            team.wait_prefetch_lines()
-    monkeypatch.setenv("RLX_WAIT_PREFETCH", str(team.WAIT_PREFETCH_MAX))
-    assert team.wait_prefetch_lines() == team.WAIT_PREFETCH_MAX
+        with pytest.raises(ArgumentError, match=f"above its bound {team_waits.WAIT_PREFETCH_MAX}"):
+            team_waits.wait_prefetch_lines()
+    monkeypatch.setenv("RLX_WAIT_PREFETCH", str(team_waits.WAIT_PREFETCH_MAX))
+    assert team_waits.wait_prefetch_lines() == team_waits.WAIT_PREFETCH_MAX
 
 
 # rlx_team_hint and rlx_team_prefetch as team_runtime.BARRIER_C has them, with __builtin_prefetch

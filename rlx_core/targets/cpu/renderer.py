@@ -44,6 +44,7 @@ from rlx_core.targets.cpu import (
     splat,
     team,
     team_runtime,
+    team_waits,
     winograd,
 )
 from rlx_core.targets.cpu.blas import (
@@ -164,11 +165,11 @@ class CpuRenderer(CLikeRenderer):
                              self.blas.symbol_prefix if self.blas is not None else None)
 
     def _region_of(self, where: dict, types: dict):
-        """value -> the bytes it occupies (team.Region): its arena byte range, or its whole
+        """value -> the bytes it occupies (team_waits.Region): its arena byte range, or its whole
         caller buffer (an output written over a donated input is that input)."""
         whole = 1 << 62
 
-        def region(v: str) -> team.Region:
+        def region(v: str) -> team_waits.Region:
             place = where[self.in_place.get(v, v)]
             if place.space == "arena":
                 return ("arena", 0, place.index, place.index + max(types[v].nbytes, 1))
@@ -345,7 +346,7 @@ class CpuRenderer(CLikeRenderer):
             self._scratch[idx] = arena_end  # the scratch area is a write (footprints)
         return super().call(k, idx, prefix, types, where, arena_end, scratch)
 
-    def _footprints(self, g: Graph, where: dict, types: dict) -> list[team.Footprint | None]:
+    def _footprints(self, g: Graph, where: dict, types: dict) -> list[team_waits.Footprint | None]:
         """What each kernel call reads and writes (team.team_calls leaves out the wait at a
         claimed kernel's end when the next one touches nothing of it). Arena values are their
         byte ranges; inputs, parameters and outputs are whole buffers, an output written over
@@ -354,7 +355,7 @@ class CpuRenderer(CLikeRenderer):
         counters (packed weights)."""
         whole = 1 << 62
         region = self._region_of(where, types)
-        feet: list[team.Footprint | None] = []
+        feet: list[team_waits.Footprint | None] = []
         for idx, k in enumerate(g.kernels):
             extra = [a for a in self._extra_args.get(k.name, [])
                      if a != self._counter_of(idx) and a not in ROW_ARGS]
@@ -364,7 +365,7 @@ class CpuRenderer(CLikeRenderer):
             writes = [region(v) for v in k.outputs]
             if idx in self._scratch:
                 writes.append(("arena", 0, self._scratch[idx], whole))
-            feet.append(team.Footprint(tuple(region(v) for v in k.inputs), tuple(writes)))
+            feet.append(team_waits.Footprint(tuple(region(v) for v in k.inputs), tuple(writes)))
         return feet
 
     def _claiming(self, lines: list[str], at: int, body: list[str], kernel: str,
@@ -406,15 +407,15 @@ class CpuRenderer(CLikeRenderer):
             # the run reads the sums' operands and writes their partials, which the combines
             # read (so a combine waits for the run)
             part = {i: ("rowsum", i, 0, 1 << 62) for i in sums}
-            feet[first] = team.union([feet[i] for i in grp.kernels] + [
-                team.Footprint(tuple(region(v) for v in rs.operands), (part[i],))
+            feet[first] = team_waits.union([feet[i] for i in grp.kernels] + [
+                team_waits.Footprint(tuple(region(v) for v in rs.operands), (part[i],))
                 for i, rs in sums.items()])
             for i, rs in sums.items():
                 k = g.kernels[i]
-                feet[i] = team.Footprint(
+                feet[i] = team_waits.Footprint(
                     (*(region(v) for v in k.inputs if v not in rs.operands), part[i]),
                     tuple(region(v) for v in k.outputs))
-        streams = [team.Stream(f"arena + {prefix}_PACKED_DATA + {pw.offset}", pw.nbytes)
+        streams = [team_waits.Stream(f"arena + {prefix}_PACKED_DATA + {pw.offset}", pw.nbytes)
                    if (pw := self._streams.get(i)) else None for i in range(len(calls))]
         inner = team.team_calls(calls, is_team, timer, claims, prefix, feet, ends, streams)
         # every kernel claims its work (or is serial): the team is the worker pool
@@ -456,7 +457,7 @@ class CpuRenderer(CLikeRenderer):
 
     def _add_packed(self, env: KernelEnv, *args: Any, **kw: Any) -> PackedWeight:
         """``self.packed.add``, noting the kernel's first packed weight: the weight it streams
-        from memory each call, which the team prefetches while it waits (team.Stream)."""
+        from memory each call, which the team prefetches while it waits (team_waits.Stream)."""
         pw = self.packed.add(*args, **kw)
         self._streams.setdefault(env.index, pw)
         return pw
@@ -564,9 +565,9 @@ class CpuRenderer(CLikeRenderer):
                    "static int rlx_cpu_threads = 0;  /* 0: the OpenMP default */\n"
                    "#define RLX_TEAM (rlx_cpu_threads > 0 ? rlx_cpu_threads : "
                    "omp_get_max_threads())\n#endif\n")
-        if self.team_mode:  # (the lines a waiting thread prefetches per spin: team.py)
+        if self.team_mode:  # (the lines a waiting thread prefetches per spin: team_waits.py)
             threads += (f"#ifndef RLX_TEAM_PF_LINES\n#define RLX_TEAM_PF_LINES "
-                        f"{team.wait_prefetch_lines()}\n#endif\n" + team_runtime.BARRIER_C)
+                        f"{team_waits.wait_prefetch_lines()}\n#endif\n" + team_runtime.BARRIER_C)
         # rlx's GEMM (its plain-C form where there is no AVX2), the attention kernel built
         # on it, the int8 GEMM and the int4 matmul; render_program drops them when unused
         # (its blocking from this machine's caches, isa.gemm_blocking)

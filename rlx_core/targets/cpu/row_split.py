@@ -231,7 +231,7 @@ def phases(g: Graph, types: dict, small: list[bool]) -> list[tuple[int, int]]:
     run, and the small kernels right after it (one serial chunk, the run's sums over rows:
     the MLP loss and bias gradient) through the kernel after them. That chunk then ends
     without a wait: one thread runs it while the others start on the next kernel
-    (team._phases), which must not take the bytes the chunk still reads (the MLP's input
+    (team_waits.phases), which must not take the bytes the chunk still reads (the MLP's input
     gradient k11 took the loss's row sums'). Deferred so, the MLP step's p10 went 1.2-3.4 us
     lower in 6 of 6 rounds (both builds in one process, turns of 20 calls, SCHED_FIFO, the
     slowed host)."""
