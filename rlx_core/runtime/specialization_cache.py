@@ -541,16 +541,16 @@ def _empty_trace(name: str) -> Any:
 def build_extension(runtime_src: str, table_src: str, kernels: Sequence[KernelProgram]) -> str:
     """Compile (or find in the disk cache) every unit and link the module; returns its path.
 
-    Each unit is its own object file, cached by content hash (the CPU toolchain's
-    ``compile_object``), so a rebuild after a miss compiles only the new table and the new
-    kernel; the shared object is cached by the hash of its objects, so a second process with the
-    same cache directory compiles and links nothing.
+    Each unit is its own object file, cached by content hash (the CPU target's
+    ``cached_build.compile_object``), so a rebuild after a miss compiles only the new table and
+    the new kernel; the shared object is cached by the hash of its objects, so a second process
+    with the same cache directory compiles and links nothing.
     """
     import sysconfig
 
     import numpy as np
 
-    from rlx_core.targets.cpu import kernel_library, toolchain
+    from rlx_core.targets.cpu import cached_build, kernel_library, toolchain
 
     comp = toolchain.find_compiler()
     py_incs = (sysconfig.get_paths()["include"], np.get_include())
@@ -563,11 +563,11 @@ def build_extension(runtime_src: str, table_src: str, kernels: Sequence[KernelPr
     lib_dirs: dict[str, None] = {}
     libs: dict[str, None] = {}
     try:
-        objs = [toolchain.compile_object(runtime_src, include_dirs=py_incs, compiler=comp),
-                toolchain.compile_object(table_src, compiler=comp)]
+        objs = [cached_build.compile_object(runtime_src, include_dirs=py_incs, compiler=comp),
+                cached_build.compile_object(table_src, compiler=comp)]
         for k in kernels:
-            objs.append(toolchain.compile_object(k.source, include_dirs=k.include_dirs,
-                                                 compiler=comp))
+            objs.append(cached_build.compile_object(k.source, include_dirs=k.include_dirs,
+                                                    compiler=comp))
             lib_dirs.update(dict.fromkeys(k.library_dirs))
             libs.update(dict.fromkeys(k.libraries))
         objs += [lib.result() for lib in later]
@@ -575,8 +575,8 @@ def build_extension(runtime_src: str, table_src: str, kernels: Sequence[KernelPr
         for lib in later:
             lib.cancel()
         raise
-    built = toolchain.link_shared(tuple(objs), library_dirs=tuple(lib_dirs),
-                                  libraries=tuple(libs),
-                                  suffix=sysconfig.get_config_var("EXT_SUFFIX") or ".so",
-                                  compiler=comp)
+    built = cached_build.link_shared(tuple(objs), library_dirs=tuple(lib_dirs),
+                                     libraries=tuple(libs),
+                                     suffix=sysconfig.get_config_var("EXT_SUFFIX") or ".so",
+                                     compiler=comp)
     return str(built.path)

@@ -619,14 +619,14 @@ def p_r016(monkeypatch, tmp_path):
     import os
     import warnings
 
-    from rlx_core.targets.cpu import cache, toolchain
+    from rlx_core.targets.cpu import cache, cached_build
 
     ro = tmp_path / "ro"
     monkeypatch.setattr(cache, "_READY", set())
     monkeypatch.setattr(cache, "_READ_ONLY", {})
     monkeypatch.setattr(cache.tempfile, "tempdir", str(tmp_path))  # the private folder
     monkeypatch.setenv("RLX_CACHE_DIR", str(ro))
-    toolchain.build_shared("int rlx_r016(void) { return 16; }\n")  # fill it
+    cached_build.build_shared("int rlx_r016(void) { return 16; }\n")  # fill it
     cache._READY.clear()
     real = cache._probe_write
 
@@ -690,7 +690,8 @@ def p_x002():
 
 def p_x003(monkeypatch, tmp_path):
     from rlx_core.errors import TargetUnavailableError
-    from rlx_core.targets.cpu.toolchain import build_shared, find_compiler
+    from rlx_core.targets.cpu.cached_build import build_shared
+    from rlx_core.targets.cpu.toolchain import find_compiler
 
     try:
         find_compiler()
@@ -701,15 +702,15 @@ def p_x003(monkeypatch, tmp_path):
 
 
 def p_x005(monkeypatch, tmp_path):
-    from rlx_core.targets.cpu import toolchain
+    from rlx_core.targets.cpu import cached_build, toolchain
 
     script = tmp_path / "slowcc"
     script.write_text("#!/bin/sh\nsleep 30\n")
     script.chmod(0o755)
     monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(toolchain, "CC_TIMEOUT_S", 0.5)
-    toolchain.build_shared("int f(void) { return 1; }\n",
-                           compiler=toolchain.Compiler(str(script), "slowcc", (), False))
+    monkeypatch.setattr(cached_build, "CC_TIMEOUT_S", 0.5)
+    cached_build.build_shared("int f(void) { return 1; }\n",
+                              compiler=toolchain.Compiler(str(script), "slowcc", (), False))
 
 
 def p_x006(tmp_path):

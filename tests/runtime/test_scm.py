@@ -291,7 +291,7 @@ _CHILD = textwrap.dedent("""
     import json, sys
     import numpy as np
     import rlx_core as rlx
-    from rlx_core.targets.cpu import toolchain
+    from rlx_core.targets.cpu import cached_build
 
     W = np.linspace(-1, 1, 6 * 5, dtype=np.float32).reshape(6, 5)
 
@@ -304,7 +304,7 @@ _CHILD = textwrap.dedent("""
         x = np.linspace(-1, 1, n * 6, dtype=np.float32).reshape(n, 6)
         got = layer(x)
         outs.append(float(np.abs(got - np.tanh(x @ W) * 3).max()))
-    print(json.dumps({"runs": toolchain.RUN_COUNTS, "err": max(outs),
+    print(json.dumps({"runs": cached_build.RUN_COUNTS, "err": max(outs),
                       "module": layer.cache.module_path}))
 """)
 

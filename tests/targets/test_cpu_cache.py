@@ -22,7 +22,7 @@ import pytest
 
 import rlx_core as rlx
 from rlx_core.errors import RlxError
-from rlx_core.targets.cpu import cache, toolchain
+from rlx_core.targets.cpu import cache, cached_build, toolchain
 from rlx_core.targets.cpu.target import CpuTarget
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,7 +99,7 @@ def test_a_damaged_shared_object_is_rebuilt(how: str, warm_cache, tmp_path: Path
 def test_a_verified_file_that_does_not_load_is_rebuilt(tmp_path: Path, monkeypatch) -> None:
     """A foreign file with a matching record (dlopen fails): quarantined and built again."""
     monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
-    real_build = toolchain.build_shared
+    real_build = cached_build.build_shared
     swapped: list[Path] = []
 
     def build_then_swap(*a, **k):
@@ -111,7 +111,7 @@ def test_a_verified_file_that_does_not_load_is_rebuilt(tmp_path: Path, monkeypat
             swapped.append(built.path)
         return built
 
-    monkeypatch.setattr(toolchain, "build_shared", build_then_swap)
+    monkeypatch.setattr(cached_build, "build_shared", build_then_swap)
     x = np.arange(4, dtype=np.float32)
     exe = rlx.compile(lambda a: a * 5.0 + 0.25, x, target="cpu", record=False)
     np.testing.assert_allclose(exe(x), x * 5 + 0.25)
@@ -204,7 +204,7 @@ def test_a_failed_cache_write_is_a_typed_error(err: int, tmp_path: Path, monkeyp
 
     monkeypatch.setattr(cache.os, "replace", fail)
     with pytest.raises(cache.CacheWriteError) as info:
-        toolchain.build_shared("int rlx_cache_probe_b(void) { return 3; }\n")
+        cached_build.build_shared("int rlx_cache_probe_b(void) { return 3; }\n")
     assert info.value.code == "RLX-R014" and info.value.hint
     assert ("disk is full" if err == errno.ENOSPC else "read-only") in info.value.message
     monkeypatch.undo()
@@ -223,7 +223,7 @@ def test_a_compiler_that_cannot_write_is_a_typed_error(tmp_path: Path, monkeypat
     comp = toolchain.find_compiler()
     full = dataclasses.replace(comp, path=str(cc))  # the probed flags, the failing compiler
     with pytest.raises(cache.CacheWriteError) as info:
-        toolchain.build_shared("int rlx_cache_probe_c(void) { return 5; }\n", compiler=full)
+        cached_build.build_shared("int rlx_cache_probe_c(void) { return 5; }\n", compiler=full)
     assert info.value.code == "RLX-R014" and "No space left" in info.value.message
 
 
@@ -245,9 +245,9 @@ def test_a_damaged_probe_record_is_probed_again(text: str, tmp_path: Path, monke
 def test_a_cache_folder_deleted_mid_process_is_made_again(tmp_path: Path, monkeypatch) -> None:
     root = tmp_path / "cache"
     monkeypatch.setenv("RLX_CACHE_DIR", str(root))
-    toolchain.build_shared("int rlx_cache_probe_d(void) { return 1; }\n")
+    cached_build.build_shared("int rlx_cache_probe_d(void) { return 1; }\n")
     shutil.rmtree(root)  # `rm -rf ~/.cache/rlx` while a notebook runs
-    built = toolchain.build_shared("int rlx_cache_probe_d(void) { return 1; }\n")
+    built = cached_build.build_shared("int rlx_cache_probe_d(void) { return 1; }\n")
     assert not built.cache_hit and cache.lookup(built.path)
 
 
@@ -299,7 +299,7 @@ def test_a_read_only_cache_serves_hits_and_builds_misses_aside(tmp_path: Path,
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(cache.tempfile, "tempdir", None)  # re-read TMPDIR
-    old = toolchain.build_shared("int rlx_cache_probe_ro(void) { return 4; }\n")
+    old = cached_build.build_shared("int rlx_cache_probe_ro(void) { return 4; }\n")
     cache._READY.clear()
     cache._VERIFIED.clear()
     listing = sorted(p.name for p in base.iterdir())
@@ -312,8 +312,8 @@ def test_a_read_only_cache_serves_hits_and_builds_misses_aside(tmp_path: Path,
 
     monkeypatch.setattr(cache.tempfile, "mkstemp", erofs)
     with pytest.warns(cache.CacheReadOnlyWarning, match="RLX-R016"):
-        hit = toolchain.build_shared("int rlx_cache_probe_ro(void) { return 4; }\n")
-    miss = toolchain.build_shared("int rlx_cache_probe_ro2(void) { return 5; }\n")
+        hit = cached_build.build_shared("int rlx_cache_probe_ro(void) { return 4; }\n")
+    miss = cached_build.build_shared("int rlx_cache_probe_ro2(void) { return 5; }\n")
     assert hit.cache_hit and hit.path == old.path
     assert not miss.cache_hit and miss.path.parent != base and cache.lookup(miss.path)
     assert ctypes.CDLL(str(miss.path)).rlx_cache_probe_ro2() == 5

@@ -93,7 +93,7 @@ _FORMS = {
 def test_each_conditional_load_form_builds_right(form: str) -> None:
     import ctypes
 
-    from rlx_core.targets.cpu.toolchain import build_shared
+    from rlx_core.targets.cpu.cached_build import build_shared
 
     available, why = toolchain.compiler_status()
     if not available:

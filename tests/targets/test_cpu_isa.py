@@ -82,12 +82,12 @@ def test_the_isa_path_is_part_of_the_content_hash_key(monkeypatch) -> None:
     from rlx_core.targets.cpu import toolchain
 
     monkeypatch.delenv("RLX_CPU_ISA", raising=False)
-    native = toolchain._host()
+    native = toolchain.host_key()
     lower = [p for p in isa.forced_paths()[1:]]
     if not lower:
         pytest.skip("this machine runs no path below its own")
     monkeypatch.setenv("RLX_CPU_ISA", lower[0])
-    assert toolchain._host() != native
+    assert toolchain.host_key() != native
 
 
 def test_a_forced_lower_path_compiles_with_its_flags_and_runs(monkeypatch) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 import rlx_core as rlx
 from rlx_core import nn
-from rlx_core.targets.cpu import kernel_library, toolchain
+from rlx_core.targets.cpu import cached_build, kernel_library, toolchain
 from rlx_core.targets.cpu.target import CpuTarget
 from tests.targets.checks import rel_error
 from tests.targets.simd import skip_unless_simd
@@ -63,7 +63,7 @@ def test_built_once_reused_bit_identical_and_per_isa(tmp_path: Path,
     skip_unless_simd()
     monkeypatch.setenv("RLX_CONV_BLOCKED", "all")
     cache = _fresh_cache(monkeypatch, tmp_path / "cache")
-    before = toolchain.RUN_COUNTS["compile"]
+    before = cached_build.RUN_COUNTS["compile"]
     got = {}
     for c, o, s in ((16, 32, 1), (24, 40, 2)):
         f, x = _net(c, o, s)
@@ -72,7 +72,7 @@ def test_built_once_reused_bit_identical_and_per_isa(tmp_path: Path,
         assert kernel_library.EXTERN_DEFINE in info["source"]
         assert "rlx-conv-blocked" in {k["impl"] for k in info["kernels"].values()}
         got[c] = np.asarray(exe(x))
-        assert toolchain.RUN_COUNTS["compile"] == before + 1  # the object, once
+        assert cached_build.RUN_COUNTS["compile"] == before + 1  # the object, once
         assert len(_objects(cache)) == 1
         want = np.asarray(rlx.compile(f, x, target="numpy", record=False)(x))
         np.testing.assert_array_equal(np.isnan(got[c]), np.isnan(want))
@@ -86,12 +86,12 @@ def test_built_once_reused_bit_identical_and_per_isa(tmp_path: Path,
     assert jf.cache is not None
     assert jf.cache.specializations[0].program.kernel_libraries == (kernel_library.CONV_BLOCKED,)
     assert kernel_library.build(kernel_library.CONV_BLOCKED, toolchain.find_compiler()).cache_hit
-    before = toolchain.RUN_COUNTS["compile"] - 1  # (the module's own units counted)
+    before = cached_build.RUN_COUNTS["compile"] - 1  # (the module's own units counted)
     monkeypatch.setenv("RLX_CPU_KERNEL_LIBRARY", "0")
     exe = rlx.compile(f, x, target="cpu", record=False)
     assert kernel_library.EXTERN_DEFINE not in exe.program.info["source"]
     np.testing.assert_array_equal(got[24].view(np.uint32), np.asarray(exe(x)).view(np.uint32))
-    assert toolchain.RUN_COUNTS["compile"] == before + 1  # inline: no object compiled
+    assert cached_build.RUN_COUNTS["compile"] == before + 1  # inline: no object compiled
     if not toolchain.find_compiler().avx512:
         return
     monkeypatch.delenv("RLX_CPU_KERNEL_LIBRARY")
@@ -100,7 +100,7 @@ def test_built_once_reused_bit_identical_and_per_isa(tmp_path: Path,
     exe = rlx.compile(f, x, target="cpu", record=False)
     assert "-mno-avx512f" in exe.program.info["flags"]
     assert len(_objects(cache)) == objects + 1
-    assert toolchain.RUN_COUNTS["compile"] == before + 2
+    assert cached_build.RUN_COUNTS["compile"] == before + 2
     avx2 = np.asarray(exe(x))
     keep = np.isfinite(got[24])
     np.testing.assert_array_equal(np.isnan(avx2), np.isnan(got[24]))
@@ -131,8 +131,8 @@ def test_concurrent_builds_compile_once(tmp_path: Path, monkeypatch: pytest.Monk
     _fresh_cache(monkeypatch, tmp_path / "cache")
     monkeypatch.setattr(kernel_library, "source", lambda name: TINY.replace("+ 1", "+ 2"))
     comp = toolchain.find_compiler()
-    before = toolchain.RUN_COUNTS["compile"]
-    results: list[toolchain.BuildResult] = []
+    before = cached_build.RUN_COUNTS["compile"]
+    results: list[cached_build.BuildResult] = []
     threads = [threading.Thread(target=lambda: results.append(
         kernel_library.build(kernel_library.CONV_BLOCKED, comp))) for _ in range(4)]
     for t in threads:
@@ -141,7 +141,7 @@ def test_concurrent_builds_compile_once(tmp_path: Path, monkeypatch: pytest.Monk
         t.join()
     assert len(results) == 4 and len({r.path for r in results}) == 1
     assert sum(not r.cache_hit for r in results) == 1
-    assert toolchain.RUN_COUNTS["compile"] == before + 1
+    assert cached_build.RUN_COUNTS["compile"] == before + 1
 
 
 def test_unknown_library_and_the_switch(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,28 +187,28 @@ def test_the_library_compiles_while_the_program_does(tmp_path: Path,
     comp = toolchain.find_compiler()
     lib = kernel_library.pending(kernel_library.CONV_BLOCKED, comp)
     seen: list[tuple[bool, tuple[str, ...]]] = []
-    real = toolchain.run_group
+    real = cached_build.run_group
 
     def spy(cmd, **kw):
         seen.append((lib.running, tuple(cmd)))
         return real(cmd, **kw)
 
-    monkeypatch.setattr(toolchain, "run_group", spy)
-    before = toolchain.RUN_COUNTS["compile"]
-    built = toolchain.build_shared(PROGRAM, compiler=comp, objects=(lib,))
-    assert not built.cache_hit and toolchain.RUN_COUNTS["compile"] == before + 1
+    monkeypatch.setattr(cached_build, "run_group", spy)
+    before = cached_build.RUN_COUNTS["compile"]
+    built = cached_build.build_shared(PROGRAM, compiler=comp, objects=(lib,))
+    assert not built.cache_hit and cached_build.RUN_COUNTS["compile"] == before + 1
     assert [(running, "-c" in cmd) for running, cmd in seen] == [(True, True), (False, False)]
     assert str(lib.result().path) in built.command  # the link
     assert ctypes.CDLL(str(built.path)).rlx_kl_use(4) == 14
     assert _lock_free(cache) and not [n for n in _leftovers(cache) if n.endswith(".tmp")]
     # cached library, another program: one compiler command with the object on it
     seen.clear()
-    again = toolchain.build_shared(PROGRAM.replace("2 *", "3 *"), compiler=comp,
-                                   objects=(kernel_library.pending(kernel_library.CONV_BLOCKED,
-                                                                   comp),))
+    again = cached_build.build_shared(PROGRAM.replace("2 *", "3 *"), compiler=comp,
+                                      objects=(kernel_library.pending(
+                                          kernel_library.CONV_BLOCKED, comp),))
     assert len(seen) == 1 and "-c" not in seen[0][1] and str(lib.result().path) in seen[0][1]
     assert ctypes.CDLL(str(again.path)).rlx_kl_use(4) == 21
-    assert toolchain.RUN_COUNTS["compile"] == before + 1
+    assert cached_build.RUN_COUNTS["compile"] == before + 1
 
 
 def test_a_failing_library_compile_is_a_typed_error_and_leaves_nothing(
@@ -220,18 +220,19 @@ def test_a_failing_library_compile_is_a_typed_error_and_leaves_nothing(
     comp = toolchain.find_compiler()
     monkeypatch.setattr(kernel_library, "source",
                         lambda name: "int rlx_kl_broken(void) { return rlx_no_such_name; }\n")
-    with pytest.raises(toolchain.CCompileError) as err:
-        toolchain.build_shared(PROGRAM, compiler=comp,
-                               objects=(kernel_library.pending(kernel_library.CONV_BLOCKED,
-                                                               comp),))
+    with pytest.raises(cached_build.CCompileError) as err:
+        cached_build.build_shared(PROGRAM, compiler=comp,
+                                  objects=(kernel_library.pending(kernel_library.CONV_BLOCKED,
+                                                                  comp),))
     assert err.value.code == "RLX-X003" and "rlx_no_such_name" in err.value.message
     assert _leftovers(cache) == [] and _lock_free(cache)
     # the program rejected while the (good) library compiles: the library is stopped
     monkeypatch.setattr(kernel_library, "source", lambda name: TINY)
     lib = kernel_library.pending(kernel_library.CONV_BLOCKED, comp)
-    with pytest.raises(toolchain.CCompileError) as err:
-        toolchain.build_shared(PROGRAM + "int rlx_kl_bad(void) { return rlx_undeclared; }\n",
-                               compiler=comp, objects=(lib,))
+    with pytest.raises(cached_build.CCompileError) as err:
+        cached_build.build_shared(
+            PROGRAM + "int rlx_kl_bad(void) { return rlx_undeclared; }\n", compiler=comp,
+            objects=(lib,))
     assert "rlx_undeclared" in err.value.message and not lib.running
     assert _leftovers(cache) == [] and _lock_free(cache)
 
@@ -253,9 +254,9 @@ def test_an_interrupted_build_stops_the_library_compile(tmp_path: Path,
         pids.append(lib._proc.pid)  # type: ignore[union-attr]
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(toolchain, "run_group", interrupted)
+    monkeypatch.setattr(cached_build, "run_group", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        toolchain.build_shared(PROGRAM, compiler=comp, objects=(lib,))
+        cached_build.build_shared(PROGRAM, compiler=comp, objects=(lib,))
     assert not lib.running and len(pids) == 1
     import os
 
@@ -265,7 +266,7 @@ def test_an_interrupted_build_stops_the_library_compile(tmp_path: Path,
     monkeypatch.undo()
     _fresh_cache(monkeypatch, cache)
     monkeypatch.setattr(kernel_library, "source", lambda name: TINY.replace("+ 1", "+ 5"))
-    built = toolchain.build_shared(PROGRAM, compiler=comp, objects=(
+    built = cached_build.build_shared(PROGRAM, compiler=comp, objects=(
         kernel_library.pending(kernel_library.CONV_BLOCKED, comp),))
     assert ctypes.CDLL(str(built.path)).rlx_kl_use(1) == 12
 
@@ -283,12 +284,12 @@ def test_a_held_lock_defers_the_compile_to_the_wait(tmp_path: Path,
     holder.start()
     assert holder.running
     (lock,) = cache.glob("lib-*.lock")
-    before = toolchain.RUN_COUNTS["compile"]
+    before = cached_build.RUN_COUNTS["compile"]
     waiter = kernel_library.pending(kernel_library.CONV_BLOCKED, comp)
     waiter.start()
     assert not waiter.running and not waiter.done
-    assert toolchain.RUN_COUNTS["compile"] == before
-    got: list[toolchain.BuildResult] = []
+    assert cached_build.RUN_COUNTS["compile"] == before
+    got: list[cached_build.BuildResult] = []
     t = threading.Thread(target=lambda: got.append(waiter.result()))
     t.start()
     t.join(0.2)
@@ -296,6 +297,6 @@ def test_a_held_lock_defers_the_compile_to_the_wait(tmp_path: Path,
     first = holder.result()
     t.join(60)
     assert got and got[0].cache_hit and got[0].path == first.path and not first.cache_hit
-    assert toolchain.RUN_COUNTS["compile"] == before
+    assert cached_build.RUN_COUNTS["compile"] == before
     with open(lock, "a+b") as f:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -154,8 +154,8 @@ def test_a_waiting_thread_prefetches_its_share_and_nothing_past_it(lines: int) -
     lines past it, another share's or another buffer's); more spins fetch nothing."""
     import ctypes
 
+    from rlx_core.targets.cpu.cached_build import build_shared
     from rlx_core.targets.cpu.runtime import load_library
-    from rlx_core.targets.cpu.toolchain import build_shared
 
     start = team_runtime.BARRIER_C.index("#ifndef RLX_TEAM_PF_LINES")
     end = team_runtime.BARRIER_C.index("/* the one wait")

@@ -15,7 +15,7 @@ import pytest
 
 import rlx_core as rlx
 from rlx_core.errors import TargetUnavailableError
-from rlx_core.targets.cpu import team, toolchain
+from rlx_core.targets.cpu import cached_build, team, toolchain
 from rlx_core.targets.cpu.target import CpuTarget
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,8 +116,8 @@ def test_openmp_flag_and_its_absence(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_compiler_error_shows_output_and_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
     bad = "int ok(void) { return 1; }\nint broken(void) { return undefined_name; }\n"
-    with pytest.raises(toolchain.CCompileError) as info:
-        toolchain.build_shared(bad)
+    with pytest.raises(cached_build.CCompileError) as info:
+        cached_build.build_shared(bad)
     text = str(info.value)
     assert info.value.code == "RLX-X003"
     assert "undefined_name" in text and ">     2 | int broken" in text
@@ -126,8 +126,8 @@ def test_compiler_error_shows_output_and_lines(tmp_path: Path, monkeypatch: pyte
 @needs_cc
 def test_cache_files_are_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
-    res = toolchain.build_shared("int rlx_answer(void) { return 42; }\n")
-    again = toolchain.build_shared("int rlx_answer(void) { return 42; }\n")
+    res = cached_build.build_shared("int rlx_answer(void) { return 42; }\n")
+    again = cached_build.build_shared("int rlx_answer(void) { return 42; }\n")
     assert not res.cache_hit and again.cache_hit and again.path == res.path
     assert not list(tmp_path.glob("*.tmp"))  # nothing half-written is left behind
     import ctypes
@@ -157,10 +157,10 @@ def _alive(pid: int) -> bool:
 def test_compiler_timeout_is_typed_and_stops_every_compiler_process(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(toolchain, "CC_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(cached_build, "CC_TIMEOUT_S", 1.0)
     comp, pidfile = _hanging_compiler(tmp_path)
     with pytest.raises(toolchain.CCompileTimeoutError) as info:
-        toolchain.build_shared("int rlx_slow(void) { return 1; }\n", compiler=comp)
+        cached_build.build_shared("int rlx_slow(void) { return 1; }\n", compiler=comp)
     assert info.value.code == "RLX-X005" and "1 s" in str(info.value)
     _assert_stopped(pidfile)
     assert not list((tmp_path / "cache").rglob("*.so")), "a timed-out build left an object"

@@ -14,7 +14,7 @@ The optional extensions (AVX512-BF16, AVX512-VNNI / AVX-VNNI, AMX) are reported 
 family; they belong to it only where the family keeps them (a forced ``avx2`` path drops every
 AVX-512 extension). ``RLX_CPU_ISA=avx2`` (or ``sse``, ``avx512``, ``native``) forces a path no
 higher than the CPU's own, so that each lower path can be tested on one machine; the family is
-part of every compile's content-hash key (toolchain._host), so objects of different paths never
+part of every compile's content-hash key (toolchain.host_key), so objects of different paths never
 mix in the cache.
 
 Cache sizes come from what the OS reports (``/sys/devices/system/cpu/cpu0/cache``, else

@@ -3,7 +3,7 @@
 The blocked convolution's ``rlx_cb_conv2`` (conv_blocked.py) is ~145 KB of machine code; GCC
 spent 15-19 s of CPU compiling it inside every program with a blocked or Winograd convolution
 (the content-hash cache only helps the exact same program). Here it is compiled once into
-``<cache>/<key>.o`` (toolchain.compile_object: keyed by the library's source, the flags, the
+``<cache>/<key>.o`` (cached_build.compile_object: keyed by the library's source, the flags, the
 compiler and the host with its ISA path, so ``RLX_CPU_ISA=avx2`` or another ``RLX_CB_*``
 define is another object), and each program declares it (``RLX_CB_EXTERN``) and links that
 object into its own shared object instead. The function keeps its name and arguments; the
@@ -14,7 +14,7 @@ sgemm's macros and scratch, conv.SOURCE): its scratch buffer (``rlx_sgemm_scratc
 thread) is its own, beside the program's. Nothing else is per program: the geometry, the
 epilogue and the team's share come as arguments.
 
-On a miss it compiles while the program does (``pending``: a toolchain.ObjectBuild that
+On a miss it compiles while the program does (``pending``: a cached_build.ObjectBuild that
 build_shared starts before it compiles the program's source with ``-c``, then links both), so a
 cold first program costs the longer compile, not the sum; a failure or an interrupt of either
 stops the other and leaves nothing in the cache. A damaged object fails its size + sha256
@@ -32,8 +32,9 @@ import hashlib
 from rlx_core.targets.c_common.prelude import prelude
 from rlx_core.targets.cpu import conv, conv_blocked, isa, sgemm
 from rlx_core.targets.cpu.cache import cache_dir
+from rlx_core.targets.cpu.cached_build import BuildResult, ObjectBuild, object_build
 from rlx_core.targets.cpu.env import env_flag
-from rlx_core.targets.cpu.toolchain import BuildResult, Compiler, ObjectBuild, object_build
+from rlx_core.targets.cpu.toolchain import Compiler
 
 CONV_BLOCKED = "conv_blocked"  # the library of rlx_cb_conv2
 # what a program defines before conv_blocked.SOURCE to link the library instead of compiling
@@ -56,7 +57,7 @@ def source(name: str) -> str:
 
 
 def pending(name: str, compiler: Compiler) -> ObjectBuild:
-    """Library ``name``'s object, not yet looked up: a program's build (toolchain.build_shared)
+    """Library ``name``'s object, not yet looked up: a program's build (cached_build.build_shared)
     starts its compiler on a miss and compiles the program meanwhile. Under a lock file, so
     concurrent builds of it compile it once."""
     text = source(name)

@@ -142,8 +142,8 @@ def fma_peak(threads: int, rounds: int = 5, steps: int = 20_000_000 // 16,
 
 
 def _probe_library():
+    from rlx_core.targets.cpu.cached_build import build_shared
     from rlx_core.targets.cpu.runtime import load_library
-    from rlx_core.targets.cpu.toolchain import build_shared
 
     return load_library(str(build_shared(SOURCE).path))
 
@@ -282,9 +282,9 @@ def read_bandwidth(threads: int, mbytes: int | None = None, rounds: int = 3) -> 
     takes at least its weight bytes over this."""
     import numpy as np
 
+    from rlx_core.targets.cpu.cached_build import build_shared
     from rlx_core.targets.cpu.isa import read_caches
     from rlx_core.targets.cpu.runtime import load_library
-    from rlx_core.targets.cpu.toolchain import build_shared
 
     if mbytes is None:
         mbytes = bandwidth_mbytes(threads, read_caches().l3, _memory_bytes())

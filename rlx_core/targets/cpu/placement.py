@@ -221,8 +221,8 @@ def first_cpus(n: int = 2) -> tuple[int, ...]:
 def round_trips(a: int, b: int, rounds: int = ROUNDS, trips: int = TRIPS) -> list[float]:
     """Each batch's mean round trip in ns between threads pinned to CPUs ``a`` and ``b``;
     raises RuntimeError where a thread could not start there or it took over GIVE_UP_S."""
+    from rlx_core.targets.cpu.cached_build import build_shared
     from rlx_core.targets.cpu.runtime import load_library
-    from rlx_core.targets.cpu.toolchain import build_shared
 
     fn = load_library(str(build_shared(SOURCE).path)).rlx_round_trip
     fn.restype = ctypes.c_int
