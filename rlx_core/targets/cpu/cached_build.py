@@ -207,7 +207,8 @@ class ObjectBuild:
     ``key`` is known at once; ``start()`` finds the object in the cache or starts its compiler
     without waiting for it; ``result()`` waits for it (starting it first if need be) and
     publishes the object with its record; ``cancel()`` stops the compiler and deletes what it
-    wrote. ``lock`` names a file held from the compile's start to the object's publication, so
+    wrote. ``lock`` names a file held from the compile's start to the object's publication
+    (``<cache>/<lock>-<the key's first 24 hex digits>.lock``, so each object has its own), so
     two processes (or threads) that miss together compile it once: one that finds the lock
     held compiles nothing in ``start()`` and waits on the lock in ``result()``, then finds the
     object (or builds it, if the holder failed). The compiler's output goes to a temporary file
@@ -216,11 +217,12 @@ class ObjectBuild:
     """
 
     def __init__(self, source: str, flags: tuple[str, ...], compiler: Compiler,
-                 lock: Path | None = None) -> None:
+                 lock: str | None = None) -> None:
         self.source = source
-        self._compiler, self._flags, self._lock_path = compiler, flags, lock
+        self._compiler, self._flags = compiler, flags
         self.key = hashlib.sha256("\0".join(["object", source, " ".join(flags),
                                               compiler.version, host_key()]).encode()).hexdigest()
+        self._lock_path = None if lock is None else cache_dir() / f"{lock}-{self.key[:24]}.lock"
         self._done: BuildResult | None = None
         self._lock_file: IO[bytes] | None = None
         self._proc: subprocess.Popen | None = None
@@ -352,10 +354,10 @@ def compile_object(source: str, *, include_dirs: tuple[str, ...] = (),
 
 
 def object_build(source: str, *, include_dirs: tuple[str, ...] = (),
-                 compiler: Compiler | None = None, lock: Path | None = None) -> ObjectBuild:
+                 compiler: Compiler | None = None, lock: str | None = None) -> ObjectBuild:
     """``compile_object``'s unit, not yet built: ``.start()`` starts its compiler in the
-    background, ``.result()`` waits for it (ObjectBuild; ``lock``: the file that makes
-    concurrent builds of it compile once)."""
+    background, ``.result()`` waits for it (ObjectBuild; ``lock``: the name of the file
+    that makes concurrent builds of it compile once)."""
     comp = compiler or find_compiler()
     flags = tuple(f for f in comp.flags_for(source) if f != "-shared") + tuple(
         f"-I{d}" for d in include_dirs)

@@ -27,11 +27,8 @@ every program compiles the kernel inline (A/B).
 
 from __future__ import annotations
 
-import hashlib
-
 from rlx_core.targets.c_common.prelude import prelude
 from rlx_core.targets.cpu import conv, conv_blocked, isa, sgemm
-from rlx_core.targets.cpu.cache import cache_dir
 from rlx_core.targets.cpu.cached_build import BuildResult, ObjectBuild, object_build
 from rlx_core.targets.cpu.env import env_flag
 from rlx_core.targets.cpu.toolchain import Compiler
@@ -59,11 +56,8 @@ def source(name: str) -> str:
 def pending(name: str, compiler: Compiler) -> ObjectBuild:
     """Library ``name``'s object, not yet looked up: a program's build (cached_build.build_shared)
     starts its compiler on a miss and compiles the program meanwhile. Under a lock file, so
-    concurrent builds of it compile it once."""
-    text = source(name)
-    tag = hashlib.sha256("\0".join([text, " ".join(compiler.flags), compiler.version])
-                         .encode()).hexdigest()[:24]
-    return object_build(text, compiler=compiler, lock=cache_dir() / f"lib-{name}-{tag}.lock")
+    concurrent builds of it compile it once (``lib-<name>-<key>.lock``: one per object)."""
+    return object_build(source(name), compiler=compiler, lock=f"lib-{name}")
 
 
 def build(name: str, compiler: Compiler) -> BuildResult:
