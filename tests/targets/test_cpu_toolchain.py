@@ -1,4 +1,4 @@
-"""CPU toolchain: disk cache across processes, no-compiler and compiler-error paths, OpenMP."""
+"""CPU toolchain: disk cache across processes, the no-compiler path, OpenMP, probe timeouts."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import stat
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +14,9 @@ import pytest
 
 import rlx_core as rlx
 from rlx_core.errors import TargetUnavailableError
-from rlx_core.targets.cpu import cached_build, team, toolchain
+from rlx_core.targets.cpu import team, toolchain
 from rlx_core.targets.cpu.target import CpuTarget
+from tests.targets.hanging_compiler import assert_stopped, hanging_compiler
 
 ROOT = Path(__file__).resolve().parents[2]
 _HAS_CC = CpuTarget().available()[0]
@@ -112,69 +112,6 @@ def test_openmp_flag_and_its_absence(tmp_path: Path, monkeypatch: pytest.MonkeyP
     toolchain._COMPILERS.clear()
 
 
-@needs_cc
-def test_compiler_error_shows_output_and_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
-    bad = "int ok(void) { return 1; }\nint broken(void) { return undefined_name; }\n"
-    with pytest.raises(cached_build.CCompileError) as info:
-        cached_build.build_shared(bad)
-    text = str(info.value)
-    assert info.value.code == "RLX-X003"
-    assert "undefined_name" in text and ">     2 | int broken" in text
-
-
-@needs_cc
-def test_cache_files_are_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
-    res = cached_build.build_shared("int rlx_answer(void) { return 42; }\n")
-    again = cached_build.build_shared("int rlx_answer(void) { return 42; }\n")
-    assert not res.cache_hit and again.cache_hit and again.path == res.path
-    assert not list(tmp_path.glob("*.tmp"))  # nothing half-written is left behind
-    import ctypes
-
-    assert ctypes.CDLL(str(res.path)).rlx_answer() == 42
-
-
-def _hanging_compiler(tmp_path: Path, version: bool = False) -> tuple[toolchain.Compiler, Path]:
-    """A 'compiler' whose driver starts a child that outlives it, like gcc's cc1, and hangs
-    (``version``: except for ``--version``)."""
-    pidfile = tmp_path / "child.pid"
-    script = tmp_path / "slowcc"
-    answer = 'if [ "$1" = --version ]; then echo "slowcc 1"; exit 0; fi\n' if version else ""
-    script.write_text(f"#!/bin/sh\n{answer}sleep 60 &\necho $! > {pidfile}\nwait\n")
-    script.chmod(0o755)
-    return toolchain.Compiler(str(script), "slowcc 1", (), False), pidfile
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"  # a zombie waiting for its reaper runs nothing
-
-
-def test_compiler_timeout_is_typed_and_stops_every_compiler_process(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(cached_build, "CC_TIMEOUT_S", 1.0)
-    comp, pidfile = _hanging_compiler(tmp_path)
-    with pytest.raises(toolchain.CCompileTimeoutError) as info:
-        cached_build.build_shared("int rlx_slow(void) { return 1; }\n", compiler=comp)
-    assert info.value.code == "RLX-X005" and "1 s" in str(info.value)
-    _assert_stopped(pidfile)
-    assert not list((tmp_path / "cache").rglob("*.so")), "a timed-out build left an object"
-
-
-def _assert_stopped(pidfile: Path) -> None:
-    child = int(pidfile.read_text())
-    for _ in range(50):  # the kill is synchronous; the reaper may take a moment
-        if not _alive(child):
-            break
-        time.sleep(0.05)
-    assert not _alive(child), "the compiler's child process outlived the timeout"
-
-
 @pytest.mark.parametrize("probe", ["version", "flags", "defines"])
 def test_probe_timeout_is_typed_and_stops_every_compiler_process(
         probe: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -182,25 +119,25 @@ def test_probe_timeout_is_typed_and_stops_every_compiler_process(
     error: a test build that timed out said nothing about the flag, and a 'rejected' answer
     would be cached in the probe record (no -march=native, no OpenMP, for good)."""
     monkeypatch.setattr(toolchain, "PROBE_TIMEOUT_S", 1.0)
-    comp, pidfile = _hanging_compiler(tmp_path)
+    comp, pidfile = hanging_compiler(tmp_path)
     run = {"version": lambda: toolchain._version(comp.path),
            "flags": lambda: toolchain._try(comp.path, ("-O2",), "int x;\n"),
            "defines": lambda: toolchain._defines(comp.path, ())}[probe]
     with pytest.raises(toolchain.CCompileTimeoutError) as info:
         run()
     assert info.value.code == "RLX-X005" and "1 s probing" in str(info.value)
-    _assert_stopped(pidfile)
+    assert_stopped(pidfile)
 
 
 def test_probe_timeout_caches_no_probe_record(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """find_compiler on a compiler whose test builds hang: the error, and no record in the
     cache."""
-    comp, pidfile = _hanging_compiler(tmp_path, version=True)
+    comp, pidfile = hanging_compiler(tmp_path, version=True)
     monkeypatch.setattr(toolchain, "PROBE_TIMEOUT_S", 1.0)
     monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("RLX_CC", comp.path)
     with pytest.raises(toolchain.CCompileTimeoutError):
         toolchain.find_compiler()
-    _assert_stopped(pidfile)
+    assert_stopped(pidfile)
     assert not list((tmp_path / "cache").rglob("probe-*")), "a timed-out probe was cached"
