@@ -2,7 +2,8 @@
 that read its state.
 
 BARRIER_C is what a team-mode program includes: the call's generation, the claim counters and
-their waits, the barrier, the worker pool, the judge and the shrink state. WORK_SYNC_C is the
+their waits, the barrier, the worker pool, the judge and the shrink state, joined from one
+named piece of C per concept. WORK_SYNC_C is the
 barrier a team block's own steps meet at (the Krylov solvers, the splatting rasterizer).
 team.py rewrites rendered kernels into the claimed/team form that calls into these; the design
 of team mode is in its docstring.
@@ -20,33 +21,12 @@ from __future__ import annotations
 # calls sleep on a bell of their own), so a thread the OS descheduled
 # costs the waiting one no CPU time, and the core goes to whoever can use it.
 #
-# Only thread 0's waits can make a call slower than one thread, so only they count as *late
-# arrivals*: thread 0 waits at a kernel's end only while another thread holds one of its
-# chunks, and the wait is late when it lasts more than twice thread 0's own time per chunk of
-# that phase (at least RLX_TEAM_SPIN_NS; RLX_TEAM_ALONE_NS when thread 0 ran none of them):
-# the holder was descheduled. (A fixed 0.1 ms budget counted MiniLM's 0.2-0.8 ms GEMM column
-# chunks late on a quiet machine, and shrank the team to one thread for 10 of 12 calls.) What
-# a late wait cost past its budget is the call's *lost* time; a call that lost over a quarter
-# of its wall time (or had no worker, or starved thread 0) is *bad*, and two bad calls among
-# the last three run the program's next calls on the calling thread alone: first for 2 calls
-# and 5 ms, both doubling while the next team call is bad again (at most 64 calls and 1 s),
-# back to the first spell after two good team calls; 2 ms and no doubling when the bad call
-# had no worker (thread 0 waited for nobody: a probe costs nothing) (rlx_team_judge).
-#
-# Inside a call a worker waits spinning (pausing, then yielding the core while thread 0 runs on
-# its CPU) up to 1 ms before it sleeps: a sleeping worker costs thread 0 a futex wake-up and
-# comes back only after the scheduler's (and an idle VM's) wake-up latency, on every kernel
-# whose last chunk outlasts the spin.
-#
-# The pool (rlx_team_call, for a program whose kernels all claim their work: region()): worker
-# threads of this translation unit wait for the next call's generation, spinning for
-# RLX_TEAM_POOL_SPIN_NS (back-to-back calls find them awake) and then sleeping. The calling
-# thread posts the call and runs the body itself; it returns when every chunk is done, never
-# waiting for a worker that has not come or has not left (OpenMP's region joins every thread
-# at its end: a worker woken but not yet scheduled cost a busy machine's MLP step 10-40 ms).
-BARRIER_C = r"""
-#ifndef RLX_TEAM_SYNC_H
-#define RLX_TEAM_SYNC_H
+# The header is cut into pieces, one per concept, each after the ones it uses (every
+# piece starts on a new line and ends without one); BARRIER_C joins them in this order, inside
+# its include guard.
+
+# Its includes, the spin hint and the tunables (times in ns).
+_HEADERS = r"""
 #include <stdatomic.h>
 #include <stdint.h>
 #include <limits.h>
@@ -76,7 +56,11 @@ BARRIER_C = r"""
 #define RLX_TEAM_MAX_SHRINK_NS 1000000000LL  /* 1 s at most */
 #define RLX_TEAM_MAXT 64
 #define RLX_TEAM_NONE (1 << 30)  /* a claim on another call's counters: past every loop's end */
-#define RLX_TEAM_LOW 0xffffffffLL
+#define RLX_TEAM_LOW 0xffffffffLL"""
+
+# The state a program's calls share: the generation, the eventcounts, each thread's place in
+# its call, what thread 0 lost in this one, the shrink spell, the statistics.
+_STATE = r"""
 /* one program call of this translation unit runs at a time (the runtime's lock) */
 static atomic_llong rlx_team_gen;  /* the latest call's generation */
 /* eventcounts sleepers wait on: [0] the claim counters and the barrier, [1] the pool's next
@@ -103,7 +87,11 @@ static long long rlx_team_shrink_calls_until;
    included) */
 static long long rlx_team_stat[11];
 static atomic_int rlx_team_delay_tid = -1, rlx_team_delay_us;  /* tests: a descheduled thread */
-static long long rlx_team_tchunks[RLX_TEAM_MAXT * 8];  /* chunks each ran in team calls (own line) */
+static long long rlx_team_tchunks[RLX_TEAM_MAXT * 8];  /* chunks each ran in team calls (own line) */"""
+
+# Which CPU a thread runs on, whether thread 0 was starved lately, the clock, and the bell
+# that wakes sleepers.
+_CLOCKS = r"""
 /* the CPU this thread runs on (x86: RDTSCP's TSC_AUX, which Linux sets to the CPU's number;
    -1 where unknown), and the one thread 0 last ran on (rlx_team_enter, each phase's end) */
 static inline int rlx_team_cpu(void) {
@@ -137,7 +125,10 @@ static inline void rlx_team_ring(rlx_team_ec *ec) {
         syscall(SYS_futex, (int*)&ec->bell, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 #endif
     }
-}
+}"""
+
+# What a waiting thread prefetches: the next kernel's prepacked weights (team_calls' hints).
+_HINTS = r"""
 /* The next weights (team_calls' hints): while a thread waits at a phase's end it is idle, and
    the next kernel that streams prepacked weights from memory will read them cold. The body
    names that kernel's packed operand before each kernel (rlx_team_hint); each thread takes the
@@ -172,7 +163,16 @@ static inline void rlx_team_prefetch(void) {
         rlx_team_pf_at = n == left ? rlx_team_pf_end : p + 64 * n;
     }
 #endif
-}
+}"""
+
+# The one wait (spin, then sleep on the bell), and thread 0's wait at a phase's end, timed
+# against its budget (a late arrival).
+#
+# Inside a call a worker waits spinning (pausing, then yielding the core while thread 0 runs on
+# its CPU) up to 1 ms before it sleeps: a sleeping worker costs thread 0 a futex wake-up and
+# comes back only after the scheduler's (and an idle VM's) wake-up latency, on every kernel
+# whose last chunk outlasts the spin.
+_WAITS = r"""
 /* the one wait: until *a >= want, spinning for spin_ns, then sleeping on the bell (every
    change a sleeper waits for is followed by rlx_team_ring). The spin pauses for its first
    pause_ns, then yields the core between looks (a thread the OS queued behind it runs at
@@ -244,7 +244,11 @@ static inline void rlx_team_await(atomic_llong *a, long long want, int ran) {
         rlx_team_lost += waited - budget;
     }
     rlx_team_phase = rlx_team_clock_ns();
-}
+}"""
+
+# The claim counters: a kernel's chunks claimed (in the affine order) and done, the end of a
+# phase, deferred ends, serial groups.
+_CLAIMS = r"""
 /* the next chunk of a kernel whose chunks threads claim: each kernel has two counters of its
    own, work[0] (chunks claimed) and work[1] (chunks done), <prefix>_work + 2 * kernel, set to
    the call's generation (count 0) before the call starts. RLX_TEAM_NONE when they belong to
@@ -330,7 +334,10 @@ static inline void rlx_team_finish(atomic_llong *work, int end) {
    reports its one chunk (rlx_team_done with end 1), which every thread waits for */
 static inline int rlx_team_serial(atomic_llong *work) {
     return rlx_team_claim(work) == 0;
-}
+}"""
+
+# The barrier after a kernel of static shares (an OpenMP region's).
+_BARRIER = r"""
 /* the barrier after a kernel of static shares (OpenMP region only): a count, and a generation
    the last thread to arrive starts */
 static atomic_int rlx_team_bar_count;
@@ -346,7 +353,11 @@ static inline void rlx_team_sync(int team) {
         return;
     }
     rlx_team_await(&rlx_team_bar_gen, g + 1, -1);
-}
+}"""
+
+# A call's generation: a thread joins it, a new call takes the next one and sets its kernels'
+# counters to it.
+_GENERATION = r"""
 /* this thread joins call `gen` as thread `tid` of `team` */
 static inline void rlx_team_enter(int tid, int team, long long gen) {
     rlx_team_me = tid < RLX_TEAM_MAXT ? tid : RLX_TEAM_MAXT - 1;
@@ -370,7 +381,15 @@ static inline long long rlx_team_others(void) {
     long long s = 0;
     for (int t = 1; t < RLX_TEAM_MAXT; ++t) s += rlx_team_tchunks[t * 8];
     return s;
-}
+}"""
+
+# The pool (rlx_team_call, for a program whose kernels all claim their work: region()): worker
+# threads of this translation unit wait for the next call's generation, spinning for
+# RLX_TEAM_POOL_SPIN_NS (back-to-back calls find them awake) and then sleeping. The calling
+# thread posts the call and runs the body itself; it returns when every chunk is done, never
+# waiting for a worker that has not come or has not left (OpenMP's region joins every thread
+# at its end: a worker woken but not yet scheduled cost a busy machine's MLP step 10-40 ms).
+_POOL = r"""
 /* ---- the pool ---- */
 typedef void (*rlx_team_body)(void* const* args, int tid, int team);
 static _Atomic(rlx_team_body) rlx_pool_fn;
@@ -443,7 +462,11 @@ static void rlx_team_call(rlx_team_body fn, void* const* args, int n, long long 
         ++rlx_team_stat[5];
         rlx_team_idle = 1;
     }
-}
+}"""
+
+# What the judge reads (the call's start, the last call pending, recent wall times and their
+# medians) and the shrink spell: is this call shrunk, and its team size (rlx_team_begin).
+_SHRINK = r"""
 /* the calling thread's CPU time: against the wall time of a call, how much of it this thread
    ran (a busy machine's scheduler gives it a share: the other jobs, and with autogroups this
    process's own other threads) */
@@ -557,7 +580,21 @@ static inline int rlx_team_begin(int want) {
     rlx_team_idle = 0;
     ++rlx_team_stat[0];
     return want;
-}
+}"""
+
+# Only thread 0's waits can make a call slower than one thread, so only they count as *late
+# arrivals*: thread 0 waits at a kernel's end only while another thread holds one of its
+# chunks, and the wait is late when it lasts more than twice thread 0's own time per chunk of
+# that phase (at least RLX_TEAM_SPIN_NS; RLX_TEAM_ALONE_NS when thread 0 ran none of them):
+# the holder was descheduled. (A fixed 0.1 ms budget counted MiniLM's 0.2-0.8 ms GEMM column
+# chunks late on a quiet machine, and shrank the team to one thread for 10 of 12 calls.) What
+# a late wait cost past its budget is the call's *lost* time; a call that lost over a quarter
+# of its wall time (or had no worker, or starved thread 0) is *bad*, and two bad calls among
+# the last three run the program's next calls on the calling thread alone: first for 2 calls
+# and 5 ms, both doubling while the next team call is bad again (at most 64 calls and 1 s),
+# back to the first spell after two good team calls; 2 ms and no doubling when the bad call
+# had no worker (thread 0 waited for nobody: a probe costs nothing) (rlx_team_judge).
+_JUDGE = r"""
 /* The judge, after each team call: was the call *bad*, did the team lose what one thread would
    not have? Bad: thread 0 lost over 1/RLX_TEAM_LOST_PART of the call's wall time in waits past
    their budgets (a worker descheduled while it held a chunk); or no worker ran a chunk of a
@@ -720,7 +757,11 @@ static inline void rlx_team_settle(long long now, long long cpu_now) {
     rlx_team_judge(wall, rlx_team_pend_lost, cpu, rlx_team_pend_slept, rlx_team_pend_idle, one,
                    now);
     rlx_team_stat[1] += rlx_team_stat[6] - starved_before;
-}
+}"""
+
+# What the exported test helpers (team_functions) call: the shrink state, a simulated
+# descheduled thread.
+_TEST_HOOKS = r"""
 /* tests: the shrink state after a call judged at `now` (<prefix>_team_judge's `state`) */
 static inline void rlx_team_spell_state(long long state[6], long long now) {
     state[0] = rlx_team_shrink_left; state[1] = rlx_team_shrink_until;
@@ -733,9 +774,14 @@ static inline void rlx_team_maybe_delay(int tid) {
     const int us = atomic_exchange_explicit(&rlx_team_delay_us, 0, memory_order_relaxed);
     atomic_store_explicit(&rlx_team_delay_tid, -1, memory_order_relaxed);
     if (us > 0) usleep((useconds_t)us);
-}
-#endif
-"""
+}"""
+
+BARRIER_C = (
+    "\n#ifndef RLX_TEAM_SYNC_H\n#define RLX_TEAM_SYNC_H"
+    + _HEADERS + _STATE + _CLOCKS + _HINTS + _WAITS + _CLAIMS + _BARRIER + _GENERATION
+    + _POOL + _SHRINK + _JUDGE + _TEST_HOOKS
+    + "\n#endif\n"
+)
 
 # A barrier of a kernel's own, for a team block whose steps wait on each other (the Krylov
 # solvers, cpu/sparse.py; the splatting rasterizer, cpu/splat_source.py). The waits there are
