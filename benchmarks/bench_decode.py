@@ -417,8 +417,9 @@ def main(argv: list[str] | None = None) -> int:
 
     clock = time.thread_time if args.clock == "thread" else time.perf_counter
     peaks = bench_peaks(args.threads)
-    say(f"{stamp(run.machine)}; {args.threads} thread(s), {args.clock} clock; peaks: "
-        f"{peaks.summary()}")
+    # start_run printed the placement: this line leaves it out
+    say(f"{stamp(run.machine, placement=False)}; {args.threads} thread(s), {args.clock} clock; "
+        f"peaks: {peaks.summary()}")
     results = [run_size(SIZES[s], args, torch, clock, peaks) for s in args.sizes.split(",")]
     data = {"benchmark": "decode", "machine": finish_run(run), "threads": run.limits,
             "clock": args.clock,

@@ -372,14 +372,15 @@ def command_text(script: str, argv: Sequence[str] | None) -> str:
     return " ".join(["python", script, *(shlex.quote(a) for a in args)])
 
 
-def stamp(info: dict[str, Any]) -> str:
+def stamp(info: dict[str, Any], placement: bool = True) -> str:
     """One line for a results file: CPU model and ISA, cores, the load average at the start
     (and at the end, once ``info['load_average_end']`` is set), the CPUs' placement (and at
-    the end, once ``end_of_run`` set it: placement_text), when."""
+    the end, once ``end_of_run`` set it: placement_text), when. ``placement=False`` leaves the
+    placement out: a line printed as the run starts, after start_run's placement_line."""
     end = info.get("load_average_end")
     load = f"load average {info['load_average_1m']} at the start" + \
         (f", {end} at the end" if end is not None else "")
-    where = placement_text(info)
+    where = placement_text(info) if placement else ""
     return (f"{info['cpu']} (ISA: {info.get('isa') or isa()}), {info['cores']} cores, {load}, "
             f"{where + ', ' if where else ''}{info['when']}{policy()}")
 

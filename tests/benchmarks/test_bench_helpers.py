@@ -154,6 +154,8 @@ def test_a_machine_stamp_records_the_placement_at_the_start_and_end_of_the_run()
     # a stamp written before placements were kept reads as before
     old = {k: v for k, v in info.items() if not k.startswith("placement")}
     assert "CPUs on" not in common.stamp(old) and common.placement_text(old) == ""
+    # the line bench_decode prints after start_run's placement line: the rest, no placement
+    assert common.stamp(info, placement=False) == common.stamp(old)
     assert common.placement_line() == \
         f"placement at the start: {common.start_placement().describe()}"
 
