@@ -250,14 +250,14 @@ def test_an_interrupted_build_stops_the_library_compile(tmp_path: Path,
     pids: list[int] = []
 
     def interrupted(cmd, **kw):
-        assert lib.running
-        pids.append(lib._proc.pid)  # type: ignore[union-attr]
+        assert lib.running and lib.pid is not None
+        pids.append(lib.pid)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cached_build, "run_group", interrupted)
     with pytest.raises(KeyboardInterrupt):
         cached_build.build_shared(PROGRAM, compiler=comp, objects=(lib,))
-    assert not lib.running and len(pids) == 1
+    assert not lib.running and lib.pid is None and len(pids) == 1
     import os
 
     with pytest.raises(ProcessLookupError):  # the compiler was killed and reaped

@@ -241,6 +241,12 @@ class ObjectBuild:
         """Whether its compiler was started and is not yet waited for."""
         return self._proc is not None
 
+    @property
+    def pid(self) -> int | None:
+        """The process id of its running compiler (the leader of the process group that
+        ``cancel()``, a timeout or an interrupt stops), None while none runs."""
+        return None if self._proc is None else self._proc.pid
+
     def start(self) -> None:
         """Find the object, or start its compiler (unless another build holds the lock)."""
         if self._done is not None or self._proc is not None:
