@@ -13,8 +13,10 @@ from rlx_core.targets.cortex_m import toolchain as cortex_m
 from rlx_core.targets.cpu import cache as cpu_cache
 from rlx_core.targets.fpga import toolchain as fpga
 from rlx_core.targets.hexagon import emulator as hexagon
+from rlx_core.targets.vulkan import toolchain as vulkan
 
-FOLDERS = {"cortex-m": cortex_m.cache_root, "fpga": fpga.cache_root, "hexagon": hexagon.cache_dir}
+FOLDERS = {"cortex-m": cortex_m.cache_root, "fpga": fpga.cache_root, "hexagon": hexagon.cache_dir,
+           "vulkan": vulkan.cache_dir}
 
 
 def test_the_variable_names_the_cpu_folder_and_holds_every_other_targets(

@@ -89,15 +89,17 @@ def test_a_dead_server_is_replaced_and_a_second_death_falls_back(monkeypatch) ->
     assert toolchain.to_spirv("k", source)[:4] == b"\x03\x02\x23\x07"
 
 
-def test_spirv_lives_in_the_kernel_cache_with_its_record_and_a_bad_entry_is_rebuilt(
+def test_spirv_lives_in_the_vulkan_cache_with_its_record_and_a_bad_entry_is_rebuilt(
         monkeypatch, tmp_path: Path) -> None:
+    """SPIR-V goes to the vulkan target's own folder (<RLX_CACHE_DIR>/vulkan), not the cpu's."""
     source = _kernels("vulkan")[0]
     monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
     first = toolchain.to_spirv("k", source)
-    [spv] = list(tmp_path.glob("spirv-*.spv"))
+    assert not list(tmp_path.glob("spirv-*"))  # nothing in the cpu target's folder
+    [spv] = list((tmp_path / "vulkan").glob("spirv-*.spv"))
     assert spv.read_bytes() == first and spv.with_name(spv.name + ".sha256").is_file()
     spv.write_bytes(first[:8] + b"\0" * (len(first) - 8))  # damaged: same size, other bytes
     toolchain.cache._VERIFIED.clear()  # as another process would see it
     assert toolchain.to_spirv("k", source) == first  # the record caught it: compiled again
-    assert any((tmp_path / "quarantine").iterdir())
+    assert any((tmp_path / "vulkan" / "quarantine").iterdir())
     assert spv.read_bytes() == first

@@ -9,8 +9,9 @@ same front end and SPIR-V generator with the same options (its output is byte-id
 
 It is an optimisation only: without a C++ compiler or ``glslang-dev``, with
 ``RLX_GLSLANG_SERVER=0``, or if the server dies twice, :func:`compile_shader` returns ``None``
-and the caller runs ``glslangValidator`` as before. The executable is built once into the kernel
-cache (the same integrity record and quarantine as the cpu target's libraries).
+and the caller runs ``glslangValidator`` as before. The executable is built once into the vulkan
+target's build cache (``build_cache``: ``<RLX_CACHE_DIR>/vulkan``, else ``~/.cache/rlx/vulkan``),
+with the same integrity record and quarantine as the cpu target's libraries.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import threading
 from pathlib import Path
 
 from rlx_core.errors import RlxError
+from rlx_core.targets.build_cache import target_cache_dir
 from rlx_core.targets.cpu import cache
 from rlx_core.targets.tool_process import run_tool
 
@@ -79,7 +81,7 @@ def executable() -> Path | None:
         return None
     key = hashlib.sha256("\0".join([SOURCE.read_text(), cxx, stamp]).encode()).hexdigest()[:24]
     try:
-        root = cache.cache_dir()
+        root = target_cache_dir("vulkan")  # toolchain.cache_dir (toolchain imports this module)
         exe = root / f"glslang-server-{key}"
         if not cache.lookup(exe):
             tmp = cache.temp_path(exe, ".tmp")

@@ -6,8 +6,9 @@ The tools come from Debian's ``glslang-tools``, ``glslang-dev`` and ``spirv-tool
 (``RLX_GLSLANG`` and ``RLX_SPIRV_VAL`` override the paths). A shader glslang rejects, or SPIR-V spirv-val rejects,
 is a ShaderCompileError naming the line and the node.
 
-Validated SPIR-V is also kept in the kernel cache (``rlx_core/targets/cpu/cache.py``: under
-``RLX_CACHE_DIR``, each file with its integrity record, a damaged one quarantined and rebuilt;
+Validated SPIR-V is also kept in the vulkan target's build cache (``build_cache``:
+``<RLX_CACHE_DIR>/vulkan``, else ``~/.cache/rlx/vulkan``), each file with its integrity record
+(the cpu cache's records, ``cpu/cache.py``: a damaged one quarantined and rebuilt;
 ``RLX_SPIRV_CACHE=off`` disables it), content-addressed by the tools' identity, their arguments
 and the source, so another process compiling the same shader (the next test, the next ONNX
 case) skips both tools. It is best-effort: an unwritable cache only costs the compile.
@@ -22,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from rlx_core.errors import RlxError, TargetUnavailableError
+from rlx_core.targets.build_cache import target_cache_dir
 from rlx_core.targets.cpu import cache
 from rlx_core.targets.gpu_common.compile_error import compile_error
 from rlx_core.targets.tool_process import run_tool
@@ -44,6 +46,12 @@ def tools() -> tuple[str, str]:
 SPIRV_MAGIC = (0x07230203).to_bytes(4, "little")
 
 
+def cache_dir() -> Path:
+    """Where validated SPIR-V and the glslang server are kept (build_cache:
+    ``<RLX_CACHE_DIR>/vulkan``, else ``~/.cache/rlx/vulkan``)."""
+    return target_cache_dir("vulkan")
+
+
 def _cache_file(glslang: str, val: str, stage: str, source: str) -> Path | None:
     if os.environ.get("RLX_SPIRV_CACHE", "") == "off":
         return None
@@ -56,7 +64,7 @@ def _cache_file(glslang: str, val: str, stage: str, source: str) -> Path | None:
             return None
     h.update(f"{stage};".encode() + source.encode())
     try:
-        return cache.cache_dir() / f"spirv-{h.hexdigest()[:40]}.spv"
+        return cache_dir() / f"spirv-{h.hexdigest()[:40]}.spv"
     except (OSError, RlxError):
         return None
 
