@@ -62,14 +62,10 @@ _READ_ONLY: dict[str, Path] = {}
 _VERIFIED: dict[str, tuple[int, int, int]] = {}
 
 
-def _configured() -> Path:
-    return build_cache.configured()  # RLX_CACHE_DIR, else ~/.cache/rlx/cpu
-
-
 def cache_dir() -> Path:
     """The folder builds are written to, created and checked once per process (CacheDirError
     when unusable). For a read-only folder with entries: the private folder that stands in."""
-    path = _configured()
+    path = build_cache.configured()  # RLX_CACHE_DIR, else ~/.cache/rlx/cpu
     for overlay, base in _READ_ONLY.items():
         if base == path and Path(overlay).is_dir():
             return Path(overlay)
