@@ -26,7 +26,6 @@ import threading
 from pathlib import Path
 
 from rlx_core.errors import RlxError
-from rlx_core.targets.build_cache import target_cache_dir
 from rlx_core.targets.cpu import cache
 from rlx_core.targets.tool_process import run_tool
 
@@ -81,7 +80,9 @@ def executable() -> Path | None:
         return None
     key = hashlib.sha256("\0".join([SOURCE.read_text(), cxx, stamp]).encode()).hexdigest()[:24]
     try:
-        root = target_cache_dir("vulkan")  # toolchain.cache_dir (toolchain imports this module)
+        from rlx_core.targets.vulkan.toolchain import cache_dir  # (it imports this module)
+
+        root = cache_dir()
         exe = root / f"glslang-server-{key}"
         if not cache.lookup(exe):
             tmp = cache.temp_path(exe, ".tmp")
