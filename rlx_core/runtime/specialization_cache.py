@@ -414,7 +414,7 @@ class SpecializationCache:
         try:
             lib, module = _open(path)
         except RlxError as err:  # verified but unloadable (a foreign file): build it once more
-            from rlx_core.targets.cpu.cache import quarantine
+            from rlx_core.targets.verified_files import quarantine
 
             quarantine(Path(path), err.message)
             path = build_extension(scm_codegen.runtime_source(scm_codegen.MODULE_NAME),

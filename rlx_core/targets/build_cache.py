@@ -1,12 +1,14 @@
 """Where each target keeps what it builds: one convention, one environment variable.
 
 ``RLX_CACHE_DIR`` names the CPU target's folder (its programs, kernel objects and
-``peaks.json``; ``cpu/cache.py`` verifies what is in it), by default ``~/.cache/rlx/cpu``. A
+``peaks.json``; ``cpu/cache.py`` checks it), by default ``~/.cache/rlx/cpu``. A
 target with builds of its own (cortex-m's firmware, fpga's simulators, hexagon's programs,
 vulkan's SPIR-V and glslang server) keeps them in a folder named after it:
 ``<RLX_CACHE_DIR>/<target>`` where the variable is set, else ``~/.cache/rlx/<target>`` beside
 the CPU's. So one variable moves every build, and
-deleting ``~/.cache/rlx`` (or the folder the variable names) clears them all.
+deleting ``~/.cache/rlx`` (or the folder the variable names) clears them all. How an entry is
+written and checked before use (a record beside it, an atomic rename, quarantine when damaged)
+is ``verified_files.py``: the cpu and vulkan targets' entries go through it.
 """
 
 from __future__ import annotations

@@ -594,6 +594,7 @@ def p_r013(monkeypatch, tmp_path):
 def p_r014(monkeypatch, tmp_path):
     import errno
 
+    from rlx_core.targets import verified_files
     from rlx_core.targets.cpu import cache
 
     monkeypatch.setattr(cache, "_READY", set())
@@ -603,8 +604,8 @@ def p_r014(monkeypatch, tmp_path):
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(cache.os, "replace", full)  # the disk fills after the folder check
-    cache.write_atomic(tmp_path / "x.c", b"int x;")
+    monkeypatch.setattr(verified_files.os, "replace", full)  # the disk fills after the check
+    verified_files.write_atomic(tmp_path / "x.c", b"int x;")
 
 
 def p_r015(monkeypatch, tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rlx_core.targets import build_cache
+from rlx_core.targets import build_cache, verified_files
 from rlx_core.targets.cortex_m import toolchain as cortex_m
 from rlx_core.targets.cpu import cache as cpu_cache
 from rlx_core.targets.fpga import toolchain as fpga
@@ -55,7 +55,7 @@ def test_the_vulkan_folder_drops_the_temporaries_a_killed_process_left(
     stale, fresh = folder / "spirv-a.spv.x1.tmp", folder / "spirv-b.spv.x2.tmp"
     stale.write_bytes(b"half")
     fresh.write_bytes(b"half")
-    old = time.time() - 2 * cpu_cache.STALE_TMP_SECONDS
+    old = time.time() - 2 * verified_files.STALE_TMP_SECONDS
     os.utime(stale, (old, old))
     assert vulkan.cache_dir() == folder
     assert not stale.exists() and fresh.exists()

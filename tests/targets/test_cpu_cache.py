@@ -22,6 +22,7 @@ import pytest
 
 import rlx_core as rlx
 from rlx_core.errors import RlxError
+from rlx_core.targets import verified_files
 from rlx_core.targets.cpu import cache, cached_build, toolchain
 from rlx_core.targets.cpu.target import CpuTarget
 
@@ -46,10 +47,10 @@ _SCRIPT = textwrap.dedent("""
 def _fresh_cache_state():
     """Each test checks its own folder: forget what this process verified before."""
     cache._READY.clear()
-    cache._VERIFIED.clear()
+    verified_files.forget()
     yield
     cache._READY.clear()
-    cache._VERIFIED.clear()
+    verified_files.forget()
 
 
 def _run(cache_dir: Path) -> subprocess.CompletedProcess[str]:
@@ -93,7 +94,7 @@ def test_a_damaged_shared_object_is_rebuilt(how: str, warm_cache, tmp_path: Path
     np.testing.assert_allclose(out["jit"], first["jit"], rtol=1e-6)
     assert len(list((root / "quarantine").glob("*.why"))) == len(damaged)
     for p in damaged:  # rebuilt, and matching its record again
-        assert cache.lookup(p)
+        assert verified_files.lookup(p)
 
 
 def test_a_verified_file_that_does_not_load_is_rebuilt(tmp_path: Path, monkeypatch) -> None:
@@ -107,7 +108,7 @@ def test_a_verified_file_that_does_not_load_is_rebuilt(tmp_path: Path, monkeypat
         if not swapped:  # the first build's file is replaced by a foreign one, record and all
             tmp = tmp_path / "foreign.tmp"
             tmp.write_bytes(b"\x7fELF but not really" * 10)
-            cache.publish(tmp, built.path)
+            verified_files.publish(tmp, built.path)
             swapped.append(built.path)
         return built
 
@@ -115,7 +116,7 @@ def test_a_verified_file_that_does_not_load_is_rebuilt(tmp_path: Path, monkeypat
     x = np.arange(4, dtype=np.float32)
     exe = rlx.compile(lambda a: a * 5.0 + 0.25, x, target="cpu", record=False)
     np.testing.assert_allclose(exe(x), x * 5 + 0.25)
-    assert swapped and cache.lookup(swapped[0])
+    assert swapped and verified_files.lookup(swapped[0])
     assert len(list((tmp_path / "quarantine").glob("*.why"))) == 1
 
 
@@ -159,7 +160,7 @@ def test_stale_temporaries_are_cleaned(tmp_path: Path, monkeypatch) -> None:
     fresh = tmp_path / "def.so.5678.so.tmp"
     for p in (stale, fresh):
         p.write_bytes(b"half an object")
-    old = time.time() - cache.STALE_TMP_SECONDS - 60
+    old = time.time() - verified_files.STALE_TMP_SECONDS - 60
     os.utime(stale, (old, old))
     assert cache.cache_dir() == tmp_path
     assert not stale.exists() and fresh.exists()
@@ -202,8 +203,8 @@ def test_a_failed_cache_write_is_a_typed_error(err: int, tmp_path: Path, monkeyp
     def fail(*a, **k):
         raise OSError(err, os.strerror(err))
 
-    monkeypatch.setattr(cache.os, "replace", fail)
-    with pytest.raises(cache.CacheWriteError) as info:
+    monkeypatch.setattr(verified_files.os, "replace", fail)
+    with pytest.raises(verified_files.CacheWriteError) as info:
         cached_build.build_shared("int rlx_cache_probe_b(void) { return 3; }\n")
     assert info.value.code == "RLX-R014" and info.value.hint
     assert ("disk is full" if err == errno.ENOSPC else "read-only") in info.value.message
@@ -222,7 +223,7 @@ def test_a_compiler_that_cannot_write_is_a_typed_error(tmp_path: Path, monkeypat
     monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "cache"))
     comp = toolchain.find_compiler()
     full = dataclasses.replace(comp, path=str(cc))  # the probed flags, the failing compiler
-    with pytest.raises(cache.CacheWriteError) as info:
+    with pytest.raises(verified_files.CacheWriteError) as info:
         cached_build.build_shared("int rlx_cache_probe_c(void) { return 5; }\n", compiler=full)
     assert info.value.code == "RLX-R014" and "No space left" in info.value.message
 
@@ -248,7 +249,7 @@ def test_a_cache_folder_deleted_mid_process_is_made_again(tmp_path: Path, monkey
     cached_build.build_shared("int rlx_cache_probe_d(void) { return 1; }\n")
     shutil.rmtree(root)  # `rm -rf ~/.cache/rlx` while a notebook runs
     built = cached_build.build_shared("int rlx_cache_probe_d(void) { return 1; }\n")
-    assert not built.cache_hit and cache.lookup(built.path)
+    assert not built.cache_hit and verified_files.lookup(built.path)
 
 
 def _mount_read_only(src: Path, dst: Path) -> str:
@@ -301,7 +302,7 @@ def test_a_read_only_cache_serves_hits_and_builds_misses_aside(tmp_path: Path,
     monkeypatch.setattr(cache.tempfile, "tempdir", None)  # re-read TMPDIR
     old = cached_build.build_shared("int rlx_cache_probe_ro(void) { return 4; }\n")
     cache._READY.clear()
-    cache._VERIFIED.clear()
+    verified_files.forget()
     listing = sorted(p.name for p in base.iterdir())
     real_mkstemp = cache.tempfile.mkstemp
 
@@ -315,7 +316,7 @@ def test_a_read_only_cache_serves_hits_and_builds_misses_aside(tmp_path: Path,
         hit = cached_build.build_shared("int rlx_cache_probe_ro(void) { return 4; }\n")
     miss = cached_build.build_shared("int rlx_cache_probe_ro2(void) { return 5; }\n")
     assert hit.cache_hit and hit.path == old.path
-    assert not miss.cache_hit and miss.path.parent != base and cache.lookup(miss.path)
+    assert not miss.cache_hit and miss.path.parent != base and verified_files.lookup(miss.path)
     assert ctypes.CDLL(str(miss.path)).rlx_cache_probe_ro2() == 5
     assert sorted(p.name for p in base.iterdir()) == listing  # nothing written there
     cache._READ_ONLY.clear()

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import rlx_core as rlx
+from rlx_core.targets import verified_files
 from rlx_core.targets.gpu_common.compile_error import ShaderCompileError
 from rlx_core.targets.registry import get_target
 from rlx_core.targets.vulkan import glslang_server, toolchain
@@ -99,7 +100,7 @@ def test_spirv_lives_in_the_vulkan_cache_with_its_record_and_a_bad_entry_is_rebu
     [spv] = list((tmp_path / "vulkan").glob("spirv-*.spv"))
     assert spv.read_bytes() == first and spv.with_name(spv.name + ".sha256").is_file()
     spv.write_bytes(first[:8] + b"\0" * (len(first) - 8))  # damaged: same size, other bytes
-    toolchain.cache._VERIFIED.clear()  # as another process would see it
+    verified_files.forget(spv)  # as another process would see it
     assert toolchain.to_spirv("k", source) == first  # the record caught it: compiled again
     assert any((tmp_path / "vulkan" / "quarantine").iterdir())
     assert spv.read_bytes() == first

@@ -22,14 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from rlx_core.errors import RlxError
-from rlx_core.targets.cpu.cache import (
-    CacheWriteError,
-    cache_dir,
-    find,
-    publish,
-    temp_path,
-    write_atomic,
-)
+from rlx_core.targets.cpu.cache import cache_dir, find
 from rlx_core.targets.cpu.toolchain import (
     CCompileTimeoutError,
     Compiler,
@@ -37,6 +30,7 @@ from rlx_core.targets.cpu.toolchain import (
     host_key,
 )
 from rlx_core.targets.tool_process import run_group, start_group, stop_group, wait_group
+from rlx_core.targets.verified_files import CacheWriteError, publish, temp_path, write_atomic
 
 
 class CCompileError(RlxError):

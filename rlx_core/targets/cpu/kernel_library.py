@@ -18,9 +18,9 @@ On a miss it compiles while the program does (``pending``: a cached_build.Object
 build_shared starts before it compiles the program's source with ``-c``, then links both), so a
 cold first program costs the longer compile, not the sum; a failure or an interrupt of either
 stops the other and leaves nothing in the cache. A damaged object fails its size + sha256
-record and is built again (cache.lookup); two processes that miss together build it once: the
-second finds the lock file held, starts nothing, and at its link waits on the lock and then
-finds the object. The specialization cache's modules (runtime/specialization_cache.py) link the
+record and is built again (verified_files.lookup); two processes that miss together build it
+once: the second finds the lock file held, starts nothing, and at its link waits on the lock and
+then finds the object. The specialization cache's modules (runtime/specialization_cache.py) link the
 object once per module, started before their units compile. ``RLX_CPU_KERNEL_LIBRARY=0``:
 every program compiles the kernel inline (A/B).
 """

@@ -125,11 +125,11 @@ class CpuTarget:
     def build(self, lir: Graph, options: Any = None) -> Program:
         from rlx_core.targets.cpu import kernel_library, sgemm
         from rlx_core.targets.cpu.blas import find_blas
-        from rlx_core.targets.cpu.cache import quarantine
         from rlx_core.targets.cpu.cached_build import BuildResult, build_shared
         from rlx_core.targets.cpu.renderer import CpuRenderer
         from rlx_core.targets.cpu.runtime import LibraryLoadError, NativeProgram
         from rlx_core.targets.cpu.toolchain import find_compiler
+        from rlx_core.targets.verified_files import quarantine
 
         ok, why = self.available()
         if not ok:

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlx_core.errors import RlxError, TargetUnavailableError
-from rlx_core.targets.cpu.cache import cache_dir, search_path, write_atomic
+from rlx_core.targets.cpu.cache import cache_dir, search_path
 from rlx_core.targets.cpu.env import env_flag
 from rlx_core.targets.tool_process import run_group
+from rlx_core.targets.verified_files import write_atomic
 
 OPT_CHOICES: tuple[tuple[str, ...], ...] = (("-O3", "-march=native"), ("-O3",), ("-O2",))
 # no errno and no FP traps: both would keep loops over math calls and float selects scalar

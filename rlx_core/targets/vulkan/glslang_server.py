@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 
 from rlx_core.errors import RlxError
-from rlx_core.targets.cpu import cache
+from rlx_core.targets import verified_files
 from rlx_core.targets.tool_process import run_tool
 
 SOURCE = Path(__file__).with_name("csrc") / "glslang_server.cpp"
@@ -84,15 +84,15 @@ def executable() -> Path | None:
 
         root = cache_dir()
         exe = root / f"glslang-server-{key}"
-        if not cache.lookup(exe):
-            tmp = cache.temp_path(exe, ".tmp")
+        if not verified_files.lookup(exe):
+            tmp = verified_files.temp_path(exe, ".tmp")
             try:
                 r = run_tool([cxx, "-O1", "-std=c++17", str(SOURCE), "-o", str(tmp), *LIBS],
                              timeout=300)
                 if r.returncode != 0:
                     _SERVER.why = f"building it failed: {(r.stderr or r.stdout)[-300:]}"
                     return None
-                cache.publish(tmp, exe)
+                verified_files.publish(tmp, exe)
             finally:
                 if tmp.exists():
                     tmp.unlink()

@@ -8,7 +8,7 @@ is a ShaderCompileError naming the line and the node.
 
 Validated SPIR-V is also kept in the vulkan target's build cache (``build_cache``:
 ``<RLX_CACHE_DIR>/vulkan``, else ``~/.cache/rlx/vulkan``), each file with its integrity record
-(the cpu cache's records, ``cpu/cache.py``: a damaged one quarantined and rebuilt;
+(``targets/verified_files.py``, as the cpu target's: a damaged one quarantined and rebuilt;
 ``RLX_SPIRV_CACHE=off`` disables it), content-addressed by the tools' identity, their arguments
 and the source, so another process compiling the same shader (the next test, the next ONNX
 case) skips both tools. It is best-effort: an unwritable cache only costs the compile.
@@ -23,8 +23,8 @@ import tempfile
 from pathlib import Path
 
 from rlx_core.errors import RlxError, TargetUnavailableError
+from rlx_core.targets import verified_files
 from rlx_core.targets.build_cache import target_cache_dir
-from rlx_core.targets.cpu import cache
 from rlx_core.targets.gpu_common.compile_error import compile_error
 from rlx_core.targets.tool_process import run_tool
 from rlx_core.targets.vulkan import glslang_server
@@ -53,10 +53,10 @@ def cache_dir() -> Path:
     """Where validated SPIR-V and the glslang server are kept (build_cache:
     ``<RLX_CACHE_DIR>/vulkan``, else ``~/.cache/rlx/vulkan``), created if missing; the
     temporaries a killed process left there are deleted once per process, as the cpu
-    target's folder's are (``cpu/cache.clean_stale``)."""
+    target's folder's are (``verified_files.clean_stale``)."""
     root = target_cache_dir("vulkan")
     if str(root) not in _CLEANED:
-        cache.clean_stale(root)
+        verified_files.clean_stale(root)
         _CLEANED.add(str(root))
     return root
 
@@ -81,7 +81,7 @@ def _cache_file(glslang: str, val: str, stage: str, source: str) -> Path | None:
 def _cached(path: Path | None) -> bytes | None:
     """The cached SPIR-V when its record vouches for it (else it is quarantined: a miss)."""
     try:
-        data = path.read_bytes() if path is not None and cache.lookup(path) else b""
+        data = path.read_bytes() if path is not None and verified_files.lookup(path) else b""
     except OSError:
         return None
     return data if data[:4] == SPIRV_MAGIC else None
@@ -91,10 +91,10 @@ def _keep(path: Path | None, spirv: bytes) -> None:
     if path is None:
         return
     try:
-        tmp = cache.temp_path(path, ".tmp")
+        tmp = verified_files.temp_path(path, ".tmp")
         try:
             tmp.write_bytes(spirv)
-            cache.publish(tmp, path)  # record first, then an atomic rename
+            verified_files.publish(tmp, path)  # record first, then an atomic rename
         finally:
             if tmp.exists():
                 tmp.unlink()

@@ -1,0 +1,184 @@
+"""Verified entries of a build cache: files published with a record, checked before use.
+
+Any target's build cache keeps its artefacts this way (the cpu target's shared objects, object
+files and probes, ``cpu/cache.py``; the vulkan target's SPIR-V and glslang server): every file
+is published with a record beside it, ``<name>.sha256`` (size and sha256 of its bytes, written
+at build time), and a lookup hashes the file again before anyone loads it: a truncated, emptied
+or overwritten entry (which would make ``dlopen`` SIGBUS or raise a raw ``OSError``) is moved
+to ``quarantine/`` and built again instead. Files are written to a temporary name and renamed
+into place, so a reader never sees half a file; temporaries a killed compile left behind are
+deleted (``clean_stale``) once they are older than any compile can take. A failed write is a
+``CacheWriteError`` (RLX-R014).
+
+Where each target's folder is, is ``build_cache.py``; this module only needs a folder.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from rlx_core.errors import RlxError
+
+# a compile runs at most 600 s (toolchain timeout); a temporary older than this is an orphan
+STALE_TMP_SECONDS = 900
+RECORD = ".sha256"
+_REASONS = {errno.ENOSPC: "the disk is full", errno.EROFS: "the file system is read-only",
+            errno.EDQUOT: "the disk quota is exhausted", errno.EACCES: "permission denied",
+            errno.EPERM: "permission denied"}
+
+# path -> (inode, size, mtime) of entries already verified in this process
+_VERIFIED: dict[str, tuple[int, int, int]] = {}
+
+
+class CacheWriteError(RlxError):
+    """Writing a file into the cache failed (disk full, read-only file system, quota)."""
+
+    code = "RLX-R014"
+
+
+def reason(err: OSError) -> str:
+    """Why a file operation on a cache folder failed, in words (``the disk is full``)."""
+    return _REASONS.get(err.errno or 0, err.strerror or str(err))
+
+
+def clean_stale(root: Path, older_than: float = STALE_TMP_SECONDS) -> list[Path]:
+    """Delete temporaries (``*.tmp``) a killed compile or write left in ``root``; returns them."""
+    now, gone = time.time(), []
+    for p in root.glob("*.tmp"):
+        try:
+            if now - p.stat().st_mtime > older_than:
+                p.unlink()
+                gone.append(p)
+        except OSError:  # another process cleaned it first, or it is not ours to delete
+            continue
+    return gone
+
+
+def write_error(path: Path, err: OSError) -> CacheWriteError:
+    """The typed error for a failed write of ``path`` into the cache."""
+    return CacheWriteError(f"cannot write {path.name} into the cache folder {path.parent}: "
+                           f"{reason(err)}",
+                           hint="free disk space, or set RLX_CACHE_DIR to a writable folder "
+                                "with room")
+
+
+def temp_path(path: Path, suffix: str) -> Path:
+    """A fresh temporary file next to ``path`` (for a compiler to write its output into)."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=suffix)
+    except OSError as err:
+        raise write_error(path, err) from None
+    os.close(fd)
+    return Path(tmp)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary and a rename (typed error on failure)."""
+    tmp = temp_path(path, ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError as err:
+        raise write_error(path, err) from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _digest(path: Path) -> tuple[int, str]:
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+    return size, h.hexdigest()
+
+
+def publish(tmp: Path, path: Path) -> None:
+    """Move a finished artefact from ``tmp`` to ``path`` with its record (typed error on failure).
+
+    The record goes first: a reader that finds the new record with the old (or no) file sees a
+    mismatch or a miss and builds again, never trusts a file the record does not describe.
+    """
+    try:
+        size, digest = _digest(tmp)
+        write_atomic(path.with_name(path.name + RECORD), f"{size} {digest}\n".encode())
+        os.replace(tmp, path)
+    except OSError as err:
+        raise write_error(path, err) from None
+    _remember(path)
+
+
+def _remember(path: Path) -> None:
+    try:
+        st = path.stat()
+    except OSError:
+        return
+    _VERIFIED[str(path)] = (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def forget(path: Path | None = None) -> None:
+    """Forget that this process verified ``path`` (every entry when None): its next lookup
+    hashes it again, as another process would. For tests, and for a caller that changed a
+    file behind the cache's back."""
+    if path is None:
+        _VERIFIED.clear()
+    else:
+        _VERIFIED.pop(str(path), None)
+
+
+def lookup(path: Path) -> bool:
+    """True when ``path`` is in the cache and matches its record; a damaged entry (or one
+    without a record) is quarantined, so the caller builds it again."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    if _VERIFIED.get(str(path)) == (st.st_ino, st.st_size, st.st_mtime_ns):
+        return True
+    record = path.with_name(path.name + RECORD)
+    try:
+        size_text, digest = record.read_text().split()
+        want = (int(size_text), digest)
+    except (OSError, ValueError):
+        quarantine(path, "no valid record")
+        return False
+    try:
+        got = _digest(path) if st.st_size == want[0] else (st.st_size, "")
+    except OSError:
+        got = (-1, "")
+    if got != want:
+        quarantine(path, f"{got[0]} bytes, expected {want[0]} with sha256 {want[1][:12]}")
+        return False
+    _remember(path)
+    return True
+
+
+def quarantine(path: Path, why: str) -> None:
+    """Move a bad entry (and its record) out of the way, into ``quarantine/`` for inspection.
+
+    Renaming, not rewriting: a process that already mapped the old file keeps its pages.
+    """
+    forget(path)
+    qdir = path.parent / "quarantine"
+    stamp = f"{os.getpid()}-{time.time_ns()}"
+    try:
+        qdir.mkdir(exist_ok=True)
+        os.replace(path, qdir / f"{path.name}.{stamp}")
+        (qdir / f"{path.name}.{stamp}.why").write_text(why + "\n")
+    except OSError:
+        try:  # no room to keep it: deleting it is enough to rebuild
+            path.unlink()
+        except OSError:
+            pass
+    try:
+        path.with_name(path.name + RECORD).unlink()
+    except OSError:
+        pass
