@@ -1,0 +1,77 @@
+"""Verified entries of any target's build cache (rlx_core/targets/verified_files.py): published
+with a record, trusted only while the bytes match it, quarantined otherwise."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from rlx_core.targets import verified_files as vf
+
+
+@pytest.fixture(autouse=True)
+def _forget_all():
+    vf.forget()
+    yield
+    vf.forget()
+
+
+def _publish(path: Path, data: bytes) -> None:
+    tmp = vf.temp_path(path, ".tmp")
+    tmp.write_bytes(data)
+    vf.publish(tmp, path)
+
+
+def test_a_published_entry_has_its_record_and_is_found(tmp_path: Path) -> None:
+    entry = tmp_path / "k.bin"
+    _publish(entry, b"payload" * 100)
+    assert entry.read_bytes() == b"payload" * 100
+    size, digest = (entry.with_name("k.bin" + vf.RECORD)).read_text().split()
+    assert int(size) == 700 and len(digest) == 64
+    assert vf.lookup(entry)
+    assert not list(tmp_path.glob("*.tmp"))  # the temporary was renamed into place
+
+
+@pytest.mark.parametrize("damage", ["same-size", "truncated", "no-record"])
+def test_a_damaged_entry_is_quarantined_once_forgotten(damage: str, tmp_path: Path) -> None:
+    """This process remembers what it verified (inode, size, mtime); after forget() the next
+    lookup hashes the file again, as another process would, and catches the damage."""
+    entry = tmp_path / "k.bin"
+    _publish(entry, b"0123456789" * 10)
+    assert vf.lookup(entry)
+    if damage == "same-size":
+        st = entry.stat()
+        with open(entry, "r+b") as f:  # same inode, size and mtime: only the hash tells
+            f.write(b"X")
+        os.utime(entry, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert vf.lookup(entry)  # this process verified it already and trusts its memory
+    elif damage == "truncated":
+        entry.write_bytes(b"0123")
+    else:
+        entry.with_name("k.bin" + vf.RECORD).unlink()
+    vf.forget(entry)
+    assert not vf.lookup(entry)
+    assert not entry.exists() and not entry.with_name("k.bin" + vf.RECORD).exists()
+    (why,) = (tmp_path / "quarantine").glob("k.bin.*.why")
+    assert ("no valid record" in why.read_text()) == (damage == "no-record")
+
+
+def test_a_missing_entry_is_a_miss_not_a_quarantine(tmp_path: Path) -> None:
+    assert not vf.lookup(tmp_path / "absent.bin")
+    assert not (tmp_path / "quarantine").exists()
+
+
+def test_a_failed_write_is_a_typed_error_and_leaves_no_temporary(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(vf.os, "replace", full)
+    with pytest.raises(vf.CacheWriteError) as info:
+        vf.write_atomic(tmp_path / "x.c", b"int x;")
+    assert info.value.code == "RLX-R014" and "disk is full" in info.value.message
+    monkeypatch.undo()
+    assert not list(tmp_path.iterdir())
