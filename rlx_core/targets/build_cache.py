@@ -8,7 +8,8 @@ vulkan's SPIR-V and glslang server) keeps them in a folder named after it:
 the CPU's. So one variable moves every build, and
 deleting ``~/.cache/rlx`` (or the folder the variable names) clears them all. How an entry is
 written and checked before use (a record beside it, an atomic rename, quarantine when damaged)
-is ``verified_files.py``: the cpu and vulkan targets' entries go through it.
+is ``verified_files.py``: the cpu, vulkan and hexagon targets' entries go through it (cortex-m
+and fpga rename a whole build folder into place and trust it when its main file exists).
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rlx_core.targets.verified_files import clean_stale
+
 CPU = "cpu"
+_CLEANED: set[str] = set()  # folders this process has cleaned of stale temporaries
 
 
 def configured(target: str = CPU) -> Path:
@@ -28,8 +32,12 @@ def configured(target: str = CPU) -> Path:
 
 
 def target_cache_dir(target: str) -> Path:
-    """``configured(target)``, created if missing: for a target other than the CPU (the CPU's
-    folder is created and checked by ``cpu/cache.cache_dir``)."""
+    """``configured(target)``, created if missing, the temporaries a killed build left there
+    deleted once per process (``verified_files.clean_stale``): for a target other than the CPU
+    (the CPU's folder is created, checked and cleaned by ``cpu/cache.cache_dir``)."""
     root = configured(target)
     root.mkdir(parents=True, exist_ok=True)
+    if str(root) not in _CLEANED:
+        clean_stale(root)
+        _CLEANED.add(str(root))
     return root

@@ -44,18 +44,19 @@ def test_unset_every_folder_sits_under_the_home_cache(
     assert build_cache.configured("fpga") == tmp_path / ".cache" / "rlx" / "fpga"
 
 
-def test_the_vulkan_folder_drops_the_temporaries_a_killed_process_left(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("target", sorted(FOLDERS))
+def test_each_folder_drops_the_temporaries_a_killed_process_left(
+    target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As the cpu folder's: a temporary older than any compile is deleted on first use, one
     being written now is kept."""
     monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
-    folder = tmp_path / "vulkan"
+    folder = tmp_path / target
     folder.mkdir()
-    stale, fresh = folder / "spirv-a.spv.x1.tmp", folder / "spirv-b.spv.x2.tmp"
+    stale, fresh = folder / "entry-a.bin.x1.tmp", folder / "entry-b.bin.x2.tmp"
     stale.write_bytes(b"half")
     fresh.write_bytes(b"half")
     old = time.time() - 2 * verified_files.STALE_TMP_SECONDS
     os.utime(stale, (old, old))
-    assert vulkan.cache_dir() == folder
+    assert FOLDERS[target]() == folder
     assert not stale.exists() and fresh.exists()

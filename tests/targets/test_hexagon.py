@@ -147,3 +147,35 @@ def test_f32_matmul_tiles_are_qf32_for_v68_with_a_scalar_fallback() -> None:
     assert "Q6_Vqf32_vmpy_VsfVsf" in src and "__HVX_ARCH__ >= 68" in src
     got = rlx.compile(lambda x, y: x @ y, a, b, target="hexagon")(a, b)
     np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "no-record"])
+def test_a_damaged_cached_elf_is_linked_again(damage: str, tmp_path, monkeypatch) -> None:
+    """The ELF (and the runtime object) are verified cache entries: a truncated one, or one
+    without its record (built before records), is quarantined and linked again, not run."""
+    target_or_skip("hexagon")
+    from rlx_core.targets import verified_files
+
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    x = np.arange(8, dtype=np.float32)
+
+    def f(a):
+        return a * 2.0 + 1.0
+
+    first = rlx.compile(f, x, target="hexagon", record=False)
+    assert first.program.info["cache"] == "miss"
+    elf = tmp_path / "hexagon" / first.program.info["elf"].rsplit("/", 1)[1]
+    record = elf.with_name(elf.name + verified_files.RECORD)
+    assert record.is_file() and list((tmp_path / "hexagon").glob("minirt-*.o.sha256"))
+    if damage == "truncated":
+        elf.write_bytes(elf.read_bytes()[:100])
+    else:
+        record.unlink()
+    verified_files.forget()  # as the next process would see it
+    again = rlx.compile(f, x, target="hexagon", record=False)
+    assert again.program.info["cache"] == "miss" and again.program.info["elf"] == str(elf)
+    np.testing.assert_allclose(again(x), x * 2 + 1)
+    assert len(list((tmp_path / "hexagon" / "quarantine").glob("*.elf.*.why"))) == 1
+    verified_files.forget()
+    hit = rlx.compile(f, x, target="hexagon", record=False)
+    assert hit.program.info["cache"] == "hit"

@@ -3,7 +3,8 @@
 The program is the rendered kernels, minirt.py, and a ``_start`` that reads every input and
 parameter from stdin (in order, each 128-byte aligned), calls the entry point, and writes the
 error slot and every output to stdout. One ELF per graph, cached on disk by the sha256 of its
-source and flags; one emulator process per call. QEMU 7.2 knows Hexagon up to v67 (it rejects
+source and flags (a verified entry, ``verified_files``: a damaged one is quarantined and linked
+again); one emulator process per call. QEMU 7.2 knows Hexagon up to v67 (it rejects
 v68 ELF files), so the emulated build is ``-mv67 -mhvx``: integer HVX loops run, the qf32 (v68)
 loops compile away to their scalar tails there and are compile-checked for v68 separately.
 """
@@ -22,6 +23,7 @@ from typing import Any
 from rlx_core.errors import ArgumentError, RlxError
 from rlx_core.ir import dtypes as dt
 from rlx_core.ir.graph import TensorType
+from rlx_core.targets import verified_files
 from rlx_core.targets.build_cache import target_cache_dir
 from rlx_core.targets.c_common.program import CProgram
 from rlx_core.targets.host_args import cast_host, checked_shape
@@ -111,11 +113,26 @@ def minirt_object() -> Path:
     key = hashlib.sha256("\0".join([MINIRT, *compile_flags(clang or "", EMULATED_ARCH)])
                          .encode()).hexdigest()[:24]
     obj = cache_dir() / f"minirt-{key}.o"
-    if not obj.exists():
+    if not verified_files.lookup(obj):
         with tempfile.TemporaryDirectory(prefix="rlx-hexagon-") as tmp:
             compile_object(MINIRT, Path(tmp) / "minirt.o", EMULATED_ARCH, what="minirt runtime")
-            os.replace(Path(tmp) / "minirt.o", obj)
+            _keep(Path(tmp) / "minirt.o", obj)
     return obj
+
+
+def _keep(built: Path, entry: Path) -> None:
+    """Publish ``built`` (in a temporary folder, maybe on another file system) as the verified
+    cache entry ``entry``: copied beside it, then renamed into place with its record."""
+    tmp = verified_files.temp_path(entry, ".tmp")
+    try:
+        shutil.copyfile(built, tmp)
+        shutil.copymode(built, tmp)  # (mkstemp made it 0600; an ELF stays executable)
+        verified_files.publish(tmp, entry)
+    except OSError as err:
+        raise verified_files.write_error(entry, err) from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def build_elf(cprog: CProgram) -> tuple[Path, bool]:
@@ -128,7 +145,7 @@ def build_elf(cprog: CProgram) -> tuple[Path, bool]:
     key = hashlib.sha256("\0".join([program, MINIRT, *compile_flags(clang or "", EMULATED_ARCH)])
                          .encode()).hexdigest()[:24]
     elf = cache_dir() / f"{key}.elf"
-    if elf.exists():
+    if verified_files.lookup(elf):
         return elf, True
     lld, why = find_lld()
     if lld is None:
@@ -142,7 +159,7 @@ def build_elf(cprog: CProgram) -> tuple[Path, bool]:
             raise EmulatorError(f"ld.lld could not link the Hexagon program:\n"
                                 f"{link.stderr.strip()[:1500]}",
                                 hint="a runtime symbol is missing from minirt.py: report it")
-        os.replace(t / "a.elf", elf)
+        _keep(t / "a.elf", elf)
     return elf, False
 
 

@@ -46,19 +46,11 @@ def tools() -> tuple[str, str]:
 SPIRV_MAGIC = (0x07230203).to_bytes(4, "little")
 
 
-_CLEANED: set[str] = set()  # folders this process has cleaned of stale temporaries
-
-
 def cache_dir() -> Path:
     """Where validated SPIR-V and the glslang server are kept (build_cache:
     ``<RLX_CACHE_DIR>/vulkan``, else ``~/.cache/rlx/vulkan``), created if missing; the
-    temporaries a killed process left there are deleted once per process, as the cpu
-    target's folder's are (``verified_files.clean_stale``)."""
-    root = target_cache_dir("vulkan")
-    if str(root) not in _CLEANED:
-        verified_files.clean_stale(root)
-        _CLEANED.add(str(root))
-    return root
+    temporaries a killed process left there are deleted once per process."""
+    return target_cache_dir("vulkan")
 
 
 def _cache_file(glslang: str, val: str, stage: str, source: str) -> Path | None:
