@@ -10,6 +10,11 @@ into place, so a reader never sees half a file; temporaries a killed compile lef
 deleted (``clean_stale``) once they are older than any compile can take. A failed write is a
 ``CacheWriteError`` (RLX-R014).
 
+A published file (and its record) gets the mode any new file of this user gets (``0666`` less
+the umask; ``0777`` less it when the build made it executable): a temporary starts private
+(``mkstemp``: ``0600``), and a cache prepared by one user (a container image, a shared read-only
+mount) must stay readable, and its shared objects loadable, by the others.
+
 Where each target's folder is, is ``build_cache.py``; this module only needs a folder.
 """
 
@@ -77,12 +82,32 @@ def temp_path(path: Path, suffix: str) -> Path:
     return Path(tmp)
 
 
+def _umask() -> int:
+    """This process's umask, read without changing it (os.umask sets it, for every thread)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+def shared_mode(tmp: Path) -> None:
+    """Give a finished temporary the mode a new file of this user gets (see module doc):
+    ``0666`` less the umask, ``0777`` less it when any execute bit is set."""
+    full = 0o777 if tmp.stat().st_mode & 0o111 else 0o666
+    os.chmod(tmp, full & ~_umask())
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary and a rename (typed error on failure)."""
     tmp = temp_path(path, ".tmp")
     try:
         with open(tmp, "wb") as f:
             f.write(data)
+        shared_mode(tmp)
         os.replace(tmp, path)
     except OSError as err:
         raise write_error(path, err) from None
@@ -109,6 +134,7 @@ def publish(tmp: Path, path: Path) -> None:
     """
     try:
         size, digest = _digest(tmp)
+        shared_mode(tmp)
         write_atomic(path.with_name(path.name + RECORD), f"{size} {digest}\n".encode())
         os.replace(tmp, path)
     except OSError as err:

@@ -75,3 +75,24 @@ def test_a_failed_write_is_a_typed_error_and_leaves_no_temporary(tmp_path: Path,
     assert info.value.code == "RLX-R014" and "disk is full" in info.value.message
     monkeypatch.undo()
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("executable", [False, True])
+def test_a_published_entry_is_readable_by_other_users(executable: bool, tmp_path: Path) -> None:
+    """A temporary starts 0600 (mkstemp); the entry and its record get 0666 / 0777 less the
+    umask, so a cache one user prepared is readable (a shared object loadable) by others."""
+    old = os.umask(0o022)
+    try:
+        entry = tmp_path / "k.so"
+        tmp = vf.temp_path(entry, ".tmp")
+        assert tmp.stat().st_mode & 0o777 == 0o600
+        tmp.write_bytes(b"\x7fELF" + b"\0" * 60)
+        if executable:  # a linker adds execute bits to its output
+            os.chmod(tmp, 0o711)
+        vf.publish(tmp, entry)
+        record = entry.with_name(entry.name + vf.RECORD)
+        assert entry.stat().st_mode & 0o777 == (0o755 if executable else 0o644)
+        assert record.stat().st_mode & 0o777 == 0o644
+        assert vf.lookup(entry)
+    finally:
+        os.umask(old)
