@@ -161,6 +161,9 @@ class CLikeRenderer:
             ct.check(t.dtype)
         where, arena_end = self.places(g)
         self._extra_args: dict[str, list[str]] = {}  # kernel -> arguments its hooks added
+        # kernel -> (its head's opening, the user-code location that follows it in the shown
+        # source): render_kernel writes the head without it (see located)
+        self._origins: dict[str, tuple[str, str]] = {}
         fail = f"{prefix}_fail"
         parts: list[tuple[str, str]] = []  # (kernel name or "", text)
         parts.append(("", prelude()))
@@ -208,7 +211,7 @@ class CLikeRenderer:
             count = text.count("\n")
             if name:
                 lines[name] = (line_no, line_no + count - 1)
-                per_kernel[name] = text
+                per_kernel[name] = self.located(name, text)
             source += text
             line_no += count
         return CProgram(
@@ -219,6 +222,19 @@ class CLikeRenderer:
             kernel_lines=lines, kernel_sources=per_kernel, kernel_impl=impls,
             kernel_kind=kinds, profile_fn=f"{prefix}_profile" if self.profile else "",
             bind_state=bind_state, **self.program_fields_for(impls))
+
+    def located(self, name: str, text: str) -> str:
+        """Kernel ``name``'s shown source: ``text`` with the user-code line it came from in its
+        head (``/* kernel k3 (matmul, rlx-sgemm) from cell.py:5: ...``).
+
+        The translation unit carries no locations: a build is keyed by the sha256 of its text
+        (cpu/cached_build.py), and the same function defined a few lines lower (a notebook cell
+        edited above it) must find the same build. The head keeps its one line, so a line of
+        the shown text is the same line of the compiled one."""
+        opening, where = self._origins.get(name, ("", ""))
+        if not where or not text.startswith(opening):
+            return text  # a target's own head (hexagon's HVX kernels), or no known location
+        return opening + where + text[len(opening):]
 
     def share(self, text: str, prefix: str, k: Kernel, seen: dict[str, str]) -> str:
         """``text``, or a one-line wrapper calling an earlier kernel with the same code.
@@ -311,8 +327,9 @@ class CLikeRenderer:
         ops = ", ".join(c_comment(n.op) for n in k.nodes)
         origin = next((n.loc for n in k.nodes if n.loc.file), None)
         where = f" from {c_comment(origin.file.rsplit('/', 1)[-1])}:{origin.line}" if origin else ""
-        head = (f"/* kernel {c_comment(k.name)} ({c_comment(k.kind)}, {impl}){where}: "
-                f"{ops} -> {', '.join(c_comment(o) for o in k.outputs)} */\n")
+        opening = f"/* kernel {c_comment(k.name)} ({c_comment(k.kind)}, {impl})"
+        self._origins[k.name] = (opening, where)  # shown, not compiled (located)
+        head = f"{opening}: {ops} -> {', '.join(c_comment(o) for o in k.outputs)} */\n"
         text = head + "".join(env.preamble) + f"{self.kernel_decl} {fn}(" + \
             ", ".join(params) + ") {\n" + "    (void)scratch;\n" + \
             "\n".join(w.lines) + ("\n" if w.lines else "") + "}\n"

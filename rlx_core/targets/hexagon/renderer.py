@@ -56,7 +56,10 @@ class HexagonRenderer(CLikeRenderer):
                                   "hexagon/renderer.py's NaN-safe copies",
                                   hint="a renderer bug: use target cpu meanwhile")
             source = source.replace(old, new)
-        return replace(prog, source=source)
+        # the copies sit in the prelude, above every kernel: their kernels' lines move down
+        shift = source.count("\n") - prog.source.count("\n")
+        lines = {k: (lo + shift, hi + shift) for k, (lo, hi) in prog.kernel_lines.items()}
+        return replace(prog, source=source, kernel_lines=lines)
 
     def extra_headers(self) -> list[str]:
         return [hvx.HEADER]
