@@ -86,36 +86,39 @@ def fmt_loc(loc: Loc, name: str = "", op: str = "") -> str:
     return f" loc({' '.join(parts)})" if parts else ""
 
 
-def fmt_node(n: Node) -> str:
+def fmt_node(n: Node, locations: bool = True) -> str:
     args = ", ".join(f"%{i}" for i in n.inputs)
     attrs = ", ".join(f"{k}={fmt_attr(v)}" for k, v in n.attrs)
-    return f"%{n.out.name} : {n.out.type} = {n.op}({args}) {{{attrs}}}{fmt_loc(n.loc, n.out.name, n.op)}"
+    loc = fmt_loc(n.loc, n.out.name, n.op) if locations else ""
+    return f"%{n.out.name} : {n.out.type} = {n.op}({args}) {{{attrs}}}{loc}"
 
 
 def _fmt_value_decl(kind: str, v: Value) -> str:
     return f"{kind} %{v.name} : {v.type}"
 
 
-def _fmt_kernel(k: Kernel, depth: int) -> list[str]:
+def _fmt_kernel(k: Kernel, depth: int, locations: bool = True) -> list[str]:
     pad = INDENT * depth
     ins = ", ".join(f"%{i}" for i in k.inputs)
     outs = ", ".join(f"%{o}" for o in k.outputs)
     lines = [f"{pad}kernel @{k.name} {k.kind} ({ins}) -> ({outs}) {{"]
-    lines += [f"{pad}{INDENT}{fmt_node(n)}" for n in k.nodes]
+    lines += [f"{pad}{INDENT}{fmt_node(n, locations)}" for n in k.nodes]
     lines.append(f"{pad}}}")
     return lines
 
 
-def print_graph(g: Graph) -> str:
-    """The text form of ``g`` (any level), ending in a newline."""
+def print_graph(g: Graph, locations: bool = True) -> str:
+    """The text form of ``g`` (any level), ending in a newline. ``locations=False`` leaves out
+    every ``loc(...)``: the text names what the graph computes, not where it was traced (a
+    program's cache name, runtime/specialization_cache.program_prefix)."""
     lines = [f"{g.level.value} @{g.name} {{"]
     lines += [INDENT + _fmt_value_decl("input", v) for v in g.inputs]
     lines += [INDENT + _fmt_value_decl("param", v) for v in g.params]
     if g.level is Level.LIR and g.kernels:
         for k in g.kernels:
-            lines += _fmt_kernel(k, 1)
+            lines += _fmt_kernel(k, 1, locations)
     else:
-        lines += [INDENT + fmt_node(n) for n in g.nodes]
+        lines += [INDENT + fmt_node(n, locations) for n in g.nodes]
     if g.plan is not None:
         p = g.plan
         lines.append(f"{INDENT}arena peak={p.peak_bytes} naive={p.naive_bytes} align={p.alignment} {{")

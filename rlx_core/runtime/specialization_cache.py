@@ -460,7 +460,8 @@ class SpecializationCache:
 
 
 def program_prefix(lir_text: str) -> str:
-    """The C entry prefix of a program: named by the IR it runs, so equal programs share it."""
+    """The C entry prefix of a program: named by the IR it runs (printed without locations),
+    so equal programs share it."""
     return "rlx_k" + hashlib.sha256(lir_text.encode()).hexdigest()[:16]
 
 
@@ -496,8 +497,9 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
     # the module's hits never enter Python: the budget is checked once, for the specialization
     check_budget(lir, resolve_limit(options.get("memory_limit")), target=TARGET)
     aliases = inplace_outputs(lir, donate, TARGET)
-    # the LIR's text names the program (a recorded compile printed it already)
-    text = ctx.trace.snapshots["lir"] if ctx.trace is not None else print_graph(lir)
+    # the LIR's text without its locations names the program: the same function traced a few
+    # lines lower (a notebook cell edited above it) is the same program, built once
+    text = print_graph(lir, locations=False)
     while True:
         # the in-place pairs change the kernels' declarations: part of the program's name
         prefix = program_prefix(text + (

@@ -66,6 +66,20 @@ def test_the_same_function_lower_down_finds_the_same_shared_object(tmp_path: Pat
     assert "cell.py" not in c_file.read_text()
 
 
+@pytest.mark.skipif(not _OK, reason=f"no C compiler: {_WHY}")
+def test_a_jitted_function_lower_down_loads_the_same_module(tmp_path: Path, monkeypatch) -> None:
+    """@rlx.jit names its C program by the LIR's text: printed without locations, the moved
+    function is the same program, and one extension module is built."""
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    x, w = _inputs()
+    jitted = [rlx.jit(_defined_at(pad), target="cpu") for pad in (0, 4)]
+    outs = [g(x, w) for g in jitted]
+    np.testing.assert_allclose(outs[1], outs[0], rtol=0, atol=0)
+    np.testing.assert_allclose(outs[1], np.tanh(x @ w) * 2.0 + x, rtol=1e-5, atol=1e-5)
+    assert jitted[0].cache.module_path == jitted[1].cache.module_path
+    assert len([p for p in tmp_path.glob("*.so") if "cpython" in p.name]) == 1
+
+
 def _lir(pad: int):
     x, w = _inputs()
     return rlx.compile(_defined_at(pad), x, w, target="numpy", record=False).lir
