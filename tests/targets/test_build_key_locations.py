@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import rlx_core as rlx
+from rlx_core.targets import verified_files
 from rlx_core.targets.c_common.renderer import CLikeRenderer
 from rlx_core.targets.cpu import cache
 from rlx_core.targets.cpu.renderer import CpuRenderer
@@ -38,10 +39,10 @@ def _inputs() -> tuple[np.ndarray, np.ndarray]:
 def _fresh_cache_state():
     """Each test checks its own folder: forget what this process verified before."""
     cache._READY.clear()
-    cache._VERIFIED.clear()
+    verified_files.forget()
     yield
     cache._READY.clear()
-    cache._VERIFIED.clear()
+    verified_files.forget()
 
 
 @pytest.mark.skipif(not _OK, reason=f"no C compiler: {_WHY}")
