@@ -2,8 +2,10 @@
 
 A shared object is keyed by sha256 of (source, flags, link arguments, compiler version,
 host CPU), so a second process with the same graph compiles nothing: it finds
-``<cache>/<key>.so`` and loads it. The cache folder and its verified entries are ``cache.py``:
-files are renamed into place with a size + sha256 record, and a damaged entry is built again.
+``<cache>/<key>.so`` and loads it. The source has no traced code's file:line in it (the
+renderer keeps those for the sources people read), so a function moved to another line is a hit.
+The cache folder is ``cache.py``'s; its entries are ``targets/verified_files.py``'s: files are
+renamed into place with a size + sha256 record, and a damaged entry is built again.
 An object file may compile in the background (``ObjectBuild``: a kernel library's object while
 the program that links it compiles). The compiler and its flags are ``toolchain.py``'s;
 ``RLX_CACHE_DIR`` names the folder (default ``~/.cache/rlx/cpu``).
