@@ -110,3 +110,20 @@ def test_the_translation_unit_carries_no_locations(make) -> None:
                 head = head[:m.start()] + head[m.end():]
             assert head == compiled.partition("\n")[0]
     assert located >= 2  # each program names its kernels' lines
+
+
+def test_the_hexagon_source_people_read_names_each_kernels_line() -> None:
+    """``rlx compile --emit source --target hexagon`` and the explorer's device columns show
+    the whole program (render_sources): its kernel heads name the traced line as they did
+    before the compiled text left it out, and every other line is the compiled one."""
+    from rlx_core.targets.hexagon.target import HexagonTarget
+
+    lir = _lir(4)
+    shown = HexagonTarget().render_sources(lir)["program"]
+    compiled = HexagonRenderer().render_program(lir, "rlx_" + lir.name).source
+    assert "from cell.py:6" in shown and "cell.py" not in compiled
+    got, want = shown.split("\n"), compiled.split("\n")
+    assert len(got) == len(want)
+    differ = [(g, w) for g, w in zip(got, want, strict=True) if g != w]
+    assert differ and all(g.startswith("/* kernel ") for g, _ in differ)
+    assert all(re.sub(r" from cell\.py:\d+(?=: )", "", g) == w for g, w in differ)

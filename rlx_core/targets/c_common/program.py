@@ -54,3 +54,16 @@ class CProgram:
     # (offset, bytes) of arena state derived from the bound parameters (cpu/prepack.py): the
     # arena must start zeroed there, and a caller binding other parameters zeroes it again
     bind_state: tuple[int, int] = (0, 0)
+
+    def shown_source(self) -> str:
+        """The whole translation unit as people read it (``rlx compile --emit source``, the
+        explorer): ``source`` with each kernel's head line taken from ``kernel_sources``, which
+        names the user code the kernel came from (``from cell.py:5``). The compiled text leaves
+        that out (c_common/renderer.located); the heads keep their one line, so a line number
+        of either text is the same line of the other."""
+        lines = self.source.split("\n")
+        for name, (lo, _hi) in self.kernel_lines.items():
+            shown = self.kernel_sources.get(name)
+            if shown is not None and 0 < lo <= len(lines):
+                lines[lo - 1] = shown.split("\n", 1)[0]
+        return "\n".join(lines)

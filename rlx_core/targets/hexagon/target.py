@@ -46,10 +46,12 @@ class HexagonTarget:
         return caps(self.verification)
 
     def render_sources(self, lir: Graph) -> dict[str, str]:
-        """The generated C, without needing clang (``rlx compile --emit source``)."""
+        """The generated C, without needing clang (``rlx compile --emit source``, the explorer's
+        side-by-side kernels), each kernel's head naming the line it was traced from."""
         from rlx_core.targets.hexagon.renderer import HexagonRenderer
 
-        return {"program": HexagonRenderer().render_program(lir, "rlx_" + lir.name).source}
+        prog = HexagonRenderer().render_program(lir, "rlx_" + lir.name)
+        return {"program": prog.shown_source()}
 
     def build(self, lir: Graph, options: Any = None) -> Program:
         ok, why = self.available()
