@@ -1,7 +1,8 @@
 """Verified entries of a build cache: files published with a record, checked before use.
 
 Any target's build cache keeps its artefacts this way (the cpu target's shared objects, object
-files and probes, ``cpu/cache.py``; the vulkan target's SPIR-V and glslang server): every file
+files and probes, ``cpu/cache.py``; the vulkan target's SPIR-V and glslang server; hexagon's
+linked programs and runtime object): every file
 is published with a record beside it, ``<name>.sha256`` (size and sha256 of its bytes, written
 at build time), and a lookup hashes the file again before anyone loads it: a truncated, emptied
 or overwritten entry (which would make ``dlopen`` SIGBUS or raise a raw ``OSError``) is moved
@@ -13,7 +14,9 @@ deleted (``clean_stale``) once they are older than any compile can take. A faile
 A published file (and its record) gets the mode any new file of this user gets (``0666`` less
 the umask; ``0777`` less it when the build made it executable): a temporary starts private
 (``mkstemp``: ``0600``), and a cache prepared by one user (a container image, a shared read-only
-mount) must stay readable, and its shared objects loadable, by the others.
+mount) must stay readable, and its shared objects loadable, by the others. Where the file
+system refuses the change (a FAT or SMB mount), the entry keeps the mode it has: still this
+user's to use, as before modes were set.
 
 Where each target's folder is, is ``build_cache.py``; this module only needs a folder.
 """
@@ -36,7 +39,8 @@ _REASONS = {errno.ENOSPC: "the disk is full", errno.EROFS: "the file system is r
             errno.EDQUOT: "the disk quota is exhausted", errno.EACCES: "permission denied",
             errno.EPERM: "permission denied"}
 
-# path -> (inode, size, mtime) of entries already verified in this process
+# path -> (inode, size, mtime) of entries already verified in this process: of the very file
+# that was hashed (fstat of the descriptor read), not of whatever the path names a moment later
 _VERIFIED: dict[str, tuple[int, int, int]] = {}
 
 
@@ -96,9 +100,13 @@ def _umask() -> int:
 
 def shared_mode(tmp: Path) -> None:
     """Give a finished temporary the mode a new file of this user gets (see module doc):
-    ``0666`` less the umask, ``0777`` less it when any execute bit is set."""
+    ``0666`` less the umask, ``0777`` less it when any execute bit is set. Best-effort: a file
+    system that refuses ``chmod`` leaves the mode as it is (the entry is still usable)."""
     full = 0o777 if tmp.stat().st_mode & 0o111 else 0o666
-    os.chmod(tmp, full & ~_umask())
+    try:
+        os.chmod(tmp, full & ~_umask())
+    except OSError:  # EPERM on a FAT/SMB mount: not a failed write
+        pass
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -116,14 +124,16 @@ def write_atomic(path: Path, data: bytes) -> None:
             tmp.unlink()
 
 
-def _digest(path: Path) -> tuple[int, str]:
+def _digest(path: Path) -> tuple[int, str, tuple[int, int, int]]:
+    """(size, sha256, (inode, size, mtime)) of the file ``path`` names when it is opened."""
     h = hashlib.sha256()
     size = 0
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
             h.update(chunk)
             size += len(chunk)
-    return size, h.hexdigest()
+        st = os.fstat(f.fileno())
+    return size, h.hexdigest(), (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def publish(tmp: Path, path: Path) -> None:
@@ -133,21 +143,15 @@ def publish(tmp: Path, path: Path) -> None:
     mismatch or a miss and builds again, never trusts a file the record does not describe.
     """
     try:
-        size, digest = _digest(tmp)
-        shared_mode(tmp)
+        size, digest, ident = _digest(tmp)
+        shared_mode(tmp)  # (a chmod changes neither inode, size nor mtime)
         write_atomic(path.with_name(path.name + RECORD), f"{size} {digest}\n".encode())
         os.replace(tmp, path)
     except OSError as err:
         raise write_error(path, err) from None
-    _remember(path)
-
-
-def _remember(path: Path) -> None:
-    try:
-        st = path.stat()
-    except OSError:
-        return
-    _VERIFIED[str(path)] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    # the file this process hashed and renamed: another process that publishes the same entry
+    # a moment later puts another inode there, which the next lookup hashes again
+    _VERIFIED[str(path)] = ident
 
 
 def forget(path: Path | None = None) -> None:
@@ -176,14 +180,20 @@ def lookup(path: Path) -> bool:
     except (OSError, ValueError):
         quarantine(path, "no valid record")
         return False
+    ident = None
     try:
-        got = _digest(path) if st.st_size == want[0] else (st.st_size, "")
+        if st.st_size == want[0]:
+            size, digest, ident = _digest(path)
+            got = (size, digest)
+        else:
+            got = (st.st_size, "")
     except OSError:
         got = (-1, "")
     if got != want:
         quarantine(path, f"{got[0]} bytes, expected {want[0]} with sha256 {want[1][:12]}")
         return False
-    _remember(path)
+    if ident is not None:
+        _VERIFIED[str(path)] = ident  # the file hashed (a rename since then: hashed again)
     return True
 
 

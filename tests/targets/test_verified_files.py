@@ -96,3 +96,40 @@ def test_a_published_entry_is_readable_by_other_users(executable: bool, tmp_path
         assert vf.lookup(entry)
     finally:
         os.umask(old)
+
+
+def test_a_file_system_that_refuses_chmod_still_gets_the_entry(tmp_path: Path,
+                                                               monkeypatch) -> None:
+    """A FAT or SMB mount answers chmod with EPERM: the entry is published with the mode it
+    has (usable by this user), not turned into a failed write (RLX-R014)."""
+    def refuse(*a, **k):
+        raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
+
+    monkeypatch.setattr(vf.os, "chmod", refuse)
+    entry = tmp_path / "k.so"
+    _publish(entry, b"\x7fELF" + b"\0" * 60)
+    monkeypatch.undo()
+    assert entry.stat().st_mode & 0o777 == 0o600  # mkstemp's, left as it was
+    vf.forget(entry)
+    assert vf.lookup(entry)
+
+
+def test_a_file_another_process_renames_in_after_a_publish_is_hashed_again(
+        tmp_path: Path, monkeypatch) -> None:
+    """What a publish remembers as verified is the file it hashed and renamed: a damaged file
+    renamed over it a moment later (another process's) is not trusted by its path alone."""
+    entry = tmp_path / "k.bin"
+    other = tmp_path / "other.bin"
+    real_replace = os.replace
+
+    def replace_then_intrude(src, dst):
+        real_replace(src, dst)
+        if Path(dst) == entry:  # the entry's rename, not its record's
+            other.write_bytes(b"X" * 70)  # the right size, other bytes
+            real_replace(other, entry)
+
+    monkeypatch.setattr(vf.os, "replace", replace_then_intrude)
+    _publish(entry, b"0123456789" * 7)
+    monkeypatch.undo()
+    assert not vf.lookup(entry)  # hashed, not remembered: quarantined
+    assert len(list((tmp_path / "quarantine").glob("k.bin.*.why"))) == 1
