@@ -104,3 +104,23 @@ def test_spirv_lives_in_the_vulkan_cache_with_its_record_and_a_bad_entry_is_rebu
     assert toolchain.to_spirv("k", source) == first  # the record caught it: compiled again
     assert any((tmp_path / "vulkan" / "quarantine").iterdir())
     assert spv.read_bytes() == first
+
+
+def test_the_server_is_used_where_chmod_is_refused(monkeypatch, tmp_path: Path) -> None:
+    """An entry another user published into a shared cache, or a FAT/SMB mount: chmod is
+    EPERM. The published server is executable as it is; building and finding it needs none."""
+    def refuse(*a, **k):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(glslang_server, "_SERVER", glslang_server._Server())
+    monkeypatch.setattr(glslang_server.os, "chmod", refuse)
+    exe = glslang_server.executable()
+    assert exe is not None, glslang_server._SERVER.why
+    assert exe.parent == tmp_path / "vulkan" and exe.stat().st_mode & 0o100
+    source = _kernels("vulkan")[0]
+    try:
+        served = glslang_server.compile_shader(source, False, _vk11(source))
+    finally:
+        glslang_server._close()  # this test's server, before the module's own comes back
+    assert served is not None and served[0] and served[1][:4] == b"\x03\x02\x23\x07"

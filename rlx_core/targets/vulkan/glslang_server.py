@@ -96,7 +96,8 @@ def executable() -> Path | None:
             finally:
                 if tmp.exists():
                     tmp.unlink()
-        os.chmod(exe, 0o755)
+        # (no chmod: publish gave it this user's executable mode, and an entry another user
+        # published into a shared cache is not this user's to chmod, EPERM)
     except (OSError, RlxError, subprocess.SubprocessError) as err:
         _SERVER.why = f"cannot build it: {err}"
         return None
