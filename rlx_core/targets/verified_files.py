@@ -11,6 +11,13 @@ into place, so a reader never sees half a file; temporaries a killed compile lef
 deleted (``clean_stale``) once they are older than any compile can take. A failed write is a
 ``CacheWriteError`` (RLX-R014).
 
+A target that builds in a folder and renames the whole folder into place (cortex-m's firmware,
+fpga's simulators) keeps a folder entry: ``build_dir`` makes the build folder, ``publish_folder``
+records the files it runs inside it before the rename, ``lookup_folder`` checks them on a hit
+and quarantines the folder whole when one is damaged or has no record; ``clean_stale`` deletes
+the build folders a killed build left, once nothing in them changed for as long as any build
+can take.
+
 A published file (and its record) gets the mode any new file of this user gets (``0666`` less
 the umask; ``0777`` less it when the build made it executable): a temporary starts private
 (``mkstemp``: ``0600``), and a cache prepared by one user (a container image, a shared read-only
@@ -26,6 +33,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -35,6 +43,7 @@ from rlx_core.errors import RlxError
 # a compile runs at most 600 s (toolchain timeout); a temporary older than this is an orphan
 STALE_TMP_SECONDS = 900
 RECORD = ".sha256"
+BUILD_PREFIX = "build-"  # a folder entry's build folder (build_dir), renamed into place whole
 _REASONS = {errno.ENOSPC: "the disk is full", errno.EROFS: "the file system is read-only",
             errno.EDQUOT: "the disk quota is exhausted", errno.EACCES: "permission denied",
             errno.EPERM: "permission denied"}
@@ -56,7 +65,10 @@ def reason(err: OSError) -> str:
 
 
 def clean_stale(root: Path, older_than: float = STALE_TMP_SECONDS) -> list[Path]:
-    """Delete temporaries (``*.tmp``) a killed compile or write left in ``root``; returns them."""
+    """Delete what a killed compile or write left in ``root``, returns it: temporaries
+    (``*.tmp``) and build folders (``build-*``, ``build_dir``) untouched for ``older_than``
+    seconds. A folder's age is that of the newest file in it: a build still running writes
+    there (its tool is killed at its timeout, shorter than ``STALE_TMP_SECONDS``)."""
     now, gone = time.time(), []
     for p in root.glob("*.tmp"):
         try:
@@ -65,7 +77,27 @@ def clean_stale(root: Path, older_than: float = STALE_TMP_SECONDS) -> list[Path]
                 gone.append(p)
         except OSError:  # another process cleaned it first, or it is not ours to delete
             continue
+    for p in root.glob(BUILD_PREFIX + "*"):
+        try:
+            if p.is_dir() and not p.is_symlink() and now - _last_write(p) > older_than:
+                shutil.rmtree(p)
+                gone.append(p)
+        except OSError:  # renamed into place or cleaned by another process meanwhile
+            continue
     return gone
+
+
+def _last_write(folder: Path) -> float:
+    """The newest mtime of ``folder`` and everything under it (OSError when it vanished)."""
+    newest = folder.lstat().st_mtime
+
+    def gone(err: OSError) -> None:
+        raise err
+
+    for top, dirs, files in os.walk(folder, onerror=gone):
+        for name in (*dirs, *files):
+            newest = max(newest, os.lstat(os.path.join(top, name)).st_mtime)
+    return newest
 
 
 def write_error(path: Path, err: OSError) -> CacheWriteError:
@@ -171,15 +203,23 @@ def lookup(path: Path) -> bool:
         st = path.stat()
     except OSError:
         return False
+    why = _mismatch(path, st)
+    if why:
+        quarantine(path, why)
+        return False
+    return True
+
+
+def _mismatch(path: Path, st: os.stat_result) -> str:
+    """Why ``path`` (stat ``st``) does not match its record, or ``""`` when it does."""
     if _VERIFIED.get(str(path)) == (st.st_ino, st.st_size, st.st_mtime_ns):
-        return True
+        return ""
     record = path.with_name(path.name + RECORD)
     try:
         size_text, digest = record.read_text().split()
         want = (int(size_text), digest)
     except (OSError, ValueError):
-        quarantine(path, "no valid record")
-        return False
+        return "no valid record"
     ident = None
     try:
         if st.st_size == want[0]:
@@ -190,11 +230,10 @@ def lookup(path: Path) -> bool:
     except OSError:
         got = (-1, "")
     if got != want:
-        quarantine(path, f"{got[0]} bytes, expected {want[0]} with sha256 {want[1][:12]}")
-        return False
+        return f"{got[0]} bytes, expected {want[0]} with sha256 {want[1][:12]}"
     if ident is not None:
         _VERIFIED[str(path)] = ident  # the file hashed (a rename since then: hashed again)
-    return True
+    return ""
 
 
 def quarantine(path: Path, why: str) -> None:
@@ -218,3 +257,79 @@ def quarantine(path: Path, why: str) -> None:
         path.with_name(path.name + RECORD).unlink()
     except OSError:
         pass
+
+
+# -- folder entries: a build folder renamed into place whole (cortex-m's firmware, fpga's
+# simulators), the files it runs recorded inside it -------------------------------------------
+def build_dir(root: Path) -> Path:
+    """A fresh build folder in ``root`` (``build-*``: ``clean_stale`` deletes it once a killed
+    build left it untouched for ``STALE_TMP_SECONDS``); typed error when it cannot be made."""
+    try:
+        return Path(tempfile.mkdtemp(prefix=BUILD_PREFIX, dir=root))
+    except OSError as err:
+        raise write_error(root / BUILD_PREFIX, err) from None
+
+
+def publish_folder(tmp: Path, final: Path, names: tuple[str, ...]) -> None:
+    """Record the files ``names`` (paths inside ``tmp``) beside them, then rename the finished
+    build folder ``tmp`` to ``final``: a reader sees the folder whole, records included, or not
+    at all. When another process published ``final`` first, ``tmp`` is deleted and its entry
+    kept; any other failure is a ``CacheWriteError`` (RLX-R014).
+
+    The folder gets the mode a new folder of this user gets (``0777`` less the umask; the build
+    folder starts private, ``mkdtemp``'s ``0700``), as ``publish`` does for a file.
+    """
+    idents = {}
+    try:
+        for name in names:
+            size, digest, idents[name] = _digest(tmp / name)
+            record = tmp / (name + RECORD)
+            write_atomic(record, f"{size} {digest}\n".encode())
+        try:
+            os.chmod(tmp, 0o777 & ~_umask())
+        except OSError:  # best-effort, as shared_mode: a FAT/SMB mount refuses it
+            pass
+        os.replace(tmp, final)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not final.is_dir():
+            raise write_error(final, err) from None
+        return  # another process built it first (a folder does not replace a full one)
+    except CacheWriteError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for name, ident in idents.items():  # the files hashed (a folder's rename keeps them)
+        _VERIFIED[str(final / name)] = ident
+
+
+def lookup_folder(folder: Path, names: tuple[str, ...]) -> bool:
+    """True when ``folder`` is in the cache and each of ``names`` (paths inside it) matches its
+    record; a folder with one missing, damaged or record-less is quarantined whole, so the
+    caller builds it again."""
+    if not folder.is_dir():
+        return False
+    for name in names:
+        path = folder / name
+        try:
+            why = _mismatch(path, path.stat())
+        except OSError:
+            why = "missing"
+        if why:
+            quarantine_folder(folder, f"{name}: {why}")
+            return False
+    return True
+
+
+def quarantine_folder(folder: Path, why: str) -> None:
+    """Move a bad folder entry into ``quarantine/`` beside it, as ``quarantine`` does a file
+    (renamed, not rewritten: a process running the old simulator keeps it)."""
+    for key in [k for k in _VERIFIED if k.startswith(str(folder) + os.sep)]:
+        del _VERIFIED[key]
+    qdir = folder.parent / "quarantine"
+    stamp = f"{os.getpid()}-{time.time_ns()}"
+    try:
+        qdir.mkdir(exist_ok=True)
+        os.replace(folder, qdir / f"{folder.name}.{stamp}")
+        (qdir / f"{folder.name}.{stamp}.why").write_text(why + "\n")
+    except OSError:  # no room to keep it: deleting it is enough to rebuild
+        shutil.rmtree(folder, ignore_errors=True)

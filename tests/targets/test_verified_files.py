@@ -133,3 +133,70 @@ def test_a_file_another_process_renames_in_after_a_publish_is_hashed_again(
     monkeypatch.undo()
     assert not vf.lookup(entry)  # hashed, not remembered: quarantined
     assert len(list((tmp_path / "quarantine").glob("k.bin.*.why"))) == 1
+
+
+def _build_folder(root: Path) -> Path:
+    tmp = vf.build_dir(root)
+    (tmp / "obj").mkdir()
+    (tmp / "obj" / "sim").write_bytes(b"simulator" * 50)
+    (tmp / "rom.hex").write_text("01\n")
+    return tmp
+
+
+def test_a_folder_entry_is_published_with_records_inside_and_checked_whole(
+    tmp_path: Path,
+) -> None:
+    """publish_folder records the named files inside the build folder, then renames it; a
+    lookup hashes each; one damaged quarantines the folder whole (a missing one too)."""
+    names = ("obj/sim", "rom.hex")
+    old = os.umask(0o022)
+    try:
+        tmp = _build_folder(tmp_path)
+        assert tmp.name.startswith(vf.BUILD_PREFIX) and tmp.stat().st_mode & 0o777 == 0o700
+        vf.publish_folder(tmp, tmp_path / "entry", names)
+    finally:
+        os.umask(old)
+    entry = tmp_path / "entry"
+    assert not tmp.exists() and entry.stat().st_mode & 0o777 == 0o755  # others can read it
+    assert (entry / "obj" / ("sim" + vf.RECORD)).read_text().split()[0] == "450"
+    vf.forget()
+    assert vf.lookup_folder(entry, names)
+    (entry / "rom.hex").write_text("02\n")
+    vf.forget()
+    assert not vf.lookup_folder(entry, names) and not entry.exists()
+    (kept,) = (p for p in (tmp_path / "quarantine").iterdir() if p.is_dir())
+    assert (kept / "obj" / "sim").is_file()  # moved whole, for inspection
+    assert (tmp_path / "quarantine" / (kept.name + ".why")).read_text().startswith("rom.hex: ")
+    assert not vf.lookup_folder(entry, names)  # absent: a miss
+    vf.publish_folder(_build_folder(tmp_path), entry, names)
+    (entry / "obj" / "sim").unlink()
+    assert not vf.lookup_folder(entry, names)
+    assert "obj/sim: missing" in "".join(
+        p.read_text() for p in (tmp_path / "quarantine").glob("*.why"))
+
+
+def test_a_folder_another_process_published_first_is_kept(tmp_path: Path) -> None:
+    names = ("obj/sim",)
+    vf.publish_folder(_build_folder(tmp_path), tmp_path / "entry", names)
+    first = (tmp_path / "entry" / "obj" / "sim").stat().st_ino
+    late = _build_folder(tmp_path)
+    vf.publish_folder(late, tmp_path / "entry", names)
+    assert not late.exists() and (tmp_path / "entry" / "obj" / "sim").stat().st_ino == first
+    assert vf.lookup_folder(tmp_path / "entry", names)
+
+
+def test_a_folder_that_cannot_be_published_is_a_typed_error(tmp_path: Path,
+                                                            monkeypatch) -> None:
+    real = os.replace
+
+    def read_only(src, dst):
+        if Path(src).is_dir():
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        real(src, dst)
+
+    tmp = _build_folder(tmp_path)
+    monkeypatch.setattr(vf.os, "replace", read_only)
+    with pytest.raises(vf.CacheWriteError) as info:
+        vf.publish_folder(tmp, tmp_path / "entry", ("obj/sim",))
+    assert info.value.code == "RLX-R014" and "read-only" in info.value.message
+    assert not tmp.exists() and not (tmp_path / "entry").exists()
