@@ -8,8 +8,8 @@ vulkan's SPIR-V and glslang server) keeps them in a folder named after it:
 the CPU's. So one variable moves every build, and
 deleting ``~/.cache/rlx`` (or the folder the variable names) clears them all. How an entry is
 written and checked before use (a record beside it, an atomic rename, quarantine when damaged)
-is ``verified_files.py``: the cpu, vulkan and hexagon targets' entries go through it (cortex-m
-and fpga rename a whole build folder into place and trust it when its main file exists).
+is ``verified_files.py``: the cpu, vulkan and hexagon targets' entries are files; cortex-m's
+and fpga's are build folders renamed into place whole, the files a hit runs recorded inside.
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ def configured(target: str = CPU) -> Path:
 
 
 def target_cache_dir(target: str) -> Path:
-    """``configured(target)``, created if missing, the temporaries a killed build left there
-    deleted once per process (``verified_files.clean_stale``): for a target other than the CPU
+    """``configured(target)``, created if missing, the temporaries and ``build-*`` folders a
+    killed build left there deleted once per process (``verified_files.clean_stale``): for a
+    target other than the CPU
     (the CPU's folder is created, checked and cleaned by ``cpu/cache.cache_dir``)."""
     root = configured(target)
     root.mkdir(parents=True, exist_ok=True)

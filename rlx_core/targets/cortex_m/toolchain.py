@@ -1,7 +1,9 @@
 """Firmware source -> ELF with arm-none-eabi-gcc, and its flash / RAM figures from the ELF.
 
 One ELF per (source, board, flags, compiler), cached on disk under the sha256 of all four and
-written through a temporary folder + ``os.replace``, so a second process builds nothing.
+written through a temporary folder + ``os.replace``, so a second process builds nothing. The
+ELF's record is written inside the folder before the rename and checked on a hit; a damaged or
+record-less entry is quarantined and built again (``verified_files``' folder entries).
 ``RLX_ARM_GCC`` overrides the compiler.
 """
 
@@ -10,11 +12,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from rlx_core.targets import verified_files
 from rlx_core.targets.build_cache import target_cache_dir
 from rlx_core.targets.cortex_m.boards import Board
 from rlx_core.targets.cortex_m.errors import FirmwareBuildError
@@ -26,6 +28,8 @@ RUNTIME_FILES = ("rlx_nn.h", "rlx_conv.h", "semihost.h", "semihost.c", "startup.
 CFLAGS = ("-std=c99", "-Os", "-ffreestanding", "-ffunction-sections", "-fdata-sections",
           "-ffp-contract=off", "-Wall", "-Werror=implicit-function-declaration")
 STACK_BYTES = 4096
+# what a cache hit runs (qemu loads it; its sizes are read from it): recorded, verified on a hit
+ARTEFACTS = ("firmware.elf",)
 
 
 @cache
@@ -99,9 +103,9 @@ def build_elf(model_c: str, model_h: str, board: Board, dsp: bool = True) -> Elf
                                     gcc_version(gcc), *runtime.values()]).encode()).hexdigest()
     final = cache_root() / key[:32]
     elf = final / "firmware.elf"
-    if elf.is_file():
+    if verified_files.lookup_folder(final, ARTEFACTS):
         return Elf(elf, *elf_sizes(gcc, elf), cache_hit=True)
-    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache_root()))
+    tmp = verified_files.build_dir(cache_root())
     for name, text in {**runtime, "model.c": model_c, "model.h": model_h,
                        "link.ld": linker_script(board)}.items():
         (tmp / name).write_text(text)
@@ -116,8 +120,5 @@ def build_elf(model_c: str, model_h: str, board: Board, dsp: bool = True) -> Elf
                                  + "\n".join(errors[:20] or proc.stderr.splitlines()[-40:]),
                                  hint="this is a bug in the generated firmware: please report "
                                       "it with the model")
-    try:
-        os.replace(tmp, final)
-    except OSError:  # another process built it first
-        shutil.rmtree(tmp, ignore_errors=True)
+    verified_files.publish_folder(tmp, final, ARTEFACTS)
     return Elf(elf, *elf_sizes(gcc, elf), cache_hit=False)

@@ -1,7 +1,9 @@
 """Verilog project -> a Verilator simulator binary (cached), and the tools' discovery.
 
 One build per (project files, Verilator version), cached on disk under their sha256 and
-written through a temporary folder + ``os.replace``. ``RLX_VERILATOR`` overrides the tool.
+written through a temporary folder + ``os.replace``, the records of the simulator and its ROM
+images inside it, checked on a hit (a damaged or record-less entry is quarantined and built
+again: ``verified_files``' folder entries). ``RLX_VERILATOR`` overrides the tool.
 """
 
 from __future__ import annotations
@@ -9,10 +11,10 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import tempfile
 from functools import cache
 from pathlib import Path
 
+from rlx_core.targets import verified_files
 from rlx_core.targets.build_cache import target_cache_dir
 from rlx_core.targets.fpga.errors import SimulationBuildError
 from rlx_core.targets.fpga.verilog import Project
@@ -52,9 +54,11 @@ def build_simulator(project: Project) -> tuple[Path, bool]:
                                    [f"{n}\0{t}" for n, t in sorted(project.files.items())])
                          .encode()).hexdigest()
     final = cache_root() / key[:32]
-    if (final / "obj" / "Vrlx_top").is_file():
+    # what a run uses: the simulator, and the ROM images it reads ($readmemh) from the folder
+    artefacts = ("obj/Vrlx_top", *sorted(n for n in project.files if n.endswith(".hex")))
+    if verified_files.lookup_folder(final, artefacts):
         return final, True
-    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache_root()))
+    tmp = verified_files.build_dir(cache_root())
     for name, text in project.files.items():
         (tmp / name).write_text(text)
     defs = f"-DRLX_IN_BYTES={project.in_bytes} -DRLX_OUT_WORDS={project.out_words}"
@@ -70,8 +74,5 @@ def build_simulator(project: Project) -> tuple[Path, bool]:
                                    hint="this is a bug in the generated Verilog: please report "
                                         "it with the model")
     (tmp / "verilator.log").write_text(proc.stdout + proc.stderr)
-    try:
-        os.replace(tmp, final)
-    except OSError:  # another process built it first
-        shutil.rmtree(tmp, ignore_errors=True)
+    verified_files.publish_folder(tmp, final, artefacts)
     return final, False
