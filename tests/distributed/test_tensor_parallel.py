@@ -106,6 +106,25 @@ def test_a_gpt_block_partitions_into_one_all_reduce_per_block() -> None:
     assert prog.source.startswith("@block sha256:")
 
 
+def test_ranks_agree_on_the_same_program_traced_from_other_lines() -> None:
+    """The signature ranks compare (check_ranks, RLX-N004) names what the graph computes, not
+    where it was traced: one more line above the model is the same program, another op not."""
+    from rlx_core.distributed.tensor_parallel import graph_signature
+    from rlx_core.ir.printer import print_graph
+
+    body = "def f(x, w):\n    return rlx.tanh(x @ w)\n"
+
+    def traced(pad: int, text: str = body):
+        ns = {"rlx": rlx}
+        exec(compile("\n" * pad + text, "rank.py", "exec"), ns)
+        return rlx.trace(ns["f"], np.ones((4, 8), np.float32), np.ones((8, 3), np.float32))
+
+    a, b = traced(0), traced(3)
+    assert '"rank.py":2' in print_graph(a) and '"rank.py":5' in print_graph(b)
+    assert graph_signature(a) == graph_signature(b)
+    assert graph_signature(a) != graph_signature(traced(0, body.replace("tanh", "exp")))
+
+
 def test_auto_plan_finds_the_megatron_pairs() -> None:
     from rlx_core.distributed import auto_plan
     from rlx_core.models.mlp import mlp_logits
