@@ -141,6 +141,16 @@ def shared_mode(tmp: Path) -> None:
         pass
 
 
+def discard(tmp: Path) -> None:
+    """Delete a temporary a finished or failed write leaves, if it is there. It never raises:
+    a cleanup the file system refuses (it turned read-only) must not replace the typed error
+    being raised with a raw ``OSError``; ``clean_stale`` deletes what stays once it is old."""
+    try:
+        tmp.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary and a rename (typed error on failure)."""
     tmp = temp_path(path, ".tmp")
@@ -152,8 +162,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     except OSError as err:
         raise write_error(path, err) from None
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        discard(tmp)
 
 
 def _digest(path: Path) -> tuple[int, str, tuple[int, int, int]]:

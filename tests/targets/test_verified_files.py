@@ -200,3 +200,21 @@ def test_a_folder_that_cannot_be_published_is_a_typed_error(tmp_path: Path,
         vf.publish_folder(tmp, tmp_path / "entry", ("obj/sim",))
     assert info.value.code == "RLX-R014" and "read-only" in info.value.message
     assert not tmp.exists() and not (tmp_path / "entry").exists()
+
+
+def test_a_cleanup_the_file_system_refuses_leaves_the_typed_error(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    """The file system turns read-only mid-write: the rename fails and so does deleting the
+    temporary. The caller gets RLX-R014, not the cleanup's raw OSError; the temporary is left
+    for clean_stale."""
+    def read_only(*a, **k):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(vf.os, "replace", read_only)
+    monkeypatch.setattr(Path, "unlink", read_only)
+    with pytest.raises(vf.CacheWriteError) as info:
+        vf.write_atomic(tmp_path / "x.c", b"int x;")
+    monkeypatch.undo()
+    assert info.value.code == "RLX-R014" and "read-only" in info.value.message
+    (left,) = tmp_path.glob("x.c.*.tmp")
+    assert vf.clean_stale(tmp_path, older_than=-1) == [left] and not left.exists()

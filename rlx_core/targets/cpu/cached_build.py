@@ -32,7 +32,13 @@ from rlx_core.targets.cpu.toolchain import (
     host_key,
 )
 from rlx_core.targets.tool_process import run_group, start_group, stop_group, wait_group
-from rlx_core.targets.verified_files import CacheWriteError, publish, temp_path, write_atomic
+from rlx_core.targets.verified_files import (
+    CacheWriteError,
+    discard,
+    publish,
+    temp_path,
+    write_atomic,
+)
 
 
 class CCompileError(RlxError):
@@ -108,7 +114,7 @@ def build_shared(source: str, *, include_dirs: tuple[str, ...] = (),
                 o.cancel()
             raise
         finally:
-            obj.unlink(missing_ok=True)
+            discard(obj)
         return cmd
 
     return _cached_build(key, ".so", source, run)
@@ -134,8 +140,7 @@ def _cached_build(key: str, suffix: str, source: str,
         cmd = run(src, tmp, out)
         publish(tmp, out)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        discard(tmp)
     return BuildResult(out, key, False, cmd)
 
 
@@ -337,7 +342,7 @@ class ObjectBuild:
     def _clean(self) -> None:
         """Delete the compile's temporary and log, and release the lock."""
         if self._files is not None:
-            self._files[1].unlink(missing_ok=True)
+            discard(self._files[1])
             self._files = None
         for f in (self._log, self._lock_file):
             if f is not None:

@@ -131,8 +131,7 @@ def _keep(built: Path, entry: Path) -> None:
     except OSError as err:
         raise verified_files.write_error(entry, err) from None
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        verified_files.discard(tmp)
 
 
 def build_elf(cprog: CProgram) -> tuple[Path, bool]:
