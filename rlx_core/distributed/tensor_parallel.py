@@ -375,9 +375,9 @@ def partition(g: Graph, plan: TensorParallelPlan, rank: int, ranks: int) -> Rank
 
 def graph_signature(g: Graph) -> str:
     """``@name sha256:<16 hex> (input types)``: what ranks compare to know they run the same
-    program (the hash is of the printed IR, which holds every op, shape and constant, printed
-    without ``loc(...)``: a rank whose script has one more line above the model runs the same
-    program, as the build caches key it, docs/targets.md "Build caches")."""
+    program (the hash is of the printed IR, which holds every op, shape, constant and scope,
+    printed without source ``file:line``: a rank whose script has one more line above the model
+    runs the same program, as the build caches key it, docs/targets.md "Build caches")."""
     import hashlib
 
     from rlx_core.ir.printer import print_graph

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 from rlx_core.ir.dtypes import DType
 from rlx_core.ir.graph import Graph, Kernel, Level, Loc, Node, Value
@@ -87,9 +88,12 @@ def fmt_loc(loc: Loc, name: str = "", op: str = "") -> str:
 
 
 def fmt_node(n: Node, locations: bool = True) -> str:
+    """One node's line (``%3 : f32[4] = exp(%2) {} loc("cell.py":5)``); ``locations=False``
+    leaves its source ``file:line`` out, keeping the scope and origin (print_graph)."""
     args = ", ".join(f"%{i}" for i in n.inputs)
     attrs = ", ".join(f"{k}={fmt_attr(v)}" for k, v in n.attrs)
-    loc = fmt_loc(n.loc, n.out.name, n.op) if locations else ""
+    where = n.loc if locations else replace(n.loc, file="", line=0)
+    loc = fmt_loc(where, n.out.name, n.op)
     return f"%{n.out.name} : {n.out.type} = {n.op}({args}) {{{attrs}}}{loc}"
 
 
@@ -109,8 +113,10 @@ def _fmt_kernel(k: Kernel, depth: int, locations: bool = True) -> list[str]:
 
 def print_graph(g: Graph, locations: bool = True) -> str:
     """The text form of ``g`` (any level), ending in a newline. ``locations=False`` leaves out
-    every ``loc(...)``: the text names what the graph computes, not where it was traced (a
-    program's cache name, runtime/specialization_cache.program_prefix)."""
+    every source ``file:line``: the text names what the graph computes, not the line it was
+    traced at (a program's cache name, runtime/specialization_cache.program_prefix; the graph
+    signature ranks compare, distributed/tensor_parallel.graph_signature). Scopes and origins
+    stay: a tensor-parallel plan matches scopes, and neither moves when a line is added above."""
     lines = [f"{g.level.value} @{g.name} {{"]
     lines += [INDENT + _fmt_value_decl("input", v) for v in g.inputs]
     lines += [INDENT + _fmt_value_decl("param", v) for v in g.params]

@@ -460,8 +460,8 @@ class SpecializationCache:
 
 
 def program_prefix(lir_text: str) -> str:
-    """The C entry prefix of a program: named by the IR it runs (printed without locations),
-    so equal programs share it."""
+    """The C entry prefix of a program: named by the IR it runs (printed without source
+    file:line), so equal programs share it."""
     return "rlx_k" + hashlib.sha256(lir_text.encode()).hexdigest()[:16]
 
 
@@ -497,7 +497,7 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any],
     # the module's hits never enter Python: the budget is checked once, for the specialization
     check_budget(lir, resolve_limit(options.get("memory_limit")), target=TARGET)
     aliases = inplace_outputs(lir, donate, TARGET)
-    # the LIR's text without its locations names the program: the same function traced a few
+    # the LIR's text without file:line names the program: the same function traced a few
     # lines lower (a notebook cell edited above it) is the same program, built once
     text = print_graph(lir, locations=False)
     while True:

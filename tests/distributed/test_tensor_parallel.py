@@ -123,6 +123,12 @@ def test_ranks_agree_on_the_same_program_traced_from_other_lines() -> None:
     assert '"rank.py":2' in print_graph(a) and '"rank.py":5' in print_graph(b)
     assert graph_signature(a) == graph_signature(b)
     assert graph_signature(a) != graph_signature(traced(0, body.replace("tanh", "exp")))
+    # a scope is not a location: the plan's roles match it (``*fc1``), so it stays hashed
+    from rlx_core.ir.parser import parse
+
+    text = print_graph(a).replace(' loc("rank.py":2)', ' loc("rank.py":2 scope="fc1")', 1)
+    assert 'scope="fc1"' in text
+    assert graph_signature(parse(text)) != graph_signature(a)
 
 
 def test_auto_plan_finds_the_megatron_pairs() -> None:

@@ -436,3 +436,25 @@ def test_tokens_comments_and_line_endings() -> None:
     s = b.emit("softmax", [x])
     short = "hir @f {\n  input %x : f32[2,3]\n  %0 : f32[2,3] = softmax(%x)\n  return %0\n}\n"
     assert parse(short) == Graph("f", Level.HIR, (x,), (), tuple(b.nodes), (s.name,))
+
+
+def test_printing_without_locations_drops_file_and_line_and_keeps_scope() -> None:
+    """``print_graph(g, locations=False)`` (build keys, rank signatures) leaves out where the
+    code sits, not the model scope a tensor-parallel plan matches; the text still parses."""
+    from rlx_core.ir.parser import parse
+
+    text = ('hir @mlp {\n'
+            '  input %x : f32[2,4]\n'
+            '  param %fc1.weight : f32[3,4]\n'
+            '  %0 : f32[2,3] = linear(%x, %fc1.weight) {} loc("mlp.py":8 scope="fc1")\n'
+            '  %1 : f32[2,3] = tanh(%0) {} loc("mlp.py":9)\n'
+            '  return %1\n'
+            '}\n')
+    g = parse(text)
+    assert print_graph(g) == text
+    bare = print_graph(g, locations=False)
+    assert "mlp.py" not in bare and 'loc(scope="fc1")' in bare
+    assert "tanh(%0) {}\n" in bare  # a loc with nothing but file:line goes whole
+    moved = parse(text.replace('"mlp.py":8', '"mlp.py":18').replace('"mlp.py":9', '"mlp.py":19'))
+    assert print_graph(moved, locations=False) == bare
+    assert print_graph(parse(bare), locations=False) == bare
