@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rlx_core.targets.verified_files import clean_stale
+from rlx_core.targets.verified_files import CacheWriteError, clean_stale, reason
 
 CPU = "cpu"
 _CLEANED: set[str] = set()  # folders this process has cleaned of stale temporaries
@@ -35,9 +35,16 @@ def target_cache_dir(target: str) -> Path:
     """``configured(target)``, created if missing, the temporaries and ``build-*`` folders a
     killed build left there deleted once per process (``verified_files.clean_stale``): for a
     target other than the CPU
-    (the CPU's folder is created, checked and cleaned by ``cpu/cache.cache_dir``)."""
+    (the CPU's folder is created, checked and cleaned by ``cpu/cache.cache_dir``). A folder that
+    cannot be made (a file in its place, no permission) is ``CacheWriteError`` (RLX-R014)."""
     root = configured(target)
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CacheWriteError(f"cannot create the {target} target's build cache folder {root}: "
+                              f"{reason(err)}",
+                              hint="set RLX_CACHE_DIR to a writable folder (each target's "
+                                   "builds go to <RLX_CACHE_DIR>/<target>)") from None
     if str(root) not in _CLEANED:
         clean_stale(root)
         _CLEANED.add(str(root))

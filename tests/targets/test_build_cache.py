@@ -60,3 +60,15 @@ def test_each_folder_drops_the_temporaries_a_killed_process_left(
     os.utime(stale, (old, old))
     assert FOLDERS[target]() == folder
     assert not stale.exists() and fresh.exists()
+
+
+@pytest.mark.parametrize("target", sorted(FOLDERS))
+def test_a_folder_that_cannot_be_made_is_the_typed_error(
+    target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file where the target's folder goes: RLX-R014 naming the folder, not a raw OSError."""
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    (tmp_path / target).write_text("not a folder")
+    with pytest.raises(verified_files.CacheWriteError) as info:
+        FOLDERS[target]()
+    assert info.value.code == "RLX-R014" and str(tmp_path / target) in info.value.message
