@@ -9,7 +9,9 @@ or overwritten entry (which would make ``dlopen`` SIGBUS or raise a raw ``OSErro
 to ``quarantine/`` and built again instead. Files are written to a temporary name and renamed
 into place, so a reader never sees half a file; temporaries a killed compile left behind are
 deleted (``clean_stale``) once they are older than any compile can take. A failed write is a
-``CacheWriteError`` (RLX-R014).
+``CacheWriteError`` (RLX-R014). Bytes in hand are published with ``publish_bytes``, a file
+built elsewhere with ``publish_copy``; a compiler writes straight into ``temp_path``'s
+temporary, which ``publish`` renames into place (and ``discard`` deletes on failure).
 
 A target that builds in a folder and renames the whole folder into place (cortex-m's firmware,
 fpga's simulators) keeps a folder entry: ``build_dir`` makes the build folder, ``publish_folder``
@@ -36,6 +38,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rlx_core.errors import RlxError
@@ -193,6 +196,39 @@ def publish(tmp: Path, path: Path) -> None:
     # the file this process hashed and renamed: another process that publishes the same entry
     # a moment later puts another inode there, which the next lookup hashes again
     _VERIFIED[str(path)] = ident
+
+
+def publish_bytes(path: Path, data: bytes) -> None:
+    """Publish ``data`` (bytes in hand, e.g. SPIR-V) as the verified entry ``path``: written to
+    a temporary beside it, then ``publish``. A failure is a ``CacheWriteError`` (RLX-R014) and
+    leaves neither a temporary nor a half-written entry."""
+    _publish_through(path, lambda tmp: tmp.write_bytes(data))
+
+
+def publish_copy(src: Path, path: Path) -> None:
+    """Publish a copy of the finished file ``src`` (in a temporary folder, maybe on another
+    file system) as the verified entry ``path``: copied beside it with ``src``'s mode (an ELF
+    stays executable; ``publish`` then gives it the shared mode), then ``publish``. A failure
+    (``src`` missing included) is a ``CacheWriteError`` (RLX-R014), leaving no temporary."""
+
+    def fill(tmp: Path) -> None:
+        shutil.copyfile(src, tmp)
+        shutil.copymode(src, tmp)  # (mkstemp made it 0600)
+
+    _publish_through(path, fill)
+
+
+def _publish_through(path: Path, fill: Callable[[Path], object]) -> None:
+    """``fill`` a fresh temporary beside ``path``, publish it there; typed error on failure,
+    and the temporary is gone either way."""
+    tmp = temp_path(path, ".tmp")
+    try:
+        fill(tmp)
+        publish(tmp, path)
+    except OSError as err:
+        raise write_error(path, err) from None
+    finally:
+        discard(tmp)
 
 
 def forget(path: Path | None = None) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -104,6 +106,23 @@ def test_spirv_lives_in_the_vulkan_cache_with_its_record_and_a_bad_entry_is_rebu
     assert toolchain.to_spirv("k", source) == first  # the record caught it: compiled again
     assert any((tmp_path / "vulkan" / "quarantine").iterdir())
     assert spv.read_bytes() == first
+
+
+def test_spirv_is_returned_when_the_cache_cannot_keep_it(monkeypatch, tmp_path: Path) -> None:
+    """The SPIR-V cache is best-effort: a full disk (RLX-R014 inside) costs the next process a
+    compile, not this one its shader, and leaves no temporary or half-written entry behind."""
+    source = _kernels("vulkan")[0]
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "first"))
+    first = toolchain.to_spirv("k", source)
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "full"))
+    monkeypatch.setattr(verified_files.os, "replace", full)
+    assert toolchain.to_spirv("k", source) == first
+    monkeypatch.undo()
+    assert not [p.name for p in (tmp_path / "full" / "vulkan").iterdir() if p.is_file()]
 
 
 def test_the_server_is_used_where_chmod_is_refused(monkeypatch, tmp_path: Path) -> None:

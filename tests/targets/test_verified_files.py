@@ -218,3 +218,88 @@ def test_a_cleanup_the_file_system_refuses_leaves_the_typed_error(tmp_path: Path
     assert info.value.code == "RLX-R014" and "read-only" in info.value.message
     (left,) = tmp_path.glob("x.c.*.tmp")
     assert vf.clean_stale(tmp_path, older_than=-1) == [left] and not left.exists()
+
+
+# -- publish_bytes / publish_copy: bytes in hand, or a file built elsewhere -----------------
+def test_publish_bytes_makes_a_verified_entry_with_the_shared_mode(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        entry = tmp_path / "k.spv"
+        vf.publish_bytes(entry, b"\x03\x02\x23\x07" + b"\0" * 60)
+        assert entry.read_bytes() == b"\x03\x02\x23\x07" + b"\0" * 60
+        assert entry.stat().st_mode & 0o777 == 0o644
+        size, _ = entry.with_name(entry.name + vf.RECORD).read_text().split()
+        assert int(size) == 64
+        vf.forget(entry)  # hashed again, as another process would
+        assert vf.lookup(entry)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["k.spv", "k.spv.sha256"]
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.parametrize("executable", [False, True])
+def test_publish_copy_keeps_the_source_and_its_execute_bits(executable: bool,
+                                                            tmp_path: Path) -> None:
+    """A linked ELF stays executable (0777 less the umask), an object file does not; the
+    source, in a build folder, is left as it was."""
+    old = os.umask(0o022)
+    try:
+        build = tmp_path / "build"
+        build.mkdir()
+        src = build / "a.elf"
+        src.write_bytes(b"\x7fELF" + bytes(range(60)))
+        os.chmod(src, 0o700 if executable else 0o600)
+        cache = tmp_path / "cache"
+        cache.mkdir()
+        entry = cache / "prog-1.elf"
+        vf.publish_copy(src, entry)
+        assert entry.read_bytes() == src.read_bytes()
+        assert entry.stat().st_mode & 0o777 == (0o755 if executable else 0o644)
+        assert src.stat().st_mode & 0o777 == (0o700 if executable else 0o600)
+        vf.forget(entry)
+        assert vf.lookup(entry)
+        assert sorted(p.name for p in cache.iterdir()) == ["prog-1.elf", "prog-1.elf.sha256"]
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.parametrize("how", ["bytes", "copy"])
+@pytest.mark.parametrize("where", ["write", "rename"])
+def test_a_failed_publish_leaves_no_temporary_and_no_entry(how: str, where: str,
+                                                           tmp_path: Path,
+                                                           monkeypatch) -> None:
+    """The disk fills while the bytes go in, or at the first rename (the record's, which goes
+    before the entry's): RLX-R014 naming the entry, and the folder holds neither a temporary
+    nor a half-written entry nor a record."""
+    src = tmp_path / "built.o"
+    src.write_bytes(b"\x7fELF" + b"\0" * 60)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    entry = cache / "k.o"
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    if where == "rename":
+        monkeypatch.setattr(vf.os, "replace", full)
+    elif how == "bytes":
+        monkeypatch.setattr(Path, "write_bytes", full)
+    else:
+        monkeypatch.setattr(vf.shutil, "copyfile", full)
+    with pytest.raises(vf.CacheWriteError) as info:
+        if how == "bytes":
+            vf.publish_bytes(entry, src.read_bytes())
+        else:
+            vf.publish_copy(src, entry)
+    monkeypatch.undo()
+    assert info.value.code == "RLX-R014" and "disk is full" in info.value.message
+    assert "k.o" in info.value.message
+    assert not list(cache.iterdir())
+    assert not vf.lookup(entry)
+
+
+def test_publish_copy_of_a_missing_file_is_a_typed_error(tmp_path: Path) -> None:
+    with pytest.raises(vf.CacheWriteError) as info:
+        vf.publish_copy(tmp_path / "never-built.elf", tmp_path / "k.elf")
+    assert info.value.code == "RLX-R014"
+    assert not list(tmp_path.iterdir())

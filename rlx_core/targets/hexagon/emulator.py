@@ -116,22 +116,8 @@ def minirt_object() -> Path:
     if not verified_files.lookup(obj):
         with tempfile.TemporaryDirectory(prefix="rlx-hexagon-") as tmp:
             compile_object(MINIRT, Path(tmp) / "minirt.o", EMULATED_ARCH, what="minirt runtime")
-            _keep(Path(tmp) / "minirt.o", obj)
+            verified_files.publish_copy(Path(tmp) / "minirt.o", obj)
     return obj
-
-
-def _keep(built: Path, entry: Path) -> None:
-    """Publish ``built`` (in a temporary folder, maybe on another file system) as the verified
-    cache entry ``entry``: copied beside it, then renamed into place with its record."""
-    tmp = verified_files.temp_path(entry, ".tmp")
-    try:
-        shutil.copyfile(built, tmp)
-        shutil.copymode(built, tmp)  # (mkstemp made it 0600; an ELF stays executable)
-        verified_files.publish(tmp, entry)
-    except OSError as err:
-        raise verified_files.write_error(entry, err) from None
-    finally:
-        verified_files.discard(tmp)
 
 
 def build_elf(cprog: CProgram) -> tuple[Path, bool]:
@@ -158,7 +144,7 @@ def build_elf(cprog: CProgram) -> tuple[Path, bool]:
             raise EmulatorError(f"ld.lld could not link the Hexagon program:\n"
                                 f"{link.stderr.strip()[:1500]}",
                                 hint="a runtime symbol is missing from minirt.py: report it")
-        _keep(t / "a.elf", elf)
+        verified_files.publish_copy(t / "a.elf", elf)
     return elf, False
 
 

@@ -94,8 +94,7 @@ def executable() -> Path | None:
                     return None
                 verified_files.publish(tmp, exe)
             finally:
-                if tmp.exists():
-                    tmp.unlink()
+                verified_files.discard(tmp)
         # (no chmod: publish gave it this user's executable mode, and an entry another user
         # published into a shared cache is not this user's to chmod, EPERM)
     except (OSError, RlxError, subprocess.SubprocessError) as err:

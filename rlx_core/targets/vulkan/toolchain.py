@@ -80,17 +80,14 @@ def _cached(path: Path | None) -> bytes | None:
 
 
 def _keep(path: Path | None, spirv: bytes) -> None:
+    """Keep ``spirv`` as the verified entry ``path``, best-effort: a cache that cannot take it
+    (no folder, disk full: RLX-R014) costs the next process a compile, not this one its
+    shader."""
     if path is None:
         return
     try:
-        tmp = verified_files.temp_path(path, ".tmp")
-        try:
-            tmp.write_bytes(spirv)
-            verified_files.publish(tmp, path)  # record first, then an atomic rename
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-    except (OSError, RlxError):
+        verified_files.publish_bytes(path, spirv)
+    except RlxError:
         pass
 
 
