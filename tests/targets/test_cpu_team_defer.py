@@ -117,3 +117,38 @@ def test_independent_gemms_share_a_phase_and_agree_at_any_thread_count(threads) 
         assert all(np.array_equal(x, y) for x, y in zip(late, outs[1], strict=True)), tid
     for n, got in outs.items():
         assert all(np.array_equal(x, y) for x, y in zip(got, outs[1], strict=True)), n
+
+
+@needs_cpu
+def test_gemms_on_prepacked_weights_share_a_phase(threads) -> None:
+    """Q, K and V of an attention: GEMMs on one activation, each with a constant weight the
+    program prepacks. The packed bytes are a read no kernel writes (packed before the team
+    starts), so the first two end without a wait; 1, 2 and 3 threads and a late thread give
+    the same bits."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((256, 96), np.float32)
+    wq, wk, wv = (rng.standard_normal((96, 128), np.float32) for _ in range(3))
+
+    def qkv(a):
+        return rlx.nn.relu(a @ wq), rlx.nn.relu(a @ wk), rlx.nn.relu(a @ wv)
+
+    threads(2)
+    exe = rlx.compile(qkv, x, target="cpu", record=False)
+    src = exe.program.info["source"]
+    assert "_PACKED_DATA +" in src  # the weights are prepacked
+    assert src.count("rlx_team_defer = 1;") >= 2 and "rlx_team_finish(" in src
+    x64 = x.astype(np.float64)
+    got = exe(x)
+    for out, w in zip(got, (wq, wk, wv), strict=True):
+        np.testing.assert_allclose(out, np.maximum(x64 @ w, 0), rtol=1e-4, atol=1e-4)
+    outs = {}
+    for n in (1, 2, 3):
+        threads(n)
+        outs[n] = exe(x)
+    delay = team_delay(exe, threads)
+    for tid in (0, 1):
+        delay(tid, 20_000)
+        late = exe(x)
+        assert all(np.array_equal(a, b) for a, b in zip(late, outs[1], strict=True)), tid
+    for n, out in outs.items():
+        assert all(np.array_equal(a, b) for a, b in zip(out, outs[1], strict=True)), n

@@ -351,21 +351,27 @@ class CpuRenderer(CLikeRenderer):
         claimed kernel's end when the next one touches nothing of it). Arena values are their
         byte ranges; inputs, parameters and outputs are whole buffers, an output written over
         a donated input is that input; the scratch area is a write of everything past the
-        planned values. Unknown (None): a kernel with arguments beyond its buffers and claim
-        counters (packed weights)."""
+        planned values; a prepacked weight is a read of its packed bytes (packed by the calling
+        thread before the team starts, so no kernel writes them: Q's wait can move past K and V,
+        which read the same activation with weights of their own). Unknown (None): a kernel
+        with any other argument beyond its buffers and claim counters."""
         whole = 1 << 62
         region = self._region_of(where, types)
+        packed = {self.packed.pointer(self._prefix, pw): ("packed", 0, pw.offset,
+                                                          pw.offset + pw.nbytes)
+                  for pw in self.packed.weights}
         feet: list[team_waits.Footprint | None] = []
         for idx, k in enumerate(g.kernels):
             extra = [a for a in self._extra_args.get(k.name, [])
                      if a != self._counter_of(idx) and a not in ROW_ARGS]
-            if extra:
+            if any(a not in packed for a in extra):
                 feet.append(None)
                 continue
             writes = [region(v) for v in k.outputs]
             if idx in self._scratch:
                 writes.append(("arena", 0, self._scratch[idx], whole))
-            feet.append(team_waits.Footprint(tuple(region(v) for v in k.inputs), tuple(writes)))
+            reads = (*(region(v) for v in k.inputs), *(packed[a] for a in extra))
+            feet.append(team_waits.Footprint(reads, tuple(writes)))
         return feet
 
     def _claiming(self, lines: list[str], at: int, body: list[str], kernel: str,
