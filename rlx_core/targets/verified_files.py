@@ -137,10 +137,15 @@ def shared_mode(tmp: Path) -> None:
     """Give a finished temporary the mode a new file of this user gets (see module doc):
     ``0666`` less the umask, ``0777`` less it when any execute bit is set. Best-effort: a file
     system that refuses ``chmod`` leaves the mode as it is (the entry is still usable)."""
-    full = 0o777 if tmp.stat().st_mode & 0o111 else 0o666
+    _user_mode(tmp, 0o777 if tmp.stat().st_mode & 0o111 else 0o666)
+
+
+def _user_mode(path: Path, full: int) -> None:
+    """``full`` less the umask on ``path``, best-effort (EPERM on a FAT/SMB mount: not a
+    failed write)."""
     try:
-        os.chmod(tmp, full & ~_umask())
-    except OSError:  # EPERM on a FAT/SMB mount: not a failed write
+        os.chmod(path, full & ~_umask())
+    except OSError:
         pass
 
 
@@ -168,6 +173,11 @@ def write_atomic(path: Path, data: bytes) -> None:
         discard(tmp)
 
 
+def _write_record(path: Path, size: int, digest: str) -> None:
+    """``path``'s record (``<name>.sha256``: its size and sha256), written atomically."""
+    write_atomic(path.with_name(path.name + RECORD), f"{size} {digest}\n".encode())
+
+
 def _digest(path: Path) -> tuple[int, str, tuple[int, int, int]]:
     """(size, sha256, (inode, size, mtime)) of the file ``path`` names when it is opened."""
     h = hashlib.sha256()
@@ -189,7 +199,7 @@ def publish(tmp: Path, path: Path) -> None:
     try:
         size, digest, ident = _digest(tmp)
         shared_mode(tmp)  # (a chmod changes neither inode, size nor mtime)
-        write_atomic(path.with_name(path.name + RECORD), f"{size} {digest}\n".encode())
+        _write_record(path, size, digest)
         os.replace(tmp, path)
     except OSError as err:
         raise write_error(path, err) from None
@@ -287,17 +297,7 @@ def quarantine(path: Path, why: str) -> None:
     Renaming, not rewriting: a process that already mapped the old file keeps its pages.
     """
     forget(path)
-    qdir = path.parent / "quarantine"
-    stamp = f"{os.getpid()}-{time.time_ns()}"
-    try:
-        qdir.mkdir(exist_ok=True)
-        os.replace(path, qdir / f"{path.name}.{stamp}")
-        (qdir / f"{path.name}.{stamp}.why").write_text(why + "\n")
-    except OSError:
-        try:  # no room to keep it: deleting it is enough to rebuild
-            path.unlink()
-        except OSError:
-            pass
+    _set_aside(path, why, lambda: path.unlink(missing_ok=True))
     try:
         path.with_name(path.name + RECORD).unlink()
     except OSError:
@@ -328,12 +328,8 @@ def publish_folder(tmp: Path, final: Path, names: tuple[str, ...]) -> None:
     try:
         for name in names:
             size, digest, idents[name] = _digest(tmp / name)
-            record = tmp / (name + RECORD)
-            write_atomic(record, f"{size} {digest}\n".encode())
-        try:
-            os.chmod(tmp, 0o777 & ~_umask())
-        except OSError:  # best-effort, as shared_mode: a FAT/SMB mount refuses it
-            pass
+            _write_record(tmp / name, size, digest)
+        _user_mode(tmp, 0o777)
         os.replace(tmp, final)
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -370,11 +366,20 @@ def quarantine_folder(folder: Path, why: str) -> None:
     (renamed, not rewritten: a process running the old simulator keeps it)."""
     for key in [k for k in _VERIFIED if k.startswith(str(folder) + os.sep)]:
         del _VERIFIED[key]
-    qdir = folder.parent / "quarantine"
+    _set_aside(folder, why, lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
+def _set_aside(entry: Path, why: str, remove: Callable[[], object]) -> None:
+    """Rename ``entry`` (a file or a folder) into ``quarantine/`` beside it with a ``.why``
+    note; where that fails (no room to keep it), ``remove`` it: gone is enough to rebuild."""
+    qdir = entry.parent / "quarantine"
     stamp = f"{os.getpid()}-{time.time_ns()}"
     try:
         qdir.mkdir(exist_ok=True)
-        os.replace(folder, qdir / f"{folder.name}.{stamp}")
-        (qdir / f"{folder.name}.{stamp}.why").write_text(why + "\n")
-    except OSError:  # no room to keep it: deleting it is enough to rebuild
-        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(entry, qdir / f"{entry.name}.{stamp}")
+        (qdir / f"{entry.name}.{stamp}.why").write_text(why + "\n")
+    except OSError:
+        try:
+            remove()
+        except OSError:
+            pass
