@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from rlx_core.targets import verified_files
+from rlx_core.targets.cpu import cache
 from rlx_core.targets.cpu.threads import num_threads, set_num_threads
 
 
@@ -22,3 +24,20 @@ def two_threads():
     set_num_threads(2)
     yield
     set_num_threads(before)
+
+
+@pytest.fixture
+def fresh_verified():
+    """The test checks its own cache folders: what this process verified before is forgotten
+    (``verified_files.forget``), before and after it."""
+    verified_files.forget()
+    yield
+    verified_files.forget()
+
+
+@pytest.fixture
+def fresh_cache_state(fresh_verified):
+    """``fresh_verified``, and the cpu cache folders this process found ready forgotten too."""
+    cache._READY.clear()
+    yield
+    cache._READY.clear()

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 import rlx_core as rlx
-from rlx_core.targets import verified_files
 from rlx_core.targets.c_common.renderer import CLikeRenderer
-from rlx_core.targets.cpu import cache
 from rlx_core.targets.cpu.renderer import CpuRenderer
 from rlx_core.targets.cpu.target import CpuTarget
 from rlx_core.targets.hexagon.renderer import HexagonRenderer
 
 _OK, _WHY = CpuTarget().available()
+
+pytestmark = pytest.mark.usefixtures("fresh_cache_state")
 
 _CELL = "def f(x, w):\n    y = x @ w\n    return rlx.tanh(y) * 2.0 + x\n"
 
@@ -33,16 +33,6 @@ def _defined_at(pad: int):
 def _inputs() -> tuple[np.ndarray, np.ndarray]:
     x = (np.arange(64 * 64, dtype=np.float32).reshape(64, 64) % 7) / 7
     return x, np.eye(64, dtype=np.float32) * 0.5
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache_state():
-    """Each test checks its own folder: forget what this process verified before."""
-    cache._READY.clear()
-    verified_files.forget()
-    yield
-    cache._READY.clear()
-    verified_files.forget()
 
 
 @pytest.mark.skipif(not _OK, reason=f"no C compiler: {_WHY}")

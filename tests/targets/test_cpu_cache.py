@@ -28,7 +28,8 @@ from rlx_core.targets.cpu.target import CpuTarget
 
 ROOT = Path(__file__).resolve().parents[2]
 _OK, _WHY = CpuTarget().available()
-pytestmark = pytest.mark.skipif(not _OK, reason=f"no C compiler: {_WHY}")
+pytestmark = [pytest.mark.skipif(not _OK, reason=f"no C compiler: {_WHY}"),
+              pytest.mark.usefixtures("fresh_cache_state")]
 
 # a compiled executable and a jitted function (the specialization cache's module), one process
 _SCRIPT = textwrap.dedent("""
@@ -41,16 +42,6 @@ _SCRIPT = textwrap.dedent("""
     print(json.dumps({"cache": exe.program.info["cache"], "exe": np.asarray(exe(x, x)).tolist(),
                       "jit": np.asarray(g(x, x)).tolist(), "module": g.cache.module_path}))
 """)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache_state():
-    """Each test checks its own folder: forget what this process verified before."""
-    cache._READY.clear()
-    verified_files.forget()
-    yield
-    cache._READY.clear()
-    verified_files.forget()
 
 
 def _run(cache_dir: Path) -> subprocess.CompletedProcess[str]:

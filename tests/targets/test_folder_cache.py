@@ -23,11 +23,7 @@ from rlx_core.targets.fpga.verilog import Project
 STALE = 2 * verified_files.STALE_TMP_SECONDS
 
 
-@pytest.fixture(autouse=True)
-def _forget_all():
-    verified_files.forget()
-    yield
-    verified_files.forget()
+pytestmark = pytest.mark.usefixtures("fresh_verified")
 
 
 def _script(path: Path, body: str) -> str:

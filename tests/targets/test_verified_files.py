@@ -11,12 +11,7 @@ import pytest
 
 from rlx_core.targets import verified_files as vf
 
-
-@pytest.fixture(autouse=True)
-def _forget_all():
-    vf.forget()
-    yield
-    vf.forget()
+pytestmark = pytest.mark.usefixtures("fresh_verified")
 
 
 def _publish(path: Path, data: bytes) -> None:
